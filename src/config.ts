@@ -1,0 +1,361 @@
+// Start-up configuration: load YAML -> interpolate ${VAR} / ${VAR:-default} -> apply the contract's
+// environment overrides -> validate everything at once -> freeze. Nothing is built from a config that
+// has a single problem; every problem is reported together.
+
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { parse as parseYaml } from 'yaml';
+import { isTokenShaped } from './credentials.ts';
+import { parseRedisUrl } from './store/redis.ts';
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+export type StoreKind = 'redis' | 'memory';
+
+export interface Config {
+  readonly masterToken: string;
+  readonly store: StoreKind;
+  readonly redis: {
+    readonly url: string;
+    readonly keyPrefix: string;
+    readonly commandTimeoutMs: number;
+    readonly connectTimeoutMs: number;
+  };
+  readonly upstream: {
+    readonly url: string;
+    /** Bound on waiting for the upstream's response headers (504 past it); streams are never cut. */
+    readonly headersTimeoutMs: number;
+    readonly healthTimeoutMs: number;
+    readonly maxSockets: number;
+  };
+  readonly proxy: {
+    readonly host: string;
+    readonly port: number;
+    /** Externally visible base URL; undefined means http://localhost:<bound port>. */
+    readonly publicUrl: string | undefined;
+    readonly trustedProxies: readonly string[];
+    /** 0 = no cap: /mcp bodies are streamed, never buffered. */
+    readonly maxBodyBytes: number;
+    readonly maxHeaderBytes: number;
+    /** Time allowed to receive a request's headers (slowloris bound). */
+    readonly headersTimeoutMs: number;
+    /** Time allowed to receive a whole request body; does not apply to responses (SSE). */
+    readonly requestTimeoutMs: number;
+    readonly shutdownGraceMs: number;
+  };
+  readonly admin: {
+    readonly host: string;
+    readonly port: number;
+    readonly maxBodyBytes: number;
+  };
+  readonly idp: {
+    readonly issuer: string | undefined;
+    readonly audience: string | undefined;
+    readonly jwksUrl: string | undefined;
+    /** JWS algorithms accepted from the IdP (pinned; `none` and HMAC are never accepted). */
+    readonly algorithms: readonly string[];
+    readonly clockToleranceSeconds: number;
+    readonly jwksTimeoutMs: number;
+    /** Minimum time between two JWKS fetches caused by an unknown `kid`. */
+    readonly jwksCooldownMs: number;
+    /** When set, the JWT's `email` claim must end in one of these domains (and `email_verified` must not be false). */
+    readonly allowedEmailDomains: readonly string[];
+    /** When set, the JWT's `groupsClaim` (a string list) must contain this group. */
+    readonly requiredGroup: string | undefined;
+    readonly groupsClaim: string;
+  };
+  readonly oauth: {
+    /** `open` (RFC 7591 without credentials, what MCP clients expect) or `protected` (master token). */
+    readonly registration: 'open' | 'protected';
+    /** Registrations per client IP per minute on POST /register. */
+    readonly registrationRateLimitPerMinute: number;
+    /** A dynamically registered client that requests no token for this long is forgotten. */
+    readonly unusedClientTtlSeconds: number;
+  };
+  readonly logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** Replaces ${VAR} and ${VAR:-default} in every string of a parsed YAML tree. Unset ${VAR} -> "". */
+export function interpolate(value: unknown, env: NodeJS.ProcessEnv): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_, name: string, fallback?: string) => {
+      const v = env[name];
+      return v !== undefined && v !== '' ? v : (fallback ?? '');
+    });
+  }
+  if (Array.isArray(value)) return value.map((v) => interpolate(v, env));
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, env);
+    return out;
+  }
+  return value;
+}
+
+type Tree = Record<string, unknown>;
+
+function section(root: Tree, name: string, problems: string[]): Tree {
+  const v = root[name];
+  if (v === undefined || v === null) return {};
+  if (typeof v === 'object' && !Array.isArray(v)) return v as Tree;
+  problems.push(`"${name}" must be a mapping`);
+  return {};
+}
+
+/** Environment variables that always win over the file (CONTRACT.md §2). */
+function applyEnv(root: Tree, env: NodeJS.ProcessEnv, problems: string[]): void {
+  const set = (sectionName: string | null, key: string, variable: string) => {
+    const v = env[variable];
+    if (v === undefined || v === '') return;
+    if (sectionName === null) {
+      root[key] = v;
+      return;
+    }
+    // A copy: the caller's parsed tree is never modified (root itself is a shallow copy).
+    const s = { ...section(root, sectionName, problems) };
+    s[key] = v;
+    root[sectionName] = s;
+  };
+  set(null, 'masterToken', 'BEARER_SECRET_MASTER');
+  set('redis', 'url', 'REDIS_URL');
+  set('upstream', 'url', 'UPSTREAM_URL');
+  set('proxy', 'host', 'HOST');
+  set('proxy', 'port', 'PORT');
+  set('proxy', 'publicUrl', 'PUBLIC_URL');
+  set('admin', 'host', 'ADMIN_HOST');
+  set('admin', 'port', 'ADMIN_PORT');
+  set('idp', 'issuer', 'IDP_ISSUER');
+  set('idp', 'audience', 'IDP_AUDIENCE');
+  set('idp', 'jwksUrl', 'IDP_JWKS_URL');
+  set(null, 'logLevel', 'LOG_LEVEL');
+}
+
+class Reader {
+  constructor(
+    private readonly tree: Tree,
+    private readonly path: string,
+    private readonly problems: string[],
+  ) {}
+
+  #name(key: string): string {
+    return this.path ? `${this.path}.${key}` : key;
+  }
+
+  string(key: string, fallback: string): string {
+    const v = this.tree[key];
+    if (v === undefined || v === null || v === '') return fallback;
+    if (typeof v === 'string' || typeof v === 'number') return String(v);
+    this.problems.push(`${this.#name(key)} must be a string`);
+    return fallback;
+  }
+
+  optionalString(key: string): string | undefined {
+    const v = this.string(key, '');
+    return v === '' ? undefined : v;
+  }
+
+  int(key: string, fallback: number, min: number, max: number): number {
+    const v = this.tree[key];
+    if (v === undefined || v === null || v === '') return fallback;
+    const n = typeof v === 'number' ? v : typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
+    if (!Number.isInteger(n) || n < min || n > max) {
+      this.problems.push(`${this.#name(key)} must be an integer from ${min} to ${max} (got ${JSON.stringify(v)})`);
+      return fallback;
+    }
+    return n;
+  }
+
+  stringList(key: string): string[] {
+    const v = this.tree[key];
+    if (v === undefined || v === null || v === '') return [];
+    if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter(Boolean);
+    if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v as string[];
+    this.problems.push(`${this.#name(key)} must be a list of strings`);
+    return [];
+  }
+}
+
+function checkHttpUrl(name: string, value: string, problems: string[], requirePath = false): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problems.push(`${name} "${value}" is not a valid URL (example: http://127.0.0.1:3000/mcp)`);
+    return;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    problems.push(`${name} must be an http:// or https:// URL (got ${url.protocol})`);
+  } else if (requirePath && (url.pathname === '' || url.pathname === '/')) {
+    problems.push(`${name} must name the MCP endpoint path, e.g. http://127.0.0.1:3000/mcp`);
+  }
+  if (url.username || url.password) problems.push(`${name} must not carry credentials`);
+}
+
+function checkCidr(entry: string): boolean {
+  const [address, bits] = entry.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0) return false;
+  if (bits === undefined) return true;
+  const n = Number(bits);
+  return /^\d+$/.test(bits) && n >= 0 && n <= (family === 4 ? 32 : 128);
+}
+
+/** Validates a parsed config tree (after interpolation); throws ConfigError listing every problem. */
+export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+  const root: Tree = input !== null && typeof input === 'object' && !Array.isArray(input) ? { ...(input as Tree) } : {};
+  if (input !== null && input !== undefined && root !== input && typeof input !== 'object') {
+    problems.push('the config file must contain a YAML mapping');
+  }
+  applyEnv(root, env, problems);
+  const top = new Reader(root, '', problems);
+  const redisR = new Reader(section(root, 'redis', problems), 'redis', problems);
+  const upstreamR = new Reader(section(root, 'upstream', problems), 'upstream', problems);
+  const proxyR = new Reader(section(root, 'proxy', problems), 'proxy', problems);
+  const adminR = new Reader(section(root, 'admin', problems), 'admin', problems);
+  const idpR = new Reader(section(root, 'idp', problems), 'idp', problems);
+
+  const masterToken = top.string('masterToken', '');
+  if (masterToken === '') {
+    problems.push(
+      'BEARER_SECRET_MASTER is not set. Generate one with `node -e "console.log(require(\'crypto\').randomBytes(32).toString(\'hex\'))"` and export it',
+    );
+  } else if (!isTokenShaped(masterToken)) {
+    problems.push(
+      `BEARER_SECRET_MASTER must be exactly 64 lowercase hex characters (32 random bytes); the value given has ${masterToken.length} characters${/[A-F]/.test(masterToken) ? ' and uppercase letters' : ''}`,
+    );
+  }
+
+  const store = top.string('store', 'redis');
+  if (store !== 'redis' && store !== 'memory') problems.push(`store must be "redis" or "memory" (got "${store}")`);
+
+  const redisUrl = redisR.string('url', 'redis://127.0.0.1:6379');
+  try {
+    parseRedisUrl(redisUrl);
+  } catch (err) {
+    problems.push(`REDIS_URL "${redisUrl.replace(/\/\/[^@/]*@/, '//***@')}": ${(err as Error).message}`);
+  }
+
+  const upstreamUrl = upstreamR.string('url', 'http://127.0.0.1:3000/mcp');
+  checkHttpUrl('UPSTREAM_URL', upstreamUrl, problems, true);
+
+  const proxyPort = proxyR.int('port', 8080, 0, 65535);
+  const publicUrl = proxyR.optionalString('publicUrl');
+  if (publicUrl !== undefined) checkHttpUrl('PUBLIC_URL', publicUrl, problems);
+
+  const trustedProxies = proxyR.stringList('trustedProxies');
+  for (const entry of trustedProxies) {
+    if (!checkCidr(entry)) problems.push(`proxy.trustedProxies entry "${entry}" is not an IP address or CIDR`);
+  }
+
+  const logLevel = top.string('logLevel', 'info');
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
+    problems.push(`LOG_LEVEL must be one of debug, info, warn, error (got "${logLevel}")`);
+  }
+
+  const algorithms = idpR.stringList('algorithms');
+  const idp = {
+    issuer: idpR.optionalString('issuer'),
+    audience: idpR.optionalString('audience'),
+    jwksUrl: idpR.optionalString('jwksUrl'),
+    algorithms: algorithms.length > 0 ? algorithms : ['RS256', 'ES256', 'PS256', 'EdDSA'],
+    clockToleranceSeconds: idpR.int('clockToleranceSeconds', 30, 0, 300),
+    jwksTimeoutMs: idpR.int('jwksTimeoutMs', 5000, 100, 60000),
+    jwksCooldownMs: idpR.int('jwksCooldownMs', 30000, 0, 3600000),
+    allowedEmailDomains: idpR.stringList('allowedEmailDomains').map((d) => d.toLowerCase()),
+    requiredGroup: idpR.optionalString('requiredGroup'),
+    groupsClaim: idpR.string('groupsClaim', 'groups'),
+  };
+  for (const alg of idp.algorithms) {
+    if (!ASYMMETRIC_ALGORITHMS.includes(alg)) {
+      problems.push(`idp.algorithms: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
+    }
+  }
+  const oauthR = new Reader(section(root, 'oauth', problems), 'oauth', problems);
+  const registration = oauthR.string('registration', 'open');
+  if (registration !== 'open' && registration !== 'protected') problems.push(`oauth.registration must be "open" or "protected" (got "${registration}")`);
+  const oauth = {
+    registration: registration === 'protected' ? ('protected' as const) : ('open' as const),
+    registrationRateLimitPerMinute: oauthR.int('registrationRateLimitPerMinute', 10, 1, 100000),
+    unusedClientTtlSeconds: oauthR.int('unusedClientTtlSeconds', 30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+  };
+  const idpSet = [idp.issuer, idp.audience, idp.jwksUrl].filter((v) => v !== undefined).length;
+  if (idpSet > 0 && idpSet < 3) problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
+  if (idp.jwksUrl !== undefined) checkHttpUrl('IDP_JWKS_URL', idp.jwksUrl, problems);
+
+  const config: Config = {
+    masterToken,
+    store: store === 'memory' ? 'memory' : 'redis',
+    redis: {
+      url: redisUrl,
+      keyPrefix: redisR.string('keyPrefix', 'mcpauth:'),
+      commandTimeoutMs: redisR.int('commandTimeoutMs', 1000, 10, 1500),
+      connectTimeoutMs: redisR.int('connectTimeoutMs', 5000, 100, 60000),
+    },
+    upstream: {
+      url: upstreamUrl,
+      headersTimeoutMs: upstreamR.int('headersTimeoutMs', 60000, 10, 3600000),
+      healthTimeoutMs: upstreamR.int('healthTimeoutMs', 2000, 10, 60000),
+      maxSockets: upstreamR.int('maxSockets', 1024, 1, 65536),
+    },
+    proxy: {
+      host: proxyR.string('host', '0.0.0.0'),
+      port: proxyPort,
+      publicUrl: publicUrl?.replace(/\/+$/, ''),
+      trustedProxies,
+      maxBodyBytes: proxyR.int('maxBodyBytes', 0, 0, Number.MAX_SAFE_INTEGER),
+      maxHeaderBytes: proxyR.int('maxHeaderBytes', 16384, 1024, 1048576),
+      headersTimeoutMs: proxyR.int('headersTimeoutMs', 10000, 100, 600000),
+      requestTimeoutMs: proxyR.int('requestTimeoutMs', 300000, 0, 86400000),
+      shutdownGraceMs: proxyR.int('shutdownGraceMs', 10000, 0, 600000),
+    },
+    admin: {
+      host: adminR.string('host', '127.0.0.1'),
+      port: adminR.int('port', 8081, 0, 65535),
+      maxBodyBytes: adminR.int('maxBodyBytes', 65536, 1024, 1048576),
+    },
+    idp,
+    oauth,
+    logLevel: logLevel as LogLevel,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze(config);
+}
+
+/** Reads and validates the file; a missing or unparsable file is one more problem in the same list. */
+export function loadConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): Config {
+  let tree: unknown = {};
+  if (path !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new ConfigError([`cannot read config file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+    }
+    try {
+      tree = parseYaml(text) ?? {};
+    } catch (err) {
+      throw new ConfigError([`config file ${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
+    }
+    if (typeof tree !== 'object' || Array.isArray(tree)) throw new ConfigError([`config file ${path} must contain a YAML mapping`]);
+  }
+  return buildConfig(interpolate(tree, env), env);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,134 @@
+// The credential model of the seed: token format, hashing, the master-token check, and the policy that
+// decides whether a stored record (as the store returns it, raw string fields) still authorizes.
+// The store knows nothing of expiry or revocation; this module knows nothing of Redis.
+
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** 7 × 24 × 60 × 60 × 1000 ms: the seed's fixed user-grade lifetime (not configurable). */
+export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
+export const TOKEN_HEX_LENGTH = 64;
+const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
+const EPOCH_MS_PATTERN = /^[0-9]{1,16}$/;
+
+export type AuthKind = 'user' | 'oauth' | 'master';
+
+export interface Principal {
+  kind: AuthKind;
+  /** IdP `sub` (user), clientId (oauth) or `master`. */
+  subject: string;
+  clientId?: string;
+  tokenHash?: string;
+  scope?: string;
+  expiresAt?: number;
+}
+
+/** Raw hash fields as stored: user-grade record, OAuth access-token record. Absent record = null. */
+export type StoredFields = Record<string, string>;
+
+export interface TokenLookup {
+  user: StoredFields | null;
+  oauth: StoredFields | null;
+}
+
+/** Why a presented credential was refused; never sent to the client (one body for all), only logged. */
+export type DenialReason = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired' | 'corrupt';
+
+export type Decision = { ok: true; principal: Principal } | { ok: false; reason: DenialReason };
+
+/** 32 CSPRNG bytes as 64 lowercase hex characters. */
+export function generateToken(): string {
+  return randomBytes(32).toString('hex');
+}
+
+/** SHA-256 of the raw token as 64 lowercase hex: the only form of an issued token that is ever stored. */
+export function hashToken(raw: string): string {
+  return createHash('sha256').update(raw, 'utf8').digest('hex');
+}
+
+export function isTokenShaped(value: string): boolean {
+  return value.length === TOKEN_HEX_LENGTH && TOKEN_PATTERN.test(value);
+}
+
+export type ParsedAuthorization = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
+
+const MISSING: ParsedAuthorization = { kind: 'missing' };
+const MALFORMED: ParsedAuthorization = { kind: 'malformed' };
+
+/**
+ * Strict `Authorization: Bearer <64 lowercase hex>`. The scheme is case-insensitive (RFC 9110 §11.1),
+ * separated by exactly one space; anything else (other schemes, padding, a second header) is malformed.
+ * `rawHeaders` is scanned because Node keeps only the first of duplicate Authorization headers.
+ */
+export function parseAuthorization(rawHeaders: readonly string[]): ParsedAuthorization {
+  let value: string | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 13 && name.toLowerCase() === 'authorization') {
+      if (value !== undefined) return MALFORMED;
+      value = rawHeaders[i + 1] ?? '';
+    }
+  }
+  if (value === undefined) return MISSING;
+  if (value.length !== 7 + TOKEN_HEX_LENGTH) return MALFORMED;
+  if (value.charCodeAt(6) !== 0x20 || value.slice(0, 6).toLowerCase() !== 'bearer') return MALFORMED;
+  const token = value.slice(7);
+  return TOKEN_PATTERN.test(token) ? { kind: 'token', token } : MALFORMED;
+}
+
+/**
+ * Constant-time master-token check without a length leak: both sides are reduced to a keyed
+ * HMAC-SHA-256 under a per-process random key, then compared with timingSafeEqual (always 32 bytes).
+ */
+export class MasterToken {
+  readonly #key = randomBytes(32);
+  readonly #digest: Buffer;
+
+  constructor(secret: string) {
+    if (!isTokenShaped(secret)) throw new Error('master token must be exactly 64 lowercase hex characters');
+    this.#digest = createHmac('sha256', this.#key).update(secret, 'utf8').digest();
+  }
+
+  matches(candidate: unknown): boolean {
+    const text = typeof candidate === 'string' ? candidate : '';
+    const digest = createHmac('sha256', this.#key).update(text, 'utf8').digest();
+    return timingSafeEqual(digest, this.#digest);
+  }
+}
+
+function parseEpochMs(value: string | undefined): number | undefined {
+  if (value === undefined || !EPOCH_MS_PATTERN.test(value)) return undefined;
+  return Number(value);
+}
+
+/**
+ * Decides a token from its stored records. User-grade: `revoked` must be exactly "false" and
+ * `expiresAt` a number in the future. OAuth: no `revokedAt`, `expiresAt` in the future. Anything
+ * malformed fails closed. A hash present in both collections is treated as corrupt.
+ */
+export function decideToken(tokenHash: string, found: TokenLookup, now: number): Decision {
+  const { user, oauth } = found;
+  if (user && oauth) return { ok: false, reason: 'corrupt' };
+  if (user) {
+    if (user.tokenHash !== undefined && user.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
+    if (user.revoked !== 'false') return { ok: false, reason: user.revoked === 'true' ? 'revoked' : 'corrupt' };
+    const expiresAt = parseEpochMs(user.expiresAt);
+    if (expiresAt === undefined) return { ok: false, reason: 'corrupt' };
+    if (now >= expiresAt) return { ok: false, reason: 'expired' };
+    const subject = user.subject;
+    if (!subject) return { ok: false, reason: 'corrupt' };
+    return { ok: true, principal: { kind: 'user', subject, tokenHash, expiresAt } };
+  }
+  if (oauth) {
+    if (oauth.tokenHash !== undefined && oauth.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
+    if (oauth.revokedAt !== undefined) return { ok: false, reason: 'revoked' };
+    const expiresAt = parseEpochMs(oauth.expiresAt);
+    if (expiresAt === undefined) return { ok: false, reason: 'corrupt' };
+    if (now >= expiresAt) return { ok: false, reason: 'expired' };
+    const clientId = oauth.clientId;
+    if (!clientId) return { ok: false, reason: 'corrupt' };
+    const principal: Principal = { kind: 'oauth', subject: clientId, clientId, tokenHash, expiresAt };
+    if (oauth.scope) principal.scope = oauth.scope;
+    return { ok: true, principal };
+  }
+  return { ok: false, reason: 'unknown' };
+}

@@ -1,0 +1,287 @@
+// In-memory TokenStore for the demo and for single-process use: the same keys and fields as Redis,
+// with TTLs honoured against the injected clock. JavaScript runs each method to completion between
+// awaits, which gives the same atomicity the Redis store gets from MULTI/EXEC and Lua.
+
+import type { Clock } from '../clock.ts';
+import type { TokenLookup } from '../credentials.ts';
+import {
+  ACCESS_MEMBER,
+  REFRESH_MEMBER,
+  accessTokenFields,
+  clientFields,
+  clientFromFields,
+  keyLayout,
+  profileFields,
+  profileFromFields,
+  refreshTokenFields,
+  userTokenFields,
+  type Fields,
+  type KeyLayout,
+} from './records.ts';
+import type {
+  AccessTokenRecord,
+  ClientRecord,
+  CreateTokenOutcome,
+  DeleteClientResult,
+  ProfileRecord,
+  RefreshTokenRecord,
+  RotateOutcome,
+  TokenStore,
+  UserTokenRecord,
+} from './types.ts';
+
+interface Entry {
+  fields: Fields;
+  expiresAt: number | undefined;
+}
+
+export class MemoryTokenStore implements TokenStore {
+  readonly #hashes = new Map<string, Entry>();
+  readonly #sets = new Map<string, Set<string>>();
+  readonly #keys: KeyLayout;
+  readonly #clock: Clock;
+  #closed = false;
+
+  constructor(options: { clock: Clock; keyPrefix?: string }) {
+    this.#clock = options.clock;
+    this.#keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
+  }
+
+  #check(): void {
+    if (this.#closed) throw new Error('store is closed');
+  }
+
+  #get(key: string): Fields | null {
+    const entry = this.#hashes.get(key);
+    if (!entry) return null;
+    if (entry.expiresAt !== undefined && entry.expiresAt <= this.#clock.now()) {
+      this.#hashes.delete(key);
+      return null;
+    }
+    return entry.fields;
+  }
+
+  #put(key: string, fields: Fields, expiresAt?: number): void {
+    this.#hashes.set(key, { fields: { ...fields }, expiresAt });
+  }
+
+  #set(key: string): Set<string> {
+    let set = this.#sets.get(key);
+    if (!set) {
+      set = new Set();
+      this.#sets.set(key, set);
+    }
+    return set;
+  }
+
+  async lookupToken(tokenHash: string): Promise<TokenLookup> {
+    this.#check();
+    const user = this.#get(this.#keys.userToken(tokenHash));
+    const oauth = this.#get(this.#keys.accessToken(tokenHash));
+    return { user: user && { ...user }, oauth: oauth && { ...oauth } };
+  }
+
+  async ping(): Promise<void> {
+    this.#check();
+  }
+
+  async putUserToken(record: UserTokenRecord): Promise<void> {
+    this.#check();
+    this.#put(this.#keys.userToken(record.tokenHash), userTokenFields(record), record.expiresAt);
+  }
+
+  async revokeUserToken(tokenHash: string): Promise<boolean> {
+    this.#check();
+    const fields = this.#get(this.#keys.userToken(tokenHash));
+    if (!fields) return false;
+    fields.revoked = 'true';
+    return true;
+  }
+
+  async createClient(client: ClientRecord): Promise<void> {
+    this.#check();
+    const key = this.#keys.client(client.clientId);
+    if (this.#get(key)) throw new Error('client already exists');
+    this.#put(key, clientFields(client));
+    this.#set(this.#keys.clientIndex()).add(client.clientId);
+  }
+
+  async getClient(clientId: string): Promise<ClientRecord | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.client(clientId));
+    return fields && clientFromFields(fields);
+  }
+
+  async listClients(): Promise<ClientRecord[]> {
+    this.#check();
+    const out: ClientRecord[] = [];
+    for (const id of [...this.#set(this.#keys.clientIndex())].sort()) {
+      const fields = this.#get(this.#keys.client(id));
+      const client = fields && clientFromFields(fields);
+      if (client) out.push(client);
+    }
+    return out;
+  }
+
+  async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
+    this.#check();
+    const client = this.#get(this.#keys.client(clientId));
+    if (!client) return null;
+    const revokedAt = client.revokedAt !== undefined ? Number(client.revokedAt) : now;
+    client.revokedAt = String(revokedAt);
+    let accessTokensRevoked = 0;
+    let refreshTokensRevoked = 0;
+    const members = this.#set(this.#keys.clientTokens(clientId));
+    for (const member of members) {
+      const hash = member.slice(2);
+      const isAccess = member.startsWith(ACCESS_MEMBER);
+      const fields = this.#get(isAccess ? this.#keys.accessToken(hash) : this.#keys.refreshToken(hash));
+      if (fields && fields.revokedAt === undefined) {
+        fields.revokedAt = String(revokedAt);
+        if (isAccess) accessTokensRevoked++;
+        else if (member.startsWith(REFRESH_MEMBER)) refreshTokensRevoked++;
+      }
+    }
+    members.clear();
+    return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
+  }
+
+  async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
+    this.#check();
+    return this.issueTokens(record);
+  }
+
+  async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
+    this.#check();
+    const fields = this.#get(this.#keys.accessToken(tokenHash));
+    if (!fields) return false;
+    fields.revokedAt ??= String(now);
+    return true;
+  }
+
+  #clientState(clientId: string): CreateTokenOutcome {
+    const client = this.#get(this.#keys.client(clientId));
+    if (!client) return 'client_not_found';
+    return client.revokedAt !== undefined ? 'client_revoked' : 'ok';
+  }
+
+  #storeAccess(record: AccessTokenRecord): void {
+    this.#put(this.#keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
+    this.#set(this.#keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
+    if (record.familyId !== undefined) this.#set(this.#keys.refreshFamily(record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
+  }
+
+  #storeRefresh(record: RefreshTokenRecord): void {
+    this.#put(this.#keys.refreshToken(record.tokenHash), refreshTokenFields(record), record.expiresAt);
+    this.#set(this.#keys.clientTokens(record.clientId)).add(REFRESH_MEMBER + record.tokenHash);
+    this.#set(this.#keys.refreshFamily(record.familyId)).add(REFRESH_MEMBER + record.tokenHash);
+  }
+
+  async issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
+    this.#check();
+    const state = this.#clientState(access.clientId);
+    if (state !== 'ok') return state;
+    this.#storeAccess(access);
+    if (refresh) this.#storeRefresh(refresh);
+    return 'ok';
+  }
+
+  async getRefreshToken(tokenHash: string): Promise<Fields | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.refreshToken(tokenHash));
+    return fields && { ...fields };
+  }
+
+  #revokeFamily(familyId: string, now: number): void {
+    for (const member of this.#set(this.#keys.refreshFamily(familyId))) {
+      const hash = member.slice(2);
+      const key = member.startsWith(ACCESS_MEMBER) ? this.#keys.accessToken(hash) : this.#keys.refreshToken(hash);
+      const fields = this.#get(key);
+      if (fields) fields.revokedAt ??= String(now);
+    }
+  }
+
+  async rotateRefreshToken(
+    oldHash: string,
+    clientId: string,
+    now: number,
+    access: AccessTokenRecord,
+    refresh: RefreshTokenRecord,
+  ): Promise<RotateOutcome> {
+    this.#check();
+    const old = this.#get(this.#keys.refreshToken(oldHash));
+    if (!old || old.clientId !== clientId || old.revokedAt !== undefined || !old.familyId) return 'invalid';
+    if (old.rotatedAt !== undefined) {
+      this.#revokeFamily(old.familyId, now);
+      return 'reused';
+    }
+    const state = this.#clientState(clientId);
+    if (state === 'client_not_found') return 'invalid';
+    if (state === 'client_revoked') return 'client_revoked';
+    old.rotatedAt = String(now);
+    this.#storeAccess(access);
+    this.#storeRefresh(refresh);
+    return 'ok';
+  }
+
+  async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
+    this.#check();
+    const fields = this.#get(this.#keys.refreshToken(tokenHash));
+    if (!fields) return false;
+    fields.revokedAt ??= String(now);
+    if (fields.familyId) this.#revokeFamily(fields.familyId, now);
+    return true;
+  }
+
+  async touchClient(clientId: string, ttlMs: number): Promise<void> {
+    this.#check();
+    const entry = this.#hashes.get(this.#keys.client(clientId));
+    if (entry && this.#get(this.#keys.client(clientId))) entry.expiresAt = this.#clock.now() + ttlMs;
+  }
+
+  async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
+    this.#check();
+    const created: string[] = [];
+    for (const profile of profiles) {
+      const key = this.#keys.profile(profile.name);
+      if (this.#get(key)) continue;
+      this.#put(key, profileFields(profile));
+      this.#set(this.#keys.profileIndex()).add(profile.name);
+      created.push(profile.name);
+    }
+    return created;
+  }
+
+  async getProfile(name: string): Promise<ProfileRecord | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.profile(name));
+    return fields && profileFromFields(fields);
+  }
+
+  async listProfiles(): Promise<ProfileRecord[]> {
+    this.#check();
+    const out: ProfileRecord[] = [];
+    for (const name of [...this.#set(this.#keys.profileIndex())].sort()) {
+      const fields = this.#get(this.#keys.profile(name));
+      const profile = fields && profileFromFields(fields);
+      if (profile) out.push(profile);
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  /** Test and demo hook: the raw fields under a key, as `redis-cli HGETALL` would show them. */
+  rawHash(key: string): Fields | null {
+    const fields = this.#get(key);
+    return fields && { ...fields };
+  }
+
+  /** Test hook: edit a raw field, as an admin would with `redis-cli HSET`. */
+  setRawField(key: string, field: string, value: string): void {
+    const fields = this.#get(key);
+    if (fields) fields[field] = value;
+  }
+}

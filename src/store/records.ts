@@ -1,0 +1,139 @@
+// How records become flat string hash fields and back: shared by both stores so they hold the same
+// bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
+
+import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+
+export type Fields = Record<string, string>;
+
+/** Key names under the prefix; every OAuth key carries the `{oauth}` hash tag (one Cluster slot). */
+export function keyLayout(prefix: string) {
+  return {
+    userToken: (tokenHash: string) => `${prefix}userBearerTokens:${tokenHash}`,
+    accessToken: (tokenHash: string) => `${prefix}{oauth}:oauthAccessTokens:${tokenHash}`,
+    refreshToken: (tokenHash: string) => `${prefix}{oauth}:oauthRefreshTokens:${tokenHash}`,
+    client: (clientId: string) => `${prefix}{oauth}:oauthClients:${clientId}`,
+    clientIndex: () => `${prefix}{oauth}:oauthClientIndex`,
+    clientTokens: (clientId: string) => `${prefix}{oauth}:oauthClientTokens:${clientId}`,
+    refreshFamily: (familyId: string) => `${prefix}{oauth}:oauthRefreshFamilies:${familyId}`,
+    profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
+    profileIndex: () => `${prefix}{oauth}:profileIndex`,
+  };
+}
+export type KeyLayout = ReturnType<typeof keyLayout>;
+
+/** Members of a client's token set: `a:<hash>` for access tokens, `r:<hash>` for refresh tokens. */
+export const ACCESS_MEMBER = 'a:';
+export const REFRESH_MEMBER = 'r:';
+
+export function userTokenFields(r: UserTokenRecord): Fields {
+  return {
+    tokenHash: r.tokenHash,
+    subject: r.subject,
+    issuer: r.issuer,
+    revoked: 'false',
+    createdAt: String(r.createdAt),
+    expiresAt: String(r.expiresAt),
+  };
+}
+
+export function accessTokenFields(r: AccessTokenRecord): Fields {
+  const f: Fields = {
+    tokenHash: r.tokenHash,
+    clientId: r.clientId,
+    createdAt: String(r.createdAt),
+    expiresAt: String(r.expiresAt),
+  };
+  if (r.scope !== undefined) f.scope = r.scope;
+  if (r.familyId !== undefined) f.familyId = r.familyId;
+  return f;
+}
+
+export function refreshTokenFields(r: RefreshTokenRecord): Fields {
+  const f: Fields = {
+    tokenHash: r.tokenHash,
+    clientId: r.clientId,
+    familyId: r.familyId,
+    createdAt: String(r.createdAt),
+    expiresAt: String(r.expiresAt),
+  };
+  if (r.scope !== undefined) f.scope = r.scope;
+  return f;
+}
+
+export function clientFields(c: ClientRecord): Fields {
+  const f: Fields = {
+    clientId: c.clientId,
+    redirectUris: JSON.stringify(c.redirectUris),
+    grantTypes: JSON.stringify(c.grantTypes),
+    profile: c.profile,
+    tokenEndpointAuthMethod: c.tokenEndpointAuthMethod,
+    source: c.source,
+    createdAt: String(c.createdAt),
+  };
+  if (c.clientSecretHash !== undefined) f.clientSecretHash = c.clientSecretHash;
+  if (c.clientName !== undefined) f.clientName = c.clientName;
+  if (c.scope !== undefined) f.scope = c.scope;
+  if (c.revokedAt !== undefined) f.revokedAt = String(c.revokedAt);
+  return f;
+}
+
+function stringArray(text: string | undefined): string[] {
+  if (!text) return [];
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+function authMethod(text: string | undefined): TokenEndpointAuthMethod {
+  return text === 'client_secret_post' || text === 'none' ? text : 'client_secret_basic';
+}
+
+export function clientFromFields(f: Fields): ClientRecord | null {
+  if (!f.clientId) return null;
+  const c: ClientRecord = {
+    clientId: f.clientId,
+    redirectUris: stringArray(f.redirectUris),
+    grantTypes: stringArray(f.grantTypes),
+    profile: f.profile ?? 'default',
+    tokenEndpointAuthMethod: authMethod(f.tokenEndpointAuthMethod),
+    source: f.source === 'dcr' ? 'dcr' : 'admin',
+    createdAt: Number(f.createdAt ?? 0),
+  };
+  if (f.clientSecretHash !== undefined) c.clientSecretHash = f.clientSecretHash;
+  if (f.clientName !== undefined) c.clientName = f.clientName;
+  if (f.scope !== undefined) c.scope = f.scope;
+  if (f.revokedAt !== undefined) c.revokedAt = Number(f.revokedAt);
+  return c;
+}
+
+export function profileFields(p: ProfileRecord): Fields {
+  return {
+    name: p.name,
+    description: p.description,
+    accessTokenLifetimeSeconds: String(p.accessTokenLifetimeSeconds),
+    refreshTokenLifetimeSeconds: String(p.refreshTokenLifetimeSeconds),
+    grantTypes: JSON.stringify(p.grantTypes),
+    createdAt: String(p.createdAt),
+  };
+}
+
+export function profileFromFields(f: Fields): ProfileRecord | null {
+  if (!f.name) return null;
+  return {
+    name: f.name,
+    description: f.description ?? '',
+    accessTokenLifetimeSeconds: Number(f.accessTokenLifetimeSeconds ?? 0),
+    refreshTokenLifetimeSeconds: Number(f.refreshTokenLifetimeSeconds ?? 0),
+    grantTypes: stringArray(f.grantTypes),
+    createdAt: Number(f.createdAt ?? 0),
+  };
+}
+
+/** Empty object from HGETALL means "no such key". */
+export function orNull(f: Fields): Fields | null {
+  for (const _ in f) return f;
+  return null;
+}

@@ -1,0 +1,536 @@
+// Production TokenStore on Redis (ioredis): standalone, Sentinel or Cluster. Fails fast rather than
+// queueing: no offline queue and a command timeout, so a dead or slow Redis surfaces as an error
+// within the bound and the proxy answers 503 instead of letting requests pile up.
+
+import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
+import type { TokenLookup } from '../credentials.ts';
+import {
+  ACCESS_MEMBER,
+  REFRESH_MEMBER,
+  accessTokenFields,
+  clientFields,
+  clientFromFields,
+  keyLayout,
+  orNull,
+  profileFields,
+  profileFromFields,
+  refreshTokenFields,
+  userTokenFields,
+  type Fields,
+  type KeyLayout,
+} from './records.ts';
+import type {
+  AccessTokenRecord,
+  ClientRecord,
+  CreateTokenOutcome,
+  DeleteClientResult,
+  ProfileRecord,
+  RefreshTokenRecord,
+  RotateOutcome,
+  TokenStore,
+  UserTokenRecord,
+} from './types.ts';
+
+export type RedisClient = Redis | Cluster;
+
+export interface RedisConnectionOptions {
+  url: string;
+  /** Bound on every command; past it the command fails (and the request gets 503). */
+  commandTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+
+/**
+ * Accepted URL forms:
+ * - `redis://[user:pass@]host:port[/db]`, `rediss://...` (TLS)
+ * - `redis+sentinel://[:pass@]host1:port1,host2:port2/<masterName>[/db]` (`rediss+sentinel` for TLS)
+ * - `redis+cluster://[:pass@]host1:port1,host2:port2` (`rediss+cluster` for TLS)
+ */
+export function parseRedisUrl(url: string):
+  | { mode: 'standalone'; url: string }
+  | { mode: 'sentinel'; sentinels: Array<{ host: string; port: number }>; name: string; db: number; password?: string; username?: string; tls: boolean }
+  | { mode: 'cluster'; nodes: Array<{ host: string; port: number }>; password?: string; username?: string; tls: boolean } {
+  const match = /^(rediss?)(\+sentinel|\+cluster)?:\/\/(.*)$/.exec(url);
+  if (!match) throw new Error('REDIS_URL must start with redis://, rediss://, redis+sentinel:// or redis+cluster://');
+  const [, scheme, variant, rest = ''] = match;
+  if (!variant) {
+    new URL(url); // throws on a malformed URL
+    return { mode: 'standalone', url };
+  }
+  const at = rest.lastIndexOf('@');
+  const auth = at >= 0 ? rest.slice(0, at) : '';
+  const afterAuth = at >= 0 ? rest.slice(at + 1) : rest;
+  const slash = afterAuth.indexOf('/');
+  const hostList = slash >= 0 ? afterAuth.slice(0, slash) : afterAuth;
+  const path = slash >= 0 ? afterAuth.slice(slash + 1) : '';
+  const hosts = hostList.split(',').filter(Boolean).map((hp) => {
+    const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(hp);
+    if (!m) throw new Error(`REDIS_URL host "${hp}" must be host:port`);
+    return { host: m[1]!, port: Number(m[2]) };
+  });
+  if (hosts.length === 0) throw new Error('REDIS_URL names no host');
+  const [user, pass] = auth.includes(':') ? auth.split(':', 2) : [auth, undefined];
+  const creds: { password?: string; username?: string } = {};
+  if (pass) creds.password = decodeURIComponent(pass);
+  if (user) creds.username = decodeURIComponent(user);
+  const tls = scheme === 'rediss';
+  if (variant === '+cluster') return { mode: 'cluster', nodes: hosts, tls, ...creds };
+  const [name, db] = path.split('/');
+  if (!name) throw new Error('REDIS_URL for Sentinel must end with /<masterName>');
+  return { mode: 'sentinel', sentinels: hosts, name, db: Number(db ?? 0) || 0, tls, ...creds };
+}
+
+/** Creates an ioredis client (not yet connected) with fail-fast settings. */
+export function createRedisClient(options: RedisConnectionOptions): RedisClient {
+  const parsed = parseRedisUrl(options.url);
+  const common: RedisOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    commandTimeout: options.commandTimeoutMs,
+    connectTimeout: options.connectTimeoutMs,
+    maxRetriesPerRequest: 1,
+    // Reconnect forever with a short capped backoff: recovery must not need a restart.
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+  };
+  if (parsed.mode === 'standalone') return new Redis(parsed.url, common);
+  if (parsed.mode === 'sentinel') {
+    const sentinel: RedisOptions = {
+      ...common,
+      sentinels: parsed.sentinels,
+      name: parsed.name,
+      db: parsed.db,
+      sentinelRetryStrategy: (times) => Math.min(100 * times, 1000),
+    };
+    if (parsed.password !== undefined) sentinel.password = parsed.password;
+    if (parsed.username !== undefined) sentinel.username = parsed.username;
+    if (parsed.tls) sentinel.tls = {};
+    return new Redis(sentinel);
+  }
+  const redisOptions: RedisOptions = { ...common };
+  if (parsed.password !== undefined) redisOptions.password = parsed.password;
+  if (parsed.username !== undefined) redisOptions.username = parsed.username;
+  if (parsed.tls) redisOptions.tls = {};
+  const cluster: ClusterOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    redisOptions,
+    clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+  };
+  return new Cluster(parsed.nodes, cluster);
+}
+
+/** Connects and waits until Redis answers, or rejects after `timeoutMs` (start-up must not hang). */
+export async function connectRedis(client: RedisClient, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let lastError: unknown;
+  const onError = (err: unknown) => {
+    lastError = err;
+  };
+  client.on('error', onError);
+  try {
+    await Promise.race([
+      new Promise<void>((resolve) => {
+        client.once('ready', () => resolve());
+        client.connect().catch((err: unknown) => {
+          lastError = err;
+        });
+      }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const why = lastError instanceof Error ? `: ${lastError.message}` : '';
+          reject(new Error(`no answer within ${timeoutMs} ms${why}`));
+        }, timeoutMs);
+      }),
+    ]);
+    await client.ping();
+  } catch (err) {
+    client.disconnect();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    client.off('error', onError);
+  }
+}
+
+// Revokes a user-grade record only if it exists (HSET alone would create a bare record).
+const REVOKE_USER_TOKEN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'revoked', 'true')
+return 1`;
+
+// Creates tokens only while their client exists and is not revoked; the same script adds them to the
+// client's token set, which deleteClient WATCHes, so a create racing a delete either lands before the
+// delete's snapshot (and is revoked with it) or sees the client revoked.
+// KEYS: client, clientTokens, access, [refresh, family]
+// ARGV: accessHash, accessExpiresAt, nAccessArgs, access fields..., [refreshHash, refreshExpiresAt, refresh fields...]
+const STORE_TOKENS = `
+local function store_tokens(args, offset)
+  local n = tonumber(args[offset + 2])
+  redis.call('HSET', KEYS[3], unpack(args, offset + 3, offset + 2 + n))
+  redis.call('PEXPIREAT', KEYS[3], args[offset + 1])
+  redis.call('SADD', KEYS[2], 'a:' .. args[offset])
+  if #KEYS >= 5 then
+    local r = offset + 3 + n
+    redis.call('HSET', KEYS[4], unpack(args, r + 2))
+    redis.call('PEXPIREAT', KEYS[4], args[r + 1])
+    redis.call('SADD', KEYS[2], 'r:' .. args[r])
+    redis.call('SADD', KEYS[5], 'a:' .. args[offset], 'r:' .. args[r])
+    redis.call('PEXPIREAT', KEYS[5], args[r + 1])
+  end
+end
+local function client_state()
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 'client_not_found' end
+  if redis.call('HEXISTS', KEYS[1], 'revokedAt') == 1 then return 'client_revoked' end
+  return 'ok'
+end
+`;
+
+const ISSUE_TOKENS = `${STORE_TOKENS}
+local state = client_state()
+if state ~= 'ok' then return state end
+store_tokens(ARGV, 1)
+return 'ok'`;
+
+// Rotation and reuse detection in one step, so two concurrent refreshes with one token cannot both
+// succeed. KEYS: client, clientTokens, access, refresh, family, oldRefresh.
+// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, then the STORE_TOKENS arguments.
+const ROTATE_REFRESH = `${STORE_TOKENS}
+local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
+if not old[1] or old[1] ~= ARGV[2] or old[2] or old[4] ~= ARGV[3] then return 'invalid' end
+if old[3] then
+  for _, m in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+    local key = (string.sub(m, 1, 2) == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
+    if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+  end
+  return 'reused'
+end
+local state = client_state()
+if state == 'client_not_found' then return 'invalid' end
+if state ~= 'ok' then return state end
+redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
+store_tokens(ARGV, 6)
+return 'ok'`;
+
+// KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
+const REVOKE_REFRESH_FAMILY = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local key = (string.sub(m, 1, 2) == 'a:' and ARGV[2] or ARGV[3]) .. string.sub(m, 3)
+  if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+end
+return 1`;
+
+const REVOKE_ACCESS_TOKEN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
+return 1`;
+
+// Creates a profile only when absent: an admin's edits are never overwritten by seeding.
+const SEED_PROFILE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1`;
+
+const CREATE_CLIENT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1`;
+
+interface ScriptedClient {
+  mcpRevokeUserToken(key: string): Promise<number>;
+  mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
+  mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
+  mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
+  mcpRevokeAccessToken(key: string, now: string): Promise<number>;
+  mcpSeedProfile(key: string, index: string, ...argv: string[]): Promise<number>;
+  mcpCreateClient(key: string, index: string, ...argv: string[]): Promise<number>;
+}
+
+function flatten(fields: Fields): string[] {
+  const out: string[] = [];
+  for (const k in fields) out.push(k, fields[k]!);
+  return out;
+}
+
+const MAX_TRANSACTION_ATTEMPTS = 16;
+
+export class RedisTokenStore implements TokenStore {
+  readonly #redis: RedisClient;
+  readonly #scripts: ScriptedClient;
+  readonly #keys: KeyLayout;
+  /** WATCH is per connection: transactions run one at a time on a connection of their own. */
+  #txClient: RedisClient | undefined;
+  #txQueue: Promise<unknown> = Promise.resolve();
+  readonly #connectTimeoutMs: number;
+
+  constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
+    this.#redis = redis;
+    this.#keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
+    this.#connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+    redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
+    redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
+    redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
+    redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
+    redis.defineCommand('mcpRevokeAccessToken', { numberOfKeys: 1, lua: REVOKE_ACCESS_TOKEN });
+    redis.defineCommand('mcpSeedProfile', { numberOfKeys: 2, lua: SEED_PROFILE });
+    redis.defineCommand('mcpCreateClient', { numberOfKeys: 2, lua: CREATE_CLIENT });
+    this.#scripts = redis as unknown as ScriptedClient;
+  }
+
+  get keys(): KeyLayout {
+    return this.#keys;
+  }
+
+  /** The main connection (for readiness events and operational checks). */
+  get client(): RedisClient {
+    return this.#redis;
+  }
+
+  async lookupToken(tokenHash: string): Promise<TokenLookup> {
+    // Two reads issued together; auto-pipelining sends them in one write, so one round trip.
+    const [user, oauth] = await Promise.all([
+      this.#redis.hgetall(this.#keys.userToken(tokenHash)),
+      this.#redis.hgetall(this.#keys.accessToken(tokenHash)),
+    ]);
+    return { user: orNull(user), oauth: orNull(oauth) };
+  }
+
+  async ping(): Promise<void> {
+    await this.#redis.ping();
+  }
+
+  async putUserToken(record: UserTokenRecord): Promise<void> {
+    const key = this.#keys.userToken(record.tokenHash);
+    const result = await this.#redis
+      .multi()
+      .hset(key, userTokenFields(record))
+      .pexpireat(key, record.expiresAt)
+      .exec();
+    assertExec(result);
+  }
+
+  async revokeUserToken(tokenHash: string): Promise<boolean> {
+    return (await this.#scripts.mcpRevokeUserToken(this.#keys.userToken(tokenHash))) === 1;
+  }
+
+  async createClient(client: ClientRecord): Promise<void> {
+    const created = await this.#scripts.mcpCreateClient(
+      this.#keys.client(client.clientId),
+      this.#keys.clientIndex(),
+      client.clientId,
+      ...flatten(clientFields(client)),
+    );
+    if (created !== 1) throw new Error('client already exists');
+  }
+
+  async getClient(clientId: string): Promise<ClientRecord | null> {
+    const fields = orNull(await this.#redis.hgetall(this.#keys.client(clientId)));
+    return fields && clientFromFields(fields);
+  }
+
+  async listClients(): Promise<ClientRecord[]> {
+    const ids = (await this.#redis.smembers(this.#keys.clientIndex())).sort();
+    const all = await Promise.all(ids.map((id) => this.#redis.hgetall(this.#keys.client(id))));
+    const out: ClientRecord[] = [];
+    for (const fields of all) {
+      const client = orNull(fields) && clientFromFields(fields);
+      if (client) out.push(client);
+    }
+    return out;
+  }
+
+  async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
+    return this.#transaction(async (tx) => {
+      const clientKey = this.#keys.client(clientId);
+      const setKey = this.#keys.clientTokens(clientId);
+      for (let attempt = 0; attempt < MAX_TRANSACTION_ATTEMPTS; attempt++) {
+        await tx.watch(clientKey, setKey);
+        const [revokedAtText, exists] = await Promise.all([tx.hget(clientKey, 'revokedAt'), tx.exists(clientKey)]);
+        if (!exists) {
+          await tx.unwatch();
+          return null;
+        }
+        const revokedAt = revokedAtText !== null ? Number(revokedAtText) : now;
+        const members = await tx.smembers(setKey);
+        const tokenKeys = members.map((m) =>
+          m.startsWith(ACCESS_MEMBER) ? this.#keys.accessToken(m.slice(2)) : this.#keys.refreshToken(m.slice(2)),
+        );
+        // Only live, not yet revoked tokens are touched; the expiry is re-applied so a token that
+        // expires between this read and EXEC is deleted again rather than left behind without a TTL.
+        const states = await Promise.all(tokenKeys.map((k) => tx.hmget(k, 'expiresAt', 'revokedAt')));
+        const multi = tx.multi();
+        if (revokedAtText === null) multi.hset(clientKey, 'revokedAt', String(revokedAt));
+        let accessTokensRevoked = 0;
+        let refreshTokensRevoked = 0;
+        members.forEach((member, i) => {
+          const [expiresAt, alreadyRevoked] = states[i]!;
+          if (expiresAt === null || alreadyRevoked !== null) return;
+          const key = tokenKeys[i]!;
+          multi.hset(key, 'revokedAt', String(revokedAt));
+          multi.pexpireat(key, Number(expiresAt));
+          if (member.startsWith(ACCESS_MEMBER)) accessTokensRevoked++;
+          else if (member.startsWith(REFRESH_MEMBER)) refreshTokensRevoked++;
+        });
+        multi.del(setKey);
+        const result = await multi.exec();
+        if (result === null) {
+          // A watched key changed (e.g. a token was created): retry. A steady stream of new tokens
+          // would abort every attempt, so first mark the client revoked on its own (same script as
+          // for one access token: EXISTS, then HSETNX revokedAt): from then on no token can be added
+          // to its set and the next attempt revokes every remaining token.
+          if (revokedAtText === null) await tx.eval(REVOKE_ACCESS_TOKEN, 1, clientKey, String(revokedAt));
+          continue;
+        }
+        assertExec(result);
+        return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
+      }
+      throw new Error('deleteClient: too much contention, gave up');
+    });
+  }
+
+  async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
+    return this.issueTokens(record);
+  }
+
+  /** Arguments of the STORE_TOKENS Lua fragment for an access token and an optional refresh token. */
+  #tokenArgs(access: AccessTokenRecord, refresh?: RefreshTokenRecord): string[] {
+    const accessArgs = flatten(accessTokenFields(access));
+    const args = [access.tokenHash, String(access.expiresAt), String(accessArgs.length), ...accessArgs];
+    if (refresh) args.push(refresh.tokenHash, String(refresh.expiresAt), ...flatten(refreshTokenFields(refresh)));
+    return args;
+  }
+
+  async issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
+    const keys = [this.#keys.client(access.clientId), this.#keys.clientTokens(access.clientId), this.#keys.accessToken(access.tokenHash)];
+    if (refresh) keys.push(this.#keys.refreshToken(refresh.tokenHash), this.#keys.refreshFamily(refresh.familyId));
+    const outcome = await this.#scripts.mcpIssueTokens(String(keys.length), ...keys, ...this.#tokenArgs(access, refresh));
+    if (outcome === 'ok' || outcome === 'client_not_found' || outcome === 'client_revoked') return outcome;
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async getRefreshToken(tokenHash: string): Promise<Fields | null> {
+    return orNull(await this.#redis.hgetall(this.#keys.refreshToken(tokenHash)));
+  }
+
+  async rotateRefreshToken(
+    oldHash: string,
+    clientId: string,
+    now: number,
+    access: AccessTokenRecord,
+    refresh: RefreshTokenRecord,
+  ): Promise<RotateOutcome> {
+    const outcome = await this.#scripts.mcpRotateRefresh(
+      this.#keys.client(clientId),
+      this.#keys.clientTokens(clientId),
+      this.#keys.accessToken(access.tokenHash),
+      this.#keys.refreshToken(refresh.tokenHash),
+      this.#keys.refreshFamily(refresh.familyId),
+      this.#keys.refreshToken(oldHash),
+      String(now),
+      clientId,
+      refresh.familyId,
+      this.#keys.accessToken(''),
+      this.#keys.refreshToken(''),
+      ...this.#tokenArgs(access, refresh),
+    );
+    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'reused' || outcome === 'client_revoked') return outcome;
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
+    const familyId = await this.#redis.hget(this.#keys.refreshToken(tokenHash), 'familyId');
+    if (familyId === null) return false;
+    const done = await this.#scripts.mcpRevokeRefreshFamily(
+      this.#keys.refreshToken(tokenHash),
+      this.#keys.refreshFamily(familyId),
+      String(now),
+      this.#keys.accessToken(''),
+      this.#keys.refreshToken(''),
+    );
+    return done === 1;
+  }
+
+  async touchClient(clientId: string, ttlMs: number): Promise<void> {
+    await this.#redis.pexpire(this.#keys.client(clientId), ttlMs);
+  }
+
+  async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
+    return (await this.#scripts.mcpRevokeAccessToken(this.#keys.accessToken(tokenHash), String(now))) === 1;
+  }
+
+  async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
+    const created: string[] = [];
+    for (const profile of profiles) {
+      const done = await this.#scripts.mcpSeedProfile(
+        this.#keys.profile(profile.name),
+        this.#keys.profileIndex(),
+        profile.name,
+        ...flatten(profileFields(profile)),
+      );
+      if (done === 1) created.push(profile.name);
+    }
+    return created;
+  }
+
+  async getProfile(name: string): Promise<ProfileRecord | null> {
+    const fields = orNull(await this.#redis.hgetall(this.#keys.profile(name)));
+    return fields && profileFromFields(fields);
+  }
+
+  async listProfiles(): Promise<ProfileRecord[]> {
+    const names = (await this.#redis.smembers(this.#keys.profileIndex())).sort();
+    const all = await Promise.all(names.map((n) => this.#redis.hgetall(this.#keys.profile(n))));
+    const out: ProfileRecord[] = [];
+    for (const fields of all) {
+      const profile = orNull(fields) && profileFromFields(fields);
+      if (profile) out.push(profile);
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.#txQueue.catch(() => undefined);
+    const clients = [this.#redis, this.#txClient].filter((c): c is RedisClient => c !== undefined);
+    this.#txClient = undefined;
+    await Promise.all(
+      clients.map(async (c) => {
+        if (c.status === 'ready') await c.quit().catch(() => c.disconnect());
+        else c.disconnect();
+      }),
+    );
+  }
+
+  /** Runs `fn` alone on the dedicated transaction connection (created on first use). */
+  #transaction<T>(fn: (tx: RedisClient) => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      if (!this.#txClient || this.#txClient.status === 'end') {
+        const tx = this.#redis.duplicate();
+        tx.on('error', () => undefined); // surfaced through the failing command instead
+        await connectRedis(tx, this.#connectTimeoutMs);
+        this.#txClient = tx;
+      }
+      const tx = this.#txClient;
+      try {
+        return await fn(tx);
+      } catch (err) {
+        // A failed command may leave a WATCH or MULTI half-open on this connection: start clean.
+        this.#txClient = undefined;
+        tx.disconnect();
+        throw err;
+      }
+    };
+    const next = this.#txQueue.then(run, run);
+    this.#txQueue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+function assertExec(result: Array<[Error | null, unknown]> | null): void {
+  if (result === null) throw new Error('transaction aborted');
+  for (const [err] of result) if (err) throw err;
+}

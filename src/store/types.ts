@@ -1,0 +1,123 @@
+// The storage boundary: one small interface, implemented by RedisTokenStore (production) and
+// MemoryTokenStore (demo), both held to one contract suite (test/integration/store-contract.ts).
+// Stores persist and fetch records atomically; they never decide whether a token is valid.
+
+import type { TokenLookup } from '../credentials.ts';
+
+export interface UserTokenRecord {
+  tokenHash: string;
+  subject: string;
+  issuer: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
+
+export interface ClientRecord {
+  clientId: string;
+  /** SHA-256 hex of the client secret; absent for public clients. */
+  clientSecretHash?: string;
+  clientName?: string;
+  redirectUris: string[];
+  grantTypes: string[];
+  scope?: string;
+  profile: string;
+  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+  /** `admin` (createClient) or `dcr` (POST /register). */
+  source: 'admin' | 'dcr';
+  createdAt: number;
+  revokedAt?: number;
+}
+
+export interface AccessTokenRecord {
+  tokenHash: string;
+  clientId: string;
+  scope?: string;
+  /** Refresh-token family this access token was issued with (revoked together on reuse). */
+  familyId?: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface RefreshTokenRecord {
+  tokenHash: string;
+  clientId: string;
+  /** Every refresh token rotated from the same grant shares one family. */
+  familyId: string;
+  scope?: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** `reused`: the presented refresh token had already been rotated; its whole family is now revoked. */
+export type RotateOutcome = 'ok' | 'invalid' | 'reused' | 'client_revoked';
+
+export interface ProfileRecord {
+  name: string;
+  description: string;
+  /** Default lifetime of access tokens issued to clients of this profile. */
+  accessTokenLifetimeSeconds: number;
+  /** Lifetime of refresh tokens issued to clients of this profile (0: no refresh tokens). */
+  refreshTokenLifetimeSeconds: number;
+  /** Grant types a client of this profile gets when its creator names none. */
+  grantTypes: string[];
+  createdAt: number;
+}
+
+export interface DeleteClientResult {
+  clientId: string;
+  revokedAt: number;
+  accessTokensRevoked: number;
+  refreshTokensRevoked: number;
+}
+
+export type CreateTokenOutcome = 'ok' | 'client_not_found' | 'client_revoked';
+
+export interface TokenStore {
+  /** Hot path: both collections fetched for one hash, in one round trip. */
+  lookupToken(tokenHash: string): Promise<TokenLookup>;
+  /** Throws when the backing store cannot answer. */
+  ping(): Promise<void>;
+
+  /** Stores a new user-grade record with revoked="false", expiring (also in storage) at expiresAt. */
+  putUserToken(record: UserTokenRecord): Promise<void>;
+  /** Sets revoked="true" on an existing record; false when no record has this hash. */
+  revokeUserToken(tokenHash: string): Promise<boolean>;
+
+  createClient(client: ClientRecord): Promise<void>;
+  getClient(clientId: string): Promise<ClientRecord | null>;
+  listClients(): Promise<ClientRecord[]>;
+  /**
+   * Atomically sets revokedAt on the client and every access and refresh token it owns.
+   * Idempotent: an already deleted client keeps its first revokedAt and revokes nothing new.
+   * null when no such client exists.
+   */
+  deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null>;
+  /** Stores an access token only if its client exists and is not revoked, atomically with that check. */
+  createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome>;
+  /** Sets revokedAt on an access token; false when unknown. */
+  revokeAccessToken(tokenHash: string, now: number): Promise<boolean>;
+
+  /** Stores an access token and, optionally, a refresh token of a new family; same client check. */
+  issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome>;
+  /** Raw fields of a refresh token (null when unknown or expired from storage). */
+  getRefreshToken(tokenHash: string): Promise<Record<string, string> | null>;
+  /**
+   * Atomically: if `oldHash` is a live, unrotated, unrevoked refresh token of `clientId` whose client
+   * is not revoked, marks it rotated and stores the new pair in the same family. If it was already
+   * rotated, revokes every token of its family instead and answers `reused`.
+   */
+  rotateRefreshToken(oldHash: string, clientId: string, now: number, access: AccessTokenRecord, refresh: RefreshTokenRecord): Promise<RotateOutcome>;
+  /** Revokes a refresh token and every token of its family; false when unknown. */
+  revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
+  /** Keeps a dynamically registered client alive for `ttlMs` more (unused registrations expire). */
+  touchClient(clientId: string, ttlMs: number): Promise<void>;
+
+  /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
+  seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
+  getProfile(name: string): Promise<ProfileRecord | null>;
+  listProfiles(): Promise<ProfileRecord[]>;
+
+  close(): Promise<void>;
+}
