@@ -1,0 +1,98 @@
+// The admin listener (loopback by default): `POST /oauth/<operation>` with a JSON body, gated by the
+// master token (`callerToken` in the body or `Authorization: Bearer`), plus unauthenticated
+// `GET /livez`, `GET /readyz` and `GET /metrics`. Order of checks: method, size, JSON, master token,
+// operation, arguments; so a caller without the master token learns nothing about operations.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Clock } from '../clock.ts';
+import { parseAuthorization, type MasterToken } from '../credentials.ts';
+import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { TokenStore } from '../store/types.ts';
+import { describe } from '../proxy/server.ts';
+import { adminOperations } from './operations.ts';
+import { parseJsonObject, readBody } from '../body.ts';
+
+export interface AdminDeps {
+  store: TokenStore;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  masterToken: MasterToken;
+  maxBodyBytes: number;
+}
+
+const UNAUTHORIZED = new HttpError(401, 'unauthorized');
+
+export function createAdminServer(deps: AdminDeps): Server {
+  const { store, logger, metrics, masterToken } = deps;
+
+  function isMaster(req: IncomingMessage, body: Record<string, unknown>): boolean {
+    const header = parseAuthorization(req.rawHeaders);
+    // Both checks always run, so the time taken does not say which form was tried.
+    const viaHeader = masterToken.matches(header.kind === 'token' ? header.token : '');
+    const viaBody = masterToken.matches(body.callerToken);
+    return viaHeader || viaBody;
+  }
+
+  async function operation(req: IncomingMessage, res: ServerResponse, name: string): Promise<void> {
+    if (req.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'admin operations are POST', { headers: { allow: 'POST' } });
+    const body = parseJsonObject(await readBody(req, deps.maxBodyBytes));
+    if (!isMaster(req, body)) throw UNAUTHORIZED;
+    delete body.callerToken;
+    const op = Object.hasOwn(adminOperations, name) ? adminOperations[name] : undefined;
+    if (!op) throw notFound();
+    let result;
+    try {
+      result = await op({ store, clock: deps.clock, metrics }, body);
+    } catch (err) {
+      if (err instanceof HttpError) throw err;
+      metrics.storeErrors.inc();
+      logger.error({ err: describe(err), operation: name }, 'admin operation failed');
+      throw storeUnavailable(err);
+    }
+    metrics.adminOperations.labels(name, String(result.status)).inc();
+    logger.info({ audit: true, operation: name, caller: 'master', status: result.status }, 'admin operation');
+    writeJson(res, result.status, result.body);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (path.startsWith('/oauth/')) return operation(req, res, path.slice('/oauth/'.length));
+    if (path === '/livez' || path === '/readyz' || path === '/metrics') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: 'GET, HEAD' } });
+      if (path === '/livez') return writeJson(res, 200, { status: 'ok' });
+      if (path === '/readyz') {
+        try {
+          await store.ping();
+        } catch (err) {
+          throw storeUnavailable(err);
+        }
+        return writeJson(res, 200, { status: 'ok', store: 'ok' });
+      }
+      const text = await metrics.registry.metrics();
+      res.setHeader('content-type', metrics.registry.contentType);
+      res.end(text);
+      return;
+    }
+    throw notFound();
+  }
+
+  const server = createServer({ requestTimeout: 15000, headersTimeout: 10000, maxHeaderSize: 16384 }, (req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      const httpError = err instanceof HttpError ? err : new HttpError(500, 'server_error');
+      if (!(err instanceof HttpError)) logger.error({ err: describe(err) }, 'unexpected error on the admin listener');
+      if (httpError.status >= 400 && path(req).startsWith('/oauth/')) {
+        metrics.adminOperations.labels(path(req).slice(7) in adminOperations ? path(req).slice(7) : 'unknown', String(httpError.status)).inc();
+      }
+      if (!req.complete) res.setHeader('connection', 'close');
+      writeError(res, httpError);
+    });
+  });
+  return server;
+}
+
+function path(req: IncomingMessage): string {
+  return (req.url ?? '/').split('?')[0]!;
+}

@@ -1,0 +1,149 @@
+// Builds a sidecar from a validated Config: store, listeners, forwarder, metrics; starts and stops it.
+// Tests, the demo and main.ts all go through here, so what they run is what production runs.
+
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { systemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import { MasterToken } from './credentials.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { Metrics } from './metrics.ts';
+import { createAdminServer } from './admin/server.ts';
+import { createOAuthRoutes } from './oauth/routes.ts';
+import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
+import { createProxyServer } from './proxy/server.ts';
+import { MemoryTokenStore } from './store/memory.ts';
+import { RedisTokenStore, connectRedis, createRedisClient } from './store/redis.ts';
+import type { TokenStore } from './store/types.ts';
+
+export interface SidecarOptions {
+  config: Config;
+  /** Use this store instead of opening the one the config names (tests, demo). */
+  store?: TokenStore;
+  clock?: Clock;
+  logger?: Logger;
+  /** Default process metrics (off in tests that run several sidecars in one process). */
+  defaultMetrics?: boolean;
+}
+
+export interface Sidecar {
+  readonly config: Config;
+  readonly store: TokenStore;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly proxyServer: Server;
+  readonly adminServer: Server;
+  readonly forwarder: Forwarder;
+  /** Binds both listeners; resolves with their URLs. */
+  listen(): Promise<{ proxyUrl: string; adminUrl: string }>;
+  publicUrl(): string;
+  /** Graceful stop: no new connections, GET streams ended, in-flight requests given `graceMs`. */
+  shutdown(graceMs?: number): Promise<void>;
+}
+
+/** Opens the store the config names; a Redis store is connected (and answering) before this resolves. */
+export async function openStore(config: Config, clock: Clock, logger: Logger): Promise<TokenStore> {
+  if (config.store === 'memory') return new MemoryTokenStore({ clock, keyPrefix: config.redis.keyPrefix });
+  const client = createRedisClient({
+    url: config.redis.url,
+    commandTimeoutMs: config.redis.commandTimeoutMs,
+    connectTimeoutMs: config.redis.connectTimeoutMs,
+  });
+  await connectRedis(client, config.redis.connectTimeoutMs);
+  // ioredis reports every failed reconnect attempt; one line per state change is enough for operators.
+  let down = false;
+  client.on('error', (err: Error) => {
+    if (down) return;
+    down = true;
+    logger.error({ err: { message: err.message } }, 'redis connection lost: requests are refused with 503 until it is back');
+  });
+  client.on('ready', () => {
+    if (!down) return;
+    down = false;
+    logger.info('redis connection restored');
+  });
+  return new RedisTokenStore(client, { keyPrefix: config.redis.keyPrefix, connectTimeoutMs: config.redis.connectTimeoutMs });
+}
+
+function urlOf(server: Server): string {
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}
+
+export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
+  const store = options.store ?? (await openStore(config, clock, logger));
+  const masterToken = new MasterToken(config.masterToken);
+
+  const forwarder = createForwarder({
+    upstreamUrl: config.upstream.url,
+    headersTimeoutMs: config.upstream.headersTimeoutMs,
+    maxSockets: config.upstream.maxSockets,
+    onUpstreamResult: (status) => metrics.upstreamStatus(status),
+    onStreamOpen: () => metrics.openStreams.inc(),
+    onStreamClose: () => metrics.openStreams.dec(),
+    onError: (err) => logger.warn({ err: { message: err.message } }, 'upstream request failed'),
+  });
+
+  let boundPublicUrl: string | undefined = config.proxy.publicUrl;
+  const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
+
+  const proxyServer = createProxyServer({
+    config,
+    store,
+    clock,
+    logger,
+    metrics,
+    masterToken,
+    forwarder,
+    publicUrl,
+    routes: createOAuthRoutes({ publicUrl }),
+  });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
+
+  return {
+    config,
+    store,
+    metrics,
+    logger,
+    proxyServer,
+    adminServer,
+    forwarder,
+    publicUrl,
+    async listen() {
+      proxyServer.listen(config.proxy.port, config.proxy.host);
+      await once(proxyServer, 'listening');
+      adminServer.listen(config.admin.port, config.admin.host);
+      await once(adminServer, 'listening');
+      if (boundPublicUrl === undefined) boundPublicUrl = `http://localhost:${(proxyServer.address() as AddressInfo).port}`;
+      return { proxyUrl: urlOf(proxyServer), adminUrl: urlOf(adminServer) };
+    },
+    async shutdown(graceMs = config.proxy.shutdownGraceMs) {
+      const closed = Promise.all([
+        proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
+        adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
+      ]);
+      proxyServer.closeIdleConnections();
+      adminServer.closeIdleConnections();
+      const endedStreams = forwarder.endStreams('get');
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), graceMs);
+      });
+      const drained = await Promise.race([forwarder.whenIdle().then(() => 'idle' as const), graceOver]);
+      clearTimeout(timer);
+      const cut = forwarder.endStreams('all');
+      proxyServer.closeAllConnections();
+      adminServer.closeAllConnections();
+      await closed;
+      forwarder.close();
+      await store.close();
+      logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
+    },
+  };
+}

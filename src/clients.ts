@@ -1,0 +1,164 @@
+// OAuth client provisioning shared by the admin `createClient` and RFC 7591 `POST /register`:
+// metadata validation, generated identifiers and secrets (shown once, stored as SHA-256), and the
+// public view of a client (never a secret or a hash).
+
+import { randomBytes } from 'node:crypto';
+import type { Clock } from './clock.ts';
+import { generateToken, hashToken } from './credentials.ts';
+import { HttpError } from './errors.ts';
+import { resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
+import type { ClientRecord, TokenEndpointAuthMethod, TokenStore } from './store/types.ts';
+
+const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
+const MAX_REDIRECT_URIS = 16;
+const MAX_TEXT = 256;
+
+export interface ClientMetadataInput {
+  clientName?: unknown;
+  redirectUris?: unknown;
+  grantTypes?: unknown;
+  scope?: unknown;
+  profile?: unknown;
+  tokenEndpointAuthMethod?: unknown;
+}
+
+export interface PublicClient {
+  clientId: string;
+  clientName?: string;
+  redirectUris: string[];
+  grantTypes: string[];
+  scope?: string;
+  profile: string;
+  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+  source: 'admin' | 'dcr';
+  createdAt: number;
+  revokedAt?: number;
+}
+
+export function publicClient(c: ClientRecord): PublicClient {
+  const out: PublicClient = {
+    clientId: c.clientId,
+    redirectUris: c.redirectUris,
+    grantTypes: c.grantTypes,
+    profile: c.profile,
+    tokenEndpointAuthMethod: c.tokenEndpointAuthMethod,
+    source: c.source,
+    createdAt: c.createdAt,
+  };
+  if (c.clientName !== undefined) out.clientName = c.clientName;
+  if (c.scope !== undefined) out.scope = c.scope;
+  if (c.revokedAt !== undefined) out.revokedAt = c.revokedAt;
+  return out;
+}
+
+function invalid(description: string, code: 'invalid_request' | 'invalid_client_metadata' | 'invalid_redirect_uri'): HttpError {
+  return new HttpError(400, code, description);
+}
+
+/** https, or http on a loopback host (RFC 8252 §7.3); no fragment; matched exactly later. */
+export function checkRedirectUri(value: unknown): string | null {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 2048) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null;
+  }
+  if (url.hash !== '' || value.includes('#')) return null;
+  if (url.protocol === 'https:') return value;
+  const loopback = url.hostname === 'localhost' || url.hostname === '127.0.0.1' || url.hostname === '[::1]';
+  return url.protocol === 'http:' && loopback ? value : null;
+}
+
+/** A space-separated list of RFC 6749 §3.3 scope tokens; undefined when absent. */
+export function checkScope(value: unknown, field = 'scope'): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string' || value.length > 1024 || !value.split(' ').every((t) => SCOPE_TOKEN.test(t))) {
+    throw new HttpError(400, 'invalid_request', `${field} must be a space-separated list of scope tokens`);
+  }
+  return value;
+}
+
+/**
+ * Validates metadata and stores a new client with a fresh id and secret. The raw secret is returned
+ * once here and never again. `kind` only changes the error code (RFC 7591 names its own).
+ */
+export async function provisionClient(
+  store: TokenStore,
+  clock: Clock,
+  input: ClientMetadataInput,
+  source: 'admin' | 'dcr',
+): Promise<{ client: ClientRecord; clientSecret: string | undefined }> {
+  const metaError = source === 'dcr' ? 'invalid_client_metadata' : 'invalid_request';
+  const now = clock.now();
+
+  let clientName: string | undefined;
+  if (input.clientName !== undefined && input.clientName !== null) {
+    if (typeof input.clientName !== 'string' || input.clientName.length > MAX_TEXT) {
+      throw invalid(`clientName must be a string of at most ${MAX_TEXT} characters`, metaError);
+    }
+    clientName = input.clientName;
+  }
+
+  const redirectUris: string[] = [];
+  if (input.redirectUris !== undefined && input.redirectUris !== null) {
+    if (!Array.isArray(input.redirectUris) || input.redirectUris.length > MAX_REDIRECT_URIS) {
+      throw invalid(`redirectUris must be a list of at most ${MAX_REDIRECT_URIS} URIs`, metaError);
+    }
+    for (const uri of input.redirectUris) {
+      const ok = checkRedirectUri(uri);
+      if (ok === null) {
+        throw invalid('each redirect URI must be https, or http on a loopback host, with no fragment', source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request');
+      }
+      redirectUris.push(ok);
+    }
+  }
+
+  const profileName = input.profile === undefined || input.profile === null ? (source === 'dcr' ? 'dynamic' : 'default') : input.profile;
+  if (typeof profileName !== 'string' || profileName.length === 0 || profileName.length > 64) {
+    throw invalid('profile must be the name of a profile', metaError);
+  }
+  const profile = await resolveProfile(store, profileName, now);
+  if (!profile) throw invalid(`unknown profile "${profileName}" (run seedDefaultProfiles, or name an existing profile)`, metaError);
+
+  let grantTypes = profile.grantTypes;
+  if (input.grantTypes !== undefined && input.grantTypes !== null) {
+    if (!Array.isArray(input.grantTypes) || input.grantTypes.length === 0 || !input.grantTypes.every((g) => typeof g === 'string')) {
+      throw invalid('grantTypes must be a non-empty list of grant type names', metaError);
+    }
+    const unsupported = input.grantTypes.filter((g) => !SUPPORTED_GRANT_TYPES.includes(g as string));
+    if (unsupported.length > 0) {
+      throw invalid(`unsupported grant types: ${unsupported.join(', ')} (supported: ${SUPPORTED_GRANT_TYPES.join(', ')})`, metaError);
+    }
+    grantTypes = [...new Set(input.grantTypes as string[])];
+  }
+
+  let tokenEndpointAuthMethod: TokenEndpointAuthMethod = 'client_secret_basic';
+  if (input.tokenEndpointAuthMethod !== undefined && input.tokenEndpointAuthMethod !== null) {
+    const m = input.tokenEndpointAuthMethod;
+    if (m !== 'client_secret_basic' && m !== 'client_secret_post' && m !== 'none') {
+      throw invalid('tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none', metaError);
+    }
+    tokenEndpointAuthMethod = m;
+  }
+  if (tokenEndpointAuthMethod === 'none' && grantTypes.includes('client_credentials')) {
+    throw invalid('a public client (auth method none) cannot use client_credentials', metaError);
+  }
+
+  const scope = checkScope(input.scope);
+  const clientSecret = tokenEndpointAuthMethod === 'none' ? undefined : generateToken();
+  const client: ClientRecord = {
+    clientId: `mcp_${randomBytes(16).toString('hex')}`,
+    redirectUris,
+    grantTypes,
+    profile: profile.name,
+    tokenEndpointAuthMethod,
+    source,
+    createdAt: now,
+  };
+  if (clientSecret !== undefined) client.clientSecretHash = hashToken(clientSecret);
+  if (clientName !== undefined) client.clientName = clientName;
+  if (scope !== undefined) client.scope = scope;
+  await store.createClient(client);
+  return { client, clientSecret };
+}

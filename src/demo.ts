@@ -1,0 +1,79 @@
+// `npm run demo`: one process, no external service. The reference MCP upstream, the sidecar in front
+// of it on the in-memory store, a generated master token, and a freshly issued token ready to paste.
+
+import { randomBytes } from 'node:crypto';
+import { buildConfig } from './config.ts';
+import { createSidecar } from './app.ts';
+import { createLogger } from './logger.ts';
+import { adminOperations } from './admin/operations.ts';
+import { systemClock } from './clock.ts';
+import { startUpstream } from '../examples/upstream/server.ts';
+
+async function main(): Promise<void> {
+  const masterToken = randomBytes(32).toString('hex');
+  const upstream = await startUpstream({ host: '127.0.0.1', port: Number(process.env.UPSTREAM_PORT ?? 0) });
+  const config = buildConfig(
+    {
+      masterToken,
+      store: 'memory',
+      upstream: { url: upstream.url },
+      proxy: { host: process.env.HOST ?? '127.0.0.1', port: process.env.PORT ?? 8080, publicUrl: process.env.PUBLIC_URL },
+      admin: { host: process.env.ADMIN_HOST ?? '127.0.0.1', port: process.env.ADMIN_PORT ?? 8081 },
+      logLevel: process.env.LOG_LEVEL ?? 'warn',
+    },
+    {},
+  );
+  const logger = createLogger(config.logLevel);
+  const sidecar = await createSidecar({ config, logger });
+  const { proxyUrl, adminUrl } = await sidecar.listen();
+
+  // Issue through the same admin operations an admin would call over HTTP.
+  const ctx = { store: sidecar.store, clock: systemClock, metrics: sidecar.metrics };
+  await adminOperations.seedDefaultProfiles!(ctx, {});
+  const client = (await adminOperations.createClient!(ctx, { clientName: 'demo client' })).body as { clientId: string };
+  const issued = (await adminOperations.createAccessToken!(ctx, { clientId: client.clientId, lifetimeSeconds: 86400 })).body as {
+    accessToken: string;
+  };
+  const mcpUrl = `${sidecar.publicUrl()}/mcp`;
+  const clientConfig = {
+    mcpServers: { 'mcp-bearer-proxy-demo': { type: 'http', url: mcpUrl, headers: { Authorization: `Bearer ${issued.accessToken}` } } },
+  };
+  process.stdout.write(
+    [
+      `upstream listening on ${upstream.url}`,
+      `proxy listening on ${proxyUrl}`,
+      `admin listening on ${adminUrl}`,
+      '',
+      `MCP URL:        ${mcpUrl}`,
+      `Authorization:  Bearer ${issued.accessToken}`,
+      `  (an OAuth access token for client ${client.clientId}, valid 24 h, in the in-memory store)`,
+      `Master token:   ${masterToken}`,
+      '  (generated for this demo run only; admin operations: POST ' + adminUrl + '/oauth/<operation>)',
+      '',
+      'MCP client config (type: http):',
+      JSON.stringify(clientConfig, null, 2),
+      '',
+      'Try it:',
+      `  curl -s -X POST ${mcpUrl} -H 'Authorization: Bearer ${issued.accessToken}' \\`,
+      `    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\`,
+      `    -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'`,
+      '',
+      'Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+
+  const stop = () => {
+    void sidecar
+      .shutdown(2000)
+      .then(() => upstream.close())
+      .then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`demo failed to start: ${(err as Error).message}\n`);
+  process.exit(1);
+});

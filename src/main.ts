@@ -1,0 +1,99 @@
+// `npm start`: load and validate the config, connect the store, then open the two listeners.
+// Any configuration or start-up problem is one paragraph on stderr and exit code 2, before a port opens.
+
+import { existsSync } from 'node:fs';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { createSidecar, openStore } from './app.ts';
+import { systemClock } from './clock.ts';
+import { createLogger } from './logger.ts';
+
+const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config]
+
+  --config FILE    YAML configuration (default: $MCP_AUTH_CONFIG, else ./config.yaml when present)
+  --check-config   validate the configuration, report every problem, exit 0 (valid) or 2
+`;
+
+function fail(paragraph: string): never {
+  process.stderr.write(`mcp-bearer-proxy: ${paragraph}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv: string[]): { configPath: string | undefined; checkOnly: boolean } {
+  let configPath: string | undefined;
+  let checkOnly = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--check-config') checkOnly = true;
+    else if (arg === '--config') {
+      configPath = argv[++i];
+      if (configPath === undefined) fail(`--config needs a file path.\n${USAGE}`);
+    } else if (arg.startsWith('--config=')) configPath = arg.slice('--config='.length);
+    else if (arg === '--help' || arg === '-h') {
+      process.stdout.write(USAGE);
+      process.exit(0);
+    } else fail(`unknown argument "${arg}".\n${USAGE}`);
+  }
+  configPath ??= process.env.MCP_AUTH_CONFIG || (existsSync('config.yaml') ? 'config.yaml' : undefined);
+  return { configPath, checkOnly };
+}
+
+async function main(): Promise<void> {
+  const { configPath, checkOnly } = parseArgs(process.argv.slice(2));
+  let config: Config;
+  try {
+    config = loadConfig(configPath);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      fail(`the configuration${configPath ? ` (${configPath} + environment)` : ' (environment)'} is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+    }
+    throw err;
+  }
+  if (checkOnly) {
+    process.stdout.write(`configuration OK${configPath ? ` (${configPath})` : ''}\n`);
+    process.exit(0);
+  }
+
+  const logger = createLogger(config.logLevel);
+  let store;
+  try {
+    store = await openStore(config, systemClock, logger);
+  } catch (err) {
+    const where = config.redis.url.replace(/\/\/[^@/]*@/, '//***@');
+    fail(
+      `cannot reach Redis at ${where} (${(err as Error).message}). Start Redis or point REDIS_URL at a reachable one ` +
+        '(redis://host:port, rediss://, redis+sentinel://, redis+cluster://); the sidecar never runs without its store.',
+    );
+  }
+
+  const sidecar = await createSidecar({ config, store, logger });
+  let addresses;
+  try {
+    addresses = await sidecar.listen();
+  } catch (err) {
+    await store.close();
+    process.stderr.write(`mcp-bearer-proxy: cannot open a listener: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`proxy listening on ${addresses.proxyUrl}\nadmin listening on ${addresses.adminUrl}\n`);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    sidecar.shutdown().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err: { message: (err as Error).message } }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`mcp-bearer-proxy: unexpected start-up failure: ${(err as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,90 @@
+// Client authentication at the token, revocation and introspection endpoints (RFC 6749 §2.3):
+// `client_secret_basic` or `client_secret_post`, never both; secrets compared as SHA-256 digests in
+// constant time; public clients identify themselves with `client_id` alone.
+
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { hashToken } from '../credentials.ts';
+import { HttpError } from '../errors.ts';
+import type { ClientRecord, TokenStore } from '../store/types.ts';
+
+export interface AuthenticatedClient {
+  client: ClientRecord;
+  /** false for a public client that only named itself. */
+  confidential: boolean;
+}
+
+/** RFC 6749 §5.2: 401 with a Basic challenge when the client tried Basic, else 400... 401 here too. */
+export function invalidClient(usedBasic: boolean): HttpError {
+  return new HttpError(401, 'invalid_client', 'client authentication failed', {
+    headers: usedBasic ? { 'www-authenticate': 'Basic realm="mcp-bearer-proxy", charset="UTF-8"' } : {},
+  });
+}
+
+function decodeBasic(header: string): { id: string; secret: string } | null {
+  const match = /^Basic ([A-Za-z0-9+/]+=*)$/i.exec(header);
+  if (!match) return null;
+  const text = Buffer.from(match[1]!, 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  if (colon < 0) return null;
+  try {
+    // RFC 6749 §2.3.1: both parts are form-urlencoded before Base64.
+    const decode = (s: string) => decodeURIComponent(s.replace(/\+/g, ' '));
+    return { id: decode(text.slice(0, colon)), secret: decode(text.slice(colon + 1)) };
+  } catch {
+    return null;
+  }
+}
+
+function secretMatches(client: ClientRecord, secret: string): boolean {
+  const expected = client.clientSecretHash;
+  const presented = Buffer.from(hashToken(secret), 'hex');
+  // A dummy comparison for public clients keeps the timing of the two paths alike.
+  const stored = expected && /^[0-9a-f]{64}$/.test(expected) ? Buffer.from(expected, 'hex') : Buffer.alloc(32);
+  return timingSafeEqual(presented, stored) && expected !== undefined;
+}
+
+/**
+ * Authenticates the client of a request, or returns null when the request carries no client
+ * identification at all. Throws `invalid_client` for any failed attempt and `invalid_request` for
+ * two methods at once. `authorization` is the request's Authorization header (only Basic is read).
+ */
+export async function authenticateClient(
+  req: IncomingMessage,
+  form: Map<string, string>,
+  store: TokenStore,
+): Promise<AuthenticatedClient | null> {
+  const header = req.headers.authorization;
+  const usedBasic = typeof header === 'string' && /^basic /i.test(header);
+  const postId = form.get('client_id');
+  const postSecret = form.get('client_secret');
+  if (usedBasic && postSecret !== undefined) {
+    throw new HttpError(400, 'invalid_request', 'use one client authentication method, not two');
+  }
+  let id: string;
+  let secret: string | undefined;
+  if (usedBasic) {
+    const decoded = decodeBasic(header);
+    if (!decoded) throw invalidClient(true);
+    if (postId !== undefined && postId !== decoded.id) throw new HttpError(400, 'invalid_request', 'client_id does not match the Basic credentials');
+    ({ id, secret } = decoded);
+  } else if (postId !== undefined) {
+    id = postId;
+    secret = postSecret;
+  } else {
+    if (postSecret !== undefined) throw invalidClient(false);
+    return null;
+  }
+  if (id.length === 0 || id.length > 128) throw invalidClient(usedBasic);
+  const client = await store.getClient(id);
+  if (!client || client.revokedAt !== undefined) {
+    if (secret !== undefined) hashToken(secret); // same work whether or not the client exists
+    throw invalidClient(usedBasic);
+  }
+  if (client.tokenEndpointAuthMethod === 'none') {
+    if (secret !== undefined) throw invalidClient(usedBasic);
+    return { client, confidential: false };
+  }
+  if (secret === undefined || !secretMatches(client, secret)) throw invalidClient(usedBasic);
+  return { client, confidential: true };
+}

@@ -1,0 +1,68 @@
+// Verifies identity-provider JWTs for the RFC 8693 exchange with `jose`: a remote JWKS (cached, refetched
+// on an unknown `kid` no more often than the cooldown, bounded fetch), pinned asymmetric algorithms,
+// exact `iss` and `aud`, required `exp` and `sub`, `nbf` honoured, small clock tolerance, then the
+// configured claim rules. Any failure is `invalid_grant`; the reason goes to the log only.
+
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import type { Config } from '../config.ts';
+import { HttpError } from '../errors.ts';
+
+export interface VerifiedIdentity {
+  subject: string;
+  issuer: string;
+}
+
+export interface IdpVerifier {
+  verify(jwt: string, now: number): Promise<VerifiedIdentity>;
+}
+
+export class IdpRejection extends Error {
+  override readonly name = 'IdpRejection';
+}
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
+  if (!idp.issuer || !idp.audience || !idp.jwksUrl) return undefined;
+  const issuer = idp.issuer;
+  const audience = idp.audience;
+  const jwks = createRemoteJWKSet(new URL(idp.jwksUrl), {
+    timeoutDuration: idp.jwksTimeoutMs,
+    cooldownDuration: idp.jwksCooldownMs,
+    cacheMaxAge: 10 * 60 * 1000,
+  });
+
+  function checkClaims(payload: JWTPayload): void {
+    if (idp.allowedEmailDomains.length > 0) {
+      const email = typeof payload.email === 'string' ? payload.email.toLowerCase() : '';
+      const domain = email.includes('@') ? email.slice(email.lastIndexOf('@') + 1) : '';
+      if (!idp.allowedEmailDomains.includes(domain)) throw new IdpRejection('email domain not allowed');
+      if (payload.email_verified === false) throw new IdpRejection('email not verified');
+    }
+    if (idp.requiredGroup !== undefined) {
+      const groups = payload[idp.groupsClaim];
+      if (!Array.isArray(groups) || !groups.includes(idp.requiredGroup)) throw new IdpRejection('required group missing');
+    }
+  }
+
+  return {
+    async verify(jwt, now) {
+      if (jwt.length > 16384 || !JWT_SHAPE.test(jwt)) throw new IdpRejection('not a compact JWS');
+      const { payload } = await jwtVerify(jwt, jwks, {
+        issuer,
+        audience,
+        algorithms: [...idp.algorithms],
+        requiredClaims: ['exp', 'sub'],
+        clockTolerance: idp.clockToleranceSeconds,
+        currentDate: new Date(now),
+      });
+      if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 512) throw new IdpRejection('bad sub');
+      checkClaims(payload);
+      return { subject: payload.sub, issuer };
+    },
+  };
+}
+
+export function invalidGrant(description: string): HttpError {
+  return new HttpError(400, 'invalid_grant', description);
+}

@@ -1,0 +1,151 @@
+// Streams an authorized request to the upstream MCP endpoint with http-proxy over a keep-alive agent,
+// and closes the two gaps http-proxy 1.18 leaves: a client that goes away (an SSE reader closing its
+// tab) now tears down the upstream request, and an upstream that never sends headers gets a 504.
+// Nothing here bounds a response once its headers have arrived: SSE streams may idle forever.
+
+import { Agent as HttpAgent, type IncomingMessage, type ServerResponse, type ClientRequest } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import httpProxy from 'http-proxy';
+import { HttpError, writeError } from '../errors.ts';
+
+export interface ForwarderOptions {
+  upstreamUrl: string;
+  headersTimeoutMs: number;
+  maxSockets: number;
+  /** Called once per forwarded request when the upstream answered (status) or failed (error). */
+  onUpstreamResult?: (status: number | 'error', req: IncomingMessage) => void;
+  onStreamOpen?: () => void;
+  onStreamClose?: () => void;
+  onError?: (err: Error, req: IncomingMessage) => void;
+}
+
+export interface Forwarder {
+  /** Path of the upstream endpoint (e.g. `/mcp`); the client's query string is appended. */
+  readonly upstreamPath: string;
+  forward(req: IncomingMessage, res: ServerResponse, query: string): void;
+  /** Ends open SSE responses cleanly (a client may resume elsewhere with Last-Event-ID). `GET` only, or all. */
+  endStreams(which: 'get' | 'all'): number;
+  /** Requests still waiting for or streaming an upstream response. */
+  inFlight(): number;
+  /** Resolves once no forwarded request is in flight. */
+  whenIdle(): Promise<void>;
+  close(): void;
+}
+
+const GATEWAY_TIMEOUT = Symbol('gatewayTimeout');
+type TimedRequest = IncomingMessage & { [GATEWAY_TIMEOUT]?: boolean };
+
+const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+
+export function createForwarder(options: ForwarderOptions): Forwarder {
+  const target = new URL(options.upstreamUrl);
+  const upstreamPath = target.pathname;
+  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets, maxFreeSockets: 256, scheduling: 'lifo' as const };
+  const agent = target.protocol === 'https:' ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
+  const proxy = httpProxy.createProxyServer({
+    target: target.origin,
+    agent,
+    changeOrigin: true,
+    xfwd: false,
+    ws: false,
+    secure: true,
+  });
+
+  const streams = new Map<ServerResponse, { method: string; proxyRes: IncomingMessage }>();
+  let active = 0;
+  let idleWaiters: Array<() => void> = [];
+  const finished = () => {
+    active--;
+    if (active === 0 && idleWaiters.length > 0) {
+      const waiters = idleWaiters;
+      idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  };
+
+  proxy.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse) => {
+    const timer = setTimeout(() => {
+      (req as TimedRequest)[GATEWAY_TIMEOUT] = true;
+      proxyReq.destroy(new Error('upstream sent no response headers in time'));
+    }, options.headersTimeoutMs);
+    // Registered after http-proxy's own 'response' listener, so the headers are already copied to res.
+    proxyReq.once('response', (proxyRes: IncomingMessage) => {
+      clearTimeout(timer);
+      options.onUpstreamResult?.(proxyRes.statusCode ?? 0, req);
+      const type = proxyRes.headers['content-type'];
+      if (typeof type === 'string' && type.startsWith('text/event-stream')) streamOpened(req, res, proxyRes);
+    });
+    proxyReq.once('close', () => clearTimeout(timer));
+    // http-proxy only aborts on the request's 'aborted', which a finished GET never emits: an SSE
+    // reader going away must also close the upstream stream, or it leaks there.
+    res.once('close', () => {
+      if (!res.writableFinished) proxyReq.destroy();
+    });
+  });
+
+  function streamOpened(req: IncomingMessage, res: ServerResponse, proxyRes: IncomingMessage): void {
+    // An SSE response may carry no event for a long time: the client must get the headers now, and
+    // each event as soon as it arrives (no Nagle delay), not when a buffer fills.
+    res.flushHeaders();
+    res.socket?.setNoDelay(true);
+    streams.set(res, { method: req.method ?? 'GET', proxyRes });
+    options.onStreamOpen?.();
+    res.once('close', () => {
+      streams.delete(res);
+      options.onStreamClose?.();
+    });
+  }
+
+  // Client-side resets while streaming are not errors of ours; http-proxy reports them separately.
+  proxy.on('econnreset', () => undefined);
+
+  const onProxyError = (err: Error, req: IncomingMessage, res: ServerResponse | import('node:net').Socket) => {
+    const response = res as ServerResponse;
+    if (response.destroyed || response.writableEnded) return; // the client has gone: nothing to answer
+    if (response.headersSent) {
+      // The stream broke mid-response: end it abruptly so the client sees an incomplete message.
+      response.destroy();
+      return;
+    }
+    options.onUpstreamResult?.('error', req);
+    const code = (err as NodeJS.ErrnoException).code;
+    if ((req as TimedRequest)[GATEWAY_TIMEOUT] || code === 'ETIMEDOUT') {
+      writeError(response, new HttpError(504, 'gateway_timeout', 'the upstream did not answer in time'));
+      return;
+    }
+    if (code === undefined || !CONNECT_FAILURES.has(code)) options.onError?.(err, req);
+    writeError(response, new HttpError(502, 'bad_gateway', 'the upstream could not be reached'));
+  };
+
+  return {
+    upstreamPath,
+    forward(req, res, query) {
+      req.url = query === '' ? upstreamPath : `${upstreamPath}${query}`;
+      active++;
+      res.once('close', finished);
+      proxy.web(req, res, undefined, onProxyError);
+    },
+    endStreams(which) {
+      let ended = 0;
+      for (const [res, stream] of streams) {
+        if (which === 'get' && stream.method !== 'GET') continue;
+        streams.delete(res);
+        stream.proxyRes.unpipe(res);
+        stream.proxyRes.destroy();
+        res.end();
+        ended++;
+      }
+      return ended;
+    },
+    inFlight() {
+      return active;
+    },
+    whenIdle() {
+      return active === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
+    },
+    close() {
+      proxy.close();
+      agent.destroy();
+    },
+  };
+}

@@ -1,0 +1,237 @@
+// The proxy listener. What happens to a request reads top to bottom here:
+// route -> parse the Authorization header -> master check or SHA-256 -> one store round trip ->
+// decide (credentials policy) -> rewrite identity headers -> stream to the upstream.
+// Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
+
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP } from 'node:net';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
+import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { TokenStore } from '../store/types.ts';
+import type { Forwarder } from './forwarder.ts';
+
+/** Extra routes on the proxy listener (OAuth metadata and endpoints); true when handled. */
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
+
+export interface ProxyDeps {
+  config: Config;
+  store: TokenStore;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  masterToken: MasterToken;
+  forwarder: Forwarder;
+  /** The external base URL ({base_url}); known only after the listener is bound when PORT=0. */
+  publicUrl(): string;
+  routes?: RouteHandler;
+}
+
+const INVALID_TOKEN_DESCRIPTION = 'the access token is invalid, expired or revoked';
+const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
+const HEADER_SAFE = /^[\x20-\x7e]*$/;
+
+export function createProxyServer(deps: ProxyDeps): Server {
+  const { config, store, clock, logger, metrics, masterToken, forwarder } = deps;
+  const trusted = new BlockList();
+  for (const entry of config.proxy.trustedProxies) {
+    const [address, bits] = entry.split('/') as [string, string | undefined];
+    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
+    if (bits === undefined) trusted.addAddress(address, family);
+    else trusted.addSubnet(address, Number(bits), family);
+  }
+  const hasTrustedProxies = config.proxy.trustedProxies.length > 0;
+
+  function challenge(error: boolean): string {
+    const base = `Bearer realm="mcp", resource_metadata="${deps.publicUrl()}/.well-known/oauth-protected-resource/mcp"`;
+    return error ? `${base}, error="invalid_token", error_description="${INVALID_TOKEN_DESCRIPTION}"` : base;
+  }
+
+  /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
+  async function authenticate(req: IncomingMessage): Promise<Principal> {
+    const parsed = parseAuthorization(req.rawHeaders);
+    if (parsed.kind === 'missing') {
+      metrics.denied('missing');
+      throw new HttpError(401, 'unauthorized', 'a bearer token is required', { headers: { 'www-authenticate': challenge(false) } });
+    }
+    if (parsed.kind === 'malformed') return deny(req, 'malformed');
+    if (masterToken.matches(parsed.token)) return MASTER;
+    const tokenHash = hashToken(parsed.token);
+    const started = performance.now();
+    let found;
+    try {
+      found = await store.lookupToken(tokenHash);
+    } catch (err) {
+      metrics.storeErrors.inc();
+      logger.warn({ err: describe(err) }, 'token lookup failed: answering 503 (fail closed)');
+      throw storeUnavailable(err);
+    }
+    const decision = decideToken(tokenHash, found, clock.now());
+    metrics.validationSeconds.observe((performance.now() - started) / 1000);
+    if (!decision.ok) return deny(req, decision.reason);
+    return decision.principal;
+  }
+
+  function deny(req: IncomingMessage, reason: DenialReason): never {
+    metrics.denied(reason);
+    (req as DeniedRequest)[DENIAL] = reason;
+    throw new HttpError(401, 'invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
+  }
+
+  /** Strips what a client could spoof, then states who the sidecar authenticated. */
+  function rewriteHeaders(req: IncomingMessage, principal: Principal): void {
+    const headers = req.headers;
+    const remote = normalizeAddress(req.socket.remoteAddress);
+    const fromTrustedProxy = hasTrustedProxies && remote !== '' && trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4');
+    for (const name in headers) {
+      if (name.startsWith('x-mcp-auth-')) delete headers[name];
+      else if (!fromTrustedProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) delete headers[name];
+    }
+    delete headers.authorization;
+    // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
+    delete headers.expect;
+    headers['x-mcp-auth-kind'] = principal.kind;
+    headers['x-mcp-auth-subject'] = HEADER_SAFE.test(principal.subject) ? principal.subject : encodeURIComponent(principal.subject);
+    if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = principal.clientId;
+    const priorFor = fromTrustedProxy ? headers['x-forwarded-for'] : undefined;
+    headers['x-forwarded-for'] = priorFor ? `${String(priorFor)}, ${remote}` : remote;
+    if (!fromTrustedProxy || headers['x-forwarded-proto'] === undefined) {
+      headers['x-forwarded-proto'] = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+    }
+    if (!fromTrustedProxy || headers['x-forwarded-host'] === undefined) {
+      if (headers.host !== undefined) headers['x-forwarded-host'] = headers.host;
+    }
+  }
+
+  function checkBodyLimit(req: IncomingMessage): void {
+    const max = config.proxy.maxBodyBytes;
+    if (max === 0) return;
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > max) {
+      throw new HttpError(413, 'payload_too_large', `request bodies are limited to ${max} bytes`);
+    }
+    // Chunked bodies are counted as they stream; past the cap the request is cut (already forwarded bytes included).
+    let seen = 0;
+    req.on('data', (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > max) req.destroy(new Error('request body over the configured limit'));
+    });
+  }
+
+  async function health(res: ServerResponse): Promise<void> {
+    const [storeOk, upstreamOk] = await Promise.all([
+      store.ping().then(
+        () => true,
+        () => false,
+      ),
+      probeUpstream(config.upstream.url, config.upstream.healthTimeoutMs),
+    ]);
+    const status = storeOk && upstreamOk ? 'ok' : 'unavailable';
+    writeJson(res, status === 'ok' ? 200 : 503, {
+      status,
+      store: storeOk ? 'ok' : 'unavailable',
+      upstream: upstreamOk ? 'ok' : 'unavailable',
+    });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    if (path === '/mcp') {
+      const principal = await authenticate(req);
+      checkBodyLimit(req);
+      rewriteHeaders(req, principal);
+      (req as DeniedRequest)[PRINCIPAL] = principal;
+      metrics.forwarded.inc();
+      forwarder.forward(req, res, q === -1 ? '' : url.slice(q));
+      return;
+    }
+    if (path === '/health') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: 'GET, HEAD' } });
+      (req as DeniedRequest)[PRINCIPAL] = await authenticate(req);
+      await health(res);
+      return;
+    }
+    if (deps.routes && (await deps.routes(req, res, path))) return;
+    metrics.requests.labels('not_found', '').inc();
+    throw notFound();
+  }
+
+  const server = createServer(
+    { maxHeaderSize: config.proxy.maxHeaderBytes, requestTimeout: config.proxy.requestTimeoutMs, headersTimeout: config.proxy.headersTimeoutMs },
+    (req, res) => {
+      const started = performance.now();
+      res.once('close', () => accessLog(logger, req, res, started));
+      handle(req, res).catch((err: unknown) => {
+        if (err instanceof HttpError) {
+          // A refused request's body is never read: answer, then close rather than drain it.
+          if (!req.complete) res.setHeader('connection', 'close');
+          writeError(res, err);
+          return;
+        }
+        logger.error({ err: describe(err), path: req.url?.split('?')[0] }, 'unexpected error on the proxy listener');
+        writeError(res, new HttpError(500, 'server_error'));
+      });
+    },
+  );
+  // No socket inactivity timeout: an idle SSE stream (only heartbeats, or nothing) must survive.
+  server.timeout = 0;
+  return server;
+}
+
+const DENIAL = Symbol('denial');
+const PRINCIPAL = Symbol('principal');
+type DeniedRequest = IncomingMessage & { [DENIAL]?: string; [PRINCIPAL]?: Principal };
+
+function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, started: number): void {
+  if (!logger.isLevelEnabled('info')) return;
+  const r = req as DeniedRequest;
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  logger.info(
+    {
+      method: req.method,
+      path: q === -1 ? url : url.slice(0, q),
+      status: res.statusCode,
+      durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+      authKind: r[PRINCIPAL]?.kind,
+      subject: r[PRINCIPAL]?.subject,
+      denial: r[DENIAL],
+      aborted: !res.writableFinished || undefined,
+    },
+    'request',
+  );
+}
+
+function normalizeAddress(address: string | undefined): string {
+  if (!address) return '';
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
+export function describe(err: unknown): { message: string; code?: string } {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === undefined ? { message: err.message } : { message: err.message, code };
+  }
+  return { message: String(err) };
+}
+
+/** Any HTTP answer from the upstream within the bound counts as reachable; the response is discarded. */
+export function probeUpstream(upstreamUrl: string, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const url = new URL(upstreamUrl);
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = send(url, { method: 'GET', headers: { accept: 'application/json' }, timeout: timeoutMs }, (res) => {
+      res.destroy();
+      resolve(true);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', () => resolve(false));
+    req.end();
+  });
+}
