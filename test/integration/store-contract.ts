@@ -1,0 +1,527 @@
+// The TokenStore contract (src/store/types.ts, CONTRACT.md §3, §4, §7): one suite that every store
+// (MemoryTokenStore, RedisTokenStore) must pass. Stores only persist and fetch; whether a token still
+// authorizes is decided by decideToken (src/credentials.ts), so the suite asks it about what the store
+// returns, exactly as the proxy does. Time moves through an injected ManualClock, never by sleeping.
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.ts';
+import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
+import type { KeyLayout } from '../../src/store/records.ts';
+import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, TokenStore, UserTokenRecord } from '../../src/store/types.ts';
+
+export interface StoreHarness {
+  store: TokenStore;
+  /** Raw fields under a key, as `redis-cli HGETALL` shows them; null when the key does not exist. */
+  rawHash(key: string): Promise<Record<string, string> | null>;
+  /** An admin's hand edit, as `redis-cli HSET key field value`. */
+  setRawField(key: string, field: string, value: string): Promise<void>;
+  keys: KeyLayout;
+  cleanup(): Promise<void>;
+}
+
+const HOUR = 3_600_000;
+const INTEGER_MS = /^[0-9]+$/;
+
+export function runStoreContract(name: string, makeStore: (clock: ManualClock) => Promise<StoreHarness>): void {
+  describe(name, () => {
+    let clock: ManualClock;
+    let h: StoreHarness;
+    let store: TokenStore;
+
+    beforeEach(async () => {
+      // Real time: Redis PEXPIREAT works on the server's clock, so the fake clock never starts in the past.
+      clock = new ManualClock(Date.now());
+      h = await makeStore(clock);
+      store = h.store;
+    });
+    afterEach(async () => {
+      await h.cleanup();
+    });
+
+    function userRecord(overrides: Partial<UserTokenRecord> = {}): { raw: string; record: UserTokenRecord } {
+      const raw = generateToken();
+      const now = clock.now();
+      return {
+        raw,
+        record: { tokenHash: hashToken(raw), subject: 'user-123', issuer: 'https://idp.example.com/', createdAt: now, expiresAt: now + HOUR, ...overrides },
+      };
+    }
+
+    function client(clientId: string, overrides: Partial<ClientRecord> = {}): { secret: string; record: ClientRecord } {
+      const secret = generateToken();
+      return {
+        secret,
+        record: {
+          clientId,
+          clientSecretHash: hashToken(secret),
+          clientName: `name of ${clientId}`,
+          redirectUris: ['https://app.example.com/callback', 'http://127.0.0.1:9999/cb'],
+          grantTypes: ['client_credentials', 'refresh_token'],
+          scope: 'mcp:read mcp:write',
+          profile: 'default',
+          tokenEndpointAuthMethod: 'client_secret_basic',
+          source: 'admin',
+          createdAt: clock.now(),
+          ...overrides,
+        },
+      };
+    }
+
+    function accessToken(clientId: string, overrides: Partial<AccessTokenRecord> = {}): { raw: string; record: AccessTokenRecord } {
+      const raw = generateToken();
+      return { raw, record: { tokenHash: hashToken(raw), clientId, createdAt: clock.now(), expiresAt: clock.now() + HOUR, ...overrides } };
+    }
+
+    function refreshToken(clientId: string, familyId: string): { raw: string; record: RefreshTokenRecord } {
+      const raw = generateToken();
+      return { raw, record: { tokenHash: hashToken(raw), clientId, familyId, createdAt: clock.now(), expiresAt: clock.now() + 24 * HOUR } };
+    }
+
+    async function decide(tokenHash: string) {
+      return decideToken(tokenHash, await store.lookupToken(tokenHash), clock.now());
+    }
+
+    async function reasonOf(tokenHash: string): Promise<DenialReason | 'ok'> {
+      const d = await decide(tokenHash);
+      return d.ok ? 'ok' : d.reason;
+    }
+
+    describe('user-grade tokens', () => {
+      it('lookupToken on an unknown hash finds nothing in either collection', async () => {
+        const hash = hashToken(generateToken());
+        expect(await store.lookupToken(hash)).toEqual({ user: null, oauth: null });
+        expect(await reasonOf(hash)).toBe('unknown');
+      });
+
+      it('putUserToken stores exactly the contract fields and the token validates', async () => {
+        const { record } = userRecord();
+        await store.putUserToken(record);
+        const found = await store.lookupToken(record.tokenHash);
+        expect(found.oauth).toBeNull();
+        expect(found.user).toEqual({
+          tokenHash: record.tokenHash,
+          subject: 'user-123',
+          issuer: 'https://idp.example.com/',
+          revoked: 'false',
+          createdAt: String(record.createdAt),
+          expiresAt: String(record.expiresAt),
+        });
+        expect(found.user!.createdAt).toMatch(INTEGER_MS);
+        expect(found.user!.expiresAt).toMatch(INTEGER_MS);
+        expect(await h.rawHash(h.keys.userToken(record.tokenHash))).toEqual(found.user);
+        const decision = decideToken(record.tokenHash, found, clock.now());
+        expect(decision).toEqual({
+          ok: true,
+          principal: { kind: 'user', subject: 'user-123', tokenHash: record.tokenHash, expiresAt: record.expiresAt },
+        });
+      });
+
+      it("an admin's manual HSET revoked true rejects the token on the next lookup", async () => {
+        const { record } = userRecord();
+        await store.putUserToken(record);
+        expect(await reasonOf(record.tokenHash)).toBe('ok');
+        await h.setRawField(h.keys.userToken(record.tokenHash), 'revoked', 'true');
+        expect(await reasonOf(record.tokenHash)).toBe('revoked');
+      });
+
+      it.each([
+        ['revoked', 'TRUE'],
+        ['revoked', '1'],
+        ['revoked', ''],
+        ['revoked', 'False'],
+        ['revoked', ' false'],
+        ['revoked', 'no'],
+        ['expiresAt', ''],
+        ['expiresAt', 'abc'],
+        ['expiresAt', '1.5'],
+        ['expiresAt', '-1'],
+        ['expiresAt', '1e20'],
+        ['expiresAt', ' 123'],
+        ['expiresAt', 'Infinity'],
+        ['subject', ''],
+      ])('a record whose %s is %j is rejected as corrupt (fail closed)', async (field, value) => {
+        const { record } = userRecord();
+        await store.putUserToken(record);
+        expect(await reasonOf(record.tokenHash)).toBe('ok');
+        await h.setRawField(h.keys.userToken(record.tokenHash), field, value);
+        expect((await store.lookupToken(record.tokenHash)).user?.[field]).toBe(value);
+        expect(await reasonOf(record.tokenHash)).toBe('corrupt');
+      });
+
+      it('a record stored under one hash but naming another tokenHash is corrupt', async () => {
+        const { record } = userRecord();
+        await store.putUserToken(record);
+        await h.setRawField(h.keys.userToken(record.tokenHash), 'tokenHash', hashToken(generateToken()));
+        expect(await reasonOf(record.tokenHash)).toBe('corrupt');
+      });
+
+      it('expires with the injected clock, without sleeping', async () => {
+        const { record } = userRecord({ expiresAt: clock.now() + 10 * 60_000 });
+        await store.putUserToken(record);
+        clock.set(record.expiresAt - 1);
+        expect(await reasonOf(record.tokenHash)).toBe('ok');
+        clock.set(record.expiresAt);
+        const found = await store.lookupToken(record.tokenHash);
+        const decision = decideToken(record.tokenHash, found, clock.now());
+        expect(decision.ok).toBe(false);
+        // A store may drop the record itself at expiresAt (memory follows the injected clock, Redis
+        // follows real time); while it still returns the record, the reason is "expired".
+        if (found.user) expect(decision).toEqual({ ok: false, reason: 'expired' });
+        else expect(decision).toEqual({ ok: false, reason: 'unknown' });
+        clock.advance(HOUR);
+        expect(['expired', 'unknown']).toContain(await reasonOf(record.tokenHash));
+      });
+
+      it('revokeUserToken: false for an unknown hash (and creates nothing), true for a known one, which is then rejected', async () => {
+        const unknown = hashToken(generateToken());
+        expect(await store.revokeUserToken(unknown)).toBe(false);
+        expect(await h.rawHash(h.keys.userToken(unknown))).toBeNull();
+        expect(await store.lookupToken(unknown)).toEqual({ user: null, oauth: null });
+
+        const { record } = userRecord();
+        await store.putUserToken(record);
+        expect(await store.revokeUserToken(record.tokenHash)).toBe(true);
+        expect((await h.rawHash(h.keys.userToken(record.tokenHash)))?.revoked).toBe('true');
+        expect(await reasonOf(record.tokenHash)).toBe('revoked');
+        expect(await store.revokeUserToken(record.tokenHash)).toBe(true);
+        expect(await reasonOf(record.tokenHash)).toBe('revoked');
+      });
+
+      it('user-grade and OAuth records of different tokens do not see each other', async () => {
+        const { record } = userRecord();
+        await store.putUserToken(record);
+        const c = client('c-sep');
+        await store.createClient(c.record);
+        const t = accessToken('c-sep');
+        expect(await store.createAccessToken(t.record)).toBe('ok');
+        expect((await store.lookupToken(record.tokenHash)).oauth).toBeNull();
+        expect((await store.lookupToken(t.record.tokenHash)).user).toBeNull();
+      });
+    });
+
+    describe('OAuth clients', () => {
+      it('createClient / getClient round-trip every field; the raw secret appears nowhere, only its hash', async () => {
+        const { secret, record } = client('c-roundtrip');
+        await store.createClient(record);
+        const got = await store.getClient('c-roundtrip');
+        expect(got).toEqual(record);
+        expect(JSON.stringify(got)).not.toContain(secret);
+        const raw = await h.rawHash(h.keys.client('c-roundtrip'));
+        expect(raw).not.toBeNull();
+        expect(raw!.clientSecretHash).toBe(hashToken(secret));
+        expect(JSON.stringify(raw)).not.toContain(secret);
+        expect(raw!.createdAt).toMatch(INTEGER_MS);
+        expect(raw!.revokedAt).toBeUndefined();
+        const listed = await store.listClients();
+        expect(JSON.stringify(listed)).not.toContain(secret);
+      });
+
+      it('a public client (no secret, optional fields absent) round-trips without inventing fields', async () => {
+        const record: ClientRecord = {
+          clientId: 'c-public',
+          redirectUris: [],
+          grantTypes: ['urn:ietf:params:oauth:grant-type:token-exchange'],
+          profile: 'dynamic',
+          tokenEndpointAuthMethod: 'none',
+          source: 'dcr',
+          createdAt: clock.now(),
+        };
+        await store.createClient(record);
+        expect(await store.getClient('c-public')).toEqual(record);
+      });
+
+      it('getClient of an unknown id is null; listClients of an empty store is empty', async () => {
+        expect(await store.getClient('nope')).toBeNull();
+        expect(await store.listClients()).toEqual([]);
+      });
+
+      it('listClients returns every client sorted by id', async () => {
+        for (const id of ['c-m', 'c-a', 'c-z', 'c-b']) await store.createClient(client(id).record);
+        const listed = await store.listClients();
+        expect(listed.map((c) => c.clientId)).toEqual(['c-a', 'c-b', 'c-m', 'c-z']);
+        for (const c of listed) expect(c.clientName).toBe(`name of ${c.clientId}`);
+      });
+
+      it('createClient with an existing id throws and keeps the first client', async () => {
+        const first = client('c-dup');
+        await store.createClient(first.record);
+        const second = client('c-dup', { clientName: 'impostor' });
+        await expect(store.createClient(second.record)).rejects.toThrow();
+        const got = await store.getClient('c-dup');
+        expect(got?.clientName).toBe('name of c-dup');
+        expect(got?.clientSecretHash).toBe(hashToken(first.secret));
+        expect((await store.listClients()).map((c) => c.clientId)).toEqual(['c-dup']);
+      });
+    });
+
+    describe('OAuth access tokens', () => {
+      it('createAccessToken: ok stores a validating token; client_not_found stores nothing', async () => {
+        await store.createClient(client('c-ok').record);
+        const t = accessToken('c-ok', { scope: 'mcp:read' });
+        expect(await store.createAccessToken(t.record)).toBe('ok');
+        const found = await store.lookupToken(t.record.tokenHash);
+        expect(found.user).toBeNull();
+        expect(found.oauth).toEqual({
+          tokenHash: t.record.tokenHash,
+          clientId: 'c-ok',
+          scope: 'mcp:read',
+          createdAt: String(t.record.createdAt),
+          expiresAt: String(t.record.expiresAt),
+        });
+        expect(decideToken(t.record.tokenHash, found, clock.now())).toEqual({
+          ok: true,
+          principal: { kind: 'oauth', subject: 'c-ok', clientId: 'c-ok', tokenHash: t.record.tokenHash, expiresAt: t.record.expiresAt, scope: 'mcp:read' },
+        });
+
+        const orphan = accessToken('c-missing');
+        expect(await store.createAccessToken(orphan.record)).toBe('client_not_found');
+        expect(await store.lookupToken(orphan.record.tokenHash)).toEqual({ user: null, oauth: null });
+        expect(await h.rawHash(h.keys.accessToken(orphan.record.tokenHash))).toBeNull();
+      });
+
+      it('createAccessToken for a deleted client answers client_revoked and stores nothing', async () => {
+        await store.createClient(client('c-gone').record);
+        expect(await store.deleteClient('c-gone', clock.now())).not.toBeNull();
+        const t = accessToken('c-gone');
+        expect(await store.createAccessToken(t.record)).toBe('client_revoked');
+        expect(await store.lookupToken(t.record.tokenHash)).toEqual({ user: null, oauth: null });
+      });
+
+      it('an OAuth token expires with the injected clock', async () => {
+        await store.createClient(client('c-exp').record);
+        const t = accessToken('c-exp', { expiresAt: clock.now() + 120_000 });
+        expect(await store.createAccessToken(t.record)).toBe('ok');
+        clock.set(t.record.expiresAt - 1);
+        expect(await reasonOf(t.record.tokenHash)).toBe('ok');
+        clock.set(t.record.expiresAt);
+        const found = await store.lookupToken(t.record.tokenHash);
+        const expected = found.oauth ? 'expired' : 'unknown';
+        expect(await reasonOf(t.record.tokenHash)).toBe(expected);
+      });
+
+      it('revokeAccessToken: false when unknown; true when known, sets revokedAt once, token rejected', async () => {
+        expect(await store.revokeAccessToken(hashToken(generateToken()), clock.now())).toBe(false);
+        await store.createClient(client('c-rev').record);
+        const t = accessToken('c-rev');
+        const other = accessToken('c-rev');
+        expect(await store.createAccessToken(t.record)).toBe('ok');
+        expect(await store.createAccessToken(other.record)).toBe('ok');
+        const first = clock.now();
+        expect(await store.revokeAccessToken(t.record.tokenHash, first)).toBe(true);
+        expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
+        expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBe(String(first));
+        clock.advance(5000);
+        expect(await store.revokeAccessToken(t.record.tokenHash, clock.now())).toBe(true);
+        expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBe(String(first));
+        expect(await reasonOf(other.record.tokenHash)).toBe('ok');
+        expect((await store.getClient('c-rev'))?.revokedAt).toBeUndefined();
+      });
+    });
+
+    describe('deleteClient', () => {
+      it('returns null for an unknown client and creates nothing', async () => {
+        expect(await store.deleteClient('c-unknown', clock.now())).toBeNull();
+        expect(await store.getClient('c-unknown')).toBeNull();
+        expect(await h.rawHash(h.keys.client('c-unknown'))).toBeNull();
+      });
+
+      it('revokes the client and all its tokens with exact counts, idempotently, leaving other clients alone', async () => {
+        await store.createClient(client('c-del').record);
+        await store.createClient(client('c-keep').record);
+        const mine = [accessToken('c-del'), accessToken('c-del'), accessToken('c-del')];
+        for (const t of mine) expect(await store.createAccessToken(t.record)).toBe('ok');
+        // One access + refresh pair of a family, and one access token revoked before the delete.
+        const familyAccess = accessToken('c-del', { familyId: 'fam-1' });
+        const refresh = refreshToken('c-del', 'fam-1');
+        expect(await store.issueTokens(familyAccess.record, refresh.record)).toBe('ok');
+        const preRevoked = accessToken('c-del');
+        expect(await store.createAccessToken(preRevoked.record)).toBe('ok');
+        const preRevokedAt = clock.now() - 1000;
+        expect(await store.revokeAccessToken(preRevoked.record.tokenHash, preRevokedAt)).toBe(true);
+        const theirs = [accessToken('c-keep'), accessToken('c-keep')];
+        for (const t of theirs) expect(await store.createAccessToken(t.record)).toBe('ok');
+        const theirRefresh = refreshToken('c-keep', 'fam-2');
+        const theirFamilyAccess = accessToken('c-keep', { familyId: 'fam-2' });
+        expect(await store.issueTokens(theirFamilyAccess.record, theirRefresh.record)).toBe('ok');
+        for (const t of [...mine, familyAccess]) expect(await reasonOf(t.record.tokenHash)).toBe('ok');
+
+        clock.advance(1000);
+        const now = clock.now();
+        const result = await store.deleteClient('c-del', now);
+        expect(result).toEqual({ clientId: 'c-del', revokedAt: now, accessTokensRevoked: 4, refreshTokensRevoked: 1 });
+
+        expect((await store.getClient('c-del'))?.revokedAt).toBe(now);
+        expect((await h.rawHash(h.keys.client('c-del')))?.revokedAt).toBe(String(now));
+        for (const t of [...mine, familyAccess]) {
+          expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
+          expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBe(String(now));
+        }
+        expect((await store.getRefreshToken(refresh.record.tokenHash))?.revokedAt).toBe(String(now));
+        // An already revoked token keeps its own revokedAt and is not counted again.
+        expect((await h.rawHash(h.keys.accessToken(preRevoked.record.tokenHash)))?.revokedAt).toBe(String(preRevokedAt));
+        expect(await reasonOf(preRevoked.record.tokenHash)).toBe('revoked');
+
+        // The other client and its tokens are untouched.
+        expect((await store.getClient('c-keep'))?.revokedAt).toBeUndefined();
+        for (const t of [...theirs, theirFamilyAccess]) {
+          expect(await reasonOf(t.record.tokenHash)).toBe('ok');
+          expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBeUndefined();
+        }
+        expect((await store.getRefreshToken(theirRefresh.record.tokenHash))?.revokedAt).toBeUndefined();
+        const fresh = accessToken('c-keep');
+        expect(await store.createAccessToken(fresh.record)).toBe('ok');
+
+        // Idempotent: same revokedAt, nothing new revoked.
+        clock.advance(60_000);
+        expect(await store.deleteClient('c-del', clock.now())).toEqual({ clientId: 'c-del', revokedAt: now, accessTokensRevoked: 0, refreshTokensRevoked: 0 });
+        expect((await store.getClient('c-del'))?.revokedAt).toBe(now);
+        for (const t of [...mine, familyAccess]) expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
+
+        expect(await store.createAccessToken(accessToken('c-del').record)).toBe('client_revoked');
+        expect(await store.issueTokens(accessToken('c-del').record, refreshToken('c-del', 'fam-3').record)).toBe('client_revoked');
+        // The deleted client is still listed (with its revokedAt) so operators can see it.
+        const listed = await store.listClients();
+        expect(listed.map((c) => [c.clientId, c.revokedAt])).toEqual([
+          ['c-del', now],
+          ['c-keep', undefined],
+        ]);
+      });
+
+      it('a client without tokens is deleted with zero counts', async () => {
+        await store.createClient(client('c-empty').record);
+        const now = clock.now();
+        expect(await store.deleteClient('c-empty', now)).toEqual({ clientId: 'c-empty', revokedAt: now, accessTokensRevoked: 0, refreshTokensRevoked: 0 });
+      });
+
+      it('race: deleteClient concurrent with 50 createAccessToken calls leaves no working token (5 rounds)', async () => {
+        for (let round = 0; round < 5; round++) {
+          const clientId = `c-race-${round}`;
+          await store.createClient(client(clientId).record);
+          // Some tokens exist before the race starts.
+          const before = [accessToken(clientId), accessToken(clientId)];
+          for (const t of before) expect(await store.createAccessToken(t.record)).toBe('ok');
+
+          const tokens = Array.from({ length: 50 }, () => accessToken(clientId));
+          // Opens whatever a store needs for a delete (Redis: its transaction connection), so the
+          // race below is between the operations themselves, not against a connection set-up.
+          expect(await store.deleteClient(`c-warm-up-${round}`, clock.now())).toBeNull();
+
+          const outcomes: string[] = new Array<string>(50);
+          const deleteAt = [0, 7, 15, 25, 40][round]!;
+          let fired = 0;
+          let deletion: Promise<Awaited<ReturnType<TokenStore['deleteClient']>>> | undefined;
+          const fire = async (i: number) => {
+            if (fired++ === deleteAt) deletion = store.deleteClient(clientId, clock.now());
+            outcomes[i] = await store.createAccessToken(tokens[i]!.record);
+          };
+          let pending: Array<Promise<void>>;
+          if (round % 2 === 0) {
+            // Ten workers, five sequential creates each: creates keep arriving while a multi-step
+            // delete (WATCH, reads, MULTI/EXEC, retries) is in progress.
+            pending = Array.from({ length: 10 }, async (_, w) => {
+              for (let j = 0; j < 5; j++) await fire(w * 5 + j);
+            });
+          } else {
+            // All fired at once, the delete in the middle of the burst.
+            pending = tokens.map((_, i) => fire(i));
+          }
+          deletion ??= store.deleteClient(clientId, clock.now());
+          const [result] = await Promise.all([deletion, ...pending]);
+          for (const o of outcomes) expect(['ok', 'client_revoked']).toContain(o);
+          expect(result).not.toBeNull();
+
+          const okTokens = tokens.filter((_, i) => outcomes[i] === 'ok');
+          const refused = tokens.filter((_, i) => outcomes[i] !== 'ok');
+          // The key property: zero tokens of the deleted client validate.
+          for (const t of [...before, ...tokens]) {
+            const reason = await reasonOf(t.record.tokenHash);
+            expect(reason).not.toBe('ok');
+          }
+          for (const t of [...before, ...okTokens]) expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
+          for (const t of refused) expect(await store.lookupToken(t.record.tokenHash)).toEqual({ user: null, oauth: null });
+          // Every token that was stored is one the delete revoked: none slipped in after it.
+          expect(result!.accessTokensRevoked).toBe(before.length + okTokens.length);
+          expect(await store.createAccessToken(accessToken(clientId).record)).toBe('client_revoked');
+        }
+      });
+      it('deleteClient completes while tokens keep being requested for the client (no starvation)', async () => {
+        const clientId = 'c-stream';
+        await store.createClient(client(clientId).record);
+        expect(await store.deleteClient('c-warm-up', clock.now())).toBeNull();
+        const issued: Array<{ tokenHash: string; outcome: string }> = [];
+        let settled = false;
+        // Ten callers requesting tokens back to back, as a client hammering the token endpoint would.
+        const workers = Array.from({ length: 10 }, async () => {
+          while (!settled && issued.length < 3000) {
+            const t = accessToken(clientId);
+            issued.push({ tokenHash: t.record.tokenHash, outcome: await store.createAccessToken(t.record) });
+          }
+        });
+        const now = clock.now();
+        const deletion = store.deleteClient(clientId, now).finally(() => {
+          settled = true;
+        });
+        const [result] = await Promise.all([deletion, ...workers]);
+        const ok = issued.filter((i) => i.outcome === 'ok');
+        expect(result).toMatchObject({ clientId, revokedAt: now, accessTokensRevoked: ok.length });
+        for (const i of issued) {
+          expect(['ok', 'client_revoked']).toContain(i.outcome);
+          expect(await reasonOf(i.tokenHash)).toBe(i.outcome === 'ok' ? 'revoked' : 'unknown');
+        }
+        expect(await store.createAccessToken(accessToken(clientId).record)).toBe('client_revoked');
+      });
+    });
+
+    describe('profiles', () => {
+      function profile(name: string, overrides: Partial<ProfileRecord> = {}): ProfileRecord {
+        return {
+          name,
+          description: `the ${name} profile`,
+          accessTokenLifetimeSeconds: 3600,
+          refreshTokenLifetimeSeconds: 86400,
+          grantTypes: ['client_credentials', 'refresh_token'],
+          createdAt: clock.now(),
+          ...overrides,
+        };
+      }
+
+      it('seedProfiles creates only missing profiles and never overwrites an edited one', async () => {
+        const a = profile('service', { refreshTokenLifetimeSeconds: 0, grantTypes: ['client_credentials'] });
+        const b = profile('default');
+        expect((await store.seedProfiles([a, b])).sort()).toEqual(['default', 'service']);
+        expect(await store.seedProfiles([a, b])).toEqual([]);
+
+        await h.setRawField(h.keys.profile('default'), 'accessTokenLifetimeSeconds', '60');
+        await h.setRawField(h.keys.profile('default'), 'description', 'edited by an admin');
+        clock.advance(1000);
+        const c = profile('dynamic', { grantTypes: ['urn:ietf:params:oauth:grant-type:token-exchange'] });
+        expect(await store.seedProfiles([profile('service'), profile('default', { accessTokenLifetimeSeconds: 7200 }), c])).toEqual(['dynamic']);
+
+        const edited = await store.getProfile('default');
+        expect(edited).toEqual({ ...b, accessTokenLifetimeSeconds: 60, description: 'edited by an admin' });
+        expect((await h.rawHash(h.keys.profile('default')))?.accessTokenLifetimeSeconds).toBe('60');
+        expect(await store.getProfile('service')).toEqual(a);
+      });
+
+      it('getProfile round-trips a profile and is null for an unknown name; listProfiles is sorted by name', async () => {
+        expect(await store.listProfiles()).toEqual([]);
+        expect(await store.getProfile('nope')).toBeNull();
+        const ps = [profile('zeta'), profile('alpha', { grantTypes: [] }), profile('mid', { accessTokenLifetimeSeconds: 1 })];
+        expect(await store.seedProfiles(ps)).toEqual(['zeta', 'alpha', 'mid']);
+        expect(await store.getProfile('alpha')).toEqual(ps[1]);
+        expect((await h.rawHash(h.keys.profile('alpha')))?.createdAt).toMatch(INTEGER_MS);
+        expect((await store.listProfiles()).map((p) => p.name)).toEqual(['alpha', 'mid', 'zeta']);
+        expect(await store.listProfiles()).toEqual([ps[1], ps[2], ps[0]]);
+      });
+    });
+
+    describe('lifecycle', () => {
+      it('ping answers while open; close resolves and later calls reject', async () => {
+        await expect(store.ping()).resolves.toBeUndefined();
+        await expect(store.close()).resolves.toBeUndefined();
+        await expect(store.lookupToken(hashToken('x'))).rejects.toThrow();
+        await expect(store.ping()).rejects.toThrow();
+      });
+    });
+  });
+}

@@ -1,0 +1,47 @@
+// MemoryTokenStore held to the store contract (test/integration/store-contract.ts).
+
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.ts';
+import { generateToken, hashToken } from '../../src/credentials.ts';
+import { MemoryTokenStore } from '../../src/store/memory.ts';
+import { keyLayout } from '../../src/store/records.ts';
+import { runStoreContract } from './store-contract.ts';
+
+runStoreContract('MemoryTokenStore', async (clock) => {
+  const prefix = 'mcpauth-memory:';
+  const store = new MemoryTokenStore({ clock, keyPrefix: prefix });
+  return {
+    store,
+    rawHash: async (key) => store.rawHash(key),
+    setRawField: async (key, field, value) => store.setRawField(key, field, value),
+    keys: keyLayout(prefix),
+    cleanup: async () => {
+      await store.close();
+    },
+  };
+});
+
+describe('MemoryTokenStore specifics', () => {
+  it('drops a record once the injected clock reaches its expiresAt, as Redis PEXPIREAT would', async () => {
+    const clock = new ManualClock(Date.now());
+    const store = new MemoryTokenStore({ clock });
+    const tokenHash = hashToken(generateToken());
+    await store.putUserToken({ tokenHash, subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + 1000 });
+    const key = keyLayout('mcpauth:').userToken(tokenHash);
+    clock.advance(999);
+    expect(store.rawHash(key)?.revoked).toBe('false');
+    clock.advance(1);
+    expect(store.rawHash(key)).toBeNull();
+    expect(await store.revokeUserToken(tokenHash)).toBe(false);
+  });
+
+  it('lookupToken returns copies: mutating a result does not change the stored record', async () => {
+    const clock = new ManualClock(Date.now());
+    const store = new MemoryTokenStore({ clock });
+    const tokenHash = hashToken(generateToken());
+    await store.putUserToken({ tokenHash, subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + 1000 });
+    const found = await store.lookupToken(tokenHash);
+    found.user!.revoked = 'false-ish';
+    expect((await store.lookupToken(tokenHash)).user?.revoked).toBe('false');
+  });
+});

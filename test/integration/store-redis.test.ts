@@ -1,0 +1,152 @@
+// RedisTokenStore held to the store contract (test/integration/store-contract.ts) against a real Redis,
+// plus the raw key layout of CONTRACT.md §4 as an operator sees it with redis-cli.
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { ManualClock } from '../../src/clock.ts';
+import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
+import { orNull } from '../../src/store/records.ts';
+import type { RedisTokenStore } from '../../src/store/redis.ts';
+import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { runStoreContract } from './store-contract.ts';
+
+const HOUR = 3_600_000;
+
+runStoreContract('RedisTokenStore', async () => {
+  const prefix = uniquePrefix('store-contract');
+  const store = await openRedisStore(prefix);
+  const raw = await rawRedis();
+  return {
+    store,
+    rawHash: async (key) => orNull(await raw.hgetall(key)),
+    setRawField: async (key, field, value) => {
+      await raw.hset(key, field, value);
+    },
+    keys: store.keys,
+    cleanup: async () => {
+      try {
+        await deleteUnder(raw, prefix);
+      } finally {
+        await store.close();
+        await raw.quit();
+      }
+    },
+  };
+});
+
+describe('RedisTokenStore raw key layout', () => {
+  let prefix: string;
+  let store: RedisTokenStore;
+  let raw: Redis;
+  let clock: ManualClock;
+
+  beforeEach(async () => {
+    prefix = uniquePrefix('store-layout');
+    store = await openRedisStore(prefix);
+    raw = await rawRedis();
+    clock = new ManualClock(Date.now());
+  });
+  afterEach(async () => {
+    try {
+      await deleteUnder(raw, prefix);
+      expect(await keysUnder(raw, prefix)).toEqual([]);
+    } finally {
+      await store.close();
+      await raw.quit();
+    }
+  });
+
+  it('a user-grade token is one hash at <prefix>userBearerTokens:<hash> expiring at expiresAt', async () => {
+    const tokenHash = hashToken(generateToken());
+    const expiresAt = Date.now() + HOUR;
+    await store.putUserToken({ tokenHash, subject: 'alice', issuer: 'https://idp.example.com/', createdAt: clock.now(), expiresAt });
+    const key = `${prefix}userBearerTokens:${tokenHash}`;
+    expect(await keysUnder(raw, prefix)).toEqual([key]);
+    expect(await raw.type(key)).toBe('hash');
+    expect(await raw.hget(key, 'revoked')).toBe('false');
+    expect(await raw.hget(key, 'expiresAt')).toBe(String(expiresAt));
+    const pttl = await raw.pttl(key);
+    expect(pttl).toBeGreaterThan(0);
+    expect(Math.abs(Date.now() + pttl - expiresAt)).toBeLessThan(5000);
+    // The documented admin revocation, literally.
+    await raw.hset(key, 'revoked', 'true');
+    expect(decideToken(tokenHash, await store.lookupToken(tokenHash), clock.now())).toEqual({ ok: false, reason: 'revoked' });
+  });
+
+  it('a record whose expiresAt field is missing (HDEL) is rejected as corrupt', async () => {
+    const tokenHash = hashToken(generateToken());
+    await store.putUserToken({ tokenHash, subject: 'alice', issuer: 'iss', createdAt: clock.now(), expiresAt: clock.now() + HOUR });
+    await raw.hdel(`${prefix}userBearerTokens:${tokenHash}`, 'expiresAt');
+    expect(decideToken(tokenHash, await store.lookupToken(tokenHash), clock.now())).toEqual({ ok: false, reason: 'corrupt' });
+    await raw.hdel(`${prefix}userBearerTokens:${tokenHash}`, 'revoked');
+    expect(decideToken(tokenHash, await store.lookupToken(tokenHash), clock.now())).toEqual({ ok: false, reason: 'corrupt' });
+  });
+
+  it('every OAuth key carries {oauth}; access tokens expire in Redis; no raw token or secret is stored anywhere', async () => {
+    const rawSecrets: string[] = [];
+    const hashes: string[] = [];
+    const fresh = () => {
+      const t = generateToken();
+      rawSecrets.push(t);
+      hashes.push(hashToken(t));
+      return hashToken(t);
+    };
+    await store.putUserToken({ tokenHash: fresh(), subject: 'alice', issuer: 'iss', createdAt: clock.now(), expiresAt: clock.now() + HOUR });
+    for (const clientId of ['c-one', 'c-two']) {
+      await store.createClient({
+        clientId,
+        clientSecretHash: fresh(),
+        redirectUris: ['https://app.example.com/cb'],
+        grantTypes: ['client_credentials', 'refresh_token'],
+        profile: 'default',
+        tokenEndpointAuthMethod: 'client_secret_basic',
+        source: 'admin',
+        createdAt: clock.now(),
+      });
+      const accessHash = fresh();
+      expect(await store.createAccessToken({ tokenHash: accessHash, clientId, createdAt: clock.now(), expiresAt: clock.now() + HOUR })).toBe('ok');
+      const accessKey = store.keys.accessToken(accessHash);
+      const pttl = await raw.pttl(accessKey);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(HOUR);
+      expect(
+        await store.issueTokens(
+          { tokenHash: fresh(), clientId, familyId: `fam-${clientId}`, createdAt: clock.now(), expiresAt: clock.now() + HOUR },
+          { tokenHash: fresh(), clientId, familyId: `fam-${clientId}`, createdAt: clock.now(), expiresAt: clock.now() + 24 * HOUR },
+        ),
+      ).toBe('ok');
+    }
+    await store.seedProfiles([
+      { name: 'default', description: 'd', accessTokenLifetimeSeconds: 3600, refreshTokenLifetimeSeconds: 0, grantTypes: ['client_credentials'], createdAt: clock.now() },
+    ]);
+    expect(await store.deleteClient('c-two', clock.now())).toMatchObject({ accessTokensRevoked: 2, refreshTokensRevoked: 1 });
+
+    const keys = await keysUnder(raw, prefix);
+    const userKeys = keys.filter((k) => k.startsWith(`${prefix}userBearerTokens:`));
+    expect(userKeys).toHaveLength(1);
+    const oauthKeys = keys.filter((k) => !userKeys.includes(k));
+    expect(oauthKeys.length).toBeGreaterThanOrEqual(12);
+    for (const k of oauthKeys) expect(k).toContain('{oauth}');
+    for (const k of userKeys) expect(k).not.toContain('{oauth}');
+
+    // Everything an operator could read under the prefix, as text.
+    const dump: string[] = [];
+    for (const k of keys) {
+      dump.push(k);
+      const type = await raw.type(k);
+      if (type === 'hash') for (const [f, v] of Object.entries(await raw.hgetall(k))) dump.push(f, v);
+      else if (type === 'set') dump.push(...(await raw.smembers(k)));
+      else throw new Error(`unexpected key type ${type} at ${k}`);
+    }
+    const text = dump.join('\n');
+    for (const secret of rawSecrets) expect(text).not.toContain(secret);
+    // Sanity: the dump really holds the stored hashes (so the check above looked at the data).
+    for (const h of hashes) expect(text).toContain(h);
+    // Timestamps are integer epoch ms everywhere.
+    for (const k of keys) {
+      if ((await raw.type(k)) !== 'hash') continue;
+      const fields = await raw.hgetall(k);
+      for (const f of ['createdAt', 'expiresAt', 'revokedAt', 'rotatedAt']) if (fields[f] !== undefined) expect(fields[f]).toMatch(/^[0-9]+$/);
+    }
+  });
+});

@@ -1,0 +1,53 @@
+// Per-test-file access to the suite's Redis: a unique key prefix, stores and raw clients on it, and a
+// cleanup that deletes only keys under that prefix (never FLUSH: REDIS_URL may be someone's Redis).
+
+import { randomBytes } from 'node:crypto';
+import { inject } from 'vitest';
+import { Redis } from 'ioredis';
+import type { Clock } from '../../src/clock.ts';
+import { RedisTokenStore, connectRedis, createRedisClient } from '../../src/store/redis.ts';
+
+export function redisUrl(): string {
+  return inject('redisUrl');
+}
+
+export function uniquePrefix(label: string): string {
+  return `${inject('redisPrefix')}${label}-${randomBytes(3).toString('hex')}:mcpauth:`;
+}
+
+/** A plain client for assertions and admin-style edits (`HSET ... revoked true`). */
+export async function rawRedis(url = redisUrl()): Promise<Redis> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2 });
+  await client.connect();
+  return client;
+}
+
+export async function openRedisStore(prefix: string, options: { url?: string; commandTimeoutMs?: number } = {}): Promise<RedisTokenStore> {
+  const client = createRedisClient({ url: options.url ?? redisUrl(), commandTimeoutMs: options.commandTimeoutMs ?? 1000, connectTimeoutMs: 5000 });
+  client.on('error', () => undefined);
+  await connectRedis(client, 5000);
+  return new RedisTokenStore(client, { keyPrefix: prefix });
+}
+
+/** Every key under `prefix`, sorted (SCAN, not KEYS: the Redis may be shared). */
+export async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'MATCH', `${escapeGlob(prefix)}*`, 'COUNT', 500);
+    cursor = next;
+    found.push(...batch);
+  } while (cursor !== '0');
+  return found.sort();
+}
+
+export async function deleteUnder(client: Redis, prefix: string): Promise<void> {
+  const keys = await keysUnder(client, prefix);
+  for (let i = 0; i < keys.length; i += 500) await client.del(...keys.slice(i, i + 500));
+}
+
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+export type { Clock };

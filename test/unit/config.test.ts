@@ -1,0 +1,357 @@
+// Configuration (CONTRACT.md §1, §2): interpolation, environment overrides, defaults, validation that
+// reports every problem at once, and the real CLI's exit codes.
+
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
+import { generateToken } from '../../src/credentials.ts';
+
+const MASTER = generateToken();
+const ROOT = '/work/main';
+
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError, got a valid configuration');
+}
+
+describe('interpolate', () => {
+  const env = { A: 'alpha', EMPTY: '', PORT: '9000' };
+
+  it.each([
+    ['${A}', 'alpha'],
+    ['x-${A}-y', 'x-alpha-y'],
+    ['${A}${A}', 'alphaalpha'],
+    ['${A:-fallback}', 'alpha'],
+    ['${UNSET:-fallback}', 'fallback'],
+    ['${EMPTY:-fallback}', 'fallback'],
+    ['${UNSET:-}', ''],
+    ['${UNSET}', ''],
+    ['${EMPTY}', ''],
+    ['${UNSET:-http://h:1/mcp}', 'http://h:1/mcp'],
+    ['$A', '$A'],
+    ['${1BAD}', '${1BAD}'],
+    ['plain', 'plain'],
+  ])('%s -> %j', (input, expected) => {
+    expect(interpolate(input, env)).toBe(expected);
+  });
+
+  it('walks nested maps and lists and leaves non-strings alone', () => {
+    const tree = {
+      top: '${A}',
+      port: 8080,
+      on: true,
+      nothing: null,
+      nested: { list: ['${A}', '${UNSET:-d}', 3, { deep: '${PORT}' }], map: { k: '${EMPTY:-e}' } },
+    };
+    expect(interpolate(tree, env)).toEqual({
+      top: 'alpha',
+      port: 8080,
+      on: true,
+      nothing: null,
+      nested: { list: ['alpha', 'd', 3, { deep: '9000' }], map: { k: 'e' } },
+    });
+    // The input is not mutated.
+    expect(tree.top).toBe('${A}');
+  });
+});
+
+describe('buildConfig', () => {
+  it('applies the contract defaults', () => {
+    const c = buildConfig({}, { BEARER_SECRET_MASTER: MASTER });
+    expect(c.masterToken).toBe(MASTER);
+    expect(c.store).toBe('redis');
+    expect(c.redis).toMatchObject({ url: 'redis://127.0.0.1:6379', keyPrefix: 'mcpauth:' });
+    expect(c.upstream.url).toBe('http://127.0.0.1:3000/mcp');
+    expect(c.proxy).toMatchObject({ host: '0.0.0.0', port: 8080, publicUrl: undefined, trustedProxies: [], maxBodyBytes: 0 });
+    expect(c.admin).toMatchObject({ host: '127.0.0.1', port: 8081 });
+    expect(c.idp).toMatchObject({ issuer: undefined, audience: undefined, jwksUrl: undefined });
+    expect(c.logLevel).toBe('info');
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.proxy)).toBe(true);
+  });
+
+  it('environment variables override the file; the file is used where the environment is silent', () => {
+    const file = {
+      masterToken: generateToken(),
+      redis: { url: 'redis://file-redis:6379', keyPrefix: 'file:' },
+      upstream: { url: 'http://file-upstream:1/mcp' },
+      proxy: { host: '10.0.0.1', port: 1111, publicUrl: 'https://file.example.com' },
+      admin: { host: '10.0.0.2', port: 2222 },
+      logLevel: 'warn',
+    };
+    const env = {
+      BEARER_SECRET_MASTER: MASTER,
+      REDIS_URL: 'rediss://env-redis:6380',
+      UPSTREAM_URL: 'https://env-upstream/mcp',
+      HOST: '127.0.0.2',
+      PORT: '9999',
+      ADMIN_HOST: '::1',
+      ADMIN_PORT: '0',
+      PUBLIC_URL: 'https://env.example.com/',
+      LOG_LEVEL: 'debug',
+    };
+    const c = buildConfig(file, env);
+    expect(c.masterToken).toBe(MASTER);
+    expect(c.redis.url).toBe('rediss://env-redis:6380');
+    expect(c.redis.keyPrefix).toBe('file:');
+    expect(c.upstream.url).toBe('https://env-upstream/mcp');
+    expect(c.proxy).toMatchObject({ host: '127.0.0.2', port: 9999, publicUrl: 'https://env.example.com' });
+    expect(c.admin).toMatchObject({ host: '::1', port: 0 });
+    expect(c.logLevel).toBe('debug');
+
+    // The caller's tree is not modified by the overrides.
+    expect(file.redis.url).toBe('redis://file-redis:6379');
+    expect(file.proxy.port).toBe(1111);
+    const fileOnly = buildConfig(file, {});
+    expect(fileOnly.masterToken).toBe(file.masterToken);
+    expect(fileOnly.redis.url).toBe('redis://file-redis:6379');
+    expect(fileOnly.proxy.port).toBe(1111);
+    expect(fileOnly.logLevel).toBe('warn');
+    // An empty variable counts as unset.
+    expect(buildConfig(file, { PORT: '', UPSTREAM_URL: '' }).proxy.port).toBe(1111);
+  });
+
+  it('IDP_* set together enable the exchange', () => {
+    const c = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp/', IDP_AUDIENCE: 'mcp', IDP_JWKS_URL: 'https://idp/jwks' });
+    expect(c.idp).toMatchObject({ issuer: 'https://idp/', audience: 'mcp', jwksUrl: 'https://idp/jwks' });
+  });
+
+  it('reports every problem at once', () => {
+    const problems = problemsOf(() =>
+      buildConfig({}, { BEARER_SECRET_MASTER: 'bad', UPSTREAM_URL: 'ftp://h/mcp', LOG_LEVEL: 'verbose', REDIS_URL: 'http://127.0.0.1:6379' }),
+    );
+    expect(problems).toHaveLength(4);
+    expect(problems.some((p) => /BEARER_SECRET_MASTER/.test(p))).toBe(true);
+    expect(problems.some((p) => /UPSTREAM_URL/.test(p) && /http:\/\/ or https:\/\//.test(p))).toBe(true);
+    expect(problems.some((p) => /LOG_LEVEL/.test(p) && p.includes('verbose'))).toBe(true);
+    expect(problems.some((p) => /REDIS_URL/.test(p) && p.includes('redis://'))).toBe(true);
+  });
+
+  it('the ConfigError message lists each problem on its own line', () => {
+    try {
+      buildConfig({}, { LOG_LEVEL: 'loud' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const e = err as ConfigError;
+      expect(e.problems).toHaveLength(2);
+      for (const p of e.problems) expect(e.message).toContain(`  - ${p}`);
+    }
+  });
+
+  it.each([
+    ['missing', undefined, /BEARER_SECRET_MASTER is not set/],
+    ['empty', '', /BEARER_SECRET_MASTER is not set/],
+    ['uppercase', MASTER.toUpperCase().replace(/^[0-9]/, 'A'), /exactly 64 lowercase hex.*64 characters and uppercase letters/],
+    ['63 characters', MASTER.slice(1), /exactly 64 lowercase hex.*has 63 characters/],
+    ['65 characters', `${MASTER}a`, /has 65 characters/],
+    ['non-hex', 'g'.repeat(64), /exactly 64 lowercase hex/],
+  ])('master token %s is reported clearly', (_label, value, pattern) => {
+    const env = value === undefined ? {} : { BEARER_SECRET_MASTER: value };
+    const problems = problemsOf(() => buildConfig({}, env));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(pattern);
+    // The secret itself never appears in the message.
+    if (value) expect(problems[0]).not.toContain(value);
+  });
+
+  it.each([
+    ['not a URL', 'not a url', /UPSTREAM_URL "not a url" is not a valid URL/],
+    ['ftp:', 'ftp://h/mcp', /UPSTREAM_URL must be an http:\/\/ or https:\/\/ URL \(got ftp:\)/],
+    ['no path', 'http://127.0.0.1:3000', /UPSTREAM_URL must name the MCP endpoint path/],
+    ['root path', 'http://127.0.0.1:3000/', /UPSTREAM_URL must name the MCP endpoint path/],
+    ['credentials', 'http://u:p@h/mcp', /UPSTREAM_URL must not carry credentials/],
+  ])('UPSTREAM_URL %s is rejected', (_label, value, pattern) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, UPSTREAM_URL: value }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(pattern);
+  });
+
+  it.each(['http://127.0.0.1:6379', 'tcp://h:1', 'localhost:6379', 'mysql://user:hunter2@db:3306'])('REDIS_URL %s (bad scheme) is rejected', (value) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, REDIS_URL: value }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^REDIS_URL .*must start with redis:\/\//);
+    expect(problems[0]).not.toContain('hunter2');
+  });
+
+  it.each([
+    'redis://127.0.0.1:6379',
+    'rediss://user:pw@redis.example.com:6380/2',
+    'redis+sentinel://s1:26379,s2:26379/mymaster',
+    'redis+cluster://n1:7000,n2:7001',
+  ])('REDIS_URL %s is accepted', (value) => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, REDIS_URL: value }).redis.url).toBe(value);
+  });
+
+  it.each<[string, Record<string, string>]>([
+    ['issuer only', { IDP_ISSUER: 'https://idp/' }],
+    ['issuer and audience', { IDP_ISSUER: 'https://idp/', IDP_AUDIENCE: 'mcp' }],
+    ['jwks only', { IDP_JWKS_URL: 'https://idp/jwks' }],
+  ])('IDP variables partially set (%s) is a problem', (_label, idpEnv) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
+    expect(problems).toEqual(['IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)']);
+  });
+
+  it.each(['verbose', 'INFO', 'trace', 'warning'])('LOG_LEVEL %s is rejected', (level) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, LOG_LEVEL: level }));
+    expect(problems).toEqual([`LOG_LEVEL must be one of debug, info, warn, error (got "${level}")`]);
+  });
+
+  it('trustedProxies accepts IPs and CIDRs (v4 and v6), as a list or a comma string', () => {
+    const list = ['10.0.0.0/8', '192.168.1.1', '::1', 'fd00::/64', '0.0.0.0/0', '2001:db8::/128'];
+    expect(buildConfig({ proxy: { trustedProxies: list } }, { BEARER_SECRET_MASTER: MASTER }).proxy.trustedProxies).toEqual(list);
+    expect(buildConfig({ proxy: { trustedProxies: '10.0.0.1, 10.0.0.0/24' } }, { BEARER_SECRET_MASTER: MASTER }).proxy.trustedProxies).toEqual([
+      '10.0.0.1',
+      '10.0.0.0/24',
+    ]);
+  });
+
+  it('trustedProxies reports every invalid entry', () => {
+    const bad = ['10.0.0.0/33', 'not-an-ip', '10.0.0.0/x', '::/129', '10.0.0.0/', '10.0.0.256', 'example.com/8'];
+    const problems = problemsOf(() => buildConfig({ proxy: { trustedProxies: ['10.0.0.1', ...bad] } }, { BEARER_SECRET_MASTER: MASTER }));
+    expect(problems).toEqual(bad.map((e) => `proxy.trustedProxies entry "${e}" is not an IP address or CIDR`));
+    expect(problemsOf(() => buildConfig({ proxy: { trustedProxies: [1, 2] } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      'proxy.trustedProxies must be a list of strings',
+    ]);
+  });
+
+  it.each([
+    ['PORT', '70000', /proxy\.port must be an integer from 0 to 65535/],
+    ['PORT', 'http', /proxy\.port must be an integer/],
+    ['ADMIN_PORT', '-1', /admin\.port must be an integer from 0 to 65535/],
+    ['PUBLIC_URL', 'example.com', /PUBLIC_URL "example.com" is not a valid URL/],
+  ])('%s=%s is rejected', (name, value, pattern) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, [name]: value }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(pattern);
+  });
+
+  it('a section that is not a mapping is a problem', () => {
+    expect(problemsOf(() => buildConfig({ redis: 'redis://x:1' }, { BEARER_SECRET_MASTER: MASTER }))).toEqual(['"redis" must be a mapping']);
+  });
+});
+
+describe('loadConfig', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-config-'));
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a missing file is a ConfigError naming the path', () => {
+    const path = join(dir, 'does-not-exist.yaml');
+    const problems = problemsOf(() => loadConfig(path, { BEARER_SECRET_MASTER: MASTER }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain(`cannot read config file ${path}`);
+    expect(problems[0]).toContain('ENOENT');
+  });
+
+  it('invalid YAML is a ConfigError naming the path', () => {
+    const path = join(dir, 'broken.yaml');
+    writeFileSync(path, 'proxy:\n  port: [8080\n  host: "unterminated\n');
+    const problems = problemsOf(() => loadConfig(path, { BEARER_SECRET_MASTER: MASTER }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(new RegExp(`config file ${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is not valid YAML`));
+  });
+
+  it('a YAML list at the top is not a mapping', () => {
+    const path = join(dir, 'list.yaml');
+    writeFileSync(path, '- a\n- b\n');
+    expect(problemsOf(() => loadConfig(path, { BEARER_SECRET_MASTER: MASTER }))).toEqual([`config file ${path} must contain a YAML mapping`]);
+  });
+
+  it('interpolates the file from the environment, and the environment still overrides', () => {
+    const path = join(dir, 'ok.yaml');
+    writeFileSync(
+      path,
+      ['masterToken: ${MY_MASTER}', 'upstream:', '  url: ${UP:-http://default-up:3000/mcp}', 'proxy:', '  port: ${MY_PORT:-7000}', 'logLevel: warn', ''].join('\n'),
+    );
+    const c = loadConfig(path, { MY_MASTER: MASTER, MY_PORT: '7100' });
+    expect(c.masterToken).toBe(MASTER);
+    expect(c.upstream.url).toBe('http://default-up:3000/mcp');
+    expect(c.proxy.port).toBe(7100);
+    expect(c.logLevel).toBe('warn');
+    expect(loadConfig(path, { MY_MASTER: MASTER, PORT: '7200', LOG_LEVEL: 'error' })).toMatchObject({ proxy: { port: 7200 }, logLevel: 'error' });
+  });
+
+  it('an empty file means all defaults', () => {
+    const path = join(dir, 'empty.yaml');
+    writeFileSync(path, '');
+    expect(loadConfig(path, { BEARER_SECRET_MASTER: MASTER }).proxy.port).toBe(8080);
+  });
+});
+
+describe('the CLI (src/main.ts)', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-cli-'));
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function run(args: string[], env: Record<string, string>) {
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+      encoding: 'utf8',
+      timeout: 25_000,
+    });
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+  }
+
+  it('--check-config with a malformed master token exits 2 and lists the problem', () => {
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: 'bad' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('is invalid');
+    expect(r.stderr).toContain('BEARER_SECRET_MASTER must be exactly 64 lowercase hex characters');
+    expect(r.stderr).toContain('config.yaml');
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
+  it('--check-config reports every problem at once', () => {
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: 'bad', LOG_LEVEL: 'loud', UPSTREAM_URL: 'ftp://x/mcp' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('BEARER_SECRET_MASTER');
+    expect(r.stderr).toContain('LOG_LEVEL');
+    expect(r.stderr).toContain('UPSTREAM_URL');
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toHaveLength(3);
+  }, 30_000);
+
+  it('--check-config with a valid token exits 0 (config.yaml found in the working directory)', () => {
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('configuration OK (config.yaml)');
+    expect(r.stdout).not.toContain(MASTER);
+  }, 30_000);
+
+  it('start with an unreachable REDIS_URL exits 2 with one paragraph naming REDIS_URL, before opening a port', () => {
+    const path = join(dir, 'fast-fail.yaml');
+    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', '  connectTimeoutMs: 200', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
+    const r = run(['--config', path], { BEARER_SECRET_MASTER: MASTER, REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('REDIS_URL');
+    expect(r.stderr).toContain('cannot reach Redis at redis://127.0.0.1:1');
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stdout).not.toContain('listening');
+    expect(r.stderr).not.toContain(MASTER);
+  }, 30_000);
+
+  it('an unknown argument is a usage error (exit 2)', () => {
+    const r = run(['--no-such-flag'], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('unknown argument "--no-such-flag"');
+    expect(r.stderr).toContain('usage:');
+  }, 30_000);
+});

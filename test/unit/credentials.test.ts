@@ -1,0 +1,243 @@
+// The credential model (seed §2, §5; CONTRACT.md §3): token format, hashing, header parsing, the
+// master-token check and the record policy, all without a store.
+
+import { describe, expect, it } from 'vitest';
+import {
+  MasterToken,
+  TTL_7_DAYS,
+  decideToken,
+  generateToken,
+  hashToken,
+  isTokenShaped,
+  parseAuthorization,
+  type StoredFields,
+  type TokenLookup,
+} from '../../src/credentials.ts';
+
+const TOKEN = 'a3f1'.repeat(16);
+
+describe('generateToken', () => {
+  it('10,000 tokens: all 64 lowercase hex, all distinct', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 10_000; i++) {
+      const t = generateToken();
+      expect(t).toMatch(/^[0-9a-f]{64}$/);
+      seen.add(t);
+    }
+    expect(seen.size).toBe(10_000);
+  });
+
+  it('uses every hex digit (32 random bytes, zero-padded, not a narrowed alphabet)', () => {
+    const digits = new Set<string>();
+    for (let i = 0; i < 50; i++) for (const c of generateToken()) digits.add(c);
+    expect([...digits].sort().join('')).toBe('0123456789abcdef');
+  });
+});
+
+describe('hashToken', () => {
+  it('is SHA-256 as 64 lowercase hex (FIPS 180-2 vector for "abc")', () => {
+    expect(hashToken('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(hashToken('')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+  });
+
+  it('of a token is token-shaped and differs from the token', () => {
+    const t = generateToken();
+    expect(isTokenShaped(hashToken(t))).toBe(true);
+    expect(hashToken(t)).not.toBe(t);
+    expect(hashToken(t)).toBe(hashToken(t));
+  });
+});
+
+describe('parseAuthorization', () => {
+  const cases: Array<[string, string[], 'missing' | 'malformed' | 'token']> = [
+    ['no headers at all', [], 'missing'],
+    ['other headers only', ['Host', 'example.com', 'Accept', '*/*'], 'missing'],
+    ['Bearer <64 hex>', ['Authorization', `Bearer ${TOKEN}`], 'token'],
+    ['lowercase header name', ['authorization', `Bearer ${TOKEN}`], 'token'],
+    ['scheme "bearer"', ['Authorization', `bearer ${TOKEN}`], 'token'],
+    ['scheme "BEARER"', ['Authorization', `BEARER ${TOKEN}`], 'token'],
+    ['scheme "BeArEr"', ['Authorization', `BeArEr ${TOKEN}`], 'token'],
+    ['empty value', ['Authorization', ''], 'malformed'],
+    ['scheme only', ['Authorization', 'Bearer'], 'malformed'],
+    ['scheme and space only', ['Authorization', 'Bearer '], 'malformed'],
+    ['Basic scheme', ['Authorization', `Basic ${Buffer.from('user:pass').toString('base64')}`], 'malformed'],
+    ['Basic scheme with a 64-hex value', ['Authorization', `Basic0${TOKEN}`], 'malformed'],
+    ['token without scheme', ['Authorization', TOKEN], 'malformed'],
+    ['two spaces', ['Authorization', `Bearer  ${TOKEN}`], 'malformed'],
+    ['leading space', ['Authorization', ` Bearer ${TOKEN}`], 'malformed'],
+    ['trailing space', ['Authorization', `Bearer ${TOKEN} `], 'malformed'],
+    ['tab as separator', ['Authorization', `Bearer\t${TOKEN}`], 'malformed'],
+    ['uppercase hex', ['Authorization', `Bearer ${TOKEN.toUpperCase()}`], 'malformed'],
+    ['one uppercase hex digit', ['Authorization', `Bearer A${TOKEN.slice(1)}`], 'malformed'],
+    ['63 characters', ['Authorization', `Bearer ${TOKEN.slice(1)}`], 'malformed'],
+    ['65 characters', ['Authorization', `Bearer ${TOKEN}0`], 'malformed'],
+    ['non-hex letter', ['Authorization', `Bearer g${TOKEN.slice(1)}`], 'malformed'],
+    ['Unicode letter', ['Authorization', `Bearer é${TOKEN.slice(1)}`], 'malformed'],
+    ['fullwidth digit', ['Authorization', `Bearer \uff11${TOKEN.slice(1)}`], 'malformed'],
+    ['Unicode scheme look-alike', ['Authorization', `Bеarer ${TOKEN}`], 'malformed'],
+    ['NUL character', ['Authorization', `Bearer \u0000${TOKEN.slice(1)}`], 'malformed'],
+    ['CR character', ['Authorization', `Bearer ${TOKEN.slice(1)}\r`], 'malformed'],
+    ['DEL character', ['Authorization', `Bearer ${TOKEN.slice(1)}\u007f`], 'malformed'],
+    ['comma-separated second token', ['Authorization', `Bearer ${TOKEN}, Bearer ${TOKEN}`], 'malformed'],
+    ['duplicate Authorization (same value)', ['Authorization', `Bearer ${TOKEN}`, 'authorization', `Bearer ${TOKEN}`], 'malformed'],
+    ['duplicate Authorization (second one bad)', ['Authorization', `Bearer ${TOKEN}`, 'Authorization', 'Basic x'], 'malformed'],
+    ['duplicate Authorization (first one empty)', ['Authorization', '', 'Authorization', `Bearer ${TOKEN}`], 'malformed'],
+  ];
+
+  it.each(cases)('%s -> %s', (_label, rawHeaders, expected) => {
+    const parsed = parseAuthorization(rawHeaders);
+    expect(parsed.kind).toBe(expected);
+    if (expected === 'token') expect(parsed).toEqual({ kind: 'token', token: TOKEN });
+    else expect(parsed).toEqual({ kind: expected });
+  });
+
+  it('a header merely containing "authorization" in its name is not the Authorization header', () => {
+    expect(parseAuthorization(['X-Authorization', `Bearer ${TOKEN}`]).kind).toBe('missing');
+    expect(parseAuthorization(['Proxy-Authorization', `Bearer ${TOKEN}`]).kind).toBe('missing');
+  });
+});
+
+describe('MasterToken', () => {
+  const secret = generateToken();
+  const master = new MasterToken(secret);
+
+  it('matches the exact value', () => {
+    expect(master.matches(secret)).toBe(true);
+    expect(master.matches(`${secret}`)).toBe(true);
+  });
+
+  it.each<[string, unknown]>([
+    ['another token', generateToken()],
+    ['one character changed', `${secret.slice(0, 63)}${secret[63] === '0' ? '1' : '0'}`],
+    ['shorter (prefix)', secret.slice(0, 63)],
+    ['a short prefix', secret.slice(0, 8)],
+    ['longer', `${secret}0`],
+    ['the secret twice', secret + secret],
+    ['uppercase', secret.toUpperCase()],
+    ['with whitespace', ` ${secret}`],
+    ['empty string', ''],
+    ['undefined', undefined],
+    ['null', null],
+    ['a number', 42],
+    ['an object', { toString: () => secret }],
+    ['an array', [secret]],
+    ['a Buffer of the secret', Buffer.from(secret)],
+  ])('rejects %s', (_label, candidate) => {
+    expect(master.matches(candidate)).toBe(false);
+  });
+
+  it.each([
+    ['uppercase', secret.toUpperCase()],
+    ['63 characters', secret.slice(1)],
+    ['65 characters', `${secret}a`],
+    ['empty', ''],
+    ['non-hex', 'z'.repeat(64)],
+    ['with a newline', `${secret.slice(1)}\n`],
+  ])('constructor throws on a malformed secret (%s)', (_label, bad) => {
+    expect(() => new MasterToken(bad)).toThrow(/64 lowercase hex/);
+  });
+
+  it('two instances with the same secret agree (per-process keys do not change the answer)', () => {
+    const other = new MasterToken(secret);
+    expect(other.matches(secret)).toBe(true);
+    expect(other.matches(generateToken())).toBe(false);
+  });
+});
+
+describe('decideToken', () => {
+  const hash = hashToken(TOKEN);
+  const NOW = 1_760_000_000_000;
+  const user = (over: Record<string, string | undefined> = {}): StoredFields => clean({
+    tokenHash: hash,
+    subject: 'alice',
+    issuer: 'https://idp.example.com/',
+    revoked: 'false',
+    createdAt: String(NOW - 1000),
+    expiresAt: String(NOW + TTL_7_DAYS),
+    ...over,
+  });
+  const oauth = (over: Record<string, string | undefined> = {}): StoredFields => clean({
+    tokenHash: hash,
+    clientId: 'client-1',
+    createdAt: String(NOW - 1000),
+    expiresAt: String(NOW + 3_600_000),
+    ...over,
+  });
+  function clean(f: Record<string, string | undefined>): StoredFields {
+    const out: StoredFields = {};
+    for (const [k, v] of Object.entries(f)) if (v !== undefined) out[k] = v;
+    return out;
+  }
+
+  it('TTL_7_DAYS is 7 × 24 × 60 × 60 × 1000 ms', () => {
+    expect(TTL_7_DAYS).toBe(604_800_000);
+  });
+
+  it('a valid user-grade record authorizes as kind user with the IdP subject', () => {
+    expect(decideToken(hash, { user: user(), oauth: null }, NOW)).toEqual({
+      ok: true,
+      principal: { kind: 'user', subject: 'alice', tokenHash: hash, expiresAt: NOW + TTL_7_DAYS },
+    });
+  });
+
+  it('a valid OAuth record authorizes as kind oauth with the clientId as subject (and its scope)', () => {
+    expect(decideToken(hash, { user: null, oauth: oauth({ scope: 'mcp:read' }) }, NOW)).toEqual({
+      ok: true,
+      principal: { kind: 'oauth', subject: 'client-1', clientId: 'client-1', tokenHash: hash, expiresAt: NOW + 3_600_000, scope: 'mcp:read' },
+    });
+    const noScope = decideToken(hash, { user: null, oauth: oauth() }, NOW);
+    expect(noScope.ok && noScope.principal.scope).toBeUndefined();
+  });
+
+  const table: Array<[string, TokenLookup, number, string]> = [
+    ['nothing found', { user: null, oauth: null }, NOW, 'unknown'],
+    // user-grade
+    ['user: revoked "true"', { user: user({ revoked: 'true' }), oauth: null }, NOW, 'revoked'],
+    ['user: 1 ms before expiresAt', { user: user({ expiresAt: String(NOW + 1) }), oauth: null }, NOW, 'ok'],
+    ['user: exactly at expiresAt', { user: user({ expiresAt: String(NOW) }), oauth: null }, NOW, 'expired'],
+    ['user: after expiresAt', { user: user({ expiresAt: String(NOW - 1) }), oauth: null }, NOW, 'expired'],
+    ['user: expiresAt 0', { user: user({ expiresAt: '0' }), oauth: null }, NOW, 'expired'],
+    ['user: revoked "TRUE"', { user: user({ revoked: 'TRUE' }), oauth: null }, NOW, 'corrupt'],
+    ['user: revoked "1"', { user: user({ revoked: '1' }), oauth: null }, NOW, 'corrupt'],
+    ['user: revoked ""', { user: user({ revoked: '' }), oauth: null }, NOW, 'corrupt'],
+    ['user: revoked "False"', { user: user({ revoked: 'False' }), oauth: null }, NOW, 'corrupt'],
+    ['user: revoked "false " (padded)', { user: user({ revoked: 'false ' }), oauth: null }, NOW, 'corrupt'],
+    ['user: revoked missing', { user: user({ revoked: undefined }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt missing', { user: user({ expiresAt: undefined }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt ""', { user: user({ expiresAt: '' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt "abc"', { user: user({ expiresAt: 'abc' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt "1.5"', { user: user({ expiresAt: '1.5' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt float in the future', { user: user({ expiresAt: `${NOW + 1000}.5` }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt negative', { user: user({ expiresAt: '-1' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt exponent', { user: user({ expiresAt: '1e20' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt hex', { user: user({ expiresAt: '0xffffffffffff' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt padded', { user: user({ expiresAt: ` ${NOW + 1000}` }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt "Infinity"', { user: user({ expiresAt: 'Infinity' }), oauth: null }, NOW, 'corrupt'],
+    ['user: expiresAt 17 digits', { user: user({ expiresAt: '99999999999999999' }), oauth: null }, NOW, 'corrupt'],
+    ['user: subject missing', { user: user({ subject: undefined }), oauth: null }, NOW, 'corrupt'],
+    ['user: subject empty', { user: user({ subject: '' }), oauth: null }, NOW, 'corrupt'],
+    ['user: tokenHash of another token', { user: user({ tokenHash: hashToken('other') }), oauth: null }, NOW, 'corrupt'],
+    ['user: tokenHash uppercase', { user: user({ tokenHash: hash.toUpperCase() }), oauth: null }, NOW, 'corrupt'],
+    ['user: revoked wins over expired', { user: user({ revoked: 'true', expiresAt: String(NOW - 1) }), oauth: null }, NOW, 'revoked'],
+    // OAuth
+    ['oauth: revokedAt set', { user: null, oauth: oauth({ revokedAt: String(NOW - 1) }) }, NOW, 'revoked'],
+    ['oauth: revokedAt set in the future', { user: null, oauth: oauth({ revokedAt: String(NOW + 10_000) }) }, NOW, 'revoked'],
+    ['oauth: revokedAt empty', { user: null, oauth: oauth({ revokedAt: '' }) }, NOW, 'revoked'],
+    ['oauth: 1 ms before expiresAt', { user: null, oauth: oauth({ expiresAt: String(NOW + 1) }) }, NOW, 'ok'],
+    ['oauth: exactly at expiresAt', { user: null, oauth: oauth({ expiresAt: String(NOW) }) }, NOW, 'expired'],
+    ['oauth: expiresAt missing', { user: null, oauth: oauth({ expiresAt: undefined }) }, NOW, 'corrupt'],
+    ['oauth: expiresAt "abc"', { user: null, oauth: oauth({ expiresAt: 'abc' }) }, NOW, 'corrupt'],
+    ['oauth: expiresAt "1.5"', { user: null, oauth: oauth({ expiresAt: '1.5' }) }, NOW, 'corrupt'],
+    ['oauth: clientId missing', { user: null, oauth: oauth({ clientId: undefined }) }, NOW, 'corrupt'],
+    ['oauth: tokenHash of another token', { user: null, oauth: oauth({ tokenHash: hashToken('other') }) }, NOW, 'corrupt'],
+    // both
+    ['both collections hold the hash', { user: user(), oauth: oauth() }, NOW, 'corrupt'],
+    ['both collections, user revoked', { user: user({ revoked: 'true' }), oauth: oauth() }, NOW, 'corrupt'],
+  ];
+
+  it.each(table)('%s -> %s', (_label, found, now, expected) => {
+    const decision = decideToken(hash, found, now);
+    if (expected === 'ok') expect(decision.ok).toBe(true);
+    else expect(decision).toEqual({ ok: false, reason: expected });
+  });
+});
