@@ -472,6 +472,113 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('refresh tokens', () => {
+      async function family(clientId: string, familyId: string) {
+        const access = accessToken(clientId, { familyId });
+        const refresh = refreshToken(clientId, familyId);
+        expect(await store.issueTokens(access.record, refresh.record)).toBe('ok');
+        return { access, refresh };
+      }
+
+      it('issueTokens stores both; getRefreshToken returns the fields; unknown is null', async () => {
+        await store.createClient(client('c-rt').record);
+        const { access, refresh } = await family('c-rt', 'fam-a');
+        expect(await reasonOf(access.record.tokenHash)).toBe('ok');
+        expect(await store.getRefreshToken(refresh.record.tokenHash)).toEqual({
+          tokenHash: refresh.record.tokenHash,
+          clientId: 'c-rt',
+          familyId: 'fam-a',
+          createdAt: String(refresh.record.createdAt),
+          expiresAt: String(refresh.record.expiresAt),
+        });
+        expect(await store.getRefreshToken(hashToken(generateToken()))).toBeNull();
+        // A refresh token is not an access token: it never validates at /mcp.
+        expect(await reasonOf(refresh.record.tokenHash)).toBe('unknown');
+        expect(await store.issueTokens(accessToken('nobody').record, refreshToken('nobody', 'fam-x').record)).toBe('client_not_found');
+      });
+
+      it('rotation: the old token is marked rotated, the new pair works in the same family', async () => {
+        await store.createClient(client('c-rot').record);
+        const first = await family('c-rot', 'fam-b');
+        const next = { access: accessToken('c-rot', { familyId: 'fam-b' }), refresh: refreshToken('c-rot', 'fam-b') };
+        clock.advance(1000);
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rot', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
+        expect((await store.getRefreshToken(first.refresh.record.tokenHash))?.rotatedAt).toBe(String(clock.now()));
+        expect(await reasonOf(next.access.record.tokenHash)).toBe('ok');
+        expect((await store.getRefreshToken(next.refresh.record.tokenHash))?.familyId).toBe('fam-b');
+        // Rotation does not revoke the access token issued with the old refresh token.
+        expect(await reasonOf(first.access.record.tokenHash)).toBe('ok');
+      });
+
+      it('reuse of a rotated token revokes the whole family and answers reused', async () => {
+        await store.createClient(client('c-reuse').record);
+        const first = await family('c-reuse', 'fam-c');
+        const second = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-reuse', clock.now(), second.access.record, second.refresh.record)).toBe('ok');
+        const other = await family('c-reuse', 'fam-other');
+        clock.advance(1000);
+        const attempt = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-reuse', clock.now(), attempt.access.record, attempt.refresh.record)).toBe('reused');
+        for (const hash of [first.access.record.tokenHash, second.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
+        expect((await store.getRefreshToken(second.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+        // Nothing of the attempt was stored, and another family of the same client is untouched.
+        expect(await reasonOf(attempt.access.record.tokenHash)).toBe('unknown');
+        expect(await store.getRefreshToken(attempt.refresh.record.tokenHash)).toBeNull();
+        expect(await reasonOf(other.access.record.tokenHash)).toBe('ok');
+        // The revoked current token cannot be rotated either.
+        const after = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
+        expect(await store.rotateRefreshToken(second.refresh.record.tokenHash, 'c-reuse', clock.now(), after.access.record, after.refresh.record)).toBe('invalid');
+      });
+
+      it('two concurrent rotations of one token: exactly one ok, and the family ends revoked', async () => {
+        await store.createClient(client('c-conc').record);
+        const first = await family('c-conc', 'fam-d');
+        const attempts = Array.from({ length: 8 }, () => ({ access: accessToken('c-conc', { familyId: 'fam-d' }), refresh: refreshToken('c-conc', 'fam-d') }));
+        const outcomes = await Promise.all(
+          attempts.map((a) => store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-conc', clock.now(), a.access.record, a.refresh.record)),
+        );
+        expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+        // The first loser finds the token rotated and revokes the family; later losers find it revoked.
+        expect(outcomes.filter((o) => o === 'reused')).toHaveLength(1);
+        expect(outcomes.filter((o) => o === 'invalid')).toHaveLength(6);
+        for (const a of attempts) expect(await reasonOf(a.access.record.tokenHash)).not.toBe('ok');
+      });
+
+      it('rotation is refused for another client, an unknown token, and a deleted client', async () => {
+        await store.createClient(client('c-own').record);
+        await store.createClient(client('c-thief').record);
+        const first = await family('c-own', 'fam-e');
+        const next = () => ({ access: accessToken('c-own', { familyId: 'fam-e' }), refresh: refreshToken('c-own', 'fam-e') });
+        let n = next();
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-thief', clock.now(), n.access.record, n.refresh.record)).toBe('invalid');
+        n = next();
+        expect(await store.rotateRefreshToken(hashToken(generateToken()), 'c-own', clock.now(), n.access.record, n.refresh.record)).toBe('invalid');
+        await store.deleteClient('c-own', clock.now());
+        n = next();
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-own', clock.now(), n.access.record, n.refresh.record)).toBe('invalid');
+        expect(await reasonOf(n.access.record.tokenHash)).toBe('unknown');
+      });
+
+      it('revokeRefreshFamily revokes the token and every token of its family; false when unknown', async () => {
+        await store.createClient(client('c-rev').record);
+        const first = await family('c-rev', 'fam-f');
+        const second = { access: accessToken('c-rev', { familyId: 'fam-f' }), refresh: refreshToken('c-rev', 'fam-f') };
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rev', clock.now(), second.access.record, second.refresh.record)).toBe('ok');
+        expect(await store.revokeRefreshFamily(hashToken(generateToken()), clock.now())).toBe(false);
+        expect(await store.revokeRefreshFamily(second.refresh.record.tokenHash, clock.now())).toBe(true);
+        for (const hash of [first.access.record.tokenHash, second.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
+        expect((await store.getRefreshToken(second.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+      });
+
+      it('touchClient gives a client a lifetime: it disappears when not touched again', async () => {
+        await store.createClient(client('c-ttl', { source: 'dcr' }).record);
+        await store.touchClient('c-ttl', 60_000);
+        expect(await store.getClient('c-ttl')).not.toBeNull();
+        await store.touchClient('c-missing', 60_000);
+        expect(await store.getClient('c-missing')).toBeNull();
+      });
+    });
+
     describe('profiles', () => {
       function profile(name: string, overrides: Partial<ProfileRecord> = {}): ProfileRecord {
         return {
