@@ -10,6 +10,7 @@ import { MasterToken } from './credentials.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { Metrics } from './metrics.ts';
 import { createAdminServer } from './admin/server.ts';
+import { createIdpVerifier } from './oauth/idp.ts';
 import { createOAuthRoutes } from './oauth/routes.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
@@ -102,7 +103,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     masterToken,
     forwarder,
     publicUrl,
-    routes: createOAuthRoutes({ publicUrl }),
+    routes: createOAuthRoutes({ config, store, clock, logger, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
   });
   const adminServer = createAdminServer({ store, clock, logger, metrics, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
 

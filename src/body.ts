@@ -40,18 +40,38 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> {
 }
 
 /**
- * An `application/x-www-form-urlencoded` body (RFC 6749 §3.2): a parameter sent twice is an error,
- * and an empty value counts as absent.
+ * A parsed `application/x-www-form-urlencoded` body (RFC 6749 §3.2). `get` treats an empty value as
+ * absent (RFC 6749 §3.1); `has` still tells that the parameter was sent, for the rare place where an
+ * empty value must be told apart from a missing one.
  */
-export function parseForm(req: IncomingMessage, raw: Buffer): Map<string, string> {
+export class Form {
+  readonly #values = new Map<string, string>();
+  readonly #sent = new Set<string>();
+
+  get(name: string): string | undefined {
+    return this.#values.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.#sent.has(name);
+  }
+
+  static of(entries: Iterable<[string, string]>): Form {
+    const form = new Form();
+    for (const [key, value] of entries) {
+      if (form.#sent.has(key)) throw new HttpError(400, 'invalid_request', `parameter ${key.slice(0, 64)} is repeated`);
+      form.#sent.add(key);
+      if (value !== '') form.#values.set(key, value);
+    }
+    return form;
+  }
+}
+
+/** Parses a form body; a parameter sent twice is an error. */
+export function parseForm(req: IncomingMessage, raw: Buffer): Form {
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
     throw new HttpError(400, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
-  const form = new Map<string, string>();
-  for (const [key, value] of new URLSearchParams(raw.toString('utf8'))) {
-    if (form.has(key)) throw new HttpError(400, 'invalid_request', `parameter ${key} is repeated`);
-    if (value !== '') form.set(key, value);
-  }
-  return form;
+  return Form.of(new URLSearchParams(raw.toString('utf8')));
 }

@@ -145,7 +145,13 @@ export async function provisionClient(
     throw invalid('a public client (auth method none) cannot use client_credentials', metaError);
   }
 
-  const scope = checkScope(input.scope);
+  let scope: string | undefined;
+  try {
+    scope = checkScope(input.scope);
+  } catch (err) {
+    if (source === 'dcr' && err instanceof HttpError) throw invalid(err.description ?? 'bad scope', metaError);
+    throw err;
+  }
   const clientSecret = tokenEndpointAuthMethod === 'none' ? undefined : generateToken();
   const client: ClientRecord = {
     clientId: `mcp_${randomBytes(16).toString('hex')}`,

@@ -30,10 +30,10 @@ export const DEFAULT_PROFILES: readonly ProfileDefinition[] = [
   },
   {
     name: 'dynamic',
-    description: 'Dynamically registered MCP client: IdP token exchange and refresh, 1 h access tokens',
+    description: 'Dynamically registered MCP client: exchanges IdP JWTs for user-grade tokens (7 days, no refresh)',
     accessTokenLifetimeSeconds: 3600,
-    refreshTokenLifetimeSeconds: 30 * 24 * 3600,
-    grantTypes: [GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN],
+    refreshTokenLifetimeSeconds: 0,
+    grantTypes: [GRANT_TOKEN_EXCHANGE],
   },
 ];
 

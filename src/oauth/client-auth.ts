@@ -2,6 +2,7 @@
 // `client_secret_basic` or `client_secret_post`, never both; secrets compared as SHA-256 digests in
 // constant time; public clients identify themselves with `client_id` alone.
 
+import type { Form } from '../body.ts';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { hashToken } from '../credentials.ts';
@@ -51,7 +52,7 @@ function secretMatches(client: ClientRecord, secret: string): boolean {
  */
 export async function authenticateClient(
   req: IncomingMessage,
-  form: Map<string, string>,
+  form: Form,
   store: TokenStore,
 ): Promise<AuthenticatedClient | null> {
   const header = req.headers.authorization;

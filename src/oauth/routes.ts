@@ -1,27 +1,69 @@
-// OAuth routes on the proxy listener (the sidecar is the authorization server for /mcp).
+// OAuth routes on the proxy listener (the sidecar is the authorization server for /mcp): discovery
+// documents, /register, /token, /revoke and /introspect. Bodies are small and bounded; any storage
+// failure below a handler is a 503 (fail closed), never a success that did nothing.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError, writeJson } from '../errors.ts';
+import { parseForm, readBody, type Form } from '../body.ts';
+import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
 import type { RouteHandler } from '../proxy/server.ts';
-import { protectedResourceMetadata } from './metadata.ts';
+import type { OAuthContext } from './context.ts';
+import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
+import { FixedWindowLimiter } from './rate-limit.ts';
+import { handleRegister } from './register.ts';
+import { handleIntrospect, handleRevoke } from './revocation.ts';
+import { handleToken } from './token.ts';
 
-export interface OAuthRouteDeps {
-  publicUrl(): string;
-}
+/** Form bodies of /token, /revoke and /introspect (a JWT subject token fits with room to spare). */
+export const FORM_MAX_BODY_BYTES = 32 * 1024;
 
-export function createOAuthRoutes(deps: OAuthRouteDeps): RouteHandler {
-  return (req: IncomingMessage, res: ServerResponse, path: string): boolean => {
+type FormHandler = (ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form) => Promise<void>;
+
+const FORM_ENDPOINTS: Readonly<Record<string, FormHandler>> = {
+  '/token': handleToken,
+  '/revoke': handleRevoke,
+  '/introspect': handleIntrospect,
+};
+
+export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
+  const registrations = new FixedWindowLimiter({ limit: ctx.config.oauth.registrationRateLimitPerMinute, windowMs: 60_000, clock: ctx.clock });
+
+  return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
     if (path === '/.well-known/oauth-protected-resource' || path === '/.well-known/oauth-protected-resource/mcp') {
-      requireGet(req);
-      writeJson(res, 200, protectedResourceMetadata(deps.publicUrl()), { 'cache-control': 'public, max-age=300' });
+      allow(req, 'GET');
+      writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl()));
       return true;
     }
-    return false;
+    if (path === '/.well-known/oauth-authorization-server') {
+      allow(req, 'GET');
+      writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined }));
+      return true;
+    }
+    if (path === '/register') {
+      allow(req, 'POST');
+      await failClosed(ctx, handleRegister(ctx, registrations, req, res));
+      return true;
+    }
+    const handler = FORM_ENDPOINTS[path];
+    if (handler === undefined) return false;
+    allow(req, 'POST');
+    const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+    await failClosed(ctx, handler(ctx, req, res, form));
+    return true;
   };
 }
 
-function requireGet(req: IncomingMessage): void {
-  if (req.method !== 'GET' && req.method !== 'HEAD') {
-    throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: 'GET, HEAD' } });
+function allow(req: IncomingMessage, method: 'GET' | 'POST'): void {
+  if (req.method === method || (method === 'GET' && req.method === 'HEAD')) return;
+  throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: method === 'GET' ? 'GET, HEAD' : 'POST' } });
+}
+
+/** Protocol errors pass through; anything else came from the store and means "cannot answer now". */
+async function failClosed(ctx: OAuthContext, work: Promise<void>): Promise<void> {
+  try {
+    await work;
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    ctx.logger.warn({ err: { message: (err as Error).message } }, 'store failed under an OAuth endpoint: answering 503');
+    throw storeUnavailable(err);
   }
 }

@@ -1,0 +1,39 @@
+// What the OAuth endpoints share: the store, the clock, the master token, the IdP verifier and the
+// public URL that names this sidecar's resource. Built once in app.ts; handlers take it as their first argument.
+
+import type { IncomingMessage } from 'node:http';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { parseAuthorization, type MasterToken } from '../credentials.ts';
+import type { Logger } from '../logger.ts';
+import type { TokenStore } from '../store/types.ts';
+import type { IdpVerifier } from './idp.ts';
+
+export interface OAuthContext {
+  readonly config: Config;
+  readonly store: TokenStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly masterToken: MasterToken;
+  /** undefined when no IdP is configured: the token exchange is then off. */
+  readonly idp: IdpVerifier | undefined;
+  publicUrl(): string;
+}
+
+/** The resource every token of this sidecar is for (RFC 8707 / RFC 9728 `resource`). */
+export function resourceOf(ctx: OAuthContext): string {
+  return `${ctx.publicUrl()}/mcp`;
+}
+
+/** RFC 8707: a `resource` (or RFC 8693 `audience`) must name this sidecar's /mcp, or its base URL. */
+export function namesThisResource(ctx: OAuthContext, value: string): boolean {
+  const base = ctx.publicUrl();
+  const trimmed = value.endsWith('/') ? value.slice(0, -1) : value;
+  return trimmed === `${base}/mcp` || trimmed === base;
+}
+
+/** True when the request carries `Authorization: Bearer <master token>`. */
+export function callerIsMaster(ctx: OAuthContext, req: IncomingMessage): boolean {
+  const parsed = parseAuthorization(req.rawHeaders);
+  return parsed.kind === 'token' && ctx.masterToken.matches(parsed.token);
+}

@@ -1,0 +1,78 @@
+// POST /register: RFC 7591 dynamic client registration. `open` (the default, as MCP clients expect) or
+// `protected` (the initial access token is the master token). Metadata is snake_case on the wire and
+// validated by the same provisioning code as the admin `createClient`; the server picks the client_id,
+// generates the secret (returned once, stored hashed) and never grants client_credentials here.
+// Registrations that are never used expire (oauth.unusedClientTtlSeconds).
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readBody, parseJsonObject } from '../body.ts';
+import { provisionClient } from '../clients.ts';
+import { HttpError, writeJson } from '../errors.ts';
+import { GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
+import { callerIsMaster, type OAuthContext } from './context.ts';
+import type { FixedWindowLimiter } from './rate-limit.ts';
+
+export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
+
+function metadataError(description: string): HttpError {
+  return new HttpError(400, 'invalid_client_metadata', description);
+}
+
+export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimiter, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const retryAfter = limiter.take(req.socket.remoteAddress ?? '');
+  if (retryAfter > 0) {
+    throw new HttpError(429, 'too_many_requests', 'too many registrations from this address', { headers: { 'retry-after': String(retryAfter) } });
+  }
+  if (ctx.config.oauth.registration === 'protected' && !callerIsMaster(ctx, req)) {
+    throw new HttpError(401, 'invalid_token', 'registration needs an initial access token', {
+      headers: { 'www-authenticate': 'Bearer realm="mcp", error="invalid_token"' },
+    });
+  }
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') throw metadataError('the body must be application/json');
+  let body: Record<string, unknown>;
+  try {
+    body = parseJsonObject(await readBody(req, REGISTRATION_MAX_BODY_BYTES));
+  } catch (err) {
+    if (err instanceof HttpError && err.code === 'invalid_request') throw metadataError(err.description ?? 'the body must be a JSON object');
+    throw err;
+  }
+
+  if (body.client_id !== undefined || body.client_secret !== undefined) throw metadataError('client_id and client_secret are assigned by the server');
+  const grantTypes = body.grant_types;
+  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_CLIENT_CREDENTIALS)) {
+    throw metadataError('client_credentials is only for clients an administrator creates');
+  }
+  if (Array.isArray(body.response_types) && body.response_types.length > 0) {
+    throw metadataError('this server has no authorization endpoint: response_types must be empty or absent');
+  }
+  const { client, clientSecret } = await provisionClient(
+    ctx.store,
+    ctx.clock,
+    {
+      clientName: body.client_name,
+      redirectUris: body.redirect_uris,
+      grantTypes,
+      scope: body.scope,
+      tokenEndpointAuthMethod: body.token_endpoint_auth_method,
+    },
+    'dcr',
+  );
+  await ctx.store.touchClient(client.clientId, ctx.config.oauth.unusedClientTtlSeconds * 1000);
+  ctx.logger.info({ clientId: client.clientId, grantTypes: client.grantTypes }, 'client registered');
+
+  const answer: Record<string, unknown> = {
+    client_id: client.clientId,
+    client_id_issued_at: Math.floor(client.createdAt / 1000),
+    redirect_uris: client.redirectUris,
+    grant_types: client.grantTypes,
+    token_endpoint_auth_method: client.tokenEndpointAuthMethod,
+  };
+  if (clientSecret !== undefined) {
+    answer.client_secret = clientSecret;
+    answer.client_secret_expires_at = 0;
+  }
+  if (client.clientName !== undefined) answer.client_name = client.clientName;
+  if (client.scope !== undefined) answer.scope = client.scope;
+  writeJson(res, 201, answer, { pragma: 'no-cache' });
+}

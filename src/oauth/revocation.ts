@@ -1,0 +1,102 @@
+// POST /revoke (RFC 7009) and POST /introspect (RFC 7662).
+//
+// Revocation: the master token may revoke anything; a client may revoke its own access and refresh
+// tokens (a refresh token takes its whole family with it); a user-grade token may be revoked by whoever
+// holds it (possession is the proof, as with logout). Unknown tokens answer 200 like revoked ones; a
+// storage failure answers 503, never a 200 that did nothing.
+//
+// Introspection: for the master token or an authenticated confidential client (its own OAuth tokens and
+// user-grade tokens). Anything not currently valid, or not the caller's to see, is `{"active":false}`.
+
+import type { Form } from '../body.ts';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { decideToken, hashToken, isTokenShaped } from '../credentials.ts';
+import { HttpError, writeJson } from '../errors.ts';
+import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
+import { callerIsMaster, resourceOf, type OAuthContext } from './context.ts';
+
+type Caller = { kind: 'master' } | { kind: 'client'; client: AuthenticatedClient } | { kind: 'anonymous' };
+
+async function identifyCaller(ctx: OAuthContext, req: IncomingMessage, form: Form): Promise<Caller> {
+  if (callerIsMaster(ctx, req)) return { kind: 'master' };
+  const client = await authenticateClient(req, form, ctx.store);
+  return client ? { kind: 'client', client } : { kind: 'anonymous' };
+}
+
+export async function handleRevoke(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+  const caller = await identifyCaller(ctx, req, form);
+  const token = form.get('token');
+  if (token === undefined) throw new HttpError(400, 'invalid_request', 'token is required');
+  // token_type_hint only orders the lookups (RFC 7009 §2.1); an unknown hint is ignored.
+  if (isTokenShaped(token)) await revoke(ctx, caller, hashToken(token), form.get('token_type_hint') === 'refresh_token');
+  res.statusCode = 200;
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('content-length', '0');
+  res.end();
+}
+
+async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refreshFirst: boolean): Promise<void> {
+  const now = ctx.clock.now();
+  const mayRevoke = (clientId: string | undefined): void => {
+    if (caller.kind === 'master') return;
+    if (caller.kind === 'anonymous') throw invalidClient(false);
+    if (clientId !== caller.client.client.clientId) throw new HttpError(400, 'unauthorized_client', 'the token was not issued to this client');
+  };
+  const tryRefresh = async (): Promise<boolean> => {
+    const refresh = await ctx.store.getRefreshToken(tokenHash);
+    if (!refresh) return false;
+    mayRevoke(refresh.clientId);
+    await ctx.store.revokeRefreshFamily(tokenHash, now);
+    ctx.logger.info({ clientId: refresh.clientId, tokenHashPrefix: tokenHash.slice(0, 8), by: caller.kind }, 'refresh token family revoked');
+    return true;
+  };
+  if (refreshFirst && (await tryRefresh())) return;
+  const found = await ctx.store.lookupToken(tokenHash);
+  if (found.user) {
+    await ctx.store.revokeUserToken(tokenHash);
+    ctx.logger.info({ tokenHashPrefix: tokenHash.slice(0, 8), by: caller.kind }, 'user-grade token revoked');
+    return;
+  }
+  if (found.oauth) {
+    mayRevoke(found.oauth.clientId);
+    await ctx.store.revokeAccessToken(tokenHash, now);
+    ctx.logger.info({ clientId: found.oauth.clientId, tokenHashPrefix: tokenHash.slice(0, 8), by: caller.kind }, 'access token revoked');
+    return;
+  }
+  if (!refreshFirst) await tryRefresh();
+}
+
+export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+  const caller = await identifyCaller(ctx, req, form);
+  if (caller.kind === 'anonymous' || (caller.kind === 'client' && !caller.client.confidential)) {
+    throw invalidClient(/^basic /i.test(req.headers.authorization ?? ''));
+  }
+  const token = form.get('token');
+  if (token === undefined) throw new HttpError(400, 'invalid_request', 'token is required');
+  const visibleTo = (clientId: string | undefined) => caller.kind === 'master' || clientId === caller.client.client.clientId;
+  writeJson(res, 200, isTokenShaped(token) ? await introspect(ctx, hashToken(token), visibleTo) : { active: false });
+}
+
+async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clientId: string | undefined) => boolean): Promise<Record<string, unknown>> {
+  const inactive = { active: false };
+  const now = ctx.clock.now();
+  const seconds = (ms: number | string | undefined) => Math.floor(Number(ms) / 1000);
+  const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), now);
+  if (decision.ok) {
+    const p = decision.principal;
+    if (p.kind === 'user') {
+      return { active: true, token_type: 'Bearer', sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'user' };
+    }
+    if (!visibleTo(p.clientId)) return inactive;
+    const out: Record<string, unknown> = { active: true, token_type: 'Bearer', client_id: p.clientId, sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'oauth' };
+    if (p.scope !== undefined) out.scope = p.scope;
+    return out;
+  }
+  const refresh = await ctx.store.getRefreshToken(tokenHash);
+  if (!refresh || refresh.revokedAt !== undefined || refresh.rotatedAt !== undefined || !visibleTo(refresh.clientId)) return inactive;
+  const expiresAt = Number(refresh.expiresAt);
+  if (!/^[0-9]+$/.test(refresh.expiresAt ?? '') || now >= expiresAt) return inactive;
+  const out: Record<string, unknown> = { active: true, token_type: 'refresh_token', client_id: refresh.clientId, exp: seconds(expiresAt), iat: seconds(refresh.createdAt) };
+  if (refresh.scope !== undefined) out.scope = refresh.scope;
+  return out;
+}

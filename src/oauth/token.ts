@@ -1,0 +1,221 @@
+// POST /token (RFC 6749 §3.2): three grants.
+//  - client_credentials (RFC 6749 §4.4) for confidential clients an admin created with that grant;
+//    access-token lifetime from the client's profile, plus a rotating refresh token when the client
+//    also has the refresh_token grant and its profile gives refresh tokens a lifetime.
+//  - refresh_token (RFC 6749 §6) with rotation on every use and reuse detection (the store's atomic
+//    rotateRefreshToken: a rotated token presented again revokes its whole family).
+//  - token exchange (RFC 8693): an IdP JWT becomes a user-grade token, `userBearerTokens:<hash>`,
+//    valid for the seed's fixed seven days.
+// Every answer is `Cache-Control: no-store`; errors are RFC 6749 §5.2 JSON via HttpError.
+
+import type { Form } from '../body.ts';
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { errors as joseErrors } from 'jose';
+import { generateToken, hashToken, isTokenShaped, TTL_7_DAYS } from '../credentials.ts';
+import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
+import { GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, resolveProfile } from '../profiles.ts';
+import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../store/types.ts';
+import { checkScope } from '../clients.ts';
+import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
+import { namesThisResource, type OAuthContext } from './context.ts';
+import { IdpRejection, invalidGrant } from './idp.ts';
+
+export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
+export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
+export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+
+const NO_CACHE = { pragma: 'no-cache' };
+
+export async function handleToken(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+  const grantType = form.get('grant_type');
+  if (grantType === undefined) throw new HttpError(400, 'invalid_request', 'grant_type is required');
+  checkTarget(ctx, form);
+  switch (grantType) {
+    case GRANT_CLIENT_CREDENTIALS:
+      return clientCredentials(ctx, req, res, form);
+    case GRANT_REFRESH_TOKEN:
+      return refreshToken(ctx, req, res, form);
+    case GRANT_TOKEN_EXCHANGE:
+      return tokenExchange(ctx, req, res, form);
+    default:
+      throw new HttpError(400, 'unsupported_grant_type', `grant_type ${grantType.slice(0, 100)} is not supported`);
+  }
+}
+
+/** RFC 8707 `resource` and RFC 8693 `audience`: tokens are only ever issued for this sidecar's /mcp. */
+function checkTarget(ctx: OAuthContext, form: Form): void {
+  for (const name of ['resource', 'audience']) {
+    const value = form.get(name);
+    if (value !== undefined && !namesThisResource(ctx, value)) {
+      throw new HttpError(400, 'invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
+    }
+  }
+}
+
+/** A client must authenticate (or, if public, identify itself) and hold the grant it uses. */
+async function requireClient(ctx: OAuthContext, req: IncomingMessage, form: Form, grant: string): Promise<AuthenticatedClient> {
+  const authenticated = await authenticateClient(req, form, ctx.store);
+  if (!authenticated) throw invalidClient(false);
+  if (!authenticated.client.grantTypes.includes(grant)) {
+    throw new HttpError(400, 'unauthorized_client', `this client may not use the ${grant} grant`);
+  }
+  return authenticated;
+}
+
+/** The requested scope, which must lie within `allowed` (when the client has a scope at all). */
+function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
+  const scope = checkScope(requested);
+  if (scope === undefined) return allowed;
+  if (allowed !== undefined) {
+    const permitted = new Set(allowed.split(' '));
+    if (!scope.split(' ').every((s) => permitted.has(s))) throw new HttpError(400, 'invalid_scope', 'the requested scope exceeds what this client was granted');
+  }
+  return scope;
+}
+
+interface IssuedPair {
+  body: Record<string, unknown>;
+  access: AccessTokenRecord;
+  refresh: RefreshTokenRecord | undefined;
+}
+
+/** Builds an access token (and a refresh token when the client's profile gives them) for `client`. */
+async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, familyId: string | undefined): Promise<IssuedPair> {
+  const now = ctx.clock.now();
+  const profile = await resolveProfile(ctx.store, client.profile, now);
+  if (!profile) throw new HttpError(400, 'unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
+  const accessRaw = generateToken();
+  const access: AccessTokenRecord = {
+    tokenHash: hashToken(accessRaw),
+    clientId: client.clientId,
+    createdAt: now,
+    expiresAt: now + profile.accessTokenLifetimeSeconds * 1000,
+  };
+  if (scope !== undefined) access.scope = scope;
+  const body: Record<string, unknown> = { access_token: accessRaw, token_type: 'Bearer', expires_in: profile.accessTokenLifetimeSeconds };
+  let refresh: RefreshTokenRecord | undefined;
+  const wantsRefresh = client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
+  if (familyId !== undefined || wantsRefresh) {
+    const refreshRaw = generateToken();
+    const family = familyId ?? randomBytes(16).toString('hex');
+    access.familyId = family;
+    refresh = {
+      tokenHash: hashToken(refreshRaw),
+      clientId: client.clientId,
+      familyId: family,
+      createdAt: now,
+      // Sliding: each rotation gives the new refresh token the profile's full lifetime.
+      expiresAt: now + Math.max(profile.refreshTokenLifetimeSeconds, 1) * 1000,
+    };
+    if (scope !== undefined) refresh.scope = scope;
+    body.refresh_token = refreshRaw;
+  }
+  if (scope !== undefined) body.scope = scope;
+  return { body, access, refresh };
+}
+
+async function clientCredentials(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+  const { client, confidential } = await requireClient(ctx, req, form, GRANT_CLIENT_CREDENTIALS);
+  if (!confidential) throw new HttpError(400, 'unauthorized_client', 'client_credentials needs a confidential client');
+  const scope = grantedScope(form.get('scope'), client.scope);
+  const pair = await buildPair(ctx, client, scope, undefined);
+  const outcome = await ctx.store.issueTokens(pair.access, pair.refresh);
+  if (outcome !== 'ok') throw invalidClient(usedBasic(req));
+  ctx.logger.info({ clientId: client.clientId, grant: GRANT_CLIENT_CREDENTIALS, refresh: pair.refresh !== undefined }, 'token issued');
+  writeJson(res, 200, pair.body, NO_CACHE);
+}
+
+async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+  const { client } = await requireClient(ctx, req, form, GRANT_REFRESH_TOKEN);
+  const presented = form.get('refresh_token');
+  if (presented === undefined) throw new HttpError(400, 'invalid_request', 'refresh_token is required');
+  const rejected = invalidGrant('the refresh token is invalid, expired or revoked');
+  if (!isTokenShaped(presented)) throw rejected;
+  const oldHash = hashToken(presented);
+  const old = await ctx.store.getRefreshToken(oldHash);
+  const now = ctx.clock.now();
+  if (!old || old.clientId !== client.clientId || old.revokedAt !== undefined || old.familyId === undefined) throw rejected;
+  const expiresAt = Number(old.expiresAt);
+  if (!/^[0-9]+$/.test(old.expiresAt ?? '') || now >= expiresAt) throw rejected;
+  // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
+  const scope = grantedScope(form.get('scope'), old.scope);
+  const pair = await buildPair(ctx, client, scope, old.familyId);
+  const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!);
+  if (outcome === 'reused') {
+    ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'refresh token reused after rotation: its whole family is revoked');
+    throw rejected;
+  }
+  if (outcome !== 'ok') throw rejected;
+  await keepRegistrationAlive(ctx, client, pair.refresh);
+  ctx.logger.info({ clientId: client.clientId, grant: GRANT_REFRESH_TOKEN }, 'token issued');
+  writeJson(res, 200, pair.body, NO_CACHE);
+}
+
+async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+  if (!ctx.idp) throw new HttpError(400, 'unsupported_grant_type', 'token exchange is not configured on this server (no identity provider)');
+  // Client authentication is optional (the IdP JWT is the credential), but a client that tries must succeed.
+  const authenticated = await authenticateClient(req, form, ctx.store);
+  if (authenticated && !authenticated.client.grantTypes.includes(GRANT_TOKEN_EXCHANGE)) {
+    throw new HttpError(400, 'unauthorized_client', 'this client may not use the token exchange grant');
+  }
+  if (authenticated) await keepRegistrationAlive(ctx, authenticated.client);
+  const subjectToken = form.get('subject_token');
+  const subjectTokenType = form.get('subject_token_type');
+  if (!form.has('subject_token')) throw new HttpError(400, 'invalid_request', 'subject_token is required');
+  if (subjectTokenType === undefined) throw new HttpError(400, 'invalid_request', 'subject_token_type is required');
+  if (subjectTokenType !== TOKEN_TYPE_JWT && subjectTokenType !== TOKEN_TYPE_ID_TOKEN) {
+    throw new HttpError(400, 'invalid_request', `subject_token_type must be ${TOKEN_TYPE_JWT}`);
+  }
+  if (form.has('actor_token') || form.has('actor_token_type')) throw new HttpError(400, 'invalid_request', 'delegation (actor_token) is not supported');
+  const requested = form.get('requested_token_type');
+  if (requested !== undefined && requested !== TOKEN_TYPE_ACCESS_TOKEN) {
+    throw new HttpError(400, 'invalid_request', `requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+  }
+
+  // An empty subject token was sent, and is a bad JWT like any other.
+  if (subjectToken === undefined) throw invalidGrant('the subject token is not acceptable');
+  const now = ctx.clock.now();
+  let identity;
+  try {
+    identity = await ctx.idp.verify(subjectToken, now);
+  } catch (err) {
+    // The IdP's key endpoint being unreachable is our outage, not a bad token.
+    if (err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError || err instanceof IdpRejection)) {
+      ctx.logger.warn({ err: { message: (err as Error).message } }, 'identity provider keys unavailable: token exchange answered 503');
+      throw new HttpError(503, 'temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
+    }
+    ctx.logger.info({ reason: (err as Error).message, code: (err as { code?: string }).code }, 'token exchange refused');
+    throw invalidGrant('the subject token is not acceptable');
+  }
+
+  const raw = generateToken();
+  const tokenHash = hashToken(raw);
+  try {
+    await ctx.store.putUserToken({ tokenHash, subject: identity.subject, issuer: identity.issuer, createdAt: now, expiresAt: now + TTL_7_DAYS });
+  } catch (err) {
+    throw storeUnavailable(err);
+  }
+  ctx.logger.info({ subject: identity.subject, grant: GRANT_TOKEN_EXCHANGE, tokenHashPrefix: tokenHash.slice(0, 8) }, 'user-grade token issued');
+  writeJson(
+    res,
+    200,
+    { access_token: raw, issued_token_type: TOKEN_TYPE_ACCESS_TOKEN, token_type: 'Bearer', expires_in: TTL_7_DAYS / 1000 },
+    NO_CACHE,
+  );
+}
+
+/**
+ * A dynamically registered client lives while it is used: each grant it completes pushes its expiry
+ * to the configured idle lifetime, or past its newest refresh token if that lives longer.
+ */
+async function keepRegistrationAlive(ctx: OAuthContext, client: ClientRecord, refresh?: RefreshTokenRecord): Promise<void> {
+  if (client.source !== 'dcr') return;
+  const idleMs = ctx.config.oauth.unusedClientTtlSeconds * 1000;
+  const refreshMs = refresh ? refresh.expiresAt - ctx.clock.now() : 0;
+  await ctx.store.touchClient(client.clientId, Math.max(idleMs, refreshMs));
+}
+
+function usedBasic(req: IncomingMessage): boolean {
+  return /^basic /i.test(req.headers.authorization ?? '');
+}
