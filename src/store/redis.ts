@@ -337,10 +337,17 @@ export class RedisTokenStore implements TokenStore {
     const ids = (await this.#redis.smembers(this.#keys.clientIndex())).sort();
     const all = await Promise.all(ids.map((id) => this.#redis.hgetall(this.#keys.client(id))));
     const out: ClientRecord[] = [];
-    for (const fields of all) {
-      const client = orNull(fields) && clientFromFields(fields);
+    const expired: string[] = [];
+    all.forEach((fields, i) => {
+      if (!orNull(fields)) {
+        expired.push(ids[i]!);
+        return;
+      }
+      const client = clientFromFields(fields);
       if (client) out.push(client);
-    }
+    });
+    // Registrations that expired unused leave their id behind in the index; drop it here.
+    if (expired.length > 0) await this.#redis.srem(this.#keys.clientIndex(), ...expired);
     return out;
   }
 
