@@ -625,6 +625,36 @@ describe('OAuth settings', () => {
     }
   });
 
+  it('claim rules: only allowed email domains (verified) and members of the required group may exchange', async () => {
+    const key = await signingKey('ES256', 'rules');
+    const idpKeys = await startJwks([key.jwk]);
+    const stack = await startStack({
+      config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, allowedEmailDomains: ['Example.COM'], requiredGroup: 'mcp-users', groupsClaim: 'roles' } },
+    });
+    try {
+      const now = Math.floor(stack.clock.now() / 1000);
+      const sign = (claims: Record<string, unknown>) =>
+        new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u', exp: now + 60, ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'rules' }).sign(key.privateKey);
+      const rows: Array<[string, Record<string, unknown>, number]> = [
+        ['allowed domain and group', { email: 'ann@example.com', roles: ['mcp-users'] }, 200],
+        ['domain compared case-insensitively', { email: 'Ann@EXAMPLE.com', roles: ['mcp-users'] }, 200],
+        ['another domain', { email: 'ann@example.org', roles: ['mcp-users'] }, 400],
+        ['a subdomain is another domain', { email: 'ann@evil.example.com', roles: ['mcp-users'] }, 400],
+        ['no email', { roles: ['mcp-users'] }, 400],
+        ['email not verified', { email: 'ann@example.com', email_verified: false, roles: ['mcp-users'] }, 400],
+        ['group missing', { email: 'ann@example.com', roles: ['other'] }, 400],
+        ['groups claim not a list', { email: 'ann@example.com', roles: 'mcp-users' }, 400],
+      ];
+      for (const [name, claims, status] of rows) {
+        const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: await sign(claims), subject_token_type: JWT_TYPE });
+        expect([name, res.status, res.body.error]).toEqual([name, status, status === 200 ? undefined : 'invalid_grant']);
+      }
+    } finally {
+      await stack.close();
+      await idpKeys.close();
+    }
+  });
+
   it('an unreachable JWKS endpoint is 503 temporarily_unavailable, not invalid_grant', async () => {
     const key = await signingKey('RS256', 'k');
     const closed = createServer();
