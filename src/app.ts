@@ -14,6 +14,7 @@ import { createIdpVerifier } from './oauth/idp.ts';
 import { createOAuthRoutes } from './oauth/routes.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { FailedAuthLimiter } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore, connectRedis, createRedisClient } from './store/redis.ts';
 import type { TokenStore } from './store/types.ts';
@@ -103,6 +104,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     masterToken,
     forwarder,
     publicUrl,
+    authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
     routes: createOAuthRoutes({ config, store, clock, logger, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
   });
   const adminServer = createAdminServer({ store, clock, logger, metrics, masterToken, maxBodyBytes: config.admin.maxBodyBytes });

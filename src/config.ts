@@ -65,6 +65,12 @@ export interface Config {
     readonly requiredGroup: string | undefined;
     readonly groupsClaim: string;
   };
+  readonly rateLimits: {
+    /** Failed authentications per client address per minute, counted across replicas in the store (0: off). */
+    readonly failedAuthPerMinute: number;
+    /** Token-endpoint requests per client_id per minute (0: off). */
+    readonly tokenRequestsPerMinute: number;
+  };
   readonly oauth: {
     /** `open` (RFC 7591 without credentials, what MCP clients expect) or `protected` (master token). */
     readonly registration: 'open' | 'protected';
@@ -281,6 +287,11 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
       problems.push(`idp.algorithms: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
     }
   }
+  const limitsR = new Reader(section(root, 'rateLimits', problems), 'rateLimits', problems);
+  const rateLimits = {
+    failedAuthPerMinute: limitsR.int('failedAuthPerMinute', 120, 0, 1_000_000),
+    tokenRequestsPerMinute: limitsR.int('tokenRequestsPerMinute', 60, 0, 1_000_000),
+  };
   const oauthR = new Reader(section(root, 'oauth', problems), 'oauth', problems);
   const registration = oauthR.string('registration', 'open');
   if (registration !== 'open' && registration !== 'protected') problems.push(`oauth.registration must be "open" or "protected" (got "${registration}")`);
@@ -325,6 +336,7 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
       maxBodyBytes: adminR.int('maxBodyBytes', 65536, 1024, 1048576),
     },
     idp,
+    rateLimits,
     oauth,
     logLevel: logLevel as LogLevel,
   };

@@ -56,13 +56,13 @@ export class Metrics {
   });
 
   readonly forwarded = this.requests.labels('forwarded', '');
-  readonly #denied = new Map<DenialReason, Counter.Internal>();
+  readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
-  denied(reason: DenialReason): void {
+  denied(reason: DenialReason | 'rate_limited'): void {
     let child = this.#denied.get(reason);
     if (!child) {
       child = this.requests.labels('denied', reason);

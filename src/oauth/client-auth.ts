@@ -37,6 +37,13 @@ function decodeBasic(header: string): { id: string; secret: string } | null {
   }
 }
 
+/** The client_id a token request names (Basic or form), without authenticating it; for rate limits. */
+export function presentedClientId(req: IncomingMessage, form: Form): string | undefined {
+  const header = req.headers.authorization;
+  if (typeof header === 'string' && /^basic /i.test(header)) return decodeBasic(header)?.id;
+  return form.get('client_id');
+}
+
 function secretMatches(client: ClientRecord, secret: string): boolean {
   const expected = client.clientSecretHash;
   const presented = Buffer.from(hashToken(secret), 'hex');

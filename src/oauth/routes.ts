@@ -6,6 +6,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../body.ts';
 import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
 import type { RouteHandler } from '../proxy/server.ts';
+import { limitTokenRequests } from '../rate-limits.ts';
+import { presentedClientId } from './client-auth.ts';
 import type { OAuthContext } from './context.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
 import { FixedWindowLimiter } from './rate-limit.ts';
@@ -47,6 +49,10 @@ export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
     if (handler === undefined) return false;
     allow(req, 'POST');
     const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+    if (path === '/token') {
+      const key = presentedClientId(req, form) ?? `address:${req.socket.remoteAddress ?? ''}`;
+      await failClosed(ctx, limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute));
+    }
     await failClosed(ctx, handler(ctx, req, res, form));
     return true;
   };

@@ -13,6 +13,7 @@ import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '..
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
+import { tooManyRequests, type FailedAuthLimiter } from '../rate-limits.ts';
 import type { Forwarder } from './forwarder.ts';
 
 /** Extra routes on the proxy listener (OAuth metadata and endpoints); true when handled. */
@@ -29,6 +30,8 @@ export interface ProxyDeps {
   /** The external base URL ({base_url}); known only after the listener is bound when PORT=0. */
   publicUrl(): string;
   routes?: RouteHandler;
+  /** Counts failed authentications per client address (shared through the store). */
+  authFailures?: FailedAuthLimiter;
 }
 
 const INVALID_TOKEN_DESCRIPTION = 'the access token is invalid, expired or revoked';
@@ -36,7 +39,7 @@ const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) a
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
 
 export function createProxyServer(deps: ProxyDeps): Server {
-  const { config, store, clock, logger, metrics, masterToken, forwarder } = deps;
+  const { config, store, clock, logger, metrics, masterToken, forwarder, authFailures } = deps;
   const trusted = new BlockList();
   for (const entry of config.proxy.trustedProxies) {
     const [address, bits] = entry.split('/') as [string, string | undefined];
@@ -58,6 +61,13 @@ export function createProxyServer(deps: ProxyDeps): Server {
       metrics.denied('missing');
       throw new HttpError(401, 'unauthorized', 'a bearer token is required', { headers: { 'www-authenticate': challenge(false) } });
     }
+    if (authFailures) {
+      const retryAfter = authFailures.retryAfter(clientAddress(req));
+      if (retryAfter > 0) {
+        metrics.denied('rate_limited');
+        throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
+      }
+    }
     if (parsed.kind === 'malformed') return deny(req, 'malformed');
     if (masterToken.matches(parsed.token)) return MASTER;
     const tokenHash = hashToken(parsed.token);
@@ -78,8 +88,18 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   function deny(req: IncomingMessage, reason: DenialReason): never {
     metrics.denied(reason);
+    authFailures?.recordFailure(clientAddress(req));
     (req as DeniedRequest)[DENIAL] = reason;
     throw new HttpError(401, 'invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
+  }
+
+  /** The client's address: the peer, or the address a trusted proxy in front of us appended last. */
+  function clientAddress(req: IncomingMessage): string {
+    const remote = normalizeAddress(req.socket.remoteAddress);
+    if (!hasTrustedProxies || remote === '' || !trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4')) return remote;
+    const forwarded = req.headers['x-forwarded-for'];
+    const last = typeof forwarded === 'string' ? forwarded.slice(forwarded.lastIndexOf(',') + 1).trim() : '';
+    return isIP(last) ? last : remote;
   }
 
   /** Strips what a client could spoof, then states who the sidecar authenticated. */

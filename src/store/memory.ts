@@ -239,6 +239,23 @@ export class MemoryTokenStore implements TokenStore {
     if (entry && this.#get(this.#keys.client(clientId))) entry.expiresAt = this.#clock.now() + ttlMs;
   }
 
+  readonly #counters = new Map<string, { count: number; endsAt: number }>();
+
+  async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
+    this.#check();
+    const now = this.#clock.now();
+    const key = this.#keys.rateCounter(name);
+    let counter = this.#counters.get(key);
+    if (!counter || counter.endsAt <= now) {
+      counter = { count: 0, endsAt: now + windowMs };
+      this.#counters.set(key, counter);
+      // Bounded like Redis would be by expiry: drop ended windows when the map grows.
+      if (this.#counters.size > 10_000) for (const [k, c] of this.#counters) if (c.endsAt <= now) this.#counters.delete(k);
+    }
+    counter.count++;
+    return { count: counter.count, resetMs: counter.endsAt - now };
+  }
+
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
     this.#check();
     const created: string[] = [];

@@ -17,6 +17,7 @@ export function keyLayout(prefix: string) {
     refreshFamily: (familyId: string) => `${prefix}{oauth}:oauthRefreshFamilies:${familyId}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
+    rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
   };
 }
 export type KeyLayout = ReturnType<typeof keyLayout>;

@@ -241,7 +241,16 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1`;
 
+// A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
+const HIT_COUNTER = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {count, ttl}`;
+
 interface ScriptedClient {
+  mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
   mcpRevokeUserToken(key: string): Promise<number>;
   mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
@@ -279,6 +288,7 @@ export class RedisTokenStore implements TokenStore {
     redis.defineCommand('mcpRevokeAccessToken', { numberOfKeys: 1, lua: REVOKE_ACCESS_TOKEN });
     redis.defineCommand('mcpSeedProfile', { numberOfKeys: 2, lua: SEED_PROFILE });
     redis.defineCommand('mcpCreateClient', { numberOfKeys: 2, lua: CREATE_CLIENT });
+    redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
     this.#scripts = redis as unknown as ScriptedClient;
   }
 
@@ -468,6 +478,11 @@ export class RedisTokenStore implements TokenStore {
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
     return (await this.#scripts.mcpRevokeAccessToken(this.#keys.accessToken(tokenHash), String(now))) === 1;
+  }
+
+  async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
+    const [count, resetMs] = await this.#scripts.mcpHitCounter(this.#keys.rateCounter(name), String(windowMs));
+    return { count, resetMs };
   }
 
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {

@@ -114,6 +114,12 @@ export interface TokenStore {
   /** Keeps a dynamically registered client alive for `ttlMs` more (unused registrations expire). */
   touchClient(clientId: string, ttlMs: number): Promise<void>;
 
+  /**
+   * Counts one event in a fixed window shared by every replica: the count so far in the current
+   * window and the ms until it ends. The window starts with the first event.
+   */
+  hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }>;
+
   /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
   seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
   getProfile(name: string): Promise<ProfileRecord | null>;

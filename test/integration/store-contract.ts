@@ -579,6 +579,20 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('rate counters', () => {
+      it('hitCounter counts per name within one window and reports the time left', async () => {
+        const name = `ip:${generateToken().slice(0, 8)}`;
+        const first = await store.hitCounter(name, 60_000);
+        expect(first.count).toBe(1);
+        expect(first.resetMs).toBeGreaterThan(0);
+        expect(first.resetMs).toBeLessThanOrEqual(60_000);
+        const results = await Promise.all(Array.from({ length: 9 }, () => store.hitCounter(name, 60_000)));
+        expect(results.map((r) => r.count).sort((a, b) => a - b)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        for (const r of results) expect(r.resetMs).toBeLessThanOrEqual(first.resetMs);
+        expect((await store.hitCounter(`${name}-other`, 60_000)).count).toBe(1);
+      });
+    });
+
     describe('profiles', () => {
       function profile(name: string, overrides: Partial<ProfileRecord> = {}): ProfileRecord {
         return {

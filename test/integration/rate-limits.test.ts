@@ -1,0 +1,98 @@
+// Rate limits shared through Redis (issue 5): failed authentications per client address on the proxy
+// listener, token-endpoint requests per client_id. Successful /mcp traffic is never counted.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { createSidecar, type Sidecar } from '../../src/app.ts';
+import { openRedisStore } from '../support/redis.ts';
+import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { startStack, type Stack } from '../support/stack.ts';
+
+const WRONG = 'e'.repeat(64);
+
+async function status(url: string, token?: string): Promise<{ status: number; retryAfter: string | null; error?: string }> {
+  const res = await fetch(url, { method: 'POST', headers: token ? { authorization: `Bearer ${token}` } : {}, body: '{}' });
+  const text = await res.text();
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), error: text.startsWith('{') ? JSON.parse(text).error : undefined };
+}
+
+/** Sends bad tokens until the limiter (updated just after each 401) refuses the address; bounded. */
+async function failUntilRefused(url: string, bound = 50): Promise<number> {
+  for (let i = 1; i <= bound; i++) if ((await status(url, WRONG)).status === 429) return i;
+  throw new Error(`still not refused after ${bound} failures`);
+}
+
+describe('rate limits', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    while (cleanups.length) await cleanups.pop()!();
+  });
+
+  async function stackWith(rateLimits: Record<string, number>): Promise<{ stack: Stack; echo: FakeUpstream }> {
+    const echo = await startEchoUpstream();
+    const stack = await startStack({ upstreamUrl: echo.url, config: { rateLimits } });
+    cleanups.push(() => echo.close(), () => stack.close());
+    return { stack, echo };
+  }
+
+  it('failed authentications past the limit refuse the address with 429 and Retry-After, even with a valid token, until the window ends', async () => {
+    const { stack, echo } = await stackWith({ failedAuthPerMinute: 3 });
+    const { token } = await stack.issueOAuthToken();
+    for (let i = 0; i < 3; i++) expect((await status(stack.mcpUrl, WRONG)).status).toBe(401);
+    expect((await status(stack.mcpUrl, token)).status).toBe(200);
+    // The 4th failure passes the limit; the refusal starts as soon as its count comes back.
+    const failures = await failUntilRefused(stack.mcpUrl);
+    expect(failures).toBeGreaterThanOrEqual(2);
+    const refused = await status(stack.mcpUrl, token);
+    expect(refused).toMatchObject({ status: 429, error: 'too_many_requests' });
+    expect(Number(refused.retryAfter)).toBeGreaterThan(0);
+    expect(Number(refused.retryAfter)).toBeLessThanOrEqual(60);
+    const forwarded = echo.seen.length;
+    expect((await status(stack.mcpUrl, token)).status).toBe(429);
+    expect(echo.seen.length).toBe(forwarded);
+    stack.clock.advance(61_000);
+    expect((await status(stack.mcpUrl, token)).status).toBe(200);
+  });
+
+  it('requests without any token (discovery) and successful requests are never counted', async () => {
+    const { stack } = await stackWith({ failedAuthPerMinute: 2 });
+    const { token } = await stack.issueOAuthToken();
+    for (let i = 0; i < 20; i++) expect((await status(stack.mcpUrl)).status).toBe(401);
+    for (let i = 0; i < 20; i++) expect((await status(stack.mcpUrl, token)).status).toBe(200);
+  });
+
+  it('replicas on one Redis count failures together', async () => {
+    const { stack } = await stackWith({ failedAuthPerMinute: 4 });
+    const { token } = await stack.issueOAuthToken();
+    const store = await openRedisStore(stack.prefix);
+    const replica: Sidecar = await createSidecar({ config: stack.sidecar.config, store, clock: stack.clock, logger: stack.sidecar.logger, defaultMetrics: false });
+    const { proxyUrl } = await replica.listen();
+    cleanups.push(() => replica.shutdown(1000));
+    for (let i = 0; i < 4; i++) expect((await status(stack.mcpUrl, WRONG)).status).toBe(401);
+    // Alone, the replica would answer 401 five times and refuse the sixth call. Counting together, it
+    // refuses right after its first failure (fifth overall); the bound leaves room for the first
+    // replica's last counts still being in flight to Redis when the replica's own arrive.
+    expect(await failUntilRefused(`${proxyUrl}/mcp`)).toBeLessThanOrEqual(4);
+    expect((await status(`${proxyUrl}/mcp`, token)).status).toBe(429);
+  });
+
+  it('token requests per client_id past the limit get 429 with Retry-After; other clients are unaffected', async () => {
+    const { stack } = await stackWith({ tokenRequestsPerMinute: 2 });
+    const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
+    const clients = [];
+    for (let i = 0; i < 2; i++) clients.push((await stack.admin('createClient', { clientName: `c${i}` })).body);
+    const ask = (c: { clientId: string; clientSecret: string }, secret = c.clientSecret) =>
+      fetch(`${stack.proxyUrl}/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(c.clientId, secret) },
+        body: 'grant_type=client_credentials',
+      });
+    const [a, b] = clients;
+    expect((await ask(a, 'f'.repeat(64))).status).toBe(401); // failed attempts count too
+    expect((await ask(a)).status).toBe(200);
+    const limited = await ask(a);
+    expect(limited.status).toBe(429);
+    expect(await limited.json()).toMatchObject({ error: 'too_many_requests' });
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await ask(b)).status).toBe(200);
+  });
+});
