@@ -132,3 +132,18 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
   }
   return { ok: false, reason: 'unknown' };
 }
+
+export type RefreshTokenState = 'usable' | 'rotated' | 'revoked' | 'expired' | 'corrupt';
+
+/**
+ * The state of a stored refresh token. `rotated` is not usable either, but the caller must still hand
+ * it to the store's rotation, which treats a second use as theft and revokes the whole family.
+ */
+export function refreshTokenState(fields: StoredFields, now: number): RefreshTokenState {
+  if (!fields.clientId || !fields.familyId) return 'corrupt';
+  if (fields.revokedAt !== undefined) return 'revoked';
+  const expiresAt = parseEpochMs(fields.expiresAt);
+  if (expiresAt === undefined) return 'corrupt';
+  if (now >= expiresAt) return 'expired';
+  return fields.rotatedAt !== undefined ? 'rotated' : 'usable';
+}

@@ -10,7 +10,7 @@
 
 import type { Form } from '../body.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { decideToken, hashToken, isTokenShaped } from '../credentials.ts';
+import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../credentials.ts';
 import { HttpError, writeJson } from '../errors.ts';
 import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
 import { callerIsMaster, resourceOf, type OAuthContext } from './context.ts';
@@ -93,10 +93,8 @@ async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clie
     return out;
   }
   const refresh = await ctx.store.getRefreshToken(tokenHash);
-  if (!refresh || refresh.revokedAt !== undefined || refresh.rotatedAt !== undefined || !visibleTo(refresh.clientId)) return inactive;
-  const expiresAt = Number(refresh.expiresAt);
-  if (!/^[0-9]+$/.test(refresh.expiresAt ?? '') || now >= expiresAt) return inactive;
-  const out: Record<string, unknown> = { active: true, token_type: 'refresh_token', client_id: refresh.clientId, exp: seconds(expiresAt), iat: seconds(refresh.createdAt) };
+  if (!refresh || refreshTokenState(refresh, now) !== 'usable' || !visibleTo(refresh.clientId)) return inactive;
+  const out: Record<string, unknown> = { active: true, token_type: 'refresh_token', client_id: refresh.clientId, exp: seconds(refresh.expiresAt), iat: seconds(refresh.createdAt) };
   if (refresh.scope !== undefined) out.scope = refresh.scope;
   return out;
 }

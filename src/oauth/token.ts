@@ -12,7 +12,7 @@ import type { Form } from '../body.ts';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errors as joseErrors } from 'jose';
-import { generateToken, hashToken, isTokenShaped, TTL_7_DAYS } from '../credentials.ts';
+import { generateToken, hashToken, isTokenShaped, refreshTokenState, TTL_7_DAYS } from '../credentials.ts';
 import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
 import { GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, resolveProfile } from '../profiles.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../store/types.ts';
@@ -135,9 +135,9 @@ async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: Server
   const oldHash = hashToken(presented);
   const old = await ctx.store.getRefreshToken(oldHash);
   const now = ctx.clock.now();
-  if (!old || old.clientId !== client.clientId || old.revokedAt !== undefined || old.familyId === undefined) throw rejected;
-  const expiresAt = Number(old.expiresAt);
-  if (!/^[0-9]+$/.test(old.expiresAt ?? '') || now >= expiresAt) throw rejected;
+  if (!old || old.clientId !== client.clientId) throw rejected;
+  const state = refreshTokenState(old, now);
+  if (state !== 'usable' && state !== 'rotated') throw rejected;
   // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
   const scope = grantedScope(form.get('scope'), old.scope);
   const pair = await buildPair(ctx, client, scope, old.familyId);

@@ -10,6 +10,7 @@ import {
   hashToken,
   isTokenShaped,
   parseAuthorization,
+  refreshTokenState,
   type StoredFields,
   type TokenLookup,
 } from '../../src/credentials.ts';
@@ -239,5 +240,22 @@ describe('decideToken', () => {
     const decision = decideToken(hash, found, now);
     if (expected === 'ok') expect(decision.ok).toBe(true);
     else expect(decision).toEqual({ ok: false, reason: expected });
+  });
+});
+
+describe('refreshTokenState', () => {
+  const now = 1_700_000_000_000;
+  const base = { tokenHash: 'h', clientId: 'c', familyId: 'f', createdAt: String(now - 1000), expiresAt: String(now + 1000) };
+  it.each([
+    ['usable', base, 'usable'],
+    ['rotated', { ...base, rotatedAt: String(now - 10) }, 'rotated'],
+    ['revoked wins over rotated', { ...base, rotatedAt: '1', revokedAt: '2' }, 'revoked'],
+    ['expired at exactly expiresAt', { ...base, expiresAt: String(now) }, 'expired'],
+    ['expiresAt not a number', { ...base, expiresAt: 'soon' }, 'corrupt'],
+    ['expiresAt missing', { tokenHash: 'h', clientId: 'c', familyId: 'f' }, 'corrupt'],
+    ['no family', { ...base, familyId: '' }, 'corrupt'],
+    ['no client', { ...base, clientId: '' }, 'corrupt'],
+  ] as const)('%s', (_name, fields, expected) => {
+    expect(refreshTokenState(fields as Record<string, string>, now)).toBe(expected);
   });
 });
