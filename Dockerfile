@@ -1,0 +1,27 @@
+# mcp-bearer-proxy: multi-stage, production dependencies only, runs as the unprivileged `node` user.
+# The sidecar runs TypeScript through tsx (a production dependency), so there is no build step to drift
+# from what the tests run. test/e2e/process.test.ts runs this file's CMD as a plain process.
+
+FROM node:22-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+FROM node:22-bookworm-slim
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    ADMIN_HOST=127.0.0.1 \
+    ADMIN_PORT=8081
+WORKDIR /app
+COPY --from=deps --chown=root:root /app/node_modules ./node_modules
+COPY --chown=root:root package.json config.yaml tsconfig.json ./
+COPY --chown=root:root src ./src
+COPY --chown=root:root examples/upstream ./examples/upstream
+USER node
+EXPOSE 8080 8081
+# The admin listener stays on loopback inside the container; the probe runs inside it too.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.ADMIN_PORT||8081)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# node directly (not npm): SIGTERM reaches the sidecar, which drains and exits 0.
+CMD ["node", "--import", "tsx", "src/main.ts"]

@@ -1,0 +1,191 @@
+// The sidecar and the demo as real processes, started the way production and the README start them:
+// the Dockerfile's CMD (what a container runs) against real Redis, SIGTERM while a GET stream is open and
+// a streamed tools/call is in flight; and `npm run demo`'s entry point, whose printed token must work.
+
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { generateToken } from '../../src/credentials.ts';
+import { deleteUnder, keysUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+import { rawSession, readSse } from '../support/sse.ts';
+
+type Child = ChildProcessByStdio<null, Readable, Readable>;
+
+interface Started {
+  child: Child;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output: () => string;
+  exit: Promise<number | null>;
+}
+
+/** Spawns a command in the repository root and waits until its stdout matches every pattern. */
+async function startProcess(argv: string[], env: NodeJS.ProcessEnv, ready: RegExp[]): Promise<Started> {
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const exit = once(child, 'exit').then(([code]) => code as number | null);
+  await new Promise<void>((resolve, reject) => {
+    const check = () => {
+      if (ready.every((r) => r.test(out))) {
+        child.stdout.off('data', check);
+        resolve();
+      }
+    };
+    child.stdout.on('data', check);
+    void exit.then((code) => reject(new Error(`process exited (${code}) before it was ready:\n${out}`)));
+  });
+  return { child, output: () => out, exit };
+}
+
+/** The Dockerfile's CMD, exec form: what a container runs. */
+function dockerCmd(): string[] {
+  const line = readFileSync('Dockerfile', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('CMD '));
+  expect(line, 'Dockerfile has a CMD').toBeDefined();
+  const argv = JSON.parse(line!.slice(4)) as string[];
+  expect(argv[0]).toBe('node');
+  return [process.execPath, ...argv.slice(1)];
+}
+
+function baseEnv(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...extra };
+  return env;
+}
+
+describe('the container entry command as a plain process, against real Redis', () => {
+  let upstream: RunningUpstream;
+  let dir: string;
+  let prefix: string;
+  let master: string;
+  let sidecar: Started;
+  let proxyUrl: string;
+  let adminUrl: string;
+
+  beforeAll(async () => {
+    upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
+    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-process-'));
+    prefix = uniquePrefix('process');
+    master = generateToken();
+    // Only what the environment cannot say goes in the file: the test's own key prefix.
+    const configPath = join(dir, 'config.yaml');
+    writeFileSync(configPath, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  shutdownGraceMs: 10000', ''].join('\n'));
+    sidecar = await startProcess(
+      dockerCmd(),
+      baseEnv({
+        MCP_AUTH_CONFIG: configPath,
+        BEARER_SECRET_MASTER: master,
+        REDIS_URL: redisUrl(),
+        UPSTREAM_URL: upstream.url,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        ADMIN_PORT: '0',
+        LOG_LEVEL: 'info',
+      }),
+      [/proxy listening on (\S+)/, /admin listening on (\S+)/],
+    );
+    proxyUrl = /proxy listening on (\S+)/.exec(sidecar.output())![1]!;
+    adminUrl = /admin listening on (\S+)/.exec(sidecar.output())![1]!;
+  });
+
+  afterAll(async () => {
+    if (sidecar && sidecar.child.exitCode === null) sidecar.child.kill('SIGKILL');
+    await upstream?.close();
+    const raw = await rawRedis();
+    await deleteUnder(raw, prefix);
+    await raw.quit();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves MCP with an issued token, then on SIGTERM lets the in-flight call finish, ends the GET stream and exits 0', async () => {
+    const admin = async (op: string, body: Record<string, unknown>) => {
+      const res = await fetch(`${adminUrl}/oauth/${op}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBe(201);
+      return (await res.json()) as Record<string, string>;
+    };
+    const { clientId } = await admin('createClient', { clientName: 'process-test' });
+    const { accessToken } = await admin('createAccessToken', { clientId, lifetimeSeconds: 600 });
+    const raw = await rawRedis();
+    expect((await keysUnder(raw, prefix)).length).toBeGreaterThan(0); // it wrote under the configured prefix
+    await raw.quit();
+
+    const mcpUrl = `${proxyUrl}/mcp`;
+    const session = await rawSession(mcpUrl, { authorization: `Bearer ${accessToken}` });
+    const get = await fetch(mcpUrl, { headers: session.headers() });
+    expect(get.status).toBe(200);
+    const getEnded = get.body!.pipeTo(new WritableStream()).then(
+      () => 'ended',
+      () => 'reset',
+    );
+
+    const call = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: session.headers(),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'progress', arguments: { steps: 4, delayMs: 150 }, _meta: { progressToken: 'drain' } },
+      }),
+    });
+    expect(call.status).toBe(200);
+    // Signal only once the call is provably in flight: its first progress event has come through.
+    let signalled = false;
+    const all = await readSse(call.body!, (seen) => {
+      if (seen.length >= 1 && !signalled) signalled = sidecar.child.kill('SIGTERM');
+      return seen.some((e) => 'result' in JSON.parse(e.data));
+    });
+    expect(signalled).toBe(true);
+    expect(all.map((e) => JSON.parse(e.data).method ?? 'result')).toEqual([...Array(4).fill('notifications/progress'), 'result']);
+    expect(JSON.parse(all.at(-1)!.data).result.content[0].text).toBe('done 4');
+
+    expect(await getEnded).toBe('ended'); // ended cleanly (the client may resume elsewhere), not reset
+    expect(await sidecar.exit).toBe(0);
+    expect(sidecar.output()).toMatch(/"msg":"shut down"/);
+    await expect(fetch(mcpUrl)).rejects.toThrow();
+  });
+});
+
+describe('npm run demo (src/demo.ts) as a process', () => {
+  it('prints an MCP URL and a token that the SDK client can use, and exits 0 on SIGTERM', async () => {
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.demo).toBe('tsx src/demo.ts');
+    const demo = await startProcess(
+      [process.execPath, '--import', 'tsx', 'src/demo.ts'],
+      baseEnv({ PORT: '0', ADMIN_PORT: '0', UPSTREAM_PORT: '0' }),
+      [/MCP URL:\s+(\S+)/, /Authorization:\s+Bearer ([0-9a-f]{64})/, /Ctrl-C stops everything/],
+    );
+    try {
+      const mcpUrl = /MCP URL:\s+(\S+)/.exec(demo.output())![1]!;
+      const token = /Authorization:\s+Bearer ([0-9a-f]{64})/.exec(demo.output())![1]!;
+      const out = demo.output();
+      const configStart = out.indexOf('MCP client config (type: http):\n') + 'MCP client config (type: http):\n'.length;
+      const printed = JSON.parse(out.slice(configStart, out.indexOf('\n\n', configStart)));
+      expect(printed.mcpServers['mcp-bearer-proxy-demo']).toEqual({ type: 'http', url: mcpUrl, headers: { Authorization: `Bearer ${token}` } });
+
+      const client = new Client({ name: 'demo-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toContain('echo');
+      await client.close();
+
+      const refused = await fetch(mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(refused.status).toBe(401);
+    } finally {
+      demo.child.kill('SIGTERM');
+    }
+    expect(await demo.exit).toBe(0);
+  });
+});
