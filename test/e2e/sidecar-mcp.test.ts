@@ -13,7 +13,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { TTL_7_DAYS, hashToken } from '../../src/credentials.ts';
 import { rawRedis } from '../support/redis.ts';
-import { rawSession, readSse } from '../support/sse.ts';
+import { progressOverSse, rawSession, readSse } from '../support/sse.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 function textOf(result: object): string {
@@ -160,18 +160,7 @@ describe('Streamable HTTP on the wire through the sidecar', () => {
 
   it('resumes a POST stream with Last-Event-ID: the replay passes through the sidecar', async () => {
     const session = await rawSession(stack.mcpUrl, auth);
-    const call = await fetch(stack.mcpUrl, {
-      method: 'POST',
-      headers: session.headers(),
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'progress', arguments: { steps: 3, delayMs: 0 }, _meta: { progressToken: 'p1' } },
-      }),
-    });
-    expect(call.headers.get('content-type')).toContain('text/event-stream');
-    const original = await readSse(call.body!, () => false);
+    const original = await progressOverSse(stack.mcpUrl, session.headers(), 3);
     expect(original).toHaveLength(4);
     expect(original.every((e) => e.id)).toBe(true);
 

@@ -10,7 +10,7 @@ import {
   type LoggingMessageNotification,
 } from '@modelcontextprotocol/sdk/types.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
-import { rawSession, readSse } from '../support/sse.ts';
+import { progressOverSse, rawSession, readSse } from '../support/sse.ts';
 
 const ALL_TOOLS = ['add', 'ask', 'big', 'echo', 'headers', 'log', 'progress'];
 
@@ -185,18 +185,7 @@ describe('reference upstream on the wire', () => {
 
   it('replays a POST stream after Last-Event-ID', async () => {
     const session = await rawSession(upstream.url);
-    const call = await fetch(upstream.url, {
-      method: 'POST',
-      headers: session.headers(),
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'progress', arguments: { steps: 3, delayMs: 0 }, _meta: { progressToken: 'p1' } },
-      }),
-    });
-    expect(call.headers.get('content-type')).toContain('text/event-stream');
-    const original = await readSse(call.body!, () => false);
+    const original = await progressOverSse(upstream.url, session.headers(), 3);
     expect(original.map((e) => JSON.parse(e.data).method ?? 'result')).toEqual([
       'notifications/progress',
       'notifications/progress',

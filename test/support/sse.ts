@@ -75,3 +75,19 @@ export async function rawSession(
   expect(initialized.status).toBe(202);
   return { sessionId: sessionId!, headers };
 }
+
+/** tools/call of the reference upstream's `progress` tool over a raw session; the whole SSE answer. */
+export async function progressOverSse(url: string, headers: Headers, steps: number): Promise<SseEvent[]> {
+  const call = await fetch(url, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'progress', arguments: { steps, delayMs: 0 }, _meta: { progressToken: 'p1' } },
+    }),
+  });
+  expect(call.headers.get('content-type')).toContain('text/event-stream');
+  return readSse(call.body!, () => false);
+}
