@@ -9,7 +9,10 @@ import { isTokenShaped } from './credentials.ts';
 import { parseRedisUrl } from './store/redis.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+/** `auto`: human-readable lines when stdout is a terminal, JSON lines otherwise. */
+export type LogFormat = 'auto' | 'json' | 'pretty';
 
+const DEFAULT_IDP_ALGORITHMS = ['RS256', 'ES256', 'PS256', 'EdDSA'];
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 export type StoreKind = 'redis' | 'memory';
 
@@ -79,7 +82,14 @@ export interface Config {
     /** A dynamically registered client that requests no token for this long is forgotten. */
     readonly unusedClientTtlSeconds: number;
   };
+  readonly audit: {
+    /** Also append audit events to a capped Redis stream (`<keyPrefix>audit`), readable by `listAuditEvents`. */
+    readonly stream: boolean;
+    /** Approximate cap of that stream (`XADD ... MAXLEN ~ maxLen`). */
+    readonly maxLen: number;
+  };
   readonly logLevel: LogLevel;
+  readonly logFormat: LogFormat;
 }
 
 export class ConfigError extends Error {
@@ -118,33 +128,48 @@ function section(root: Tree, name: string, problems: string[]): Tree {
   return {};
 }
 
-/** Environment variables that always win over the file (CONTRACT.md §2). */
+/** Environment variables that always win over the file (CONTRACT.md §2): [section, key, variable]. */
+export const ENV_OVERRIDES: ReadonlyArray<readonly [section: string | null, key: string, variable: string]> = [
+  [null, 'masterToken', 'BEARER_SECRET_MASTER'],
+  ['redis', 'url', 'REDIS_URL'],
+  ['upstream', 'url', 'UPSTREAM_URL'],
+  ['proxy', 'host', 'HOST'],
+  ['proxy', 'port', 'PORT'],
+  ['proxy', 'publicUrl', 'PUBLIC_URL'],
+  ['admin', 'host', 'ADMIN_HOST'],
+  ['admin', 'port', 'ADMIN_PORT'],
+  ['idp', 'issuer', 'IDP_ISSUER'],
+  ['idp', 'audience', 'IDP_AUDIENCE'],
+  ['idp', 'jwksUrl', 'IDP_JWKS_URL'],
+  [null, 'logLevel', 'LOG_LEVEL'],
+  [null, 'logFormat', 'LOG_FORMAT'],
+];
+
 function applyEnv(root: Tree, env: NodeJS.ProcessEnv, problems: string[]): void {
-  const set = (sectionName: string | null, key: string, variable: string) => {
+  for (const [sectionName, key, variable] of ENV_OVERRIDES) {
     const v = env[variable];
-    if (v === undefined || v === '') return;
+    if (v === undefined || v === '') continue;
     if (sectionName === null) {
       root[key] = v;
-      return;
+      continue;
     }
     // A copy: the caller's parsed tree is never modified (root itself is a shallow copy).
     const s = { ...section(root, sectionName, problems) };
     s[key] = v;
     root[sectionName] = s;
-  };
-  set(null, 'masterToken', 'BEARER_SECRET_MASTER');
-  set('redis', 'url', 'REDIS_URL');
-  set('upstream', 'url', 'UPSTREAM_URL');
-  set('proxy', 'host', 'HOST');
-  set('proxy', 'port', 'PORT');
-  set('proxy', 'publicUrl', 'PUBLIC_URL');
-  set('admin', 'host', 'ADMIN_HOST');
-  set('admin', 'port', 'ADMIN_PORT');
-  set('idp', 'issuer', 'IDP_ISSUER');
-  set('idp', 'audience', 'IDP_AUDIENCE');
-  set('idp', 'jwksUrl', 'IDP_JWKS_URL');
-  set(null, 'logLevel', 'LOG_LEVEL');
+  }
 }
+
+/** One key as buildConfig reads it (type, range, default): what src/config-doc.ts turns into the README table. */
+export interface ConfigKeyInfo {
+  key: string;
+  type: string;
+  /** The value used when the key is absent; undefined: none (unset). */
+  default: unknown;
+}
+
+/** Set only while describeConfigKeys() runs buildConfig: every Reader call is recorded here. */
+let recording: ConfigKeyInfo[] | undefined;
 
 class Reader {
   constructor(
@@ -157,7 +182,16 @@ class Reader {
     return this.path ? `${this.path}.${key}` : key;
   }
 
+  #record(key: string, type: string, fallback: unknown): void {
+    recording?.push({ key: this.#name(key), type, default: fallback });
+  }
+
   string(key: string, fallback: string): string {
+    this.#record(key, 'string', fallback === '' ? undefined : fallback);
+    return this.#string(key, fallback);
+  }
+
+  #string(key: string, fallback: string): string {
     const v = this.tree[key];
     if (v === undefined || v === null || v === '') return fallback;
     if (typeof v === 'string' || typeof v === 'number') return String(v);
@@ -166,11 +200,32 @@ class Reader {
   }
 
   optionalString(key: string): string | undefined {
-    const v = this.string(key, '');
+    this.#record(key, 'string', undefined);
+    const v = this.#string(key, '');
     return v === '' ? undefined : v;
   }
 
+  /** One of `allowed`; `label` names the key in the problem (e.g. the environment variable). */
+  oneOf<T extends string>(key: string, fallback: T, allowed: readonly T[], label = this.#name(key)): T {
+    this.#record(key, allowed.map((a) => `\`${a}\``).join(', '), fallback);
+    const v = this.#string(key, fallback);
+    if ((allowed as readonly string[]).includes(v)) return v as T;
+    this.problems.push(`${label} must be ${allowed.length === 2 ? `"${allowed[0]}" or "${allowed[1]}"` : `one of ${allowed.join(', ')}`} (got "${v}")`);
+    return fallback;
+  }
+
+  bool(key: string, fallback: boolean): boolean {
+    this.#record(key, 'boolean', fallback);
+    const v = this.tree[key];
+    if (v === undefined || v === null || v === '') return fallback;
+    if (typeof v === 'boolean') return v;
+    if (v === 'true' || v === 'false') return v === 'true';
+    this.problems.push(`${this.#name(key)} must be true or false (got ${JSON.stringify(v)})`);
+    return fallback;
+  }
+
   int(key: string, fallback: number, min: number, max: number): number {
+    this.#record(key, max === Number.MAX_SAFE_INTEGER ? `integer >= ${min}` : `integer ${min}..${max}`, fallback);
     const v = this.tree[key];
     if (v === undefined || v === null || v === '') return fallback;
     const n = typeof v === 'number' ? v : typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
@@ -181,9 +236,10 @@ class Reader {
     return n;
   }
 
-  stringList(key: string): string[] {
+  stringList(key: string, fallback: string[] = []): string[] {
+    this.#record(key, 'list of strings', fallback);
     const v = this.tree[key];
-    if (v === undefined || v === null || v === '') return [];
+    if (v === undefined || v === null || v === '') return [...fallback];
     if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter(Boolean);
     if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v as string[];
     this.problems.push(`${this.#name(key)} must be a list of strings`);
@@ -242,8 +298,7 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
     );
   }
 
-  const store = top.string('store', 'redis');
-  if (store !== 'redis' && store !== 'memory') problems.push(`store must be "redis" or "memory" (got "${store}")`);
+  const store = top.oneOf<StoreKind>('store', 'redis', ['redis', 'memory']);
 
   const redisUrl = redisR.string('url', 'redis://127.0.0.1:6379');
   try {
@@ -264,17 +319,15 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
     if (!checkCidr(entry)) problems.push(`proxy.trustedProxies entry "${entry}" is not an IP address or CIDR`);
   }
 
-  const logLevel = top.string('logLevel', 'info');
-  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
-    problems.push(`LOG_LEVEL must be one of debug, info, warn, error (got "${logLevel}")`);
-  }
+  const logLevel = top.oneOf<LogLevel>('logLevel', 'info', ['debug', 'info', 'warn', 'error'], 'LOG_LEVEL');
+  const logFormat = top.oneOf<LogFormat>('logFormat', 'auto', ['auto', 'json', 'pretty'], 'LOG_FORMAT');
 
-  const algorithms = idpR.stringList('algorithms');
+  const algorithms = idpR.stringList('algorithms', DEFAULT_IDP_ALGORITHMS);
   const idp = {
     issuer: idpR.optionalString('issuer'),
     audience: idpR.optionalString('audience'),
     jwksUrl: idpR.optionalString('jwksUrl'),
-    algorithms: algorithms.length > 0 ? algorithms : ['RS256', 'ES256', 'PS256', 'EdDSA'],
+    algorithms: algorithms.length > 0 ? algorithms : [...DEFAULT_IDP_ALGORITHMS],
     clockToleranceSeconds: idpR.int('clockToleranceSeconds', 30, 0, 300),
     jwksTimeoutMs: idpR.int('jwksTimeoutMs', 5000, 100, 60000),
     jwksCooldownMs: idpR.int('jwksCooldownMs', 30000, 0, 3600000),
@@ -293,12 +346,16 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
     tokenRequestsPerMinute: limitsR.int('tokenRequestsPerMinute', 60, 0, 1_000_000),
   };
   const oauthR = new Reader(section(root, 'oauth', problems), 'oauth', problems);
-  const registration = oauthR.string('registration', 'open');
-  if (registration !== 'open' && registration !== 'protected') problems.push(`oauth.registration must be "open" or "protected" (got "${registration}")`);
+  const registration = oauthR.oneOf('registration', 'open', ['open', 'protected']);
   const oauth = {
     registration: registration === 'protected' ? ('protected' as const) : ('open' as const),
     registrationRateLimitPerMinute: oauthR.int('registrationRateLimitPerMinute', 10, 1, 100000),
     unusedClientTtlSeconds: oauthR.int('unusedClientTtlSeconds', 30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+  };
+  const auditR = new Reader(section(root, 'audit', problems), 'audit', problems);
+  const audit = {
+    stream: auditR.bool('stream', true),
+    maxLen: auditR.int('maxLen', 10000, 100, 10_000_000),
   };
   const idpSet = [idp.issuer, idp.audience, idp.jwksUrl].filter((v) => v !== undefined).length;
   if (idpSet > 0 && idpSet < 3) problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
@@ -338,7 +395,9 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
     idp,
     rateLimits,
     oauth,
-    logLevel: logLevel as LogLevel,
+    audit,
+    logLevel,
+    logFormat,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
@@ -371,3 +430,78 @@ function deepFreeze<T>(value: T): T {
   }
   return value;
 }
+
+/**
+ * Every key buildConfig reads, in reading order, with its type, range, default, environment variable
+ * and description: the configuration table of the README (`npm run docs:config`, checked by
+ * test/unit/config-table.test.ts). Types and defaults are recorded from the code that reads them, so
+ * the table cannot drift from the behaviour; a key without a description is an error.
+ */
+export function describeConfigKeys(): Array<ConfigKeyInfo & { env: string | undefined; description: string; defaultText: string | undefined }> {
+  recording = [];
+  let read: ConfigKeyInfo[];
+  try {
+    buildConfig({ masterToken: '0'.repeat(64) }, {});
+  } finally {
+    read = recording;
+    recording = undefined;
+  }
+  const envOf = new Map(ENV_OVERRIDES.map(([s, k, v]) => [s === null ? k : `${s}.${k}`, v]));
+  const undocumented = read.filter((k) => CONFIG_DESCRIPTIONS[k.key] === undefined).map((k) => k.key);
+  const stale = Object.keys(CONFIG_DESCRIPTIONS).filter((key) => !read.some((k) => k.key === key));
+  if (undocumented.length > 0 || stale.length > 0) {
+    throw new Error(
+      `CONFIG_DESCRIPTIONS in src/config.ts is out of date: ${[...undocumented.map((k) => `${k} has no description`), ...stale.map((k) => `${k} is not a config key`)].join('; ')}`,
+    );
+  }
+  // In the order of CONFIG_DESCRIPTIONS (the order of config.yaml), not the order of reading.
+  return Object.entries(CONFIG_DESCRIPTIONS).map(([key, d]) => {
+    const k = read.find((r) => r.key === key)!;
+    return { ...k, env: envOf.get(key), description: d.description, defaultText: d.default };
+  });
+}
+
+/** What each key means; `default` replaces the recorded default where the real one is computed. */
+export const CONFIG_DESCRIPTIONS: Readonly<Record<string, { description: string; default?: string }>> = {
+  masterToken: { description: 'The master token: exactly 64 lowercase hex characters. Keep it in the environment, never in the file.', default: 'required' },
+  store: { description: '`redis` (production) or `memory` (one process, nothing persisted; what `npm run demo` uses).' },
+  'redis.url': { description: 'Redis: `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redis+cluster://` (see above).' },
+  'redis.keyPrefix': { description: 'Prefix of every key the sidecar writes.' },
+  'redis.commandTimeoutMs': { description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.' },
+  'redis.connectTimeoutMs': { description: 'Start-up gives up (exit 2) when Redis does not answer within this.' },
+  'upstream.url': { description: 'Full URL of the upstream MCP endpoint.' },
+  'upstream.headersTimeoutMs': { description: 'The upstream must send response headers within this (else 504); established streams are never cut.' },
+  'upstream.healthTimeoutMs': { description: 'Bound on the upstream probe of `GET /health`.' },
+  'upstream.maxSockets': { description: 'Keep-alive connections to the upstream.' },
+  'proxy.host': { description: 'Proxy listener address.' },
+  'proxy.port': { description: 'Proxy listener port (`0`: any free port, printed at start).' },
+  'proxy.publicUrl': { description: 'External base URL clients use: in OAuth metadata and `WWW-Authenticate`.', default: '`http://localhost:<port>`' },
+  'proxy.trustedProxies': { description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.' },
+  'proxy.maxBodyBytes': { description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' },
+  'proxy.maxHeaderBytes': { description: 'Larger request headers get 431.' },
+  'proxy.headersTimeoutMs': { description: 'A client must send its request headers within this (slowloris bound).' },
+  'proxy.requestTimeoutMs': { description: 'A client must send its whole request body within this; responses are not bounded.' },
+  'proxy.shutdownGraceMs': { description: 'On SIGTERM, in-flight requests get this long to finish.' },
+  'admin.host': { description: 'Admin listener address (keep it private: loopback or the pod network).' },
+  'admin.port': { description: 'Admin listener port (`0`: any free port).' },
+  'admin.maxBodyBytes': { description: 'Admin request bodies over this get 413.' },
+  'idp.issuer': { description: 'The identity provider whose JWTs `POST /token` exchanges for user-grade tokens: exact `iss`. Set issuer, audience and jwksUrl together, or none (exchange off).' },
+  'idp.audience': { description: 'Exact `aud` the IdP JWT must carry.' },
+  'idp.jwksUrl': { description: "URL of the IdP's JWKS (cached 10 min)." },
+  'idp.algorithms': { description: 'JWS algorithms accepted from the IdP (asymmetric only).', default: '`RS256, ES256, PS256, EdDSA`' },
+  'idp.clockToleranceSeconds': { description: 'Clock skew tolerated on `exp`/`nbf`.' },
+  'idp.jwksTimeoutMs': { description: 'Bound on one JWKS fetch; an unreachable JWKS answers 503.' },
+  'idp.jwksCooldownMs': { description: 'An unknown `kid` refetches the JWKS at most this often.' },
+  'idp.allowedEmailDomains': { description: 'When set, only JWTs with a verified `email` in one of these domains may exchange.' },
+  'idp.requiredGroup': { description: 'When set, only JWTs whose groups claim lists this group may exchange.' },
+  'idp.groupsClaim': { description: 'The claim holding the groups list.' },
+  'oauth.registration': { description: '`POST /register`: `open`, or `protected` (the master token as initial access token).' },
+  'oauth.registrationRateLimitPerMinute': { description: 'Registrations per source address per minute, in this process.' },
+  'oauth.unusedClientTtlSeconds': { description: 'A registered client that completes no grant for this long is forgotten.' },
+  'rateLimits.failedAuthPerMinute': { description: 'Failed authentications per client address per minute, across replicas; then 429 for that address (`0`: off).' },
+  'rateLimits.tokenRequestsPerMinute': { description: '`POST /token` requests per `client_id` per minute, across replicas (`0`: off).' },
+  'audit.stream': { description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.' },
+  'audit.maxLen': { description: 'Approximate length cap of the audit stream (`XADD … MAXLEN ~`).' },
+  logLevel: { description: 'Log level: `debug`, `info`, `warn` or `error`.' },
+  logFormat: { description: '`auto`: human-readable lines when stdout is a terminal, JSON lines otherwise; `json` or `pretty` force one.' },
+};

@@ -1,0 +1,55 @@
+// The README's configuration table is generated from src/config.ts (src/config-doc.ts) and must match
+// it: a key added to the code without a description, or a README edited by hand, fails here.
+
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { configTable, tableIn, withTable } from '../../src/config-doc.ts';
+import { buildConfig, describeConfigKeys, ENV_OVERRIDES } from '../../src/config.ts';
+
+const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const CONFIG_YAML = readFileSync(new URL('../../config.yaml', import.meta.url), 'utf8');
+
+describe('configuration table', () => {
+  it('README.md holds exactly the generated table (run `npm run docs:config` to regenerate)', () => {
+    expect(tableIn(README), 'README.md configuration table is stale: run `npm run docs:config`').toBe(configTable());
+  });
+
+  it('lists every key the code reads, with a description, and nothing else', () => {
+    const keys = describeConfigKeys();
+    expect(keys.length).toBeGreaterThan(30);
+    expect(new Set(keys.map((k) => k.key)).size).toBe(keys.length);
+    for (const k of keys) expect(k.description.length, k.key).toBeGreaterThan(10);
+    // Spot checks against the code's real defaults.
+    const config = buildConfig({ masterToken: 'a'.repeat(64) }, {});
+    const byKey = new Map(keys.map((k) => [k.key, k]));
+    expect(byKey.get('redis.commandTimeoutMs')).toMatchObject({ default: config.redis.commandTimeoutMs, type: 'integer 10..1500' });
+    expect(byKey.get('admin.port')).toMatchObject({ default: 8081, env: 'ADMIN_PORT' });
+    expect(byKey.get('audit.stream')).toMatchObject({ default: config.audit.stream, type: 'boolean' });
+    expect(byKey.get('logLevel')?.default).toBe(config.logLevel);
+  });
+
+  it('names every environment override', () => {
+    const envs = describeConfigKeys().flatMap((k) => (k.env ? [k.env] : []));
+    expect(envs.sort()).toEqual(ENV_OVERRIDES.map(([, , v]) => v).sort());
+    for (const v of envs) expect(configTable()).toContain(`\`${v}\``);
+  });
+
+  it('every key appears in the bundled config.yaml (set, or commented out)', () => {
+    const tree = parseYaml(CONFIG_YAML) as Record<string, unknown>;
+    for (const { key } of describeConfigKeys()) {
+      const parts = key.split('.');
+      const leaf = parts.at(-1)!;
+      const section = parts.length > 1 ? (tree[parts[0]!] as Record<string, unknown> | undefined) : tree;
+      const present = section !== undefined && section !== null && Object.hasOwn(section, leaf);
+      const commented = new RegExp(`^\\s*#\\s*${leaf}:`, 'm').test(CONFIG_YAML);
+      expect(present || commented, `${key} is missing from config.yaml`).toBe(true);
+    }
+  });
+
+  it('withTable replaces only what lies between the markers', () => {
+    const doc = 'intro\n<!-- config:start -->\nold\n<!-- config:end -->\noutro\n';
+    expect(withTable(doc, 'NEW')).toBe('intro\n<!-- config:start -->\nNEW\n<!-- config:end -->\noutro\n');
+    expect(() => withTable('no markers', 'x')).toThrow(/config:start/);
+  });
+});
