@@ -77,7 +77,7 @@ function urlOf(server: Server): string {
 export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ?? createLogger(config.logLevel);
+  const logger = options.logger ?? createLogger(config.logLevel, undefined, config.logFormat);
   const metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
   const store = options.store ?? (await openStore(config, clock, logger));
   const masterToken = new MasterToken(config.masterToken);

@@ -23,7 +23,7 @@ async function main(): Promise<void> {
     },
     {},
   );
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, config.logFormat);
   const sidecar = await createSidecar({ config, logger });
   const { proxyUrl, adminUrl } = await sidecar.listen();
 

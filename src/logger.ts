@@ -1,36 +1,114 @@
 // Structured logs (pino). Secrets never reach a log line: the code logs no secret by construction, and
-// these redaction paths are the net under it for anything that carries one by accident.
+// these redaction paths are the net under it for anything that carries one by accident (a request's
+// headers, an admin body with its callerToken, a form or JSON body with a token or a client secret).
+//
+// Output: JSON lines (one object a line, for log shippers), or, when stdout is a terminal
+// (`logFormat: auto`, the default) or `LOG_FORMAT=pretty`, one short human-readable line an event.
+// pino-pretty is not a dependency: the small formatter below reads pino's (already redacted) JSON.
 
 import { pino, type Logger, type DestinationStream } from 'pino';
-import type { LogLevel } from './config.ts';
+import type { LogFormat, LogLevel } from './config.ts';
 
 export type { Logger };
 
-export const REDACT_PATHS = [
+/** Field names whose value is a secret wherever they appear (top level, or one or two levels down). */
+const SECRET_FIELDS = [
   'authorization',
-  'headers.authorization',
-  'req.headers.authorization',
+  'proxy-authorization',
+  'cookie',
   'callerToken',
-  '*.callerToken',
+  'masterToken',
   'clientSecret',
-  '*.clientSecret',
   'client_secret',
   'accessToken',
   'access_token',
-  'refresh_token',
   'refreshToken',
+  'refresh_token',
   'token',
-  '*.token',
-  'masterToken',
   'subject_token',
+  'actor_token',
+  'id_token',
+  'password',
 ];
 
-export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
+export const REDACT_PATHS = SECRET_FIELDS.flatMap((f) => {
+  const key = /^[A-Za-z_$][\w$]*$/.test(f) ? `.${f}` : `["${f}"]`;
+  return [key.replace(/^\./, ''), `*${key}`, `*.*${key}`];
+});
+
+const CENSOR = '[redacted]';
+
+/**
+ * `format`: `json` always; `pretty` always; `auto` pretty only when writing to a terminal stdout
+ * (an explicit `destination` is never a terminal, so it gets JSON unless `pretty` is asked for).
+ */
+export function createLogger(level: LogLevel, destination?: DestinationStream, format: LogFormat = 'auto'): Logger {
   const options = {
     level,
     base: { service: 'mcp-bearer-proxy' },
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    redact: { paths: REDACT_PATHS, censor: CENSOR },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
+  const pretty = format === 'pretty' || (format === 'auto' && destination === undefined && process.stdout.isTTY === true);
+  if (pretty) {
+    const out = destination ?? process.stdout;
+    return pino(options, prettyDestination(out, destination === undefined && process.stdout.isTTY === true));
+  }
   return destination ? pino(options, destination) : pino(options);
+}
+
+const LEVELS: Record<number, [name: string, color: string]> = {
+  10: ['TRACE', '90'],
+  20: ['DEBUG', '90'],
+  30: ['INFO ', '32'],
+  40: ['WARN ', '33'],
+  50: ['ERROR', '31'],
+  60: ['FATAL', '35'],
+};
+const HIDDEN = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'service']);
+
+/** A pino destination that turns each JSON line into `HH:MM:SS.mmm LEVEL message key=value ...`. */
+export function prettyDestination(out: { write(text: string): unknown }, color = false): DestinationStream {
+  return {
+    write(line: string) {
+      out.write(formatPrettyLine(line, color));
+    },
+  };
+}
+
+/** One pino JSON line as one human-readable line (the input is returned as is when it is not JSON). */
+export function formatPrettyLine(line: string, color = false): string {
+  let entry: Record<string, unknown>;
+  try {
+    entry = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return line.endsWith('\n') ? line : `${line}\n`;
+  }
+  const [name, code] = LEVELS[entry.level as number] ?? [String(entry.level).padEnd(5), '0'];
+  const time = typeof entry.time === 'string' ? entry.time.slice(11, 23) : new Date(Number(entry.time)).toISOString().slice(11, 23);
+  const paint = (c: string, text: string) => (color ? `\x1b[${c}m${text}\x1b[0m` : text);
+  const fields: string[] = [];
+  for (const [key, value] of Object.entries(entry)) {
+    if (HIDDEN.has(key) || value === undefined) continue;
+    if (key === 'err' && value !== null && typeof value === 'object') {
+      const err = value as { message?: unknown; code?: unknown };
+      fields.push(`${paint('2', 'err=')}${formatValue(String(err.message ?? ''))}${err.code !== undefined ? ` ${paint('2', 'code=')}${formatValue(err.code)}` : ''}`);
+      continue;
+    }
+    fields.push(`${paint('2', `${key}=`)}${formatValue(value)}`);
+  }
+  const msg = typeof entry.msg === 'string' ? entry.msg : '';
+  return `${paint('90', time)} ${paint(code, name)} ${msg}${fields.length > 0 ? ` ${fields.join(' ')}` : ''}\n`;
+}
+
+function formatValue(value: unknown): string {
+  if (typeof value === 'string') return /^[\w.:/@+-]+$/.test(value) ? value : JSON.stringify(value);
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    return Object.entries(value as Record<string, unknown>)
+      .map(([k, v]) => `${k}:${formatValue(v)}`)
+      .join(',')
+      .replace(/^/, '{')
+      .concat('}');
+  }
+  return JSON.stringify(value);
 }

@@ -53,7 +53,7 @@ async function main(): Promise<void> {
     process.exit(0);
   }
 
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, config.logFormat);
   let store;
   try {
     store = await openStore(config, systemClock, logger);
