@@ -8,6 +8,8 @@ import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,
   accessTokenFields,
+  auditFields,
+  auditFromFields,
   clientFields,
   clientFromFields,
   keyLayout,
@@ -20,12 +22,14 @@ import {
 } from './records.ts';
 import type {
   AccessTokenRecord,
+  AuditEvent,
   ClientRecord,
   CreateTokenOutcome,
   DeleteClientResult,
   ProfileRecord,
   RefreshTokenRecord,
   RotateOutcome,
+  StoredAuditEvent,
   TokenStore,
   UserTokenRecord,
 } from './types.ts';
@@ -284,6 +288,30 @@ export class MemoryTokenStore implements TokenStore {
       if (profile) out.push(profile);
     }
     return out;
+  }
+
+  /** The audit stream: ids `<ms>-<seq>` increasing like Redis stream ids, capped exactly at maxLen. */
+  readonly #audit: Array<{ id: string; fields: Fields }> = [];
+  #lastAuditId: [number, number] = [0, 0];
+
+  async appendAudit(event: AuditEvent, maxLen: number): Promise<string> {
+    this.#check();
+    const ms = Math.max(this.#clock.now(), this.#lastAuditId[0]);
+    const seq = ms === this.#lastAuditId[0] ? this.#lastAuditId[1] + 1 : 0;
+    this.#lastAuditId = [ms, seq];
+    const id = `${ms}-${seq}`;
+    this.#audit.push({ id, fields: auditFields(event) });
+    if (this.#audit.length > maxLen) this.#audit.splice(0, this.#audit.length - maxLen);
+    return id;
+  }
+
+  async listAuditEvents(count: number): Promise<StoredAuditEvent[]> {
+    this.#check();
+    if (count <= 0) return [];
+    return this.#audit
+      .slice(-count)
+      .reverse()
+      .map((e) => auditFromFields(e.id, e.fields));
   }
 
   async close(): Promise<void> {

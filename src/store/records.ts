@@ -1,7 +1,7 @@
 // How records become flat string hash fields and back: shared by both stores so they hold the same
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
-import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccessTokenRecord, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -18,6 +18,7 @@ export function keyLayout(prefix: string) {
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
+    auditStream: () => `${prefix}audit`,
   };
 }
 export type KeyLayout = ReturnType<typeof keyLayout>;
@@ -137,4 +138,29 @@ export function profileFromFields(f: Fields): ProfileRecord | null {
 export function orNull(f: Fields): Fields | null {
   for (const _ in f) return f;
   return null;
+}
+
+/** An audit event as flat stream fields (XADD), and back; `detail` travels as one JSON field. */
+export function auditFields(e: AuditEvent): Fields {
+  const f: Fields = { at: String(e.at), who: e.who, action: e.action, result: e.result };
+  if (e.clientId !== undefined) f.clientId = e.clientId;
+  if (e.tokenHashPrefix !== undefined) f.tokenHashPrefix = e.tokenHashPrefix;
+  if (e.subject !== undefined) f.subject = e.subject;
+  if (e.detail !== undefined) f.detail = JSON.stringify(e.detail);
+  return f;
+}
+
+export function auditFromFields(id: string, f: Fields): StoredAuditEvent {
+  const e: StoredAuditEvent = { id, at: Number(f.at), who: f.who ?? '', action: f.action ?? '', result: f.result ?? '' };
+  if (f.clientId !== undefined) e.clientId = f.clientId;
+  if (f.tokenHashPrefix !== undefined) e.tokenHashPrefix = f.tokenHashPrefix;
+  if (f.subject !== undefined) e.subject = f.subject;
+  if (f.detail !== undefined) {
+    try {
+      e.detail = JSON.parse(f.detail) as Record<string, string | number | boolean>;
+    } catch {
+      // A hand-written entry with a broken detail is still shown, without it.
+    }
+  }
+  return e;
 }

@@ -8,6 +8,8 @@ import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,
   accessTokenFields,
+  auditFields,
+  auditFromFields,
   clientFields,
   clientFromFields,
   keyLayout,
@@ -21,12 +23,14 @@ import {
 } from './records.ts';
 import type {
   AccessTokenRecord,
+  AuditEvent,
   ClientRecord,
   CreateTokenOutcome,
   DeleteClientResult,
   ProfileRecord,
   RefreshTokenRecord,
   RotateOutcome,
+  StoredAuditEvent,
   TokenStore,
   UserTokenRecord,
 } from './types.ts';
@@ -38,6 +42,17 @@ export interface RedisConnectionOptions {
   /** Bound on every command; past it the command fails (and the request gets 503). */
   commandTimeoutMs: number;
   connectTimeoutMs: number;
+  /**
+   * A connection that has commands outstanding and receives no byte for this long is destroyed and
+   * re-established (default: twice the command timeout, at least 1 s). Without it, a connection whose
+   * peer vanished without a FIN or RST (host gone, partition, failover to another machine) stays
+   * "ready" and every command on it times out until the kernel gives up, minutes later.
+   */
+  socketTimeoutMs?: number;
+}
+
+export function defaultSocketTimeoutMs(commandTimeoutMs: number): number {
+  return Math.max(2 * commandTimeoutMs, 1000);
 }
 
 /**
@@ -90,6 +105,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     commandTimeout: options.commandTimeoutMs,
     connectTimeout: options.connectTimeoutMs,
     maxRetriesPerRequest: 1,
+    socketTimeout: options.socketTimeoutMs ?? defaultSocketTimeoutMs(options.commandTimeoutMs),
     // Reconnect forever with a short capped backoff: recovery must not need a restart.
     retryStrategy: (times) => Math.min(50 * times, 1000),
   };
@@ -515,6 +531,22 @@ export class RedisTokenStore implements TokenStore {
     return out;
   }
 
+  async appendAudit(event: AuditEvent, maxLen: number): Promise<string> {
+    const id = await this.#redis.xadd(this.#keys.auditStream(), 'MAXLEN', '~', String(maxLen), '*', ...flatten(auditFields(event)));
+    if (id === null) throw new Error('XADD returned no id');
+    return id;
+  }
+
+  async listAuditEvents(count: number): Promise<StoredAuditEvent[]> {
+    if (count <= 0) return [];
+    const entries = await this.#redis.xrevrange(this.#keys.auditStream(), '+', '-', 'COUNT', count);
+    return entries.map(([id, flat]) => {
+      const fields: Fields = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+      return auditFromFields(id, fields);
+    });
+  }
+
   async close(): Promise<void> {
     await this.#txQueue.catch(() => undefined);
     const clients = [this.#redis, this.#txClient].filter((c): c is RedisClient => c !== undefined);
@@ -531,7 +563,7 @@ export class RedisTokenStore implements TokenStore {
   #transaction<T>(fn: (tx: RedisClient) => Promise<T>): Promise<T> {
     const run = async (): Promise<T> => {
       if (!this.#txClient || this.#txClient.status === 'end') {
-        const tx = this.#redis.duplicate();
+        const tx = duplicateForTransactions(this.#redis);
         tx.on('error', () => undefined); // surfaced through the failing command instead
         await connectRedis(tx, this.#connectTimeoutMs);
         this.#txClient = tx;
@@ -550,6 +582,22 @@ export class RedisTokenStore implements TokenStore {
     this.#txQueue = next.catch(() => undefined);
     return next;
   }
+}
+
+/**
+ * The transaction connection never reconnects and never re-sends: ioredis would otherwise replay an
+ * unanswered MULTI..EXEC on a fresh connection after a cut, without the WATCH that guarded it, so a
+ * token created in between could survive its client's deletion. A cut fails the operation instead;
+ * the caller's retry starts again from WATCH (and #transaction opens a new connection).
+ */
+function duplicateForTransactions(redis: RedisClient): RedisClient {
+  if (redis instanceof Cluster) {
+    return redis.duplicate(undefined, {
+      clusterRetryStrategy: () => null,
+      redisOptions: { ...redis.options.redisOptions, autoResendUnfulfilledCommands: false, retryStrategy: () => null },
+    });
+  }
+  return redis.duplicate({ autoResendUnfulfilledCommands: false, retryStrategy: () => null });
 }
 
 function assertExec(result: Array<[Error | null, unknown]> | null): void {

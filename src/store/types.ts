@@ -74,6 +74,33 @@ export interface DeleteClientResult {
 
 export type CreateTokenOutcome = 'ok' | 'client_not_found' | 'client_revoked';
 
+/**
+ * One audit event (src/audit.ts): an admin operation, an issuance or a revocation. Never a secret:
+ * tokens appear only as the first 8 hex characters of their SHA-256.
+ */
+export interface AuditEvent {
+  /** Epoch ms. */
+  at: number;
+  /** `master`, `client:<clientId>`, `user` (the holder of a user-grade token) or `anonymous`. */
+  who: string;
+  /** What was done, e.g. `createClient`, `token.client_credentials`, `revoke.access_token`. */
+  action: string;
+  /** `ok`, or the error code the caller got (`unauthorized`, `invalid_grant`, ...). */
+  result: string;
+  clientId?: string;
+  /** First 8 hex characters of the token's SHA-256. */
+  tokenHashPrefix?: string;
+  /** The IdP `sub` of a user-grade token. */
+  subject?: string;
+  /** Small extra facts (counts, grant type, HTTP status). */
+  detail?: Record<string, string | number | boolean>;
+}
+
+/** An audit event as read back, newest first, with its stream id (`<ms>-<seq>`). */
+export interface StoredAuditEvent extends AuditEvent {
+  id: string;
+}
+
 export interface TokenStore {
   /** Hot path: both collections fetched for one hash, in one round trip. */
   lookupToken(tokenHash: string): Promise<TokenLookup>;
@@ -124,6 +151,11 @@ export interface TokenStore {
   seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
   getProfile(name: string): Promise<ProfileRecord | null>;
   listProfiles(): Promise<ProfileRecord[]>;
+
+  /** Appends to the capped audit stream (about `maxLen` newest events are kept); returns the id. */
+  appendAudit(event: AuditEvent, maxLen: number): Promise<string>;
+  /** The newest `count` audit events, newest first. */
+  listAuditEvents(count: number): Promise<StoredAuditEvent[]>;
 
   close(): Promise<void>;
 }

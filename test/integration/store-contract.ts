@@ -636,6 +636,49 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('audit stream', () => {
+      it('is empty at first; appendAudit returns increasing ids; listAuditEvents gives the newest first, fields intact', async () => {
+        expect(await store.listAuditEvents(10)).toEqual([]);
+        const first = { at: clock.now(), who: 'master', action: 'createClient', result: 'ok', clientId: 'mcp_abc' };
+        const second = {
+          at: clock.now() + 1,
+          who: 'client:mcp_abc',
+          action: 'token.client_credentials',
+          result: 'ok',
+          clientId: 'mcp_abc',
+          tokenHashPrefix: 'deadbeef',
+          detail: { refresh: true, status: 200, grant: 'client_credentials' },
+        };
+        const third = { at: clock.now() + 2, who: 'user', action: 'token.token_exchange', result: 'ok', subject: 'alice@example.com', tokenHashPrefix: '0123abcd' };
+        const ids = [await store.appendAudit(first, 1000), await store.appendAudit(second, 1000), await store.appendAudit(third, 1000)];
+        for (const id of ids) expect(id).toMatch(/^\d+-\d+$/);
+        const order = (id: string) => id.split('-').map(Number) as [number, number];
+        for (let i = 1; i < ids.length; i++) {
+          const [ms, seq] = order(ids[i]!);
+          const [prevMs, prevSeq] = order(ids[i - 1]!);
+          expect(ms > prevMs || (ms === prevMs && seq > prevSeq)).toBe(true);
+        }
+        expect(await store.listAuditEvents(10)).toEqual([
+          { id: ids[2], ...third },
+          { id: ids[1], ...second },
+          { id: ids[0], ...first },
+        ]);
+        expect((await store.listAuditEvents(2)).map((e) => e.id)).toEqual([ids[2], ids[1]]);
+        expect(await store.listAuditEvents(0)).toEqual([]);
+      });
+
+      it('is capped near maxLen (MAXLEN ~): the newest events are kept, the oldest dropped', async () => {
+        const appended: string[] = [];
+        for (let i = 0; i < 300; i++) appended.push(await store.appendAudit({ at: clock.now(), who: 'master', action: `op-${i}`, result: 'ok' }, 100));
+        const kept = await store.listAuditEvents(1000);
+        // Redis trims whole stream nodes (`~`), so it may keep somewhat more than maxLen, never fewer.
+        expect(kept.length).toBeGreaterThanOrEqual(100);
+        expect(kept.length).toBeLessThan(300);
+        expect(kept.map((e) => e.id)).toEqual(appended.slice(-kept.length).reverse());
+        expect(kept[0]!.action).toBe('op-299');
+      });
+    });
+
     describe('lifecycle', () => {
       it('ping answers while open; close resolves and later calls reject', async () => {
         await expect(store.ping()).resolves.toBeUndefined();
