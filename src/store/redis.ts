@@ -147,8 +147,10 @@ export async function connectRedis(client: RedisClient, timeoutMs: number): Prom
   client.on('error', onError);
   try {
     await Promise.race([
-      new Promise<void>((resolve) => {
+      new Promise<void>((resolve, reject) => {
         client.once('ready', () => resolve());
+        // A client that does not reconnect ends after its first failure: no need to wait the timeout.
+        client.once('end', () => reject(lastError instanceof Error ? lastError : new Error('connection closed')));
         client.connect().catch((err: unknown) => {
           lastError = err;
         });
@@ -562,6 +564,9 @@ export class RedisTokenStore implements TokenStore {
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */
   #transaction<T>(fn: (tx: RedisClient) => Promise<T>): Promise<T> {
     const run = async (): Promise<T> => {
+      // The main connection knows whether Redis is reachable: answer at once (503) rather than wait
+      // for a new transaction connection to time out.
+      if (this.#redis.status !== 'ready') throw new Error(`Redis connection is ${this.#redis.status}`);
       if (!this.#txClient || this.#txClient.status === 'end') {
         const tx = duplicateForTransactions(this.#redis);
         tx.on('error', () => undefined); // surfaced through the failing command instead

@@ -1,6 +1,5 @@
 // The proxy listener's contract table (CONTRACT.md §5), row by row, over real sockets with a real Redis.
 
-import { once } from 'node:events';
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -390,7 +389,8 @@ describe('proxy listener: Redis down (fail closed)', () => {
       expect(adminDown.body).toEqual({ error: 'temporarily_unavailable' });
 
       const client = (stack.store as RedisTokenStore).client;
-      const reconnected = once(client, 'ready');
+      // Not events.once: a failed reconnect attempt ('error') while Redis restarts must not reject this.
+      const reconnected = new Promise<void>((resolve) => client.once('ready', () => resolve()));
       await redis.restart();
       await reconnected;
       // Redis restarted empty (no persistence in the test): the token is gone, so 401, not 503.
