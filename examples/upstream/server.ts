@@ -17,6 +17,11 @@ export interface UpstreamOptions {
   port?: number;
   /** Defaults to '/mcp'. */
   path?: string;
+  /**
+   * Benchmark only (off by default): `GET <path>?events=N` answers a plain SSE stream outside MCP with
+   * N small events, one write each, every one stamped with its send time; `events=0` stays open, idle.
+   */
+  syntheticStreams?: boolean;
 }
 
 export interface RunningUpstream {
@@ -265,6 +270,24 @@ function trackSse(res: ServerResponse, onOpen: () => void, onClose: () => void):
   } as ServerResponse['writeHead'];
 }
 
+/** See UpstreamOptions.syntheticStreams: `id: n`, `data: {"n":n,"t":<epoch ms, sub-ms>}` per event. */
+function syntheticStream(req: IncomingMessage, res: ServerResponse): void {
+  const n = Number(new URL(req.url ?? '/', 'http://upstream').searchParams.get('events'));
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.write(': open\n\n');
+  if (!(n > 0)) return; // idle until the client goes away
+  let sent = 0;
+  const next = () => {
+    if (res.destroyed) return;
+    sent++;
+    const ok = res.write(`id: ${sent}\ndata: {"n":${sent},"t":${performance.timeOrigin + performance.now()}}\n\n`);
+    if (sent === n) res.end();
+    else if (ok) setImmediate(next);
+    else res.once('drain', next);
+  };
+  setImmediate(next);
+}
+
 interface Session {
   transport: StreamableHTTPServerTransport;
   server: McpServer;
@@ -339,6 +362,7 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     const path = new URL(req.url ?? '/', 'http://upstream').pathname;
     if (path !== mcpPath) return sendJson(res, 404, { error: 'not_found', path });
     if (closing) return sendJson(res, 503, rpcError(-32000, 'Server shutting down'));
+    if (opts.syntheticStreams && req.method === 'GET' && req.url?.includes('events=')) return syntheticStream(req, res);
 
     handleMcp(req, res).catch((err: unknown) => {
       log('request failed:', err);
