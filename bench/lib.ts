@@ -1,0 +1,100 @@
+// Helpers of bench/run.ts: forked children with their stats over IPC, percentiles, formatting.
+
+import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildMessage, ChildRequest, ProcessStats } from './child-ipc.ts';
+
+const TSX = import.meta.resolve('tsx');
+
+export class Child {
+  readonly #process: ChildProcess;
+  #nextId = 0;
+  readonly #waiting = new Map<number, (stats: ProcessStats) => void>();
+
+  private constructor(
+    readonly name: string,
+    child: ChildProcess,
+    readonly urls: Record<string, string>,
+  ) {
+    this.#process = child;
+    child.on('message', (message: ChildMessage) => {
+      if (message.type !== 'stats') return;
+      const wake = this.#waiting.get(message.id);
+      this.#waiting.delete(message.id);
+      wake?.(message);
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.#process.pid;
+  }
+
+  /** Forks `file` under tsx and resolves once it reported `ready` (rejects if it exits first). */
+  static async start(
+    name: string,
+    file: string,
+    options: { env?: Record<string, string>; execArgv?: string[]; stdout?: number | 'ignore' | 'inherit' } = {},
+  ): Promise<Child> {
+    const child = fork(file, [], {
+      execArgv: ['--import', TSX, '--expose-gc', ...(options.execArgv ?? [])],
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', options.stdout ?? 'ignore', 'inherit', 'ipc'],
+    });
+    const urls = await new Promise<Record<string, string>>((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`${name} exited (${code}) before it was ready`));
+      child.once('exit', onExit);
+      child.once('error', reject);
+      child.on('message', function onReady(message: ChildMessage) {
+        if (message.type !== 'ready') return;
+        child.off('message', onReady);
+        child.off('exit', onExit);
+        resolve(message.urls);
+      });
+    });
+    return new Child(name, child, urls);
+  }
+
+  stats(gc = false): Promise<ProcessStats> {
+    const id = ++this.#nextId;
+    return new Promise((resolve) => {
+      this.#waiting.set(id, resolve);
+      this.#process.send({ type: 'stats', id, gc } satisfies ChildRequest);
+    });
+  }
+
+  /** Asks for a clean exit (a CPU profile is written then); kills it if it is not gone in 5 s. */
+  async stop(): Promise<void> {
+    const child = this.#process;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (child.connected) child.send({ type: 'stop' } satisfies ChildRequest);
+    else child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+/** Percentile of an ascending-sorted array (nearest rank). */
+export function percentile(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.ceil(q * sorted.length) - 1;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank))]!;
+}
+
+export function sortedCopy(values: readonly number[]): Float64Array {
+  return Float64Array.from(values).sort();
+}
+
+export const fmt = {
+  ms: (v: number) => (Number.isFinite(v) ? v.toFixed(v < 10 ? 3 : 1) : '—'),
+  int: (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '—'),
+  ratio: (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '—'),
+  mib: (bytes: number) => (Number.isFinite(bytes) ? (bytes / 1048576).toFixed(1) : '—'),
+  kib: (bytes: number) => (Number.isFinite(bytes) ? (bytes / 1024).toFixed(1) : '—'),
+  signedMs: (v: number) => (Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${v.toFixed(3)}` : '—'),
+};
+
+export function table(header: string[], rows: string[][]): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}

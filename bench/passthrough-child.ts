@@ -1,0 +1,27 @@
+// The floor: a plain http-proxy pass-through with no authentication, over the same keep-alive agent
+// settings as the sidecar's forwarder (src/proxy/forwarder.ts). Any path is sent to the upstream as is.
+
+import { once } from 'node:events';
+import { Agent, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import httpProxy from 'http-proxy';
+import { serveChild } from './child-ipc.ts';
+
+const target = new URL(process.env.BENCH_UPSTREAM_URL ?? 'http://127.0.0.1:3000/mcp');
+const agent = new Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 256, scheduling: 'lifo' });
+const proxy = httpProxy.createProxyServer({ target: target.origin, agent, changeOrigin: true, xfwd: false, ws: false });
+proxy.on('error', (_err, _req, res) => {
+  const response = res as import('node:http').ServerResponse;
+  if (!response.headersSent) response.writeHead(502);
+  response.end();
+});
+const server = createServer((req, res) => proxy.web(req, res));
+server.timeout = 0;
+server.listen(0, '127.0.0.1');
+await once(server, 'listening');
+const { port } = server.address() as AddressInfo;
+serveChild({ proxyUrl: `http://127.0.0.1:${port}` }, async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+  agent.destroy();
+});

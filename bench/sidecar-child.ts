@@ -1,0 +1,26 @@
+// The sidecar as production builds it (createSidecar, Redis store from the config), in a process of
+// its own so that its RSS and CPU are its alone. Configured by the parent through the environment.
+
+import { createSidecar } from '../src/app.ts';
+import { buildConfig, type LogLevel } from '../src/config.ts';
+import { serveChild } from './child-ipc.ts';
+
+const env = process.env;
+const config = buildConfig(
+  {
+    masterToken: env.BENCH_MASTER_TOKEN,
+    store: 'redis',
+    redis: { url: env.BENCH_REDIS_URL },
+    upstream: { url: env.BENCH_UPSTREAM_URL },
+    proxy: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0 },
+    // The rejected-token scenario sends a stream of bad tokens from one address on purpose: with the
+    // limiter on, it would measure 429s after the first 120.
+    rateLimits: { failedAuthPerMinute: 0 },
+    logLevel: (env.BENCH_LOG_LEVEL ?? 'info') as LogLevel,
+  },
+  {},
+);
+const sidecar = await createSidecar({ config });
+const { proxyUrl, adminUrl } = await sidecar.listen();
+serveChild({ proxyUrl, adminUrl }, () => sidecar.shutdown(1000));
