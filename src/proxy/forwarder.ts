@@ -74,6 +74,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       options.onUpstreamResult?.(proxyRes.statusCode ?? 0, req);
       const type = proxyRes.headers['content-type'];
       if (typeof type === 'string' && type.startsWith('text/event-stream')) streamOpened(req, res, proxyRes);
+      // An upstream that breaks off a response after its headers: http-proxy's pipe never ends `res`,
+      // so the client would wait forever (and the request stay in flight). Break the client's response
+      // off too, so it sees an incomplete message rather than a hang.
+      proxyRes.once('close', () => {
+        if (!proxyRes.complete && !res.writableEnded) res.destroy();
+      });
     });
     proxyReq.once('close', () => clearTimeout(timer));
     // http-proxy only aborts on the request's 'aborted', which a finished GET never emits: an SSE

@@ -50,6 +50,8 @@ export interface FaultProxy {
   intercept(fn: Interceptor | undefined): void;
   /** Open client connections. */
   openConnections(): number;
+  /** Resolves once no connection is open (at once if none is). */
+  whenNoConnections(): Promise<void>;
   /** Connections accepted since start. */
   readonly accepted: number;
   close(): Promise<void>;
@@ -69,6 +71,7 @@ export async function startFaultProxy(target: { host: string; port: number }, in
   let accepted = 0;
   let nextId = 1;
   const links = new Set<LinkState>();
+  let emptyWaiters: Array<() => void> = [];
   let server: Server | undefined;
   let port = 0;
   const host = '127.0.0.1';
@@ -77,6 +80,11 @@ export async function startFaultProxy(target: { host: string; port: number }, in
     if (link.closed) return;
     link.closed = true;
     links.delete(link);
+    if (links.size === 0 && emptyWaiters.length > 0) {
+      const waiters = emptyWaiters;
+      emptyWaiters = [];
+      for (const wake of waiters) wake();
+    }
     link.client.resetAndDestroy();
     link.target.resetAndDestroy();
   };
@@ -212,6 +220,9 @@ export async function startFaultProxy(target: { host: string; port: number }, in
     },
     openConnections() {
       return links.size;
+    },
+    whenNoConnections() {
+      return links.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => emptyWaiters.push(resolve));
     },
     async close() {
       interceptor = undefined;
