@@ -8,7 +8,8 @@ import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { MasterToken } from './credentials.ts';
 import { createLogger, type Logger } from './logger.ts';
-import { Metrics } from './metrics.ts';
+import { Audit } from './audit.ts';
+import { Metrics, instrumentStore } from './metrics.ts';
 import { createAdminServer } from './admin/server.ts';
 import { createIdpVerifier } from './oauth/idp.ts';
 import { createOAuthRoutes } from './oauth/routes.ts';
@@ -33,6 +34,7 @@ export interface Sidecar {
   readonly config: Config;
   readonly store: TokenStore;
   readonly metrics: Metrics;
+  readonly audit: Audit;
   readonly logger: Logger;
   readonly proxyServer: Server;
   readonly adminServer: Server;
@@ -79,7 +81,14 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? createLogger(config.logLevel, undefined, config.logFormat);
   const metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
-  const store = options.store ?? (await openStore(config, clock, logger));
+  const rawStore = options.store ?? (await openStore(config, clock, logger));
+  // Every store operation timed and its failures counted (mcp_auth_store_operation_*).
+  const store = instrumentStore(rawStore, metrics);
+  if (rawStore instanceof RedisTokenStore) {
+    const client = rawStore.client;
+    metrics.watchStore(() => client.status === 'ready');
+  }
+  const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
 
   const forwarder = createForwarder({
@@ -105,14 +114,15 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
-    routes: createOAuthRoutes({ config, store, clock, logger, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
+    routes: createOAuthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
   });
-  const adminServer = createAdminServer({ store, clock, logger, metrics, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
 
   return {
     config,
-    store,
+    store: rawStore,
     metrics,
+    audit,
     logger,
     proxyServer,
     adminServer,

@@ -1,8 +1,11 @@
 // Prometheus metrics on a registry per sidecar instance (two sidecars in one test process stay apart).
 // Hot-path counters are bound to their labels once, so a request does no label hashing.
+// Served unauthenticated at GET /metrics on the admin listener (CONTRACT.md §7); no label ever holds
+// a token, a hash, a client id or an address, so the scrape reveals traffic shapes, not identities.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from './credentials.ts';
+import type { TokenStore } from './store/types.ts';
 
 export type RequestOutcome = 'forwarded' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
@@ -22,8 +25,30 @@ export class Metrics {
   });
   readonly storeErrors = new Counter({
     name: 'mcp_auth_store_errors_total',
-    help: 'Store (Redis) operations that failed or timed out',
+    help: 'Requests (proxy and admin) refused with 503 because the store (Redis) failed or timed out',
     registers: [this.registry],
+  });
+  readonly storeSeconds = new Histogram({
+    name: 'mcp_auth_store_operation_seconds',
+    help: 'Latency of store (Redis) operations by operation, failed ones included',
+    labelNames: ['operation'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2],
+    registers: [this.registry],
+  });
+  readonly storeOperationErrors = new Counter({
+    name: 'mcp_auth_store_operation_errors_total',
+    help: 'Store (Redis) operations that failed or timed out, by operation',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
+  #storeUp: () => boolean = () => true;
+  readonly storeUp = new Gauge({
+    name: 'mcp_auth_store_up',
+    help: '1 while the store connection is ready (Redis), 0 while it is down or reconnecting',
+    registers: [this.registry],
+    collect: () => {
+      this.storeUp.set(this.#storeUp() ? 1 : 0);
+    },
   });
   readonly upstreamResponses = new Counter({
     name: 'mcp_auth_upstream_responses_total',
@@ -74,4 +99,53 @@ export class Metrics {
   upstreamStatus(status: number | 'error'): void {
     this.upstreamResponses.labels(status === 'error' ? 'error' : `${Math.floor(status / 100)}xx`).inc();
   }
+
+  /** What `mcp_auth_store_up` reports at each scrape. */
+  watchStore(isUp: () => boolean): void {
+    this.#storeUp = isUp;
+  }
+}
+
+/**
+ * The same store, timing every operation into `mcp_auth_store_operation_seconds{operation}` and
+ * counting failures in `mcp_auth_store_operation_errors_total{operation}`. Methods run on the
+ * original object (its private fields stay reachable); getters, synchronous helpers and `close` pass
+ * through untouched.
+ */
+export function instrumentStore<T extends TokenStore>(store: T, metrics: Metrics): T {
+  const wrapped = new Map<PropertyKey, unknown>();
+  return new Proxy(store, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== 'function' || prop === 'constructor' || prop === 'close') {
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      }
+      let fn = wrapped.get(prop);
+      if (fn === undefined) {
+        const operation = String(prop);
+        const timer = metrics.storeSeconds.labels(operation);
+        const errors = metrics.storeOperationErrors.labels(operation);
+        fn = (...args: unknown[]) => {
+          const started = performance.now();
+          const done = () => timer.observe((performance.now() - started) / 1000);
+          const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+          // Only asynchronous methods are store operations; synchronous helpers pass through untimed.
+          if (!(result instanceof Promise)) return result;
+          return result.then(
+            (v: unknown) => {
+              done();
+              return v;
+            },
+            (err: unknown) => {
+              done();
+              errors.inc();
+              throw err;
+            },
+          );
+        };
+        wrapped.set(prop, fn);
+      }
+      return fn;
+    },
+  });
 }

@@ -1,6 +1,7 @@
 // The admin operations of the seed's `oauth` module, as plain functions over the store. The HTTP layer
 // (admin/server.ts) has already checked the master token; these check their arguments and act.
 
+import type { AuditInput } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, notFound } from '../errors.ts';
@@ -10,6 +11,7 @@ import { defaultProfileRecords } from '../profiles.ts';
 import type { TokenStore } from '../store/types.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
+export const MAX_AUDIT_EVENTS = 1000;
 
 export interface AdminContext {
   store: TokenStore;
@@ -17,7 +19,8 @@ export interface AdminContext {
   metrics: Metrics;
 }
 
-export type AdminResult = { status: number; body: unknown };
+/** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
+export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'detail'> };
 export type AdminOperation = (ctx: AdminContext, body: Record<string, unknown>) => Promise<AdminResult>;
 
 function badRequest(description: string): HttpError {
@@ -33,12 +36,12 @@ function requireClientId(body: Record<string, unknown>): string {
 export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.freeze({
   async createClient(ctx, body) {
     const { client, clientSecret } = await provisionClient(ctx.store, ctx.clock, body, 'admin');
-    return { status: 201, body: { ...publicClient(client), clientSecret } };
+    return { status: 201, body: { ...publicClient(client), clientSecret }, audit: { clientId: client.clientId } };
   },
 
   async listClients(ctx) {
     const clients = await ctx.store.listClients();
-    return { status: 200, body: { clients: clients.map(publicClient) } };
+    return { status: 200, body: { clients: clients.map(publicClient) }, audit: { detail: { count: clients.length } } };
   },
 
   async deleteClient(ctx, body) {
@@ -47,13 +50,17 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     if (!result) throw notFound();
     ctx.metrics.tokensRevoked.labels('oauth_access').inc(result.accessTokensRevoked);
     ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(result.refreshTokensRevoked);
-    return { status: 200, body: result };
+    return {
+      status: 200,
+      body: result,
+      audit: { clientId, detail: { accessTokensRevoked: result.accessTokensRevoked, refreshTokensRevoked: result.refreshTokensRevoked } },
+    };
   },
 
   async seedDefaultProfiles(ctx) {
     const created = await ctx.store.seedProfiles(defaultProfileRecords(ctx.clock.now()));
     const profiles = await ctx.store.listProfiles();
-    return { status: 200, body: { profiles, created } };
+    return { status: 200, body: { profiles, created }, audit: { detail: { created: created.join(' ') } } };
   },
 
   async createAccessToken(ctx, body) {
@@ -73,7 +80,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     ctx.metrics.tokensIssued.labels('oauth_access').inc();
     const response: Record<string, unknown> = { accessToken, tokenType: 'Bearer', expiresAt, expiresIn: lifetime, clientId };
     if (scope !== undefined) response.scope = scope;
-    return { status: 201, body: response };
+    return { status: 201, body: response, audit: { clientId, tokenHashPrefix: record.tokenHash, detail: { lifetimeSeconds: lifetime } } };
   },
 
   async revokeUserToken(ctx, body) {
@@ -90,6 +97,16 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     }
     if (!(await ctx.store.revokeUserToken(tokenHash))) throw notFound();
     ctx.metrics.tokensRevoked.labels('user').inc();
-    return { status: 200, body: { tokenHash, revoked: true } };
+    return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
+  },
+
+  /** The newest audit events (empty when `audit.stream` is off), newest first; `count` 1..1000, default 100. */
+  async listAuditEvents(ctx, body) {
+    const count = body.count ?? 100;
+    if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > MAX_AUDIT_EVENTS) {
+      throw badRequest(`count must be an integer from 1 to ${MAX_AUDIT_EVENTS}`);
+    }
+    const events = await ctx.store.listAuditEvents(count);
+    return { status: 200, body: { events }, audit: { detail: { count: events.length } } };
   },
 });

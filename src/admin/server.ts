@@ -2,10 +2,12 @@
 // master token (`callerToken` in the body or `Authorization: Bearer`), plus unauthenticated
 // `GET /livez`, `GET /readyz` and `GET /metrics`. Order of checks: method, size, JSON, master token,
 // operation, arguments; so a caller without the master token learns nothing about operations.
+// Every operation, refused or done, is one audit event (src/audit.ts).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Clock } from '../clock.ts';
-import { parseAuthorization, type MasterToken } from '../credentials.ts';
+import { hashToken, isTokenShaped, parseAuthorization, type MasterToken } from '../credentials.ts';
+import type { Audit, AuditInput } from '../audit.ts';
 import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -19,6 +21,7 @@ export interface AdminDeps {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
+  audit: Audit;
   masterToken: MasterToken;
   maxBodyBytes: number;
 }
@@ -26,7 +29,7 @@ export interface AdminDeps {
 const UNAUTHORIZED = new HttpError(401, 'unauthorized');
 
 export function createAdminServer(deps: AdminDeps): Server {
-  const { store, logger, metrics, masterToken } = deps;
+  const { store, logger, metrics, masterToken, audit } = deps;
 
   function isMaster(req: IncomingMessage, body: Record<string, unknown>): boolean {
     const header = parseAuthorization(req.rawHeaders);
@@ -38,23 +41,36 @@ export function createAdminServer(deps: AdminDeps): Server {
 
   async function operation(req: IncomingMessage, res: ServerResponse, name: string): Promise<void> {
     if (req.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'admin operations are POST', { headers: { allow: 'POST' } });
-    const body = parseJsonObject(await readBody(req, deps.maxBodyBytes));
-    if (!isMaster(req, body)) throw UNAUTHORIZED;
-    delete body.callerToken;
-    const op = Object.hasOwn(adminOperations, name) ? adminOperations[name] : undefined;
-    if (!op) throw notFound();
-    let result;
+    const known = Object.hasOwn(adminOperations, name);
+    let who = 'anonymous';
+    let body: Record<string, unknown> = {};
     try {
-      result = await op({ store, clock: deps.clock, metrics }, body);
+      body = parseJsonObject(await readBody(req, deps.maxBodyBytes));
+      if (!isMaster(req, body)) throw UNAUTHORIZED;
+      who = 'master';
+      delete body.callerToken;
+      const op = known ? adminOperations[name] : undefined;
+      if (!op) throw notFound();
+      let result;
+      try {
+        result = await op({ store, clock: deps.clock, metrics }, body);
+      } catch (err) {
+        if (err instanceof HttpError) throw err;
+        metrics.storeErrors.inc();
+        logger.error({ err: describe(err), operation: name }, 'admin operation failed');
+        throw storeUnavailable(err);
+      }
+      metrics.adminOperations.labels(name, String(result.status)).inc();
+      await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
+      writeJson(res, result.status, result.body);
     } catch (err) {
-      if (err instanceof HttpError) throw err;
-      metrics.storeErrors.inc();
-      logger.error({ err: describe(err), operation: name }, 'admin operation failed');
-      throw storeUnavailable(err);
+      if (err instanceof HttpError) {
+        // An unauthenticated caller's operation name and body are not echoed into the trail.
+        const target = who === 'master' ? auditTarget(body) : {};
+        void audit.record({ who, action: known ? name : 'unknown', result: err.code, ...target, detail: { status: err.status } });
+      }
+      throw err;
     }
-    metrics.adminOperations.labels(name, String(result.status)).inc();
-    logger.info({ audit: true, operation: name, caller: 'master', status: result.status }, 'admin operation');
-    writeJson(res, result.status, result.body);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -91,6 +107,15 @@ export function createAdminServer(deps: AdminDeps): Server {
     });
   });
   return server;
+}
+
+/** What a refused operation was about, from its arguments: the client, or the token (as a hash prefix). */
+function auditTarget(body: Record<string, unknown>): Pick<AuditInput, 'clientId' | 'tokenHashPrefix'> {
+  const out: Pick<AuditInput, 'clientId' | 'tokenHashPrefix'> = {};
+  if (typeof body.clientId === 'string' && body.clientId.length > 0) out.clientId = body.clientId;
+  if (typeof body.tokenHash === 'string' && isTokenShaped(body.tokenHash)) out.tokenHashPrefix = body.tokenHash;
+  else if (typeof body.token === 'string' && isTokenShaped(body.token)) out.tokenHashPrefix = hashToken(body.token);
+  return out;
 }
 
 function path(req: IncomingMessage): string {

@@ -5,7 +5,9 @@ import type { IncomingMessage } from 'node:http';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { parseAuthorization, type MasterToken } from '../credentials.ts';
+import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
 import type { IdpVerifier } from './idp.ts';
 
@@ -14,6 +16,10 @@ export interface OAuthContext {
   readonly store: TokenStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Tokens issued and revoked, by kind. */
+  readonly metrics: Metrics;
+  /** One event per issuance, revocation and registration (src/audit.ts). */
+  readonly audit: Audit;
   readonly masterToken: MasterToken;
   /** undefined when no IdP is configured: the token exchange is then off. */
   readonly idp: IdpVerifier | undefined;

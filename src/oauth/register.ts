@@ -59,7 +59,13 @@ export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimi
     'dcr',
   );
   await ctx.store.touchClient(client.clientId, ctx.config.oauth.unusedClientTtlSeconds * 1000);
-  ctx.logger.info({ clientId: client.clientId, grantTypes: client.grantTypes }, 'client registered');
+  await ctx.audit.record({
+    who: ctx.config.oauth.registration === 'protected' ? 'master' : 'anonymous',
+    action: 'register',
+    result: 'ok',
+    clientId: client.clientId,
+    detail: { grantTypes: client.grantTypes.join(' '), public: clientSecret === undefined },
+  });
 
   const answer: Record<string, unknown> = {
     client_id: client.clientId,

@@ -12,6 +12,7 @@ import type { Form } from '../body.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../credentials.ts';
 import { HttpError, writeJson } from '../errors.ts';
+import { clientActor } from '../audit.ts';
 import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
 import { callerIsMaster, resourceOf, type OAuthContext } from './context.ts';
 
@@ -28,14 +29,23 @@ export async function handleRevoke(ctx: OAuthContext, req: IncomingMessage, res:
   const token = form.get('token');
   if (token === undefined) throw new HttpError(400, 'invalid_request', 'token is required');
   // token_type_hint only orders the lookups (RFC 7009 §2.1); an unknown hint is ignored.
-  if (isTokenShaped(token)) await revoke(ctx, caller, hashToken(token), form.get('token_type_hint') === 'refresh_token');
+  const found = isTokenShaped(token) && (await revoke(ctx, caller, hashToken(token), form.get('token_type_hint') === 'refresh_token'));
+  if (!found) await ctx.audit.record({ who: actorOf(caller), action: 'revoke', result: 'unknown_token' });
   res.statusCode = 200;
   res.setHeader('cache-control', 'no-store');
   res.setHeader('content-length', '0');
   res.end();
 }
 
-async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refreshFirst: boolean): Promise<void> {
+/** Who revokes, for the audit trail: a user-grade token revoked without credentials was revoked by its holder. */
+function actorOf(caller: Caller, userToken = false): string {
+  if (caller.kind === 'master') return 'master';
+  if (caller.kind === 'client') return clientActor(caller.client.client.clientId);
+  return userToken ? 'user' : 'anonymous';
+}
+
+/** Revokes what `tokenHash` names, if the caller may; false when it names nothing. */
+async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refreshFirst: boolean): Promise<boolean> {
   const now = ctx.clock.now();
   const mayRevoke = (clientId: string | undefined): void => {
     if (caller.kind === 'master') return;
@@ -47,23 +57,26 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
     if (!refresh) return false;
     mayRevoke(refresh.clientId);
     await ctx.store.revokeRefreshFamily(tokenHash, now);
-    ctx.logger.info({ clientId: refresh.clientId, tokenHashPrefix: tokenHash.slice(0, 8), by: caller.kind }, 'refresh token family revoked');
+    ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
+    await ctx.audit.record({ who: actorOf(caller), action: 'revoke.refresh_token', result: 'ok', clientId: refresh.clientId, tokenHashPrefix: tokenHash, detail: { familyRevoked: true } });
     return true;
   };
-  if (refreshFirst && (await tryRefresh())) return;
+  if (refreshFirst && (await tryRefresh())) return true;
   const found = await ctx.store.lookupToken(tokenHash);
   if (found.user) {
     await ctx.store.revokeUserToken(tokenHash);
-    ctx.logger.info({ tokenHashPrefix: tokenHash.slice(0, 8), by: caller.kind }, 'user-grade token revoked');
-    return;
+    ctx.metrics.tokensRevoked.labels('user').inc();
+    await ctx.audit.record({ who: actorOf(caller, true), action: 'revoke.user_token', result: 'ok', tokenHashPrefix: tokenHash });
+    return true;
   }
   if (found.oauth) {
     mayRevoke(found.oauth.clientId);
     await ctx.store.revokeAccessToken(tokenHash, now);
-    ctx.logger.info({ clientId: found.oauth.clientId, tokenHashPrefix: tokenHash.slice(0, 8), by: caller.kind }, 'access token revoked');
-    return;
+    ctx.metrics.tokensRevoked.labels('oauth_access').inc();
+    await ctx.audit.record({ who: actorOf(caller), action: 'revoke.access_token', result: 'ok', clientId: found.oauth.clientId, tokenHashPrefix: tokenHash });
+    return true;
   }
-  if (!refreshFirst) await tryRefresh();
+  return !refreshFirst && (await tryRefresh());
 }
 
 export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {

@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../body.ts';
 import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
+import { wasAudited } from '../audit.ts';
 import type { RouteHandler } from '../proxy/server.ts';
 import { limitTokenRequests } from '../rate-limits.ts';
 import { presentedClientId } from './client-auth.ts';
@@ -42,20 +43,57 @@ export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
     }
     if (path === '/register') {
       allow(req, 'POST');
-      await failClosed(ctx, handleRegister(ctx, registrations, req, res));
+      await audited(ctx, req, path, undefined, failClosed(ctx, handleRegister(ctx, registrations, req, res)));
       return true;
     }
     const handler = FORM_ENDPOINTS[path];
     if (handler === undefined) return false;
     allow(req, 'POST');
-    const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
-    if (path === '/token') {
-      const key = presentedClientId(req, form) ?? `address:${req.socket.remoteAddress ?? ''}`;
-      await failClosed(ctx, limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute));
-    }
-    await failClosed(ctx, handler(ctx, req, res, form));
+    let form: Form | undefined;
+    const work = async () => {
+      form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+      if (path === '/token') {
+        const key = presentedClientId(req, form) ?? `address:${req.socket.remoteAddress ?? ''}`;
+        await failClosed(ctx, limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute));
+      }
+      await failClosed(ctx, handler(ctx, req, res, form));
+    };
+    // Introspection is neither issuance nor revocation: not audited.
+    if (path === '/introspect') await work();
+    else await audited(ctx, req, path, () => form, work());
     return true;
   };
+}
+
+const GRANT_ACTIONS: Readonly<Record<string, string>> = {
+  client_credentials: 'token.client_credentials',
+  refresh_token: 'token.refresh_token',
+  'urn:ietf:params:oauth:grant-type:token-exchange': 'token.token_exchange',
+};
+
+/**
+ * Successes are audited by the handlers, which know who the caller is. A refused /token, /revoke or
+ * /register is audited here, once: `who` is `anonymous` and `clientId` is the one presented (unverified).
+ */
+async function audited(ctx: OAuthContext, req: IncomingMessage, path: string, form: (() => Form | undefined) | undefined, work: Promise<void>): Promise<void> {
+  try {
+    await work;
+  } catch (err) {
+    if (err instanceof HttpError && !wasAudited(err)) {
+      const f = form?.();
+      const grant = f?.get('grant_type');
+      const action = path === '/token' ? (GRANT_ACTIONS[grant ?? ''] ?? 'token') : path === '/revoke' ? 'revoke' : 'register';
+      const clientId = f ? presentedClientId(req, f) : undefined;
+      void ctx.audit.record({
+        who: 'anonymous',
+        action,
+        result: err.code,
+        ...(clientId !== undefined ? { clientId } : {}),
+        detail: { status: err.status },
+      });
+    }
+    throw err;
+  }
 }
 
 function allow(req: IncomingMessage, method: 'GET' | 'POST'): void {

@@ -17,6 +17,7 @@ import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
 import { GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, resolveProfile } from '../profiles.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../store/types.ts';
 import { checkScope } from '../clients.ts';
+import { clientActor, markAudited } from '../audit.ts';
 import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
 import { namesThisResource, type OAuthContext } from './context.ts';
 import { IdpRejection, invalidGrant } from './idp.ts';
@@ -122,7 +123,7 @@ async function clientCredentials(ctx: OAuthContext, req: IncomingMessage, res: S
   const pair = await buildPair(ctx, client, scope, undefined);
   const outcome = await ctx.store.issueTokens(pair.access, pair.refresh);
   if (outcome !== 'ok') throw invalidClient(usedBasic(req));
-  ctx.logger.info({ clientId: client.clientId, grant: GRANT_CLIENT_CREDENTIALS, refresh: pair.refresh !== undefined }, 'token issued');
+  await recordIssued(ctx, 'token.client_credentials', client, pair);
   writeJson(res, 200, pair.body, NO_CACHE);
 }
 
@@ -143,12 +144,18 @@ async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: Server
   const pair = await buildPair(ctx, client, scope, old.familyId);
   const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!);
   if (outcome === 'reused') {
+    // A rotated refresh token presented again: stolen or replayed. Its whole family is now revoked.
+    ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
     ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'refresh token reused after rotation: its whole family is revoked');
-    throw rejected;
+    await ctx.audit.record(
+      { who: clientActor(client.clientId), action: 'token.refresh_token', result: 'reuse_detected', clientId: client.clientId, tokenHashPrefix: oldHash, detail: { familyRevoked: true } },
+      'warn',
+    );
+    throw markAudited(rejected);
   }
   if (outcome !== 'ok') throw rejected;
   await keepRegistrationAlive(ctx, client, pair.refresh);
-  ctx.logger.info({ clientId: client.clientId, grant: GRANT_REFRESH_TOKEN }, 'token issued');
+  await recordIssued(ctx, 'token.refresh_token', client, pair, { rotatedFrom: oldHash.slice(0, 8) });
   writeJson(res, 200, pair.body, NO_CACHE);
 }
 
@@ -196,13 +203,35 @@ async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: Serve
   } catch (err) {
     throw storeUnavailable(err);
   }
-  ctx.logger.info({ subject: identity.subject, grant: GRANT_TOKEN_EXCHANGE, tokenHashPrefix: tokenHash.slice(0, 8) }, 'user-grade token issued');
+  ctx.metrics.tokensIssued.labels('user').inc();
+  await ctx.audit.record({
+    who: 'user',
+    action: 'token.token_exchange',
+    result: 'ok',
+    subject: identity.subject,
+    tokenHashPrefix: tokenHash,
+    ...(authenticated ? { clientId: authenticated.client.clientId } : {}),
+  });
   writeJson(
     res,
     200,
     { access_token: raw, issued_token_type: TOKEN_TYPE_ACCESS_TOKEN, token_type: 'Bearer', expires_in: TTL_7_DAYS / 1000 },
     NO_CACHE,
   );
+}
+
+/** Metrics and the audit event of a successful client_credentials or refresh_token grant. */
+async function recordIssued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string> = {}): Promise<void> {
+  ctx.metrics.tokensIssued.labels('oauth_access').inc();
+  if (pair.refresh) ctx.metrics.tokensIssued.labels('oauth_refresh').inc();
+  await ctx.audit.record({
+    who: clientActor(client.clientId),
+    action,
+    result: 'ok',
+    clientId: client.clientId,
+    tokenHashPrefix: pair.access.tokenHash,
+    detail: { refreshToken: pair.refresh !== undefined, ...detail },
+  });
 }
 
 /**

@@ -1,0 +1,90 @@
+// The audit trail: every admin operation, every issuance and every revocation is one event
+// {at, who, action, result, clientId?, tokenHashPrefix?, subject?, detail?}. Each event is one log line
+// (`"msg":"audit"`, at info; warn for a refresh-token reuse) and, with `audit.stream: true`, one entry
+// of the capped Redis stream `<keyPrefix>audit` (XADD ... MAXLEN ~ audit.maxLen), which the admin
+// operation `listAuditEvents` reads back.
+//
+// No secret is ever part of an event: a token appears as the first 8 hex characters of its SHA-256.
+// Failures by callers that did not authenticate (`who: anonymous`) go to the log only, so a flood of
+// bad requests cannot push the real events out of the capped stream; failures because the store is
+// down go to the log only too (appending would fail the same way, and only delay the 503).
+// Recording never throws: an audit stream that cannot be written is a warning, not a failed request.
+
+import type { Clock } from './clock.ts';
+import type { Logger } from './logger.ts';
+import type { AuditEvent, StoredAuditEvent, TokenStore } from './store/types.ts';
+
+export type { AuditEvent, StoredAuditEvent };
+
+export type AuditInput = Omit<AuditEvent, 'at'>;
+
+export interface AuditOptions {
+  logger: Logger;
+  store: TokenStore;
+  clock: Clock;
+  /** Append to the Redis stream as well as to the log. */
+  stream: boolean;
+  maxLen: number;
+}
+
+const MAX_TEXT = 200;
+
+/** The first 8 hex characters of a token hash: enough to find a record, useless to an attacker. */
+export function hashPrefix(tokenHash: string): string {
+  return tokenHash.slice(0, 8);
+}
+
+export function clientActor(clientId: string): string {
+  return `client:${clientId}`;
+}
+
+function clip(text: string): string {
+  return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text;
+}
+
+export class Audit {
+  readonly #options: AuditOptions;
+
+  constructor(options: AuditOptions) {
+    this.#options = options;
+  }
+
+  get streamEnabled(): boolean {
+    return this.#options.stream;
+  }
+
+  /** Logs the event and, when it qualifies, appends it to the stream. Resolves once both are done; never rejects. */
+  async record(input: AuditInput, level: 'info' | 'warn' = 'info'): Promise<void> {
+    const event: AuditEvent = { at: this.#options.clock.now(), who: clip(input.who), action: clip(input.action), result: clip(input.result) };
+    if (input.clientId !== undefined) event.clientId = clip(input.clientId);
+    if (input.tokenHashPrefix !== undefined) event.tokenHashPrefix = hashPrefix(input.tokenHashPrefix);
+    if (input.subject !== undefined) event.subject = clip(input.subject);
+    if (input.detail !== undefined) event.detail = input.detail;
+    this.#options.logger[level]({ audit: event }, 'audit');
+    if (!this.#options.stream) return;
+    if (event.result === 'temporarily_unavailable') return;
+    if (event.who === 'anonymous' && event.result !== 'ok') return;
+    try {
+      await this.#options.store.appendAudit(event, this.#options.maxLen);
+    } catch (err) {
+      this.#options.logger.warn({ err: { message: (err as Error).message }, action: event.action }, 'audit event not appended to the audit stream');
+    }
+  }
+
+  /** The newest `count` events of the stream (empty when the stream is off and was never written). */
+  list(count: number): Promise<StoredAuditEvent[]> {
+    return this.#options.store.listAuditEvents(count);
+  }
+}
+
+const AUDITED = new WeakSet<object>();
+
+/** Marks an error whose audit event the handler already recorded (the route layer then records none). */
+export function markAudited<E extends object>(err: E): E {
+  AUDITED.add(err);
+  return err;
+}
+
+export function wasAudited(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && AUDITED.has(err);
+}
