@@ -1,0 +1,21 @@
+#!/usr/bin/env node
+// mcp-bearer-proxy: `admin ...`, `token ...` and `help` go to the command line (src/cli.ts); anything
+// else starts the sidecar (src/main.ts) with the same arguments (--config FILE, --check-config).
+// The sources are TypeScript, run through tsx's loader, registered here.
+
+import { register } from 'tsx/esm/api';
+
+register();
+
+const command = process.argv[2];
+if (command === 'admin' || command === 'token' || command === 'help' || command === '--help' || command === '-h') {
+  const { main } = await import('../src/cli.ts');
+  try {
+    process.exitCode = await main(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`mcp-bearer-proxy: unexpected failure: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  }
+} else {
+  await import('../src/main.ts');
+}
