@@ -163,6 +163,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
     if (path === '/mcp') {
+      // Node accepts any coding list that ends in chunked ("gzip, chunked", or two headers merged into
+      // "identity, chunked") and would pass it on verbatim: an upstream that reads it differently
+      // desyncs (request smuggling). Only plain chunked framing is forwarded.
+      const te = req.headers['transfer-encoding'];
+      if (te !== undefined && te.toLowerCase() !== 'chunked') throw new HttpError(400, 'invalid_request', 'unsupported Transfer-Encoding');
       const principal = await authenticate(req);
       checkBodyLimit(req);
       rewriteHeaders(req, principal);
