@@ -188,7 +188,14 @@ export function createProxyServer(deps: ProxyDeps): Server {
   }
 
   const server = createServer(
-    { maxHeaderSize: config.proxy.maxHeaderBytes, requestTimeout: config.proxy.requestTimeoutMs, headersTimeout: config.proxy.headersTimeoutMs },
+    {
+      maxHeaderSize: config.proxy.maxHeaderBytes,
+      requestTimeout: config.proxy.requestTimeoutMs,
+      headersTimeout: config.proxy.headersTimeoutMs,
+      // Node checks both timeouts only every connectionsCheckingInterval (default 30 s), which would let
+      // a slowloris client hold a connection up to 30 s past them: check at a quarter of the headers bound.
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.proxy.headersTimeoutMs / 4))),
+    },
     (req, res) => {
       const started = performance.now();
       res.once('close', () => accessLog(logger, req, res, started));
