@@ -253,12 +253,15 @@ export function describe(err: unknown): { message: string; code?: string } {
   return { message: String(err) };
 }
 
+/** What the upstream sees of a health probe: no credential, no identity headers, a name it can log. */
+export const PROBE_HEADERS = { accept: 'application/json', 'user-agent': 'mcp-bearer-proxy-health-probe' } as const;
+
 /** Any HTTP answer from the upstream within the bound counts as reachable; the response is discarded. */
 export function probeUpstream(upstreamUrl: string, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     const url = new URL(upstreamUrl);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
-    const req = send(url, { method: 'GET', headers: { accept: 'application/json' }, timeout: timeoutMs }, (res) => {
+    const req = send(url, { method: 'GET', headers: PROBE_HEADERS, timeout: timeoutMs }, (res) => {
       res.destroy();
       resolve(true);
     });

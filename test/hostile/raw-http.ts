@@ -13,7 +13,7 @@ export interface RawResponse {
 }
 
 /** Parses as many complete responses as `buf` holds; returns them and the bytes consumed. */
-function parseResponses(buf: Buffer, ended: boolean): { responses: RawResponse[]; used: number } {
+function parseResponses(buf: Buffer, ended: boolean, head = false): { responses: RawResponse[]; used: number } {
   const responses: RawResponse[] = [];
   let at = 0;
   for (;;) {
@@ -28,6 +28,12 @@ function parseResponses(buf: Buffer, ended: boolean): { responses: RawResponse[]
     }
     let bodyStart = headEnd + 4;
     if (status === 100) {
+      at = bodyStart;
+      continue;
+    }
+    if (head) {
+      // A response to HEAD never has a body, whatever its Content-Length says.
+      responses.push({ status, headers, body: '' });
       at = bodyStart;
       continue;
     }
@@ -142,8 +148,9 @@ export class RawConnection {
   /** Writes the request and resolves with the first complete response, or 'closed'. */
   async request(bytes: Buffer | string): Promise<RawResponse | 'closed'> {
     this.#socket.write(bytes);
+    const head = (typeof bytes === 'string' ? bytes : bytes.toString('latin1', 0, 5)).startsWith('HEAD ');
     for (;;) {
-      const { responses, used } = parseResponses(this.#buf, this.#ended);
+      const { responses, used } = parseResponses(this.#buf, this.#ended, head);
       if (responses.length > 0) {
         this.#buf = this.#buf.subarray(used);
         const first = responses[0]!;
