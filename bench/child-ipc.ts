@@ -2,6 +2,8 @@
 // `{type:'ready', ...}`, then answers `{type:'stats', id, gc?}` with its own memory and CPU counters,
 // and exits cleanly on `{type:'stop'}` (so `--cpu-prof` can write its profile).
 
+import { writeHeapSnapshot } from 'node:v8';
+
 export interface ProcessStats {
   rss: number;
   heapUsed: number;
@@ -10,7 +12,7 @@ export interface ProcessStats {
   cpuMicros: number;
 }
 
-export type ChildRequest = { type: 'stats'; id: number; gc?: boolean } | { type: 'stop' };
+export type ChildRequest = { type: 'stats'; id: number; gc?: boolean; heapSnapshot?: string } | { type: 'stop' };
 export type ChildMessage = { type: 'ready'; urls: Record<string, string> } | ({ type: 'stats'; id: number } & ProcessStats);
 
 export function serveChild(urls: Record<string, string>, stop: () => Promise<void>): void {
@@ -22,6 +24,7 @@ export function serveChild(urls: Record<string, string>, stop: () => Promise<voi
         gc();
         gc();
       }
+      if (message.heapSnapshot) writeHeapSnapshot(message.heapSnapshot);
       const memory = process.memoryUsage();
       const cpu = process.cpuUsage();
       send({ type: 'stats', id: message.id, rss: memory.rss, heapUsed: memory.heapUsed, external: memory.external, cpuMicros: cpu.user + cpu.system });

@@ -53,11 +53,12 @@ export class Child {
     return new Child(name, child, urls);
   }
 
-  stats(gc = false): Promise<ProcessStats> {
+  /** Memory and CPU counters; `gc` collects first; `heapSnapshot` also writes one to that file. */
+  stats(gc = false, heapSnapshot?: string): Promise<ProcessStats> {
     const id = ++this.#nextId;
     return new Promise((resolve) => {
       this.#waiting.set(id, resolve);
-      this.#process.send({ type: 'stats', id, gc } satisfies ChildRequest);
+      this.#process.send({ type: 'stats', id, gc, ...(heapSnapshot ? { heapSnapshot } : {}) } satisfies ChildRequest);
     });
   }
 

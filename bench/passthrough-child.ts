@@ -1,5 +1,6 @@
 // The floor: a plain http-proxy pass-through with no authentication, over the same keep-alive agent
 // settings as the sidecar's forwarder (src/proxy/forwarder.ts). Any path is sent to the upstream as is.
+// No header timeout, no metrics, no logging, no SSE header flush: the floor of what a Node proxy costs.
 
 import { once } from 'node:events';
 import { Agent, createServer } from 'node:http';
@@ -14,6 +15,13 @@ proxy.on('error', (_err, _req, res) => {
   const response = res as import('node:http').ServerResponse;
   if (!response.headersSent) response.writeHead(502);
   response.end();
+});
+// The one addition every pass-through needs: http-proxy 1.18 does not end the upstream request when
+// the client goes away after its request was complete (a GET stream), and would leak it upstream.
+proxy.on('proxyReq', (proxyReq, _req, res) => {
+  res.once('close', () => {
+    if (!res.writableFinished) proxyReq.destroy();
+  });
 });
 const server = createServer((req, res) => proxy.web(req, res));
 server.timeout = 0;

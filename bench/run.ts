@@ -11,8 +11,8 @@
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
 // BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=post,sse,idle,soak,
-// BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
-// BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
+// BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
+// BENCH_HEAP_SNAPSHOTS=<dir> (heap snapshots around the idle-stream scenario), BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
 
 import { execSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -42,11 +42,15 @@ const WARMUP_SECONDS = 1;
 const CONNECTIONS = [1, 32, 256];
 const SSE_EVENTS = QUICK ? 1000 : 10_000;
 const SSE_ROUNDS = QUICK ? 1 : 3;
-const IDLE_STREAMS = QUICK ? 100 : 1000;
+const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
 const CPU_PROF = env.BENCH_CPU_PROF === '1';
 const ONLY = new Set((env.BENCH_ONLY ?? 'post,sse,idle,soak').split(',').map((s) => s.trim()));
+// BENCH_BASELINE=<git ref>: a second sidecar built from that commit's src/, measured as target (f).
+const BASELINE = env.BENCH_BASELINE;
+const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
+const PARTIAL = QUICK || ONLY.size < 4 || TARGETS.size < 5 || BASELINE !== undefined;
 
-type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e';
+type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f';
 interface Target {
   key: TargetKey;
   label: string;
@@ -77,9 +81,17 @@ async function cleanup(): Promise<void> {
   rmSync(tmp, { recursive: true, force: true });
 }
 
-process.once('SIGINT', () => {
-  void cleanup().finally(() => process.exit(130));
-});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+// Nothing here may hang a CI job: past this bound the run fails (and cleans up).
+const WATCHDOG_MS = Number(env.BENCH_WATCHDOG_SECONDS ?? 600) * 1000;
+setTimeout(() => {
+  process.stderr.write(`bench: still running after ${WATCHDOG_MS / 1000} s, giving up\n`);
+  void cleanup().finally(() => process.exit(1));
+}, WATCHDOG_MS).unref();
 
 async function setUp() {
   redisServer = await startRedisServer();
@@ -91,24 +103,46 @@ async function setUp() {
   children.push(upstream);
   const upstreamUrl = upstream.urls.url!;
 
-  const sidecarLog = openSync(join(tmp, 'sidecar.log'), 'a');
   const profileDir = join(BENCH_DIR, 'results', 'profiles');
   if (CPU_PROF) mkdirSync(profileDir, { recursive: true });
-  const [sidecar, passthrough] = await Promise.all([
-    Child.start('sidecar', join(BENCH_DIR, 'sidecar-child.ts'), {
-      env: {
-        BENCH_MASTER_TOKEN: masterToken,
-        BENCH_REDIS_URL: redisServer.url,
-        BENCH_UPSTREAM_URL: upstreamUrl,
-        BENCH_LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
-      },
-      execArgv: CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
-      stdout: sidecarLog,
-    }),
-    Child.start('passthrough', join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: upstreamUrl } }),
+  let baselineSrc: string | undefined;
+  if (BASELINE) {
+    const dir = join(tmp, 'baseline');
+    mkdirSync(dir);
+    execSync(`git archive ${JSON.stringify(BASELINE)} src | tar -x -C ${JSON.stringify(dir)}`, { cwd: ROOT });
+    baselineSrc = join(dir, 'src');
+  }
+  /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
+  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean } = {}) => {
+    const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
+    try {
+      const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
+        env: {
+          ...(options.srcDir ? { BENCH_SRC_DIR: options.srcDir } : {}),
+          BENCH_MASTER_TOKEN: masterToken,
+          BENCH_REDIS_URL: redisServer!.url,
+          BENCH_UPSTREAM_URL: upstreamUrl,
+          BENCH_LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
+        },
+        execArgv: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+        stdout: logFd,
+      });
+      children.push(child);
+      return child;
+    } finally {
+      closeSync(logFd);
+    }
+  };
+  const spawnPassthrough = async (name: string) => {
+    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: upstreamUrl } });
+    children.push(child);
+    return child;
+  };
+  const [sidecar, passthrough, baseline] = await Promise.all([
+    spawnSidecar('sidecar', { profile: CPU_PROF }),
+    spawnPassthrough('passthrough'),
+    baselineSrc ? spawnSidecar('baseline sidecar', { srcDir: baselineSrc }) : undefined,
   ]);
-  closeSync(sidecarLog);
-  children.push(sidecar, passthrough);
 
   // (b) an OAuth access token, through the admin listener as an operator would get one.
   const admin = async (op: string, body: Record<string, unknown>) => {
@@ -149,13 +183,16 @@ async function setUp() {
     { key: 'd', label: '(d) sidecar, unknown token: 401', url: sidecarMcp, authorization: `Bearer ${randomBytes(32).toString('hex')}`, proxy: sidecar, expectStatus: 401 },
     { key: 'e', label: '(e) plain http-proxy, no auth', url: `${passthrough.urls.proxyUrl}/mcp`, proxy: passthrough, expectStatus: 200 },
   ];
+  if (baseline) {
+    targets.push({ key: 'f', label: `(f) sidecar at ${BASELINE}, OAuth token`, url: `${baseline.urls.proxyUrl}/mcp`, authorization: `Bearer ${oauthToken}`, proxy: baseline, expectStatus: 200 });
+  }
   // One MCP session per target, opened through that target: the upstream is stateful.
   for (const t of targets) {
     if (t.key === 'd') continue;
     t.sessionId = await openSession(t);
   }
   targets.find((t) => t.key === 'd')!.sessionId = targets.find((t) => t.key === 'b')!.sessionId;
-  return { upstream, sidecar, passthrough, targets };
+  return { upstream, sidecar, passthrough, targets, spawnSidecar, spawnPassthrough, baselineSrc };
 }
 
 function mcpHeaders(t: Target): Record<string, string> {
@@ -444,26 +481,41 @@ async function holdIdleStreams(t: Target, count: number): Promise<{ requests: Cl
   return { requests, responses };
 }
 
-async function idleScenario(targets: Target[]): Promise<Map<TargetKey, IdleSummary>> {
+type Spawn = { sidecar: () => Promise<Child>; passthrough: () => Promise<Child>; baseline?: () => Promise<Child> };
+
+/**
+ * Each proxy is measured in a process of its own started for this (a process that has already run
+ * the load scenarios has free heap and RSS to spare, and would show next to nothing per stream).
+ */
+async function idleScenario(targets: Target[], spawn: Spawn): Promise<Map<TargetKey, IdleSummary>> {
   const out = new Map<TargetKey, IdleSummary>();
-  for (const key of ['b', 'e'] as const) {
-    const t = targets.find((x) => x.key === key)!;
-    const proxy = t.proxy!;
-    // A first round so that one-off allocations (buffers, JIT) are not billed to the streams.
+  const plan: Array<[TargetKey, () => Promise<Child>]> = [
+    ['b', spawn.sidecar],
+    ['e', spawn.passthrough],
+  ];
+  if (spawn.baseline) plan.push(['f', spawn.baseline]);
+  for (const [key, start] of plan) {
+    const proxy = await start();
+    const template = targets.find((x) => x.key === key)!;
+    const t: Target = { ...template, url: `${proxy.urls.proxyUrl}/mcp`, proxy };
+    // A first round so that one-off allocations (buffers, JIT, agent sockets) are not billed to the streams.
     const warm = await holdIdleStreams(t, Math.min(100, IDLE_STREAMS));
-    await closeAll(warm.requests, proxy, t);
-    const before = await proxy.stats(true);
+    await closeAll(warm.requests, t);
+    // BENCH_HEAP_SNAPSHOTS=dir: heap snapshots before and with the streams open (diagnosis only).
+    const snapshot = (when: string) => (env.BENCH_HEAP_SNAPSHOTS ? join(env.BENCH_HEAP_SNAPSHOTS, `${key}-${when}.heapsnapshot`) : undefined);
+    const before = await proxy.stats(true, snapshot('before'));
     const held = await holdIdleStreams(t, IDLE_STREAMS);
-    const open = await proxy.stats(true);
-    await closeAll(held.requests, proxy, t);
+    const open = await proxy.stats(true, snapshot('open'));
+    await closeAll(held.requests, t);
     const closed = await proxy.stats(true);
+    await proxy.stop();
     out.set(key, { before, open, closed, streams: IDLE_STREAMS });
     log(`idle streams: ${IDLE_STREAMS} through ${t.label} measured`);
   }
   return out;
 }
 
-async function closeAll(requests: ClientRequest[], _proxy: Child, t: Target): Promise<void> {
+async function closeAll(requests: ClientRequest[], t: Target): Promise<void> {
   await Promise.all(
     requests.map(
       (req) =>
@@ -590,7 +642,12 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   const out: string[] = [];
   out.push('## Benchmark results', '');
   out.push(`- date: ${meta.date}`);
-  out.push(`- command: \`${QUICK ? 'BENCH_QUICK=1 ' : ''}npm run bench\` (${ROUNDS} rounds × ${CELL_SECONDS} s per target per connection count, targets alternated; soak ${SOAK_SECONDS} s; whole run ${meta.wallSeconds.toFixed(0)} s)`);
+  const settings = ['QUICK', 'ONLY', 'TARGETS', 'ROUNDS', 'CELL_SECONDS', 'SOAK_SECONDS', 'LOG_LEVEL', 'CPU_PROF']
+    .filter((k) => env[`BENCH_${k}`] !== undefined)
+    .map((k) => `BENCH_${k}=${env[`BENCH_${k}`]} `)
+    .join('');
+  out.push(`- command: \`${settings}npm run bench\` (whole run ${meta.wallSeconds.toFixed(0)} s)`);
+  out.push(`- POSTs: ${ROUNDS} rounds × ${CELL_SECONDS} s per target per connection count, targets alternated round-robin, the first ${RAMP_SECONDS} s of each cell not counted; SSE: ${SSE_ROUNDS} rounds; soak ${SOAK_SECONDS} s`);
   for (const m of machine()) out.push(`- machine: ${m}`);
   out.push(`- load before: \`${meta.loadBefore}\``, `- load after: \`${meta.loadAfter}\``);
   out.push(
@@ -623,11 +680,12 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
     out.push(table(['conns', 'target', 'req/s', 'p50', 'p99', 'p99.9', 'unexpected', 'proxy CPU', 'proxy CPU µs/req', 'proxy RSS MiB', 'upstream CPU µs/req'], rows), '');
     out.push('Ratios and added latency (sidecar with an OAuth token, (b), against the others):', '');
     const ratioRows: string[][] = [];
+    const missing: CellSummary = { rps: NaN, p50: NaN, p99: NaN, p999: NaN, requests: 0, unexpected: 0, errors: 0, proxyCpuPercent: NaN, proxyCpuPerRequest: NaN, upstreamCpuPerRequest: NaN, proxyRss: NaN };
     for (const [connections, cells] of results.post) {
-      const a = cells.get('a')!;
-      const b = cells.get('b')!;
-      const c = cells.get('c')!;
-      const e = cells.get('e')!;
+      const a = cells.get('a') ?? missing;
+      const b = cells.get('b') ?? missing;
+      const c = cells.get('c') ?? missing;
+      const e = cells.get('e') ?? missing;
       ratioRows.push([
         String(connections),
         fmt.ratio(b.rps / a.rps),
@@ -693,14 +751,15 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   const one = results.post?.get(1);
   if (results.post) {
     for (const [connections, cells] of results.post) {
-      const r = cells.get('b')!.rps / cells.get('e')!.rps;
+      const r = (cells.get('b')?.rps ?? NaN) / (cells.get('e')?.rps ?? NaN);
       checks.push([`(b) >= 0.9x (e) throughput, ${connections} conn`, fmt.ratio(r), r >= 0.9 ? 'met' : 'not met']);
     }
   }
   if (one) {
-    const added = one.get('b')!.p50 - one.get('e')!.p50;
+    const p50 = (k: TargetKey) => one.get(k)?.p50 ?? NaN;
+    const added = p50('b') - p50('e');
     checks.push(['added p50 < 0.5 ms at 1 conn (vs (e))', `${fmt.signedMs(added)} ms`, added < 0.5 ? 'met' : 'not met']);
-    const addedA = one.get('b')!.p50 - one.get('a')!.p50;
+    const addedA = p50('b') - p50('a');
     checks.push(['added p50 < 0.5 ms at 1 conn (vs (a))', `${fmt.signedMs(addedA)} ms`, addedA < 0.5 ? 'met' : 'not met']);
   }
   if (results.sse) {
@@ -730,12 +789,18 @@ async function main(): Promise<void> {
   const date = new Date().toISOString();
   const loadBefore = uptime();
   log(`setting up in ${tmp}`);
-  const { upstream, sidecar, targets } = await setUp();
+  const { upstream, sidecar, targets, spawnSidecar, spawnPassthrough, baselineSrc } = await setUp();
   log(`upstream ${upstream.urls.url}, sidecar ${sidecar.urls.proxyUrl} (pid ${sidecar.pid})`);
   const results: Results = {};
-  if (ONLY.has('post')) results.post = await postScenario(targets, upstream);
+  if (ONLY.has('post')) results.post = await postScenario(targets.filter((t) => TARGETS.has(t.key)), upstream);
   if (ONLY.has('sse')) results.sse = await sseScenario(targets);
-  if (ONLY.has('idle')) results.idle = await idleScenario(targets);
+  if (ONLY.has('idle')) {
+    results.idle = await idleScenario(targets, {
+      sidecar: () => spawnSidecar('idle-stream sidecar'),
+      passthrough: () => spawnPassthrough('idle-stream passthrough'),
+      ...(baselineSrc ? { baseline: () => spawnSidecar('idle-stream baseline sidecar', { srcDir: baselineSrc }) } : {}),
+    });
+  }
   if (ONLY.has('soak')) {
     log(`soak: ${SOAK_SECONDS} s`);
     results.soak = await soakScenario(targets, sidecar);
@@ -745,7 +810,7 @@ async function main(): Promise<void> {
   const text = report(targets, results, { date, loadBefore, loadAfter, wallSeconds: (now() - startedAt) / 1000 });
   process.stdout.write(`${text}\n`);
   // Only a full default run replaces the committed results; a smoke or partial run goes to BENCH_OUT if set.
-  const file = env.BENCH_OUT ?? (QUICK || ONLY.size < 4 ? undefined : join(BENCH_DIR, 'results', 'latest.md'));
+  const file = env.BENCH_OUT ?? (PARTIAL ? undefined : join(BENCH_DIR, 'results', 'latest.md'));
   if (file) {
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${text}\n`);

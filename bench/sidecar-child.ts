@@ -1,11 +1,17 @@
 // The sidecar as production builds it (createSidecar, Redis store from the config), in a process of
-// its own so that its RSS and CPU are its alone. Configured by the parent through the environment.
+// its own so that its RSS and CPU are its alone. Configured by the parent through the environment;
+// BENCH_SRC_DIR runs another copy of src/ (BENCH_BASELINE: an earlier commit, side by side).
 
-import { createSidecar } from '../src/app.ts';
-import { buildConfig, type LogLevel } from '../src/config.ts';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { LogLevel } from '../src/config.ts';
 import { serveChild } from './child-ipc.ts';
 
 const env = process.env;
+const src = env.BENCH_SRC_DIR ?? join(import.meta.dirname, '..', 'src');
+const { createSidecar } = (await import(pathToFileURL(join(src, 'app.ts')).href)) as typeof import('../src/app.ts');
+const { buildConfig } = (await import(pathToFileURL(join(src, 'config.ts')).href)) as typeof import('../src/config.ts');
+
 const config = buildConfig(
   {
     masterToken: env.BENCH_MASTER_TOKEN,
