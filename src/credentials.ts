@@ -75,23 +75,38 @@ export function parseAuthorization(rawHeaders: readonly string[]): ParsedAuthori
   return TOKEN_PATTERN.test(token) ? { kind: 'token', token } : MALFORMED;
 }
 
+/** The two primitives of the master-token check. Production uses node:crypto; a test may pass wrappers to observe the path taken. */
+export interface MasterTokenPrimitives {
+  /** HMAC-SHA-256 of `text` (UTF-8) under `key`: 32 bytes. */
+  hmac(key: Buffer, text: string): Buffer;
+  /** Constant-time comparison of two equally long buffers. */
+  equal(a: Buffer, b: Buffer): boolean;
+}
+
+const NODE_CRYPTO: MasterTokenPrimitives = Object.freeze({
+  hmac: (key: Buffer, text: string) => createHmac('sha256', key).update(text, 'utf8').digest(),
+  equal: (a: Buffer, b: Buffer) => timingSafeEqual(a, b),
+});
+
 /**
  * Constant-time master-token check without a length leak: both sides are reduced to a keyed
  * HMAC-SHA-256 under a per-process random key, then compared with timingSafeEqual (always 32 bytes).
+ * Every candidate, whatever its length, prefix or type, takes the same path: one HMAC, one comparison.
  */
 export class MasterToken {
   readonly #key = randomBytes(32);
   readonly #digest: Buffer;
+  readonly #crypto: MasterTokenPrimitives;
 
-  constructor(secret: string) {
+  constructor(secret: string, primitives: MasterTokenPrimitives = NODE_CRYPTO) {
     if (!isTokenShaped(secret)) throw new Error('master token must be exactly 64 lowercase hex characters');
-    this.#digest = createHmac('sha256', this.#key).update(secret, 'utf8').digest();
+    this.#crypto = primitives;
+    this.#digest = primitives.hmac(this.#key, secret);
   }
 
   matches(candidate: unknown): boolean {
     const text = typeof candidate === 'string' ? candidate : '';
-    const digest = createHmac('sha256', this.#key).update(text, 'utf8').digest();
-    return timingSafeEqual(digest, this.#digest);
+    return this.#crypto.equal(this.#crypto.hmac(this.#key, text), this.#digest);
   }
 }
 
