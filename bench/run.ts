@@ -16,7 +16,7 @@
 
 import { execSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync, symlinkSync } from "node:fs";
 import { request as httpRequest, type IncomingMessage, type ClientRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -110,6 +110,8 @@ async function setUp() {
     const dir = join(tmp, 'baseline');
     mkdirSync(dir);
     execSync(`git archive ${JSON.stringify(BASELINE)} src | tar -x -C ${JSON.stringify(dir)}`, { cwd: ROOT });
+    // The baseline's imports resolve against this checkout's dependencies.
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */

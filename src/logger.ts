@@ -57,6 +57,17 @@ export function createLogger(level: LogLevel, destination?: DestinationStream, f
   return destination ? pino(options, destination) : pino(options);
 }
 
+/**
+ * The logger for the one-line-per-request access log. Its fields are built by the proxy from known,
+ * non-secret values (method, path without query, status, duration, auth kind, subject or clientId,
+ * denial reason, upstream status), so the name-based redaction above has nothing to find there, and
+ * it costs ~90 µs a line against ~6 µs without it (measured with 48 paths; see README, Performance).
+ * Never log a request's headers or body through this logger.
+ */
+export function accessLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: { paths: [] } });
+}
+
 const LEVELS: Record<number, [name: string, color: string]> = {
   10: ['TRACE', '90'],
   20: ['DEBUG', '90'],

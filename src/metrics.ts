@@ -82,6 +82,7 @@ export class Metrics {
 
   readonly forwarded = this.requests.labels('forwarded', '');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
+  readonly #upstream = new Map<string, Counter.Internal>();
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
@@ -97,7 +98,13 @@ export class Metrics {
   }
 
   upstreamStatus(status: number | 'error'): void {
-    this.upstreamResponses.labels(status === 'error' ? 'error' : `${Math.floor(status / 100)}xx`).inc();
+    const key = status === 'error' ? 'error' : `${Math.floor(status / 100)}xx`;
+    let child = this.#upstream.get(key);
+    if (!child) {
+      child = this.upstreamResponses.labels(key);
+      this.#upstream.set(key, child);
+    }
+    child.inc();
   }
 
   /** What `mcp_auth_store_up` reports at each scrape. */

@@ -33,7 +33,13 @@ export interface Forwarder {
 }
 
 const GATEWAY_TIMEOUT = Symbol('gatewayTimeout');
-type TimedRequest = IncomingMessage & { [GATEWAY_TIMEOUT]?: boolean };
+const UPSTREAM_STATUS = Symbol('upstreamStatus');
+type TimedRequest = IncomingMessage & { [GATEWAY_TIMEOUT]?: boolean; [UPSTREAM_STATUS]?: number | 'error' };
+
+/** The upstream's answer to a forwarded request (its status, or `error`); undefined if not forwarded. */
+export function upstreamStatusOf(req: IncomingMessage): number | 'error' | undefined {
+  return (req as TimedRequest)[UPSTREAM_STATUS];
+}
 
 const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
 
@@ -71,7 +77,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     // Registered after http-proxy's own 'response' listener, so the headers are already copied to res.
     proxyReq.once('response', (proxyRes: IncomingMessage) => {
       clearTimeout(timer);
-      options.onUpstreamResult?.(proxyRes.statusCode ?? 0, req);
+      const status = proxyRes.statusCode ?? 0;
+      (req as TimedRequest)[UPSTREAM_STATUS] = status;
+      options.onUpstreamResult?.(status, req);
       const type = proxyRes.headers['content-type'];
       if (typeof type === 'string' && type.startsWith('text/event-stream')) streamOpened(req, res, proxyRes);
       // An upstream that breaks off a response after its headers: http-proxy's pipe never ends `res`,
@@ -90,10 +98,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   });
 
   function streamOpened(req: IncomingMessage, res: ServerResponse, proxyRes: IncomingMessage): void {
-    // An SSE response may carry no event for a long time: the client must get the headers now, and
-    // each event as soon as it arrives (no Nagle delay), not when a buffer fills.
-    res.flushHeaders();
-    res.socket?.setNoDelay(true);
+    // An SSE response may carry no event for a long time: the client must get the headers even then.
+    // Usually the first event arrived with them and goes out in the same write (pipe() flows on the
+    // next tick, before this check); only a stream with nothing to send yet gets its headers alone.
+    // Events are never held back: the server socket has Nagle off (http.Server noDelay, the default).
+    setImmediate(() => {
+      if (!res.headersSent && !res.destroyed) res.flushHeaders();
+    });
     streams.set(res, { method: req.method ?? 'GET', proxyRes });
     options.onStreamOpen?.();
     res.once('close', () => {
@@ -113,6 +124,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       response.destroy();
       return;
     }
+    (req as TimedRequest)[UPSTREAM_STATUS] = 'error';
     options.onUpstreamResult?.('error', req);
     const code = (err as NodeJS.ErrnoException).code;
     if ((req as TimedRequest)[GATEWAY_TIMEOUT] || code === 'ETIMEDOUT') {

@@ -10,11 +10,11 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
 import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '../errors.ts';
-import type { Logger } from '../logger.ts';
+import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
 import { tooManyRequests, type FailedAuthLimiter } from '../rate-limits.ts';
-import type { Forwarder } from './forwarder.ts';
+import { upstreamStatusOf, type Forwarder } from './forwarder.ts';
 
 /** Extra routes on the proxy listener (OAuth metadata and endpoints); true when handled. */
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
@@ -48,6 +48,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     else trusted.addSubnet(address, Number(bits), family);
   }
   const hasTrustedProxies = config.proxy.trustedProxies.length > 0;
+  const access = accessLogger(logger);
 
   function challenge(error: boolean): string {
     const base = `Bearer realm="mcp", resource_metadata="${deps.publicUrl()}/.well-known/oauth-protected-resource/mcp"`;
@@ -198,7 +199,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     },
     (req, res) => {
       const started = performance.now();
-      res.once('close', () => accessLog(logger, req, res, started));
+      res.once('close', () => accessLog(access, req, res, started));
       handle(req, res).catch((err: unknown) => {
         if (err instanceof HttpError) {
           // A refused request's body is never read: answer, then close rather than drain it.
@@ -233,7 +234,9 @@ function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, st
       durationMs: Math.round((performance.now() - started) * 1000) / 1000,
       authKind: r[PRINCIPAL]?.kind,
       subject: r[PRINCIPAL]?.subject,
+      clientId: r[PRINCIPAL]?.clientId,
       denial: r[DENIAL],
+      upstreamStatus: upstreamStatusOf(req),
       aborted: !res.writableFinished || undefined,
     },
     'request',

@@ -49,7 +49,7 @@ describe('no secret in any log line of a full run', () => {
     }
   });
 
-  it('one access line per proxy request: method, path, status, duration, auth kind, subject, denial', () => {
+  it('one access line per proxy request: method, path, status, duration, auth kind, subject, clientId, denial, upstream status', () => {
     const access = t.stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.msg === 'request');
     expect(access.length).toBeGreaterThan(20);
     for (const e of access) {
@@ -58,7 +58,9 @@ describe('no secret in any log line of a full run', () => {
       expect(typeof e.status).toBe('number');
       expect(typeof e.durationMs).toBe('number');
     }
-    expect(access.some((e) => e.path === '/mcp' && e.status === 200 && e.authKind === 'oauth' && e.subject === traffic.clientId)).toBe(true);
+    expect(access.some((e) => e.path === '/mcp' && e.status === 200 && e.authKind === 'oauth' && e.subject === traffic.clientId && e.clientId === traffic.clientId && e.upstreamStatus === 200)).toBe(true);
+    // Refused requests never reached the upstream: no upstream status on their lines.
+    expect(access.filter((e) => e.status === 401).every((e) => e.upstreamStatus === undefined)).toBe(true);
     expect(access.some((e) => e.path === '/mcp' && e.status === 200 && e.authKind === 'user' && e.subject === 'alice')).toBe(true);
     expect(access.some((e) => e.path === '/mcp' && e.status === 401 && e.denial === 'unknown')).toBe(true);
     expect(access.some((e) => e.path === '/mcp' && e.status === 401 && e.denial === 'revoked')).toBe(true);
