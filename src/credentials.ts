@@ -2,7 +2,7 @@
 // decides whether a stored record (as the store returns it, raw string fields) still authorizes.
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis.
 
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** 7 × 24 × 60 × 60 × 1000 ms: the seed's fixed user-grade lifetime (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
@@ -42,7 +42,7 @@ export function generateToken(): string {
 
 /** SHA-256 of the raw token as 64 lowercase hex: the only form of an issued token that is ever stored. */
 export function hashToken(raw: string): string {
-  return createHash('sha256').update(raw, 'utf8').digest('hex');
+  return hash('sha256', raw, 'hex');
 }
 
 export function isTokenShaped(value: string): boolean {
@@ -77,36 +77,43 @@ export function parseAuthorization(rawHeaders: readonly string[]): ParsedAuthori
 
 /** The two primitives of the master-token check. Production uses node:crypto; a test may pass wrappers to observe the path taken. */
 export interface MasterTokenPrimitives {
-  /** HMAC-SHA-256 of `text` (UTF-8) under `key`: 32 bytes. */
-  hmac(key: Buffer, text: string): Buffer;
+  /** SHA-256 of `text` (UTF-8): 32 bytes. */
+  sha256(text: string): Buffer;
   /** Constant-time comparison of two equally long buffers. */
   equal(a: Buffer, b: Buffer): boolean;
 }
 
 const NODE_CRYPTO: MasterTokenPrimitives = Object.freeze({
-  hmac: (key: Buffer, text: string) => createHmac('sha256', key).update(text, 'utf8').digest(),
+  sha256: (text: string) => hash('sha256', text, 'buffer'),
   equal: (a: Buffer, b: Buffer) => timingSafeEqual(a, b),
 });
 
 /**
- * Constant-time master-token check without a length leak: both sides are reduced to a keyed
- * HMAC-SHA-256 under a per-process random key, then compared with timingSafeEqual (always 32 bytes).
- * Every candidate, whatever its length, prefix or type, takes the same path: one HMAC, one comparison.
+ * Constant-time master-token check without a length leak: both sides are reduced to their SHA-256
+ * (always 32 bytes), then compared with timingSafeEqual. Every candidate, whatever its length, prefix
+ * or type, takes the same path: one digest of the whole candidate, one comparison.
+ * The proxy's hot path has the candidate's SHA-256 already (it is the store key), so it uses
+ * `matchesHash` and hashes each request once; the comparison is the same.
  */
 export class MasterToken {
-  readonly #key = randomBytes(32);
   readonly #digest: Buffer;
   readonly #crypto: MasterTokenPrimitives;
 
   constructor(secret: string, primitives: MasterTokenPrimitives = NODE_CRYPTO) {
     if (!isTokenShaped(secret)) throw new Error('master token must be exactly 64 lowercase hex characters');
     this.#crypto = primitives;
-    this.#digest = primitives.hmac(this.#key, secret);
+    this.#digest = primitives.sha256(secret);
   }
 
   matches(candidate: unknown): boolean {
     const text = typeof candidate === 'string' ? candidate : '';
-    return this.#crypto.equal(this.#crypto.hmac(this.#key, text), this.#digest);
+    return this.#crypto.equal(this.#crypto.sha256(text), this.#digest);
+  }
+
+  /** Same check for a candidate already reduced by `hashToken` (64 lowercase hex of its SHA-256). */
+  matchesHash(tokenHash: string): boolean {
+    if (!isTokenShaped(tokenHash)) throw new Error('matchesHash expects the output of hashToken');
+    return this.#crypto.equal(Buffer.from(tokenHash, 'hex'), this.#digest);
   }
 }
 

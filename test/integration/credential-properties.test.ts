@@ -16,10 +16,10 @@
 //     bad JSON: the error-body check went red (the master token and a user token in /oauth/* 400s).
 //   - vi.mock('../../src/oauth/idp.ts') with a verifier whose IdpRejection message quoted the subject
 //     token: the log check went red on "token exchange refused" (a bad JWT, an access token).
-//   - in src/credentials.ts, `if (text.length !== 64) return false;` before the HMAC in matches(): the
+//   - in src/credentials.ts, `if (text.length !== 64) return false;` before the digest in matches(): the
 //     one-path test went red for the 0-, 1-, 65- and 1000-character and non-string candidates.
 
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { generateToken, hashToken, MasterToken, type MasterTokenPrimitives } from '../../src/credentials.ts';
@@ -57,32 +57,30 @@ describe('master-token check: the same operations for every candidate', () => {
   /** A MasterToken over the real node:crypto primitives, wrapped so that every call is written down. */
   function observedMaster() {
     const trace: string[] = [];
-    const hmacInputs: string[] = [];
-    const keys = new Set<Buffer>();
+    const hashInputs: string[] = [];
     const digests: Buffer[] = [];
     const primitives: MasterTokenPrimitives = {
-      hmac(key, text) {
-        keys.add(key);
-        hmacInputs.push(text);
-        const digest = createHmac('sha256', key).update(text, 'utf8').digest();
+      sha256(text) {
+        hashInputs.push(text);
+        const digest = createHash('sha256').update(text, 'utf8').digest();
         digests.push(digest);
-        trace.push(`hmac-sha256(key ${key.length} B) -> ${digest.length} B`);
+        trace.push(`sha256 -> ${digest.length} B`);
         return digest;
       },
       equal(a, b) {
         // a: the digest of this call's candidate; b: the digest of the secret, made by the constructor.
-        const aIsCandidate = a === digests.at(-1);
+        const aIsCandidate = a === digests.at(-1) || (digests.length === 1 && a !== digests[0]);
         const bIsSecret = b === digests[0];
         trace.push(`timingSafeEqual(${a.length} B ${aIsCandidate ? 'candidate' : '?'}, ${b.length} B ${bIsSecret ? 'secret' : '?'})`);
         return timingSafeEqual(a, b);
       },
     };
     const master = new MasterToken(secret, primitives);
-    expect(trace).toEqual(['hmac-sha256(key 32 B) -> 32 B']);
-    expect(hmacInputs).toEqual([secret]);
+    expect(trace).toEqual(['sha256 -> 32 B']);
+    expect(hashInputs).toEqual([secret]);
     trace.length = 0;
-    hmacInputs.length = 0;
-    return { master, trace, hmacInputs, keys };
+    hashInputs.length = 0;
+    return { master, trace, hashInputs };
   }
 
   const candidates: Array<[label: string, candidate: unknown, matches: boolean]> = [
@@ -101,20 +99,36 @@ describe('master-token check: the same operations for every candidate', () => {
     ['not a string (a Buffer of the master token)', Buffer.from(secret), false],
   ];
 
-  it('one HMAC of the whole candidate and one timingSafeEqual on two 32-byte buffers; only the result differs', () => {
-    const { master, trace, hmacInputs, keys } = observedMaster();
-    const path = ['hmac-sha256(key 32 B) -> 32 B', 'timingSafeEqual(32 B candidate, 32 B secret)'];
+  it('one SHA-256 of the whole candidate and one timingSafeEqual on two 32-byte buffers; only the result differs', () => {
+    const { master, trace, hashInputs } = observedMaster();
+    const path = ['sha256 -> 32 B', 'timingSafeEqual(32 B candidate, 32 B secret)'];
     const observed = candidates.map(([label, candidate]) => {
       trace.length = 0;
-      hmacInputs.length = 0;
+      hashInputs.length = 0;
       const result = master.matches(candidate);
-      return { label, result, path: [...trace], hashedWholeCandidate: hmacInputs.length === 1 && hmacInputs[0] === (typeof candidate === 'string' ? candidate : '') };
+      return { label, result, path: [...trace], hashedWholeCandidate: hashInputs.length === 1 && hashInputs[0] === (typeof candidate === 'string' ? candidate : '') };
     });
     // The whole candidate is hashed (no truncation, no length or prefix test first), the same two
     // operations run in the same order on the same sizes, and only `result` tells the candidates apart.
     expect(observed).toEqual(candidates.map(([label, , matches]) => ({ label, result: matches, path, hashedWholeCandidate: true })));
-    // One per-process key, the same for the secret and every candidate.
-    expect(keys.size).toBe(1);
+  });
+
+  it('the hot path (matchesHash on the store key the proxy computed anyway): one timingSafeEqual on 32-byte buffers for every candidate', () => {
+    const { master, trace, hashInputs } = observedMaster();
+    const observed = candidates
+      .filter((c): c is [string, string, boolean] => typeof c[1] === 'string')
+      .map(([label, candidate]) => {
+        trace.length = 0;
+        const result = master.matchesHash(hashToken(candidate));
+        return { label, result, path: [...trace] };
+      });
+    expect(observed).toEqual(
+      candidates.filter(([, c]) => typeof c === 'string').map(([label, , matches]) => ({ label, result: matches, path: ['timingSafeEqual(32 B candidate, 32 B secret)'] })),
+    );
+    // No second digest: the proxy hashes each request once.
+    expect(hashInputs).toEqual([]);
+    // Anything but a hashToken output is a programming error, refused loudly rather than compared.
+    expect(() => master.matchesHash(secret.slice(1))).toThrow(/hashToken/);
   });
 
   it('the production primitives (node:crypto) give the same answers', () => {
