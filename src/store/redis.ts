@@ -387,7 +387,9 @@ export class RedisTokenStore implements TokenStore {
         await tx.watch(clientKey, setKey);
         const [revokedAtText, exists] = await Promise.all([tx.hget(clientKey, 'revokedAt'), tx.exists(clientKey)]);
         if (!exists) {
-          await tx.unwatch();
+          // UNWATCH names no key: on Cluster it alone would go to any node, not necessarily the one
+          // holding this WATCH. Pipelined with a command on the watched key, it goes to that node.
+          assertExec(await tx.pipeline().exists(clientKey).unwatch().exec());
           return null;
         }
         const revokedAt = revokedAtText !== null ? Number(revokedAtText) : now;

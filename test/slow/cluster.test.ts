@@ -1,0 +1,180 @@
+// RedisTokenStore on a real three-master Redis Cluster (redis+cluster://): the whole store contract
+// suite, then the sidecar over HTTP (admin operations, client_credentials, refresh rotation and reuse
+// detection, user-grade tokens and their hand revocation). Every OAuth key carries the {oauth} hash
+// tag, so deleteClient's WATCH/MULTI/EXEC and the Lua scripts stay in one slot; user-grade keys are
+// single-key operations spread over the masters.
+
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken, hashToken } from '../../src/credentials.ts';
+import { orNull } from '../../src/store/records.ts';
+import type { RedisTokenStore } from '../../src/store/redis.ts';
+import { runStoreContract } from '../integration/store-contract.ts';
+import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { startRedisCluster, type RedisClusterSet } from '../support/redis-ha.ts';
+import { openRedisStore, uniquePrefix } from '../support/redis.ts';
+import { startStack, type Stack } from '../support/stack.ts';
+
+let cluster: RedisClusterSet;
+
+beforeAll(async () => {
+  const started = performance.now();
+  cluster = await startRedisCluster();
+  console.log(`Redis Cluster (3 masters) ready in ${Math.round(performance.now() - started)} ms: ${cluster.url}`);
+});
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+function rawCluster(): Cluster {
+  const c = new Cluster(
+    cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })),
+    { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 2 } },
+  );
+  c.on('error', () => undefined);
+  return c;
+}
+
+runStoreContract('RedisTokenStore on Redis Cluster', async () => {
+  const prefix = uniquePrefix('cluster-contract');
+  const store = await openRedisStore(prefix, { url: cluster.url });
+  const raw = rawCluster();
+  await raw.connect();
+  return {
+    store,
+    rawHash: async (key) => orNull(await raw.hgetall(key)),
+    setRawField: async (key, field, value) => {
+      await raw.hset(key, field, value);
+    },
+    keys: store.keys,
+    // The cluster is private to this file and killed in afterAll: nothing to delete.
+    cleanup: async () => {
+      await store.close();
+      raw.disconnect();
+    },
+  };
+});
+
+async function form(url: string, params: Record<string, string>, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(params).toString() });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+function basic(id: string, secret: string): Record<string, string> {
+  return { authorization: `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}` };
+}
+
+describe('the sidecar over HTTP on Redis Cluster', () => {
+  let echo: FakeUpstream;
+  let stack: Stack;
+  let raw: Cluster;
+
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    stack = await startStack({ redisUrl: cluster.url, upstreamUrl: echo.url });
+    raw = rawCluster();
+    await raw.connect();
+  });
+  afterAll(async () => {
+    raw?.disconnect();
+    await stack?.close();
+    await echo?.close();
+  });
+
+  async function mcp(token: string): Promise<number> {
+    const res = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+    });
+    await res.arrayBuffer();
+    return res.status;
+  }
+
+  async function client(): Promise<{ id: string; secret: string }> {
+    const created = await stack.admin('createClient', { clientName: 'cluster-test' });
+    expect(created.status).toBe(201);
+    return { id: created.body.clientId, secret: created.body.clientSecret };
+  }
+
+  it('admin createAccessToken, client_credentials, refresh rotation and reuse detection, deleteClient', async () => {
+    const seeded = await stack.admin('seedDefaultProfiles');
+    expect(seeded.status).toBe(200);
+    const c = await client();
+    const issued = await stack.admin('createAccessToken', { clientId: c.id, lifetimeSeconds: 600 });
+    expect(issued.status).toBe(201);
+    expect(await mcp(issued.body.accessToken)).toBe(200);
+
+    const first = await form(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
+    expect(first.status).toBe(200);
+    expect(first.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
+    expect(await mcp(first.body.access_token)).toBe(200);
+
+    const second = await form(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    expect(second.status).toBe(200);
+    expect(await mcp(second.body.access_token)).toBe(200);
+    // Replaying the rotated refresh token revokes the whole family.
+    const replay = await form(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
+    expect(await mcp(second.body.access_token)).toBe(401);
+    expect(await mcp(first.body.access_token)).toBe(401);
+    // Untouched by the family revocation.
+    expect(await mcp(issued.body.accessToken)).toBe(200);
+
+    const third = await form(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
+    expect(await mcp(third.body.access_token)).toBe(200);
+    const deleted = await stack.admin('deleteClient', { clientId: c.id });
+    expect(deleted.status).toBe(200);
+    // createAccessToken's token, third's access token (+ its refresh token); the family revoked before is not counted again.
+    expect(deleted.body).toMatchObject({ clientId: c.id, accessTokensRevoked: 2, refreshTokensRevoked: 1 });
+    expect(await mcp(issued.body.accessToken)).toBe(401);
+    expect(await mcp(third.body.access_token)).toBe(401);
+    const afterDelete = await form(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: third.body.refresh_token }, basic(c.id, c.secret));
+    expect(afterDelete.status).not.toBe(200);
+    expect((await stack.admin('createAccessToken', { clientId: c.id, lifetimeSeconds: 600 })).status).not.toBe(201);
+  });
+
+  it('user-grade tokens live on several masters; revoked by the admin operation or by hand with HSET', async () => {
+    const store = stack.store as RedisTokenStore;
+    const tokens = Array.from({ length: 12 }, () => generateToken());
+    const now = Date.now();
+    for (const t of tokens) await store.putUserToken({ tokenHash: hashToken(t), subject: 'alice', issuer: 'https://idp.example/', createdAt: now, expiresAt: now + 3_600_000 });
+    for (const t of tokens) expect(await mcp(t)).toBe(200);
+    // Spread over the cluster (12 random slots on 3 masters all on one master: 3 * (1/3)^12, negligible).
+    const slots = await Promise.all(tokens.map((t) => raw.call('CLUSTER', 'KEYSLOT', store.keys.userToken(hashToken(t))) as Promise<number>));
+    const owners = new Set(await Promise.all(slots.map(async (slot) => ownerOf(raw, slot))));
+    expect(owners.size).toBeGreaterThan(1);
+
+    const byAdmin = await stack.admin('revokeUserToken', { token: tokens[0] });
+    expect([byAdmin.status, byAdmin.body.revoked]).toEqual([200, true]);
+    await raw.hset(store.keys.userToken(hashToken(tokens[1]!)), 'revoked', 'true');
+    expect(await mcp(tokens[0]!)).toBe(401);
+    expect(await mcp(tokens[1]!)).toBe(401);
+    for (const t of tokens.slice(2)) expect(await mcp(t)).toBe(200);
+  });
+
+  it('every OAuth key of the run sits in the one slot of {oauth}', async () => {
+    const oauthSlot = (await raw.call('CLUSTER', 'KEYSLOT', '{oauth}')) as number;
+    const keys: string[] = [];
+    for (const node of raw.nodes('master')) {
+      let cursor = '0';
+      do {
+        const [next, batch] = await node.scan(cursor, 'MATCH', `${stack.prefix.replace(/[*?[\]\\]/g, (ch) => `\\${ch}`)}*`, 'COUNT', 500);
+        cursor = next;
+        keys.push(...batch);
+      } while (cursor !== '0');
+    }
+    const oauthKeys = keys.filter((k) => k.includes('{oauth}'));
+    expect(oauthKeys.length).toBeGreaterThan(5);
+    for (const k of oauthKeys) expect(await raw.call('CLUSTER', 'KEYSLOT', k)).toBe(oauthSlot);
+    expect(stack.logs.filter((l) => /CROSSSLOT|MOVED|ASK /.test(l))).toEqual([]);
+  });
+});
+
+async function ownerOf(raw: Cluster, slot: number): Promise<string> {
+  const ranges = (await raw.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]], ...unknown[]]>;
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  if (!range) throw new Error(`slot ${slot} unassigned`);
+  return `${range[2][0]}:${range[2][1]}`;
+}
