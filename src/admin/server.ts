@@ -100,7 +100,7 @@ export function createAdminServer(deps: AdminDeps): Server {
       const httpError = err instanceof HttpError ? err : new HttpError(500, 'server_error');
       if (!(err instanceof HttpError)) logger.error({ err: describe(err) }, 'unexpected error on the admin listener');
       if (httpError.status >= 400 && path(req).startsWith('/oauth/')) {
-        metrics.adminOperations.labels(path(req).slice(7) in adminOperations ? path(req).slice(7) : 'unknown', String(httpError.status)).inc();
+        metrics.adminOperations.labels(Object.hasOwn(adminOperations, path(req).slice(7)) ? path(req).slice(7) : 'unknown', String(httpError.status)).inc();
       }
       if (!req.complete) res.setHeader('connection', 'close');
       writeError(res, httpError);
@@ -110,9 +110,13 @@ export function createAdminServer(deps: AdminDeps): Server {
 }
 
 /** What a refused operation was about, from its arguments: the client, or the token (as a hash prefix). */
+const CLIENT_ID_SHAPE = /^mcp_[0-9a-f]{32}$/;
+
 function auditTarget(body: Record<string, unknown>): Pick<AuditInput, 'clientId' | 'tokenHashPrefix'> {
   const out: Pick<AuditInput, 'clientId' | 'tokenHashPrefix'> = {};
-  if (typeof body.clientId === 'string' && body.clientId.length > 0) out.clientId = body.clientId;
+  // Only a value shaped like an id this sidecar issues is written to the trail: an operator who pasted
+  // a token into clientId by mistake must not find it in the log and the Redis audit stream.
+  if (typeof body.clientId === 'string' && CLIENT_ID_SHAPE.test(body.clientId)) out.clientId = body.clientId;
   if (typeof body.tokenHash === 'string' && isTokenShaped(body.tokenHash)) out.tokenHashPrefix = body.tokenHash;
   else if (typeof body.token === 'string' && isTokenShaped(body.token)) out.tokenHashPrefix = hashToken(body.token);
   return out;

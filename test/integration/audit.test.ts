@@ -112,10 +112,18 @@ describe('listAuditEvents', () => {
         expect(bad.body.error).toBe('invalid_request');
       }
       // A refused operation by the master is in the stream, with what it was about.
-      const missing = await stack.admin('deleteClient', { clientId: 'mcp_nobody' });
+      const nobody = `mcp_${'0'.repeat(32)}`;
+      const missing = await stack.admin('deleteClient', { clientId: nobody });
       expect(missing.status).toBe(404);
       const latest = (await stack.admin('listAuditEvents', { count: 1 })).body.events[0];
-      expect(latest).toMatchObject({ who: 'master', action: 'deleteClient', result: 'not_found', clientId: 'mcp_nobody', detail: { status: 404 } });
+      expect(latest).toMatchObject({ who: 'master', action: 'deleteClient', result: 'not_found', clientId: nobody, detail: { status: 404 } });
+      // A clientId that is not shaped like one (an operator pasted a token there) is not written down.
+      const pasted = randomBytes(32).toString('hex');
+      expect((await stack.admin('deleteClient', { clientId: pasted })).status).toBe(404);
+      const refused = (await stack.admin('listAuditEvents', { count: 1 })).body.events[0];
+      expect(refused).toMatchObject({ who: 'master', action: 'deleteClient', result: 'not_found' });
+      expect(refused.clientId).toBeUndefined();
+      expect(JSON.stringify(refused)).not.toContain(pasted.slice(0, 16));
     } finally {
       await stack.close();
     }
