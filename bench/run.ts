@@ -46,11 +46,12 @@ const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
 const CPU_PROF = env.BENCH_CPU_PROF === '1';
 const ONLY = new Set((env.BENCH_ONLY ?? 'post,sse,idle,soak').split(',').map((s) => s.trim()));
 // BENCH_BASELINE=<git ref>: a second sidecar built from that commit's src/, measured as target (f).
+// BENCH_TARGETS with g: the same pass-through as (e) on http-proxy-3 (the maintained fork), side by side.
 const BASELINE = env.BENCH_BASELINE;
 const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
 const PARTIAL = QUICK || ONLY.size < 4 || TARGETS.size < 5 || BASELINE !== undefined;
 
-type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f';
+type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 interface Target {
   key: TargetKey;
   label: string;
@@ -135,15 +136,16 @@ async function setUp() {
       closeSync(logFd);
     }
   };
-  const spawnPassthrough = async (name: string) => {
-    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: upstreamUrl } });
+  const spawnPassthrough = async (name: string, lib: 'http-proxy' | 'http-proxy-3' = 'http-proxy') => {
+    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: upstreamUrl, BENCH_PROXY_LIB: lib } });
     children.push(child);
     return child;
   };
-  const [sidecar, passthrough, baseline] = await Promise.all([
+  const [sidecar, passthrough, baseline, passthrough3] = await Promise.all([
     spawnSidecar('sidecar', { profile: CPU_PROF }),
     spawnPassthrough('passthrough'),
     baselineSrc ? spawnSidecar('baseline sidecar', { srcDir: baselineSrc }) : undefined,
+    TARGETS.has('g') ? spawnPassthrough('http-proxy-3 passthrough', 'http-proxy-3') : undefined,
   ]);
 
   // (b) an OAuth access token, through the admin listener as an operator would get one.
@@ -185,6 +187,9 @@ async function setUp() {
     { key: 'd', label: '(d) sidecar, unknown token: 401', url: sidecarMcp, authorization: `Bearer ${randomBytes(32).toString('hex')}`, proxy: sidecar, expectStatus: 401 },
     { key: 'e', label: '(e) plain http-proxy, no auth', url: `${passthrough.urls.proxyUrl}/mcp`, proxy: passthrough, expectStatus: 200 },
   ];
+  if (passthrough3) {
+    targets.push({ key: 'g', label: '(g) plain http-proxy-3, no auth', url: `${passthrough3.urls.proxyUrl}/mcp`, proxy: passthrough3, expectStatus: 200 });
+  }
   if (baseline) {
     targets.push({ key: 'f', label: `(f) sidecar at ${BASELINE}, OAuth token`, url: `${baseline.urls.proxyUrl}/mcp`, authorization: `Bearer ${oauthToken}`, proxy: baseline, expectStatus: 200 });
   }
