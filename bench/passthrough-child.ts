@@ -13,7 +13,7 @@ const target = new URL(process.env.BENCH_UPSTREAM_URL ?? 'http://127.0.0.1:3000/
 const agent = new Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 256, scheduling: 'lifo' });
 // BENCH_PROXY_LIB=http-proxy-3: the same pass-through on the maintained fork (same options, same API).
 const options = { target: target.origin, agent, changeOrigin: true, xfwd: false, ws: false };
-const proxy = (process.env.BENCH_PROXY_LIB === 'http-proxy-3' ? createProxyServer3(options) : httpProxy.createProxyServer(options)) as ReturnType<typeof httpProxy.createProxyServer>;
+const proxy = (process.env.BENCH_PROXY_LIB === 'http-proxy-3' ? createProxyServer3(options) : httpProxy.createProxyServer(options)) as httpProxy;
 proxy.on('error', (_err, _req, res) => {
   const response = res as import('node:http').ServerResponse;
   if (!response.headersSent) response.writeHead(502);
@@ -21,7 +21,7 @@ proxy.on('error', (_err, _req, res) => {
 });
 // The one addition every pass-through needs: http-proxy 1.18 does not end the upstream request when
 // the client goes away after its request was complete (a GET stream), and would leak it upstream.
-proxy.on('proxyReq', (proxyReq, _req, res: import('node:http').ServerResponse) => {
+proxy.on('proxyReq', (proxyReq, _req, res) => {
   res.once('close', () => {
     if (!res.writableFinished) proxyReq.destroy();
   });
