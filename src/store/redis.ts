@@ -1,6 +1,12 @@
 // Production TokenStore on Redis (ioredis): standalone, Sentinel or Cluster. Fails fast rather than
 // queueing: no offline queue and a command timeout, so a dead or slow Redis surfaces as an error
 // within the bound and the proxy answers 503 instead of letting requests pile up.
+//
+// Revocations and replication (docs/redis-ha.md): when the primary has replicas (Sentinel, or any
+// primary whose INFO replication reports connected_slaves > 0), every revocation is written on the
+// dedicated transaction connection and followed by `WAIT 1 <timeout>` on that same connection, so it
+// returns only once one replica holds it (or the timeout passed: the primary did apply it, so the
+// revocation still succeeds). The hot path (lookupToken) never waits for anything.
 
 import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
 import type { TokenLookup } from '../credentials.ts';
@@ -278,6 +284,19 @@ interface ScriptedClient {
   mcpCreateClient(key: string, index: string, ...argv: string[]): Promise<number>;
 }
 
+/** Registers the Lua scripts on a connection (the main one and the transaction one). */
+function defineScripts(redis: RedisClient): ScriptedClient {
+  redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
+  redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
+  redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
+  redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
+  redis.defineCommand('mcpRevokeAccessToken', { numberOfKeys: 1, lua: REVOKE_ACCESS_TOKEN });
+  redis.defineCommand('mcpSeedProfile', { numberOfKeys: 2, lua: SEED_PROFILE });
+  redis.defineCommand('mcpCreateClient', { numberOfKeys: 2, lua: CREATE_CLIENT });
+  redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
+  return redis as unknown as ScriptedClient;
+}
+
 function flatten(fields: Fields): string[] {
   const out: string[] = [];
   for (const k in fields) out.push(k, fields[k]!);
@@ -285,6 +304,17 @@ function flatten(fields: Fields): string[] {
 }
 
 const MAX_TRANSACTION_ATTEMPTS = 16;
+
+/** How long a replica count read from INFO replication is trusted (it is also dropped on reconnect). */
+const REPLICA_COUNT_TTL_MS = 5000;
+
+/** What the last revocations' WAIT achieved (for operators' checks and the HA tests). */
+export interface ReplicationStats {
+  /** WAITs issued after a revocation. */
+  waits: number;
+  /** WAITs that returned before a replica acknowledged the write (the timeout passed). */
+  unacknowledged: number;
+}
 
 export class RedisTokenStore implements TokenStore {
   readonly #redis: RedisClient;
@@ -294,20 +324,29 @@ export class RedisTokenStore implements TokenStore {
   #txClient: RedisClient | undefined;
   #txQueue: Promise<unknown> = Promise.resolve();
   readonly #connectTimeoutMs: number;
+  /** Server-side bound of WAIT: below the client's command timeout, so Redis answers before ioredis gives up. */
+  readonly #waitTimeoutMs: number;
+  /** connected_slaves of the primary, from INFO replication (standalone and Sentinel only). */
+  #replicaCount: { count: number; at: number } | undefined;
+  #replicaCountPending: Promise<number> | undefined;
+  readonly #replication: ReplicationStats = { waits: 0, unacknowledged: 0 };
 
   constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
     this.#redis = redis;
     this.#keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 5000;
-    redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
-    redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
-    redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
-    redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
-    redis.defineCommand('mcpRevokeAccessToken', { numberOfKeys: 1, lua: REVOKE_ACCESS_TOKEN });
-    redis.defineCommand('mcpSeedProfile', { numberOfKeys: 2, lua: SEED_PROFILE });
-    redis.defineCommand('mcpCreateClient', { numberOfKeys: 2, lua: CREATE_CLIENT });
-    redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
-    this.#scripts = redis as unknown as ScriptedClient;
+    const commandTimeout = (redis instanceof Cluster ? redis.options.redisOptions?.commandTimeout : redis.options.commandTimeout) ?? 1000;
+    this.#waitTimeoutMs = Math.max(10, Math.floor(commandTimeout * 0.8));
+    this.#scripts = defineScripts(redis);
+    // A reconnect may land on another primary (Sentinel failover): count its replicas afresh.
+    redis.on('ready', () => {
+      this.#replicaCount = undefined;
+    });
+  }
+
+  /** Copies of the counters of WAITs issued after revocations. */
+  get replicationStats(): ReplicationStats {
+    return { ...this.#replication };
   }
 
   get keys(): KeyLayout {
@@ -343,7 +382,7 @@ export class RedisTokenStore implements TokenStore {
   }
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
-    return (await this.#scripts.mcpRevokeUserToken(this.#keys.userToken(tokenHash))) === 1;
+    return this.#revocation(async (scripts) => (await scripts.mcpRevokeUserToken(this.#keys.userToken(tokenHash))) === 1);
   }
 
   async createClient(client: ClientRecord): Promise<void> {
@@ -424,6 +463,7 @@ export class RedisTokenStore implements TokenStore {
           continue;
         }
         assertExec(result);
+        if (await this.#hasReplicas()) await this.#waitForReplica(tx);
         return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
       }
       throw new Error('deleteClient: too much contention, gave up');
@@ -475,21 +515,30 @@ export class RedisTokenStore implements TokenStore {
       this.#keys.refreshToken(''),
       ...this.#tokenArgs(access, refresh),
     );
-    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'reused' || outcome === 'client_revoked') return outcome;
+    if (outcome === 'reused') {
+      // The script revoked the family on the main connection, where a WAIT would hold up every
+      // lookup behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the
+      // transaction connection and WAITed for there.
+      if (await this.#hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
+      return outcome;
+    }
+    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
     throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
     const familyId = await this.#redis.hget(this.#keys.refreshToken(tokenHash), 'familyId');
     if (familyId === null) return false;
-    const done = await this.#scripts.mcpRevokeRefreshFamily(
-      this.#keys.refreshToken(tokenHash),
-      this.#keys.refreshFamily(familyId),
-      String(now),
-      this.#keys.accessToken(''),
-      this.#keys.refreshToken(''),
-    );
-    return done === 1;
+    return this.#revocation(async (scripts) => {
+      const done = await scripts.mcpRevokeRefreshFamily(
+        this.#keys.refreshToken(tokenHash),
+        this.#keys.refreshFamily(familyId),
+        String(now),
+        this.#keys.accessToken(''),
+        this.#keys.refreshToken(''),
+      );
+      return done === 1;
+    });
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {
@@ -497,7 +546,7 @@ export class RedisTokenStore implements TokenStore {
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
-    return (await this.#scripts.mcpRevokeAccessToken(this.#keys.accessToken(tokenHash), String(now))) === 1;
+    return this.#revocation(async (scripts) => (await scripts.mcpRevokeAccessToken(this.#keys.accessToken(tokenHash), String(now))) === 1);
   }
 
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
@@ -563,6 +612,58 @@ export class RedisTokenStore implements TokenStore {
     );
   }
 
+  /**
+   * Runs a revocation write. Without replicas (or on Cluster) it goes out on the main connection as
+   * any write does. With replicas it runs on the transaction connection followed by WAIT there: WAIT
+   * covers the writes of its own connection, and it blocks that connection, which must therefore not
+   * be the main one (every lookup pipelined behind it would wait too).
+   */
+  async #revocation<T>(write: (scripts: ScriptedClient) => Promise<T>): Promise<T> {
+    if (!(await this.#hasReplicas())) return write(this.#scripts);
+    return this.#transaction(async (tx) => {
+      const result = await write(tx as unknown as ScriptedClient);
+      await this.#waitForReplica(tx);
+      return result;
+    });
+  }
+
+  /**
+   * Whether the primary has replicas, from INFO replication (cached for REPLICA_COUNT_TTL_MS and
+   * dropped on reconnect). Cluster: false; WAIT would have to reach the node owning the slot, and
+   * is not issued there (docs/redis-ha.md).
+   */
+  async #hasReplicas(): Promise<boolean> {
+    if (this.#redis instanceof Cluster) return false;
+    const cached = this.#replicaCount;
+    if (cached && Date.now() - cached.at < REPLICA_COUNT_TTL_MS) return cached.count > 0;
+    this.#replicaCountPending ??= this.#redis
+      .info('replication')
+      .then(
+        (text) => Number(/^connected_slaves:(\d+)/m.exec(text)?.[1] ?? 0),
+        () => 0, // INFO refused or failed: behave as without replicas; the write itself reports a dead Redis
+      )
+      .then((count) => {
+        this.#replicaCount = { count, at: Date.now() };
+        this.#replicaCountPending = undefined;
+        return count;
+      });
+    return (await this.#replicaCountPending) > 0;
+  }
+
+  /**
+   * WAIT 1 on the connection that wrote. Never fails the revocation: the primary applied it; a WAIT
+   * that times out (no replica acknowledged in time) or errors is only counted.
+   */
+  async #waitForReplica(tx: RedisClient): Promise<void> {
+    this.#replication.waits++;
+    try {
+      const acked = Number(await tx.call('WAIT', '1', String(this.#waitTimeoutMs)));
+      if (!(acked >= 1)) this.#replication.unacknowledged++;
+    } catch {
+      this.#replication.unacknowledged++;
+    }
+  }
+
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */
   #transaction<T>(fn: (tx: RedisClient) => Promise<T>): Promise<T> {
     const run = async (): Promise<T> => {
@@ -571,6 +672,7 @@ export class RedisTokenStore implements TokenStore {
       if (this.#redis.status !== 'ready') throw new Error(`Redis connection is ${this.#redis.status}`);
       if (!this.#txClient || this.#txClient.status === 'end') {
         const tx = duplicateForTransactions(this.#redis);
+        defineScripts(tx);
         tx.on('error', () => undefined); // surfaced through the failing command instead
         await connectRedis(tx, this.#connectTimeoutMs);
         this.#txClient = tx;
