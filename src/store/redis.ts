@@ -126,7 +126,14 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     };
     if (parsed.password !== undefined) sentinel.password = parsed.password;
     if (parsed.username !== undefined) sentinel.username = parsed.username;
-    if (parsed.tls) sentinel.tls = {};
+    if (parsed.tls) {
+      // rediss+sentinel: TLS to the Sentinels and to the data nodes they name. ioredis applies `tls`
+      // to the data nodes only with enableTLSForSentinelMode, and to the Sentinels only through
+      // sentinelTLS; with `tls` alone both connections were plain TCP.
+      sentinel.tls = {};
+      sentinel.enableTLSForSentinelMode = true;
+      sentinel.sentinelTLS = {};
+    }
     return new Redis(sentinel);
   }
   const redisOptions: RedisOptions = { ...common };

@@ -4,10 +4,11 @@
 // the bound (never 200 for a revoked token, never a hang), the sidecar follows the promotion by itself,
 // valid tokens work again and a token revoked before the failover stays revoked after it.
 
+import { createServer, type Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/credentials.ts';
-import type { RedisTokenStore } from '../../src/store/redis.ts';
+import { createRedisClient, type RedisTokenStore } from '../../src/store/redis.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { info, infoField, startSentinelSet, until, type SentinelSet } from '../support/redis-ha.ts';
 import { rawRedis } from '../support/redis.ts';
@@ -231,3 +232,36 @@ describe('Redis Sentinel', () => {
   });
 });
 
+describe('rediss+sentinel://', () => {
+  it('speaks TLS to the Sentinels and to the data nodes (not plain TCP)', async () => {
+    // A listener in place of a Sentinel records the first byte it receives: 0x16 opens a TLS handshake,
+    // a plain RESP command would start with '*'.
+    const firstBytes: number[] = [];
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', (chunk: Buffer) => {
+        firstBytes.push(chunk[0]!);
+        socket.destroy();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const client = createRedisClient({ url: `rediss+sentinel://:secret@127.0.0.1:${port}/mcpauth`, commandTimeoutMs: 500, connectTimeoutMs: 1000 });
+    client.on('error', () => undefined);
+    try {
+      client.connect().catch(() => undefined);
+      await until('a connection attempt to reach the fake Sentinel', async () => firstBytes.length > 0, 5000, 10);
+      expect(firstBytes[0]).toBe(0x16);
+      // The data node named by a Sentinel is reached with TLS too (ioredis needs both options).
+      const options = (client as Redis).options;
+      expect(options.enableTLSForSentinelMode).toBe(true);
+      expect(options.tls).toBeDefined();
+      expect(options.password).toBe('secret');
+    } finally {
+      client.disconnect();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
