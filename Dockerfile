@@ -17,7 +17,10 @@ WORKDIR /app
 COPY --from=deps --chown=root:root /app/node_modules ./node_modules
 COPY --chown=root:root package.json config.yaml tsconfig.json ./
 COPY --chown=root:root src ./src
+COPY --chown=root:root bin ./bin
 COPY --chown=root:root examples/upstream ./examples/upstream
+# The admin CLI on PATH: `docker exec <container> mcp-bearer-proxy admin list-clients`.
+RUN chmod 0755 bin/mcp-bearer-proxy.js && ln -s /app/bin/mcp-bearer-proxy.js /usr/local/bin/mcp-bearer-proxy
 USER node
 EXPOSE 8080 8081
 # The admin listener stays on loopback inside the container; the probe runs inside it too.

@@ -81,6 +81,10 @@ export class Metrics {
   });
 
   readonly forwarded = this.requests.labels('forwarded', '');
+  readonly unavailable = this.requests.labels('unavailable', '');
+  readonly health = this.requests.labels('health', '');
+  readonly oauth = this.requests.labels('oauth', '');
+  readonly notFound = this.requests.labels('not_found', '');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();
 

@@ -95,7 +95,8 @@ export function createAdminServer(deps: AdminDeps): Server {
     throw notFound();
   }
 
-  const server = createServer({ requestTimeout: 15000, headersTimeout: 10000, maxHeaderSize: 16384 }, (req, res) => {
+  // connectionsCheckingInterval: Node checks both timeouts only every 30 s by default.
+  const server = createServer({ requestTimeout: 15000, headersTimeout: 10000, maxHeaderSize: 16384, connectionsCheckingInterval: 1000 }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       const httpError = err instanceof HttpError ? err : new HttpError(500, 'server_error');
       if (!(err instanceof HttpError)) logger.error({ err: describe(err) }, 'unexpected error on the admin listener');

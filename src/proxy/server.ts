@@ -79,6 +79,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       found = await store.lookupToken(tokenHash);
     } catch (err) {
       metrics.storeErrors.inc();
+      metrics.unavailable.inc();
       logger.warn({ err: describe(err) }, 'token lookup failed: answering 503 (fail closed)');
       throw storeUnavailable(err);
     }
@@ -114,6 +115,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
       else if (!fromTrustedProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) delete headers[name];
     }
     delete headers.authorization;
+    // Meant for this hop (RFC 9110 §11.7.2), never for the upstream.
+    delete headers['proxy-authorization'];
     // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
     delete headers.expect;
     headers['x-mcp-auth-kind'] = principal.kind;
@@ -181,11 +184,15 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (path === '/health') {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: 'GET, HEAD' } });
       (req as DeniedRequest)[PRINCIPAL] = await authenticate(req);
+      metrics.health.inc();
       await health(res);
       return;
     }
-    if (deps.routes && (await deps.routes(req, res, path))) return;
-    metrics.requests.labels('not_found', '').inc();
+    if (deps.routes && (await deps.routes(req, res, path))) {
+      metrics.oauth.inc();
+      return;
+    }
+    metrics.notFound.inc();
     throw notFound();
   }
 
@@ -200,7 +207,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     },
     (req, res) => {
       const started = performance.now();
-      res.once('close', () => accessLog(access, req, res, started));
+      const url = req.url ?? '/'; // as the client sent it: forwarding rewrites req.url to the upstream's path
+      res.once('close', () => accessLog(access, req, res, url, started));
       handle(req, res).catch((err: unknown) => {
         if (err instanceof HttpError) {
           // A refused request's body is never read: answer, then close rather than drain it.
@@ -222,10 +230,9 @@ const DENIAL = Symbol('denial');
 const PRINCIPAL = Symbol('principal');
 type DeniedRequest = IncomingMessage & { [DENIAL]?: string; [PRINCIPAL]?: Principal };
 
-function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, started: number): void {
+function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, url: string, started: number): void {
   if (!logger.isLevelEnabled('info')) return;
   const r = req as DeniedRequest;
-  const url = req.url ?? '/';
   const q = url.indexOf('?');
   logger.info(
     {

@@ -85,6 +85,8 @@ describe('GET /metrics after real traffic', () => {
 
   it('requests by outcome and denial reason', () => {
     expect(moved('mcp_auth_requests_total', { outcome: 'forwarded' })).toBe(4); // oauth, admin-issued, user-grade, master
+    expect(moved('mcp_auth_requests_total', { outcome: 'health', reason: '' })).toBeGreaterThanOrEqual(1);
+    expect(moved('mcp_auth_requests_total', { outcome: 'oauth', reason: '' })).toBeGreaterThanOrEqual(5); // /token, /revoke, /introspect, /register
     for (const reason of ['missing', 'malformed', 'unknown', 'revoked']) {
       expect(moved('mcp_auth_requests_total', { outcome: 'denied', reason }), reason).toBeGreaterThanOrEqual(1);
     }

@@ -179,10 +179,12 @@ describe('proxy listener: authentication rows', () => {
         'x-forwarded-for': '6.6.6.6',
         'x-forwarded-host': 'evil.example',
         forwarded: 'for=6.6.6.6',
+        'proxy-authorization': 'Basic dXNlcjpwYXNz',
       },
     });
     expect(res.status).toBe(200);
     const seen = res.body;
+    expect(seen.headers['proxy-authorization']).toBeUndefined();
     expect(seen.method).toBe('POST');
     expect(seen.url).toBe('/mcp?a=1&b=two');
     expect(seen.bodyBytes).toBe(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }).length);
@@ -382,6 +384,8 @@ describe('proxy listener: Redis down (fail closed)', () => {
       expect(down.headers.get('retry-after')).toBe('2');
       expect(elapsed).toBeLessThan(2000);
       expect(echo.seen.length).toBe(forwarded);
+      const outcomes = (await stack.sidecar.metrics.requests.get()).values;
+      expect(outcomes.find((v) => v.labels.outcome === 'unavailable')?.value).toBe(1);
       const ready = await call(`${stack.adminUrl}/readyz`);
       expect(ready.status).toBe(503);
       const adminDown = await stack.admin('listClients');
