@@ -658,17 +658,22 @@ export class RedisTokenStore implements TokenStore {
   }
 
   /**
-   * WAIT 1 on the connection that wrote. Never fails the revocation: the primary applied it; a WAIT
-   * that times out (no replica acknowledged in time) or errors is only counted.
+   * WAIT 1 on the connection that wrote. A WAIT that times out (no replica acknowledged in time) does
+   * not fail the revocation: the primary applied it and is still answering; it is only counted. A WAIT
+   * that fails (the connection dropped: typically the primary died) does fail it: whether the write
+   * survives the failover is unknown, so the caller gets 503 and retries (every revocation is
+   * idempotent) rather than a success that a promotion could undo.
    */
   async #waitForReplica(tx: RedisClient): Promise<void> {
     this.#replication.waits++;
+    let acked: number;
     try {
-      const acked = Number(await tx.call('WAIT', '1', String(this.#waitTimeoutMs)));
-      if (!(acked >= 1)) this.#replication.unacknowledged++;
-    } catch {
+      acked = Number(await tx.call('WAIT', '1', String(this.#waitTimeoutMs)));
+    } catch (err) {
       this.#replication.unacknowledged++;
+      throw err;
     }
+    if (!(acked >= 1)) this.#replication.unacknowledged++;
   }
 
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */

@@ -174,8 +174,23 @@ describe('Redis Sentinel', () => {
     };
     for (let i = 0; i < 3; i++) expect((await probe()).status).toBe(200);
 
-    const killedAt = performance.now();
-    await ha.primary.kill();
+    // A revocation caught by the crash: its WAIT is blocked on the primary (the replica is stopped for
+    // a moment, so it cannot acknowledge) when the primary dies. Whether the write survives the
+    // promotion is unknown, so it must not answer success: 503, and the admin retries.
+    const inFlight = await putUserToken();
+    ha.replica.process.kill('SIGSTOP');
+    let killedAt: number;
+    let caught: { status: number; body: any };
+    try {
+      const pending = stack.admin('revokeUserToken', { token: inFlight });
+      await until('the revocation WAIT to block on the primary', async () => Number(infoField(await info(ha.primary.port, 'clients'), 'blocked_clients')) >= 1, 5000, 5);
+      killedAt = performance.now();
+      await ha.primary.kill();
+      caught = await pending;
+    } finally {
+      ha.replica.process.kill('SIGCONT');
+    }
+    expect(caught.status).toBe(503);
     // Probe until the valid token has worked 20 times in a row after the kill (bounded by the deadline).
     const deadline = killedAt + 30_000;
     let okInARow = 0;
@@ -215,6 +230,9 @@ describe('Redis Sentinel', () => {
     expect((await mcp(user)).status).toBe(200);
     expect((await mcp(revokedUser)).status).toBe(401);
     expect((await mcp(deletedClientToken)).status).toBe(401);
+    // The retry of the revocation the crash interrupted succeeds on the new primary.
+    expect((await stack.admin('revokeUserToken', { token: inFlight })).status).toBe(200);
+    expect((await mcp(inFlight)).status).toBe(401);
 
     // Writes work on the new primary too, including the admin transactions (a fresh connection).
     const fresh = await stack.issueOAuthToken();
