@@ -18,8 +18,8 @@ function metadataError(description: string): HttpError {
   return new HttpError(400, 'invalid_client_metadata', description);
 }
 
-export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimiter, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const retryAfter = limiter.take(req.socket.remoteAddress ?? '');
+export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimiter, clientAddress: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const retryAfter = limiter.take(clientAddress);
   if (retryAfter > 0) {
     throw new HttpError(429, 'too_many_requests', 'too many registrations from this address', { headers: { 'retry-after': String(retryAfter) } });
   }

@@ -7,6 +7,7 @@ import { parseForm, readBody, type Form } from '../body.ts';
 import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
 import { wasAudited } from '../audit.ts';
 import type { RouteHandler } from '../proxy/server.ts';
+import { clientAddresses } from '../proxy/client-address.ts';
 import { limitTokenRequests } from '../rate-limits.ts';
 import { presentedClientId } from './client-auth.ts';
 import type { OAuthContext } from './context.ts';
@@ -29,6 +30,7 @@ const FORM_ENDPOINTS: Readonly<Record<string, FormHandler>> = {
 
 export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
   const registrations = new FixedWindowLimiter({ limit: ctx.config.oauth.registrationRateLimitPerMinute, windowMs: 60_000, clock: ctx.clock });
+  const addresses = clientAddresses(ctx.config.proxy.trustedProxies);
 
   return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
     if (path === '/.well-known/oauth-protected-resource' || path === '/.well-known/oauth-protected-resource/mcp') {
@@ -43,7 +45,7 @@ export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
     }
     if (path === '/register') {
       allow(req, 'POST');
-      await audited(ctx, req, path, undefined, failClosed(ctx, handleRegister(ctx, registrations, req, res)));
+      await audited(ctx, req, path, undefined, failClosed(ctx, handleRegister(ctx, registrations, addresses.client(req), req, res)));
       return true;
     }
     const handler = FORM_ENDPOINTS[path];
@@ -53,7 +55,7 @@ export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
     const work = async () => {
       form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
       if (path === '/token') {
-        const key = presentedClientId(req, form) ?? `address:${req.socket.remoteAddress ?? ''}`;
+        const key = presentedClientId(req, form) ?? `address:${addresses.client(req)}`;
         await failClosed(ctx, limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute));
       }
       await failClosed(ctx, handler(ctx, req, res, form));

@@ -5,7 +5,6 @@
 
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { BlockList, isIP } from 'node:net';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
@@ -14,6 +13,7 @@ import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
 import { tooManyRequests, type FailedAuthLimiter } from '../rate-limits.ts';
+import { clientAddresses } from './client-address.ts';
 import { upstreamStatusOf, type Forwarder } from './forwarder.ts';
 
 /** Extra routes on the proxy listener (OAuth metadata and endpoints); true when handled. */
@@ -40,14 +40,7 @@ const HEADER_SAFE = /^[\x20-\x7e]*$/;
 
 export function createProxyServer(deps: ProxyDeps): Server {
   const { config, store, clock, logger, metrics, masterToken, forwarder, authFailures } = deps;
-  const trusted = new BlockList();
-  for (const entry of config.proxy.trustedProxies) {
-    const [address, bits] = entry.split('/') as [string, string | undefined];
-    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-    if (bits === undefined) trusted.addAddress(address, family);
-    else trusted.addSubnet(address, Number(bits), family);
-  }
-  const hasTrustedProxies = config.proxy.trustedProxies.length > 0;
+  const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(logger);
 
   function challenge(error: boolean): string {
@@ -96,20 +89,13 @@ export function createProxyServer(deps: ProxyDeps): Server {
     throw new HttpError(401, 'invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
   }
 
-  /** The client's address: the peer, or the address a trusted proxy in front of us appended last. */
-  function clientAddress(req: IncomingMessage): string {
-    const remote = normalizeAddress(req.socket.remoteAddress);
-    if (!hasTrustedProxies || remote === '' || !trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4')) return remote;
-    const forwarded = req.headers['x-forwarded-for'];
-    const last = typeof forwarded === 'string' ? forwarded.slice(forwarded.lastIndexOf(',') + 1).trim() : '';
-    return isIP(last) ? last : remote;
-  }
+  const clientAddress = (req: IncomingMessage) => addresses.client(req);
 
   /** Strips what a client could spoof, then states who the sidecar authenticated. */
   function rewriteHeaders(req: IncomingMessage, principal: Principal): void {
     const headers = req.headers;
-    const remote = normalizeAddress(req.socket.remoteAddress);
-    const fromTrustedProxy = hasTrustedProxies && remote !== '' && trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4');
+    const remote = addresses.peer(req);
+    const fromTrustedProxy = addresses.fromTrustedProxy(req);
     for (const name in headers) {
       if (name.startsWith('x-mcp-auth-')) delete headers[name];
       else if (!fromTrustedProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) delete headers[name];
@@ -249,11 +235,6 @@ function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, ur
     },
     'request',
   );
-}
-
-function normalizeAddress(address: string | undefined): string {
-  if (!address) return '';
-  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
 }
 
 export function describe(err: unknown): { message: string; code?: string } {

@@ -303,6 +303,55 @@ describe('proxy listener: upstream faults', () => {
   });
 });
 
+describe('proxy listener: proxy.maxBodyBytes', () => {
+  let echo: FakeUpstream;
+  let stack: Stack;
+  let token: string;
+  const MAX = 1024;
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { maxBodyBytes: MAX } } });
+    ({ token } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await stack.close();
+    await echo.close();
+  });
+
+  it('a body up to the limit passes whole; a declared Content-Length over it gets 413 and reaches nothing', async () => {
+    const ok = await call(stack.mcpUrl, { method: 'POST', token, body: 'x'.repeat(MAX) });
+    expect(ok.status).toBe(200);
+    expect(ok.body.bodyBytes).toBe(MAX);
+    const seen = echo.seen.length;
+    const over = await call(stack.mcpUrl, { method: 'POST', token, body: 'x'.repeat(MAX + 1) });
+    expect(over.status).toBe(413);
+    expect(over.body.error).toBe('payload_too_large');
+    expect(echo.seen.length).toBe(seen);
+  });
+
+  it('a chunked body that grows past the limit is cut: the upstream never gets a complete request', async () => {
+    const seen = echo.seen.length;
+    const outcome = await new Promise<string>((resolve) => {
+      const req = request(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(`status ${res.statusCode}`));
+        res.on('error', () => resolve('response cut'));
+      });
+      req.on('error', () => resolve('connection cut'));
+      // Written in pieces, each after the previous one is flushed, until the sidecar cuts the request.
+      let sent = 0;
+      const more = () => {
+        if (sent > MAX * 8 || req.destroyed) return req.end();
+        sent += 256;
+        req.write('y'.repeat(256), more);
+      };
+      more();
+    });
+    expect(outcome).not.toBe('status 200');
+    expect(echo.seen.length).toBe(seen);
+  });
+});
+
 describe('proxy listener: SSE', () => {
   let sse: SseUpstream;
   let stack: Stack;

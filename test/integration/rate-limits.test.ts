@@ -95,4 +95,34 @@ describe('rate limits', () => {
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await ask(b)).status).toBe(200);
   });
+
+  it('behind a trusted proxy, failures and registrations count per forwarded client address, not per proxy', async () => {
+    const echo = await startEchoUpstream();
+    const stack = await startStack({
+      upstreamUrl: echo.url,
+      config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { failedAuthPerMinute: 2 }, oauth: { registrationRateLimitPerMinute: 1 } },
+    });
+    cleanups.push(() => echo.close(), () => stack.close());
+    const { token } = await stack.issueOAuthToken();
+    const from = (address: string, auth?: string) =>
+      fetch(stack.mcpUrl, { method: 'POST', headers: { 'x-forwarded-for': `203.0.113.9, ${address}`, ...(auth ? { authorization: `Bearer ${auth}` } : {}) }, body: '{}' });
+    // One client behind the ingress fails until refused...
+    let refusedAfter = 0;
+    for (let i = 1; i <= 50 && refusedAfter === 0; i++) if ((await from('198.51.100.1', WRONG)).status === 429) refusedAfter = i;
+    expect(refusedAfter).toBeGreaterThan(0);
+    expect((await from('198.51.100.1', token)).status).toBe(429);
+    // ...while another client behind the same ingress (same TCP peer) is not affected.
+    expect((await from('198.51.100.2', token)).status).toBe(200);
+    expect(echo.seen.at(-1)!.headers['x-forwarded-for']).toBe('203.0.113.9, 198.51.100.2, 127.0.0.1');
+
+    const register = (address: string) =>
+      fetch(`${stack.proxyUrl}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
+        body: JSON.stringify({ client_name: 'x', redirect_uris: ['http://127.0.0.1:9/cb'] }),
+      });
+    expect((await register('198.51.100.3')).status).toBe(201);
+    expect((await register('198.51.100.3')).status).toBe(429);
+    expect((await register('198.51.100.4')).status).toBe(201);
+  });
 });
