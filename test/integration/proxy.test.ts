@@ -341,7 +341,10 @@ describe('proxy listener: proxy.maxBodyBytes', () => {
       // Written in pieces, each after the previous one is flushed, until the sidecar cuts the request.
       let sent = 0;
       const more = () => {
-        if (sent > MAX * 8 || req.destroyed) return req.end();
+        if (sent > MAX * 8 || req.destroyed) {
+          req.end();
+          return;
+        }
         sent += 256;
         req.write('y'.repeat(256), more);
       };
