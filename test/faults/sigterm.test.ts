@@ -8,10 +8,10 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 
 const STREAMS = 100;
@@ -28,7 +28,6 @@ async function startHoldingUpstream() {
   const gets: Held[] = [];
   const posts: Held[] = [];
   const waiters: Array<() => void> = [];
-  const sockets = new Set<Socket>();
   const changed = () => {
     for (const w of waiters.splice(0)) w();
   };
@@ -47,23 +46,15 @@ async function startHoldingUpstream() {
     }
     changed();
   });
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.once('close', () => sockets.delete(s));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  const { url, close } = await serveOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    url,
     gets,
     posts,
     async until(predicate: () => boolean): Promise<void> {
       while (!predicate()) await new Promise<void>((r) => waiters.push(r));
     },
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
+    close,
   };
 }
 
@@ -102,21 +93,26 @@ describe('SIGTERM on the real process', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it(`drains ${STREAMS} open SSE streams and in-flight POSTs, then exits 0`, async () => {
-    const upstream = await startHoldingUpstream();
-    const master = randomBytes(32).toString('hex');
-    const configPath = join(dir, 'config.yaml');
-    writeFileSync(configPath, 'redis:\n  keyPrefix: "sigterm:"\nproxy:\n  shutdownGraceMs: 20000\n');
-    const sidecar = await startSidecar({
+  /** The sidecar process with its own config file (in the temp dir), this Redis and the upstream. */
+  function startSidecarWith(file: string, yaml: string, master: string, upstreamUrl: string) {
+    const configPath = join(dir, file);
+    writeFileSync(configPath, yaml);
+    return startSidecar({
       MCP_AUTH_CONFIG: configPath,
       BEARER_SECRET_MASTER: master,
       REDIS_URL: redis.url,
-      UPSTREAM_URL: upstream.url,
+      UPSTREAM_URL: upstreamUrl,
       HOST: '127.0.0.1',
       PORT: '0',
       ADMIN_PORT: '0',
       LOG_LEVEL: 'warn',
     });
+  }
+
+  it(`drains ${STREAMS} open SSE streams and in-flight POSTs, then exits 0`, async () => {
+    const upstream = await startHoldingUpstream();
+    const master = randomBytes(32).toString('hex');
+    const sidecar = await startSidecarWith('config.yaml', 'redis:\n  keyPrefix: "sigterm:"\nproxy:\n  shutdownGraceMs: 20000\n', master, upstream.url);
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       sidecar.child.once('exit', (code, signal) => resolve({ code, signal })),
     );
@@ -210,18 +206,7 @@ describe('SIGTERM on the real process', () => {
   it('a POST that outlives shutdownGraceMs is cut, and the process still exits 0', async () => {
     const upstream = await startHoldingUpstream();
     const master = randomBytes(32).toString('hex');
-    const configPath = join(dir, 'grace.yaml');
-    writeFileSync(configPath, 'proxy:\n  shutdownGraceMs: 300\n');
-    const sidecar = await startSidecar({
-      MCP_AUTH_CONFIG: configPath,
-      BEARER_SECRET_MASTER: master,
-      REDIS_URL: redis.url,
-      UPSTREAM_URL: upstream.url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      ADMIN_PORT: '0',
-      LOG_LEVEL: 'warn',
-    });
+    const sidecar = await startSidecarWith('grace.yaml', 'proxy:\n  shutdownGraceMs: 300\n', master, upstream.url);
     const exited = new Promise<number | null>((resolve) => sidecar.child.once('exit', (code) => resolve(code)));
     try {
       const answer = new Promise<string>((resolve) => {

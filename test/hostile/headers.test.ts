@@ -5,9 +5,10 @@
 
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { exchange } from './raw-http.ts';
 
@@ -31,7 +32,6 @@ async function startMixedUpstream() {
   const seen: Seen[] = [];
   const streams: ServerResponse[] = [];
   const streamWaiters: Array<(r: ServerResponse) => void> = [];
-  const sockets = new Set<Socket>();
   const server: Server = createServer((req, res) => {
     const closed = new Promise<void>((resolve) => res.once('close', () => resolve()));
     const entry: Seen = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, bodyBytes: 0, complete: false, closed };
@@ -51,20 +51,12 @@ async function startMixedUpstream() {
       res.end('{"ok":true}');
     });
   });
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.once('close', () => sockets.delete(s));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  const { url, close } = await serveOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    url,
     seen,
     nextStream: () => (streams.length > 0 ? Promise.resolve(streams.shift()!) : new Promise<ServerResponse>((r) => streamWaiters.push(r))),
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
+    close,
   };
 }
 

@@ -22,6 +22,16 @@ export interface FakeUpstream {
   close(): Promise<void>;
 }
 
+/**
+ * Listens on a free loopback port; returns the `/mcp` URL and a close() that destroys every open
+ * socket first (held SSE streams included), so it never waits on a client.
+ */
+export async function serveOnLoopback(server: Server): Promise<{ url: string; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const url = await listen(server, sockets);
+  return { url, close: closer(server, sockets) };
+}
+
 async function listen(server: Server, sockets: Set<Socket>): Promise<string> {
   server.on('connection', (s: Socket) => {
     sockets.add(s);
