@@ -10,7 +10,7 @@ import { createProxyServer as createProxyServer3 } from 'http-proxy-3';
 import { serveChild } from './child-ipc.ts';
 
 const target = new URL(process.env.BENCH_UPSTREAM_URL ?? 'http://127.0.0.1:3000/mcp');
-const agent = new Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 256, scheduling: 'lifo' });
+const agent = new Agent({ keepAlive: true, noDelay: true, maxSockets: 1024, maxFreeSockets: 256, scheduling: 'lifo' });
 // BENCH_PROXY_LIB=http-proxy-3: the same pass-through on the maintained fork (same options, same API).
 const options = { target: target.origin, agent, changeOrigin: true, xfwd: false, ws: false };
 const proxy = (process.env.BENCH_PROXY_LIB === 'http-proxy-3' ? createProxyServer3(options) : httpProxy.createProxyServer(options)) as httpProxy;

@@ -11,7 +11,7 @@
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
 // BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=post,sse,idle,soak,
-// BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
+// BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
 // BENCH_HEAP_SNAPSHOTS=<dir> (heap snapshots around the idle-stream scenario), BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
 
 import { execSync } from 'node:child_process';
@@ -39,7 +39,7 @@ const CELL_SECONDS = Math.max(1, Math.round(Number(env.BENCH_CELL_SECONDS ?? (QU
 // Responses in the first part of a cell (connections opening, pipelines filling) are not counted.
 const RAMP_SECONDS = Math.min(0.5, CELL_SECONDS / 4);
 const WARMUP_SECONDS = 1;
-const CONNECTIONS = [1, 32, 256];
+const CONNECTIONS = (env.BENCH_CONNECTIONS ?? '1,32,256').split(',').map(Number);
 const SSE_EVENTS = QUICK ? 1000 : 10_000;
 const SSE_ROUNDS = QUICK ? 1 : 3;
 const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
@@ -49,7 +49,7 @@ const ONLY = new Set((env.BENCH_ONLY ?? 'post,sse,idle,soak').split(',').map((s)
 // BENCH_TARGETS with g: the same pass-through as (e) on http-proxy-3 (the maintained fork), side by side.
 const BASELINE = env.BENCH_BASELINE;
 const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
-const PARTIAL = QUICK || ONLY.size < 4 || TARGETS.size < 5 || BASELINE !== undefined;
+const PARTIAL = QUICK || ONLY.size < 4 || TARGETS.size < 5 || BASELINE !== undefined || env.BENCH_CONNECTIONS !== undefined;
 
 type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 interface Target {
@@ -248,16 +248,38 @@ interface Cell {
   latencies: number[];
   proxyCpuMicros: number;
   upstreamCpuMicros: number;
+  redisCpuMicros: number;
   proxyRss: number;
 }
 
-const emptyCell = (): Cell => ({ requests: 0, unexpected: 0, errors: 0, seconds: 0, allResponses: 0, wallSeconds: 0, latencies: [], proxyCpuMicros: 0, upstreamCpuMicros: 0, proxyRss: 0 });
+const emptyCell = (): Cell => ({ requests: 0, unexpected: 0, errors: 0, seconds: 0, allResponses: 0, wallSeconds: 0, latencies: [], proxyCpuMicros: 0, upstreamCpuMicros: 0, redisCpuMicros: 0, proxyRss: 0 });
+
+/** redis-server's user + system CPU in µs, from /proc (Linux); NaN elsewhere. */
+function redisCpuMicros(): number {
+  const pid = redisServer?.process.pid;
+  if (pid === undefined) return Number.NaN;
+  try {
+    // Fields after the command name: utime and stime are the 12th and 13th, in clock ticks.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
 
 // The JSON-RPC id must be unique per request within a session; autocannon puts a fresh id in `[<id>]`.
 const ECHO_BODY = '{"jsonrpc":"2.0","id":"[<id>]","method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
 
 async function loadCell(t: Target, connections: number, seconds: number, upstream: Child, into?: Cell): Promise<void> {
   const [proxyBefore, upstreamBefore] = await Promise.all([t.proxy?.stats(), upstream.stats()]);
+  const redisBefore = redisCpuMicros();
   const started = now();
   const countFrom = started + RAMP_SECONDS * 1000;
   let lastResponse = countFrom;
@@ -289,6 +311,7 @@ async function loadCell(t: Target, connections: number, seconds: number, upstrea
   const elapsed = (lastResponse - countFrom) / 1000;
   const wall = (now() - started) / 1000;
   const [proxyAfter, upstreamAfter] = await Promise.all([t.proxy?.stats(), upstream.stats()]);
+  const redisAfter = redisCpuMicros();
   if (!into) return;
   into.requests += requests;
   into.unexpected += unexpected;
@@ -302,6 +325,7 @@ async function loadCell(t: Target, connections: number, seconds: number, upstrea
     into.proxyRss = Math.max(into.proxyRss, proxyAfter.rss);
   }
   into.upstreamCpuMicros += upstreamAfter.cpuMicros - upstreamBefore.cpuMicros;
+  into.redisCpuMicros += redisAfter - redisBefore;
 }
 
 interface CellSummary {
@@ -315,6 +339,7 @@ interface CellSummary {
   proxyCpuPercent: number;
   proxyCpuPerRequest: number;
   upstreamCpuPerRequest: number;
+  redisCpuPerRequest: number;
   proxyRss: number;
 }
 
@@ -331,6 +356,7 @@ function summarize(cell: Cell): CellSummary {
     proxyCpuPercent: cell.proxyRss ? (cell.proxyCpuMicros / (cell.wallSeconds * 1e6)) * 100 : Number.NaN,
     proxyCpuPerRequest: cell.proxyRss ? cell.proxyCpuMicros / Math.max(1, cell.allResponses) : Number.NaN,
     upstreamCpuPerRequest: cell.upstreamCpuMicros / Math.max(1, cell.allResponses),
+    redisCpuPerRequest: cell.redisCpuMicros / Math.max(1, cell.allResponses),
     proxyRss: cell.proxyRss || Number.NaN,
   };
 }
@@ -649,7 +675,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   const out: string[] = [];
   out.push('## Benchmark results', '');
   out.push(`- date: ${meta.date}`);
-  const settings = ['QUICK', 'ONLY', 'TARGETS', 'ROUNDS', 'CELL_SECONDS', 'SOAK_SECONDS', 'LOG_LEVEL', 'CPU_PROF']
+  const settings = ['QUICK', 'ONLY', 'TARGETS', 'CONNECTIONS', 'ROUNDS', 'CELL_SECONDS', 'SOAK_SECONDS', 'LOG_LEVEL', 'CPU_PROF']
     .filter((k) => env[`BENCH_${k}`] !== undefined)
     .map((k) => `BENCH_${k}=${env[`BENCH_${k}`]} `)
     .join('');
@@ -665,7 +691,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
 
   if (results.post) {
     out.push('### JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer)', '');
-    out.push('Latency in ms, measured by the load generator per request; CPU and RSS are those of the process between client and upstream.', '');
+    out.push('Latency in ms, measured by the load generator per request; proxy CPU and RSS are those of the process between client and upstream; redis CPU is that of redis-server (from /proc), which shares the same two cores.', '');
     const rows: string[][] = [];
     for (const [connections, cells] of results.post) {
       for (const [key, s] of cells) {
@@ -681,13 +707,14 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
           Number.isFinite(s.proxyCpuPerRequest) ? s.proxyCpuPerRequest.toFixed(0) : '—',
           fmt.mib(s.proxyRss),
           s.upstreamCpuPerRequest.toFixed(0),
+          Number.isFinite(s.redisCpuPerRequest) ? s.redisCpuPerRequest.toFixed(0) : '—',
         ]);
       }
     }
-    out.push(table(['conns', 'target', 'req/s', 'p50', 'p99', 'p99.9', 'unexpected', 'proxy CPU', 'proxy CPU µs/req', 'proxy RSS MiB', 'upstream CPU µs/req'], rows), '');
+    out.push(table(['conns', 'target', 'req/s', 'p50', 'p99', 'p99.9', 'unexpected', 'proxy CPU', 'proxy CPU µs/req', 'proxy RSS MiB', 'upstream CPU µs/req', 'redis CPU µs/req'], rows), '');
     out.push('Ratios and added latency (sidecar with an OAuth token, (b), against the others):', '');
     const ratioRows: string[][] = [];
-    const missing: CellSummary = { rps: NaN, p50: NaN, p99: NaN, p999: NaN, requests: 0, unexpected: 0, errors: 0, proxyCpuPercent: NaN, proxyCpuPerRequest: NaN, upstreamCpuPerRequest: NaN, proxyRss: NaN };
+    const missing: CellSummary = { rps: NaN, p50: NaN, p99: NaN, p999: NaN, requests: 0, unexpected: 0, errors: 0, proxyCpuPercent: NaN, proxyCpuPerRequest: NaN, upstreamCpuPerRequest: NaN, redisCpuPerRequest: NaN, proxyRss: NaN };
     for (const [connections, cells] of results.post) {
       const a = cells.get('a') ?? missing;
       const b = cells.get('b') ?? missing;

@@ -54,7 +54,20 @@ export function createLogger(level: LogLevel, destination?: DestinationStream, f
     const out = destination ?? process.stdout;
     return pino(options, prettyDestination(out, destination === undefined && process.stdout.isTTY === true));
   }
-  return destination ? pino(options, destination) : pino(options);
+  return pino(options, destination ?? stdoutDestination());
+}
+
+/** How much log output may wait in memory for a slow reader before lines are dropped. */
+export const STDOUT_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * stdout as pino writes it by default (sonic-boom, asynchronous: a request never waits for a log
+ * write), with one difference: what waits for a slow or stuck reader (a full pipe) is bounded. Past
+ * STDOUT_BUFFER_MAX_BYTES lines are dropped rather than the process growing until it is OOM-killed.
+ * pino flushes what is pending on exit; only a hard kill can lose the last lines in flight.
+ */
+function stdoutDestination(): DestinationStream {
+  return pino.destination({ dest: 1, sync: false, maxLength: STDOUT_BUFFER_MAX_BYTES });
 }
 
 /**

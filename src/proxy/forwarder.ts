@@ -46,7 +46,9 @@ const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 
 export function createForwarder(options: ForwarderOptions): Forwarder {
   const target = new URL(options.upstreamUrl);
   const upstreamPath = target.pathname;
-  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets, maxFreeSockets: 256, scheduling: 'lifo' as const };
+  // noDelay: Node sets TCP_NODELAY on accepted sockets but not on an agent's outgoing ones, so a
+  // request written in two pieces (headers, then a body chunk) would wait on Nagle for the upstream's ACK.
+  const agentOptions = { keepAlive: true, noDelay: true, maxSockets: options.maxSockets, maxFreeSockets: 256, scheduling: 'lifo' as const };
   const agent = target.protocol === 'https:' ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
   const proxy = httpProxy.createProxyServer({
     target: target.origin,
