@@ -812,7 +812,9 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
     checks.push([`no RSS growth over the ${s.seconds} s soak (second half)`, `${fmt.mib(s.rssMid)} → ${fmt.mib(s.rssEnd)} MiB (${(growth * 100).toFixed(1)}%)`, growth <= 0.05 ? 'met (≤ 5%)' : 'not met']);
   }
   out.push(table(['target', 'measured', 'verdict'], checks), '');
-  out.push('Not measured: `http-proxy-3` side by side (not installed here, and it needs Node ≥ 22; this project supports Node 20.19).', '');
+  if (!TARGETS.has('g')) {
+    out.push('`http-proxy-3` (1.23, the maintained fork; 2.x needs Node ≥ 22) side by side with the same pass-through: `BENCH_ONLY=post BENCH_TARGETS=b,e,g npm run bench`.', '');
+  }
   return out.join('\n');
 }
 
