@@ -87,6 +87,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   if (rawStore instanceof RedisTokenStore) {
     const client = rawStore.client;
     metrics.watchStore(() => client.status === 'ready');
+    metrics.watchReplication(() => rawStore.replicationStats);
   }
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);

@@ -50,6 +50,19 @@ export class Metrics {
       this.storeUp.set(this.#storeUp() ? 1 : 0);
     },
   });
+  #replication: () => { waits: number; unacknowledged: number } = () => ({ waits: 0, unacknowledged: 0 });
+  readonly revocationWaits = new Counter({
+    name: 'mcp_auth_revocation_waits_total',
+    help: 'WAITs for a replica after a revocation (Redis with replicas), by whether a replica acknowledged in time',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+    collect: () => {
+      const { waits, unacknowledged } = this.#replication();
+      this.revocationWaits.reset();
+      this.revocationWaits.labels('acknowledged').inc(waits - unacknowledged);
+      this.revocationWaits.labels('unacknowledged').inc(unacknowledged);
+    },
+  });
   readonly upstreamResponses = new Counter({
     name: 'mcp_auth_upstream_responses_total',
     help: 'Upstream responses by status class, and upstream failures',
@@ -114,6 +127,11 @@ export class Metrics {
   /** What `mcp_auth_store_up` reports at each scrape. */
   watchStore(isUp: () => boolean): void {
     this.#storeUp = isUp;
+  }
+
+  /** What `mcp_auth_revocation_waits_total` reports at each scrape (the store's own counts). */
+  watchReplication(stats: () => { waits: number; unacknowledged: number }): void {
+    this.#replication = stats;
   }
 }
 

@@ -55,6 +55,7 @@ const DOCUMENTED = [
   'mcp_auth_tokens_issued_total',
   'mcp_auth_tokens_revoked_total',
   'mcp_auth_admin_operations_total',
+  'mcp_auth_revocation_waits_total',
 ];
 
 describe('GET /metrics after real traffic', () => {
@@ -99,6 +100,9 @@ describe('GET /metrics after real traffic', () => {
     expect(moved('mcp_auth_store_operation_seconds_count', { operation: 'issueTokens' })).toBeGreaterThanOrEqual(2);
     expect(moved('mcp_auth_store_operation_seconds_count', { operation: 'appendAudit' })).toBeGreaterThanOrEqual(10);
     expect(value(after.samples, 'mcp_auth_store_up')).toBe(1);
+    // A standalone Redis has no replica to wait for (test/slow/sentinel.test.ts counts real WAITs).
+    expect(value(after.samples, 'mcp_auth_revocation_waits_total', { result: 'acknowledged' })).toBe(0);
+    expect(value(after.samples, 'mcp_auth_revocation_waits_total', { result: 'unacknowledged' })).toBe(0);
     expect(value(after.samples, 'mcp_auth_store_operation_errors_total')).toBe(0);
   });
 

@@ -152,6 +152,10 @@ describe('Redis Sentinel', () => {
     console.log(`revocation with the replica stopped: ${Math.round(revocationMs!)} ms (WAIT timeout ${Math.floor(COMMAND_TIMEOUT_MS * 0.8)} ms); ${during.length} lookups answered meanwhile, slowest ${Math.round(Math.max(...during.map((a) => a.ms)))} ms`);
     expect(revocationMs!).toBeGreaterThanOrEqual(Math.floor(COMMAND_TIMEOUT_MS * 0.8) - 5);
     expect(store.replicationStats).toEqual({ waits: 4, unacknowledged: 1 });
+    // The same counts at /metrics, for an alert on revocations no replica has confirmed.
+    const scraped = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+    expect(scraped).toContain('mcp_auth_revocation_waits_total{result="acknowledged"} 3');
+    expect(scraped).toContain('mcp_auth_revocation_waits_total{result="unacknowledged"} 1');
     // Lookups took a few ms each here (48 during one WAIT); with the WAIT on the lookups' connection
     // (tried) at most 2 got through, the first one held up for the whole WAIT.
     expect(during.length).toBeGreaterThanOrEqual(5);
