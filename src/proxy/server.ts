@@ -108,6 +108,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     headers['x-mcp-auth-kind'] = principal.kind;
     headers['x-mcp-auth-subject'] = HEADER_SAFE.test(principal.subject) ? principal.subject : encodeURIComponent(principal.subject);
     if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = principal.clientId;
+    // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
+    if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) headers['x-mcp-auth-scope'] = principal.scope;
     const priorFor = fromTrustedProxy ? headers['x-forwarded-for'] : undefined;
     headers['x-forwarded-for'] = priorFor ? `${String(priorFor)}, ${remote}` : remote;
     if (!fromTrustedProxy || headers['x-forwarded-proto'] === undefined) {

@@ -205,6 +205,16 @@ describe('proxy listener: authentication rows', () => {
     expect(names.filter((n) => n === 'x-mcp-auth-subject')).toHaveLength(1);
   });
 
+  it('an OAuth token with a scope: X-MCP-Auth-Scope carries it; a client-sent one never passes', async () => {
+    const issued = await stack.admin('createAccessToken', { clientId, lifetimeSeconds: 60, scope: 'tools:read tools:call' });
+    expect(issued.status).toBe(201);
+    const res = await call(stack.mcpUrl, { method: 'POST', token: issued.body.accessToken, body: '{}', headers: { 'x-mcp-auth-scope': 'admin' } });
+    expect(res.status).toBe(200);
+    expect(res.body.headers['x-mcp-auth-scope']).toBe('tools:read tools:call');
+    const unscoped = await call(stack.mcpUrl, { method: 'POST', token: oauthToken, body: '{}', headers: { 'x-mcp-auth-scope': 'admin' } });
+    expect(unscoped.body.headers['x-mcp-auth-scope']).toBeUndefined();
+  });
+
   it('valid user-grade token: kind user, subject is the IdP sub, no client id', async () => {
     const token = await userToken({ subject: 'sub|ünïcode' });
     const res = await call(stack.mcpUrl, { method: 'POST', token, body: '{}' });
