@@ -188,7 +188,9 @@ refused (401), 4 admin listener unreachable or 5xx (e.g. Redis down), 130 interr
 
 function operationUsage(name: string): string {
   const spec = OPERATIONS[name]!;
-  const flags = Object.entries(spec.flags).map(([flag, f]) => `  --${flag} ${f.type === 'list' ? 'A,B' : f.type === 'integer' ? 'N' : 'VALUE'}`.padEnd(36) + f.help);
+  const heads = Object.entries(spec.flags).map(([flag, f]) => `  --${flag} ${f.type === 'list' ? 'A,B' : f.type === 'integer' ? 'N' : 'VALUE'}`);
+  const width = Math.max(36, ...heads.map((h) => h.length + 2));
+  const flags = Object.values(spec.flags).map((f, i) => heads[i]!.padEnd(width) + f.help);
   const aliases = Object.entries(spec.aliases ?? {}).map(([a, f]) => `--${a} = --${f}`);
   return `usage: mcp-bearer-proxy admin ${kebab(name)} [flags] [--json]\n\n${spec.summary}\n${flags.length > 0 ? `\n${flags.join('\n')}\n` : ''}${aliases.length > 0 ? `\naliases: ${aliases.join(', ')}\n` : ''}`;
 }
