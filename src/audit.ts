@@ -10,6 +10,7 @@
 // down go to the log only too (appending would fail the same way, and only delay the 503).
 // Recording never throws: an audit stream that cannot be written is a warning, not a failed request.
 
+import { isClientIdShaped } from './clients.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './logger.ts';
 import type { AuditEvent, StoredAuditEvent, TokenStore } from './store/types.ts';
@@ -56,7 +57,9 @@ export class Audit {
   /** Logs the event and, when it qualifies, appends it to the stream. Resolves once both are done; never rejects. */
   async record(input: AuditInput, level: 'info' | 'warn' = 'info'): Promise<void> {
     const event: AuditEvent = { at: this.#options.clock.now(), who: clip(input.who), action: clip(input.action), result: clip(input.result) };
-    if (input.clientId !== undefined) event.clientId = clip(input.clientId);
+    // Client ids reach here unverified too (the one a refused request presented): only a value shaped
+    // like an id this sidecar issues is written down, so a token pasted into that field never is.
+    if (input.clientId !== undefined && isClientIdShaped(input.clientId)) event.clientId = input.clientId;
     if (input.tokenHashPrefix !== undefined) event.tokenHashPrefix = hashPrefix(input.tokenHashPrefix);
     if (input.subject !== undefined) event.subject = clip(input.subject);
     if (input.detail !== undefined) event.detail = input.detail;

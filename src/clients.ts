@@ -70,6 +70,14 @@ export function checkRedirectUri(value: unknown): string | null {
   return url.protocol === 'http:' && loopback ? value : null;
 }
 
+const CLIENT_ID_PREFIX = 'mcp_';
+const CLIENT_ID_SHAPE = /^mcp_[0-9a-f]{32}$/;
+
+/** Whether `value` has the shape of a client id this sidecar issues (`mcp_` and 32 hex). */
+export function isClientIdShaped(value: string): boolean {
+  return CLIENT_ID_SHAPE.test(value);
+}
+
 /** A space-separated list of RFC 6749 §3.3 scope tokens; undefined when absent. */
 export function checkScope(value: unknown, field = 'scope'): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
@@ -154,7 +162,7 @@ export async function provisionClient(
   }
   const clientSecret = tokenEndpointAuthMethod === 'none' ? undefined : generateToken();
   const client: ClientRecord = {
-    clientId: `mcp_${randomBytes(16).toString('hex')}`,
+    clientId: `${CLIENT_ID_PREFIX}${randomBytes(16).toString('hex')}`,
     redirectUris,
     grantTypes,
     profile: profile.name,

@@ -111,13 +111,9 @@ export function createAdminServer(deps: AdminDeps): Server {
 }
 
 /** What a refused operation was about, from its arguments: the client, or the token (as a hash prefix). */
-const CLIENT_ID_SHAPE = /^mcp_[0-9a-f]{32}$/;
-
 function auditTarget(body: Record<string, unknown>): Pick<AuditInput, 'clientId' | 'tokenHashPrefix'> {
   const out: Pick<AuditInput, 'clientId' | 'tokenHashPrefix'> = {};
-  // Only a value shaped like an id this sidecar issues is written to the trail: an operator who pasted
-  // a token into clientId by mistake must not find it in the log and the Redis audit stream.
-  if (typeof body.clientId === 'string' && CLIENT_ID_SHAPE.test(body.clientId)) out.clientId = body.clientId;
+  if (typeof body.clientId === 'string') out.clientId = body.clientId; // kept only if shaped like one (Audit.record)
   if (typeof body.tokenHash === 'string' && isTokenShaped(body.tokenHash)) out.tokenHashPrefix = body.tokenHash;
   else if (typeof body.token === 'string' && isTokenShaped(body.token)) out.tokenHashPrefix = hashToken(body.token);
   return out;

@@ -8,7 +8,7 @@ import { hashToken } from '../../src/credentials.ts';
 import type { StoredAuditEvent } from '../../src/store/types.ts';
 import { startStack } from '../support/stack.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
-import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
+import { basic, postForm, runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
 
 function auditLines(logs: string[]): Array<{ level: number; audit: StoredAuditEvent }> {
   return logs.map((l) => JSON.parse(l) as { level: number; msg: string; audit: StoredAuditEvent }).filter((e) => e.msg === 'audit');
@@ -75,6 +75,20 @@ describe('audit events of a full run', () => {
     // Every stream event was logged too (the log is the complete trail).
     const loggedKeys = new Set(logged.map((e) => `${e.at}/${e.action}/${e.result}`));
     for (const e of events) expect(loggedKeys.has(`${e.at}/${e.action}/${e.result}`)).toBe(true);
+  });
+
+  it('a client id a refused request presents is written down only when shaped like an issued one', async () => {
+    // A token pasted as the Basic user name of a /token request: refused, audited, never recorded.
+    const pasted = randomBytes(32).toString('hex');
+    const res = await postForm(`${t.stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(pasted, 'x'));
+    expect(res.status).toBe(401);
+    const refused = auditLines(t.stack.logs)
+      .map((l) => l.audit)
+      .filter((e) => e.action === 'token.client_credentials' && e.result === 'invalid_client');
+    expect(refused.length).toBeGreaterThanOrEqual(2); // this one and runTraffic's wrong secret
+    const last = refused.at(-1)!;
+    expect(last.clientId).toBeUndefined();
+    expect(JSON.stringify(t.stack.logs)).not.toContain(pasted.slice(0, 16));
   });
 
   it('a refresh-token reuse is logged at warn', () => {
