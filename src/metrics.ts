@@ -106,22 +106,12 @@ export class Metrics {
   }
 
   denied(reason: DenialReason | 'rate_limited'): void {
-    let child = this.#denied.get(reason);
-    if (!child) {
-      child = this.requests.labels('denied', reason);
-      this.#denied.set(reason, child);
-    }
-    child.inc();
+    bound(this.#denied, reason, () => this.requests.labels('denied', reason)).inc();
   }
 
   upstreamStatus(status: number | 'error'): void {
     const key = status === 'error' ? 'error' : `${Math.floor(status / 100)}xx`;
-    let child = this.#upstream.get(key);
-    if (!child) {
-      child = this.upstreamResponses.labels(key);
-      this.#upstream.set(key, child);
-    }
-    child.inc();
+    bound(this.#upstream, key, () => this.upstreamResponses.labels(key)).inc();
   }
 
   /** What `mcp_auth_store_up` reports at each scrape. */
@@ -133,6 +123,16 @@ export class Metrics {
   watchReplication(stats: () => { waits: number; unacknowledged: number }): void {
     this.#replication = stats;
   }
+}
+
+/** The child bound to `key`'s labels, made on first use and kept: later calls hash no labels. */
+function bound<K>(cache: Map<K, Counter.Internal>, key: K, make: () => Counter.Internal): Counter.Internal {
+  let child = cache.get(key);
+  if (!child) {
+    child = make();
+    cache.set(key, child);
+  }
+  return child;
 }
 
 /**

@@ -8,8 +8,8 @@ import { BlockList, isIP } from 'node:net';
 export interface ClientAddresses {
   /** The peer, normalised (`::ffff:1.2.3.4` -> `1.2.3.4`). */
   peer(req: IncomingMessage): string;
-  /** True when the peer is a configured trusted proxy. */
-  fromTrustedProxy(req: IncomingMessage): boolean;
+  /** True when `peer` (as `peer()` gives it) is a configured trusted proxy. */
+  trusts(peer: string): boolean;
   /** The peer, or the address a trusted proxy in front of us appended last. */
   client(req: IncomingMessage): string;
 }
@@ -24,13 +24,13 @@ export function clientAddresses(trustedProxies: readonly string[]): ClientAddres
   }
   const any = trustedProxies.length > 0;
   const peer = (req: IncomingMessage) => normalizeAddress(req.socket.remoteAddress);
-  const isTrusted = (remote: string) => any && remote !== '' && trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4');
+  const trusts = (remote: string) => any && remote !== '' && trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4');
   return {
     peer,
-    fromTrustedProxy: (req) => isTrusted(peer(req)),
+    trusts,
     client(req) {
       const remote = peer(req);
-      if (!isTrusted(remote)) return remote;
+      if (!trusts(remote)) return remote;
       const forwarded = req.headers['x-forwarded-for'];
       const last = typeof forwarded === 'string' ? forwarded.slice(forwarded.lastIndexOf(',') + 1).trim() : '';
       return isIP(last) ? last : remote;

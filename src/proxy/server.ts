@@ -56,7 +56,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       throw new HttpError(401, 'unauthorized', 'a bearer token is required', { headers: { 'www-authenticate': challenge(false) } });
     }
     if (authFailures) {
-      const retryAfter = authFailures.retryAfter(clientAddress(req));
+      const retryAfter = authFailures.retryAfter(addresses.client(req));
       if (retryAfter > 0) {
         metrics.denied('rate_limited');
         throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
@@ -84,18 +84,16 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   function deny(req: IncomingMessage, reason: DenialReason): never {
     metrics.denied(reason);
-    authFailures?.recordFailure(clientAddress(req));
+    authFailures?.recordFailure(addresses.client(req));
     (req as DeniedRequest)[DENIAL] = reason;
     throw new HttpError(401, 'invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
   }
-
-  const clientAddress = (req: IncomingMessage) => addresses.client(req);
 
   /** Strips what a client could spoof, then states who the sidecar authenticated. */
   function rewriteHeaders(req: IncomingMessage, principal: Principal): void {
     const headers = req.headers;
     const remote = addresses.peer(req);
-    const fromTrustedProxy = addresses.fromTrustedProxy(req);
+    const fromTrustedProxy = addresses.trusts(remote);
     for (const name in headers) {
       if (name.startsWith('x-mcp-auth-')) delete headers[name];
       else if (!fromTrustedProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) delete headers[name];
