@@ -6,7 +6,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
-import type { KeyLayout } from '../../src/store/records.ts';
+import type { Cluster, Redis } from 'ioredis';
+import { orNull, type KeyLayout } from '../../src/store/records.ts';
 import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, TokenStore, UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
@@ -17,6 +18,16 @@ export interface StoreHarness {
   setRawField(key: string, field: string, value: string): Promise<void>;
   keys: KeyLayout;
   cleanup(): Promise<void>;
+}
+
+/** The harness's raw access over a redis-cli-like connection (standalone or Cluster). */
+export function redisRawAccess(raw: Redis | Cluster): Pick<StoreHarness, 'rawHash' | 'setRawField'> {
+  return {
+    rawHash: async (key) => orNull(await raw.hgetall(key)),
+    setRawField: async (key, field, value) => {
+      await raw.hset(key, field, value);
+    },
+  };
 }
 
 const HOUR = 3_600_000;

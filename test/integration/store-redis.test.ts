@@ -5,10 +5,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
-import { orNull } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
-import { runStoreContract } from './store-contract.ts';
+import { redisRawAccess, runStoreContract } from './store-contract.ts';
 
 const HOUR = 3_600_000;
 
@@ -18,10 +17,7 @@ runStoreContract('RedisTokenStore', async () => {
   const raw = await rawRedis();
   return {
     store,
-    rawHash: async (key) => orNull(await raw.hgetall(key)),
-    setRawField: async (key, field, value) => {
-      await raw.hset(key, field, value);
-    },
+    ...redisRawAccess(raw),
     keys: store.keys,
     cleanup: async () => {
       try {

@@ -7,9 +7,8 @@
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/credentials.ts';
-import { orNull } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
-import { runStoreContract } from '../integration/store-contract.ts';
+import { redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisCluster, type RedisClusterSet } from '../support/redis-ha.ts';
 import { openRedisStore, uniquePrefix } from '../support/redis.ts';
@@ -42,10 +41,7 @@ runStoreContract('RedisTokenStore on Redis Cluster', async () => {
   await raw.connect();
   return {
     store,
-    rawHash: async (key) => orNull(await raw.hgetall(key)),
-    setRawField: async (key, field, value) => {
-      await raw.hset(key, field, value);
-    },
+    ...redisRawAccess(raw),
     keys: store.keys,
     // The cluster is private to this file and killed in afterAll: nothing to delete.
     cleanup: async () => {
