@@ -34,6 +34,18 @@ export interface ProxyDeps {
   authFailures?: FailedAuthLimiter;
 }
 
+/** Headers that state the client's address or the original request: only a trusted proxy may send them. */
+const CLIENT_ADDRESS_HEADERS = new Set(['forwarded', 'x-real-ip', 'true-client-ip', 'x-client-ip', 'x-cluster-client-ip', 'client-ip', 'cf-connecting-ip', 'fastly-client-ip']);
+
+function isClientAddressHeader(name: string): boolean {
+  return name.startsWith('x-forwarded-') || CLIENT_ADDRESS_HEADERS.has(name);
+}
+
+/** Headers whose meaning the sidecar sets or removes (identity, addresses, credentials), by canonical name. */
+function isOwnedHeader(canonical: string): boolean {
+  return canonical.startsWith('x-mcp-auth-') || isClientAddressHeader(canonical) || canonical === 'authorization' || canonical === 'proxy-authorization';
+}
+
 const INVALID_TOKEN_DESCRIPTION = 'the access token is invalid, expired or revoked';
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
@@ -96,7 +108,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const fromTrustedProxy = addresses.trusts(remote);
     for (const name in headers) {
       if (name.startsWith('x-mcp-auth-')) delete headers[name];
-      else if (!fromTrustedProxy && (name.startsWith('x-forwarded-') || name === 'forwarded')) delete headers[name];
+      else if (!fromTrustedProxy && isClientAddressHeader(name)) delete headers[name];
+      // CGI/WSGI stacks (and some proxies) read `x_mcp_auth_kind` as X-MCP-Auth-Kind: an underscore
+      // spelling of a header the sidecar owns is never legitimate, whoever the peer is.
+      else if (name.includes('_') && isOwnedHeader(name.replaceAll('_', '-'))) delete headers[name];
     }
     delete headers.authorization;
     // Meant for this hop (RFC 9110 §11.7.2), never for the upstream.

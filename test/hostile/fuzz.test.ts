@@ -71,7 +71,14 @@ const headerName = fc.oneof(
     'Content-Type',
     'X-MCP-Auth-Kind',
     'X-MCP-Auth-Subject',
+    'x_mcp_auth_kind',
+    'X_MCP_AUTH_CLIENT_ID',
+    'x_mcp_auth_scope',
     'X-Forwarded-For',
+    'x_forwarded_for',
+    'X-Real-IP',
+    'true_client_ip',
+    'proxy_authorization',
     'Forwarded',
     'Mcp-Session-Id',
     'Last-Event-ID',
@@ -243,6 +250,8 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
     for (const seen of echo.seen.filter((s) => !isProbe(s.headers))) {
       expect(['user', 'oauth', 'master']).toContain(seen.headers['x-mcp-auth-kind']);
       expect(seen.headers.authorization).toBeUndefined();
+      // No underscore spelling of an identity, address or credential header (CGI reads them as the real one).
+      expect(Object.keys(seen.headers).filter((n) => /^(x_mcp_auth_|x_forwarded_|x_real_ip$|true_client_ip$|proxy_authorization$)/.test(n))).toEqual([]);
     }
     // Still serving, and no handler ever failed unexpectedly.
     const ok = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${tokens.valid}` }, body: '{}' });
