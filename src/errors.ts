@@ -47,6 +47,18 @@ export class HttpError extends Error {
   }
 }
 
+/**
+ * The backing store could not answer (connection down, command timed out, replica acknowledgement lost).
+ * Stores throw this, and only this, for infrastructure failures, so a listener can tell an outage (503,
+ * retry later) from a bug (500).
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
 /** Storage is down or too slow: the caller must not be let through, and may retry shortly. */
 export function storeUnavailable(cause: unknown): HttpError {
   return new HttpError(503, 'temporarily_unavailable', undefined, { headers: { 'retry-after': '2' }, cause });
