@@ -1,8 +1,9 @@
 // 10,000 random requests from fast-check, written raw over keep-alive sockets: random methods, paths,
 // header names and values (any byte), Authorization variants (valid, master, revoked, unknown, mutated,
-// doubled), framings and bodies. Properties: the process never crashes or answers 500, and no response
-// is 2xx unless the request carried exactly one Authorization header holding a valid token; every request
-// the upstream sees carries the sidecar's identity headers and no Authorization.
+// doubled), protocol upgrades (WebSocket, h2c), framings and bodies. Properties: the process never crashes or answers 500, and no response
+// is 2xx unless the request carried exactly one Authorization header holding a valid token; no upgrade
+// request is answered 1xx or 2xx; every request the upstream sees carries the sidecar's identity
+// headers and no Authorization or Upgrade.
 
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,7 +38,16 @@ interface FuzzRequest {
   framing: 'none' | 'length' | 'chunked' | 'short-length';
   body: string;
   version: string;
+  upgrade: 'none' | 'websocket' | 'h2c' | 'bare';
 }
+
+// Protocol upgrade requests (MCP has none): the sidecar must answer them at once and close, never forward.
+const UPGRADES: Record<FuzzRequest['upgrade'], string[]> = {
+  none: [],
+  websocket: ['Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13'],
+  h2c: ['Connection: Upgrade, HTTP2-Settings', 'Upgrade: h2c', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA'],
+  bare: ['Upgrade: websocket'],
+};
 
 const latin1 = (max: number) => fc.string({ unit: fc.integer({ min: 0, max: 255 }).map((c) => String.fromCharCode(c)), maxLength: max });
 const printable = (max: number) => fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: max });
@@ -96,7 +106,7 @@ const headerName = fc.oneof(
   printable(12).filter((s) => s.length > 0),
   latin1(8).filter((s) => s.length > 0),
 );
-const headerValue = fc.oneof(latin1(40), fc.constantFrom('0', '-1', 'abc', 'chunked', 'gzip', 'identity', 'close', 'keep-alive', '100-continue', 'websocket', 'master', 'user'));
+const headerValue = fc.oneof(latin1(40), fc.constantFrom('0', '-1', 'abc', 'chunked', 'gzip', 'identity', 'close', 'keep-alive', '100-continue', 'websocket', 'h2c', 'upgrade', 'Upgrade, HTTP2-Settings', 'master', 'user'));
 
 const requestArb: fc.Arbitrary<FuzzRequest> = fc.record({
   method: fc.oneof(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'), printable(8).filter((s) => s.length > 0)),
@@ -109,6 +119,7 @@ const requestArb: fc.Arbitrary<FuzzRequest> = fc.record({
   framing: fc.constantFrom('none' as const, 'length' as const, 'chunked' as const, 'short-length' as const),
   body: latin1(200),
   version: fc.constantFrom('HTTP/1.1', 'HTTP/1.1', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/2.0', 'HTTP/1.1 '),
+  upgrade: fc.constantFrom('none' as const, 'none' as const, 'none' as const, 'none' as const, 'none' as const, 'none' as const, 'websocket' as const, 'h2c' as const, 'bare' as const),
 });
 
 function tokenOf(kind: 'valid' | 'master' | 'revoked' | 'unknown', t: Tokens, unknown: string): string {
@@ -144,6 +155,7 @@ function render(r: FuzzRequest, t: Tokens, unknown: string): { bytes: Buffer; au
       break;
   }
   for (const a of auths) lines.push(`Authorization: ${a}`);
+  lines.push(...UPGRADES[r.upgrade]);
   for (const [name, value] of r.headers) lines.push(`${name}: ${value}`);
   let body = '';
   if (r.framing === 'length') {
@@ -212,6 +224,8 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
       }
       if (res.status >= 500 && res.status !== 502 && res.status !== 503 && res.status !== 504) failures.push(`${res.status} for ${JSON.stringify(bytes.toString('latin1'))}`);
       if (res.status >= 200 && res.status < 300 && !authorized) failures.push(`${res.status} without a valid token for ${JSON.stringify(bytes.toString('latin1'))}`);
+      const upgrading = r.upgrade !== 'none' || r.headers.some(([name]) => name.toLowerCase() === 'upgrade');
+      if (upgrading && res.status < 300) failures.push(`${res.status} to an upgrade request ${JSON.stringify(bytes.toString('latin1'))}`);
       // Whatever happened, the next request on this connection starts clean only if the server kept it.
       if (res.headers.connection?.toLowerCase() === 'close') conn.c = undefined;
     }
@@ -250,6 +264,7 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
     for (const seen of echo.seen.filter((s) => !isProbe(s.headers))) {
       expect(['user', 'oauth', 'master']).toContain(seen.headers['x-mcp-auth-kind']);
       expect(seen.headers.authorization).toBeUndefined();
+      expect(seen.headers.upgrade).toBeUndefined();
       // No underscore spelling of an identity, address or credential header (CGI reads them as the real one).
       expect(Object.keys(seen.headers).filter((n) => /^(x_mcp_auth_|x_forwarded_|x_real_ip$|true_client_ip$|proxy_authorization$)/.test(n))).toEqual([]);
     }
