@@ -10,6 +10,13 @@ import { resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
 import type { ClientRecord, TokenEndpointAuthMethod, TokenStore } from './store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
+/** C0 and C1 controls, DEL and the Unicode line separators: never part of a stored name or URI. */
+const CONTROL = /[\x00-\x1f\x7f-\x9f\u2028\u2029]/;
+
+/** True when `value` holds a control character (CR/LF above all: stored values reach logs, headers and pages). */
+export function hasControlCharacter(value: string): boolean {
+  return CONTROL.test(value);
+}
 const MAX_REDIRECT_URIS = 16;
 const MAX_TEXT = 256;
 
@@ -58,6 +65,8 @@ function invalid(description: string, code: 'invalid_request' | 'invalid_client_
 /** https, or http on a loopback host (RFC 8252 §7.3); no fragment; matched exactly later. */
 export function checkRedirectUri(value: unknown): string | null {
   if (typeof value !== 'string' || value.length === 0 || value.length > 2048) return null;
+  // The URL parser silently drops tabs and newlines: checked on the raw value, which is what is stored.
+  if (CONTROL.test(value) || value.includes(' ')) return null;
   let url: URL;
   try {
     url = new URL(value);
@@ -102,8 +111,8 @@ export async function provisionClient(
 
   let clientName: string | undefined;
   if (input.clientName !== undefined && input.clientName !== null) {
-    if (typeof input.clientName !== 'string' || input.clientName.length > MAX_TEXT) {
-      throw invalid(`clientName must be a string of at most ${MAX_TEXT} characters`, metaError);
+    if (typeof input.clientName !== 'string' || input.clientName.length > MAX_TEXT || CONTROL.test(input.clientName)) {
+      throw invalid(`clientName must be a string of at most ${MAX_TEXT} characters, without control characters`, metaError);
     }
     clientName = input.clientName;
   }
@@ -116,14 +125,14 @@ export async function provisionClient(
     for (const uri of input.redirectUris) {
       const ok = checkRedirectUri(uri);
       if (ok === null) {
-        throw invalid('each redirect URI must be https, or http on a loopback host, with no fragment', source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request');
+        throw invalid('each redirect URI must be https, or http on a loopback host, with no fragment, space or control character', source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request');
       }
       redirectUris.push(ok);
     }
   }
 
   const profileName = input.profile === undefined || input.profile === null ? (source === 'dcr' ? 'dynamic' : 'default') : input.profile;
-  if (typeof profileName !== 'string' || profileName.length === 0 || profileName.length > 64) {
+  if (typeof profileName !== 'string' || profileName.length === 0 || profileName.length > 64 || CONTROL.test(profileName)) {
     throw invalid('profile must be the name of a profile', metaError);
   }
   const profile = await resolveProfile(store, profileName, now);

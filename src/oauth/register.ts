@@ -6,7 +6,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../body.ts';
-import { provisionClient } from '../clients.ts';
+import { hasControlCharacter, provisionClient } from '../clients.ts';
 import { HttpError, writeJson } from '../errors.ts';
 import { GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
@@ -16,6 +16,21 @@ export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
 
 function metadataError(description: string): HttpError {
   return new HttpError(400, 'invalid_client_metadata', description);
+}
+
+/**
+ * Every string of the metadata, whether this server keeps the field or not (RFC 7591 lets servers
+ * ignore fields, and a later version may keep them): a CR/LF stored today is a header or log line
+ * injected tomorrow.
+ */
+function refuseControlCharacters(body: Record<string, unknown>): void {
+  for (const [field, value] of Object.entries(body)) {
+    const strings = typeof value === 'string' ? [value] : Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+    if (!strings.some(hasControlCharacter)) continue;
+    const name = field.slice(0, 64).replace(/[^\x21-\x7e]/g, '?');
+    if (field === 'redirect_uris') throw new HttpError(400, 'invalid_redirect_uri', 'a redirect URI contains a control character');
+    throw metadataError(`${name} contains a control character`);
+  }
 }
 
 export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimiter, clientAddress: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -39,6 +54,7 @@ export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimi
   }
 
   if (body.client_id !== undefined || body.client_secret !== undefined) throw metadataError('client_id and client_secret are assigned by the server');
+  refuseControlCharacters(body);
   const grantTypes = body.grant_types;
   if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_CLIENT_CREDENTIALS)) {
     throw metadataError('client_credentials is only for clients an administrator creates');

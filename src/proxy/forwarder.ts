@@ -7,6 +7,7 @@ import { Agent as HttpAgent, type IncomingMessage, type ServerResponse, type Cli
 import { Agent as HttpsAgent } from 'node:https';
 import httpProxy from 'http-proxy';
 import { HttpError, writeError } from '../errors.ts';
+import { removeHopByHop } from './hop-by-hop.ts';
 
 export interface ForwarderOptions {
   upstreamUrl: string;
@@ -114,6 +115,16 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       options.onStreamClose?.();
     });
   }
+
+  // Emitted before http-proxy copies the upstream's headers to the client: its hop-by-hop headers
+  // (`Keep-Alive: timeout=5` of its own server) are not the client's business. Whether the client's
+  // connection stays open is what the client asked for (`Connection: close`, HTTP/1.0), which Node
+  // has already worked out; http-proxy would otherwise copy the upstream's `keep-alive`, and Node
+  // would honour that over the client's `close`.
+  proxy.on('proxyRes', (proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse) => {
+    removeHopByHop(proxyRes.headers);
+    proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
+  });
 
   // Client-side resets while streaming are not errors of ours; http-proxy reports them separately.
   proxy.on('econnreset', () => undefined);

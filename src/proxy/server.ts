@@ -15,6 +15,8 @@ import type { TokenStore } from '../store/types.ts';
 import { tooManyRequests, type FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses } from './client-address.ts';
 import { upstreamStatusOf, type Forwarder } from './forwarder.ts';
+import { removeHopByHop } from './hop-by-hop.ts';
+import { identityHeaderValue } from './identity-value.ts';
 
 /** Extra routes on the proxy listener (OAuth metadata and endpoints); true when handled. */
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
@@ -106,6 +108,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const headers = req.headers;
     const remote = addresses.peer(req);
     const fromTrustedProxy = addresses.trusts(remote);
+    // First: a header the client names in `Connection` must not outlive the ones the sidecar sets below.
+    removeHopByHop(headers);
     for (const name in headers) {
       if (name.startsWith('x-mcp-auth-')) delete headers[name];
       else if (!fromTrustedProxy && isClientAddressHeader(name)) delete headers[name];
@@ -119,8 +123,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
     delete headers.expect;
     headers['x-mcp-auth-kind'] = principal.kind;
-    headers['x-mcp-auth-subject'] = HEADER_SAFE.test(principal.subject) ? principal.subject : encodeURIComponent(principal.subject);
-    if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = principal.clientId;
+    headers['x-mcp-auth-subject'] = identityHeaderValue(principal.subject);
+    if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = identityHeaderValue(principal.clientId);
     // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
     if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) headers['x-mcp-auth-scope'] = principal.scope;
     const priorFor = fromTrustedProxy ? headers['x-forwarded-for'] : undefined;

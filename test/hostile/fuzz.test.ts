@@ -93,6 +93,9 @@ const headerName = fc.oneof(
     'Mcp-Session-Id',
     'Last-Event-ID',
     'Connection',
+    'Keep-Alive',
+    'Proxy-Connection',
+    'Trailer',
     'Expect',
     'TE',
     'Upgrade',
@@ -106,7 +109,9 @@ const headerName = fc.oneof(
   printable(12).filter((s) => s.length > 0),
   latin1(8).filter((s) => s.length > 0),
 );
-const headerValue = fc.oneof(latin1(40), fc.constantFrom('0', '-1', 'abc', 'chunked', 'gzip', 'identity', 'close', 'keep-alive', '100-continue', 'websocket', 'h2c', 'upgrade', 'Upgrade, HTTP2-Settings', 'master', 'user'));
+const headerValue = fc.oneof(latin1(40), fc.constantFrom('0', '-1', 'abc', 'chunked', 'gzip', 'identity', 'close', 'keep-alive', '100-continue', 'websocket', 'h2c', 'upgrade', 'Upgrade, HTTP2-Settings', 'master', 'user',
+  // Connection option lists naming headers the sidecar sets or needs (hop-by-hop removal must not touch them).
+  'x-mcp-auth-kind', 'keep-alive, X-MCP-Auth-Subject, X-Forwarded-For', 'close, Content-Length', 'Transfer-Encoding, x-mcp-auth-client-id'));
 
 const requestArb: fc.Arbitrary<FuzzRequest> = fc.record({
   method: fc.oneof(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'), printable(8).filter((s) => s.length > 0)),
@@ -264,7 +269,9 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
     for (const seen of echo.seen.filter((s) => !isProbe(s.headers))) {
       expect(['user', 'oauth', 'master']).toContain(seen.headers['x-mcp-auth-kind']);
       expect(seen.headers.authorization).toBeUndefined();
-      expect(seen.headers.upgrade).toBeUndefined();
+      // Hop-by-hop headers stop at the sidecar; the upstream connection is the sidecar's own.
+      for (const hop of ['keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']) expect(seen.headers[hop]).toBeUndefined();
+      expect(String(seen.headers.connection ?? 'keep-alive')).toMatch(/^(keep-alive|close)$/);
       // No underscore spelling of an identity, address or credential header (CGI reads them as the real one).
       expect(Object.keys(seen.headers).filter((n) => /^(x_mcp_auth_|x_forwarded_|x_real_ip$|true_client_ip$|proxy_authorization$)/.test(n))).toEqual([]);
     }
