@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { MasterToken } from './credentials.ts';
-import { createLogger, type Logger } from './logger.ts';
+import { createLogger, describe, type Logger } from './logger.ts';
 import { Audit } from './audit.ts';
 import { Metrics, instrumentStore } from './metrics.ts';
 import { createAdminServer } from './admin/server.ts';
@@ -60,7 +60,7 @@ export async function openStore(config: Config, clock: Clock, logger: Logger): P
   client.on('error', (err: Error) => {
     if (down) return;
     down = true;
-    logger.error({ err: { message: err.message } }, 'redis connection lost: requests are refused with 503 until it is back');
+    logger.error({ err: describe(err) }, 'redis connection lost: requests are refused with 503 until it is back');
   });
   client.on('ready', () => {
     if (!down) return;
@@ -99,7 +99,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     onUpstreamResult: (status) => metrics.upstreamStatus(status),
     onStreamOpen: () => metrics.openStreams.inc(),
     onStreamClose: () => metrics.openStreams.dec(),
-    onError: (err) => logger.warn({ err: { message: err.message } }, 'upstream request failed'),
+    onError: (err) => logger.warn({ err: describe(err) }, 'upstream request failed'),
   });
 
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;

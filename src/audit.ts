@@ -12,7 +12,7 @@
 
 import { isClientIdShaped } from './clients.ts';
 import type { Clock } from './clock.ts';
-import type { Logger } from './logger.ts';
+import { describe, type Logger } from './logger.ts';
 import type { AuditEvent, StoredAuditEvent, TokenStore } from './store/types.ts';
 
 export type { AuditEvent, StoredAuditEvent };
@@ -70,7 +70,7 @@ export class Audit {
     try {
       await this.#options.store.appendAudit(event, this.#options.maxLen);
     } catch (err) {
-      this.#options.logger.warn({ err: { message: (err as Error).message }, action: event.action }, 'audit event not appended to the audit stream');
+      this.#options.logger.warn({ err: describe(err), action: event.action }, 'audit event not appended to the audit stream');
     }
   }
 

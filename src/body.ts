@@ -2,12 +2,11 @@
 // (/mcp bodies are never read here: they stream through to the upstream.)
 
 import type { IncomingMessage } from 'node:http';
-import { HttpError } from './errors.ts';
+import { HttpError, payloadTooLarge } from './errors.ts';
 
 /** Reads at most `max` bytes; a larger body is refused with 413 without reading the rest. */
 export function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
-  const tooLarge = () => new HttpError(413, 'payload_too_large', `request bodies are limited to ${max} bytes`);
-  if (Number(req.headers['content-length'] ?? NaN) > max) return Promise.reject(tooLarge());
+  if (Number(req.headers['content-length'] ?? NaN) > max) return Promise.reject(payloadTooLarge(max));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -15,7 +14,7 @@ export function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
       size += chunk.length;
       if (size > max) {
         req.pause();
-        reject(tooLarge());
+        reject(payloadTooLarge(max));
         return;
       }
       chunks.push(chunk);
@@ -31,10 +30,10 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> {
   try {
     value = JSON.parse(raw.toString('utf8'));
   } catch {
-    throw new HttpError(400, 'invalid_request', 'the body is not valid JSON');
+    throw new HttpError('invalid_request', 'the body is not valid JSON');
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new HttpError(400, 'invalid_request', 'the body must be a JSON object');
+    throw new HttpError('invalid_request', 'the body must be a JSON object');
   }
   return value as Record<string, unknown>;
 }
@@ -59,7 +58,7 @@ export class Form {
   static of(entries: Iterable<[string, string]>): Form {
     const form = new Form();
     for (const [key, value] of entries) {
-      if (form.#sent.has(key)) throw new HttpError(400, 'invalid_request', `parameter ${key.slice(0, 64)} is repeated`);
+      if (form.#sent.has(key)) throw new HttpError('invalid_request', `parameter ${key.slice(0, 64)} is repeated`);
       form.#sent.add(key);
       if (value !== '') form.#values.set(key, value);
     }
@@ -71,7 +70,7 @@ export class Form {
 export function parseForm(req: IncomingMessage, raw: Buffer): Form {
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
-    throw new HttpError(400, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
+    throw new HttpError('invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
   return Form.of(new URLSearchParams(raw.toString('utf8')));
 }

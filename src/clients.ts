@@ -58,10 +58,6 @@ export function publicClient(c: ClientRecord): PublicClient {
   return out;
 }
 
-function invalid(description: string, code: 'invalid_request' | 'invalid_client_metadata' | 'invalid_redirect_uri'): HttpError {
-  return new HttpError(400, code, description);
-}
-
 /** https, or http on a loopback host (RFC 8252 §7.3); no fragment; matched exactly later. */
 export function checkRedirectUri(value: unknown): string | null {
   if (typeof value !== 'string' || value.length === 0 || value.length > 2048) return null;
@@ -91,7 +87,7 @@ export function isClientIdShaped(value: string): boolean {
 export function checkScope(value: unknown, field = 'scope'): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value !== 'string' || value.length > 1024 || !value.split(' ').every((t) => SCOPE_TOKEN.test(t))) {
-    throw new HttpError(400, 'invalid_request', `${field} must be a space-separated list of scope tokens`);
+    throw new HttpError('invalid_request', `${field} must be a space-separated list of scope tokens`);
   }
   return value;
 }
@@ -112,7 +108,7 @@ export async function provisionClient(
   let clientName: string | undefined;
   if (input.clientName !== undefined && input.clientName !== null) {
     if (typeof input.clientName !== 'string' || input.clientName.length > MAX_TEXT || CONTROL.test(input.clientName)) {
-      throw invalid(`clientName must be a string of at most ${MAX_TEXT} characters, without control characters`, metaError);
+      throw new HttpError(metaError, `clientName must be a string of at most ${MAX_TEXT} characters, without control characters`);
     }
     clientName = input.clientName;
   }
@@ -120,12 +116,12 @@ export async function provisionClient(
   const redirectUris: string[] = [];
   if (input.redirectUris !== undefined && input.redirectUris !== null) {
     if (!Array.isArray(input.redirectUris) || input.redirectUris.length > MAX_REDIRECT_URIS) {
-      throw invalid(`redirectUris must be a list of at most ${MAX_REDIRECT_URIS} URIs`, metaError);
+      throw new HttpError(metaError, `redirectUris must be a list of at most ${MAX_REDIRECT_URIS} URIs`);
     }
     for (const uri of input.redirectUris) {
       const ok = checkRedirectUri(uri);
       if (ok === null) {
-        throw invalid('each redirect URI must be https, or http on a loopback host, with no fragment, space or control character', source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request');
+        throw new HttpError(source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request', 'each redirect URI must be https, or http on a loopback host, with no fragment, space or control character');
       }
       redirectUris.push(ok);
     }
@@ -133,19 +129,19 @@ export async function provisionClient(
 
   const profileName = input.profile === undefined || input.profile === null ? (source === 'dcr' ? 'dynamic' : 'default') : input.profile;
   if (typeof profileName !== 'string' || profileName.length === 0 || profileName.length > 64 || CONTROL.test(profileName)) {
-    throw invalid('profile must be the name of a profile', metaError);
+    throw new HttpError(metaError, 'profile must be the name of a profile');
   }
   const profile = await resolveProfile(store, profileName, now);
-  if (!profile) throw invalid(`unknown profile "${profileName}" (run seedDefaultProfiles, or name an existing profile)`, metaError);
+  if (!profile) throw new HttpError(metaError, `unknown profile "${profileName}" (run seedDefaultProfiles, or name an existing profile)`);
 
   let grantTypes = profile.grantTypes;
   if (input.grantTypes !== undefined && input.grantTypes !== null) {
     if (!Array.isArray(input.grantTypes) || input.grantTypes.length === 0 || !input.grantTypes.every((g) => typeof g === 'string')) {
-      throw invalid('grantTypes must be a non-empty list of grant type names', metaError);
+      throw new HttpError(metaError, 'grantTypes must be a non-empty list of grant type names');
     }
     const unsupported = input.grantTypes.filter((g) => !SUPPORTED_GRANT_TYPES.includes(g as string));
     if (unsupported.length > 0) {
-      throw invalid(`unsupported grant types: ${unsupported.join(', ')} (supported: ${SUPPORTED_GRANT_TYPES.join(', ')})`, metaError);
+      throw new HttpError(metaError, `unsupported grant types: ${unsupported.join(', ')} (supported: ${SUPPORTED_GRANT_TYPES.join(', ')})`);
     }
     grantTypes = [...new Set(input.grantTypes as string[])];
   }
@@ -154,19 +150,19 @@ export async function provisionClient(
   if (input.tokenEndpointAuthMethod !== undefined && input.tokenEndpointAuthMethod !== null) {
     const m = input.tokenEndpointAuthMethod;
     if (m !== 'client_secret_basic' && m !== 'client_secret_post' && m !== 'none') {
-      throw invalid('tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none', metaError);
+      throw new HttpError(metaError, 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none');
     }
     tokenEndpointAuthMethod = m;
   }
   if (tokenEndpointAuthMethod === 'none' && grantTypes.includes('client_credentials')) {
-    throw invalid('a public client (auth method none) cannot use client_credentials', metaError);
+    throw new HttpError(metaError, 'a public client (auth method none) cannot use client_credentials');
   }
 
   let scope: string | undefined;
   try {
     scope = checkScope(input.scope);
   } catch (err) {
-    if (source === 'dcr' && err instanceof HttpError) throw invalid(err.description ?? 'bad scope', metaError);
+    if (source === 'dcr' && err instanceof HttpError) throw new HttpError(metaError, err.description ?? 'bad scope');
     throw err;
   }
   const clientSecret = tokenEndpointAuthMethod === 'none' ? undefined : generateToken();

@@ -1,30 +1,44 @@
-// One error type with a stable code and HTTP status, and one writer that turns it into a response.
+// One error type whose HTTP status follows from its code, the factories of the errors that carry
+// headers, what counts as "the store is unavailable", and one writer that turns an error into a response.
 // Internal causes stay in `cause` for the log; only `code` and the public description reach the wire.
 
 import type { ServerResponse } from 'node:http';
 
-export type ErrorCode =
-  | 'invalid_token'
-  | 'invalid_request'
-  | 'invalid_client'
-  | 'invalid_grant'
-  | 'invalid_target'
-  | 'invalid_scope'
-  | 'invalid_client_metadata'
-  | 'invalid_redirect_uri'
-  | 'unauthorized_client'
-  | 'unsupported_grant_type'
-  | 'unsupported_token_type'
-  | 'unauthorized'
-  | 'not_found'
-  | 'method_not_allowed'
-  | 'payload_too_large'
-  | 'request_header_fields_too_large'
-  | 'too_many_requests'
-  | 'temporarily_unavailable'
-  | 'bad_gateway'
-  | 'gateway_timeout'
-  | 'server_error';
+/** Each error code with the HTTP status it is answered with: the one place a status is chosen. */
+const STATUS = {
+  invalid_request: 400,
+  invalid_grant: 400,
+  invalid_target: 400,
+  invalid_scope: 400,
+  invalid_client_metadata: 400,
+  invalid_redirect_uri: 400,
+  unauthorized_client: 400,
+  unsupported_grant_type: 400,
+  unsupported_token_type: 400,
+  invalid_token: 401,
+  // RFC 6749 §5.2: 401 (with a challenge when the client used Basic); 400 is allowed when it did not.
+  invalid_client: 401,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  payload_too_large: 413,
+  too_many_requests: 429,
+  request_header_fields_too_large: 431,
+  server_error: 500,
+  bad_gateway: 502,
+  temporarily_unavailable: 503,
+  gateway_timeout: 504,
+} as const;
+
+export type ErrorCode = keyof typeof STATUS;
+
+/** The codes a standard lets answer with another status than STATUS gives, and which. */
+const OTHER_STATUSES: { readonly [C in ErrorCode]?: readonly number[] } = { invalid_client: [400] };
+
+interface HttpErrorOptions {
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
 
 export class HttpError extends Error {
   readonly code: ErrorCode;
@@ -32,15 +46,16 @@ export class HttpError extends Error {
   readonly description: string | undefined;
   readonly headers: Readonly<Record<string, string>> | undefined;
 
-  constructor(
-    status: number,
-    code: ErrorCode,
-    description?: string,
-    options?: { headers?: Record<string, string>; cause?: unknown },
-  ) {
+  constructor(code: 'invalid_client', description?: string, options?: HttpErrorOptions & { status?: 400 | 401 });
+  constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions);
+  constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions & { status?: number }) {
     super(description ? `${code}: ${description}` : code, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'HttpError';
-    this.status = status;
+    const status = options?.status;
+    if (status !== undefined && status !== STATUS[code] && !OTHER_STATUSES[code]?.includes(status)) {
+      throw new TypeError(`${code} is never answered with ${status}`);
+    }
+    this.status = status ?? STATUS[code];
     this.code = code;
     this.description = description;
     this.headers = options?.headers;
@@ -59,13 +74,55 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** Storage is down or too slow: the caller must not be let through, and may retry shortly. */
-export function storeUnavailable(cause: unknown): HttpError {
-  return new HttpError(503, 'temporarily_unavailable', undefined, { headers: { 'retry-after': '2' }, cause });
+/** Errors only a defect in this code raises; they are never an outage, whoever threw them. */
+const PROGRAMMING_ERRORS = [TypeError, RangeError, ReferenceError, SyntaxError] as const;
+
+/**
+ * Whether a listener answers `err` as "the store is unavailable" (503) rather than as a bug (500).
+ * Transitional: until the Redis store wraps its failures in StoreUnavailableError at its one choke
+ * point, ioredis rejects with plain Errors, so any Error that is neither an HttpError nor a programming
+ * error counts as unavailable too. Once every store throws StoreUnavailableError, this is the
+ * `instanceof` check alone.
+ */
+export function isStoreUnavailable(err: unknown): boolean {
+  if (err instanceof StoreUnavailableError) return true;
+  if (!(err instanceof Error) || err instanceof HttpError) return false;
+  return !PROGRAMMING_ERRORS.some((type) => err instanceof type);
 }
 
-export function notFound(): HttpError {
-  return new HttpError(404, 'not_found');
+/**
+ * The answer to anything a handler threw: an HttpError as it is, the store being unavailable as 503
+ * with Retry-After, anything else (a bug) as 500 carrying the error as its cause.
+ */
+export function httpErrorFor(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (isStoreUnavailable(err)) return storeUnavailable(err);
+  return new HttpError('server_error', undefined, { cause: err });
+}
+
+/** Storage is down or too slow: the caller must not be let through, and may retry shortly. */
+export function storeUnavailable(cause: unknown): HttpError {
+  return new HttpError('temporarily_unavailable', undefined, { headers: { 'retry-after': '2' }, cause });
+}
+
+/** `allow` is the Allow header: the methods the path does answer. */
+export function methodNotAllowed(allow: string): HttpError {
+  return new HttpError('method_not_allowed', undefined, { headers: { allow } });
+}
+
+export function payloadTooLarge(maxBytes: number): HttpError {
+  return new HttpError('payload_too_large', `request bodies are limited to ${maxBytes} bytes`);
+}
+
+export function tooManyRequests(retryAfterSeconds: number, description: string): HttpError {
+  return new HttpError('too_many_requests', description, { headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) } });
+}
+
+/** RFC 6749 §5.2: a client that tried Basic gets the Basic challenge with its 401. */
+export function invalidClient(usedBasic: boolean): HttpError {
+  return new HttpError('invalid_client', 'client authentication failed', {
+    headers: usedBasic ? { 'www-authenticate': 'Basic realm="mcp-bearer-proxy", charset="UTF-8"' } : {},
+  });
 }
 
 /** Writes `err` as `{"error": code, "error_description"?: ...}`; never caches, never leaks `cause`. */
@@ -76,17 +133,11 @@ export function writeError(res: ServerResponse, err: HttpError): void {
   }
   const body: Record<string, string> = { error: err.code };
   if (err.description !== undefined) body.error_description = err.description;
-  const payload = JSON.stringify(body);
-  res.statusCode = err.status;
-  if (err.headers) for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
-  res.setHeader('content-type', 'application/json');
-  res.setHeader('cache-control', 'no-store');
-  res.setHeader('content-length', Buffer.byteLength(payload));
-  res.end(payload);
+  writeJson(res, err.status, body, err.headers);
 }
 
 /** Writes a JSON success body with `Cache-Control: no-store` (responses may carry secrets shown once). */
-export function writeJson(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
+export function writeJson(res: ServerResponse, status: number, body: unknown, headers?: Readonly<Record<string, string>>): void {
   const payload = JSON.stringify(body);
   res.statusCode = status;
   if (headers) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);

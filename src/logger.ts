@@ -81,6 +81,19 @@ export function accessLogger(logger: Logger): Logger {
   return logger.child({}, { redact: { paths: [] } });
 }
 
+/**
+ * An error as a log field: its message, its code when it has one (ECONNREFUSED, ...) and, for a bug,
+ * its stack. Never the error's own properties or cause chain: those may hold request data.
+ */
+export function describe(err: unknown, withStack = false): { message: string; code?: string; stack?: string } {
+  if (!(err instanceof Error)) return { message: String(err) };
+  const out: { message: string; code?: string; stack?: string } = { message: err.message };
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code === 'string') out.code = code;
+  if (withStack && err.stack !== undefined) out.stack = err.stack;
+  return out;
+}
+
 const LEVELS: Record<number, [name: string, color: string]> = {
   10: ['TRACE', '90'],
   20: ['DEBUG', '90'],

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createSidecar, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
-import { createLogger } from './logger.ts';
+import { createLogger, describe } from './logger.ts';
 
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config]
 
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
     sidecar.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {
-        logger.error({ err: { message: (err as Error).message } }, 'shutdown failed');
+        logger.error({ err: describe(err) }, 'shutdown failed');
         process.exit(1);
       },
     );

@@ -6,16 +6,12 @@
 //  - token-endpoint requests per client_id (or per address when no client is named).
 
 import type { Clock } from './clock.ts';
-import { HttpError } from './errors.ts';
-import type { Logger } from './logger.ts';
+import { tooManyRequests } from './errors.ts';
+import { describe, type Logger } from './logger.ts';
 import type { TokenStore } from './store/types.ts';
 
 const WINDOW_MS = 60_000;
 const MAX_BLOCKED = 100_000;
-
-export function tooManyRequests(retryAfterSeconds: number, description: string): HttpError {
-  return new HttpError(429, 'too_many_requests', description, { headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) } });
-}
 
 export class FailedAuthLimiter {
   /** Addresses over the limit, with the epoch ms at which their window ends. */
@@ -49,7 +45,7 @@ export class FailedAuthLimiter {
         if (this.#blocked.size >= MAX_BLOCKED) this.#blocked.delete(this.#blocked.keys().next().value!);
         this.#blocked.set(address, this.clock.now() + resetMs);
       },
-      (err: unknown) => this.logger.debug({ err: { message: (err as Error).message } }, 'failed-auth counter not updated'),
+      (err: unknown) => this.logger.debug({ err: describe(err) }, 'failed-auth counter not updated'),
     );
   }
 }

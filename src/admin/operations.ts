@@ -1,10 +1,10 @@
-// The admin operations of the seed's `oauth` module, as plain functions over the store. The HTTP layer
+// The admin operations (`POST /oauth/<operation>`), as plain functions over the store. The HTTP layer
 // (admin/server.ts) has already checked the master token; these check their arguments and act.
 
 import type { AuditInput } from '../audit.ts';
 import type { Clock } from '../clock.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
-import { HttpError, notFound } from '../errors.ts';
+import { HttpError } from '../errors.ts';
 import { checkScope, provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords } from '../profiles.ts';
@@ -23,13 +23,9 @@ export interface AdminContext {
 export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'detail'> };
 export type AdminOperation = (ctx: AdminContext, body: Record<string, unknown>) => Promise<AdminResult>;
 
-function badRequest(description: string): HttpError {
-  return new HttpError(400, 'invalid_request', description);
-}
-
 function requireClientId(body: Record<string, unknown>): string {
   const id = body.clientId;
-  if (typeof id !== 'string' || id.length === 0 || id.length > 128) throw badRequest('clientId must be a non-empty string');
+  if (typeof id !== 'string' || id.length === 0 || id.length > 128) throw new HttpError('invalid_request', 'clientId must be a non-empty string');
   return id;
 }
 
@@ -47,7 +43,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
   async deleteClient(ctx, body) {
     const clientId = requireClientId(body);
     const result = await ctx.store.deleteClient(clientId, ctx.clock.now());
-    if (!result) throw notFound();
+    if (!result) throw new HttpError('not_found');
     ctx.metrics.tokensRevoked.labels('oauth_access').inc(result.accessTokensRevoked);
     ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(result.refreshTokensRevoked);
     return {
@@ -67,7 +63,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     const clientId = requireClientId(body);
     const lifetime = body.lifetimeSeconds;
     if (typeof lifetime !== 'number' || !Number.isInteger(lifetime) || lifetime < 1 || lifetime > MAX_LIFETIME_SECONDS) {
-      throw badRequest(`lifetimeSeconds must be an integer from 1 to ${MAX_LIFETIME_SECONDS}`);
+      throw new HttpError('invalid_request', `lifetimeSeconds must be an integer from 1 to ${MAX_LIFETIME_SECONDS}`);
     }
     const scope = checkScope(body.scope);
     const accessToken = generateToken();
@@ -75,8 +71,8 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     const expiresAt = now + lifetime * 1000;
     const record = { tokenHash: hashToken(accessToken), clientId, createdAt: now, expiresAt, ...(scope === undefined ? {} : { scope }) };
     const outcome = await ctx.store.createAccessToken(record);
-    if (outcome === 'client_not_found') throw notFound();
-    if (outcome === 'client_revoked') throw badRequest('the client has been deleted; it must be registered again');
+    if (outcome === 'client_not_found') throw new HttpError('not_found');
+    if (outcome === 'client_revoked') throw new HttpError('invalid_request', 'the client has been deleted; it must be registered again');
     ctx.metrics.tokensIssued.labels('oauth_access').inc();
     const response: Record<string, unknown> = { accessToken, tokenType: 'Bearer', expiresAt, expiresIn: lifetime, clientId };
     if (scope !== undefined) response.scope = scope;
@@ -85,17 +81,17 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
 
   async revokeUserToken(ctx, body) {
     let tokenHash: string;
-    if (body.token !== undefined && body.tokenHash !== undefined) throw badRequest('give either token or tokenHash, not both');
+    if (body.token !== undefined && body.tokenHash !== undefined) throw new HttpError('invalid_request', 'give either token or tokenHash, not both');
     if (body.token !== undefined) {
-      if (typeof body.token !== 'string' || !isTokenShaped(body.token)) throw badRequest('token must be 64 lowercase hex characters');
+      if (typeof body.token !== 'string' || !isTokenShaped(body.token)) throw new HttpError('invalid_request', 'token must be 64 lowercase hex characters');
       tokenHash = hashToken(body.token);
     } else if (body.tokenHash !== undefined) {
-      if (typeof body.tokenHash !== 'string' || !isTokenShaped(body.tokenHash)) throw badRequest('tokenHash must be 64 lowercase hex characters');
+      if (typeof body.tokenHash !== 'string' || !isTokenShaped(body.tokenHash)) throw new HttpError('invalid_request', 'tokenHash must be 64 lowercase hex characters');
       tokenHash = body.tokenHash;
     } else {
-      throw badRequest('token or tokenHash is required');
+      throw new HttpError('invalid_request', 'token or tokenHash is required');
     }
-    if (!(await ctx.store.revokeUserToken(tokenHash))) throw notFound();
+    if (!(await ctx.store.revokeUserToken(tokenHash))) throw new HttpError('not_found');
     ctx.metrics.tokensRevoked.labels('user').inc();
     return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
   },
@@ -104,7 +100,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
   async listAuditEvents(ctx, body) {
     const count = body.count ?? 100;
     if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > MAX_AUDIT_EVENTS) {
-      throw badRequest(`count must be an integer from 1 to ${MAX_AUDIT_EVENTS}`);
+      throw new HttpError('invalid_request', `count must be an integer from 1 to ${MAX_AUDIT_EVENTS}`);
     }
     const events = await ctx.store.listAuditEvents(count);
     return { status: 200, body: { events }, audit: { detail: { count: events.length } } };

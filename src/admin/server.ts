@@ -8,11 +8,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Clock } from '../clock.ts';
 import { hashToken, isTokenShaped, parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit, AuditInput } from '../audit.ts';
-import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '../errors.ts';
+import { HttpError, httpErrorFor, methodNotAllowed, storeUnavailable, writeJson } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
-import { describe } from '../proxy/server.ts';
+import { answerError, errorMapper, pathOf } from '../http.ts';
 import { adminOperations } from './operations.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
@@ -26,10 +26,11 @@ export interface AdminDeps {
   maxBodyBytes: number;
 }
 
-const UNAUTHORIZED = new HttpError(401, 'unauthorized');
+const UNAUTHORIZED = new HttpError('unauthorized');
 
 export function createAdminServer(deps: AdminDeps): Server {
   const { store, logger, metrics, masterToken, audit } = deps;
+  const mapError = errorMapper({ logger, listener: 'admin', onStoreUnavailable: () => metrics.storeErrors.inc() });
 
   function isMaster(req: IncomingMessage, body: Record<string, unknown>): boolean {
     const header = parseAuthorization(req.rawHeaders);
@@ -40,7 +41,7 @@ export function createAdminServer(deps: AdminDeps): Server {
   }
 
   async function operation(req: IncomingMessage, res: ServerResponse, name: string): Promise<void> {
-    if (req.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'admin operations are POST', { headers: { allow: 'POST' } });
+    if (req.method !== 'POST') throw methodNotAllowed('POST');
     const known = Object.hasOwn(adminOperations, name);
     let who = 'anonymous';
     let body: Record<string, unknown> = {};
@@ -50,36 +51,28 @@ export function createAdminServer(deps: AdminDeps): Server {
       who = 'master';
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
-      if (!op) throw notFound();
-      let result;
-      try {
-        result = await op({ store, clock: deps.clock, metrics }, body);
-      } catch (err) {
-        if (err instanceof HttpError) throw err;
-        metrics.storeErrors.inc();
-        logger.error({ err: describe(err), operation: name }, 'admin operation failed');
-        throw storeUnavailable(err);
-      }
+      if (!op) throw new HttpError('not_found');
+      const result = await op({ store, clock: deps.clock, metrics }, body);
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);
     } catch (err) {
-      if (err instanceof HttpError) {
-        // An unauthenticated caller's operation name and body are not echoed into the trail.
-        const target = who === 'master' ? auditTarget(body) : {};
-        void audit.record({ who, action: known ? name : 'unknown', result: err.code, ...target, detail: { status: err.status } });
-      }
+      const answer = httpErrorFor(err);
+      // An unauthenticated caller's operation name and body are not echoed into the trail.
+      const target = who === 'master' ? auditTarget(body) : {};
+      void audit.record({ who, action: known ? name : 'unknown', result: answer.code, ...target, detail: { status: answer.status } });
       throw err;
     }
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0]!;
+    const path = pathOf(req.url);
     if (path.startsWith('/oauth/')) return operation(req, res, path.slice('/oauth/'.length));
     if (path === '/livez' || path === '/readyz' || path === '/metrics') {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: 'GET, HEAD' } });
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed('GET, HEAD');
       if (path === '/livez') return writeJson(res, 200, { status: 'ok' });
       if (path === '/readyz') {
+        // Not ready is this probe's answer, not a failure: no error log, no store-error count.
         try {
           await store.ping();
         } catch (err) {
@@ -92,19 +85,18 @@ export function createAdminServer(deps: AdminDeps): Server {
       res.end(text);
       return;
     }
-    throw notFound();
+    throw new HttpError('not_found');
   }
 
   // connectionsCheckingInterval: Node checks both timeouts only every 30 s by default.
   const server = createServer({ requestTimeout: 15000, headersTimeout: 10000, maxHeaderSize: 16384, connectionsCheckingInterval: 1000 }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
-      const httpError = err instanceof HttpError ? err : new HttpError(500, 'server_error');
-      if (!(err instanceof HttpError)) logger.error({ err: describe(err) }, 'unexpected error on the admin listener');
-      if (httpError.status >= 400 && path(req).startsWith('/oauth/')) {
-        metrics.adminOperations.labels(Object.hasOwn(adminOperations, path(req).slice(7)) ? path(req).slice(7) : 'unknown', String(httpError.status)).inc();
+      const path = pathOf(req.url);
+      const answer = mapError(err, path);
+      if (path.startsWith('/oauth/')) {
+        metrics.adminOperations.labels(Object.hasOwn(adminOperations, path.slice(7)) ? path.slice(7) : 'unknown', String(answer.status)).inc();
       }
-      if (!req.complete) res.setHeader('connection', 'close');
-      writeError(res, httpError);
+      answerError(req, res, answer);
     });
   });
   return server;
@@ -117,8 +109,4 @@ function auditTarget(body: Record<string, unknown>): Pick<AuditInput, 'clientId'
   if (typeof body.tokenHash === 'string' && isTokenShaped(body.tokenHash)) out.tokenHashPrefix = body.tokenHash;
   else if (typeof body.token === 'string' && isTokenShaped(body.token)) out.tokenHashPrefix = hashToken(body.token);
   return out;
-}
-
-function path(req: IncomingMessage): string {
-  return (req.url ?? '/').split('?')[0]!;
 }

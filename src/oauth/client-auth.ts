@@ -6,20 +6,13 @@ import type { Form } from '../body.ts';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { hashToken } from '../credentials.ts';
-import { HttpError } from '../errors.ts';
+import { HttpError, invalidClient } from '../errors.ts';
 import type { ClientRecord, TokenStore } from '../store/types.ts';
 
 export interface AuthenticatedClient {
   client: ClientRecord;
   /** false for a public client that only named itself. */
   confidential: boolean;
-}
-
-/** RFC 6749 §5.2: 401 with a Basic challenge when the client tried Basic, else 400... 401 here too. */
-export function invalidClient(usedBasic: boolean): HttpError {
-  return new HttpError(401, 'invalid_client', 'client authentication failed', {
-    headers: usedBasic ? { 'www-authenticate': 'Basic realm="mcp-bearer-proxy", charset="UTF-8"' } : {},
-  });
 }
 
 function decodeBasic(header: string): { id: string; secret: string } | null {
@@ -67,14 +60,14 @@ export async function authenticateClient(
   const postId = form.get('client_id');
   const postSecret = form.get('client_secret');
   if (usedBasic && postSecret !== undefined) {
-    throw new HttpError(400, 'invalid_request', 'use one client authentication method, not two');
+    throw new HttpError('invalid_request', 'use one client authentication method, not two');
   }
   let id: string;
   let secret: string | undefined;
   if (usedBasic) {
     const decoded = decodeBasic(header);
     if (!decoded) throw invalidClient(true);
-    if (postId !== undefined && postId !== decoded.id) throw new HttpError(400, 'invalid_request', 'client_id does not match the Basic credentials');
+    if (postId !== undefined && postId !== decoded.id) throw new HttpError('invalid_request', 'client_id does not match the Basic credentials');
     ({ id, secret } = decoded);
   } else if (postId !== undefined) {
     id = postId;

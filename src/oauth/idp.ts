@@ -5,7 +5,6 @@
 
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config.ts';
-import { HttpError } from '../errors.ts';
 
 export interface VerifiedIdentity {
   subject: string;
@@ -61,8 +60,4 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
       return { subject: payload.sub, issuer };
     },
   };
-}
-
-export function invalidGrant(description: string): HttpError {
-  return new HttpError(400, 'invalid_grant', description);
 }

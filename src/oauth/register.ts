@@ -7,16 +7,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../body.ts';
 import { hasControlCharacter, provisionClient } from '../clients.ts';
-import { HttpError, writeJson } from '../errors.ts';
+import { HttpError, tooManyRequests, writeJson } from '../errors.ts';
 import { GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
 import type { FixedWindowLimiter } from './rate-limit.ts';
 
 export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
-
-function metadataError(description: string): HttpError {
-  return new HttpError(400, 'invalid_client_metadata', description);
-}
 
 /**
  * Every string of the metadata, whether this server keeps the field or not (RFC 7591 lets servers
@@ -28,39 +24,39 @@ function refuseControlCharacters(body: Record<string, unknown>): void {
     const strings = typeof value === 'string' ? [value] : Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
     if (!strings.some(hasControlCharacter)) continue;
     const name = field.slice(0, 64).replace(/[^\x21-\x7e]/g, '?');
-    if (field === 'redirect_uris') throw new HttpError(400, 'invalid_redirect_uri', 'a redirect URI contains a control character');
-    throw metadataError(`${name} contains a control character`);
+    if (field === 'redirect_uris') throw new HttpError('invalid_redirect_uri', 'a redirect URI contains a control character');
+    throw new HttpError('invalid_client_metadata', `${name} contains a control character`);
   }
 }
 
 export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimiter, clientAddress: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const retryAfter = limiter.take(clientAddress);
   if (retryAfter > 0) {
-    throw new HttpError(429, 'too_many_requests', 'too many registrations from this address', { headers: { 'retry-after': String(retryAfter) } });
+    throw tooManyRequests(retryAfter, 'too many registrations from this address');
   }
   if (ctx.config.oauth.registration === 'protected' && !callerIsMaster(ctx, req)) {
-    throw new HttpError(401, 'invalid_token', 'registration needs an initial access token', {
+    throw new HttpError('invalid_token', 'registration needs an initial access token', {
       headers: { 'www-authenticate': 'Bearer realm="mcp", error="invalid_token"' },
     });
   }
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json') throw metadataError('the body must be application/json');
+  if (type !== 'application/json') throw new HttpError('invalid_client_metadata', 'the body must be application/json');
   let body: Record<string, unknown>;
   try {
     body = parseJsonObject(await readBody(req, REGISTRATION_MAX_BODY_BYTES));
   } catch (err) {
-    if (err instanceof HttpError && err.code === 'invalid_request') throw metadataError(err.description ?? 'the body must be a JSON object');
+    if (err instanceof HttpError && err.code === 'invalid_request') throw new HttpError('invalid_client_metadata', err.description ?? 'the body must be a JSON object');
     throw err;
   }
 
-  if (body.client_id !== undefined || body.client_secret !== undefined) throw metadataError('client_id and client_secret are assigned by the server');
+  if (body.client_id !== undefined || body.client_secret !== undefined) throw new HttpError('invalid_client_metadata', 'client_id and client_secret are assigned by the server');
   refuseControlCharacters(body);
   const grantTypes = body.grant_types;
   if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_CLIENT_CREDENTIALS)) {
-    throw metadataError('client_credentials is only for clients an administrator creates');
+    throw new HttpError('invalid_client_metadata', 'client_credentials is only for clients an administrator creates');
   }
   if (Array.isArray(body.response_types) && body.response_types.length > 0) {
-    throw metadataError('this server has no authorization endpoint: response_types must be empty or absent');
+    throw new HttpError('invalid_client_metadata', 'this server has no authorization endpoint: response_types must be empty or absent');
   }
   const { client, clientSecret } = await provisionClient(
     ctx.store,

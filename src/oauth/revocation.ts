@@ -11,9 +11,9 @@
 import type { Form } from '../body.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../credentials.ts';
-import { HttpError, writeJson } from '../errors.ts';
+import { HttpError, invalidClient, writeJson } from '../errors.ts';
 import { clientActor } from '../audit.ts';
-import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
+import { authenticateClient, type AuthenticatedClient } from './client-auth.ts';
 import { callerIsMaster, resourceOf, type OAuthContext } from './context.ts';
 
 type Caller = { kind: 'master' } | { kind: 'client'; client: AuthenticatedClient } | { kind: 'anonymous' };
@@ -27,7 +27,7 @@ async function identifyCaller(ctx: OAuthContext, req: IncomingMessage, form: For
 export async function handleRevoke(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
   const caller = await identifyCaller(ctx, req, form);
   const token = form.get('token');
-  if (token === undefined) throw new HttpError(400, 'invalid_request', 'token is required');
+  if (token === undefined) throw new HttpError('invalid_request', 'token is required');
   // token_type_hint only orders the lookups (RFC 7009 §2.1); an unknown hint is ignored.
   const found = isTokenShaped(token) && (await revoke(ctx, caller, hashToken(token), form.get('token_type_hint') === 'refresh_token'));
   if (!found) await ctx.audit.record({ who: actorOf(caller), action: 'revoke', result: 'unknown_token' });
@@ -50,7 +50,7 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
   const mayRevoke = (clientId: string | undefined): void => {
     if (caller.kind === 'master') return;
     if (caller.kind === 'anonymous') throw invalidClient(false);
-    if (clientId !== caller.client.client.clientId) throw new HttpError(400, 'unauthorized_client', 'the token was not issued to this client');
+    if (clientId !== caller.client.client.clientId) throw new HttpError('unauthorized_client', 'the token was not issued to this client');
   };
   const tryRefresh = async (): Promise<boolean> => {
     const refresh = await ctx.store.getRefreshToken(tokenHash);
@@ -85,7 +85,7 @@ export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, 
     throw invalidClient(/^basic /i.test(req.headers.authorization ?? ''));
   }
   const token = form.get('token');
-  if (token === undefined) throw new HttpError(400, 'invalid_request', 'token is required');
+  if (token === undefined) throw new HttpError('invalid_request', 'token is required');
   const visibleTo = (clientId: string | undefined) => caller.kind === 'master' || clientId === caller.client.client.clientId;
   writeJson(res, 200, isTokenShaped(token) ? await introspect(ctx, hashToken(token), visibleTo) : { active: false });
 }

@@ -1,10 +1,10 @@
 // OAuth routes on the proxy listener (the sidecar is the authorization server for /mcp): discovery
-// documents, /register, /token, /revoke and /introspect. Bodies are small and bounded; any storage
-// failure below a handler is a 503 (fail closed), never a success that did nothing.
+// documents, /register, /token, /revoke and /introspect. Bodies are small and bounded; what a handler
+// throws is answered by the listener's one error mapper (a store outage is a 503, never a success).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../body.ts';
-import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
+import { httpErrorFor, methodNotAllowed, writeJson } from '../errors.ts';
 import { wasAudited } from '../audit.ts';
 import type { RouteHandler } from '../proxy/server.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
@@ -45,7 +45,7 @@ export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
     }
     if (path === '/register') {
       allow(req, 'POST');
-      await audited(ctx, req, path, undefined, failClosed(ctx, handleRegister(ctx, registrations, addresses.client(req), req, res)));
+      await audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
       return true;
     }
     const handler = FORM_ENDPOINTS[path];
@@ -56,9 +56,9 @@ export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
       form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
       if (path === '/token') {
         const key = presentedClientId(req, form) ?? `address:${addresses.client(req)}`;
-        await failClosed(ctx, limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute));
+        await limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute);
       }
-      await failClosed(ctx, handler(ctx, req, res, form));
+      await handler(ctx, req, res, form);
     };
     // Introspection is neither issuance nor revocation: not audited.
     if (path === '/introspect') await work();
@@ -74,14 +74,16 @@ const GRANT_ACTIONS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Successes are audited by the handlers, which know who the caller is. A refused /token, /revoke or
- * /register is audited here, once: `who` is `anonymous` and `clientId` is the one presented (unverified).
+ * Successes are audited by the handlers, which know who the caller is. A refused or failed /token,
+ * /revoke or /register is audited here, once, with the answer it gets: `who` is `anonymous` and
+ * `clientId` is the one presented (unverified).
  */
 async function audited(ctx: OAuthContext, req: IncomingMessage, path: string, form: (() => Form | undefined) | undefined, work: Promise<void>): Promise<void> {
   try {
     await work;
   } catch (err) {
-    if (err instanceof HttpError && !wasAudited(err)) {
+    if (!wasAudited(err)) {
+      const answer = httpErrorFor(err);
       const f = form?.();
       const grant = f?.get('grant_type');
       const action = path === '/token' ? (GRANT_ACTIONS[grant ?? ''] ?? 'token') : path === '/revoke' ? 'revoke' : 'register';
@@ -89,9 +91,9 @@ async function audited(ctx: OAuthContext, req: IncomingMessage, path: string, fo
       void ctx.audit.record({
         who: 'anonymous',
         action,
-        result: err.code,
+        result: answer.code,
         ...(clientId !== undefined ? { clientId } : {}),
-        detail: { status: err.status },
+        detail: { status: answer.status },
       });
     }
     throw err;
@@ -100,16 +102,5 @@ async function audited(ctx: OAuthContext, req: IncomingMessage, path: string, fo
 
 function allow(req: IncomingMessage, method: 'GET' | 'POST'): void {
   if (req.method === method || (method === 'GET' && req.method === 'HEAD')) return;
-  throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: method === 'GET' ? 'GET, HEAD' : 'POST' } });
-}
-
-/** Protocol errors pass through; anything else came from the store and means "cannot answer now". */
-async function failClosed(ctx: OAuthContext, work: Promise<void>): Promise<void> {
-  try {
-    await work;
-  } catch (err) {
-    if (err instanceof HttpError) throw err;
-    ctx.logger.warn({ err: { message: (err as Error).message } }, 'store failed under an OAuth endpoint: answering 503');
-    throw storeUnavailable(err);
-  }
+  throw methodNotAllowed(method === 'GET' ? 'GET, HEAD' : 'POST');
 }

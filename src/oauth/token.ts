@@ -5,7 +5,7 @@
 //  - refresh_token (RFC 6749 §6) with rotation on every use and reuse detection (the store's atomic
 //    rotateRefreshToken: a rotated token presented again revokes its whole family).
 //  - token exchange (RFC 8693): an IdP JWT becomes a user-grade token, `userBearerTokens:<hash>`,
-//    valid for the seed's fixed seven days.
+//    valid for a fixed seven days (user-grade lifetimes are not configurable).
 // Every answer is `Cache-Control: no-store`; errors are RFC 6749 §5.2 JSON via HttpError.
 
 import type { Form } from '../body.ts';
@@ -13,14 +13,15 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errors as joseErrors } from 'jose';
 import { generateToken, hashToken, isTokenShaped, refreshTokenState, TTL_7_DAYS } from '../credentials.ts';
-import { HttpError, storeUnavailable, writeJson } from '../errors.ts';
+import { HttpError, invalidClient, writeJson } from '../errors.ts';
+import { describe } from '../logger.ts';
 import { GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, resolveProfile } from '../profiles.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../store/types.ts';
 import { checkScope } from '../clients.ts';
 import { clientActor, markAudited } from '../audit.ts';
-import { authenticateClient, invalidClient, type AuthenticatedClient } from './client-auth.ts';
+import { authenticateClient, type AuthenticatedClient } from './client-auth.ts';
 import { namesThisResource, type OAuthContext } from './context.ts';
-import { IdpRejection, invalidGrant } from './idp.ts';
+import { IdpRejection } from './idp.ts';
 
 export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
@@ -30,7 +31,7 @@ const NO_CACHE = { pragma: 'no-cache' };
 
 export async function handleToken(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
   const grantType = form.get('grant_type');
-  if (grantType === undefined) throw new HttpError(400, 'invalid_request', 'grant_type is required');
+  if (grantType === undefined) throw new HttpError('invalid_request', 'grant_type is required');
   checkTarget(ctx, form);
   switch (grantType) {
     case GRANT_CLIENT_CREDENTIALS:
@@ -40,7 +41,7 @@ export async function handleToken(ctx: OAuthContext, req: IncomingMessage, res: 
     case GRANT_TOKEN_EXCHANGE:
       return tokenExchange(ctx, req, res, form);
     default:
-      throw new HttpError(400, 'unsupported_grant_type', `grant_type ${grantType.slice(0, 100)} is not supported`);
+      throw new HttpError('unsupported_grant_type', `grant_type ${grantType.slice(0, 100)} is not supported`);
   }
 }
 
@@ -49,7 +50,7 @@ function checkTarget(ctx: OAuthContext, form: Form): void {
   for (const name of ['resource', 'audience']) {
     const value = form.get(name);
     if (value !== undefined && !namesThisResource(ctx, value)) {
-      throw new HttpError(400, 'invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
+      throw new HttpError('invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
     }
   }
 }
@@ -59,7 +60,7 @@ async function requireClient(ctx: OAuthContext, req: IncomingMessage, form: Form
   const authenticated = await authenticateClient(req, form, ctx.store);
   if (!authenticated) throw invalidClient(false);
   if (!authenticated.client.grantTypes.includes(grant)) {
-    throw new HttpError(400, 'unauthorized_client', `this client may not use the ${grant} grant`);
+    throw new HttpError('unauthorized_client', `this client may not use the ${grant} grant`);
   }
   return authenticated;
 }
@@ -70,7 +71,7 @@ function grantedScope(requested: string | undefined, allowed: string | undefined
   if (scope === undefined) return allowed;
   if (allowed !== undefined) {
     const permitted = new Set(allowed.split(' '));
-    if (!scope.split(' ').every((s) => permitted.has(s))) throw new HttpError(400, 'invalid_scope', 'the requested scope exceeds what this client was granted');
+    if (!scope.split(' ').every((s) => permitted.has(s))) throw new HttpError('invalid_scope', 'the requested scope exceeds what this client was granted');
   }
   return scope;
 }
@@ -85,7 +86,7 @@ interface IssuedPair {
 async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, familyId: string | undefined): Promise<IssuedPair> {
   const now = ctx.clock.now();
   const profile = await resolveProfile(ctx.store, client.profile, now);
-  if (!profile) throw new HttpError(400, 'unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
+  if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
   const accessRaw = generateToken();
   const access: AccessTokenRecord = {
     tokenHash: hashToken(accessRaw),
@@ -118,7 +119,7 @@ async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string 
 
 async function clientCredentials(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
   const { client, confidential } = await requireClient(ctx, req, form, GRANT_CLIENT_CREDENTIALS);
-  if (!confidential) throw new HttpError(400, 'unauthorized_client', 'client_credentials needs a confidential client');
+  if (!confidential) throw new HttpError('unauthorized_client', 'client_credentials needs a confidential client');
   const scope = grantedScope(form.get('scope'), client.scope);
   const pair = await buildPair(ctx, client, scope, undefined);
   const outcome = await ctx.store.issueTokens(pair.access, pair.refresh);
@@ -130,8 +131,8 @@ async function clientCredentials(ctx: OAuthContext, req: IncomingMessage, res: S
 async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
   const { client } = await requireClient(ctx, req, form, GRANT_REFRESH_TOKEN);
   const presented = form.get('refresh_token');
-  if (presented === undefined) throw new HttpError(400, 'invalid_request', 'refresh_token is required');
-  const rejected = invalidGrant('the refresh token is invalid, expired or revoked');
+  if (presented === undefined) throw new HttpError('invalid_request', 'refresh_token is required');
+  const rejected = new HttpError('invalid_grant', 'the refresh token is invalid, expired or revoked');
   if (!isTokenShaped(presented)) throw rejected;
   const oldHash = hashToken(presented);
   const old = await ctx.store.getRefreshToken(oldHash);
@@ -160,28 +161,28 @@ async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: Server
 }
 
 async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
-  if (!ctx.idp) throw new HttpError(400, 'unsupported_grant_type', 'token exchange is not configured on this server (no identity provider)');
+  if (!ctx.idp) throw new HttpError('unsupported_grant_type', 'token exchange is not configured on this server (no identity provider)');
   // Client authentication is optional (the IdP JWT is the credential), but a client that tries must succeed.
   const authenticated = await authenticateClient(req, form, ctx.store);
   if (authenticated && !authenticated.client.grantTypes.includes(GRANT_TOKEN_EXCHANGE)) {
-    throw new HttpError(400, 'unauthorized_client', 'this client may not use the token exchange grant');
+    throw new HttpError('unauthorized_client', 'this client may not use the token exchange grant');
   }
   if (authenticated) await keepRegistrationAlive(ctx, authenticated.client);
   const subjectToken = form.get('subject_token');
   const subjectTokenType = form.get('subject_token_type');
-  if (!form.has('subject_token')) throw new HttpError(400, 'invalid_request', 'subject_token is required');
-  if (subjectTokenType === undefined) throw new HttpError(400, 'invalid_request', 'subject_token_type is required');
+  if (!form.has('subject_token')) throw new HttpError('invalid_request', 'subject_token is required');
+  if (subjectTokenType === undefined) throw new HttpError('invalid_request', 'subject_token_type is required');
   if (subjectTokenType !== TOKEN_TYPE_JWT && subjectTokenType !== TOKEN_TYPE_ID_TOKEN) {
-    throw new HttpError(400, 'invalid_request', `subject_token_type must be ${TOKEN_TYPE_JWT}`);
+    throw new HttpError('invalid_request', `subject_token_type must be ${TOKEN_TYPE_JWT}`);
   }
-  if (form.has('actor_token') || form.has('actor_token_type')) throw new HttpError(400, 'invalid_request', 'delegation (actor_token) is not supported');
+  if (form.has('actor_token') || form.has('actor_token_type')) throw new HttpError('invalid_request', 'delegation (actor_token) is not supported');
   const requested = form.get('requested_token_type');
   if (requested !== undefined && requested !== TOKEN_TYPE_ACCESS_TOKEN) {
-    throw new HttpError(400, 'invalid_request', `requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+    throw new HttpError('invalid_request', `requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
   }
 
   // An empty subject token was sent, and is a bad JWT like any other.
-  if (subjectToken === undefined) throw invalidGrant('the subject token is not acceptable');
+  if (subjectToken === undefined) throw new HttpError('invalid_grant', 'the subject token is not acceptable');
   const now = ctx.clock.now();
   let identity;
   try {
@@ -189,20 +190,16 @@ async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: Serve
   } catch (err) {
     // The IdP's key endpoint being unreachable is our outage, not a bad token.
     if (err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError || err instanceof IdpRejection)) {
-      ctx.logger.warn({ err: { message: (err as Error).message } }, 'identity provider keys unavailable: token exchange answered 503');
-      throw new HttpError(503, 'temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
+      ctx.logger.warn({ err: describe(err) }, 'identity provider keys unavailable: token exchange answered 503');
+      throw new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
     }
     ctx.logger.info({ reason: (err as Error).message, code: (err as { code?: string }).code }, 'token exchange refused');
-    throw invalidGrant('the subject token is not acceptable');
+    throw new HttpError('invalid_grant', 'the subject token is not acceptable');
   }
 
   const raw = generateToken();
   const tokenHash = hashToken(raw);
-  try {
-    await ctx.store.putUserToken({ tokenHash, subject: identity.subject, issuer: identity.issuer, createdAt: now, expiresAt: now + TTL_7_DAYS });
-  } catch (err) {
-    throw storeUnavailable(err);
-  }
+  await ctx.store.putUserToken({ tokenHash, subject: identity.subject, issuer: identity.issuer, createdAt: now, expiresAt: now + TTL_7_DAYS });
   ctx.metrics.tokensIssued.labels('user').inc();
   await ctx.audit.record({
     who: 'user',

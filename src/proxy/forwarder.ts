@@ -141,11 +141,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     options.onUpstreamResult?.('error', req);
     const code = (err as NodeJS.ErrnoException).code;
     if ((req as TimedRequest)[GATEWAY_TIMEOUT] || code === 'ETIMEDOUT') {
-      writeError(response, new HttpError(504, 'gateway_timeout', 'the upstream did not answer in time'));
+      writeError(response, new HttpError('gateway_timeout', 'the upstream did not answer in time'));
       return;
     }
     if (code === undefined || !CONNECT_FAILURES.has(code)) options.onError?.(err, req);
-    writeError(response, new HttpError(502, 'bad_gateway', 'the upstream could not be reached'));
+    writeError(response, new HttpError('bad_gateway', 'the upstream could not be reached'));
   };
 
   return {

@@ -8,11 +8,12 @@ import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { HttpError, notFound, storeUnavailable, writeError, writeJson } from '../errors.ts';
+import { HttpError, methodNotAllowed, payloadTooLarge, tooManyRequests, writeJson } from '../errors.ts';
+import { answerError, errorMapper, pathOf } from '../http.ts';
 import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
-import { tooManyRequests, type FailedAuthLimiter } from '../rate-limits.ts';
+import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses } from './client-address.ts';
 import { upstreamStatusOf, type Forwarder } from './forwarder.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
@@ -56,6 +57,14 @@ export function createProxyServer(deps: ProxyDeps): Server {
   const { config, store, clock, logger, metrics, masterToken, forwarder, authFailures } = deps;
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(logger);
+  const mapError = errorMapper({
+    logger,
+    listener: 'proxy',
+    onStoreUnavailable: () => {
+      metrics.storeErrors.inc();
+      metrics.unavailable.inc();
+    },
+  });
 
   function challenge(error: boolean): string {
     const base = `Bearer realm="mcp", resource_metadata="${deps.publicUrl()}/.well-known/oauth-protected-resource/mcp"`;
@@ -67,7 +76,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const parsed = parseAuthorization(req.rawHeaders);
     if (parsed.kind === 'missing') {
       metrics.denied('missing');
-      throw new HttpError(401, 'unauthorized', 'a bearer token is required', { headers: { 'www-authenticate': challenge(false) } });
+      throw new HttpError('unauthorized', 'a bearer token is required', { headers: { 'www-authenticate': challenge(false) } });
     }
     if (authFailures) {
       const retryAfter = authFailures.retryAfter(addresses.client(req));
@@ -81,15 +90,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const tokenHash = hashToken(parsed.token);
     if (masterToken.matchesHash(tokenHash)) return MASTER;
     const started = performance.now();
-    let found;
-    try {
-      found = await store.lookupToken(tokenHash);
-    } catch (err) {
-      metrics.storeErrors.inc();
-      metrics.unavailable.inc();
-      logger.warn({ err: describe(err) }, 'token lookup failed: answering 503 (fail closed)');
-      throw storeUnavailable(err);
-    }
+    // A store that cannot answer rejects (StoreUnavailableError): the listener's error mapper answers 503.
+    const found = await store.lookupToken(tokenHash);
     const decision = decideToken(tokenHash, found, clock.now());
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
     if (!decision.ok) return deny(req, decision.reason);
@@ -100,7 +102,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     metrics.denied(reason);
     authFailures?.recordFailure(addresses.client(req));
     (req as DeniedRequest)[DENIAL] = reason;
-    throw new HttpError(401, 'invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
+    throw new HttpError('invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
   }
 
   /** Strips what a client could spoof, then states who the sidecar authenticated. */
@@ -142,7 +144,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (max === 0) return;
     const declared = req.headers['content-length'];
     if (declared !== undefined && Number(declared) > max) {
-      throw new HttpError(413, 'payload_too_large', `request bodies are limited to ${max} bytes`);
+      throw payloadTooLarge(max);
     }
     // Chunked bodies are counted as they stream; past the cap the request is cut (already forwarded bytes included).
     let seen = 0;
@@ -181,7 +183,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       // "identity, chunked") and would pass it on verbatim: an upstream that reads it differently
       // desyncs (request smuggling). Only plain chunked framing is forwarded.
       const te = req.headers['transfer-encoding'];
-      if (te !== undefined && te.toLowerCase() !== 'chunked') throw new HttpError(400, 'invalid_request', 'unsupported Transfer-Encoding');
+      if (te !== undefined && te.toLowerCase() !== 'chunked') throw new HttpError('invalid_request', 'unsupported Transfer-Encoding');
       const principal = await authenticate(req);
       checkBodyLimit(req);
       rewriteHeaders(req, principal);
@@ -191,7 +193,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       return;
     }
     if (path === '/health') {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', undefined, { headers: { allow: 'GET, HEAD' } });
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed('GET, HEAD');
       (req as DeniedRequest)[PRINCIPAL] = await authenticate(req);
       metrics.health.inc();
       await health(res);
@@ -202,7 +204,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       return;
     }
     metrics.notFound.inc();
-    throw notFound();
+    throw new HttpError('not_found');
   }
 
   const server = createServer(
@@ -218,16 +220,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
       const started = performance.now();
       const url = req.url ?? '/'; // as the client sent it: forwarding rewrites req.url to the upstream's path
       res.once('close', () => accessLog(access, req, res, url, started));
-      handle(req, res).catch((err: unknown) => {
-        if (err instanceof HttpError) {
-          // A refused request's body is never read: answer, then close rather than drain it.
-          if (!req.complete) res.setHeader('connection', 'close');
-          writeError(res, err);
-          return;
-        }
-        logger.error({ err: describe(err), path: req.url?.split('?')[0] }, 'unexpected error on the proxy listener');
-        writeError(res, new HttpError(500, 'server_error'));
-      });
+      // A refused request's body is never read: it is answered, then its connection closed.
+      handle(req, res).catch((err: unknown) => answerError(req, res, mapError(err, pathOf(url))));
     },
   );
   // No socket inactivity timeout: an idle SSE stream (only heartbeats, or nothing) must survive.
@@ -258,14 +252,6 @@ function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, ur
     },
     'request',
   );
-}
-
-export function describe(err: unknown): { message: string; code?: string } {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === undefined ? { message: err.message } : { message: err.message, code };
-  }
-  return { message: String(err) };
 }
 
 /** What the upstream sees of a health probe: no credential, no identity headers, a name it can log. */
