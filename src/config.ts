@@ -1,4 +1,4 @@
-// Start-up configuration: load YAML -> interpolate ${VAR} / ${VAR:-default} -> apply the contract's
+// Start-up configuration: load YAML -> interpolate ${VAR} / ${VAR:-default} -> apply the
 // environment overrides -> validate everything at once -> freeze. Nothing is built from a config that
 // has a single problem; every problem is reported together.
 
@@ -128,7 +128,7 @@ function section(root: Tree, name: string, problems: string[]): Tree {
   return {};
 }
 
-/** Environment variables that always win over the file (CONTRACT.md §2): [section, key, variable]. */
+/** Environment variables that always win over the file (README, Configuration): [section, key, variable]. */
 export const ENV_OVERRIDES: ReadonlyArray<readonly [section: string | null, key: string, variable: string]> = [
   [null, 'masterToken', 'BEARER_SECRET_MASTER'],
   ['redis', 'url', 'REDIS_URL'],

@@ -1,10 +1,10 @@
-// The credential model of the seed: token format, hashing, the master-token check, and the policy that
+// The credential model: token format (64 lowercase hex), SHA-256 hashing, the master-token check, and the policy that
 // decides whether a stored record (as the store returns it, raw string fields) still authorizes.
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-/** 7 × 24 × 60 × 60 × 1000 ms: the seed's fixed user-grade lifetime (not configurable). */
+/** 7 × 24 × 60 × 60 × 1000 ms: the fixed lifetime of a user-grade token (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
 export const TOKEN_HEX_LENGTH = 64;
 const TOKEN_PATTERN = /^[0-9a-f]{64}$/;

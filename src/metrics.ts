@@ -1,6 +1,6 @@
 // Prometheus metrics on a registry per sidecar instance (two sidecars in one test process stay apart).
 // Hot-path counters are bound to their labels once, so a request does no label hashing.
-// Served unauthenticated at GET /metrics on the admin listener (CONTRACT.md §7); no label ever holds
+// Served unauthenticated at GET /metrics on the admin listener (like /livez and /readyz); no label ever holds
 // a token, a hash, a client id or an address, so the scrape reveals traffic shapes, not identities.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';

@@ -1,6 +1,6 @@
 // Redis faults with real processes on loopback: a private redis-server, a TCP fault proxy between it and
 // the sidecar, the echo upstream counting what reaches it. For each fault: every request is answered 503
-// within the contract's bound (2 s), nothing is forwarded, nothing hangs, and the sidecar recovers by
+// within 2 s, nothing is forwarded, nothing hangs, and the sidecar recovers by
 // itself once Redis is reachable again (no restart, no operator action).
 
 import type { Redis } from 'ioredis';
@@ -135,7 +135,7 @@ describe('Redis faults: fail closed within the bound, recover by itself', () => 
       expect(performance.now() - started).toBeLessThan(BOUND_MS);
     }
     expect((await fetch(`${r.stack.adminUrl}/readyz`)).status).toBe(503);
-    // The master token needs no store (seed §5.3) and keeps working.
+    // The master token is checked without the store, so it keeps working while Redis is down.
     const master = await mcp(r.stack, r.stack.masterToken);
     expect(master.status).toBe(200);
     await r.redis.restart();

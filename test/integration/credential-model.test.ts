@@ -1,7 +1,7 @@
-// Model-based test (issue 5): random sequences of createClient, client_credentials, createAccessToken,
+// Model-based test: random sequences of createClient, client_credentials, createAccessToken,
 // IdP exchange, refresh, revoke, manual HSET revocation, deleteClient, clock moves and validation run
 // against the real sidecar on real Redis, and every answer is compared with a tiny in-memory model of
-// the seed's state table. fast-check shrinks any divergence to a minimal command sequence.
+// the credential state table (issue, expire, revoke, delete the client). fast-check shrinks any divergence to a minimal command sequence.
 
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
@@ -287,7 +287,7 @@ describe('credential state machine (model-based, real Redis)', () => {
     await new Promise((r) => jwks?.close(r));
   });
 
-  it('every answer matches the model of the seed state table', async () => {
+  it('every answer matches the model of the credential state table', async () => {
     const sign = (now: number) => {
       const s = Math.floor(now / 1000);
       return new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: `user-${s}`, iat: s, exp: s + 300 }).setProtectedHeader({ alg: 'ES256', kid: 'model' }).sign(privateKey);

@@ -1,4 +1,4 @@
-// Credential properties (issue 5): token generation at scale, the master-token check taking one path
+// Credential properties: token generation at scale, the master-token check taking one path
 // for every candidate (shown structurally, never by timing), and no raw credential anywhere but the one
 // response that delivered it. test/integration/logging.test.ts already checks the logs of a full
 // runTraffic() for whole secrets, metrics.test.ts the metrics for whole secrets, audit.test.ts the

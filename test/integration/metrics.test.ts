@@ -1,4 +1,4 @@
-// GET /metrics on the admin listener (Prometheus text, unauthenticated as CONTRACT.md §7 says), scraped
+// GET /metrics on the admin listener (Prometheus text, unauthenticated), scraped
 // after real traffic through a whole stack with a real Redis: every documented metric is there and
 // the counters moved the way the traffic says they must.
 

@@ -1,4 +1,4 @@
-// The authorization-server surface (CONTRACT.md §6, issue 3) over real HTTP, real Redis and a real local
+// The authorization-server surface (discovery, /register, /token, /revoke, /introspect) over real HTTP, real Redis and a real local
 // JWKS endpoint whose keys are generated at test time. Each RFC error case is a table row.
 
 import { randomBytes } from 'node:crypto';
@@ -177,7 +177,7 @@ describe('OAuth authorization server', () => {
   });
 
   describe('token exchange (RFC 8693)', () => {
-    it('an IdP JWT becomes a seven-day user-grade token with exactly the seed record', async () => {
+    it('an IdP JWT becomes a seven-day user-grade token with exactly the documented record', async () => {
       const res = await exchange(await jwt(rsa));
       expect(res.status).toBe(200);
       expect(res.headers.get('cache-control')).toBe('no-store');

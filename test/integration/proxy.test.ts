@@ -1,4 +1,5 @@
-// The proxy listener's contract table (CONTRACT.md §5), row by row, over real sockets with a real Redis.
+// The proxy listener's answers (README, "What the proxy does to a request"), row by row, over real
+// sockets with a real Redis.
 
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';

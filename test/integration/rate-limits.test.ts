@@ -1,4 +1,4 @@
-// Rate limits shared through Redis (issue 5): failed authentications per client address on the proxy
+// Rate limits shared through Redis: failed authentications per client address on the proxy
 // listener, token-endpoint requests per client_id. Successful /mcp traffic is never counted.
 
 import { afterEach, describe, expect, it } from 'vitest';

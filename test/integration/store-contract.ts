@@ -1,4 +1,4 @@
-// The TokenStore contract (src/store/types.ts, CONTRACT.md §3, §4, §7): one suite that every store
+// The TokenStore contract (src/store/types.ts, docs/storage.md): one suite that every store
 // (MemoryTokenStore, RedisTokenStore) must pass. Stores only persist and fetch; whether a token still
 // authorizes is decided by decideToken (src/credentials.ts), so the suite asks it about what the store
 // returns, exactly as the proxy does. Time moves through an injected ManualClock, never by sleeping.

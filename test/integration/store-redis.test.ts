@@ -1,5 +1,5 @@
 // RedisTokenStore held to the store contract (test/integration/store-contract.ts) against a real Redis,
-// plus the raw key layout of CONTRACT.md §4 as an operator sees it with redis-cli.
+// plus the raw key layout of docs/storage.md as an operator sees it with redis-cli.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';

@@ -1,4 +1,4 @@
-// Finds the real Redis the suite runs against, in the order DEVELOPERS.md gives:
+// Finds the real Redis the suite runs against, first found wins:
 // REDIS_URL (random key prefix, only our keys are ever deleted) -> a private redis-server on a free
 // port -> a Redis container through testcontainers when a Docker engine answers -> a one-line error.
 

@@ -1,4 +1,4 @@
-// Configuration (CONTRACT.md §1, §2): interpolation, environment overrides, defaults, validation that
+// Configuration: interpolation, environment overrides, defaults, validation that
 // reports every problem at once, and the real CLI's exit codes.
 
 import { spawnSync } from 'node:child_process';

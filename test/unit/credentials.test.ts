@@ -1,4 +1,4 @@
-// The credential model (seed §2, §5; CONTRACT.md §3): token format, hashing, header parsing, the
+// The credential model: token format, hashing, header parsing, the
 // master-token check and the record policy, all without a store.
 
 import { describe, expect, it } from 'vitest';
