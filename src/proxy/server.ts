@@ -177,7 +177,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // MCP's Streamable HTTP has no protocol upgrade (WebSocket, h2c), and Node stops parsing a connection
     // once it has handed an upgrade request over: refuse any request naming one, before any token lookup,
     // and close the connection, rather than forward it and leave the client hanging.
-    if (req.headers.upgrade !== undefined) throw new HttpError(400, 'invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
+    if (req.headers.upgrade !== undefined) throw new HttpError('invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
     if (path === '/mcp') {
       // Node accepts any coding list that ends in chunked ("gzip, chunked", or two headers merged into
       // "identity, chunked") and would pass it on verbatim: an upstream that reads it differently
