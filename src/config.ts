@@ -81,6 +81,16 @@ export interface Config {
     readonly registrationRateLimitPerMinute: number;
     /** A dynamically registered client that requests no token for this long is forgotten. */
     readonly unusedClientTtlSeconds: number;
+    /** `client_id` as an https URL naming the client's own metadata document (src/oauth/cimd.ts). */
+    readonly clientMetadataDocuments: {
+      readonly enabled: boolean;
+      readonly timeoutMs: number;
+      readonly maxBytes: number;
+      readonly cacheTtlSeconds: number;
+      readonly cacheMaxEntries: number;
+      /** UNSAFE outside tests: documents from loopback, private and other internal addresses. */
+      readonly allowPrivateAddresses: boolean;
+    };
   };
   readonly audit: {
     /** Also append audit events to a capped Redis stream (`<keyPrefix>audit`), readable by `listAuditEvents`. */
@@ -345,12 +355,22 @@ export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env
     failedAuthPerMinute: limitsR.int('failedAuthPerMinute', 120, 0, 1_000_000),
     tokenRequestsPerMinute: limitsR.int('tokenRequestsPerMinute', 60, 0, 1_000_000),
   };
-  const oauthR = new Reader(section(root, 'oauth', problems), 'oauth', problems);
+  const oauthTree = section(root, 'oauth', problems);
+  const oauthR = new Reader(oauthTree, 'oauth', problems);
   const registration = oauthR.oneOf('registration', 'open', ['open', 'protected']);
+  const cimdR = new Reader(section(oauthTree, 'clientMetadataDocuments', problems), 'oauth.clientMetadataDocuments', problems);
   const oauth = {
     registration: registration === 'protected' ? ('protected' as const) : ('open' as const),
     registrationRateLimitPerMinute: oauthR.int('registrationRateLimitPerMinute', 10, 1, 100000),
     unusedClientTtlSeconds: oauthR.int('unusedClientTtlSeconds', 30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
+    clientMetadataDocuments: {
+      enabled: cimdR.bool('enabled', true),
+      timeoutMs: cimdR.int('timeoutMs', 5000, 100, 60000),
+      maxBytes: cimdR.int('maxBytes', 5120, 512, 1048576),
+      cacheTtlSeconds: cimdR.int('cacheTtlSeconds', 600, 0, 86400),
+      cacheMaxEntries: cimdR.int('cacheMaxEntries', 1000, 0, 1_000_000),
+      allowPrivateAddresses: cimdR.bool('allowPrivateAddresses', false),
+    },
   };
   const auditR = new Reader(section(root, 'audit', problems), 'audit', problems);
   const audit = {
@@ -498,6 +518,12 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, { description: string;
   'oauth.registration': { description: '`POST /register`: `open`, or `protected` (the master token as initial access token).' },
   'oauth.registrationRateLimitPerMinute': { description: 'Registrations per source address per minute, in this process.' },
   'oauth.unusedClientTtlSeconds': { description: 'A registered client that completes no grant for this long is forgotten.' },
+  'oauth.clientMetadataDocuments.enabled': { description: 'Accept an https URL as `client_id`: the client\'s own metadata document, fetched with an SSRF guard (see docs/security.md).' },
+  'oauth.clientMetadataDocuments.timeoutMs': { description: 'Bound on one document fetch, all of it (DNS, connect, TLS, headers, body).' },
+  'oauth.clientMetadataDocuments.maxBytes': { description: 'Larger documents are refused (checked while the body streams in).' },
+  'oauth.clientMetadataDocuments.cacheTtlSeconds': { description: 'A valid document is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured). Failures are never cached.' },
+  'oauth.clientMetadataDocuments.cacheMaxEntries': { description: 'Documents kept in memory per process, least recently used evicted first.' },
+  'oauth.clientMetadataDocuments.allowPrivateAddresses': { description: 'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.' },
   'rateLimits.failedAuthPerMinute': { description: 'Failed authentications per client address per minute, across replicas; then 429 for that address (`0`: off).' },
   'rateLimits.tokenRequestsPerMinute': { description: '`POST /token` requests per `client_id` per minute, across replicas (`0`: off).' },
   'audit.stream': { description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.' },

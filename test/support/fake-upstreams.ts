@@ -4,7 +4,8 @@
 
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 
 export interface Seen {
   method: string;
@@ -23,26 +24,28 @@ export interface FakeUpstream {
 }
 
 /**
- * Listens on a free loopback port; returns the `/mcp` URL and a close() that destroys every open
- * socket first (held SSE streams included), so it never waits on a client.
+ * Listens on a free loopback port; returns the `/mcp` URL (`https:` for a TLS server) and a close()
+ * that destroys every open socket first (held SSE streams included), so it never waits on a client.
  */
-export async function serveOnLoopback(server: Server): Promise<{ url: string; close: () => Promise<void> }> {
+export async function serveOnLoopback(server: NetServer): Promise<{ url: string; close: () => Promise<void> }> {
   const sockets = new Set<Socket>();
   const url = await listen(server, sockets);
   return { url, close: closer(server, sockets) };
 }
 
-async function listen(server: Server, sockets: Set<Socket>): Promise<string> {
+async function listen(server: NetServer, sockets: Set<Socket>): Promise<string> {
+  // A TLS server's 'connection' is the raw TCP socket, which is what must be destroyed on close.
   server.on('connection', (s: Socket) => {
     sockets.add(s);
     s.once('close', () => sockets.delete(s));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+  const scheme = server instanceof TlsServer ? 'https' : 'http';
+  return `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
 }
 
-function closer(server: Server, sockets: Set<Socket>) {
+function closer(server: NetServer, sockets: Set<Socket>) {
   return async () => {
     for (const s of sockets) s.destroy();
     await new Promise<void>((r) => server.close(() => r()));

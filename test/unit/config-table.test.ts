@@ -40,7 +40,8 @@ describe('configuration table', () => {
     for (const { key } of describeConfigKeys()) {
       const parts = key.split('.');
       const leaf = parts.at(-1)!;
-      const section = parts.length > 1 ? (tree[parts[0]!] as Record<string, unknown> | undefined) : tree;
+      // Walk nested sections (oauth.clientMetadataDocuments.enabled).
+      const section = parts.slice(0, -1).reduce<Record<string, unknown> | undefined>((node, part) => node?.[part] as Record<string, unknown> | undefined, tree);
       const present = section !== undefined && section !== null && Object.hasOwn(section, leaf);
       const commented = new RegExp(`^\\s*#\\s*${leaf}:`, 'm').test(CONFIG_YAML);
       expect(present || commented, `${key} is missing from config.yaml`).toBe(true);

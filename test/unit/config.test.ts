@@ -237,6 +237,26 @@ describe('buildConfig', () => {
   it('a section that is not a mapping is a problem', () => {
     expect(problemsOf(() => buildConfig({ redis: 'redis://x:1' }, { BEARER_SECRET_MASTER: MASTER }))).toEqual(['"redis" must be a mapping']);
   });
+
+  it('client metadata documents: on by default with the SSRF guard on; a nested section, validated like the others', () => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.clientMetadataDocuments).toEqual({
+      enabled: true,
+      timeoutMs: 5000,
+      maxBytes: 5120,
+      cacheTtlSeconds: 600,
+      cacheMaxEntries: 1000,
+      allowPrivateAddresses: false,
+    });
+    const set = buildConfig({ oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } }, { BEARER_SECRET_MASTER: MASTER });
+    expect(set.oauth.clientMetadataDocuments).toMatchObject({ enabled: false, allowPrivateAddresses: true });
+    expect(problemsOf(() => buildConfig({ oauth: { clientMetadataDocuments: { timeoutMs: 5, maxBytes: 'big' } } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      'oauth.clientMetadataDocuments.timeoutMs must be an integer from 100 to 60000 (got 5)',
+      'oauth.clientMetadataDocuments.maxBytes must be an integer from 512 to 1048576 (got "big")',
+    ]);
+    expect(problemsOf(() => buildConfig({ oauth: { clientMetadataDocuments: true } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      '"clientMetadataDocuments" must be a mapping',
+    ]);
+  });
 });
 
 describe('loadConfig', () => {
