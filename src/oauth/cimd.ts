@@ -8,7 +8,7 @@ import { isIP, type Socket } from 'node:net';
 import type { Clock } from '../clock.ts';
 import { HttpError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { checkRedirectUri, checkScope } from '../clients.ts';
+import { checkRedirectUri, checkScope, hasControlCharacter } from '../clients.ts';
 import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from './address-class.ts';
 
 export interface ClientMetadataDocument {
@@ -220,14 +220,17 @@ function fetchDocument(url: URL, options: CimdResolverOptions): Promise<Fetched>
 function optionalString(doc: Record<string, unknown>, field: string, max: number): string | undefined {
   const v = doc[field];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string' || v.length > max) throw refuse(`the metadata document's ${field} must be a string of at most ${max} characters`);
+  if (typeof v !== 'string' || v.length > max || hasControlCharacter(v)) {
+    throw refuse(`the metadata document's ${field} must be a string of at most ${max} characters, without control characters`);
+  }
   return v;
 }
 
 /** An https URL to show or link to, or nothing: display-only fields never refuse a document. */
 function displayUri(doc: Record<string, unknown>, field: string): string | undefined {
   const v = doc[field];
-  if (typeof v !== 'string' || v.length > MAX_URL_LENGTH) return undefined;
+  // Raw value checked: the URL parser drops tabs and newlines, but the raw string is what is shown.
+  if (typeof v !== 'string' || v.length > MAX_URL_LENGTH || hasControlCharacter(v) || v.includes(' ')) return undefined;
   try {
     return new URL(v).protocol === 'https:' ? v : undefined;
   } catch {
@@ -241,7 +244,7 @@ function displayUri(doc: Record<string, unknown>, field: string): string | undef
  */
 function checkDocumentRedirectUri(value: unknown): boolean {
   if (checkRedirectUri(value) !== null) return true;
-  if (typeof value !== 'string' || value.length > MAX_URL_LENGTH || value.includes('#')) return false;
+  if (typeof value !== 'string' || value.length > MAX_URL_LENGTH || value.includes('#') || value.includes(' ') || hasControlCharacter(value)) return false;
   try {
     const scheme = new URL(value).protocol.slice(0, -1);
     return /^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+$/.test(scheme);

@@ -102,6 +102,12 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return sendJson(res, documentFor(req, { redirect_uris: ['/callback'] }));
     case '/javascript-redirect.json':
       return sendJson(res, documentFor(req, { redirect_uris: ['javascript:alert(1)'] }));
+    case '/newline-redirect.json':
+      return sendJson(res, documentFor(req, { redirect_uris: ['com.example.app:/cb\r\nSet-Cookie: x=1'] }));
+    case '/newline-name.json':
+      return sendJson(res, documentFor(req, { client_name: 'Example\nAdmin approved' }));
+    case '/newline-logo.json':
+      return sendJson(res, documentFor(req, { logo_uri: 'https://client.example/lo\ngo.png' }));
     case '/http-redirect.json':
       return sendJson(res, documentFor(req, { redirect_uris: ['http://client.example/cb'] }));
     case '/private-key-jwt.json':
@@ -259,6 +265,12 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     expect(doc.redirectUris).toEqual(['https://client.example/cb', 'com.example.app:/oauth']);
   });
 
+  it('drops a display-only URI that holds a control character instead of showing it', async () => {
+    const doc = await resolver().resolve(at('/newline-logo.json'));
+    expect(doc.logoUri).toBeUndefined();
+    expect(doc.clientUri).toBe('https://client.example/');
+  });
+
   it('also by host name (localhost) when private addresses are allowed', async () => {
     const doc = await resolver().resolve(at('/client.json', `localhost:${port}`));
     expect(doc.host).toBe(`localhost:${port}`);
@@ -355,6 +367,8 @@ describe('resolve: bad URLs and bad answers, each a clear invalid_client', () =>
     ['/relative-redirect.json', /redirect_uris must be an absolute https URI/],
     ['/javascript-redirect.json', /redirect_uris must be an absolute https URI/],
     ['/http-redirect.json', /redirect_uris must be an absolute https URI/],
+    ['/newline-redirect.json', /redirect_uris must be an absolute https URI/],
+    ['/newline-name.json', /client_name must be a string of at most 256 characters, without control characters/],
     ['/private-key-jwt.json', /asks for token_endpoint_auth_method "private_key_jwt"; clients known by a metadata document must be public \("none"\)/],
     ['/secret-basic.json', /asks for token_endpoint_auth_method "client_secret_basic"/],
     ['/with-secret.json', /must not contain client_secret/],
