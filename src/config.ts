@@ -1,105 +1,228 @@
-// Start-up configuration: load YAML -> interpolate ${VAR} / ${VAR:-default} -> apply the
-// environment overrides -> validate everything at once -> freeze. Nothing is built from a config that
-// has a single problem; every problem is reported together.
+// Start-up configuration: load YAML -> interpolate ${VAR} / ${VAR:-default} -> apply the environment
+// overrides and command-line flags -> validate everything at once -> freeze. Nothing is built from a
+// config that has a single problem; every problem is reported together. Each key is declared once, in
+// CONFIG_KEYS below: its type, default, environment variable, flag and README description all come
+// from that one entry.
 
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { hostname, networkInterfaces } from 'node:os';
 import { parse as parseYaml } from 'yaml';
-import { isTokenShaped } from './credentials.ts';
+import { isTokenShaped, weakTokenReason } from './credentials.ts';
+import { boolean, choice, integer, keysOf, list, nearestKey, readTree, text, type KeyTree, type Overrides, type Problems, type ValuesOf } from './config-spec.ts';
 import { parseRedisUrl } from './store/redis.ts';
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 /** `auto`: human-readable lines when stdout is a terminal, JSON lines otherwise. */
-export type LogFormat = 'auto' | 'json' | 'pretty';
+export type LogFormat = (typeof LOG_FORMATS)[number];
+export type StoreKind = 'redis' | 'memory';
 
 const DEFAULT_IDP_ALGORITHMS = ['RS256', 'ES256', 'PS256', 'EdDSA'];
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
-export type StoreKind = 'redis' | 'memory';
+const GENERATE_HINT = 'generate one with `node bin/mcp-bearer-proxy.js token generate` or `openssl rand -hex 32`';
 
-export interface Config {
-  readonly masterToken: string;
-  readonly store: StoreKind;
-  readonly redis: {
-    readonly url: string;
-    readonly keyPrefix: string;
-    readonly commandTimeoutMs: number;
-    readonly connectTimeoutMs: number;
-  };
-  readonly upstream: {
-    readonly url: string;
-    /** Bound on waiting for the upstream's response headers (504 past it); streams are never cut. */
-    readonly headersTimeoutMs: number;
-    readonly healthTimeoutMs: number;
-    readonly maxSockets: number;
-  };
-  readonly proxy: {
-    readonly host: string;
-    readonly port: number;
-    /** Externally visible base URL; undefined means http://localhost:<bound port>. */
-    readonly publicUrl: string | undefined;
-    readonly trustedProxies: readonly string[];
-    /** 0 = no cap: /mcp bodies are streamed, never buffered. */
-    readonly maxBodyBytes: number;
-    readonly maxHeaderBytes: number;
-    /** Time allowed to receive a request's headers (slowloris bound). */
-    readonly headersTimeoutMs: number;
-    /** Time allowed to receive a whole request body; does not apply to responses (SSE). */
-    readonly requestTimeoutMs: number;
-    readonly shutdownGraceMs: number;
-  };
-  readonly admin: {
-    readonly host: string;
-    readonly port: number;
-    readonly maxBodyBytes: number;
-  };
-  readonly idp: {
-    readonly issuer: string | undefined;
-    readonly audience: string | undefined;
-    readonly jwksUrl: string | undefined;
-    /** JWS algorithms accepted from the IdP (pinned; `none` and HMAC are never accepted). */
-    readonly algorithms: readonly string[];
-    readonly clockToleranceSeconds: number;
-    readonly jwksTimeoutMs: number;
-    /** Minimum time between two JWKS fetches caused by an unknown `kid`. */
-    readonly jwksCooldownMs: number;
-    /** When set, the JWT's `email` claim must end in one of these domains (and `email_verified` must not be false). */
-    readonly allowedEmailDomains: readonly string[];
-    /** When set, the JWT's `groupsClaim` (a string list) must contain this group. */
-    readonly requiredGroup: string | undefined;
-    readonly groupsClaim: string;
-  };
-  readonly rateLimits: {
-    /** Failed authentications per client address per minute, counted across replicas in the store (0: off). */
-    readonly failedAuthPerMinute: number;
-    /** Token-endpoint requests per client_id per minute (0: off). */
-    readonly tokenRequestsPerMinute: number;
-  };
-  readonly oauth: {
-    /** `open` (RFC 7591 without credentials, what MCP clients expect) or `protected` (master token). */
-    readonly registration: 'open' | 'protected';
-    /** Registrations per client IP per minute on POST /register. */
-    readonly registrationRateLimitPerMinute: number;
-    /** A dynamically registered client that requests no token for this long is forgotten. */
-    readonly unusedClientTtlSeconds: number;
+/**
+ * Every configuration key, in the order of config.yaml and of the README table. Adding a key is one
+ * entry here (and a line in config.yaml, which a test checks); a problem names the key as the user
+ * wrote it: the environment variable, the flag (`--proxy.port`) or the dotted key.
+ */
+export const CONFIG_KEYS = {
+  masterToken: text({
+    default: '',
+    env: 'BEARER_SECRET_MASTER',
+    secret: true,
+    defaultText: 'required',
+    description:
+      'The master token: exactly 64 lowercase hex characters from a CSPRNG (`mcp-bearer-proxy token generate`); placeholders such as all zeros or a repeated pattern are refused. Keep it in the environment, never in the file.',
+    check: checkMasterToken,
+  }),
+  store: choice(['redis', 'memory'], {
+    default: 'redis',
+    description: '`redis` (production) or `memory` (one process, nothing persisted; what `npm run demo` uses).',
+  }),
+  redis: {
+    url: text({
+      default: 'redis://127.0.0.1:6379',
+      env: 'REDIS_URL',
+      description: 'Redis: `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redis+cluster://` (see above).',
+      check: (url, label, problems) => {
+        try {
+          parseRedisUrl(url);
+        } catch (err) {
+          problems.push(`${label} "${url.replace(/\/\/[^@/]*@/, '//***@')}": ${(err as Error).message}`);
+        }
+      },
+    }),
+    keyPrefix: text({ default: 'mcpauth:', description: 'Prefix of every key the sidecar writes.' }),
+    commandTimeoutMs: integer({
+      default: 1000,
+      min: 10,
+      max: 1500,
+      description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.',
+    }),
+    connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this.' }),
+  },
+  upstream: {
+    url: text({
+      default: 'http://127.0.0.1:3000/mcp',
+      env: 'UPSTREAM_URL',
+      description: 'Full URL of the upstream MCP endpoint. It must not be the sidecar\'s own proxy listener (that would loop).',
+      check: (url, label, problems) => checkHttpUrl(label, url, problems, true),
+    }),
+    headersTimeoutMs: integer({
+      default: 60000,
+      min: 10,
+      max: 3600000,
+      description: 'The upstream must send response headers within this (else 504); established streams are never cut.',
+    }),
+    healthTimeoutMs: integer({ default: 2000, min: 10, max: 60000, description: 'Bound on the upstream probe of `GET /health`.' }),
+    maxSockets: integer({ default: 1024, min: 1, max: 65536, description: 'Keep-alive connections to the upstream.' }),
+  },
+  proxy: {
+    host: text({ default: '0.0.0.0', env: 'HOST', description: 'Proxy listener address.' }),
+    port: integer({ default: 8080, min: 0, max: 65535, env: 'PORT', description: 'Proxy listener port (`0`: any free port, printed at start).' }),
+    publicUrl: text({
+      env: 'PUBLIC_URL',
+      defaultText: '`http://localhost:<port>`',
+      description:
+        'External base URL clients use: in OAuth metadata and `WWW-Authenticate`. The base only: the sidecar adds `/mcp`, so a URL ending in `/mcp`, or with a query or fragment, is refused; a trailing slash is dropped.',
+      normalise: (url) => url?.replace(/\/+$/, ''),
+      check: (url, label, problems) => {
+        if (url !== undefined) checkPublicUrl(label, url, problems);
+      },
+    }),
+    trustedProxies: list({
+      default: [],
+      description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.',
+      check: (entries, label, problems) => {
+        for (const entry of entries) if (!isCidr(entry)) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
+      },
+    }),
+    maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
+    maxHeaderBytes: integer({ default: 16384, min: 1024, max: 1048576, description: 'Larger request headers get 431.' }),
+    headersTimeoutMs: integer({ default: 10000, min: 100, max: 600000, description: 'A client must send its request headers within this (slowloris bound).' }),
+    requestTimeoutMs: integer({
+      default: 300000,
+      min: 0,
+      max: 86400000,
+      description: 'A client must send its whole request body within this; responses are not bounded.',
+    }),
+    shutdownGraceMs: integer({ default: 10000, min: 0, max: 600000, description: 'On SIGTERM, in-flight requests get this long to finish.' }),
+  },
+  admin: {
+    host: text({ default: '127.0.0.1', env: 'ADMIN_HOST', description: 'Admin listener address (keep it private: loopback or the pod network).' }),
+    port: integer({ default: 8081, min: 0, max: 65535, env: 'ADMIN_PORT', description: 'Admin listener port (`0`: any free port).' }),
+    maxBodyBytes: integer({ default: 65536, min: 1024, max: 1048576, description: 'Admin request bodies over this get 413.' }),
+  },
+  idp: {
+    issuer: text({
+      env: 'IDP_ISSUER',
+      description:
+        'The identity provider whose JWTs `POST /token` exchanges for user-grade tokens: exact `iss`. Set issuer, audience and jwksUrl together, or none (exchange off).',
+    }),
+    audience: text({ env: 'IDP_AUDIENCE', description: 'Exact `aud` the IdP JWT must carry.' }),
+    jwksUrl: text({
+      env: 'IDP_JWKS_URL',
+      description: "URL of the IdP's JWKS (cached 10 min).",
+      check: (url, label, problems) => {
+        if (url !== undefined) checkHttpUrl(label, url, problems);
+      },
+    }),
+    algorithms: list({
+      default: DEFAULT_IDP_ALGORITHMS,
+      defaultText: `\`${DEFAULT_IDP_ALGORITHMS.join(', ')}\``,
+      description: 'JWS algorithms accepted from the IdP (asymmetric only).',
+      normalise: (algorithms) => (algorithms.length > 0 ? algorithms : [...DEFAULT_IDP_ALGORITHMS]),
+      check: (algorithms, label, problems) => {
+        for (const alg of algorithms) {
+          if (!ASYMMETRIC_ALGORITHMS.includes(alg)) problems.push(`${label}: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
+        }
+      },
+    }),
+    clockToleranceSeconds: integer({ default: 30, min: 0, max: 300, description: 'Clock skew tolerated on `exp`/`nbf`.' }),
+    jwksTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Bound on one JWKS fetch; an unreachable JWKS answers 503.' }),
+    jwksCooldownMs: integer({ default: 30000, min: 0, max: 3600000, description: 'An unknown `kid` refetches the JWKS at most this often.' }),
+    allowedEmailDomains: list({
+      default: [],
+      description: 'When set, only JWTs with a verified `email` in one of these domains may exchange.',
+      normalise: (domains) => domains.map((d) => d.toLowerCase()),
+    }),
+    requiredGroup: text({ description: 'When set, only JWTs whose groups claim lists this group may exchange.' }),
+    groupsClaim: text({ default: 'groups', description: 'The claim holding the groups list.' }),
+  },
+  oauth: {
+    registration: choice(['open', 'protected'], {
+      default: 'open',
+      description: '`POST /register`: `open`, or `protected` (the master token as initial access token).',
+    }),
+    registrationRateLimitPerMinute: integer({ default: 10, min: 1, max: 100000, description: 'Registrations per source address per minute, in this process.' }),
+    unusedClientTtlSeconds: integer({
+      default: 30 * 24 * 3600,
+      min: 60,
+      max: 10 * 365 * 24 * 3600,
+      description: 'A registered client that completes no grant for this long is forgotten.',
+    }),
     /** `client_id` as an https URL naming the client's own metadata document (src/oauth/cimd.ts). */
-    readonly clientMetadataDocuments: {
-      readonly enabled: boolean;
-      readonly timeoutMs: number;
-      readonly maxBytes: number;
-      readonly cacheTtlSeconds: number;
-      readonly cacheMaxEntries: number;
-      /** UNSAFE outside tests: documents from loopback, private and other internal addresses. */
-      readonly allowPrivateAddresses: boolean;
-    };
-  };
-  readonly audit: {
-    /** Also append audit events to a capped Redis stream (`<keyPrefix>audit`), readable by `listAuditEvents`. */
-    readonly stream: boolean;
-    /** Approximate cap of that stream (`XADD ... MAXLEN ~ maxLen`). */
-    readonly maxLen: number;
-  };
-  readonly logLevel: LogLevel;
-  readonly logFormat: LogFormat;
+    clientMetadataDocuments: {
+      enabled: boolean({
+        default: true,
+        description: "Accept an https URL as `client_id`: the client's own metadata document, fetched with an SSRF guard (see docs/security.md).",
+      }),
+      timeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Bound on one document fetch, all of it (DNS, connect, TLS, headers, body).' }),
+      maxBytes: integer({ default: 5120, min: 512, max: 1048576, description: 'Larger documents are refused (checked while the body streams in).' }),
+      cacheTtlSeconds: integer({
+        default: 600,
+        min: 0,
+        max: 86400,
+        description: 'A valid document is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured). Failures are never cached.',
+      }),
+      cacheMaxEntries: integer({ default: 1000, min: 0, max: 1_000_000, description: 'Documents kept in memory per process, least recently used evicted first.' }),
+      allowPrivateAddresses: boolean({
+        default: false,
+        description: 'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.',
+      }),
+    },
+  },
+  rateLimits: {
+    failedAuthPerMinute: integer({
+      default: 120,
+      min: 0,
+      max: 1_000_000,
+      description: 'Failed authentications per client address per minute, across replicas; then 429 for that address (`0`: off).',
+    }),
+    tokenRequestsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`POST /token` requests per `client_id` per minute, across replicas (`0`: off).',
+    }),
+  },
+  audit: {
+    stream: boolean({
+      default: true,
+      description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.',
+    }),
+    maxLen: integer({ default: 10000, min: 100, max: 10_000_000, description: 'Approximate length cap of the audit stream (`XADD … MAXLEN ~`).' }),
+  },
+  logLevel: choice(LOG_LEVELS, { default: 'info', env: 'LOG_LEVEL', description: 'Log level: `debug`, `info`, `warn` or `error`.' }),
+  logFormat: choice(LOG_FORMATS, {
+    default: 'auto',
+    env: 'LOG_FORMAT',
+    description: '`auto`: human-readable lines when stdout is a terminal, JSON lines otherwise; `json` or `pretty` force one.',
+  }),
+} satisfies KeyTree;
+
+/** The validated, frozen configuration: one field per entry of CONFIG_KEYS. */
+export type Config = ValuesOf<typeof CONFIG_KEYS>;
+
+/** Rules that involve more than one key; they run once every key is read. */
+function checkWhole(config: Config, problems: Problems): void {
+  const idpSet = [config.idp.issuer, config.idp.audience, config.idp.jwksUrl].filter((v) => v !== undefined).length;
+  if (idpSet > 0 && idpSet < 3) problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
+  const loop = upstreamLoop(config);
+  if (loop !== undefined) problems.push(loop);
 }
 
 export class ConfigError extends Error {
@@ -128,152 +251,58 @@ export function interpolate(value: unknown, env: NodeJS.ProcessEnv): unknown {
   return value;
 }
 
-type Tree = Record<string, unknown>;
-
-function section(root: Tree, name: string, problems: string[]): Tree {
-  const v = root[name];
-  if (v === undefined || v === null) return {};
-  if (typeof v === 'object' && !Array.isArray(v)) return v as Tree;
-  problems.push(`"${name}" must be a mapping`);
-  return {};
-}
-
-/** Environment variables that always win over the file (README, Configuration): [section, key, variable]. */
-export const ENV_OVERRIDES: ReadonlyArray<readonly [section: string | null, key: string, variable: string]> = [
-  [null, 'masterToken', 'BEARER_SECRET_MASTER'],
-  ['redis', 'url', 'REDIS_URL'],
-  ['upstream', 'url', 'UPSTREAM_URL'],
-  ['proxy', 'host', 'HOST'],
-  ['proxy', 'port', 'PORT'],
-  ['proxy', 'publicUrl', 'PUBLIC_URL'],
-  ['admin', 'host', 'ADMIN_HOST'],
-  ['admin', 'port', 'ADMIN_PORT'],
-  ['idp', 'issuer', 'IDP_ISSUER'],
-  ['idp', 'audience', 'IDP_AUDIENCE'],
-  ['idp', 'jwksUrl', 'IDP_JWKS_URL'],
-  [null, 'logLevel', 'LOG_LEVEL'],
-  [null, 'logFormat', 'LOG_FORMAT'],
-];
-
-function applyEnv(root: Tree, env: NodeJS.ProcessEnv, problems: string[]): void {
-  for (const [sectionName, key, variable] of ENV_OVERRIDES) {
-    const v = env[variable];
-    if (v === undefined || v === '') continue;
-    if (sectionName === null) {
-      root[key] = v;
-      continue;
+function checkMasterToken(token: string, label: string, problems: Problems): void {
+  // Named by its variable wherever it was written: the file only ever refers to it (${BEARER_SECRET_MASTER}).
+  const name = label === 'masterToken' ? 'BEARER_SECRET_MASTER' : label;
+  if (token === '') {
+    problems.push(`${name} is not set: ${GENERATE_HINT} and export it`);
+  } else if (!isTokenShaped(token)) {
+    problems.push(
+      `${name} must be exactly 64 lowercase hex characters (32 random bytes); the value given has ${token.length} characters${/[A-F]/.test(token) ? ' and uppercase letters' : ''}; ${GENERATE_HINT}`,
+    );
+  } else {
+    const weak = weakTokenReason(token);
+    if (weak !== undefined) {
+      problems.push(`${name} is not a random secret: ${weak}. A placeholder would let anyone who guesses it administer every token; ${GENERATE_HINT}`);
     }
-    // A copy: the caller's parsed tree is never modified (root itself is a shallow copy).
-    const s = { ...section(root, sectionName, problems) };
-    s[key] = v;
-    root[sectionName] = s;
   }
 }
 
-/** One key as buildConfig reads it (type, range, default): what src/config-doc.ts turns into the README table. */
-export interface ConfigKeyInfo {
-  key: string;
-  type: string;
-  /** The value used when the key is absent; undefined: none (unset). */
-  default: unknown;
-}
-
-/** Set only while describeConfigKeys() runs buildConfig: every Reader call is recorded here. */
-let recording: ConfigKeyInfo[] | undefined;
-
-class Reader {
-  constructor(
-    private readonly tree: Tree,
-    private readonly path: string,
-    private readonly problems: string[],
-  ) {}
-
-  #name(key: string): string {
-    return this.path ? `${this.path}.${key}` : key;
-  }
-
-  #record(key: string, type: string, fallback: unknown): void {
-    recording?.push({ key: this.#name(key), type, default: fallback });
-  }
-
-  string(key: string, fallback: string): string {
-    this.#record(key, 'string', fallback === '' ? undefined : fallback);
-    return this.#string(key, fallback);
-  }
-
-  #string(key: string, fallback: string): string {
-    const v = this.tree[key];
-    if (v === undefined || v === null || v === '') return fallback;
-    if (typeof v === 'string' || typeof v === 'number') return String(v);
-    this.problems.push(`${this.#name(key)} must be a string`);
-    return fallback;
-  }
-
-  optionalString(key: string): string | undefined {
-    this.#record(key, 'string', undefined);
-    const v = this.#string(key, '');
-    return v === '' ? undefined : v;
-  }
-
-  /** One of `allowed`; `label` names the key in the problem (e.g. the environment variable). */
-  oneOf<T extends string>(key: string, fallback: T, allowed: readonly T[], label = this.#name(key)): T {
-    this.#record(key, allowed.map((a) => `\`${a}\``).join(', '), fallback);
-    const v = this.#string(key, fallback);
-    if ((allowed as readonly string[]).includes(v)) return v as T;
-    this.problems.push(`${label} must be ${allowed.length === 2 ? `"${allowed[0]}" or "${allowed[1]}"` : `one of ${allowed.join(', ')}`} (got "${v}")`);
-    return fallback;
-  }
-
-  bool(key: string, fallback: boolean): boolean {
-    this.#record(key, 'boolean', fallback);
-    const v = this.tree[key];
-    if (v === undefined || v === null || v === '') return fallback;
-    if (typeof v === 'boolean') return v;
-    if (v === 'true' || v === 'false') return v === 'true';
-    this.problems.push(`${this.#name(key)} must be true or false (got ${JSON.stringify(v)})`);
-    return fallback;
-  }
-
-  int(key: string, fallback: number, min: number, max: number): number {
-    this.#record(key, max === Number.MAX_SAFE_INTEGER ? `integer >= ${min}` : `integer ${min}..${max}`, fallback);
-    const v = this.tree[key];
-    if (v === undefined || v === null || v === '') return fallback;
-    const n = typeof v === 'number' ? v : typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
-    if (!Number.isInteger(n) || n < min || n > max) {
-      this.problems.push(`${this.#name(key)} must be an integer from ${min} to ${max} (got ${JSON.stringify(v)})`);
-      return fallback;
-    }
-    return n;
-  }
-
-  stringList(key: string, fallback: string[] = []): string[] {
-    this.#record(key, 'list of strings', fallback);
-    const v = this.tree[key];
-    if (v === undefined || v === null || v === '') return [...fallback];
-    if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter(Boolean);
-    if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v as string[];
-    this.problems.push(`${this.#name(key)} must be a list of strings`);
-    return [];
-  }
-}
-
-function checkHttpUrl(name: string, value: string, problems: string[], requirePath = false): void {
+function parseHttpUrl(name: string, value: string, problems: Problems): URL | undefined {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     problems.push(`${name} "${value}" is not a valid URL (example: http://127.0.0.1:3000/mcp)`);
-    return;
+    return undefined;
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     problems.push(`${name} must be an http:// or https:// URL (got ${url.protocol})`);
-  } else if (requirePath && (url.pathname === '' || url.pathname === '/')) {
-    problems.push(`${name} must name the MCP endpoint path, e.g. http://127.0.0.1:3000/mcp`);
+    return undefined;
   }
   if (url.username || url.password) problems.push(`${name} must not carry credentials`);
+  return url;
 }
 
-function checkCidr(entry: string): boolean {
+function checkHttpUrl(name: string, value: string, problems: Problems, requirePath = false): void {
+  const url = parseHttpUrl(name, value, problems);
+  if (url !== undefined && requirePath && (url.pathname === '' || url.pathname === '/')) {
+    problems.push(`${name} must name the MCP endpoint path, e.g. http://127.0.0.1:3000/mcp`);
+  }
+}
+
+/** The base URL only: metadata and challenges append `/mcp` and `/.well-known/...` to it. */
+function checkPublicUrl(name: string, value: string, problems: Problems): void {
+  const url = parseHttpUrl(name, value, problems);
+  if (url === undefined) return;
+  if (url.search !== '' || url.hash !== '' || /[?#]/.test(value)) {
+    problems.push(`${name} must be a base URL without a query or fragment (got "${value}")`);
+  } else if (/\/mcp$/i.test(url.pathname)) {
+    problems.push(`${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`);
+  }
+}
+
+function isCidr(entry: string): boolean {
   const [address, bits] = entry.split('/');
   const family = isIP(address ?? '');
   if (family === 0) return false;
@@ -282,149 +311,115 @@ function checkCidr(entry: string): boolean {
   return /^\d+$/.test(bits) && n >= 0 && n <= (family === 4 ? 32 : 128);
 }
 
-/** Validates a parsed config tree (after interpolation); throws ConfigError listing every problem. */
-export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): Config {
-  const problems: string[] = [];
-  const root: Tree = input !== null && typeof input === 'object' && !Array.isArray(input) ? { ...(input as Tree) } : {};
-  if (input !== null && input !== undefined && root !== input && typeof input !== 'object') {
-    problems.push('the config file must contain a YAML mapping');
-  }
-  applyEnv(root, env, problems);
-  const top = new Reader(root, '', problems);
-  const redisR = new Reader(section(root, 'redis', problems), 'redis', problems);
-  const upstreamR = new Reader(section(root, 'upstream', problems), 'upstream', problems);
-  const proxyR = new Reader(section(root, 'proxy', problems), 'proxy', problems);
-  const adminR = new Reader(section(root, 'admin', problems), 'admin', problems);
-  const idpR = new Reader(section(root, 'idp', problems), 'idp', problems);
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '']);
 
-  const masterToken = top.string('masterToken', '');
-  if (masterToken === '') {
-    problems.push(
-      'BEARER_SECRET_MASTER is not set. Generate one with `node -e "console.log(require(\'crypto\').randomBytes(32).toString(\'hex\'))"` and export it',
-    );
-  } else if (!isTokenShaped(masterToken)) {
-    problems.push(
-      `BEARER_SECRET_MASTER must be exactly 64 lowercase hex characters (32 random bytes); the value given has ${masterToken.length} characters${/[A-F]/.test(masterToken) ? ' and uppercase letters' : ''}`,
-    );
-  }
+/** Names this machine answers to on loopback (and, for a wildcard listener, on every interface). */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host) || WILDCARD_HOSTS.has(host);
+}
 
-  const store = top.oneOf<StoreKind>('store', 'redis', ['redis', 'memory']);
+function isOwnAddress(host: string): boolean {
+  if (isLoopback(host) || host === hostname().toLowerCase()) return true;
+  const bare = host.replace(/^\[|\]$/g, '');
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address.toLowerCase() === bare));
+}
 
-  const redisUrl = redisR.string('url', 'redis://127.0.0.1:6379');
+/**
+ * A problem when the upstream URL is the sidecar's own proxy listener (or its public URL): every
+ * request would be forwarded to itself until sockets run out.
+ */
+function upstreamLoop(config: Config): string | undefined {
+  let upstream: URL;
   try {
-    parseRedisUrl(redisUrl);
-  } catch (err) {
-    problems.push(`REDIS_URL "${redisUrl.replace(/\/\/[^@/]*@/, '//***@')}": ${(err as Error).message}`);
+    upstream = new URL(config.upstream.url);
+  } catch {
+    return undefined; // already reported
   }
-
-  const upstreamUrl = upstreamR.string('url', 'http://127.0.0.1:3000/mcp');
-  checkHttpUrl('UPSTREAM_URL', upstreamUrl, problems, true);
-
-  const proxyPort = proxyR.int('port', 8080, 0, 65535);
-  const publicUrl = proxyR.optionalString('publicUrl');
-  if (publicUrl !== undefined) checkHttpUrl('PUBLIC_URL', publicUrl, problems);
-
-  const trustedProxies = proxyR.stringList('trustedProxies');
-  for (const entry of trustedProxies) {
-    if (!checkCidr(entry)) problems.push(`proxy.trustedProxies entry "${entry}" is not an IP address or CIDR`);
+  const upstreamHost = upstream.hostname.toLowerCase();
+  const upstreamPort = Number(upstream.port || (upstream.protocol === 'https:' ? 443 : 80));
+  const listenHost = config.proxy.host.toLowerCase();
+  const sameHost = WILDCARD_HOSTS.has(listenHost)
+    ? isOwnAddress(upstreamHost)
+    : isLoopback(listenHost)
+      ? isLoopback(upstreamHost)
+      : upstreamHost === listenHost || upstreamHost === `[${listenHost}]`;
+  if (config.proxy.port !== 0 && upstreamPort === config.proxy.port && sameHost) {
+    return `UPSTREAM_URL ${upstream.origin} is this sidecar's own proxy listener (${config.proxy.host}:${config.proxy.port}): requests would loop. Point it at the MCP server behind the sidecar`;
   }
+  const publicUrl = config.proxy.publicUrl;
+  if (publicUrl !== undefined && `${upstream.origin}${upstream.pathname}`.startsWith(`${publicUrl}/`)) {
+    return `UPSTREAM_URL is under PUBLIC_URL ${publicUrl}, the address clients reach this sidecar at: requests would loop. Point it at the MCP server behind the sidecar`;
+  }
+  return undefined;
+}
 
-  const logLevel = top.oneOf<LogLevel>('logLevel', 'info', ['debug', 'info', 'warn', 'error'], 'LOG_LEVEL');
-  const logFormat = top.oneOf<LogFormat>('logFormat', 'auto', ['auto', 'json', 'pretty'], 'LOG_FORMAT');
+/** Variables that win over the file, by dotted key. */
+function environmentOverrides(env: NodeJS.ProcessEnv): Map<string, { value: string; label: string }> {
+  const out = new Map<string, { value: string; label: string }>();
+  for (const [key, spec] of keysOf(CONFIG_KEYS)) {
+    const variable = spec.doc.env;
+    const value = variable === undefined ? undefined : env[variable];
+    if (variable !== undefined && value !== undefined && value !== '') out.set(key, { value, label: variable });
+  }
+  return out;
+}
 
-  const algorithms = idpR.stringList('algorithms', DEFAULT_IDP_ALGORITHMS);
-  const idp = {
-    issuer: idpR.optionalString('issuer'),
-    audience: idpR.optionalString('audience'),
-    jwksUrl: idpR.optionalString('jwksUrl'),
-    algorithms: algorithms.length > 0 ? algorithms : [...DEFAULT_IDP_ALGORITHMS],
-    clockToleranceSeconds: idpR.int('clockToleranceSeconds', 30, 0, 300),
-    jwksTimeoutMs: idpR.int('jwksTimeoutMs', 5000, 100, 60000),
-    jwksCooldownMs: idpR.int('jwksCooldownMs', 30000, 0, 3600000),
-    allowedEmailDomains: idpR.stringList('allowedEmailDomains').map((d) => d.toLowerCase()),
-    requiredGroup: idpR.optionalString('requiredGroup'),
-    groupsClaim: idpR.string('groupsClaim', 'groups'),
-  };
-  for (const alg of idp.algorithms) {
-    if (!ASYMMETRIC_ALGORITHMS.includes(alg)) {
-      problems.push(`idp.algorithms: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
+/** Command-line values (`--proxy.port 0`), by dotted key; they win over the environment and the file. */
+export type ConfigFlags = ReadonlyMap<string, string>;
+
+/** The flag of every key that may be given on the command line (secrets may not). */
+export function configFlagNames(): string[] {
+  return keysOf(CONFIG_KEYS)
+    .filter(([, spec]) => !spec.doc.secret)
+    .map(([key]) => key);
+}
+
+/**
+ * Reads `--<key> VALUE` and `--<key>=VALUE` for every declared key (e.g. `--proxy.port 0`). An unknown
+ * flag (with the nearest known one), a missing value or a secret's flag is a problem.
+ */
+export function parseConfigFlags(argv: readonly string[]): { flags: Map<string, string>; problems: string[] } {
+  const flags = new Map<string, string>();
+  const problems: string[] = [];
+  const allowed = new Set(configFlagNames());
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const eq = arg.indexOf('=');
+    const name = arg.startsWith('--') ? arg.slice(2, eq === -1 ? undefined : eq) : '';
+    if (allowed.has(name)) {
+      const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+      if (value === undefined) problems.push(`--${name} needs a value`);
+      else flags.set(name, value);
+    } else if (keysOf(CONFIG_KEYS).some(([key]) => key === name)) {
+      problems.push(`--${name}: a secret is never taken from a flag (it would be kept in shell history and shown by ps); set it in the environment`);
+      if (eq === -1) i++;
+    } else {
+      const near = name === '' ? undefined : nearestKey(name, CONFIG_KEYS, '');
+      // `--proxy.prot 3`: the 3 belongs to the misspelt flag, not a second problem.
+      if (name !== '' && eq === -1 && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) i++;
+      problems.push(`unknown argument "${arg}"${near !== undefined && allowed.has(near) ? ` (did you mean --${near}?)` : ''}`);
     }
   }
-  const limitsR = new Reader(section(root, 'rateLimits', problems), 'rateLimits', problems);
-  const rateLimits = {
-    failedAuthPerMinute: limitsR.int('failedAuthPerMinute', 120, 0, 1_000_000),
-    tokenRequestsPerMinute: limitsR.int('tokenRequestsPerMinute', 60, 0, 1_000_000),
-  };
-  const oauthTree = section(root, 'oauth', problems);
-  const oauthR = new Reader(oauthTree, 'oauth', problems);
-  const registration = oauthR.oneOf('registration', 'open', ['open', 'protected']);
-  const cimdR = new Reader(section(oauthTree, 'clientMetadataDocuments', problems), 'oauth.clientMetadataDocuments', problems);
-  const oauth = {
-    registration: registration === 'protected' ? ('protected' as const) : ('open' as const),
-    registrationRateLimitPerMinute: oauthR.int('registrationRateLimitPerMinute', 10, 1, 100000),
-    unusedClientTtlSeconds: oauthR.int('unusedClientTtlSeconds', 30 * 24 * 3600, 60, 10 * 365 * 24 * 3600),
-    clientMetadataDocuments: {
-      enabled: cimdR.bool('enabled', true),
-      timeoutMs: cimdR.int('timeoutMs', 5000, 100, 60000),
-      maxBytes: cimdR.int('maxBytes', 5120, 512, 1048576),
-      cacheTtlSeconds: cimdR.int('cacheTtlSeconds', 600, 0, 86400),
-      cacheMaxEntries: cimdR.int('cacheMaxEntries', 1000, 0, 1_000_000),
-      allowPrivateAddresses: cimdR.bool('allowPrivateAddresses', false),
-    },
-  };
-  const auditR = new Reader(section(root, 'audit', problems), 'audit', problems);
-  const audit = {
-    stream: auditR.bool('stream', true),
-    maxLen: auditR.int('maxLen', 10000, 100, 10_000_000),
-  };
-  const idpSet = [idp.issuer, idp.audience, idp.jwksUrl].filter((v) => v !== undefined).length;
-  if (idpSet > 0 && idpSet < 3) problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
-  if (idp.jwksUrl !== undefined) checkHttpUrl('IDP_JWKS_URL', idp.jwksUrl, problems);
+  return { flags, problems };
+}
 
-  const config: Config = {
-    masterToken,
-    store: store === 'memory' ? 'memory' : 'redis',
-    redis: {
-      url: redisUrl,
-      keyPrefix: redisR.string('keyPrefix', 'mcpauth:'),
-      commandTimeoutMs: redisR.int('commandTimeoutMs', 1000, 10, 1500),
-      connectTimeoutMs: redisR.int('connectTimeoutMs', 5000, 100, 60000),
-    },
-    upstream: {
-      url: upstreamUrl,
-      headersTimeoutMs: upstreamR.int('headersTimeoutMs', 60000, 10, 3600000),
-      healthTimeoutMs: upstreamR.int('healthTimeoutMs', 2000, 10, 60000),
-      maxSockets: upstreamR.int('maxSockets', 1024, 1, 65536),
-    },
-    proxy: {
-      host: proxyR.string('host', '0.0.0.0'),
-      port: proxyPort,
-      publicUrl: publicUrl?.replace(/\/+$/, ''),
-      trustedProxies,
-      maxBodyBytes: proxyR.int('maxBodyBytes', 0, 0, Number.MAX_SAFE_INTEGER),
-      maxHeaderBytes: proxyR.int('maxHeaderBytes', 16384, 1024, 1048576),
-      headersTimeoutMs: proxyR.int('headersTimeoutMs', 10000, 100, 600000),
-      requestTimeoutMs: proxyR.int('requestTimeoutMs', 300000, 0, 86400000),
-      shutdownGraceMs: proxyR.int('shutdownGraceMs', 10000, 0, 600000),
-    },
-    admin: {
-      host: adminR.string('host', '127.0.0.1'),
-      port: adminR.int('port', 8081, 0, 65535),
-      maxBodyBytes: adminR.int('maxBodyBytes', 65536, 1024, 1048576),
-    },
-    idp,
-    rateLimits,
-    oauth,
-    audit,
-    logLevel,
-    logFormat,
-  };
+/** Validates a parsed config tree (after interpolation); throws ConfigError listing every problem. */
+export function buildConfig(input: unknown, env: NodeJS.ProcessEnv = process.env, flags: ConfigFlags = new Map()): Config {
+  const problems: Problems = [];
+  const isMapping = input !== null && typeof input === 'object' && !Array.isArray(input);
+  if (input !== null && input !== undefined && !isMapping) problems.push('the config file must contain a YAML mapping');
+  const overrides: Overrides = new Map([
+    ...environmentOverrides(env),
+    ...[...flags].map(([key, value]) => [key, { value, label: `--${key}` }] as const),
+  ]);
+  const config = readTree(CONFIG_KEYS, isMapping ? (input as Record<string, unknown>) : {}, overrides, problems) as unknown as Config;
+  checkWhole(config, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
 }
 
 /** Reads and validates the file; a missing or unparsable file is one more problem in the same list. */
-export function loadConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env, flags: ConfigFlags = new Map()): Config {
   let tree: unknown = {};
   if (path !== undefined) {
     let text: string;
@@ -440,7 +435,7 @@ export function loadConfig(path: string | undefined, env: NodeJS.ProcessEnv = pr
     }
     if (typeof tree !== 'object' || Array.isArray(tree)) throw new ConfigError([`config file ${path} must contain a YAML mapping`]);
   }
-  return buildConfig(interpolate(tree, env), env);
+  return buildConfig(interpolate(tree, env), env, flags);
 }
 
 function deepFreeze<T>(value: T): T {
@@ -451,83 +446,26 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/**
- * Every key buildConfig reads, in reading order, with its type, range, default, environment variable
- * and description: the configuration table of the README (`npm run docs:config`, checked by
- * test/unit/config-table.test.ts). Types and defaults are recorded from the code that reads them, so
- * the table cannot drift from the behaviour; a key without a description is an error.
- */
-export function describeConfigKeys(): Array<ConfigKeyInfo & { env: string | undefined; description: string; defaultText: string | undefined }> {
-  recording = [];
-  let read: ConfigKeyInfo[];
-  try {
-    buildConfig({ masterToken: '0'.repeat(64) }, {});
-  } finally {
-    read = recording;
-    recording = undefined;
-  }
-  const envOf = new Map(ENV_OVERRIDES.map(([s, k, v]) => [s === null ? k : `${s}.${k}`, v]));
-  const undocumented = read.filter((k) => CONFIG_DESCRIPTIONS[k.key] === undefined).map((k) => k.key);
-  const stale = Object.keys(CONFIG_DESCRIPTIONS).filter((key) => !read.some((k) => k.key === key));
-  if (undocumented.length > 0 || stale.length > 0) {
-    throw new Error(
-      `CONFIG_DESCRIPTIONS in src/config.ts is out of date: ${[...undocumented.map((k) => `${k} has no description`), ...stale.map((k) => `${k} is not a config key`)].join('; ')}`,
-    );
-  }
-  // In the order of CONFIG_DESCRIPTIONS (the order of config.yaml), not the order of reading.
-  return Object.entries(CONFIG_DESCRIPTIONS).map(([key, d]) => {
-    const k = read.find((r) => r.key === key)!;
-    return { ...k, env: envOf.get(key), description: d.description, defaultText: d.default };
-  });
+/** One row of the README's configuration table. */
+export interface ConfigKeyInfo {
+  key: string;
+  env: string | undefined;
+  type: string;
+  /** The value used when the key is absent; undefined: none (unset). */
+  default: unknown;
+  /** Replaces the formatted default where the real one is computed or required. */
+  defaultText: string | undefined;
+  description: string;
 }
 
-/** What each key means; `default` replaces the recorded default where the real one is computed. */
-export const CONFIG_DESCRIPTIONS: Readonly<Record<string, { description: string; default?: string }>> = {
-  masterToken: { description: 'The master token: exactly 64 lowercase hex characters. Keep it in the environment, never in the file.', default: 'required' },
-  store: { description: '`redis` (production) or `memory` (one process, nothing persisted; what `npm run demo` uses).' },
-  'redis.url': { description: 'Redis: `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redis+cluster://` (see above).' },
-  'redis.keyPrefix': { description: 'Prefix of every key the sidecar writes.' },
-  'redis.commandTimeoutMs': { description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.' },
-  'redis.connectTimeoutMs': { description: 'Start-up gives up (exit 2) when Redis does not answer within this.' },
-  'upstream.url': { description: 'Full URL of the upstream MCP endpoint.' },
-  'upstream.headersTimeoutMs': { description: 'The upstream must send response headers within this (else 504); established streams are never cut.' },
-  'upstream.healthTimeoutMs': { description: 'Bound on the upstream probe of `GET /health`.' },
-  'upstream.maxSockets': { description: 'Keep-alive connections to the upstream.' },
-  'proxy.host': { description: 'Proxy listener address.' },
-  'proxy.port': { description: 'Proxy listener port (`0`: any free port, printed at start).' },
-  'proxy.publicUrl': { description: 'External base URL clients use: in OAuth metadata and `WWW-Authenticate`.', default: '`http://localhost:<port>`' },
-  'proxy.trustedProxies': { description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.' },
-  'proxy.maxBodyBytes': { description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' },
-  'proxy.maxHeaderBytes': { description: 'Larger request headers get 431.' },
-  'proxy.headersTimeoutMs': { description: 'A client must send its request headers within this (slowloris bound).' },
-  'proxy.requestTimeoutMs': { description: 'A client must send its whole request body within this; responses are not bounded.' },
-  'proxy.shutdownGraceMs': { description: 'On SIGTERM, in-flight requests get this long to finish.' },
-  'admin.host': { description: 'Admin listener address (keep it private: loopback or the pod network).' },
-  'admin.port': { description: 'Admin listener port (`0`: any free port).' },
-  'admin.maxBodyBytes': { description: 'Admin request bodies over this get 413.' },
-  'idp.issuer': { description: 'The identity provider whose JWTs `POST /token` exchanges for user-grade tokens: exact `iss`. Set issuer, audience and jwksUrl together, or none (exchange off).' },
-  'idp.audience': { description: 'Exact `aud` the IdP JWT must carry.' },
-  'idp.jwksUrl': { description: "URL of the IdP's JWKS (cached 10 min)." },
-  'idp.algorithms': { description: 'JWS algorithms accepted from the IdP (asymmetric only).', default: '`RS256, ES256, PS256, EdDSA`' },
-  'idp.clockToleranceSeconds': { description: 'Clock skew tolerated on `exp`/`nbf`.' },
-  'idp.jwksTimeoutMs': { description: 'Bound on one JWKS fetch; an unreachable JWKS answers 503.' },
-  'idp.jwksCooldownMs': { description: 'An unknown `kid` refetches the JWKS at most this often.' },
-  'idp.allowedEmailDomains': { description: 'When set, only JWTs with a verified `email` in one of these domains may exchange.' },
-  'idp.requiredGroup': { description: 'When set, only JWTs whose groups claim lists this group may exchange.' },
-  'idp.groupsClaim': { description: 'The claim holding the groups list.' },
-  'oauth.registration': { description: '`POST /register`: `open`, or `protected` (the master token as initial access token).' },
-  'oauth.registrationRateLimitPerMinute': { description: 'Registrations per source address per minute, in this process.' },
-  'oauth.unusedClientTtlSeconds': { description: 'A registered client that completes no grant for this long is forgotten.' },
-  'oauth.clientMetadataDocuments.enabled': { description: 'Accept an https URL as `client_id`: the client\'s own metadata document, fetched with an SSRF guard (see docs/security.md).' },
-  'oauth.clientMetadataDocuments.timeoutMs': { description: 'Bound on one document fetch, all of it (DNS, connect, TLS, headers, body).' },
-  'oauth.clientMetadataDocuments.maxBytes': { description: 'Larger documents are refused (checked while the body streams in).' },
-  'oauth.clientMetadataDocuments.cacheTtlSeconds': { description: 'A valid document is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured). Failures are never cached.' },
-  'oauth.clientMetadataDocuments.cacheMaxEntries': { description: 'Documents kept in memory per process, least recently used evicted first.' },
-  'oauth.clientMetadataDocuments.allowPrivateAddresses': { description: 'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.' },
-  'rateLimits.failedAuthPerMinute': { description: 'Failed authentications per client address per minute, across replicas; then 429 for that address (`0`: off).' },
-  'rateLimits.tokenRequestsPerMinute': { description: '`POST /token` requests per `client_id` per minute, across replicas (`0`: off).' },
-  'audit.stream': { description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.' },
-  'audit.maxLen': { description: 'Approximate length cap of the audit stream (`XADD … MAXLEN ~`).' },
-  logLevel: { description: 'Log level: `debug`, `info`, `warn` or `error`.' },
-  logFormat: { description: '`auto`: human-readable lines when stdout is a terminal, JSON lines otherwise; `json` or `pretty` force one.' },
-};
+/** Every declared key, in declaration order: the README's table (`npm run docs:config`). */
+export function describeConfigKeys(): ConfigKeyInfo[] {
+  return keysOf(CONFIG_KEYS).map(([key, spec]) => ({
+    key,
+    env: spec.doc.env,
+    type: spec.type,
+    default: spec.default === '' ? undefined : spec.default,
+    defaultText: spec.doc.defaultText,
+    description: spec.doc.description,
+  }));
+}

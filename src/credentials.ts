@@ -49,6 +49,27 @@ export function isTokenShaped(value: string): boolean {
   return value.length === TOKEN_HEX_LENGTH && TOKEN_PATTERN.test(value);
 }
 
+/** Fewer different hex digits than this in 64 is a made-up value (random: ~15.7; below 8: p < 1e-18). */
+const MIN_DISTINCT_HEX_DIGITS = 8;
+
+/**
+ * Why a token-shaped value is clearly not 32 random bytes (a placeholder such as all zeros, one
+ * repeated character, a short repeated pattern), or undefined when nothing gives it away. A random
+ * token fails this with a probability below 1e-18. The reason never quotes the value.
+ */
+export function weakTokenReason(token: string): string | undefined {
+  const distinct = new Set(token).size;
+  if (distinct < MIN_DISTINCT_HEX_DIGITS) {
+    return `it uses only ${distinct} different hex digit${distinct === 1 ? '' : 's'} (a random one uses about 16)`;
+  }
+  for (let period = 1; period <= token.length / 2; period++) {
+    if (token.length % period === 0 && token.slice(period) === token.slice(0, -period)) {
+      return `it is a ${period}-character pattern repeated`;
+    }
+  }
+  return undefined;
+}
+
 export type ParsedAuthorization = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
 
 const MISSING: ParsedAuthorization = { kind: 'missing' };

@@ -2,25 +2,48 @@
 // Any configuration or start-up problem is one paragraph on stderr and exit code 2, before a port opens.
 
 import { existsSync } from 'node:fs';
-import { ConfigError, loadConfig, type Config } from './config.ts';
+import { ConfigError, configFlagNames, loadConfig, parseConfigFlags, type Config, type ConfigFlags } from './config.ts';
 import { createSidecar, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
 import { createLogger, describe } from './logger.ts';
 
-const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config]
+const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config] [--<key> VALUE ...]
 
   --config FILE    YAML configuration (default: $MCP_AUTH_CONFIG, else ./config.yaml when present)
   --check-config   validate the configuration, report every problem, exit 0 (valid) or 2
+  --<key> VALUE    any configuration key but the master token (README: Configuration); it wins over
+                   the environment and the file. Lists are comma-separated. The keys:
+${wrap(configFlagNames().map((k) => `--${k}`), 100, '                   ')}
 `;
+
+function wrap(words: string[], width: number, indent: string): string {
+  const lines: string[] = [];
+  let line = indent;
+  for (const word of words) {
+    if (line.length + word.length + 1 > width && line !== indent) {
+      lines.push(line.trimEnd());
+      line = indent;
+    }
+    line += `${word} `;
+  }
+  return [...lines, line.trimEnd()].join('\n');
+}
 
 function fail(paragraph: string): never {
   process.stderr.write(`mcp-bearer-proxy: ${paragraph}\n`);
   process.exit(2);
 }
 
-function parseArgs(argv: string[]): { configPath: string | undefined; checkOnly: boolean } {
+interface Args {
+  configPath: string | undefined;
+  checkOnly: boolean;
+  flags: ConfigFlags;
+}
+
+function parseArgs(argv: string[]): Args {
   let configPath: string | undefined;
   let checkOnly = false;
+  const others: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--check-config') checkOnly = true;
@@ -31,20 +54,22 @@ function parseArgs(argv: string[]): { configPath: string | undefined; checkOnly:
     else if (arg === '--help' || arg === '-h') {
       process.stdout.write(USAGE);
       process.exit(0);
-    } else fail(`unknown argument "${arg}".\n${USAGE}`);
+    } else others.push(arg);
   }
+  const { flags, problems } = parseConfigFlags(others);
+  if (problems.length > 0) fail(`${problems.join('; ')}.\n${USAGE.split('\n')[0]} (--help lists the keys)`);
   configPath ??= process.env.MCP_AUTH_CONFIG || (existsSync('config.yaml') ? 'config.yaml' : undefined);
-  return { configPath, checkOnly };
+  return { configPath, checkOnly, flags };
 }
 
 async function main(): Promise<void> {
-  const { configPath, checkOnly } = parseArgs(process.argv.slice(2));
+  const { configPath, checkOnly, flags } = parseArgs(process.argv.slice(2));
   let config: Config;
   try {
-    config = loadConfig(configPath);
+    config = loadConfig(configPath, process.env, flags);
   } catch (err) {
     if (err instanceof ConfigError) {
-      fail(`the configuration${configPath ? ` (${configPath} + environment)` : ' (environment)'} is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+      fail(`the configuration${configPath ? ` (${configPath} + environment${flags.size > 0 ? ' + flags' : ''})` : ` (environment${flags.size > 0 ? ' + flags' : ''})`} is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
     }
     throw err;
   }

@@ -5,12 +5,13 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { ConfigError, buildConfig, configFlagNames, interpolate, loadConfig, parseConfigFlags } from '../../src/config.ts';
+import { generateToken, weakTokenReason } from '../../src/credentials.ts';
 
 const MASTER = generateToken();
-const ROOT = '/work/main';
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 function problemsOf(fn: () => unknown): readonly string[] {
   try {
@@ -224,9 +225,9 @@ describe('buildConfig', () => {
   });
 
   it.each([
-    ['PORT', '70000', /proxy\.port must be an integer from 0 to 65535/],
-    ['PORT', 'http', /proxy\.port must be an integer/],
-    ['ADMIN_PORT', '-1', /admin\.port must be an integer from 0 to 65535/],
+    ['PORT', '70000', /^PORT must be an integer from 0 to 65535/],
+    ['PORT', 'http', /^PORT must be an integer/],
+    ['ADMIN_PORT', '-1', /^ADMIN_PORT must be an integer from 0 to 65535/],
     ['PUBLIC_URL', 'example.com', /PUBLIC_URL "example.com" is not a valid URL/],
   ])('%s=%s is rejected', (name, value, pattern) => {
     const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, [name]: value }));
@@ -368,10 +369,155 @@ describe('the CLI (src/main.ts)', () => {
     expect(r.stderr).not.toContain(MASTER);
   }, 30_000);
 
+  it('--check-config reports unknown keys of the file with the other problems, and takes keys as flags', () => {
+    const path = join(dir, 'typos.yaml');
+    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'prot: 8080', 'upsteam:', '  url: http://127.0.0.1:3000/mcp', 'redis:', '  uri: redis://127.0.0.1:6379', ''].join('\n'));
+    const r = run(['--check-config', '--config', path, '--proxy.port', '99999'], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.status).toBe(2);
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toEqual([
+      '  - unknown key "redis.uri" (did you mean "redis.url"?)',
+      '  - --proxy.port must be an integer from 0 to 65535 (got "99999")',
+      '  - unknown key "prot" (did you mean "proxy"?)',
+      '  - unknown key "upsteam" (did you mean "upstream"?)',
+    ]);
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
   it('an unknown argument is a usage error (exit 2)', () => {
     const r = run(['--no-such-flag'], { BEARER_SECRET_MASTER: MASTER });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('unknown argument "--no-such-flag"');
     expect(r.stderr).toContain('usage:');
   }, 30_000);
+});
+
+describe('keys named as the user wrote them', () => {
+  it('a file key by its dotted name, a variable by its name, a flag by its flag', () => {
+    expect(problemsOf(() => buildConfig({ proxy: { port: 70000 } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      'proxy.port must be an integer from 0 to 65535 (got 70000)',
+    ]);
+    expect(problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, PORT: '70000' }))).toEqual(['PORT must be an integer from 0 to 65535 (got "70000")']);
+    expect(problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER }, new Map([['proxy.port', '70000']])))).toEqual([
+      '--proxy.port must be an integer from 0 to 65535 (got "70000")',
+    ]);
+  });
+});
+
+describe('unknown keys', () => {
+  it.each<[string, Record<string, unknown>, string]>([
+    ['prot', { prot: 8080 }, 'unknown key "prot" (did you mean "proxy"?)'],
+    ['upsteam', { upsteam: { url: 'http://h:1/mcp' } }, 'unknown key "upsteam" (did you mean "upstream"?)'],
+    ['redis.uri', { redis: { uri: 'redis://h:1' } }, 'unknown key "redis.uri" (did you mean "redis.url"?)'],
+    ['redis.uri as one key', { 'redis.uri': 'redis://h:1' }, 'unknown key "redis.uri" (did you mean "redis.url"?)'],
+    ['proxy.prot', { proxy: { prot: 1 } }, 'unknown key "proxy.prot" (did you mean "proxy.port"?)'],
+    ['snake case', { proxy: { public_url: 'https://x' } }, 'unknown key "proxy.public_url" (did you mean "proxy.publicUrl"?)'],
+    ['key in the wrong section', { proxy: { keyPrefix: 'x:' } }, 'unknown key "proxy.keyPrefix" (did you mean "redis.keyPrefix"?)'],
+    ['nothing near', { proxy: { zzzzzzzzzz: 1 } }, 'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, trustedProxies, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs)'],
+  ])('%s is an error naming the key and the nearest known one', (_label, tree, problem) => {
+    expect(problemsOf(() => buildConfig(tree, { BEARER_SECRET_MASTER: MASTER }))).toEqual([problem]);
+  });
+
+  it('is reported with every other problem', () => {
+    const problems = problemsOf(() => buildConfig({ prot: 1, redis: { uri: 'x' }, logLevel: 'loud' }, { BEARER_SECRET_MASTER: MASTER }));
+    expect(problems).toHaveLength(3);
+    expect(problems).toContain('logLevel must be one of debug, info, warn, error (got "loud")');
+  });
+});
+
+describe('command-line flags', () => {
+  it('every key but the master token is a flag, and a flag wins over the environment and the file', () => {
+    const { flags, problems } = parseConfigFlags(['--proxy.port', '9001', '--logLevel=error', '--proxy.trustedProxies', '10.0.0.0/8,::1']);
+    expect(problems).toEqual([]);
+    const c = buildConfig({ proxy: { port: 1 }, logLevel: 'warn' }, { BEARER_SECRET_MASTER: MASTER, PORT: '2', LOG_LEVEL: 'debug' }, flags);
+    expect(c.proxy.port).toBe(9001);
+    expect(c.logLevel).toBe('error');
+    expect(c.proxy.trustedProxies).toEqual(['10.0.0.0/8', '::1']);
+    expect(configFlagNames()).toContain('upstream.url');
+    expect(configFlagNames()).not.toContain('masterToken');
+  });
+
+  it.each([
+    [['--masterToken', MASTER], /^--masterToken: a secret is never taken from a flag/],
+    [['--proxy.prot', '9'], /^unknown argument "--proxy.prot" \(did you mean --proxy.port\?\)$/],
+    [['--logLevl=info'], /^unknown argument "--logLevl=info" \(did you mean --logLevel\?\)$/],
+    [['--proxy.port'], /^--proxy.port needs a value$/],
+    [['stray'], /^unknown argument "stray"$/],
+  ])('%j is one clear problem', (argv, pattern) => {
+    const { problems } = parseConfigFlags(argv);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(pattern);
+    expect(problems[0]).not.toContain(MASTER);
+  });
+});
+
+describe('PUBLIC_URL is a base URL', () => {
+  it.each([
+    ['https://mcp.example.com/', 'https://mcp.example.com'],
+    ['https://mcp.example.com///', 'https://mcp.example.com'],
+    ['https://gw.example.com/team-a/', 'https://gw.example.com/team-a'],
+    ['https://gw.example.com/mcp-team', 'https://gw.example.com/mcp-team'],
+  ])('%s is used as %s', (value, expected) => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, PUBLIC_URL: value }).proxy.publicUrl).toBe(expected);
+  });
+
+  it.each([
+    ['https://mcp.example.com/mcp', /^PUBLIC_URL is the base URL, without \/mcp .*use https:\/\/mcp.example.com$/],
+    ['https://mcp.example.com/mcp/', /^PUBLIC_URL is the base URL, without \/mcp .*use https:\/\/mcp.example.com$/],
+    ['https://gw.example.com/team/MCP', /^PUBLIC_URL is the base URL, without \/mcp .*use https:\/\/gw.example.com\/team$/],
+    ['https://mcp.example.com/?x=1', /^PUBLIC_URL must be a base URL without a query or fragment/],
+    ['https://mcp.example.com#top', /^PUBLIC_URL must be a base URL without a query or fragment/],
+  ])('%s is refused with a hint', (value, pattern) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, PUBLIC_URL: value }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(pattern);
+  });
+});
+
+describe('a master token that is clearly not random', () => {
+  it.each([
+    ['all zeros', '0'.repeat(64), /only 1 different hex digit /],
+    ['one repeated letter', 'a'.repeat(64), /only 1 different hex digit /],
+    ['two digits', 'ab'.repeat(32), /only 2 different hex digits/],
+    ['deadbeef', 'deadbeef'.repeat(8), /only 5 different hex digits/],
+    ['0-f repeated', '0123456789abcdef'.repeat(4), /16-character pattern repeated/],
+    ['a random half twice', generateToken().slice(0, 32).repeat(2), /32-character pattern repeated/],
+  ])('%s is refused, with the rule and how to generate one, never the value', (_label, token, reason) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: token }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^BEARER_SECRET_MASTER is not a random secret: /);
+    expect(problems[0]).toMatch(reason);
+    expect(problems[0]).toContain('token generate');
+    expect(problems[0]).not.toContain(token);
+  });
+
+  it('random tokens pass', () => {
+    for (let i = 0; i < 500; i++) expect(weakTokenReason(generateToken())).toBeUndefined();
+  });
+});
+
+describe('an upstream that is the sidecar itself', () => {
+  it.each<[string, Record<string, string>]>([
+    ['127.0.0.1 on the default wildcard listener', { UPSTREAM_URL: 'http://127.0.0.1:8080/mcp' }],
+    ['localhost', { UPSTREAM_URL: 'http://localhost:8080/mcp' }],
+    ['::1', { UPSTREAM_URL: 'http://[::1]:8080/mcp' }],
+    ['0.0.0.0', { UPSTREAM_URL: 'http://0.0.0.0:8080/mcp' }],
+    ['the default port of http', { UPSTREAM_URL: 'http://localhost/mcp', PORT: '80' }],
+    ['a loopback listener', { UPSTREAM_URL: 'http://localhost:9000/mcp', HOST: '127.0.0.1', PORT: '9000' }],
+    ['the listener address itself', { UPSTREAM_URL: 'http://10.1.2.3:9000/mcp', HOST: '10.1.2.3', PORT: '9000' }],
+    ['under PUBLIC_URL', { UPSTREAM_URL: 'https://mcp.example.com/mcp', PUBLIC_URL: 'https://mcp.example.com' }],
+  ])('%s is refused', (_label, env) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...env }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^UPSTREAM_URL .*requests would loop/);
+  });
+
+  it.each<[string, Record<string, string>]>([
+    ['another port', { UPSTREAM_URL: 'http://127.0.0.1:8081/mcp' }],
+    ['another host than the listener', { UPSTREAM_URL: 'http://127.0.0.1:9000/mcp', HOST: '10.1.2.3', PORT: '9000' }],
+    ['a port-0 listener', { UPSTREAM_URL: 'http://127.0.0.1:8080/mcp', PORT: '0' }],
+    ['a remote host', { UPSTREAM_URL: 'http://mcp-server.internal:8080/mcp' }],
+    ['another origin than PUBLIC_URL', { UPSTREAM_URL: 'https://upstream.example.com/mcp', PUBLIC_URL: 'https://mcp.example.com' }],
+  ])('%s is accepted', (_label, env) => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...env }).upstream.url).toBe(env.UPSTREAM_URL);
+  });
 });

@@ -1,0 +1,212 @@
+// The kinds of configuration key (text, integer, boolean, choice, list) and the walk over a declared
+// key tree: how a raw value from the file, the environment or a flag is read, checked and described.
+// The keys themselves are declared once, in src/config.ts.
+
+/** Where a problem is reported: every problem of a load is collected, then reported together. */
+export type Problems = string[];
+
+/** What every key declares besides its kind. */
+export interface KeyDoc<T> {
+  /** What the key means: the README table's description. */
+  description: string;
+  /** The environment variable that overrides the file. */
+  env?: string;
+  /** The default as the README shows it, where the real one is computed or absent. */
+  defaultText?: string;
+  /** A secret is never taken from a command-line flag (shell history, `ps`). */
+  secret?: boolean;
+  /** Applied to a well-typed value before `check` (e.g. lowercase, drop a trailing slash). */
+  normalise?(value: T): T;
+  /** Further rules; `label` names the key as the user wrote it (variable, flag or key). */
+  check?(value: T, label: string, problems: Problems): void;
+}
+
+/** One declared key. `T` is the type the rest of the code sees. */
+export interface KeySpec<T> {
+  readonly kind: 'key';
+  /** The README table's type column. */
+  readonly type: string;
+  /** The value when the key is absent (undefined: unset). */
+  readonly default: T;
+  readonly doc: KeyDoc<T>;
+  /** The well-typed value, or `invalid` after adding a problem. */
+  readonly parse: (raw: unknown, label: string, problems: Problems) => T | typeof INVALID;
+}
+
+const INVALID = Symbol('invalid');
+
+/** A tree of declared keys: a section is a nested tree. */
+export interface KeyTree {
+  readonly [name: string]: KeySpec<unknown> | KeyTree;
+}
+
+/** The frozen value type of a key tree. */
+export type ValuesOf<S extends KeyTree> = {
+  readonly [K in keyof S]: S[K] extends KeySpec<infer T> ? (T extends Array<infer E> ? readonly E[] : T) : S[K] extends KeyTree ? ValuesOf<S[K]> : never;
+};
+
+function isSpec(entry: KeySpec<unknown> | KeyTree): entry is KeySpec<unknown> {
+  return entry.kind === 'key';
+}
+
+function absent(raw: unknown): boolean {
+  return raw === undefined || raw === null || raw === '';
+}
+
+function key<T>(type: string, fallback: T, doc: KeyDoc<T>, parse: KeySpec<T>['parse']): KeySpec<T> {
+  return { kind: 'key', type, default: fallback, doc, parse };
+}
+
+function parseText(raw: unknown, label: string, problems: Problems): string | typeof INVALID {
+  if (typeof raw === 'string' || typeof raw === 'number') return String(raw);
+  problems.push(`${label} must be a string`);
+  return INVALID;
+}
+
+/** A string; numbers are taken as their decimal text. Without a default it may be unset. */
+export function text(doc: KeyDoc<string> & { default: string }): KeySpec<string>;
+export function text(doc: KeyDoc<string | undefined>): KeySpec<string | undefined>;
+export function text(doc: KeyDoc<any> & { default?: string }): KeySpec<any> {
+  return key('string', doc.default, doc, parseText);
+}
+
+/** One of `allowed`. */
+export function choice<const T extends string>(allowed: readonly T[], doc: KeyDoc<T> & { default: T }): KeySpec<T> {
+  const expected = allowed.length === 2 ? `"${allowed[0]}" or "${allowed[1]}"` : `one of ${allowed.join(', ')}`;
+  return key(allowed.map((a) => `\`${a}\``).join(', '), doc.default, doc, (raw, label, problems) => {
+    const v = parseText(raw, label, problems);
+    if (v === INVALID) return v;
+    if ((allowed as readonly string[]).includes(v)) return v as T;
+    problems.push(`${label} must be ${expected} (got "${v}")`);
+    return INVALID;
+  });
+}
+
+/** `true`/`false`, as YAML booleans or as text (environment, flags). */
+export function boolean(doc: KeyDoc<boolean> & { default: boolean }): KeySpec<boolean> {
+  return key('boolean', doc.default, doc, (raw, label, problems) => {
+    if (typeof raw === 'boolean') return raw;
+    if (raw === 'true' || raw === 'false') return raw === 'true';
+    problems.push(`${label} must be true or false (got ${JSON.stringify(raw)})`);
+    return INVALID;
+  });
+}
+
+/** An integer from `min` to `max` (max omitted: no upper bound). */
+export function integer(doc: KeyDoc<number> & { default: number; min: number; max?: number }): KeySpec<number> {
+  const { min, max = Number.MAX_SAFE_INTEGER } = doc;
+  return key(max === Number.MAX_SAFE_INTEGER ? `integer >= ${min}` : `integer ${min}..${max}`, doc.default, doc, (raw, label, problems) => {
+    const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
+    if (Number.isInteger(n) && n >= min && n <= max) return n;
+    problems.push(`${label} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+    return INVALID;
+  });
+}
+
+/** A list of strings: a YAML list, or comma-separated text (environment, flags). */
+export function list(doc: KeyDoc<string[]> & { default: string[] }): KeySpec<string[]> {
+  return key('list of strings', doc.default, doc, (raw, label, problems) => {
+    if (typeof raw === 'string') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+    if (Array.isArray(raw) && raw.every((x) => typeof x === 'string')) return [...raw] as string[];
+    problems.push(`${label} must be a list of strings`);
+    return INVALID;
+  });
+}
+
+/** Every key of a tree with its dotted name, in declaration order. */
+export function keysOf(tree: KeyTree, path = ''): Array<[name: string, spec: KeySpec<unknown>]> {
+  return Object.entries(tree).flatMap(([name, entry]) => {
+    const dotted = path ? `${path}.${name}` : name;
+    return isSpec(entry) ? [[dotted, entry] as [string, KeySpec<unknown>]] : keysOf(entry, dotted);
+  });
+}
+
+/** Values that win over the file, by dotted key, with the label a problem names them by. */
+export type Overrides = ReadonlyMap<string, { value: string; label: string }>;
+
+type Tree = Record<string, unknown>;
+
+/**
+ * Reads `input` against `schema`: overrides win over the file, absent keys take their defaults, every
+ * problem (a wrong type, a failed check, an unknown key) goes to `problems`.
+ */
+export function readTree(schema: KeyTree, input: Tree, overrides: Overrides, problems: Problems, path = '', root = schema): Tree {
+  const out: Tree = {};
+  for (const [name, entry] of Object.entries(schema)) {
+    const dotted = path ? `${path}.${name}` : name;
+    if (!isSpec(entry)) {
+      out[name] = readTree(entry, sectionOf(input[name], dotted, problems), overrides, problems, dotted, root);
+      continue;
+    }
+    const override = overrides.get(dotted);
+    const raw = override?.value ?? input[name];
+    const label = override?.label ?? dotted;
+    if (absent(raw)) {
+      out[name] = entry.default;
+    } else {
+      const parsed = entry.parse(raw, label, problems);
+      out[name] = parsed === INVALID ? entry.default : entry.doc.normalise ? entry.doc.normalise(parsed) : parsed;
+      if (parsed === INVALID) continue;
+    }
+    entry.doc.check?.(out[name], label, problems);
+  }
+  for (const name of Object.keys(input)) {
+    if (Object.hasOwn(schema, name)) continue;
+    const dotted = path ? `${path}.${name}` : name;
+    const near = nearestKey(dotted, schema, path, root);
+    problems.push(`unknown key "${dotted}"${near ? ` (did you mean "${near}"?)` : ` (${path ? `the keys of ${path}` : 'the top-level keys'}: ${Object.keys(schema).join(', ')})`}`);
+  }
+  return out;
+}
+
+function sectionOf(value: unknown, dotted: string, problems: Problems): Tree {
+  if (value === undefined || value === null) return {};
+  if (typeof value === 'object' && !Array.isArray(value)) return value as Tree;
+  problems.push(`"${dotted}" must be a mapping`);
+  return {};
+}
+
+/** How many single-character edits turn `a` into `b`. */
+function distance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+function squash(name: string): string {
+  return name.toLowerCase().replace(/[-_]/g, '');
+}
+
+/**
+ * The known name closest to `unknown` (a dotted key, e.g. `redis.uri`), or undefined when none is
+ * close: the section's own names first, then every dotted key and section (`redis.uri` written as one
+ * key), then a key of the same name in another section (`proxy.keyPrefix`).
+ */
+export function nearestKey(unknown: string, schema: KeyTree, path: string, root: KeyTree = schema): string | undefined {
+  const prefix = path ? `${path}.` : '';
+  const everywhere = [...keysOf(root).map(([n]) => n), ...Object.keys(root)];
+  const leaf = (name: string) => name.slice(name.lastIndexOf('.') + 1);
+  const passes: Array<[candidates: string[], compared: (name: string) => string]> = [
+    [Object.keys(schema).map((n) => prefix + n), (n) => n],
+    [everywhere, (n) => n],
+    [everywhere, leaf],
+  ];
+  for (const [candidates, compared] of passes) {
+    const wanted = compared(unknown);
+    let best: string | undefined;
+    let bestDistance = Infinity;
+    for (const candidate of candidates) {
+      const name = compared(candidate);
+      const d = squash(name) === squash(wanted) ? 0 : distance(wanted.toLowerCase(), name.toLowerCase());
+      if (d < bestDistance) [best, bestDistance] = [candidate, d];
+    }
+    if (best !== undefined && bestDistance <= Math.max(2, Math.floor(wanted.length / 4))) return best;
+  }
+  return undefined;
+}
