@@ -15,6 +15,7 @@ import { createIdpVerifier } from './oauth/idp.ts';
 import { createOAuthRoutes } from './oauth/routes.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
 import { FailedAuthLimiter } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore, connectRedis, createRedisClient } from './store/redis.ts';
@@ -41,6 +42,8 @@ export interface Sidecar {
   readonly forwarder: Forwarder;
   /** Binds both listeners; resolves with their URLs. */
   listen(): Promise<{ proxyUrl: string; adminUrl: string }>;
+  /** One request to the upstream's MCP endpoint; logs a warning when it is unreachable or answers 404. */
+  probeUpstream(): Promise<string | undefined>;
   publicUrl(): string;
   /** Graceful stop: no new connections, GET streams ended, in-flight requests given `graceMs`. */
   shutdown(graceMs?: number): Promise<void>;
@@ -99,7 +102,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     onUpstreamResult: (status) => metrics.upstreamStatus(status),
     onStreamOpen: () => metrics.openStreams.inc(),
     onStreamClose: () => metrics.openStreams.dec(),
-    onError: (err) => logger.warn({ err: describe(err) }, 'upstream request failed'),
+    onError: upstreamFailureLogger(logger, clock, config.upstream.url),
   });
 
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
@@ -136,6 +139,11 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       await once(adminServer, 'listening');
       if (boundPublicUrl === undefined) boundPublicUrl = `http://localhost:${(proxyServer.address() as AddressInfo).port}`;
       return { proxyUrl: urlOf(proxyServer), adminUrl: urlOf(adminServer) };
+    },
+    async probeUpstream() {
+      const problem = await probeUpstream(config.upstream.url, config.upstream.healthTimeoutMs);
+      if (problem !== undefined) logger.warn({ upstream: config.upstream.url }, `start-up probe: ${problem}`);
+      return problem;
     },
     async shutdown(graceMs = config.proxy.shutdownGraceMs) {
       const closed = Promise.all([

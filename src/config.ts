@@ -77,7 +77,7 @@ export const CONFIG_KEYS = {
       max: 3600000,
       description: 'The upstream must send response headers within this (else 504); established streams are never cut.',
     }),
-    healthTimeoutMs: integer({ default: 2000, min: 10, max: 60000, description: 'Bound on the upstream probe of `GET /health`.' }),
+    healthTimeoutMs: integer({ default: 2000, min: 10, max: 60000, description: 'Bound on the upstream probe of `GET /health` and on the start-up probe of the MCP endpoint.' }),
     maxSockets: integer({ default: 1024, min: 1, max: 65536, description: 'Keep-alive connections to the upstream.' }),
   },
   proxy: {

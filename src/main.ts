@@ -100,6 +100,8 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   process.stdout.write(`proxy listening on ${addresses.proxyUrl}\nadmin listening on ${addresses.adminUrl}\n`);
+  // A warning, not a refusal: the upstream may start after the sidecar (compose, Kubernetes).
+  void sidecar.probeUpstream();
 
   let stopping = false;
   const stop = (signal: string) => {

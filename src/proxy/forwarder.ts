@@ -17,6 +17,7 @@ export interface ForwarderOptions {
   onUpstreamResult?: (status: number | 'error', req: IncomingMessage) => void;
   onStreamOpen?: () => void;
   onStreamClose?: () => void;
+  /** Called for every request answered 502, with the cause. */
   onError?: (err: Error, req: IncomingMessage) => void;
 }
 
@@ -41,8 +42,6 @@ type TimedRequest = IncomingMessage & { [GATEWAY_TIMEOUT]?: boolean; [UPSTREAM_S
 export function upstreamStatusOf(req: IncomingMessage): number | 'error' | undefined {
   return (req as TimedRequest)[UPSTREAM_STATUS];
 }
-
-const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
 
 export function createForwarder(options: ForwarderOptions): Forwarder {
   const target = new URL(options.upstreamUrl);
@@ -144,7 +143,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       writeError(response, new HttpError('gateway_timeout', 'the upstream did not answer in time'));
       return;
     }
-    if (code === undefined || !CONNECT_FAILURES.has(code)) options.onError?.(err, req);
+    // Every cause, connection failures included: they are what a misconfigured UPSTREAM_URL produces.
+    options.onError?.(err, req);
     writeError(response, new HttpError('bad_gateway', 'the upstream could not be reached'));
   };
 

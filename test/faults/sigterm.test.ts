@@ -11,6 +11,7 @@ import { Agent, createServer, request, type IncomingMessage, type ServerResponse
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROBE_USER_AGENT } from '../../src/proxy/upstream-check.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 
@@ -33,6 +34,11 @@ async function startHoldingUpstream() {
   };
   const server = createServer((req, res) => {
     req.resume();
+    // The sidecar's start-up probe is answered as an MCP server answers a session-less GET, and not held.
+    if (req.headers['user-agent'] === PROBE_USER_AGENT) {
+      res.writeHead(400).end();
+      return;
+    }
     if (req.method === 'GET') {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       res.write('id: 1\ndata: open\n\n');
