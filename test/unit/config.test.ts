@@ -255,7 +255,7 @@ describe('buildConfig', () => {
       'oauth.clientMetadataDocuments.maxBytes must be an integer from 512 to 1048576 (got "big")',
     ]);
     expect(problemsOf(() => buildConfig({ oauth: { clientMetadataDocuments: true } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
-      '"clientMetadataDocuments" must be a mapping',
+      '"oauth.clientMetadataDocuments" must be a mapping',
     ]);
   });
 });
