@@ -1,16 +1,21 @@
-// `npm run bench`: direct-to-upstream vs through the sidecar, in one run, on loopback.
+// `npm run bench`: direct-to-upstream vs through the sidecar and its alternatives, in one run, on loopback.
 //
-// Starts everything itself: a private redis-server (temp dir, no persistence), the reference MCP
-// upstream, the sidecar and a plain http-proxy pass-through, each in a process of its own so RSS and
-// CPU are per process. Targets, alternated round-robin within every scenario:
+// Starts everything itself: a private redis-server (temp dir, no persistence), the upstreams, the
+// sidecar, plain pass-throughs and nginx, each in a process of its own so RSS and CPU are per process.
+// The headline scenario (bench/fast.ts) puts a fast upstream behind the sidecar, the nginx
+// `auth_request` peer, nginx `proxy_pass` and plain Node pass-throughs, with wrk as the load generator.
+// The realistic scenarios use the reference MCP upstream (official SDK). Their targets, alternated
+// round-robin within every scenario:
 //   (a) upstream direct   (b) sidecar + OAuth token   (c) sidecar + user-grade token
-//   (d) sidecar, unknown token (401)   (e) plain http-proxy, no auth (the floor of any Node proxy)
-// Scenarios: JSON-RPC `tools/call echo` POSTs at 1/32/256 connections; an SSE stream of 10,000 small
-// events; 1,000 idle open SSE streams (memory per stream); a soak (RSS start/end).
-// Prints a markdown report and writes it to bench/results/latest.md.
+//   (d) sidecar, unknown token (401)   (e) plain pass-through on the sidecar's engine, no auth
+// Scenarios: fast-upstream `ping` POSTs at 1/32 connections; JSON-RPC `tools/call echo` POSTs at
+// 1/32/256 connections; an SSE stream of 10,000 small events; 1,000 idle open SSE streams (memory per
+// stream); a soak (RSS start/end). Prints a markdown report and writes it to bench/results/latest.md.
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
-// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=post,sse,idle,soak,
+// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,post,sse,idle,soak,
+// BENCH_FAST_TARGETS (direct,nginx,peer,http-proxy,undici,sidecar; also sidecar-user, sidecar-warn,
+// baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
 // BENCH_HEAP_SNAPSHOTS=<dir> (heap snapshots around the idle-stream scenario), BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
 
@@ -26,6 +31,7 @@ import { Redis } from 'ioredis';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { startRedisServer, type RedisServer } from '../test/support/redis-server.ts';
 import type { ProcessStats } from './child-ipc.ts';
+import { SIDECAR_ENGINE, fastChecks, fastReport, fastScenario, type FastKey, type FastResults } from './fast.ts';
 import { Child, fmt, percentile, sortedCopy, table } from './lib.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -44,12 +50,15 @@ const SSE_EVENTS = QUICK ? 1000 : 10_000;
 const SSE_ROUNDS = QUICK ? 1 : 3;
 const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
 const CPU_PROF = env.BENCH_CPU_PROF === '1';
-const ONLY = new Set((env.BENCH_ONLY ?? 'post,sse,idle,soak').split(',').map((s) => s.trim()));
+const ONLY = new Set((env.BENCH_ONLY ?? 'fast,post,sse,idle,soak').split(',').map((s) => s.trim()));
+const FAST_TARGETS = (env.BENCH_FAST_TARGETS ?? `direct,nginx,peer,http-proxy,undici,sidecar${env.BENCH_BASELINE ? ',baseline' : ''}`).split(',').map((s) => s.trim()) as FastKey[];
+const FAST_CONNECTIONS = (env.BENCH_FAST_CONNECTIONS ?? '1,32').split(',').map(Number);
+const FAST_ROUNDS = Number(env.BENCH_FAST_ROUNDS ?? (QUICK ? 1 : 3));
 // BENCH_BASELINE=<git ref>: a second sidecar built from that commit's src/, measured as target (f).
 // BENCH_TARGETS with g: the same pass-through as (e) on http-proxy-3 (the maintained fork), side by side.
 const BASELINE = env.BENCH_BASELINE;
 const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
-const PARTIAL = QUICK || ONLY.size < 4 || TARGETS.size < 5 || BASELINE !== undefined || env.BENCH_CONNECTIONS !== undefined;
+const PARTIAL = QUICK || ONLY.size < 5 || env.BENCH_FAST_TARGETS !== undefined || env.BENCH_FAST_CONNECTIONS !== undefined || TARGETS.size < 5 || BASELINE !== undefined || env.BENCH_CONNECTIONS !== undefined;
 
 type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 interface Target {
@@ -116,7 +125,7 @@ async function setUp() {
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
-  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean } = {}) => {
+  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string } = {}) => {
     const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
     try {
       const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
@@ -124,8 +133,8 @@ async function setUp() {
           ...(options.srcDir ? { BENCH_SRC_DIR: options.srcDir } : {}),
           BENCH_MASTER_TOKEN: masterToken,
           BENCH_REDIS_URL: redisServer!.url,
-          BENCH_UPSTREAM_URL: upstreamUrl,
-          BENCH_LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
+          BENCH_UPSTREAM_URL: options.upstreamUrl ?? upstreamUrl,
+          BENCH_LOG_LEVEL: options.logLevel ?? env.BENCH_LOG_LEVEL ?? 'info',
         },
         execArgv: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
         stdout: logFd,
@@ -136,8 +145,8 @@ async function setUp() {
       closeSync(logFd);
     }
   };
-  const spawnPassthrough = async (name: string, lib: 'http-proxy' | 'http-proxy-3' = 'http-proxy') => {
-    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: upstreamUrl, BENCH_PROXY_LIB: lib } });
+  const spawnPassthrough = async (name: string, lib: 'http-proxy' | 'http-proxy-3' | 'undici' = SIDECAR_ENGINE, to = upstreamUrl) => {
+    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: to, BENCH_PROXY_LIB: lib } });
     children.push(child);
     return child;
   };
@@ -185,7 +194,7 @@ async function setUp() {
     { key: 'b', label: '(b) sidecar, OAuth token', url: sidecarMcp, authorization: `Bearer ${oauthToken}`, proxy: sidecar, expectStatus: 200 },
     { key: 'c', label: '(c) sidecar, user-grade token', url: sidecarMcp, authorization: `Bearer ${userToken}`, proxy: sidecar, expectStatus: 200 },
     { key: 'd', label: '(d) sidecar, unknown token: 401', url: sidecarMcp, authorization: `Bearer ${randomBytes(32).toString('hex')}`, proxy: sidecar, expectStatus: 401 },
-    { key: 'e', label: '(e) plain http-proxy, no auth', url: `${passthrough.urls.proxyUrl}/mcp`, proxy: passthrough, expectStatus: 200 },
+    { key: 'e', label: `(e) plain ${SIDECAR_ENGINE} pass-through, no auth`, url: `${passthrough.urls.proxyUrl}/mcp`, proxy: passthrough, expectStatus: 200 },
   ];
   if (passthrough3) {
     targets.push({ key: 'g', label: '(g) plain http-proxy-3, no auth', url: `${passthrough3.urls.proxyUrl}/mcp`, proxy: passthrough3, expectStatus: 200 });
@@ -199,7 +208,7 @@ async function setUp() {
     t.sessionId = await openSession(t);
   }
   targets.find((t) => t.key === 'd')!.sessionId = targets.find((t) => t.key === 'b')!.sessionId;
-  return { upstream, sidecar, passthrough, targets, spawnSidecar, spawnPassthrough, baselineSrc };
+  return { upstream, sidecar, passthrough, targets, spawnSidecar, spawnPassthrough, baselineSrc, oauthToken, userToken };
 }
 
 function mcpHeaders(t: Target): Record<string, string> {
@@ -664,6 +673,7 @@ function uptime(): string {
 }
 
 interface Results {
+  fast?: FastResults;
   post?: Map<number, Map<TargetKey, CellSummary>>;
   sse?: Map<TargetKey, SseSummary>;
   idle?: Map<TargetKey, IdleSummary>;
@@ -684,13 +694,14 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   for (const m of machine()) out.push(`- machine: ${m}`);
   out.push(`- load before: \`${meta.loadBefore}\``, `- load after: \`${meta.loadAfter}\``);
   out.push(
-    '- everything on loopback, one process each: load generator (autocannon, this process), reference upstream, sidecar, plain proxy, redis-server; ' +
+    '- everything on loopback, one process each: load generators (wrk for the fast upstream, autocannon in this process for the MCP upstream), upstreams, sidecar, plain proxies, nginx, auth service, redis-server; ' +
       `sidecar log level ${env.BENCH_LOG_LEVEL ?? 'info'} (access log to a file), failed-auth rate limit off`,
   );
   out.push('');
+  if (results.fast) out.push(...fastReport(results.fast, 1));
 
   if (results.post) {
-    out.push('### JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer)', '');
+    out.push('### MCP SDK upstream: JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer), the realistic scenario', '');
     out.push('Latency in ms, measured by the load generator per request; proxy CPU and RSS are those of the process between client and upstream; redis CPU is that of redis-server (from /proc), which shares the same two cores.', '');
     const rows: string[][] = [];
     for (const [connections, cells] of results.post) {
@@ -781,7 +792,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   }
 
   out.push('### Against the targets', '');
-  const checks: string[][] = [];
+  const checks: string[][] = results.fast ? fastChecks(results.fast) : [];
   const one = results.post?.get(1);
   if (results.post) {
     for (const [connections, cells] of results.post) {
@@ -825,9 +836,43 @@ async function main(): Promise<void> {
   const date = new Date().toISOString();
   const loadBefore = uptime();
   log(`setting up in ${tmp}`);
-  const { upstream, sidecar, targets, spawnSidecar, spawnPassthrough, baselineSrc } = await setUp();
+  const { upstream, sidecar, targets, spawnSidecar, spawnPassthrough, baselineSrc, oauthToken, userToken } = await setUp();
   log(`upstream ${upstream.urls.url}, sidecar ${sidecar.urls.proxyUrl} (pid ${sidecar.pid})`);
   const results: Results = {};
+  if (ONLY.has('fast')) {
+    const fastChildren: Child[] = [];
+    const keep = (c: Child) => (fastChildren.push(c), children.push(c), c);
+    try {
+      results.fast = await fastScenario({
+        tmp,
+        redisUrl: redisServer!.url,
+        redisPid: redisServer!.process.pid,
+        oauthToken,
+        userToken,
+        connections: FAST_CONNECTIONS,
+        rounds: FAST_ROUNDS,
+        seconds: CELL_SECONDS,
+        keys: FAST_TARGETS,
+        sidecarProcesses: 1,
+        startUpstream: async () => keep(await Child.start('fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
+        startAuthService: async () => keep(await Child.start('auth service', join(BENCH_DIR, 'auth-service-child.ts'), { env: { BENCH_REDIS_URL: redisServer!.url } })),
+        startPassthrough: async (lib, to) => keep(await spawnPassthrough(`fast ${lib} pass-through`, lib, to)),
+        startSidecar: async (key, to) =>
+          keep(
+            await spawnSidecar(`fast ${key}`, {
+              upstreamUrl: to,
+              ...(key === 'baseline' && baselineSrc ? { srcDir: baselineSrc } : {}),
+              ...(key === 'sidecar-warn' ? { logLevel: 'warn' } : {}),
+              profile: CPU_PROF && key === 'sidecar',
+            }),
+          ),
+        log,
+      });
+    } finally {
+      // The fast scenario's processes stop here: the MCP scenarios that follow get the cores to themselves.
+      await Promise.allSettled(fastChildren.map((c) => c.stop()));
+    }
+  }
   if (ONLY.has('post')) results.post = await postScenario(targets.filter((t) => TARGETS.has(t.key)), upstream);
   if (ONLY.has('sse')) results.sse = await sseScenario(targets);
   if (ONLY.has('idle')) {

@@ -1,0 +1,259 @@
+// The headline scenario of `npm run bench`: small JSON-RPC POSTs to a fast upstream (one that answers
+// at once, bench/fast-upstream-child.ts), so the figures measure the proxies and not the upstream.
+// Targets, alternated round-robin, each in processes of its own:
+//   direct            the fast upstream itself
+//   nginx             nginx `proxy_pass`, no auth
+//   peer              nginx `auth_request` + a small Node auth service on the same Redis (the peer)
+//   http-proxy        plain Node pass-through on http-proxy + http.Agent (the former engine)
+//   undici            plain Node pass-through on an undici Pool (the sidecar's engine)
+//   sidecar           the sidecar, OAuth token
+// and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), sidecar-warn (log level warn:
+// no access log), baseline (BENCH_BASELINE's sidecar).
+// Load generator: wrk, one thread (bench/wrk.ts). Median of the rounds.
+
+import { readFileSync } from 'node:fs';
+import { Child, fmt, table } from './lib.ts';
+import { childPids, ensureNginx, startNginx, type Nginx } from './nginx.ts';
+import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
+
+/** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
+export const SIDECAR_ENGINE = 'http-proxy';
+
+export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'baseline';
+export const FAST_LABELS: Record<FastKey, string> = {
+  direct: 'fast upstream direct',
+  nginx: 'nginx proxy_pass, no auth',
+  peer: 'nginx auth_request + Node auth service (the peer)',
+  'http-proxy': 'Node pass-through, http-proxy + http.Agent, no auth',
+  undici: 'Node pass-through, undici Pool, no auth',
+  sidecar: 'sidecar, OAuth token',
+  'sidecar-user': 'sidecar, user-grade token',
+  'sidecar-warn': 'sidecar, OAuth token, log level warn',
+  baseline: 'sidecar at the baseline commit, OAuth token',
+};
+
+interface FastTarget {
+  key: FastKey;
+  url: string;
+  script: string;
+  /** Processes between client and upstream whose CPU is billed to the proxy. */
+  proxyPids: () => number[];
+  /** A second process of the target billed separately (the peer's auth service). */
+  authPid?: number;
+}
+
+export interface FastCell {
+  rps: number;
+  p50: number;
+  p99: number;
+  p999: number;
+  bad: number;
+  proxyCpuPerRequest: number;
+  authCpuPerRequest: number;
+  upstreamCpuPerRequest: number;
+  redisCpuPerRequest: number;
+  wrkCpuPercent: number;
+}
+
+export interface FastResults {
+  connections: number[];
+  rounds: number;
+  seconds: number;
+  cells: Map<number, Map<FastKey, FastCell>>;
+  skipped: string[];
+}
+
+export interface FastContext {
+  tmp: string;
+  redisUrl: string;
+  redisPid: number | undefined;
+  oauthToken: string;
+  userToken: string;
+  connections: number[];
+  rounds: number;
+  seconds: number;
+  keys: FastKey[];
+  /** Sidecar processes of this run (also billed as one when it has workers). */
+  sidecarProcesses: number;
+  startUpstream(): Promise<Child>;
+  startAuthService(): Promise<Child>;
+  startPassthrough(lib: 'http-proxy' | 'undici', upstreamUrl: string): Promise<Child>;
+  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'baseline', upstreamUrl: string): Promise<Child>;
+  log(line: string): void;
+}
+
+const CLOCK_TICKS = 100;
+function cpuMicros(pids: number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return total;
+}
+
+const BODY = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+
+export async function fastScenario(ctx: FastContext): Promise<FastResults> {
+  const skipped: string[] = [];
+  if (!ensureWrk()) throw new Error('wrk is missing and could not be installed (apt-get install wrk)');
+  const upstream = await ctx.startUpstream();
+  const upstreamUrl = upstream.urls.url!;
+  const upstreamPid = upstream.pid!;
+  const targets: FastTarget[] = [];
+  let nginx: Nginx | undefined;
+  const wanted = new Set(ctx.keys);
+  const script = (name: string, authorization?: string) =>
+    writeWrkScript(ctx.tmp, name, {
+      method: 'POST',
+      body: BODY,
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...(authorization ? { Authorization: authorization } : {}) },
+    });
+  const oauth = `Bearer ${ctx.oauthToken}`;
+  if (wanted.has('direct')) targets.push({ key: 'direct', url: upstreamUrl, script: script('direct'), proxyPids: () => [] });
+  if (wanted.has('nginx') || wanted.has('peer')) {
+    if (ensureNginx()) {
+      const auth = await ctx.startAuthService();
+      nginx = await startNginx({ dir: ctx.tmp, upstreamUrl, authUrl: auth.urls.url!, workers: ctx.sidecarProcesses });
+      const workers = nginx.workerPids;
+      if (wanted.has('nginx')) targets.push({ key: 'nginx', url: nginx.proxyPassUrl, script: script('nginx'), proxyPids: workers });
+      if (wanted.has('peer')) targets.push({ key: 'peer', url: nginx.authRequestUrl, script: script('peer', oauth), proxyPids: workers, authPid: auth.pid! });
+    } else skipped.push('nginx and the peer (nginx with auth_request not available)');
+  }
+  for (const lib of ['http-proxy', 'undici'] as const) {
+    if (!wanted.has(lib)) continue;
+    const child = await ctx.startPassthrough(lib, upstreamUrl);
+    targets.push({ key: lib, url: `${child.urls.proxyUrl}/mcp`, script: script(lib), proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
+  }
+  for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'baseline'] as const) {
+    if (!wanted.has(key)) continue;
+    const child = await ctx.startSidecar(key === 'sidecar-user' ? 'sidecar' : key, upstreamUrl);
+    const authorization = key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth;
+    targets.push({ key, url: `${child.urls.proxyUrl}/mcp`, script: script(key, authorization), proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
+  }
+
+  try {
+    // Every target must answer 200 before anything is measured (a wrong token would measure 401s).
+    for (const t of targets) {
+      const res = await fetch(t.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(t.key === 'direct' || t.key === 'nginx' || t.key === 'http-proxy' || t.key === 'undici' ? {} : { authorization: t.key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth }) }, body: BODY });
+      await res.text();
+      if (res.status !== 200) throw new Error(`fast scenario: ${FAST_LABELS[t.key]} answered ${res.status}`);
+    }
+    ctx.log(`fast upstream: warm-up, 1 s per target (${targets.map((t) => t.key).join(', ')})`);
+    for (const t of targets) await runWrk(t.url, t.script, 32, 1);
+    const cells = new Map<number, Map<FastKey, FastCell>>();
+    for (const connections of ctx.connections) {
+      const rounds = new Map<FastKey, FastCell[]>(targets.map((t) => [t.key, []]));
+      for (let round = 0; round < ctx.rounds; round++) {
+        const order = targets.map((_, i) => targets[(i + round) % targets.length]!);
+        for (const t of order) rounds.get(t.key)!.push(await measure(t, connections, ctx.seconds, upstreamPid, ctx.redisPid));
+      }
+      ctx.log(`fast upstream: ${connections} conn done`);
+      cells.set(connections, new Map([...rounds].map(([k, r]) => [k, median(r)])));
+    }
+    return { connections: ctx.connections, rounds: ctx.rounds, seconds: ctx.seconds, cells, skipped };
+  } finally {
+    await nginx?.stop();
+  }
+}
+
+async function measure(t: FastTarget, connections: number, seconds: number, upstreamPid: number, redisPid: number | undefined): Promise<FastCell> {
+  const pids = t.proxyPids();
+  const before = { proxy: cpuMicros(pids), auth: t.authPid ? cpuMicros([t.authPid]) : 0, up: cpuMicros([upstreamPid]), redis: redisPid ? cpuMicros([redisPid]) : Number.NaN };
+  const started = performance.now();
+  const r: WrkResult = await runWrk(t.url, t.script, connections, seconds);
+  const wall = (performance.now() - started) / 1000;
+  const after = { proxy: cpuMicros(pids), auth: t.authPid ? cpuMicros([t.authPid]) : 0, up: cpuMicros([upstreamPid]), redis: redisPid ? cpuMicros([redisPid]) : Number.NaN };
+  const n = Math.max(1, r.requests);
+  return {
+    rps: r.requests / r.seconds,
+    p50: r.p50,
+    p99: r.p99,
+    p999: r.p999,
+    bad: r.badStatus + r.socketErrors,
+    proxyCpuPerRequest: pids.length > 0 ? (after.proxy - before.proxy) / n : Number.NaN,
+    authCpuPerRequest: t.authPid ? (after.auth - before.auth) / n : Number.NaN,
+    upstreamCpuPerRequest: (after.up - before.up) / n,
+    redisCpuPerRequest: (after.redis - before.redis) / n,
+    wrkCpuPercent: (r.cpuMicros / (wall * 1e6)) * 100,
+  };
+}
+
+/** Per field median over the rounds (each figure its own median). */
+function median(cells: FastCell[]): FastCell {
+  const out = {} as Record<keyof FastCell, number>;
+  for (const k of Object.keys(cells[0]!) as Array<keyof FastCell>) {
+    const v = cells.map((c) => c[k]).sort((a, b) => a - b);
+    out[k] = k === 'bad' ? v.reduce((a, b) => a + b, 0) : v[Math.floor(v.length / 2)]!;
+  }
+  return out;
+}
+
+export function fastReport(r: FastResults, sidecarProcesses: number): string[] {
+  const out: string[] = [];
+  out.push('### Fast upstream: JSON-RPC `ping` POSTs, the headline', '');
+  out.push(
+    `The upstream answers at once, so these rows measure the proxies. Load generator wrk (one thread, C), ${r.rounds} rounds × ${r.seconds} s per target per connection count, targets alternated round-robin, median of the rounds. ` +
+      `CPU µs per request from /proc for each process; the peer's proxy CPU is nginx's ${sidecarProcesses} worker(s), its auth service is billed separately. Everything shares the same cores: wrk's own CPU share is shown to tell whether the generator had headroom.`,
+    '',
+  );
+  if (r.skipped.length > 0) out.push(`Skipped: ${r.skipped.join('; ')}.`, '');
+  const rows: string[][] = [];
+  for (const [connections, cells] of r.cells) {
+    for (const [key, c] of cells) {
+      rows.push([
+        String(connections),
+        FAST_LABELS[key],
+        fmt.int(c.rps),
+        fmt.ms(c.p50),
+        fmt.ms(c.p99),
+        fmt.ms(c.p999),
+        String(c.bad),
+        Number.isFinite(c.proxyCpuPerRequest) ? c.proxyCpuPerRequest.toFixed(0) : '—',
+        Number.isFinite(c.authCpuPerRequest) ? c.authCpuPerRequest.toFixed(0) : '—',
+        c.upstreamCpuPerRequest.toFixed(0),
+        Number.isFinite(c.redisCpuPerRequest) ? c.redisCpuPerRequest.toFixed(0) : '—',
+        `${c.wrkCpuPercent.toFixed(0)}%`,
+      ]);
+    }
+  }
+  out.push(table(['conns', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'non-2xx + errors', 'proxy CPU µs/req', 'auth service CPU µs/req', 'upstream CPU µs/req', 'redis CPU µs/req', 'wrk CPU'], rows), '');
+  out.push(`Ratios (the sidecar with an OAuth token against the others; "same engine" is the ${SIDECAR_ENGINE} pass-through):`, '');
+  const ratioRows: string[][] = [];
+  for (const [connections, cells] of r.cells) {
+    const rps = (k: FastKey) => cells.get(k)?.rps ?? Number.NaN;
+    const p50 = (k: FastKey) => cells.get(k)?.p50 ?? Number.NaN;
+    ratioRows.push([
+      String(connections),
+      fmt.ratio(rps('sidecar') / rps('peer')),
+      fmt.ratio(rps('sidecar') / rps(SIDECAR_ENGINE)),
+      fmt.ratio(rps('sidecar') / rps('direct')),
+      fmt.ratio(rps('peer') / rps('direct')),
+      fmt.ratio(rps('undici') / rps('http-proxy')),
+      fmt.signedMs(p50('sidecar') - p50('direct')),
+      fmt.signedMs(p50('peer') - p50('direct')),
+    ]);
+  }
+  out.push(table(['conns', 'sidecar / peer', 'sidecar / same-engine pass-through', 'sidecar / direct', 'peer / direct', 'undici / http-proxy pass-through', 'sidecar added p50 vs direct', 'peer added p50 vs direct'], ratioRows), '');
+  return out;
+}
+
+/** The goal rows of the fast scenario for the report's "against the targets" table. */
+export function fastChecks(r: FastResults): string[][] {
+  const checks: string[][] = [];
+  const at = (c: number, k: FastKey) => r.cells.get(c)?.get(k);
+  const c32 = r.cells.has(32) ? 32 : r.connections[r.connections.length - 1]!;
+  const peerRatio = (at(c32, 'sidecar')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
+  checks.push([`fast upstream: sidecar >= 1.0x the nginx auth_request peer, ${c32} conn`, fmt.ratio(peerRatio), peerRatio >= 1 ? 'met' : 'not met']);
+  const engineRatio = (at(c32, 'sidecar')?.rps ?? NaN) / (at(c32, SIDECAR_ENGINE)?.rps ?? NaN);
+  checks.push([`fast upstream: sidecar >= 0.9x the ${SIDECAR_ENGINE} pass-through, ${c32} conn`, fmt.ratio(engineRatio), engineRatio >= 0.9 ? 'met' : 'not met']);
+  if (r.cells.has(1)) {
+    const added = (at(1, 'sidecar')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
+    checks.push(['fast upstream: added p50 < 0.5 ms at 1 conn vs direct', `${fmt.signedMs(added)} ms`, added < 0.5 ? 'met' : 'not met']);
+  }
+  return checks;
+}

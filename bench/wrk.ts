@@ -1,0 +1,91 @@
+// wrk as the load generator of the fast-upstream scenario: C, one thread, far cheaper per request than
+// any Node client, so that on two shared cores the generator is not what limits the proxy. Installs
+// Debian's wrk when it is missing. Each run reports its own CPU time (read from /proc in its `done`
+// hook) so the report can show that the generator had headroom.
+
+import { execFile, execSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+
+export function ensureWrk(): boolean {
+  const has = () => {
+    try {
+      execSync('command -v wrk', { stdio: 'ignore', shell: '/bin/sh' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (has()) return true;
+  if (process.getuid?.() !== 0) return false;
+  log('wrk is missing: installing it with apt-get (apt-get update first)');
+  try {
+    execSync('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk', { stdio: ['ignore', 'ignore', 'inherit'], timeout: 240_000 });
+  } catch {
+    return false;
+  }
+  return has();
+}
+
+export interface WrkResult {
+  requests: number;
+  seconds: number;
+  /** Responses outside 2xx/3xx. */
+  badStatus: number;
+  /** Connect, read, write errors and timeouts. */
+  socketErrors: number;
+  /** Latency percentiles in ms. */
+  p50: number;
+  p99: number;
+  p999: number;
+  /** wrk's own user + system CPU time, µs. */
+  cpuMicros: number;
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+export function writeWrkScript(dir: string, name: string, request: { method: string; headers: Record<string, string>; body?: string }): string {
+  const lua = [
+    `wrk.method = ${JSON.stringify(request.method)}`,
+    ...(request.body !== undefined ? [`wrk.body = ${luaString(request.body)}`] : []),
+    ...Object.entries(request.headers).map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`),
+    'done = function(summary, latency, requests)',
+    '  local f = io.open("/proc/self/stat", "r"); local stat = f:read("*a"); f:close()',
+    '  local e = summary.errors',
+    '  io.write(string.format("BENCH %d %d %d %d %d %d %d ", summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout, latency:percentile(50), latency:percentile(99), latency:percentile(99.9)))',
+    '  io.write(stat)',
+    'end',
+  ].join('\n');
+  const file = join(dir, `${name}.lua`);
+  writeFileSync(file, `${lua}\n`);
+  return file;
+}
+
+function luaString(s: string): string {
+  return `"${s.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+}
+
+export function runWrk(url: string, script: string, connections: number, seconds: number): Promise<WrkResult> {
+  const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, url];
+  return new Promise((resolve, reject) => {
+    execFile('wrk', args, { encoding: 'utf8', timeout: (seconds + 30) * 1000 }, (err, stdout) => {
+      if (err) return reject(new Error(`wrk failed: ${err.message}`));
+      const line = stdout.split('\n').find((l) => l.startsWith('BENCH '));
+      if (!line) return reject(new Error(`wrk printed no summary: ${stdout}`));
+      const parts = line.split(' ');
+      const [requests, durationUs, status, socket, p50, p99, p999] = parts.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
+      // /proc/self/stat: after "pid (comm) ", utime and stime are the 12th and 13th fields.
+      const stat = line.slice(line.indexOf(') ') + 2).split(' ');
+      const cpuMicros = ((Number(stat[11]) + Number(stat[12])) * 1e6) / CLOCK_TICKS;
+      resolve({ requests, seconds: durationUs / 1e6, badStatus: status, socketErrors: socket, p50: p50 / 1000, p99: p99 / 1000, p999: p999 / 1000, cpuMicros });
+    });
+  });
+}
