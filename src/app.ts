@@ -99,6 +99,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     upstreamUrl: config.upstream.url,
     headersTimeoutMs: config.upstream.headersTimeoutMs,
     maxSockets: config.upstream.maxSockets,
+    maxBodyBytes: config.proxy.maxBodyBytes,
     onUpstreamResult: (status) => metrics.upstreamStatus(status),
     onStreamOpen: () => metrics.openStreams.inc(),
     onStreamClose: () => metrics.openStreams.dec(),

@@ -1,18 +1,24 @@
-// Streams an authorized request to the upstream MCP endpoint with http-proxy over a keep-alive agent,
-// and closes the two gaps http-proxy 1.18 leaves: a client that goes away (an SSE reader closing its
-// tab) now tears down the upstream request, and an upstream that never sends headers gets a 504.
-// Nothing here bounds a response once its headers have arrived: SSE streams may idle forever.
+// Streams an authorized request to the upstream MCP endpoint over an undici connection pool, both
+// ways and unbuffered: request bodies as they arrive, responses (SSE included) chunk by chunk with
+// backpressure. A client that goes away ends the upstream request; an upstream that sends no headers in
+// time gets a 504, one that cannot be reached a 502. Nothing here bounds a response once its headers
+// have arrived: SSE streams may idle forever.
 
-import { Agent as HttpAgent, type IncomingMessage, type ServerResponse, type ClientRequest } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
-import httpProxy from 'http-proxy';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Transform, type Readable } from 'node:stream';
+import { Pool, type Dispatcher } from 'undici';
 import { HttpError, writeError } from '../errors.ts';
-import { removeHopByHop } from './hop-by-hop.ts';
+import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
 
 export interface ForwarderOptions {
   upstreamUrl: string;
   headersTimeoutMs: number;
   maxSockets: number;
+  /**
+   * Cap on a chunked request body (0: none): past it the request is cut, on both sides, and the
+   * upstream never gets a complete request. A declared Content-Length is checked before forwarding.
+   */
+  maxBodyBytes?: number;
   /** Called once per forwarded request when the upstream answered (status) or failed (error). */
   onUpstreamResult?: (status: number | 'error', req: IncomingMessage) => void;
   onStreamOpen?: () => void;
@@ -34,32 +40,96 @@ export interface Forwarder {
   close(): void;
 }
 
-const GATEWAY_TIMEOUT = Symbol('gatewayTimeout');
 const UPSTREAM_STATUS = Symbol('upstreamStatus');
-type TimedRequest = IncomingMessage & { [GATEWAY_TIMEOUT]?: boolean; [UPSTREAM_STATUS]?: number | 'error' };
+type ForwardedRequest = IncomingMessage & { [UPSTREAM_STATUS]?: number | 'error' };
 
 /** The upstream's answer to a forwarded request (its status, or `error`); undefined if not forwarded. */
 export function upstreamStatusOf(req: IncomingMessage): number | 'error' | undefined {
-  return (req as TimedRequest)[UPSTREAM_STATUS];
+  return (req as ForwardedRequest)[UPSTREAM_STATUS];
+}
+
+const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+
+/**
+ * Request headers undici sets itself or refuses (it frames the body and names the upstream's host);
+ * the listener has already removed the hop-by-hop ones and those the client named in `Connection`.
+ */
+const SET_BY_POOL = new Set(['host', 'transfer-encoding', 'expect', 'connection', 'keep-alive', 'upgrade']);
+
+/** Request headers for the upstream: the client's (already rewritten) minus what the pool sets itself. */
+function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
+  const headers = req.headers;
+  const out: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    if (SET_BY_POOL.has(name)) continue;
+    const value = headers[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+/**
+ * Response headers for the client, as the upstream spelled them (raw pairs), without its hop-by-hop
+ * ones (its `Keep-Alive: timeout=5` is not the client's business) and without its framing: whether the
+ * client's connection stays open is what the client asked for, which Node works out (and says).
+ */
+function clientHeaders(raw: Buffer[]): { headers: string[]; eventStream: boolean } {
+  const headers: string[] = [];
+  let eventStream = false;
+  let named: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1');
+    const lower = name.toLowerCase();
+    const value = raw[i + 1]!.toString('latin1');
+    if (lower === 'connection') named = connectionOptions(value);
+    if (lower === 'transfer-encoding' || isHopByHop(lower)) continue;
+    if (lower === 'content-type' && value.startsWith('text/event-stream')) eventStream = true;
+    headers.push(name, value);
+  }
+  if (named.length === 0) return { headers, eventStream };
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) if (!named.includes(headers[i]!.toLowerCase())) kept.push(headers[i]!, headers[i + 1]!);
+  return { headers: kept, eventStream };
+}
+
+/**
+ * The body to send on: none when the request has none (no length, no transfer coding: RFC 9112 §6),
+ * the request itself, or for a chunked body under a cap, the request through a counter that fails
+ * the body (so the upstream's copy is cut, never terminated) and the client's request past the cap.
+ */
+function bodyOf(req: IncomingMessage, maxBodyBytes: number): Readable | null {
+  const chunked = req.headers['transfer-encoding'] !== undefined;
+  if (!chunked) return req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0' ? req : null;
+  if (maxBodyBytes === 0) return req;
+  let seen = 0;
+  const counted = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      if (seen <= maxBodyBytes) return done(null, chunk);
+      const err = new Error('request body over the configured limit');
+      req.destroy(err);
+      done(err);
+    },
+  });
+  req.on('error', (err) => counted.destroy(err));
+  return req.pipe(counted);
 }
 
 export function createForwarder(options: ForwarderOptions): Forwarder {
   const target = new URL(options.upstreamUrl);
   const upstreamPath = target.pathname;
-  // noDelay: Node sets TCP_NODELAY on accepted sockets but not on an agent's outgoing ones, so a
-  // request written in two pieces (headers, then a body chunk) would wait on Nagle for the upstream's ACK.
-  const agentOptions = { keepAlive: true, noDelay: true, maxSockets: options.maxSockets, maxFreeSockets: 256, scheduling: 'lifo' as const };
-  const agent = target.protocol === 'https:' ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
-  const proxy = httpProxy.createProxyServer({
-    target: target.origin,
-    agent,
-    changeOrigin: true,
-    xfwd: false,
-    ws: false,
-    secure: true,
+  const maxBodyBytes = options.maxBodyBytes ?? 0;
+  // bodyTimeout 0: an SSE stream may be silent for as long as it likes. The headers bound covers the
+  // connect too (a blackholed upstream answers 504 in the same time as one that accepts and stays mute).
+  const pool = new Pool(target.origin, {
+    connections: options.maxSockets,
+    pipelining: 1,
+    headersTimeout: options.headersTimeoutMs,
+    bodyTimeout: 0,
+    connectTimeout: options.headersTimeoutMs,
   });
 
-  const streams = new Map<ServerResponse, { method: string; proxyRes: IncomingMessage }>();
+  const streams = new Map<ServerResponse, Exchange>();
   let active = 0;
   let idleWaiters: Array<() => void> = [];
   const finished = () => {
@@ -71,99 +141,138 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
   };
 
-  proxy.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse) => {
-    const timer = setTimeout(() => {
-      (req as TimedRequest)[GATEWAY_TIMEOUT] = true;
-      proxyReq.destroy(new Error('upstream sent no response headers in time'));
-    }, options.headersTimeoutMs);
-    // Registered after http-proxy's own 'response' listener, so the headers are already copied to res.
-    proxyReq.once('response', (proxyRes: IncomingMessage) => {
-      clearTimeout(timer);
-      const status = proxyRes.statusCode ?? 0;
-      (req as TimedRequest)[UPSTREAM_STATUS] = status;
-      options.onUpstreamResult?.(status, req);
-      const type = proxyRes.headers['content-type'];
-      if (typeof type === 'string' && type.startsWith('text/event-stream')) streamOpened(req, res, proxyRes);
-      // An upstream that breaks off a response after its headers: http-proxy's pipe never ends `res`,
-      // so the client would wait forever (and the request stay in flight). Break the client's response
-      // off too, so it sees an incomplete message rather than a hang.
-      proxyRes.once('close', () => {
-        if (!proxyRes.complete && !res.writableEnded) res.destroy();
+  /** One forwarded request: undici's handler for it, writing the upstream's answer to `res`. */
+  class Exchange implements Dispatcher.DispatchHandler {
+    #abort: ((err?: Error) => void) | undefined;
+    #resume: (() => void) | undefined;
+    #waitingForDrain = false;
+    #clientGone = false;
+    /** Something of the body went to the client (with the headers, in the same write). */
+    #bodyStarted = false;
+
+    constructor(
+      readonly req: IncomingMessage,
+      readonly res: ServerResponse,
+    ) {
+      res.once('close', () => {
+        finished();
+        // A client that goes away (an SSE reader closing its tab, a POST cut short) ends the upstream request.
+        if (res.writableFinished) return;
+        this.#clientGone = true;
+        this.#abort?.();
       });
-    });
-    proxyReq.once('close', () => clearTimeout(timer));
-    // http-proxy only aborts on the request's 'aborted', which a finished GET never emits: an SSE
-    // reader going away must also close the upstream stream, or it leaks there.
-    res.once('close', () => {
-      if (!res.writableFinished) proxyReq.destroy();
-    });
-  });
+    }
 
-  function streamOpened(req: IncomingMessage, res: ServerResponse, proxyRes: IncomingMessage): void {
-    // An SSE response may carry no event for a long time: the client must get the headers even then.
-    // Usually the first event arrived with them and goes out in the same write (pipe() flows on the
-    // next tick, before this check); only a stream with nothing to send yet gets its headers alone.
-    // Events are never held back: the server socket has Nagle off (http.Server noDelay, the default).
-    setImmediate(() => {
-      if (!res.headersSent && !res.destroyed) res.flushHeaders();
-    });
-    streams.set(res, { method: req.method ?? 'GET', proxyRes });
-    options.onStreamOpen?.();
-    res.once('close', () => {
-      streams.delete(res);
-      options.onStreamClose?.();
-    });
+    onConnect(abort: (err?: Error) => void): void {
+      if (this.#clientGone) abort();
+      else this.#abort = abort;
+    }
+
+    onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+      if (statusCode < 200) return true; // interim answers stay on this hop
+      const { req, res } = this;
+      this.#resume = resume;
+      (req as ForwardedRequest)[UPSTREAM_STATUS] = statusCode;
+      options.onUpstreamResult?.(statusCode, req);
+      if (res.destroyed) return false;
+      const { headers, eventStream } = clientHeaders(rawHeaders);
+      try {
+        res.writeHead(statusCode, statusText, headers);
+      } catch (err) {
+        // Header bytes Node refuses to send on: a broken upstream, answered as one.
+        this.#abort?.(err as Error);
+        return false;
+      }
+      if (eventStream) this.#streamOpened();
+      return true;
+    }
+
+    onData(chunk: Buffer): boolean {
+      const res = this.res;
+      if (res.destroyed) return false;
+      this.#bodyStarted = true;
+      if (res.write(chunk)) return true;
+      if (!this.#waitingForDrain) {
+        this.#waitingForDrain = true;
+        res.once('drain', () => {
+          this.#waitingForDrain = false;
+          this.#resume?.();
+        });
+      }
+      return false;
+    }
+
+    onComplete(): void {
+      if (!this.res.destroyed) this.res.end();
+    }
+
+    onError(err: Error): void {
+      const { req, res } = this;
+      if (res.destroyed || res.writableEnded) return; // the client has gone, or the stream was ended here
+      if (res.headersSent) {
+        // The upstream broke off mid-response: end abruptly so the client sees an incomplete message.
+        res.destroy();
+        return;
+      }
+      (req as ForwardedRequest)[UPSTREAM_STATUS] = 'error';
+      options.onUpstreamResult?.('error', req);
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (TIMEOUTS.has(code)) {
+        writeError(res, new HttpError('gateway_timeout', 'the upstream did not answer in time'));
+        return;
+      }
+      // Every cause, connection failures included: they are what a misconfigured UPSTREAM_URL produces.
+      // undici wraps a socket's own error (ECONNRESET, ...) in its SocketError: report the socket's.
+      const cause = (err as { cause?: unknown }).cause;
+      options.onError?.(code === 'UND_ERR_SOCKET' && cause instanceof Error && (cause as NodeJS.ErrnoException).code ? cause : err, req);
+      writeError(res, new HttpError('bad_gateway', 'the upstream could not be reached'));
+    }
+
+    #streamOpened(): void {
+      const res = this.res;
+      // An SSE response may carry no event for a long time: the client must get the headers even then.
+      // Usually the first event arrived with them and goes out in the same write; only a stream with
+      // nothing to send yet by the next turn gets its headers alone. Events are never held back: the
+      // server socket has Nagle off (http.Server noDelay, the default).
+      setImmediate(() => {
+        if (!this.#bodyStarted && !res.destroyed) res.flushHeaders();
+      });
+      streams.set(res, this);
+      options.onStreamOpen?.();
+      res.once('close', () => {
+        streams.delete(res);
+        options.onStreamClose?.();
+      });
+    }
+
+    /** Ends the client's stream cleanly and the upstream's. */
+    end(): void {
+      this.res.end();
+      this.#abort?.();
+    }
   }
-
-  // Emitted before http-proxy copies the upstream's headers to the client: its hop-by-hop headers
-  // (`Keep-Alive: timeout=5` of its own server) are not the client's business. Whether the client's
-  // connection stays open is what the client asked for (`Connection: close`, HTTP/1.0), which Node
-  // has already worked out; http-proxy would otherwise copy the upstream's `keep-alive`, and Node
-  // would honour that over the client's `close`.
-  proxy.on('proxyRes', (proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse) => {
-    removeHopByHop(proxyRes.headers);
-    proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
-  });
-
-  // Client-side resets while streaming are not errors of ours; http-proxy reports them separately.
-  proxy.on('econnreset', () => undefined);
-
-  const onProxyError = (err: Error, req: IncomingMessage, res: ServerResponse | import('node:net').Socket) => {
-    const response = res as ServerResponse;
-    if (response.destroyed || response.writableEnded) return; // the client has gone: nothing to answer
-    if (response.headersSent) {
-      // The stream broke mid-response: end it abruptly so the client sees an incomplete message.
-      response.destroy();
-      return;
-    }
-    (req as TimedRequest)[UPSTREAM_STATUS] = 'error';
-    options.onUpstreamResult?.('error', req);
-    const code = (err as NodeJS.ErrnoException).code;
-    if ((req as TimedRequest)[GATEWAY_TIMEOUT] || code === 'ETIMEDOUT') {
-      writeError(response, new HttpError('gateway_timeout', 'the upstream did not answer in time'));
-      return;
-    }
-    // Every cause, connection failures included: they are what a misconfigured UPSTREAM_URL produces.
-    options.onError?.(err, req);
-    writeError(response, new HttpError('bad_gateway', 'the upstream could not be reached'));
-  };
 
   return {
     upstreamPath,
     forward(req, res, query) {
-      req.url = query === '' ? upstreamPath : `${upstreamPath}${query}`;
       active++;
-      res.once('close', finished);
-      proxy.web(req, res, undefined, onProxyError);
+      const exchange = new Exchange(req, res);
+      pool.dispatch(
+        {
+          path: query === '' ? upstreamPath : `${upstreamPath}${query}`,
+          method: req.method as Dispatcher.HttpMethod,
+          headers: upstreamHeaders(req),
+          body: bodyOf(req, maxBodyBytes),
+        },
+        exchange,
+      );
     },
     endStreams(which) {
       let ended = 0;
-      for (const [res, stream] of streams) {
-        if (which === 'get' && stream.method !== 'GET') continue;
+      for (const [res, exchange] of streams) {
+        if (which === 'get' && exchange.req.method !== 'GET') continue;
         streams.delete(res);
-        stream.proxyRes.unpipe(res);
-        stream.proxyRes.destroy();
-        res.end();
+        exchange.end();
         ended++;
       }
       return ended;
@@ -175,8 +284,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       return active === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
     close() {
-      proxy.close();
-      agent.destroy();
+      void pool.destroy();
     },
   };
 }

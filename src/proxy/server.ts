@@ -146,12 +146,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (declared !== undefined && Number(declared) > max) {
       throw payloadTooLarge(max);
     }
-    // Chunked bodies are counted as they stream; past the cap the request is cut (already forwarded bytes included).
-    let seen = 0;
-    req.on('data', (chunk: Buffer) => {
-      seen += chunk.length;
-      if (seen > max) req.destroy(new Error('request body over the configured limit'));
-    });
+    // A declared length is exact (Node reads no more). Chunked bodies are counted by the forwarder as
+    // they stream (src/proxy/forwarder.ts, maxBodyBytes).
   }
 
   async function health(res: ServerResponse): Promise<void> {

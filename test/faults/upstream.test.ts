@@ -48,7 +48,9 @@ function trackConnections(server: Server): { idle(): Promise<void> } {
   });
   return {
     async idle() {
-      await Promise.all([...open].map((s) => (s.destroyed ? undefined : once(s, 'close'))));
+      // A socket leaves the set on 'close'; `destroyed` is set earlier (at destroy()), before the
+      // server has run its own close handlers (the response's 'close', the in-flight count).
+      await Promise.all([...open].map((s) => once(s, 'close')));
     },
   };
 }
