@@ -4,7 +4,7 @@
 //   direct            the fast upstream itself
 //   nginx             nginx `proxy_pass`, no auth
 //   peer              nginx `auth_request` + a small Node auth service on the same Redis (the peer)
-//   http-proxy        plain Node pass-through on http-proxy + http.Agent (the former engine)
+//   http-proxy        plain Node pass-through on http-proxy + http.Agent (the sidecar's former engine)
 //   undici            plain Node pass-through on an undici Pool (the sidecar's engine)
 //   sidecar           the sidecar, OAuth token
 // and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), sidecar-warn (log level warn:
@@ -17,7 +17,7 @@ import { childPids, ensureNginx, startNginx, type Nginx } from './nginx.ts';
 import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
 
 /** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
-export const SIDECAR_ENGINE = 'http-proxy';
+export const SIDECAR_ENGINE = 'undici';
 
 export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'baseline';
 export const FAST_LABELS: Record<FastKey, string> = {
