@@ -685,12 +685,12 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   const out: string[] = [];
   out.push('## Benchmark results', '');
   out.push(`- date: ${meta.date}`);
-  const settings = ['QUICK', 'ONLY', 'TARGETS', 'CONNECTIONS', 'ROUNDS', 'CELL_SECONDS', 'SOAK_SECONDS', 'LOG_LEVEL', 'CPU_PROF']
+  const settings = ['QUICK', 'ONLY', 'BASELINE', 'FAST_TARGETS', 'FAST_CONNECTIONS', 'FAST_ROUNDS', 'TARGETS', 'CONNECTIONS', 'ROUNDS', 'CELL_SECONDS', 'SOAK_SECONDS', 'LOG_LEVEL', 'CPU_PROF']
     .filter((k) => env[`BENCH_${k}`] !== undefined)
     .map((k) => `BENCH_${k}=${env[`BENCH_${k}`]} `)
     .join('');
   out.push(`- command: \`${settings}npm run bench\` (whole run ${meta.wallSeconds.toFixed(0)} s)`);
-  out.push(`- POSTs: ${ROUNDS} rounds × ${CELL_SECONDS} s per target per connection count, targets alternated round-robin, the first ${RAMP_SECONDS} s of each cell not counted; SSE: ${SSE_ROUNDS} rounds; soak ${SOAK_SECONDS} s`);
+  if (results.post || results.sse || results.soak) out.push(`- MCP upstream POSTs: ${ROUNDS} rounds × ${CELL_SECONDS} s per target per connection count, targets alternated round-robin, the first ${RAMP_SECONDS} s of each cell not counted; SSE: ${SSE_ROUNDS} rounds; soak ${SOAK_SECONDS} s`);
   for (const m of machine()) out.push(`- machine: ${m}`);
   out.push(`- load before: \`${meta.loadBefore}\``, `- load after: \`${meta.loadAfter}\``);
   out.push(
