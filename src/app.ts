@@ -12,7 +12,7 @@ import { Audit } from './audit.ts';
 import { Metrics, instrumentStore } from './metrics.ts';
 import { createAdminServer } from './admin/server.ts';
 import { createIdpVerifier } from './oauth/idp.ts';
-import { createOAuthRoutes } from './oauth/routes.ts';
+import { oauthRoutes } from './oauth/routes.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
@@ -119,7 +119,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
-    routes: createOAuthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
+    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
   });
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
 

@@ -118,6 +118,24 @@ export function tooManyRequests(retryAfterSeconds: number, description: string):
   return new HttpError('too_many_requests', description, { headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) } });
 }
 
+/** RFC 6750 §3: the challenge of a request without a token names where to learn how to get one. */
+export function bearerTokenRequired(resourceMetadataUrl: string): HttpError {
+  return new HttpError('unauthorized', 'a bearer token is required', {
+    headers: { 'www-authenticate': `Bearer realm="mcp", resource_metadata="${resourceMetadataUrl}"` },
+  });
+}
+
+const INVALID_TOKEN_DESCRIPTION = 'the access token is invalid, expired or revoked';
+
+/** One answer for a malformed, unknown, revoked or expired token alike: the client learns nothing more. */
+export function invalidBearerToken(resourceMetadataUrl: string): HttpError {
+  return new HttpError('invalid_token', INVALID_TOKEN_DESCRIPTION, {
+    headers: {
+      'www-authenticate': `Bearer realm="mcp", resource_metadata="${resourceMetadataUrl}", error="invalid_token", error_description="${INVALID_TOKEN_DESCRIPTION}"`,
+    },
+  });
+}
+
 /** RFC 6749 §5.2: a client that tried Basic gets the Basic challenge with its 401. */
 export function invalidClient(usedBasic: boolean): HttpError {
   return new HttpError('invalid_client', 'client authentication failed', {

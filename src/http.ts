@@ -1,43 +1,127 @@
-// The HTTP boundary the listeners share: how a listener answers whatever its handlers throw, mapped in
-// one place per listener (a refusal as it is, a store outage as 503, a bug as 500 with an error log).
+// The HTTP boundary every listener shares: `serve()` over a route table (path, methods, handler), with
+// one 405 (and its Allow header), one 404 catch-all and one error mapper per listener (a refusal as it
+// is, a store outage as 503, a bug as 500 with an error log).
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { httpErrorFor, writeError, type HttpError } from './errors.ts';
+import { createServer, IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import { HttpError, httpErrorFor, methodNotAllowed, writeError } from './errors.ts';
 import { describe, type Logger } from './logger.ts';
 
-export interface ErrorMapperOptions {
-  logger: Logger;
-  /** Names the listener in the log line of a bug. */
-  listener: string;
-  /** Called once for each request refused because the store is unavailable (for the metrics). */
-  onStoreUnavailable(): void;
+export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
+
+export interface Route<Req extends IncomingMessage = IncomingMessage> {
+  /** An exact path, or a prefix followed by `*` (`/oauth/*` answers `/oauth/` and everything under it). */
+  path: string;
+  /** The methods the path answers (`GET` answers `HEAD` too), or `any` for a path that passes every method on. */
+  methods: readonly Method[] | 'any';
+  /** `path` is the request's path without its query. Throws (or rejects) to answer with an error. */
+  handler: (req: Req, res: ServerResponse<Req>, path: string) => Promise<void> | void;
 }
 
-/** What a listener answers for an error; `path` is for the log line. */
-export type ErrorMapper = (err: unknown, path: string) => HttpError;
+export interface ServeOptions<C extends typeof IncomingMessage> {
+  /** Names the listener in log lines. */
+  name: string;
+  routes: readonly Route<InstanceType<C>>[];
+  logger: Logger;
+  /** The request class, when requests carry state (Node builds one per request). */
+  request?: C;
+  /** node:http settings: timeouts, header size. */
+  http: ServerOptions;
+  /** Called once for each request refused because the store is unavailable (for the metrics). */
+  onStoreUnavailable(): void;
+  /** Called for every error answer, after mapping (for the metrics). */
+  onErrorAnswer?(answer: HttpError, path: string): void;
+  /** Called first for every request, before routing. */
+  onRequest?(req: InstanceType<C>): void;
+  /** Called when a request's response has closed (sent, or cut off). */
+  onClose?(req: InstanceType<C>, res: ServerResponse<InstanceType<C>>): void;
+  /** Called for a request whose path no route has (it is answered 404). */
+  onNotFound?(): void;
+}
 
-/**
- * A listener's one error mapper. An HttpError is a decided answer and passes as it is; a store
- * outage is logged at warn and answered 503 (fail closed, retry later); anything else is a bug,
- * logged at error with its stack and answered 500, so it never passes for an outage.
- */
-export function errorMapper(options: ErrorMapperOptions): ErrorMapper {
-  const { logger, listener } = options;
-  return (err, path) => {
+interface CompiledRoute<Req extends IncomingMessage> extends Route<Req> {
+  /** The Allow header of a 405. */
+  allow: string;
+  accepts: ReadonlySet<string> | undefined;
+}
+
+/** Builds the listener; it is not listening yet. */
+export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>(options: ServeOptions<C>): Server<C> {
+  type Req = InstanceType<C>;
+  const { logger, name } = options;
+  const exact = new Map<string, CompiledRoute<Req>>();
+  const prefixes: Array<[prefix: string, route: CompiledRoute<Req>]> = [];
+  for (const route of options.routes) {
+    const methods = route.methods === 'any' ? undefined : route.methods.includes('GET') ? [...route.methods, 'HEAD'] : route.methods;
+    const compiled = { ...route, allow: methods ? [...new Set(methods)].join(', ') : '', accepts: methods && new Set<string>(methods) };
+    if (route.path.endsWith('*')) prefixes.push([route.path.slice(0, -1), compiled]);
+    else exact.set(route.path, compiled);
+  }
+
+  function find(path: string): CompiledRoute<Req> | undefined {
+    const route = exact.get(path);
+    if (route !== undefined) return route;
+    for (const [prefix, candidate] of prefixes) if (path.startsWith(prefix)) return candidate;
+    return undefined;
+  }
+
+  function mapError(err: unknown, path: string): HttpError {
     const answer = httpErrorFor(err);
-    if (answer === err) return answer;
-    if (answer.code === 'temporarily_unavailable') {
-      options.onStoreUnavailable();
-      logger.warn({ err: describe(err), listener, path }, 'store unavailable: answering 503 (fail closed)');
-    } else {
-      logger.error({ err: describe(err, true), listener, path }, `unexpected error on the ${listener} listener: answering 500`);
+    if (answer !== err) {
+      if (answer.code === 'temporarily_unavailable') {
+        options.onStoreUnavailable();
+        logger.warn({ err: describe(err), listener: name, path }, 'store unavailable: answering 503 (fail closed)');
+      } else {
+        logger.error({ err: describe(err, true), listener: name, path }, `unexpected error on the ${name} listener: answering 500`);
+      }
     }
+    options.onErrorAnswer?.(answer, path);
     return answer;
-  };
+  }
+
+  // One async function a request and no closure: the proxy's hot path allocates nothing here.
+  async function dispatch(req: Req, res: ServerResponse<Req>): Promise<void> {
+    const path = pathOf(req.url);
+    try {
+      // No listener speaks a protocol upgrade (WebSocket, h2c), and Node stops parsing a connection once
+      // it has handed an upgrade request over: refuse any request naming one, before anything else, and
+      // close the connection, rather than pass it on and leave the client hanging.
+      if (req.headers.upgrade !== undefined) throw new HttpError('invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
+      const route = find(path);
+      if (route === undefined) {
+        options.onNotFound?.();
+        throw new HttpError('not_found');
+      }
+      if (route.accepts !== undefined && !route.accepts.has(req.method ?? '')) throw methodNotAllowed(route.allow);
+      await route.handler(req, res, path);
+    } catch (err) {
+      try {
+        // A refused request's body is never read: it is answered, then its connection closed.
+        answerError(req, res, mapError(err, path));
+      } catch {
+        res.destroy();
+      }
+    }
+  }
+
+  const { onRequest, onClose } = options;
+  // One listener function for every response (`this` is the response): no closure a request.
+  function closed(this: ServerResponse<Req>): void {
+    onClose!(this.req, this);
+  }
+  const http: ServerOptions<C> = { ...options.http, IncomingMessage: options.request ?? (IncomingMessage as C) };
+  const server = createServer<C>(http, (req, res) => {
+    onRequest?.(req);
+    if (onClose) res.on('close', closed);
+    void dispatch(req, res);
+  });
+  // No socket inactivity timeout: requestTimeout and headersTimeout bound what a client may hold back,
+  // and a response may rightly stay idle for long (an SSE stream with nothing to say).
+  server.timeout = 0;
+  return server;
 }
 
 /** Writes an error answer; a request whose body was not read is answered, then its connection closed. */
-export function answerError(req: IncomingMessage, res: ServerResponse, answer: HttpError): void {
+function answerError(req: IncomingMessage, res: ServerResponse, answer: HttpError): void {
   if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
   writeError(res, answer);
 }

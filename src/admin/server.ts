@@ -4,15 +4,15 @@
 // operation, arguments; so a caller without the master token learns nothing about operations.
 // Every operation, refused or done, is one audit event (src/audit.ts).
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Clock } from '../clock.ts';
 import { hashToken, isTokenShaped, parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit, AuditInput } from '../audit.ts';
-import { HttpError, httpErrorFor, methodNotAllowed, storeUnavailable, writeJson } from '../errors.ts';
+import { HttpError, httpErrorFor, storeUnavailable, writeJson } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
-import { answerError, errorMapper, pathOf } from '../http.ts';
+import { serve } from '../http.ts';
 import { adminOperations } from './operations.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
@@ -27,10 +27,11 @@ export interface AdminDeps {
 }
 
 const UNAUTHORIZED = new HttpError('unauthorized');
+/** `POST /oauth/<operation>`. */
+const OPERATIONS = '/oauth/';
 
 export function createAdminServer(deps: AdminDeps): Server {
   const { store, logger, metrics, masterToken, audit } = deps;
-  const mapError = errorMapper({ logger, listener: 'admin', onStoreUnavailable: () => metrics.storeErrors.inc() });
 
   function isMaster(req: IncomingMessage, body: Record<string, unknown>): boolean {
     const header = parseAuthorization(req.rawHeaders);
@@ -40,8 +41,8 @@ export function createAdminServer(deps: AdminDeps): Server {
     return viaHeader || viaBody;
   }
 
-  async function operation(req: IncomingMessage, res: ServerResponse, name: string): Promise<void> {
-    if (req.method !== 'POST') throw methodNotAllowed('POST');
+  async function operation(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const name = path.slice(OPERATIONS.length);
     const known = Object.hasOwn(adminOperations, name);
     let who = 'anonymous';
     let body: Record<string, unknown> = {};
@@ -65,39 +66,39 @@ export function createAdminServer(deps: AdminDeps): Server {
     }
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = pathOf(req.url);
-    if (path.startsWith('/oauth/')) return operation(req, res, path.slice('/oauth/'.length));
-    if (path === '/livez' || path === '/readyz' || path === '/metrics') {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed('GET, HEAD');
-      if (path === '/livez') return writeJson(res, 200, { status: 'ok' });
-      if (path === '/readyz') {
-        // Not ready is this probe's answer, not a failure: no error log, no store-error count.
-        try {
-          await store.ping();
-        } catch (err) {
-          throw storeUnavailable(err);
-        }
-        return writeJson(res, 200, { status: 'ok', store: 'ok' });
-      }
-      const text = await metrics.registry.metrics();
-      res.setHeader('content-type', metrics.registry.contentType);
-      res.end(text);
-      return;
+  async function readyz(_req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Not ready is this probe's answer, not a failure: no error log, no store-error count.
+    try {
+      await store.ping();
+    } catch (err) {
+      throw storeUnavailable(err);
     }
-    throw new HttpError('not_found');
+    writeJson(res, 200, { status: 'ok', store: 'ok' });
   }
 
-  // connectionsCheckingInterval: Node checks both timeouts only every 30 s by default.
-  const server = createServer({ requestTimeout: 15000, headersTimeout: 10000, maxHeaderSize: 16384, connectionsCheckingInterval: 1000 }, (req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      const path = pathOf(req.url);
-      const answer = mapError(err, path);
-      if (path.startsWith('/oauth/')) {
-        metrics.adminOperations.labels(Object.hasOwn(adminOperations, path.slice(7)) ? path.slice(7) : 'unknown', String(answer.status)).inc();
-      }
-      answerError(req, res, answer);
-    });
+  async function scrape(_req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const text = await metrics.registry.metrics();
+    res.setHeader('content-type', metrics.registry.contentType);
+    res.end(text);
+  }
+
+  const server = serve({
+    name: 'admin',
+    logger,
+    // connectionsCheckingInterval: Node checks both timeouts only every 30 s by default.
+    http: { requestTimeout: 15000, headersTimeout: 10000, maxHeaderSize: 16384, connectionsCheckingInterval: 1000 },
+    routes: [
+      { path: `${OPERATIONS}*`, methods: ['POST'], handler: operation },
+      { path: '/livez', methods: ['GET'], handler: (_req, res) => writeJson(res, 200, { status: 'ok' }) },
+      { path: '/readyz', methods: ['GET'], handler: readyz },
+      { path: '/metrics', methods: ['GET'], handler: scrape },
+    ],
+    onStoreUnavailable: () => metrics.storeErrors.inc(),
+    onErrorAnswer(answer, path) {
+      if (!path.startsWith(OPERATIONS)) return;
+      const name = path.slice(OPERATIONS.length);
+      metrics.adminOperations.labels(Object.hasOwn(adminOperations, name) ? name : 'unknown', String(answer.status)).inc();
+    },
   });
   return server;
 }

@@ -4,9 +4,9 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../body.ts';
-import { httpErrorFor, methodNotAllowed, writeJson } from '../errors.ts';
+import { httpErrorFor, writeJson } from '../errors.ts';
 import { wasAudited } from '../audit.ts';
-import type { RouteHandler } from '../proxy/server.ts';
+import type { Route } from '../http.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { limitTokenRequests } from '../rate-limits.ts';
 import { presentedClientId } from './client-auth.ts';
@@ -22,48 +22,45 @@ export const FORM_MAX_BODY_BYTES = 32 * 1024;
 
 type FormHandler = (ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form) => Promise<void>;
 
-const FORM_ENDPOINTS: Readonly<Record<string, FormHandler>> = {
-  '/token': handleToken,
-  '/revoke': handleRevoke,
-  '/introspect': handleIntrospect,
-};
-
-export function createOAuthRoutes(ctx: OAuthContext): RouteHandler {
+/** The OAuth routes of the proxy listener: one entry an endpoint. */
+export function oauthRoutes(ctx: OAuthContext): Route[] {
   const registrations = new FixedWindowLimiter({ limit: ctx.config.oauth.registrationRateLimitPerMinute, windowMs: 60_000, clock: ctx.clock });
   const addresses = clientAddresses(ctx.config.proxy.trustedProxies);
 
-  return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
-    if (path === '/.well-known/oauth-protected-resource' || path === '/.well-known/oauth-protected-resource/mcp') {
-      allow(req, 'GET');
-      writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl()));
-      return true;
-    }
-    if (path === '/.well-known/oauth-authorization-server') {
-      allow(req, 'GET');
-      writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined }));
-      return true;
-    }
-    if (path === '/register') {
-      allow(req, 'POST');
-      await audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
-      return true;
-    }
-    const handler = FORM_ENDPOINTS[path];
-    if (handler === undefined) return false;
-    allow(req, 'POST');
+  const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl()));
+  const serverMetadata: Route['handler'] = (_req, res) =>
+    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined }));
+  const register: Route['handler'] = (req, res, path) =>
+    audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
+  /** Token requests are limited per client_id named (or per address when none is). */
+  const limitedToken: FormHandler = async (ctx, req, res, form) => {
+    const key = presentedClientId(req, form) ?? `address:${addresses.client(req)}`;
+    await limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute);
+    await handleToken(ctx, req, res, form);
+  };
+
+  return [
+    { path: '/.well-known/oauth-protected-resource', methods: ['GET'], handler: resourceMetadata },
+    { path: '/.well-known/oauth-protected-resource/mcp', methods: ['GET'], handler: resourceMetadata },
+    { path: '/.well-known/oauth-authorization-server', methods: ['GET'], handler: serverMetadata },
+    { path: '/register', methods: ['POST'], handler: register },
+    { path: '/token', methods: ['POST'], handler: formEndpoint(ctx, limitedToken, true) },
+    { path: '/revoke', methods: ['POST'], handler: formEndpoint(ctx, handleRevoke, true) },
+    // Introspection is neither issuance nor revocation: not audited.
+    { path: '/introspect', methods: ['POST'], handler: formEndpoint(ctx, handleIntrospect, false) },
+  ];
+}
+
+/** An endpoint taking a bounded form body; `audit`: a refusal is audited (successes are, by the handler). */
+function formEndpoint(ctx: OAuthContext, handler: FormHandler, audit: boolean): Route['handler'] {
+  return async (req, res, path) => {
     let form: Form | undefined;
     const work = async () => {
       form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
-      if (path === '/token') {
-        const key = presentedClientId(req, form) ?? `address:${addresses.client(req)}`;
-        await limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute);
-      }
       await handler(ctx, req, res, form);
     };
-    // Introspection is neither issuance nor revocation: not audited.
-    if (path === '/introspect') await work();
-    else await audited(ctx, req, path, () => form, work());
-    return true;
+    if (audit) await audited(ctx, req, path, () => form, work());
+    else await work();
   };
 }
 
@@ -98,9 +95,4 @@ async function audited(ctx: OAuthContext, req: IncomingMessage, path: string, fo
     }
     throw err;
   }
-}
-
-function allow(req: IncomingMessage, method: 'GET' | 'POST'): void {
-  if (req.method === method || (method === 'GET' && req.method === 'HEAD')) return;
-  throw methodNotAllowed(method === 'GET' ? 'GET, HEAD' : 'POST');
 }

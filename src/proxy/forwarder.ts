@@ -9,6 +9,7 @@ import { Transform, type Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import { HttpError, writeError } from '../errors.ts';
 import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
+import type { ProxyRequest } from './request.ts';
 
 export interface ForwarderOptions {
   upstreamUrl: string;
@@ -30,7 +31,8 @@ export interface ForwarderOptions {
 export interface Forwarder {
   /** Path of the upstream endpoint (e.g. `/mcp`); the client's query string is appended. */
   readonly upstreamPath: string;
-  forward(req: IncomingMessage, res: ServerResponse, query: string): void;
+  /** Records the upstream's answer on `req` (`upstreamStatus`). */
+  forward(req: ProxyRequest, res: ServerResponse, query: string): void;
   /** Ends open SSE responses cleanly (a client may resume elsewhere with Last-Event-ID). `GET` only, or all. */
   endStreams(which: 'get' | 'all'): number;
   /** Requests still waiting for or streaming an upstream response. */
@@ -40,13 +42,6 @@ export interface Forwarder {
   close(): void;
 }
 
-const UPSTREAM_STATUS = Symbol('upstreamStatus');
-type ForwardedRequest = IncomingMessage & { [UPSTREAM_STATUS]?: number | 'error' };
-
-/** The upstream's answer to a forwarded request (its status, or `error`); undefined if not forwarded. */
-export function upstreamStatusOf(req: IncomingMessage): number | 'error' | undefined {
-  return (req as ForwardedRequest)[UPSTREAM_STATUS];
-}
 
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
 
@@ -129,134 +124,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     connectTimeout: options.headersTimeoutMs,
   });
 
-  const streams = new Map<ServerResponse, Exchange>();
-  let active = 0;
-  let idleWaiters: Array<() => void> = [];
-  const finished = () => {
-    active--;
-    if (active === 0 && idleWaiters.length > 0) {
-      const waiters = idleWaiters;
-      idleWaiters = [];
-      for (const wake of waiters) wake();
-    }
-  };
-
-  /** One forwarded request: undici's handler for it, writing the upstream's answer to `res`. */
-  class Exchange implements Dispatcher.DispatchHandler {
-    #abort: ((err?: Error) => void) | undefined;
-    #resume: (() => void) | undefined;
-    #waitingForDrain = false;
-    #clientGone = false;
-    /** Something of the body went to the client (with the headers, in the same write). */
-    #bodyStarted = false;
-
-    constructor(
-      readonly req: IncomingMessage,
-      readonly res: ServerResponse,
-    ) {
-      res.once('close', () => {
-        finished();
-        // A client that goes away (an SSE reader closing its tab, a POST cut short) ends the upstream request.
-        if (res.writableFinished) return;
-        this.#clientGone = true;
-        this.#abort?.();
-      });
-    }
-
-    onConnect(abort: (err?: Error) => void): void {
-      if (this.#clientGone) abort();
-      else this.#abort = abort;
-    }
-
-    onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
-      if (statusCode < 200) return true; // interim answers stay on this hop
-      const { req, res } = this;
-      this.#resume = resume;
-      (req as ForwardedRequest)[UPSTREAM_STATUS] = statusCode;
-      options.onUpstreamResult?.(statusCode, req);
-      if (res.destroyed) return false;
-      const { headers, eventStream } = clientHeaders(rawHeaders);
-      try {
-        res.writeHead(statusCode, statusText, headers);
-      } catch (err) {
-        // Header bytes Node refuses to send on: a broken upstream, answered as one.
-        this.#abort?.(err as Error);
-        return false;
-      }
-      if (eventStream) this.#streamOpened();
-      return true;
-    }
-
-    onData(chunk: Buffer): boolean {
-      const res = this.res;
-      if (res.destroyed) return false;
-      this.#bodyStarted = true;
-      if (res.write(chunk)) return true;
-      if (!this.#waitingForDrain) {
-        this.#waitingForDrain = true;
-        res.once('drain', () => {
-          this.#waitingForDrain = false;
-          this.#resume?.();
-        });
-      }
-      return false;
-    }
-
-    onComplete(): void {
-      if (!this.res.destroyed) this.res.end();
-    }
-
-    onError(err: Error): void {
-      const { req, res } = this;
-      if (res.destroyed || res.writableEnded) return; // the client has gone, or the stream was ended here
-      if (res.headersSent) {
-        // The upstream broke off mid-response: end abruptly so the client sees an incomplete message.
-        res.destroy();
-        return;
-      }
-      (req as ForwardedRequest)[UPSTREAM_STATUS] = 'error';
-      options.onUpstreamResult?.('error', req);
-      const code = (err as NodeJS.ErrnoException).code ?? '';
-      if (TIMEOUTS.has(code)) {
-        writeError(res, new HttpError('gateway_timeout', 'the upstream did not answer in time'));
-        return;
-      }
-      // Every cause, connection failures included: they are what a misconfigured UPSTREAM_URL produces.
-      // undici wraps a socket's own error (ECONNRESET, ...) in its SocketError: report the socket's.
-      const cause = (err as { cause?: unknown }).cause;
-      options.onError?.(code === 'UND_ERR_SOCKET' && cause instanceof Error && (cause as NodeJS.ErrnoException).code ? cause : err, req);
-      writeError(res, new HttpError('bad_gateway', 'the upstream could not be reached'));
-    }
-
-    #streamOpened(): void {
-      const res = this.res;
-      // An SSE response may carry no event for a long time: the client must get the headers even then.
-      // Usually the first event arrived with them and goes out in the same write; only a stream with
-      // nothing to send yet by the next turn gets its headers alone. Events are never held back: the
-      // server socket has Nagle off (http.Server noDelay, the default).
-      setImmediate(() => {
-        if (!this.#bodyStarted && !res.destroyed) res.flushHeaders();
-      });
-      streams.set(res, this);
-      options.onStreamOpen?.();
-      res.once('close', () => {
-        streams.delete(res);
-        options.onStreamClose?.();
-      });
-    }
-
-    /** Ends the client's stream cleanly and the upstream's. */
-    end(): void {
-      this.res.end();
-      this.#abort?.();
-    }
-  }
+  const shared: Shared = { options, streams: new Map(), inFlight: new InFlight() };
 
   return {
     upstreamPath,
     forward(req, res, query) {
-      active++;
-      const exchange = new Exchange(req, res);
+      shared.inFlight.started();
+      const exchange = new Exchange(req, res, shared);
       pool.dispatch(
         {
           path: query === '' ? upstreamPath : `${upstreamPath}${query}`,
@@ -269,22 +143,164 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     },
     endStreams(which) {
       let ended = 0;
-      for (const [res, exchange] of streams) {
+      for (const [res, exchange] of shared.streams) {
         if (which === 'get' && exchange.req.method !== 'GET') continue;
-        streams.delete(res);
+        shared.streams.delete(res);
         exchange.end();
         ended++;
       }
       return ended;
     },
-    inFlight() {
-      return active;
-    },
-    whenIdle() {
-      return active === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
-    },
+    inFlight: () => shared.inFlight.count,
+    whenIdle: () => shared.inFlight.whenIdle(),
     close() {
       void pool.destroy();
     },
   };
+}
+
+/** What every exchange of one forwarder shares. */
+interface Shared {
+  readonly options: ForwarderOptions;
+  /** Responses streaming SSE, for endStreams. */
+  readonly streams: Map<ServerResponse, Exchange>;
+  readonly inFlight: InFlight;
+}
+
+/** Forwarded requests still waiting for or streaming an upstream response, and who waits for none. */
+class InFlight {
+  count = 0;
+  #idleWaiters: Array<() => void> = [];
+
+  started(): void {
+    this.count++;
+  }
+
+  finished(): void {
+    this.count--;
+    if (this.count === 0 && this.#idleWaiters.length > 0) {
+      const waiters = this.#idleWaiters;
+      this.#idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  }
+
+  whenIdle(): Promise<void> {
+    return this.count === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
+  }
+}
+
+/** One forwarded request: undici's handler for it, writing the upstream's answer to `res`. */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #shared: Shared;
+  #abort: ((err?: Error) => void) | undefined;
+  #resume: (() => void) | undefined;
+  #waitingForDrain = false;
+  #clientGone = false;
+  /** Something of the body went to the client (with the headers, in the same write). */
+  #bodyStarted = false;
+
+  constructor(
+    readonly req: ProxyRequest,
+    readonly res: ServerResponse,
+    shared: Shared,
+  ) {
+    this.#shared = shared;
+    res.once('close', () => {
+      shared.inFlight.finished();
+      // A client that goes away (an SSE reader closing its tab, a POST cut short) ends the upstream request.
+      if (res.writableFinished) return;
+      this.#clientGone = true;
+      this.#abort?.();
+    });
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    if (this.#clientGone) abort();
+    else this.#abort = abort;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+    if (statusCode < 200) return true; // interim answers stay on this hop
+    const { req, res } = this;
+    this.#resume = resume;
+    req.upstreamStatus = statusCode;
+    this.#shared.options.onUpstreamResult?.(statusCode, req);
+    if (res.destroyed) return false;
+    const { headers, eventStream } = clientHeaders(rawHeaders);
+    try {
+      res.writeHead(statusCode, statusText, headers);
+    } catch (err) {
+      // Header bytes Node refuses to send on: a broken upstream, answered as one.
+      this.#abort?.(err as Error);
+      return false;
+    }
+    if (eventStream) this.#streamOpened();
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    const res = this.res;
+    if (res.destroyed) return false;
+    this.#bodyStarted = true;
+    if (res.write(chunk)) return true;
+    if (!this.#waitingForDrain) {
+      this.#waitingForDrain = true;
+      res.once('drain', () => {
+        this.#waitingForDrain = false;
+        this.#resume?.();
+      });
+    }
+    return false;
+  }
+
+  onComplete(): void {
+    if (!this.res.destroyed) this.res.end();
+  }
+
+  onError(err: Error): void {
+    const { req, res } = this;
+    if (res.destroyed || res.writableEnded) return; // the client has gone, or the stream was ended here
+    if (res.headersSent) {
+      // The upstream broke off mid-response: end abruptly so the client sees an incomplete message.
+      res.destroy();
+      return;
+    }
+    req.upstreamStatus = 'error';
+    this.#shared.options.onUpstreamResult?.('error', req);
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    if (TIMEOUTS.has(code)) {
+      writeError(res, new HttpError('gateway_timeout', 'the upstream did not answer in time'));
+      return;
+    }
+    // Every cause, connection failures included: they are what a misconfigured UPSTREAM_URL produces.
+    // undici wraps a socket's own error (ECONNRESET, ...) in its SocketError: report the socket's.
+    const cause = (err as { cause?: unknown }).cause;
+    this.#shared.options.onError?.(code === 'UND_ERR_SOCKET' && cause instanceof Error && (cause as NodeJS.ErrnoException).code ? cause : err, req);
+    writeError(res, new HttpError('bad_gateway', 'the upstream could not be reached'));
+  }
+
+  #streamOpened(): void {
+    const res = this.res;
+    // An SSE response may carry no event for a long time: the client must get the headers even then.
+    // Usually the first event arrived with them and goes out in the same write; only a stream with
+    // nothing to send yet by the next turn gets its headers alone. Events are never held back: the
+    // server socket has Nagle off (http.Server noDelay, the default).
+    setImmediate(() => {
+      if (!this.#bodyStarted && !res.destroyed) res.flushHeaders();
+    });
+    const { streams, options } = this.#shared;
+    streams.set(res, this);
+    options.onStreamOpen?.();
+    res.once('close', () => {
+      streams.delete(res);
+      options.onStreamClose?.();
+    });
+  }
+
+  /** Ends the client's stream cleanly and the upstream's. */
+  end(): void {
+    this.res.end();
+    this.#abort?.();
+  }
 }

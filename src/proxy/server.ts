@@ -1,26 +1,25 @@
-// The proxy listener. What happens to a request reads top to bottom here:
-// route -> parse the Authorization header -> master check or SHA-256 -> one store round trip ->
-// decide (credentials policy) -> rewrite identity headers -> stream to the upstream.
+// The proxy listener. What happens to a request reads top to bottom in createProxyServer:
+// route (the table) -> parse the Authorization header -> master check or SHA-256 -> one store round
+// trip -> decide (credentials policy) -> rewrite identity headers -> stream to the upstream.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
+// What the sidecar learns about a request (principal, denial, upstream status) lives on its ProxyRequest.
 
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { request as httpRequest, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { HttpError, methodNotAllowed, payloadTooLarge, tooManyRequests, writeJson } from '../errors.ts';
-import { answerError, errorMapper, pathOf } from '../http.ts';
+import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, tooManyRequests, writeJson } from '../errors.ts';
+import { pathOf, serve, type Route } from '../http.ts';
 import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
-import { clientAddresses } from './client-address.ts';
-import { upstreamStatusOf, type Forwarder } from './forwarder.ts';
+import { clientAddresses, type ClientAddresses } from './client-address.ts';
+import type { Forwarder } from './forwarder.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
-
-/** Extra routes on the proxy listener (OAuth metadata and endpoints); true when handled. */
-export type RouteHandler = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean> | boolean;
+import { ProxyRequest } from './request.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -32,9 +31,124 @@ export interface ProxyDeps {
   forwarder: Forwarder;
   /** The external base URL ({base_url}); known only after the listener is bound when PORT=0. */
   publicUrl(): string;
-  routes?: RouteHandler;
+  /** More routes on the proxy listener (the OAuth metadata and endpoints). */
+  routes?: readonly Route[];
   /** Counts failed authentications per client address (shared through the store). */
   authFailures?: FailedAuthLimiter;
+}
+
+const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
+
+export function createProxyServer(deps: ProxyDeps): Server {
+  const { config, store, clock, metrics, masterToken, forwarder, authFailures } = deps;
+  const addresses = clientAddresses(config.proxy.trustedProxies);
+  const access = accessLogger(deps.logger);
+
+  return serve({
+    name: 'proxy',
+    logger: deps.logger,
+    request: ProxyRequest,
+    http: listenerLimits(config),
+    routes: [
+      { path: '/mcp', methods: 'any', handler: mcp },
+      { path: '/health', methods: ['GET'], handler: health },
+      ...(deps.routes ?? []).map((route) => counted(route, metrics.oauth)),
+    ],
+    onRequest: (req) => {
+      req.clientUrl = req.url ?? '/';
+    },
+    onClose: (req, res) => accessLog(access, req, res),
+    onStoreUnavailable() {
+      metrics.storeErrors.inc();
+      metrics.unavailable.inc();
+    },
+    onNotFound: () => metrics.notFound.inc(),
+  });
+
+  async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    refuseAmbiguousFraming(req);
+    const principal = await authenticate(req);
+    checkBodyLimit(req, config.proxy.maxBodyBytes);
+    rewriteHeaders(req, principal, addresses);
+    req.principal = principal;
+    metrics.forwarded.inc();
+    forwarder.forward(req, res, req.clientUrl.slice(path.length));
+  }
+
+  /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
+  async function authenticate(req: ProxyRequest): Promise<Principal> {
+    const parsed = parseAuthorization(req.rawHeaders);
+    if (parsed.kind === 'missing') {
+      metrics.denied('missing');
+      throw bearerTokenRequired(resourceMetadataUrl(deps.publicUrl()));
+    }
+    const retryAfter = authFailures?.retryAfter(addresses.client(req)) ?? 0;
+    if (retryAfter > 0) {
+      metrics.denied('rate_limited');
+      throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
+    }
+    if (parsed.kind === 'malformed') return deny(req, 'malformed');
+    // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
+    const tokenHash = hashToken(parsed.token);
+    if (masterToken.matchesHash(tokenHash)) return MASTER;
+    const started = performance.now();
+    // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
+    const found = await store.lookupToken(tokenHash);
+    const decision = decideToken(tokenHash, found, clock.now());
+    metrics.validationSeconds.observe((performance.now() - started) / 1000);
+    if (!decision.ok) return deny(req, decision.reason);
+    return decision.principal;
+  }
+
+  function deny(req: ProxyRequest, reason: DenialReason): never {
+    metrics.denied(reason);
+    authFailures?.recordFailure(addresses.client(req));
+    req.denial = reason;
+    throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+  }
+
+  async function health(req: ProxyRequest, res: ServerResponse): Promise<void> {
+    req.principal = await authenticate(req);
+    metrics.health.inc();
+    await answerHealth(res, store, config.upstream);
+  }
+}
+
+function resourceMetadataUrl(publicUrl: string): string {
+  return `${publicUrl}/.well-known/oauth-protected-resource/mcp`;
+}
+
+/** The node:http bounds of the proxy listener. */
+function listenerLimits(config: Config): ServerOptions {
+  return {
+    maxHeaderSize: config.proxy.maxHeaderBytes,
+    requestTimeout: config.proxy.requestTimeoutMs,
+    headersTimeout: config.proxy.headersTimeoutMs,
+    // Node checks both timeouts only every connectionsCheckingInterval (default 30 s), which would let
+    // a slowloris client hold a connection up to 30 s past them: check at a quarter of the headers bound.
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.proxy.headersTimeoutMs / 4))),
+  };
+}
+
+/** The same route, counted in `counter` when it answered without throwing. */
+function counted<Req extends IncomingMessage>(route: Route<Req>, counter: { inc(): void }): Route<Req> {
+  return {
+    ...route,
+    async handler(req, res, path) {
+      await route.handler(req, res, path);
+      counter.inc();
+    },
+  };
+}
+
+/**
+ * Node accepts any coding list that ends in chunked ("gzip, chunked", or two headers merged into
+ * "identity, chunked") and would pass it on verbatim: an upstream that reads it differently desyncs
+ * (request smuggling). Only plain chunked framing is forwarded.
+ */
+function refuseAmbiguousFraming(req: IncomingMessage): void {
+  const te = req.headers['transfer-encoding'];
+  if (te !== undefined && te.toLowerCase() !== 'chunked') throw new HttpError('invalid_request', 'unsupported Transfer-Encoding');
 }
 
 /** Headers that state the client's address or the original request: only a trusted proxy may send them. */
@@ -49,201 +163,81 @@ function isOwnedHeader(canonical: string): boolean {
   return canonical.startsWith('x-mcp-auth-') || isClientAddressHeader(canonical) || canonical === 'authorization' || canonical === 'proxy-authorization';
 }
 
-const INVALID_TOKEN_DESCRIPTION = 'the access token is invalid, expired or revoked';
-const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
 
-export function createProxyServer(deps: ProxyDeps): Server {
-  const { config, store, clock, logger, metrics, masterToken, forwarder, authFailures } = deps;
-  const addresses = clientAddresses(config.proxy.trustedProxies);
-  const access = accessLogger(logger);
-  const mapError = errorMapper({
-    logger,
-    listener: 'proxy',
-    onStoreUnavailable: () => {
-      metrics.storeErrors.inc();
-      metrics.unavailable.inc();
-    },
-  });
-
-  function challenge(error: boolean): string {
-    const base = `Bearer realm="mcp", resource_metadata="${deps.publicUrl()}/.well-known/oauth-protected-resource/mcp"`;
-    return error ? `${base}, error="invalid_token", error_description="${INVALID_TOKEN_DESCRIPTION}"` : base;
+/** Strips what a client could spoof, then states who the sidecar authenticated. */
+function rewriteHeaders(req: IncomingMessage, principal: Principal, addresses: ClientAddresses): void {
+  const headers = req.headers;
+  const remote = addresses.peer(req);
+  const fromTrustedProxy = addresses.trusts(remote);
+  // First: a header the client names in `Connection` must not outlive the ones the sidecar sets below.
+  removeHopByHop(headers);
+  for (const name in headers) {
+    if (name.startsWith('x-mcp-auth-')) delete headers[name];
+    else if (!fromTrustedProxy && isClientAddressHeader(name)) delete headers[name];
+    // CGI/WSGI stacks (and some proxies) read `x_mcp_auth_kind` as X-MCP-Auth-Kind: an underscore
+    // spelling of a header the sidecar owns is never legitimate, whoever the peer is.
+    else if (name.includes('_') && isOwnedHeader(name.replaceAll('_', '-'))) delete headers[name];
   }
-
-  /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
-  async function authenticate(req: IncomingMessage): Promise<Principal> {
-    const parsed = parseAuthorization(req.rawHeaders);
-    if (parsed.kind === 'missing') {
-      metrics.denied('missing');
-      throw new HttpError('unauthorized', 'a bearer token is required', { headers: { 'www-authenticate': challenge(false) } });
-    }
-    if (authFailures) {
-      const retryAfter = authFailures.retryAfter(addresses.client(req));
-      if (retryAfter > 0) {
-        metrics.denied('rate_limited');
-        throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
-      }
-    }
-    if (parsed.kind === 'malformed') return deny(req, 'malformed');
-    // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
-    const tokenHash = hashToken(parsed.token);
-    if (masterToken.matchesHash(tokenHash)) return MASTER;
-    const started = performance.now();
-    // A store that cannot answer rejects (StoreUnavailableError): the listener's error mapper answers 503.
-    const found = await store.lookupToken(tokenHash);
-    const decision = decideToken(tokenHash, found, clock.now());
-    metrics.validationSeconds.observe((performance.now() - started) / 1000);
-    if (!decision.ok) return deny(req, decision.reason);
-    return decision.principal;
+  delete headers.authorization;
+  // Meant for this hop (RFC 9110 §11.7.2), never for the upstream.
+  delete headers['proxy-authorization'];
+  // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
+  delete headers.expect;
+  headers['x-mcp-auth-kind'] = principal.kind;
+  headers['x-mcp-auth-subject'] = identityHeaderValue(principal.subject);
+  if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = identityHeaderValue(principal.clientId);
+  // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
+  if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) headers['x-mcp-auth-scope'] = principal.scope;
+  const priorFor = fromTrustedProxy ? headers['x-forwarded-for'] : undefined;
+  headers['x-forwarded-for'] = priorFor ? `${String(priorFor)}, ${remote}` : remote;
+  if (!fromTrustedProxy || headers['x-forwarded-proto'] === undefined) {
+    headers['x-forwarded-proto'] = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
   }
-
-  function deny(req: IncomingMessage, reason: DenialReason): never {
-    metrics.denied(reason);
-    authFailures?.recordFailure(addresses.client(req));
-    (req as DeniedRequest)[DENIAL] = reason;
-    throw new HttpError('invalid_token', INVALID_TOKEN_DESCRIPTION, { headers: { 'www-authenticate': challenge(true) } });
+  if (!fromTrustedProxy || headers['x-forwarded-host'] === undefined) {
+    if (headers.host !== undefined) headers['x-forwarded-host'] = headers.host;
   }
-
-  /** Strips what a client could spoof, then states who the sidecar authenticated. */
-  function rewriteHeaders(req: IncomingMessage, principal: Principal): void {
-    const headers = req.headers;
-    const remote = addresses.peer(req);
-    const fromTrustedProxy = addresses.trusts(remote);
-    // First: a header the client names in `Connection` must not outlive the ones the sidecar sets below.
-    removeHopByHop(headers);
-    for (const name in headers) {
-      if (name.startsWith('x-mcp-auth-')) delete headers[name];
-      else if (!fromTrustedProxy && isClientAddressHeader(name)) delete headers[name];
-      // CGI/WSGI stacks (and some proxies) read `x_mcp_auth_kind` as X-MCP-Auth-Kind: an underscore
-      // spelling of a header the sidecar owns is never legitimate, whoever the peer is.
-      else if (name.includes('_') && isOwnedHeader(name.replaceAll('_', '-'))) delete headers[name];
-    }
-    delete headers.authorization;
-    // Meant for this hop (RFC 9110 §11.7.2), never for the upstream.
-    delete headers['proxy-authorization'];
-    // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
-    delete headers.expect;
-    headers['x-mcp-auth-kind'] = principal.kind;
-    headers['x-mcp-auth-subject'] = identityHeaderValue(principal.subject);
-    if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = identityHeaderValue(principal.clientId);
-    // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
-    if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) headers['x-mcp-auth-scope'] = principal.scope;
-    const priorFor = fromTrustedProxy ? headers['x-forwarded-for'] : undefined;
-    headers['x-forwarded-for'] = priorFor ? `${String(priorFor)}, ${remote}` : remote;
-    if (!fromTrustedProxy || headers['x-forwarded-proto'] === undefined) {
-      headers['x-forwarded-proto'] = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
-    }
-    if (!fromTrustedProxy || headers['x-forwarded-host'] === undefined) {
-      if (headers.host !== undefined) headers['x-forwarded-host'] = headers.host;
-    }
-  }
-
-  function checkBodyLimit(req: IncomingMessage): void {
-    const max = config.proxy.maxBodyBytes;
-    if (max === 0) return;
-    const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > max) {
-      throw payloadTooLarge(max);
-    }
-    // A declared length is exact (Node reads no more). Chunked bodies are counted by the forwarder as
-    // they stream (src/proxy/forwarder.ts, maxBodyBytes).
-  }
-
-  async function health(res: ServerResponse): Promise<void> {
-    const [storeOk, upstreamOk] = await Promise.all([
-      store.ping().then(
-        () => true,
-        () => false,
-      ),
-      probeUpstream(config.upstream.url, config.upstream.healthTimeoutMs),
-    ]);
-    const status = storeOk && upstreamOk ? 'ok' : 'unavailable';
-    writeJson(res, status === 'ok' ? 200 : 503, {
-      status,
-      store: storeOk ? 'ok' : 'unavailable',
-      upstream: upstreamOk ? 'ok' : 'unavailable',
-    });
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    // MCP's Streamable HTTP has no protocol upgrade (WebSocket, h2c), and Node stops parsing a connection
-    // once it has handed an upgrade request over: refuse any request naming one, before any token lookup,
-    // and close the connection, rather than forward it and leave the client hanging.
-    if (req.headers.upgrade !== undefined) throw new HttpError('invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
-    if (path === '/mcp') {
-      // Node accepts any coding list that ends in chunked ("gzip, chunked", or two headers merged into
-      // "identity, chunked") and would pass it on verbatim: an upstream that reads it differently
-      // desyncs (request smuggling). Only plain chunked framing is forwarded.
-      const te = req.headers['transfer-encoding'];
-      if (te !== undefined && te.toLowerCase() !== 'chunked') throw new HttpError('invalid_request', 'unsupported Transfer-Encoding');
-      const principal = await authenticate(req);
-      checkBodyLimit(req);
-      rewriteHeaders(req, principal);
-      (req as DeniedRequest)[PRINCIPAL] = principal;
-      metrics.forwarded.inc();
-      forwarder.forward(req, res, q === -1 ? '' : url.slice(q));
-      return;
-    }
-    if (path === '/health') {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed('GET, HEAD');
-      (req as DeniedRequest)[PRINCIPAL] = await authenticate(req);
-      metrics.health.inc();
-      await health(res);
-      return;
-    }
-    if (deps.routes && (await deps.routes(req, res, path))) {
-      metrics.oauth.inc();
-      return;
-    }
-    metrics.notFound.inc();
-    throw new HttpError('not_found');
-  }
-
-  const server = createServer(
-    {
-      maxHeaderSize: config.proxy.maxHeaderBytes,
-      requestTimeout: config.proxy.requestTimeoutMs,
-      headersTimeout: config.proxy.headersTimeoutMs,
-      // Node checks both timeouts only every connectionsCheckingInterval (default 30 s), which would let
-      // a slowloris client hold a connection up to 30 s past them: check at a quarter of the headers bound.
-      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.proxy.headersTimeoutMs / 4))),
-    },
-    (req, res) => {
-      const started = performance.now();
-      const url = req.url ?? '/'; // as the client sent it: forwarding rewrites req.url to the upstream's path
-      res.once('close', () => accessLog(access, req, res, url, started));
-      // A refused request's body is never read: it is answered, then its connection closed.
-      handle(req, res).catch((err: unknown) => answerError(req, res, mapError(err, pathOf(url))));
-    },
-  );
-  // No socket inactivity timeout: an idle SSE stream (only heartbeats, or nothing) must survive.
-  server.timeout = 0;
-  return server;
 }
 
-const DENIAL = Symbol('denial');
-const PRINCIPAL = Symbol('principal');
-type DeniedRequest = IncomingMessage & { [DENIAL]?: string; [PRINCIPAL]?: Principal };
+/** `max` 0 is no cap. */
+function checkBodyLimit(req: IncomingMessage, max: number): void {
+  if (max === 0) return;
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > max) throw payloadTooLarge(max);
+  // A declared length is exact (Node reads no more). Chunked bodies are counted by the forwarder as
+  // they stream (src/proxy/forwarder.ts, maxBodyBytes).
+}
 
-function accessLog(logger: Logger, req: IncomingMessage, res: ServerResponse, url: string, started: number): void {
+async function answerHealth(res: ServerResponse, store: TokenStore, upstream: Config['upstream']): Promise<void> {
+  const [storeOk, upstreamOk] = await Promise.all([
+    store.ping().then(
+      () => true,
+      () => false,
+    ),
+    probeUpstream(upstream.url, upstream.healthTimeoutMs),
+  ]);
+  const status = storeOk && upstreamOk ? 'ok' : 'unavailable';
+  writeJson(res, status === 'ok' ? 200 : 503, {
+    status,
+    store: storeOk ? 'ok' : 'unavailable',
+    upstream: upstreamOk ? 'ok' : 'unavailable',
+  });
+}
+
+function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void {
   if (!logger.isLevelEnabled('info')) return;
-  const r = req as DeniedRequest;
-  const q = url.indexOf('?');
+  const { principal } = req;
   logger.info(
     {
       method: req.method,
-      path: q === -1 ? url : url.slice(0, q),
+      path: pathOf(req.clientUrl),
       status: res.statusCode,
-      durationMs: Math.round((performance.now() - started) * 1000) / 1000,
-      authKind: r[PRINCIPAL]?.kind,
-      subject: r[PRINCIPAL]?.subject,
-      clientId: r[PRINCIPAL]?.clientId,
-      denial: r[DENIAL],
-      upstreamStatus: upstreamStatusOf(req),
+      durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
+      authKind: principal?.kind,
+      subject: principal?.subject,
+      clientId: principal?.clientId,
+      denial: req.denial,
+      upstreamStatus: req.upstreamStatus,
       aborted: !res.writableFinished || undefined,
     },
     'request',

@@ -1,0 +1,21 @@
+// A request on the proxy listener together with what the sidecar learnt while answering it: who it
+// authenticated or why it refused, the target as the client sent it, what the upstream answered.
+// The access log reads it when the response closes.
+
+import { IncomingMessage } from 'node:http';
+import type { DenialReason, Principal } from '../credentials.ts';
+
+/**
+ * The proxy listener's IncomingMessage class: Node builds one per request, so the state is typed
+ * fields on an object that exists anyway, not a second object or symbol-keyed properties.
+ */
+export class ProxyRequest extends IncomingMessage {
+  /** performance.now() when the request's headers had been read. */
+  readonly started = performance.now();
+  /** The target as the client sent it (forwarding rewrites `url` to the upstream's path). */
+  clientUrl = '/';
+  principal: Principal | undefined = undefined;
+  denial: DenialReason | undefined = undefined;
+  /** The upstream's status, or `error` when it could not be reached; undefined when not forwarded. */
+  upstreamStatus: number | 'error' | undefined = undefined;
+}
