@@ -15,7 +15,8 @@ export interface AuthenticatedClient {
   confidential: boolean;
 }
 
-function decodeBasic(header: string): { id: string; secret: string } | null {
+/** `Basic base64(urlencode(id):urlencode(secret))` (RFC 6749 §2.3.1), or null when it is anything else. */
+export function decodeBasic(header: string): { id: string; secret: string } | null {
   const match = /^Basic ([A-Za-z0-9+/]+=*)$/i.exec(header);
   if (!match) return null;
   const text = Buffer.from(match[1]!, 'base64').toString('utf8');
