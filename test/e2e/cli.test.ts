@@ -12,7 +12,7 @@ import { adminOperations } from '../../src/admin/operations.ts';
 import { EXIT, OPERATIONS } from '../../src/cli.ts';
 import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
-import { mcp } from '../support/traffic.ts';
+import { initializeStatus } from '../support/http.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = 'bin/mcp-bearer-proxy.js';
@@ -40,7 +40,7 @@ let stack: Stack;
 let env: Record<string, string>;
 
 function mcpStatus(token: string): Promise<number> {
-  return mcp(stack, token);
+  return initializeStatus(stack, token);
 }
 
 beforeAll(async () => {

@@ -10,6 +10,7 @@ import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.
 import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis } from '../support/redis.ts';
+import { postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const BOUND_MS = 2000;
@@ -28,19 +29,8 @@ interface Answer {
 
 async function mcp(stack: Stack, token: string): Promise<Answer> {
   const started = performance.now();
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
-  });
-  const text = await res.text();
-  let body: any = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // not JSON
-  }
-  return { status: res.status, body, retryAfter: res.headers.get('retry-after'), ms: performance.now() - started };
+  const { status, headers, body } = await postMcp(stack.mcpUrl, token);
+  return { status, body, retryAfter: headers.get('retry-after'), ms: performance.now() - started };
 }
 
 interface Rig {

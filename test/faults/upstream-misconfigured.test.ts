@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { generateToken } from '../../src/credentials.ts';
 import { describeUpstreamFailure, PROBE_USER_AGENT, probeUpstream, UPSTREAM_WARN_INTERVAL_MS } from '../../src/proxy/upstream-check.ts';
+import { postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -40,13 +41,7 @@ function warnLines(stack: Stack): Array<Record<string, any>> {
 }
 
 async function mcp(stack: Stack, token: string): Promise<number> {
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
-  });
-  await res.arrayBuffer();
-  return res.status;
+  return (await postMcp(stack.mcpUrl, token)).status;
 }
 
 describe('a 502 is logged with its cause', () => {

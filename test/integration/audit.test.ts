@@ -8,7 +8,8 @@ import { hashToken } from '../../src/credentials.ts';
 import type { StoredAuditEvent } from '../../src/store/types.ts';
 import { startStack } from '../support/stack.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
-import { basic, postForm, runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
+import { basic, postForm } from '../support/http.ts';
+import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
 
 function auditLines(logs: string[]): Array<{ level: number; audit: StoredAuditEvent }> {
   return logs.map((l) => JSON.parse(l) as { level: number; msg: string; audit: StoredAuditEvent }).filter((e) => e.msg === 'audit');

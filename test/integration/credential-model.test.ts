@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../src/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { rawRedis } from '../support/redis.ts';
+import { basic, postForm } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const ISSUER = 'https://idp.model.test/';
@@ -54,16 +55,6 @@ let jwks: Server;
 let privateKey: CryptoKey;
 let redis: Redis;
 
-async function post(url: string, params: Record<string, string>, headers: Record<string, string> = {}) {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(params) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-function basic(c: ModelClient): Record<string, string> {
-  return { authorization: `Basic ${Buffer.from(`${c.id}:${c.secret}`).toString('base64')}` };
-}
-
 function pick<T>(list: T[], n: number): T | undefined {
   return list.length === 0 ? undefined : list[n % list.length];
 }
@@ -93,7 +84,7 @@ class ClientCredentials implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.clients.length > 0;
   async run(m: Model, r: Real) {
     const c = pick(m.clients, this.n)!;
-    const res = await post(`${r.stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c));
+    const res = await postForm(`${r.stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
     if (c.deleted) {
       expect([res.status, res.body.error]).toEqual([401, 'invalid_client']);
       return;
@@ -129,7 +120,7 @@ class CreateAccessToken implements fc.AsyncCommand<Model, Real> {
 class Exchange implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
-    const res = await post(`${r.stack.proxyUrl}/token`, {
+    const res = await postForm(`${r.stack.proxyUrl}/token`, {
       grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
       subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
       subject_token: await r.sign(m.now),
@@ -149,7 +140,7 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
       this.n,
     )!;
     const c = m.clients[old.clientIdx!]!;
-    const res = await post(`${r.stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: old.raw }, basic(c));
+    const res = await postForm(`${r.stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: old.raw }, basic(c.id, c.secret));
     if (c.deleted) {
       expect([res.status, res.body.error]).toEqual([401, 'invalid_client']);
       return;
@@ -176,7 +167,7 @@ class Revoke implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.tokens.length > 0;
   async run(m: Model, r: Real) {
     const t = pick(m.tokens, this.n)!;
-    const res = await post(`${r.stack.proxyUrl}/revoke`, { token: t.raw }, { authorization: `Bearer ${r.stack.masterToken}` });
+    const res = await postForm(`${r.stack.proxyUrl}/revoke`, { token: t.raw }, { authorization: `Bearer ${r.stack.masterToken}` });
     expect(res.status).toBe(200);
     if (t.kind === 'refresh') {
       t.revoked = true;

@@ -24,7 +24,8 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { generateToken, hashToken, MasterToken, type MasterTokenPrimitives } from '../../src/credentials.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
-import { basic, mcp, postForm, runTraffic, startTrafficStack, type TrafficStack } from '../support/traffic.ts';
+import { basic, initializeStatus, postForm } from '../support/http.ts';
+import { runTraffic, startTrafficStack, type TrafficStack } from '../support/traffic.ts';
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
@@ -371,8 +372,8 @@ async function misuse(t: TrafficStack, secret: (label: string, value: string) =>
   await step('token exchange', 200, Promise.resolve(exchanged));
   const user = issued('user-grade token (exchange)', exchanged.body!.access_token);
   const unknown = secret('unknown token', generateToken());
-  await step('mcp user', 200, mcp(stack, user));
-  await step('mcp admin-issued', 200, mcp(stack, adminToken));
+  await step('mcp user', 200, initializeStatus(stack, user));
+  await step('mcp admin-issued', 200, initializeStatus(stack, adminToken));
 
   // Admin listener: bad JSON, wrong master, unknown operation, bad arguments, wrong method, oversized body.
   await step('admin bad JSON with the master token', 400, adminRaw('listClients', `{"callerToken":"${master}",`));
@@ -412,16 +413,16 @@ async function misuse(t: TrafficStack, secret: (label: string, value: string) =>
   await step('mcp uppercase token', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${access.toUpperCase()}` }, body: '{}' }));
   await step('mcp token with a trailing character', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${access}0` }, body: '{}' }));
   await step('mcp Basic client credentials', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, ...basic(clientId, clientSecret) }, body: '{}' }));
-  await step('mcp the refresh token', 401, mcp(stack, refresh2));
+  await step('mcp the refresh token', 401, initializeStatus(stack, refresh2));
   await step('mcp a JWT', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${jwt}` }, body: '{}' }));
   await step('health unknown token', 401, send(`${base}/health`, { headers: { authorization: `Bearer ${unknown}` } }));
   await step('unknown path with a token', 404, send(`${base}/nothing-here?token=${user}`, { headers: { authorization: `Bearer ${user}` } }));
 
   // Revocation, then every revoked credential used again.
   await step('revoke the user token by its holder', 200, postForm(`${base}/revoke`, { token: user }));
-  await step('mcp revoked user token', 401, mcp(stack, user));
+  await step('mcp revoked user token', 401, initializeStatus(stack, user));
   await step('deleteClient', 200, stack.admin('deleteClient', { clientId }));
-  await step('mcp after deleteClient', 401, mcp(stack, adminToken));
+  await step('mcp after deleteClient', 401, initializeStatus(stack, adminToken));
   await step('client_credentials after deleteClient', 401, postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, clientSecret)));
   await step('refresh after deleteClient', 401, postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh2 }, basic(clientId, clientSecret)));
 }

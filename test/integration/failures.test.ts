@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/errors.ts';
 import type { TokenStore } from '../../src/store/types.ts';
+import { postForm, postJson, postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const FAULTY = ['lookupToken', 'getClient', 'listClients', 'createClient'] as const;
@@ -42,38 +43,20 @@ afterEach(() => {
   fault = undefined;
 });
 
-async function send(url: string, init: RequestInit = {}) {
-  const res = await fetch(url, init);
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
-}
-
 function tokenRequest() {
-  return send(`${stack.proxyUrl}/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: 'f'.repeat(64) }).toString(),
-  });
+  return postForm(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: 'f'.repeat(64) });
 }
 
 function registerRequest() {
-  return send(`${stack.proxyUrl}/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ client_name: 'x', redirect_uris: ['https://client.example/cb'], token_endpoint_auth_method: 'none' }),
-  });
+  return postJson(`${stack.proxyUrl}/register`, { client_name: 'x', redirect_uris: ['https://client.example/cb'], token_endpoint_auth_method: 'none' });
 }
 
 function mcpRequest() {
-  return send(`${stack.mcpUrl}`, { method: 'POST', headers: { authorization: `Bearer ${randomBytes(32).toString('hex')}` }, body: '{}' });
+  return postMcp(stack.mcpUrl, randomBytes(32).toString('hex'), { body: '{}' });
 }
 
 function listClientsRequest() {
-  return send(`${stack.adminUrl}/oauth/listClients`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${stack.masterToken}` },
-    body: '{}',
-  });
+  return postJson(`${stack.adminUrl}/oauth/listClients`, {}, { authorization: `Bearer ${stack.masterToken}` });
 }
 
 async function storeErrorCount(): Promise<number> {

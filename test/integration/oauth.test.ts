@@ -10,6 +10,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { basic, initializeStatus as mcpStatus, postForm as form, postJson as json } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { rawRedis } from '../support/redis.ts';
 
@@ -60,41 +61,6 @@ async function signingKey(alg: 'RS256' | 'ES256', kid: string): Promise<SigningK
 
 function b64url(value: unknown): string {
   return Buffer.from(JSON.stringify(value)).toString('base64url');
-}
-
-async function form(url: string, params: Record<string, string>, headers: Record<string, string> = {}) {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
-    body: new URLSearchParams(params).toString(),
-  });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
-}
-
-async function json(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
-}
-
-function basic(id: string, secret: string): Record<string, string> {
-  return { authorization: `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}` };
-}
-
-async function mcpStatus(stack: Stack, token: string): Promise<number> {
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'oauth-test', version: '1' } },
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
 }
 
 describe('OAuth authorization server', () => {

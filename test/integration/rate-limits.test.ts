@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createSidecar, type Sidecar } from '../../src/app.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { basic, postForm } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const WRONG = 'e'.repeat(64);
@@ -77,21 +78,16 @@ describe('rate limits', () => {
 
   it('token requests per client_id past the limit get 429 with Retry-After; other clients are unaffected', async () => {
     const { stack } = await stackWith({ tokenRequestsPerMinute: 2 });
-    const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
     const clients = [];
     for (let i = 0; i < 2; i++) clients.push((await stack.admin('createClient', { clientName: `c${i}` })).body);
     const ask = (c: { clientId: string; clientSecret: string }, secret = c.clientSecret) =>
-      fetch(`${stack.proxyUrl}/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(c.clientId, secret) },
-        body: 'grant_type=client_credentials',
-      });
+      postForm(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.clientId, secret));
     const [a, b] = clients;
     expect((await ask(a, 'f'.repeat(64))).status).toBe(401); // failed attempts count too
     expect((await ask(a)).status).toBe(200);
     const limited = await ask(a);
     expect(limited.status).toBe(429);
-    expect(await limited.json()).toMatchObject({ error: 'too_many_requests' });
+    expect(limited.body).toMatchObject({ error: 'too_many_requests' });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await ask(b)).status).toBe(200);
   });

@@ -12,6 +12,7 @@ import { redisRawAccess, runStoreContract } from '../integration/store-contract.
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisCluster, type RedisClusterSet } from '../support/redis-ha.ts';
 import { openRedisStore, uniquePrefix } from '../support/redis.ts';
+import { basic, postForm, postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 let cluster: RedisClusterSet;
@@ -51,16 +52,6 @@ runStoreContract('RedisTokenStore on Redis Cluster', async () => {
   };
 });
 
-async function form(url: string, params: Record<string, string>, headers: Record<string, string> = {}) {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(params).toString() });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-function basic(id: string, secret: string): Record<string, string> {
-  return { authorization: `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}` };
-}
-
 describe('the sidecar over HTTP on Redis Cluster', () => {
   let echo: FakeUpstream;
   let stack: Stack;
@@ -79,13 +70,7 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
   });
 
   async function mcp(token: string): Promise<number> {
-    const res = await fetch(stack.mcpUrl, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
-    });
-    await res.arrayBuffer();
-    return res.status;
+    return (await postMcp(stack.mcpUrl, token)).status;
   }
 
   async function client(): Promise<{ id: string; secret: string }> {
@@ -102,23 +87,23 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     expect(issued.status).toBe(201);
     expect(await mcp(issued.body.accessToken)).toBe(200);
 
-    const first = await form(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
+    const first = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
     expect(first.status).toBe(200);
     expect(first.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
     expect(await mcp(first.body.access_token)).toBe(200);
 
-    const second = await form(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    const second = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
     expect(second.status).toBe(200);
     expect(await mcp(second.body.access_token)).toBe(200);
     // Replaying the rotated refresh token revokes the whole family.
-    const replay = await form(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    const replay = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
     expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
     expect(await mcp(second.body.access_token)).toBe(401);
     expect(await mcp(first.body.access_token)).toBe(401);
     // Untouched by the family revocation.
     expect(await mcp(issued.body.accessToken)).toBe(200);
 
-    const third = await form(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
+    const third = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
     expect(await mcp(third.body.access_token)).toBe(200);
     const deleted = await stack.admin('deleteClient', { clientId: c.id });
     expect(deleted.status).toBe(200);
@@ -126,7 +111,7 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     expect(deleted.body).toMatchObject({ clientId: c.id, accessTokensRevoked: 2, refreshTokensRevoked: 1 });
     expect(await mcp(issued.body.accessToken)).toBe(401);
     expect(await mcp(third.body.access_token)).toBe(401);
-    const afterDelete = await form(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: third.body.refresh_token }, basic(c.id, c.secret));
+    const afterDelete = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: third.body.refresh_token }, basic(c.id, c.secret));
     expect(afterDelete.status).not.toBe(200);
     expect((await stack.admin('createAccessToken', { clientId: c.id, lifetimeSeconds: 600 })).status).not.toBe(201);
   });

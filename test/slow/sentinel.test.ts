@@ -12,6 +12,7 @@ import { createRedisClient, type RedisTokenStore } from '../../src/store/redis.t
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { info, infoField, startSentinelSet, until, type SentinelSet } from '../support/redis-ha.ts';
 import { rawRedis } from '../support/redis.ts';
+import { basic, postForm, postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 /** Redis unreachable or too slow: every request is answered 503 within 2 s. */
@@ -48,20 +49,8 @@ afterAll(async () => {
 async function mcp(token: string): Promise<Answer> {
   const startedAt = performance.now();
   // A client-side cap well past the bound: a hang shows up as a failed assertion, not a stuck test.
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
-    signal: AbortSignal.timeout(4 * BOUND_MS),
-  });
-  const text = await res.text();
-  let body: any = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // not JSON
-  }
-  return { status: res.status, body, retryAfter: res.headers.get('retry-after'), startedAt, ms: performance.now() - startedAt };
+  const { status, headers, body } = await postMcp(stack.mcpUrl, token, { signal: AbortSignal.timeout(4 * BOUND_MS) });
+  return { status, body, retryAfter: headers.get('retry-after'), startedAt, ms: performance.now() - startedAt };
 }
 
 async function waitCalls(port: number): Promise<number> {
@@ -114,11 +103,7 @@ describe('Redis Sentinel', () => {
     // Refresh-token reuse revokes the family: that revocation is WAITed for as well.
     expect((await stack.admin('seedDefaultProfiles')).status).toBe(200);
     const created = await stack.admin('createClient', { clientName: 'refresher' });
-    const basic = { authorization: `Basic ${Buffer.from(`${created.body.clientId}:${created.body.clientSecret}`).toString('base64')}` };
-    const token = async (params: Record<string, string>) => {
-      const res = await fetch(`${stack.proxyUrl}/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...basic }, body: new URLSearchParams(params).toString() });
-      return { status: res.status, body: (await res.json()) as Record<string, string> };
-    };
+    const token = (params: Record<string, string>) => postForm(`${stack.proxyUrl}/token`, params, basic(created.body.clientId, created.body.clientSecret));
     const first = await token({ grant_type: 'client_credentials' });
     expect(first.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
     const second = await token({ grant_type: 'refresh_token', refresh_token: first.body.refresh_token! });

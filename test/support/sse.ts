@@ -4,6 +4,7 @@
 
 import { expect } from 'vitest';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import { initializeRequest } from './http.ts';
 
 export interface SseEvent {
   id?: string;
@@ -47,12 +48,7 @@ export async function rawSession(
   const init = await fetch(url, {
     method: 'POST',
     headers: { ...base, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'initialize',
-      params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
-    }),
+    body: JSON.stringify(initializeRequest('raw', 0)),
   });
   expect(init.status).toBe(200);
   const sessionId = init.headers.get('mcp-session-id');

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { hashToken } from '../../src/credentials.ts';
+import { basic, initializeStatus, postForm } from './http.ts';
 import { startStack, type Stack, type StackOptions } from './stack.ts';
 
 export const ISSUER = 'https://idp.traffic.test/';
@@ -53,37 +54,6 @@ export async function startTrafficStack(options: StackOptions = {}): Promise<Tra
       await new Promise((r) => jwks.close(() => r(undefined)));
     },
   };
-}
-
-export async function postForm(url: string, params: Record<string, string>, headers: Record<string, string> = {}) {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
-    body: new URLSearchParams(params).toString(),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : undefined };
-}
-
-export function basic(id: string, secret: string): Record<string, string> {
-  return { authorization: `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}` };
-}
-
-export async function mcp(stack: Stack, token: string | undefined): Promise<number> {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-  if (token !== undefined) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'traffic', version: '1' } },
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
 }
 
 export interface TrafficResult {
@@ -136,7 +106,7 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   issued(viaPost.body!.refresh_token);
 
   // /mcp and /health with an OAuth token, then rotation and reuse of the rotated refresh token.
-  expectStatus(statuses, 'mcp oauth', await mcp(stack, access1), 200);
+  expectStatus(statuses, 'mcp oauth', await initializeStatus(stack, access1), 200);
   const health = await fetch(`${base}/health`, { headers: { authorization: `Bearer ${access1}` } });
   await health.arrayBuffer();
   expectStatus(statuses, 'health', health.status, 200);
@@ -151,11 +121,11 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   const adminIssued = await stack.admin('createAccessToken', { clientId, lifetimeSeconds: 600 });
   expectStatus(statuses, 'createAccessToken', adminIssued.status, 201);
   const access3 = issued(adminIssued.body.accessToken);
-  expectStatus(statuses, 'mcp admin-issued', await mcp(stack, access3), 200);
+  expectStatus(statuses, 'mcp admin-issued', await initializeStatus(stack, access3), 200);
   const introspected = await postForm(`${base}/introspect`, { token: access3 }, { authorization: `Bearer ${stack.masterToken}` });
   expectStatus(statuses, 'introspect', introspected.status, 200);
   expectStatus(statuses, 'revoke access', (await postForm(`${base}/revoke`, { token: access3 }, basic(clientId, clientSecret))).status, 200);
-  expectStatus(statuses, 'mcp revoked', await mcp(stack, access3), 401);
+  expectStatus(statuses, 'mcp revoked', await initializeStatus(stack, access3), 401);
 
   // The IdP exchange: a user-grade token, revoked by the admin operation; another revoked by its holder.
   const jwt = await t.idToken('alice');
@@ -163,7 +133,7 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   const exchanged = await postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: JWT_TYPE });
   expectStatus(statuses, 'token_exchange', exchanged.status, 200);
   const user1 = issued(exchanged.body!.access_token);
-  expectStatus(statuses, 'mcp user', await mcp(stack, user1), 200);
+  expectStatus(statuses, 'mcp user', await initializeStatus(stack, user1), 200);
   expectStatus(statuses, 'revokeUserToken', (await stack.admin('revokeUserToken', { token: user1 })).status, 200);
   const jwt2 = await t.idToken('bob');
   secrets.push(jwt2);
@@ -187,10 +157,10 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   // Refusals: unknown, malformed and missing tokens; the master token on /mcp; admin without it.
   const unknown = randomBytes(32).toString('hex');
   secrets.push(unknown);
-  expectStatus(statuses, 'mcp unknown', await mcp(stack, unknown), 401);
-  expectStatus(statuses, 'mcp malformed', await mcp(stack, 'not-a-token'), 401);
-  expectStatus(statuses, 'mcp missing', await mcp(stack, undefined), 401);
-  expectStatus(statuses, 'mcp master', await mcp(stack, stack.masterToken), 200);
+  expectStatus(statuses, 'mcp unknown', await initializeStatus(stack, unknown), 401);
+  expectStatus(statuses, 'mcp malformed', await initializeStatus(stack, 'not-a-token'), 401);
+  expectStatus(statuses, 'mcp missing', await initializeStatus(stack, undefined), 401);
+  expectStatus(statuses, 'mcp master', await initializeStatus(stack, stack.masterToken), 200);
   const refused = await fetch(`${stack.adminUrl}/oauth/listClients`, { method: 'POST', body: JSON.stringify({ callerToken: wrong }) });
   await refused.arrayBuffer();
   expectStatus(statuses, 'admin wrong master', refused.status, 401);
