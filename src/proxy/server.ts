@@ -71,6 +71,9 @@ export function createProxyServer(deps: ProxyDeps): Server {
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     rewriteHeaders(req, principal, addresses);
     req.principal = principal;
+    // The client left during the lookup: its response is already closed (and logged), so forwarding
+    // would hold an upstream request nobody reads and an in-flight slot that never frees.
+    if (res.destroyed) return;
     metrics.forwarded.inc();
     forwarder.forward(req, res, req.clientUrl.slice(path.length));
   }
@@ -231,7 +234,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
     {
       method: req.method,
       path: pathOf(req.clientUrl),
-      status: res.statusCode,
+      status: res.headersSent ? res.statusCode : cannedStatus(req),
       durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
       authKind: principal?.kind,
       subject: principal?.subject,
@@ -242,6 +245,19 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
     },
     'request',
   );
+}
+
+/**
+ * The status of the canned answer Node's HTTP server writes when it cannot parse the rest of a request
+ * (a broken chunk, a body cut short) or the body comes too slowly, before it closes the connection;
+ * undefined when the client was sent no status line at all (it left first).
+ */
+function cannedStatus(req: IncomingMessage): number | undefined {
+  const code = (req.socket.errored as NodeJS.ErrnoException | null)?.code;
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
+  if (code === undefined || !code.startsWith('HPE_')) return undefined;
+  if (code === 'HPE_HEADER_OVERFLOW') return 431;
+  return code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : 400;
 }
 
 /** What the upstream sees of a health probe: no credential, no identity headers, a name it can log. */

@@ -39,6 +39,8 @@ export interface StackOptions {
   redisUrl?: string;
   config?: Record<string, unknown>;
   clock?: ManualClock;
+  /** Wraps the store the sidecar uses (e.g. to hold a lookup at a chosen point); `stack.store` stays the plain one. */
+  wrapStore?: (store: TokenStore) => TokenStore;
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -76,7 +78,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   });
   const logger = createLogger('debug', destination);
-  const sidecar = await createSidecar({ config, store, clock: clock as Clock, logger, defaultMetrics: false });
+  const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false });
   const { proxyUrl, adminUrl } = await sidecar.listen();
 
   const admin: Stack['admin'] = async (op, body = {}) => {
