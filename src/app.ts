@@ -15,6 +15,7 @@ import { createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
 import { FailedAuthLimiter } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
@@ -40,6 +41,8 @@ export interface Sidecar {
   readonly proxyServer: Server;
   readonly adminServer: Server;
   readonly forwarder: Forwarder;
+  /** Open SSE streams watched for revocation and expiry. */
+  readonly streams: StreamRevocation;
   /** Binds both listeners; resolves with their URLs. */
   listen(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** One request to the upstream's MCP endpoint; logs a warning when it is unreachable or answers 404. */
@@ -101,10 +104,17 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     maxSockets: config.upstream.maxSockets,
     maxBodyBytes: config.proxy.maxBodyBytes,
     onUpstreamResult: (status) => metrics.upstreamStatus(status),
-    onStreamOpen: () => metrics.openStreams.inc(),
+    onStreamOpen: (req, res) => {
+      metrics.openStreams.inc();
+      streams.track(req, res);
+    },
     onStreamClose: () => metrics.openStreams.dec(),
     onError: upstreamFailureLogger(logger, clock, config.upstream.url),
   });
+
+  // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
+  const streams = new StreamRevocation({ store, clock, logger, metrics, recheckMs: config.proxy.streamRecheckMs, endStream: (res) => forwarder.endStream(res) });
+  await streams.start();
 
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
@@ -132,6 +142,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     proxyServer,
     adminServer,
     forwarder,
+    streams,
     publicUrl,
     async listen() {
       proxyServer.listen(config.proxy.port, config.proxy.host);
@@ -165,6 +176,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       adminServer.closeAllConnections();
       await closed;
       forwarder.close();
+      await streams.stop();
       await store.close();
       logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
     },

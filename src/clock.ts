@@ -3,23 +3,57 @@
 export interface Clock {
   /** Current time in integer epoch milliseconds. */
   now(): number;
+  /** Calls `fire` once the clock reaches `at` (epoch ms; at once if past); the result cancels it. */
+  at(at: number, fire: () => void): () => void;
 }
 
-export const systemClock: Clock = { now: () => Date.now() };
+/** setTimeout's longest delay (about 24.8 days); a later deadline is reached in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  at(at, fire) {
+    let timer: NodeJS.Timeout;
+    const arm = () => {
+      const delay = at - Date.now();
+      // unref: a pending deadline (a token's expiry) never keeps the process alive on its own.
+      timer = delay > MAX_TIMER_MS ? setTimeout(arm, MAX_TIMER_MS) : setTimeout(fire, Math.max(0, delay));
+      timer.unref();
+    };
+    arm();
+    return () => clearTimeout(timer);
+  },
+};
 
 /** A clock that only moves when told to; starts at real time so Redis TTLs stay meaningful. */
 export class ManualClock implements Clock {
   #now: number;
+  readonly #pending = new Set<{ at: number; fire: () => void }>();
   constructor(start: number = Date.now()) {
     this.#now = Math.floor(start);
   }
   now(): number {
     return this.#now;
   }
+  /** Deadlines fire when advance() or set() reaches them, synchronously, earliest first. */
+  at(at: number, fire: () => void): () => void {
+    const entry = { at, fire };
+    this.#pending.add(entry);
+    if (at <= this.#now) queueMicrotask(() => this.#fireDue());
+    return () => this.#pending.delete(entry);
+  }
   advance(ms: number): void {
     this.#now += Math.floor(ms);
+    this.#fireDue();
   }
   set(ms: number): void {
     this.#now = Math.floor(ms);
+    this.#fireDue();
+  }
+  #fireDue(): void {
+    const due = [...this.#pending].filter((e) => e.at <= this.#now).sort((a, b) => a.at - b.at);
+    for (const e of due) {
+      if (this.#pending.delete(e)) e.fire();
+    }
   }
 }

@@ -110,6 +110,13 @@ export const CONFIG_KEYS = {
       description: 'A client must send its whole request body within this; responses are not bounded.',
     }),
     shutdownGraceMs: integer({ default: 10000, min: 0, max: 600000, description: 'On SIGTERM, in-flight requests get this long to finish.' }),
+    streamRecheckMs: integer({
+      default: 30000,
+      min: 50,
+      max: 3600000,
+      description:
+        "Every open SSE stream's token is looked up again this often, in one batch, and the stream ended if it no longer authorizes: the bound for a revocation written into Redis by hand. Revocations through the sidecar end streams at once, expiry at `expiresAt`.",
+    }),
   },
   admin: {
     host: text({ default: '127.0.0.1', env: 'ADMIN_HOST', description: 'Admin listener address (keep it private: loopback or the pod network).' }),

@@ -20,6 +20,8 @@ export interface Principal {
   tokenHash?: string;
   scope?: string;
   expiresAt?: number;
+  /** The refresh-token family an OAuth access token was issued with (revoked together). */
+  familyId?: string;
 }
 
 /** Raw hash fields as stored: user-grade record, OAuth access-token record. Absent record = null. */
@@ -171,6 +173,7 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     if (!clientId) return { ok: false, reason: 'corrupt' };
     const principal: Principal = { kind: 'oauth', subject: clientId, clientId, tokenHash, expiresAt };
     if (oauth.scope) principal.scope = oauth.scope;
+    if (oauth.familyId) principal.familyId = oauth.familyId;
     return { ok: true, principal };
   }
   return { ok: false, reason: 'unknown' };

@@ -74,6 +74,12 @@ export class Metrics {
     help: 'SSE responses currently streaming through the proxy',
     registers: [this.registry],
   });
+  readonly streamsEnded = new Counter({
+    name: 'mcp_auth_streams_ended_total',
+    help: 'Open SSE streams the sidecar ended because their token was revoked or expired',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly tokensIssued = new Counter({
     name: 'mcp_auth_tokens_issued_total',
     help: 'Tokens issued by kind',
@@ -107,6 +113,10 @@ export class Metrics {
 
   denied(reason: DenialReason | 'rate_limited'): void {
     bound(this.#denied, reason, () => this.requests.labels('denied', reason)).inc();
+  }
+
+  streamEnded(reason: 'revoked' | 'expired'): void {
+    this.streamsEnded.labels(reason).inc();
   }
 
   upstreamStatus(status: number | 'error'): void {

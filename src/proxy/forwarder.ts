@@ -22,7 +22,8 @@ export interface ForwarderOptions {
   maxBodyBytes?: number;
   /** Called once per forwarded request when the upstream answered (status) or failed (error). */
   onUpstreamResult?: (status: number | 'error', req: IncomingMessage) => void;
-  onStreamOpen?: () => void;
+  /** An SSE response (GET stream or POST reply) started streaming to the client. */
+  onStreamOpen?: (req: ProxyRequest, res: ServerResponse) => void;
   onStreamClose?: () => void;
   /** Called for every request answered 502, with the cause. */
   onError?: (err: Error, req: IncomingMessage) => void;
@@ -35,6 +36,8 @@ export interface Forwarder {
   forward(req: ProxyRequest, res: ServerResponse, query: string): void;
   /** Ends open SSE responses cleanly (a client may resume elsewhere with Last-Event-ID). `GET` only, or all. */
   endStreams(which: 'get' | 'all'): number;
+  /** Ends one open SSE response cleanly and tears down its upstream request; false if it is not one. */
+  endStream(res: ServerResponse): boolean;
   /** Requests still waiting for or streaming an upstream response. */
   inFlight(): number;
   /** Resolves once no forwarded request is in flight. */
@@ -151,6 +154,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       }
       return ended;
     },
+    endStream(res) {
+      const exchange = shared.streams.get(res);
+      if (exchange === undefined) return false;
+      shared.streams.delete(res);
+      exchange.end();
+      return true;
+    },
     inFlight: () => shared.inFlight.count,
     whenIdle: () => shared.inFlight.whenIdle(),
     close() {
@@ -241,7 +251,8 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onData(chunk: Buffer): boolean {
     const res = this.res;
-    if (res.destroyed) return false;
+    // Destroyed: the client left. Ended: the stream was ended here (endStream), maybe as it opened.
+    if (res.destroyed || res.writableEnded) return false;
     this.#bodyStarted = true;
     if (res.write(chunk)) return true;
     if (!this.#waitingForDrain) {
@@ -291,7 +302,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     });
     const { streams, options } = this.#shared;
     streams.set(res, this);
-    options.onStreamOpen?.();
+    options.onStreamOpen?.(this.req, res);
     res.once('close', () => {
       streams.delete(res);
       options.onStreamClose?.();

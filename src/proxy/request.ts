@@ -18,4 +18,6 @@ export class ProxyRequest extends IncomingMessage {
   denial: DenialReason | undefined = undefined;
   /** The upstream's status, or `error` when it could not be reached; undefined when not forwarded. */
   upstreamStatus: number | 'error' | undefined = undefined;
+  /** Set when the sidecar ended this SSE stream because its token was revoked or expired. */
+  endedBy: 'revoked' | 'expired' | undefined = undefined;
 }

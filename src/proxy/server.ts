@@ -242,6 +242,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
       denial: req.denial,
       upstreamStatus: req.upstreamStatus,
       aborted: !res.writableFinished || undefined,
+      endedBy: req.endedBy,
     },
     'request',
   );

@@ -28,6 +28,8 @@ import type {
   DeleteClientResult,
   ProfileRecord,
   RefreshTokenRecord,
+  RevocationListener,
+  RevocationNotice,
   RotateOutcome,
   StoredAuditEvent,
   TokenStore,
@@ -44,6 +46,8 @@ export class MemoryTokenStore implements TokenStore {
   readonly #sets = new Map<string, Set<string>>();
   readonly #keys: KeyLayout;
   readonly #clock: Clock;
+  /** In-process notices: every sidecar sharing this store object hears every revocation. */
+  readonly #listeners = new Set<RevocationListener>();
   #closed = false;
 
   constructor(options: { clock: Clock; keyPrefix?: string }) {
@@ -99,6 +103,7 @@ export class MemoryTokenStore implements TokenStore {
     const fields = this.#get(this.#keys.userToken(tokenHash));
     if (!fields) return false;
     fields.revoked = 'true';
+    this.#notify({ tokenHashes: [tokenHash] });
     return true;
   }
 
@@ -147,6 +152,7 @@ export class MemoryTokenStore implements TokenStore {
       }
     }
     members.clear();
+    this.#notify({ clientIds: [clientId] });
     return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
   }
 
@@ -160,6 +166,7 @@ export class MemoryTokenStore implements TokenStore {
     const fields = this.#get(this.#keys.accessToken(tokenHash));
     if (!fields) return false;
     fields.revokedAt ??= String(now);
+    this.#notify({ tokenHashes: [tokenHash] });
     return true;
   }
 
@@ -203,6 +210,20 @@ export class MemoryTokenStore implements TokenStore {
       const fields = this.#get(key);
       if (fields) fields.revokedAt ??= String(now);
     }
+    this.#notify({ familyIds: [familyId] });
+  }
+
+  #notify(notice: RevocationNotice): void {
+    // After the method returns, as a notice over Redis arrives: the revoking caller never runs a listener.
+    for (const listener of this.#listeners) queueMicrotask(() => listener.revoked(notice));
+  }
+
+  async subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>> {
+    this.#check();
+    this.#listeners.add(listener);
+    return async () => {
+      this.#listeners.delete(listener);
+    };
   }
 
   async rotateRefreshToken(

@@ -19,6 +19,8 @@ export function keyLayout(prefix: string) {
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
     auditStream: () => `${prefix}audit`,
+    /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
+    revocationChannel: () => `${prefix}revocations`,
   };
 }
 export type KeyLayout = ReturnType<typeof keyLayout>;

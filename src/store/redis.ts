@@ -35,6 +35,8 @@ import type {
   DeleteClientResult,
   ProfileRecord,
   RefreshTokenRecord,
+  RevocationListener,
+  RevocationNotice,
   RotateOutcome,
   StoredAuditEvent,
   TokenStore,
@@ -389,7 +391,9 @@ export class RedisTokenStore implements TokenStore {
   }
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
-    return this.#revocation(async (scripts) => (await scripts.mcpRevokeUserToken(this.#keys.userToken(tokenHash))) === 1);
+    const revoked = await this.#revocation(async (scripts) => (await scripts.mcpRevokeUserToken(this.#keys.userToken(tokenHash))) === 1);
+    if (revoked) await this.#publish({ tokenHashes: [tokenHash] });
+    return revoked;
   }
 
   async createClient(client: ClientRecord): Promise<void> {
@@ -426,6 +430,12 @@ export class RedisTokenStore implements TokenStore {
   }
 
   async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
+    const deleted = await this.#deleteClient(clientId, now);
+    if (deleted) await this.#publish({ clientIds: [clientId] });
+    return deleted;
+  }
+
+  #deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
     return this.#transaction(async (tx) => {
       const clientKey = this.#keys.client(clientId);
       const setKey = this.#keys.clientTokens(clientId);
@@ -527,6 +537,7 @@ export class RedisTokenStore implements TokenStore {
       // lookup behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the
       // transaction connection and WAITed for there.
       if (await this.#hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
+      await this.#publish({ familyIds: [refresh.familyId] });
       return outcome;
     }
     if (outcome === 'ok' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
@@ -536,7 +547,7 @@ export class RedisTokenStore implements TokenStore {
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
     const familyId = await this.#redis.hget(this.#keys.refreshToken(tokenHash), 'familyId');
     if (familyId === null) return false;
-    return this.#revocation(async (scripts) => {
+    const revoked = await this.#revocation(async (scripts) => {
       const done = await scripts.mcpRevokeRefreshFamily(
         this.#keys.refreshToken(tokenHash),
         this.#keys.refreshFamily(familyId),
@@ -546,6 +557,8 @@ export class RedisTokenStore implements TokenStore {
       );
       return done === 1;
     });
+    if (revoked) await this.#publish({ familyIds: [familyId] });
+    return revoked;
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {
@@ -553,7 +566,9 @@ export class RedisTokenStore implements TokenStore {
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
-    return this.#revocation(async (scripts) => (await scripts.mcpRevokeAccessToken(this.#keys.accessToken(tokenHash), String(now))) === 1);
+    const revoked = await this.#revocation(async (scripts) => (await scripts.mcpRevokeAccessToken(this.#keys.accessToken(tokenHash), String(now))) === 1);
+    if (revoked) await this.#publish({ tokenHashes: [tokenHash] });
+    return revoked;
   }
 
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
@@ -605,6 +620,52 @@ export class RedisTokenStore implements TokenStore {
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
       return auditFromFields(id, fields);
     });
+  }
+
+  /**
+   * A connection of its own in subscriber mode. It reconnects as the main one does; after a reconnect
+   * it subscribes again and only then reports `missed`, so a revocation is either delivered or already
+   * written when the listener re-checks.
+   */
+  async subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>> {
+    const channel = this.#keys.revocationChannel();
+    const sub = duplicateForSubscription(this.#redis);
+    let subscribedBefore = false;
+    let closing = false;
+    sub.on('error', () => undefined); // the main connection reports outages; this one just reconnects
+    sub.on('message', (from: string, text: string) => {
+      if (from !== channel) return;
+      const notice = parseNotice(text);
+      if (notice) listener.revoked(notice);
+    });
+    const subscribe = async (): Promise<void> => {
+      await sub.subscribe(channel);
+      if (subscribedBefore) listener.missed();
+      subscribedBefore = true;
+    };
+    sub.on('ready', () => {
+      // The first subscription is awaited below; a failed one here waits for the next 'ready'.
+      if (subscribedBefore && !closing) subscribe().catch(() => undefined);
+    });
+    await connectRedis(sub, this.#connectTimeoutMs);
+    try {
+      await subscribe();
+    } catch (err) {
+      sub.disconnect();
+      throw err;
+    }
+    return async () => {
+      closing = true;
+      await sub.quit().catch(() => sub.disconnect());
+    };
+  }
+
+  /**
+   * Tells every subscribed sidecar what was revoked. The revocation itself is already stored: a lost
+   * notice only delays the end of open streams to the listeners' next re-check, so it fails nothing.
+   */
+  async #publish(notice: RevocationNotice): Promise<void> {
+    await this.#redis.publish(this.#keys.revocationChannel(), JSON.stringify(notice)).catch(() => undefined);
   }
 
   async close(): Promise<void> {
@@ -719,6 +780,33 @@ function duplicateForTransactions(redis: RedisClient): RedisClient {
     });
   }
   return redis.duplicate({ autoResendUnfulfilledCommands: false, retryStrategy: () => null });
+}
+
+/** The subscriber connection: re-subscribed by subscribeRevocations itself (to know when it is done). */
+function duplicateForSubscription(redis: RedisClient): RedisClient {
+  if (redis instanceof Cluster) return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, autoResubscribe: false } });
+  return redis.duplicate({ autoResubscribe: false });
+}
+
+const NOTICE_ID = /^[0-9A-Za-z_-]{1,128}$/;
+
+/** A notice from the channel, or null: anything not shaped as one (the channel is open to any Redis client) is ignored. */
+function parseNotice(text: string): RevocationNotice | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (raw === null || typeof raw !== 'object') return null;
+  const notice: RevocationNotice = {};
+  for (const field of ['tokenHashes', 'clientIds', 'familyIds'] as const) {
+    const list = (raw as Record<string, unknown>)[field];
+    if (list === undefined) continue;
+    if (!Array.isArray(list) || !list.every((v) => typeof v === 'string' && NOTICE_ID.test(v))) return null;
+    notice[field] = list as string[];
+  }
+  return notice;
 }
 
 function assertExec(result: Array<[Error | null, unknown]> | null): void {

@@ -101,6 +101,23 @@ export interface StoredAuditEvent extends AuditEvent {
   id: string;
 }
 
+/**
+ * What one revocation took away, as every sidecar sharing the store hears it: tokens by hash (a user
+ * token, an access token), whole clients (deleteClient), whole refresh-token families (a family's
+ * access tokens carry its id). Only identifiers, never a secret.
+ */
+export interface RevocationNotice {
+  tokenHashes?: string[];
+  clientIds?: string[];
+  familyIds?: string[];
+}
+
+export interface RevocationListener {
+  revoked(notice: RevocationNotice): void;
+  /** The subscription was down and is back: notices sent meanwhile are lost, check everything again. */
+  missed(): void;
+}
+
 export interface TokenStore {
   /** Hot path: both collections fetched for one hash, in one round trip. */
   lookupToken(tokenHash: string): Promise<TokenLookup>;
@@ -156,6 +173,12 @@ export interface TokenStore {
   appendAudit(event: AuditEvent, maxLen: number): Promise<string>;
   /** The newest `count` audit events, newest first. */
   listAuditEvents(count: number): Promise<StoredAuditEvent[]>;
+
+  /**
+   * Delivers a notice for every revocation made through any store on the same backend (every replica,
+   * this one included) until the returned function is called. Hand edits in Redis send none.
+   */
+  subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>>;
 
   close(): Promise<void>;
 }

@@ -8,7 +8,7 @@ import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
 import type { Cluster, Redis } from 'ioredis';
 import { orNull, type KeyLayout } from '../../src/store/records.ts';
-import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, TokenStore, UserTokenRecord } from '../../src/store/types.ts';
+import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, RevocationNotice, TokenStore, UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -687,6 +687,79 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(kept.length).toBeLessThan(300);
         expect(kept.map((e) => e.id)).toEqual(appended.slice(-kept.length).reverse());
         expect(kept[0]!.action).toBe('op-299');
+      });
+    });
+
+    describe('revocation notices', () => {
+      it('every revocation is announced to every subscriber, by token hash, client id or family id; nothing is announced for an unknown token', async () => {
+        const heard: Array<{ who: number; notice: RevocationNotice }> = [];
+        let wake: (() => void) | undefined;
+        const subscriber = (who: number) =>
+          store.subscribeRevocations({
+            revoked: (notice) => {
+              heard.push({ who, notice });
+              wake?.();
+            },
+            missed: () => undefined,
+          });
+        const unsubscribe = [await subscriber(1), await subscriber(2)];
+        /** Waits (on delivery, never on a timer) until both subscribers heard `n` notices in all. */
+        const until = async (n: number) => {
+          while (heard.length < n * 2) await new Promise<void>((r) => (wake = r));
+        };
+
+        const user = userRecord();
+        await store.putUserToken(user.record);
+        expect(await store.revokeUserToken(hashToken(generateToken()))).toBe(false);
+        expect(await store.revokeUserToken(user.record.tokenHash)).toBe(true);
+        await until(1);
+        await store.createClient(client('c-note').record);
+        const access = accessToken('c-note');
+        expect(await store.createAccessToken(access.record)).toBe('ok');
+        expect(await store.revokeAccessToken(hashToken(generateToken()), clock.now())).toBe(false);
+        expect(await store.revokeAccessToken(access.record.tokenHash, clock.now())).toBe(true);
+        await until(2);
+        const famAccess = accessToken('c-note', { familyId: 'fam-note' });
+        const famRefresh = refreshToken('c-note', 'fam-note');
+        expect(await store.issueTokens(famAccess.record, famRefresh.record)).toBe('ok');
+        expect(await store.revokeRefreshFamily(famRefresh.record.tokenHash, clock.now())).toBe(true);
+        await until(3);
+        const reusedFirst = { access: accessToken('c-note', { familyId: 'fam-reuse' }), refresh: refreshToken('c-note', 'fam-reuse') };
+        expect(await store.issueTokens(reusedFirst.access.record, reusedFirst.refresh.record)).toBe('ok');
+        const next = () => ({ access: accessToken('c-note', { familyId: 'fam-reuse' }), refresh: refreshToken('c-note', 'fam-reuse') });
+        const second = next();
+        expect(await store.rotateRefreshToken(reusedFirst.refresh.record.tokenHash, 'c-note', clock.now(), second.access.record, second.refresh.record)).toBe('ok');
+        const third = next();
+        expect(await store.rotateRefreshToken(reusedFirst.refresh.record.tokenHash, 'c-note', clock.now(), third.access.record, third.refresh.record)).toBe('reused');
+        await until(4);
+        expect(await store.deleteClient('c-unknown', clock.now())).toBeNull();
+        expect(await store.deleteClient('c-note', clock.now())).not.toBeNull();
+        await until(5);
+
+        for (const who of [1, 2]) {
+          expect(heard.filter((h) => h.who === who).map((h) => h.notice)).toEqual([
+            { tokenHashes: [user.record.tokenHash] },
+            { tokenHashes: [access.record.tokenHash] },
+            { familyIds: ['fam-note'] },
+            { familyIds: ['fam-reuse'] },
+            { clientIds: ['c-note'] },
+          ]);
+        }
+        // An unsubscribed listener hears nothing more.
+        for (const u of unsubscribe) await u();
+        const later = userRecord();
+        await store.putUserToken(later.record);
+        expect(await store.revokeUserToken(later.record.tokenHash)).toBe(true);
+        // A notice sent after those, heard by a new subscriber: by then the old ones would have arrived.
+        let probed!: () => void;
+        const heardByProbe = new Promise<void>((r) => (probed = r));
+        const probe = await store.subscribeRevocations({ revoked: () => probed(), missed: () => undefined });
+        const another = userRecord();
+        await store.putUserToken(another.record);
+        await store.revokeUserToken(another.record.tokenHash);
+        await heardByProbe;
+        await probe();
+        expect(heard).toHaveLength(10);
       });
     });
 

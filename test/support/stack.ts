@@ -41,12 +41,14 @@ export interface StackOptions {
   clock?: ManualClock;
   /** Wraps the store the sidecar uses (e.g. to hold a lookup at a chosen point); `stack.store` stays the plain one. */
   wrapStore?: (store: TokenStore) => TokenStore;
+  /** Share another stack's key prefix (two sidecars on one Redis, as two replicas are). */
+  prefix?: string;
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const clock = options.clock ?? new ManualClock();
   const masterToken = randomBytes(32).toString('hex');
-  const prefix = uniquePrefix('stack');
+  const prefix = options.prefix ?? uniquePrefix('stack');
   const upstream = options.upstreamUrl
     ? undefined
     : await (await import('../../examples/upstream/server.ts')).startUpstream({ host: '127.0.0.1', port: 0 });
