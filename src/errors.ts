@@ -143,6 +143,11 @@ export function invalidClient(usedBasic: boolean): HttpError {
   });
 }
 
+/** A client_id naming a metadata document that cannot be used: 400, not 401, as nothing was authenticated. */
+export function unusableClientDocument(description: string, cause?: unknown): HttpError {
+  return new HttpError('invalid_client', description, cause === undefined ? { status: 400 } : { status: 400, cause });
+}
+
 /** Writes `err` as `{"error": code, "error_description"?: ...}`; never caches, never leaks `cause`. */
 export function writeError(res: ServerResponse, err: HttpError): void {
   if (res.headersSent) {

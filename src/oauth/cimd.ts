@@ -6,7 +6,7 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import { request } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import type { Clock } from '../clock.ts';
-import { HttpError } from '../errors.ts';
+import { HttpError, unusableClientDocument } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { checkRedirectUri, checkScope, hasControlCharacter } from '../clients.ts';
 import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from './address-class.ts';
@@ -60,11 +60,6 @@ const MAX_RESPONSE_HEADER_BYTES = 16 * 1024;
 const DOCUMENT_GRANT_TYPES = ['authorization_code', 'refresh_token'];
 /** Fields that mean a shared secret: a document is public, so it must never carry or ask for one. */
 const SECRET_FIELDS = ['client_secret', 'client_secret_expires_at'];
-
-function refuse(description: string, cause?: unknown): HttpError {
-  // 400, not 401: nothing was authenticated; the client named a document that cannot be used.
-  return new HttpError('invalid_client', description, cause === undefined ? { status: 400 } : { status: 400, cause });
-}
 
 /**
  * Whether `clientId` is a URL this server treats as a metadata document: https, a path other than `/`,
@@ -160,7 +155,7 @@ function fetchDocument(url: URL, options: CimdResolverOptions): Promise<Fetched>
     if (isIP(literal) !== 0 && !options.allowPrivateAddresses) {
       // An IP literal is never looked up, so the lookup guard cannot see it.
       const cls = refusedClass(literal);
-      if (cls !== undefined) return reject(refuse(describeFetchError(new RefusedAddressError(cls))));
+      if (cls !== undefined) return reject(unusableClientDocument(describeFetchError(new RefusedAddressError(cls))));
     }
     let settled = false;
     const chunks: Buffer[] = [];
@@ -170,7 +165,7 @@ function fetchDocument(url: URL, options: CimdResolverOptions): Promise<Fetched>
       settled = true;
       clearTimeout(timer);
       req.destroy();
-      reject(refuse(description, cause));
+      reject(unusableClientDocument(description, cause));
     };
     // One deadline for everything (DNS, connect, TLS, headers, body): a trickling server cannot reset it.
     const timer = setTimeout(() => fail(`the metadata document was not fetched within ${options.timeoutMs} ms`), options.timeoutMs);
@@ -221,7 +216,7 @@ function optionalString(doc: Record<string, unknown>, field: string, max: number
   const v = doc[field];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string' || v.length > max || hasControlCharacter(v)) {
-    throw refuse(`the metadata document's ${field} must be a string of at most ${max} characters, without control characters`);
+    throw unusableClientDocument(`the metadata document's ${field} must be a string of at most ${max} characters, without control characters`);
   }
   return v;
 }
@@ -257,11 +252,11 @@ function stringList(doc: Record<string, unknown>, field: string, fallback: strin
   const v = doc[field];
   if (v === undefined || v === null) return [...fallback];
   if (!Array.isArray(v) || v.length === 0 || !v.every((x) => typeof x === 'string')) {
-    throw refuse(`the metadata document's ${field} must be a non-empty list of strings`);
+    throw unusableClientDocument(`the metadata document's ${field} must be a non-empty list of strings`);
   }
   const unsupported = v.filter((x) => !allowed.includes(x as string));
   if (unsupported.length > 0) {
-    throw refuse(`the metadata document's ${field} may only contain ${allowed.join(', ')} (it names ${unsupported.slice(0, 3).join(', ').slice(0, 200)})`);
+    throw unusableClientDocument(`the metadata document's ${field} may only contain ${allowed.join(', ')} (it names ${unsupported.slice(0, 3).join(', ').slice(0, 200)})`);
   }
   return [...new Set(v as string[])];
 }
@@ -272,29 +267,29 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
   try {
     doc = JSON.parse(body.toString('utf8'));
   } catch {
-    throw refuse('the metadata document is not valid JSON');
+    throw unusableClientDocument('the metadata document is not valid JSON');
   }
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw refuse('the metadata document must be a JSON object');
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw unusableClientDocument('the metadata document must be a JSON object');
   const d = doc as Record<string, unknown>;
-  if (d.client_id !== url) throw refuse("the metadata document's client_id is not exactly the URL it was fetched from");
+  if (d.client_id !== url) throw unusableClientDocument("the metadata document's client_id is not exactly the URL it was fetched from");
   const secretField = SECRET_FIELDS.find((f) => d[f] !== undefined);
-  if (secretField !== undefined) throw refuse(`the metadata document must not contain ${secretField}: such documents are public`);
+  if (secretField !== undefined) throw unusableClientDocument(`the metadata document must not contain ${secretField}: such documents are public`);
   const method = d.token_endpoint_auth_method;
   if (method !== undefined && method !== null && method !== 'none') {
-    throw refuse(
+    throw unusableClientDocument(
       `the metadata document asks for token_endpoint_auth_method ${JSON.stringify(String(method).slice(0, 40))}; clients known by a metadata document must be public ("none") here`,
     );
   }
   const redirectUris = d.redirect_uris;
-  if (!Array.isArray(redirectUris) || redirectUris.length === 0) throw refuse('the metadata document has no redirect_uris');
+  if (!Array.isArray(redirectUris) || redirectUris.length === 0) throw unusableClientDocument('the metadata document has no redirect_uris');
   if (!redirectUris.every(checkDocumentRedirectUri)) {
-    throw refuse("each of the metadata document's redirect_uris must be an absolute https URI, http on a loopback host or a private-use scheme, without fragment");
+    throw unusableClientDocument("each of the metadata document's redirect_uris must be an absolute https URI, http on a loopback host or a private-use scheme, without fragment");
   }
   let scope: string | undefined;
   try {
     scope = checkScope(d.scope);
   } catch {
-    throw refuse("the metadata document's scope must be a space-separated list of scope tokens");
+    throw unusableClientDocument("the metadata document's scope must be a space-separated list of scope tokens");
   }
   const parsed = new URL(url);
   const out: ClientMetadataDocument = {
@@ -356,7 +351,7 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
     } catch (err) {
       const description = err instanceof HttpError ? err.description : undefined;
       logger.info({ host: new URL(url).host, reason: description, cause: (err as { cause?: { code?: string } }).cause?.code }, 'client metadata document refused');
-      throw err instanceof HttpError ? err : refuse('the metadata document could not be fetched', err);
+      throw err instanceof HttpError ? err : unusableClientDocument('the metadata document could not be fetched', err);
     }
   }
 
@@ -364,7 +359,7 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
     resolve(url: string): Promise<ClientMetadataDocument> {
       if (!isClientIdMetadataUrl(url)) {
         return Promise.reject(
-          refuse('a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form'),
+          unusableClientDocument('a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form'),
         );
       }
       const hit = cache.get(url);
