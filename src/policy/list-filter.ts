@@ -1,0 +1,114 @@
+// Filters the answers to tools/list, prompts/list, resources/list and resources/templates/list: entries
+// the principal may not use are removed, so a client never offers its user a tool that would be refused.
+// Only responses to list requests are parsed (the caller knows which ids those are); every other message,
+// and every other byte of an SSE stream, passes as it came. `nextCursor` is kept: pagination still works.
+
+import { Transform, type TransformCallback } from 'node:stream';
+import { decide, LIST_METHODS, type Policy, type PolicyPrincipal } from './rules.ts';
+
+/** JSON-RPC ids of the list requests in one POST, with the list method each asked for. */
+export type ListRequests = ReadonlyMap<string | number, string>;
+
+/** Removes from `result[items]` the entries this principal may not use; returns how many were removed. */
+export function filterListResult(policy: Policy, principal: PolicyPrincipal, listMethod: string, result: unknown): number {
+  const shape = LIST_METHODS[listMethod];
+  if (shape === undefined || typeof result !== 'object' || result === null) return 0;
+  const entries = (result as Record<string, unknown>)[shape.items];
+  if (!Array.isArray(entries)) return 0;
+  const kept = entries.filter((entry) => {
+    const name = typeof entry === 'object' && entry !== null ? (entry as Record<string, unknown>)[shape.field] : undefined;
+    // An entry without a readable name cannot be decided: it is not shown.
+    return typeof name === 'string' && decide(policy, principal, { method: shape.method, name }).effect === 'allow';
+  });
+  (result as Record<string, unknown>)[shape.items] = kept;
+  return entries.length - kept.length;
+}
+
+/**
+ * Filters the list responses among `messages` (one JSON-RPC message or a batch, parsed); returns the
+ * JSON text to send, or undefined when nothing in it answers a list request (send the original bytes).
+ */
+export function filterMessages(policy: Policy, principal: PolicyPrincipal, lists: ListRequests, parsed: unknown): string | undefined {
+  const items = Array.isArray(parsed) ? parsed : [parsed];
+  let touched = false;
+  for (const item of items) {
+    if (typeof item !== 'object' || item === null) continue;
+    const message = item as Record<string, unknown>;
+    const id = message.id;
+    if ((typeof id !== 'string' && typeof id !== 'number') || !('result' in message)) continue;
+    const method = lists.get(id);
+    if (method === undefined) continue;
+    filterListResult(policy, principal, method, message.result);
+    touched = true;
+  }
+  return touched ? JSON.stringify(parsed) : undefined;
+}
+
+/** Bound on one SSE event held while it is parsed; past it the stream is cut, never passed unfiltered. */
+export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024;
+
+/**
+ * An SSE transform for a response that answers list requests: each event's `data` lines are joined; an
+ * event whose data is a response to one of `lists` is rewritten, every other event is passed byte for
+ * byte. Events are cut at blank lines (LF or CRLF); an event over the bound ends the stream with an error
+ * rather than pass an unfiltered list.
+ */
+export class SseListFilter extends Transform {
+  #pending = '';
+  readonly #decoder = new TextDecoder('utf-8');
+
+  constructor(
+    private readonly policy: Policy,
+    private readonly principal: PolicyPrincipal,
+    private readonly lists: ListRequests,
+  ) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    this.#pending += this.#decoder.decode(chunk, { stream: true });
+    let out = '';
+    for (;;) {
+      const end = eventEnd(this.#pending);
+      if (end === undefined) break;
+      out += this.#rewrite(this.#pending.slice(0, end.at)) + this.#pending.slice(end.at, end.at + end.length);
+      this.#pending = this.#pending.slice(end.at + end.length);
+    }
+    if (this.#pending.length > MAX_SSE_EVENT_BYTES) {
+      done(new Error('an SSE event larger than the list-filter bound'));
+      return;
+    }
+    done(null, out.length > 0 ? out : undefined);
+  }
+
+  override _flush(done: TransformCallback): void {
+    this.#pending += this.#decoder.decode();
+    done(null, this.#pending.length > 0 ? this.#rewrite(this.#pending) : undefined);
+  }
+
+  /** One event's text (without its terminating blank line). */
+  #rewrite(event: string): string {
+    const lines = event.split(/\r?\n/);
+    const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(l.startsWith('data: ') ? 6 : 5));
+    if (data.length === 0) return event;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(data.join('\n'));
+    } catch {
+      return event;
+    }
+    const filtered = filterMessages(this.policy, this.principal, this.lists, parsed);
+    if (filtered === undefined) return event;
+    const others = lines.filter((l) => !l.startsWith('data:'));
+    return [...others, `data: ${filtered}`].join('\n');
+  }
+}
+
+/** Where the first event of `text` ends: the index of its blank-line terminator and the terminator's length. */
+function eventEnd(text: string): { at: number; length: number } | undefined {
+  const lf = text.indexOf('\n\n');
+  const crlf = text.indexOf('\r\n\r\n');
+  if (lf === -1 && crlf === -1) return undefined;
+  if (crlf !== -1 && (lf === -1 || crlf < lf)) return { at: crlf, length: 4 };
+  return { at: lf, length: 2 };
+}

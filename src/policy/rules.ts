@@ -1,0 +1,323 @@
+// Per-tool policy: an ordered list of rules, each matching principals (kind, client, profile, scope, IdP
+// group, email domain) and MCP requests (JSON-RPC method and the tool, prompt or resource it names, with
+// globs), that allows or denies. The first matching rule decides; when none matches, the default does.
+// Compiled and validated once at start-up: an unknown field, an empty list or a rule that can never match
+// is a configuration error, not a rule that silently does nothing.
+
+import type { AuthKind } from '../credentials.ts';
+
+export type Effect = 'allow' | 'deny';
+
+/** What the sidecar knows of the caller when it decides; all of it comes from the token record. */
+export interface PolicyPrincipal {
+  kind: AuthKind;
+  subject: string;
+  clientId?: string | undefined;
+  /** Space-separated granted scopes (RFC 6749 §3.3). */
+  scope?: string | undefined;
+  profile?: string | undefined;
+  groups?: readonly string[] | undefined;
+  email?: string | undefined;
+}
+
+/** One JSON-RPC call as policy sees it: its method and, for name-bearing methods, the name or URI. */
+export interface PolicyRequest {
+  method: string;
+  name?: string | undefined;
+}
+
+export interface Decision {
+  effect: Effect;
+  /** The deciding rule's name, or `default`. */
+  rule: string;
+}
+
+/** Methods that name a target in their params: the tool or prompt `name`, or the resource `uri`. */
+export const NAME_BEARING_METHODS: Readonly<Record<string, 'name' | 'uri'>> = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+  'resources/subscribe': 'uri',
+  'resources/unsubscribe': 'uri',
+};
+
+/**
+ * Never decided by rules: the handshake, liveness and notifications carry no authority of their own,
+ * and list methods are answered with the entries this principal may use (see filterListResult).
+ */
+export function isAlwaysAllowed(method: string): boolean {
+  return method === 'initialize' || method === 'ping' || method.startsWith('notifications/') || method in LIST_METHODS;
+}
+
+/** List methods, the result array each answers with, the call an entry stands for and the field naming it. */
+export const LIST_METHODS: Readonly<Record<string, { items: string; method: string; field: string }>> = {
+  'tools/list': { items: 'tools', method: 'tools/call', field: 'name' },
+  'prompts/list': { items: 'prompts', method: 'prompts/get', field: 'name' },
+  'resources/list': { items: 'resources', method: 'resources/read', field: 'uri' },
+  'resources/templates/list': { items: 'resourceTemplates', method: 'resources/read', field: 'uriTemplate' },
+};
+
+const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
+const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests']);
+const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'profiles', 'scopes', 'groups', 'emailDomains']);
+const REQUEST_FIELDS = new Set(['methods', 'names']);
+const MAX_RULES = 1000;
+const MAX_PATTERN = 512;
+
+interface CompiledRule {
+  name: string;
+  effect: Effect;
+  kinds?: ReadonlySet<AuthKind>;
+  subjects?: Glob;
+  clientIds?: Glob;
+  profiles?: Glob;
+  /** The principal must hold at least one of these scopes (exact scope tokens). */
+  scopes?: readonly string[];
+  groups?: readonly string[];
+  emailDomains?: readonly string[];
+  methods?: Glob;
+  names?: Glob;
+}
+
+export interface Policy {
+  readonly defaultEffect: Effect;
+  readonly rules: readonly CompiledRule[];
+  /** Every scope a rule mentions: what an authorization server can offer (`scopes_supported`). */
+  readonly scopes: readonly string[];
+}
+
+/** `*` any run of characters (`/` included), `?` one character; everything else literal, case-sensitive. */
+export interface Glob {
+  readonly patterns: readonly string[];
+  test(value: string): boolean;
+}
+
+export function compileGlobs(patterns: readonly string[]): Glob {
+  const exact = new Set<string>();
+  const regexes: RegExp[] = [];
+  for (const p of patterns) {
+    if (!p.includes('*') && !p.includes('?')) exact.add(p);
+    else regexes.push(new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[\\s\\S]*').replace(/\?/g, '[\\s\\S]')}$`));
+  }
+  return {
+    patterns,
+    test: (value) => exact.has(value) || regexes.some((r) => r.test(value)),
+  };
+}
+
+/** Validates and compiles `input` (the `policy` section of config.yaml); every problem is reported. */
+export function compilePolicy(input: unknown, problems: string[]): Policy | undefined {
+  const before = problems.length;
+  if (!isObject(input)) {
+    problems.push('policy must be a mapping with `default` and `rules`');
+    return undefined;
+  }
+  for (const key of Object.keys(input)) {
+    if (key !== 'default' && key !== 'rules') problems.push(`policy.${key} is not a policy field (known: default, rules)`);
+  }
+  const defaultEffect = input.default ?? 'deny';
+  if (defaultEffect !== 'allow' && defaultEffect !== 'deny') problems.push('policy.default must be allow or deny');
+  const rawRules = input.rules;
+  if (!Array.isArray(rawRules) || rawRules.length === 0) {
+    problems.push('policy.rules must be a non-empty list (remove the policy section to turn policy off)');
+    return undefined;
+  }
+  if (rawRules.length > MAX_RULES) problems.push(`policy.rules may hold at most ${MAX_RULES} rules`);
+  const rules: CompiledRule[] = [];
+  const names = new Set<string>();
+  let unconditional: string | undefined;
+  rawRules.forEach((raw, i) => {
+    const where = `policy.rules[${i}]`;
+    const rule = compileRule(raw, where, problems);
+    if (!rule) return;
+    if (names.has(rule.name)) problems.push(`${where}: the name "${rule.name}" is used by an earlier rule`);
+    names.add(rule.name);
+    if (unconditional !== undefined) problems.push(`${where} ("${rule.name}") can never match: rule "${unconditional}" before it matches every request`);
+    if (isUnconditional(rule)) unconditional ??= rule.name;
+    rules.push(rule);
+  });
+  if (problems.length > before) return undefined;
+  const scopes = [...new Set(rules.flatMap((r) => r.scopes ?? []))];
+  return Object.freeze({ defaultEffect: defaultEffect as Effect, rules: Object.freeze(rules), scopes: Object.freeze(scopes) });
+}
+
+function compileRule(raw: unknown, where: string, problems: string[]): CompiledRule | undefined {
+  if (!isObject(raw)) {
+    problems.push(`${where} must be a mapping with name, effect, principals and/or requests`);
+    return undefined;
+  }
+  const before = problems.length;
+  unknownFields(raw, RULE_FIELDS, where, problems);
+  const name = raw.name;
+  if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) {
+    problems.push(`${where}.name must be 1-64 characters of letters, digits, '.', '_' or '-' (it labels metrics and audit events)`);
+  }
+  const effect = raw.effect;
+  if (effect !== 'allow' && effect !== 'deny') problems.push(`${where}.effect must be allow or deny`);
+  const rule: CompiledRule = { name: String(name), effect: effect as Effect };
+  if (raw.principals !== undefined) {
+    const p = raw.principals;
+    if (!isObject(p)) problems.push(`${where}.principals must be a mapping`);
+    else {
+      unknownFields(p, PRINCIPAL_FIELDS, `${where}.principals`, problems);
+      const kinds = stringList(p.kinds, `${where}.principals.kinds`, problems);
+      if (kinds) {
+        for (const k of kinds) if (!KINDS.includes(k as AuthKind)) problems.push(`${where}.principals.kinds: "${k}" is not one of user, oauth, master`);
+        rule.kinds = new Set(kinds as AuthKind[]);
+      }
+      const subjects = stringList(p.subjects, `${where}.principals.subjects`, problems);
+      if (subjects) rule.subjects = compileGlobs(subjects);
+      const clientIds = stringList(p.clientIds, `${where}.principals.clientIds`, problems);
+      if (clientIds) rule.clientIds = compileGlobs(clientIds);
+      const profiles = stringList(p.profiles, `${where}.principals.profiles`, problems);
+      if (profiles) rule.profiles = compileGlobs(profiles);
+      const scopes = stringList(p.scopes, `${where}.principals.scopes`, problems);
+      if (scopes) {
+        for (const s of scopes) if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) problems.push(`${where}.principals.scopes: "${s}" is not a scope token (RFC 6749 §3.3)`);
+        rule.scopes = scopes;
+      }
+      const groups = stringList(p.groups, `${where}.principals.groups`, problems);
+      if (groups) rule.groups = groups;
+      const domains = stringList(p.emailDomains, `${where}.principals.emailDomains`, problems);
+      if (domains) rule.emailDomains = domains.map((d) => d.toLowerCase());
+      impossiblePrincipals(rule, where, problems);
+    }
+  }
+  if (raw.requests !== undefined) {
+    const r = raw.requests;
+    if (!isObject(r)) problems.push(`${where}.requests must be a mapping`);
+    else {
+      unknownFields(r, REQUEST_FIELDS, `${where}.requests`, problems);
+      const methods = stringList(r.methods, `${where}.requests.methods`, problems);
+      if (methods) rule.methods = compileGlobs(methods);
+      const names = stringList(r.names, `${where}.requests.names`, problems);
+      if (names) rule.names = compileGlobs(names);
+      impossibleRequests(rule, where, problems);
+    }
+  }
+  return problems.length > before ? undefined : rule;
+}
+
+/** Facts a kind of token can never carry: client ids, scopes and profiles come with OAuth tokens only. */
+function impossiblePrincipals(rule: CompiledRule, where: string, problems: string[]): void {
+  if (!rule.kinds) return;
+  const oauth = rule.kinds.has('oauth');
+  const person = oauth || rule.kinds.has('user');
+  for (const [field, needs, has] of [
+    ['clientIds', 'oauth', rule.clientIds !== undefined && !oauth],
+    ['scopes', 'oauth', rule.scopes !== undefined && !oauth],
+    ['profiles', 'oauth', rule.profiles !== undefined && !oauth],
+    ['groups', 'user or oauth', rule.groups !== undefined && !person],
+    ['emailDomains', 'user or oauth', rule.emailDomains !== undefined && !person],
+  ] as const) {
+    if (has) problems.push(`${where} can never match: principals.${field} needs kinds to include ${needs}`);
+  }
+}
+
+/** Names are matched only on methods that carry one; a rule naming targets of other methods is dead. */
+function impossibleRequests(rule: CompiledRule, where: string, problems: string[]): void {
+  const methods = rule.methods;
+  if (!methods) return;
+  const reachable = methods.patterns.filter((p) => !isAlwaysAllowedPattern(p));
+  if (reachable.length === 0) {
+    problems.push(`${where} can never match: initialize, ping, notifications/* and list methods are always allowed (lists are filtered by the tools/call, prompts/get and resources/read rules)`);
+    return;
+  }
+  if (rule.names && !Object.keys(NAME_BEARING_METHODS).some((m) => methods.test(m))) {
+    problems.push(`${where} can never match: requests.names applies to ${Object.keys(NAME_BEARING_METHODS).join(', ')}, and requests.methods names none of them`);
+  }
+}
+
+function isAlwaysAllowedPattern(pattern: string): boolean {
+  return !pattern.includes('*') && !pattern.includes('?') && isAlwaysAllowed(pattern);
+}
+
+function isUnconditional(rule: CompiledRule): boolean {
+  return (
+    rule.kinds === undefined &&
+    rule.subjects === undefined &&
+    rule.clientIds === undefined &&
+    rule.profiles === undefined &&
+    rule.scopes === undefined &&
+    rule.groups === undefined &&
+    rule.emailDomains === undefined &&
+    rule.methods === undefined &&
+    rule.names === undefined
+  );
+}
+
+function principalMatches(rule: CompiledRule, p: PolicyPrincipal, scopes: readonly string[]): boolean {
+  if (rule.kinds && !rule.kinds.has(p.kind)) return false;
+  if (rule.subjects && !rule.subjects.test(p.subject)) return false;
+  if (rule.clientIds && (p.clientId === undefined || !rule.clientIds.test(p.clientId))) return false;
+  if (rule.profiles && (p.profile === undefined || !rule.profiles.test(p.profile))) return false;
+  if (rule.scopes && !rule.scopes.some((s) => scopes.includes(s))) return false;
+  if (rule.groups && !rule.groups.some((g) => p.groups?.includes(g) === true)) return false;
+  if (rule.emailDomains) {
+    const email = p.email?.toLowerCase() ?? '';
+    const at = email.lastIndexOf('@');
+    if (at === -1 || !rule.emailDomains.includes(email.slice(at + 1))) return false;
+  }
+  return true;
+}
+
+function requestMatches(rule: CompiledRule, r: PolicyRequest): boolean {
+  if (rule.methods && !rule.methods.test(r.method)) return false;
+  if (rule.names) {
+    if (!(r.method in NAME_BEARING_METHODS) || r.name === undefined) return false;
+    if (!rule.names.test(r.name)) return false;
+  }
+  return true;
+}
+
+function scopesOf(p: PolicyPrincipal): readonly string[] {
+  return p.scope ? p.scope.split(' ').filter((s) => s.length > 0) : [];
+}
+
+function decideWith(policy: Policy, p: PolicyPrincipal, scopes: readonly string[], r: PolicyRequest): Decision {
+  for (const rule of policy.rules) {
+    if (requestMatches(rule, r) && principalMatches(rule, p, scopes)) return { effect: rule.effect, rule: rule.name };
+  }
+  return { effect: policy.defaultEffect, rule: 'default' };
+}
+
+/** The first matching rule's effect, or the default. Always-allowed methods are the caller's business. */
+export function decide(policy: Policy, p: PolicyPrincipal, r: PolicyRequest): Decision {
+  return decideWith(policy, p, scopesOf(p), r);
+}
+
+/**
+ * For a denied call: a scope that, added to what the principal holds, would make the policy allow it
+ * (the `scope` of an `insufficient_scope` challenge, so the client can ask the user for it), or undefined
+ * when no scope would help. Checked by deciding again, so the answer is never a scope that still fails.
+ */
+export function stepUpScope(policy: Policy, p: PolicyPrincipal, r: PolicyRequest): string | undefined {
+  const held = scopesOf(p);
+  for (const rule of policy.rules) {
+    if (rule.effect !== 'allow' || !rule.scopes || !requestMatches(rule, r)) continue;
+    for (const candidate of rule.scopes) {
+      if (held.includes(candidate)) continue;
+      const widened = [...held, candidate];
+      if (decideWith(policy, p, widened, r).effect === 'allow') return [...widened].join(' ');
+    }
+  }
+  return undefined;
+}
+
+function stringList(value: unknown, where: string, problems: string[]): string[] | undefined {
+  if (value === undefined) return undefined;
+  const list = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(list) || list.length === 0 || !list.every((v) => typeof v === 'string' && v.length > 0 && v.length <= MAX_PATTERN)) {
+    problems.push(`${where} must be a non-empty list of non-empty strings (at most ${MAX_PATTERN} characters each); an empty list would never match`);
+    return undefined;
+  }
+  return list as string[];
+}
+
+function unknownFields(obj: Record<string, unknown>, known: ReadonlySet<string>, where: string, problems: string[]): void {
+  for (const key of Object.keys(obj)) if (!known.has(key)) problems.push(`${where}.${key} is not a known field (known: ${[...known].join(', ')})`);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

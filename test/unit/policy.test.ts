@@ -1,0 +1,193 @@
+// The policy engine as a pure function: validation of config (every problem named), first-match
+// decisions, globs, step-up scopes, JSON-RPC reading within bounds, and list filtering (JSON and SSE).
+
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { checkMirrorHeaders, parseClientMessages } from '../../src/policy/jsonrpc.ts';
+import { filterMessages, SseListFilter } from '../../src/policy/list-filter.ts';
+import { compileGlobs, compilePolicy, decide, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
+
+function compile(input: unknown): Policy {
+  const problems: string[] = [];
+  const policy = compilePolicy(input, problems);
+  expect(problems).toEqual([]);
+  return policy!;
+}
+
+function problemsOf(input: unknown): string[] {
+  const problems: string[] = [];
+  expect(compilePolicy(input, problems)).toBeUndefined();
+  return problems;
+}
+
+const alice: PolicyPrincipal = { kind: 'oauth', subject: 'alice', clientId: 'cli-1', scope: 'mcp:read', groups: ['eng'], email: 'alice@Example.com' };
+const ci: PolicyPrincipal = { kind: 'oauth', subject: 'ci-bot', clientId: 'ci-bot', scope: 'resources:read' };
+const user: PolicyPrincipal = { kind: 'user', subject: 'u-1', groups: ['ops'], email: 'bob@other.org' };
+
+const POLICY = {
+  default: 'deny',
+  rules: [
+    { name: 'no-deletes', effect: 'deny', requests: { methods: ['tools/call'], names: ['delete_*'] } },
+    { name: 'ci-reads', effect: 'allow', principals: { clientIds: ['ci-*'] }, requests: { methods: ['resources/read'] } },
+    { name: 'eng-search', effect: 'allow', principals: { groups: ['eng'], emailDomains: ['example.com'] }, requests: { methods: ['tools/call'], names: ['search', 'get_?'] } },
+    { name: 'writers', effect: 'allow', principals: { kinds: ['oauth'], scopes: ['mcp:write'] }, requests: { methods: ['tools/call'], names: ['write_*'] } },
+  ],
+};
+
+describe('policy: decisions', () => {
+  const policy = compile(POLICY);
+
+  it.each([
+    ['alice may search', alice, { method: 'tools/call', name: 'search' }, 'allow', 'eng-search'],
+    ['? matches one character', alice, { method: 'tools/call', name: 'get_x' }, 'allow', 'eng-search'],
+    ['? matches exactly one', alice, { method: 'tools/call', name: 'get_xy' }, 'deny', 'default'],
+    ['the first matching rule decides: deletes are denied even for eng', alice, { method: 'tools/call', name: 'delete_repo' }, 'deny', 'no-deletes'],
+    ['ci may read resources', ci, { method: 'resources/read', name: 'file:///a/b' }, 'allow', 'ci-reads'],
+    ['ci may not call tools', ci, { method: 'tools/call', name: 'search' }, 'deny', 'default'],
+    ['a user token from another domain may not search', user, { method: 'tools/call', name: 'search' }, 'deny', 'default'],
+    ['write needs the scope', alice, { method: 'tools/call', name: 'write_file' }, 'deny', 'default'],
+    ['with the scope, write is allowed', { ...alice, scope: 'mcp:read mcp:write' }, { method: 'tools/call', name: 'write_file' }, 'allow', 'writers'],
+  ] as const)('%s', (_label, principal, request, effect, rule) => {
+    expect(decide(policy, principal, request)).toEqual({ effect, rule });
+  });
+
+  it('the default decides when nothing matches, both ways', () => {
+    const open = compile({ default: 'allow', rules: [{ name: 'deny-x', effect: 'deny', requests: { methods: ['tools/call'], names: ['x'] } }] });
+    expect(decide(open, user, { method: 'tools/call', name: 'y' })).toEqual({ effect: 'allow', rule: 'default' });
+    expect(decide(open, user, { method: 'tools/call', name: 'x' })).toEqual({ effect: 'deny', rule: 'deny-x' });
+    const closed = compile({ rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'] } }] });
+    expect(closed.defaultEffect).toBe('deny');
+  });
+
+  it('globs: * spans slashes, regex metacharacters are literal', () => {
+    const g = compileGlobs(['file:///docs/*', 'a.b', 'x(y)+']);
+    expect(g.test('file:///docs/a/b/c.md')).toBe(true);
+    expect(g.test('a.b')).toBe(true);
+    expect(g.test('aXb')).toBe(false);
+    expect(g.test('x(y)+')).toBe(true);
+    expect(g.test('xyy')).toBe(false);
+  });
+
+  it('step-up: names the scope that would allow the call, keeping the ones held; none when no scope helps', () => {
+    expect(stepUpScope(policy, alice, { method: 'tools/call', name: 'write_file' })).toBe('mcp:read mcp:write');
+    expect(stepUpScope(policy, alice, { method: 'tools/call', name: 'delete_repo' })).toBeUndefined();
+    expect(stepUpScope(policy, user, { method: 'tools/call', name: 'write_file' })).toBeUndefined();
+  });
+
+  it('scopes_supported: every scope a rule names', () => {
+    expect(policy.scopes).toEqual(['mcp:write']);
+  });
+});
+
+describe('policy: validation reports every problem', () => {
+  it.each([
+    ['an unknown top-level field', { default: 'deny', rulez: [] }, /policy\.rulez is not a policy field/],
+    ['no rules', { default: 'deny', rules: [] }, /non-empty list/],
+    ['a bad default', { default: 'maybe', rules: [{ name: 'a', effect: 'allow' }] }, /policy\.default must be allow or deny/],
+    ['an unknown rule field', { rules: [{ name: 'a', effect: 'allow', tool: 'x' }] }, /rules\[0\]\.tool is not a known field/],
+    ['an unknown principal field', { rules: [{ name: 'a', effect: 'allow', principals: { group: ['x'] } }] }, /principals\.group is not a known field/],
+    ['an unknown request field', { rules: [{ name: 'a', effect: 'allow', requests: { tools: ['x'] } }] }, /requests\.tools is not a known field/],
+    ['a bad effect', { rules: [{ name: 'a', effect: 'permit' }] }, /effect must be allow or deny/],
+    ['a missing name', { rules: [{ effect: 'allow' }] }, /name must be/],
+    ['a duplicate name', { rules: [{ name: 'a', effect: 'deny', principals: { kinds: ['user'] } }, { name: 'a', effect: 'allow', principals: { kinds: ['oauth'] } }] }, /used by an earlier rule/],
+    ['an empty list', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: [] } }] }, /non-empty list/],
+    ['an unknown kind', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['admin'] } }] }, /"admin" is not one of/],
+    ['client ids on user tokens', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['user'], clientIds: ['x'] } }] }, /never match: principals\.clientIds needs kinds to include oauth/],
+    ['scopes on master', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'], scopes: ['x'] } }] }, /never match: principals\.scopes/],
+    ['groups on master', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'], groups: ['x'] } }] }, /never match: principals\.groups/],
+    ['names on methods without names', { rules: [{ name: 'a', effect: 'allow', requests: { methods: ['completion/complete'], names: ['x'] } }] }, /never match: requests\.names/],
+    ['rules on always-allowed methods', { rules: [{ name: 'a', effect: 'deny', requests: { methods: ['initialize', 'tools/list'] } }] }, /never match: initialize, ping/],
+    ['a rule after a catch-all', { rules: [{ name: 'all', effect: 'allow' }, { name: 'later', effect: 'deny', principals: { kinds: ['user'] } }] }, /"later"\) can never match: rule "all"/],
+    ['a scope that is not a scope token', { rules: [{ name: 'a', effect: 'allow', principals: { scopes: ['a b'] } }] }, /not a scope token/],
+  ])('%s', (_label, input, message) => {
+    expect(problemsOf(input).join('\n')).toMatch(message);
+  });
+
+  it('several problems at once', () => {
+    expect(problemsOf({ rules: [{ name: 'a', effect: 'x', foo: 1 }, { name: 'b', effect: 'allow', principals: { kinds: ['nope'] } }] })).toHaveLength(3);
+  });
+});
+
+describe('policy: JSON-RPC bodies', () => {
+  const parse = (text: string) => parseClientMessages(Buffer.from(text));
+
+  it('a single call, a batch, a notification and a response', () => {
+    expect(parse('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}')).toEqual({
+      batch: false,
+      messages: [{ call: { method: 'tools/call', name: 'search' }, id: 1 }],
+    });
+    const batch = parse('[{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":7,"result":{}}]');
+    expect(batch.batch).toBe(true);
+    expect(batch.messages.map((m) => m.call)).toEqual([{ method: 'resources/read', name: 'file:///x' }, { method: 'notifications/initialized' }, undefined]);
+  });
+
+  it.each([
+    ['not JSON', '{"jsonrpc":', /not JSON/],
+    ['not an object', '"hello"', /must be an object/],
+    ['not JSON-RPC 2.0', '{"jsonrpc":"1.0","id":1,"method":"x"}', /jsonrpc must be "2.0"/],
+    ['no method, result or error', '{"jsonrpc":"2.0","id":1}', /needs a method/],
+    ['a method that is not a string', '{"jsonrpc":"2.0","id":1,"method":42}', /method must be a non-empty string/],
+    ['an object id', '{"jsonrpc":"2.0","id":{},"method":"ping"}', /id must be a string or a number/],
+    ['a tool call without a name', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}', /params\.name/],
+    ['an empty batch', '[]', /empty JSON-RPC batch/],
+    ['a duplicate id', '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]', /duplicate id/],
+    ['too deep', `${'['.repeat(65)}${']'.repeat(65)}`, /nested deeper than 64/],
+    ['a huge batch', JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }))), /at most 100 messages/],
+  ])('%s is a 400', (_label, text, message) => {
+    try {
+      parse(text);
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toMatchObject({ status: 400, code: 'invalid_request' });
+      expect((err as Error).message).toMatch(message);
+    }
+  });
+
+  it('brackets inside strings do not count towards depth', () => {
+    expect(parse(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"s":"${'[{'.repeat(100)}\\"]"}}}`).messages).toHaveLength(1);
+  });
+
+  it('Mcp-Method / Mcp-Name must mirror the body when present', () => {
+    const { messages } = parse('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"café"}}');
+    expect(() => checkMirrorHeaders(undefined, undefined, messages)).not.toThrow();
+    expect(() => checkMirrorHeaders('tools/call', 'caf%C3%A9', messages)).not.toThrow();
+    expect(() => checkMirrorHeaders('tools/call', 'café', messages)).not.toThrow();
+    expect(() => checkMirrorHeaders('tools/list', undefined, messages)).toThrow(/Mcp-Method header does not match/);
+    expect(() => checkMirrorHeaders('tools/call', 'other', messages)).toThrow(/Mcp-Name header does not match/);
+    expect(() => checkMirrorHeaders('tools/call', '%E0%A4%A', messages)).toThrow(/Mcp-Name header does not match/);
+    const ping = parse('{"jsonrpc":"2.0","id":1,"method":"ping"}').messages;
+    expect(() => checkMirrorHeaders('ping', 'x', ping)).toThrow(/names no target/);
+  });
+});
+
+describe('policy: filtered lists', () => {
+  const policy = compile(POLICY);
+  const tools = { tools: [{ name: 'search' }, { name: 'delete_repo' }, { name: 'write_file' }, { description: 'no name' }], nextCursor: 'c2' };
+
+  it('JSON: removes what the principal may not call, keeps the cursor, touches no other response', () => {
+    const lists = new Map<string | number, string>([[3, 'tools/list']]);
+    const text = filterMessages(policy, alice, lists, { jsonrpc: '2.0', id: 3, result: structuredClone(tools) });
+    expect(JSON.parse(text!)).toEqual({ jsonrpc: '2.0', id: 3, result: { tools: [{ name: 'search' }], nextCursor: 'c2' } });
+    expect(filterMessages(policy, alice, lists, { jsonrpc: '2.0', id: 4, result: structuredClone(tools) })).toBeUndefined();
+    expect(filterMessages(policy, alice, lists, { jsonrpc: '2.0', id: 3, error: { code: -1, message: 'x' } })).toBeUndefined();
+  });
+
+  it('SSE: the list answer is rewritten wherever the chunks split it; other events pass byte for byte', async () => {
+    const lists = new Map<string | number, string>([['L', 'tools/list']]);
+    const stream = [
+      'event: message\r\nid: 1\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}\r\n\r\n',
+      `event: message\nid: 2\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 'L', result: tools })}\n\n`,
+      ': keep-alive\n\n',
+    ].join('');
+    for (const size of [1, 7, 64, stream.length]) {
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < stream.length; i += size) chunks.push(Buffer.from(stream.slice(i, i + size)));
+      let out = '';
+      for await (const c of Readable.from(chunks).pipe(new SseListFilter(policy, alice, lists))) out += String(c);
+      const events = out.split(/\r?\n\r?\n/);
+      expect(events[0]).toBe('event: message\r\nid: 1\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}');
+      expect(events[1]).toBe(`event: message\nid: 2\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 'L', result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`);
+      expect(events[2]).toBe(': keep-alive');
+    }
+  });
+});
