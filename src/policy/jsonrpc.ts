@@ -23,7 +23,7 @@ export interface ClientMessage {
 }
 
 export function invalidMessage(description: string): HttpError {
-  return new HttpError(400, 'invalid_request', description);
+  return new HttpError('invalid_request', description);
 }
 
 /** Parses `body` (UTF-8 JSON) into the messages it holds; throws a 400 HttpError on anything else. */
