@@ -113,6 +113,18 @@ export function list(doc: KeyDoc<string[]> & { default: string[] }): KeySpec<str
   });
 }
 
+/**
+ * A structured value (a mapping or list with its own grammar, e.g. the policy rules), read by `read`,
+ * which reports its own problems and answers undefined when there is any. Absent: undefined.
+ */
+export function structured<T>(type: string, doc: KeyDoc<T | undefined>, read: (raw: unknown, label: string, problems: Problems) => T | undefined): KeySpec<T | undefined> {
+  return key(type, undefined, doc, (raw, label, problems) => {
+    const before = problems.length;
+    const value = read(raw, label, problems);
+    return value === undefined || problems.length > before ? INVALID : value;
+  });
+}
+
 /** Every key of a tree with its dotted name, in declaration order. */
 export function keysOf(tree: KeyTree, path = ''): Array<[name: string, spec: KeySpec<unknown>]> {
   return Object.entries(tree).flatMap(([name, entry]) => {

@@ -9,8 +9,9 @@ import { isIP } from 'node:net';
 import { hostname, networkInterfaces } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { isTokenShaped, weakTokenReason } from './credentials.ts';
-import { boolean, choice, integer, keysOf, list, nearestKey, readTree, text, type KeyTree, type Overrides, type Problems, type ValuesOf } from './config-spec.ts';
+import { boolean, choice, integer, keysOf, list, nearestKey, readTree, structured, text, type KeyTree, type Overrides, type Problems, type ValuesOf } from './config-spec.ts';
 import { parseRedisUrl } from './store/redis.ts';
+import { compileRules } from './policy/rules.ts';
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -212,6 +213,22 @@ export const CONFIG_KEYS = {
       description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.',
     }),
     maxLen: integer({ default: 10000, min: 100, max: 10_000_000, description: 'Approximate length cap of the audit stream (`XADD … MAXLEN ~`).' }),
+  },
+  /** Per-tool policy on `POST /mcp` (src/policy/, docs/policy.md); off while `policy.rules` is unset. */
+  policy: {
+    rules: structured('list of rules', {
+      description:
+        'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy, `/mcp` bodies are streamed unparsed. Set: every `POST /mcp` body is read as JSON-RPC and decided.',
+    }, (raw, label, problems) => compileRules(raw, label, problems)),
+    default: choice(['allow', 'deny'], { default: 'deny', description: 'What a call no rule matches gets.' }),
+    maxBodyBytes: integer({
+      default: 1048576,
+      min: 1024,
+      max: 67108864,
+      description: 'With a policy, larger `POST /mcp` bodies are refused with 413 (the body must be read whole to be decided).',
+    }),
+    maxBatch: integer({ default: 100, min: 1, max: 10000, description: 'With a policy, JSON-RPC batches longer than this are refused with 400.' }),
+    maxDepth: integer({ default: 64, min: 2, max: 1024, description: 'With a policy, JSON nested deeper than this is refused with 400.' }),
   },
   logLevel: choice(LOG_LEVELS, { default: 'info', env: 'LOG_LEVEL', description: 'Log level: `debug`, `info`, `warn` or `error`.' }),
   logFormat: choice(LOG_FORMATS, {

@@ -105,9 +105,46 @@ export function compileGlobs(patterns: readonly string[]): Glob {
   };
 }
 
-/** Validates and compiles `input` (the `policy` section of config.yaml); every problem is reported. */
-export function compilePolicy(input: unknown, problems: string[]): Policy | undefined {
+/** The rules of `policy.rules`, compiled, with every scope they mention. */
+export interface CompiledRules {
+  readonly rules: readonly CompiledRule[];
+  readonly scopes: readonly string[];
+}
+
+/**
+ * Validates and compiles `policy.rules` (an ordered list); every problem is reported, named by `where`
+ * and the rule's index. undefined when there is any problem.
+ */
+export function compileRules(rawRules: unknown, where: string, problems: string[]): CompiledRules | undefined {
   const before = problems.length;
+  if (!Array.isArray(rawRules) || rawRules.length === 0) {
+    problems.push(`${where} must be a non-empty list of rules (leave it out to turn policy off)`);
+    return undefined;
+  }
+  if (rawRules.length > MAX_RULES) problems.push(`${where} may hold at most ${MAX_RULES} rules`);
+  const rules: CompiledRule[] = [];
+  const names = new Set<string>();
+  let unconditional: string | undefined;
+  rawRules.forEach((raw, i) => {
+    const at = `${where}[${i}]`;
+    const rule = compileRule(raw, at, problems);
+    if (!rule) return;
+    if (names.has(rule.name)) problems.push(`${at}: the name "${rule.name}" is used by an earlier rule`);
+    names.add(rule.name);
+    if (unconditional !== undefined) problems.push(`${at} ("${rule.name}") can never match: rule "${unconditional}" before it matches every request`);
+    if (isUnconditional(rule)) unconditional ??= rule.name;
+    rules.push(rule);
+  });
+  if (problems.length > before) return undefined;
+  return Object.freeze({ rules: Object.freeze(rules), scopes: Object.freeze([...new Set(rules.flatMap((r) => r.scopes ?? []))]) });
+}
+
+export function policyOf(defaultEffect: Effect, compiled: CompiledRules): Policy {
+  return Object.freeze({ defaultEffect, rules: compiled.rules, scopes: compiled.scopes });
+}
+
+/** A whole policy from `{default, rules}` (the CLI's `policy check --policy FILE`, tests). */
+export function compilePolicy(input: unknown, problems: string[]): Policy | undefined {
   if (!isObject(input)) {
     problems.push('policy must be a mapping with `default` and `rules`');
     return undefined;
@@ -117,28 +154,9 @@ export function compilePolicy(input: unknown, problems: string[]): Policy | unde
   }
   const defaultEffect = input.default ?? 'deny';
   if (defaultEffect !== 'allow' && defaultEffect !== 'deny') problems.push('policy.default must be allow or deny');
-  const rawRules = input.rules;
-  if (!Array.isArray(rawRules) || rawRules.length === 0) {
-    problems.push('policy.rules must be a non-empty list (remove the policy section to turn policy off)');
-    return undefined;
-  }
-  if (rawRules.length > MAX_RULES) problems.push(`policy.rules may hold at most ${MAX_RULES} rules`);
-  const rules: CompiledRule[] = [];
-  const names = new Set<string>();
-  let unconditional: string | undefined;
-  rawRules.forEach((raw, i) => {
-    const where = `policy.rules[${i}]`;
-    const rule = compileRule(raw, where, problems);
-    if (!rule) return;
-    if (names.has(rule.name)) problems.push(`${where}: the name "${rule.name}" is used by an earlier rule`);
-    names.add(rule.name);
-    if (unconditional !== undefined) problems.push(`${where} ("${rule.name}") can never match: rule "${unconditional}" before it matches every request`);
-    if (isUnconditional(rule)) unconditional ??= rule.name;
-    rules.push(rule);
-  });
-  if (problems.length > before) return undefined;
-  const scopes = [...new Set(rules.flatMap((r) => r.scopes ?? []))];
-  return Object.freeze({ defaultEffect: defaultEffect as Effect, rules: Object.freeze(rules), scopes: Object.freeze(scopes) });
+  const before = problems.length;
+  const compiled = compileRules(input.rules, 'policy.rules', problems);
+  return compiled && problems.length === before && (defaultEffect === 'allow' || defaultEffect === 'deny') ? policyOf(defaultEffect, compiled) : undefined;
 }
 
 function compileRule(raw: unknown, where: string, problems: string[]): CompiledRule | undefined {

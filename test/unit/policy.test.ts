@@ -5,6 +5,8 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { checkMirrorHeaders, parseClientMessages } from '../../src/policy/jsonrpc.ts';
 import { filterMessages, SseListFilter } from '../../src/policy/list-filter.ts';
+import { ConfigError, buildConfig } from '../../src/config.ts';
+import { generateToken } from '../../src/credentials.ts';
 import { compileGlobs, compilePolicy, decide, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
 
 function compile(input: unknown): Policy {
@@ -188,6 +190,32 @@ describe('policy: filtered lists', () => {
       expect(events[0]).toBe('event: message\r\nid: 1\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}');
       expect(events[1]).toBe(`event: message\nid: 2\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 'L', result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`);
       expect(events[2]).toBe(': keep-alive');
+    }
+  });
+});
+
+describe('policy: in config.yaml', () => {
+  const env = { BEARER_SECRET_MASTER: generateToken() };
+
+  it('absent: no policy; present: compiled with the default and bounds', () => {
+    expect(buildConfig({}, env).policy.rules).toBeUndefined();
+    const c = buildConfig({ policy: { default: 'allow', maxBatch: 5, rules: POLICY.rules } }, env);
+    expect(c.policy.rules?.rules.map((r) => r.name)).toEqual(['no-deletes', 'ci-reads', 'eng-search', 'writers']);
+    expect(c.policy.default).toBe('allow');
+    expect(c.policy.maxBatch).toBe(5);
+  });
+
+  it('problems in the rules are reported with the rest, named by their path', () => {
+    try {
+      buildConfig({ prot: 1, policy: { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['user'], clientIds: ['x'] } }, { name: 'b', effect: 'maybe' }], defualt: 'deny' } }, env);
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems.join('\n');
+      expect(problems).toMatch(/policy\.rules\[0\] can never match: principals\.clientIds/);
+      expect(problems).toMatch(/policy\.rules\[1\]\.effect must be allow or deny/);
+      expect(problems).toMatch(/unknown key "policy\.defualt" \(did you mean "policy\.default"\?\)/);
+      expect(problems).toMatch(/unknown key "prot"/);
     }
   });
 });
