@@ -3,7 +3,6 @@
 // Only responses to list requests are parsed (the caller knows which ids those are); every other message,
 // and every other byte of an SSE stream, passes as it came. `nextCursor` is kept: pagination still works.
 
-import { Transform, type TransformCallback } from 'node:stream';
 import { decide, LIST_METHODS, type Policy, type PolicyPrincipal } from './rules.ts';
 
 /** JSON-RPC ids of the list requests in one POST, with the list method each asked for. */
@@ -48,12 +47,12 @@ export function filterMessages(policy: Policy, principal: PolicyPrincipal, lists
 export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024;
 
 /**
- * An SSE transform for a response that answers list requests: each event's `data` lines are joined; an
- * event whose data is a response to one of `lists` is rewritten, every other event is passed byte for
- * byte. Events are cut at blank lines (LF or CRLF); an event over the bound ends the stream with an error
- * rather than pass an unfiltered list.
+ * Rewrites an SSE stream that answers list requests, fed chunk by chunk: each event's `data` lines are
+ * joined; an event whose data is a response to one of `lists` is rewritten, every other event is passed
+ * byte for byte. Events are cut at blank lines (LF or CRLF). Synchronous, so the caller keeps its own
+ * backpressure: what `feed` returns is written where the chunk would have been.
  */
-export class SseListFilter extends Transform {
+export class SseListRewriter {
   #pending = '';
   readonly #decoder = new TextDecoder('utf-8');
 
@@ -61,11 +60,10 @@ export class SseListFilter extends Transform {
     private readonly policy: Policy,
     private readonly principal: PolicyPrincipal,
     private readonly lists: ListRequests,
-  ) {
-    super();
-  }
+  ) {}
 
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+  /** The complete events `chunk` finishes, rewritten; throws past MAX_SSE_EVENT_BYTES. */
+  feed(chunk: Buffer): string {
     this.#pending += this.#decoder.decode(chunk, { stream: true });
     let out = '';
     for (;;) {
@@ -74,16 +72,16 @@ export class SseListFilter extends Transform {
       out += this.#rewrite(this.#pending.slice(0, end.at)) + this.#pending.slice(end.at, end.at + end.length);
       this.#pending = this.#pending.slice(end.at + end.length);
     }
-    if (this.#pending.length > MAX_SSE_EVENT_BYTES) {
-      done(new Error('an SSE event larger than the list-filter bound'));
-      return;
-    }
-    done(null, out.length > 0 ? out : undefined);
+    if (this.#pending.length > MAX_SSE_EVENT_BYTES) throw new Error('an SSE event larger than the list-filter bound');
+    return out;
   }
 
-  override _flush(done: TransformCallback): void {
+  /** What is left when the stream ends (an event without its blank line). */
+  end(): string {
     this.#pending += this.#decoder.decode();
-    done(null, this.#pending.length > 0 ? this.#rewrite(this.#pending) : undefined);
+    const rest = this.#pending.length > 0 ? this.#rewrite(this.#pending) : '';
+    this.#pending = '';
+    return rest;
   }
 
   /** One event's text (without its terminating blank line). */
