@@ -16,6 +16,8 @@ import { oauthRoutes } from './oauth/routes.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
+import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
+import { policyOf } from './policy/rules.ts';
 import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
 import { FailedAuthLimiter } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
@@ -130,6 +132,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     publicUrl,
     authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
     routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
+    policyGate: policyGateFor(config, metrics, audit, publicUrl),
   });
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
 
@@ -181,4 +184,18 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
     },
   };
+}
+
+/** The per-tool policy gate, when `policy.rules` is configured. */
+function policyGateFor(config: Config, metrics: Metrics, audit: Audit, publicUrl: () => string): PolicyGate | undefined {
+  const { rules, maxBodyBytes, maxBatch, maxDepth } = config.policy;
+  if (rules === undefined) return undefined;
+  return createPolicyGate({
+    policy: policyOf(config.policy.default, rules),
+    limits: { maxBatch, maxDepth },
+    maxBodyBytes,
+    metrics,
+    audit,
+    resourceMetadataUrl: () => `${publicUrl()}/.well-known/oauth-protected-resource/mcp`,
+  });
 }

@@ -19,6 +19,8 @@ const STATUS = {
   // RFC 6749 §5.2: 401 (with a challenge when the client used Basic); 400 is allowed when it did not.
   invalid_client: 401,
   unauthorized: 401,
+  // RFC 6750 §3.1: the token is valid but does not reach this far (per-tool policy).
+  insufficient_scope: 403,
   not_found: 404,
   method_not_allowed: 405,
   payload_too_large: 413,
@@ -38,6 +40,8 @@ const OTHER_STATUSES: { readonly [C in ErrorCode]?: readonly number[] } = { inva
 interface HttpErrorOptions {
   headers?: Record<string, string>;
   cause?: unknown;
+  /** A JSON body to send instead of `{error, error_description}` (a JSON-RPC error for an MCP client). */
+  body?: string;
 }
 
 export class HttpError extends Error {
@@ -45,6 +49,7 @@ export class HttpError extends Error {
   readonly status: number;
   readonly description: string | undefined;
   readonly headers: Readonly<Record<string, string>> | undefined;
+  readonly body: string | undefined;
 
   constructor(code: 'invalid_client', description?: string, options?: HttpErrorOptions & { status?: 400 | 401 });
   constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions);
@@ -59,6 +64,7 @@ export class HttpError extends Error {
     this.code = code;
     this.description = description;
     this.headers = options?.headers;
+    this.body = options?.body;
   }
 }
 
@@ -136,6 +142,18 @@ export function invalidBearerToken(resourceMetadataUrl: string): HttpError {
   });
 }
 
+/**
+ * RFC 6750 §3.1 / MCP step-up: the token is good but policy refuses the call. `scope`, when some scope
+ * would allow it, tells the client what to ask the user for; `body` is the JSON-RPC error answer.
+ */
+export function insufficientScope(resourceMetadataUrl: string, scope: string | undefined, body: string): HttpError {
+  const scopePart = scope === undefined ? '' : `, scope="${scope}"`;
+  return new HttpError('insufficient_scope', 'the token does not allow this call', {
+    headers: { 'www-authenticate': `Bearer error="insufficient_scope"${scopePart}, resource_metadata="${resourceMetadataUrl}"` },
+    body,
+  });
+}
+
 /** RFC 6749 §5.2: a client that tried Basic gets the Basic challenge with its 401. */
 export function invalidClient(usedBasic: boolean): HttpError {
   return new HttpError('invalid_client', 'client authentication failed', {
@@ -154,6 +172,10 @@ export function writeError(res: ServerResponse, err: HttpError): void {
     res.destroy();
     return;
   }
+  if (err.body !== undefined) {
+    writeJsonText(res, err.status, err.body, err.headers);
+    return;
+  }
   const body: Record<string, string> = { error: err.code };
   if (err.description !== undefined) body.error_description = err.description;
   writeJson(res, err.status, body, err.headers);
@@ -161,7 +183,10 @@ export function writeError(res: ServerResponse, err: HttpError): void {
 
 /** Writes a JSON success body with `Cache-Control: no-store` (responses may carry secrets shown once). */
 export function writeJson(res: ServerResponse, status: number, body: unknown, headers?: Readonly<Record<string, string>>): void {
-  const payload = JSON.stringify(body);
+  writeJsonText(res, status, JSON.stringify(body), headers);
+}
+
+function writeJsonText(res: ServerResponse, status: number, payload: string, headers?: Readonly<Record<string, string>>): void {
   res.statusCode = status;
   if (headers) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
   res.setHeader('content-type', 'application/json');

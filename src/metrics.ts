@@ -92,6 +92,12 @@ export class Metrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  readonly policyDenials = new Counter({
+    name: 'mcp_auth_policy_denials_total',
+    help: 'POST /mcp calls refused by the per-tool policy, by the deciding rule (never by tool or argument)',
+    labelNames: ['rule'] as const,
+    registers: [this.registry],
+  });
   readonly adminOperations = new Counter({
     name: 'mcp_auth_admin_operations_total',
     help: 'Admin operations by operation and HTTP status',

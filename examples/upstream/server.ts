@@ -22,6 +22,8 @@ export interface UpstreamOptions {
    * N small events, one write each, every one stamped with its send time; `events=0` stays open, idle.
    */
   syntheticStreams?: boolean;
+  /** Answer POSTs with one JSON body instead of an SSE stream (the transport's enableJsonResponse). */
+  jsonResponses?: boolean;
 }
 
 export interface RunningUpstream {
@@ -306,6 +308,7 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new MemoryEventStore(),
+      enableJsonResponse: opts.jsonResponses === true,
       onsessioninitialized: (id) => {
         sessions.set(id, { transport, server });
         log('session opened', id);

@@ -29,11 +29,27 @@ export interface ForwarderOptions {
   onError?: (err: Error, req: IncomingMessage) => void;
 }
 
+/**
+ * How a response body is rewritten on its way to the client (per-tool policy filters list answers):
+ * `whole` bodies are read in full (within `maxBytes`) and replaced, `stream` bodies are fed chunk by
+ * chunk and what `feed` returns is written in their place. Undefined for a content type: untouched.
+ */
+export type BodyRewriter =
+  | { kind: 'whole'; maxBytes: number; rewrite(body: Buffer): string | Buffer }
+  | { kind: 'stream'; feed(chunk: Buffer): string; end(): string };
+
+export interface ForwardOptions {
+  /** The request body, already read (and decided on) by the listener; sent instead of streaming `req`. */
+  body?: Buffer;
+  /** Chooses a rewriter by the upstream's Content-Type; responses it declines stream untouched. */
+  rewriteResponse?: (contentType: string) => BodyRewriter | undefined;
+}
+
 export interface Forwarder {
   /** Path of the upstream endpoint (e.g. `/mcp`); the client's query string is appended. */
   readonly upstreamPath: string;
   /** Records the upstream's answer on `req` (`upstreamStatus`). */
-  forward(req: ProxyRequest, res: ServerResponse, query: string): void;
+  forward(req: ProxyRequest, res: ServerResponse, query: string, options?: ForwardOptions): void;
   /** Ends open SSE responses cleanly (a client may resume elsewhere with Last-Event-ID). `GET` only, or all. */
   endStreams(which: 'get' | 'all'): number;
   /** Ends one open SSE response cleanly and tears down its upstream request; false if it is not one. */
@@ -55,7 +71,7 @@ const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 
 const SET_BY_POOL = new Set(['host', 'transfer-encoding', 'expect', 'connection', 'keep-alive', 'upgrade']);
 
 /** Request headers for the upstream: the client's (already rewritten) minus what the pool sets itself. */
-function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
+function upstreamHeaders(req: IncomingMessage, options: ForwardOptions | undefined): Record<string, string | string[]> {
   const headers = req.headers;
   const out: Record<string, string | string[]> = {};
   for (const name in headers) {
@@ -63,6 +79,9 @@ function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]
     const value = headers[name];
     if (value !== undefined) out[name] = value;
   }
+  if (options?.body !== undefined) out['content-length'] = String(options.body.length);
+  // A body that is to be rewritten must come uncompressed: the sidecar reads it.
+  if (options?.rewriteResponse !== undefined) delete out['accept-encoding'];
   return out;
 }
 
@@ -131,15 +150,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   return {
     upstreamPath,
-    forward(req, res, query) {
+    forward(req, res, query, options) {
       shared.inFlight.started();
-      const exchange = new Exchange(req, res, shared);
+      const exchange = new Exchange(req, res, shared, options?.rewriteResponse);
       pool.dispatch(
         {
           path: query === '' ? upstreamPath : `${upstreamPath}${query}`,
           method: req.method as Dispatcher.HttpMethod,
-          headers: upstreamHeaders(req),
-          body: bodyOf(req, maxBodyBytes),
+          headers: upstreamHeaders(req, options),
+          body: options?.body ?? bodyOf(req, maxBodyBytes),
         },
         exchange,
       );
@@ -209,11 +228,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   #clientGone = false;
   /** Something of the body went to the client (with the headers, in the same write). */
   #bodyStarted = false;
+  /** The rewriter this response's body goes through, once its headers have chosen one. */
+  #rewriter: BodyRewriter | undefined;
+  /** A `whole` rewrite: the status, headers and body held until the body is complete. */
+  #held: { status: number; statusText: string; headers: string[]; chunks: Buffer[]; size: number } | undefined;
 
   constructor(
     readonly req: ProxyRequest,
     readonly res: ServerResponse,
     shared: Shared,
+    private readonly chooseRewriter?: (contentType: string) => BodyRewriter | undefined,
   ) {
     this.#shared = shared;
     res.once('close', () => {
@@ -237,7 +261,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     req.upstreamStatus = statusCode;
     this.#shared.options.onUpstreamResult?.(statusCode, req);
     if (res.destroyed) return false;
-    const { headers, eventStream } = clientHeaders(rawHeaders);
+    let { headers, eventStream } = clientHeaders(rawHeaders);
+    if (this.chooseRewriter !== undefined) {
+      const rewriter = this.#chooseRewriter(headers);
+      if (rewriter === 'refuse') return false;
+      this.#rewriter = rewriter;
+      if (rewriter !== undefined) headers = withoutHeader(headers, 'content-length');
+      if (rewriter?.kind === 'whole') {
+        this.#held = { status: statusCode, statusText, headers, chunks: [], size: 0 };
+        return true;
+      }
+    }
     try {
       res.writeHead(statusCode, statusText, headers);
     } catch (err) {
@@ -253,6 +287,23 @@ class Exchange implements Dispatcher.DispatchHandler {
     const res = this.res;
     // Destroyed: the client left. Ended: the stream was ended here (endStream), maybe as it opened.
     if (res.destroyed || res.writableEnded) return false;
+    const rewriter = this.#rewriter;
+    if (rewriter !== undefined) {
+      if (rewriter.kind === 'whole') return this.#hold(chunk, rewriter.maxBytes);
+      try {
+        const out = rewriter.feed(chunk);
+        if (out.length === 0) return true;
+        return this.#write(out);
+      } catch (err) {
+        this.#breakOff(err as Error);
+        return false;
+      }
+    }
+    return this.#write(chunk);
+  }
+
+  #write(chunk: Buffer | string): boolean {
+    const res = this.res;
     this.#bodyStarted = true;
     if (res.write(chunk)) return true;
     if (!this.#waitingForDrain) {
@@ -266,7 +317,72 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    if (!this.res.destroyed) this.res.end();
+    const res = this.res;
+    if (res.destroyed || res.writableEnded) return;
+    const rewriter = this.#rewriter;
+    const held = this.#held;
+    if (rewriter?.kind === 'whole' && held !== undefined) {
+      let body: string | Buffer;
+      try {
+        body = rewriter.rewrite(Buffer.concat(held.chunks, held.size));
+      } catch (err) {
+        this.#breakOff(err as Error);
+        return;
+      }
+      res.writeHead(held.status, held.statusText, [...held.headers, 'Content-Length', String(Buffer.byteLength(body))]);
+      res.end(body);
+      return;
+    }
+    if (rewriter?.kind === 'stream') {
+      let rest: string;
+      try {
+        rest = rewriter.end();
+      } catch (err) {
+        this.#breakOff(err as Error);
+        return;
+      }
+      res.end(rest);
+      return;
+    }
+    res.end();
+  }
+
+  /** `refuse` for a body that must be rewritten but cannot be read (compressed): nothing unfiltered passes. */
+  #chooseRewriter(headers: string[]): BodyRewriter | undefined | 'refuse' {
+    let contentType = '';
+    let encoding = '';
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i]!.toLowerCase();
+      if (name === 'content-type') contentType = headers[i + 1]!.toLowerCase();
+      else if (name === 'content-encoding') encoding = headers[i + 1]!.toLowerCase();
+    }
+    const rewriter = this.chooseRewriter!(contentType);
+    if (rewriter === undefined || encoding === '' || encoding === 'identity') return rewriter;
+    this.#breakOff(new Error(`an upstream response to rewrite came with Content-Encoding ${encoding}`));
+    return 'refuse';
+  }
+
+  #hold(chunk: Buffer, maxBytes: number): boolean {
+    const held = this.#held!;
+    held.size += chunk.length;
+    if (held.size > maxBytes) {
+      this.#breakOff(new Error(`an upstream response to rewrite is larger than ${maxBytes} bytes`));
+      return false;
+    }
+    held.chunks.push(chunk);
+    return true;
+  }
+
+  /** A response that cannot be rewritten is not passed on as it is: 502 before the headers, cut after. */
+  #breakOff(err: Error): void {
+    const { req, res } = this;
+    this.#abort?.(err);
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    this.#shared.options.onError?.(err, req);
+    writeError(res, new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
   }
 
   onError(err: Error): void {
@@ -314,4 +430,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.res.end();
     this.#abort?.();
   }
+}
+
+function withoutHeader(headers: string[], lowerName: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() !== lowerName) out.push(headers[i]!, headers[i + 1]!);
+  return out;
 }

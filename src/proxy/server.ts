@@ -16,6 +16,7 @@ import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
+import type { PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
@@ -35,6 +36,8 @@ export interface ProxyDeps {
   routes?: readonly Route[];
   /** Counts failed authentications per client address (shared through the store). */
   authFailures?: FailedAuthLimiter;
+  /** Per-tool policy on POST /mcp; undefined when none is configured (bodies stream unparsed). */
+  policyGate?: PolicyGate;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
@@ -68,14 +71,16 @@ export function createProxyServer(deps: ProxyDeps): Server {
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     refuseAmbiguousFraming(req);
     const principal = await authenticate(req);
-    checkBodyLimit(req, config.proxy.maxBodyBytes);
-    rewriteHeaders(req, principal, addresses);
     req.principal = principal;
-    // The client left during the lookup: its response is already closed (and logged), so forwarding
-    // would hold an upstream request nobody reads and an in-flight slot that never frees.
+    checkBodyLimit(req, config.proxy.maxBodyBytes);
+    // With a policy, the body is read and every call in it decided before anything is forwarded.
+    const decided = deps.policyGate !== undefined && req.method === 'POST' ? await deps.policyGate.check(req, principal) : undefined;
+    rewriteHeaders(req, principal, addresses);
+    // The client left during the lookup (or while its body was read): its response is already closed
+    // (and logged), so forwarding would hold an upstream request nobody reads and an in-flight slot.
     if (res.destroyed) return;
     metrics.forwarded.inc();
-    forwarder.forward(req, res, req.clientUrl.slice(path.length));
+    forwarder.forward(req, res, req.clientUrl.slice(path.length), decided);
   }
 
   /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
