@@ -121,6 +121,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
 
+  const policyGate = policyGateFor(config, metrics, audit, publicUrl);
   const proxyServer = createProxyServer({
     config,
     store,
@@ -132,9 +133,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     publicUrl,
     authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
     routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
-    policyGate: policyGateFor(config, metrics, audit, publicUrl),
+    policyGate,
   });
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy });
 
   return {
     config,

@@ -106,6 +106,17 @@ export const OPERATIONS: Readonly<Record<string, OperationSpec>> = {
       'token-hash': { field: 'tokenHash', type: 'string', help: 'its SHA-256 (see `token hash`)' },
     },
   },
+  explainPolicy: {
+    summary: 'dry run of the per-tool policy: what a call with this token would get, and which rule decides',
+    flags: {
+      token: { field: 'token', type: 'string', help: 'the token; `-` reads it from stdin (keeps it out of ps)', stdin: true },
+      'token-hash': { field: 'tokenHash', type: 'string', help: 'its SHA-256 (see `token hash`)' },
+      method: { field: 'method', type: 'string', help: 'the JSON-RPC method, e.g. tools/call (required)' },
+      name: { field: 'name', type: 'string', help: 'the tool or prompt name, or the resource URI' },
+    },
+    render: (body: { effect: string; decidedBy: string; rule?: string; reason: string; scope?: string }) =>
+      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}\n`,
+  },
   listAuditEvents: {
     summary: 'the newest audit events, newest first',
     flags: { count: { field: 'count', type: 'integer', help: 'how many, 1 to 1000 (default 100)' } },

@@ -3,7 +3,9 @@
 
 import type { AuditInput } from '../audit.ts';
 import type { Clock } from '../clock.ts';
-import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
+import { decideToken, generateToken, hashToken, isTokenShaped, type MasterToken, type Principal } from '../credentials.ts';
+import { explainCall } from '../policy/rules.ts';
+import type { Policy } from '../policy/rules.ts';
 import { HttpError } from '../errors.ts';
 import { checkScope, provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
@@ -17,11 +19,29 @@ export interface AdminContext {
   store: TokenStore;
   clock: Clock;
   metrics: Metrics;
+  /** For explainPolicy: the master token is a principal of its own. */
+  masterToken?: MasterToken;
+  /** The per-tool policy (explainPolicy); undefined when none is configured. */
+  policy?: Policy | undefined;
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
 export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'detail'> };
 export type AdminOperation = (ctx: AdminContext, body: Record<string, unknown>) => Promise<AdminResult>;
+
+/** A token's SHA-256, from `token` (hashed here) or `tokenHash`: exactly one of them. */
+function requireTokenHash(body: Record<string, unknown>): string {
+  if (body.token !== undefined && body.tokenHash !== undefined) throw new HttpError('invalid_request', 'give either token or tokenHash, not both');
+  if (body.token !== undefined) {
+    if (typeof body.token !== 'string' || !isTokenShaped(body.token)) throw new HttpError('invalid_request', 'token must be 64 lowercase hex characters');
+    return hashToken(body.token);
+  }
+  if (body.tokenHash !== undefined) {
+    if (typeof body.tokenHash !== 'string' || !isTokenShaped(body.tokenHash)) throw new HttpError('invalid_request', 'tokenHash must be 64 lowercase hex characters');
+    return body.tokenHash;
+  }
+  throw new HttpError('invalid_request', 'token or tokenHash is required');
+}
 
 function requireClientId(body: Record<string, unknown>): string {
   const id = body.clientId;
@@ -80,20 +100,31 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
   },
 
   async revokeUserToken(ctx, body) {
-    let tokenHash: string;
-    if (body.token !== undefined && body.tokenHash !== undefined) throw new HttpError('invalid_request', 'give either token or tokenHash, not both');
-    if (body.token !== undefined) {
-      if (typeof body.token !== 'string' || !isTokenShaped(body.token)) throw new HttpError('invalid_request', 'token must be 64 lowercase hex characters');
-      tokenHash = hashToken(body.token);
-    } else if (body.tokenHash !== undefined) {
-      if (typeof body.tokenHash !== 'string' || !isTokenShaped(body.tokenHash)) throw new HttpError('invalid_request', 'tokenHash must be 64 lowercase hex characters');
-      tokenHash = body.tokenHash;
-    } else {
-      throw new HttpError('invalid_request', 'token or tokenHash is required');
-    }
+    const tokenHash = requireTokenHash(body);
     if (!(await ctx.store.revokeUserToken(tokenHash))) throw new HttpError('not_found');
     ctx.metrics.tokensRevoked.labels('user').inc();
     return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
+  },
+
+  /**
+   * Dry run of the per-tool policy: what a call (`method`, `name`) made with a token (`token` or
+   * `tokenHash`, as it stands in the store now) would get, which rule decides, and why.
+   */
+  async explainPolicy(ctx, body) {
+    const tokenHash = requireTokenHash(body);
+    const method = body.method;
+    if (typeof method !== 'string' || method.length === 0 || method.length > 256) throw new HttpError('invalid_request', 'method must be a JSON-RPC method name');
+    const name = body.name;
+    if (name !== undefined && (typeof name !== 'string' || name.length > 4096)) throw new HttpError('invalid_request', 'name must be a string');
+    let principal: Principal;
+    if (ctx.masterToken?.matchesHash(tokenHash) === true) principal = { kind: 'master', subject: 'master' };
+    else {
+      const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), ctx.clock.now());
+      if (!decision.ok) return { status: 200, body: { effect: 'deny', decidedBy: 'token', reason: `the token is ${decision.reason}: every request gets 401` }, audit: { tokenHashPrefix: tokenHash } };
+      principal = decision.principal;
+    }
+    const answer = explainCall(ctx.policy, principal, { method, name });
+    return { status: 200, body: answer, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
   },
 
   /** The newest audit events (empty when `audit.stream` is off), newest first; `count` 1..1000, default 100. */

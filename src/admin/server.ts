@@ -14,6 +14,7 @@ import type { Metrics } from '../metrics.ts';
 import type { TokenStore } from '../store/types.ts';
 import { serve } from '../http.ts';
 import { adminOperations } from './operations.ts';
+import type { Policy } from '../policy/rules.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
 export interface AdminDeps {
@@ -24,6 +25,8 @@ export interface AdminDeps {
   audit: Audit;
   masterToken: MasterToken;
   maxBodyBytes: number;
+  /** The per-tool policy, for `explainPolicy`; undefined when none is configured. */
+  policy?: Policy | undefined;
 }
 
 const UNAUTHORIZED = new HttpError('unauthorized');
@@ -53,7 +56,7 @@ export function createAdminServer(deps: AdminDeps): Server {
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
       if (!op) throw new HttpError('not_found');
-      const result = await op({ store, clock: deps.clock, metrics }, body);
+      const result = await op({ store, clock: deps.clock, metrics, masterToken, policy: deps.policy }, body);
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);

@@ -28,6 +28,7 @@ export interface PolicyGateOptions {
 }
 
 export interface PolicyGate {
+  readonly policy: Policy;
   /** The forwarding options for an allowed body; throws the HttpError to answer with otherwise. */
   check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions>;
 }
@@ -35,6 +36,7 @@ export interface PolicyGate {
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   const { policy, limits, metrics, audit } = options;
   return {
+    policy,
     async check(req, principal) {
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;

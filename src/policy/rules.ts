@@ -339,3 +339,26 @@ function unknownFields(obj: Record<string, unknown>, known: ReadonlySet<string>,
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
+
+/** What a dry run tells: the effect, what decided it, and for a denial the step-up scope if any. */
+export interface Explanation {
+  effect: Effect;
+  decidedBy: 'no policy' | 'always allowed' | 'rule' | 'default';
+  rule?: string;
+  reason: string;
+  scope?: string;
+  principal: PolicyPrincipal;
+}
+
+/** The decision for one call, explained (the admin operation `explainPolicy` and its CLI command). */
+export function explainCall(policy: Policy | undefined, p: PolicyPrincipal, r: PolicyRequest): Explanation {
+  const principal = { ...p };
+  if (policy === undefined) return { effect: 'allow', decidedBy: 'no policy', reason: 'no policy is configured: every call of a valid token is forwarded', principal };
+  if (isAlwaysAllowed(r.method)) {
+    return { effect: 'allow', decidedBy: 'always allowed', reason: `${r.method} is never decided by rules (handshake, liveness, notifications; list answers are filtered)`, principal };
+  }
+  const d = decide(policy, p, r);
+  const scope = d.effect === 'deny' ? stepUpScope(policy, p, r) : undefined;
+  const reason = d.rule === 'default' ? `no rule matches; the policy's default is ${d.effect}` : `rule "${d.rule}" is the first that matches this principal and call`;
+  return { effect: d.effect, decidedBy: d.rule === 'default' ? 'default' : 'rule', ...(d.rule === 'default' ? {} : { rule: d.rule }), reason, ...(scope ? { scope } : {}), principal };
+}

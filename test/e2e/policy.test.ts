@@ -181,6 +181,19 @@ describe('per-tool policy: principals and bad bodies', () => {
     }
   });
 
+  it('explainPolicy: which rule decides, and why (a dry run over the admin listener)', async () => {
+    const explain = (body: Record<string, unknown>) => stack.admin('explainPolicy', body);
+    expect((await explain({ token: oauth, method: 'tools/call', name: 'echo' })).body).toMatchObject({ effect: 'allow', decidedBy: 'rule', rule: 'everyone-echo' });
+    expect((await explain({ token: oauth, method: 'tools/call', name: 'add' })).body).toMatchObject({ effect: 'deny', decidedBy: 'default', scope: 'mcp:math' });
+    expect((await explain({ token: oauth, method: 'tools/call', name: 'big' })).body).toMatchObject({ effect: 'deny', decidedBy: 'rule', rule: 'never-big' });
+    expect((await explain({ token: stack.masterToken, method: 'prompts/get', name: 'greet' })).body).toMatchObject({ effect: 'deny', principal: { kind: 'master' } });
+    expect((await explain({ token: oauth, method: 'tools/list' })).body).toMatchObject({ effect: 'allow', decidedBy: 'always allowed' });
+    expect((await explain({ token: randomBytes(32).toString('hex'), method: 'tools/call', name: 'echo' })).body).toMatchObject({ effect: 'deny', decidedBy: 'token' });
+    const bad = await explain({ token: oauth });
+    expect(bad).toMatchObject({ status: 400, body: { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' } });
+    expect((await explain({ method: 'tools/call' })).status).toBe(400);
+  });
+
   it('a denial is an audit event naming the rule, and a metric labelled by rule only', async () => {
     const s = await connect(stack.mcpUrl, oauth);
     try {

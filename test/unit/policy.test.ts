@@ -6,7 +6,7 @@ import { checkMirrorHeaders, parseClientMessages } from '../../src/policy/jsonrp
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
 import { ConfigError, buildConfig } from '../../src/config.ts';
 import { generateToken } from '../../src/credentials.ts';
-import { compileGlobs, compilePolicy, decide, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
+import { compileGlobs, compilePolicy, decide, explainCall, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
 
 function compile(input: unknown): Policy {
   const problems: string[] = [];
@@ -73,6 +73,13 @@ describe('policy: decisions', () => {
     expect(stepUpScope(policy, alice, { method: 'tools/call', name: 'write_file' })).toBe('mcp:read mcp:write');
     expect(stepUpScope(policy, alice, { method: 'tools/call', name: 'delete_repo' })).toBeUndefined();
     expect(stepUpScope(policy, user, { method: 'tools/call', name: 'write_file' })).toBeUndefined();
+  });
+
+  it('explainCall: no policy, always allowed, a rule, the default', () => {
+    expect(explainCall(undefined, alice, { method: 'tools/call', name: 'x' })).toMatchObject({ effect: 'allow', decidedBy: 'no policy' });
+    expect(explainCall(policy, alice, { method: 'initialize' })).toMatchObject({ effect: 'allow', decidedBy: 'always allowed' });
+    expect(explainCall(policy, alice, { method: 'tools/call', name: 'delete_x' })).toMatchObject({ effect: 'deny', decidedBy: 'rule', rule: 'no-deletes' });
+    expect(explainCall(policy, alice, { method: 'tools/call', name: 'write_x' })).toMatchObject({ effect: 'deny', decidedBy: 'default', scope: 'mcp:read mcp:write' });
   });
 
   it('scopes_supported: every scope a rule names', () => {
