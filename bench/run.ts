@@ -13,7 +13,7 @@
 // stream); a soak (RSS start/end). Prints a markdown report and writes it to bench/results/latest.md.
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
-// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,post,sse,idle,soak,
+// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,post,sse,idle,soak,
 // BENCH_FAST_TARGETS (direct,nginx,peer,http-proxy,undici,sidecar; also sidecar-user, sidecar-warn,
 // baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
@@ -32,6 +32,7 @@ import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { startRedisServer, type RedisServer } from '../test/support/redis-server.ts';
 import type { ProcessStats } from './child-ipc.ts';
 import { SIDECAR_ENGINE, fastChecks, fastReport, fastScenario, type FastKey, type FastResults } from './fast.ts';
+import { policyChecks, policyReport, policyScenario, type PolicyResults } from './policy.ts';
 import { Child, fmt, percentile, sortedCopy, table } from './lib.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -50,7 +51,7 @@ const SSE_EVENTS = QUICK ? 1000 : 10_000;
 const SSE_ROUNDS = QUICK ? 1 : 3;
 const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
 const CPU_PROF = env.BENCH_CPU_PROF === '1';
-const ONLY = new Set((env.BENCH_ONLY ?? 'fast,post,sse,idle,soak').split(',').map((s) => s.trim()));
+const ONLY = new Set((env.BENCH_ONLY ?? 'fast,policy,post,sse,idle,soak').split(',').map((s) => s.trim()));
 const FAST_TARGETS = (env.BENCH_FAST_TARGETS ?? `direct,nginx,peer,http-proxy,undici,sidecar${env.BENCH_BASELINE ? ',baseline' : ''}`).split(',').map((s) => s.trim()) as FastKey[];
 const FAST_CONNECTIONS = (env.BENCH_FAST_CONNECTIONS ?? '1,32').split(',').map(Number);
 const FAST_ROUNDS = Number(env.BENCH_FAST_ROUNDS ?? (QUICK ? 1 : 3));
@@ -58,7 +59,7 @@ const FAST_ROUNDS = Number(env.BENCH_FAST_ROUNDS ?? (QUICK ? 1 : 3));
 // BENCH_TARGETS with g: the same pass-through as (e) on http-proxy-3 (the maintained fork), side by side.
 const BASELINE = env.BENCH_BASELINE;
 const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
-const PARTIAL = QUICK || ONLY.size < 5 || env.BENCH_FAST_TARGETS !== undefined || env.BENCH_FAST_CONNECTIONS !== undefined || TARGETS.size < 5 || BASELINE !== undefined || env.BENCH_CONNECTIONS !== undefined;
+const PARTIAL = QUICK || ONLY.size < 6 || env.BENCH_FAST_TARGETS !== undefined || env.BENCH_FAST_CONNECTIONS !== undefined || TARGETS.size < 5 || BASELINE !== undefined || env.BENCH_CONNECTIONS !== undefined;
 
 type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 interface Target {
@@ -125,7 +126,7 @@ async function setUp() {
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
-  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string } = {}) => {
+  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object } = {}) => {
     const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
     try {
       const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
@@ -135,6 +136,7 @@ async function setUp() {
           BENCH_REDIS_URL: redisServer!.url,
           BENCH_UPSTREAM_URL: options.upstreamUrl ?? upstreamUrl,
           BENCH_LOG_LEVEL: options.logLevel ?? env.BENCH_LOG_LEVEL ?? 'info',
+          ...(options.policy ? { BENCH_POLICY: JSON.stringify(options.policy) } : {}),
         },
         execArgv: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
         stdout: logFd,
@@ -674,6 +676,7 @@ function uptime(): string {
 
 interface Results {
   fast?: FastResults;
+  policy?: PolicyResults;
   post?: Map<number, Map<TargetKey, CellSummary>>;
   sse?: Map<TargetKey, SseSummary>;
   idle?: Map<TargetKey, IdleSummary>;
@@ -699,6 +702,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   );
   out.push('');
   if (results.fast) out.push(...fastReport(results.fast, 1));
+  if (results.policy) out.push(...policyReport(results.policy));
 
   if (results.post) {
     out.push('### MCP SDK upstream: JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer), the realistic scenario', '');
@@ -792,7 +796,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   }
 
   out.push('### Against the targets', '');
-  const checks: string[][] = results.fast ? fastChecks(results.fast) : [];
+  const checks: string[][] = [...(results.fast ? fastChecks(results.fast) : []), ...(results.policy ? policyChecks(results.policy) : [])];
   const one = results.post?.get(1);
   if (results.post) {
     for (const [connections, cells] of results.post) {
@@ -871,6 +875,24 @@ async function main(): Promise<void> {
     } finally {
       // The fast scenario's processes stop here: the MCP scenarios that follow get the cores to themselves.
       await Promise.allSettled(fastChildren.map((c) => c.stop()));
+    }
+  }
+  if (ONLY.has('policy')) {
+    const policyChildren: Child[] = [];
+    const keep = (c: Child) => (policyChildren.push(c), children.push(c), c);
+    try {
+      results.policy = await policyScenario({
+        tmp,
+        oauthToken,
+        connections: FAST_CONNECTIONS,
+        rounds: FAST_ROUNDS,
+        seconds: CELL_SECONDS,
+        startUpstream: async () => keep(await Child.start('policy fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
+        startSidecar: async (name, to, policy) => keep(await spawnSidecar(name, { upstreamUrl: to, ...(policy ? { policy } : {}) })),
+        log,
+      });
+    } finally {
+      await Promise.allSettled(policyChildren.map((c) => c.stop()));
     }
   }
   if (ONLY.has('post')) results.post = await postScenario(targets.filter((t) => TARGETS.has(t.key)), upstream);

@@ -24,6 +24,8 @@ const config = buildConfig(
     // limiter on, it would measure 429s after the first 120.
     rateLimits: { failedAuthPerMinute: 0 },
     logLevel: (env.BENCH_LOG_LEVEL ?? 'info') as LogLevel,
+    // BENCH_POLICY: a per-tool policy as JSON (the policy scenario); absent, none.
+    ...(env.BENCH_POLICY ? { policy: JSON.parse(env.BENCH_POLICY) as object } : {}),
   },
   {},
 );
