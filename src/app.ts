@@ -21,7 +21,8 @@ import { policyOf } from './policy/rules.ts';
 import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
 import { FailedAuthLimiter } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
-import { RedisTokenStore, connectRedis, createRedisClient } from './store/redis.ts';
+import { RedisTokenStore } from './store/redis.ts';
+import { connectRedis, createRedisClient } from './store/redis-connection.ts';
 import type { TokenStore } from './store/types.ts';
 
 export interface SidecarOptions {

@@ -13,7 +13,7 @@
 import { isClientIdShaped } from './clients.ts';
 import type { Clock } from './clock.ts';
 import { describe, type Logger } from './logger.ts';
-import type { AuditEvent, StoredAuditEvent, TokenStore } from './store/types.ts';
+import type { AuditEvent, AuditStorage, StoredAuditEvent } from './store/types.ts';
 
 export type { AuditEvent, StoredAuditEvent };
 
@@ -21,7 +21,7 @@ export type AuditInput = Omit<AuditEvent, 'at'>;
 
 export interface AuditOptions {
   logger: Logger;
-  store: TokenStore;
+  store: AuditStorage;
   clock: Clock;
   /** Append to the Redis stream as well as to the log. */
   stream: boolean;

@@ -7,7 +7,7 @@ import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
 import { resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
-import type { ClientRecord, TokenEndpointAuthMethod, TokenStore } from './store/types.ts';
+import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
 /** C0 and C1 controls, DEL and the Unicode line separators: never part of a stored name or URI. */
@@ -97,7 +97,7 @@ export function checkScope(value: unknown, field = 'scope'): string | undefined 
  * once here and never again. `kind` only changes the error code (RFC 7591 names its own).
  */
 export async function provisionClient(
-  store: TokenStore,
+  store: ClientStorage & ProfileStorage,
   clock: Clock,
   input: ClientMetadataInput,
   source: 'admin' | 'dcr',

@@ -10,7 +10,7 @@ import { hostname, networkInterfaces } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { isTokenShaped, weakTokenReason } from './credentials.ts';
 import { boolean, choice, integer, keysOf, list, nearestKey, readTree, structured, text, type KeyTree, type Overrides, type Problems, type ValuesOf } from './config-spec.ts';
-import { parseRedisUrl } from './store/redis.ts';
+import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
 import { compileRules } from './policy/rules.ts';
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
@@ -52,7 +52,7 @@ export const CONFIG_KEYS = {
         try {
           parseRedisUrl(url);
         } catch (err) {
-          problems.push(`${label} "${url.replace(/\/\/[^@/]*@/, '//***@')}": ${(err as Error).message}`);
+          problems.push(`${label} "${redactRedisUrl(url)}": ${(err as Error).message}`);
         }
       },
     }),

@@ -6,6 +6,8 @@ import { ConfigError, configFlagNames, loadConfig, parseConfigFlags, type Config
 import { createSidecar, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
 import { createLogger, describe } from './logger.ts';
+import { RedisConnectError } from './store/redis-connection.ts';
+import { redactRedisUrl } from './store/redis-url.ts';
 
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config] [--<key> VALUE ...]
 
@@ -83,11 +85,7 @@ async function main(): Promise<void> {
   try {
     store = await openStore(config, systemClock, logger);
   } catch (err) {
-    const where = config.redis.url.replace(/\/\/[^@/]*@/, '//***@');
-    fail(
-      `cannot reach Redis at ${where} (${(err as Error).message}). Start Redis or point REDIS_URL at a reachable one ` +
-        '(redis://host:port, rediss://, redis+sentinel://, redis+cluster://); the sidecar never runs without its store.',
-    );
+    fail(redisStartupProblem(config.redis.url, err));
   }
 
   const sidecar = await createSidecar({ config, store, logger });
@@ -118,6 +116,21 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+/** One paragraph on why Redis could not be used at start-up, and what to change. */
+function redisStartupProblem(url: string, err: unknown): string {
+  const where = redactRedisUrl(url);
+  const forms = '(redis://host:port, rediss://, redis+sentinel://, redis+cluster://)';
+  const failure = err instanceof RedisConnectError ? err.failure : 'timeout';
+  const why = err instanceof Error ? err.message : String(err);
+  if (failure === 'refused') {
+    return `cannot reach Redis at ${where}: the connection was refused (${why}), so nothing listens there. Start Redis, or point REDIS_URL at a running one ${forms}; the sidecar never runs without its store.`;
+  }
+  if (failure === 'auth') {
+    return `Redis at ${where} refused the sidecar's credentials (${why}). Put the password, and the ACL user if there is one, in REDIS_URL as redis://user:password@host:port (percent-encode special characters); the sidecar never runs without its store.`;
+  }
+  return `cannot reach Redis at ${where} (${why}). Start Redis or point REDIS_URL at a reachable one ${forms}; the sidecar never runs without its store.`;
 }
 
 main().catch((err: unknown) => {

@@ -5,7 +5,6 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from './credentials.ts';
-import type { TokenStore } from './store/types.ts';
 
 export type RequestOutcome = 'forwarded' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
@@ -157,7 +156,7 @@ function bound<K>(cache: Map<K, Counter.Internal>, key: K, make: () => Counter.I
  * original object (its private fields stay reachable); getters, synchronous helpers and `close` pass
  * through untouched.
  */
-export function instrumentStore<T extends TokenStore>(store: T, metrics: Metrics): T {
+export function instrumentStore<T extends object>(store: T, metrics: Metrics): T {
   const wrapped = new Map<PropertyKey, unknown>();
   return new Proxy(store, {
     get(target, prop) {

@@ -4,7 +4,7 @@
 // profile by hand and seeding never overwrites it. A profile missing from the store falls back to the
 // built-in definition of the same name.
 
-import type { ProfileRecord, TokenStore } from './store/types.ts';
+import type { ProfileRecord, ProfileStorage } from './store/types.ts';
 
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_REFRESH_TOKEN = 'refresh_token';
@@ -42,7 +42,7 @@ export function defaultProfileRecords(now: number): ProfileRecord[] {
 }
 
 /** The stored profile, else the built-in one of that name, else null. */
-export async function resolveProfile(store: TokenStore, name: string, now: number): Promise<ProfileRecord | null> {
+export async function resolveProfile(store: ProfileStorage, name: string, now: number): Promise<ProfileRecord | null> {
   const stored = await store.getProfile(name);
   if (stored) return stored;
   const builtIn = DEFAULT_PROFILES.find((p) => p.name === name);

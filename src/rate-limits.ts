@@ -8,7 +8,7 @@
 import type { Clock } from './clock.ts';
 import { tooManyRequests } from './errors.ts';
 import { describe, type Logger } from './logger.ts';
-import type { TokenStore } from './store/types.ts';
+import type { CounterStorage } from './store/types.ts';
 
 const WINDOW_MS = 60_000;
 const MAX_BLOCKED = 100_000;
@@ -18,7 +18,7 @@ export class FailedAuthLimiter {
   readonly #blocked = new Map<string, number>();
 
   constructor(
-    private readonly store: TokenStore,
+    private readonly store: CounterStorage,
     private readonly limitPerMinute: number,
     private readonly clock: Clock,
     private readonly logger: Logger,
@@ -51,7 +51,7 @@ export class FailedAuthLimiter {
 }
 
 /** Throws 429 when `key` has made more than `limitPerMinute` token requests in the current window. */
-export async function limitTokenRequests(store: TokenStore, key: string, limitPerMinute: number): Promise<void> {
+export async function limitTokenRequests(store: CounterStorage, key: string, limitPerMinute: number): Promise<void> {
   if (limitPerMinute === 0) return;
   const { count, resetMs } = await store.hitCounter(`token:${key}`, WINDOW_MS);
   if (count > limitPerMinute) throw tooManyRequests(Math.ceil(resetMs / 1000), 'too many token requests for this client');

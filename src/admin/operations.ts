@@ -10,13 +10,16 @@ import { HttpError } from '../errors.ts';
 import { checkScope, provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords } from '../profiles.ts';
-import type { TokenStore } from '../store/types.ts';
+import type { AuditStorage, ClientStorage, ProfileStorage, TokenStorage } from '../store/types.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
 export const MAX_AUDIT_EVENTS = 1000;
 
+/** The parts of the store the admin operations use. */
+export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage;
+
 export interface AdminContext {
-  store: TokenStore;
+  store: AdminStore;
   clock: Clock;
   metrics: Metrics;
   /** For explainPolicy: the master token is a principal of its own. */

@@ -11,14 +11,14 @@ import type { Audit, AuditInput } from '../audit.ts';
 import { HttpError, httpErrorFor, storeUnavailable, writeJson } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { TokenStore } from '../store/types.ts';
+import type { StoreHealth } from '../store/types.ts';
 import { serve } from '../http.ts';
-import { adminOperations } from './operations.ts';
+import { adminOperations, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
 export interface AdminDeps {
-  store: TokenStore;
+  store: AdminStore & StoreHealth;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;

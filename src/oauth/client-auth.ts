@@ -7,7 +7,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { hashToken } from '../credentials.ts';
 import { HttpError, invalidClient } from '../errors.ts';
-import type { ClientRecord, TokenStore } from '../store/types.ts';
+import type { ClientRecord, ClientStorage } from '../store/types.ts';
 
 export interface AuthenticatedClient {
   client: ClientRecord;
@@ -54,7 +54,7 @@ function secretMatches(client: ClientRecord, secret: string): boolean {
 export async function authenticateClient(
   req: IncomingMessage,
   form: Form,
-  store: TokenStore,
+  store: ClientStorage,
 ): Promise<AuthenticatedClient | null> {
   const header = req.headers.authorization;
   const usedBasic = typeof header === 'string' && /^basic /i.test(header);

@@ -8,12 +8,15 @@ import { parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { TokenStore } from '../store/types.ts';
+import type { ClientStorage, CounterStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
 import type { IdpVerifier } from './idp.ts';
+
+/** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
+export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & ProfileStorage & CounterStorage;
 
 export interface OAuthContext {
   readonly config: Config;
-  readonly store: TokenStore;
+  readonly store: OAuthStore;
   readonly clock: Clock;
   readonly logger: Logger;
   /** Tokens issued and revoked, by kind. */

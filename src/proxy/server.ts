@@ -13,7 +13,7 @@ import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, to
 import { pathOf, serve, type Route } from '../http.ts';
 import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { TokenStore } from '../store/types.ts';
+import type { StoreHealth, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import type { PolicyGate } from '../policy/gate.ts';
@@ -24,7 +24,7 @@ import { ProxyRequest } from './request.ts';
 
 export interface ProxyDeps {
   config: Config;
-  store: TokenStore;
+  store: TokenStorage & StoreHealth;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
@@ -216,7 +216,7 @@ function checkBodyLimit(req: IncomingMessage, max: number): void {
   // they stream (src/proxy/forwarder.ts, maxBodyBytes).
 }
 
-async function answerHealth(res: ServerResponse, store: TokenStore, upstream: Config['upstream']): Promise<void> {
+async function answerHealth(res: ServerResponse, store: StoreHealth, upstream: Config['upstream']): Promise<void> {
   const [storeOk, upstreamOk] = await Promise.all([
     store.ping().then(
       () => true,

@@ -4,6 +4,7 @@
 
 import type { Clock } from '../clock.ts';
 import type { TokenLookup } from '../credentials.ts';
+import { StoreUnavailableError } from '../errors.ts';
 import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,
@@ -20,20 +21,21 @@ import {
   type Fields,
   type KeyLayout,
 } from './records.ts';
-import type {
-  AccessTokenRecord,
-  AuditEvent,
-  ClientRecord,
-  CreateTokenOutcome,
-  DeleteClientResult,
-  ProfileRecord,
-  RefreshTokenRecord,
-  RevocationListener,
-  RevocationNotice,
-  RotateOutcome,
-  StoredAuditEvent,
-  TokenStore,
-  UserTokenRecord,
+import {
+  DuplicateRecordError,
+  type AccessTokenRecord,
+  type AuditEvent,
+  type ClientRecord,
+  type CreateTokenOutcome,
+  type DeleteClientResult,
+  type ProfileRecord,
+  type RefreshTokenRecord,
+  type RevocationListener,
+  type RevocationNotice,
+  type RotateOutcome,
+  type StoredAuditEvent,
+  type TokenStore,
+  type UserTokenRecord,
 } from './types.ts';
 
 interface Entry {
@@ -56,7 +58,7 @@ export class MemoryTokenStore implements TokenStore {
   }
 
   #check(): void {
-    if (this.#closed) throw new Error('store is closed');
+    if (this.#closed) throw new StoreUnavailableError('store is closed');
   }
 
   #get(key: string): Fields | null {
@@ -107,29 +109,47 @@ export class MemoryTokenStore implements TokenStore {
     return true;
   }
 
+  /** Creates a record and adds its id to the index, only when absent; false when it exists. */
+  #createIndexed(key: string, index: string, id: string, fields: Fields): boolean {
+    if (this.#get(key)) return false;
+    this.#put(key, fields);
+    this.#set(index).add(id);
+    return true;
+  }
+
+  #getRecord<T>(key: string, parse: (fields: Fields) => T | null): T | null {
+    const fields = this.#get(key);
+    return fields && parse(fields);
+  }
+
+  /** Every record named in an index set, sorted by id; ids whose record expired are dropped from the index. */
+  #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | null): T[] {
+    const ids = this.#set(index);
+    const out: T[] = [];
+    for (const id of [...ids].sort()) {
+      const fields = this.#get(keyOf(id));
+      if (!fields) ids.delete(id);
+      const record = fields && parse(fields);
+      if (record) out.push(record);
+    }
+    return out;
+  }
+
   async createClient(client: ClientRecord): Promise<void> {
     this.#check();
-    const key = this.#keys.client(client.clientId);
-    if (this.#get(key)) throw new Error('client already exists');
-    this.#put(key, clientFields(client));
-    this.#set(this.#keys.clientIndex()).add(client.clientId);
+    if (!this.#createIndexed(this.#keys.client(client.clientId), this.#keys.clientIndex(), client.clientId, clientFields(client))) {
+      throw new DuplicateRecordError(`client ${client.clientId} already exists`);
+    }
   }
 
   async getClient(clientId: string): Promise<ClientRecord | null> {
     this.#check();
-    const fields = this.#get(this.#keys.client(clientId));
-    return fields && clientFromFields(fields);
+    return this.#getRecord(this.#keys.client(clientId), clientFromFields);
   }
 
   async listClients(): Promise<ClientRecord[]> {
     this.#check();
-    const out: ClientRecord[] = [];
-    for (const id of [...this.#set(this.#keys.clientIndex())].sort()) {
-      const fields = this.#get(this.#keys.client(id));
-      const client = fields && clientFromFields(fields);
-      if (client) out.push(client);
-    }
-    return out;
+    return this.#listIndexed(this.#keys.clientIndex(), this.#keys.client, clientFromFields);
   }
 
   async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
@@ -285,30 +305,19 @@ export class MemoryTokenStore implements TokenStore {
     this.#check();
     const created: string[] = [];
     for (const profile of profiles) {
-      const key = this.#keys.profile(profile.name);
-      if (this.#get(key)) continue;
-      this.#put(key, profileFields(profile));
-      this.#set(this.#keys.profileIndex()).add(profile.name);
-      created.push(profile.name);
+      if (this.#createIndexed(this.#keys.profile(profile.name), this.#keys.profileIndex(), profile.name, profileFields(profile))) created.push(profile.name);
     }
     return created;
   }
 
   async getProfile(name: string): Promise<ProfileRecord | null> {
     this.#check();
-    const fields = this.#get(this.#keys.profile(name));
-    return fields && profileFromFields(fields);
+    return this.#getRecord(this.#keys.profile(name), profileFromFields);
   }
 
   async listProfiles(): Promise<ProfileRecord[]> {
     this.#check();
-    const out: ProfileRecord[] = [];
-    for (const name of [...this.#set(this.#keys.profileIndex())].sort()) {
-      const fields = this.#get(this.#keys.profile(name));
-      const profile = fields && profileFromFields(fields);
-      if (profile) out.push(profile);
-    }
-    return out;
+    return this.#listIndexed(this.#keys.profileIndex(), this.#keys.profile, profileFromFields);
   }
 
   /** The audit stream: ids `<ms>-<seq>` increasing like Redis stream ids, capped exactly at maxLen. */

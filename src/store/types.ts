@@ -1,5 +1,5 @@
-// The storage boundary: one small interface, implemented by RedisTokenStore (production) and
-// MemoryTokenStore (demo), both held to one contract suite (test/integration/store-contract.ts).
+// The storage boundary: small interfaces by aggregate, all implemented by RedisTokenStore (production)
+// and MemoryTokenStore (demo), both held to one contract suite (test/integration/store-contract.ts).
 // Stores persist and fetch records atomically; they never decide whether a token is valid.
 
 import type { TokenLookup } from '../credentials.ts';
@@ -118,17 +118,37 @@ export interface RevocationListener {
   missed(): void;
 }
 
-export interface TokenStore {
+/** A create met a record that already exists (ids are random: a collision is a bug, not an outage). */
+export class DuplicateRecordError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DuplicateRecordError';
+  }
+}
+
+// The store by aggregate: each consumer names only the parts it uses (the proxy TokenStorage and
+// StoreHealth, the audit trail AuditStorage, the rate limits CounterStorage...). Both stores implement
+// them all (TokenStore). Operations throw StoreUnavailableError when the backing store cannot answer.
+
+/** Bearer tokens: user-grade records and OAuth access tokens. */
+export interface TokenStorage {
   /** Hot path: both collections fetched for one hash, in one round trip. */
   lookupToken(tokenHash: string): Promise<TokenLookup>;
-  /** Throws when the backing store cannot answer. */
-  ping(): Promise<void>;
-
   /** Stores a new user-grade record with revoked="false", expiring (also in storage) at expiresAt. */
   putUserToken(record: UserTokenRecord): Promise<void>;
   /** Sets revoked="true" on an existing record; false when no record has this hash. */
   revokeUserToken(tokenHash: string): Promise<boolean>;
+  /** Stores an access token only if its client exists and is not revoked, atomically with that check. */
+  createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome>;
+  /** Sets revokedAt on an access token; false when unknown. */
+  revokeAccessToken(tokenHash: string, now: number): Promise<boolean>;
+  /** Stores an access token and, optionally, a refresh token of a new family; same client check. */
+  issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome>;
+}
 
+/** OAuth clients and their lifecycle. */
+export interface ClientStorage {
+  /** Throws DuplicateRecordError when a client with this id exists. */
   createClient(client: ClientRecord): Promise<void>;
   getClient(clientId: string): Promise<ClientRecord | null>;
   listClients(): Promise<ClientRecord[]>;
@@ -138,13 +158,12 @@ export interface TokenStore {
    * null when no such client exists.
    */
   deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null>;
-  /** Stores an access token only if its client exists and is not revoked, atomically with that check. */
-  createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome>;
-  /** Sets revokedAt on an access token; false when unknown. */
-  revokeAccessToken(tokenHash: string, now: number): Promise<boolean>;
+  /** Keeps a dynamically registered client alive for `ttlMs` more (unused registrations expire). */
+  touchClient(clientId: string, ttlMs: number): Promise<void>;
+}
 
-  /** Stores an access token and, optionally, a refresh token of a new family; same client check. */
-  issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome>;
+/** Refresh tokens: rotation within a family, and reuse detection. */
+export interface RefreshTokenStorage {
   /** Raw fields of a refresh token (null when unknown or expired from storage). */
   getRefreshToken(tokenHash: string): Promise<Record<string, string> | null>;
   /**
@@ -155,30 +174,50 @@ export interface TokenStore {
   rotateRefreshToken(oldHash: string, clientId: string, now: number, access: AccessTokenRecord, refresh: RefreshTokenRecord): Promise<RotateOutcome>;
   /** Revokes a refresh token and every token of its family; false when unknown. */
   revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
-  /** Keeps a dynamically registered client alive for `ttlMs` more (unused registrations expire). */
-  touchClient(clientId: string, ttlMs: number): Promise<void>;
+}
 
+/** Client profiles (token lifetimes and default grants). */
+export interface ProfileStorage {
+  /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
+  seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
+  getProfile(name: string): Promise<ProfileRecord | null>;
+  listProfiles(): Promise<ProfileRecord[]>;
+}
+
+/** Counters shared by every replica (rate limits). */
+export interface CounterStorage {
   /**
    * Counts one event in a fixed window shared by every replica: the count so far in the current
    * window and the ms until it ends. The window starts with the first event.
    */
   hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }>;
+}
 
-  /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
-  seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
-  getProfile(name: string): Promise<ProfileRecord | null>;
-  listProfiles(): Promise<ProfileRecord[]>;
-
+/** The capped audit stream. */
+export interface AuditStorage {
   /** Appends to the capped audit stream (about `maxLen` newest events are kept); returns the id. */
   appendAudit(event: AuditEvent, maxLen: number): Promise<string>;
   /** The newest `count` audit events, newest first. */
   listAuditEvents(count: number): Promise<StoredAuditEvent[]>;
+}
 
+/** Revocations as they happen, from every sidecar sharing the backend (ends open streams). */
+export interface RevocationNotices {
   /**
    * Delivers a notice for every revocation made through any store on the same backend (every replica,
    * this one included) until the returned function is called. Hand edits in Redis send none.
    */
   subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>>;
+}
 
+/** Whether the store answers at all (readiness, /health). */
+export interface StoreHealth {
+  /** Throws when the backing store cannot answer. */
+  ping(): Promise<void>;
+}
+
+/** A whole store, as built at start-up and closed at shutdown. */
+export interface TokenStore
+  extends TokenStorage, ClientStorage, RefreshTokenStorage, ProfileStorage, CounterStorage, AuditStorage, RevocationNotices, StoreHealth {
   close(): Promise<void>;
 }

@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
 import type { Clock } from '../../src/clock.ts';
-import { RedisTokenStore, connectRedis, createRedisClient } from '../../src/store/redis.ts';
+import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
+import { RedisTokenStore } from '../../src/store/redis.ts';
 
 export function redisUrl(): string {
   return inject('redisUrl');

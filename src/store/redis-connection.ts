@@ -1,0 +1,179 @@
+// Connections to Redis (ioredis): created fail-fast, connected with a bounded wait at start-up, and
+// what counts as Redis failing (turned into StoreUnavailableError) as opposed to a bug in this code.
+// No offline queue and a command timeout, so a dead or slow Redis surfaces as an error within the
+// bound and the proxy answers 503 instead of letting requests pile up.
+
+import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
+import { StoreUnavailableError } from '../errors.ts';
+import { parseRedisUrl } from './redis-url.ts';
+
+export type RedisClient = Redis | Cluster;
+
+export interface RedisConnectionOptions {
+  url: string;
+  /** Bound on every command; past it the command fails (and the request gets 503). */
+  commandTimeoutMs: number;
+  connectTimeoutMs: number;
+  /**
+   * A connection that has commands outstanding and receives no byte for this long is destroyed and
+   * re-established (default: twice the command timeout, at least 1 s). Without it, a connection whose
+   * peer vanished without a FIN or RST (host gone, partition, failover to another machine) stays
+   * "ready" and every command on it times out until the kernel gives up, minutes later.
+   */
+  socketTimeoutMs?: number;
+}
+
+export function defaultSocketTimeoutMs(commandTimeoutMs: number): number {
+  return Math.max(2 * commandTimeoutMs, 1000);
+}
+
+/** Creates an ioredis client (not yet connected) with fail-fast settings. */
+export function createRedisClient(options: RedisConnectionOptions): RedisClient {
+  const parsed = parseRedisUrl(options.url);
+  const common: RedisOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    commandTimeout: options.commandTimeoutMs,
+    connectTimeout: options.connectTimeoutMs,
+    maxRetriesPerRequest: 1,
+    socketTimeout: options.socketTimeoutMs ?? defaultSocketTimeoutMs(options.commandTimeoutMs),
+    // Reconnect forever with a short capped backoff: recovery must not need a restart.
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+  };
+  if (parsed.mode === 'standalone') return new Redis(parsed.url, common);
+  if (parsed.mode === 'sentinel') {
+    const sentinel: RedisOptions = {
+      ...common,
+      sentinels: parsed.sentinels,
+      name: parsed.name,
+      db: parsed.db,
+      sentinelRetryStrategy: (times) => Math.min(100 * times, 1000),
+    };
+    if (parsed.password !== undefined) sentinel.password = parsed.password;
+    if (parsed.username !== undefined) sentinel.username = parsed.username;
+    if (parsed.tls) {
+      // rediss+sentinel: TLS to the Sentinels and to the data nodes they name. ioredis applies `tls`
+      // to the data nodes only with enableTLSForSentinelMode, and to the Sentinels only through
+      // sentinelTLS; with `tls` alone both connections were plain TCP.
+      sentinel.tls = {};
+      sentinel.enableTLSForSentinelMode = true;
+      sentinel.sentinelTLS = {};
+    }
+    return new Redis(sentinel);
+  }
+  const redisOptions: RedisOptions = { ...common };
+  if (parsed.password !== undefined) redisOptions.password = parsed.password;
+  if (parsed.username !== undefined) redisOptions.username = parsed.username;
+  if (parsed.tls) redisOptions.tls = {};
+  const cluster: ClusterOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    redisOptions,
+    clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+  };
+  return new Cluster(parsed.nodes, cluster);
+}
+
+/**
+ * Why connecting failed: `refused` (nothing listens at the address), `auth` (Redis turned down the
+ * credentials, or wants some and got none), `timeout` (no answer within the connect timeout).
+ */
+export type RedisConnectFailure = 'refused' | 'auth' | 'timeout';
+
+/** Connecting to Redis failed; the store is unavailable, and at start-up the sidecar stops. */
+export class RedisConnectError extends StoreUnavailableError {
+  readonly failure: RedisConnectFailure;
+
+  constructor(failure: RedisConnectFailure, message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'RedisConnectError';
+    this.failure = failure;
+  }
+}
+
+// NOAUTH: a password is required and none was sent. WRONGPASS (ACL) and "invalid password" (Redis
+// before 6): the credentials are wrong. NOPERM: the ACL user may not run what the store needs.
+const AUTH_REPLY = /\b(NOAUTH|WRONGPASS|NOPERM)\b|invalid password/;
+
+/** A failure that waiting will not cure: reported at once instead of after the connect timeout. */
+function immediateFailure(err: unknown): RedisConnectError | undefined {
+  if (!(err instanceof Error)) return undefined;
+  if (AUTH_REPLY.test(err.message)) return new RedisConnectError('auth', err.message, err);
+  const refused = [err, (err as { lastNodeError?: unknown }).lastNodeError].some((e) => (e as { code?: unknown } | undefined)?.code === 'ECONNREFUSED');
+  if (refused) return new RedisConnectError('refused', err.message, err);
+  return undefined;
+}
+
+/**
+ * Connects and waits until Redis answers. A refused connection or rejected credentials fail at once;
+ * anything else (no route, a Redis still loading) is retried until `timeoutMs` (start-up must not
+ * hang). Rejects with RedisConnectError.
+ */
+export async function connectRedis(client: RedisClient, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let onError: ((err: unknown) => void) | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let lastError: unknown;
+      onError = (err: unknown) => {
+        lastError = err;
+        const failure = immediateFailure(err);
+        if (failure) reject(failure);
+      };
+      client.on('error', onError);
+      client.once('ready', () => resolve());
+      // A client that does not reconnect ends after its first failure: no need to wait the timeout.
+      client.once('end', () => reject(immediateFailure(lastError) ?? new RedisConnectError('timeout', describeLast('connection closed', lastError), lastError)));
+      timer = setTimeout(() => reject(new RedisConnectError('timeout', describeLast(`no answer within ${timeoutMs} ms`, lastError), lastError)), timeoutMs);
+      client.connect().catch(onError);
+    });
+    await client.ping();
+  } catch (err) {
+    client.disconnect();
+    throw immediateFailure(err) ?? asStoreFailure(err);
+  } finally {
+    clearTimeout(timer);
+    if (onError) client.off('error', onError);
+  }
+}
+
+function describeLast(what: string, lastError: unknown): string {
+  return lastError instanceof Error ? `${what}: ${lastError.message}` : what;
+}
+
+/** Base class of ioredis's own errors: Redis error replies, aborted commands, Cluster failures. */
+const RedisError = Object.getPrototypeOf(ReplyError) as new (...args: never[]) => Error;
+
+/**
+ * The one place that decides whether an error means "Redis cannot answer now". ioredis reports error
+ * replies (READONLY, OOM, CLUSTERDOWN, NOSCRIPT...) and aborted commands as its RedisError classes,
+ * and a closed connection, a command timeout or an unwritable stream as plain Errors, as node:net
+ * does for socket errors: these become StoreUnavailableError, keeping the original as `cause`.
+ * Anything else (a TypeError, a RangeError) is a bug in the calling code and passes unchanged, so it
+ * is answered 500, not mistaken for an outage.
+ */
+export function asStoreFailure(err: unknown): unknown {
+  if (err instanceof StoreUnavailableError) return err;
+  if (err instanceof RedisError || (err instanceof Error && Object.getPrototypeOf(err) === Error.prototype)) {
+    return new StoreUnavailableError(`Redis failed: ${err.message}`, { cause: err });
+  }
+  return err;
+}
+
+/**
+ * A copy of `redis` for WATCH/MULTI transactions and WAIT that never reconnects and never re-sends:
+ * ioredis would otherwise replay an unanswered MULTI..EXEC on a fresh connection after a cut, without
+ * the WATCH that guarded it, so a token created in between could survive its client's deletion. A
+ * cut fails the operation instead; the caller's retry starts again from WATCH on a new connection.
+ */
+export function duplicateForTransactions(redis: RedisClient): RedisClient {
+  if (redis instanceof Cluster) {
+    return redis.duplicate(undefined, {
+      clusterRetryStrategy: () => null,
+      redisOptions: { ...redis.options.redisOptions, autoResendUnfulfilledCommands: false, retryStrategy: () => null },
+    });
+  }
+  return redis.duplicate({ autoResendUnfulfilledCommands: false, retryStrategy: () => null });
+}

@@ -1,0 +1,127 @@
+// The Lua scripts of the Redis store: each makes a check and the write it guards one atomic step
+// (ioredis runs them with EVALSHA, falling back to EVAL once per connection).
+
+import type { Fields } from './records.ts';
+import type { RedisClient } from './redis-connection.ts';
+
+// Revokes a user-grade record only if it exists (HSET alone would create a bare record).
+const REVOKE_USER_TOKEN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'revoked', 'true')
+return 1`;
+
+// Creates tokens only while their client exists and is not revoked; the same script adds them to the
+// client's token set, which deleteClient WATCHes, so a create racing a delete either lands before the
+// delete's snapshot (and is revoked with it) or sees the client revoked.
+// KEYS: client, clientTokens, access, [refresh, family]
+// ARGV: accessHash, accessExpiresAt, nAccessArgs, access fields..., [refreshHash, refreshExpiresAt, refresh fields...]
+const STORE_TOKENS = `
+local function store_tokens(args, offset)
+  local n = tonumber(args[offset + 2])
+  redis.call('HSET', KEYS[3], unpack(args, offset + 3, offset + 2 + n))
+  redis.call('PEXPIREAT', KEYS[3], args[offset + 1])
+  redis.call('SADD', KEYS[2], 'a:' .. args[offset])
+  if #KEYS >= 5 then
+    local r = offset + 3 + n
+    redis.call('HSET', KEYS[4], unpack(args, r + 2))
+    redis.call('PEXPIREAT', KEYS[4], args[r + 1])
+    redis.call('SADD', KEYS[2], 'r:' .. args[r])
+    redis.call('SADD', KEYS[5], 'a:' .. args[offset], 'r:' .. args[r])
+    redis.call('PEXPIREAT', KEYS[5], args[r + 1])
+  end
+end
+local function client_state()
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 'client_not_found' end
+  if redis.call('HEXISTS', KEYS[1], 'revokedAt') == 1 then return 'client_revoked' end
+  return 'ok'
+end
+`;
+
+const ISSUE_TOKENS = `${STORE_TOKENS}
+local state = client_state()
+if state ~= 'ok' then return state end
+store_tokens(ARGV, 1)
+return 'ok'`;
+
+// Rotation and reuse detection in one step, so two concurrent refreshes with one token cannot both
+// succeed. KEYS: client, clientTokens, access, refresh, family, oldRefresh.
+// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, then the STORE_TOKENS arguments.
+const ROTATE_REFRESH = `${STORE_TOKENS}
+local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
+if not old[1] or old[1] ~= ARGV[2] or old[2] or old[4] ~= ARGV[3] then return 'invalid' end
+if old[3] then
+  for _, m in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+    local key = (string.sub(m, 1, 2) == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
+    if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+  end
+  return 'reused'
+end
+local state = client_state()
+if state == 'client_not_found' then return 'invalid' end
+if state ~= 'ok' then return state end
+redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
+store_tokens(ARGV, 6)
+return 'ok'`;
+
+// KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
+const REVOKE_REFRESH_FAMILY = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local key = (string.sub(m, 1, 2) == 'a:' and ARGV[2] or ARGV[3]) .. string.sub(m, 3)
+  if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+end
+return 1`;
+
+// Sets revokedAt on an existing access token or client, keeping the first revocation time.
+const MARK_REVOKED = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
+return 1`;
+
+// Creates an indexed record (a client, a profile) only when absent: a registration never replaces
+// another client, and seeding never overwrites an admin's edits to a profile.
+// KEYS: record, index. ARGV: id, fields...
+const CREATE_INDEXED = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1`;
+
+// A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
+const HIT_COUNTER = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {count, ttl}`;
+
+/** The scripts as commands of a connection (after defineScripts). */
+export interface ScriptedClient {
+  mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
+  mcpRevokeUserToken(key: string): Promise<number>;
+  mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
+  mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
+  mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
+  mcpMarkRevoked(key: string, now: string): Promise<number>;
+  mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
+}
+
+/** Registers the scripts on a connection (the main one and the transaction one). */
+export function defineScripts(redis: RedisClient): ScriptedClient {
+  redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
+  redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
+  redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
+  redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
+  redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
+  redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
+  redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
+  return redis as unknown as ScriptedClient;
+}
+
+/** Hash fields as the flat `field value field value ...` argument list of HSET, XADD and the scripts. */
+export function flattenFields(fields: Fields): string[] {
+  const out: string[] = [];
+  for (const k in fields) out.push(k, fields[k]!);
+  return out;
+}
