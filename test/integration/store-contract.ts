@@ -8,7 +8,8 @@ import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
 import type { Cluster, Redis } from 'ioredis';
 import { orNull, type KeyLayout } from '../../src/store/records.ts';
-import type { AccessTokenRecord, ClientRecord, ProfileRecord, RefreshTokenRecord, RevocationNotice, TokenStore, UserTokenRecord } from '../../src/store/types.ts';
+import { StoreUnavailableError } from '../../src/errors.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type ClientRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -763,12 +764,65 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
-    describe('lifecycle', () => {
+    describe('lifecycle and failures', () => {
+      // One call of every operation; a new operation must be added here (the type insists).
+      const everyOperation = {
+        lookupToken: (s) => s.lookupToken(hashToken('x')),
+        putUserToken: (s) => s.putUserToken(userRecord().record),
+        revokeUserToken: (s) => s.revokeUserToken(hashToken('x')),
+        createAccessToken: (s) => s.createAccessToken(accessToken('mcp_gone').record),
+        revokeAccessToken: (s) => s.revokeAccessToken(hashToken('x'), clock.now()),
+        issueTokens: (s) => s.issueTokens(accessToken('mcp_gone').record, refreshToken('mcp_gone', 'fam').record),
+        createClient: (s) => s.createClient(client('mcp_gone').record),
+        getClient: (s) => s.getClient('mcp_gone'),
+        listClients: (s) => s.listClients(),
+        deleteClient: (s) => s.deleteClient('mcp_gone', clock.now()),
+        touchClient: (s) => s.touchClient('mcp_gone', HOUR),
+        getRefreshToken: (s) => s.getRefreshToken(hashToken('x')),
+        rotateRefreshToken: (s) => s.rotateRefreshToken(hashToken('x'), 'mcp_gone', clock.now(), accessToken('mcp_gone').record, refreshToken('mcp_gone', 'fam').record),
+        revokeRefreshFamily: (s) => s.revokeRefreshFamily(hashToken('x'), clock.now()),
+        hitCounter: (s) => s.hitCounter('gone', 60_000),
+        seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
+        getProfile: (s) => s.getProfile('gone'),
+        listProfiles: (s) => s.listProfiles(),
+        appendAudit: (s) => s.appendAudit({ at: clock.now(), who: 'master', action: 'x', result: 'ok' }, 10),
+        listAuditEvents: (s) => s.listAuditEvents(10),
+        subscribeRevocations: (s) => s.subscribeRevocations({ revoked: () => undefined, missed: () => undefined }),
+        ping: (s) => s.ping(),
+      } satisfies Record<Exclude<keyof TokenStore, 'close'>, (s: TokenStore) => Promise<unknown>>;
+
       it('ping answers while open; close resolves and later calls reject', async () => {
         await expect(store.ping()).resolves.toBeUndefined();
         await expect(store.close()).resolves.toBeUndefined();
         await expect(store.lookupToken(hashToken('x'))).rejects.toThrow();
         await expect(store.ping()).rejects.toThrow();
+      });
+
+      it('once the store cannot answer, every operation rejects with StoreUnavailableError (the outage, not a bug)', async () => {
+        await store.close();
+        for (const [name, call] of Object.entries(everyOperation)) {
+          const err = await call(store).then(
+            () => new Error(`${name} resolved on a closed store`),
+            (e: unknown) => e,
+          );
+          expect(err, name).toBeInstanceOf(StoreUnavailableError);
+        }
+      });
+
+      it('a bug under a store call (a TypeError) is not reported as the store being unavailable', async () => {
+        const err = await store.createClient(undefined as unknown as ClientRecord).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(TypeError);
+        expect(err).not.toBeInstanceOf(StoreUnavailableError);
+      });
+
+      it('creating a client whose id exists is DuplicateRecordError, not an outage, and leaves the first one', async () => {
+        const first = client('mcp_twice');
+        await store.createClient(first.record);
+        await expect(store.createClient(client('mcp_twice', { clientName: 'second' }).record)).rejects.toBeInstanceOf(DuplicateRecordError);
+        expect(await store.getClient('mcp_twice')).toEqual(first.record);
       });
     });
   });

@@ -1,0 +1,112 @@
+// Redis at start-up: a refused connection and rejected credentials fail at once with what is wrong,
+// instead of waiting out the connect timeout and calling it "no answer". Against a refused loopback
+// port and a private redis-server with requirepass. The connect timeout is set far above the test's
+// own timeout, so a wait for it fails the test.
+
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken } from '../../src/credentials.ts';
+import { connectRedis, createRedisClient, RedisConnectError } from '../../src/store/redis-connection.ts';
+import { freePort, startRedisServer, type RedisServer } from '../support/redis-server.ts';
+
+const PASSWORD = 'correct-horse-battery';
+const WRONG = 'wrong-password-123';
+const LONG_CONNECT_TIMEOUT_MS = 120_000;
+const ROOT = new URL('../..', import.meta.url).pathname;
+
+let redis: RedisServer;
+let refusedPort: number;
+let dir: string;
+
+beforeAll(async () => {
+  redis = await startRedisServer(['--requirepass', PASSWORD]);
+  refusedPort = await freePort(); // bound and closed again: nothing listens there
+  dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-startup-'));
+});
+
+afterAll(async () => {
+  await redis?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+async function connectError(url: string): Promise<unknown> {
+  const client = createRedisClient({ url, commandTimeoutMs: 1000, connectTimeoutMs: LONG_CONNECT_TIMEOUT_MS });
+  try {
+    await connectRedis(client, LONG_CONNECT_TIMEOUT_MS);
+    return undefined;
+  } catch (err) {
+    return err;
+  } finally {
+    client.disconnect();
+  }
+}
+
+describe('connectRedis', () => {
+  it('a refused connection fails at once as "refused"', async () => {
+    const err = await connectError(`redis://127.0.0.1:${refusedPort}`);
+    expect(err).toBeInstanceOf(RedisConnectError);
+    expect((err as RedisConnectError).failure).toBe('refused');
+    expect((err as Error).message).toContain('ECONNREFUSED');
+  });
+
+  it('a wrong password fails at once as "auth" (WRONGPASS), not as a timeout', async () => {
+    const err = await connectError(`redis://:${WRONG}@127.0.0.1:${redis.port}`);
+    expect(err).toBeInstanceOf(RedisConnectError);
+    expect((err as RedisConnectError).failure).toBe('auth');
+    expect((err as Error).message).toMatch(/WRONGPASS|invalid password/);
+  });
+
+  it('no password where one is required fails at once as "auth" (NOAUTH)', async () => {
+    const err = await connectError(`redis://127.0.0.1:${redis.port}`);
+    expect(err).toBeInstanceOf(RedisConnectError);
+    expect((err as RedisConnectError).failure).toBe('auth');
+    expect((err as Error).message).toContain('NOAUTH');
+  });
+
+  it('the right password connects (the server above is a working one)', async () => {
+    const client = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: LONG_CONNECT_TIMEOUT_MS });
+    try {
+      await connectRedis(client, LONG_CONNECT_TIMEOUT_MS);
+      expect(await client.ping()).toBe('PONG');
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('npm start against an unusable Redis', () => {
+  function start(redisUrl: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const config = join(dir, 'startup.yaml');
+    writeFileSync(config, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', `  connectTimeoutMs: ${LONG_CONNECT_TIMEOUT_MS / 2}`, 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
+    return new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/main.ts', '--config', config],
+        { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl }, timeout: 25_000 },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
+      );
+    });
+  }
+
+  it('a refused connection: exit 2 at once, one paragraph saying nothing listens there', async () => {
+    const r = await start(`redis://127.0.0.1:${refusedPort}`);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(`cannot reach Redis at redis://127.0.0.1:${refusedPort}: the connection was refused`);
+    expect(r.stderr).toContain('REDIS_URL');
+    expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+
+  it('a wrong password: exit 2 at once, reported as rejected credentials, the password not printed', async () => {
+    const r = await start(`redis://sidecar:${WRONG}@127.0.0.1:${redis.port}`);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(`Redis at redis://***@127.0.0.1:${redis.port} refused the sidecar's credentials`);
+    expect(r.stderr).not.toContain('no answer within');
+    expect(r.stderr).not.toContain(WRONG);
+    expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+});
