@@ -77,14 +77,21 @@ export class RedisTokenStore implements TokenStore {
     return this.#redis;
   }
 
-  /** The hot path: one per proxied request. */
+  /**
+   * The hot path: one per proxied request. It applies the choke point's classifier itself (a
+   * try/catch costs nothing until something throws; the wrapper below adds a promise per call).
+   */
   async lookupToken(tokenHash: string): Promise<TokenLookup> {
-    // Two reads issued together; auto-pipelining sends them in one write, so one round trip.
-    const [user, oauth] = await Promise.all([
-      this.#redis.hgetall(this.#keys.userToken(tokenHash)),
-      this.#redis.hgetall(this.#keys.accessToken(tokenHash)),
-    ]);
-    return { user: orNull(user), oauth: orNull(oauth) };
+    try {
+      // Two reads issued together; auto-pipelining sends them in one write, so one round trip.
+      const [user, oauth] = await Promise.all([
+        this.#redis.hgetall(this.#keys.userToken(tokenHash)),
+        this.#redis.hgetall(this.#keys.accessToken(tokenHash)),
+      ]);
+      return { user: orNull(user), oauth: orNull(oauth) };
+    } catch (err) {
+      throw asStoreFailure(err);
+    }
   }
 
   async ping(): Promise<void> {
@@ -393,11 +400,12 @@ export class RedisTokenStore implements TokenStore {
 /**
  * The choke point: every operation of the store (each method on its prototype, including ones added
  * later) hands its failure to asStoreFailure, so a Redis failure leaves the store as
- * StoreUnavailableError (cause kept for the log) and a bug in this code as itself.
+ * StoreUnavailableError (cause kept for the log) and a bug in this code as itself. lookupToken does
+ * the same inline, to keep the wrapper's extra promise (about 0.2 µs) off the hot path.
  */
 for (const name of Object.getOwnPropertyNames(RedisTokenStore.prototype)) {
   const operation: unknown = Object.getOwnPropertyDescriptor(RedisTokenStore.prototype, name)?.value;
-  if (name === 'constructor' || typeof operation !== 'function') continue;
+  if (name === 'constructor' || name === 'lookupToken' || typeof operation !== 'function') continue;
   Object.defineProperty(RedisTokenStore.prototype, name, {
     configurable: true,
     writable: true,
