@@ -80,29 +80,13 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** Errors only a defect in this code raises; they are never an outage, whoever threw them. */
-const PROGRAMMING_ERRORS = [TypeError, RangeError, ReferenceError, SyntaxError] as const;
-
-/**
- * Whether a listener answers `err` as "the store is unavailable" (503) rather than as a bug (500).
- * Transitional: until the Redis store wraps its failures in StoreUnavailableError at its one choke
- * point, ioredis rejects with plain Errors, so any Error that is neither an HttpError nor a programming
- * error counts as unavailable too. Once every store throws StoreUnavailableError, this is the
- * `instanceof` check alone.
- */
-export function isStoreUnavailable(err: unknown): boolean {
-  if (err instanceof StoreUnavailableError) return true;
-  if (!(err instanceof Error) || err instanceof HttpError) return false;
-  return !PROGRAMMING_ERRORS.some((type) => err instanceof type);
-}
-
 /**
  * The answer to anything a handler threw: an HttpError as it is, the store being unavailable as 503
  * with Retry-After, anything else (a bug) as 500 carrying the error as its cause.
  */
 export function httpErrorFor(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
-  if (isStoreUnavailable(err)) return storeUnavailable(err);
+  if (err instanceof StoreUnavailableError) return storeUnavailable(err);
   return new HttpError('server_error', undefined, { cause: err });
 }
 

@@ -149,17 +149,23 @@ const RedisError = Object.getPrototypeOf(ReplyError) as new (...args: never[]) =
 /**
  * The one place that decides whether an error means "Redis cannot answer now". ioredis reports error
  * replies (READONLY, OOM, CLUSTERDOWN, NOSCRIPT...) and aborted commands as its RedisError classes,
- * and a closed connection, a command timeout or an unwritable stream as plain Errors, as node:net
- * does for socket errors: these become StoreUnavailableError, keeping the original as `cause`.
- * Anything else (a TypeError, a RangeError) is a bug in the calling code and passes unchanged, so it
- * is answered 500, not mistaken for an outage.
+ * and a closed connection, a command timeout or an unwritable stream as plain Errors; node:net
+ * reports socket failures with a system code (ECONNRESET, and ECONNREFUSED on an AggregateError when
+ * every address of a name refused). These become StoreUnavailableError, keeping the original as
+ * `cause`. Anything else (a TypeError, a RangeError, Node's ERR_* argument errors) is a bug in the
+ * calling code and passes unchanged, so it is answered 500, not mistaken for an outage.
  */
 export function asStoreFailure(err: unknown): unknown {
-  if (err instanceof StoreUnavailableError) return err;
-  if (err instanceof RedisError || (err instanceof Error && Object.getPrototypeOf(err) === Error.prototype)) {
+  if (err instanceof StoreUnavailableError || !(err instanceof Error)) return err;
+  if (err instanceof RedisError || Object.getPrototypeOf(err) === Error.prototype || isSystemError(err)) {
     return new StoreUnavailableError(`Redis failed: ${err.message}`, { cause: err });
   }
   return err;
+}
+
+function isSystemError(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^E[A-Z]/.test(code) && !code.startsWith('ERR_') && !(err instanceof TypeError || err instanceof RangeError);
 }
 
 /**
