@@ -7,13 +7,13 @@ import type { Clock } from '../clock.ts';
 import { decideToken } from '../credentials.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { RevocationNotice, TokenStore } from '../store/types.ts';
+import type { RevocationNotice, RevocationNotices, TokenStorage } from '../store/types.ts';
 import type { ProxyRequest } from './request.ts';
 
 export type StreamEndReason = NonNullable<ProxyRequest['endedBy']>;
 
 export interface StreamRevocationOptions {
-  store: TokenStore;
+  store: TokenStorage & RevocationNotices;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
