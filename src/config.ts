@@ -63,7 +63,7 @@ export const CONFIG_KEYS = {
       max: 1500,
       description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.',
     }),
-    connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this.' }),
+    connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this; a refused connection or refused credentials stop it at once.' }),
   },
   upstream: {
     url: text({
