@@ -14,7 +14,7 @@ export type AuthKind = 'user' | 'oauth' | 'master';
 
 export interface Principal {
   kind: AuthKind;
-  /** IdP `sub` (user), clientId (oauth) or `master`. */
+  /** IdP `sub` (user, or oauth from interactive sign-in), clientId (oauth from client_credentials) or `master`. */
   subject: string;
   clientId?: string;
   tokenHash?: string;
@@ -171,7 +171,8 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     if (now >= expiresAt) return { ok: false, reason: 'expired' };
     const clientId = oauth.clientId;
     if (!clientId) return { ok: false, reason: 'corrupt' };
-    const principal: Principal = { kind: 'oauth', subject: clientId, clientId, tokenHash, expiresAt };
+    // Tokens from interactive sign-in act for the IdP user; machine tokens for their client.
+    const principal: Principal = { kind: 'oauth', subject: oauth.subject || clientId, clientId, tokenHash, expiresAt };
     if (oauth.scope) principal.scope = oauth.scope;
     if (oauth.familyId) principal.familyId = oauth.familyId;
     return { ok: true, principal };

@@ -7,8 +7,10 @@ import type { TokenLookup } from '../credentials.ts';
 import { StoreUnavailableError } from '../errors.ts';
 import {
   ACCESS_MEMBER,
+  reuseNotice,
   REFRESH_MEMBER,
   accessTokenFields,
+  authorizationCodeFields,
   auditFields,
   auditFromFields,
   clientFields,
@@ -24,11 +26,13 @@ import {
 import {
   DuplicateRecordError,
   type AccessTokenRecord,
+  type AuthorizationCodeRecord,
   type AuditEvent,
   type ClientRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
   type ProfileRecord,
+  type RedeemOutcome,
   type RefreshTokenRecord,
   type RevocationListener,
   type RevocationNotice,
@@ -223,14 +227,14 @@ export class MemoryTokenStore implements TokenStore {
     return fields && { ...fields };
   }
 
-  #revokeFamily(familyId: string, now: number): void {
+  #revokeFamily(familyId: string, now: number, notify = true): void {
     for (const member of this.#set(this.#keys.refreshFamily(familyId))) {
       const hash = member.slice(2);
       const key = member.startsWith(ACCESS_MEMBER) ? this.#keys.accessToken(hash) : this.#keys.refreshToken(hash);
       const fields = this.#get(key);
       if (fields) fields.revokedAt ??= String(now);
     }
-    this.#notify({ familyIds: [familyId] });
+    if (notify) this.#notify({ familyIds: [familyId] });
   }
 
   #notify(notice: RevocationNotice): void {
@@ -276,6 +280,64 @@ export class MemoryTokenStore implements TokenStore {
     fields.revokedAt ??= String(now);
     if (fields.familyId) this.#revokeFamily(fields.familyId, now);
     return true;
+  }
+
+  async putAuthorizationRequest(requestHash: string, fields: Fields, expiresAt: number): Promise<void> {
+    this.#check();
+    this.#put(this.#keys.authorizationRequest(requestHash), fields, expiresAt);
+  }
+
+  async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {
+    this.#check();
+    const key = this.#keys.authorizationRequest(requestHash);
+    const fields = this.#get(key);
+    this.#hashes.delete(key);
+    return fields && { ...fields };
+  }
+
+  async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
+    this.#check();
+    this.#put(this.#keys.authorizationCode(record.codeHash), authorizationCodeFields(record), record.expiresAt);
+  }
+
+  async getAuthorizationCode(codeHash: string): Promise<Fields | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.authorizationCode(codeHash));
+    return fields && { ...fields };
+  }
+
+  async redeemAuthorizationCode(
+    codeHash: string,
+    clientId: string,
+    now: number,
+    retainMs: number,
+    access: AccessTokenRecord,
+    refresh?: RefreshTokenRecord,
+  ): Promise<RedeemOutcome> {
+    this.#check();
+    const key = this.#keys.authorizationCode(codeHash);
+    const code = this.#get(key);
+    if (!code || code.clientId !== clientId) return 'invalid';
+    if (code.redeemedAt !== undefined) {
+      if (code.accessTokenHash !== undefined) {
+        const issued = this.#get(this.#keys.accessToken(code.accessTokenHash));
+        if (issued) issued.revokedAt ??= String(now);
+      }
+      if (code.familyId !== undefined) this.#revokeFamily(code.familyId, now, false);
+      this.#notify(reuseNotice(code));
+      return 'reused';
+    }
+    if (!(Number(code.expiresAt) > now)) return 'invalid';
+    const state = this.#clientState(clientId);
+    if (state === 'client_not_found') return 'invalid';
+    if (state === 'client_revoked') return 'client_revoked';
+    code.redeemedAt = String(now);
+    code.accessTokenHash = access.tokenHash;
+    if (refresh) code.familyId = refresh.familyId;
+    this.#hashes.get(key)!.expiresAt = now + retainMs;
+    this.#storeAccess(access);
+    if (refresh) this.#storeRefresh(refresh);
+    return 'ok';
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {

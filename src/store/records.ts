@@ -1,7 +1,7 @@
 // How records become flat string hash fields and back: shared by both stores so they hold the same
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
-import type { AccessTokenRecord, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccessTokenRecord, AuthorizationCodeRecord, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -15,6 +15,8 @@ export function keyLayout(prefix: string) {
     clientIndex: () => `${prefix}{oauth}:oauthClientIndex`,
     clientTokens: (clientId: string) => `${prefix}{oauth}:oauthClientTokens:${clientId}`,
     refreshFamily: (familyId: string) => `${prefix}{oauth}:oauthRefreshFamilies:${familyId}`,
+    authorizationCode: (codeHash: string) => `${prefix}{oauth}:oauthAuthorizationCodes:${codeHash}`,
+    authorizationRequest: (requestHash: string) => `${prefix}{oauth}:oauthAuthorizationRequests:${requestHash}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -49,6 +51,47 @@ export function accessTokenFields(r: AccessTokenRecord): Fields {
   };
   if (r.scope !== undefined) f.scope = r.scope;
   if (r.familyId !== undefined) f.familyId = r.familyId;
+  if (r.user !== undefined) Object.assign(f, userFields(r.user));
+  return f;
+}
+
+/** The signed-in user as token or code fields: subject, issuer, email?, groups? (a JSON list). */
+export function userFields(u: SignedInUser): Fields {
+  const f: Fields = { subject: u.subject, issuer: u.issuer };
+  if (u.email !== undefined) f.email = u.email;
+  if (u.groups !== undefined) f.groups = JSON.stringify(u.groups);
+  return f;
+}
+
+/** The signed-in user of a stored token or code; undefined for tokens of machine clients. */
+export function userFromFields(f: Fields): SignedInUser | undefined {
+  if (!f.subject || !f.issuer) return undefined;
+  const u: SignedInUser = { subject: f.subject, issuer: f.issuer };
+  if (f.email !== undefined) u.email = f.email;
+  if (f.groups !== undefined) u.groups = stringArray(f.groups);
+  return u;
+}
+
+/** What a reused code's revocation ends: the access token and the refresh family its redemption issued. */
+export function reuseNotice(code: Fields): RevocationNotice {
+  const notice: RevocationNotice = {};
+  if (code.accessTokenHash !== undefined) notice.tokenHashes = [code.accessTokenHash];
+  if (code.familyId !== undefined) notice.familyIds = [code.familyId];
+  return notice;
+}
+
+export function authorizationCodeFields(r: AuthorizationCodeRecord): Fields {
+  const f: Fields = {
+    codeHash: r.codeHash,
+    clientId: r.clientId,
+    redirectUri: r.redirectUri,
+    codeChallenge: r.codeChallenge,
+    resource: r.resource,
+    createdAt: String(r.createdAt),
+    expiresAt: String(r.expiresAt),
+    ...userFields(r.user),
+  };
+  if (r.scope !== undefined) f.scope = r.scope;
   return f;
 }
 
@@ -61,6 +104,7 @@ export function refreshTokenFields(r: RefreshTokenRecord): Fields {
     expiresAt: String(r.expiresAt),
   };
   if (r.scope !== undefined) f.scope = r.scope;
+  if (r.user !== undefined) Object.assign(f, userFields(r.user));
   return f;
 }
 

@@ -63,6 +63,41 @@ redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
 store_tokens(ARGV, 6)
 return 'ok'`;
 
+// Single use of an authorization code, in one step with issuing its tokens, so two concurrent
+// redemptions cannot both succeed; a second one revokes what the first issued (RFC 6749 §4.1.2).
+// KEYS: client, clientTokens, access, [refresh, family], code (always last).
+// ARGV: now, clientId, accessKeyPrefix, refreshKeyPrefix, familyKeyPrefix, retainMs, then the
+// STORE_TOKENS arguments.
+const REDEEM_CODE = `${STORE_TOKENS}
+local code = KEYS[#KEYS]
+local f = redis.call('HMGET', code, 'clientId', 'expiresAt', 'redeemedAt', 'accessTokenHash', 'familyId')
+if not f[1] or f[1] ~= ARGV[2] then return 'invalid' end
+if f[3] then
+  if f[4] and redis.call('EXISTS', ARGV[3] .. f[4]) == 1 then redis.call('HSETNX', ARGV[3] .. f[4], 'revokedAt', ARGV[1]) end
+  if f[5] then
+    for _, m in ipairs(redis.call('SMEMBERS', ARGV[5] .. f[5])) do
+      local key = (string.sub(m, 1, 2) == 'a:' and ARGV[3] or ARGV[4]) .. string.sub(m, 3)
+      if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+    end
+  end
+  return 'reused'
+end
+if tonumber(f[2]) == nil or tonumber(f[2]) <= tonumber(ARGV[1]) then return 'invalid' end
+local state = client_state()
+if state == 'client_not_found' then return 'invalid' end
+if state ~= 'ok' then return state end
+redis.call('HSET', code, 'redeemedAt', ARGV[1], 'accessTokenHash', ARGV[7])
+if #KEYS >= 6 then redis.call('HSET', code, 'familyId', string.sub(KEYS[5], string.len(ARGV[5]) + 1)) end
+redis.call('PEXPIRE', code, ARGV[6])
+store_tokens(ARGV, 7)
+return 'ok'`;
+
+// Read-and-delete in one step: a sign-in handle is good for one use.
+const TAKE_HASH = `
+local f = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+return f`;
+
 // KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
 const REVOKE_REFRESH_FAMILY = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -102,6 +137,8 @@ export interface ScriptedClient {
   mcpRevokeUserToken(key: string): Promise<number>;
   mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
+  mcpRedeemCode(...keysAndArgs: string[]): Promise<string>;
+  mcpTakeHash(key: string): Promise<string[]>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
@@ -112,6 +149,8 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
   redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
+  redis.defineCommand('mcpRedeemCode', { lua: REDEEM_CODE });
+  redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });

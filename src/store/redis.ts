@@ -9,6 +9,8 @@ import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,
   accessTokenFields,
+  authorizationCodeFields,
+  reuseNotice,
   auditFields,
   auditFromFields,
   clientFields,
@@ -29,11 +31,13 @@ import { defineScripts, flattenFields, type ScriptedClient } from './redis-scrip
 import {
   DuplicateRecordError,
   type AccessTokenRecord,
+  type AuthorizationCodeRecord,
   type AuditEvent,
   type ClientRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
   type ProfileRecord,
+  type RedeemOutcome,
   type RefreshTokenRecord,
   type RevocationListener,
   type RevocationNotice,
@@ -257,6 +261,59 @@ export class RedisTokenStore implements TokenStore {
     });
     if (revoked) await this.#publish({ familyIds: [familyId] });
     return revoked;
+  }
+
+  async putAuthorizationRequest(requestHash: string, fields: Fields, expiresAt: number): Promise<void> {
+    const key = this.#keys.authorizationRequest(requestHash);
+    assertExec(await this.#redis.multi().hset(key, fields).pexpireat(key, expiresAt).exec());
+  }
+
+  async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {
+    const flat = await this.#scripts.mcpTakeHash(this.#keys.authorizationRequest(requestHash));
+    const fields: Fields = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+    return orNull(fields);
+  }
+
+  async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
+    const key = this.#keys.authorizationCode(record.codeHash);
+    assertExec(await this.#redis.multi().hset(key, authorizationCodeFields(record)).pexpireat(key, record.expiresAt).exec());
+  }
+
+  async getAuthorizationCode(codeHash: string): Promise<Fields | null> {
+    return orNull(await this.#redis.hgetall(this.#keys.authorizationCode(codeHash)));
+  }
+
+  async redeemAuthorizationCode(
+    codeHash: string,
+    clientId: string,
+    now: number,
+    retainMs: number,
+    access: AccessTokenRecord,
+    refresh?: RefreshTokenRecord,
+  ): Promise<RedeemOutcome> {
+    const keys = [this.#keys.client(clientId), this.#keys.clientTokens(clientId), this.#keys.accessToken(access.tokenHash)];
+    if (refresh) keys.push(this.#keys.refreshToken(refresh.tokenHash), this.#keys.refreshFamily(refresh.familyId));
+    keys.push(this.#keys.authorizationCode(codeHash));
+    const outcome = await this.#scripts.mcpRedeemCode(
+      String(keys.length),
+      ...keys,
+      String(now),
+      clientId,
+      this.#keys.accessToken(''),
+      this.#keys.refreshToken(''),
+      this.#keys.refreshFamily(''),
+      String(retainMs),
+      ...this.#tokenArgs(access, refresh),
+    );
+    if (outcome === 'reused') {
+      // What the first redemption issued was revoked by the script; its open streams end now.
+      const code = orNull(await this.#redis.hgetall(this.#keys.authorizationCode(codeHash)));
+      if (code) await this.#publish(reuseNotice(code));
+      return outcome;
+    }
+    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {

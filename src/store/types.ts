@@ -30,9 +30,20 @@ export interface ClientRecord {
   revokedAt?: number;
 }
 
+/** Who signed in at the IdP (interactive sign-in): kept with codes and tokens for per-user policy. */
+export interface SignedInUser {
+  /** The IdP `sub`: the subject of tokens issued from an authorization code. */
+  subject: string;
+  issuer: string;
+  email?: string;
+  groups?: string[];
+}
+
 export interface AccessTokenRecord {
   tokenHash: string;
   clientId: string;
+  /** Set when the token came from interactive sign-in: the user it acts for. */
+  user?: SignedInUser;
   scope?: string;
   /** Refresh-token family this access token was issued with (revoked together on reuse). */
   familyId?: string;
@@ -46,12 +57,34 @@ export interface RefreshTokenRecord {
   /** Every refresh token rotated from the same grant shares one family. */
   familyId: string;
   scope?: string;
+  user?: SignedInUser;
   createdAt: number;
   expiresAt: number;
 }
 
 /** `reused`: the presented refresh token had already been rotated; its whole family is now revoked. */
 export type RotateOutcome = 'ok' | 'invalid' | 'reused' | 'client_revoked';
+
+/**
+ * An authorization code (stored only as the SHA-256 of the code), bound to everything the token
+ * request must repeat or prove. Single use; its record outlives the first redemption for a while so
+ * that a second one can be recognised and revoke what the first issued.
+ */
+export interface AuthorizationCodeRecord {
+  codeHash: string;
+  clientId: string;
+  redirectUri: string;
+  /** PKCE S256 challenge (base64url SHA-256 of the verifier). */
+  codeChallenge: string;
+  resource: string;
+  scope?: string;
+  user: SignedInUser;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** `reused`: the code had been redeemed already; what that redemption issued is now revoked. */
+export type RedeemOutcome = 'ok' | 'invalid' | 'reused' | 'client_revoked';
 
 export interface ProfileRecord {
   name: string;
@@ -176,6 +209,26 @@ export interface RefreshTokenStorage {
   revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
 }
 
+/** Browser sign-in: pending requests between its steps, and authorization codes. */
+export interface AuthorizationCodeStorage {
+  /**
+   * Short-lived state of a browser sign-in in progress (consent pending, then the IdP round trip),
+   * under the SHA-256 of a random handle; gone at `expiresAt`.
+   */
+  putAuthorizationRequest(requestHash: string, fields: Record<string, string>, expiresAt: number): Promise<void>;
+  /** Atomically reads and deletes it: each handle is usable once. null when unknown or expired. */
+  takeAuthorizationRequest(requestHash: string): Promise<Record<string, string> | null>;
+  putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void>;
+  /** Raw fields of a code (redeemed or not); null when unknown or gone from storage. */
+  getAuthorizationCode(codeHash: string): Promise<Record<string, string> | null>;
+  /**
+   * Atomically: if the code is unredeemed, unexpired, of `clientId`, and its client is not revoked,
+   * marks it redeemed (remembering what it issued, kept `retainMs` for reuse detection) and stores
+   * the tokens. If it was redeemed before, revokes what that redemption issued and answers `reused`.
+   */
+  redeemAuthorizationCode(codeHash: string, clientId: string, now: number, retainMs: number, access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<RedeemOutcome>;
+}
+
 /** Client profiles (token lifetimes and default grants). */
 export interface ProfileStorage {
   /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
@@ -218,6 +271,6 @@ export interface StoreHealth {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, RefreshTokenStorage, ProfileStorage, CounterStorage, AuditStorage, RevocationNotices, StoreHealth {
+  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ProfileStorage, CounterStorage, AuditStorage, RevocationNotices, StoreHealth {
   close(): Promise<void>;
 }

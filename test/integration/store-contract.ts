@@ -9,7 +9,7 @@ import { decideToken, generateToken, hashToken, type DenialReason } from '../../
 import type { Cluster, Redis } from 'ioredis';
 import { orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type ClientRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type ClientRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -591,6 +591,171 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('browser sign-in: pending requests and authorization codes', () => {
+      const user = { subject: 'idp-user-1', issuer: 'https://idp.example.com/', email: 'ada@example.com', groups: ['mcp-users', 'eng'] };
+
+      function code(clientId: string, overrides: Partial<AuthorizationCodeRecord> = {}): { raw: string; record: AuthorizationCodeRecord } {
+        const raw = generateToken();
+        const now = clock.now();
+        return {
+          raw,
+          record: {
+            codeHash: hashToken(raw),
+            clientId,
+            redirectUri: 'http://127.0.0.1:9999/cb',
+            codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+            resource: 'https://mcp.example.com/mcp',
+            scope: 'mcp:read',
+            user,
+            createdAt: now,
+            expiresAt: now + 60_000,
+            ...overrides,
+          },
+        };
+      }
+
+      function pairFor(clientId: string, familyId: string) {
+        const refresh = refreshToken(clientId, familyId);
+        refresh.record.user = user;
+        return { access: accessToken(clientId, { familyId, user }), refresh };
+      }
+
+      it('a pending request is taken once: the second take finds nothing; an expired one is gone', async () => {
+        const handle = hashToken(generateToken());
+        await store.putAuthorizationRequest(handle, { stage: 'consent', clientId: 'c-1', state: 'xyz' }, clock.now() + 600_000);
+        expect(h.keys.authorizationRequest(handle)).toContain('{oauth}');
+        expect(await store.takeAuthorizationRequest(handle)).toEqual({ stage: 'consent', clientId: 'c-1', state: 'xyz' });
+        expect(await store.takeAuthorizationRequest(handle)).toBeNull();
+        expect(await h.rawHash(h.keys.authorizationRequest(handle))).toBeNull();
+        const stale = hashToken(generateToken());
+        await store.putAuthorizationRequest(stale, { stage: 'idp' }, clock.now() - 1);
+        expect(await store.takeAuthorizationRequest(stale)).toBeNull();
+      });
+
+      it('two concurrent takes of one pending request: exactly one gets it', async () => {
+        const handle = hashToken(generateToken());
+        await store.putAuthorizationRequest(handle, { stage: 'idp', nonce: 'n' }, clock.now() + 600_000);
+        const taken = await Promise.all(Array.from({ length: 8 }, () => store.takeAuthorizationRequest(handle)));
+        expect(taken.filter((t) => t !== null)).toHaveLength(1);
+      });
+
+      it('a code is stored only as its hash with its bindings and user; redeeming issues tokens acting for the user', async () => {
+        await store.createClient(client('c-code').record);
+        const c = code('c-code');
+        await store.putAuthorizationCode(c.record);
+        const key = h.keys.authorizationCode(c.record.codeHash);
+        expect(key).toContain('{oauth}');
+        expect(key).not.toContain(c.raw);
+        const raw = await h.rawHash(key);
+        expect(raw).toMatchObject({ clientId: 'c-code', redirectUri: 'http://127.0.0.1:9999/cb', subject: 'idp-user-1', email: 'ada@example.com', groups: '["mcp-users","eng"]' });
+        expect(JSON.stringify(raw)).not.toContain(c.raw);
+        expect(await store.getAuthorizationCode(c.record.codeHash)).toEqual(raw);
+        const pair = pairFor('c-code', 'fam-code');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-code', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
+        const d = await decide(pair.access.record.tokenHash);
+        expect(d.ok && d.principal).toMatchObject({ kind: 'oauth', subject: 'idp-user-1', clientId: 'c-code' });
+        expect(await store.getRefreshToken(pair.refresh.record.tokenHash)).toMatchObject({ subject: 'idp-user-1', familyId: 'fam-code' });
+        expect((await store.getAuthorizationCode(c.record.codeHash))?.redeemedAt).toBe(String(clock.now()));
+      });
+
+      it('a second redemption answers reused, stores nothing, and revokes what the first issued', async () => {
+        await store.createClient(client('c-twice').record);
+        const c = code('c-twice');
+        await store.putAuthorizationCode(c.record);
+        const first = pairFor('c-twice', 'fam-1');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-twice', clock.now(), 600_000, first.access.record, first.refresh.record)).toBe('ok');
+        // The first family rotated once: the rotated-to tokens are revoked too.
+        const rotated = pairFor('c-twice', 'fam-1');
+        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-twice', clock.now(), rotated.access.record, rotated.refresh.record)).toBe('ok');
+        const other = pairFor('c-twice', 'fam-other');
+        expect(await store.issueTokens(other.access.record, other.refresh.record)).toBe('ok');
+        clock.advance(1000);
+        const second = pairFor('c-twice', 'fam-2');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-twice', clock.now(), 600_000, second.access.record, second.refresh.record)).toBe('reused');
+        for (const hash of [first.access.record.tokenHash, rotated.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
+        expect((await store.getRefreshToken(rotated.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+        expect(await reasonOf(second.access.record.tokenHash)).toBe('unknown');
+        expect(await store.getRefreshToken(second.refresh.record.tokenHash)).toBeNull();
+        expect(await reasonOf(other.access.record.tokenHash)).toBe('ok');
+      });
+
+      it('a reused code announces what it revoked (its open streams end)', async () => {
+        await store.createClient(client('c-announce').record);
+        const c = code('c-announce');
+        await store.putAuthorizationCode(c.record);
+        const first = pairFor('c-announce', 'fam-announce');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-announce', clock.now(), 600_000, first.access.record, first.refresh.record)).toBe('ok');
+        const heard: RevocationNotice[] = [];
+        let wake: (() => void) | undefined;
+        const unsubscribe = await store.subscribeRevocations({
+          revoked: (notice) => {
+            heard.push(notice);
+            wake?.();
+          },
+          missed: () => undefined,
+        });
+        const again = pairFor('c-announce', 'fam-again');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-announce', clock.now(), 600_000, again.access.record, again.refresh.record)).toBe('reused');
+        while (heard.length === 0) await new Promise<void>((r) => (wake = r));
+        await unsubscribe();
+        expect(heard[0]).toEqual({ tokenHashes: [first.access.record.tokenHash], familyIds: ['fam-announce'] });
+      });
+
+      it('a code without a refresh token: its access token is revoked on reuse', async () => {
+        await store.createClient(client('c-norefresh').record);
+        const c = code('c-norefresh');
+        await store.putAuthorizationCode(c.record);
+        const access = accessToken('c-norefresh', { user });
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-norefresh', clock.now(), 600_000, access.record)).toBe('ok');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-norefresh', clock.now(), 600_000, accessToken('c-norefresh', { user }).record)).toBe('reused');
+        expect(await reasonOf(access.record.tokenHash)).toBe('revoked');
+      });
+
+      it('redemption is refused for another client, an unknown or expired code, and a deleted client', async () => {
+        await store.createClient(client('c-owner').record);
+        await store.createClient(client('c-other').record);
+        const c = code('c-owner');
+        await store.putAuthorizationCode(c.record);
+        let pair = pairFor('c-other', 'fam-x');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-other', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('invalid');
+        expect(await reasonOf(pair.access.record.tokenHash)).toBe('unknown');
+        pair = pairFor('c-owner', 'fam-y');
+        expect(await store.redeemAuthorizationCode(hashToken(generateToken()), 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('invalid');
+        clock.advance(60_000);
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('invalid');
+        expect(await reasonOf(pair.access.record.tokenHash)).toBe('unknown');
+        const fresh = code('c-owner');
+        await store.putAuthorizationCode(fresh.record);
+        await store.deleteClient('c-owner', clock.now());
+        expect(await store.redeemAuthorizationCode(fresh.record.codeHash, 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('client_revoked');
+        expect(await reasonOf(pair.access.record.tokenHash)).toBe('unknown');
+      });
+
+      it('concurrent redemptions of one code: exactly one ok, and nothing issued survives', async () => {
+        await store.createClient(client('c-race').record);
+        const c = code('c-race');
+        await store.putAuthorizationCode(c.record);
+        const attempts = Array.from({ length: 8 }, (_, i) => pairFor('c-race', `fam-race-${i}`));
+        const outcomes = await Promise.all(
+          attempts.map((a) => store.redeemAuthorizationCode(c.record.codeHash, 'c-race', clock.now(), 600_000, a.access.record, a.refresh.record)),
+        );
+        expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+        expect(outcomes.filter((o) => o === 'reused')).toHaveLength(7);
+        for (const a of attempts) expect(await reasonOf(a.access.record.tokenHash)).not.toBe('ok');
+      });
+
+      it('deleteClient revokes the tokens a code issued, with the client\'s other tokens', async () => {
+        await store.createClient(client('c-del').record);
+        const c = code('c-del');
+        await store.putAuthorizationCode(c.record);
+        const pair = pairFor('c-del', 'fam-del');
+        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-del', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
+        expect(await store.deleteClient('c-del', clock.now())).toMatchObject({ accessTokensRevoked: 1, refreshTokensRevoked: 1 });
+        expect(await reasonOf(pair.access.record.tokenHash)).toBe('revoked');
+        expect((await store.getRefreshToken(pair.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+      });
+    });
+
     describe('rate counters', () => {
       it('hitCounter counts per name within one window and reports the time left', async () => {
         const name = `ip:${generateToken().slice(0, 8)}`;
@@ -781,6 +946,21 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         getRefreshToken: (s) => s.getRefreshToken(hashToken('x')),
         rotateRefreshToken: (s) => s.rotateRefreshToken(hashToken('x'), 'mcp_gone', clock.now(), accessToken('mcp_gone').record, refreshToken('mcp_gone', 'fam').record),
         revokeRefreshFamily: (s) => s.revokeRefreshFamily(hashToken('x'), clock.now()),
+        putAuthorizationRequest: (s) => s.putAuthorizationRequest(hashToken('x'), { stage: 'consent' }, clock.now() + HOUR),
+        takeAuthorizationRequest: (s) => s.takeAuthorizationRequest(hashToken('x')),
+        putAuthorizationCode: (s) =>
+          s.putAuthorizationCode({
+            codeHash: hashToken('x'),
+            clientId: 'mcp_gone',
+            redirectUri: 'http://127.0.0.1/cb',
+            codeChallenge: 'c',
+            resource: 'r',
+            user: { subject: 's', issuer: 'i' },
+            createdAt: clock.now(),
+            expiresAt: clock.now() + 60_000,
+          }),
+        getAuthorizationCode: (s) => s.getAuthorizationCode(hashToken('x')),
+        redeemAuthorizationCode: (s) => s.redeemAuthorizationCode(hashToken('x'), 'mcp_gone', clock.now(), HOUR, accessToken('mcp_gone').record),
         hitCounter: (s) => s.hitCounter('gone', 60_000),
         seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
         getProfile: (s) => s.getProfile('gone'),
