@@ -13,6 +13,7 @@ import { Metrics, instrumentStore } from './metrics.ts';
 import { createAdminServer } from './admin/server.ts';
 import { createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import { createIdpSignIn } from './oauth/oidc-client.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
@@ -133,7 +134,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
-    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), publicUrl }),
+    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), publicUrl }),
     policyGate,
   });
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy });

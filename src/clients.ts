@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
-import { resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
@@ -58,7 +58,9 @@ export function publicClient(c: ClientRecord): PublicClient {
   return out;
 }
 
-/** https, or http on a loopback host (RFC 8252 §7.3); no fragment; matched exactly later. */
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** https, or http on a loopback host (RFC 8252 §7.3); no fragment; matched by redirectUriMatches. */
 export function checkRedirectUri(value: unknown): string | null {
   if (typeof value !== 'string' || value.length === 0 || value.length > 2048) return null;
   // The URL parser silently drops tabs and newlines: checked on the raw value, which is what is stored.
@@ -71,8 +73,34 @@ export function checkRedirectUri(value: unknown): string | null {
   }
   if (url.hash !== '' || value.includes('#')) return null;
   if (url.protocol === 'https:') return value;
-  const loopback = url.hostname === 'localhost' || url.hostname === '127.0.0.1' || url.hostname === '[::1]';
-  return url.protocol === 'http:' && loopback ? value : null;
+  return url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname) ? value : null;
+}
+
+/**
+ * Whether `presented` is one of the client's registered redirect URIs: exact string comparison, except
+ * that an http loopback URI matches on any port (RFC 8252 §7.3: native apps bind an ephemeral port).
+ * `localhost` counts as loopback because the common MCP clients register it, but it never matches
+ * 127.0.0.1 or [::1] (nor the reverse): host, path and query must be identical.
+ */
+export function redirectUriMatches(registered: readonly string[], presented: string): boolean {
+  if (presented.includes('#')) return false;
+  if (registered.includes(presented)) return true;
+  let url: URL;
+  try {
+    url = new URL(presented);
+  } catch {
+    return false;
+  }
+  if (url.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url.hostname) || url.username !== '' || url.password !== '') return false;
+  return registered.some((r) => {
+    let reg: URL;
+    try {
+      reg = new URL(r);
+    } catch {
+      return false;
+    }
+    return reg.protocol === 'http:' && reg.hostname === url.hostname && reg.pathname === url.pathname && reg.search === url.search && reg.username === '' && reg.password === '';
+  });
 }
 
 const CLIENT_ID_PREFIX = 'mcp_';
@@ -90,6 +118,12 @@ export function checkScope(value: unknown, field = 'scope'): string | undefined 
     throw new HttpError('invalid_request', `${field} must be a space-separated list of scope tokens`);
   }
   return value;
+}
+
+/** Registrations that ask for the authorization code grant get the interactive profile (refresh tokens). */
+function defaultProfileName(source: 'admin' | 'dcr', grantTypes: unknown): string {
+  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE)) return 'interactive';
+  return source === 'dcr' ? 'dynamic' : 'default';
 }
 
 /**
@@ -127,7 +161,7 @@ export async function provisionClient(
     }
   }
 
-  const profileName = input.profile === undefined || input.profile === null ? (source === 'dcr' ? 'dynamic' : 'default') : input.profile;
+  const profileName = input.profile === undefined || input.profile === null ? defaultProfileName(source, input.grantTypes) : input.profile;
   if (typeof profileName !== 'string' || profileName.length === 0 || profileName.length > 64 || CONTROL.test(profileName)) {
     throw new HttpError(metaError, 'profile must be the name of a profile');
   }
@@ -156,6 +190,9 @@ export async function provisionClient(
   }
   if (tokenEndpointAuthMethod === 'none' && grantTypes.includes('client_credentials')) {
     throw new HttpError(metaError, 'a public client (auth method none) cannot use client_credentials');
+  }
+  if (grantTypes.includes(GRANT_AUTHORIZATION_CODE) && redirectUris.length === 0) {
+    throw new HttpError(source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request', 'the authorization_code grant needs at least one redirect URI');
   }
 
   let scope: string | undefined;

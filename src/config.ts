@@ -128,7 +128,7 @@ export const CONFIG_KEYS = {
     issuer: text({
       env: 'IDP_ISSUER',
       description:
-        'The identity provider whose JWTs `POST /token` exchanges for user-grade tokens: exact `iss`. Set issuer, audience and jwksUrl together, or none (exchange off).',
+        'The identity provider: exact `iss` of the JWTs `POST /token` exchanges for user-grade tokens (set with audience and jwksUrl), and the OpenID provider of browser sign-in (set with clientId and clientSecret; endpoints from its discovery document).',
     }),
     audience: text({ env: 'IDP_AUDIENCE', description: 'Exact `aud` the IdP JWT must carry.' }),
     jwksUrl: text({
@@ -159,6 +159,30 @@ export const CONFIG_KEYS = {
     }),
     requiredGroup: text({ description: 'When set, only JWTs whose groups claim lists this group may exchange.' }),
     groupsClaim: text({ default: 'groups', description: 'The claim holding the groups list.' }),
+    clientId: text({
+      env: 'IDP_CLIENT_ID',
+      description:
+        "Browser sign-in: the sidecar's client id at the IdP (an OpenID Connect client whose redirect URI is `PUBLIC_URL/oauth/callback`). Set issuer, clientId and clientSecret together, or none (no `/authorize`).",
+    }),
+    clientSecret: text({
+      env: 'IDP_CLIENT_SECRET',
+      secret: true,
+      description: "Browser sign-in: the sidecar's client secret at the IdP (sent as client_secret_basic). Keep it in the environment.",
+    }),
+    scopes: text({
+      default: 'openid email profile',
+      env: 'IDP_SCOPES',
+      description: 'Browser sign-in: scopes asked of the IdP (must include `openid`).',
+      check: (scopes, label, problems) => {
+        if (!scopes.split(' ').includes('openid')) problems.push(`${label} must include openid`);
+      },
+    }),
+    requestTimeoutMs: integer({
+      default: 5000,
+      min: 100,
+      max: 60000,
+      description: 'Browser sign-in: bound on each call to the IdP (discovery, code exchange, keys); past it the browser gets a 503 page.',
+    }),
   },
   oauth: {
     registration: choice(['open', 'protected'], {
@@ -243,10 +267,34 @@ export type Config = ValuesOf<typeof CONFIG_KEYS>;
 
 /** Rules that involve more than one key; they run once every key is read. */
 function checkWhole(config: Config, problems: Problems): void {
-  const idpSet = [config.idp.issuer, config.idp.audience, config.idp.jwksUrl].filter((v) => v !== undefined).length;
-  if (idpSet > 0 && idpSet < 3) problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
+  checkIdp(config.idp, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
+}
+
+/**
+ * Two features share IDP_ISSUER: the token exchange (with audience and JWKS) and browser sign-in (with
+ * the sidecar's client id and secret). Each is on with all its settings, or off with none.
+ */
+function checkIdp(idp: Config['idp'], problems: Problems): void {
+  const exchangeSet = [idp.audience, idp.jwksUrl].filter((v) => v !== undefined).length;
+  const signInSet = [idp.clientId, idp.clientSecret].filter((v) => v !== undefined).length;
+  if (exchangeSet === 1 || (exchangeSet === 2 && idp.issuer === undefined)) {
+    problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
+  }
+  if (signInSet === 1 || (signInSet === 2 && idp.issuer === undefined)) {
+    problems.push('IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together for browser sign-in (or none of them)');
+  }
+  if (idp.issuer !== undefined && exchangeSet === 0 && signInSet === 0) {
+    problems.push('IDP_ISSUER is set alone: add IDP_AUDIENCE and IDP_JWKS_URL (token exchange) and/or IDP_CLIENT_ID and IDP_CLIENT_SECRET (browser sign-in)');
+  }
+  if (idp.issuer !== undefined && signInSet === 2) {
+    checkHttpUrl('IDP_ISSUER', idp.issuer, problems);
+    // The browser sign-in's secrets and codes travel to the IdP: plain http only on this machine.
+    if (/^http:/i.test(idp.issuer) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/i.test(idp.issuer)) {
+      problems.push('IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on 127.0.0.1, localhost or [::1])');
+    }
+  }
 }
 
 export class ConfigError extends Error {

@@ -9,7 +9,8 @@ import type { ProfileRecord, ProfileStorage } from './store/types.ts';
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_REFRESH_TOKEN = 'refresh_token';
 export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-export const SUPPORTED_GRANT_TYPES: readonly string[] = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE];
+export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
+export const SUPPORTED_GRANT_TYPES: readonly string[] = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, GRANT_AUTHORIZATION_CODE];
 
 type ProfileDefinition = Omit<ProfileRecord, 'createdAt'>;
 
@@ -34,6 +35,13 @@ export const DEFAULT_PROFILES: readonly ProfileDefinition[] = [
     accessTokenLifetimeSeconds: 3600,
     refreshTokenLifetimeSeconds: 0,
     grantTypes: [GRANT_TOKEN_EXCHANGE],
+  },
+  {
+    name: 'interactive',
+    description: 'MCP client whose user signs in through the browser: authorization code + PKCE, 1 h access tokens, 30-day rotating refresh tokens',
+    accessTokenLifetimeSeconds: 3600,
+    refreshTokenLifetimeSeconds: 30 * 24 * 3600,
+    grantTypes: [GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN],
   },
 ];
 

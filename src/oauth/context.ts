@@ -8,11 +8,12 @@ import { parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ClientStorage, CounterStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
+import type { AuthorizationCodeStorage, ClientStorage, CounterStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
 import type { IdpVerifier } from './idp.ts';
+import type { IdpSignIn } from './oidc-client.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
-export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & ProfileStorage & CounterStorage;
+export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ProfileStorage & CounterStorage;
 
 export interface OAuthContext {
   readonly config: Config;
@@ -26,6 +27,8 @@ export interface OAuthContext {
   readonly masterToken: MasterToken;
   /** undefined when no IdP is configured: the token exchange is then off. */
   readonly idp: IdpVerifier | undefined;
+  /** undefined when browser sign-in is not configured: /authorize then answers with an error. */
+  readonly signIn: IdpSignIn | undefined;
   publicUrl(): string;
 }
 

@@ -31,19 +31,6 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
     cacheMaxAge: 10 * 60 * 1000,
   });
 
-  function checkClaims(payload: JWTPayload): void {
-    if (idp.allowedEmailDomains.length > 0) {
-      const email = typeof payload.email === 'string' ? payload.email.toLowerCase() : '';
-      const domain = email.includes('@') ? email.slice(email.lastIndexOf('@') + 1) : '';
-      if (!idp.allowedEmailDomains.includes(domain)) throw new IdpRejection('email domain not allowed');
-      if (payload.email_verified === false) throw new IdpRejection('email not verified');
-    }
-    if (idp.requiredGroup !== undefined) {
-      const groups = payload[idp.groupsClaim];
-      if (!Array.isArray(groups) || !groups.includes(idp.requiredGroup)) throw new IdpRejection('required group missing');
-    }
-  }
-
   return {
     async verify(jwt, now) {
       if (jwt.length > 16384 || !JWT_SHAPE.test(jwt)) throw new IdpRejection('not a compact JWS');
@@ -56,8 +43,23 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
         currentDate: new Date(now),
       });
       if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 512) throw new IdpRejection('bad sub');
-      checkClaims(payload);
+      checkIdentityClaims(idp, payload);
       return { subject: payload.sub, issuer };
     },
   };
 }
+
+/** The configured claim rules (email domains, required group), for exchanged JWTs and signed-in users alike. */
+export function checkIdentityClaims(idp: Config['idp'], payload: JWTPayload): void {
+  if (idp.allowedEmailDomains.length > 0) {
+    const email = typeof payload.email === 'string' ? payload.email.toLowerCase() : '';
+    const domain = email.includes('@') ? email.slice(email.lastIndexOf('@') + 1) : '';
+    if (!idp.allowedEmailDomains.includes(domain)) throw new IdpRejection('email domain not allowed');
+    if (payload.email_verified === false) throw new IdpRejection('email not verified');
+  }
+  if (idp.requiredGroup !== undefined) {
+    const groups = payload[idp.groupsClaim];
+    if (!Array.isArray(groups) || !groups.includes(idp.requiredGroup)) throw new IdpRejection('required group missing');
+  }
+}
+

@@ -2,7 +2,7 @@
 // at, and RFC 8414 authorization-server metadata. Every URL is built from PUBLIC_URL, never from the
 // request's Host header.
 
-import { GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../profiles.ts';
 
 export function protectedResourceMetadata(publicUrl: string): Record<string, unknown> {
   return {
@@ -15,18 +15,29 @@ export function protectedResourceMetadata(publicUrl: string): Record<string, unk
 
 const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
 
-export function authorizationServerMetadata(publicUrl: string, options: { tokenExchange: boolean }): Record<string, unknown> {
+/**
+ * `authorization_endpoint` is always advertised, because RFC 8414 clients (the MCP SDK among them)
+ * refuse metadata without one, even for client_credentials. Without browser sign-in it answers with
+ * an error, and `response_types_supported` is empty so that interactive clients stop before opening
+ * a browser.
+ */
+export function authorizationServerMetadata(publicUrl: string, options: { tokenExchange: boolean; signIn: boolean }): Record<string, unknown> {
   const grants = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN];
+  if (options.signIn) grants.push(GRANT_AUTHORIZATION_CODE);
   if (options.tokenExchange) grants.push(GRANT_TOKEN_EXCHANGE);
   return {
     issuer: publicUrl,
+    authorization_endpoint: `${publicUrl}/authorize`,
     token_endpoint: `${publicUrl}/token`,
     registration_endpoint: `${publicUrl}/register`,
     revocation_endpoint: `${publicUrl}/revoke`,
     introspection_endpoint: `${publicUrl}/introspect`,
     grant_types_supported: grants,
-    // No authorization endpoint: tokens come from client credentials, refresh or an IdP JWT exchange.
-    response_types_supported: [],
+    response_types_supported: options.signIn ? ['code'] : [],
+    response_modes_supported: ['query'],
+    code_challenge_methods_supported: ['S256'],
+    authorization_response_iss_parameter_supported: true,
+    client_id_metadata_document_supported: options.signIn,
     token_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     revocation_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],

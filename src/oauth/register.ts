@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../body.ts';
 import { hasControlCharacter, provisionClient } from '../clients.ts';
 import { HttpError, tooManyRequests, writeJson } from '../errors.ts';
-import { GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
 import type { FixedWindowLimiter } from './rate-limit.ts';
 
@@ -55,8 +55,16 @@ export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimi
   if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_CLIENT_CREDENTIALS)) {
     throw new HttpError('invalid_client_metadata', 'client_credentials is only for clients an administrator creates');
   }
-  if (Array.isArray(body.response_types) && body.response_types.length > 0) {
-    throw new HttpError('invalid_client_metadata', 'this server has no authorization endpoint: response_types must be empty or absent');
+  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE) && !ctx.signIn) {
+    throw new HttpError('invalid_client_metadata', 'browser sign-in (the authorization_code grant) is not configured on this server');
+  }
+  // RFC 7591 §2.1: response_types and grant_types must agree; `code` is the only response type.
+  const responseTypes = body.response_types;
+  if (responseTypes !== undefined && responseTypes !== null) {
+    if (!Array.isArray(responseTypes) || !responseTypes.every((t) => t === 'code')) throw new HttpError('invalid_client_metadata', 'response_types may only contain "code"');
+    if (responseTypes.length > 0 && !(Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE))) {
+      throw new HttpError('invalid_client_metadata', 'response_types "code" needs the authorization_code grant');
+    }
   }
   const { client, clientSecret } = await provisionClient(
     ctx.store,
@@ -86,6 +94,7 @@ export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimi
     grant_types: client.grantTypes,
     token_endpoint_auth_method: client.tokenEndpointAuthMethod,
   };
+  if (client.grantTypes.includes(GRANT_AUTHORIZATION_CODE)) answer.response_types = ['code'];
   if (clientSecret !== undefined) {
     answer.client_secret = clientSecret;
     answer.client_secret_expires_at = 0;

@@ -1,5 +1,5 @@
 // OAuth routes on the proxy listener (the sidecar is the authorization server for /mcp): discovery
-// documents, /register, /token, /revoke and /introspect. Bodies are small and bounded; what a handler
+// documents, /register, /token, /revoke, /introspect, and the browser sign-in pages (./authorize.ts). Bodies are small and bounded; what a handler
 // throws is answered by the listener's one error mapper (a store outage is a 503, never a success).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -13,6 +13,7 @@ import { presentedClientId } from './client-auth.ts';
 import type { OAuthContext } from './context.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
 import { FixedWindowLimiter } from './rate-limit.ts';
+import { signInRoutes } from './authorize.ts';
 import { handleRegister } from './register.ts';
 import { handleIntrospect, handleRevoke } from './revocation.ts';
 import { handleToken } from './token.ts';
@@ -29,7 +30,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
 
   const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl()));
   const serverMetadata: Route['handler'] = (_req, res) =>
-    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined }));
+    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined }));
   const register: Route['handler'] = (req, res, path) =>
     audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
   /** Token requests are limited per client_id named (or per address when none is). */
@@ -40,15 +41,39 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   };
 
   return [
-    { path: '/.well-known/oauth-protected-resource', methods: ['GET'], handler: resourceMetadata },
-    { path: '/.well-known/oauth-protected-resource/mcp', methods: ['GET'], handler: resourceMetadata },
-    { path: '/.well-known/oauth-authorization-server', methods: ['GET'], handler: serverMetadata },
-    { path: '/register', methods: ['POST'], handler: register },
-    { path: '/token', methods: ['POST'], handler: formEndpoint(ctx, limitedToken, true) },
-    { path: '/revoke', methods: ['POST'], handler: formEndpoint(ctx, handleRevoke, true) },
+    withCors({ path: '/.well-known/oauth-protected-resource', methods: ['GET'], handler: resourceMetadata }),
+    withCors({ path: '/.well-known/oauth-protected-resource/mcp', methods: ['GET'], handler: resourceMetadata }),
+    withCors({ path: '/.well-known/oauth-authorization-server', methods: ['GET'], handler: serverMetadata }),
+    withCors({ path: '/register', methods: ['POST'], handler: register }),
+    withCors({ path: '/token', methods: ['POST'], handler: formEndpoint(ctx, limitedToken, true) }),
+    withCors({ path: '/revoke', methods: ['POST'], handler: formEndpoint(ctx, handleRevoke, true) }),
     // Introspection is neither issuance nor revocation: not audited.
     { path: '/introspect', methods: ['POST'], handler: formEndpoint(ctx, handleIntrospect, false) },
+    ...signInRoutes(ctx, ctx.signIn),
   ];
+}
+
+/**
+ * For endpoints that browser-based MCP clients (the MCP Inspector) call with fetch from their own
+ * origin: CORS without credentials (no cookie is read on them, and their answers are no secret to
+ * the page that asked), and the preflight. The browser sign-in pages are not among them.
+ */
+function withCors(route: Route): Route {
+  const methods = route.methods === 'any' ? [] : route.methods;
+  const allowed = methods.join(', ') + (methods.includes('GET') ? ', HEAD' : '');
+  return {
+    path: route.path,
+    methods: [...methods, 'OPTIONS'],
+    handler: (req, res, path) => {
+      res.setHeader('access-control-allow-origin', '*');
+      if (req.method !== 'OPTIONS') return route.handler(req, res, path);
+      res.statusCode = 204;
+      res.setHeader('access-control-allow-methods', allowed);
+      res.setHeader('access-control-allow-headers', 'authorization, content-type, mcp-protocol-version');
+      res.setHeader('access-control-max-age', '600');
+      res.end();
+    },
+  };
 }
 
 /** An endpoint taking a bounded form body; `audit`: a refusal is audited (successes are, by the handler). */
@@ -68,6 +93,7 @@ const GRANT_ACTIONS: Readonly<Record<string, string>> = {
   client_credentials: 'token.client_credentials',
   refresh_token: 'token.refresh_token',
   'urn:ietf:params:oauth:grant-type:token-exchange': 'token.token_exchange',
+  authorization_code: 'token.authorization_code',
 };
 
 /**

@@ -1,4 +1,5 @@
-// POST /token (RFC 6749 §3.2): three grants.
+// POST /token (RFC 6749 §3.2): four grants.
+//  - authorization_code (RFC 6749 §4.1 + PKCE) after browser sign-in: ./authorization-code-grant.ts.
 //  - client_credentials (RFC 6749 §4.4) for confidential clients an admin created with that grant;
 //    access-token lifetime from the client's profile, plus a rotating refresh token when the client
 //    also has the refresh_token grant and its profile gives refresh tokens a lifetime.
@@ -15,8 +16,10 @@ import { errors as joseErrors } from 'jose';
 import { generateToken, hashToken, isTokenShaped, refreshTokenState, TTL_7_DAYS } from '../credentials.ts';
 import { HttpError, invalidClient, writeJson } from '../errors.ts';
 import { describe } from '../logger.ts';
-import { GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, resolveProfile } from '../profiles.ts';
-import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../store/types.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, resolveProfile } from '../profiles.ts';
+import { userFromFields } from '../store/records.ts';
+import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../store/types.ts';
+import { authorizationCodeGrant } from './authorization-code-grant.ts';
 import { checkScope } from '../clients.ts';
 import { clientActor, markAudited } from '../audit.ts';
 import { authenticateClient, type AuthenticatedClient } from './client-auth.ts';
@@ -27,7 +30,7 @@ export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 
-const NO_CACHE = { pragma: 'no-cache' };
+export const NO_CACHE = { pragma: 'no-cache' };
 
 export async function handleToken(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
   const grantType = form.get('grant_type');
@@ -40,6 +43,9 @@ export async function handleToken(ctx: OAuthContext, req: IncomingMessage, res: 
       return refreshToken(ctx, req, res, form);
     case GRANT_TOKEN_EXCHANGE:
       return tokenExchange(ctx, req, res, form);
+    case GRANT_AUTHORIZATION_CODE:
+      if (!ctx.signIn) throw new HttpError('unsupported_grant_type', 'browser sign-in (authorization_code) is not configured on this server');
+      return authorizationCodeGrant(ctx, req, res, form);
     default:
       throw new HttpError('unsupported_grant_type', `grant_type ${grantType.slice(0, 100)} is not supported`);
   }
@@ -56,7 +62,7 @@ function checkTarget(ctx: OAuthContext, form: Form): void {
 }
 
 /** A client must authenticate (or, if public, identify itself) and hold the grant it uses. */
-async function requireClient(ctx: OAuthContext, req: IncomingMessage, form: Form, grant: string): Promise<AuthenticatedClient> {
+export async function requireClient(ctx: OAuthContext, req: IncomingMessage, form: Form, grant: string): Promise<AuthenticatedClient> {
   const authenticated = await authenticateClient(req, form, ctx.store);
   if (!authenticated) throw invalidClient(false);
   if (!authenticated.client.grantTypes.includes(grant)) {
@@ -66,7 +72,7 @@ async function requireClient(ctx: OAuthContext, req: IncomingMessage, form: Form
 }
 
 /** The requested scope, which must lie within `allowed` (when the client has a scope at all). */
-function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
+export function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
   const scope = checkScope(requested);
   if (scope === undefined) return allowed;
   if (allowed !== undefined) {
@@ -76,14 +82,23 @@ function grantedScope(requested: string | undefined, allowed: string | undefined
   return scope;
 }
 
-interface IssuedPair {
+export interface IssuedPair {
   body: Record<string, unknown>;
   access: AccessTokenRecord;
   refresh: RefreshTokenRecord | undefined;
 }
 
-/** Builds an access token (and a refresh token when the client's profile gives them) for `client`. */
-async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, familyId: string | undefined): Promise<IssuedPair> {
+/**
+ * Builds an access token (and a refresh token when the client's profile gives them) for `client`,
+ * acting for `user` when it came from browser sign-in.
+ */
+export async function buildPair(
+  ctx: OAuthContext,
+  client: ClientRecord,
+  scope: string | undefined,
+  familyId: string | undefined,
+  user?: SignedInUser,
+): Promise<IssuedPair> {
   const now = ctx.clock.now();
   const profile = await resolveProfile(ctx.store, client.profile, now);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
@@ -95,6 +110,7 @@ async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string 
     expiresAt: now + profile.accessTokenLifetimeSeconds * 1000,
   };
   if (scope !== undefined) access.scope = scope;
+  if (user !== undefined) access.user = user;
   const body: Record<string, unknown> = { access_token: accessRaw, token_type: 'Bearer', expires_in: profile.accessTokenLifetimeSeconds };
   let refresh: RefreshTokenRecord | undefined;
   const wantsRefresh = client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
@@ -111,6 +127,7 @@ async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string 
       expiresAt: now + Math.max(profile.refreshTokenLifetimeSeconds, 1) * 1000,
     };
     if (scope !== undefined) refresh.scope = scope;
+    if (user !== undefined) refresh.user = user;
     body.refresh_token = refreshRaw;
   }
   if (scope !== undefined) body.scope = scope;
@@ -142,7 +159,8 @@ async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: Server
   if (state !== 'usable' && state !== 'rotated') throw rejected;
   // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
   const scope = grantedScope(form.get('scope'), old.scope);
-  const pair = await buildPair(ctx, client, scope, old.familyId);
+  // Tokens of a signed-in user stay that user's across rotations.
+  const pair = await buildPair(ctx, client, scope, old.familyId, userFromFields(old));
   const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!);
   if (outcome === 'reused') {
     // A rotated refresh token presented again: stolen or replayed. Its whole family is now revoked.
@@ -218,7 +236,7 @@ async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: Serve
 }
 
 /** Metrics and the audit event of a successful client_credentials or refresh_token grant. */
-async function recordIssued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string> = {}): Promise<void> {
+export async function recordIssued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string> = {}): Promise<void> {
   ctx.metrics.tokensIssued.labels('oauth_access').inc();
   if (pair.refresh) ctx.metrics.tokensIssued.labels('oauth_refresh').inc();
   await ctx.audit.record({
@@ -226,6 +244,7 @@ async function recordIssued(ctx: OAuthContext, action: string, client: ClientRec
     action,
     result: 'ok',
     clientId: client.clientId,
+    ...(pair.access.user !== undefined ? { subject: pair.access.user.subject } : {}),
     tokenHashPrefix: pair.access.tokenHash,
     detail: { refreshToken: pair.refresh !== undefined, ...detail },
   });
@@ -235,7 +254,7 @@ async function recordIssued(ctx: OAuthContext, action: string, client: ClientRec
  * A dynamically registered client lives while it is used: each grant it completes pushes its expiry
  * to the configured idle lifetime, or past its newest refresh token if that lives longer.
  */
-async function keepRegistrationAlive(ctx: OAuthContext, client: ClientRecord, refresh?: RefreshTokenRecord): Promise<void> {
+export async function keepRegistrationAlive(ctx: OAuthContext, client: ClientRecord, refresh?: RefreshTokenRecord): Promise<void> {
   if (client.source !== 'dcr') return;
   const idleMs = ctx.config.oauth.unusedClientTtlSeconds * 1000;
   const refreshMs = refresh ? refresh.expiresAt - ctx.clock.now() : 0;

@@ -80,7 +80,7 @@ describe('admin operations', () => {
   it('seedDefaultProfiles is idempotent and never overwrites an edited profile', async () => {
     const first = await stack.admin('seedDefaultProfiles');
     expect(first.status).toBe(200);
-    expect(first.body.created).toEqual(['default', 'service', 'dynamic']);
+    expect(first.body.created).toEqual(['default', 'service', 'dynamic', 'interactive']);
     const raw = await rawRedis();
     const [profileKey] = (await keysUnder(raw, stack.prefix)).filter((k) => k.endsWith(':profiles:default'));
     await raw.hset(profileKey!, 'accessTokenLifetimeSeconds', '42');

@@ -310,7 +310,7 @@ describe('OAuth authorization server', () => {
         ['a resource naming another server', form(`${base}/token`, { ...cc, resource: 'https://elsewhere.example/mcp' }, basic(c.id, c.secret)), 400, 'invalid_target', false],
         ['no grant_type', form(`${base}/token`, {}, basic(c.id, c.secret)), 400, 'invalid_request', false],
         ['an unsupported grant_type', form(`${base}/token`, { grant_type: 'password' }, basic(c.id, c.secret)), 400, 'unsupported_grant_type', false],
-        ['authorization_code (no authorization endpoint)', form(`${base}/token`, { grant_type: 'authorization_code', code: 'x' }, basic(c.id, c.secret)), 400, 'unsupported_grant_type', false],
+        ['authorization_code (browser sign-in not configured)', form(`${base}/token`, { grant_type: 'authorization_code', code: 'x' }, basic(c.id, c.secret)), 400, 'unsupported_grant_type', false],
       ];
       for (const [name, pending, status, error, challenge] of rows) {
         const res = await pending;

@@ -193,12 +193,28 @@ describe('buildConfig', () => {
   });
 
   it.each<[string, Record<string, string>]>([
-    ['issuer only', { IDP_ISSUER: 'https://idp/' }],
     ['issuer and audience', { IDP_ISSUER: 'https://idp/', IDP_AUDIENCE: 'mcp' }],
     ['jwks only', { IDP_JWKS_URL: 'https://idp/jwks' }],
   ])('IDP variables partially set (%s) is a problem', (_label, idpEnv) => {
     const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
     expect(problems).toEqual(['IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)']);
+  });
+
+  it.each([
+    ['issuer only', { IDP_ISSUER: 'https://idp/' }, 'IDP_ISSUER is set alone'],
+    ['a sign-in client id without its secret', { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp' }, 'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together'],
+    ['a sign-in client without an issuer', { IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together'],
+    ['a plain-http issuer off loopback', { IDP_ISSUER: 'http://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
+    ['IDP_SCOPES without openid', { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's', IDP_SCOPES: 'email profile' }, 'IDP_SCOPES must include openid'],
+  ])('browser sign-in settings: %s is a problem', (_label, idpEnv, problem) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain(problem);
+  });
+
+  it('browser sign-in alone (issuer, client id, secret) is a valid configuration, exchange stays off', () => {
+    const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' });
+    expect(config.idp).toMatchObject({ issuer: 'https://idp.example/', clientId: 'mcp', clientSecret: 's3cret', scopes: 'openid email profile', audience: undefined });
   });
 
   it.each(['verbose', 'INFO', 'trace', 'warning'])('LOG_LEVEL %s is rejected', (level) => {

@@ -1,0 +1,355 @@
+// Browser sign-in, the authorization endpoint side (OAuth 2.1 §4.1, RFC 7636, RFC 9207):
+//   GET  /authorize          checks client_id and redirect_uri first (wrong: an error page, never a
+//                            redirect), then the rest of the request (wrong: an error redirect with
+//                            state and iss), then shows the consent page;
+//   POST /authorize/consent  Approve sends the browser to the IdP, Deny back with access_denied;
+//   GET  /oauth/callback     the IdP's answer becomes a single-use authorization code for the client.
+// Between the steps the request lives in the store under the SHA-256 of a random handle, for ten
+// minutes and one use per step, bound to this browser by an HttpOnly SameSite cookie: a handle
+// replayed, expired, or carried to another browser gets an error page and nothing is issued.
+
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parseForm, readBody } from '../body.ts';
+import { checkScope, redirectUriMatches } from '../clients.ts';
+import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
+import { httpErrorFor } from '../errors.ts';
+import type { Route } from '../http.ts';
+import { describe } from '../logger.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
+import type { ClientRecord } from '../store/types.ts';
+import { resourceOf, type OAuthContext } from './context.ts';
+import { IdpRejection } from './idp.ts';
+import { IdpAuthorizationError, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
+import { consentPage, messagePage, writePage } from './sign-in-pages.ts';
+
+/** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
+export const SIGN_IN_STEP_TTL_MS = 10 * 60 * 1000;
+/** RFC 6749 §4.1.2: short lived; OAuth 2.1 recommends at most ten minutes, this is one. */
+export const CODE_TTL_MS = 60 * 1000;
+const CONSENT_MAX_BODY_BYTES = 4096;
+const MAX_STATE_LENGTH = 1024;
+/** base64url of a SHA-256: what an S256 code_challenge is. */
+const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+
+type Stage = 'consent' | 'idp';
+
+/** What is known of a validated authorization request; kept in the store between the steps. */
+interface AuthorizationRequest {
+  clientId: string;
+  clientName: string | undefined;
+  redirectUri: string;
+  codeChallenge: string;
+  state: string | undefined;
+  scope: string | undefined;
+  resource: string;
+}
+
+/** A problem that is safe to report to the client at its (validated) redirect URI. */
+class RedirectableError extends Error {
+  constructor(
+    readonly error: string,
+    readonly description: string,
+  ) {
+    super(description);
+  }
+}
+
+/** A problem reported on a page, never by redirect (the redirect target is not trusted, or unknown). */
+class PageError extends Error {
+  constructor(
+    readonly status: number,
+    readonly title: string,
+    readonly text: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(text);
+  }
+}
+
+const SIGN_IN_OFF = new PageError(404, 'Sign-in is not available', 'Browser sign-in is not configured on this server.');
+const STALE = new PageError(
+  400,
+  'This sign-in link has expired',
+  'This sign-in request has expired or was already used. Go back to your application and start signing in again.',
+);
+const OTHER_BROWSER = new PageError(
+  403,
+  'Sign-in refused',
+  'This sign-in was started in another browser (or its cookie was blocked). Start signing in again from your application, in this browser.',
+);
+
+/** The three browser endpoints of sign-in, as routes of the proxy listener. */
+export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): Route[] {
+  const secureCookie = ctx.publicUrl().startsWith('https:');
+  // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
+  const cookieName = secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
+  const idpHost = signIn ? new URL(signIn.issuer).host : '';
+
+  function issuer(): string {
+    return ctx.publicUrl();
+  }
+
+  /** The random value that binds sign-in steps to this browser (reused across tabs), and its Set-Cookie. */
+  function browserBinding(req: IncomingMessage): { value: string; setCookie: string } {
+    const value = readCookie(req, cookieName) ?? generateToken();
+    const attributes = ['Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${SIGN_IN_STEP_TTL_MS / 1000}`];
+    if (secureCookie) attributes.push('Secure');
+    return { value, setCookie: `${cookieName}=${value}; ${attributes.join('; ')}` };
+  }
+
+  function sameBrowser(req: IncomingMessage, stored: string | undefined): boolean {
+    const presented = readCookie(req, cookieName);
+    if (presented === undefined || stored === undefined || !isTokenShaped(stored)) return false;
+    return timingSafeEqual(Buffer.from(hashToken(presented), 'hex'), Buffer.from(stored, 'hex'));
+  }
+
+  /** RFC 6749 §4.1.2.1 with RFC 9207 `iss`: the error goes back to the client, which can show it. */
+  function redirectBack(res: ServerResponse, request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>, params: Record<string, string>, status = 303): void {
+    const url = new URL(request.redirectUri);
+    for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+    if (request.state !== undefined) url.searchParams.set('state', request.state);
+    url.searchParams.set('iss', issuer());
+    res.statusCode = status;
+    res.setHeader('location', url.href);
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader('referrer-policy', 'no-referrer');
+    res.setHeader('content-length', '0');
+    res.end();
+  }
+
+  async function lookUpClient(clientId: string): Promise<ClientRecord | null> {
+    if (clientId.length === 0 || clientId.length > 2048) return null;
+    const client = await ctx.store.getClient(clientId);
+    return client && client.revokedAt === undefined ? client : null;
+  }
+
+  /** GET /authorize: client and redirect URI first, then the rest, then the consent page. */
+  async function authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+    const single = (name: string): string | undefined => {
+      const all = query.getAll(name);
+      if (all.length > 1) throw new RedirectableError('invalid_request', `${name} was sent more than once`);
+      return all[0] === '' ? undefined : all[0];
+    };
+    const clientIds = query.getAll('client_id');
+    const redirectUris = query.getAll('redirect_uri');
+    if (clientIds.length !== 1 || clientIds[0] === '') throw new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.');
+    const client = await lookUpClient(clientIds[0]!);
+    if (!client) throw new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.');
+    if (redirectUris.length !== 1 || redirectUris[0] === '') throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
+    const redirectUri = redirectUris[0]!;
+    if (!redirectUriMatches(client.redirectUris, redirectUri)) {
+      throw new PageError(400, 'Invalid redirect URI', 'The redirect_uri of this sign-in request is not one the application registered. Nothing was sent to it.');
+    }
+    // From here on the client and its redirect URI are trusted: errors go back to it.
+    const stateValues = query.getAll('state');
+    const state = stateValues.length === 1 && stateValues[0] !== '' && stateValues[0]!.length <= MAX_STATE_LENGTH ? stateValues[0] : undefined;
+    const back = { redirectUri, state };
+    try {
+      if (stateValues.length > 1 || (stateValues[0]?.length ?? 0) > MAX_STATE_LENGTH) throw new RedirectableError('invalid_request', 'state must be sent once, at most 1024 characters');
+      if (!signIn) throw new RedirectableError('unsupported_response_type', 'browser sign-in is not configured on this server');
+      if (!client.grantTypes.includes(GRANT_AUTHORIZATION_CODE)) throw new RedirectableError('unauthorized_client', 'this client may not use the authorization code grant');
+      const responseType = single('response_type');
+      if (responseType === undefined) throw new RedirectableError('invalid_request', 'response_type is required');
+      if (responseType !== 'code') throw new RedirectableError('unsupported_response_type', 'only response_type=code is supported');
+      const method = single('code_challenge_method');
+      const challenge = single('code_challenge');
+      if (challenge === undefined) throw new RedirectableError('invalid_request', 'PKCE is required: code_challenge and code_challenge_method=S256');
+      if (method !== 'S256') throw new RedirectableError('invalid_request', 'code_challenge_method must be S256 (plain is not accepted)');
+      if (!S256_CHALLENGE.test(challenge)) throw new RedirectableError('invalid_request', 'code_challenge must be a base64url SHA-256 (43 characters)');
+      const resource = single('resource');
+      const expected = resourceOf(ctx);
+      if (resource !== undefined && resource !== expected && resource !== `${expected}/`) {
+        throw new RedirectableError('invalid_target', `this server only issues tokens for ${expected}`);
+      }
+      let scope: string | undefined;
+      try {
+        scope = checkScope(single('scope'));
+      } catch {
+        throw new RedirectableError('invalid_scope', 'scope must be a space-separated list of scope tokens');
+      }
+      if (scope !== undefined && client.scope !== undefined) {
+        const allowed = new Set(client.scope.split(' '));
+        if (!scope.split(' ').every((s) => allowed.has(s))) throw new RedirectableError('invalid_scope', 'the requested scope exceeds what this client was granted');
+      }
+      scope ??= client.scope;
+      const request: AuthorizationRequest = { clientId: client.clientId, clientName: client.clientName, redirectUri, codeChallenge: challenge, state, scope, resource: expected };
+      const browser = browserBinding(req);
+      const requestId = generateToken();
+      await ctx.store.putAuthorizationRequest(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+      const target = new URL(redirectUri);
+      const html = consentPage({
+        clientName: client.clientName,
+        clientId: client.clientId,
+        redirectHost: `${target.protocol}//${target.host}`,
+        scopes: scope ? scope.split(' ') : [],
+        idpHost,
+        requestId,
+        action: `${ctx.publicUrl()}/authorize/consent`,
+      });
+      writePage(res, 200, html, { 'set-cookie': browser.setCookie });
+    } catch (err) {
+      if (err instanceof RedirectableError) {
+        redirectBack(res, back, { error: err.error, error_description: err.description }, 302);
+        return;
+      }
+      throw err;
+    }
+  }
+
+  /** POST /authorize/consent: one use of the pending request, from the browser it was shown to. */
+  async function consent(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!signIn) throw SIGN_IN_OFF;
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/x-www-form-urlencoded') throw new PageError(400, 'Bad request', 'The consent form must be posted as a form.');
+    // A cross-site POST (CSRF) carries the other site's Origin; the SameSite cookie check below
+    // would refuse it too, this only answers earlier and more clearly.
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== 'null' && origin !== new URL(ctx.publicUrl()).origin) throw OTHER_BROWSER;
+    const form = parseForm(req, await readBody(req, CONSENT_MAX_BODY_BYTES));
+    const requestId = form.get('request');
+    const decision = form.get('decision');
+    if (requestId === undefined || !isTokenShaped(requestId)) throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
+    if (decision !== 'approve' && decision !== 'deny') throw new PageError(400, 'Bad request', 'Choose Approve or Deny.');
+    const stored = await ctx.store.takeAuthorizationRequest(hashToken(requestId));
+    if (!stored || stored.stage !== 'consent') throw STALE;
+    if (!sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
+    const request = requestFromFields(stored);
+    if (decision === 'deny') {
+      await ctx.audit.record({ who: 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, detail: { by: 'user' } });
+      redirectBack(res, request, { error: 'access_denied', error_description: 'the user denied access' });
+      return;
+    }
+    const { url, login } = await signIn.start();
+    const fields = { ...requestFields(request, 'idp', stored.browser!), nonce: login.nonce, codeVerifier: login.codeVerifier };
+    await ctx.store.putAuthorizationRequest(hashToken(login.state), fields, ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+    res.statusCode = 303;
+    res.setHeader('location', url.href);
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader('referrer-policy', 'no-referrer');
+    res.setHeader('content-length', '0');
+    res.end();
+  }
+
+  /** GET /oauth/callback: the IdP's answer, checked by openid-client, becomes a code for the client. */
+  async function callback(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!signIn) throw SIGN_IN_OFF;
+    const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+    const state = query.get('state');
+    if (state === null || state.length === 0 || state.length > 512) throw STALE;
+    const stored = await ctx.store.takeAuthorizationRequest(hashToken(state));
+    if (!stored || stored.stage !== 'idp' || stored.nonce === undefined || stored.codeVerifier === undefined) throw STALE;
+    if (!sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
+    const request = requestFromFields(stored);
+    let user;
+    try {
+      user = await signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
+    } catch (err) {
+      if (err instanceof IdpUnavailable) throw err;
+      const error = err instanceof IdpAuthorizationError ? relayedIdpError(err.error) : err instanceof IdpRejection ? 'access_denied' : undefined;
+      if (error === undefined) throw err;
+      ctx.logger.info({ clientId: request.clientId, reason: (err as Error).message }, 'sign-in at the identity provider refused: nothing issued');
+      await ctx.audit.record({ who: 'anonymous', action: 'authorize', result: error, clientId: request.clientId, detail: { by: 'idp' } });
+      redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
+      return;
+    }
+    const code = generateToken();
+    const now = ctx.clock.now();
+    await ctx.store.putAuthorizationCode({
+      codeHash: hashToken(code),
+      clientId: request.clientId,
+      redirectUri: request.redirectUri,
+      codeChallenge: request.codeChallenge,
+      resource: request.resource,
+      ...(request.scope !== undefined ? { scope: request.scope } : {}),
+      user,
+      createdAt: now,
+      expiresAt: now + CODE_TTL_MS,
+    });
+    await ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject });
+    redirectBack(res, request, { code });
+  }
+
+  /** Every failure of these endpoints is answered with a page, never JSON: a person reads it. */
+  const page =
+    (handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Route['handler'] =>
+    async (req, res) => {
+      try {
+        await handler(req, res);
+      } catch (err) {
+        writePage(res, ...pageFor(ctx, err));
+      }
+    };
+  return [
+    { path: '/authorize', methods: ['GET'], handler: page(authorize) },
+    { path: '/authorize/consent', methods: ['POST'], handler: page(consent) },
+    { path: '/oauth/callback', methods: ['GET'], handler: page(callback) },
+  ];
+}
+
+/** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */
+function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<string, string>] {
+  if (err instanceof PageError) return [err.status, messagePage(err.title, err.text), err.headers];
+  if (err instanceof IdpUnavailable) {
+    ctx.logger.warn({ err: { message: err.message } }, 'identity provider unreachable during sign-in: answered 503');
+    return [503, messagePage('Sign-in is unavailable', 'The identity provider cannot be reached right now. Try again in a minute.'), { 'retry-after': '30' }];
+  }
+  const http = httpErrorFor(err);
+  if (http.status === 413) return [413, messagePage('Bad request', 'The request is too large.'), {}];
+  if (http.status < 500) return [http.status, messagePage('Bad request', http.description ?? 'The request is not valid.'), {}];
+  if (http.code === 'server_error') {
+    ctx.logger.error({ err: describe(err) }, 'unexpected error during sign-in');
+    return [500, messagePage('Sign-in failed', 'Something went wrong on this server. Try again; if it persists, tell its operators.'), {}];
+  }
+  ctx.logger.warn({ err: describe(err) }, 'store unavailable during sign-in: answered 503');
+  return [503, messagePage('Sign-in is unavailable', 'The server cannot complete sign-in right now. Try again in a minute.'), { 'retry-after': '5' }];
+}
+
+/** IdP errors the client can act on keep their meaning; the rest say only that sign-in failed. */
+function relayedIdpError(error: string): string {
+  if (error === 'temporarily_unavailable') return 'temporarily_unavailable';
+  if (error === 'server_error') return 'server_error';
+  return 'access_denied';
+}
+
+function requestFields(r: AuthorizationRequest, stage: Stage, browserHash: string): Record<string, string> {
+  const f: Record<string, string> = {
+    stage,
+    browser: browserHash,
+    clientId: r.clientId,
+    redirectUri: r.redirectUri,
+    codeChallenge: r.codeChallenge,
+    resource: r.resource,
+  };
+  if (r.clientName !== undefined) f.clientName = r.clientName;
+  if (r.state !== undefined) f.state = r.state;
+  if (r.scope !== undefined) f.scope = r.scope;
+  return f;
+}
+
+function requestFromFields(f: Record<string, string>): AuthorizationRequest {
+  if (!f.clientId || !f.redirectUri || !f.codeChallenge || !f.resource) throw new Error('corrupt sign-in request record');
+  return {
+    clientId: f.clientId,
+    clientName: f.clientName,
+    redirectUri: f.redirectUri,
+    codeChallenge: f.codeChallenge,
+    state: f.state,
+    scope: f.scope,
+    resource: f.resource,
+  };
+}
+
+/** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */
+function readCookie(req: IncomingMessage, name: string): string | undefined {
+  const header = req.headers.cookie;
+  if (header === undefined || header.length > 8192) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    const value = part.slice(eq + 1).trim();
+    return isTokenShaped(value) ? value : undefined;
+  }
+  return undefined;
+}

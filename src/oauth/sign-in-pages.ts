@@ -1,0 +1,84 @@
+// The HTML the browser sees during sign-in: the consent page and the error pages. Server-rendered,
+// no script, every value escaped; served with headers that forbid framing (clickjacking), caching,
+// sniffing and referrers. No CSP form-action: Chrome applies it to the redirects that follow a form
+// POST (to the IdP, to the client), which would break Approve and Deny.
+
+import type { ServerResponse } from 'node:http';
+
+const ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+}
+
+export const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  pragma: 'no-cache',
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+const STYLE = `body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
+h1{font-size:1.3rem}code,.mono{font-family:ui-monospace,monospace;word-break:break-all}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.4rem 1rem}dt{color:#555}dd{margin:0}
+.actions{display:flex;gap:1rem;margin-top:2rem}button{font-size:1rem;padding:.5rem 1.5rem;cursor:pointer}
+.note{color:#555;font-size:.9rem}`;
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
+}
+
+export function writePage(res: ServerResponse, status: number, html: string, headers: Record<string, string | string[]> = {}): void {
+  res.statusCode = status;
+  for (const [k, v] of Object.entries({ ...PAGE_HEADERS, ...headers })) res.setHeader(k, v);
+  res.setHeader('content-length', Buffer.byteLength(html));
+  res.end(html);
+}
+
+/** A page that explains why sign-in stopped here (no redirect: the client or its redirect URI is not trusted). */
+export function messagePage(title: string, message: string): string {
+  return page(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>`);
+}
+
+export interface ConsentView {
+  /** The client's own name (unverified: shown as such), and its client_id. */
+  clientName: string | undefined;
+  clientId: string;
+  /** host[:port] the authorization code will be sent to. */
+  redirectHost: string;
+  /** Where the client's metadata comes from, for a Client ID Metadata Document. */
+  metadataHost?: string;
+  scopes: string[];
+  /** Host of the identity provider the user signs in at next. */
+  idpHost: string;
+  /** The pending request's handle (the form's anti-CSRF token). */
+  requestId: string;
+  /** Absolute URL the form posts to (PUBLIC_URL/authorize/consent). */
+  action: string;
+}
+
+export function consentPage(view: ConsentView): string {
+  const name = view.clientName ? `“${escapeHtml(view.clientName)}”` : 'An application';
+  const scopes = view.scopes.length > 0 ? view.scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(' ') : 'access to the MCP server (no narrower scope asked)';
+  const metadata = view.metadataHost ? `<dt>Described by</dt><dd class="mono">${escapeHtml(view.metadataHost)}</dd>` : '';
+  return page(
+    'Allow access to the MCP server?',
+    `<h1>${name} wants to use the MCP server as you</h1>
+<dl>
+<dt>Client id</dt><dd class="mono">${escapeHtml(view.clientId)}</dd>${metadata}
+<dt>Sends you back to</dt><dd class="mono">${escapeHtml(view.redirectHost)}</dd>
+<dt>Access</dt><dd>${scopes}</dd>
+</dl>
+<p class="note">The application's name is its own claim. Approve only if you started this sign-in and recognise
+where it sends you back to. You will then sign in at <span class="mono">${escapeHtml(view.idpHost)}</span>.</p>
+<form method="post" action="${escapeHtml(view.action)}">
+<input type="hidden" name="request" value="${escapeHtml(view.requestId)}">
+<div class="actions"><button type="submit" name="decision" value="approve">Approve</button>
+<button type="submit" name="decision" value="deny">Deny</button></div>
+</form>`,
+  );
+}

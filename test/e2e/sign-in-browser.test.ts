@@ -1,0 +1,120 @@
+// A real browser signs in: Debian's chromium (driven by playwright-core, JavaScript off, to prove the
+// pages need none) follows the MCP SDK's authorization URL to the sidecar's consent page, clicks
+// Approve, signs in at a real OpenID provider (oidc-provider, in this process), and lands on the
+// client's loopback redirect URI with a code; the SDK then lists tools through the sidecar.
+// One browser for the file; each test gets a fresh context (no cookies shared).
+
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { DEMO_USER } from '../../src/demo-idp.ts';
+import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
+import { RecordingProvider } from '../support/sdk-oauth.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let browser: Browser;
+let s: SignInStack;
+/** The MCP client's loopback redirect target: it receives the query of each redirect. */
+let receiver: Server;
+let received: (query: URLSearchParams) => void = () => undefined;
+let receiverUrl: string;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
+  s = await startSignInStack({ autoLogin: false });
+  receiver = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    if (url.pathname === '/frame') {
+      // Another origin than the sidecar's, trying to frame its consent page.
+      res.setHeader('content-type', 'text/html');
+      res.end(`<iframe id="f" src="${url.searchParams.get('src')!.replace(/&/g, '&amp;').replace(/"/g, '&quot;')}"></iframe>`);
+      return;
+    }
+    received(url.searchParams);
+    res.setHeader('content-type', 'text/html');
+    res.end('<p>Signed in. You can close this window.</p>');
+  });
+  receiver.listen(0, '127.0.0.1');
+  await once(receiver, 'listening');
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback`;
+}, 120_000);
+afterAll(async () => {
+  await browser?.close();
+  await s?.close();
+  receiver?.closeAllConnections();
+  await new Promise((r) => (receiver ? receiver.close(r) : r(undefined)));
+});
+
+/** The SDK client registers the fixed-port URI and then uses its actually bound loopback port. */
+function sdkProvider(): RecordingProvider {
+  return new RecordingProvider(receiverUrl);
+}
+
+async function startSdkFlow(provider: RecordingProvider): Promise<URL> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider });
+  await expect(new Client({ name: 'browser-e2e', version: '1' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
+  return provider.authorizationUrl!;
+}
+
+describe('sign-in in a real browser', () => {
+  it('consent, Approve, IdP login: the client gets a code and the SDK lists tools as the IdP user', async () => {
+    const provider = sdkProvider();
+    const authorizationUrl = await startSdkFlow(provider);
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    const arrived = new Promise<URLSearchParams>((resolve) => (received = resolve));
+    await page.goto(authorizationUrl.href);
+    expect(await page.locator('h1').textContent()).toContain('SDK sign-in e2e');
+    expect(await page.locator('body').textContent()).toContain(new URL(receiverUrl).host);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.getByLabel('Password').fill(DEMO_USER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const query = await arrived;
+    expect(query.get('iss')).toBe(s.base);
+    const code = query.get('code');
+    expect(code).toMatch(/^[0-9a-f]{64}$/);
+    await context.close();
+
+    const transport = new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider });
+    await transport.finishAuth(code!);
+    const client = new Client({ name: 'browser-e2e', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider }));
+    const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text);
+    expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+    await client.close();
+  });
+
+  it('Deny sends the browser back to the client with access_denied', async () => {
+    const authorizationUrl = await startSdkFlow(sdkProvider());
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    const arrived = new Promise<URLSearchParams>((resolve) => (received = resolve));
+    await page.goto(authorizationUrl.href);
+    await page.getByRole('button', { name: 'Deny' }).click();
+    const query = await arrived;
+    expect(query.get('error')).toBe('access_denied');
+    expect(query.get('code')).toBeNull();
+    await context.close();
+  });
+
+  it('the consent page cannot be framed by another site', async () => {
+    const authorizationUrl = await startSdkFlow(sdkProvider());
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${new URL(receiverUrl).origin}/frame?src=${encodeURIComponent(authorizationUrl.href)}`);
+    const frame = await (await page.$('#f'))!.contentFrame();
+    // Blocked: the frame shows the browser's error page, not the consent form.
+    const approve = frame ? await frame.locator('button[value="approve"]').count() : 0;
+    expect(approve).toBe(0);
+    await context.close();
+  });
+});
