@@ -37,7 +37,8 @@ export function authorizationServerMetadata(publicUrl: string, options: { tokenE
     response_modes_supported: ['query'],
     code_challenge_methods_supported: ['S256'],
     authorization_response_iss_parameter_supported: true,
-    client_id_metadata_document_supported: options.signIn,
+    // Client ID Metadata Documents are not accepted yet: clients register (RFC 7591) instead.
+    client_id_metadata_document_supported: false,
     token_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     revocation_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],

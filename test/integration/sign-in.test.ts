@@ -85,6 +85,22 @@ describe('discovery and registration', () => {
     expect(meta.grant_types_supported).toContain('authorization_code');
   });
 
+  it('browser-based clients (the MCP Inspector) may call discovery, /register and /token cross-origin, without credentials', async () => {
+    const preflight = await fetch(`${base}/token`, { method: 'OPTIONS', headers: { origin: 'http://localhost:6274', 'access-control-request-method': 'POST' } });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(preflight.headers.get('access-control-allow-methods')).toBe('POST');
+    expect(preflight.headers.get('access-control-allow-credentials')).toBeNull();
+    const meta = await fetch(`${base}/.well-known/oauth-authorization-server`, { headers: { origin: 'http://localhost:6274' } });
+    expect(meta.headers.get('access-control-allow-origin')).toBe('*');
+    const refused = await fetch(`${base}/token`, { method: 'POST', headers: { origin: 'http://localhost:6274' } });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('access-control-allow-origin')).toBe('*');
+    // Not the sign-in pages: they rely on a cookie.
+    const page = await fetch(`${base}/authorize/consent`, { method: 'OPTIONS' });
+    expect(page.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
   it('DCR accepts a public client with authorization_code, response_types code and a loopback redirect URI', async () => {
     const res = await fetch(`${base}/register`, {
       method: 'POST',
