@@ -43,6 +43,9 @@ describe('configuration table', () => {
       IDP_ISSUER: 'idp.issuer',
       IDP_AUDIENCE: 'idp.audience',
       IDP_JWKS_URL: 'idp.jwksUrl',
+      IDP_CLIENT_ID: 'idp.clientId',
+      IDP_CLIENT_SECRET: 'idp.clientSecret',
+      IDP_SCOPES: 'idp.scopes',
       LOG_LEVEL: 'logLevel',
       LOG_FORMAT: 'logFormat',
     };
