@@ -138,7 +138,7 @@ describe('OAuth authorization server', () => {
       expect((await fetch(`${base}/.well-known/oauth-authorization-server`, { method: 'POST' })).status).toBe(405);
       const res = await fetch(`${base}/token`);
       expect(res.status).toBe(405);
-      expect(res.headers.get('allow')).toBe('POST');
+      expect(res.headers.get('allow')).toBe('POST, OPTIONS');
     });
   });
 
