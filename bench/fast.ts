@@ -7,8 +7,8 @@
 //   http-proxy        plain Node pass-through on http-proxy + http.Agent (the sidecar's former engine)
 //   undici            plain Node pass-through on an undici Pool (the sidecar's engine)
 //   sidecar           the sidecar, OAuth token
-// and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), sidecar-warn (log level warn:
-// no access log), baseline (BENCH_BASELINE's sidecar).
+//   sidecar-warn      the same at log level warn: no access log (what the access log costs)
+// and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), baseline (BENCH_BASELINE's sidecar).
 // Load generator: wrk, one thread (bench/wrk.ts). Median of the rounds.
 
 import { readFileSync } from 'node:fs';

@@ -32,6 +32,14 @@ for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n
 // Self time per node from the samples and their time deltas (µs).
 const self = new Map<number, number>();
 profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+// Percentages are of the busy time: the idle samples (waiting in the event loop) are left out.
+let idle = 0;
+for (const [id, t] of [...self]) {
+  if (byId.get(id)!.callFrame.functionName === '(idle)') {
+    idle += t;
+    self.delete(id);
+  }
+}
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 
 function where(n: ProfileNode): string {
@@ -58,6 +66,7 @@ for (const [id, t] of self) {
 // Inclusive time of project functions (src/...), each counted once per sample stack.
 const inclusive = new Map<string, number>();
 profile.samples.forEach((id, i) => {
+  if (!self.has(id)) return;
   const seen = new Set<string>();
   for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
     const n = byId.get(cur)!;
@@ -74,7 +83,7 @@ const print = (title: string, map: Map<string, number>, n: number) => {
   process.stdout.write(`\n${title}\n`);
   for (const [k, v] of [...map].sort((a, b) => b[1] - a[1]).slice(0, n)) process.stdout.write(`  ${pct(v).padStart(6)}  ${(v / 1000).toFixed(0).padStart(7)} ms  ${k}\n`);
 };
-process.stdout.write(`${file}: ${(total / 1e6).toFixed(1)} s sampled\n`);
+process.stdout.write(`${file}: ${((total + idle) / 1e6).toFixed(1)} s sampled, ${(total / 1e6).toFixed(1)} s busy (percentages below are of the busy time)\n`);
 print('self time by package / file', byPlace, top);
 print('self time by function', byFunction, top);
 print('inclusive time of project functions', inclusive, top);
