@@ -11,8 +11,7 @@
 // and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), baseline (BENCH_BASELINE's sidecar).
 // Load generator: wrk, one thread (bench/wrk.ts). Median of the rounds.
 
-import { readFileSync } from 'node:fs';
-import { Child, fmt, table } from './lib.ts';
+import { Child, fmt, procCpuMicros, table } from './lib.ts';
 import { childPids, ensureNginx, startNginx, type Nginx } from './nginx.ts';
 import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
 
@@ -82,20 +81,6 @@ export interface FastContext {
   log(line: string): void;
 }
 
-const CLOCK_TICKS = 100;
-function cpuMicros(pids: number[]): number {
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-    } catch {
-      return Number.NaN;
-    }
-  }
-  return total;
-}
-
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
 
 export async function fastScenario(ctx: FastContext): Promise<FastResults> {
@@ -163,11 +148,11 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
 
 async function measure(t: FastTarget, connections: number, seconds: number, upstreamPid: number, redisPid: number | undefined): Promise<FastCell> {
   const pids = t.proxyPids();
-  const before = { proxy: cpuMicros(pids), auth: t.authPid ? cpuMicros([t.authPid]) : 0, up: cpuMicros([upstreamPid]), redis: redisPid ? cpuMicros([redisPid]) : Number.NaN };
+  const before = { proxy: procCpuMicros(pids), auth: t.authPid ? procCpuMicros([t.authPid]) : 0, up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
   const started = performance.now();
   const r: WrkResult = await runWrk(t.url, t.script, connections, seconds);
   const wall = (performance.now() - started) / 1000;
-  const after = { proxy: cpuMicros(pids), auth: t.authPid ? cpuMicros([t.authPid]) : 0, up: cpuMicros([upstreamPid]), redis: redisPid ? cpuMicros([redisPid]) : Number.NaN };
+  const after = { proxy: procCpuMicros(pids), auth: t.authPid ? procCpuMicros([t.authPid]) : 0, up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
   const n = Math.max(1, r.requests);
   return {
     rps: r.requests / r.seconds,

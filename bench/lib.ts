@@ -1,6 +1,8 @@
-// Helpers of bench/run.ts: forked children with their stats over IPC, percentiles, formatting.
+// Helpers of the bench: forked children with their stats over IPC, CPU time of any process from /proc,
+// percentiles, formatting.
 
-import { fork, type ChildProcess } from 'node:child_process';
+import { execSync, fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import type { ChildMessage, ChildRequest, ProcessStats } from './child-ipc.ts';
 
 const TSX = import.meta.resolve('tsx');
@@ -98,4 +100,48 @@ export const fmt = {
 export function table(header: string[], rows: string[][]): string {
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user + system, µs) of a `/proc/<pid>/stat` line's fields after the command name. */
+export function statCpuMicros(afterCommand: string): number {
+  // utime and stime are the 12th and 13th fields after "pid (comm) ", in clock ticks.
+  const fields = afterCommand.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+}
+
+/** User + system CPU time of these processes together, µs, from /proc (Linux); NaN if one is gone or elsewhere. */
+export function procCpuMicros(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      total += statCpuMicros(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!);
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return total;
+}
+
+/** Installs a Debian package with apt-get (apt-get update first), as root only; says so on stderr. */
+export function aptInstall(pkg: string, why: string): boolean {
+  if (process.getuid?.() !== 0) {
+    process.stderr.write(`[bench] ${why}, and this is not root: apt-get install ${pkg}\n`);
+    return false;
+  }
+  process.stderr.write(`[bench] ${why}: installing ${pkg} with apt-get (apt-get update first)\n`);
+  try {
+    execSync(`apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${pkg}`, { stdio: ['ignore', 'ignore', 'inherit'], timeout: 240_000 });
+    return true;
+  } catch (err) {
+    process.stderr.write(`[bench] apt-get install ${pkg} failed: ${(err as Error).message.split('\n')[0]}\n`);
+    return false;
+  }
 }

@@ -8,8 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-
-const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+import { aptInstall } from './lib.ts';
 
 function hasNginxWithAuthRequest(): boolean {
   try {
@@ -22,15 +21,8 @@ function hasNginxWithAuthRequest(): boolean {
 /** True when nginx with the auth_request module is (now) there; installs nginx-light if it can. */
 export function ensureNginx(): boolean {
   if (hasNginxWithAuthRequest()) return true;
-  if (process.getuid?.() !== 0) {
-    log('nginx (with auth_request) is missing and this is not root: the nginx rows are skipped (apt-get install nginx-light)');
-    return false;
-  }
-  log('nginx is missing: installing nginx-light with apt-get (apt-get update first)');
-  try {
-    execSync('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light', { stdio: ['ignore', 'ignore', 'inherit'], timeout: 240_000 });
-  } catch (err) {
-    log(`apt-get install nginx-light failed (${(err as Error).message.split('\n')[0]}): the nginx rows are skipped`);
+  if (!aptInstall('nginx-light', 'nginx (with auth_request) is missing')) {
+    process.stderr.write('[bench] the nginx rows are skipped\n');
     return false;
   }
   return hasNginxWithAuthRequest();

@@ -7,13 +7,13 @@
 
 import { execFileSync, execSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { keyLayout } from '../src/store/records.ts';
 import { startRedisServer } from '../test/support/redis-server.ts';
-import { fmt, table } from './lib.ts';
+import { fmt, procCpuMicros, table } from './lib.ts';
 
 const SECONDS = Number(process.env.BENCH_CELL_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -29,11 +29,7 @@ const seed = new Redis(server.url);
 const expiresAt = String(Date.now() + 3_600_000);
 await seed.hset(keys.accessToken(hash), { tokenHash: hash, clientId: 'bench', createdAt: String(Date.now()), expiresAt, scope: 'mcp' });
 
-const CLK_TCK = Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
-function redisCpu(): number {
-  const f = readFileSync(`/proc/${server.process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
-}
+const redisCpu = () => procCpuMicros([server.process.pid!]);
 
 const zip = (names: string[], values: Array<string | null>) => {
   const out: Record<string, string> = {};

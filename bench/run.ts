@@ -33,7 +33,7 @@ import { startRedisServer, type RedisServer } from '../test/support/redis-server
 import type { ProcessStats } from './child-ipc.ts';
 import { SIDECAR_ENGINE, fastChecks, fastReport, fastScenario, type FastKey, type FastResults } from './fast.ts';
 import { policyChecks, policyReport, policyScenario, type PolicyResults } from './policy.ts';
-import { Child, fmt, percentile, sortedCopy, table } from './lib.ts';
+import { Child, fmt, percentile, procCpuMicros, sortedCopy, table } from './lib.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const ROOT = dirname(BENCH_DIR);
@@ -268,22 +268,8 @@ const emptyCell = (): Cell => ({ requests: 0, unexpected: 0, errors: 0, seconds:
 /** redis-server's user + system CPU in µs, from /proc (Linux); NaN elsewhere. */
 function redisCpuMicros(): number {
   const pid = redisServer?.process.pid;
-  if (pid === undefined) return Number.NaN;
-  try {
-    // Fields after the command name: utime and stime are the 12th and 13th, in clock ticks.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-  } catch {
-    return Number.NaN;
-  }
+  return pid === undefined ? Number.NaN : procCpuMicros([pid]);
 }
-const CLOCK_TICKS = (() => {
-  try {
-    return Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
 
 // The JSON-RPC id must be unique per request within a session; autocannon puts a fresh id in `[<id>]`.
 const ECHO_BODY = '{"jsonrpc":"2.0","id":"[<id>]","method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';

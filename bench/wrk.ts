@@ -6,8 +6,7 @@
 import { execFile, execSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+import { aptInstall, statCpuMicros } from './lib.ts';
 
 export function ensureWrk(): boolean {
   const has = () => {
@@ -19,13 +18,7 @@ export function ensureWrk(): boolean {
     }
   };
   if (has()) return true;
-  if (process.getuid?.() !== 0) return false;
-  log('wrk is missing: installing it with apt-get (apt-get update first)');
-  try {
-    execSync('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk', { stdio: ['ignore', 'ignore', 'inherit'], timeout: 240_000 });
-  } catch {
-    return false;
-  }
+  if (!aptInstall('wrk', 'wrk is missing')) return false;
   return has();
 }
 
@@ -43,14 +36,6 @@ export interface WrkResult {
   /** wrk's own user + system CPU time, µs. */
   cpuMicros: number;
 }
-
-const CLOCK_TICKS = (() => {
-  try {
-    return Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
 
 export function writeWrkScript(dir: string, name: string, request: { method: string; headers: Record<string, string>; body?: string }): string {
   const lua = [
@@ -82,9 +67,7 @@ export function runWrk(url: string, script: string, connections: number, seconds
       if (!line) return reject(new Error(`wrk printed no summary: ${stdout}`));
       const parts = line.split(' ');
       const [requests, durationUs, status, socket, p50, p99, p999] = parts.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
-      // /proc/self/stat: after "pid (comm) ", utime and stime are the 12th and 13th fields.
-      const stat = line.slice(line.indexOf(') ') + 2).split(' ');
-      const cpuMicros = ((Number(stat[11]) + Number(stat[12])) * 1e6) / CLOCK_TICKS;
+      const cpuMicros = statCpuMicros(line.slice(line.indexOf(') ') + 2));
       resolve({ requests, seconds: durationUs / 1e6, badStatus: status, socketErrors: socket, p50: p50 / 1000, p99: p99 / 1000, p999: p999 / 1000, cpuMicros });
     });
   });
