@@ -135,7 +135,7 @@ const text = [
   '## Redis cost per token lookup',
   '',
   `- date: ${date}`,
-  '- command: `npx tsx bench/redis-levers.ts`',
+  `- command: \`${['CONNECTIONS', 'ROUNDS', 'CELL_SECONDS'].filter((k) => process.env[`BENCH_${k}`] !== undefined).map((k) => `BENCH_${k}=${process.env[`BENCH_${k}`]} `).join('')}npx tsx bench/redis-levers.ts\``,
   `- machine: nproc ${execSync('nproc', { encoding: 'utf8' }).trim()}, node ${process.version}, ${execSync('redis-server --version', { encoding: 'utf8' }).trim().split(' sha=')[0]}`,
   `- load before: \`${loadBefore}\``,
   `- load after: \`${loadAfter}\``,
