@@ -22,6 +22,18 @@ export interface Principal {
   expiresAt?: number;
   /** The refresh-token family an OAuth access token was issued with (revoked together). */
   familyId?: string;
+  /** From browser sign-in: the IdP user's email and groups, as the ID token had them at issuance. */
+  email?: string;
+  groups?: readonly string[];
+}
+
+function parseGroups(text: string): string[] | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return Array.isArray(parsed) && parsed.every((g) => typeof g === 'string') ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Raw hash fields as stored: user-grade record, OAuth access-token record. Absent record = null. */
@@ -175,6 +187,14 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     const principal: Principal = { kind: 'oauth', subject: oauth.subject || clientId, clientId, tokenHash, expiresAt };
     if (oauth.scope) principal.scope = oauth.scope;
     if (oauth.familyId) principal.familyId = oauth.familyId;
+    // The signed-in user's email and groups, for per-tool policy; a groups field that is not a list
+    // of strings is a corrupt record (a policy must never see a half-read identity).
+    if (oauth.email) principal.email = oauth.email;
+    if (oauth.groups !== undefined) {
+      const groups = parseGroups(oauth.groups);
+      if (groups === undefined) return { ok: false, reason: 'corrupt' };
+      principal.groups = groups;
+    }
     return { ok: true, principal };
   }
   return { ok: false, reason: 'unknown' };

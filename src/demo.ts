@@ -1,5 +1,7 @@
 // `npm run demo`: one process, no external service. The reference MCP upstream, the sidecar in front
-// of it on the in-memory store, a generated master token, and a freshly issued token ready to paste.
+// of it on the in-memory store, a generated master token, a freshly issued token ready to paste, and
+// browser sign-in through a DEMO-ONLY OpenID provider (src/demo-idp.ts: one test user) so that OAuth
+// clients such as the MCP Inspector sign in with no setup.
 
 import { randomBytes } from 'node:crypto';
 import { buildConfig } from './config.ts';
@@ -8,10 +10,31 @@ import { createLogger } from './logger.ts';
 import { adminOperations } from './admin/operations.ts';
 import { systemClock } from './clock.ts';
 import { startUpstream } from '../examples/upstream/server.ts';
+import { DEMO_USER, startDemoIdp, type DemoIdp } from './demo-idp.ts';
+
+const IDP_CLIENT_ID = 'mcp-bearer-proxy-demo';
+
+/** The demo IdP, or why there is none (it needs the oidc-provider dev dependency). */
+async function demoIdp(clientSecret: string, publicUrl: () => string): Promise<DemoIdp | string> {
+  try {
+    return await startDemoIdp({
+      host: '127.0.0.1',
+      port: Number(process.env.IDP_PORT ?? 0),
+      clientId: IDP_CLIENT_ID,
+      clientSecret,
+      redirectUri: () => `${publicUrl()}/oauth/callback`,
+    });
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
 
 async function main(): Promise<void> {
   const masterToken = randomBytes(32).toString('hex');
   const upstream = await startUpstream({ host: '127.0.0.1', port: Number(process.env.UPSTREAM_PORT ?? 0) });
+  let sidecarUrl = '';
+  const idpSecret = randomBytes(32).toString('hex');
+  const idp = await demoIdp(idpSecret, () => sidecarUrl);
   const config = buildConfig(
     {
       masterToken,
@@ -19,6 +42,7 @@ async function main(): Promise<void> {
       upstream: { url: upstream.url },
       proxy: { host: process.env.HOST ?? '127.0.0.1', port: process.env.PORT ?? 8080, publicUrl: process.env.PUBLIC_URL },
       admin: { host: process.env.ADMIN_HOST ?? '127.0.0.1', port: process.env.ADMIN_PORT ?? 8081 },
+      ...(typeof idp === 'string' ? {} : { idp: { issuer: idp.issuer, clientId: IDP_CLIENT_ID, clientSecret: idpSecret } }),
       logLevel: process.env.LOG_LEVEL ?? 'warn',
     },
     {},
@@ -26,6 +50,7 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel, undefined, config.logFormat);
   const sidecar = await createSidecar({ config, logger });
   const { proxyUrl, adminUrl } = await sidecar.listen();
+  sidecarUrl = sidecar.publicUrl();
 
   // Issue through the same admin operations an admin would call over HTTP.
   const ctx = { store: sidecar.store, clock: systemClock, metrics: sidecar.metrics };
@@ -58,6 +83,7 @@ async function main(): Promise<void> {
       `    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\`,
       `    -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'`,
       '',
+      ...signInHelp(idp, mcpUrl),
       'Ctrl-C stops everything.',
       '',
     ].join('\n'),
@@ -67,10 +93,24 @@ async function main(): Promise<void> {
     void sidecar
       .shutdown(2000)
       .then(() => upstream.close())
+      .then(() => (typeof idp === 'string' ? undefined : idp.close()))
       .then(() => process.exit(0));
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+}
+
+function signInHelp(idp: DemoIdp | string, mcpUrl: string): string[] {
+  if (typeof idp === 'string') return [`Browser sign-in: off (${idp})`, ''];
+  return [
+    `Browser sign-in through a DEMO identity provider at ${idp.issuer}`,
+    `  (DEMO ONLY, not for production: one test user, ${DEMO_USER.username} / ${DEMO_USER.password}, keys in memory)`,
+    '  MCP Inspector: npx @modelcontextprotocol/inspector',
+    `    Transport "Streamable HTTP", URL ${mcpUrl}, no Authorization header, then Connect:`,
+    `    approve on this sidecar's consent page, then sign in as ${DEMO_USER.username} / ${DEMO_USER.password}.`,
+    '  Any MCP client with OAuth (Claude Code, VS Code, the MCP SDK\'s auth()): configure only the URL.',
+    '',
+  ];
 }
 
 main().catch((err: unknown) => {

@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, tokenRequest } from '../support/sign-in.ts';
+import { loginFormAction, UserAgent } from '../support/user-agent.ts';
 import { generateToken } from '../../src/credentials.ts';
 import { deleteUnder, keysUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
 import { rawSession, readSse } from '../support/sse.ts';
@@ -183,6 +185,25 @@ describe('npm run demo (src/demo.ts) as a process', () => {
 
       const refused = await fetch(mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
       expect(refused.status).toBe(401);
+
+      // Browser sign-in through the demo's own (demo-only) OpenID provider, as its output describes.
+      expect(out).toMatch(/DEMO ONLY, not for production: one test user, demo \/ demo/);
+      const base = mcpUrl.slice(0, -'/mcp'.length);
+      const clientId = await registerPublicClient(base);
+      const p = pkce();
+      const agent = new UserAgent();
+      const atIdp = await approveAndSignIn(agent, base, authorizeUrl(base, standardParams(base, clientId, p)));
+      expect(atIdp.body).toContain('DEMO identity provider');
+      const signedIn = await agent.request(loginFormAction(atIdp.body, atIdp.url), { form: { username: 'demo', password: 'demo', action: 'login' } });
+      const code = clientReceived(await agent.follow(signedIn, CLIENT_REDIRECT)).get('code')!;
+      const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+      expect(tokens.status).toBe(200);
+      const signedInClient = new Client({ name: 'demo-sign-in', version: '1.0.0' });
+      await signedInClient.connect(
+        new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${tokens.body.access_token as string}` } } }),
+      );
+      expect((await signedInClient.listTools()).tools.length).toBeGreaterThan(0);
+      await signedInClient.close();
     } finally {
       demo.child.kill('SIGTERM');
     }

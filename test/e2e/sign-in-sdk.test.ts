@@ -53,6 +53,41 @@ describe('browser sign-in with the SDK OAuth client', () => {
   });
 });
 
+describe('per-tool policy sees the signed-in user\'s groups', () => {
+  let s: SignInStack;
+  beforeAll(async () => {
+    s = await startSignInStack({
+      config: {
+        policy: {
+          default: 'deny',
+          rules: [
+            { name: 'users-echo', effect: 'allow', principals: { groups: ['mcp-users'] }, requests: { methods: ['tools/call'], names: ['echo'] } },
+            { name: 'admins-add', effect: 'allow', principals: { groups: ['admins'] }, requests: { methods: ['tools/call'], names: ['add'] } },
+          ],
+        },
+      },
+    });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('a tool allowed for a group the IdP put the user in works; one for another group is denied', async () => {
+    const provider = new RecordingProvider();
+    const mcpUrl = new URL(`${s.base}/mcp`);
+    const first = new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider });
+    await expect(new Client({ name: 'e2e', version: '1' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
+    const hop = await approveAndSignIn(new UserAgent(), s.base, provider.authorizationUrl!.href);
+    await first.finishAuth(clientReceived(hop).get('code')!);
+    const client = new Client({ name: 'e2e', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider }));
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['echo']);
+    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'hi' } }))).toBe('hi');
+    await expect(client.callTool({ name: 'add', arguments: { a: 1, b: 2 } })).rejects.toThrow();
+    await client.close();
+  });
+});
+
 describe('without an IdP: the SDK still reads the metadata, and client_credentials works through auth()', () => {
   let stack: Stack;
   beforeAll(async () => {

@@ -16,14 +16,16 @@ export interface SignInStack {
   close(): Promise<void>;
 }
 
-export async function startSignInStack(options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store'] } = {}): Promise<SignInStack> {
+export async function startSignInStack(
+  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown> } = {},
+): Promise<SignInStack> {
   let base = '';
   const clientId = 'mcp-bearer-proxy';
   const clientSecret = randomBytes(32).toString('hex');
   const idp = await startDemoIdp({ clientId, clientSecret, redirectUri: () => `${base}/oauth/callback`, autoLogin: options.autoLogin ?? true });
   const stack = await startStack({
     ...(options.store ? { store: options.store } : {}),
-    config: { idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000, ...options.idp } },
+    config: { ...options.config, idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000, ...options.idp } },
   });
   base = stack.sidecar.publicUrl();
   return {

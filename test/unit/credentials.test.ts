@@ -190,6 +190,18 @@ describe('decideToken', () => {
     expect(noScope.ok && noScope.principal.scope).toBeUndefined();
   });
 
+  it('an OAuth record from browser sign-in acts for the IdP user: subject, email and groups', () => {
+    const signedIn = oauth({ subject: 'idp-sub-1', issuer: 'https://idp.example.com/', email: 'ada@example.com', groups: '["eng","mcp-users"]' });
+    expect(decideToken(hash, { user: null, oauth: signedIn }, NOW)).toEqual({
+      ok: true,
+      principal: { kind: 'oauth', subject: 'idp-sub-1', clientId: 'client-1', tokenHash: hash, expiresAt: NOW + 3_600_000, email: 'ada@example.com', groups: ['eng', 'mcp-users'] },
+    });
+  });
+
+  it.each(['not json', '{"a":1}', '["eng",1]'])('a groups field that is not a list of strings (%s) is corrupt: refused', (groups) => {
+    expect(decideToken(hash, { user: null, oauth: oauth({ subject: 'idp-sub-1', groups }) }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+  });
+
   const table: Array<[string, TokenLookup, number, string]> = [
     ['nothing found', { user: null, oauth: null }, NOW, 'unknown'],
     // user-grade
