@@ -30,8 +30,6 @@ export interface ServeOptions<C extends typeof IncomingMessage> {
   onStoreUnavailable(): void;
   /** Called for every error answer, after mapping (for the metrics). */
   onErrorAnswer?(answer: HttpError, path: string): void;
-  /** Called first for every request, before routing. */
-  onRequest?(req: InstanceType<C>): void;
   /** Called when a request's response has closed (sent, or cut off). */
   onClose?(req: InstanceType<C>, res: ServerResponse<InstanceType<C>>): void;
   /** Called for a request whose path no route has (it is answered 404). */
@@ -103,14 +101,13 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
     }
   }
 
-  const { onRequest, onClose } = options;
+  const { onClose } = options;
   // One listener function for every response (`this` is the response): no closure a request.
   function closed(this: ServerResponse<Req>): void {
     onClose!(this.req, this);
   }
   const http: ServerOptions<C> = { ...options.http, IncomingMessage: options.request ?? (IncomingMessage as C) };
   const server = createServer<C>(http, (req, res) => {
-    onRequest?.(req);
     if (onClose) res.on('close', closed);
     void dispatch(req, res);
   });

@@ -7,13 +7,12 @@ import type { DenialReason, Principal } from '../credentials.ts';
 
 /**
  * The proxy listener's IncomingMessage class: Node builds one per request, so the state is typed
- * fields on an object that exists anyway, not a second object or symbol-keyed properties.
+ * fields on an object that exists anyway, not a second object or symbol-keyed properties. Its `url`
+ * stays as the client sent it (the forwarder names the upstream's path apart), and the log reads it.
  */
 export class ProxyRequest extends IncomingMessage {
   /** performance.now() when the request's headers had been read. */
   readonly started = performance.now();
-  /** The target as the client sent it (forwarding rewrites `url` to the upstream's path). */
-  clientUrl = '/';
   principal: Principal | undefined = undefined;
   denial: DenialReason | undefined = undefined;
   /** The upstream's status, or `error` when it could not be reached; undefined when not forwarded. */

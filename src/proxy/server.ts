@@ -57,9 +57,6 @@ export function createProxyServer(deps: ProxyDeps): Server {
       { path: '/health', methods: ['GET'], handler: health },
       ...(deps.routes ?? []).map((route) => counted(route, metrics.oauth)),
     ],
-    onRequest: (req) => {
-      req.clientUrl = req.url ?? '/';
-    },
     onClose: (req, res) => accessLog(access, req, res),
     onStoreUnavailable() {
       metrics.storeErrors.inc();
@@ -80,7 +77,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // (and logged), so forwarding would hold an upstream request nobody reads and an in-flight slot.
     if (res.destroyed) return;
     metrics.forwarded.inc();
-    forwarder.forward(req, res, req.clientUrl.slice(path.length), decided);
+    forwarder.forward(req, res, (req.url ?? '/').slice(path.length), decided);
   }
 
   /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
@@ -238,7 +235,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
   logger.info(
     {
       method: req.method,
-      path: pathOf(req.clientUrl),
+      path: pathOf(req.url),
       status: res.headersSent ? res.statusCode : cannedStatus(req),
       durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
       authKind: principal?.kind,
