@@ -292,7 +292,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
 function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<string, string>] {
   if (err instanceof PageError) return [err.status, messagePage(err.title, err.text), err.headers];
   if (err instanceof IdpUnavailable) {
-    ctx.logger.warn({ err: { message: err.message } }, 'identity provider unreachable during sign-in: answered 503');
+    ctx.logger.warn({ err: describe(err) }, 'identity provider unreachable during sign-in: answered 503');
     return [503, messagePage('Sign-in is unavailable', 'The identity provider cannot be reached right now. Try again in a minute.'), { 'retry-after': '30' }];
   }
   const http = httpErrorFor(err);

@@ -22,10 +22,6 @@ export interface ClientMessage {
   id: string | number | null | undefined;
 }
 
-export function invalidMessage(description: string): HttpError {
-  return new HttpError('invalid_request', description);
-}
-
 /** Parses `body` (UTF-8 JSON) into the messages it holds; throws a 400 HttpError on anything else. */
 export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAULT_JSONRPC_LIMITS): { messages: ClientMessage[]; batch: boolean } {
   checkDepth(body, limits.maxDepth);
@@ -33,17 +29,17 @@ export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAUL
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    throw invalidMessage('the body is not JSON');
+    throw new HttpError('invalid_request', 'the body is not JSON');
   }
   const batch = Array.isArray(parsed);
   const items = batch ? (parsed as unknown[]) : [parsed];
-  if (items.length === 0) throw invalidMessage('an empty JSON-RPC batch');
-  if (items.length > limits.maxBatch) throw invalidMessage(`a JSON-RPC batch may hold at most ${limits.maxBatch} messages`);
+  if (items.length === 0) throw new HttpError('invalid_request', 'an empty JSON-RPC batch');
+  if (items.length > limits.maxBatch) throw new HttpError('invalid_request', `a JSON-RPC batch may hold at most ${limits.maxBatch} messages`);
   const ids = new Set<string | number>();
   const messages = items.map((item) => {
     const message = readMessage(item);
     if (message.call !== undefined && message.id !== undefined && message.id !== null) {
-      if (ids.has(message.id)) throw invalidMessage('duplicate id in a JSON-RPC batch');
+      if (ids.has(message.id)) throw new HttpError('invalid_request', 'duplicate id in a JSON-RPC batch');
       ids.add(message.id);
     }
     return message;
@@ -52,24 +48,24 @@ export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAUL
 }
 
 function readMessage(item: unknown): ClientMessage {
-  if (typeof item !== 'object' || item === null || Array.isArray(item)) throw invalidMessage('a JSON-RPC message must be an object');
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) throw new HttpError('invalid_request', 'a JSON-RPC message must be an object');
   const m = item as Record<string, unknown>;
-  if (m.jsonrpc !== '2.0') throw invalidMessage('not JSON-RPC 2.0 (jsonrpc must be "2.0")');
+  if (m.jsonrpc !== '2.0') throw new HttpError('invalid_request', 'not JSON-RPC 2.0 (jsonrpc must be "2.0")');
   const id = m.id;
   if (id !== undefined && id !== null && typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id))) {
-    throw invalidMessage('a JSON-RPC id must be a string or a number');
+    throw new HttpError('invalid_request', 'a JSON-RPC id must be a string or a number');
   }
   if (!('method' in m)) {
-    if (!('result' in m) && !('error' in m)) throw invalidMessage('a JSON-RPC message needs a method, a result or an error');
+    if (!('result' in m) && !('error' in m)) throw new HttpError('invalid_request', 'a JSON-RPC message needs a method, a result or an error');
     return { call: undefined, id: id as ClientMessage['id'] };
   }
-  if (typeof m.method !== 'string' || m.method.length === 0) throw invalidMessage('a JSON-RPC method must be a non-empty string');
+  if (typeof m.method !== 'string' || m.method.length === 0) throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
   const method = m.method;
   const field = NAME_BEARING_METHODS[method];
   if (field === undefined) return { call: { method }, id: id as ClientMessage['id'] };
   const params = m.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[field] : undefined;
-  if (typeof name !== 'string') throw invalidMessage(`${method} needs params.${field} as a string`);
+  if (typeof name !== 'string') throw new HttpError('invalid_request', `${method} needs params.${field} as a string`);
   return { call: { method, name }, id: id as ClientMessage['id'] };
 }
 
@@ -84,7 +80,7 @@ function checkDepth(body: Buffer, max: number): void {
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) throw invalidMessage(`JSON nested deeper than ${max} levels`);
+      if (++depth > max) throw new HttpError('invalid_request', `JSON nested deeper than ${max} levels`);
     } else if (c === 0x7d || c === 0x5d) depth--;
   }
 }
@@ -97,12 +93,12 @@ function checkDepth(body: Buffer, max: number): void {
 export function checkMirrorHeaders(methodHeader: string | undefined, nameHeader: string | undefined, messages: readonly ClientMessage[]): void {
   if (methodHeader === undefined && nameHeader === undefined) return;
   const calls = messages.filter((m) => m.call !== undefined);
-  if (calls.length !== 1 || messages.length !== 1) throw invalidMessage('Mcp-Method and Mcp-Name go with a single JSON-RPC request, not a batch');
+  if (calls.length !== 1 || messages.length !== 1) throw new HttpError('invalid_request', 'Mcp-Method and Mcp-Name go with a single JSON-RPC request, not a batch');
   const call = calls[0]!.call!;
-  if (methodHeader !== undefined && methodHeader !== call.method) throw invalidMessage('the Mcp-Method header does not match the body');
+  if (methodHeader !== undefined && methodHeader !== call.method) throw new HttpError('invalid_request', 'the Mcp-Method header does not match the body');
   if (nameHeader !== undefined) {
-    if (call.name === undefined) throw invalidMessage('Mcp-Name was sent for a method that names no target');
-    if (nameHeader !== call.name && decodeMirrored(nameHeader) !== call.name) throw invalidMessage('the Mcp-Name header does not match the body');
+    if (call.name === undefined) throw new HttpError('invalid_request', 'Mcp-Name was sent for a method that names no target');
+    if (nameHeader !== call.name && decodeMirrored(nameHeader) !== call.name) throw new HttpError('invalid_request', 'the Mcp-Name header does not match the body');
   }
 }
 
