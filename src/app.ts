@@ -14,6 +14,7 @@ import { createAdminServer } from './admin/server.ts';
 import { createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn } from './oauth/oidc-client.ts';
+import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
@@ -34,6 +35,8 @@ export interface SidecarOptions {
   logger?: Logger;
   /** Default process metrics (off in tests that run several sidecars in one process). */
   defaultMetrics?: boolean;
+  /** Use this Client ID Metadata Document resolver instead of the configured one (tests: a test CA). */
+  cimd?: CimdResolver;
 }
 
 export interface Sidecar {
@@ -134,7 +137,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
-    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), publicUrl }),
+    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), publicUrl }),
     policyGate,
   });
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy });
@@ -200,5 +203,20 @@ function policyGateFor(config: Config, metrics: Metrics, audit: Audit, publicUrl
     metrics,
     audit,
     resourceMetadataUrl: () => `${publicUrl()}/.well-known/oauth-protected-resource/mcp`,
+  });
+}
+
+/** Client ID Metadata Documents, as configured (only browser sign-in uses them). */
+function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdResolver | undefined {
+  const c = config.oauth.clientMetadataDocuments;
+  if (!c.enabled) return undefined;
+  return createCimdResolver({
+    timeoutMs: c.timeoutMs,
+    maxBytes: c.maxBytes,
+    cacheTtlMs: c.cacheTtlSeconds * 1000,
+    maxCacheEntries: c.cacheMaxEntries,
+    allowPrivateAddresses: c.allowPrivateAddresses,
+    clock,
+    logger,
   });
 }

@@ -37,7 +37,7 @@ export interface PublicClient {
   scope?: string;
   profile: string;
   tokenEndpointAuthMethod: TokenEndpointAuthMethod;
-  source: 'admin' | 'dcr';
+  source: 'admin' | 'dcr' | 'cimd';
   createdAt: number;
   revokedAt?: number;
 }

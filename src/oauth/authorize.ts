@@ -13,7 +13,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../body.ts';
 import { checkScope, redirectUriMatches } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
-import { httpErrorFor } from '../errors.ts';
+import { HttpError, httpErrorFor } from '../errors.ts';
+import { DuplicateRecordError } from '../store/types.ts';
+import { isClientIdMetadataUrl } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
@@ -118,10 +120,49 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     res.end();
   }
 
-  async function lookUpClient(clientId: string): Promise<ClientRecord | null> {
+  /**
+   * A registered client, or one described by its own metadata document (its id is the document's
+   * URL). A client an administrator deleted stays refused, whatever its document says.
+   */
+  async function lookUpClient(clientId: string): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
     if (clientId.length === 0 || clientId.length > 2048) return null;
-    const client = await ctx.store.getClient(clientId);
-    return client && client.revokedAt === undefined ? client : null;
+    const stored = await ctx.store.getClient(clientId);
+    if (stored?.revokedAt !== undefined) return null;
+    if (!ctx.cimd || !isClientIdMetadataUrl(clientId)) return stored ? { client: stored, stored: true } : null;
+    let doc;
+    try {
+      doc = await ctx.cimd.resolve(clientId);
+    } catch (err) {
+      if (err instanceof HttpError && err.code === 'invalid_client') {
+        throw new PageError(400, 'Unknown application', `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`);
+      }
+      throw err;
+    }
+    const client: ClientRecord = {
+      clientId,
+      redirectUris: doc.redirectUris,
+      grantTypes: doc.grantTypes,
+      profile: 'interactive',
+      tokenEndpointAuthMethod: 'none',
+      source: 'cimd',
+      createdAt: ctx.clock.now(),
+    };
+    if (doc.clientName !== undefined) client.clientName = doc.clientName;
+    if (doc.scope !== undefined) client.scope = doc.scope;
+    return { client, metadataHost: doc.host, stored: stored !== null };
+  }
+
+  /**
+   * A document's client gets a record on its first valid sign-in request, so that its tokens can be
+   * issued, listed and revoked (deleteClient) like any other; unused, it expires like a registration.
+   */
+  async function rememberDocumentClient(client: ClientRecord): Promise<void> {
+    try {
+      await ctx.store.createClient(client);
+    } catch (err) {
+      if (!(err instanceof DuplicateRecordError)) throw err;
+    }
+    await ctx.store.touchClient(client.clientId, ctx.config.oauth.unusedClientTtlSeconds * 1000);
   }
 
   /** GET /authorize: client and redirect URI first, then the rest, then the consent page. */
@@ -135,9 +176,10 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     const clientIds = query.getAll('client_id');
     const redirectUris = query.getAll('redirect_uri');
     if (clientIds.length !== 1 || clientIds[0] === '') throw new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.');
-    const client = await lookUpClient(clientIds[0]!);
-    if (!client) throw new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.');
+    const found = await lookUpClient(clientIds[0]!);
+    if (!found) throw new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.');
     if (redirectUris.length !== 1 || redirectUris[0] === '') throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
+    const { client } = found;
     const redirectUri = redirectUris[0]!;
     if (!redirectUriMatches(client.redirectUris, redirectUri)) {
       throw new PageError(400, 'Invalid redirect URI', 'The redirect_uri of this sign-in request is not one the application registered. Nothing was sent to it.');
@@ -175,6 +217,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
       }
       scope ??= client.scope;
       const request: AuthorizationRequest = { clientId: client.clientId, clientName: client.clientName, redirectUri, codeChallenge: challenge, state, scope, resource: expected };
+      if (client.source === 'cimd' && !found.stored) await rememberDocumentClient(client);
       const browser = browserBinding(req);
       const requestId = generateToken();
       await ctx.store.putAuthorizationRequest(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
@@ -183,6 +226,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
         clientName: client.clientName,
         clientId: client.clientId,
         redirectHost: `${target.protocol}//${target.host}`,
+        ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
         scopes: scope ? scope.split(' ') : [],
         idpHost,
         requestId,

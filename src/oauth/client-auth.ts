@@ -6,6 +6,7 @@ import type { Form } from '../body.ts';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { hashToken } from '../credentials.ts';
+import { isClientIdMetadataUrl } from './cimd.ts';
 import { HttpError, invalidClient } from '../errors.ts';
 import type { ClientRecord, ClientStorage } from '../store/types.ts';
 
@@ -77,7 +78,8 @@ export async function authenticateClient(
     if (postSecret !== undefined) throw invalidClient(false);
     return null;
   }
-  if (id.length === 0 || id.length > 128) throw invalidClient(usedBasic);
+  // Issued ids are short; a Client ID Metadata Document's id is its URL (at most 2048 characters).
+  if (id.length === 0 || (id.length > 128 && !isClientIdMetadataUrl(id))) throw invalidClient(usedBasic);
   const client = await store.getClient(id);
   if (!client || client.revokedAt !== undefined) {
     if (secret !== undefined) hashToken(secret); // same work whether or not the client exists

@@ -11,6 +11,7 @@ import type { Metrics } from '../metrics.ts';
 import type { AuthorizationCodeStorage, ClientStorage, CounterStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
 import type { IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
+import type { CimdResolver } from './cimd.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ProfileStorage & CounterStorage;
@@ -29,6 +30,8 @@ export interface OAuthContext {
   readonly idp: IdpVerifier | undefined;
   /** undefined when browser sign-in is not configured: /authorize then answers with an error. */
   readonly signIn: IdpSignIn | undefined;
+  /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */
+  readonly cimd?: CimdResolver | undefined;
   publicUrl(): string;
 }
 

@@ -21,7 +21,10 @@ const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
  * an error, and `response_types_supported` is empty so that interactive clients stop before opening
  * a browser.
  */
-export function authorizationServerMetadata(publicUrl: string, options: { tokenExchange: boolean; signIn: boolean }): Record<string, unknown> {
+export function authorizationServerMetadata(
+  publicUrl: string,
+  options: { tokenExchange: boolean; signIn: boolean; clientMetadataDocuments: boolean },
+): Record<string, unknown> {
   const grants = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN];
   if (options.signIn) grants.push(GRANT_AUTHORIZATION_CODE);
   if (options.tokenExchange) grants.push(GRANT_TOKEN_EXCHANGE);
@@ -37,8 +40,7 @@ export function authorizationServerMetadata(publicUrl: string, options: { tokenE
     response_modes_supported: ['query'],
     code_challenge_methods_supported: ['S256'],
     authorization_response_iss_parameter_supported: true,
-    // Client ID Metadata Documents are not accepted yet: clients register (RFC 7591) instead.
-    client_id_metadata_document_supported: false,
+    client_id_metadata_document_supported: options.clientMetadataDocuments,
     token_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     revocation_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],

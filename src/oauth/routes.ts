@@ -30,7 +30,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
 
   const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl()));
   const serverMetadata: Route['handler'] = (_req, res) =>
-    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined }));
+    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined }));
   const register: Route['handler'] = (req, res, path) =>
     audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
   /** Token requests are limited per client_id named (or per address when none is). */

@@ -255,7 +255,7 @@ export async function recordIssued(ctx: OAuthContext, action: string, client: Cl
  * to the configured idle lifetime, or past its newest refresh token if that lives longer.
  */
 export async function keepRegistrationAlive(ctx: OAuthContext, client: ClientRecord, refresh?: RefreshTokenRecord): Promise<void> {
-  if (client.source !== 'dcr') return;
+  if (client.source === 'admin') return;
   const idleMs = ctx.config.oauth.unusedClientTtlSeconds * 1000;
   const refreshMs = refresh ? refresh.expiresAt - ctx.clock.now() : 0;
   await ctx.store.touchClient(client.clientId, Math.max(idleMs, refreshMs));

@@ -147,7 +147,7 @@ export function clientFromFields(f: Fields): ClientRecord | null {
     grantTypes: stringArray(f.grantTypes),
     profile: f.profile ?? 'default',
     tokenEndpointAuthMethod: authMethod(f.tokenEndpointAuthMethod),
-    source: f.source === 'dcr' ? 'dcr' : 'admin',
+    source: f.source === 'dcr' || f.source === 'cimd' ? f.source : 'admin',
     createdAt: Number(f.createdAt ?? 0),
   };
   if (f.clientSecretHash !== undefined) c.clientSecretHash = f.clientSecretHash;

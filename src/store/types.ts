@@ -24,8 +24,8 @@ export interface ClientRecord {
   scope?: string;
   profile: string;
   tokenEndpointAuthMethod: TokenEndpointAuthMethod;
-  /** `admin` (createClient) or `dcr` (POST /register). */
-  source: 'admin' | 'dcr';
+  /** `admin` (createClient), `dcr` (POST /register) or `cimd` (a Client ID Metadata Document, first used at /authorize). */
+  source: 'admin' | 'dcr' | 'cimd';
   createdAt: number;
   revokedAt?: number;
 }

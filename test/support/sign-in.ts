@@ -17,7 +17,7 @@ export interface SignInStack {
 }
 
 export async function startSignInStack(
-  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown> } = {},
+  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd'] } = {},
 ): Promise<SignInStack> {
   let base = '';
   const clientId = 'mcp-bearer-proxy';
@@ -25,6 +25,7 @@ export async function startSignInStack(
   const idp = await startDemoIdp({ clientId, clientSecret, redirectUri: () => `${base}/oauth/callback`, autoLogin: options.autoLogin ?? true });
   const stack = await startStack({
     ...(options.store ? { store: options.store } : {}),
+    ...(options.cimd ? { cimd: options.cimd } : {}),
     config: { ...options.config, idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000, ...options.idp } },
   });
   base = stack.sidecar.publicUrl();

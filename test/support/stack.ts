@@ -8,6 +8,7 @@ import { ManualClock, type Clock } from '../../src/clock.ts';
 import { buildConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
+import type { CimdResolver } from '../../src/oauth/cimd.ts';
 import type { TokenStore } from '../../src/store/types.ts';
 import type { RunningUpstream } from '../../examples/upstream/server.ts';
 import { deleteUnder, openRedisStore, rawRedis, redisUrl, uniquePrefix } from './redis.ts';
@@ -43,6 +44,8 @@ export interface StackOptions {
   wrapStore?: (store: TokenStore) => TokenStore;
   /** Share another stack's key prefix (two sidecars on one Redis, as two replicas are). */
   prefix?: string;
+  /** Client ID Metadata Document resolver (e.g. one trusting a test CA). */
+  cimd?: CimdResolver;
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -80,7 +83,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   });
   const logger = createLogger('debug', destination);
-  const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false });
+  const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false, ...(options.cimd ? { cimd: options.cimd } : {}) });
   const { proxyUrl, adminUrl } = await sidecar.listen();
 
   const admin: Stack['admin'] = async (op, body = {}) => {

@@ -1,0 +1,93 @@
+// Browser sign-in with a Client ID Metadata Document as client_id: the document is fetched over real
+// TLS from a loopback server (a test CA, private addresses allowed for this test only), its host is
+// named on the consent page, its redirect URIs bind the request, and the client it describes gets
+// tokens that deleteClient revokes like any other's.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.ts';
+import { createLogger } from '../../src/logger.ts';
+import { createCimdResolver } from '../../src/oauth/cimd.ts';
+import { serveOnLoopback } from '../support/fake-upstreams.ts';
+import { createTestCertificate } from '../support/test-cert.ts';
+import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import { UserAgent } from '../support/user-agent.ts';
+
+let s: SignInStack;
+let docs: { url: string; close: () => Promise<void> };
+
+function serveDocument(req: IncomingMessage, res: ServerResponse): void {
+  const self = `${docsBase()}${req.url}`;
+  const body: Record<string, unknown> = {
+    client_id: self,
+    client_name: 'Document Client',
+    redirect_uris: [CLIENT_REDIRECT],
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    token_endpoint_auth_method: 'none',
+  };
+  if (req.url === '/wrong-id.json') body.client_id = `${docsBase()}/someone-else.json`;
+  if (req.url === '/missing.json') {
+    res.writeHead(404).end();
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+let base = '';
+/** https://127.0.0.1:<port> (serveOnLoopback names the server's /mcp URL). */
+const docsBase = () => new URL(docs.url).origin;
+
+beforeAll(async () => {
+  const cert = createTestCertificate();
+  docs = await serveOnLoopback(createHttpsServer({ cert: cert.cert, key: cert.key }, serveDocument));
+  const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
+  const cimd = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: cert.cert });
+  s = await startSignInStack({ cimd });
+  base = s.base;
+}, 60_000);
+afterAll(async () => {
+  await s?.close();
+  await docs?.close();
+});
+
+describe('a Client ID Metadata Document as client_id', () => {
+  it('metadata says documents are accepted', async () => {
+    const meta = (await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    expect(meta.client_id_metadata_document_supported).toBe(true);
+  });
+
+  it('signs in: the consent page names the document host; tokens work and deleteClient revokes them', async () => {
+    const clientId = `${docsBase()}/client.json`;
+    const p = pkce();
+    const agent = new UserAgent();
+    const page = await agent.request(authorizeUrl(base, standardParams(base, clientId, p)));
+    expect(page.status, page.body).toBe(200);
+    expect(page.body).toContain('Document Client');
+    expect(page.body).toContain(new URL(docsBase()).host);
+    const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
+    const code = clientReceived(hop).get('code')!;
+    const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+    expect(tokens.status).toBe(200);
+    const listed = await s.stack.admin('listClients');
+    expect(listed.body.clients.find((c: { clientId: string }) => c.clientId === clientId)).toMatchObject({ source: 'cimd', tokenEndpointAuthMethod: 'none' });
+    expect((await s.stack.admin('deleteClient', { clientId })).body).toMatchObject({ accessTokensRevoked: 1 });
+    const again = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, pkce())));
+    expect(again.status).toBe(400);
+    expect(again.location).toBeUndefined();
+  });
+
+  it.each([
+    ['a redirect_uri the document does not list', '/client.json', { redirect_uri: 'http://127.0.0.1:7777/elsewhere' }],
+    ["a document whose client_id is not its URL", '/wrong-id.json', {}],
+    ['a document that is not there', '/missing.json', {}],
+    ['an http:// client_id (not a document URL, not registered)', 'http', {}],
+  ])('%s: an error page, never a redirect', async (_name, path, extra) => {
+    const clientId = path === 'http' ? `http://127.0.0.1:1/client.json` : `${docsBase()}${path}`;
+    const res = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, pkce(), extra)));
+    expect(res.status).toBe(400);
+    expect(res.location).toBeUndefined();
+  });
+});
