@@ -10,12 +10,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { DEMO_USER } from '../../src/demo-idp.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
-import { RecordingProvider } from '../support/sdk-oauth.ts';
+import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -60,9 +58,7 @@ function sdkProvider(): RecordingProvider {
 }
 
 async function startSdkFlow(provider: RecordingProvider): Promise<URL> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider });
-  await expect(new Client({ name: 'browser-e2e', version: '1' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
-  return provider.authorizationUrl!;
+  return (await firstConnection(s.base, provider)).authorizationUrl;
 }
 
 describe('sign-in in a real browser', () => {
@@ -86,8 +82,7 @@ describe('sign-in in a real browser', () => {
 
     const transport = new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider });
     await transport.finishAuth(code!);
-    const client = new Client({ name: 'browser-e2e', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider }));
+    const client = await connectedClient(s.base, provider);
     const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text);
     expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
     await client.close();

@@ -5,12 +5,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { auth, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { DEMO_USER } from '../../src/demo-idp.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { approveAndSignIn, CLIENT_REDIRECT, clientReceived, startSignInStack, type SignInStack } from '../support/sign-in.ts';
-import { RecordingProvider } from '../support/sdk-oauth.ts';
+import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 function textOf(result: object): string {
@@ -28,21 +28,18 @@ describe('browser sign-in with the SDK OAuth client', () => {
 
   it('401 -> discovery -> DCR -> /authorize -> consent -> IdP -> code -> tokens -> tools/list, as the IdP user', async () => {
     const provider = new RecordingProvider();
-    const mcpUrl = new URL(`${s.base}/mcp`);
-    const first = new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider });
-    await expect(new Client({ name: 'e2e', version: '1' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
-    expect(provider.authorizationUrl?.origin).toBe(new URL(s.base).origin);
-    expect(provider.authorizationUrl?.searchParams.get('code_challenge_method')).toBe('S256');
-    expect(provider.authorizationUrl?.searchParams.get('resource')).toBe(`${s.base}/mcp`);
+    const { transport: first, authorizationUrl } = await firstConnection(s.base, provider);
+    expect(authorizationUrl.origin).toBe(new URL(s.base).origin);
+    expect(authorizationUrl.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(authorizationUrl.searchParams.get('resource')).toBe(`${s.base}/mcp`);
 
-    const hop = await approveAndSignIn(new UserAgent(), s.base, provider.authorizationUrl!.href);
+    const hop = await approveAndSignIn(new UserAgent(), s.base, authorizationUrl.href);
     const code = clientReceived(hop).get('code');
     expect(code).toMatch(/^[0-9a-f]{64}$/);
     await first.finishAuth(code!);
     expect(provider.tokens()?.refresh_token).toMatch(/^[0-9a-f]{64}$/);
 
-    const client = new Client({ name: 'e2e', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider }));
+    const client = await connectedClient(s.base, provider);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name)).toContain('headers');
     const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
@@ -74,13 +71,10 @@ describe('per-tool policy sees the signed-in user\'s groups', () => {
 
   it('a tool allowed for a group the IdP put the user in works; one for another group is denied', async () => {
     const provider = new RecordingProvider();
-    const mcpUrl = new URL(`${s.base}/mcp`);
-    const first = new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider });
-    await expect(new Client({ name: 'e2e', version: '1' }).connect(first)).rejects.toBeInstanceOf(UnauthorizedError);
-    const hop = await approveAndSignIn(new UserAgent(), s.base, provider.authorizationUrl!.href);
-    await first.finishAuth(clientReceived(hop).get('code')!);
-    const client = new Client({ name: 'e2e', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider }));
+    const { transport, authorizationUrl } = await firstConnection(s.base, provider);
+    const hop = await approveAndSignIn(new UserAgent(), s.base, authorizationUrl.href);
+    await transport.finishAuth(clientReceived(hop).get('code')!);
+    const client = await connectedClient(s.base, provider);
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['echo']);
     expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'hi' } }))).toBe('hi');
     await expect(client.callTool({ name: 'add', arguments: { a: 1, b: 2 } })).rejects.toThrow();
