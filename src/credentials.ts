@@ -22,7 +22,7 @@ export interface Principal {
   expiresAt?: number;
   /** The refresh-token family an OAuth access token was issued with (revoked together). */
   familyId?: string;
-  /** From browser sign-in: the IdP user's email and groups, as the ID token had them at issuance. */
+  /** The IdP user's email and groups as the ID token (sign-in) or the exchanged JWT had them at issuance. */
   email?: string;
   groups?: readonly string[];
 }
@@ -173,7 +173,7 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     if (now >= expiresAt) return { ok: false, reason: 'expired' };
     const subject = user.subject;
     if (!subject) return { ok: false, reason: 'corrupt' };
-    return { ok: true, principal: { kind: 'user', subject, tokenHash, expiresAt } };
+    return withIdentityClaims({ kind: 'user', subject, tokenHash, expiresAt }, user);
   }
   if (oauth) {
     if (oauth.tokenHash !== undefined && oauth.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
@@ -187,17 +187,23 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     const principal: Principal = { kind: 'oauth', subject: oauth.subject || clientId, clientId, tokenHash, expiresAt };
     if (oauth.scope) principal.scope = oauth.scope;
     if (oauth.familyId) principal.familyId = oauth.familyId;
-    // The signed-in user's email and groups, for per-tool policy; a groups field that is not a list
-    // of strings is a corrupt record (a policy must never see a half-read identity).
-    if (oauth.email) principal.email = oauth.email;
-    if (oauth.groups !== undefined) {
-      const groups = parseGroups(oauth.groups);
-      if (groups === undefined) return { ok: false, reason: 'corrupt' };
-      principal.groups = groups;
-    }
-    return { ok: true, principal };
+    return withIdentityClaims(principal, oauth);
   }
   return { ok: false, reason: 'unknown' };
+}
+
+/**
+ * The IdP user's email and groups as the record kept them at issuance, for per-tool policy; a groups
+ * field that is not a list of strings is a corrupt record (a policy must never see a half-read identity).
+ */
+function withIdentityClaims(principal: Principal, fields: StoredFields): Decision {
+  if (fields.email) principal.email = fields.email;
+  if (fields.groups !== undefined) {
+    const groups = parseGroups(fields.groups);
+    if (groups === undefined) return { ok: false, reason: 'corrupt' };
+    principal.groups = groups;
+  }
+  return { ok: true, principal };
 }
 
 export type RefreshTokenState = 'usable' | 'rotated' | 'revoked' | 'expired' | 'corrupt';

@@ -9,6 +9,9 @@ import type { Config } from '../config.ts';
 export interface VerifiedIdentity {
   subject: string;
   issuer: string;
+  /** Kept in the token record for per-tool policy (principals.emailDomains, principals.groups). */
+  email?: string;
+  groups?: string[];
 }
 
 export interface IdpVerifier {
@@ -44,7 +47,11 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
       });
       if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 512) throw new IdpRejection('bad sub');
       checkIdentityClaims(idp, payload);
-      return { subject: payload.sub, issuer };
+      const identity: VerifiedIdentity = { subject: payload.sub, issuer };
+      if (typeof payload.email === 'string' && payload.email.length <= 320) identity.email = payload.email;
+      const groups = payload[idp.groupsClaim];
+      if (Array.isArray(groups)) identity.groups = groups.filter((g): g is string => typeof g === 'string' && g.length <= 256).slice(0, 100);
+      return identity;
     },
   };
 }

@@ -217,7 +217,15 @@ async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: Serve
 
   const raw = generateToken();
   const tokenHash = hashToken(raw);
-  await ctx.store.putUserToken({ tokenHash, subject: identity.subject, issuer: identity.issuer, createdAt: now, expiresAt: now + TTL_7_DAYS });
+  await ctx.store.putUserToken({
+    tokenHash,
+    subject: identity.subject,
+    issuer: identity.issuer,
+    createdAt: now,
+    expiresAt: now + TTL_7_DAYS,
+    ...(identity.email !== undefined ? { email: identity.email } : {}),
+    ...(identity.groups !== undefined ? { groups: identity.groups } : {}),
+  });
   ctx.metrics.tokensIssued.labels('user').inc();
   await ctx.audit.record({
     who: 'user',

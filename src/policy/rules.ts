@@ -1,4 +1,4 @@
-// Per-tool policy: an ordered list of rules, each matching principals (kind, client, profile, scope, IdP
+// Per-tool policy: an ordered list of rules, each matching principals (kind, subject, client, scope, IdP
 // group, email domain) and MCP requests (JSON-RPC method and the tool, prompt or resource it names, with
 // globs), that allows or denies. The first matching rule decides; when none matches, the default does.
 // Compiled and validated once at start-up: an unknown field, an empty list or a rule that can never match
@@ -15,7 +15,6 @@ export interface PolicyPrincipal {
   clientId?: string | undefined;
   /** Space-separated granted scopes (RFC 6749 §3.3). */
   scope?: string | undefined;
-  profile?: string | undefined;
   groups?: readonly string[] | undefined;
   email?: string | undefined;
 }
@@ -59,7 +58,7 @@ export const LIST_METHODS: Readonly<Record<string, { items: string; method: stri
 
 const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
 const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests']);
-const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'profiles', 'scopes', 'groups', 'emailDomains']);
+const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'scopes', 'groups', 'emailDomains']);
 const REQUEST_FIELDS = new Set(['methods', 'names']);
 const MAX_RULES = 1000;
 const MAX_PATTERN = 512;
@@ -70,7 +69,6 @@ interface CompiledRule {
   kinds?: ReadonlySet<AuthKind>;
   subjects?: Glob;
   clientIds?: Glob;
-  profiles?: Glob;
   /** The principal must hold at least one of these scopes (exact scope tokens). */
   scopes?: readonly string[];
   groups?: readonly string[];
@@ -187,8 +185,6 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
       if (subjects) rule.subjects = compileGlobs(subjects);
       const clientIds = stringList(p.clientIds, `${where}.principals.clientIds`, problems);
       if (clientIds) rule.clientIds = compileGlobs(clientIds);
-      const profiles = stringList(p.profiles, `${where}.principals.profiles`, problems);
-      if (profiles) rule.profiles = compileGlobs(profiles);
       const scopes = stringList(p.scopes, `${where}.principals.scopes`, problems);
       if (scopes) {
         for (const s of scopes) if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) problems.push(`${where}.principals.scopes: "${s}" is not a scope token (RFC 6749 §3.3)`);
@@ -216,7 +212,7 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
   return problems.length > before ? undefined : rule;
 }
 
-/** Facts a kind of token can never carry: client ids, scopes and profiles come with OAuth tokens only. */
+/** Facts a kind of token can never carry: client ids and scopes come with OAuth tokens only. */
 function impossiblePrincipals(rule: CompiledRule, where: string, problems: string[]): void {
   if (!rule.kinds) return;
   const oauth = rule.kinds.has('oauth');
@@ -224,7 +220,6 @@ function impossiblePrincipals(rule: CompiledRule, where: string, problems: strin
   for (const [field, needs, has] of [
     ['clientIds', 'oauth', rule.clientIds !== undefined && !oauth],
     ['scopes', 'oauth', rule.scopes !== undefined && !oauth],
-    ['profiles', 'oauth', rule.profiles !== undefined && !oauth],
     ['groups', 'user or oauth', rule.groups !== undefined && !person],
     ['emailDomains', 'user or oauth', rule.emailDomains !== undefined && !person],
   ] as const) {
@@ -255,7 +250,6 @@ function isUnconditional(rule: CompiledRule): boolean {
     rule.kinds === undefined &&
     rule.subjects === undefined &&
     rule.clientIds === undefined &&
-    rule.profiles === undefined &&
     rule.scopes === undefined &&
     rule.groups === undefined &&
     rule.emailDomains === undefined &&
@@ -268,7 +262,6 @@ function principalMatches(rule: CompiledRule, p: PolicyPrincipal, scopes: readon
   if (rule.kinds && !rule.kinds.has(p.kind)) return false;
   if (rule.subjects && !rule.subjects.test(p.subject)) return false;
   if (rule.clientIds && (p.clientId === undefined || !rule.clientIds.test(p.clientId))) return false;
-  if (rule.profiles && (p.profile === undefined || !rule.profiles.test(p.profile))) return false;
   if (rule.scopes && !rule.scopes.some((s) => scopes.includes(s))) return false;
   if (rule.groups && !rule.groups.some((g) => p.groups?.includes(g) === true)) return false;
   if (rule.emailDomains) {

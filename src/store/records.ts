@@ -32,7 +32,7 @@ export const ACCESS_MEMBER = 'a:';
 export const REFRESH_MEMBER = 'r:';
 
 export function userTokenFields(r: UserTokenRecord): Fields {
-  return {
+  const f: Fields = {
     tokenHash: r.tokenHash,
     subject: r.subject,
     issuer: r.issuer,
@@ -40,6 +40,9 @@ export function userTokenFields(r: UserTokenRecord): Fields {
     createdAt: String(r.createdAt),
     expiresAt: String(r.expiresAt),
   };
+  if (r.email !== undefined) f.email = r.email;
+  if (r.groups !== undefined) f.groups = JSON.stringify(r.groups);
+  return f;
 }
 
 export function accessTokenFields(r: AccessTokenRecord): Fields {

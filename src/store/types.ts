@@ -10,6 +10,9 @@ export interface UserTokenRecord {
   issuer: string;
   createdAt: number;
   expiresAt: number;
+  /** The exchanged JWT's email and groups, for per-tool policy. */
+  email?: string;
+  groups?: string[];
 }
 
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';

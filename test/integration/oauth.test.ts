@@ -621,6 +621,33 @@ describe('OAuth settings', () => {
     }
   });
 
+  it("the exchanged JWT's email and groups are kept in the user-grade record and seen by per-tool policy", async () => {
+    const key = await signingKey('ES256', 'facts');
+    const idpKeys = await startJwks([key.jwk]);
+    const policy = {
+      default: 'deny',
+      rules: [{ name: 'eng-at-example', effect: 'allow', principals: { kinds: ['user'], groups: ['eng'], emailDomains: ['example.com'] }, requests: { methods: ['tools/call'] } }],
+    };
+    const stack = await startStack({ config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, groupsClaim: 'roles' }, policy } });
+    try {
+      const now = Math.floor(stack.clock.now() / 1000);
+      const exchange = async (claims: Record<string, unknown>) => {
+        const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u-facts', exp: now + 60, ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'facts' }).sign(key.privateKey);
+        const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: JWT_TYPE });
+        expect(res.status).toBe(200);
+        return res.body.access_token as string;
+      };
+      const eng = await exchange({ email: 'Ann@Example.com', roles: ['eng', 7] });
+      const explained = await stack.admin('explainPolicy', { token: eng, method: 'tools/call', name: 'x' });
+      expect(explained.body).toMatchObject({ effect: 'allow', rule: 'eng-at-example', principal: { kind: 'user', email: 'Ann@Example.com', groups: ['eng'] } });
+      const other = await exchange({ email: 'bob@example.com', roles: ['ops'] });
+      expect((await stack.admin('explainPolicy', { token: other, method: 'tools/call', name: 'x' })).body).toMatchObject({ effect: 'deny', decidedBy: 'default' });
+    } finally {
+      await stack.close();
+      await idpKeys.close();
+    }
+  });
+
   it('an unreachable JWKS endpoint is 503 temporarily_unavailable, not invalid_grant', async () => {
     const key = await signingKey('RS256', 'k');
     const closed = createServer();

@@ -200,6 +200,14 @@ describe('decideToken', () => {
 
   it.each(['not json', '{"a":1}', '["eng",1]'])('a groups field that is not a list of strings (%s) is corrupt: refused', (groups) => {
     expect(decideToken(hash, { user: null, oauth: oauth({ subject: 'idp-sub-1', groups }) }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+    expect(decideToken(hash, { user: user({ groups }), oauth: null }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+  });
+
+  it('a user-grade record keeps the exchanged email and groups', () => {
+    expect(decideToken(hash, { user: user({ email: 'ann@example.com', groups: '["eng"]' }), oauth: null }, NOW)).toEqual({
+      ok: true,
+      principal: { kind: 'user', subject: 'alice', tokenHash: hash, expiresAt: NOW + TTL_7_DAYS, email: 'ann@example.com', groups: ['eng'] },
+    });
   });
 
   const table: Array<[string, TokenLookup, number, string]> = [
