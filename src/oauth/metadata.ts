@@ -4,12 +4,14 @@
 
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../profiles.ts';
 
-export function protectedResourceMetadata(publicUrl: string): Record<string, unknown> {
+/** `scopes`: every scope the per-tool policy names (empty without a policy: then none is advertised). */
+export function protectedResourceMetadata(publicUrl: string, scopes: readonly string[] = []): Record<string, unknown> {
   return {
     resource: `${publicUrl}/mcp`,
     authorization_servers: [publicUrl],
     bearer_methods_supported: ['header'],
     resource_name: 'MCP server (behind mcp-bearer-proxy)',
+    ...(scopes.length > 0 ? { scopes_supported: [...scopes] } : {}),
   };
 }
 
@@ -23,7 +25,7 @@ const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
  */
 export function authorizationServerMetadata(
   publicUrl: string,
-  options: { tokenExchange: boolean; signIn: boolean; clientMetadataDocuments: boolean },
+  options: { tokenExchange: boolean; signIn: boolean; clientMetadataDocuments: boolean; scopes?: readonly string[] },
 ): Record<string, unknown> {
   const grants = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN];
   if (options.signIn) grants.push(GRANT_AUTHORIZATION_CODE);
@@ -45,5 +47,6 @@ export function authorizationServerMetadata(
     revocation_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],
     protected_resources: [`${publicUrl}/mcp`],
+    ...(options.scopes !== undefined && options.scopes.length > 0 ? { scopes_supported: [...options.scopes] } : {}),
   };
 }

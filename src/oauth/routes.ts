@@ -28,9 +28,10 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   const registrations = new FixedWindowLimiter({ limit: ctx.config.oauth.registrationRateLimitPerMinute, windowMs: 60_000, clock: ctx.clock });
   const addresses = clientAddresses(ctx.config.proxy.trustedProxies);
 
-  const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl()));
+  const scopes = ctx.config.policy.rules?.scopes ?? [];
+  const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes));
   const serverMetadata: Route['handler'] = (_req, res) =>
-    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined }));
+    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
   const register: Route['handler'] = (req, res, path) =>
     audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
   /** Token requests are limited per client_id named (or per address when none is). */

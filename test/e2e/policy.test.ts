@@ -181,6 +181,13 @@ describe('per-tool policy: principals and bad bodies', () => {
     }
   });
 
+  it('scopes_supported in both metadata documents: every scope the policy names', async () => {
+    const resource = (await (await fetch(`${stack.proxyUrl}/.well-known/oauth-protected-resource/mcp`)).json()) as Record<string, unknown>;
+    const server = (await (await fetch(`${stack.proxyUrl}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    expect(resource.scopes_supported).toEqual(['mcp:math']);
+    expect(server.scopes_supported).toEqual(['mcp:math']);
+  });
+
   it('explainPolicy: which rule decides, and why (a dry run over the admin listener)', async () => {
     const explain = (body: Record<string, unknown>) => stack.admin('explainPolicy', body);
     expect((await explain({ token: oauth, method: 'tools/call', name: 'echo' })).body).toMatchObject({ effect: 'allow', decidedBy: 'rule', rule: 'everyone-echo' });
