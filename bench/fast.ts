@@ -35,6 +35,7 @@ interface FastTarget {
   key: FastKey;
   url: string;
   script: string;
+  authorization?: string;
   /** Processes between client and upstream whose CPU is billed to the proxy. */
   proxyPids: () => number[];
   /** A second process of the target billed separately (the peer's auth service). */
@@ -106,7 +107,7 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
       nginx = await startNginx({ dir: ctx.tmp, upstreamUrl, authUrl: auth.urls.url!, workers: ctx.sidecarProcesses });
       const workers = nginx.workerPids;
       if (wanted.has('nginx')) targets.push({ key: 'nginx', url: nginx.proxyPassUrl, script: script('nginx'), proxyPids: workers });
-      if (wanted.has('peer')) targets.push({ key: 'peer', url: nginx.authRequestUrl, script: script('peer', oauth), proxyPids: workers, authPid: auth.pid! });
+      if (wanted.has('peer')) targets.push({ key: 'peer', url: nginx.authRequestUrl, script: script('peer', oauth), authorization: oauth, proxyPids: workers, authPid: auth.pid! });
     } else skipped.push('nginx and the peer (nginx with auth_request not available)');
   }
   for (const lib of ['http-proxy', 'undici'] as const) {
@@ -118,13 +119,14 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
     if (!wanted.has(key)) continue;
     const child = await ctx.startSidecar(key === 'sidecar-user' ? 'sidecar' : key, upstreamUrl);
     const authorization = key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth;
-    targets.push({ key, url: `${child.urls.proxyUrl}/mcp`, script: script(key, authorization), proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
+    targets.push({ key, url: `${child.urls.proxyUrl}/mcp`, script: script(key, authorization), authorization, proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
   }
 
   try {
     // Every target must answer 200 before anything is measured (a wrong token would measure 401s).
     for (const t of targets) {
-      const res = await fetch(t.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(t.key === 'direct' || t.key === 'nginx' || t.key === 'http-proxy' || t.key === 'undici' ? {} : { authorization: t.key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth }) }, body: BODY });
+      const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(t.authorization ? { authorization: t.authorization } : {}) };
+      const res = await fetch(t.url, { method: 'POST', headers, body: BODY });
       await res.text();
       if (res.status !== 200) throw new Error(`fast scenario: ${FAST_LABELS[t.key]} answered ${res.status}`);
     }
