@@ -2,6 +2,7 @@
 // Tests, the demo and main.ts all go through here, so what they run is what production runs.
 
 import { once } from 'node:events';
+import { networkInterfaces } from 'node:os';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { systemClock, type Clock } from './clock.ts';
@@ -21,7 +22,8 @@ import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
 import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
-import { FailedAuthLimiter } from './rate-limits.ts';
+import { publicReach } from './net-scope.ts';
+import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
@@ -83,6 +85,23 @@ export async function openStore(config: Config, clock: Clock, logger: Logger): P
   return new RedisTokenStore(client, { keyPrefix: config.redis.keyPrefix, connectTimeoutMs: config.redis.connectTimeoutMs });
 }
 
+/**
+ * The admin listener holds every credential operation behind one secret: on a public address a scanner
+ * finds it. Start anyway (that may be intended, behind a firewall), but say so loudly. 0.0.0.0 in a pod
+ * or container only reaches its private network, and does not warn.
+ */
+function warnIfAdminExposed(server: Server, logger: Logger): void {
+  const bound = (server.address() as AddressInfo).address;
+  const reach = publicReach(bound, networkInterfaces());
+  if (reach.length === 0) return;
+  logger.warn(
+    { adminAddress: bound, publicAddresses: reach },
+    `ADMIN LISTENER EXPOSED: it listens on ${bound}, reachable on the public address(es) ${reach.join(', ')}. Anyone who can ` +
+      'reach it can try the master token (failed attempts are throttled per address, not stopped). Bind ADMIN_HOST to ' +
+      '127.0.0.1 or a private address, or firewall the port (docs/security.md, section 1).',
+  );
+}
+
 function urlOf(server: Server): string {
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -127,6 +146,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
 
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
+  const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
+    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
+  const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
   const proxyServer = createProxyServer({
     config,
     store,
@@ -136,11 +158,12 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     masterToken,
     forwarder,
     publicUrl,
-    authFailures: config.rateLimits.failedAuthPerMinute > 0 ? new FailedAuthLimiter(store, config.rateLimits.failedAuthPerMinute, clock, logger) : undefined,
-    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), publicUrl }),
+    authFailures,
+    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl }),
     policyGate,
   });
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy });
+  const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, failures: adminFailures });
 
   return {
     config,
@@ -158,6 +181,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       await once(proxyServer, 'listening');
       adminServer.listen(config.admin.port, config.admin.host);
       await once(adminServer, 'listening');
+      warnIfAdminExposed(adminServer, logger);
       if (boundPublicUrl === undefined) boundPublicUrl = `http://localhost:${(proxyServer.address() as AddressInfo).port}`;
       return { proxyUrl: urlOf(proxyServer), adminUrl: urlOf(adminServer) };
     },

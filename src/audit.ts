@@ -5,9 +5,12 @@
 // operation `listAuditEvents` reads back.
 //
 // No secret is ever part of an event: a token appears as the first 8 hex characters of its SHA-256.
-// Failures by callers that did not authenticate (`who: anonymous`) go to the log only, so a flood of
-// bad requests cannot push the real events out of the capped stream; failures because the store is
-// down go to the log only too (appending would fail the same way, and only delay the 503).
+// The capped stream keeps what was done with a credential (the master token, an authenticated client,
+// a user's token or IdP JWT), so a flood cannot push admin and security events out of it. What anyone
+// can cause without one goes to the log only: every event of a caller that did not authenticate
+// (`who: anonymous`: refusals, and open registrations), and low-value events such as a revocation
+// that revoked nothing (`logOnly`). Failures because the store is down go to the log only too
+// (appending would fail the same way, and only delay the 503).
 // Recording never throws: an audit stream that cannot be written is a warning, not a failed request.
 
 import { isClientIdShaped } from './clients.ts';
@@ -56,6 +59,23 @@ export class Audit {
 
   /** Logs the event and, when it qualifies, appends it to the stream. Resolves once both are done; never rejects. */
   async record(input: AuditInput, level: 'info' | 'warn' = 'info'): Promise<void> {
+    const event = this.#log(input, level);
+    if (!this.#options.stream) return;
+    if (event.result === 'temporarily_unavailable') return;
+    if (event.who === 'anonymous') return;
+    try {
+      await this.#options.store.appendAudit(event, this.#options.maxLen);
+    } catch (err) {
+      this.#options.logger.warn({ err: describe(err), action: event.action }, 'audit event not appended to the audit stream');
+    }
+  }
+
+  /** A low-value event (one anyone can cause in bulk): the log only, never the capped stream. */
+  logOnly(input: AuditInput): void {
+    this.#log(input, 'info');
+  }
+
+  #log(input: AuditInput, level: 'info' | 'warn'): AuditEvent {
     const event: AuditEvent = { at: this.#options.clock.now(), who: clip(input.who), action: clip(input.action), result: clip(input.result) };
     // Client ids reach here unverified too (the one a refused request presented): only a value shaped
     // like an id this sidecar issues is written down, so a token pasted into that field never is.
@@ -64,14 +84,7 @@ export class Audit {
     if (input.subject !== undefined) event.subject = clip(input.subject);
     if (input.detail !== undefined) event.detail = input.detail;
     this.#options.logger[level]({ audit: event }, 'audit');
-    if (!this.#options.stream) return;
-    if (event.result === 'temporarily_unavailable') return;
-    if (event.who === 'anonymous' && event.result !== 'ok') return;
-    try {
-      await this.#options.store.appendAudit(event, this.#options.maxLen);
-    } catch (err) {
-      this.#options.logger.warn({ err: describe(err), action: event.action }, 'audit event not appended to the audit stream');
-    }
+    return event;
   }
 
   /** The newest `count` events of the stream (empty when the stream is off and was never written). */

@@ -189,7 +189,7 @@ export const CONFIG_KEYS = {
       default: 'open',
       description: '`POST /register`: `open`, or `protected` (the master token as initial access token).',
     }),
-    registrationRateLimitPerMinute: integer({ default: 10, min: 1, max: 100000, description: 'Registrations per source address per minute, in this process.' }),
+    registrationRateLimitPerMinute: integer({ default: 10, min: 1, max: 100000, description: 'Registrations per client address per minute, across replicas.' }),
     unusedClientTtlSeconds: integer({
       default: 30 * 24 * 3600,
       min: 60,
@@ -222,13 +222,32 @@ export const CONFIG_KEYS = {
       default: 120,
       min: 0,
       max: 1_000_000,
-      description: 'Failed authentications per client address per minute, across replicas; then 429 for that address (`0`: off).',
+      description:
+        'Failed authentications per client address per minute (bad tokens on `/mcp` and `/health`, failed client authentications and bad grants on `/token`, `/revoke`, `/introspect`), across replicas; then 429 for that address (`0`: off).',
     }),
     tokenRequestsPerMinute: integer({
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`POST /token` requests per `client_id` per minute, across replicas (`0`: off).',
+      description: '`POST /token` requests per `client_id` and client address per minute, across replicas (`0`: off).',
+    }),
+    revocationRequestsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`POST /revoke` requests per client address per minute, across replicas (`0`: off).',
+    }),
+    introspectionRequestsPerMinute: integer({
+      default: 600,
+      min: 0,
+      max: 1_000_000,
+      description: '`POST /introspect` requests per client address per minute, across replicas (`0`: off).',
+    }),
+    adminFailedAuthPerMinute: integer({
+      default: 20,
+      min: 0,
+      max: 1_000_000,
+      description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then 429 for that address (`0`: off).',
     }),
   },
   audit: {

@@ -1,9 +1,11 @@
-// Rate limits counted in the store, so every replica of the sidecar counts together:
-//  - failed authentications per client address on the proxy listener (a bad, unknown, revoked or
-//    expired token; a request without any token is discovery, not a failure). Past the limit the
-//    address gets 429 until the window ends. Successful traffic is never counted, and the check on the
-//    request path is one Map lookup, with no store round trip.
-//  - token-endpoint requests per client_id (or per address when no client is named).
+// Every rate limit of the sidecar is one kind of counter: a fixed one-minute window per key, counted
+// in the store (`hitCounter`), so every replica counts together. Windows are aligned to the clock
+// (minute N is [N*60 s, (N+1)*60 s)), so replicas agree on where one ends and tests move time with it.
+//  - WindowLimit: `perMinute` hits per key, then 429 with Retry-After until the window ends
+//    (token requests, registrations, revocations, introspections).
+//  - FailedAuthLimiter: counts only failures, and remembers in this process which addresses are over
+//    the limit, so checking a request costs one Map lookup and no store round trip (the proxy's hot
+//    path; the admin listener's failed master-token attempts use one too).
 
 import type { Clock } from './clock.ts';
 import { tooManyRequests } from './errors.ts';
@@ -13,15 +15,48 @@ import type { CounterStorage } from './store/types.ts';
 const WINDOW_MS = 60_000;
 const MAX_BLOCKED = 100_000;
 
+
+/** Epoch ms at which the window holding `now` ends. */
+function windowEnd(now: number): number {
+  return (Math.floor(now / WINDOW_MS) + 1) * WINDOW_MS;
+}
+
+export class WindowLimit {
+  constructor(
+    private readonly store: CounterStorage,
+    private readonly clock: Clock,
+    /** Names the counter family in the store (`authfail`, `token`, …): limits never share counts. */
+    private readonly name: string,
+    /** 0: off. */
+    readonly perMinute: number,
+  ) {}
+
+  /** Counts one hit for `key`: 0 while within the limit, else the seconds until the window ends. */
+  async hit(key: string): Promise<number> {
+    if (this.perMinute === 0) return 0;
+    const now = this.clock.now();
+    const window = Math.floor(now / WINDOW_MS);
+    const { count } = await this.store.hitCounter(`${this.name}:${window}:${key}`, WINDOW_MS);
+    return count > this.perMinute ? Math.max(1, Math.ceil((windowEnd(now) - now) / 1000)) : 0;
+  }
+
+  /** Counts one hit; throws 429 with Retry-After past the limit. */
+  async take(key: string, description: string): Promise<void> {
+    const retryAfter = await this.hit(key);
+    if (retryAfter > 0) throw tooManyRequests(retryAfter, description);
+  }
+}
+
 export class FailedAuthLimiter {
   /** Addresses over the limit, with the epoch ms at which their window ends. */
   readonly #blocked = new Map<string, number>();
 
   constructor(
-    private readonly store: CounterStorage,
-    private readonly limitPerMinute: number,
+    private readonly limit: WindowLimit,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** For the log line: which listener refuses the address. */
+    private readonly listener: string,
   ) {}
 
   /** Seconds until `address` may try again, or 0. */
@@ -35,24 +70,25 @@ export class FailedAuthLimiter {
     return 0;
   }
 
-  /** Counts a failure without delaying the answer; a store error only loses the count. */
-  recordFailure(address: string): void {
-    if (this.limitPerMinute === 0) return;
-    this.store.hitCounter(`authfail:${address}`, WINDOW_MS).then(
-      ({ count, resetMs }) => {
-        if (count <= this.limitPerMinute) return;
-        if (!this.#blocked.has(address)) this.logger.warn({ address, failures: count }, 'too many failed authentications: address refused until the window ends');
+  /** Throws 429 when `address` is refused for now. */
+  check(address: string): void {
+    const retryAfter = this.retryAfter(address);
+    if (retryAfter > 0) throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
+  }
+
+  /**
+   * Counts a failure. Never rejects (a store error only loses the count); the proxy does not wait for
+   * it, the OAuth endpoints and the admin listener do, so their next request already sees the refusal.
+   */
+  recordFailure(address: string): Promise<void> {
+    return this.limit.hit(address).then(
+      (retryAfter) => {
+        if (retryAfter === 0) return;
+        if (!this.#blocked.has(address)) this.logger.warn({ address, listener: this.listener }, 'too many failed authentications: address refused until the window ends');
         if (this.#blocked.size >= MAX_BLOCKED) this.#blocked.delete(this.#blocked.keys().next().value!);
-        this.#blocked.set(address, this.clock.now() + resetMs);
+        this.#blocked.set(address, windowEnd(this.clock.now()));
       },
       (err: unknown) => this.logger.debug({ err: describe(err) }, 'failed-auth counter not updated'),
     );
   }
-}
-
-/** Throws 429 when `key` has made more than `limitPerMinute` token requests in the current window. */
-export async function limitTokenRequests(store: CounterStorage, key: string, limitPerMinute: number): Promise<void> {
-  if (limitPerMinute === 0) return;
-  const { count, resetMs } = await store.hitCounter(`token:${key}`, WINDOW_MS);
-  if (count > limitPerMinute) throw tooManyRequests(Math.ceil(resetMs / 1000), 'too many token requests for this client');
 }

@@ -15,6 +15,8 @@ import type { StoreHealth } from '../store/types.ts';
 import { serve } from '../http.ts';
 import { adminOperations, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
+import { normalizeAddress } from '../proxy/client-address.ts';
+import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
 export interface AdminDeps {
@@ -27,6 +29,8 @@ export interface AdminDeps {
   maxBodyBytes: number;
   /** The per-tool policy, for `explainPolicy`; undefined when none is configured. */
   policy?: Policy | undefined;
+  /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
+  failures?: FailedAuthLimiter | undefined;
 }
 
 const UNAUTHORIZED = new HttpError('unauthorized');
@@ -49,9 +53,16 @@ export function createAdminServer(deps: AdminDeps): Server {
     const known = Object.hasOwn(adminOperations, name);
     let who = 'anonymous';
     let body: Record<string, unknown> = {};
+    // The peer itself: the admin listener sits behind no proxy whose forwarding headers it could trust.
+    const address = normalizeAddress(req.socket.remoteAddress);
     try {
+      // An address past the limit gets 429 even with the right token: otherwise guessing would go on.
+      deps.failures?.check(address);
       body = parseJsonObject(await readBody(req, deps.maxBodyBytes));
-      if (!isMaster(req, body)) throw UNAUTHORIZED;
+      if (!isMaster(req, body)) {
+        await deps.failures?.recordFailure(address);
+        throw UNAUTHORIZED;
+      }
       who = 'master';
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;

@@ -9,6 +9,7 @@ import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AuthorizationCodeStorage, ClientStorage, CounterStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
+import type { FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
 import type { CimdResolver } from './cimd.ts';
@@ -32,8 +33,18 @@ export interface OAuthContext {
   readonly signIn: IdpSignIn | undefined;
   /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */
   readonly cimd?: CimdResolver | undefined;
+  /** The proxy's per-address failure limit, which the OAuth endpoints count towards too; undefined: off. */
+  readonly authFailures?: FailedAuthLimiter | undefined;
   publicUrl(): string;
 }
+
+/**
+ * Counts a request that named a token not the caller's to act on (unknown, inactive, another
+ * client's) as a failed authentication of its address. The answer does not say so, but /revoke and
+ * /introspect cannot be used to guess tokens past the limit /mcp enforces. Handlers await it before
+ * answering, so the caller's next request already meets the count.
+ */
+export type CountMiss = () => Promise<void>;
 
 /** The resource every token of this sidecar is for (RFC 8707 / RFC 9728 `resource`). */
 export function resourceOf(ctx: OAuthContext): string {

@@ -7,10 +7,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../body.ts';
 import { hasControlCharacter, provisionClient } from '../clients.ts';
-import { HttpError, tooManyRequests, writeJson } from '../errors.ts';
+import { HttpError, writeJson } from '../errors.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
-import type { FixedWindowLimiter } from './rate-limit.ts';
 
 export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
 
@@ -29,11 +28,7 @@ function refuseControlCharacters(body: Record<string, unknown>): void {
   }
 }
 
-export async function handleRegister(ctx: OAuthContext, limiter: FixedWindowLimiter, clientAddress: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const retryAfter = limiter.take(clientAddress);
-  if (retryAfter > 0) {
-    throw tooManyRequests(retryAfter, 'too many registrations from this address');
-  }
+export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (ctx.config.oauth.registration === 'protected' && !callerIsMaster(ctx, req)) {
     throw new HttpError('invalid_token', 'registration needs an initial access token', {
       headers: { 'www-authenticate': 'Bearer realm="mcp", error="invalid_token"' },

@@ -2,11 +2,16 @@
 //
 // Revocation: the master token may revoke anything; a client may revoke its own access and refresh
 // tokens (a refresh token takes its whole family with it); a user-grade token may be revoked by whoever
-// holds it (possession is the proof, as with logout). Unknown tokens answer 200 like revoked ones; a
-// storage failure answers 503, never a 200 that did nothing.
+// holds it (possession is the proof, as with logout). The answer depends only on the caller's own
+// authentication, never on the token (RFC 7009 §2.2): an unknown token, another client's, or an OAuth
+// token presented without its client all get the same 200 and change nothing, so /revoke is no oracle
+// for which tokens exist. Such a request counts as a failed authentication of the address. A storage
+// failure answers 503, never a 200 that did nothing.
 //
 // Introspection: for the master token or an authenticated confidential client (its own OAuth tokens and
-// user-grade tokens). Anything not currently valid, or not the caller's to see, is `{"active":false}`.
+// user-grade tokens). Anything not currently valid, or not the caller's to see, is `{"active":false}`,
+// and counts as a failed authentication of the address (a client asking about tokens it does not hold
+// is guessing).
 
 import type { Form } from '../body.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -14,7 +19,7 @@ import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../cre
 import { HttpError, invalidClient, writeJson } from '../errors.ts';
 import { clientActor } from '../audit.ts';
 import { authenticateClient, type AuthenticatedClient } from './client-auth.ts';
-import { callerIsMaster, resourceOf, type OAuthContext } from './context.ts';
+import { callerIsMaster, resourceOf, type CountMiss, type OAuthContext } from './context.ts';
 
 type Caller = { kind: 'master' } | { kind: 'client'; client: AuthenticatedClient } | { kind: 'anonymous' };
 
@@ -24,13 +29,17 @@ async function identifyCaller(ctx: OAuthContext, req: IncomingMessage, form: For
   return client ? { kind: 'client', client } : { kind: 'anonymous' };
 }
 
-export async function handleRevoke(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+export async function handleRevoke(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form, countMiss: CountMiss): Promise<void> {
   const caller = await identifyCaller(ctx, req, form);
   const token = form.get('token');
   if (token === undefined) throw new HttpError('invalid_request', 'token is required');
   // token_type_hint only orders the lookups (RFC 7009 §2.1); an unknown hint is ignored.
-  const found = isTokenShaped(token) && (await revoke(ctx, caller, hashToken(token), form.get('token_type_hint') === 'refresh_token'));
-  if (!found) await ctx.audit.record({ who: actorOf(caller), action: 'revoke', result: 'unknown_token' });
+  const revoked = isTokenShaped(token) && (await revoke(ctx, caller, hashToken(token), form.get('token_type_hint') === 'refresh_token'));
+  // Low value, and anyone with a registered client can cause thousands: the log only, never the capped stream.
+  if (!revoked) {
+    ctx.audit.logOnly({ who: actorOf(caller), action: 'revoke', result: 'nothing_revoked' });
+    if (caller.kind !== 'master') await countMiss();
+  }
   res.statusCode = 200;
   res.setHeader('cache-control', 'no-store');
   res.setHeader('content-length', '0');
@@ -44,18 +53,14 @@ function actorOf(caller: Caller, userToken = false): string {
   return userToken ? 'user' : 'anonymous';
 }
 
-/** Revokes what `tokenHash` names, if the caller may; false when it names nothing. */
+/** Revokes what `tokenHash` names, if the caller may; false when it names nothing the caller may revoke. */
 async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refreshFirst: boolean): Promise<boolean> {
   const now = ctx.clock.now();
-  const mayRevoke = (clientId: string | undefined): void => {
-    if (caller.kind === 'master') return;
-    if (caller.kind === 'anonymous') throw invalidClient(false);
-    if (clientId !== caller.client.client.clientId) throw new HttpError('unauthorized_client', 'the token was not issued to this client');
-  };
+  const mayRevoke = (clientId: string | undefined): boolean =>
+    caller.kind === 'master' || (caller.kind === 'client' && clientId === caller.client.client.clientId);
   const tryRefresh = async (): Promise<boolean> => {
     const refresh = await ctx.store.getRefreshToken(tokenHash);
-    if (!refresh) return false;
-    mayRevoke(refresh.clientId);
+    if (!refresh || !mayRevoke(refresh.clientId)) return false;
     await ctx.store.revokeRefreshFamily(tokenHash, now);
     ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
     await ctx.audit.record({ who: actorOf(caller), action: 'revoke.refresh_token', result: 'ok', clientId: refresh.clientId, tokenHashPrefix: tokenHash, detail: { familyRevoked: true } });
@@ -70,7 +75,7 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
     return true;
   }
   if (found.oauth) {
-    mayRevoke(found.oauth.clientId);
+    if (!mayRevoke(found.oauth.clientId)) return false;
     await ctx.store.revokeAccessToken(tokenHash, now);
     ctx.metrics.tokensRevoked.labels('oauth_access').inc();
     await ctx.audit.record({ who: actorOf(caller), action: 'revoke.access_token', result: 'ok', clientId: found.oauth.clientId, tokenHashPrefix: tokenHash });
@@ -79,7 +84,7 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
   return !refreshFirst && (await tryRefresh());
 }
 
-export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form): Promise<void> {
+export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form, countMiss: CountMiss): Promise<void> {
   const caller = await identifyCaller(ctx, req, form);
   if (caller.kind === 'anonymous' || (caller.kind === 'client' && !caller.client.confidential)) {
     throw invalidClient(/^basic /i.test(req.headers.authorization ?? ''));
@@ -87,7 +92,10 @@ export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, 
   const token = form.get('token');
   if (token === undefined) throw new HttpError('invalid_request', 'token is required');
   const visibleTo = (clientId: string | undefined) => caller.kind === 'master' || clientId === caller.client.client.clientId;
-  writeJson(res, 200, isTokenShaped(token) ? await introspect(ctx, hashToken(token), visibleTo) : { active: false });
+  const answer = isTokenShaped(token) ? await introspect(ctx, hashToken(token), visibleTo) : { active: false };
+  // The master token is not counted: it may look at anything, and refusing its address would lock out the operator.
+  if (answer.active !== true && caller.kind !== 'master') await countMiss();
+  writeJson(res, 200, answer);
 }
 
 async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clientId: string | undefined) => boolean): Promise<Record<string, unknown>> {

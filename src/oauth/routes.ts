@@ -4,15 +4,14 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../body.ts';
-import { httpErrorFor, writeJson } from '../errors.ts';
+import { HttpError, httpErrorFor, writeJson } from '../errors.ts';
 import { wasAudited } from '../audit.ts';
 import type { Route } from '../http.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
-import { limitTokenRequests } from '../rate-limits.ts';
+import { WindowLimit } from '../rate-limits.ts';
 import { presentedClientId } from './client-auth.ts';
-import type { OAuthContext } from './context.ts';
+import type { CountMiss, OAuthContext } from './context.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
-import { FixedWindowLimiter } from './rate-limit.ts';
 import { signInRoutes } from './authorize.ts';
 import { handleRegister } from './register.ts';
 import { handleIntrospect, handleRevoke } from './revocation.ts';
@@ -21,24 +20,73 @@ import { handleToken } from './token.ts';
 /** Form bodies of /token, /revoke and /introspect (a JWT subject token fits with room to spare). */
 export const FORM_MAX_BODY_BYTES = 32 * 1024;
 
-type FormHandler = (ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form) => Promise<void>;
+type FormHandler = (ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form, countMiss: CountMiss) => Promise<void>;
+
+/** Refusals that mean "a credential was wrong": counted per address with the proxy's bad tokens. */
+const FAILED_AUTHENTICATION = new Set(['invalid_client', 'invalid_grant', 'invalid_token']);
 
 /** The OAuth routes of the proxy listener: one entry an endpoint. */
 export function oauthRoutes(ctx: OAuthContext): Route[] {
-  const registrations = new FixedWindowLimiter({ limit: ctx.config.oauth.registrationRateLimitPerMinute, windowMs: 60_000, clock: ctx.clock });
-  const addresses = clientAddresses(ctx.config.proxy.trustedProxies);
+  const { store, clock, config, authFailures } = ctx;
+  const limits = {
+    register: new WindowLimit(store, clock, 'register', config.oauth.registrationRateLimitPerMinute),
+    token: new WindowLimit(store, clock, 'token', config.rateLimits.tokenRequestsPerMinute),
+    revoke: new WindowLimit(store, clock, 'revoke', config.rateLimits.revocationRequestsPerMinute),
+    introspect: new WindowLimit(store, clock, 'introspect', config.rateLimits.introspectionRequestsPerMinute),
+  };
+  const addresses = clientAddresses(config.proxy.trustedProxies);
+
+  /** Runs an endpoint that authenticates its caller: refused while the address is over the failure limit, failures counted. */
+  async function counted(address: string, work: () => Promise<void>): Promise<void> {
+    authFailures?.check(address);
+    try {
+      await work();
+    } catch (err) {
+      if (err instanceof HttpError && FAILED_AUTHENTICATION.has(err.code)) await authFailures?.recordFailure(address);
+      throw err;
+    }
+  }
+
+  /**
+   * An endpoint taking a bounded form body. `limit` counts every request per address before the body
+   * is read (a refused address costs no parsing), or, for /token, per client and address once it is:
+   * whoever knows a client id cannot use up that client's requests elsewhere. `audit`: a refusal is
+   * audited (successes are, by the handler).
+   */
+  function formEndpoint(handler: FormHandler, limit: WindowLimit, audit: boolean): Route['handler'] {
+    return async (req, res, path) => {
+      const address = addresses.client(req);
+      const perClient = limit === limits.token;
+      let form: Form | undefined;
+      const work = async () => {
+        if (!perClient) await limit.take(address, `too many ${path.slice(1)} requests from this address`);
+        await counted(address, async () => {
+          form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+          if (perClient) {
+            const clientId = presentedClientId(req, form);
+            const key = clientId === undefined ? `address:${address}` : `${clientId.slice(0, 200)}@${address}`;
+            await limit.take(key, 'too many token requests for this client from this address');
+          }
+          await handler(ctx, req, res, form, async () => authFailures?.recordFailure(address));
+        });
+      };
+      if (audit) await audited(ctx, req, path, () => form, work());
+      else await work();
+    };
+  }
 
   const scopes = ctx.config.policy.rules?.scopes ?? [];
   const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes));
   const serverMetadata: Route['handler'] = (_req, res) =>
     writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
-  const register: Route['handler'] = (req, res, path) =>
-    audited(ctx, req, path, undefined, handleRegister(ctx, registrations, addresses.client(req), req, res));
-  /** Token requests are limited per client_id named (or per address when none is). */
-  const limitedToken: FormHandler = async (ctx, req, res, form) => {
-    const key = presentedClientId(req, form) ?? `address:${addresses.client(req)}`;
-    await limitTokenRequests(ctx.store, key.slice(0, 200), ctx.config.rateLimits.tokenRequestsPerMinute);
-    await handleToken(ctx, req, res, form);
+  const register: Route['handler'] = (req, res, path) => {
+    const address = addresses.client(req);
+    const work = async () => {
+      await limits.register.take(address, 'too many registrations from this address');
+      // A wrong initial access token (protected registration) is a failed authentication like any other.
+      await counted(address, () => handleRegister(ctx, req, res));
+    };
+    return audited(ctx, req, path, undefined, work());
   };
 
   return [
@@ -46,10 +94,10 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     withCors({ path: '/.well-known/oauth-protected-resource/mcp', methods: ['GET'], handler: resourceMetadata }),
     withCors({ path: '/.well-known/oauth-authorization-server', methods: ['GET'], handler: serverMetadata }),
     withCors({ path: '/register', methods: ['POST'], handler: register }),
-    withCors({ path: '/token', methods: ['POST'], handler: formEndpoint(ctx, limitedToken, true) }),
-    withCors({ path: '/revoke', methods: ['POST'], handler: formEndpoint(ctx, handleRevoke, true) }),
+    withCors({ path: '/token', methods: ['POST'], handler: formEndpoint(handleToken, limits.token, true) }),
+    withCors({ path: '/revoke', methods: ['POST'], handler: formEndpoint(handleRevoke, limits.revoke, true) }),
     // Introspection is neither issuance nor revocation: not audited.
-    { path: '/introspect', methods: ['POST'], handler: formEndpoint(ctx, handleIntrospect, false) },
+    { path: '/introspect', methods: ['POST'], handler: formEndpoint(handleIntrospect, limits.introspect, false) },
     ...signInRoutes(ctx, ctx.signIn),
   ];
 }
@@ -74,19 +122,6 @@ function withCors(route: Route): Route {
       res.setHeader('access-control-max-age', '600');
       res.end();
     },
-  };
-}
-
-/** An endpoint taking a bounded form body; `audit`: a refusal is audited (successes are, by the handler). */
-function formEndpoint(ctx: OAuthContext, handler: FormHandler, audit: boolean): Route['handler'] {
-  return async (req, res, path) => {
-    let form: Form | undefined;
-    const work = async () => {
-      form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
-      await handler(ctx, req, res, form);
-    };
-    if (audit) await audited(ctx, req, path, () => form, work());
-    else await work();
   };
 }
 

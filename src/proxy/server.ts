@@ -107,7 +107,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   function deny(req: ProxyRequest, reason: DenialReason): never {
     metrics.denied(reason);
-    authFailures?.recordFailure(addresses.client(req));
+    void authFailures?.recordFailure(addresses.client(req));
     req.denial = reason;
     throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
   }

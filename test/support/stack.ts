@@ -67,7 +67,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       proxy: { host: '127.0.0.1', port: 0, ...(extra.proxy as object) },
       admin: { host: '127.0.0.1', port: 0, ...(extra.admin as object) },
       // Off unless a test turns them on: many tests fail authentication on purpose from one address.
-      rateLimits: { failedAuthPerMinute: 0, tokenRequestsPerMinute: 0, ...(extra.rateLimits as object) },
+      rateLimits: { failedAuthPerMinute: 0, tokenRequestsPerMinute: 0, revocationRequestsPerMinute: 0, introspectionRequestsPerMinute: 0, adminFailedAuthPerMinute: 0, ...(extra.rateLimits as object) },
       logLevel: 'debug',
     },
     {},

@@ -1,0 +1,60 @@
+// Whoever knows a client id must not be able to lock that client out. /token counts failed client
+// authentications per source address (the proxy's failed-auth limit) and token requests per client
+// and address, never per client alone: 65 wrong secrets from one address leave the real client,
+// with its correct secret at another address, untouched; the guessing address is refused everywhere.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.ts';
+import { basicAuth, formFrom, sendFrom } from './from-address.ts';
+
+const ATTACKER = '127.0.0.2';
+const OWNER = '127.0.0.1';
+
+describe('client lockout through /token', () => {
+  let stack: Stack;
+  let client: { clientId: string; clientSecret: string };
+
+  beforeAll(async () => {
+    stack = await startStack({ config: { rateLimits: { failedAuthPerMinute: 20, tokenRequestsPerMinute: 30 } } });
+    client = (await stack.admin('createClient', { clientName: 'victim' })).body;
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+
+  const token = (from: string, secret: string) => formFrom(from, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(client.clientId, secret));
+
+  it('65 wrong secrets from one address: that address is refused, the client with its secret elsewhere is not', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 65; i++) statuses.push((await token(ATTACKER, 'f'.repeat(64))).status);
+    expect(statuses.slice(0, 20).every((s) => s === 401)).toBe(true);
+    expect(statuses.slice(21)).toEqual(Array(44).fill(429));
+
+    const owner = await token(OWNER, client.clientSecret);
+    expect(owner.status).toBe(200);
+    expect(owner.json().access_token).toMatch(/^[0-9a-f]{64}$/);
+
+    // The guessing address is refused even with the right secret, and on /mcp (one failure limit per address).
+    const refused = await token(ATTACKER, client.clientSecret);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    const mcp = await sendFrom(ATTACKER, stack.mcpUrl, { headers: { authorization: `Bearer ${owner.json().access_token}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(mcp.status).toBe(429);
+    // The reference upstream answers the owner (400 for a body that is no JSON-RPC: it was forwarded).
+    expect((await sendFrom(OWNER, stack.mcpUrl, { headers: { authorization: `Bearer ${owner.json().access_token}`, 'content-type': 'application/json' }, body: '{}' })).status).toBe(400);
+
+    // The window ends: the address may try again.
+    stack.clock.advance(60_000);
+    expect((await token(ATTACKER, client.clientSecret)).status).toBe(200);
+  });
+
+  it('token requests are limited per client and address: one address using up its requests leaves the client free elsewhere', async () => {
+    const other = (await stack.admin('createClient', { clientName: 'busy' })).body;
+    const ask = (from: string) => formFrom(from, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(other.clientId, other.clientSecret));
+    const statuses: number[] = [];
+    for (let i = 0; i < 31; i++) statuses.push((await ask('127.0.0.3')).status);
+    expect(statuses.slice(0, 30).every((s) => s === 200)).toBe(true);
+    expect(statuses[30]).toBe(429);
+    expect((await ask('127.0.0.4')).status).toBe(200);
+  });
+});
