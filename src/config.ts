@@ -196,6 +196,13 @@ export const CONFIG_KEYS = {
       max: 10 * 365 * 24 * 3600,
       description: 'A registered client that completes no grant for this long is forgotten.',
     }),
+    refreshReuseGraceSeconds: integer({
+      default: 5,
+      min: 0,
+      max: 60,
+      description:
+        'A refresh token presented again within this many seconds of its rotation (a client racing itself: two tabs, a retry) gets new tokens in the same family instead of revoking it; after that, a replay revokes the family (`0`: always revoke).',
+    }),
     /** `client_id` as an https URL naming the client's own metadata document (src/oauth/cimd.ts). */
     clientMetadataDocuments: {
       enabled: boolean({

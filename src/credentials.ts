@@ -210,7 +210,8 @@ export type RefreshTokenState = 'usable' | 'rotated' | 'revoked' | 'expired' | '
 
 /**
  * The state of a stored refresh token. `rotated` is not usable either, but the caller must still hand
- * it to the store's rotation, which treats a second use as theft and revokes the whole family.
+ * it to the store's rotation, which answers a second use within the grace window with new tokens and
+ * treats one after it as theft, revoking the whole family.
  */
 export function refreshTokenState(fields: StoredFields, now: number): RefreshTokenState {
   if (!fields.clientId || !fields.familyId) return 'corrupt';
@@ -219,4 +220,17 @@ export function refreshTokenState(fields: StoredFields, now: number): RefreshTok
   if (expiresAt === undefined) return 'corrupt';
   if (now >= expiresAt) return 'expired';
   return fields.rotatedAt !== undefined ? 'rotated' : 'usable';
+}
+
+/**
+ * Whether a refresh token rotated at `rotatedAt` (stored epoch ms) may still be presented again: a client
+ * racing itself (two tabs, a retried request) within `graceMs` of the first rotation. The window is
+ * symmetric so that a replica whose clock runs behind the one that rotated cannot widen it. Anything
+ * unparsable is outside it (fail closed: the family is revoked). The Redis rotation script applies the
+ * same rule inside its atomic step.
+ */
+export function rotatedWithinGrace(rotatedAt: string, now: number, graceMs: number): boolean {
+  const at = parseEpochMs(rotatedAt);
+  if (at === undefined || graceMs <= 0) return false;
+  return Math.abs(now - at) < graceMs;
 }

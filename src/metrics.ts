@@ -97,6 +97,11 @@ export class Metrics {
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  readonly refreshGraceReuses = new Counter({
+    name: 'mcp_auth_refresh_grace_reuses_total',
+    help: 'Rotated refresh tokens presented again within the grace window and answered with new tokens',
+    registers: [this.registry],
+  });
   readonly adminOperations = new Counter({
     name: 'mcp_auth_admin_operations_total',
     help: 'Admin operations by operation and HTTP status',

@@ -4,7 +4,8 @@
 //    access-token lifetime from the client's profile, plus a rotating refresh token when the client
 //    also has the refresh_token grant and its profile gives refresh tokens a lifetime.
 //  - refresh_token (RFC 6749 §6) with rotation on every use and reuse detection (the store's atomic
-//    rotateRefreshToken: a rotated token presented again revokes its whole family).
+//    rotateRefreshToken: a rotated token presented again revokes its whole family, unless it comes
+//    within oauth.refreshReuseGraceSeconds of the rotation: the client racing itself gets new tokens).
 //  - token exchange (RFC 8693): an IdP JWT becomes a user-grade token, `userBearerTokens:<hash>`,
 //    valid for a fixed seven days (user-grade lifetimes are not configurable).
 // Every answer is `Cache-Control: no-store`; errors are RFC 6749 §5.2 JSON via HttpError.
@@ -161,7 +162,8 @@ async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: Server
   const scope = grantedScope(form.get('scope'), old.scope);
   // Tokens of a signed-in user stay that user's across rotations.
   const pair = await buildPair(ctx, client, scope, old.familyId, userFromFields(old));
-  const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!);
+  const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
+  const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
   if (outcome === 'reused') {
     // A rotated refresh token presented again: stolen or replayed. Its whole family is now revoked.
     ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
@@ -172,9 +174,15 @@ async function refreshToken(ctx: OAuthContext, req: IncomingMessage, res: Server
     );
     throw markAudited(rejected);
   }
-  if (outcome !== 'ok') throw rejected;
+  if (outcome !== 'ok' && outcome !== 'grace') throw rejected;
+  if (outcome === 'grace') {
+    // Presented again right after its rotation: two tabs or a retry, not theft. The first answer's
+    // tokens were never stored raw, so this is a second pair in the same family.
+    ctx.metrics.refreshGraceReuses.inc();
+    ctx.logger.info({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: new tokens issued in its family');
+  }
   await keepRegistrationAlive(ctx, client, pair.refresh);
-  await recordIssued(ctx, 'token.refresh_token', client, pair, { rotatedFrom: oldHash.slice(0, 8) });
+  await recordIssued(ctx, 'token.refresh_token', client, pair, { rotatedFrom: oldHash.slice(0, 8), ...(outcome === 'grace' ? { graceReuse: true } : {}) });
   writeJson(res, 200, pair.body, NO_CACHE);
 }
 
@@ -244,7 +252,7 @@ async function tokenExchange(ctx: OAuthContext, req: IncomingMessage, res: Serve
 }
 
 /** Metrics and the audit event of a successful client_credentials or refresh_token grant. */
-export async function recordIssued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string> = {}): Promise<void> {
+export async function recordIssued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string | boolean> = {}): Promise<void> {
   ctx.metrics.tokensIssued.labels('oauth_access').inc();
   if (pair.refresh) ctx.metrics.tokensIssued.labels('oauth_refresh').inc();
   await ctx.audit.record({

@@ -3,7 +3,7 @@
 // awaits, which gives the same atomicity the Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../clock.ts';
-import type { TokenLookup } from '../credentials.ts';
+import { rotatedWithinGrace, type TokenLookup } from '../credentials.ts';
 import { StoreUnavailableError } from '../errors.ts';
 import {
   ACCESS_MEMBER,
@@ -256,21 +256,23 @@ export class MemoryTokenStore implements TokenStore {
     now: number,
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
+    graceMs = 0,
   ): Promise<RotateOutcome> {
     this.#check();
     const old = this.#get(this.#keys.refreshToken(oldHash));
     if (!old || old.clientId !== clientId || old.revokedAt !== undefined || !old.familyId) return 'invalid';
-    if (old.rotatedAt !== undefined) {
+    const rotated = old.rotatedAt !== undefined;
+    if (rotated && !rotatedWithinGrace(old.rotatedAt!, now, graceMs)) {
       this.#revokeFamily(old.familyId, now);
       return 'reused';
     }
     const state = this.#clientState(clientId);
     if (state === 'client_not_found') return 'invalid';
     if (state === 'client_revoked') return 'client_revoked';
-    old.rotatedAt = String(now);
+    if (!rotated) old.rotatedAt = String(now);
     this.#storeAccess(access);
     this.#storeRefresh(refresh);
-    return 'ok';
+    return rotated ? 'grace' : 'ok';
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {

@@ -43,25 +43,35 @@ if state ~= 'ok' then return state end
 store_tokens(ARGV, 1)
 return 'ok'`;
 
-// Rotation and reuse detection in one step, so two concurrent refreshes with one token cannot both
-// succeed. KEYS: client, clientTokens, access, refresh, family, oldRefresh.
-// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, then the STORE_TOKENS arguments.
+// Rotation, the grace window and reuse detection in one step, so concurrent refreshes with one token
+// get either the rotation, a grace pair (within graceMs of the first rotation: the client racing
+// itself), or the family revoked, never a mix. The window rule is rotatedWithinGrace's
+// (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
+// KEYS: client, clientTokens, access, refresh, family, oldRefresh.
+// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, then the STORE_TOKENS arguments.
 const ROTATE_REFRESH = `${STORE_TOKENS}
 local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
 if not old[1] or old[1] ~= ARGV[2] or old[2] or old[4] ~= ARGV[3] then return 'invalid' end
+local outcome = 'ok'
 if old[3] then
-  for _, m in ipairs(redis.call('SMEMBERS', KEYS[5])) do
-    local key = (string.sub(m, 1, 2) == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
-    if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+  local rotatedAt = #old[3] <= 16 and string.match(old[3], '^%d+$') and tonumber(old[3])
+  local grace = tonumber(ARGV[6])
+  if rotatedAt and grace > 0 and math.abs(tonumber(ARGV[1]) - rotatedAt) < grace then
+    outcome = 'grace'
+  else
+    for _, m in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+      local key = (string.sub(m, 1, 2) == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
+      if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
+    end
+    return 'reused'
   end
-  return 'reused'
 end
 local state = client_state()
 if state == 'client_not_found' then return 'invalid' end
 if state ~= 'ok' then return state end
-redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
-store_tokens(ARGV, 6)
-return 'ok'`;
+if outcome == 'ok' then redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1]) end
+store_tokens(ARGV, 7)
+return outcome`;
 
 // Single use of an authorization code, in one step with issuing its tokens, so two concurrent
 // redemptions cannot both succeed; a second one revokes what the first issued (RFC 6749 §4.1.2).

@@ -219,6 +219,7 @@ export class RedisTokenStore implements TokenStore {
     now: number,
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
+    graceMs = 0,
   ): Promise<RotateOutcome> {
     const outcome = await this.#scripts.mcpRotateRefresh(
       this.#keys.client(clientId),
@@ -232,6 +233,7 @@ export class RedisTokenStore implements TokenStore {
       refresh.familyId,
       this.#keys.accessToken(''),
       this.#keys.refreshToken(''),
+      String(Math.max(0, Math.floor(graceMs))),
       ...this.#tokenArgs(access, refresh),
     );
     if (outcome === 'reused') {
@@ -242,7 +244,7 @@ export class RedisTokenStore implements TokenStore {
       await this.#publish({ familyIds: [refresh.familyId] });
       return outcome;
     }
-    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    if (outcome === 'ok' || outcome === 'grace' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }
 

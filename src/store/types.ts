@@ -65,8 +65,12 @@ export interface RefreshTokenRecord {
   expiresAt: number;
 }
 
-/** `reused`: the presented refresh token had already been rotated; its whole family is now revoked. */
-export type RotateOutcome = 'ok' | 'invalid' | 'reused' | 'client_revoked';
+/**
+ * `ok`: rotated. `grace`: the token had already been rotated, but so recently (within the grace window)
+ * that this is the client racing itself; a new pair was stored in the same family. `reused`: it had
+ * been rotated before the window; its whole family is now revoked.
+ */
+export type RotateOutcome = 'ok' | 'grace' | 'invalid' | 'reused' | 'client_revoked';
 
 /**
  * An authorization code (stored only as the SHA-256 of the code), bound to everything the token
@@ -205,9 +209,18 @@ export interface RefreshTokenStorage {
   /**
    * Atomically: if `oldHash` is a live, unrotated, unrevoked refresh token of `clientId` whose client
    * is not revoked, marks it rotated and stores the new pair in the same family. If it was already
-   * rotated, revokes every token of its family instead and answers `reused`.
+   * rotated less than `graceMs` ago (by `now`; the window runs from the first rotation and is never
+   * extended), stores the new pair too and answers `grace`. If it was rotated earlier (or `graceMs` is
+   * 0 or absent), revokes every token of its family instead and answers `reused`.
    */
-  rotateRefreshToken(oldHash: string, clientId: string, now: number, access: AccessTokenRecord, refresh: RefreshTokenRecord): Promise<RotateOutcome>;
+  rotateRefreshToken(
+    oldHash: string,
+    clientId: string,
+    now: number,
+    access: AccessTokenRecord,
+    refresh: RefreshTokenRecord,
+    graceMs?: number,
+  ): Promise<RotateOutcome>;
   /** Revokes a refresh token and every token of its family; false when unknown. */
   revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
 }

@@ -29,7 +29,8 @@ interface ModelToken {
   family?: number;
   expiresAt: number;
   revoked: boolean;
-  rotated: boolean;
+  /** Model time of a refresh token's first rotation. */
+  rotatedAt?: number;
 }
 interface ModelClient {
   id: string;
@@ -92,8 +93,8 @@ class ClientCredentials implements fc.AsyncCommand<Model, Real> {
     expect(res.status).toBe(200);
     const family = ++m.families;
     const clientIdx = m.clients.indexOf(c);
-    m.tokens.push({ raw: res.body.access_token, kind: 'access', clientIdx, family, expiresAt: m.now + HOUR, revoked: false, rotated: false });
-    m.tokens.push({ raw: res.body.refresh_token, kind: 'refresh', clientIdx, family, expiresAt: m.now + 30 * DAY, revoked: false, rotated: false });
+    m.tokens.push({ raw: res.body.access_token, kind: 'access', clientIdx, family, expiresAt: m.now + HOUR, revoked: false });
+    m.tokens.push({ raw: res.body.refresh_token, kind: 'refresh', clientIdx, family, expiresAt: m.now + 30 * DAY, revoked: false });
   }
   toString = () => `clientCredentials(${this.n})`;
 }
@@ -112,7 +113,7 @@ class CreateAccessToken implements fc.AsyncCommand<Model, Real> {
       return;
     }
     expect(res.status).toBe(201);
-    m.tokens.push({ raw: res.body.accessToken, kind: 'access', clientIdx: m.clients.indexOf(c), expiresAt: m.now + this.lifetimeSeconds * 1000, revoked: false, rotated: false });
+    m.tokens.push({ raw: res.body.accessToken, kind: 'access', clientIdx: m.clients.indexOf(c), expiresAt: m.now + this.lifetimeSeconds * 1000, revoked: false });
   }
   toString = () => `createAccessToken(${this.n}, ${this.lifetimeSeconds}s)`;
 }
@@ -126,7 +127,7 @@ class Exchange implements fc.AsyncCommand<Model, Real> {
       subject_token: await r.sign(m.now),
     });
     expect(res.status).toBe(200);
-    m.tokens.push({ raw: res.body.access_token, kind: 'user', expiresAt: m.now + 7 * DAY, revoked: false, rotated: false });
+    m.tokens.push({ raw: res.body.access_token, kind: 'user', expiresAt: m.now + 7 * DAY, revoked: false });
   }
   toString = () => 'exchange';
 }
@@ -149,15 +150,17 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
       expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
       return;
     }
-    if (old.rotated) {
+    // Presented again after the grace window (counted from the first rotation): theft, the family goes.
+    if (old.rotatedAt !== undefined && m.now - old.rotatedAt >= r.stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000) {
       expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
       revokeFamily(m, old.family!);
       return;
     }
+    // First rotation, or a second presentation within the window: a new pair in the family either way.
     expect(res.status).toBe(200);
-    old.rotated = true;
-    m.tokens.push({ raw: res.body.access_token, kind: 'access', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + HOUR, revoked: false, rotated: false });
-    m.tokens.push({ raw: res.body.refresh_token, kind: 'refresh', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + 30 * DAY, revoked: false, rotated: false });
+    old.rotatedAt ??= m.now;
+    m.tokens.push({ raw: res.body.access_token, kind: 'access', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + HOUR, revoked: false });
+    m.tokens.push({ raw: res.body.refresh_token, kind: 'refresh', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + 30 * DAY, revoked: false });
   }
   toString = () => `refresh(${this.n})`;
 }

@@ -344,7 +344,15 @@ describe('OAuth authorization server', () => {
     }
     const refresh = (c: { id: string; secret: string }, token: string) => form(`${base}/token`, { grant_type: 'refresh_token', refresh_token: token }, basic(c.id, c.secret));
 
-    it('rotates on every use; reusing a rotated token revokes the whole family', async () => {
+    const graceMs = () => stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000;
+
+    async function graceReuses(): Promise<number> {
+      const text = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+      return Number(/^mcp_auth_refresh_grace_reuses_total (\d+)$/m.exec(text)?.[1]);
+    }
+
+    it('rotates on every use; reusing a rotated token after the grace window revokes the whole family', async () => {
+      expect(graceMs()).toBe(5000);
       const first = await issue();
       const second = await refresh(first.client, first.refresh);
       expect(second.status).toBe(200);
@@ -354,6 +362,7 @@ describe('OAuth authorization server', () => {
       expect(third.status).toBe(200);
       expect(await mcpStatus(stack, third.body.access_token)).toBe(200);
 
+      stack.clock.advance(graceMs());
       const replay = await refresh(first.client, first.refresh);
       expect(replay.status).toBe(400);
       expect(replay.body.error).toBe('invalid_grant');
@@ -362,11 +371,66 @@ describe('OAuth authorization server', () => {
       expect(stack.logs.some((l) => l.includes('refresh token reused after rotation'))).toBe(true);
     });
 
-    it('two concurrent refreshes with the same token give at most one success', async () => {
+    it('the same refresh token sent several times at once (two tabs): every answer is a working pair, audited and counted; a replay after the window revokes them all', async () => {
       const first = await issue();
+      const before = await graceReuses();
       const results = await Promise.all(Array.from({ length: 6 }, () => refresh(first.client, first.refresh)));
-      expect(results.filter((r) => r.status === 200)).toHaveLength(1);
-      for (const r of results.filter((r) => r.status !== 200)) expect(r.body.error).toBe('invalid_grant');
+      for (const r of results) expect(r.status).toBe(200);
+      const accessTokens = results.map((r) => r.body.access_token as string);
+      expect(new Set([...accessTokens, ...results.map((r) => r.body.refresh_token as string)]).size).toBe(12);
+      for (const token of accessTokens) expect(await mcpStatus(stack, token)).toBe(200);
+      expect(await graceReuses()).toBe(before + 5);
+      const audited = stack.logs.filter((l) => l.includes('"msg":"audit"') && l.includes(first.client.id) && l.includes('token.refresh_token'));
+      expect(audited.filter((l) => l.includes('"graceReuse":true'))).toHaveLength(5);
+      expect(stack.logs.some((l) => l.includes('presented again within the grace window'))).toBe(true);
+      // Each racing answer's refresh token rotates on its own.
+      expect((await refresh(first.client, results[1]!.body.refresh_token)).status).toBe(200);
+
+      stack.clock.advance(graceMs());
+      const replay = await refresh(first.client, first.refresh);
+      expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
+      for (const token of [first.access, ...accessTokens]) expect(await mcpStatus(stack, token)).toBe(401);
+    });
+
+    it('a grace-window success does not stretch the window: a replay after it, counted from the rotation, revokes the family', async () => {
+      const first = await issue();
+      const second = await refresh(first.client, first.refresh);
+      stack.clock.advance(graceMs() - 1);
+      const racing = await refresh(first.client, first.refresh);
+      expect(racing.status).toBe(200);
+      stack.clock.advance(1);
+      expect((await refresh(first.client, first.refresh)).body.error).toBe('invalid_grant');
+      for (const token of [second.body.access_token, racing.body.access_token]) expect(await mcpStatus(stack, token)).toBe(401);
+    });
+
+    it('no grace for a deleted client', async () => {
+      const first = await issue();
+      expect((await refresh(first.client, first.refresh)).status).toBe(200);
+      await stack.admin('deleteClient', { clientId: first.client.id });
+      const again = await refresh(first.client, first.refresh);
+      expect([again.status, again.body.error]).toEqual([401, 'invalid_client']);
+    });
+
+    describe('with oauth.refreshReuseGraceSeconds: 0', () => {
+      let strict: Stack;
+      beforeAll(async () => {
+        strict = await startStack({ store: 'memory', config: { oauth: { refreshReuseGraceSeconds: 0 } } });
+      });
+      afterAll(async () => {
+        await strict?.close();
+      });
+
+      it('two concurrent refreshes with the same token give at most one success, and the family is revoked', async () => {
+        const created = await strict.admin('createClient', { clientName: 'strict' });
+        const c = { id: created.body.clientId as string, secret: created.body.clientSecret as string };
+        const issued = await form(`${strict.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
+        const results = await Promise.all(
+          Array.from({ length: 6 }, () => form(`${strict.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: issued.body.refresh_token }, basic(c.id, c.secret))),
+        );
+        expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+        for (const r of results.filter((r) => r.status !== 200)) expect(r.body.error).toBe('invalid_grant');
+        for (const r of results.filter((r) => r.status === 200)) expect(await mcpStatus(strict, r.body.access_token)).toBe(401);
+      });
     });
 
     it('error rows: another client, garbage, missing, a deleted client', async () => {

@@ -556,6 +556,111 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         for (const a of attempts) expect(await reasonOf(a.access.record.tokenHash)).not.toBe('ok');
       });
 
+      describe('grace window: the client racing itself gets working tokens, a late replay still revokes', () => {
+        const GRACE = 5_000;
+        const pairOf = (clientId: string, familyId: string) => ({ access: accessToken(clientId, { familyId }), refresh: refreshToken(clientId, familyId) });
+        const rotate = (oldHash: string, clientId: string, p: ReturnType<typeof pairOf>, now = clock.now(), graceMs = GRACE) =>
+          store.rotateRefreshToken(oldHash, clientId, now, p.access.record, p.refresh.record, graceMs);
+
+        it('a second presentation within the window gets a new pair in the same family; the window runs from the first rotation, a late replay revokes everything', async () => {
+          await store.createClient(client('c-grace').record);
+          const first = await family('c-grace', 'fam-g');
+          const oldHash = first.refresh.record.tokenHash;
+          const rotatedAt = clock.now();
+          const second = pairOf('c-grace', 'fam-g');
+          expect(await rotate(oldHash, 'c-grace', second)).toBe('ok');
+          clock.advance(GRACE - 1);
+          const racing = pairOf('c-grace', 'fam-g');
+          expect(await rotate(oldHash, 'c-grace', racing)).toBe('grace');
+          // Both pairs work, in the one family, and the grace use did not move the window.
+          for (const p of [second, racing]) {
+            expect(await reasonOf(p.access.record.tokenHash)).toBe('ok');
+            expect(await store.getRefreshToken(p.refresh.record.tokenHash)).toMatchObject({ familyId: 'fam-g' });
+            expect((await store.getRefreshToken(p.refresh.record.tokenHash))?.rotatedAt).toBeUndefined();
+          }
+          expect((await store.getRefreshToken(oldHash))?.rotatedAt).toBe(String(rotatedAt));
+          // The racing pair rotates on its own like any other.
+          expect(await rotate(racing.refresh.record.tokenHash, 'c-grace', pairOf('c-grace', 'fam-g'))).toBe('ok');
+
+          clock.advance(1);
+          const late = pairOf('c-grace', 'fam-g');
+          expect(await rotate(oldHash, 'c-grace', late)).toBe('reused');
+          for (const p of [first, second, racing]) expect(await reasonOf(p.access.record.tokenHash)).toBe('revoked');
+          for (const p of [second, racing]) expect((await store.getRefreshToken(p.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+          expect(await reasonOf(late.access.record.tokenHash)).toBe('unknown');
+          expect(await store.getRefreshToken(late.refresh.record.tokenHash)).toBeNull();
+          // Now revoked, the old token gets nothing, even with a window again.
+          expect(await rotate(oldHash, 'c-grace', pairOf('c-grace', 'fam-g'), clock.now(), 3_600_000)).toBe('invalid');
+        });
+
+        it('truly concurrent rotations of one token: one ok, every other one grace, all of them working, the family alive', async () => {
+          await store.createClient(client('c-gconc').record);
+          const first = await family('c-gconc', 'fam-gc');
+          const attempts = Array.from({ length: 8 }, () => pairOf('c-gconc', 'fam-gc'));
+          const outcomes = await Promise.all(attempts.map((a) => rotate(first.refresh.record.tokenHash, 'c-gconc', a)));
+          expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+          expect(outcomes.filter((o) => o === 'grace')).toHaveLength(7);
+          for (const a of attempts) {
+            expect(await reasonOf(a.access.record.tokenHash)).toBe('ok');
+            expect(await store.getRefreshToken(a.refresh.record.tokenHash)).toMatchObject({ familyId: 'fam-gc', clientId: 'c-gconc' });
+          }
+          expect(await reasonOf(first.access.record.tokenHash)).toBe('ok');
+        });
+
+        it('graceMs 0 turns the window off: the second presentation, even at the same instant, revokes the family', async () => {
+          await store.createClient(client('c-g0').record);
+          const first = await family('c-g0', 'fam-g0');
+          const second = pairOf('c-g0', 'fam-g0');
+          expect(await rotate(first.refresh.record.tokenHash, 'c-g0', second, clock.now(), 0)).toBe('ok');
+          expect(await rotate(first.refresh.record.tokenHash, 'c-g0', pairOf('c-g0', 'fam-g0'), clock.now(), 0)).toBe('reused');
+          expect(await reasonOf(second.access.record.tokenHash)).toBe('revoked');
+        });
+
+        it('no grace for a revoked client, a deleted client or a revoked family: nothing is stored', async () => {
+          await store.createClient(client('c-grev').record);
+          const first = await family('c-grev', 'fam-gr');
+          expect(await rotate(first.refresh.record.tokenHash, 'c-grev', pairOf('c-grev', 'fam-gr'))).toBe('ok');
+          // The client revoked while its tokens are not (the store must check the client itself).
+          await h.setRawField(h.keys.client('c-grev'), 'revokedAt', String(clock.now()));
+          const refused = pairOf('c-grev', 'fam-gr');
+          expect(await rotate(first.refresh.record.tokenHash, 'c-grev', refused)).toBe('client_revoked');
+          expect(await reasonOf(refused.access.record.tokenHash)).toBe('unknown');
+          expect(await store.getRefreshToken(refused.refresh.record.tokenHash)).toBeNull();
+
+          await store.createClient(client('c-gdel').record);
+          const other = await family('c-gdel', 'fam-gd');
+          expect(await rotate(other.refresh.record.tokenHash, 'c-gdel', pairOf('c-gdel', 'fam-gd'))).toBe('ok');
+          await store.deleteClient('c-gdel', clock.now());
+          const afterDelete = pairOf('c-gdel', 'fam-gd');
+          expect(await rotate(other.refresh.record.tokenHash, 'c-gdel', afterDelete)).toBe('invalid');
+          expect(await reasonOf(afterDelete.access.record.tokenHash)).toBe('unknown');
+
+          await store.createClient(client('c-gfam').record);
+          const third = await family('c-gfam', 'fam-gf');
+          const next = pairOf('c-gfam', 'fam-gf');
+          expect(await rotate(third.refresh.record.tokenHash, 'c-gfam', next)).toBe('ok');
+          expect(await store.revokeRefreshFamily(next.refresh.record.tokenHash, clock.now())).toBe(true);
+          const afterRevoke = pairOf('c-gfam', 'fam-gf');
+          expect(await rotate(third.refresh.record.tokenHash, 'c-gfam', afterRevoke)).toBe('invalid');
+          expect(await reasonOf(afterRevoke.access.record.tokenHash)).toBe('unknown');
+        });
+
+        it('a clock behind the rotating one cannot widen the window, and an unreadable rotatedAt is outside it', async () => {
+          await store.createClient(client('c-gskew').record);
+          const first = await family('c-gskew', 'fam-gs');
+          const t = clock.now();
+          expect(await rotate(first.refresh.record.tokenHash, 'c-gskew', pairOf('c-gskew', 'fam-gs'), t)).toBe('ok');
+          expect(await rotate(first.refresh.record.tokenHash, 'c-gskew', pairOf('c-gskew', 'fam-gs'), t - (GRACE - 1))).toBe('grace');
+          expect(await rotate(first.refresh.record.tokenHash, 'c-gskew', pairOf('c-gskew', 'fam-gs'), t - GRACE)).toBe('reused');
+
+          const other = await family('c-gskew', 'fam-gs2');
+          expect(await rotate(other.refresh.record.tokenHash, 'c-gskew', pairOf('c-gskew', 'fam-gs2'))).toBe('ok');
+          await h.setRawField(h.keys.refreshToken(other.refresh.record.tokenHash), 'rotatedAt', 'soon');
+          expect(await rotate(other.refresh.record.tokenHash, 'c-gskew', pairOf('c-gskew', 'fam-gs2'))).toBe('reused');
+          expect(await reasonOf(other.access.record.tokenHash)).toBe('revoked');
+        });
+      });
+
       it('rotation is refused for another client, an unknown token, and a deleted client', async () => {
         await store.createClient(client('c-own').record);
         await store.createClient(client('c-thief').record);

@@ -111,6 +111,7 @@ describe('Redis Sentinel', () => {
     expect(second.status).toBe(200);
     expect((await mcp(second.body.access_token!)).status).toBe(200);
     expect(store.replicationStats.waits).toBe(2); // rotation itself is not a revocation
+    stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000); // past the grace window
     const replay = await token({ grant_type: 'refresh_token', refresh_token: first.body.refresh_token! });
     expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
     expect(store.replicationStats).toEqual({ waits: 3, unacknowledged: 0 });

@@ -255,6 +255,14 @@ describe('buildConfig', () => {
     expect(problemsOf(() => buildConfig({ redis: 'redis://x:1' }, { BEARER_SECRET_MASTER: MASTER }))).toEqual(['"redis" must be a mapping']);
   });
 
+  it('refresh reuse grace: 5 s by default, 0 turns it off, at most a minute', () => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(5);
+    expect(buildConfig({ oauth: { refreshReuseGraceSeconds: 0 } }, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(0);
+    expect(problemsOf(() => buildConfig({ oauth: { refreshReuseGraceSeconds: 61 } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      'oauth.refreshReuseGraceSeconds must be an integer from 0 to 60 (got 61)',
+    ]);
+  });
+
   it('client metadata documents: on by default with the SSRF guard on; a nested section, validated like the others', () => {
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.clientMetadataDocuments).toEqual({
       enabled: true,

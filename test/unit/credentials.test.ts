@@ -11,6 +11,7 @@ import {
   isTokenShaped,
   parseAuthorization,
   refreshTokenState,
+  rotatedWithinGrace,
   type StoredFields,
   type TokenLookup,
 } from '../../src/credentials.ts';
@@ -277,5 +278,22 @@ describe('refreshTokenState', () => {
     ['no client', { ...base, clientId: '' }, 'corrupt'],
   ] as const)('%s', (_name, fields, expected) => {
     expect(refreshTokenState(fields as Record<string, string>, now)).toBe(expected);
+  });
+});
+
+describe('rotatedWithinGrace', () => {
+  const at = 1_700_000_000_000;
+  it.each([
+    ['just rotated', String(at), at, 5000, true],
+    ['last millisecond of the window', String(at), at + 4999, 5000, true],
+    ['window over', String(at), at + 5000, 5000, false],
+    ['a clock behind the rotating one, within the window', String(at), at - 4999, 5000, true],
+    ['a clock far behind cannot widen it', String(at), at - 5000, 5000, false],
+    ['window off', String(at), at, 0, false],
+    ['unparsable rotatedAt', 'soon', at, 5000, false],
+    ['negative rotatedAt', '-1', at, 5000, false],
+    ['empty rotatedAt', '', at, 5000, false],
+  ])('%s', (_, rotatedAt, now, graceMs, expected) => {
+    expect(rotatedWithinGrace(rotatedAt, now, graceMs)).toBe(expected);
   });
 });
