@@ -3,8 +3,7 @@
 // (each body read, parsed as JSON-RPC and decided; the call is allowed by the last rule, so every rule
 // is tried). Targets alternated round-robin, wrk, median of the rounds, CPU per request from /proc.
 
-import { readFileSync } from 'node:fs';
-import { Child, fmt, table } from './lib.ts';
+import { Child, fmt, procCpuMicros, table } from './lib.ts';
 import { childPids } from './nginx.ts';
 import { runWrk, writeWrkScript } from './wrk.ts';
 
@@ -47,16 +46,6 @@ export interface PolicyContext {
   log(line: string): void;
 }
 
-const CLOCK_TICKS = 100;
-function cpuMicros(pids: number[]): number {
-  let total = 0;
-  for (const pid of pids) {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-  }
-  return total;
-}
-
 export async function policyScenario(ctx: PolicyContext): Promise<PolicyResults> {
   const upstream = await ctx.startUpstream();
   const upstreamUrl = upstream.urls.url!;
@@ -79,10 +68,10 @@ export async function policyScenario(ctx: PolicyContext): Promise<PolicyResults>
     for (let round = 0; round < ctx.rounds; round++) {
       for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
         const pids = [t.child.pid!, ...childPids(t.child.pid!)];
-        const before = cpuMicros(pids);
+        const before = procCpuMicros(pids);
         const r = await runWrk(`${t.child.urls.proxyUrl}/mcp`, t.script, connections, ctx.seconds);
         if (r.badStatus + r.socketErrors > 0) throw new Error(`policy scenario: ${r.badStatus + r.socketErrors} failed requests with policy ${t.key}`);
-        rounds[t.key].push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (cpuMicros(pids) - before) / Math.max(1, r.requests) });
+        rounds[t.key].push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests) });
       }
     }
     ctx.log(`policy: ${connections} conn done`);
