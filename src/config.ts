@@ -94,6 +94,15 @@ export const CONFIG_KEYS = {
         if (url !== undefined) checkPublicUrl(label, url, problems);
       },
     }),
+    allowedHosts: list({
+      default: [],
+      description:
+        'Host names `/mcp` and `/health` answer for besides `PUBLIC_URL`\'s (DNS rebinding protection; any other Host gets 421). Loopback names are allowed when the listener is on loopback or `PUBLIC_URL` is unset.',
+    }),
+    allowedOrigins: list({
+      default: [],
+      description: 'Browser origins allowed on `/mcp` and `/health` besides `PUBLIC_URL`\'s (a request with any other `Origin` gets 403); loopback origins under the same rule as loopback hosts.',
+    }),
     trustedProxies: list({
       default: [],
       description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.',

@@ -21,9 +21,13 @@ const STATUS = {
   unauthorized: 401,
   // RFC 6750 §3.1: the token is valid but does not reach this far (per-tool policy).
   insufficient_scope: 403,
+  // An Origin this server does not serve (DNS rebinding protection).
+  forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
   payload_too_large: 413,
+  // RFC 9110 §15.5.20: a Host this server does not answer for (DNS rebinding protection).
+  misdirected_request: 421,
   too_many_requests: 429,
   request_header_fields_too_large: 431,
   server_error: 500,

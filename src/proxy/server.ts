@@ -18,6 +18,7 @@ import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import type { PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
+import { createHostCheck } from './host-check.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
@@ -46,6 +47,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
   const { config, store, clock, metrics, masterToken, forwarder, authFailures } = deps;
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
+  const checkHost = createHostCheck({
+    publicUrl: config.proxy.publicUrl,
+    listenHost: config.proxy.host,
+    allowedHosts: config.proxy.allowedHosts,
+    allowedOrigins: config.proxy.allowedOrigins,
+  });
 
   return serve({
     name: 'proxy',
@@ -66,6 +73,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
   });
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    checkHost(req);
     refuseAmbiguousFraming(req);
     const principal = await authenticate(req);
     req.principal = principal;
@@ -113,6 +121,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
   }
 
   async function health(req: ProxyRequest, res: ServerResponse): Promise<void> {
+    checkHost(req);
     req.principal = await authenticate(req);
     metrics.health.inc();
     await answerHealth(res, store, config.upstream);

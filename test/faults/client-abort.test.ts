@@ -63,7 +63,7 @@ describe('clients that leave early', () => {
           return typeof value === 'function' ? value.bind(target) : value;
         },
       });
-    stack = await startStack({ upstreamUrl: upstream.url, wrapStore });
+    stack = await startStack({ upstreamUrl: upstream.url, wrapStore, config: { proxy: { allowedHosts: ['x'] } } });
     port = Number(new URL(stack.proxyUrl).port);
     token = (await stack.issueOAuthToken()).token;
   });

@@ -199,7 +199,7 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
 
   beforeAll(async () => {
     echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { headersTimeoutMs: 2000, requestTimeoutMs: 3000 } } });
+    stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { headersTimeoutMs: 2000, requestTimeoutMs: 3000, allowedHosts: ['fuzz'] } } });
     port = Number(new URL(stack.proxyUrl).port);
     const valid = await stack.issueOAuthToken();
     const revoked = await stack.issueOAuthToken();

@@ -93,7 +93,8 @@ describe('hostile headers', () => {
     upstream = await startMixedUpstream();
     stack = await startStack({
       upstreamUrl: upstream.url,
-      config: { proxy: { headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS } },
+      // The raw requests name `Host: x`, a host this sidecar is told it answers for.
+      config: { proxy: { headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS, allowedHosts: ['x'] } },
     });
     port = Number(new URL(stack.proxyUrl).port);
     ({ token } = await stack.issueOAuthToken());

@@ -129,7 +129,7 @@ describe('OAuth authorization server', () => {
         const meta = await (await fetch(`${base}${path}`, { headers: { host: 'evil.example' } })).json();
         expect(meta).toMatchObject({ resource: `${PUBLIC_URL}/mcp`, authorization_servers: [PUBLIC_URL] });
       }
-      const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { host: 'evil.example' } });
+      const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { host: 'mcp.example.test' } });
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toBe(`Bearer realm="mcp", resource_metadata="${PUBLIC_URL}/.well-known/oauth-protected-resource/mcp"`);
     });
