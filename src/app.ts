@@ -190,28 +190,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       if (problem !== undefined) logger.warn({ upstream: config.upstream.url }, `start-up probe: ${problem}`);
       return problem;
     },
-    async shutdown(graceMs = config.proxy.shutdownGraceMs) {
-      const closed = Promise.all([
-        proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
-        adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
-      ]);
-      proxyServer.closeIdleConnections();
-      adminServer.closeIdleConnections();
-      const endedStreams = forwarder.endStreams('get');
-      let timer: NodeJS.Timeout | undefined;
-      const graceOver = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), graceMs);
-      });
-      const drained = await Promise.race([forwarder.whenIdle().then(() => 'idle' as const), graceOver]);
-      clearTimeout(timer);
-      const cut = forwarder.endStreams('all');
-      proxyServer.closeAllConnections();
-      adminServer.closeAllConnections();
-      await closed;
-      forwarder.close();
-      await streams.stop();
-      await store.close();
-      logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
+    shutdown(graceMs = config.proxy.shutdownGraceMs) {
+      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger }, graceMs);
     },
   };
 }
@@ -243,4 +223,36 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
     clock,
     logger,
   });
+}
+
+/**
+ * Graceful stop: no new connections, GET streams ended (clients resume elsewhere), in-flight requests
+ * given `graceMs`, then everything cut and closed.
+ */
+async function shutDown(
+  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; store: { close(): Promise<void> }; logger: Logger },
+  graceMs: number,
+): Promise<void> {
+  const { proxyServer, adminServer, forwarder, streams, store, logger } = parts;
+  const closed = Promise.all([
+    proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
+    adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
+  ]);
+  proxyServer.closeIdleConnections();
+  adminServer.closeIdleConnections();
+  const endedStreams = forwarder.endStreams('get');
+  let timer: NodeJS.Timeout | undefined;
+  const graceOver = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), graceMs);
+  });
+  const drained = await Promise.race([forwarder.whenIdle().then(() => 'idle' as const), graceOver]);
+  clearTimeout(timer);
+  const cut = forwarder.endStreams('all');
+  proxyServer.closeAllConnections();
+  adminServer.closeAllConnections();
+  await closed;
+  forwarder.close();
+  await streams.stop();
+  await store.close();
+  logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
 }

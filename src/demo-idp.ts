@@ -73,6 +73,36 @@ async function readForm(req: IncomingMessage): Promise<URLSearchParams> {
   return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
 }
 
+/** The demo provider's settings: the sidecar as its one client, in-memory keys, the demo user's claims. */
+function providerConfig(options: DemoIdpOptions, jwk: Record<string, unknown>, cookieKey: string): Record<string, unknown> {
+  return {
+    clients: [
+      {
+        client_id: options.clientId,
+        client_secret: options.clientSecret,
+        redirect_uris: [options.redirectUri()],
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+    ],
+    jwks: { keys: [jwk] },
+    cookies: { keys: [cookieKey] },
+    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
+    // Claims in the ID token itself, as Keycloak, Entra ID, Okta and Google put them there.
+    conformIdTokenClaims: false,
+    features: { devInteractions: { enabled: false } },
+    interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
+    async findAccount(_ctx: unknown, sub: string) {
+      if (sub !== DEMO_USER.sub) return undefined;
+      return {
+        accountId: sub,
+        claims: async () => ({ sub, email: DEMO_USER.email, email_verified: true, name: DEMO_USER.name, groups: [...DEMO_USER.groups] }),
+      };
+    },
+  };
+}
+
 export async function startDemoIdp(options: DemoIdpOptions): Promise<DemoIdp> {
   let Provider: new (issuer: string, config: Record<string, unknown>) => OidcProvider;
   try {
@@ -92,32 +122,7 @@ export async function startDemoIdp(options: DemoIdpOptions): Promise<DemoIdp> {
   // Built on first use: the sidecar's callback (the client's redirect URI) may be known only after
   // the sidecar has bound its port, which it does after learning this issuer.
   let built: OidcProvider | undefined;
-  const build = (): OidcProvider => new Provider(issuer, {
-    clients: [
-      {
-        client_id: options.clientId,
-        client_secret: options.clientSecret,
-        redirect_uris: [options.redirectUri()],
-        grant_types: ['authorization_code'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
-    ],
-    jwks: { keys: [jwk] },
-    cookies: { keys: [privateKey.export({ format: 'pem', type: 'pkcs8' }).toString().slice(-64)] },
-    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
-    // Claims in the ID token itself, as Keycloak, Entra ID, Okta and Google put them there.
-    conformIdTokenClaims: false,
-    features: { devInteractions: { enabled: false } },
-    interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
-    async findAccount(_ctx: unknown, sub: string) {
-      if (sub !== DEMO_USER.sub) return undefined;
-      return {
-        accountId: sub,
-        claims: async () => ({ sub, email: DEMO_USER.email, email_verified: true, name: DEMO_USER.name, groups: [...DEMO_USER.groups] }),
-      };
-    },
-  });
+  const build = (): OidcProvider => new Provider(issuer, providerConfig(options, jwk, privateKey.export({ format: 'pem', type: 'pkcs8' }).toString().slice(-64)));
   const providerOf = (): OidcProvider => (built ??= build());
 
   async function interaction(req: IncomingMessage, res: ServerResponse, uid: string, action: string | undefined): Promise<void> {

@@ -83,35 +83,64 @@ const OTHER_BROWSER = new PageError(
 
 /** The three browser endpoints of sign-in, as routes of the proxy listener. */
 export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): Route[] {
-  const secureCookie = ctx.publicUrl().startsWith('https:');
-  // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
-  const cookieName = secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
-  const idpHost = signIn ? new URL(signIn.issuer).host : '';
+  const flow = new SignInFlow(ctx, signIn);
+  /** Every failure of these endpoints is answered with a page, never JSON: a person reads it. */
+  const page =
+    (handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Route['handler'] =>
+    async (req, res) => {
+      try {
+        await handler(req, res);
+      } catch (err) {
+        writePage(res, ...pageFor(ctx, err));
+      }
+    };
+  return [
+    { path: '/authorize', methods: ['GET'], handler: page((req, res) => flow.authorize(req, res)) },
+    { path: '/authorize/consent', methods: ['POST'], handler: page((req, res) => flow.consent(req, res)) },
+    { path: '/oauth/callback', methods: ['GET'], handler: page((req, res) => flow.callback(req, res)) },
+  ];
+}
 
-  function issuer(): string {
-    return ctx.publicUrl();
+/** Sign-in for one sidecar: the browser binding, the client lookup, and the three steps. */
+class SignInFlow {
+  readonly #secureCookie: boolean;
+  readonly #cookieName: string;
+  readonly #idpHost: string;
+
+  constructor(
+    private readonly ctx: OAuthContext,
+    private readonly signIn: IdpSignIn | undefined,
+  ) {
+    this.#secureCookie = ctx.publicUrl().startsWith('https:');
+    // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
+    this.#cookieName = this.#secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
+    this.#idpHost = signIn ? new URL(signIn.issuer).host : '';
+  }
+
+  issuer(): string {
+    return this.ctx.publicUrl();
   }
 
   /** The random value that binds sign-in steps to this browser (reused across tabs), and its Set-Cookie. */
-  function browserBinding(req: IncomingMessage): { value: string; setCookie: string } {
-    const value = readCookie(req, cookieName) ?? generateToken();
+  browserBinding(req: IncomingMessage): { value: string; setCookie: string } {
+    const value = readCookie(req, this.#cookieName) ?? generateToken();
     const attributes = ['Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${SIGN_IN_STEP_TTL_MS / 1000}`];
-    if (secureCookie) attributes.push('Secure');
-    return { value, setCookie: `${cookieName}=${value}; ${attributes.join('; ')}` };
+    if (this.#secureCookie) attributes.push('Secure');
+    return { value, setCookie: `${this.#cookieName}=${value}; ${attributes.join('; ')}` };
   }
 
-  function sameBrowser(req: IncomingMessage, stored: string | undefined): boolean {
-    const presented = readCookie(req, cookieName);
+  sameBrowser(req: IncomingMessage, stored: string | undefined): boolean {
+    const presented = readCookie(req, this.#cookieName);
     if (presented === undefined || stored === undefined || !isTokenShaped(stored)) return false;
     return timingSafeEqual(Buffer.from(hashToken(presented), 'hex'), Buffer.from(stored, 'hex'));
   }
 
   /** RFC 6749 §4.1.2.1 with RFC 9207 `iss`: the error goes back to the client, which can show it. */
-  function redirectBack(res: ServerResponse, request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>, params: Record<string, string>, status = 303): void {
+  redirectBack(res: ServerResponse, request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>, params: Record<string, string>, status = 303): void {
     const url = new URL(request.redirectUri);
     for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
     if (request.state !== undefined) url.searchParams.set('state', request.state);
-    url.searchParams.set('iss', issuer());
+    url.searchParams.set('iss', this.issuer());
     res.statusCode = status;
     res.setHeader('location', url.href);
     res.setHeader('cache-control', 'no-store');
@@ -124,14 +153,14 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
    * A registered client, or one described by its own metadata document (its id is the document's
    * URL). A client an administrator deleted stays refused, whatever its document says.
    */
-  async function lookUpClient(clientId: string): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
+  async lookUpClient(clientId: string): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
     if (clientId.length === 0 || clientId.length > 2048) return null;
-    const stored = await ctx.store.getClient(clientId);
+    const stored = await this.ctx.store.getClient(clientId);
     if (stored?.revokedAt !== undefined) return null;
-    if (!ctx.cimd || !isClientIdMetadataUrl(clientId)) return stored ? { client: stored, stored: true } : null;
+    if (!this.ctx.cimd || !isClientIdMetadataUrl(clientId)) return stored ? { client: stored, stored: true } : null;
     let doc;
     try {
-      doc = await ctx.cimd.resolve(clientId);
+      doc = await this.ctx.cimd.resolve(clientId);
     } catch (err) {
       if (err instanceof HttpError && err.code === 'invalid_client') {
         throw new PageError(400, 'Unknown application', `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`);
@@ -145,7 +174,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
       profile: 'interactive',
       tokenEndpointAuthMethod: 'none',
       source: 'cimd',
-      createdAt: ctx.clock.now(),
+      createdAt: this.ctx.clock.now(),
     };
     if (doc.clientName !== undefined) client.clientName = doc.clientName;
     if (doc.scope !== undefined) client.scope = doc.scope;
@@ -156,17 +185,17 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
    * A document's client gets a record on its first valid sign-in request, so that its tokens can be
    * issued, listed and revoked (deleteClient) like any other; unused, it expires like a registration.
    */
-  async function rememberDocumentClient(client: ClientRecord): Promise<void> {
+  async rememberDocumentClient(client: ClientRecord): Promise<void> {
     try {
-      await ctx.store.createClient(client);
+      await this.ctx.store.createClient(client);
     } catch (err) {
       if (!(err instanceof DuplicateRecordError)) throw err;
     }
-    await ctx.store.touchClient(client.clientId, ctx.config.oauth.unusedClientTtlSeconds * 1000);
+    await this.ctx.store.touchClient(client.clientId, this.ctx.config.oauth.unusedClientTtlSeconds * 1000);
   }
 
   /** GET /authorize: client and redirect URI first, then the rest, then the consent page. */
-  async function authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
     const single = (name: string): string | undefined => {
       const all = query.getAll(name);
@@ -176,7 +205,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     const clientIds = query.getAll('client_id');
     const redirectUris = query.getAll('redirect_uri');
     if (clientIds.length !== 1 || clientIds[0] === '') throw new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.');
-    const found = await lookUpClient(clientIds[0]!);
+    const found = await this.lookUpClient(clientIds[0]!);
     if (!found) throw new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.');
     if (redirectUris.length !== 1 || redirectUris[0] === '') throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
     const { client } = found;
@@ -190,7 +219,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     const back = { redirectUri, state };
     try {
       if (stateValues.length > 1 || (stateValues[0]?.length ?? 0) > MAX_STATE_LENGTH) throw new RedirectableError('invalid_request', 'state must be sent once, at most 1024 characters');
-      if (!signIn) throw new RedirectableError('unsupported_response_type', 'browser sign-in is not configured on this server');
+      if (!this.signIn) throw new RedirectableError('unsupported_response_type', 'browser sign-in is not configured on this server');
       if (!client.grantTypes.includes(GRANT_AUTHORIZATION_CODE)) throw new RedirectableError('unauthorized_client', 'this client may not use the authorization code grant');
       const responseType = single('response_type');
       if (responseType === undefined) throw new RedirectableError('invalid_request', 'response_type is required');
@@ -201,7 +230,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
       if (method !== 'S256') throw new RedirectableError('invalid_request', 'code_challenge_method must be S256 (plain is not accepted)');
       if (!S256_CHALLENGE.test(challenge)) throw new RedirectableError('invalid_request', 'code_challenge must be a base64url SHA-256 (43 characters)');
       const resource = single('resource');
-      const expected = resourceOf(ctx);
+      const expected = resourceOf(this.ctx);
       if (resource !== undefined && resource !== expected && resource !== `${expected}/`) {
         throw new RedirectableError('invalid_target', `this server only issues tokens for ${expected}`);
       }
@@ -217,10 +246,10 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
       }
       scope ??= client.scope;
       const request: AuthorizationRequest = { clientId: client.clientId, clientName: client.clientName, redirectUri, codeChallenge: challenge, state, scope, resource: expected };
-      if (client.source === 'cimd' && !found.stored) await rememberDocumentClient(client);
-      const browser = browserBinding(req);
+      if (client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(client);
+      const browser = this.browserBinding(req);
       const requestId = generateToken();
-      await ctx.store.putAuthorizationRequest(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+      await this.ctx.store.putAuthorizationRequest(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
       const target = new URL(redirectUri);
       const html = consentPage({
         clientName: client.clientName,
@@ -228,14 +257,14 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
         redirectHost: `${target.protocol}//${target.host}`,
         ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
         scopes: scope ? scope.split(' ') : [],
-        idpHost,
+        idpHost: this.#idpHost,
         requestId,
-        action: `${ctx.publicUrl()}/authorize/consent`,
+        action: `${this.ctx.publicUrl()}/authorize/consent`,
       });
       writePage(res, 200, html, { 'set-cookie': browser.setCookie });
     } catch (err) {
       if (err instanceof RedirectableError) {
-        redirectBack(res, back, { error: err.error, error_description: err.description }, 302);
+        this.redirectBack(res, back, { error: err.error, error_description: err.description }, 302);
         return;
       }
       throw err;
@@ -243,31 +272,31 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
   }
 
   /** POST /authorize/consent: one use of the pending request, from the browser it was shown to. */
-  async function consent(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!signIn) throw SIGN_IN_OFF;
+  async consent(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!this.signIn) throw SIGN_IN_OFF;
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/x-www-form-urlencoded') throw new PageError(400, 'Bad request', 'The consent form must be posted as a form.');
     // A cross-site POST (CSRF) carries the other site's Origin; the SameSite cookie check below
     // would refuse it too, this only answers earlier and more clearly.
     const origin = req.headers.origin;
-    if (origin !== undefined && origin !== 'null' && origin !== new URL(ctx.publicUrl()).origin) throw OTHER_BROWSER;
+    if (origin !== undefined && origin !== 'null' && origin !== new URL(this.ctx.publicUrl()).origin) throw OTHER_BROWSER;
     const form = parseForm(req, await readBody(req, CONSENT_MAX_BODY_BYTES));
     const requestId = form.get('request');
     const decision = form.get('decision');
     if (requestId === undefined || !isTokenShaped(requestId)) throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
     if (decision !== 'approve' && decision !== 'deny') throw new PageError(400, 'Bad request', 'Choose Approve or Deny.');
-    const stored = await ctx.store.takeAuthorizationRequest(hashToken(requestId));
+    const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(requestId));
     if (!stored || stored.stage !== 'consent') throw STALE;
-    if (!sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
+    if (!this.sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
     const request = requestFromFields(stored);
     if (decision === 'deny') {
-      await ctx.audit.record({ who: 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, detail: { by: 'user' } });
-      redirectBack(res, request, { error: 'access_denied', error_description: 'the user denied access' });
+      await this.ctx.audit.record({ who: 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, detail: { by: 'user' } });
+      this.redirectBack(res, request, { error: 'access_denied', error_description: 'the user denied access' });
       return;
     }
-    const { url, login } = await signIn.start();
+    const { url, login } = await this.signIn.start();
     const fields = { ...requestFields(request, 'idp', stored.browser!), nonce: login.nonce, codeVerifier: login.codeVerifier };
-    await ctx.store.putAuthorizationRequest(hashToken(login.state), fields, ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+    await this.ctx.store.putAuthorizationRequest(hashToken(login.state), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
     res.statusCode = 303;
     res.setHeader('location', url.href);
     res.setHeader('cache-control', 'no-store');
@@ -277,30 +306,30 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
   }
 
   /** GET /oauth/callback: the IdP's answer, checked by openid-client, becomes a code for the client. */
-  async function callback(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!signIn) throw SIGN_IN_OFF;
+  async callback(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!this.signIn) throw SIGN_IN_OFF;
     const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
     const state = query.get('state');
     if (state === null || state.length === 0 || state.length > 512) throw STALE;
-    const stored = await ctx.store.takeAuthorizationRequest(hashToken(state));
+    const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(state));
     if (!stored || stored.stage !== 'idp' || stored.nonce === undefined || stored.codeVerifier === undefined) throw STALE;
-    if (!sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
+    if (!this.sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
     const request = requestFromFields(stored);
     let user;
     try {
-      user = await signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
+      user = await this.signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
     } catch (err) {
       if (err instanceof IdpUnavailable) throw err;
       const error = err instanceof IdpAuthorizationError ? relayedIdpError(err.error) : err instanceof IdpRejection ? 'access_denied' : undefined;
       if (error === undefined) throw err;
-      ctx.logger.info({ clientId: request.clientId, reason: (err as Error).message }, 'sign-in at the identity provider refused: nothing issued');
-      await ctx.audit.record({ who: 'anonymous', action: 'authorize', result: error, clientId: request.clientId, detail: { by: 'idp' } });
-      redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
+      this.ctx.logger.info({ clientId: request.clientId, reason: (err as Error).message }, 'sign-in at the identity provider refused: nothing issued');
+      await this.ctx.audit.record({ who: 'anonymous', action: 'authorize', result: error, clientId: request.clientId, detail: { by: 'idp' } });
+      this.redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
       return;
     }
     const code = generateToken();
-    const now = ctx.clock.now();
-    await ctx.store.putAuthorizationCode({
+    const now = this.ctx.clock.now();
+    await this.ctx.store.putAuthorizationCode({
       codeHash: hashToken(code),
       clientId: request.clientId,
       redirectUri: request.redirectUri,
@@ -311,25 +340,9 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
       createdAt: now,
       expiresAt: now + CODE_TTL_MS,
     });
-    await ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject });
-    redirectBack(res, request, { code });
+    await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject });
+    this.redirectBack(res, request, { code });
   }
-
-  /** Every failure of these endpoints is answered with a page, never JSON: a person reads it. */
-  const page =
-    (handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Route['handler'] =>
-    async (req, res) => {
-      try {
-        await handler(req, res);
-      } catch (err) {
-        writePage(res, ...pageFor(ctx, err));
-      }
-    };
-  return [
-    { path: '/authorize', methods: ['GET'], handler: page(authorize) },
-    { path: '/authorize/consent', methods: ['POST'], handler: page(consent) },
-    { path: '/oauth/callback', methods: ['GET'], handler: page(callback) },
-  ];
 }
 
 /** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */
