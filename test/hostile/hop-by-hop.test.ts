@@ -3,8 +3,8 @@
 // nothing of what the sidecar states. Raw sockets, so no client library tidies the request first.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
-import { startStack, type Stack } from '../support/stack.ts';
+import type { FakeUpstream } from '../support/fake-upstreams.ts';
+import { startEchoStack, type Stack } from '../support/stack.ts';
 import { exchange } from './raw-http.ts';
 
 function rawPost(host: string, token: string, headers: string[], body = '{}'): string {
@@ -19,18 +19,12 @@ describe('hop-by-hop headers', () => {
   let clientId: string;
   let host: string;
   let port: number;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url });
-    ({ token, clientId } = await stack.issueOAuthToken());
-    host = new URL(stack.proxyUrl).host;
-    port = Number(new URL(stack.proxyUrl).port);
+    ({ echo, stack, token, clientId, host, port, close } = await startEchoStack());
   });
-  afterAll(async () => {
-    await stack.close();
-    await echo.close();
-  });
+  afterAll(() => close());
 
   const sent = () => {
     const raw = echo.seen.at(-1)!.rawHeaders;

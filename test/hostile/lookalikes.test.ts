@@ -4,8 +4,8 @@
 // the case and whatever the peer; client-address headers pass only from a trusted proxy.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
-import { startStack, type Stack } from '../support/stack.ts';
+import type { FakeUpstream } from '../support/fake-upstreams.ts';
+import { startEchoStack, type Stack } from '../support/stack.ts';
 import { exchange } from './raw-http.ts';
 
 /** What a CGI gateway makes of a header name: upper case, `-` as `_`. */
@@ -53,18 +53,12 @@ describe('identity header look-alikes', () => {
   let clientId: string;
   let port: number;
   let host: string;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url });
-    ({ token, clientId } = await stack.issueOAuthToken());
-    host = new URL(stack.proxyUrl).host;
-    port = Number(new URL(stack.proxyUrl).port);
+    ({ echo, stack, token, clientId, host, port, close } = await startEchoStack());
   });
-  afterAll(async () => {
-    await stack.close();
-    await echo.close();
-  });
+  afterAll(() => close());
 
   it('no spelling of an owned header survives: the upstream sees only what the sidecar set', async () => {
     const { responses } = await exchange(port, rawRequest(host, token, SPOOFED));
@@ -99,18 +93,12 @@ describe('identity header look-alikes from a trusted proxy', () => {
   let token: string;
   let port: number;
   let host: string;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { trustedProxies: ['127.0.0.1'] } } });
-    ({ token } = await stack.issueOAuthToken());
-    host = new URL(stack.proxyUrl).host;
-    port = Number(new URL(stack.proxyUrl).port);
+    ({ echo, stack, token, host, port, close } = await startEchoStack({ config: { proxy: { trustedProxies: ['127.0.0.1'] } } }));
   });
-  afterAll(async () => {
-    await stack.close();
-    await echo.close();
-  });
+  afterAll(() => close());
 
   it('the hyphen spellings a trusted proxy writes are kept; underscore spellings never are', async () => {
     const { responses } = await exchange(

@@ -12,6 +12,7 @@ import type { CimdResolver } from '../../src/oauth/cimd.ts';
 import type { TokenStore } from '../../src/store/types.ts';
 import type { RunningUpstream } from '../../examples/upstream/server.ts';
 import { deleteUnder, openRedisStore, rawRedis, redisUrl, uniquePrefix } from './redis.ts';
+import { startEchoUpstream, type FakeUpstream } from './fake-upstreams.ts';
 
 export interface Stack {
   sidecar: Sidecar;
@@ -123,6 +124,38 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         await deleteUnder(raw, prefix);
         await raw.quit();
       }
+    },
+  };
+}
+
+export interface EchoStack {
+  echo: FakeUpstream;
+  stack: Stack;
+  /** An OAuth access token of a fresh client, and that client. */
+  token: string;
+  clientId: string;
+  /** The proxy listener as a raw-socket test addresses it. */
+  host: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** A sidecar in front of an echo upstream, with one OAuth token: the set-up of the raw-socket header tests. */
+export async function startEchoStack(options: Omit<StackOptions, 'upstreamUrl'> = {}): Promise<EchoStack> {
+  const echo = await startEchoUpstream();
+  const stack = await startStack({ ...options, upstreamUrl: echo.url });
+  const { token, clientId } = await stack.issueOAuthToken();
+  const url = new URL(stack.proxyUrl);
+  return {
+    echo,
+    stack,
+    token,
+    clientId,
+    host: url.host,
+    port: Number(url.port),
+    async close() {
+      await stack.close();
+      await echo.close();
     },
   };
 }
