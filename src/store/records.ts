@@ -32,17 +32,14 @@ export const ACCESS_MEMBER = 'a:';
 export const REFRESH_MEMBER = 'r:';
 
 export function userTokenFields(r: UserTokenRecord): Fields {
-  const f: Fields = {
+  // The IdP identity (subject, issuer, email, groups) is written as a sign-in token's is: one encoding.
+  return {
     tokenHash: r.tokenHash,
-    subject: r.subject,
-    issuer: r.issuer,
+    ...userFields(r),
     revoked: 'false',
     createdAt: String(r.createdAt),
     expiresAt: String(r.expiresAt),
   };
-  if (r.email !== undefined) f.email = r.email;
-  if (r.groups !== undefined) f.groups = JSON.stringify(r.groups);
-  return f;
 }
 
 export function accessTokenFields(r: AccessTokenRecord): Fields {
