@@ -5,21 +5,18 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
-import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
-import { startStack, type Stack } from '../support/stack.ts';
+import type { FakeUpstream } from '../support/fake-upstreams.ts';
+import { startEchoStack, type Stack } from '../support/stack.ts';
 
 describe('identity header encoding', () => {
   let echo: FakeUpstream;
   let stack: Stack;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url });
+    ({ echo, stack, close } = await startEchoStack());
   });
-  afterAll(async () => {
-    await stack.close();
-    await echo.close();
-  });
+  afterAll(() => close());
 
   async function subjectSeen(subject: string): Promise<string> {
     const token = randomBytes(32).toString('hex');
