@@ -110,13 +110,33 @@ function clientHeaders(raw: Buffer[]): { headers: string[]; eventStream: boolean
 }
 
 /**
+ * A body that has already arrived whole (the usual case for an MCP message: it comes in the same reads
+ * as the headers, and the token lookup gives it time to): taken as it lies in the request's buffer and
+ * sent with the headers in one write, instead of through the stream machinery chunk by chunk. Nothing
+ * waits for it and nothing is buffered that Node had not already buffered; a body still arriving
+ * (large, or sent slowly) streams as before.
+ */
+function arrived(req: IncomingMessage): Buffer | undefined {
+  if (!req.complete || req.readableFlowing !== null || req.readableLength === 0) return undefined;
+  const body = req.read() as Buffer | null;
+  if (body === null) return undefined;
+  // Lets the request reach its end (Node then knows the body was consumed) without more reads.
+  req.resume();
+  return body;
+}
+
+/**
  * The body to send on: none when the request has none (no length, no transfer coding: RFC 9112 §6),
  * the request itself, or for a chunked body under a cap, the request through a counter that fails
  * the body (so the upstream's copy is cut, never terminated) and the client's request past the cap.
  */
-function bodyOf(req: IncomingMessage, maxBodyBytes: number): Readable | null {
+export function bodyOf(req: IncomingMessage, maxBodyBytes: number): Readable | Buffer | null {
   const chunked = req.headers['transfer-encoding'] !== undefined;
-  if (!chunked) return req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0' ? req : null;
+  if (!chunked) {
+    const length = req.headers['content-length'];
+    if (length === undefined || length === '0') return null;
+    return arrived(req) ?? req;
+  }
   if (maxBodyBytes === 0) return req;
   let seen = 0;
   const counted = new Transform({
