@@ -186,14 +186,6 @@ export function orNull(f: Fields): Fields | null {
   return null;
 }
 
-/** A hash as a script returns it (the flat `field value ...` list of HGETALL); empty: no such key. */
-export function pairsToFields(flat: readonly string[]): Fields | null {
-  if (flat.length === 0) return null;
-  const fields: Fields = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  return fields;
-}
-
 /** An audit event as flat stream fields (XADD), and back; `detail` travels as one JSON field. */
 export function auditFields(e: AuditEvent): Fields {
   const f: Fields = { at: String(e.at), who: e.who, action: e.action, result: e.result };

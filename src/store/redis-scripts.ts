@@ -4,13 +4,6 @@
 import type { Fields } from './records.ts';
 import type { RedisClient } from './redis-connection.ts';
 
-// The hot path's read of both collections for one token hash, as one command: one command object, one
-// reply and one promise on the client instead of two (about a tenth of the sidecar's CPU per request,
-// measured; Redis pays ~5 µs more for the script). Read-only. Not on Cluster, where the two keys live
-// in different slots: there the two HGETALLs run in parallel instead.
-// KEYS: user-grade record, OAuth access-token record
-const LOOKUP_TOKEN = `return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`;
-
 // Revokes a user-grade record only if it exists (HSET alone would create a bare record).
 const REVOKE_USER_TOKEN = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -150,8 +143,6 @@ return {count, ttl}`;
 
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
-  /** Flat `field value ...` lists of the user-grade and the access-token record (empty: no such key). */
-  mcpLookupToken(userKey: string, accessKey: string): Promise<[string[], string[]]>;
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
   mcpRevokeUserToken(key: string): Promise<number>;
   mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
@@ -165,7 +156,6 @@ export interface ScriptedClient {
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
 export function defineScripts(redis: RedisClient): ScriptedClient {
-  redis.defineCommand('mcpLookupToken', { numberOfKeys: 2, lua: LOOKUP_TOKEN });
   redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
   redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });

@@ -17,7 +17,6 @@ import {
   clientFromFields,
   keyLayout,
   orNull,
-  pairsToFields,
   profileFields,
   profileFromFields,
   refreshTokenFields,
@@ -59,7 +58,6 @@ export class RedisTokenStore implements TokenStore {
   #txQueue: Promise<unknown> = Promise.resolve();
   readonly #connectTimeoutMs: number;
   readonly #replicas: ReplicaWaits;
-  readonly #clustered: boolean;
 
   constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
     this.#redis = redis;
@@ -67,7 +65,6 @@ export class RedisTokenStore implements TokenStore {
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 5000;
     this.#scripts = defineScripts(redis);
     this.#replicas = new ReplicaWaits(redis);
-    this.#clustered = redis instanceof Cluster;
   }
 
   /** Copies of the counters of WAITs issued after revocations. */
@@ -89,16 +86,13 @@ export class RedisTokenStore implements TokenStore {
    * try/catch costs nothing until something throws; the wrapper below adds a promise per call).
    */
   async lookupToken(tokenHash: string): Promise<TokenLookup> {
-    const userKey = this.#keys.userToken(tokenHash);
-    const accessKey = this.#keys.accessToken(tokenHash);
     try {
-      if (this.#clustered) {
-        // Two slots, maybe two nodes: the two reads run in parallel.
-        const [user, oauth] = await Promise.all([this.#redis.hgetall(userKey), this.#redis.hgetall(accessKey)]);
-        return { user: orNull(user), oauth: orNull(oauth) };
-      }
-      const [user, oauth] = await this.#scripts.mcpLookupToken(userKey, accessKey);
-      return { user: pairsToFields(user), oauth: pairsToFields(oauth) };
+      // Two reads issued together; auto-pipelining sends them in one write, so one round trip.
+      const [user, oauth] = await Promise.all([
+        this.#redis.hgetall(this.#keys.userToken(tokenHash)),
+        this.#redis.hgetall(this.#keys.accessToken(tokenHash)),
+      ]);
+      return { user: orNull(user), oauth: orNull(oauth) };
     } catch (err) {
       throw asStoreFailure(err);
     }
@@ -277,7 +271,10 @@ export class RedisTokenStore implements TokenStore {
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {
-    return pairsToFields(await this.#scripts.mcpTakeHash(this.#keys.authorizationRequest(requestHash)));
+    const flat = await this.#scripts.mcpTakeHash(this.#keys.authorizationRequest(requestHash));
+    const fields: Fields = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+    return orNull(fields);
   }
 
   async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
