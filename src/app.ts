@@ -27,6 +27,7 @@ import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
+import type { LookupCacheOptions } from './store/redis-lookup-cache.ts';
 import type { TokenStore } from './store/types.ts';
 
 export interface SidecarOptions {
@@ -82,7 +83,26 @@ export async function openStore(config: Config, clock: Clock, logger: Logger): P
     down = false;
     logger.info('redis connection restored');
   });
-  return new RedisTokenStore(client, { keyPrefix: config.redis.keyPrefix, connectTimeoutMs: config.redis.connectTimeoutMs });
+  const store = new RedisTokenStore(client, { keyPrefix: config.redis.keyPrefix, connectTimeoutMs: config.redis.connectTimeoutMs });
+  if (config.redis.lookupCache === 'tracking') {
+    try {
+      await store.trackLookups(lookupCacheOptions(config, logger));
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+  }
+  return store;
+}
+
+/** The lookup cache's settings from the config (redis.lookupCache: tracking). */
+export function lookupCacheOptions(config: Config, logger: Logger): LookupCacheOptions {
+  return {
+    maxEntries: config.redis.lookupCacheMaxEntries,
+    pingIntervalMs: config.redis.lookupCachePingIntervalMs,
+    connectTimeoutMs: config.redis.connectTimeoutMs,
+    logger,
+  };
 }
 
 /**
@@ -120,6 +140,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     const client = rawStore.client;
     metrics.watchStore(() => client.status === 'ready');
     metrics.watchReplication(() => rawStore.replicationStats);
+    const cache = rawStore.lookupCache;
+    if (cache) metrics.watchLookupCache(cache);
   }
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);

@@ -64,6 +64,26 @@ export const CONFIG_KEYS = {
       description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.',
     }),
     connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this; a refused connection or refused credentials stop it at once.' }),
+    lookupCache: choice(['off', 'tracking'], {
+      default: 'off',
+      env: 'REDIS_LOOKUP_CACHE',
+      description:
+        '`off`: every request reads its token from Redis (a hand edit is seen by the very next request). `tracking`: token records are cached in process and invalidated by Redis (CLIENT TRACKING); a hand edit is seen once its invalidation message arrives, and the cache is unused while that cannot be vouched for (see docs/lookup-cache.md). Standalone and Sentinel only; ignored by the memory store.',
+    }),
+    lookupCacheMaxEntries: integer({
+      default: 100000,
+      min: 1,
+      max: 10_000_000,
+      env: 'REDIS_LOOKUP_CACHE_MAX_ENTRIES',
+      description: 'With `lookupCache: tracking`, token records kept per process (least recently used evicted first).',
+    }),
+    lookupCachePingIntervalMs: integer({
+      default: 1000,
+      min: 50,
+      max: 60000,
+      description:
+        'With `lookupCache: tracking`, both cache connections are PINGed this often; one that does not answer within `commandTimeoutMs` empties the cache (bound on how long a silently dead invalidation connection can go unnoticed).',
+    }),
   },
   upstream: {
     url: text({
@@ -303,8 +323,25 @@ export type Config = ValuesOf<typeof CONFIG_KEYS>;
 /** Rules that involve more than one key; they run once every key is read. */
 function checkWhole(config: Config, problems: Problems): void {
   checkIdp(config.idp, problems);
+  checkLookupCache(config, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
+}
+
+/** Invalidations come from the node that served the read: one tracking connection cannot cover a Cluster. */
+function checkLookupCache(config: Config, problems: Problems): void {
+  if (config.store !== 'redis' || config.redis.lookupCache !== 'tracking') return;
+  let mode: string;
+  try {
+    mode = parseRedisUrl(config.redis.url).mode;
+  } catch {
+    return; // already reported
+  }
+  if (mode === 'cluster') {
+    problems.push(
+      'redis.lookupCache (REDIS_LOOKUP_CACHE) "tracking" is not supported on Redis Cluster (REDIS_URL is redis+cluster://): invalidation tracking is per node; use "off" with Cluster, or a standalone or Sentinel Redis',
+    );
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import { createSidecar, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
 import { createLogger, describe } from './logger.ts';
 import { RedisConnectError } from './store/redis-connection.ts';
+import { LookupCacheSetupError } from './store/redis-lookup-cache.ts';
 import { redactRedisUrl } from './store/redis-url.ts';
 
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config] [--<key> VALUE ...]
@@ -122,6 +123,7 @@ async function main(): Promise<void> {
 function redisStartupProblem(url: string, err: unknown): string {
   const where = redactRedisUrl(url);
   const forms = '(redis://host:port, rediss://, redis+sentinel://, redis+cluster://)';
+  if (err instanceof LookupCacheSetupError) return `Redis at ${where}: ${err.message}.`;
   const failure = err instanceof RedisConnectError ? err.failure : 'timeout';
   const why = err instanceof Error ? err.message : String(err);
   if (failure === 'refused') {

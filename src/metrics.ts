@@ -5,6 +5,7 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from './credentials.ts';
+import type { LookupCacheStats } from './store/redis-lookup-cache.ts';
 
 export type RequestOutcome = 'forwarded' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
@@ -60,6 +61,55 @@ export class Metrics {
       this.revocationWaits.reset();
       this.revocationWaits.labels('acknowledged').inc(waits - unacknowledged);
       this.revocationWaits.labels('unacknowledged').inc(unacknowledged);
+    },
+  });
+  #lookupCache: { readonly stats: LookupCacheStats; readonly live: boolean; readonly size: number } | undefined;
+  readonly lookupCacheLookups = new Counter({
+    name: 'mcp_auth_lookup_cache_lookups_total',
+    help: 'Token lookups with the lookup cache on (redis.lookupCache: tracking), by result: hit, miss (read from Redis), bypass (cache not live: read from Redis)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.#lookupCache?.stats;
+      this.lookupCacheLookups.reset();
+      if (stats === undefined) return;
+      this.lookupCacheLookups.labels('hit').inc(stats.hits);
+      this.lookupCacheLookups.labels('miss').inc(stats.misses);
+      this.lookupCacheLookups.labels('bypass').inc(stats.bypasses);
+    },
+  });
+  readonly lookupCacheInvalidations = new Counter({
+    name: 'mcp_auth_lookup_cache_invalidations_total',
+    help: 'Invalidation messages the lookup cache received from Redis',
+    registers: [this.registry],
+    collect: () => {
+      this.lookupCacheInvalidations.reset();
+      this.lookupCacheInvalidations.inc(this.#lookupCache?.stats.invalidations ?? 0);
+    },
+  });
+  readonly lookupCacheDrops = new Counter({
+    name: 'mcp_auth_lookup_cache_drops_total',
+    help: 'Times the whole lookup cache was emptied (a connection lost or silent, a FLUSHDB/FLUSHALL)',
+    registers: [this.registry],
+    collect: () => {
+      this.lookupCacheDrops.reset();
+      this.lookupCacheDrops.inc(this.#lookupCache?.stats.drops ?? 0);
+    },
+  });
+  readonly lookupCacheLive = new Gauge({
+    name: 'mcp_auth_lookup_cache_live',
+    help: '1 while the lookup cache is in use (invalidation tracking confirmed), 0 while every lookup bypasses it',
+    registers: [this.registry],
+    collect: () => {
+      this.lookupCacheLive.set(this.#lookupCache?.live === true ? 1 : 0);
+    },
+  });
+  readonly lookupCacheEntries = new Gauge({
+    name: 'mcp_auth_lookup_cache_entries',
+    help: 'Token records held by the lookup cache',
+    registers: [this.registry],
+    collect: () => {
+      this.lookupCacheEntries.set(this.#lookupCache?.size ?? 0);
     },
   });
   readonly upstreamResponses = new Counter({
@@ -137,6 +187,11 @@ export class Metrics {
   /** What `mcp_auth_store_up` reports at each scrape. */
   watchStore(isUp: () => boolean): void {
     this.#storeUp = isUp;
+  }
+
+  /** What the `mcp_auth_lookup_cache_*` series report at each scrape (the cache's own counters). */
+  watchLookupCache(cache: { readonly stats: LookupCacheStats; readonly live: boolean; readonly size: number }): void {
+    this.#lookupCache = cache;
   }
 
   /** What `mcp_auth_revocation_waits_total` reports at each scrape (the store's own counts). */

@@ -25,6 +25,7 @@ import {
   type KeyLayout,
 } from './records.ts';
 import { asStoreFailure, connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
+import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import { publishNotice, subscribeNotices } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
@@ -58,6 +59,9 @@ export class RedisTokenStore implements TokenStore {
   #txQueue: Promise<unknown> = Promise.resolve();
   readonly #connectTimeoutMs: number;
   readonly #replicas: ReplicaWaits;
+  /** Set by trackLookups (redis.lookupCache: tracking); undefined: every lookup reads Redis (strict). */
+  #lookupCache: TrackedLookupCache | undefined;
+  readonly #readLookup = (tokenHash: string): Promise<TokenLookup> => this.#read(tokenHash);
 
   constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
     this.#redis = redis;
@@ -81,11 +85,33 @@ export class RedisTokenStore implements TokenStore {
     return this.#redis;
   }
 
+  /** The lookup cache, when on (its state and counters). */
+  get lookupCache(): TrackedLookupCache | undefined {
+    return this.#lookupCache;
+  }
+
   /**
-   * The hot path: one per proxied request. It applies the choke point's classifier itself (a
-   * try/catch costs nothing until something throws; the wrapper below adds a promise per call).
+   * Turns the token-lookup cache on (redis.lookupCache: tracking): its two connections are up and
+   * tracking confirmed before this resolves. Standalone and Sentinel only: tracking is per node.
    */
-  async lookupToken(tokenHash: string): Promise<TokenLookup> {
+  async trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache> {
+    if (this.#redis instanceof Cluster) throw new TypeError('the token lookup cache (CLIENT TRACKING) is not supported on Redis Cluster');
+    if (this.#lookupCache) return this.#lookupCache;
+    this.#lookupCache = await TrackedLookupCache.open(this.#redis, this.#keys, options);
+    return this.#lookupCache;
+  }
+
+  /** The hot path: one per proxied request. */
+  lookupToken(tokenHash: string): Promise<TokenLookup> {
+    const cache = this.#lookupCache;
+    return cache === undefined ? this.#read(tokenHash) : cache.lookup(tokenHash, this.#readLookup);
+  }
+
+  /**
+   * Both records of a token, read now. It applies the choke point's classifier itself (a try/catch
+   * costs nothing until something throws; the wrapper below adds a promise per call).
+   */
+  async #read(tokenHash: string): Promise<TokenLookup> {
     try {
       // Two reads issued together; auto-pipelining sends them in one write, so one round trip.
       const [user, oauth] = await Promise.all([
@@ -373,11 +399,16 @@ export class RedisTokenStore implements TokenStore {
     return subscribeNotices(this.#redis, this.#keys.revocationChannel(), listener, this.#connectTimeoutMs);
   }
 
+  /** Called after every revocation: tells every sidecar (notice), and this one's lookup cache first. */
   async #publish(notice: RevocationNotice): Promise<void> {
+    // The revocation's invalidations applied before it is reported done: this sidecar's next request
+    // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
+    await this.#lookupCache?.settled();
     await publishNotice(this.#redis, this.#keys.revocationChannel(), notice);
   }
 
   async close(): Promise<void> {
+    await this.#lookupCache?.close();
     await this.#txQueue.catch(() => undefined);
     const clients = [this.#redis, this.#txClient].filter((c): c is RedisClient => c !== undefined);
     this.#txClient = undefined;

@@ -78,14 +78,14 @@ describe('connectRedis', () => {
 });
 
 describe('npm start against an unusable Redis', () => {
-  function start(redisUrl: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  function start(redisUrl: string, extraEnv: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const config = join(dir, 'startup.yaml');
     writeFileSync(config, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', `  connectTimeoutMs: ${LONG_CONNECT_TIMEOUT_MS / 2}`, 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
     return new Promise((resolve) => {
       execFile(
         process.execPath,
         ['--import', 'tsx', 'src/main.ts', '--config', config],
-        { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl }, timeout: 25_000 },
+        { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl, ...extraEnv }, timeout: 25_000 },
         (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
       );
     });
@@ -107,6 +107,23 @@ describe('npm start against an unusable Redis', () => {
     expect(r.stderr).toContain(`Redis at redis://***@127.0.0.1:${redis.port} refused the sidecar's credentials`);
     expect(r.stderr).not.toContain('no answer within');
     expect(r.stderr).not.toContain(WRONG);
+    expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+
+  it('the lookup cache on, with an ACL user that may not run CLIENT: exit 2, one paragraph saying what tracking needs', async () => {
+    const admin = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: 5000 });
+    await connectRedis(admin, 5000);
+    try {
+      await admin.call('ACL', 'SETUSER', 'nocache', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-client');
+    } finally {
+      admin.disconnect();
+    }
+    const r = await start(`redis://nocache:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'tracking' });
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain('redis.lookupCache is "tracking", but Redis refused to set up invalidation tracking (NOPERM');
+    expect(r.stderr).toContain('or set redis.lookupCache (REDIS_LOOKUP_CACHE) to off');
+    expect(r.stderr).not.toContain(PASSWORD);
     expect(r.stdout).not.toContain('listening');
   }, 30_000);
 });

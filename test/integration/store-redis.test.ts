@@ -30,6 +30,35 @@ runStoreContract('RedisTokenStore', async () => {
   };
 });
 
+// With the lookup cache on, a hand edit is seen once its invalidation has arrived: the harness's
+// edit waits for that (settled), as an admin's next request would come after it.
+runStoreContract('RedisTokenStore with the lookup cache (tracking)', async () => {
+  const prefix = uniquePrefix('store-contract-cache');
+  const store = await openRedisStore(prefix, { lookupCache: { maxEntries: 1000, pingIntervalMs: 1000, connectTimeoutMs: 5000 } });
+  const raw = await rawRedis();
+  const access = redisRawAccess(raw);
+  const cache = store.lookupCache!;
+  return {
+    store,
+    ...access,
+    setRawField: async (key, field, value) => {
+      await access.setRawField(key, field, value);
+      await cache.settled();
+    },
+    keys: store.keys,
+    cleanup: async () => {
+      try {
+        // Live to the end, unless the test itself closed the store.
+        if (store.client.status !== 'end') expect(cache.live).toBe(true);
+        await deleteUnder(raw, prefix);
+      } finally {
+        await store.close();
+        await raw.quit();
+      }
+    },
+  };
+});
+
 describe('RedisTokenStore raw key layout', () => {
   let prefix: string;
   let store: RedisTokenStore;

@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import type { Clock } from '../../src/clock.ts';
 import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
 import { RedisTokenStore } from '../../src/store/redis.ts';
+import type { LookupCacheOptions } from '../../src/store/redis-lookup-cache.ts';
 
 export function redisUrl(): string {
   return inject('redisUrl');
@@ -23,11 +24,17 @@ export async function rawRedis(url = redisUrl()): Promise<Redis> {
   return client;
 }
 
-export async function openRedisStore(prefix: string, options: { url?: string; commandTimeoutMs?: number } = {}): Promise<RedisTokenStore> {
+/** A store on the suite's Redis; with `lookupCache`, its lookup cache on and live before it resolves. */
+export async function openRedisStore(
+  prefix: string,
+  options: { url?: string; commandTimeoutMs?: number; lookupCache?: LookupCacheOptions | undefined } = {},
+): Promise<RedisTokenStore> {
   const client = createRedisClient({ url: options.url ?? redisUrl(), commandTimeoutMs: options.commandTimeoutMs ?? 1000, connectTimeoutMs: 5000 });
   client.on('error', () => undefined);
   await connectRedis(client, 5000);
-  return new RedisTokenStore(client, { keyPrefix: prefix });
+  const store = new RedisTokenStore(client, { keyPrefix: prefix });
+  if (options.lookupCache) await store.trackLookups(options.lookupCache);
+  return store;
 }
 
 /** Every key under `prefix`, sorted (SCAN, not KEYS: the Redis may be shared). */

@@ -3,7 +3,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { createSidecar, type Sidecar } from '../../src/app.ts';
+import { createSidecar, lookupCacheOptions, type Sidecar } from '../../src/app.ts';
+import type { LookupCacheOptions } from '../../src/store/redis-lookup-cache.ts';
 import { ManualClock, type Clock } from '../../src/clock.ts';
 import { buildConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -47,6 +48,8 @@ export interface StackOptions {
   prefix?: string;
   /** Client ID Metadata Document resolver (e.g. one trusting a test CA). */
   cimd?: CimdResolver;
+  /** With `redis.lookupCache: tracking` in `config`: settings over the configured ones (e.g. a test hook). */
+  lookupCache?: Partial<LookupCacheOptions>;
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -73,9 +76,6 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
     {},
   );
-  let store: TokenStore;
-  if ((options.store ?? 'redis') === 'memory') store = new MemoryTokenStore({ clock, keyPrefix: prefix });
-  else store = await openRedisStore(prefix, { url: config.redis.url, commandTimeoutMs: config.redis.commandTimeoutMs });
   const logs: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -84,6 +84,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   });
   const logger = createLogger('debug', destination);
+  let store: TokenStore;
+  if ((options.store ?? 'redis') === 'memory') store = new MemoryTokenStore({ clock, keyPrefix: prefix });
+  else {
+    const lookupCache = config.redis.lookupCache === 'tracking' ? { ...lookupCacheOptions(config, logger), ...options.lookupCache } : undefined;
+    store = await openRedisStore(prefix, { url: config.redis.url, commandTimeoutMs: config.redis.commandTimeoutMs, lookupCache });
+  }
   const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false, ...(options.cimd ? { cimd: options.cimd } : {}) });
   const { proxyUrl, adminUrl } = await sidecar.listen();
 

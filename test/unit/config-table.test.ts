@@ -34,6 +34,8 @@ describe('configuration table', () => {
     const promised = {
       BEARER_SECRET_MASTER: 'masterToken',
       REDIS_URL: 'redis.url',
+      REDIS_LOOKUP_CACHE: 'redis.lookupCache',
+      REDIS_LOOKUP_CACHE_MAX_ENTRIES: 'redis.lookupCacheMaxEntries',
       UPSTREAM_URL: 'upstream.url',
       HOST: 'proxy.host',
       PORT: 'proxy.port',

@@ -263,6 +263,24 @@ describe('buildConfig', () => {
     ]);
   });
 
+  it('token lookup cache: off by default; tracking on standalone and Sentinel; refused on Cluster with a clear reason', () => {
+    const env = { BEARER_SECRET_MASTER: MASTER };
+    const off = buildConfig({}, env).redis;
+    expect([off.lookupCache, off.lookupCacheMaxEntries, off.lookupCachePingIntervalMs]).toEqual(['off', 100000, 1000]);
+    const fromEnv = buildConfig({}, { ...env, REDIS_LOOKUP_CACHE: 'tracking', REDIS_LOOKUP_CACHE_MAX_ENTRIES: '500' }).redis;
+    expect([fromEnv.lookupCache, fromEnv.lookupCacheMaxEntries]).toEqual(['tracking', 500]);
+    expect(buildConfig({ redis: { url: 'redis+sentinel://s1:26379,s2:26379/mymaster', lookupCache: 'tracking' } }, env).redis.lookupCache).toBe('tracking');
+    const cluster = problemsOf(() => buildConfig({ redis: { url: 'redis+cluster://n1:7000,n2:7001', lookupCache: 'tracking' } }, env));
+    expect(cluster).toHaveLength(1);
+    expect(cluster[0]).toMatch(/^redis\.lookupCache \(REDIS_LOOKUP_CACHE\) "tracking" is not supported on Redis Cluster .*invalidation tracking is per node; use "off"/);
+    // The memory store has no Redis to track: the key is ignored there.
+    expect(buildConfig({ store: 'memory', redis: { url: 'redis+cluster://n1:7000', lookupCache: 'tracking' } }, env).store).toBe('memory');
+    expect(problemsOf(() => buildConfig({ redis: { lookupCache: 'yes', lookupCacheMaxEntries: 0 } }, env))).toEqual([
+      'redis.lookupCache must be "off" or "tracking" (got "yes")',
+      'redis.lookupCacheMaxEntries must be an integer from 1 to 10000000 (got 0)',
+    ]);
+  });
+
   it('client metadata documents: on by default with the SSRF guard on; a nested section, validated like the others', () => {
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.clientMetadataDocuments).toEqual({
       enabled: true,

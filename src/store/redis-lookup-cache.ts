@@ -1,0 +1,369 @@
+// The opt-in token-lookup cache (redis.lookupCache: tracking): token records kept in process and kept
+// correct by Redis server-assisted client-side caching (CLIENT TRACKING, RESP2 with REDIRECT, since
+// ioredis 5 speaks no RESP3). A cached record is only ever a copy of what Redis held when an
+// invalidation for its key could no longer be missed; whenever that cannot be vouched for, the cache is
+// empty and unused, and every lookup reads Redis as the strict mode does.
+//
+// Two connections of its own, both copies of the main one (same server, Sentinel-aware):
+// - the subscriber: SUBSCRIBE __redis__:invalidate; Redis pushes there the keys that changed;
+// - the data connection: CLIENT TRACKING ON REDIRECT <subscriber's CLIENT ID>; the cache's own reads
+//   run on it, so Redis remembers exactly the keys whose records the cache may hold.
+// Live = both connections ready, on the incarnation (socket) tracking was confirmed on, and both
+// answering a PING every pingIntervalMs. Anything else (close, error, reconnect, an unanswered PING)
+// empties the cache and bypasses it until tracking is set up again on the current connections.
+
+import { EventEmitter } from 'node:events';
+import { ReplyError, type Redis } from 'ioredis';
+import { StoreUnavailableError } from '../errors.ts';
+import type { TokenLookup } from '../credentials.ts';
+import type { Logger } from '../logger.ts';
+import { orNull, type KeyLayout } from './records.ts';
+import { asStoreFailure, connectRedis } from './redis-connection.ts';
+
+const INVALIDATION_CHANNEL = '__redis__:invalidate';
+
+export interface LookupCacheOptions {
+  /** Token records kept at most; the least recently used one is evicted first. */
+  maxEntries: number;
+  /** Both connections are PINGed this often; one unanswered within the command timeout drops the cache. */
+  pingIntervalMs: number;
+  connectTimeoutMs: number;
+  logger?: Pick<Logger, 'warn' | 'info'>;
+  /**
+   * Tests only: runs after a fill's reads have been answered and before the reply may be cached,
+   * which is where an invalidation racing the fill has to be caught.
+   */
+  beforeFill?: (tokenHash: string) => Promise<void>;
+}
+
+/**
+ * Redis answered, but refused to set tracking up (before 6.0: no CLIENT TRACKING; an ACL user without
+ * CLIENT or without the __redis__:invalidate channel). Start-up stops with this rather than run strict
+ * while the operator believes the cache is on.
+ */
+export class LookupCacheSetupError extends StoreUnavailableError {
+  constructor(cause: Error) {
+    super(
+      `redis.lookupCache is "tracking", but Redis refused to set up invalidation tracking (${cause.message}). It needs Redis 6.0 or later and, with ACLs, a user allowed CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate; or set redis.lookupCache (REDIS_LOOKUP_CACHE) to off`,
+      { cause },
+    );
+    this.name = 'LookupCacheSetupError';
+  }
+}
+
+/** Plain counters, read by the metrics at each scrape. */
+export interface LookupCacheStats {
+  hits: number;
+  misses: number;
+  /** Lookups that went straight to Redis because the cache was not live. */
+  bypasses: number;
+  /** Invalidation messages received (a FLUSHDB/FLUSHALL one included). */
+  invalidations: number;
+  /** Times the whole cache was emptied (connection lost, PING unanswered, flush). */
+  drops: number;
+}
+
+/** Why the cache is not live (or was emptied): logged and emitted, never secret. */
+export type DropReason = 'data_connection_lost' | 'subscriber_lost' | 'ping_failed' | 'flush' | 'closed';
+
+interface Pending {
+  invalidated: boolean;
+}
+
+/**
+ * Events: `live` (tracking confirmed, cache in use), `dropped` (reason: emptied; not live unless the
+ * reason is `flush`), `invalidated` (a key the cache reads changed; argument: how many entries it hit).
+ */
+export class TrackedLookupCache extends EventEmitter {
+  readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0 };
+  readonly #entries = new Map<string, TokenLookup>();
+  /** Fills in flight by token hash: an invalidation of that hash marks them, and they are not cached. */
+  readonly #pending = new Map<string, Set<Pending>>();
+  readonly #data: Redis;
+  readonly #sub: Redis;
+  readonly #keys: KeyLayout;
+  readonly #userPrefix: string;
+  readonly #accessPrefix: string;
+  readonly #options: LookupCacheOptions;
+  #live = false;
+  /** Bumped on every drop: a fill that started in an earlier epoch is never cached. */
+  #epoch = 0;
+  /** Bumped on every close, error or reconnect of each connection (a new socket is a new incarnation). */
+  #dataIncarnation = 0;
+  #subIncarnation = 0;
+  /** The incarnation of the subscriber that is subscribed, and its CLIENT ID. */
+  #subscribed: { incarnation: number; id: number } | undefined;
+  /** The incarnation of the data connection tracking is on for, the subscriber it redirects to, its own id. */
+  #tracking: { incarnation: number; redirect: number; id: number } | undefined;
+  #establishing: Promise<void> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  private constructor(main: Redis, keys: KeyLayout, options: LookupCacheOptions) {
+    super();
+    this.#keys = keys;
+    this.#userPrefix = keys.userToken('');
+    this.#accessPrefix = keys.accessToken('');
+    this.#options = options;
+    this.#data = main.duplicate({ connectionName: 'mcpauth-lookup-cache' });
+    this.#sub = main.duplicate({ connectionName: 'mcpauth-lookup-invalidations', autoResubscribe: false });
+  }
+
+  /**
+   * Connects both connections and sets tracking up once, within the connect timeout: a Redis that
+   * cannot track (before 6.0, or an ACL without CLIENT) is a start-up error, not a silent strict mode.
+   */
+  static async open(main: Redis, keys: KeyLayout, options: LookupCacheOptions): Promise<TrackedLookupCache> {
+    const cache = new TrackedLookupCache(main, keys, options);
+    try {
+      await Promise.all([connectRedis(cache.#data, options.connectTimeoutMs), connectRedis(cache.#sub, options.connectTimeoutMs)]);
+      cache.#watch();
+      await cache.#establish(true);
+      if (!cache.#live) throw new Error('a connection closed while invalidation tracking was being set up');
+    } catch (err) {
+      await cache.close();
+      throw err instanceof ReplyError ? new LookupCacheSetupError(err as Error) : asStoreFailure(err);
+    }
+    return cache;
+  }
+
+  get live(): boolean {
+    return this.#live;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The two connections themselves (operational checks; tests hold the subscriber's reads back). */
+  get connections(): { data: Redis; subscriber: Redis } {
+    return { data: this.#data, subscriber: this.#sub };
+  }
+
+  /** CLIENT IDs of the two connections (operators and tests find them in CLIENT LIST by name too). */
+  get clientIds(): { data: number | undefined; subscriber: number | undefined } {
+    return { data: this.#tracking?.id, subscriber: this.#subscribed?.id };
+  }
+
+  /**
+   * Resolves once every invalidation Redis sent before this call has been applied: a PING on the
+   * subscriber, whose reply Redis queues behind the invalidations of every write it already executed.
+   * A writer that awaits its write and then this knows the cache no longer holds what it overwrote.
+   * Never rejects: a PING that fails empties the cache instead, which serves the writer as well.
+   */
+  async settled(): Promise<void> {
+    if (!this.#live) return;
+    await this.#answers(this.#sub);
+  }
+
+  /**
+   * The token's two records: from the cache when live and held, else read (on the tracked connection
+   * when live, filling the cache if a record was found; through `strict`, the store's own read, when not).
+   */
+  lookup(tokenHash: string, strict: (tokenHash: string) => Promise<TokenLookup>): Promise<TokenLookup> {
+    if (!this.#live) {
+      this.stats.bypasses++;
+      return strict(tokenHash);
+    }
+    const held = this.#entries.get(tokenHash);
+    if (held !== undefined) {
+      this.stats.hits++;
+      // Least recently used order: Map keeps insertion order, so a hit moves to the end.
+      this.#entries.delete(tokenHash);
+      this.#entries.set(tokenHash, held);
+      return Promise.resolve(held);
+    }
+    this.stats.misses++;
+    return this.#fill(tokenHash);
+  }
+
+  async #fill(tokenHash: string): Promise<TokenLookup> {
+    const pending: Pending = { invalidated: false };
+    const epoch = this.#epoch;
+    let marks = this.#pending.get(tokenHash);
+    if (marks === undefined) this.#pending.set(tokenHash, (marks = new Set()));
+    marks.add(pending);
+    try {
+      // Two reads issued together: auto-pipelining sends them in one write, so one round trip.
+      const [user, oauth] = await Promise.all([
+        this.#data.hgetall(this.#keys.userToken(tokenHash)),
+        this.#data.hgetall(this.#keys.accessToken(tokenHash)),
+      ]);
+      const found: TokenLookup = { user: freeze(orNull(user)), oauth: freeze(orNull(oauth)) };
+      if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
+      // Misses are never cached; a reply that an invalidation, a drop or a reconnect overtook neither.
+      if ((found.user !== null || found.oauth !== null) && !pending.invalidated && epoch === this.#epoch && this.#live) this.#hold(tokenHash, found);
+      return found;
+    } catch (err) {
+      throw asStoreFailure(err);
+    } finally {
+      marks.delete(pending);
+      if (marks.size === 0 && this.#pending.get(tokenHash) === marks) this.#pending.delete(tokenHash);
+    }
+  }
+
+  #hold(tokenHash: string, found: TokenLookup): void {
+    this.#entries.delete(tokenHash);
+    this.#entries.set(tokenHash, found);
+    if (this.#entries.size > this.#options.maxEntries) {
+      const oldest = this.#entries.keys().next();
+      if (!oldest.done) this.#entries.delete(oldest.value);
+    }
+  }
+
+  /** Connection events and the PING timer: every loss drops the cache, every `ready` sets tracking up again. */
+  #watch(): void {
+    const watchOne = (conn: Redis, lost: DropReason, bump: () => void) => {
+      // An error on the socket is followed by its close, which starts a new incarnation.
+      conn.on('error', () => this.#drop(lost));
+      conn.on('close', () => {
+        bump();
+        this.#drop(lost);
+      });
+      conn.on('ready', () => {
+        bump();
+        this.#drop(lost);
+        void this.#establish(false);
+      });
+    };
+    watchOne(this.#data, 'data_connection_lost', () => this.#dataIncarnation++);
+    watchOne(this.#sub, 'subscriber_lost', () => this.#subIncarnation++);
+    this.#sub.on('messageBuffer', (channel: Buffer, keys: unknown) => {
+      if (channel.toString() === INVALIDATION_CHANNEL) this.#invalidate(keys);
+    });
+    this.#timer = setInterval(() => void this.#tick(), this.#options.pingIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** One invalidation message: the keys that changed, or null when the database was flushed. */
+  #invalidate(keys: unknown): void {
+    this.stats.invalidations++;
+    if (!Array.isArray(keys)) {
+      // FLUSHDB/FLUSHALL (or a message of an unknown shape): everything goes.
+      this.#drop('flush');
+      return;
+    }
+    let hit = 0;
+    for (const key of keys) {
+      const name = String(key);
+      const tokenHash = name.startsWith(this.#userPrefix)
+        ? name.slice(this.#userPrefix.length)
+        : name.startsWith(this.#accessPrefix)
+          ? name.slice(this.#accessPrefix.length)
+          : undefined;
+      if (tokenHash === undefined) continue;
+      if (this.#entries.delete(tokenHash)) hit++;
+      const marks = this.#pending.get(tokenHash);
+      if (marks !== undefined) {
+        for (const pending of marks) pending.invalidated = true;
+        this.#pending.delete(tokenHash);
+      }
+    }
+    this.emit('invalidated', hit);
+  }
+
+  /** Empties the cache; any reason but a flush also stops its use until tracking is confirmed again. */
+  #drop(reason: DropReason): void {
+    this.#epoch++;
+    this.#entries.clear();
+    for (const marks of this.#pending.values()) for (const pending of marks) pending.invalidated = true;
+    this.#pending.clear();
+    if (reason === 'flush') {
+      this.stats.drops++;
+      this.emit('dropped', reason);
+      return;
+    }
+    if (!this.#live) return;
+    this.#live = false;
+    this.stats.drops++;
+    if (reason !== 'closed') this.#options.logger?.warn({ reason }, 'token lookup cache off: every lookup reads Redis until invalidation tracking is set up again');
+    this.emit('dropped', reason);
+  }
+
+  /** Sets tracking up on the current connections (at most one attempt at a time). */
+  #establish(atStart: boolean): Promise<void> {
+    if (this.#establishing) return this.#establishing;
+    const attempt = this.#trySetUp().catch((err: unknown) => {
+      if (atStart) throw err;
+      // Connection trouble is reported by the connections' own events; the next PING tick retries.
+    });
+    this.#establishing = attempt.finally(() => (this.#establishing = undefined));
+    return this.#establishing;
+  }
+
+  async #trySetUp(): Promise<void> {
+    if (this.#closed || this.#live || this.#data.status !== 'ready' || this.#sub.status !== 'ready') return;
+    const dataIncarnation = this.#dataIncarnation;
+    const subIncarnation = this.#subIncarnation;
+    if (this.#subscribed?.incarnation !== subIncarnation) {
+      // CLIENT ID first: RESP2 allows only (un)subscribe and PING on a subscribed connection.
+      const id = Number(await this.#sub.call('CLIENT', 'ID'));
+      await this.#sub.subscribe(INVALIDATION_CHANNEL);
+      if (subIncarnation !== this.#subIncarnation) return;
+      this.#subscribed = { incarnation: subIncarnation, id };
+    }
+    const redirect = this.#subscribed.id;
+    if (this.#tracking?.incarnation !== dataIncarnation || this.#tracking.redirect !== redirect) {
+      const [id] = await Promise.all([this.#data.call('CLIENT', 'ID'), this.#data.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect))]);
+      if (dataIncarnation !== this.#dataIncarnation) return;
+      this.#tracking = { incarnation: dataIncarnation, redirect, id: Number(id) };
+    }
+    if (this.#closed || dataIncarnation !== this.#dataIncarnation || subIncarnation !== this.#subIncarnation) return;
+    this.#epoch++;
+    this.#entries.clear();
+    this.#live = true;
+    this.#options.logger?.info('token lookup cache live: invalidation tracking set up');
+    this.emit('live');
+  }
+
+  /**
+   * Both connections must answer a PING within the command timeout. A silent one (peer gone without a
+   * FIN, a stalled subscriber) would leave invalidations undelivered: drop, and reconnect it.
+   */
+  async #tick(): Promise<void> {
+    if (this.#closed) return;
+    if (!this.#live) {
+      await this.#establish(false);
+      return;
+    }
+    await Promise.all([this.#answers(this.#data), this.#answers(this.#sub)]);
+  }
+
+  /** PINGs `conn`; one that fails or times out drops the cache and is reconnected (a new incarnation). */
+  async #answers(conn: Redis): Promise<void> {
+    const incarnation = this.#incarnationOf(conn);
+    try {
+      await conn.ping();
+    } catch {
+      // A PING that outlived its socket (ioredis re-sends it on the next one) says nothing of the new
+      // socket: the close already dropped the cache, and the new one is not to be cut for it.
+      if (this.#closed || incarnation !== this.#incarnationOf(conn)) return;
+      // This socket is done with: tracking is set up again only on the one that replaces it.
+      if (conn === this.#data) this.#dataIncarnation++;
+      else this.#subIncarnation++;
+      this.#drop('ping_failed');
+      if (conn.status === 'ready') conn.disconnect(true);
+    }
+  }
+
+  #incarnationOf(conn: Redis): number {
+    return conn === this.#data ? this.#dataIncarnation : this.#subIncarnation;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#drop('closed');
+    this.#closed = true;
+    clearInterval(this.#timer);
+    await Promise.all(
+      [this.#data, this.#sub].map(async (c) => {
+        if (c.status === 'ready') await c.quit().catch(() => c.disconnect());
+        else c.disconnect();
+      }),
+    );
+  }
+}
+
+function freeze<T>(value: T): T {
+  return value === null ? value : Object.freeze(value);
+}
