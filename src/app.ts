@@ -11,7 +11,7 @@ import { MasterToken } from './credentials.ts';
 import { createLogger, describe, type Logger } from './logger.ts';
 import { Audit } from './audit.ts';
 import { Metrics, instrumentStore } from './metrics.ts';
-import { createAdminServer } from './admin/server.ts';
+import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn } from './oauth/oidc-client.ts';
@@ -40,6 +40,8 @@ export interface SidecarOptions {
   defaultMetrics?: boolean;
   /** Use this Client ID Metadata Document resolver instead of the configured one (tests: a test CA). */
   cimd?: CimdResolver;
+  /** The admin listener's `/metrics` and readiness when this process is not the whole sidecar (workers). */
+  admin?: AdminOverrides;
 }
 
 export interface Sidecar {
@@ -55,6 +57,10 @@ export interface Sidecar {
   readonly streams: StreamRevocation;
   /** Binds both listeners; resolves with their URLs. */
   listen(): Promise<{ proxyUrl: string; adminUrl: string }>;
+  /** Binds the proxy listener only (a worker process); resolves with its URL. */
+  listenProxy(): Promise<string>;
+  /** Binds the admin listener only (the primary of worker processes); resolves with its URL. */
+  listenAdmin(): Promise<string>;
   /** One request to the upstream's MCP endpoint; logs a warning when it is unreachable or answers 404. */
   probeUpstream(): Promise<string | undefined>;
   publicUrl(): string;
@@ -185,7 +191,20 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, failures: adminFailures });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, failures: adminFailures, ...options.admin });
+
+  async function listenProxy(): Promise<string> {
+    proxyServer.listen(config.proxy.port, config.proxy.host);
+    await once(proxyServer, 'listening');
+    if (boundPublicUrl === undefined) boundPublicUrl = `http://localhost:${(proxyServer.address() as AddressInfo).port}`;
+    return urlOf(proxyServer);
+  }
+  async function listenAdmin(): Promise<string> {
+    adminServer.listen(config.admin.port, config.admin.host);
+    await once(adminServer, 'listening');
+    warnIfAdminExposed(adminServer, logger);
+    return urlOf(adminServer);
+  }
 
   return {
     config,
@@ -199,14 +218,11 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     streams,
     publicUrl,
     async listen() {
-      proxyServer.listen(config.proxy.port, config.proxy.host);
-      await once(proxyServer, 'listening');
-      adminServer.listen(config.admin.port, config.admin.host);
-      await once(adminServer, 'listening');
-      warnIfAdminExposed(adminServer, logger);
-      if (boundPublicUrl === undefined) boundPublicUrl = `http://localhost:${(proxyServer.address() as AddressInfo).port}`;
-      return { proxyUrl: urlOf(proxyServer), adminUrl: urlOf(adminServer) };
+      const proxyUrl = await listenProxy();
+      return { proxyUrl, adminUrl: await listenAdmin() };
     },
+    listenProxy,
+    listenAdmin,
     async probeUpstream() {
       const problem = await probeUpstream(config.upstream.url, config.upstream.healthTimeoutMs);
       if (problem !== undefined) logger.warn({ upstream: config.upstream.url }, `start-up probe: ${problem}`);

@@ -140,6 +140,14 @@ export const CONFIG_KEYS = {
       description: 'A client must send its whole request body within this; responses are not bounded.',
     }),
     shutdownGraceMs: integer({ default: 10000, min: 0, max: 600000, description: 'On SIGTERM, in-flight requests get this long to finish.' }),
+    workers: integer({
+      default: 1,
+      min: 0,
+      max: 64,
+      env: 'WORKERS',
+      description:
+        'Proxy worker processes sharing the proxy port (`node:cluster`); `1`: one process, no cluster; `0`: one per available CPU. With more than one, the primary process serves the admin listener and `/metrics` (summed over workers). Needs the Redis store.',
+    }),
     streamRecheckMs: integer({
       default: 30000,
       min: 50,
@@ -326,6 +334,10 @@ function checkWhole(config: Config, problems: Problems): void {
   checkLookupCache(config, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
+  // Each process would hold its own memory store: a token issued by one worker unknown to the others.
+  if (config.store === 'memory' && config.proxy.workers !== 1) {
+    problems.push(`WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`);
+  }
 }
 
 /** Invalidations come from the node that served the read: one tracking connection cannot cover a Cluster. */

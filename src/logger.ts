@@ -41,8 +41,9 @@ const CENSOR = '[redacted]';
 /**
  * `format`: `json` always; `pretty` always; `auto` pretty only when writing to a terminal stdout
  * (an explicit `destination` is never a terminal, so it gets JSON unless `pretty` is asked for).
+ * `sharedStdout`: other processes (worker processes) write to the same stdout, see stdoutDestination.
  */
-export function createLogger(level: LogLevel, destination?: DestinationStream, format: LogFormat = 'auto'): Logger {
+export function createLogger(level: LogLevel, destination?: DestinationStream, format: LogFormat = 'auto', sharedStdout = false): Logger {
   const options = {
     level,
     base: { service: 'mcp-bearer-proxy' },
@@ -54,20 +55,28 @@ export function createLogger(level: LogLevel, destination?: DestinationStream, f
     const out = destination ?? process.stdout;
     return pino(options, prettyDestination(out, destination === undefined && process.stdout.isTTY === true));
   }
-  return pino(options, destination ?? stdoutDestination());
+  return pino(options, destination ?? stdoutDestination(sharedStdout));
 }
 
 /** How much log output may wait in memory for a slow reader before lines are dropped. */
 export const STDOUT_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+
+/** Linux's PIPE_BUF: a write to a pipe of at most this many bytes is never interleaved with another's. */
+export const ATOMIC_WRITE_BYTES = 4096;
 
 /**
  * stdout as pino writes it by default (sonic-boom, asynchronous: a request never waits for a log
  * write), with one difference: what waits for a slow or stuck reader (a full pipe) is bounded. Past
  * STDOUT_BUFFER_MAX_BYTES lines are dropped rather than the process growing until it is OOM-killed.
  * pino flushes what is pending on exit; only a hard kill can lose the last lines in flight.
+ *
+ * `shared`: several processes write to this stdout (worker processes inherit the primary's). Each
+ * write() then carries whole lines and at most ATOMIC_WRITE_BYTES (sonic-boom cuts its buffer between
+ * lines), so on a pipe, or a file opened for appending, no two processes' lines mix within a line.
+ * Only a single line longer than that could (an access log line is a few hundred bytes).
  */
-function stdoutDestination(): DestinationStream {
-  return pino.destination({ dest: 1, sync: false, maxLength: STDOUT_BUFFER_MAX_BYTES });
+function stdoutDestination(shared: boolean): DestinationStream {
+  return pino.destination({ dest: 1, sync: false, maxLength: STDOUT_BUFFER_MAX_BYTES, ...(shared ? { maxWrite: ATOMIC_WRITE_BYTES } : {}) });
 }
 
 /**

@@ -1,6 +1,7 @@
 // `npm start`: load and validate the config, connect the store, then open the two listeners.
 // Any configuration or start-up problem is one paragraph on stderr and exit code 2, before a port opens.
 
+import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
 import { ConfigError, configFlagNames, loadConfig, parseConfigFlags, type Config, type ConfigFlags } from './config.ts';
 import { createSidecar, openStore } from './app.ts';
@@ -9,6 +10,7 @@ import { createLogger, describe } from './logger.ts';
 import { RedisConnectError } from './store/redis-connection.ts';
 import { LookupCacheSetupError } from './store/redis-lookup-cache.ts';
 import { redactRedisUrl } from './store/redis-url.ts';
+import { groupLogger, runPrimary, runWorker, workerCount } from './workers.ts';
 
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config] [--<key> VALUE ...]
 
@@ -81,13 +83,18 @@ async function main(): Promise<void> {
     process.exit(0);
   }
 
-  const logger = createLogger(config.logLevel, undefined, config.logFormat);
+  // More than one worker: this process is the primary or one of its workers (src/workers.ts).
+  const workers = cluster.isWorker ? 1 : workerCount(config);
+  const inGroup = cluster.isWorker || workers > 1;
+  const logger = inGroup ? groupLogger(config) : createLogger(config.logLevel, undefined, config.logFormat);
   let store;
   try {
     store = await openStore(config, systemClock, logger);
   } catch (err) {
     fail(redisStartupProblem(config.redis.url, err));
   }
+  if (cluster.isWorker) return runWorker(config, store, logger);
+  if (workers > 1) return runPrimary(config, store, logger, workers);
 
   const sidecar = await createSidecar({ config, store, logger });
   let addresses;

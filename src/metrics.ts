@@ -46,6 +46,8 @@ export class Metrics {
     name: 'mcp_auth_store_up',
     help: '1 while the store connection is ready (Redis), 0 while it is down or reconnecting',
     registers: [this.registry],
+    // Over worker processes the lowest wins: 0 when any process's connection is down.
+    aggregator: 'min',
     collect: () => {
       this.storeUp.set(this.#storeUp() ? 1 : 0);
     },

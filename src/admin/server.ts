@@ -19,7 +19,7 @@ import { normalizeAddress } from '../proxy/client-address.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
-export interface AdminDeps {
+export interface AdminDeps extends AdminOverrides {
   store: AdminStore & StoreHealth;
   clock: Clock;
   logger: Logger;
@@ -31,6 +31,14 @@ export interface AdminDeps {
   policy?: Policy | undefined;
   /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
   failures?: FailedAuthLimiter | undefined;
+}
+
+/** What a primary of worker processes answers instead of its own process's view. */
+export interface AdminOverrides {
+  /** The `/metrics` text (the primary's registry summed with every worker's). */
+  scrape?: () => Promise<string>;
+  /** Why the process group is not ready (workers not all listening); undefined when it is. */
+  notReady?: () => string | undefined;
 }
 
 const UNAUTHORIZED = new HttpError('unauthorized');
@@ -87,11 +95,13 @@ export function createAdminServer(deps: AdminDeps): Server {
     } catch (err) {
       throw storeUnavailable(err);
     }
+    const workers = deps.notReady?.();
+    if (workers !== undefined) return writeJson(res, 503, { status: 'unavailable', store: 'ok', workers });
     writeJson(res, 200, { status: 'ok', store: 'ok' });
   }
 
   async function scrape(_req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const text = await metrics.registry.metrics();
+    const text = await (deps.scrape ?? (() => metrics.registry.metrics()))();
     res.setHeader('content-type', metrics.registry.contentType);
     res.end(text);
   }

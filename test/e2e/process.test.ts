@@ -2,12 +2,9 @@
 // the Dockerfile's CMD (what a container runs) against real Redis, SIGTERM while a GET stream is open and
 // a streamed tools/call is in flight; and `npm run demo`'s entry point, whose printed token must work.
 
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,35 +14,7 @@ import { loginFormAction, UserAgent } from '../support/user-agent.ts';
 import { generateToken } from '../../src/credentials.ts';
 import { deleteUnder, keysUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
 import { rawSession, readSse } from '../support/sse.ts';
-
-type Child = ChildProcessByStdio<null, Readable, Readable>;
-
-interface Started {
-  child: Child;
-  /** Everything the process wrote to stdout and stderr so far. */
-  output: () => string;
-  exit: Promise<number | null>;
-}
-
-/** Spawns a command in the repository root and waits until its stdout matches every pattern. */
-async function startProcess(argv: string[], env: NodeJS.ProcessEnv, ready: RegExp[]): Promise<Started> {
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const exit = once(child, 'exit').then(([code]) => code as number | null);
-  await new Promise<void>((resolve, reject) => {
-    const check = () => {
-      if (ready.every((r) => r.test(out))) {
-        child.stdout.off('data', check);
-        resolve();
-      }
-    };
-    child.stdout.on('data', check);
-    void exit.then((code) => reject(new Error(`process exited (${code}) before it was ready:\n${out}`)));
-  });
-  return { child, output: () => out, exit };
-}
+import { startProcess, type Started } from '../support/process.ts';
 
 /** The Dockerfile's CMD, exec form: what a container runs. */
 function dockerCmd(): string[] {

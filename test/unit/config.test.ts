@@ -563,3 +563,21 @@ describe('an upstream that is the sidecar itself', () => {
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...env }).upstream.url).toBe(env.UPSTREAM_URL);
   });
 });
+
+describe('proxy.workers', () => {
+  it('defaults to 1 (one process, no cluster) and reads WORKERS', () => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).proxy.workers).toBe(1);
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: '0' }).proxy.workers).toBe(0);
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: '4' }).proxy.workers).toBe(4);
+  });
+
+  it.each(['-1', '65', '1.5'])('refuses WORKERS=%s', (value) => {
+    expect(problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: value })).join('\n')).toContain('WORKERS');
+  });
+
+  it.each(['2', '0'])('refuses WORKERS=%s with the memory store: each process would hold its own tokens', (value) => {
+    const problems = problemsOf(() => buildConfig({ store: 'memory' }, { BEARER_SECRET_MASTER: MASTER, WORKERS: value }));
+    expect(problems).toEqual([expect.stringContaining(`WORKERS ${value} needs the Redis store`)]);
+    expect(buildConfig({ store: 'memory' }, { BEARER_SECRET_MASTER: MASTER, WORKERS: '1' }).proxy.workers).toBe(1);
+  });
+});

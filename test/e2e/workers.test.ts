@@ -1,0 +1,219 @@
+// WORKERS=2 as real processes against real Redis and the reference upstream: the SDK client through
+// the shared proxy port, requests served by both workers, /metrics summed over them, a stream revoked
+// through the primary's admin listener ending on a worker, a killed worker restarted, SIGTERM draining
+// an in-flight call; and the start-up failures that stop the group once instead of a restart loop.
+
+import { request } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { generateToken } from '../../src/credentials.ts';
+import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+import { rawSession, readSse } from '../support/sse.ts';
+import { spawnProcess, startProcess, type Started } from '../support/process.ts';
+
+const SIDECAR = [process.execPath, '--import', 'tsx', 'src/main.ts'];
+
+function env(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', LOG_FORMAT: 'json', ...extra };
+}
+
+/** The JSON log lines of the output (other lines: the two "listening" lines). */
+function logLines(output: string): Record<string, unknown>[] {
+  return output
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** One request on its own connection (no keep-alive), so the cluster hands each to the next worker. */
+function getOnNewConnection(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode!));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The sum of every `mcp_auth_requests_total` series in a scrape. */
+function requestsTotal(scrape: string): number {
+  return scrape
+    .split('\n')
+    .filter((l) => l.startsWith('mcp_auth_requests_total{'))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+}
+
+describe('WORKERS=2 against real Redis', () => {
+  let upstream: RunningUpstream;
+  let dir: string;
+  let prefix: string;
+  let master: string;
+  let sidecar: Started;
+  let proxyUrl: string;
+  let adminUrl: string;
+
+  const admin = async (op: string, body: Record<string, unknown>) => {
+    const res = await fetch(`${adminUrl}/oauth/${op}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBeLessThan(300);
+    return (await res.json()) as Record<string, string>;
+  };
+  const newToken = async () => {
+    const { clientId } = await admin('createClient', { clientName: 'workers-test' });
+    const { accessToken } = await admin('createAccessToken', { clientId, lifetimeSeconds: 600 });
+    return { clientId: clientId!, accessToken: accessToken! };
+  };
+
+  beforeAll(async () => {
+    upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
+    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-workers-'));
+    prefix = uniquePrefix('workers');
+    master = generateToken();
+    const configPath = join(dir, 'config.yaml');
+    writeFileSync(configPath, ['redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  shutdownGraceMs: 10000', ''].join('\n'));
+    sidecar = await startProcess(
+      SIDECAR,
+      env({ MCP_AUTH_CONFIG: configPath, BEARER_SECRET_MASTER: master, REDIS_URL: redisUrl(), UPSTREAM_URL: upstream.url, WORKERS: '2' }),
+      [/proxy listening on (\S+)/, /admin listening on (\S+)/],
+    );
+    proxyUrl = /proxy listening on (\S+)/.exec(sidecar.output())![1]!;
+    adminUrl = /admin listening on (\S+)/.exec(sidecar.output())![1]!;
+  });
+
+  afterAll(async () => {
+    if (sidecar && sidecar.child.exitCode === null) sidecar.child.kill('SIGKILL');
+    await upstream?.close();
+    const raw = await rawRedis();
+    await deleteUnder(raw, prefix);
+    await raw.quit();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('prints the real shared port (PORT=0), is ready, and the SDK client works through it', async () => {
+    expect(proxyUrl).toMatch(/^http:\/\/127\.0\.0\.1:[1-9]\d*$/);
+    expect((await fetch(`${adminUrl}/readyz`)).status).toBe(200);
+    const { accessToken } = await newToken();
+    const client = new Client({ name: 'workers-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('echo');
+    const result = await client.callTool({ name: 'echo', arguments: { text: 'through a worker' } });
+    expect(JSON.stringify(result.content)).toContain('through a worker');
+    await client.close();
+  });
+
+  it('serves requests from both workers and /metrics counts the sum over them', async () => {
+    const before = requestsTotal(await (await fetch(`${adminUrl}/metrics`)).text());
+    const logged = logLines(sidecar.output()).filter((l) => l.msg === 'request').length;
+    const k = 12;
+    for (let i = 0; i < k; i++) expect(await getOnNewConnection(`${proxyUrl}/mcp`)).toBe(401);
+    const after = requestsTotal(await (await fetch(`${adminUrl}/metrics`)).text());
+    expect(after - before).toBe(k);
+    // Access log lines are written asynchronously: wait for all k of them, then read their worker ids.
+    await sidecar.waitFor((out) => logLines(out).filter((l) => l.msg === 'request').length >= logged + k);
+    const served = logLines(sidecar.output())
+      .filter((l) => l.msg === 'request')
+      .slice(logged);
+    expect(new Set(served.map((l) => l.worker))).toEqual(new Set([1, 2]));
+    expect(logLines(sidecar.output()).every((l) => typeof l.worker === 'number')).toBe(true);
+  });
+
+  it('ends an open stream on a worker when its token is revoked through the primary', async () => {
+    const { clientId, accessToken } = await newToken();
+    const session = await rawSession(`${proxyUrl}/mcp`, { authorization: `Bearer ${accessToken}` });
+    const get = await fetch(`${proxyUrl}/mcp`, { headers: session.headers() });
+    expect(get.status).toBe(200);
+    const ended = get.body!.pipeTo(new WritableStream()).then(
+      () => 'ended',
+      () => 'reset',
+    );
+    // The stream is open on a worker once its metric counts it (the summed gauge).
+    const streams = async () => (await (await fetch(`${adminUrl}/metrics`)).text()).match(/^mcp_auth_open_sse_streams (\d+)/m)?.[1];
+    while ((await streams()) !== '1') await new Promise((r) => setImmediate(r));
+    await admin('deleteClient', { clientId });
+    expect(await ended).toBe('ended');
+    // The worker that held the stream says why it ended (its access log line is written as it closes).
+    await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'request' && l.endedBy === 'revoked' && (l.worker === 1 || l.worker === 2)));
+  });
+
+  it('restarts a worker killed with SIGKILL, and requests keep working', async () => {
+    const listening = logLines(sidecar.output()).filter((l) => l.msg === 'worker listening');
+    const victim = listening.find((l) => l.listeningWorker === 1)!;
+    process.kill(victim.pid as number, 'SIGKILL');
+    await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'worker listening' && l.listeningWorker === 3));
+    const died = logLines(sidecar.output()).find((l) => l.msg === 'worker died: restarting it')!;
+    expect(died).toMatchObject({ level: 50, exitedWorker: 1, code: null, signal: 'SIGKILL' });
+    expect((await fetch(`${adminUrl}/readyz`)).status).toBe(200);
+    const { accessToken } = await newToken();
+    const client = new Client({ name: 'workers-after-kill', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+    await client.close();
+    for (let i = 0; i < 4; i++) expect(await getOnNewConnection(`${proxyUrl}/mcp`)).toBe(401);
+  });
+
+  it('on SIGTERM lets the in-flight call finish on its worker, and the primary exits 0', async () => {
+    const { accessToken } = await newToken();
+    const session = await rawSession(`${proxyUrl}/mcp`, { authorization: `Bearer ${accessToken}` });
+    const call = await fetch(`${proxyUrl}/mcp`, {
+      method: 'POST',
+      headers: session.headers(),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'progress', arguments: { steps: 4, delayMs: 150 }, _meta: { progressToken: 'drain' } } }),
+    });
+    expect(call.status).toBe(200);
+    let signalled = false;
+    const all = await readSse(call.body!, (seen) => {
+      if (seen.length >= 1 && !signalled) signalled = sidecar.child.kill('SIGTERM');
+      return seen.some((e) => 'result' in JSON.parse(e.data));
+    });
+    expect(signalled).toBe(true);
+    expect(JSON.parse(all.at(-1)!.data).result.content[0].text).toBe('done 4');
+    expect(await sidecar.exit).toBe(0);
+    const lines = logLines(sidecar.output());
+    // Every worker and the primary stopped gracefully; no line of any process was cut by another's.
+    expect(lines.filter((l) => l.msg === 'shut down').map((l) => l.worker).sort()).toEqual([0, 2, 3]);
+    expect(sidecar.output().split('\n').filter((l) => l !== '' && !l.startsWith('{') && !/^(proxy|admin) listening on /.test(l))).toEqual([]);
+    await expect(fetch(`${proxyUrl}/mcp`)).rejects.toThrow();
+  });
+});
+
+describe('WORKERS=2 start-up failures stop the group once', () => {
+  const base = () => env({ BEARER_SECRET_MASTER: generateToken(), UPSTREAM_URL: 'http://127.0.0.1:9/mcp', WORKERS: '2' });
+
+  it('Redis refused: exit 2 with one paragraph, before any worker is started', async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    const run = spawnProcess(SIDECAR, { ...base(), REDIS_URL: `redis://127.0.0.1:${port}` });
+    expect(await run.exit).toBe(2);
+    expect(run.output().match(/cannot reach Redis/g)).toHaveLength(1);
+    expect(run.output()).not.toContain('worker started');
+  });
+
+  it('a worker that cannot open the proxy port stops every worker and the group exits 1, without restarts', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    try {
+      const run = spawnProcess(SIDECAR, { ...base(), REDIS_URL: redisUrl(), PORT: String((taken.address() as AddressInfo).port) });
+      expect(await run.exit).toBe(1);
+      const lines = logLines(run.output());
+      expect(lines.filter((l) => l.msg === 'worker failed at start-up: stopping every worker')).toHaveLength(1);
+      expect(lines.filter((l) => l.msg === 'worker started')).toHaveLength(2);
+      expect(lines.some((l) => l.msg === 'worker died: restarting it')).toBe(false);
+      expect(run.output()).not.toContain('proxy listening on');
+    } finally {
+      await new Promise((r) => taken.close(r));
+    }
+  });
+});
