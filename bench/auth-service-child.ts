@@ -3,7 +3,10 @@
 // sidecar: SHA-256 of the bearer token, one pipelined read of the user-grade record and the OAuth
 // access-token record, then revoked / revokedAt / expiresAt; 204 with the identity for nginx to pass
 // on, 401 otherwise. No logging, no metrics: the lean peer.
+// BENCH_AUTH_PROCESSES > 1: this process forks that many workers sharing the port (node:cluster), the
+// peer of the sidecar with workers; it only reports the port and stops them.
 
+import cluster from 'node:cluster';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
@@ -12,6 +15,24 @@ import { Redis } from 'ioredis';
 import { keyLayout } from '../src/store/records.ts';
 import { serveChild } from './child-ipc.ts';
 
+const processes = Number(process.env.BENCH_AUTH_PROCESSES ?? 1);
+if (processes > 1 && cluster.isPrimary) {
+  const ports: number[] = [];
+  const listening = new Promise<number>((resolve) => {
+    cluster.on('listening', (_worker, address) => {
+      ports.push(address.port);
+      if (ports.length === processes) resolve(address.port);
+    });
+  });
+  for (let i = 0; i < processes; i++) cluster.fork();
+  const port = await listening;
+  serveChild({ url: `http://127.0.0.1:${port}` }, async () => {
+    const exits = Object.values(cluster.workers ?? {}).map((w) => new Promise((resolve) => (w!.process.kill('SIGTERM'), w!.process.once('exit', resolve))));
+    await Promise.all(exits);
+  });
+} else await serveAuth();
+
+async function serveAuth(): Promise<void> {
 const redis = new Redis(process.env.BENCH_REDIS_URL!, { enableAutoPipelining: true, lazyConnect: true });
 await redis.connect();
 const keys = keyLayout(process.env.BENCH_KEY_PREFIX ?? 'mcpauth:');
@@ -47,8 +68,10 @@ server.keepAliveTimeout = 60_000;
 server.listen(0, '127.0.0.1');
 await once(server, 'listening');
 const { port } = server.address() as AddressInfo;
+if (cluster.isWorker) return;
 serveChild({ url: `http://127.0.0.1:${port}` }, async () => {
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
   redis.disconnect();
 });
+}

@@ -8,7 +8,9 @@
 //   undici            plain Node pass-through on an undici Pool (the sidecar's engine)
 //   sidecar           the sidecar, OAuth token
 //   sidecar-warn      the same at log level warn: no access log (what the access log costs)
-// and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), baseline (BENCH_BASELINE's sidecar).
+// and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), baseline (BENCH_BASELINE's sidecar),
+// sidecar-2w (WORKERS=2: billed the primary and both workers) and its peer peer-2w (nginx with 2 worker
+// processes, the auth service in 2 processes).
 // Load generator: wrk, one thread (bench/wrk.ts). Median of the rounds.
 
 import { Child, fmt, procCpuMicros, table } from './lib.ts';
@@ -18,7 +20,7 @@ import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
 /** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
 export const SIDECAR_ENGINE = 'undici';
 
-export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'baseline';
+export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'baseline' | 'peer-2w' | 'sidecar-2w';
 export const FAST_LABELS: Record<FastKey, string> = {
   direct: 'fast upstream direct',
   nginx: 'nginx proxy_pass, no auth',
@@ -29,6 +31,8 @@ export const FAST_LABELS: Record<FastKey, string> = {
   'sidecar-user': 'sidecar, user-grade token',
   'sidecar-warn': 'sidecar, OAuth token, log level warn',
   baseline: 'sidecar at the baseline commit, OAuth token',
+  'peer-2w': 'the peer, nginx 2 workers + auth service 2 processes',
+  'sidecar-2w': 'sidecar, WORKERS=2, OAuth token',
 };
 
 interface FastTarget {
@@ -38,8 +42,8 @@ interface FastTarget {
   authorization?: string;
   /** Processes between client and upstream whose CPU is billed to the proxy. */
   proxyPids: () => number[];
-  /** A second process of the target billed separately (the peer's auth service). */
-  authPid?: number;
+  /** Processes of the target billed separately (the peer's auth service). */
+  authPids?: () => number[];
 }
 
 export interface FastCell {
@@ -76,9 +80,10 @@ export interface FastContext {
   /** Sidecar processes of this run (also billed as one when it has workers). */
   sidecarProcesses: number;
   startUpstream(): Promise<Child>;
-  startAuthService(): Promise<Child>;
+  /** `processes` > 1: one primary and that many workers sharing the port (node:cluster). */
+  startAuthService(processes?: number): Promise<Child>;
   startPassthrough(lib: 'http-proxy' | 'undici', upstreamUrl: string): Promise<Child>;
-  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'baseline', upstreamUrl: string): Promise<Child>;
+  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'baseline' | 'sidecar-2w', upstreamUrl: string): Promise<Child>;
   log(line: string): void;
 }
 
@@ -92,6 +97,7 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
   const upstreamPid = upstream.pid!;
   const targets: FastTarget[] = [];
   let nginx: Nginx | undefined;
+  let nginx2w: Nginx | undefined;
   const wanted = new Set(ctx.keys);
   const script = (name: string, authorization?: string) =>
     writeWrkScript(ctx.tmp, name, {
@@ -107,15 +113,21 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
       nginx = await startNginx({ dir: ctx.tmp, upstreamUrl, authUrl: auth.urls.url!, workers: ctx.sidecarProcesses });
       const workers = nginx.workerPids;
       if (wanted.has('nginx')) targets.push({ key: 'nginx', url: nginx.proxyPassUrl, script: script('nginx'), proxyPids: workers });
-      if (wanted.has('peer')) targets.push({ key: 'peer', url: nginx.authRequestUrl, script: script('peer', oauth), authorization: oauth, proxyPids: workers, authPid: auth.pid! });
+      if (wanted.has('peer')) targets.push({ key: 'peer', url: nginx.authRequestUrl, script: script('peer', oauth), authorization: oauth, proxyPids: workers, authPids: () => [auth.pid!] });
     } else skipped.push('nginx and the peer (nginx with auth_request not available)');
+  }
+  if (wanted.has('peer-2w') && ensureNginx()) {
+    const auth = await ctx.startAuthService(2);
+    nginx2w = await startNginx({ dir: `${ctx.tmp}/2w`, upstreamUrl, authUrl: auth.urls.url!, workers: 2 });
+    const authPids = () => [auth.pid!, ...childPids(auth.pid!)];
+    targets.push({ key: 'peer-2w', url: nginx2w.authRequestUrl, script: script('peer-2w', oauth), authorization: oauth, proxyPids: nginx2w.workerPids, authPids });
   }
   for (const lib of ['http-proxy', 'undici'] as const) {
     if (!wanted.has(lib)) continue;
     const child = await ctx.startPassthrough(lib, upstreamUrl);
     targets.push({ key: lib, url: `${child.urls.proxyUrl}/mcp`, script: script(lib), proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
   }
-  for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'baseline'] as const) {
+  for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'baseline', 'sidecar-2w'] as const) {
     if (!wanted.has(key)) continue;
     const child = await ctx.startSidecar(key === 'sidecar-user' ? 'sidecar' : key, upstreamUrl);
     const authorization = key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth;
@@ -145,16 +157,18 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
     return { connections: ctx.connections, rounds: ctx.rounds, seconds: ctx.seconds, cells, skipped };
   } finally {
     await nginx?.stop();
+    await nginx2w?.stop();
   }
 }
 
 async function measure(t: FastTarget, connections: number, seconds: number, upstreamPid: number, redisPid: number | undefined): Promise<FastCell> {
   const pids = t.proxyPids();
-  const before = { proxy: procCpuMicros(pids), auth: t.authPid ? procCpuMicros([t.authPid]) : 0, up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
+  const authPids = t.authPids?.() ?? [];
+  const before = { proxy: procCpuMicros(pids), auth: procCpuMicros(authPids), up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
   const started = performance.now();
   const r: WrkResult = await runWrk(t.url, t.script, connections, seconds);
   const wall = (performance.now() - started) / 1000;
-  const after = { proxy: procCpuMicros(pids), auth: t.authPid ? procCpuMicros([t.authPid]) : 0, up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
+  const after = { proxy: procCpuMicros(pids), auth: procCpuMicros(authPids), up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
   const n = Math.max(1, r.requests);
   return {
     rps: r.requests / r.seconds,
@@ -163,7 +177,7 @@ async function measure(t: FastTarget, connections: number, seconds: number, upst
     p999: r.p999,
     bad: r.badStatus + r.socketErrors,
     proxyCpuPerRequest: pids.length > 0 ? (after.proxy - before.proxy) / n : Number.NaN,
-    authCpuPerRequest: t.authPid ? (after.auth - before.auth) / n : Number.NaN,
+    authCpuPerRequest: authPids.length > 0 ? (after.auth - before.auth) / n : Number.NaN,
     upstreamCpuPerRequest: (after.up - before.up) / n,
     redisCpuPerRequest: (after.redis - before.redis) / n,
     wrkCpuPercent: (r.cpuMicros / (wall * 1e6)) * 100,

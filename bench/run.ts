@@ -126,7 +126,7 @@ async function setUp() {
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
-  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object } = {}) => {
+  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object; workers?: number } = {}) => {
     const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
     try {
       const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
@@ -137,6 +137,7 @@ async function setUp() {
           BENCH_UPSTREAM_URL: options.upstreamUrl ?? upstreamUrl,
           BENCH_LOG_LEVEL: options.logLevel ?? env.BENCH_LOG_LEVEL ?? 'info',
           ...(options.policy ? { BENCH_POLICY: JSON.stringify(options.policy) } : {}),
+          ...(options.workers ? { BENCH_WORKERS: String(options.workers) } : {}),
         },
         execArgv: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
         stdout: logFd,
@@ -845,7 +846,8 @@ async function main(): Promise<void> {
         keys: FAST_TARGETS,
         sidecarProcesses: 1,
         startUpstream: async () => keep(await Child.start('fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
-        startAuthService: async () => keep(await Child.start('auth service', join(BENCH_DIR, 'auth-service-child.ts'), { env: { BENCH_REDIS_URL: redisServer!.url } })),
+        startAuthService: async (processes = 1) =>
+          keep(await Child.start(`auth service${processes > 1 ? ` ×${processes}` : ''}`, join(BENCH_DIR, 'auth-service-child.ts'), { env: { BENCH_REDIS_URL: redisServer!.url, BENCH_AUTH_PROCESSES: String(processes) } })),
         startPassthrough: async (lib, to) => keep(await spawnPassthrough(`fast ${lib} pass-through`, lib, to)),
         startSidecar: async (key, to) =>
           keep(
@@ -853,6 +855,7 @@ async function main(): Promise<void> {
               upstreamUrl: to,
               ...(key === 'baseline' && baselineSrc ? { srcDir: baselineSrc } : {}),
               ...(key === 'sidecar-warn' ? { logLevel: 'warn' } : {}),
+              ...(key === 'sidecar-2w' ? { workers: 2 } : {}),
               profile: CPU_PROF && key === 'sidecar',
             }),
           ),

@@ -2,6 +2,7 @@
 // its own so that its RSS and CPU are its alone. Configured by the parent through the environment;
 // BENCH_SRC_DIR runs another copy of src/ (BENCH_BASELINE: an earlier commit, side by side).
 
+import cluster from 'node:cluster';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LogLevel } from '../src/config.ts';
@@ -18,7 +19,7 @@ const config = buildConfig(
     store: 'redis',
     redis: { url: env.BENCH_REDIS_URL },
     upstream: { url: env.BENCH_UPSTREAM_URL },
-    proxy: { host: '127.0.0.1', port: 0 },
+    proxy: { host: '127.0.0.1', port: 0, workers: Number(env.BENCH_WORKERS ?? 1), shutdownGraceMs: 1000 },
     admin: { host: '127.0.0.1', port: 0 },
     // The rejected-token scenario sends a stream of bad tokens from one address on purpose: with the
     // limiter on, it would measure 429s after the first 120.
@@ -29,6 +30,21 @@ const config = buildConfig(
   },
   {},
 );
-const sidecar = await createSidecar({ config });
-const { proxyUrl, adminUrl } = await sidecar.listen();
-serveChild({ proxyUrl, adminUrl }, () => sidecar.shutdown(1000));
+if (config.proxy.workers > 1 || cluster.isWorker) {
+  // BENCH_WORKERS: src/workers.ts as main.ts runs it; this process is the primary, billed with its workers.
+  const { groupLogger, runPrimary, runWorker } = (await import(pathToFileURL(join(src, 'workers.ts')).href)) as typeof import('../src/workers.ts');
+  const { openStore } = (await import(pathToFileURL(join(src, 'app.ts')).href)) as typeof import('../src/app.ts');
+  const { systemClock } = (await import(pathToFileURL(join(src, 'clock.ts')).href)) as typeof import('../src/clock.ts');
+  const logger = groupLogger(config);
+  const store = await openStore(config, systemClock, logger);
+  if (cluster.isWorker) await runWorker(config, store, logger);
+  else {
+    const urls = await runPrimary(config, store, logger, config.proxy.workers);
+    // The group's own graceful stop (SIGTERM) exits this process.
+    serveChild(urls, () => new Promise(() => process.kill(process.pid, 'SIGTERM')));
+  }
+} else {
+  const sidecar = await createSidecar({ config });
+  const { proxyUrl, adminUrl } = await sidecar.listen();
+  serveChild({ proxyUrl, adminUrl }, () => sidecar.shutdown(1000));
+}

@@ -94,7 +94,10 @@ async function main(): Promise<void> {
     fail(redisStartupProblem(config.redis.url, err));
   }
   if (cluster.isWorker) return runWorker(config, store, logger);
-  if (workers > 1) return runPrimary(config, store, logger, workers);
+  if (workers > 1) {
+    await runPrimary(config, store, logger, workers);
+    return;
+  }
 
   const sidecar = await createSidecar({ config, store, logger });
   let addresses;

@@ -57,8 +57,7 @@ export async function runWorker(config: Config, store: TokenStore, logger: Logge
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  // The primary is gone (killed): no orphan keeps serving without an admin listener or a supervisor.
-  process.on('disconnect', () => stop('primary exited'));
+  // A primary that is gone (killed) leaves no orphan: node:cluster exits a worker whose IPC channel closes.
   try {
     await sidecar.listenProxy();
   } catch (err) {
@@ -80,8 +79,11 @@ interface Group {
   readonly restarts: Set<NodeJS.Timeout>;
 }
 
-/** The primary: admin listener, N workers, restarts, and the group's graceful stop. */
-export async function runPrimary(config: Config, store: TokenStore, logger: Logger, count: number): Promise<void> {
+/**
+ * The primary: admin listener, N workers, restarts, and the group's graceful stop (on SIGTERM or
+ * SIGINT). Resolves once every worker listens, with the two listeners' URLs (also printed).
+ */
+export async function runPrimary(config: Config, store: TokenStore, logger: Logger, count: number): Promise<{ proxyUrl: string; adminUrl: string }> {
   const group: Group = { count, listening: new Set(), started: new Set(), deaths: [], stopping: false, restarts: new Set() };
   let sidecar: Sidecar | undefined;
   const scrape = () => scrapeGroup(sidecar!);
@@ -107,6 +109,7 @@ export async function runPrimary(config: Config, store: TokenStore, logger: Logg
   void sidecar.probeUpstream();
   process.on('SIGTERM', () => stopGroup('SIGTERM', 0));
   process.on('SIGINT', () => stopGroup('SIGINT', 0));
+  return { proxyUrl, adminUrl };
 }
 
 function forkWorker(logger: Logger): Worker {

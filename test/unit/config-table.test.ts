@@ -50,6 +50,7 @@ describe('configuration table', () => {
       IDP_SCOPES: 'idp.scopes',
       LOG_LEVEL: 'logLevel',
       LOG_FORMAT: 'logFormat',
+      WORKERS: 'proxy.workers',
     };
     const envs = Object.fromEntries(describeConfigKeys().flatMap((k) => (k.env ? [[k.env, k.key]] : [])));
     expect(envs).toEqual(promised);
