@@ -10,6 +10,7 @@ import type { Config } from './config.ts';
 import { createSidecar, type Sidecar } from './app.ts';
 import { createLogger, describe, type Logger } from './logger.ts';
 import type { TokenStore } from './store/types.ts';
+import { HttpError } from './errors.ts';
 
 /** How many proxy processes the config asks for: `0` is one per available CPU. */
 export function workerCount(config: Config): number {
@@ -24,7 +25,7 @@ export function groupLogger(config: Config): Logger {
 
 const METRICS_REQUEST = 'mcp-bearer-proxy:metrics';
 const METRICS_REPLY = 'mcp-bearer-proxy:metrics-reply';
-/** A scrape waits this long for every worker's metrics, then answers 500 rather than a partial sum. */
+/** A scrape waits this long for every worker's metrics, then answers 503 rather than a partial sum. */
 const SCRAPE_TIMEOUT_MS = 3000;
 /** Restart back-off: doubles with each death in the last minute, up to the cap. */
 const RESTART_BASE_MS = 100;
@@ -86,7 +87,7 @@ interface Group {
 export async function runPrimary(config: Config, store: TokenStore, logger: Logger, count: number): Promise<{ proxyUrl: string; adminUrl: string }> {
   const group: Group = { count, listening: new Set(), started: new Set(), deaths: [], stopping: false, restarts: new Set() };
   let sidecar: Sidecar | undefined;
-  const scrape = () => scrapeGroup(sidecar!);
+  const scrape = () => scrapeGroup(sidecar!, logger);
   const notReady = () => (group.listening.size < count ? `${group.listening.size} of ${count} workers listening` : undefined);
   sidecar = await createSidecar({ config, store, logger, admin: { scrape, notReady } });
   const adminUrl = await sidecar.listenAdmin().catch((err: unknown) => {
@@ -95,6 +96,9 @@ export async function runPrimary(config: Config, store: TokenStore, logger: Logg
   });
   const stopGroup = (signal: string, exitCode: number) => void stopAll(sidecar!, group, logger, signal, exitCode);
   cluster.on('exit', (worker, code, signal) => onWorkerExit(group, logger, worker, code, signal, stopGroup));
+  // From here on (workers may be starting), a stop signal stops the group gracefully.
+  process.on('SIGTERM', () => stopGroup('SIGTERM', 0));
+  process.on('SIGINT', () => stopGroup('SIGINT', 0));
   const proxyUrl = await new Promise<string>((resolve) => {
     cluster.on('listening', (worker, address) => {
       group.listening.add(worker.id);
@@ -107,8 +111,6 @@ export async function runPrimary(config: Config, store: TokenStore, logger: Logg
   process.stdout.write(`proxy listening on ${proxyUrl}\nadmin listening on ${adminUrl}\n`);
   logger.info({ workers: count }, 'all workers listening');
   void sidecar.probeUpstream();
-  process.on('SIGTERM', () => stopGroup('SIGTERM', 0));
-  process.on('SIGINT', () => stopGroup('SIGINT', 0));
   return { proxyUrl, adminUrl };
 }
 
@@ -189,8 +191,12 @@ async function stopAll(sidecar: Sidecar, group: Group, logger: Logger, reason: s
 
 let nextScrape = 0;
 
-/** The primary's metrics summed with every connected worker's (prom-client's cluster aggregation). */
-async function scrapeGroup(sidecar: Sidecar): Promise<string> {
+/**
+ * The primary's metrics summed with every connected worker's (prom-client's cluster aggregation). A
+ * worker that does not answer in time (stopped, stuck) fails the scrape: a partial sum would look like
+ * counters going backwards.
+ */
+async function scrapeGroup(sidecar: Sidecar, logger: Logger): Promise<string> {
   const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
   const id = nextScrape++;
   const replies = workers.map(
@@ -210,6 +216,12 @@ async function scrapeGroup(sidecar: Sidecar): Promise<string> {
         w.send({ type: METRICS_REQUEST, id });
       }),
   );
-  const all = await Promise.all([sidecar.metrics.registry.getMetricsAsJSON(), ...replies]);
+  let all: MetricsJson[];
+  try {
+    all = await Promise.all([sidecar.metrics.registry.getMetricsAsJSON(), ...replies]);
+  } catch (err) {
+    logger.warn({ err: describe(err) }, 'metrics scrape failed: answering 503');
+    throw new HttpError('temporarily_unavailable', 'a worker process did not send its metrics in time', { cause: err });
+  }
   return AggregatorRegistry.aggregate(all).metrics();
 }

@@ -117,8 +117,13 @@ describe('WORKERS=2 against real Redis', () => {
     const logged = logLines(sidecar.output()).filter((l) => l.msg === 'request').length;
     const k = 12;
     for (let i = 0; i < k; i++) expect(await getOnNewConnection(`${proxyUrl}/mcp`)).toBe(401);
-    const after = requestsTotal(await (await fetch(`${adminUrl}/metrics`)).text());
-    expect(after - before).toBe(k);
+    const scrape = await (await fetch(`${adminUrl}/metrics`)).text();
+    expect(requestsTotal(scrape) - before).toBe(k);
+    // One exposition, not three glued together: each metric once; the store is up in every process.
+    const types = scrape.split('\n').filter((l) => l.startsWith('# TYPE '));
+    expect(new Set(types).size).toBe(types.length);
+    expect(types).toContain('# TYPE mcp_auth_requests_total counter');
+    expect(scrape).toMatch(/^mcp_auth_store_up 1$/m);
     // Access log lines are written asynchronously: wait for all k of them, then read their worker ids.
     await sidecar.waitFor((out) => logLines(out).filter((l) => l.msg === 'request').length >= logged + k);
     const served = logLines(sidecar.output())
@@ -144,6 +149,19 @@ describe('WORKERS=2 against real Redis', () => {
     expect(await ended).toBe('ended');
     // The worker that held the stream says why it ended (its access log line is written as it closes).
     await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'request' && l.endedBy === 'revoked' && (l.worker === 1 || l.worker === 2)));
+  });
+
+  it('answers /metrics 503 while a worker cannot send its metrics (stopped), not a partial sum', async () => {
+    const worker = logLines(sidecar.output()).find((l) => l.msg === 'worker listening' && l.listeningWorker === 2)!;
+    process.kill(worker.pid as number, 'SIGSTOP');
+    try {
+      const res = await fetch(`${adminUrl}/metrics`);
+      expect(res.status).toBe(503);
+      expect(await res.text()).not.toContain('mcp_auth_requests_total');
+    } finally {
+      process.kill(worker.pid as number, 'SIGCONT');
+    }
+    expect((await fetch(`${adminUrl}/metrics`)).status).toBe(200);
   });
 
   it('restarts a worker killed with SIGKILL, and requests keep working', async () => {
@@ -187,8 +205,19 @@ describe('WORKERS=2 against real Redis', () => {
   });
 });
 
-describe('WORKERS=2 start-up failures stop the group once', () => {
+describe('WORKERS=2: failures that stop the group', () => {
   const base = () => env({ BEARER_SECRET_MASTER: generateToken(), UPSTREAM_URL: 'http://127.0.0.1:9/mcp', WORKERS: '2' });
+
+  it('on SIGTERM a worker that does not stop is killed after the grace period and the group exits 1', async () => {
+    const run = await startProcess([...SIDECAR, '--proxy.shutdownGraceMs', '0'], { ...base(), REDIS_URL: redisUrl() }, [/admin listening on/]);
+    const worker = logLines(run.output()).find((l) => l.msg === 'worker listening')!;
+    process.kill(worker.pid as number, 'SIGSTOP');
+    run.child.kill('SIGTERM');
+    expect(await run.exit).toBe(1);
+    const lines = logLines(run.output());
+    expect(lines.filter((l) => l.msg === 'workers did not stop within the grace period: killing them')).toHaveLength(1);
+    expect(lines.filter((l) => l.msg === 'shut down').map((l) => l.worker).sort()).toEqual([0, worker.listeningWorker === 1 ? 2 : 1]);
+  });
 
   it('Redis refused: exit 2 with one paragraph, before any worker is started', async () => {
     const closed = createServer();

@@ -4,7 +4,9 @@
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { generateToken, hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { createSidecar } from '../../src/app.ts';
+import { buildConfig } from '../../src/config.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
@@ -188,5 +190,32 @@ describe('admin error rows', () => {
     const text = await metrics.text();
     expect(text).toContain('mcp_auth_requests_total');
     expect(text).toContain('mcp_auth_validation_seconds');
+  });
+});
+
+describe('the admin listener of a primary of worker processes (src/workers.ts)', () => {
+  it('answers /readyz 503 until every worker listens, and /metrics with the group scrape', async () => {
+    const config = buildConfig(
+      { store: 'memory', upstream: { url: echo.url }, proxy: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, logLevel: 'error' },
+      { BEARER_SECRET_MASTER: generateToken() },
+    );
+    let listening = 1;
+    const sidecar = await createSidecar({
+      config,
+      defaultMetrics: false,
+      admin: { notReady: () => (listening < 2 ? `${listening} of 2 workers listening` : undefined), scrape: async () => 'mcp_auth_group_sample 7\n' },
+    });
+    try {
+      const adminUrl = await sidecar.listenAdmin();
+      expect(sidecar.proxyServer.listening).toBe(false);
+      const notReady = await fetch(`${adminUrl}/readyz`);
+      expect(notReady.status).toBe(503);
+      expect(await notReady.json()).toEqual({ status: 'unavailable', store: 'ok', workers: '1 of 2 workers listening' });
+      listening = 2;
+      expect((await fetch(`${adminUrl}/readyz`)).status).toBe(200);
+      expect(await (await fetch(`${adminUrl}/metrics`)).text()).toBe('mcp_auth_group_sample 7\n');
+    } finally {
+      await sidecar.shutdown(0);
+    }
   });
 });
