@@ -102,6 +102,8 @@ export class Metrics {
     name: 'mcp_auth_lookup_cache_live',
     help: '1 while the lookup cache is in use (invalidation tracking confirmed), 0 while every lookup bypasses it',
     registers: [this.registry],
+    // Over worker processes the lowest wins: 0 when any process bypasses its cache.
+    aggregator: 'min',
     collect: () => {
       this.lookupCacheLive.set(this.#lookupCache?.live === true ? 1 : 0);
     },
