@@ -574,6 +574,8 @@ interface SoakSummary {
   samples: Array<{ t: number; rss: number }>;
   heapStart: number;
   heapEnd: number;
+  /** Heap after a forced GC at each quarter of the soak (start and end included): a leak grows along. */
+  heaps: Array<{ t: number; heap: number }>;
   rssStart: number;
   rssMid: number;
   rssEnd: number;
@@ -611,12 +613,18 @@ async function soakScenario(targets: Target[], sidecar: Child): Promise<SoakSumm
     }
   })();
   const sampler = setInterval(() => void sample(), Math.max(500, (SOAK_SECONDS * 1000) / 30));
+  const heaps = [{ t: 0, heap: heapStart }];
+  const quarters = [1, 2, 3].map((q) =>
+    setTimeout(() => void sidecar.stats(true).then((st) => heaps.push({ t: (now() - started) / 1000, heap: st.heapUsed })), (SOAK_SECONDS * 1000 * q) / 4),
+  );
   await Promise.all(instances);
   running = false;
   clearInterval(sampler);
+  for (const timer of quarters) clearTimeout(timer);
   await streamLoop;
   await sample();
   const heapEnd = (await sidecar.stats(true)).heapUsed;
+  heaps.push({ t: (now() - started) / 1000, heap: heapEnd });
   const rss = samples.map((s) => s.rss);
   const mid = samples.reduce((best, s) => (Math.abs(s.t - SOAK_SECONDS / 2) < Math.abs(best.t - SOAK_SECONDS / 2) ? s : best), samples[0]!);
   return {
@@ -624,6 +632,7 @@ async function soakScenario(targets: Target[], sidecar: Child): Promise<SoakSumm
     samples,
     heapStart,
     heapEnd,
+    heaps,
     rssStart: rss[0]!,
     rssMid: mid.rss,
     rssEnd: rss[rss.length - 1]!,
@@ -780,6 +789,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
       ),
       '',
     );
+    out.push(`Heap after a forced GC along the soak: ${s.heaps.map((h) => `${fmt.mib(h.heap)} MiB at ${h.t.toFixed(0)} s`).join(', ')}.`, '');
   }
 
   out.push('### Against the targets', '');
