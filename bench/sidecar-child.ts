@@ -17,7 +17,8 @@ const config = buildConfig(
   {
     masterToken: env.BENCH_MASTER_TOKEN,
     store: 'redis',
-    redis: { url: env.BENCH_REDIS_URL },
+    // BENCH_LOOKUP_CACHE=tracking: the opt-in token-lookup cache (the sidecar-cache target).
+    redis: { url: env.BENCH_REDIS_URL, ...(env.BENCH_LOOKUP_CACHE ? { lookupCache: env.BENCH_LOOKUP_CACHE } : {}) },
     upstream: { url: env.BENCH_UPSTREAM_URL },
     proxy: { host: '127.0.0.1', port: 0, workers: Number(env.BENCH_WORKERS ?? 1), shutdownGraceMs: 1000 },
     admin: { host: '127.0.0.1', port: 0 },
