@@ -91,8 +91,8 @@ export class TrackedLookupCache extends EventEmitter {
   /** Bumped on every close, error or reconnect of each connection (a new socket is a new incarnation). */
   #dataIncarnation = 0;
   #subIncarnation = 0;
-  /** The incarnation of the subscriber that is subscribed, and its CLIENT ID. */
-  #subscribed: { incarnation: number; id: number } | undefined;
+  /** The incarnation of the subscriber that is subscribed, its CLIENT ID and its server's run_id. */
+  #subscribed: { incarnation: number; id: number; server: string } | undefined;
   /** The incarnation of the data connection tracking is on for, the subscriber it redirects to, its own id. */
   #tracking: { incarnation: number; redirect: number; id: number } | undefined;
   #establishing: Promise<void> | undefined;
@@ -296,15 +296,24 @@ export class TrackedLookupCache extends EventEmitter {
     const dataIncarnation = this.#dataIncarnation;
     const subIncarnation = this.#subIncarnation;
     if (this.#subscribed?.incarnation !== subIncarnation) {
-      // CLIENT ID first: RESP2 allows only (un)subscribe and PING on a subscribed connection.
-      const id = Number(await this.#sub.call('CLIENT', 'ID'));
+      // CLIENT ID and INFO first: RESP2 allows only (un)subscribe and PING on a subscribed connection.
+      const [id, info] = await Promise.all([this.#sub.call('CLIENT', 'ID'), this.#sub.info('server')]);
       await this.#sub.subscribe(INVALIDATION_CHANNEL);
       if (subIncarnation !== this.#subIncarnation) return;
-      this.#subscribed = { incarnation: subIncarnation, id };
+      this.#subscribed = { incarnation: subIncarnation, id: Number(id), server: runIdOf(info) };
     }
-    const redirect = this.#subscribed.id;
+    const { id: redirect, server } = this.#subscribed;
     if (this.#tracking?.incarnation !== dataIncarnation || this.#tracking.redirect !== redirect) {
-      const [id] = await Promise.all([this.#data.call('CLIENT', 'ID'), this.#data.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect))]);
+      const [id, info] = await Promise.all([this.#data.call('CLIENT', 'ID'), this.#data.info('server')]);
+      if (runIdOf(info) !== server) {
+        // A client id means nothing on another server (it may even name a stranger's connection there):
+        // both connections start over, and find the same server again (after a Sentinel failover, the
+        // subscriber is the one left behind: a failover kills normal clients, not subscribers).
+        this.#options.logger?.warn('token lookup cache: its two connections reached different Redis servers (a failover?); reconnecting both');
+        for (const conn of [this.#data, this.#sub]) if (conn.status === 'ready') conn.disconnect(true);
+        return;
+      }
+      await this.#data.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect));
       if (dataIncarnation !== this.#dataIncarnation) return;
       this.#tracking = { incarnation: dataIncarnation, redirect, id: Number(id) };
     }
@@ -362,6 +371,13 @@ export class TrackedLookupCache extends EventEmitter {
       }),
     );
   }
+}
+
+/** The server's run_id from `INFO server`: the same id names the same running server. */
+function runIdOf(info: string): string {
+  const found = /^run_id:([0-9a-f]+)\r?$/m.exec(info);
+  if (!found) throw new TypeError('INFO server has no run_id');
+  return found[1]!;
 }
 
 function freeze<T>(value: T): T {

@@ -4,6 +4,7 @@
 // on time.
 
 import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
@@ -309,6 +310,75 @@ describe('the lookup cache when Redis cannot be reached (through a fault proxy)'
     expect(cache.size).toBe(0);
     await after(cache, 'live', () => proxy.setMode('pass'));
     expect((await store.lookupToken(tokenHash)).user).not.toBeNull();
+  });
+});
+
+/** A TCP relay whose target can be switched: new connections go to the current target. */
+async function startSwitch(port: number): Promise<{ url: string; target: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const state = { target: port };
+  const server = createServer((client) => {
+    const upstream = connect(state.target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        sockets.delete(s);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get target() {
+      return state.target;
+    },
+    set target(p: number) {
+      state.target = p;
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('the lookup cache when its connections reach two different servers (a failover)', () => {
+  it('does not redirect tracking across servers: both connections start over and the cache is live on one server', async () => {
+    const other = await startRedisServer();
+    const otherRaw = await rawRedis(other.url);
+    const relay = await startSwitch(redis.port);
+    const store = await openRedisStore(uniquePrefix('lookup-cache-switch'), { url: relay.url, lookupCache: options() });
+    try {
+      const cache = store.lookupCache!;
+      // The data connection moves to the other server; the subscriber stays where it was.
+      relay.target = other.port;
+      const live = once(cache, 'live');
+      await after(cache, 'dropped', () => raw.client('KILL', 'ID', String(cache.clientIds.data)));
+      await live;
+      const onOther = await otherRaw.client('LIST');
+      expect(onOther).toMatch(new RegExp(`id=${cache.clientIds.data} .*name=mcpauth-lookup-cache `));
+      expect(onOther).toMatch(new RegExp(`id=${cache.clientIds.subscriber} .*name=mcpauth-lookup-invalidations `));
+      // Tracking works there: a record read through the cache and edited by hand on that server.
+      const tokenHash = hashToken(generateToken());
+      const key = store.keys.userToken(tokenHash);
+      const now = Date.now();
+      await otherRaw.hset(key, { tokenHash, subject: 's', issuer: 'i', revoked: 'false', createdAt: String(now), expiresAt: String(now + HOUR) });
+      await cache.lookup(tokenHash, () => Promise.reject(new Error('not live')));
+      expect(cache.size).toBe(1);
+      await after(cache, 'invalidated', () => otherRaw.hset(key, 'revoked', 'true'));
+      expect(cache.size).toBe(0);
+    } finally {
+      await store.close();
+      await relay.close();
+      await otherRaw.quit();
+      await other.stop();
+    }
   });
 });
 
