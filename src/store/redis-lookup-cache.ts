@@ -44,7 +44,7 @@ export interface LookupCacheOptions {
 export class LookupCacheSetupError extends StoreUnavailableError {
   constructor(cause: Error) {
     super(
-      `redis.lookupCache is "tracking", but Redis refused to set up invalidation tracking (${cause.message}). It needs Redis 6.0 or later and, with ACLs, a user allowed CLIENT ID, CLIENT TRACKING, SUBSCRIBE and the channel __redis__:invalidate; or set redis.lookupCache (REDIS_LOOKUP_CACHE) to off`,
+      `redis.lookupCache is "tracking", but Redis refused to set up invalidation tracking (${cause.message}). It needs Redis 6.0 or later and, with ACLs, a user allowed CLIENT ID, CLIENT TRACKING, INFO, SUBSCRIBE and the channel __redis__:invalidate; or set redis.lookupCache (REDIS_LOOKUP_CACHE) to off`,
       { cause },
     );
     this.name = 'LookupCacheSetupError';
@@ -307,8 +307,8 @@ export class TrackedLookupCache extends EventEmitter {
       const [id, info] = await Promise.all([this.#data.call('CLIENT', 'ID'), this.#data.info('server')]);
       if (runIdOf(info) !== server) {
         // A client id means nothing on another server (it may even name a stranger's connection there):
-        // both connections start over, and find the same server again (after a Sentinel failover, the
-        // subscriber is the one left behind: a failover kills normal clients, not subscribers).
+        // both connections start over and find the same server again (e.g. one of them reconnected
+        // through Sentinel to a new primary while the other is still on the old one).
         this.#options.logger?.warn('token lookup cache: its two connections reached different Redis servers (a failover?); reconnecting both');
         for (const conn of [this.#data, this.#sub]) if (conn.status === 'ready') conn.disconnect(true);
         return;

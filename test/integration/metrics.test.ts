@@ -56,6 +56,11 @@ const DOCUMENTED = [
   'mcp_auth_tokens_revoked_total',
   'mcp_auth_admin_operations_total',
   'mcp_auth_revocation_waits_total',
+  'mcp_auth_lookup_cache_lookups_total',
+  'mcp_auth_lookup_cache_invalidations_total',
+  'mcp_auth_lookup_cache_drops_total',
+  'mcp_auth_lookup_cache_live',
+  'mcp_auth_lookup_cache_entries',
 ];
 
 describe('GET /metrics after real traffic', () => {
