@@ -241,6 +241,50 @@ describe('Redis Sentinel', () => {
   });
 });
 
+describe('Redis Sentinel with the lookup cache (redis.lookupCache: tracking)', () => {
+  it('a failover (SENTINEL FAILOVER: the old primary stays up, demoted) drops the cache; it is live again on the new primary, where a hand edit is seen', async () => {
+    const set = await startSentinelSet('mcpcache', { downAfterMs: 1000, failoverTimeoutMs: 3000 });
+    const up = await startEchoUpstream();
+    const cached = await startStack({ redisUrl: set.url, upstreamUrl: up.url, config: { redis: { commandTimeoutMs: COMMAND_TIMEOUT_MS, lookupCache: 'tracking' } } });
+    const newPrimary = await rawRedis(`redis://127.0.0.1:${set.replica.port}`);
+    try {
+      const cache = (cached.store as RedisTokenStore).lookupCache!;
+      const { token } = await cached.issueOAuthToken();
+      const ask = async () => (await postMcp(cached.mcpUrl, token)).status;
+      expect(await ask()).toBe(200);
+      expect(await ask()).toBe(200);
+      expect(cache.stats.hits).toBeGreaterThanOrEqual(1);
+      const dropped = new Promise((resolve) => cache.once('dropped', resolve));
+      const sentinel = await rawRedis(`redis://127.0.0.1:${set.sentinels[0]!.port}`);
+      try {
+        await sentinel.call('SENTINEL', 'FAILOVER', 'mcpcache');
+      } finally {
+        sentinel.disconnect();
+      }
+      await dropped;
+      await until('the cache to be live on the promoted replica', async () => {
+        if (!cache.live) return false;
+        const clients = (await newPrimary.client('LIST')) as string;
+        return clients.includes(`id=${cache.clientIds.subscriber} `) && clients.includes(`id=${cache.clientIds.data} `) && clients.includes('name=mcpauth-lookup-invalidations');
+      });
+      expect(await set.currentPrimaryPort()).toBe(set.replica.port);
+      // Filled again on the new primary, then revoked there by hand: refused once the invalidation arrives.
+      const tokenHash = hashToken(token);
+      await until('a request to pass on the new primary', async () => (await ask()) === 200);
+      expect(await ask()).toBe(200);
+      const invalidated = new Promise((resolve) => cache.once('invalidated', resolve));
+      await newPrimary.hset((cached.store as RedisTokenStore).keys.accessToken(tokenHash), 'revokedAt', String(Date.now()));
+      await invalidated;
+      expect(await ask()).toBe(401);
+    } finally {
+      await newPrimary.quit();
+      await cached.close();
+      await up.close();
+      await set.stop();
+    }
+  }, 60_000);
+});
+
 describe('rediss+sentinel://', () => {
   it('speaks TLS to the Sentinels and to the data nodes (not plain TCP)', async () => {
     // A listener in place of a Sentinel records the first byte it receives: 0x16 opens a TLS handshake,
