@@ -128,6 +128,24 @@ function warnIfAdminExposed(server: Server, logger: Logger): void {
   );
 }
 
+/** Binding each listener (a worker process binds only the proxy's, its primary only the admin's). */
+function listenersOf(config: Config, proxyServer: Server, adminServer: Server, logger: Logger, proxyBound: (port: number) => void) {
+  return {
+    async listenProxy(): Promise<string> {
+      proxyServer.listen(config.proxy.port, config.proxy.host);
+      await once(proxyServer, 'listening');
+      proxyBound((proxyServer.address() as AddressInfo).port);
+      return urlOf(proxyServer);
+    },
+    async listenAdmin(): Promise<string> {
+      adminServer.listen(config.admin.port, config.admin.host);
+      await once(adminServer, 'listening');
+      warnIfAdminExposed(adminServer, logger);
+      return urlOf(adminServer);
+    },
+  };
+}
+
 function urlOf(server: Server): string {
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -192,19 +210,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, failures: adminFailures, ...options.admin });
-
-  async function listenProxy(): Promise<string> {
-    proxyServer.listen(config.proxy.port, config.proxy.host);
-    await once(proxyServer, 'listening');
-    if (boundPublicUrl === undefined) boundPublicUrl = `http://localhost:${(proxyServer.address() as AddressInfo).port}`;
-    return urlOf(proxyServer);
-  }
-  async function listenAdmin(): Promise<string> {
-    adminServer.listen(config.admin.port, config.admin.host);
-    await once(adminServer, 'listening');
-    warnIfAdminExposed(adminServer, logger);
-    return urlOf(adminServer);
-  }
+  const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
+    boundPublicUrl ??= `http://localhost:${port}`;
+  });
 
   return {
     config,

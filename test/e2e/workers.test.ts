@@ -164,13 +164,21 @@ describe('WORKERS=2 against real Redis', () => {
     expect((await fetch(`${adminUrl}/metrics`)).status).toBe(200);
   });
 
-  it('restarts a worker killed with SIGKILL, and requests keep working', async () => {
+  it('restarts a worker killed with SIGKILL (the back-off doubling), and requests keep working', async () => {
     const listening = logLines(sidecar.output()).filter((l) => l.msg === 'worker listening');
     const victim = listening.find((l) => l.listeningWorker === 1)!;
     process.kill(victim.pid as number, 'SIGKILL');
     await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'worker listening' && l.listeningWorker === 3));
     const died = logLines(sidecar.output()).find((l) => l.msg === 'worker died: restarting it')!;
     expect(died).toMatchObject({ level: 50, exitedWorker: 1, code: null, signal: 'SIGKILL' });
+    // A second death within the minute waits twice as long before its restart.
+    const second = logLines(sidecar.output()).find((l) => l.msg === 'worker listening' && l.listeningWorker === 3)!;
+    process.kill(second.pid as number, 'SIGKILL');
+    await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'worker listening' && l.listeningWorker === 4));
+    expect(logLines(sidecar.output()).filter((l) => l.msg === 'worker died: restarting it').map((l) => [l.exitedWorker, l.restartInMs])).toEqual([
+      [1, 100],
+      [3, 200],
+    ]);
     expect((await fetch(`${adminUrl}/readyz`)).status).toBe(200);
     const { accessToken } = await newToken();
     const client = new Client({ name: 'workers-after-kill', version: '1.0.0' });
@@ -199,7 +207,7 @@ describe('WORKERS=2 against real Redis', () => {
     expect(await sidecar.exit).toBe(0);
     const lines = logLines(sidecar.output());
     // Every worker and the primary stopped gracefully; no line of any process was cut by another's.
-    expect(lines.filter((l) => l.msg === 'shut down').map((l) => l.worker).sort()).toEqual([0, 2, 3]);
+    expect(lines.filter((l) => l.msg === 'shut down').map((l) => l.worker).sort()).toEqual([0, 2, 4]);
     expect(sidecar.output().split('\n').filter((l) => l !== '' && !l.startsWith('{') && !/^(proxy|admin) listening on /.test(l))).toEqual([]);
     await expect(fetch(`${proxyUrl}/mcp`)).rejects.toThrow();
   });
