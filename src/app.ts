@@ -302,3 +302,25 @@ async function shutDown(
   await store.close();
   logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
 }
+
+/**
+ * SIGTERM or SIGINT starts the sidecar's graceful shutdown once (a second signal changes nothing);
+ * the process exits 0 when it is done, 1 when it failed.
+ */
+export function exitOnStopSignals(sidecar: Pick<Sidecar, 'shutdown'>, logger: Logger): void {
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    sidecar.shutdown().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err: describe(err) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}

@@ -4,9 +4,9 @@
 import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
 import { ConfigError, configFlagNames, loadConfig, parseConfigFlags, type Config, type ConfigFlags } from './config.ts';
-import { createSidecar, openStore } from './app.ts';
+import { createSidecar, exitOnStopSignals, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
-import { createLogger, describe } from './logger.ts';
+import { createLogger } from './logger.ts';
 import { RedisConnectError } from './store/redis-connection.ts';
 import { LookupCacheSetupError } from './store/redis-lookup-cache.ts';
 import { redactRedisUrl } from './store/redis-url.ts';
@@ -112,21 +112,7 @@ async function main(): Promise<void> {
   // A warning, not a refusal: the upstream may start after the sidecar (compose, Kubernetes).
   void sidecar.probeUpstream();
 
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    sidecar.shutdown().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err: describe(err) }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  exitOnStopSignals(sidecar, logger);
 }
 
 /** One paragraph on why Redis could not be used at start-up, and what to change. */

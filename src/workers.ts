@@ -7,7 +7,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from './config.ts';
-import { createSidecar, type Sidecar } from './app.ts';
+import { createSidecar, exitOnStopSignals, type Sidecar } from './app.ts';
 import { createLogger, describe, type Logger } from './logger.ts';
 import type { TokenStore } from './store/types.ts';
 import { HttpError } from './errors.ts';
@@ -43,21 +43,7 @@ export async function runWorker(config: Config, store: TokenStore, logger: Logge
     if (message?.type !== METRICS_REQUEST) return;
     void sidecar.metrics.registry.getMetricsAsJSON().then((metrics) => process.send?.({ type: METRICS_REPLY, id: message.id, metrics }));
   });
-  let stopping = false;
-  const stop = (reason: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ reason }, 'shutting down');
-    sidecar.shutdown().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err: describe(err) }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  exitOnStopSignals(sidecar, logger);
   // A primary that is gone (killed) leaves no orphan: node:cluster exits a worker whose IPC channel closes.
   try {
     await sidecar.listenProxy();
