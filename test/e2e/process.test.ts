@@ -2,19 +2,16 @@
 // the Dockerfile's CMD (what a container runs) against real Redis, SIGTERM while a GET stream is open and
 // a streamed tools/call is in flight; and `npm run demo`'s entry point, whose printed token must work.
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, tokenRequest } from '../support/sign-in.ts';
 import { loginFormAction, UserAgent } from '../support/user-agent.ts';
-import { generateToken } from '../../src/credentials.ts';
-import { deleteUnder, keysUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+import { keysUnder, rawRedis } from '../support/redis.ts';
 import { rawSession, readSse } from '../support/sse.ts';
-import { startProcess, type Started } from '../support/process.ts';
+import { startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 
 /** The Dockerfile's CMD, exec form: what a container runs. */
 function dockerCmd(): string[] {
@@ -34,46 +31,28 @@ function baseEnv(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 
 describe('the container entry command as a plain process, against real Redis', () => {
   let upstream: RunningUpstream;
-  let dir: string;
   let prefix: string;
   let master: string;
-  let sidecar: Started;
+  let sidecar: SidecarProcess;
   let proxyUrl: string;
   let adminUrl: string;
 
   beforeAll(async () => {
     upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
-    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-process-'));
-    prefix = uniquePrefix('process');
-    master = generateToken();
-    // Only what the environment cannot say goes in the file: the test's own key prefix.
-    const configPath = join(dir, 'config.yaml');
-    writeFileSync(configPath, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  shutdownGraceMs: 10000', ''].join('\n'));
-    sidecar = await startProcess(
+    // Only what the environment cannot say goes in the file: the test's own key prefix (and the
+    // master token, by reference to the environment).
+    sidecar = await startSidecarProcess(
+      'process',
       dockerCmd(),
-      baseEnv({
-        MCP_AUTH_CONFIG: configPath,
-        BEARER_SECRET_MASTER: master,
-        REDIS_URL: redisUrl(),
-        UPSTREAM_URL: upstream.url,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        ADMIN_PORT: '0',
-        LOG_LEVEL: 'info',
-      }),
-      [/proxy listening on (\S+)/, /admin listening on (\S+)/],
+      baseEnv({ UPSTREAM_URL: upstream.url, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info' }),
+      ['masterToken: ${BEARER_SECRET_MASTER}'],
     );
-    proxyUrl = /proxy listening on (\S+)/.exec(sidecar.output())![1]!;
-    adminUrl = /admin listening on (\S+)/.exec(sidecar.output())![1]!;
+    ({ prefix, master, proxyUrl, adminUrl } = sidecar);
   });
 
   afterAll(async () => {
-    if (sidecar && sidecar.child.exitCode === null) sidecar.child.kill('SIGKILL');
+    await sidecar?.cleanup();
     await upstream?.close();
-    const raw = await rawRedis();
-    await deleteUnder(raw, prefix);
-    await raw.quit();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('serves MCP with an issued token, then on SIGTERM lets the in-flight call finish, ends the GET stream and exits 0', async () => {

@@ -5,17 +5,14 @@
 
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { generateToken } from '../../src/credentials.ts';
-import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+import { redisUrl } from '../support/redis.ts';
 import { rawSession, readSse } from '../support/sse.ts';
-import { spawnProcess, startProcess, type Started } from '../support/process.ts';
+import { spawnProcess, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 
 const SIDECAR = [process.execPath, '--import', 'tsx', 'src/main.ts'];
 
@@ -53,10 +50,8 @@ function requestsTotal(scrape: string): number {
 
 describe('WORKERS=2 against real Redis', () => {
   let upstream: RunningUpstream;
-  let dir: string;
-  let prefix: string;
   let master: string;
-  let sidecar: Started;
+  let sidecar: SidecarProcess;
   let proxyUrl: string;
   let adminUrl: string;
 
@@ -77,27 +72,13 @@ describe('WORKERS=2 against real Redis', () => {
 
   beforeAll(async () => {
     upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
-    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-workers-'));
-    prefix = uniquePrefix('workers');
-    master = generateToken();
-    const configPath = join(dir, 'config.yaml');
-    writeFileSync(configPath, ['redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  shutdownGraceMs: 10000', ''].join('\n'));
-    sidecar = await startProcess(
-      SIDECAR,
-      env({ MCP_AUTH_CONFIG: configPath, BEARER_SECRET_MASTER: master, REDIS_URL: redisUrl(), UPSTREAM_URL: upstream.url, WORKERS: '2' }),
-      [/proxy listening on (\S+)/, /admin listening on (\S+)/],
-    );
-    proxyUrl = /proxy listening on (\S+)/.exec(sidecar.output())![1]!;
-    adminUrl = /admin listening on (\S+)/.exec(sidecar.output())![1]!;
+    sidecar = await startSidecarProcess('workers', SIDECAR, env({ UPSTREAM_URL: upstream.url, WORKERS: '2' }));
+    ({ master, proxyUrl, adminUrl } = sidecar);
   });
 
   afterAll(async () => {
-    if (sidecar && sidecar.child.exitCode === null) sidecar.child.kill('SIGKILL');
+    await sidecar?.cleanup();
     await upstream?.close();
-    const raw = await rawRedis();
-    await deleteUnder(raw, prefix);
-    await raw.quit();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('prints the real shared port (PORT=0), is ready, and the SDK client works through it', async () => {

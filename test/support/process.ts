@@ -3,7 +3,12 @@
 
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { generateToken } from '../../src/credentials.ts';
+import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from './redis.ts';
 
 export type Child = ChildProcessByStdio<null, Readable, Readable>;
 
@@ -51,4 +56,53 @@ export async function startProcess(argv: string[], env: NodeJS.ProcessEnv, ready
   const started = spawnProcess(argv, env);
   await started.waitFor((out) => ready.every((r) => r.test(out)));
   return started;
+}
+
+/** A sidecar process on the suite's Redis, under a key prefix and a temporary config of its own. */
+export interface SidecarProcess extends Started {
+  proxyUrl: string;
+  adminUrl: string;
+  /** The master token it was started with. */
+  master: string;
+  /** Its Redis key prefix. */
+  prefix: string;
+  /** Kills it if it still runs, deletes the keys under its prefix and its temporary directory. */
+  cleanup(): Promise<void>;
+}
+
+/**
+ * Starts `argv` with a config file of its own (the key prefix, a 10 s shutdown grace and
+ * `configLines`), the master token and REDIS_URL in the environment on top of `env`, and waits until it
+ * prints both listeners.
+ */
+export async function startSidecarProcess(label: string, argv: string[], env: NodeJS.ProcessEnv, configLines: string[] = []): Promise<SidecarProcess> {
+  const dir = mkdtempSync(join(tmpdir(), `mcp-bearer-proxy-${label}-`));
+  const prefix = uniquePrefix(label);
+  const master = generateToken();
+  const configPath = join(dir, 'config.yaml');
+  writeFileSync(configPath, [...configLines, 'redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  shutdownGraceMs: 10000', ''].join('\n'));
+  const started = await startProcess(argv, { ...env, MCP_AUTH_CONFIG: configPath, BEARER_SECRET_MASTER: master, REDIS_URL: redisUrl() }, [
+    /proxy listening on (\S+)/,
+    /admin listening on (\S+)/,
+  ]).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  });
+  return {
+    ...started,
+    proxyUrl: /proxy listening on (\S+)/.exec(started.output())![1]!,
+    adminUrl: /admin listening on (\S+)/.exec(started.output())![1]!,
+    master,
+    prefix,
+    async cleanup() {
+      if (started.child.exitCode === null) started.child.kill('SIGKILL');
+      const raw = await rawRedis();
+      try {
+        await deleteUnder(raw, prefix);
+      } finally {
+        await raw.quit();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
 }
