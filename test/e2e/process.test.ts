@@ -32,10 +32,8 @@ function baseEnv(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 describe('the container entry command as a plain process, against real Redis', () => {
   let upstream: RunningUpstream;
   let prefix: string;
-  let master: string;
   let sidecar: SidecarProcess;
   let proxyUrl: string;
-  let adminUrl: string;
 
   beforeAll(async () => {
     upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
@@ -47,7 +45,7 @@ describe('the container entry command as a plain process, against real Redis', (
       baseEnv({ UPSTREAM_URL: upstream.url, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info' }),
       ['masterToken: ${BEARER_SECRET_MASTER}'],
     );
-    ({ prefix, master, proxyUrl, adminUrl } = sidecar);
+    ({ prefix, proxyUrl } = sidecar);
   });
 
   afterAll(async () => {
@@ -57,13 +55,9 @@ describe('the container entry command as a plain process, against real Redis', (
 
   it('serves MCP with an issued token, then on SIGTERM lets the in-flight call finish, ends the GET stream and exits 0', async () => {
     const admin = async (op: string, body: Record<string, unknown>) => {
-      const res = await fetch(`${adminUrl}/oauth/${op}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
-        body: JSON.stringify(body),
-      });
-      expect(res.status).toBe(201);
-      return (await res.json()) as Record<string, string>;
+      const answer = await sidecar.admin(op, body);
+      expect(answer.status).toBe(201);
+      return answer.body;
     };
     const { clientId } = await admin('createClient', { clientName: 'process-test' });
     const { accessToken } = await admin('createAccessToken', { clientId, lifetimeSeconds: 600 });

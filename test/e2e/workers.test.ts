@@ -50,19 +50,14 @@ function requestsTotal(scrape: string): number {
 
 describe('WORKERS=2 against real Redis', () => {
   let upstream: RunningUpstream;
-  let master: string;
   let sidecar: SidecarProcess;
   let proxyUrl: string;
   let adminUrl: string;
 
   const admin = async (op: string, body: Record<string, unknown>) => {
-    const res = await fetch(`${adminUrl}/oauth/${op}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
-      body: JSON.stringify(body),
-    });
-    expect(res.status).toBeLessThan(300);
-    return (await res.json()) as Record<string, string>;
+    const answer = await sidecar.admin(op, body);
+    expect(answer.status).toBeLessThan(300);
+    return answer.body;
   };
   const newToken = async () => {
     const { clientId } = await admin('createClient', { clientName: 'workers-test' });
@@ -73,7 +68,7 @@ describe('WORKERS=2 against real Redis', () => {
   beforeAll(async () => {
     upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
     sidecar = await startSidecarProcess('workers', SIDECAR, env({ UPSTREAM_URL: upstream.url, WORKERS: '2' }));
-    ({ master, proxyUrl, adminUrl } = sidecar);
+    ({ proxyUrl, adminUrl } = sidecar);
   });
 
   afterAll(async () => {

@@ -66,6 +66,8 @@ export interface SidecarProcess extends Started {
   master: string;
   /** Its Redis key prefix. */
   prefix: string;
+  /** Calls an admin operation (`POST /oauth/<op>`) with the master token. */
+  admin(op: string, body: Record<string, unknown>): Promise<{ status: number; body: Record<string, string> }>;
   /** Kills it if it still runs, deletes the keys under its prefix and its temporary directory. */
   cleanup(): Promise<void>;
 }
@@ -88,12 +90,21 @@ export async function startSidecarProcess(label: string, argv: string[], env: No
     rmSync(dir, { recursive: true, force: true });
     throw err;
   });
+  const adminUrl = /admin listening on (\S+)/.exec(started.output())![1]!;
   return {
     ...started,
     proxyUrl: /proxy listening on (\S+)/.exec(started.output())![1]!,
-    adminUrl: /admin listening on (\S+)/.exec(started.output())![1]!,
+    adminUrl,
     master,
     prefix,
+    async admin(op, body) {
+      const res = await fetch(`${adminUrl}/oauth/${op}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, string> };
+    },
     async cleanup() {
       if (started.child.exitCode === null) started.child.kill('SIGKILL');
       const raw = await rawRedis();
