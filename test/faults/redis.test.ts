@@ -153,6 +153,9 @@ describe('Redis faults: fail closed within the bound, recover by itself', () => 
     await r.fault.setMode('slow', { slowMs: 500 });
     await expectFailClosed(r);
     await r.fault.setMode('pass');
+    // The replies to the timed-out commands are still on their way (as on a real link, in order, ahead
+    // of any new reply); until they are in, a new command waits behind them past the 250 ms bound.
+    await r.fault.whenDelivered();
     await expectRecovered(r);
   });
 

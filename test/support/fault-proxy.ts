@@ -5,7 +5,8 @@
 //   reset      connections are accepted and reset at once; open connections are reset too
 //   blackhole  connections are accepted, nothing flows either way (bytes are held, as TCP would retransmit
 //              them after a partition heals; back to `pass` delivers them)
-//   slow       every chunk from the target is delivered `slowMs` late (in order)
+//   slow       every chunk from the target is delivered `slowMs` late; in order, also across a switch
+//              back to `pass` (later chunks wait behind the late ones, as TCP would keep them)
 // A test can also intercept client->target bytes to cut a connection at an exact point of a protocol
 // exchange (e.g. in the middle of a MULTI/EXEC), and count connections and bytes.
 
@@ -52,6 +53,8 @@ export interface FaultProxy {
   openConnections(): number;
   /** Resolves once no connection is open (at once if none is). */
   whenNoConnections(): Promise<void>;
+  /** Resolves once every chunk `slow` held back has been delivered (at once if none is held). */
+  whenDelivered(): Promise<void>;
   /** Connections accepted since start. */
   readonly accepted: number;
   close(): Promise<void>;
@@ -59,6 +62,9 @@ export interface FaultProxy {
 
 interface LinkState extends Link {
   held: { toTarget: Buffer[]; toClient: Buffer[] };
+  /** Target chunks `slow` holds back, in order, each with the time it may leave. */
+  late: Array<{ at: number; chunk: Buffer }>;
+  lateTimer: NodeJS.Timeout | undefined;
   dropReplies: boolean;
   frozen: boolean;
   closed: boolean;
@@ -72,6 +78,7 @@ export async function startFaultProxy(target: { host: string; port: number }, in
   let nextId = 1;
   const links = new Set<LinkState>();
   let emptyWaiters: Array<() => void> = [];
+  let deliveredWaiters: Array<() => void> = [];
   let server: Server | undefined;
   let port = 0;
   const host = '127.0.0.1';
@@ -79,7 +86,10 @@ export async function startFaultProxy(target: { host: string; port: number }, in
   const kill = (link: LinkState) => {
     if (link.closed) return;
     link.closed = true;
+    clearTimeout(link.lateTimer);
+    link.late = [];
     links.delete(link);
+    wakeDelivered();
     if (links.size === 0 && emptyWaiters.length > 0) {
       const waiters = emptyWaiters;
       emptyWaiters = [];
@@ -97,14 +107,34 @@ export async function startFaultProxy(target: { host: string; port: number }, in
       link.held[direction].push(chunk);
       return;
     }
-    if (direction === 'toClient' && mode === 'slow') {
-      // In order: each chunk leaves slowMs after it arrived, never before the previous one.
-      setTimeout(() => {
-        if (!link.closed) out.write(chunk);
-      }, slowMs);
+    if (direction === 'toClient' && (mode === 'slow' || link.late.length > 0)) {
+      // In order: each chunk leaves slowMs after it arrived (at once after `slow` ended), never
+      // before the previous one.
+      link.late.push({ at: mode === 'slow' ? Date.now() + slowMs : 0, chunk });
+      if (link.lateTimer === undefined) releaseLate(link);
       return;
     }
     out.write(chunk);
+  };
+
+  const releaseLate = (link: LinkState) => {
+    link.lateTimer = undefined;
+    while (link.late.length > 0 && link.late[0]!.at <= Date.now()) {
+      const { chunk } = link.late.shift()!;
+      if (!link.closed) link.client.write(chunk);
+    }
+    if (link.late.length > 0 && !link.closed) {
+      link.lateTimer = setTimeout(() => releaseLate(link), Math.max(0, link.late[0]!.at - Date.now()));
+      return;
+    }
+    link.late = [];
+    wakeDelivered();
+  };
+  const wakeDelivered = () => {
+    if (deliveredWaiters.length === 0 || ![...links].every((l) => l.late.length === 0)) return;
+    const waiters = deliveredWaiters;
+    deliveredWaiters = [];
+    for (const wake of waiters) wake();
   };
 
   const onConnection = (client: Socket) => {
@@ -124,6 +154,8 @@ export async function startFaultProxy(target: { host: string; port: number }, in
       clientBytes: 0,
       targetBytes: 0,
       held: { toTarget: [], toClient: [] },
+      late: [],
+      lateTimer: undefined,
       dropReplies: false,
       frozen: false,
       closed: false,
@@ -223,6 +255,9 @@ export async function startFaultProxy(target: { host: string; port: number }, in
     },
     whenNoConnections() {
       return links.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => emptyWaiters.push(resolve));
+    },
+    whenDelivered() {
+      return [...links].every((l) => l.late.length === 0) ? Promise.resolve() : new Promise<void>((resolve) => deliveredWaiters.push(resolve));
     },
     async close() {
       interceptor = undefined;
