@@ -816,8 +816,11 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   }
   if (results.idle) {
     const s = results.idle.get('b')!;
-    const per = (s.open.rss - s.before.rss) / s.streams;
-    checks.push(['< 20 KiB per idle SSE stream (sidecar RSS)', `${fmt.kib(per)} KiB`, per < 20 * 1024 ? 'met' : 'not met']);
+    // Judged on the JS heap and buffers the streams hold: RSS also moves with what the allocator keeps
+    // or hands back around the forced GC (it has gone down while 1,000 streams opened).
+    const heap = (s.open.heapUsed + s.open.external - s.before.heapUsed - s.before.external) / s.streams;
+    const rss = (s.open.rss - s.before.rss) / s.streams;
+    checks.push(['< 20 KiB per idle SSE stream (sidecar JS heap + buffers; RSS beside it)', `${fmt.kib(heap)} KiB (RSS ${fmt.kib(rss)} KiB)`, heap < 20 * 1024 ? 'met' : 'not met']);
   }
   if (results.soak) {
     const s = results.soak;
