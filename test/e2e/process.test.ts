@@ -10,8 +10,8 @@ import { startUpstream, type RunningUpstream } from '../../examples/upstream/ser
 import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, tokenRequest } from '../support/sign-in.ts';
 import { loginFormAction, UserAgent } from '../support/user-agent.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
-import { rawSession, readSse } from '../support/sse.ts';
-import { startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
+import { rawSession } from '../support/sse.ts';
+import { sigtermDuringCall, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 
 /** The Dockerfile's CMD, exec form: what a container runs. */
 function dockerCmd(): string[] {
@@ -74,26 +74,8 @@ describe('the container entry command as a plain process, against real Redis', (
       () => 'reset',
     );
 
-    const call = await fetch(mcpUrl, {
-      method: 'POST',
-      headers: session.headers(),
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 7,
-        method: 'tools/call',
-        params: { name: 'progress', arguments: { steps: 4, delayMs: 150 }, _meta: { progressToken: 'drain' } },
-      }),
-    });
-    expect(call.status).toBe(200);
-    // Signal only once the call is provably in flight: its first progress event has come through.
-    let signalled = false;
-    const all = await readSse(call.body!, (seen) => {
-      if (seen.length >= 1 && !signalled) signalled = sidecar.child.kill('SIGTERM');
-      return seen.some((e) => 'result' in JSON.parse(e.data));
-    });
-    expect(signalled).toBe(true);
+    const all = await sigtermDuringCall(sidecar, mcpUrl, session.headers());
     expect(all.map((e) => JSON.parse(e.data).method ?? 'result')).toEqual([...Array(4).fill('notifications/progress'), 'result']);
-    expect(JSON.parse(all.at(-1)!.data).result.content[0].text).toBe('done 4');
 
     expect(await getEnded).toBe('ended'); // ended cleanly (the client may resume elsewhere), not reset
     expect(await sidecar.exit).toBe(0);

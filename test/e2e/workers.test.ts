@@ -11,8 +11,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { generateToken } from '../../src/credentials.ts';
 import { redisUrl } from '../support/redis.ts';
-import { rawSession, readSse } from '../support/sse.ts';
-import { spawnProcess, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
+import { rawSession } from '../support/sse.ts';
+import { sigtermDuringCall, spawnProcess, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 
 const SIDECAR = [process.execPath, '--import', 'tsx', 'src/main.ts'];
 
@@ -167,19 +167,7 @@ describe('WORKERS=2 against real Redis', () => {
   it('on SIGTERM lets the in-flight call finish on its worker, and the primary exits 0', async () => {
     const { accessToken } = await newToken();
     const session = await rawSession(`${proxyUrl}/mcp`, { authorization: `Bearer ${accessToken}` });
-    const call = await fetch(`${proxyUrl}/mcp`, {
-      method: 'POST',
-      headers: session.headers(),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'progress', arguments: { steps: 4, delayMs: 150 }, _meta: { progressToken: 'drain' } } }),
-    });
-    expect(call.status).toBe(200);
-    let signalled = false;
-    const all = await readSse(call.body!, (seen) => {
-      if (seen.length >= 1 && !signalled) signalled = sidecar.child.kill('SIGTERM');
-      return seen.some((e) => 'result' in JSON.parse(e.data));
-    });
-    expect(signalled).toBe(true);
-    expect(JSON.parse(all.at(-1)!.data).result.content[0].text).toBe('done 4');
+    await sigtermDuringCall(sidecar, `${proxyUrl}/mcp`, session.headers());
     expect(await sidecar.exit).toBe(0);
     const lines = logLines(sidecar.output());
     // Every worker and the primary stopped gracefully; no line of any process was cut by another's.

@@ -2,6 +2,7 @@
 // stderr collected, readiness and later events awaited on its output (never on a timer).
 
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { expect } from 'vitest';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { generateToken } from '../../src/credentials.ts';
 import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from './redis.ts';
+import { readSse, type SseEvent } from './sse.ts';
 
 export type Child = ChildProcessByStdio<null, Readable, Readable>;
 
@@ -116,4 +118,31 @@ export async function startSidecarProcess(label: string, argv: string[], env: No
       }
     },
   };
+}
+
+/**
+ * Starts the reference upstream's `progress` tool (4 steps, 150 ms apart) through `mcpUrl` in the
+ * session, sends `target` SIGTERM once the call is provably in flight (its first progress event has
+ * come through), and reads the stream to the call's result: every event, in order.
+ */
+export async function sigtermDuringCall(target: Started, mcpUrl: string, headers: Headers): Promise<SseEvent[]> {
+  const call = await fetch(mcpUrl, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'progress', arguments: { steps: 4, delayMs: 150 }, _meta: { progressToken: 'drain' } },
+    }),
+  });
+  expect(call.status).toBe(200);
+  let signalled = false;
+  const all = await readSse(call.body!, (seen) => {
+    if (seen.length >= 1 && !signalled) signalled = target.child.kill('SIGTERM');
+    return seen.some((e) => 'result' in JSON.parse(e.data));
+  });
+  expect(signalled).toBe(true);
+  expect(JSON.parse(all.at(-1)!.data).result.content[0].text).toBe('done 4');
+  return all;
 }
