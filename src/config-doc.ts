@@ -1,4 +1,4 @@
-// The README's configuration table, generated from what src/config.ts reads (describeConfigKeys):
+// The README's configuration table, generated from what src/config-keys.ts declares (describeConfigKeys):
 // every key, its environment variable, type or range, default and meaning.
 //
 //   npm run docs:config            rewrite the table in README.md between the markers
@@ -7,7 +7,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { describeConfigKeys } from './config.ts';
+import { describeConfigKeys } from './config-keys.ts';
 
 export const TABLE_START = '<!-- config:start -->';
 export const TABLE_END = '<!-- config:end -->';

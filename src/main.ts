@@ -3,7 +3,8 @@
 
 import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
-import { ConfigError, configFlagNames, loadConfig, parseConfigFlags, type Config, type ConfigFlags } from './config.ts';
+import { configFlagNames, parseConfigFlags, type ConfigFlags } from './config-argv.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createSidecar, exitOnStopSignals, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
 import { createLogger } from './logger.ts';

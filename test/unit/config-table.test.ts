@@ -1,11 +1,12 @@
-// The README's configuration table is generated from src/config.ts (src/config-doc.ts) and must match
+// The README's configuration table is generated from src/config-keys.ts (src/config-doc.ts) and must match
 // it: a key added to the code without a description, or a README edited by hand, fails here.
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { configTable, tableIn, withTable } from '../../src/config-doc.ts';
-import { buildConfig, describeConfigKeys } from '../../src/config.ts';
+import { buildConfig } from '../../src/config.ts';
+import { describeConfigKeys } from '../../src/config-keys.ts';
 import { generateToken } from '../../src/credentials.ts';
 
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, buildConfig, configFlagNames, interpolate, loadConfig, parseConfigFlags } from '../../src/config.ts';
+import { configFlagNames, parseConfigFlags } from '../../src/config-argv.ts';
+import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
 import { generateToken, weakTokenReason } from '../../src/credentials.ts';
 
 const MASTER = generateToken();

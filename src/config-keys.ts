@@ -1,0 +1,407 @@
+// Every configuration key, declared once: its type, default, environment variable, flag and README
+// description all come from its entry in CONFIG_KEYS. Checks that need only one key's value live with
+// the key; rules across keys are in config-rules.ts, loading in config.ts.
+
+import { isIP } from 'node:net';
+import { isTokenShaped, weakTokenReason } from './credentials.ts';
+import { boolean, choice, integer, keysOf, list, structured, text, type KeyTree, type Problems, type ValuesOf } from './config-spec.ts';
+import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
+import { compileRules } from './policy/rules.ts';
+
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+/** `auto`: human-readable lines when stdout is a terminal, JSON lines otherwise. */
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+const DEFAULT_IDP_ALGORITHMS = ['RS256', 'ES256', 'PS256', 'EdDSA'];
+const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+const GENERATE_HINT = 'generate one with `node bin/mcp-bearer-proxy.js token generate` or `openssl rand -hex 32`';
+
+/**
+ * Every configuration key, in the order of config.yaml and of the README table. Adding a key is one
+ * entry here (and a line in config.yaml, which a test checks); a problem names the key as the user
+ * wrote it: the environment variable, the flag (`--proxy.port`) or the dotted key.
+ */
+export const CONFIG_KEYS = {
+  masterToken: text({
+    default: '',
+    env: 'BEARER_SECRET_MASTER',
+    secret: true,
+    defaultText: 'required',
+    description:
+      'The master token: exactly 64 lowercase hex characters from a CSPRNG (`mcp-bearer-proxy token generate`); placeholders such as all zeros or a repeated pattern are refused. Keep it in the environment, never in the file.',
+    check: checkMasterToken,
+  }),
+  store: choice(['redis', 'memory'], {
+    default: 'redis',
+    description: '`redis` (production) or `memory` (one process, nothing persisted; what `npm run demo` uses).',
+  }),
+  redis: {
+    url: text({
+      default: 'redis://127.0.0.1:6379',
+      env: 'REDIS_URL',
+      description: 'Redis: `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redis+cluster://` (see above).',
+      check: (url, label, problems) => {
+        try {
+          parseRedisUrl(url);
+        } catch (err) {
+          problems.push(`${label} "${redactRedisUrl(url)}": ${(err as Error).message}`);
+        }
+      },
+    }),
+    keyPrefix: text({ default: 'mcpauth:', description: 'Prefix of every key the sidecar writes.' }),
+    commandTimeoutMs: integer({
+      default: 1000,
+      min: 10,
+      max: 1500,
+      description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.',
+    }),
+    connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this; a refused connection or refused credentials stop it at once.' }),
+    lookupCache: choice(['off', 'tracking'], {
+      default: 'off',
+      env: 'REDIS_LOOKUP_CACHE',
+      description:
+        '`off`: every request reads its token from Redis (a hand edit is seen by the very next request). `tracking`: token records are cached in process and invalidated by Redis (CLIENT TRACKING); a hand edit is seen once its invalidation message arrives, and the cache is unused while that cannot be vouched for (see docs/lookup-cache.md). Standalone and Sentinel only; ignored by the memory store.',
+    }),
+    lookupCacheMaxEntries: integer({
+      default: 100000,
+      min: 1,
+      max: 10_000_000,
+      env: 'REDIS_LOOKUP_CACHE_MAX_ENTRIES',
+      description: 'With `lookupCache: tracking`, token records kept per process (least recently used evicted first).',
+    }),
+    lookupCachePingIntervalMs: integer({
+      default: 1000,
+      min: 50,
+      max: 60000,
+      description:
+        'With `lookupCache: tracking`, both cache connections are PINGed this often; one that does not answer within `commandTimeoutMs` empties the cache (bound on how long a silently dead invalidation connection can go unnoticed).',
+    }),
+  },
+  upstream: {
+    url: text({
+      default: 'http://127.0.0.1:3000/mcp',
+      env: 'UPSTREAM_URL',
+      description: 'Full URL of the upstream MCP endpoint. It must not be the sidecar\'s own proxy listener (that would loop).',
+      check: (url, label, problems) => checkHttpUrl(label, url, problems, true),
+    }),
+    headersTimeoutMs: integer({
+      default: 60000,
+      min: 10,
+      max: 3600000,
+      description: 'The upstream must send response headers within this (else 504); established streams are never cut.',
+    }),
+    healthTimeoutMs: integer({ default: 2000, min: 10, max: 60000, description: 'Bound on the upstream probe of `GET /health` and on the start-up probe of the MCP endpoint.' }),
+    maxSockets: integer({ default: 1024, min: 1, max: 65536, description: 'Keep-alive connections to the upstream.' }),
+  },
+  proxy: {
+    host: text({ default: '0.0.0.0', env: 'HOST', description: 'Proxy listener address.' }),
+    port: integer({ default: 8080, min: 0, max: 65535, env: 'PORT', description: 'Proxy listener port (`0`: any free port, printed at start).' }),
+    publicUrl: text({
+      env: 'PUBLIC_URL',
+      defaultText: '`http://localhost:<port>`',
+      description:
+        'External base URL clients use: in OAuth metadata and `WWW-Authenticate`. The base only: the sidecar adds `/mcp`, so a URL ending in `/mcp`, or with a query or fragment, is refused; a trailing slash is dropped.',
+      normalise: (url) => url?.replace(/\/+$/, ''),
+      check: (url, label, problems) => {
+        if (url !== undefined) checkPublicUrl(label, url, problems);
+      },
+    }),
+    allowedHosts: list({
+      default: [],
+      description:
+        'Host names `/mcp` and `/health` answer for besides `PUBLIC_URL`\'s (DNS rebinding protection; any other Host gets 421). Loopback names are allowed when the listener is on loopback or `PUBLIC_URL` is unset.',
+    }),
+    allowedOrigins: list({
+      default: [],
+      description: 'Browser origins allowed on `/mcp` and `/health` besides `PUBLIC_URL`\'s (a request with any other `Origin` gets 403); loopback origins under the same rule as loopback hosts.',
+    }),
+    trustedProxies: list({
+      default: [],
+      description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.',
+      check: (entries, label, problems) => {
+        for (const entry of entries) if (!isCidr(entry)) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
+      },
+    }),
+    maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
+    maxHeaderBytes: integer({ default: 16384, min: 1024, max: 1048576, description: 'Larger request headers get 431.' }),
+    headersTimeoutMs: integer({ default: 10000, min: 100, max: 600000, description: 'A client must send its request headers within this (slowloris bound).' }),
+    requestTimeoutMs: integer({
+      default: 300000,
+      min: 0,
+      max: 86400000,
+      description: 'A client must send its whole request body within this; responses are not bounded.',
+    }),
+    shutdownGraceMs: integer({ default: 10000, min: 0, max: 600000, description: 'On SIGTERM, in-flight requests get this long to finish.' }),
+    workers: integer({
+      default: 1,
+      min: 0,
+      max: 64,
+      env: 'WORKERS',
+      description:
+        'Proxy worker processes sharing the proxy port (`node:cluster`); `1`: one process, no cluster; `0`: one per available CPU. With more than one, the primary process serves the admin listener and `/metrics` (summed over workers). Needs the Redis store.',
+    }),
+    streamRecheckMs: integer({
+      default: 30000,
+      min: 50,
+      max: 3600000,
+      description:
+        "Every open SSE stream's token is looked up again this often, in one batch, and the stream ended if it no longer authorizes: the bound for a revocation written into Redis by hand. Revocations through the sidecar end streams at once, expiry at `expiresAt`.",
+    }),
+  },
+  admin: {
+    host: text({ default: '127.0.0.1', env: 'ADMIN_HOST', description: 'Admin listener address (keep it private: loopback or the pod network).' }),
+    port: integer({ default: 8081, min: 0, max: 65535, env: 'ADMIN_PORT', description: 'Admin listener port (`0`: any free port).' }),
+    maxBodyBytes: integer({ default: 65536, min: 1024, max: 1048576, description: 'Admin request bodies over this get 413.' }),
+  },
+  idp: {
+    issuer: text({
+      env: 'IDP_ISSUER',
+      description:
+        'The identity provider: exact `iss` of the JWTs `POST /token` exchanges for user-grade tokens (set with audience and jwksUrl), and the OpenID provider of browser sign-in (set with clientId and clientSecret; endpoints from its discovery document).',
+    }),
+    audience: text({ env: 'IDP_AUDIENCE', description: 'Exact `aud` the IdP JWT must carry.' }),
+    jwksUrl: text({
+      env: 'IDP_JWKS_URL',
+      description: "URL of the IdP's JWKS (cached 10 min).",
+      check: (url, label, problems) => {
+        if (url !== undefined) checkHttpUrl(label, url, problems);
+      },
+    }),
+    algorithms: list({
+      default: DEFAULT_IDP_ALGORITHMS,
+      defaultText: `\`${DEFAULT_IDP_ALGORITHMS.join(', ')}\``,
+      description: 'JWS algorithms accepted from the IdP (asymmetric only).',
+      normalise: (algorithms) => (algorithms.length > 0 ? algorithms : [...DEFAULT_IDP_ALGORITHMS]),
+      check: (algorithms, label, problems) => {
+        for (const alg of algorithms) {
+          if (!ASYMMETRIC_ALGORITHMS.includes(alg)) problems.push(`${label}: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
+        }
+      },
+    }),
+    clockToleranceSeconds: integer({ default: 30, min: 0, max: 300, description: 'Clock skew tolerated on `exp`/`nbf`.' }),
+    jwksTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Bound on one JWKS fetch; an unreachable JWKS answers 503.' }),
+    jwksCooldownMs: integer({ default: 30000, min: 0, max: 3600000, description: 'An unknown `kid` refetches the JWKS at most this often.' }),
+    allowedEmailDomains: list({
+      default: [],
+      description: 'When set, only JWTs with a verified `email` in one of these domains may exchange.',
+      normalise: (domains) => domains.map((d) => d.toLowerCase()),
+    }),
+    requiredGroup: text({ description: 'When set, only JWTs whose groups claim lists this group may exchange.' }),
+    groupsClaim: text({ default: 'groups', description: 'The claim holding the groups list.' }),
+    clientId: text({
+      env: 'IDP_CLIENT_ID',
+      description:
+        "Browser sign-in: the sidecar's client id at the IdP (an OpenID Connect client whose redirect URI is `PUBLIC_URL/oauth/callback`). Set issuer, clientId and clientSecret together, or none (no `/authorize`).",
+    }),
+    clientSecret: text({
+      env: 'IDP_CLIENT_SECRET',
+      secret: true,
+      description: "Browser sign-in: the sidecar's client secret at the IdP (sent as client_secret_basic). Keep it in the environment.",
+    }),
+    scopes: text({
+      default: 'openid email profile',
+      env: 'IDP_SCOPES',
+      description: 'Browser sign-in: scopes asked of the IdP (must include `openid`).',
+      check: (scopes, label, problems) => {
+        if (!scopes.split(' ').includes('openid')) problems.push(`${label} must include openid`);
+      },
+    }),
+    requestTimeoutMs: integer({
+      default: 5000,
+      min: 100,
+      max: 60000,
+      description: 'Browser sign-in: bound on each call to the IdP (discovery, code exchange, keys); past it the browser gets a 503 page.',
+    }),
+  },
+  oauth: {
+    registration: choice(['open', 'protected'], {
+      default: 'open',
+      description: '`POST /register`: `open`, or `protected` (the master token as initial access token).',
+    }),
+    registrationRateLimitPerMinute: integer({ default: 10, min: 1, max: 100000, description: 'Registrations per client address per minute, across replicas.' }),
+    unusedClientTtlSeconds: integer({
+      default: 30 * 24 * 3600,
+      min: 60,
+      max: 10 * 365 * 24 * 3600,
+      description: 'A registered client that completes no grant for this long is forgotten.',
+    }),
+    refreshReuseGraceSeconds: integer({
+      default: 5,
+      min: 0,
+      max: 60,
+      description:
+        'A refresh token presented again within this many seconds of its rotation (a client racing itself: two tabs, a retry) gets new tokens in the same family instead of revoking it; after that, a replay revokes the family (`0`: always revoke).',
+    }),
+    /** `client_id` as an https URL naming the client's own metadata document (src/oauth/cimd.ts). */
+    clientMetadataDocuments: {
+      enabled: boolean({
+        default: true,
+        description: "Accept an https URL as `client_id`: the client's own metadata document, fetched with an SSRF guard (see docs/security.md).",
+      }),
+      timeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Bound on one document fetch, all of it (DNS, connect, TLS, headers, body).' }),
+      maxBytes: integer({ default: 5120, min: 512, max: 1048576, description: 'Larger documents are refused (checked while the body streams in).' }),
+      cacheTtlSeconds: integer({
+        default: 600,
+        min: 0,
+        max: 86400,
+        description: 'A valid document is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured). Failures are never cached.',
+      }),
+      cacheMaxEntries: integer({ default: 1000, min: 0, max: 1_000_000, description: 'Documents kept in memory per process, least recently used evicted first.' }),
+      allowPrivateAddresses: boolean({
+        default: false,
+        description: 'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.',
+      }),
+    },
+  },
+  rateLimits: {
+    failedAuthPerMinute: integer({
+      default: 120,
+      min: 0,
+      max: 1_000_000,
+      description:
+        'Failed authentications per client address per minute (bad tokens on `/mcp` and `/health`, failed client authentications and bad grants on `/token`, `/revoke`, `/introspect`), across replicas; then 429 for that address (`0`: off).',
+    }),
+    tokenRequestsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`POST /token` requests per `client_id` and client address per minute, across replicas (`0`: off).',
+    }),
+    revocationRequestsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`POST /revoke` requests per client address per minute, across replicas (`0`: off).',
+    }),
+    introspectionRequestsPerMinute: integer({
+      default: 600,
+      min: 0,
+      max: 1_000_000,
+      description: '`POST /introspect` requests per client address per minute, across replicas (`0`: off).',
+    }),
+    adminFailedAuthPerMinute: integer({
+      default: 20,
+      min: 0,
+      max: 1_000_000,
+      description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then 429 for that address (`0`: off).',
+    }),
+  },
+  audit: {
+    stream: boolean({
+      default: true,
+      description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.',
+    }),
+    maxLen: integer({ default: 10000, min: 100, max: 10_000_000, description: 'Approximate length cap of the audit stream (`XADD … MAXLEN ~`).' }),
+  },
+  /** Per-tool policy on `POST /mcp` (src/policy/, docs/policy.md); off while `policy.rules` is unset. */
+  policy: {
+    rules: structured('list of rules', {
+      description:
+        'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy, `/mcp` bodies are streamed unparsed. Set: every `POST /mcp` body is read as JSON-RPC and decided.',
+    }, (raw, label, problems) => compileRules(raw, label, problems)),
+    default: choice(['allow', 'deny'], { default: 'deny', description: 'What a call no rule matches gets.' }),
+    maxBodyBytes: integer({
+      default: 1048576,
+      min: 1024,
+      max: 67108864,
+      description: 'With a policy, larger `POST /mcp` bodies are refused with 413 (the body must be read whole to be decided).',
+    }),
+    maxBatch: integer({ default: 100, min: 1, max: 10000, description: 'With a policy, JSON-RPC batches longer than this are refused with 400.' }),
+    maxDepth: integer({ default: 64, min: 2, max: 1024, description: 'With a policy, JSON nested deeper than this is refused with 400.' }),
+  },
+  logLevel: choice(LOG_LEVELS, { default: 'info', env: 'LOG_LEVEL', description: 'Log level: `debug`, `info`, `warn` or `error`.' }),
+  logFormat: choice(LOG_FORMATS, {
+    default: 'auto',
+    env: 'LOG_FORMAT',
+    description: '`auto`: human-readable lines when stdout is a terminal, JSON lines otherwise; `json` or `pretty` force one.',
+  }),
+} satisfies KeyTree;
+
+/** The validated, frozen configuration: one field per entry of CONFIG_KEYS. */
+export type Config = ValuesOf<typeof CONFIG_KEYS>;
+
+function checkMasterToken(token: string, label: string, problems: Problems): void {
+  // Named by its variable wherever it was written: the file only ever refers to it (${BEARER_SECRET_MASTER}).
+  const name = label === 'masterToken' ? 'BEARER_SECRET_MASTER' : label;
+  if (token === '') {
+    problems.push(`${name} is not set: ${GENERATE_HINT} and export it`);
+  } else if (!isTokenShaped(token)) {
+    problems.push(
+      `${name} must be exactly 64 lowercase hex characters (32 random bytes); the value given has ${token.length} characters${/[A-F]/.test(token) ? ' and uppercase letters' : ''}; ${GENERATE_HINT}`,
+    );
+  } else {
+    const weak = weakTokenReason(token);
+    if (weak !== undefined) {
+      problems.push(`${name} is not a random secret: ${weak}. A placeholder would let anyone who guesses it administer every token; ${GENERATE_HINT}`);
+    }
+  }
+}
+
+function parseHttpUrl(name: string, value: string, problems: Problems): URL | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problems.push(`${name} "${value}" is not a valid URL (example: http://127.0.0.1:3000/mcp)`);
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    problems.push(`${name} must be an http:// or https:// URL (got ${url.protocol})`);
+    return undefined;
+  }
+  if (url.username || url.password) problems.push(`${name} must not carry credentials`);
+  return url;
+}
+
+export function checkHttpUrl(name: string, value: string, problems: Problems, requirePath = false): void {
+  const url = parseHttpUrl(name, value, problems);
+  if (url !== undefined && requirePath && (url.pathname === '' || url.pathname === '/')) {
+    problems.push(`${name} must name the MCP endpoint path, e.g. http://127.0.0.1:3000/mcp`);
+  }
+}
+
+/** The base URL only: metadata and challenges append `/mcp` and `/.well-known/...` to it. */
+function checkPublicUrl(name: string, value: string, problems: Problems): void {
+  const url = parseHttpUrl(name, value, problems);
+  if (url === undefined) return;
+  if (url.search !== '' || url.hash !== '' || /[?#]/.test(value)) {
+    problems.push(`${name} must be a base URL without a query or fragment (got "${value}")`);
+  } else if (/\/mcp$/i.test(url.pathname)) {
+    problems.push(`${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`);
+  }
+}
+
+function isCidr(entry: string): boolean {
+  const [address, bits] = entry.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0) return false;
+  if (bits === undefined) return true;
+  const n = Number(bits);
+  return /^\d+$/.test(bits) && n >= 0 && n <= (family === 4 ? 32 : 128);
+}
+
+/** One row of the README's configuration table. */
+export interface ConfigKeyInfo {
+  key: string;
+  env: string | undefined;
+  type: string;
+  /** The value used when the key is absent; undefined: none (unset). */
+  default: unknown;
+  /** Replaces the formatted default where the real one is computed or required. */
+  defaultText: string | undefined;
+  description: string;
+}
+
+/** Every declared key, in declaration order: the README's table (`npm run docs:config`). */
+export function describeConfigKeys(): ConfigKeyInfo[] {
+  return keysOf(CONFIG_KEYS).map(([key, spec]) => ({
+    key,
+    env: spec.doc.env,
+    type: spec.type,
+    default: spec.default === '' ? undefined : spec.default,
+    defaultText: spec.doc.defaultText,
+    description: spec.doc.description,
+  }));
+}

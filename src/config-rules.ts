@@ -1,0 +1,102 @@
+// Configuration rules that involve more than one key; they run once every key has been read, and add
+// their problems to the same list as the keys' own.
+
+import { hostname, networkInterfaces } from 'node:os';
+import { checkHttpUrl, type Config } from './config-keys.ts';
+import type { Problems } from './config-spec.ts';
+import { parseRedisUrl } from './store/redis-url.ts';
+
+/** Rules that involve more than one key; they run once every key is read. */
+export function checkWhole(config: Config, problems: Problems): void {
+  checkIdp(config.idp, problems);
+  checkLookupCache(config, problems);
+  const loop = upstreamLoop(config);
+  if (loop !== undefined) problems.push(loop);
+  // Each process would hold its own memory store: a token issued by one worker unknown to the others.
+  if (config.store === 'memory' && config.proxy.workers !== 1) {
+    problems.push(`WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`);
+  }
+}
+
+/** Invalidations come from the node that served the read: one tracking connection cannot cover a Cluster. */
+function checkLookupCache(config: Config, problems: Problems): void {
+  if (config.store !== 'redis' || config.redis.lookupCache !== 'tracking') return;
+  let mode: string;
+  try {
+    mode = parseRedisUrl(config.redis.url).mode;
+  } catch {
+    return; // already reported
+  }
+  if (mode === 'cluster') {
+    problems.push(
+      'redis.lookupCache (REDIS_LOOKUP_CACHE) "tracking" is not supported on Redis Cluster (REDIS_URL is redis+cluster://): invalidation tracking is per node; use "off" with Cluster, or a standalone or Sentinel Redis',
+    );
+  }
+}
+
+/**
+ * Two features share IDP_ISSUER: the token exchange (with audience and JWKS) and browser sign-in (with
+ * the sidecar's client id and secret). Each is on with all its settings, or off with none.
+ */
+function checkIdp(idp: Config['idp'], problems: Problems): void {
+  const exchangeSet = [idp.audience, idp.jwksUrl].filter((v) => v !== undefined).length;
+  const signInSet = [idp.clientId, idp.clientSecret].filter((v) => v !== undefined).length;
+  if (exchangeSet === 1 || (exchangeSet === 2 && idp.issuer === undefined)) {
+    problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
+  }
+  if (signInSet === 1 || (signInSet === 2 && idp.issuer === undefined)) {
+    problems.push('IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together for browser sign-in (or none of them)');
+  }
+  if (idp.issuer !== undefined && exchangeSet === 0 && signInSet === 0) {
+    problems.push('IDP_ISSUER is set alone: add IDP_AUDIENCE and IDP_JWKS_URL (token exchange) and/or IDP_CLIENT_ID and IDP_CLIENT_SECRET (browser sign-in)');
+  }
+  if (idp.issuer !== undefined && signInSet === 2) {
+    checkHttpUrl('IDP_ISSUER', idp.issuer, problems);
+    // The browser sign-in's secrets and codes travel to the IdP: plain http only on this machine.
+    if (/^http:/i.test(idp.issuer) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/i.test(idp.issuer)) {
+      problems.push('IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on 127.0.0.1, localhost or [::1])');
+    }
+  }
+}
+
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '']);
+
+/** Names this machine answers to on loopback (and, for a wildcard listener, on every interface). */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host) || WILDCARD_HOSTS.has(host);
+}
+
+function isOwnAddress(host: string): boolean {
+  if (isLoopback(host) || host === hostname().toLowerCase()) return true;
+  const bare = host.replace(/^\[|\]$/g, '');
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address.toLowerCase() === bare));
+}
+
+/**
+ * A problem when the upstream URL is the sidecar's own proxy listener (or its public URL): every
+ * request would be forwarded to itself until sockets run out.
+ */
+function upstreamLoop(config: Config): string | undefined {
+  let upstream: URL;
+  try {
+    upstream = new URL(config.upstream.url);
+  } catch {
+    return undefined; // already reported
+  }
+  const upstreamHost = upstream.hostname.toLowerCase();
+  const upstreamPort = Number(upstream.port || (upstream.protocol === 'https:' ? 443 : 80));
+  const listenHost = config.proxy.host.toLowerCase();
+  const sameHost = WILDCARD_HOSTS.has(listenHost)
+    ? isOwnAddress(upstreamHost)
+    : isLoopback(listenHost)
+      ? isLoopback(upstreamHost)
+      : upstreamHost === listenHost || upstreamHost === `[${listenHost}]`;
+  if (config.proxy.port !== 0 && upstreamPort === config.proxy.port && sameHost) {
+    return `UPSTREAM_URL ${upstream.origin} is this sidecar's own proxy listener (${config.proxy.host}:${config.proxy.port}): requests would loop. Point it at the MCP server behind the sidecar`;
+  }
+  const publicUrl = config.proxy.publicUrl;
+  if (publicUrl !== undefined && `${upstream.origin}${upstream.pathname}`.startsWith(`${publicUrl}/`)) {
+    return `UPSTREAM_URL is under PUBLIC_URL ${publicUrl}, the address clients reach this sidecar at: requests would loop. Point it at the MCP server behind the sidecar`;
+  }
+  return undefined;
+}
