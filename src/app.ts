@@ -22,7 +22,7 @@ import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
 import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
-import { publicReach } from './net-scope.ts';
+import { publicReach } from './net-address.ts';
 import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
+import { isLoopbackHost } from './net-address.ts';
 import { GRANT_AUTHORIZATION_CODE, resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
@@ -58,8 +59,6 @@ export function publicClient(c: ClientRecord): PublicClient {
   return out;
 }
 
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
 /** https, or http on a loopback host (RFC 8252 §7.3); no fragment; matched by redirectUriMatches. */
 export function checkRedirectUri(value: unknown): string | null {
   if (typeof value !== 'string' || value.length === 0 || value.length > 2048) return null;
@@ -73,7 +72,7 @@ export function checkRedirectUri(value: unknown): string | null {
   }
   if (url.hash !== '' || value.includes('#')) return null;
   if (url.protocol === 'https:') return value;
-  return url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname) ? value : null;
+  return url.protocol === 'http:' && isLoopbackHost(url.hostname) ? value : null;
 }
 
 /**
@@ -91,7 +90,7 @@ export function redirectUriMatches(registered: readonly string[], presented: str
   } catch {
     return false;
   }
-  if (url.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url.hostname) || url.username !== '' || url.password !== '') return false;
+  if (url.protocol !== 'http:' || !isLoopbackHost(url.hostname) || url.username !== '' || url.password !== '') return false;
   return registered.some((r) => {
     let reg: URL;
     try {

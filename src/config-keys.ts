@@ -2,9 +2,9 @@
 // description all come from its entry in CONFIG_KEYS. Checks that need only one key's value live with
 // the key; rules across keys are in config-rules.ts, loading in config.ts.
 
-import { isIP } from 'node:net';
 import { isTokenShaped, weakTokenReason } from './credentials.ts';
 import { boolean, choice, integer, keysOf, list, structured, text, type KeyTree, type Problems, type ValuesOf } from './config-spec.ts';
+import { parseCidr } from './net-address.ts';
 import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
 import { compileRules } from './policy/rules.ts';
 
@@ -121,7 +121,7 @@ export const CONFIG_KEYS = {
       default: [],
       description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.',
       check: (entries, label, problems) => {
-        for (const entry of entries) if (!isCidr(entry)) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
+        for (const entry of entries) if (parseCidr(entry) === undefined) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
       },
     }),
     maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
@@ -371,15 +371,6 @@ function checkPublicUrl(name: string, value: string, problems: Problems): void {
   } else if (/\/mcp$/i.test(url.pathname)) {
     problems.push(`${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`);
   }
-}
-
-function isCidr(entry: string): boolean {
-  const [address, bits] = entry.split('/');
-  const family = isIP(address ?? '');
-  if (family === 0) return false;
-  if (bits === undefined) return true;
-  const n = Number(bits);
-  return /^\d+$/.test(bits) && n >= 0 && n <= (family === 4 ? 32 : 128);
 }
 
 /** One row of the README's configuration table. */

@@ -4,6 +4,7 @@
 import { hostname, networkInterfaces } from 'node:os';
 import { checkHttpUrl, type Config } from './config-keys.ts';
 import type { Problems } from './config-spec.ts';
+import { isLoopbackHost } from './net-address.ts';
 import { parseRedisUrl } from './store/redis-url.ts';
 
 /** Rules that involve more than one key; they run once every key is read. */
@@ -53,8 +54,8 @@ function checkIdp(idp: Config['idp'], problems: Problems): void {
   if (idp.issuer !== undefined && signInSet === 2) {
     checkHttpUrl('IDP_ISSUER', idp.issuer, problems);
     // The browser sign-in's secrets and codes travel to the IdP: plain http only on this machine.
-    if (/^http:/i.test(idp.issuer) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/i.test(idp.issuer)) {
-      problems.push('IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on 127.0.0.1, localhost or [::1])');
+    if (/^http:/i.test(idp.issuer) && !(URL.canParse(idp.issuer) && isLoopbackHost(new URL(idp.issuer).hostname))) {
+      problems.push('IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])');
     }
   }
 }
@@ -63,7 +64,7 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '']);
 
 /** Names this machine answers to on loopback (and, for a wildcard listener, on every interface). */
 function isLoopback(host: string): boolean {
-  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host) || WILDCARD_HOSTS.has(host);
+  return isLoopbackHost(host) || WILDCARD_HOSTS.has(host);
 }
 
 function isOwnAddress(host: string): boolean {

@@ -15,7 +15,7 @@ import type { StoreHealth } from '../store/types.ts';
 import { serve } from '../http.ts';
 import { adminOperations, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
-import { normalizeAddress } from '../proxy/client-address.ts';
+import { normalizeAddress } from '../net-address.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 

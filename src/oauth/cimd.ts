@@ -9,7 +9,7 @@ import type { Clock } from '../clock.ts';
 import { HttpError, unusableClientDocument } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { checkRedirectUri, checkScope, hasControlCharacter } from '../clients.ts';
-import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from './address-class.ts';
+import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../net-address.ts';
 
 export interface ClientMetadataDocument {
   /** The URL, equal to the document's `client_id`. */

@@ -7,6 +7,7 @@
 import * as oidc from 'openid-client';
 import { decodeProtectedHeader } from 'jose';
 import type { Config } from '../config.ts';
+import { isLoopbackHost } from '../net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
 import { checkIdentityClaims, IdpRejection } from './idp.ts';
 
@@ -42,12 +43,10 @@ export interface IdpSignIn {
   finish(query: URLSearchParams, login: IdpLoginState): Promise<SignedInUser>;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
 /** Plain http is allowed only for an IdP on the loopback interface (development, the demo, tests). */
 export function idpAllowsHttp(issuer: string): boolean {
   const url = new URL(issuer);
-  return url.protocol === 'http:' && LOOPBACK.has(url.hostname);
+  return url.protocol === 'http:' && isLoopbackHost(url.hostname);
 }
 
 function unavailable(err: unknown): boolean {

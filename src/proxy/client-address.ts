@@ -3,7 +3,8 @@
 // every per-address decision (failed-auth limit, registration limit, token-endpoint fallback key).
 
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import { addressList, inAddressList, normalizeAddress } from '../net-address.ts';
 
 export interface ClientAddresses {
   /** The peer, normalised (`::ffff:1.2.3.4` -> `1.2.3.4`). */
@@ -15,16 +16,10 @@ export interface ClientAddresses {
 }
 
 export function clientAddresses(trustedProxies: readonly string[]): ClientAddresses {
-  const trusted = new BlockList();
-  for (const entry of trustedProxies) {
-    const [address, bits] = entry.split('/') as [string, string | undefined];
-    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-    if (bits === undefined) trusted.addAddress(address, family);
-    else trusted.addSubnet(address, Number(bits), family);
-  }
+  const trusted = addressList(trustedProxies);
   const any = trustedProxies.length > 0;
   const peer = (req: IncomingMessage) => normalizeAddress(req.socket.remoteAddress);
-  const trusts = (remote: string) => any && remote !== '' && trusted.check(remote, isIP(remote) === 6 ? 'ipv6' : 'ipv4');
+  const trusts = (remote: string) => any && inAddressList(trusted, remote);
   return {
     peer,
     trusts,
@@ -36,9 +31,4 @@ export function clientAddresses(trustedProxies: readonly string[]): ClientAddres
       return isIP(last) ? last : remote;
     },
   };
-}
-
-export function normalizeAddress(address: string | undefined): string {
-  if (!address) return '';
-  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
 }

@@ -7,7 +7,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from '../errors.ts';
-import { isLoopbackHost } from '../net-scope.ts';
+import { isLoopbackHost } from '../net-address.ts';
 
 export interface HostCheckOptions {
   /** PUBLIC_URL as configured; undefined: the default http://localhost:<port>. */

@@ -3,7 +3,8 @@
 
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { clientAddresses, normalizeAddress } from '../../src/proxy/client-address.ts';
+import { normalizeAddress } from '../../src/net-address.ts';
+import { clientAddresses } from '../../src/proxy/client-address.ts';
 
 function request(remoteAddress: string | undefined, xff?: string): IncomingMessage {
   return { socket: { remoteAddress }, headers: xff === undefined ? {} : { 'x-forwarded-for': xff } } as unknown as IncomingMessage;

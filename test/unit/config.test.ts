@@ -206,6 +206,8 @@ describe('buildConfig', () => {
     ['a sign-in client id without its secret', { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp' }, 'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together'],
     ['a sign-in client without an issuer', { IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together'],
     ['a plain-http issuer off loopback', { IDP_ISSUER: 'http://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
+    ['a plain-http issuer on a private address', { IDP_ISSUER: 'http://10.0.0.5:8080/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
+    ['a plain-http issuer on a subdomain of localhost', { IDP_ISSUER: 'http://idp.localhost/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
     ['IDP_SCOPES without openid', { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's', IDP_SCOPES: 'email profile' }, 'IDP_SCOPES must include openid'],
   ])('browser sign-in settings: %s is a problem', (_label, idpEnv, problem) => {
     const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
@@ -216,6 +218,10 @@ describe('buildConfig', () => {
   it('browser sign-in alone (issuer, client id, secret) is a valid configuration, exchange stays off', () => {
     const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' });
     expect(config.idp).toMatchObject({ issuer: 'https://idp.example/', clientId: 'mcp', clientSecret: 's3cret', scopes: 'openid email profile', audience: undefined });
+  });
+
+  it.each(['http://127.0.0.1:8080/', 'http://127.0.0.2:8080/', 'http://localhost/', 'http://[::1]:8080/'])('browser sign-in over plain http on the loopback host %s is valid', (issuer) => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: issuer, IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }).idp.issuer).toBe(issuer);
   });
 
   it.each(['verbose', 'INFO', 'trace', 'warning'])('LOG_LEVEL %s is rejected', (level) => {
@@ -546,6 +552,7 @@ describe('an upstream that is the sidecar itself', () => {
     ['0.0.0.0', { UPSTREAM_URL: 'http://0.0.0.0:8080/mcp' }],
     ['the default port of http', { UPSTREAM_URL: 'http://localhost/mcp', PORT: '80' }],
     ['a loopback listener', { UPSTREAM_URL: 'http://localhost:9000/mcp', HOST: '127.0.0.1', PORT: '9000' }],
+    ['another loopback address on a loopback listener', { UPSTREAM_URL: 'http://127.0.0.2:9000/mcp', HOST: '127.0.0.1', PORT: '9000' }],
     ['the listener address itself', { UPSTREAM_URL: 'http://10.1.2.3:9000/mcp', HOST: '10.1.2.3', PORT: '9000' }],
     ['under PUBLIC_URL', { UPSTREAM_URL: 'https://mcp.example.com/mcp', PUBLIC_URL: 'https://mcp.example.com' }],
   ])('%s is refused', (_label, env) => {

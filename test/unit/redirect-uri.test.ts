@@ -14,13 +14,17 @@ describe('checkRedirectUri', () => {
     'http://localhost:33418/callback',
     'http://127.0.0.1:8976/cb',
     'http://[::1]:8976/cb',
+    // All of 127.0.0.0/8 is the loopback interface, as everywhere else in the sidecar.
+    'http://127.0.0.2/cb',
+    'http://127.255.255.254:8976/cb',
   ])('%s is accepted as written', (uri) => {
     expect(checkRedirectUri(uri)).toBe(uri);
   });
 
   it.each([
     ['plain http to a remote host', 'http://app.example.com/cb'],
-    ['http on another loopback address', 'http://127.0.0.2/cb'],
+    ['a subdomain of localhost (a resolver may send it to DNS)', 'http://app.localhost/cb'],
+    ['http on a private address', 'http://10.0.0.1/cb'],
     ['a look-alike of localhost', 'http://localhost.evil.example/cb'],
     ['a fragment', 'https://app.example.com/cb#frag'],
     ['an empty fragment', 'https://app.example.com/cb#'],

@@ -1,8 +1,9 @@
-// The SSRF guard's address classifier: every special-purpose range of both families, addresses just
-// inside and just outside each boundary, and IPv4 embedded in IPv6 judged on the IPv4 it reaches.
+// One address module: the SSRF guard's classifier (every special-purpose range of both families,
+// addresses just inside and just outside each boundary, IPv4 embedded in IPv6 judged on the IPv4 it
+// reaches), the loopback rule every caller shares, CIDRs and X-Forwarded-For's `host:port` forms.
 
 import { describe, expect, it } from 'vitest';
-import { classifyAddress, type AddressClass } from '../../src/oauth/address-class.ts';
+import { addressList, addressWithOptionalPort, classifyAddress, inAddressList, isLoopbackHost, isLoopbackOrPrivate, parseCidr, type AddressClass } from '../../src/net-address.ts';
 
 const IPV4: Array<[string, AddressClass]> = [
   ['0.0.0.0', 'unspecified'],
@@ -125,6 +126,80 @@ describe('classifyAddress', () => {
     'refuses what is not an IP address: %j',
     (text) => {
       expect(classifyAddress(text)).toBe('invalid');
+    },
+  );
+});
+
+describe('isLoopbackHost', () => {
+  it.each(['localhost', 'LocalHost', '127.0.0.1', '127.0.0.2', '127.255.255.254', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.2', '[::ffff:7f00:2]'])('%s is loopback', (host) => {
+    expect(isLoopbackHost(host)).toBe(true);
+  });
+
+  it.each(['app.localhost', 'localhost.evil.example', '128.0.0.1', '10.0.0.1', '0.0.0.0', '::', '::2', '[::1', 'fe80::1', '', '127.1'])('%s is not', (host) => {
+    expect(isLoopbackHost(host)).toBe(false);
+  });
+});
+
+describe('isLoopbackOrPrivate', () => {
+  it.each(['127.0.0.2', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', 'fd00::1', 'fe80::1', '::ffff:10.0.0.1', 'localhost'])('%s is', (host) => {
+    expect(isLoopbackOrPrivate(host)).toBe(true);
+  });
+
+  it.each(['8.8.8.8', '2606:4700:4700::1111', '0.0.0.0', '::', '192.0.2.1', 'example.com'])('%s is not', (host) => {
+    expect(isLoopbackOrPrivate(host)).toBe(false);
+  });
+});
+
+describe('parseCidr', () => {
+  it.each<[string, { address: string; prefix: number; family: 'ipv4' | 'ipv6' }]>([
+    ['10.0.0.0/8', { address: '10.0.0.0', prefix: 8, family: 'ipv4' }],
+    ['192.168.1.1', { address: '192.168.1.1', prefix: 32, family: 'ipv4' }],
+    ['0.0.0.0/0', { address: '0.0.0.0', prefix: 0, family: 'ipv4' }],
+    ['fd00::/8', { address: 'fd00::', prefix: 8, family: 'ipv6' }],
+    ['::1', { address: '::1', prefix: 128, family: 'ipv6' }],
+  ])('%s', (entry, expected) => {
+    expect(parseCidr(entry)).toEqual(expected);
+  });
+
+  it.each(['10.0.0.0/33', '::/129', '10.0.0.0/', '10.0.0.0/x', '10.0.0.0/-1', '10.0.0.256', 'example.com/8', '', '/8', '[::1]/128'])('%j is not a CIDR', (entry) => {
+    expect(parseCidr(entry)).toBeUndefined();
+  });
+
+  it('addressList matches what the entries cover, the IPv4-mapped form of an IPv4 entry included, and refuses an invalid entry', () => {
+    const list = addressList(['10.0.0.0/8', '2001:db8::1']);
+    expect(inAddressList(list, '10.255.0.1')).toBe(true);
+    expect(inAddressList(list, '::ffff:10.0.0.1')).toBe(true);
+    expect(inAddressList(list, '11.0.0.1')).toBe(false);
+    expect(inAddressList(list, '2001:db8::1')).toBe(true);
+    expect(inAddressList(list, '2001:db8::2')).toBe(false);
+    expect(inAddressList(list, 'not-an-ip')).toBe(false);
+    expect(() => addressList(['10.0.0.0/33'])).toThrow(TypeError);
+  });
+});
+
+// X-Forwarded-For entries as ingresses write them: a bare address, or (Azure Application Gateway, IIS
+// ARR) the address with the client's source port, `[IPv6]:port` for IPv6.
+describe('addressWithOptionalPort', () => {
+  it.each<[string, string]>([
+    ['203.0.113.5', '203.0.113.5'],
+    ['203.0.113.5:4711', '203.0.113.5'],
+    [' 203.0.113.5:4711 ', '203.0.113.5'],
+    ['2001:db8::1', '2001:db8::1'],
+    ['2001:DB8::1', '2001:db8::1'],
+    ['[2001:db8::1]', '2001:db8::1'],
+    ['[2001:db8::1]:443', '2001:db8::1'],
+    ['::ffff:203.0.113.5', '203.0.113.5'],
+    ['[::ffff:203.0.113.5]:80', '203.0.113.5'],
+    ['203.0.113.5:0', '203.0.113.5'],
+    ['203.0.113.5:65535', '203.0.113.5'],
+  ])('%j -> %s', (entry, expected) => {
+    expect(addressWithOptionalPort(entry)).toBe(expected);
+  });
+
+  it.each(['', 'unknown', '_hidden', 'client.example', 'client.example:80', '203.0.113.5:', '203.0.113.5:65536', '203.0.113.5:http', '203.0.113.5:80:1', '[203.0.113.5]:80', '[2001:db8::1', '[2001:db8::1]x', '[2001:db8::1]:', '2001:db8::1]:443', '999.0.0.1:80'])(
+    '%j is not an address',
+    (entry) => {
+      expect(addressWithOptionalPort(entry)).toBeUndefined();
     },
   );
 });
