@@ -119,7 +119,7 @@ export const CONFIG_KEYS = {
     }),
     trustedProxies: list({
       default: [],
-      description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client.',
+      description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client (its last entry: `IP`, `IP:port` or `[IPv6]:port`).',
       check: (entries, label, problems) => {
         for (const entry of entries) if (parseCidr(entry) === undefined) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
       },

@@ -3,15 +3,14 @@
 // every per-address decision (failed-auth limit, registration limit, token-endpoint fallback key).
 
 import type { IncomingMessage } from 'node:http';
-import { isIP } from 'node:net';
-import { addressList, inAddressList, normalizeAddress } from '../net-address.ts';
+import { addressList, addressWithOptionalPort, inAddressList, normalizeAddress } from '../net-address.ts';
 
 export interface ClientAddresses {
   /** The peer, normalised (`::ffff:1.2.3.4` -> `1.2.3.4`). */
   peer(req: IncomingMessage): string;
   /** True when `peer` (as `peer()` gives it) is a configured trusted proxy. */
   trusts(peer: string): boolean;
-  /** The peer, or the address a trusted proxy in front of us appended last. */
+  /** The peer, or the address a trusted proxy in front of us appended last (with its port, if any, dropped). */
   client(req: IncomingMessage): string;
 }
 
@@ -27,8 +26,8 @@ export function clientAddresses(trustedProxies: readonly string[]): ClientAddres
       const remote = peer(req);
       if (!trusts(remote)) return remote;
       const forwarded = req.headers['x-forwarded-for'];
-      const last = typeof forwarded === 'string' ? forwarded.slice(forwarded.lastIndexOf(',') + 1).trim() : '';
-      return isIP(last) ? last : remote;
+      const last = typeof forwarded === 'string' ? addressWithOptionalPort(forwarded.slice(forwarded.lastIndexOf(',') + 1)) : undefined;
+      return last ?? remote;
     },
   };
 }

@@ -121,4 +121,24 @@ describe('rate limits', () => {
     expect((await register('198.51.100.3')).status).toBe(429);
     expect((await register('198.51.100.4')).status).toBe(201);
   });
+
+  // Azure Application Gateway writes the client's address with its source port (`IP:port`, and
+  // `[IPv6]:port`), per its documented X-Forwarded-For format: the port is dropped, so each client
+  // counts on its own (not in the gateway's bucket) and a new source port is not a new bucket.
+  it('behind a gateway that appends the client port to X-Forwarded-For, registrations count per client address', async () => {
+    const stack = await startStack({ config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, oauth: { registrationRateLimitPerMinute: 1 } } });
+    cleanups.push(() => stack.close());
+    const register = (forwardedFor: string) =>
+      fetch(`${stack.proxyUrl}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor },
+        body: JSON.stringify({ client_name: 'x', redirect_uris: ['http://127.0.0.1:9/cb'] }),
+      });
+    expect((await register('203.0.113.5:4711')).status).toBe(201);
+    expect((await register('203.0.113.5:4712')).status).toBe(429);
+    expect((await register('203.0.113.6:4711')).status).toBe(201);
+    expect((await register('[2001:db8::1]:443')).status).toBe(201);
+    expect((await register('[2001:db8::1]:444')).status).toBe(429);
+    expect((await register('2001:db8::1')).status).toBe(429);
+  });
 });

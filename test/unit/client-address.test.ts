@@ -25,8 +25,21 @@ describe('clientAddresses', () => {
     ['an untrusted neighbour of a trusted address', '192.168.1.2', '10.0.0.1', '192.168.1.2'],
     ['a trusted proxy without the header', '10.1.2.3', undefined, '10.1.2.3'],
     ['a last entry that is not an address', '10.1.2.3', '203.0.113.9, unknown', '10.1.2.3'],
-    ['a last entry with a port', '10.1.2.3', '203.0.113.9:4711', '10.1.2.3'],
-    ['a bracketed IPv6 last entry', '10.1.2.3', '[2001:db8::5]', '10.1.2.3'],
+    // Azure Application Gateway appends the client's address with its source port, `IP:port`, and
+    // `[IPv6]:port` for IPv6 (its documented X-Forwarded-For format); IIS's ARR can do the same.
+    ['an IPv4 last entry with a port', '10.1.2.3', '203.0.113.5:4711', '203.0.113.5'],
+    ['an IPv4 last entry with a port after a chain', '10.1.2.3', '1.1.1.1, 203.0.113.5:4711', '203.0.113.5'],
+    ['a bracketed IPv6 last entry with a port', '10.1.2.3', '[2001:db8::1]:443', '2001:db8::1'],
+    ['a bracketed IPv6 last entry', '10.1.2.3', '[2001:db8::5]', '2001:db8::5'],
+    ['an IPv4-mapped last entry is the IPv4 address', '10.1.2.3', '::ffff:203.0.113.9', '203.0.113.9'],
+    ['an upper-case IPv6 last entry is written in lower case (one bucket per address)', '10.1.2.3', '2001:DB8::5', '2001:db8::5'],
+    ['a port out of range', '10.1.2.3', '203.0.113.9:65536', '10.1.2.3'],
+    ['an empty port', '10.1.2.3', '203.0.113.9:', '10.1.2.3'],
+    ['a port that is not a number', '10.1.2.3', '203.0.113.9:http', '10.1.2.3'],
+    ['a name with a port', '10.1.2.3', 'client.example:4711', '10.1.2.3'],
+    ['an unbracketed IPv6 address cannot carry a port', '10.1.2.3', '2001:db8::1:443:1:2:3:4:5', '10.1.2.3'],
+    ['a bracketed IPv4 address', '10.1.2.3', '[203.0.113.9]:80', '10.1.2.3'],
+    ['text after the bracket', '10.1.2.3', '[2001:db8::1]x', '10.1.2.3'],
     ['an empty last entry', '10.1.2.3', '203.0.113.9,', '10.1.2.3'],
     ['an empty header', '10.1.2.3', '', '10.1.2.3'],
   ])('%s', (_label, peer, xff, expected) => {
