@@ -29,6 +29,8 @@ export interface LookupCacheOptions {
   pingIntervalMs: number;
   connectTimeoutMs: number;
   logger?: Pick<Logger, 'warn' | 'info'>;
+  /** Monotonic milliseconds, for the keys' remaining TTLs (tests move it); default performance.now. */
+  now?: () => number;
   /**
    * Tests only: runs after a fill's reads have been answered and before the reply may be cached,
    * which is where an invalidation racing the fill has to be caught.
@@ -70,13 +72,19 @@ interface Pending {
   invalidated: boolean;
 }
 
+/** A cached copy and the monotonic time its keys' TTL runs out (Infinity: no TTL). */
+interface Held {
+  found: TokenLookup;
+  until: number;
+}
+
 /**
  * Events: `live` (tracking confirmed, cache in use), `dropped` (reason: emptied; not live unless the
  * reason is `flush`), `invalidated` (a key the cache reads changed; argument: how many entries it hit).
  */
 export class TrackedLookupCache extends EventEmitter {
   readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0 };
-  readonly #entries = new Map<string, TokenLookup>();
+  readonly #entries = new Map<string, Held>();
   /** Fills in flight by token hash: an invalidation of that hash marks them, and they are not cached. */
   readonly #pending = new Map<string, Set<Pending>>();
   readonly #data: Redis;
@@ -85,6 +93,7 @@ export class TrackedLookupCache extends EventEmitter {
   readonly #userPrefix: string;
   readonly #accessPrefix: string;
   readonly #options: LookupCacheOptions;
+  readonly #now: () => number;
   #live = false;
   /** Bumped on every drop: a fill that started in an earlier epoch is never cached. */
   #epoch = 0;
@@ -105,6 +114,7 @@ export class TrackedLookupCache extends EventEmitter {
     this.#userPrefix = keys.userToken('');
     this.#accessPrefix = keys.accessToken('');
     this.#options = options;
+    this.#now = options.now ?? (() => performance.now());
     this.#data = main.duplicate({ connectionName: 'mcpauth-lookup-cache' });
     this.#sub = main.duplicate({ connectionName: 'mcpauth-lookup-invalidations', autoResubscribe: false });
   }
@@ -167,11 +177,16 @@ export class TrackedLookupCache extends EventEmitter {
     }
     const held = this.#entries.get(tokenHash);
     if (held !== undefined) {
-      this.stats.hits++;
       // Least recently used order: Map keeps insertion order, so a hit moves to the end.
       this.#entries.delete(tokenHash);
-      this.#entries.set(tokenHash, held);
-      return Promise.resolve(held);
+      // Past its key's TTL the copy is dropped: Redis deletes an expired key (and sends its
+      // invalidation) only when its expiry cycle samples it or a client touches it, which can take
+      // minutes with many keys; the cache must not outlive what Redis would answer.
+      if (held.until > this.#now()) {
+        this.stats.hits++;
+        this.#entries.set(tokenHash, held);
+        return Promise.resolve(held.found);
+      }
     }
     this.stats.misses++;
     return this.#fill(tokenHash);
@@ -184,15 +199,23 @@ export class TrackedLookupCache extends EventEmitter {
     if (marks === undefined) this.#pending.set(tokenHash, (marks = new Set()));
     marks.add(pending);
     try {
-      // Two reads issued together: auto-pipelining sends them in one write, so one round trip.
-      const [user, oauth] = await Promise.all([
-        this.#data.hgetall(this.#keys.userToken(tokenHash)),
-        this.#data.hgetall(this.#keys.accessToken(tokenHash)),
+      // Taken before the reads are sent, so a TTL read back is never counted from later than it ran.
+      const sent = this.#now();
+      const userKey = this.#keys.userToken(tokenHash);
+      const accessKey = this.#keys.accessToken(tokenHash);
+      // Reads issued together: auto-pipelining sends them in one write, so one round trip. The TTLs
+      // bound how long a copy may be served (a key given a short TTL by hand included).
+      const [user, oauth, userTtl, accessTtl] = await Promise.all([
+        this.#data.hgetall(userKey),
+        this.#data.hgetall(accessKey),
+        this.#data.pttl(userKey),
+        this.#data.pttl(accessKey),
       ]);
       const found: TokenLookup = { user: freeze(orNull(user)), oauth: freeze(orNull(oauth)) };
       if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
+      const until = Math.min(found.user !== null ? sent + ttlMs(userTtl) : Infinity, found.oauth !== null ? sent + ttlMs(accessTtl) : Infinity);
       // Misses are never cached; a reply that an invalidation, a drop or a reconnect overtook neither.
-      if ((found.user !== null || found.oauth !== null) && !pending.invalidated && epoch === this.#epoch && this.#live) this.#hold(tokenHash, found);
+      if ((found.user !== null || found.oauth !== null) && until > sent && !pending.invalidated && epoch === this.#epoch && this.#live) this.#hold(tokenHash, { found, until });
       return found;
     } catch (err) {
       throw asStoreFailure(err);
@@ -202,9 +225,9 @@ export class TrackedLookupCache extends EventEmitter {
     }
   }
 
-  #hold(tokenHash: string, found: TokenLookup): void {
+  #hold(tokenHash: string, held: Held): void {
     this.#entries.delete(tokenHash);
-    this.#entries.set(tokenHash, found);
+    this.#entries.set(tokenHash, held);
     if (this.#entries.size > this.#options.maxEntries) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
@@ -378,6 +401,12 @@ function runIdOf(info: string): string {
   const found = /^run_id:([0-9a-f]+)\r?$/m.exec(info);
   if (!found) throw new TypeError('INFO server has no run_id');
   return found[1]!;
+}
+
+/** A PTTL reply as the ms a copy may live: no TTL (-1) is no bound; a key already gone (-2), none at all. */
+function ttlMs(pttl: number): number {
+  if (pttl === -1) return Infinity;
+  return Math.max(0, pttl);
 }
 
 function freeze<T>(value: T): T {

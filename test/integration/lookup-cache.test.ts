@@ -163,6 +163,31 @@ describe('the lookup cache on the store', () => {
     expect(await store.lookupToken(tokenHash)).toEqual({ user: null, oauth: null });
   });
 
+  it('a copy is served no longer than its key lives: a TTL set by hand bounds it without waiting for Redis to delete the key', async () => {
+    // Redis deletes an expired key (and only then sends its invalidation) when its expiry cycle samples
+    // it or a client touches it: with many keys, seconds to minutes later. The cache's clock is moved
+    // instead of waiting; Redis still holds the key, so a read after the bound is seen as an HGETALL.
+    let now = 0;
+    const timed = await openRedisStore(uniquePrefix('lookup-cache-ttl'), { url: redis.url, lookupCache: options({ now: () => now }) });
+    try {
+      const timedCache = timed.lookupCache!;
+      const { tokenHash } = await putUser(timed);
+      const key = timed.keys.userToken(tokenHash);
+      await raw.pexpire(key, 30_000); // by hand; the record's expiresAt is an hour out
+      await timed.lookupToken(tokenHash);
+      now += 29_000;
+      const before = await hgetallCalls();
+      expect((await timed.lookupToken(tokenHash)).user?.subject).toBe('user-1');
+      expect(await hgetallCalls()).toBe(before); // within the TTL: the copy
+      now += 1_001;
+      expect((await timed.lookupToken(tokenHash)).user?.subject).toBe('user-1');
+      expect(await hgetallCalls()).toBe(before + 2); // past it: Redis again (where the key would be gone)
+      expect(timedCache.stats).toMatchObject({ hits: 1, misses: 2 });
+    } finally {
+      await timed.close();
+    }
+  });
+
   it('the fill race: an invalidation that arrives while a lookup is in flight keeps its reply out of the cache', async () => {
     const racing = await openRedisStore(uniquePrefix('lookup-cache-race'), {
       url: redis.url,
