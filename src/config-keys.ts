@@ -188,6 +188,15 @@ export const CONFIG_KEYS = {
       description: 'When set, only JWTs with a verified `email` in one of these domains may exchange.',
       normalise: (domains) => domains.map((d) => d.toLowerCase()),
     }),
+    requireVerifiedEmail: boolean({
+      default: true,
+      description:
+        "An IdP `email` counts (for `idp.allowedEmailDomains` and the policy's `principals.emailDomains`) only when the claim named by `idp.emailVerifiedClaim` is `true`. `false`: for an IdP that never sends such a claim and only releases addresses it owns; an explicit `false` is still refused (docs/security.md).",
+    }),
+    emailVerifiedClaim: text({
+      default: 'email_verified',
+      description: 'The boolean claim saying the IdP verified `email` (Entra ID: `xms_edov`, an optional claim to add in the app registration).',
+    }),
     requiredGroup: text({ description: 'When set, only JWTs whose groups claim lists this group may exchange.' }),
     groupsClaim: text({ default: 'groups', description: 'The claim holding the groups list.' }),
     clientId: text({

@@ -28,6 +28,8 @@ export interface DemoIdpOptions {
   redirectUri: () => string;
   /** Sign the demo user in without showing the login form (non-browser tests). */
   autoLogin?: boolean;
+  /** Claims released for the demo user instead of its own (tests: an unverified email, say); `undefined` drops one. */
+  userClaims?: Record<string, unknown>;
 }
 
 /** The slice of oidc-provider's Provider used here (the package ships no types). */
@@ -97,7 +99,7 @@ function providerConfig(options: DemoIdpOptions, jwk: Record<string, unknown>, c
       if (sub !== DEMO_USER.sub) return undefined;
       return {
         accountId: sub,
-        claims: async () => ({ sub, email: DEMO_USER.email, email_verified: true, name: DEMO_USER.name, groups: [...DEMO_USER.groups] }),
+        claims: async () => ({ sub, email: DEMO_USER.email, email_verified: true, name: DEMO_USER.name, groups: [...DEMO_USER.groups], ...options.userClaims }),
       };
     },
   };

@@ -48,7 +48,8 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
       if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 512) throw new IdpRejection('bad sub');
       checkIdentityClaims(idp, payload);
       const identity: VerifiedIdentity = { subject: payload.sub, issuer };
-      if (typeof payload.email === 'string' && payload.email.length <= 320) identity.email = payload.email;
+      const email = verifiedEmail(idp, payload);
+      if (email !== undefined) identity.email = email;
       const groups = payload[idp.groupsClaim];
       if (Array.isArray(groups)) identity.groups = groups.filter((g): g is string => typeof g === 'string' && g.length <= 256).slice(0, 100);
       return identity;
@@ -56,13 +57,27 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
   };
 }
 
+/**
+ * The IdP's `email`, when it counts: whoever can set their own address at the IdP (self-service
+ * profiles, social logins, guest accounts) must not get another domain's rights. It counts when the
+ * IdP says it verified it (`idp.emailVerifiedClaim` is `true`), or, with `idp.requireVerifiedEmail:
+ * false`, when the IdP does not say otherwise. Undefined: no email is kept or matched.
+ */
+export function verifiedEmail(idp: Config['idp'], claims: JWTPayload): string | undefined {
+  const email = claims.email;
+  if (typeof email !== 'string' || email.length === 0 || email.length > 320) return undefined;
+  const verified = claims[idp.emailVerifiedClaim];
+  if (verified === true) return email;
+  return verified === undefined && !idp.requireVerifiedEmail ? email : undefined;
+}
+
 /** The configured claim rules (email domains, required group), for exchanged JWTs and signed-in users alike. */
 export function checkIdentityClaims(idp: Config['idp'], payload: JWTPayload): void {
   if (idp.allowedEmailDomains.length > 0) {
-    const email = typeof payload.email === 'string' ? payload.email.toLowerCase() : '';
+    const email = verifiedEmail(idp, payload)?.toLowerCase();
+    if (email === undefined) throw new IdpRejection(typeof payload.email === 'string' ? 'email not verified' : 'no email');
     const domain = email.includes('@') ? email.slice(email.lastIndexOf('@') + 1) : '';
     if (!idp.allowedEmailDomains.includes(domain)) throw new IdpRejection('email domain not allowed');
-    if (payload.email_verified === false) throw new IdpRejection('email not verified');
   }
   if (idp.requiredGroup !== undefined) {
     const groups = payload[idp.groupsClaim];

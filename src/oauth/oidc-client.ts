@@ -9,7 +9,7 @@ import { decodeProtectedHeader } from 'jose';
 import type { Config } from '../config.ts';
 import { isLoopbackHost } from '../net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
-import { checkIdentityClaims, IdpRejection } from './idp.ts';
+import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
 
 /** The IdP did not answer in time, or answered with a server error: the browser gets a 503 page. */
 export class IdpUnavailable extends Error {
@@ -141,7 +141,8 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string): 
         if (typeof claims.sub !== 'string' || claims.sub.length === 0 || claims.sub.length > 512) throw new IdpRejection('bad sub');
         checkIdentityClaims(idp, claims);
         const user: SignedInUser = { subject: claims.sub, issuer: claims.iss };
-        if (typeof claims.email === 'string') user.email = claims.email;
+        const email = verifiedEmail(idp, claims);
+        if (email !== undefined) user.email = email;
         const groups = claims[idp.groupsClaim];
         if (Array.isArray(groups)) user.groups = groups.filter((g): g is string => typeof g === 'string').slice(0, 100);
         return user;

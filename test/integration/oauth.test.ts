@@ -669,14 +669,15 @@ describe('OAuth settings', () => {
       const sign = (claims: Record<string, unknown>) =>
         new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u', exp: now + 60, ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'rules' }).sign(key.privateKey);
       const rows: Array<[string, Record<string, unknown>, number]> = [
-        ['allowed domain and group', { email: 'ann@example.com', roles: ['mcp-users'] }, 200],
-        ['domain compared case-insensitively', { email: 'Ann@EXAMPLE.com', roles: ['mcp-users'] }, 200],
-        ['another domain', { email: 'ann@example.org', roles: ['mcp-users'] }, 400],
-        ['a subdomain is another domain', { email: 'ann@evil.example.com', roles: ['mcp-users'] }, 400],
+        ['allowed domain and group', { email: 'ann@example.com', email_verified: true, roles: ['mcp-users'] }, 200],
+        ['domain compared case-insensitively', { email: 'Ann@EXAMPLE.com', email_verified: true, roles: ['mcp-users'] }, 200],
+        ['another domain', { email: 'ann@example.org', email_verified: true, roles: ['mcp-users'] }, 400],
+        ['a subdomain is another domain', { email: 'ann@evil.example.com', email_verified: true, roles: ['mcp-users'] }, 400],
         ['no email', { roles: ['mcp-users'] }, 400],
         ['email not verified', { email: 'ann@example.com', email_verified: false, roles: ['mcp-users'] }, 400],
-        ['group missing', { email: 'ann@example.com', roles: ['other'] }, 400],
-        ['groups claim not a list', { email: 'ann@example.com', roles: 'mcp-users' }, 400],
+        ['email_verified absent', { email: 'ann@example.com', roles: ['mcp-users'] }, 400],
+        ['group missing', { email: 'ann@example.com', email_verified: true, roles: ['other'] }, 400],
+        ['groups claim not a list', { email: 'ann@example.com', email_verified: true, roles: 'mcp-users' }, 400],
       ];
       for (const [name, claims, status] of rows) {
         const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: await sign(claims), subject_token_type: JWT_TYPE });
@@ -704,11 +705,40 @@ describe('OAuth settings', () => {
         expect(res.status).toBe(200);
         return res.body.access_token as string;
       };
-      const eng = await exchange({ email: 'Ann@Example.com', roles: ['eng', 7] });
+      const eng = await exchange({ email: 'Ann@Example.com', email_verified: true, roles: ['eng', 7] });
       const explained = await stack.admin('explainPolicy', { token: eng, method: 'tools/call', name: 'x' });
       expect(explained.body).toMatchObject({ effect: 'allow', rule: 'eng-at-example', principal: { kind: 'user', email: 'Ann@Example.com', groups: ['eng'] } });
-      const other = await exchange({ email: 'bob@example.com', roles: ['ops'] });
+      const other = await exchange({ email: 'bob@example.com', email_verified: true, roles: ['ops'] });
       expect((await stack.admin('explainPolicy', { token: other, method: 'tools/call', name: 'x' })).body).toMatchObject({ effect: 'deny', decidedBy: 'default' });
+    } finally {
+      await stack.close();
+      await idpKeys.close();
+    }
+  });
+
+  it.each([
+    ['email_verified: false', { email_verified: false }, {}, 'deny'],
+    ['no email_verified claim', {}, {}, 'deny'],
+    ['email_verified: true', { email_verified: true }, {}, 'allow'],
+    ['no claim, the IdP trusted (requireVerifiedEmail: false)', {}, { requireVerifiedEmail: false }, 'allow'],
+    ['email_verified: false, whatever requireVerifiedEmail says', { email_verified: false }, { requireVerifiedEmail: false }, 'deny'],
+    // Entra ID sends no email_verified; its optional claim xms_edov says the domain owner is verified.
+    ['Entra ID: xms_edov true, named by emailVerifiedClaim', { xms_edov: true }, { emailVerifiedClaim: 'xms_edov' }, 'allow'],
+    ['Entra ID: xms_edov false', { xms_edov: false }, { emailVerifiedClaim: 'xms_edov' }, 'deny'],
+    ['email_verified: true when another claim is named', { email_verified: true }, { emailVerifiedClaim: 'xms_edov' }, 'deny'],
+  ])("an exchanged JWT's email counts for the policy only when verified: %s", async (_name, claims, idp, effect) => {
+    const key = await signingKey('ES256', 'verified');
+    const idpKeys = await startJwks([key.jwk]);
+    const policy = { default: 'deny', rules: [{ name: 'staff', effect: 'allow', principals: { emailDomains: ['example.com'] }, requests: { methods: ['tools/call'] } }] };
+    const stack = await startStack({ config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, ...idp }, policy } });
+    try {
+      const now = Math.floor(stack.clock.now() / 1000);
+      const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'mallory', exp: now + 60, email: 'mallory@example.com', ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'verified' }).sign(key.privateKey);
+      const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: JWT_TYPE });
+      expect(res.status).toBe(200);
+      const explained = await stack.admin('explainPolicy', { token: res.body.access_token, method: 'tools/call', name: 'delete_repo' });
+      expect(explained.body).toMatchObject({ effect });
+      expect(explained.body.principal.email).toBe(effect === 'allow' ? 'mallory@example.com' : undefined);
     } finally {
       await stack.close();
       await idpKeys.close();
