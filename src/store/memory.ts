@@ -365,6 +365,14 @@ export class MemoryTokenStore implements TokenStore {
     return { count: counter.count, resetMs: counter.endsAt - now };
   }
 
+  async useOnce(name: string, expiresAt: number): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.oneTimeValue(name);
+    if (this.#get(key) !== null) return false;
+    if (expiresAt > this.#clock.now()) this.#put(key, {}, expiresAt);
+    return true;
+  }
+
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
     this.#check();
     const created: string[] = [];

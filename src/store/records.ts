@@ -1,6 +1,7 @@
 // How records become flat string hash fields and back: shared by both stores so they hold the same
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
+import { createHash } from 'node:crypto';
 import type { AccessTokenRecord, AuthorizationCodeRecord, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
@@ -20,6 +21,8 @@ export function keyLayout(prefix: string) {
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
+    /** The name is hashed: it may come from a client (a `jti`), and keys stay short and printable. */
+    oneTimeValue: (name: string) => `${prefix}{oauth}:usedOnce:${createHash('sha256').update(name).digest('hex')}`,
     auditStream: () => `${prefix}audit`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,

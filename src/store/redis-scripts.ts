@@ -152,6 +152,8 @@ export interface ScriptedClient {
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
+  /** The connection's own SET, in the one form used (one-time values need no script). */
+  set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */

@@ -359,6 +359,13 @@ export class RedisTokenStore implements TokenStore {
     return { count, resetMs };
   }
 
+  async useOnce(name: string, expiresAt: number): Promise<boolean> {
+    // SET NX is the check and the write in one command; PXAT ends it when the value would be refused
+    // anyway. With replicas it is acknowledged by one before answering, as revocations are: a failover
+    // must not forget a value and let it be used a second time.
+    const set = await this.#revocation((scripts) => scripts.set(this.#keys.oneTimeValue(name), '1', 'PXAT', Math.trunc(expiresAt), 'NX'));
+    return set === 'OK';
+  }
 
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
     const created: string[] = [];

@@ -262,6 +262,16 @@ export interface CounterStorage {
   hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }>;
 }
 
+/** One-time values (a signed assertion's `jti`), shared by every replica. */
+export interface OneTimeValueStorage {
+  /**
+   * Records `name` until `expiresAt` (epoch ms), atomically across replicas: true the first time,
+   * false while an earlier record of the same name lives. A name already past its expiry is not kept
+   * (true): the caller refuses expired values before asking.
+   */
+  useOnce(name: string, expiresAt: number): Promise<boolean>;
+}
+
 /** The capped audit stream. */
 export interface AuditStorage {
   /** Appends to the capped audit stream (about `maxLen` newest events are kept); returns the id. */
@@ -287,6 +297,6 @@ export interface StoreHealth {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ProfileStorage, CounterStorage, AuditStorage, RevocationNotices, StoreHealth {
+  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, StoreHealth {
   close(): Promise<void>;
 }

@@ -875,6 +875,33 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('one-time values', () => {
+      it('useOnce: true the first time, false while the record lives, per name', async () => {
+        const name = `client_assertion:mcp_x:jti-${generateToken().slice(0, 8)}`;
+        const expiresAt = clock.now() + HOUR;
+        expect(await store.useOnce(name, expiresAt)).toBe(true);
+        expect(await store.useOnce(name, expiresAt)).toBe(false);
+        // A later expiry does not buy a second use.
+        expect(await store.useOnce(name, expiresAt + HOUR)).toBe(false);
+        expect(await store.useOnce(`${name}-other`, expiresAt)).toBe(true);
+        // Kept under a fixed-length key carrying the {oauth} hash tag, whatever the name's length.
+        expect(h.keys.oneTimeValue('x'.repeat(5000))).toMatch(/\{oauth\}:usedOnce:[0-9a-f]{64}$/);
+      });
+
+      it('a name already past its expiry is not kept', async () => {
+        const name = `past-${generateToken().slice(0, 8)}`;
+        expect(await store.useOnce(name, clock.now() - 1)).toBe(true);
+        expect(await store.useOnce(name, clock.now() + HOUR)).toBe(true);
+        expect(await store.useOnce(name, clock.now() + HOUR)).toBe(false);
+      });
+
+      it('concurrent uses of one name (replicas racing one replayed assertion): exactly one is first', async () => {
+        const name = `race-${generateToken().slice(0, 8)}`;
+        const results = await Promise.all(Array.from({ length: 20 }, () => store.useOnce(name, clock.now() + HOUR)));
+        expect(results.filter((r) => r)).toHaveLength(1);
+      });
+    });
+
     describe('profiles', () => {
       function profile(name: string, overrides: Partial<ProfileRecord> = {}): ProfileRecord {
         return {
@@ -1067,6 +1094,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         getAuthorizationCode: (s) => s.getAuthorizationCode(hashToken('x')),
         redeemAuthorizationCode: (s) => s.redeemAuthorizationCode(hashToken('x'), 'mcp_gone', clock.now(), HOUR, accessToken('mcp_gone').record),
         hitCounter: (s) => s.hitCounter('gone', 60_000),
+        useOnce: (s) => s.useOnce('gone', clock.now() + 60_000),
         seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
         getProfile: (s) => s.getProfile('gone'),
         listProfiles: (s) => s.listProfiles(),

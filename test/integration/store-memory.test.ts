@@ -35,6 +35,16 @@ describe('MemoryTokenStore specifics', () => {
     expect(await store.revokeUserToken(tokenHash)).toBe(false);
   });
 
+  it('a one-time value is kept until the injected clock reaches its expiry, then the name is usable again', async () => {
+    const clock = new ManualClock(Date.now());
+    const store = new MemoryTokenStore({ clock });
+    expect(await store.useOnce('jti-1', clock.now() + 1000)).toBe(true);
+    clock.advance(999);
+    expect(await store.useOnce('jti-1', clock.now() + 1000)).toBe(false);
+    clock.advance(1);
+    expect(await store.useOnce('jti-1', clock.now() + 1000)).toBe(true);
+  });
+
   it('lookupToken returns copies: mutating a result does not change the stored record', async () => {
     const clock = new ManualClock(Date.now());
     const store = new MemoryTokenStore({ clock });

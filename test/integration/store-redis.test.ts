@@ -98,6 +98,17 @@ describe('RedisTokenStore raw key layout', () => {
     expect(decideToken(tokenHash, await store.lookupToken(tokenHash), clock.now())).toEqual({ ok: false, reason: 'revoked' });
   });
 
+  it('a one-time value is one string at <prefix>{oauth}:usedOnce:<sha256 of the name>, expiring exactly at expiresAt', async () => {
+    const expiresAt = Date.now() + HOUR;
+    expect(await store.useOnce('client_assertion:mcp_a:jti-1', expiresAt)).toBe(true);
+    const key = `${prefix}{oauth}:usedOnce:${hashToken('client_assertion:mcp_a:jti-1')}`;
+    expect(await keysUnder(raw, prefix)).toEqual([key]);
+    expect(await raw.call('PEXPIRETIME', key)).toBe(expiresAt);
+    // Once the key is gone (Redis drops it at expiresAt), the name is usable again.
+    await raw.del(key);
+    expect(await store.useOnce('client_assertion:mcp_a:jti-1', expiresAt)).toBe(true);
+  });
+
   it('a record whose expiresAt field is missing (HDEL) is rejected as corrupt', async () => {
     const tokenHash = hashToken(generateToken());
     await store.putUserToken({ tokenHash, subject: 'alice', issuer: 'iss', createdAt: clock.now(), expiresAt: clock.now() + HOUR });
