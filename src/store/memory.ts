@@ -19,6 +19,9 @@ import {
   profileFields,
   profileFromFields,
   refreshTokenFields,
+  listedSigningKeys,
+  signingKeyFromValue,
+  signingKeyValue,
   userTokenFields,
   type Fields,
   type KeyLayout,
@@ -32,6 +35,7 @@ import {
   type CreateTokenOutcome,
   type DeleteClientResult,
   type ProfileRecord,
+  type PublishedSigningKey,
   type RedeemOutcome,
   type RefreshTokenRecord,
   type RevocationListener,
@@ -414,6 +418,30 @@ export class MemoryTokenStore implements TokenStore {
       .slice(-count)
       .reverse()
       .map((e) => auditFromFields(e.id, e.fields));
+  }
+
+  async publishSigningKey(key: PublishedSigningKey, now: number): Promise<void> {
+    this.#check();
+    const name = this.#keys.signingKeys();
+    const fields = { ...this.#get(name) };
+    const current = fields[key.kid];
+    const listed = current === undefined ? null : signingKeyFromValue(key.kid, current, now);
+    if (listed === null || listed.expiresAt < key.expiresAt) fields[key.kid] = signingKeyValue(key);
+    const kept: Fields = {};
+    let latest = 0;
+    for (const kid of Object.keys(fields)) {
+      const entry = signingKeyFromValue(kid, fields[kid]!, now);
+      if (entry === null) continue;
+      kept[kid] = fields[kid]!;
+      latest = Math.max(latest, entry.expiresAt);
+    }
+    if (latest > 0) this.#put(name, kept, latest);
+    else this.#hashes.delete(name);
+  }
+
+  async listSigningKeys(now: number): Promise<PublishedSigningKey[]> {
+    this.#check();
+    return listedSigningKeys(this.#get(this.#keys.signingKeys()) ?? {}, now);
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
 import { createHash } from 'node:crypto';
-import type { AccessTokenRecord, AuthorizationCodeRecord, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccessTokenRecord, AuthorizationCodeRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -24,6 +24,8 @@ export function keyLayout(prefix: string) {
     /** The name is hashed: it may come from a client (a `jti`), and keys stay short and printable. */
     oneTimeValue: (name: string) => `${prefix}{oauth}:usedOnce:${createHash('sha256').update(name).digest('hex')}`,
     auditStream: () => `${prefix}audit`,
+    /** One hash of every replica's public assertion keys: kid -> signingKeyValue. */
+    signingKeys: () => `${prefix}assertionKeys`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };
@@ -212,4 +214,39 @@ export function auditFromFields(id: string, f: Fields): StoredAuditEvent {
     }
   }
   return e;
+}
+
+/** A published signing key as its hash field's value: `{"expiresAt":<ms>,"jwk":{...}}`. */
+export function signingKeyValue(key: PublishedSigningKey): string {
+  return `{"expiresAt":${key.expiresAt},"jwk":${key.jwk}}`;
+}
+
+/**
+ * The published key of a hash field, if it is one that may be listed at `now`: not expired, and a
+ * public EC key (an entry carrying a private part, or anything else, is never listed).
+ */
+export function signingKeyFromValue(kid: string, value: string, now: number): PublishedSigningKey | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const { expiresAt, jwk } = parsed as { expiresAt?: unknown; jwk?: unknown };
+  if (typeof expiresAt !== 'number' || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return null;
+  if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) return null;
+  const k = jwk as Record<string, unknown>;
+  if (k.kty !== 'EC' || k.crv !== 'P-256' || typeof k.x !== 'string' || typeof k.y !== 'string' || 'd' in k || k.kid !== kid) return null;
+  return { kid, jwk: JSON.stringify(jwk), expiresAt };
+}
+
+/** The keys of a signing-key hash that may be listed at `now`, sorted by kid. */
+export function listedSigningKeys(fields: Fields, now: number): PublishedSigningKey[] {
+  const out: PublishedSigningKey[] = [];
+  for (const kid of Object.keys(fields).sort()) {
+    const key = signingKeyFromValue(kid, fields[kid]!, now);
+    if (key) out.push(key);
+  }
+  return out;
 }

@@ -141,6 +141,29 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
 
+// Lists a public assertion key until ARGV[4] (extending, never shortening, its listing), drops every
+// entry expired by ARGV[1] (or unreadable), and lets the hash itself expire with its last entry, so
+// keys of replicas that died leave nothing behind. One hash: one key, one Cluster slot.
+// KEYS: signing keys hash. ARGV: now, kid, value (signingKeyValue), expiresAt.
+const PUBLISH_SIGNING_KEY = `
+local function expiry(text)
+  local ok, v = pcall(cjson.decode, text)
+  if ok and type(v) == 'table' then return tonumber(v.expiresAt) end
+  return nil
+end
+local current = redis.call('HGET', KEYS[1], ARGV[2])
+local listed = current and expiry(current)
+if not listed or listed < tonumber(ARGV[4]) then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) end
+local now = tonumber(ARGV[1])
+local latest = 0
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local at = expiry(all[i + 1])
+  if not at or at <= now then redis.call('HDEL', KEYS[1], all[i]) elseif at > latest then latest = at end
+end
+if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) end
+return 1`;
+
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
@@ -154,6 +177,7 @@ export interface ScriptedClient {
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
+  mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -167,6 +191,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
+  redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   return redis as unknown as ScriptedClient;
 }
 

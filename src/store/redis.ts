@@ -20,6 +20,8 @@ import {
   profileFields,
   profileFromFields,
   refreshTokenFields,
+  listedSigningKeys,
+  signingKeyValue,
   userTokenFields,
   type Fields,
   type KeyLayout,
@@ -38,6 +40,7 @@ import {
   type CreateTokenOutcome,
   type DeleteClientResult,
   type ProfileRecord,
+  type PublishedSigningKey,
   type RedeemOutcome,
   type RefreshTokenRecord,
   type RevocationListener,
@@ -398,6 +401,15 @@ export class RedisTokenStore implements TokenStore {
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
       return auditFromFields(id, fields);
     });
+  }
+
+  async publishSigningKey(key: PublishedSigningKey, now: number): Promise<void> {
+    await this.#scripts.mcpPublishSigningKey(this.#keys.signingKeys(), String(now), key.kid, signingKeyValue(key), String(key.expiresAt));
+  }
+
+  async listSigningKeys(now: number): Promise<PublishedSigningKey[]> {
+    const all = await this.#redis.hgetall(this.#keys.signingKeys());
+    return listedSigningKeys(all, now);
   }
 
   async subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>> {

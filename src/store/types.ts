@@ -289,6 +289,29 @@ export interface RevocationNotices {
   subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>>;
 }
 
+/**
+ * A public key the upstream may verify caller assertions with (src/assertion/), as every replica lists
+ * it: the key as a public JWK (JSON text, never a private part) and until when it is listed.
+ */
+export interface PublishedSigningKey {
+  kid: string;
+  /** The public JWK as JSON text. */
+  jwk: string;
+  /** Epoch ms; the key leaves the list then. */
+  expiresAt: number;
+}
+
+/** Public keys of caller assertions, shared by every replica (one key of storage: Cluster-safe). */
+export interface SigningKeyStorage {
+  /**
+   * Lists `key` until its `expiresAt`; a later call may extend that, never shorten it. Entries expired
+   * by `now` are dropped on the way.
+   */
+  publishSigningKey(key: PublishedSigningKey, now: number): Promise<void>;
+  /** Every key listed and not expired at `now`, sorted by kid. */
+  listSigningKeys(now: number): Promise<PublishedSigningKey[]>;
+}
+
 /** Whether the store answers at all (readiness, /health). */
 export interface StoreHealth {
   /** Throws when the backing store cannot answer. */
@@ -297,6 +320,6 @@ export interface StoreHealth {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, StoreHealth {
+  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
   close(): Promise<void>;
 }

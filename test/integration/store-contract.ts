@@ -1061,6 +1061,50 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('assertion signing keys', () => {
+      const jwk = (kid: string, extra: Record<string, string> = {}) => JSON.stringify({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}`, kid, ...extra });
+
+      it('a published key is listed until its expiresAt (by the clock), sorted by kid, as published', async () => {
+        const now = clock.now();
+        await store.publishSigningKey({ kid: 'b', jwk: jwk('b'), expiresAt: now + 2000 }, now);
+        await store.publishSigningKey({ kid: 'a', jwk: jwk('a'), expiresAt: now + 1000 }, now);
+        expect(await store.listSigningKeys(now)).toEqual([
+          { kid: 'a', jwk: jwk('a'), expiresAt: now + 1000 },
+          { kid: 'b', jwk: jwk('b'), expiresAt: now + 2000 },
+        ]);
+        expect((await store.listSigningKeys(now + 1000)).map((k) => k.kid)).toEqual(['b']);
+        expect(await store.listSigningKeys(now + 2000)).toEqual([]);
+      });
+
+      it('a later publish extends a listing and never shortens it (a replica that restarts with a pinned key)', async () => {
+        const now = clock.now();
+        await store.publishSigningKey({ kid: 'k', jwk: jwk('k'), expiresAt: now + 5000 }, now);
+        await store.publishSigningKey({ kid: 'k', jwk: jwk('k'), expiresAt: now + 1000 }, now);
+        expect((await store.listSigningKeys(now))[0]!.expiresAt).toBe(now + 5000);
+        await store.publishSigningKey({ kid: 'k', jwk: jwk('k'), expiresAt: now + 9000 }, now);
+        expect((await store.listSigningKeys(now))[0]!.expiresAt).toBe(now + 9000);
+      });
+
+      it('one key of storage for every replica; expired entries are dropped from it on the next publish', async () => {
+        const now = clock.now();
+        await store.publishSigningKey({ kid: 'old', jwk: jwk('old'), expiresAt: now + 1000 }, now);
+        clock.advance(1500);
+        await store.publishSigningKey({ kid: 'new', jwk: jwk('new'), expiresAt: clock.now() + HOUR }, clock.now());
+        expect(Object.keys((await h.rawHash(h.keys.signingKeys()))!)).toEqual(['new']);
+      });
+
+      it('a hand-written entry with a private part, a kid that differs from its field, or unreadable JSON is never listed', async () => {
+        const now = clock.now();
+        await store.publishSigningKey({ kid: 'good', jwk: jwk('good'), expiresAt: now + HOUR }, now);
+        const value = (j: string) => `{"expiresAt":${now + HOUR},"jwk":${j}}`;
+        await h.setRawField(h.keys.signingKeys(), 'private', value(jwk('private', { d: 'secret' })));
+        await h.setRawField(h.keys.signingKeys(), 'other', value(jwk('not-other')));
+        await h.setRawField(h.keys.signingKeys(), 'broken', '{"expiresAt":');
+        await h.setRawField(h.keys.signingKeys(), 'rsa', value(JSON.stringify({ kty: 'RSA', n: 'n', e: 'AQAB', kid: 'rsa' })));
+        expect((await store.listSigningKeys(now)).map((k) => k.kid)).toEqual(['good']);
+      });
+    });
+
     describe('lifecycle and failures', () => {
       // One call of every operation; a new operation must be added here (the type insists).
       const everyOperation = {
@@ -1101,6 +1145,8 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         appendAudit: (s) => s.appendAudit({ at: clock.now(), who: 'master', action: 'x', result: 'ok' }, 10),
         listAuditEvents: (s) => s.listAuditEvents(10),
         subscribeRevocations: (s) => s.subscribeRevocations({ revoked: () => undefined, missed: () => undefined }),
+        publishSigningKey: (s) => s.publishSigningKey({ kid: 'k', jwk: '{}', expiresAt: clock.now() + HOUR }, clock.now()),
+        listSigningKeys: (s) => s.listSigningKeys(clock.now()),
         ping: (s) => s.ping(),
       } satisfies Record<Exclude<keyof TokenStore, 'close'>, (s: TokenStore) => Promise<unknown>>;
 
