@@ -29,6 +29,9 @@ import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
 import type { LookupCacheOptions } from './store/redis-lookup-cache.ts';
 import type { TokenStore } from './store/types.ts';
+import { jwksRoute } from './assertion/jwks.ts';
+import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
+import { AssertionSigner } from './assertion/signer.ts';
 
 export interface SidecarOptions {
   config: Config;
@@ -55,6 +58,8 @@ export interface Sidecar {
   readonly forwarder: Forwarder;
   /** Open SSE streams watched for revocation and expiry. */
   readonly streams: StreamRevocation;
+  /** Caller assertions for the upstream (upstream.assertion), or undefined when off. */
+  readonly assertions: { keys: SigningKeys; signer: AssertionSigner } | undefined;
   /** Binds both listeners; resolves with their URLs. */
   listen(): Promise<{ proxyUrl: string; adminUrl: string }>;
   /** Binds the proxy listener only (a worker process); resolves with its URL. */
@@ -191,6 +196,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
 
+  const assertions = await assertionsFor(config, store, clock, logger, publicUrl);
+
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
@@ -205,7 +212,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures,
-    routes: oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl }),
+    assertions: assertions?.signer,
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
@@ -224,6 +232,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     adminServer,
     forwarder,
     streams,
+    assertions,
     publicUrl,
     async listen() {
       const proxyUrl = await listenProxy();
@@ -237,9 +246,38 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       return problem;
     },
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
+      assertions?.keys.stop();
       return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger }, graceMs);
     },
   };
+}
+
+/**
+ * Caller assertions, when `upstream.assertion` is on: the first signing key is published before the
+ * listeners open (a store that cannot take it stops the start-up).
+ */
+async function assertionsFor(config: Config, store: TokenStore, clock: Clock, logger: Logger, publicUrl: () => string) {
+  const { upstream } = config;
+  if (!upstream.assertion) return undefined;
+  const given = signingKeyText(upstream);
+  if (given?.error !== undefined) throw new Error(given.error);
+  const keys = new SigningKeys({
+    store,
+    clock,
+    logger,
+    assertionLifetimeMs: upstream.assertionLifetimeSeconds * 1000,
+    rotationMs: upstream.assertionKeyRotationSeconds * 1000,
+    pinned: given === undefined ? undefined : await parseSigningKey(given.text),
+  });
+  await keys.start();
+  const signer = new AssertionSigner({
+    keys,
+    clock,
+    issuer: publicUrl,
+    audience: upstream.assertionAudience ?? new URL(upstream.url).origin,
+    lifetimeSeconds: upstream.assertionLifetimeSeconds,
+  });
+  return { keys, signer };
 }
 
 /** The per-tool policy gate, when `policy.rules` is configured. */

@@ -94,6 +94,40 @@ export const CONFIG_KEYS = {
     }),
     healthTimeoutMs: integer({ default: 2000, min: 10, max: 60000, description: 'Bound on the upstream probe of `GET /health` and on the start-up probe of the MCP endpoint.' }),
     maxSockets: integer({ default: 1024, min: 1, max: 65536, description: 'Keep-alive connections to the upstream.' }),
+    assertion: boolean({
+      default: false,
+      env: 'UPSTREAM_ASSERTION',
+      description:
+        'Every forwarded request carries `X-MCP-Auth-Assertion`: an ES256 JWT naming the caller, which the upstream verifies against `<PUBLIC_URL>/.well-known/jwks.json` (see docs/assertion.md).',
+    }),
+    assertionAudience: text({
+      env: 'UPSTREAM_ASSERTION_AUDIENCE',
+      defaultText: 'the origin of `upstream.url`',
+      description: 'The `aud` of the assertion: what the upstream checks it is the intended recipient.',
+    }),
+    assertionLifetimeSeconds: integer({
+      default: 60,
+      min: 10,
+      max: 300,
+      env: 'UPSTREAM_ASSERTION_LIFETIME_SECONDS',
+      description: 'Lifetime of an assertion (`exp - iat`); one is reused for the same caller while more than half of it is left.',
+    }),
+    assertionKeyRotationSeconds: integer({
+      default: 86400,
+      min: 600,
+      max: 31_536_000,
+      description: 'A generated signing key is replaced this often; the next one is listed in the JWKS two minutes before it signs anything.',
+    }),
+    assertionKey: text({
+      env: 'UPSTREAM_ASSERTION_KEY',
+      secret: true,
+      description:
+        'A P-256 private key (PEM, or a JWK as JSON) to sign with instead of a generated one, for upstreams that pin a key. Never rotated by the sidecar; every replica must be given the same one.',
+    }),
+    assertionKeyFile: text({
+      env: 'UPSTREAM_ASSERTION_KEY_FILE',
+      description: 'As `assertionKey`, read from this file at start-up.',
+    }),
   },
   proxy: {
     host: text({ default: '0.0.0.0', env: 'HOST', description: 'Proxy listener address.' }),

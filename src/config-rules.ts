@@ -6,17 +6,35 @@ import { checkHttpUrl, type Config } from './config-keys.ts';
 import type { Problems } from './config-spec.ts';
 import { isLoopbackHost } from './net-address.ts';
 import { parseRedisUrl } from './store/redis-url.ts';
+import { signingKeyProblem, signingKeyText } from './assertion/keys.ts';
 
 /** Rules that involve more than one key; they run once every key is read. */
 export function checkWhole(config: Config, problems: Problems): void {
   checkIdp(config.idp, problems);
   checkLookupCache(config, problems);
+  checkAssertionKey(config.upstream, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
   // Each process would hold its own memory store: a token issued by one worker unknown to the others.
   if (config.store === 'memory' && config.proxy.workers !== 1) {
     problems.push(`WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`);
   }
+}
+
+/** The operator's signing key, when given: one source, and a P-256 private key (its bytes never in a problem). */
+function checkAssertionKey(upstream: Config['upstream'], problems: Problems): void {
+  if (upstream.assertionKey !== undefined && upstream.assertionKeyFile !== undefined) {
+    problems.push('UPSTREAM_ASSERTION_KEY and UPSTREAM_ASSERTION_KEY_FILE are both set: give the assertion signing key once');
+    return;
+  }
+  const given = signingKeyText(upstream);
+  if (given === undefined) return;
+  if (given.error !== undefined) problems.push(given.error);
+  else {
+    const problem = signingKeyProblem(given.text);
+    if (problem !== undefined) problems.push(`${given.label}: ${problem}`);
+  }
+  if (!upstream.assertion) problems.push(`${given.label} is set but upstream.assertion (UPSTREAM_ASSERTION) is not true: nothing would be signed`);
 }
 
 /** Invalidations come from the node that served the read: one tracking connection cannot cover a Cluster. */

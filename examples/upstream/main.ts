@@ -1,13 +1,23 @@
 // Runs the reference MCP upstream as a standalone process (`npm run upstream`), configured by
-// UPSTREAM_HOST / UPSTREAM_PORT, and shuts it down cleanly on SIGINT/SIGTERM.
+// UPSTREAM_HOST / UPSTREAM_PORT, and shuts it down cleanly on SIGINT/SIGTERM. With
+// UPSTREAM_ASSERTION_JWKS_URL, UPSTREAM_ASSERTION_ISSUER and UPSTREAM_ASSERTION_AUDIENCE it refuses
+// every request that does not carry a valid caller assertion from the sidecar.
 
 import { startUpstream } from './server.ts';
+
+const { UPSTREAM_ASSERTION_JWKS_URL: jwksUrl, UPSTREAM_ASSERTION_ISSUER: issuer, UPSTREAM_ASSERTION_AUDIENCE: audience } = process.env;
+const assertionSettings = [jwksUrl, issuer, audience].filter((v) => v !== undefined && v !== '').length;
+if (assertionSettings !== 0 && assertionSettings !== 3) {
+  process.stderr.write('UPSTREAM_ASSERTION_JWKS_URL, UPSTREAM_ASSERTION_ISSUER and UPSTREAM_ASSERTION_AUDIENCE must be set together (or none of them)\n');
+  process.exit(2);
+}
 
 const upstream = await startUpstream({
   host: process.env.UPSTREAM_HOST ?? '127.0.0.1',
   port: Number(process.env.UPSTREAM_PORT ?? 3000),
+  assertion: assertionSettings === 3 ? { jwksUrl: jwksUrl!, issuer: issuer!, audience: audience! } : undefined,
 });
-process.stdout.write(`upstream listening on ${upstream.url}\n`);
+process.stdout.write(`upstream listening on ${upstream.url}${assertionSettings === 3 ? ` (verifying caller assertions from ${issuer})` : ''}\n`);
 
 let stopping = false;
 async function stop(): Promise<void> {

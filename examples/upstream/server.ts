@@ -11,6 +11,8 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
+import { customFetch } from 'jose';
+import { createAssertionVerifier, type AssertionVerifierOptions } from '../assertion/node/verify-assertion.ts';
 
 export interface UpstreamOptions {
   host?: string;
@@ -24,6 +26,20 @@ export interface UpstreamOptions {
   syntheticStreams?: boolean;
   /** Answer POSTs with one JSON body instead of an SSE stream (the transport's enableJsonResponse). */
   jsonResponses?: boolean;
+  /**
+   * Verify the sidecar's caller assertion (X-MCP-Auth-Assertion) on every request to the MCP path and
+   * refuse (401) any request without a valid one.
+   */
+  assertion?: AssertionVerifierOptions;
+}
+
+/** What the assertion check has seen (with `assertion` on). */
+export interface AssertionChecks {
+  verified: number;
+  /** Why each refused request was refused, oldest first (max 50). */
+  refused: string[];
+  /** Times the JWKS was fetched. */
+  jwksFetches: number;
 }
 
 export interface RunningUpstream {
@@ -35,6 +51,9 @@ export interface RunningUpstream {
   seenHeaders: Array<Record<string, string | string[] | undefined>>;
   /** Currently open SSE (text/event-stream) responses. */
   openStreams(): number;
+  assertions: AssertionChecks;
+  /** Turns on the assertion check (as the `assertion` option does at start), e.g. once the sidecar's port is known. */
+  requireAssertions(options: AssertionVerifierOptions): void;
 }
 
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -302,6 +321,21 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
   const seenHeaders: RunningUpstream['seenHeaders'] = [];
   let streams = 0;
   let closing: Promise<void> | undefined;
+  const assertions: AssertionChecks = { verified: 0, refused: [], jwksFetches: 0 };
+  let verifyAssertion: ReturnType<typeof createAssertionVerifier> | undefined;
+  const requireAssertions = (options: AssertionVerifierOptions) => {
+    verifyAssertion = createAssertionVerifier({
+      ...options,
+      jwks: {
+        ...options.jwks,
+        [customFetch]: (url: string, init: RequestInit) => {
+          assertions.jwksFetches++;
+          return fetch(url, init);
+        },
+      },
+    });
+  };
+  if (opts.assertion) requireAssertions(opts.assertion);
 
   async function newSession(): Promise<StreamableHTTPServerTransport> {
     const server = buildMcpServer();
@@ -365,13 +399,29 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     const path = new URL(req.url ?? '/', 'http://upstream').pathname;
     if (path !== mcpPath) return sendJson(res, 404, { error: 'not_found', path });
     if (closing) return sendJson(res, 503, rpcError(-32000, 'Server shutting down'));
-    if (opts.syntheticStreams && req.method === 'GET' && req.url?.includes('events=')) return syntheticStream(req, res);
+    if (verifyAssertion === undefined) return answer(req, res);
+    // Nothing is read or done for a request whose caller is not proven.
+    verifyAssertion(req.headers['x-mcp-auth-assertion']).then(
+      () => {
+        assertions.verified++;
+        answer(req, res);
+      },
+      (err: unknown) => {
+        assertions.refused.push((err as Error).message);
+        if (assertions.refused.length > MAX_SEEN_HEADERS) assertions.refused.shift();
+        log('assertion refused:', (err as Error).message);
+        sendJson(res, 401, { error: 'invalid_assertion' });
+      },
+    );
+  });
 
+  function answer(req: IncomingMessage, res: ServerResponse): void {
+    if (opts.syntheticStreams && req.method === 'GET' && req.url?.includes('events=')) return syntheticStream(req, res);
     handleMcp(req, res).catch((err: unknown) => {
       log('request failed:', err);
       sendJson(res, 500, rpcError(-32603, 'Internal error'));
     });
-  });
+  }
 
   httpServer.listen(opts.port ?? 0, host);
   await once(httpServer, 'listening');
@@ -384,6 +434,8 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     port,
     seenHeaders,
     openStreams: () => streams,
+    assertions,
+    requireAssertions,
     close() {
       closing ??= (async () => {
         const all = [...sessions.values()];

@@ -22,6 +22,7 @@ import { createHostCheck } from './host-check.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
+import type { AssertionSigner } from '../assertion/signer.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -39,6 +40,8 @@ export interface ProxyDeps {
   authFailures?: FailedAuthLimiter;
   /** Per-tool policy on POST /mcp; undefined when none is configured (bodies stream unparsed). */
   policyGate?: PolicyGate;
+  /** Signs the caller assertion each forwarded request carries (upstream.assertion); undefined when off. */
+  assertions?: AssertionSigner;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
@@ -81,6 +84,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // With a policy, the body is read and every call in it decided before anything is forwarded.
     const decided = deps.policyGate !== undefined && req.method === 'POST' ? await deps.policyGate.check(req, principal) : undefined;
     rewriteHeaders(req, principal, addresses);
+    if (deps.assertions !== undefined) {
+      // Usually a cached assertion, returned at once; a new one is signed asynchronously.
+      const assertion = deps.assertions.assertionFor(principal);
+      req.headers['x-mcp-auth-assertion'] = typeof assertion === 'string' ? assertion : await assertion;
+    }
     // The client left during the lookup (or while its body was read): its response is already closed
     // (and logged), so forwarding would hold an upstream request nobody reads and an in-flight slot.
     if (res.destroyed) return;

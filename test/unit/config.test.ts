@@ -2,6 +2,7 @@
 // reports every problem at once, and the real CLI's exit codes.
 
 import { spawnSync } from 'node:child_process';
+import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -587,5 +588,51 @@ describe('proxy.workers', () => {
     const problems = problemsOf(() => buildConfig({ store: 'memory' }, { BEARER_SECRET_MASTER: MASTER, WORKERS: value }));
     expect(problems).toEqual([expect.stringContaining(`WORKERS ${value} needs the Redis store`)]);
     expect(buildConfig({ store: 'memory' }, { BEARER_SECRET_MASTER: MASTER, WORKERS: '1' }).proxy.workers).toBe(1);
+  });
+});
+
+describe('the caller assertion keys (upstream.assertion*)', () => {
+  const p256 = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey;
+  const pem = p256.export({ format: 'pem', type: 'pkcs8' }).toString();
+  const sec1 = p256.export({ format: 'pem', type: 'sec1' }).toString();
+  const jwk = JSON.stringify(p256.export({ format: 'jwk' }));
+  const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+  const base = { masterToken: MASTER };
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'assertion-key-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it.each([
+    ['a PKCS #8 PEM', pem],
+    ['a SEC 1 PEM', sec1],
+    ['a private JWK', jwk],
+  ])('%s from UPSTREAM_ASSERTION_KEY is taken', (_name, key) => {
+    const config = buildConfig(base, { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: key });
+    expect(config.upstream.assertion).toBe(true);
+    expect(config.upstream.assertionKey).toBe(key);
+  });
+
+  it('a key file is read; the defaults are 60 s and a day', () => {
+    const file = join(dir, 'key.pem');
+    writeFileSync(file, pem);
+    const config = buildConfig({ ...base, upstream: { assertion: true, assertionKeyFile: file } }, {});
+    expect(config.upstream).toMatchObject({ assertionKeyFile: file, assertionLifetimeSeconds: 60, assertionKeyRotationSeconds: 86400 });
+  });
+
+  it.each([
+    ['not a key', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: 'hunter2-not-a-key' }, 'UPSTREAM_ASSERTION_KEY: not a readable private key'],
+    ['a P-384 key', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: p384 }, 'UPSTREAM_ASSERTION_KEY: must be an EC P-256 private key (ES256)'],
+    ['a public key', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: createPublicKey(p256).export({ format: 'pem', type: 'spki' }).toString() }, 'not a readable private key'],
+    ['a key with assertions off', { UPSTREAM_ASSERTION_KEY: pem }, 'is set but upstream.assertion (UPSTREAM_ASSERTION) is not true'],
+    ['both a key and a file', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: pem, UPSTREAM_ASSERTION_KEY_FILE: '/nonexistent' }, 'give the assertion signing key once'],
+    ['an unreadable file', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY_FILE: '/nonexistent/key.pem' }, 'UPSTREAM_ASSERTION_KEY_FILE "/nonexistent/key.pem" cannot be read (ENOENT)'],
+    ['a lifetime over 300 s', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_LIFETIME_SECONDS: '301' }, 'UPSTREAM_ASSERTION_LIFETIME_SECONDS must be an integer from 10 to 300'],
+  ])('%s is a problem that never quotes the key', (_name, env, expected) => {
+    const problems = problemsOf(() => buildConfig(base, env));
+    expect(problems.join('\n')).toContain(expected);
+    const text = problems.join('\n');
+    for (const secret of [pem.split('\n')[1]!, JSON.parse(jwk).d as string, p384.split('\n')[1]!, 'hunter2']) expect(text).not.toContain(secret);
   });
 });
