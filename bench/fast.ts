@@ -9,6 +9,7 @@
 //   sidecar           the sidecar, OAuth token
 //   sidecar-warn      the same at log level warn: no access log (what the access log costs)
 //   sidecar-cache     the sidecar with redis.lookupCache: tracking (token records cached in process)
+//   sidecar-assertion the sidecar with upstream.assertion: true (a signed caller assertion on every request)
 // and on request (BENCH_FAST_TARGETS): sidecar-user (user-grade token), baseline (BENCH_BASELINE's sidecar),
 // sidecar-2w (WORKERS=2: billed the primary and both workers) and its peer peer-2w (nginx with 2 worker
 // processes, the auth service in 2 processes).
@@ -21,7 +22,7 @@ import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
 /** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
 export const SIDECAR_ENGINE = 'undici';
 
-export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'sidecar-cache' | 'baseline' | 'peer-2w' | 'sidecar-2w';
+export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'peer-2w' | 'sidecar-2w';
 export const FAST_LABELS: Record<FastKey, string> = {
   direct: 'fast upstream direct',
   nginx: 'nginx proxy_pass, no auth',
@@ -32,6 +33,7 @@ export const FAST_LABELS: Record<FastKey, string> = {
   'sidecar-user': 'sidecar, user-grade token',
   'sidecar-warn': 'sidecar, OAuth token, log level warn',
   'sidecar-cache': 'sidecar, OAuth token, lookup cache (tracking)',
+  'sidecar-assertion': 'sidecar, OAuth token, caller assertion (upstream.assertion)',
   baseline: 'sidecar at the baseline commit, OAuth token',
   'peer-2w': 'the peer, nginx 2 workers + auth service 2 processes',
   'sidecar-2w': 'sidecar, WORKERS=2, OAuth token',
@@ -85,7 +87,7 @@ export interface FastContext {
   /** `processes` > 1: one primary and that many workers sharing the port (node:cluster). */
   startAuthService(processes?: number): Promise<Child>;
   startPassthrough(lib: 'http-proxy' | 'undici', upstreamUrl: string): Promise<Child>;
-  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'sidecar-cache' | 'baseline' | 'sidecar-2w', upstreamUrl: string): Promise<Child>;
+  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'sidecar-2w', upstreamUrl: string): Promise<Child>;
   log(line: string): void;
 }
 
@@ -129,7 +131,7 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
     const child = await ctx.startPassthrough(lib, upstreamUrl);
     targets.push({ key: lib, url: `${child.urls.proxyUrl}/mcp`, script: script(lib), proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
   }
-  for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'sidecar-cache', 'baseline', 'sidecar-2w'] as const) {
+  for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'sidecar-cache', 'sidecar-assertion', 'baseline', 'sidecar-2w'] as const) {
     if (!wanted.has(key)) continue;
     const child = await ctx.startSidecar(key === 'sidecar-user' ? 'sidecar' : key, upstreamUrl);
     const authorization = key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth;
@@ -257,6 +259,11 @@ export function fastChecks(r: FastResults): string[][] {
   if (r.cells.has(1)) {
     const added = (at(1, 'sidecar')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
     checks.push(['fast upstream: added p50 < 0.5 ms at 1 conn vs direct', `${fmt.signedMs(added)} ms`, added < 0.5 ? 'met' : 'not met']);
+  }
+  const assertion = at(c32, 'sidecar-assertion');
+  if (assertion !== undefined) {
+    const ratio = assertion.rps / (at(c32, 'sidecar')?.rps ?? NaN);
+    checks.push([`fast upstream: caller assertion on >= 0.95x off, ${c32} conn`, fmt.ratio(ratio), ratio >= 0.95 ? 'met' : 'not met']);
   }
   return checks;
 }

@@ -19,7 +19,8 @@ const config = buildConfig(
     store: 'redis',
     // BENCH_LOOKUP_CACHE=tracking: the opt-in token-lookup cache (the sidecar-cache target).
     redis: { url: env.BENCH_REDIS_URL, ...(env.BENCH_LOOKUP_CACHE ? { lookupCache: env.BENCH_LOOKUP_CACHE } : {}) },
-    upstream: { url: env.BENCH_UPSTREAM_URL },
+    // BENCH_ASSERTION=1: a signed caller assertion on every forwarded request (the sidecar-assertion target).
+    upstream: { url: env.BENCH_UPSTREAM_URL, ...(env.BENCH_ASSERTION === '1' ? { assertion: true } : {}) },
     proxy: { host: '127.0.0.1', port: 0, workers: Number(env.BENCH_WORKERS ?? 1), shutdownGraceMs: 1000 },
     admin: { host: '127.0.0.1', port: 0 },
     // The rejected-token scenario sends a stream of bad tokens from one address on purpose: with the

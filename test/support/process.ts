@@ -77,12 +77,12 @@ export interface SidecarProcess extends Started {
 /**
  * Starts `argv` with a config file of its own (the key prefix, a 10 s shutdown grace and
  * `configLines`), the master token and REDIS_URL in the environment on top of `env`, and waits until it
- * prints both listeners.
+ * prints both listeners. `replicaOf`: another sidecar's key prefix and master token (one more replica).
  */
-export async function startSidecarProcess(label: string, argv: string[], env: NodeJS.ProcessEnv, configLines: string[] = []): Promise<SidecarProcess> {
+export async function startSidecarProcess(label: string, argv: string[], env: NodeJS.ProcessEnv, configLines: string[] = [], replicaOf?: SidecarProcess): Promise<SidecarProcess> {
   const dir = mkdtempSync(join(tmpdir(), `mcp-bearer-proxy-${label}-`));
-  const prefix = uniquePrefix(label);
-  const master = generateToken();
+  const prefix = replicaOf?.prefix ?? uniquePrefix(label);
+  const master = replicaOf?.master ?? generateToken();
   const configPath = join(dir, 'config.yaml');
   writeFileSync(configPath, [...configLines, 'redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  shutdownGraceMs: 10000', ''].join('\n'));
   const started = await startProcess(argv, { ...env, MCP_AUTH_CONFIG: configPath, BEARER_SECRET_MASTER: master, REDIS_URL: redisUrl() }, [
