@@ -353,6 +353,34 @@ describe('key rotation', () => {
   });
 });
 
+describe('the JWKS when the store cannot answer', () => {
+  it('503 temporarily_unavailable (not cached), never a partial set', async () => {
+    const { StoreUnavailableError } = await import('../../src/errors.ts');
+    let down = false;
+    const stack = await startStack({
+      config: { upstream: { assertion: true } },
+      wrapStore: (store) =>
+        new Proxy(store, {
+          get(target, prop) {
+            if (prop === 'listSigningKeys') return (now: number) => (down ? Promise.reject(new StoreUnavailableError('down')) : target.listSigningKeys(now));
+            const value = Reflect.get(target, prop, target) as unknown;
+            return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+          },
+        }),
+    });
+    try {
+      expect((await jwks(stack)).status).toBe(200);
+      down = true;
+      const res = await fetch(`${stack.proxyUrl}${JWKS_PATH}`);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      expect(await res.json()).toMatchObject({ error: 'temporarily_unavailable' });
+    } finally {
+      await stack.close();
+    }
+  });
+});
+
 describe('caller assertion on the memory store (the demo)', () => {
   let stack: Stack;
   beforeAll(async () => {
