@@ -9,7 +9,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { decodeJwt, decodeProtectedHeader, SignJWT, type JWK } from 'jose';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { JWKS_PATH } from '../../src/assertion/jwks.ts';
@@ -31,7 +31,7 @@ describe('two sidecar processes on one Redis, one upstream', () => {
     const env = { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', LOG_FORMAT: 'json', UPSTREAM_URL: upstream.url, UPSTREAM_ASSERTION: 'true', PUBLIC_URL };
     a = await startSidecarProcess('assertion-a', SIDECAR, env);
     b = await startSidecarProcess('assertion-b', SIDECAR, env, [], a);
-  });
+  }, 120_000);
   afterAll(async () => {
     await b?.cleanup();
     await a?.cleanup();
@@ -98,7 +98,7 @@ describe('the verification examples, against a real sidecar', () => {
   let jwksUrl: string;
   let issuer: string;
   let audience: string;
-  let real: string;
+  let token: string;
   let goBinary: string | undefined;
   let goDir: string | undefined;
 
@@ -107,9 +107,7 @@ describe('the verification examples, against a real sidecar', () => {
     jwksUrl = `${stack.proxyUrl}${JWKS_PATH}`;
     issuer = stack.sidecar.publicUrl();
     audience = new URL(stack.upstream!.url).origin;
-    const { token } = await stack.issueOAuthToken();
-    await postMcp(stack.mcpUrl, token);
-    real = stack.upstream!.seenHeaders.at(-1)!['x-mcp-auth-assertion'] as string;
+    token = (await stack.issueOAuthToken()).token;
     if (existsSync(GO)) {
       goDir = mkdtempSync(join(tmpdir(), 'verify-assertion-go-'));
       goBinary = join(goDir, 'verify_assertion');
@@ -129,7 +127,22 @@ describe('the verification examples, against a real sidecar', () => {
     ['Go (go-jose)', () => existsSync(GO), () => [goBinary!]],
   ];
 
-  const now = () => Math.floor(stack.clock.now() / 1000);
+  /**
+   * A fresh assertion from the sidecar, signed now: each example runs for seconds on a loaded machine,
+   * longer than an assertion signed at the start would live.
+   */
+  async function realAssertion(): Promise<string> {
+    await syncClock();
+    await postMcp(stack.mcpUrl, token);
+    return stack.upstream!.seenHeaders.at(-1)!['x-mcp-auth-assertion'] as string;
+  }
+  /** The stack's clock to real time, and the key's listing renewed from there (the programs' JWKS fetches). */
+  async function syncClock(): Promise<void> {
+    stack.clock.set(Date.now());
+    await stack.sidecar.assertions!.keys.tick();
+  }
+  // Crafted assertions are dated by the real clock: the programs check them against it.
+  const now = () => Math.floor(Date.now() / 1000);
   const claims = () => ({ iss: issuer, aud: audience, sub: 'mallory', mcp_kind: 'master', iat: now(), exp: now() + 60, jti: 'j' });
   const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
   const realKey = () => stack.sidecar.assertions!.keys.current();
@@ -141,7 +154,10 @@ describe('the verification examples, against a real sidecar', () => {
   ];
 
   describe.each(examples)('%s', (name, available, argv) => {
+    beforeEach(syncClock);
+
     it.skipIf(!available())('accepts the sidecar\'s assertion and prints its claims', async () => {
+      const real = await realAssertion();
       const ran = await run([...argv(), jwksUrl, issuer, audience], real);
       expect(ran.stderr, name).toBe('');
       expect(ran.code).toBe(0);
@@ -151,7 +167,7 @@ describe('the verification examples, against a real sidecar', () => {
 
     it.skipIf(!available())('refuses the real assertion when it expects another audience or issuer', async () => {
       for (const [iss, aud] of [[issuer, 'http://another-upstream:3000'], ['https://evil.example', audience]]) {
-        const ran = await run([...argv(), jwksUrl, iss!, aud!], real);
+        const ran = await run([...argv(), jwksUrl, iss!, aud!], await realAssertion());
         expect(ran.code, `${iss} ${aud}`).toBe(1);
         expect(ran.stderr).toMatch(/^refused: /);
       }
