@@ -13,7 +13,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { decodeJwt, decodeProtectedHeader, SignJWT, type JWK } from 'jose';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { JWKS_PATH } from '../../src/assertion/jwks.ts';
-import { PROBE_HEADERS } from '../../src/proxy/server.ts';
+import { PROBE_USER_AGENT } from '../../src/proxy/upstream-check.ts';
 import { initializeRequest, postMcp } from '../support/http.ts';
 import { startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { startStack, type Stack } from '../support/stack.ts';
@@ -39,8 +39,8 @@ describe('two sidecar processes on one Redis, one upstream', () => {
   });
 
   it('each signs with its own key; the upstream verifies both after one JWKS fetch (through either replica)', async () => {
-    // Each replica's start-up probe carries no identity (PROBE_HEADERS): let both arrive before the check is on.
-    const probes = () => upstream.seenHeaders.filter((h) => h['user-agent'] === PROBE_HEADERS['user-agent']).length;
+    // Each replica's start-up probe carries no identity: let both arrive before the check is on.
+    const probes = () => upstream.seenHeaders.filter((h) => h['user-agent'] === PROBE_USER_AGENT).length;
     await expect.poll(probes, { timeout: 20_000 }).toBe(2);
     // A cooldown longer than the test: a key missing from the first fetch could not be fetched later.
     upstream.requireAssertions({ jwksUrl: `${a.proxyUrl}${JWKS_PATH}`, issuer: PUBLIC_URL, audience: new URL(upstream.url).origin, jwks: { cooldownDuration: 600_000 } });
