@@ -15,6 +15,7 @@ import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn } from './oauth/oidc-client.ts';
+import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
@@ -213,7 +214,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     publicUrl,
     authFailures,
     assertions: assertions?.signer,
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');

@@ -24,6 +24,11 @@ export interface DemoIdpOptions {
   port?: number;
   clientId: string;
   clientSecret: string;
+  /**
+   * Behave as many generic OpenID providers do (tests): profile claims only at userinfo, never in the
+   * ID token, and the groups claim only for a `groups` scope.
+   */
+  generic?: boolean;
   /** The sidecar's callback, PUBLIC_URL/oauth/callback (known late when the sidecar binds port 0). */
   redirectUri: () => string;
   /** Sign the demo user in without showing the login form (non-browser tests). */
@@ -90,9 +95,12 @@ function providerConfig(options: DemoIdpOptions, jwk: Record<string, unknown>, c
     ],
     jwks: { keys: [jwk] },
     cookies: { keys: [cookieKey] },
-    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
-    // Claims in the ID token itself, as Keycloak, Entra ID, Okta and Google put them there.
-    conformIdTokenClaims: false,
+    claims: options.generic
+      ? { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] }
+      : { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
+    // Claims in the ID token itself, as Keycloak, Entra ID, Okta and Google put them there; a generic
+    // provider follows OpenID Connect Core §5.4 to the letter and releases them at userinfo only.
+    conformIdTokenClaims: options.generic === true,
     features: { devInteractions: { enabled: false } },
     interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
     async findAccount(_ctx: unknown, sub: string) {

@@ -105,8 +105,8 @@ function signInHelp(idp: DemoIdp | string, mcpUrl: string): string[] {
   return [
     `Browser sign-in through a DEMO identity provider at ${idp.issuer}`,
     `  (DEMO ONLY, not for production: one test user, ${DEMO_USER.username} / ${DEMO_USER.password}, keys in memory)`,
-    '  MCP Inspector: npx @modelcontextprotocol/inspector',
-    `    Transport "Streamable HTTP", URL ${mcpUrl}, no Authorization header, then Connect:`,
+    '  MCP Inspector (2.12): npx @modelcontextprotocol/inspector',
+    `    Add Servers -> Add manually -> transport streamable-http, URL ${mcpUrl}, no Authorization header, then Connect:`,
     `    approve on this sidecar's consent page, then sign in as ${DEMO_USER.username} / ${DEMO_USER.password}.`,
     '  Any MCP client with OAuth (Claude Code, VS Code, the MCP SDK\'s auth()): configure only the URL.',
     '',

@@ -8,15 +8,19 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createSidecar, exitOnStopSignals, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
 import { createLogger } from './logger.ts';
+import { checkIdentityProvider } from './oauth/idp-check.ts';
 import { RedisConnectError } from './store/redis-connection.ts';
 import { LookupCacheSetupError } from './store/redis-lookup-cache.ts';
 import { redactRedisUrl } from './store/redis-url.ts';
 import { groupLogger, runPrimary, runWorker, workerCount } from './workers.ts';
 
-const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config] [--<key> VALUE ...]
+const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config [--skip-network-checks]] [--<key> VALUE ...]
 
   --config FILE    YAML configuration (default: $MCP_AUTH_CONFIG, else ./config.yaml when present)
-  --check-config   validate the configuration, report every problem, exit 0 (valid) or 2
+  --check-config   validate the configuration and the identity provider it names (discovery
+                   document, keys, client credentials), report every problem, exit 0 (valid) or 2
+  --skip-network-checks
+                   with --check-config: the configuration alone, nothing fetched
   --<key> VALUE    any configuration key but the master token (README: Configuration); it wins over
                    the environment and the file. Lists are comma-separated. The keys:
 ${wrap(configFlagNames().map((k) => `--${k}`), 100, '                   ')}
@@ -43,16 +47,19 @@ function fail(paragraph: string): never {
 interface Args {
   configPath: string | undefined;
   checkOnly: boolean;
+  skipNetworkChecks: boolean;
   flags: ConfigFlags;
 }
 
 function parseArgs(argv: string[]): Args {
   let configPath: string | undefined;
   let checkOnly = false;
+  let skipNetworkChecks = false;
   const others: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--check-config') checkOnly = true;
+    else if (arg === '--skip-network-checks') skipNetworkChecks = true;
     else if (arg === '--config') {
       configPath = argv[++i];
       if (configPath === undefined) fail(`--config needs a file path.\n${USAGE}`);
@@ -64,12 +71,13 @@ function parseArgs(argv: string[]): Args {
   }
   const { flags, problems } = parseConfigFlags(others);
   if (problems.length > 0) fail(`${problems.join('; ')}.\n${USAGE.split('\n')[0]} (--help lists the keys)`);
+  if (skipNetworkChecks && !checkOnly) fail(`--skip-network-checks goes with --check-config: at start-up the identity provider is always checked.\n${USAGE.split('\n')[0]}`);
   configPath ??= process.env.MCP_AUTH_CONFIG || (existsSync('config.yaml') ? 'config.yaml' : undefined);
-  return { configPath, checkOnly, flags };
+  return { configPath, checkOnly, skipNetworkChecks, flags };
 }
 
 async function main(): Promise<void> {
-  const { configPath, checkOnly, flags } = parseArgs(process.argv.slice(2));
+  const { configPath, checkOnly, skipNetworkChecks, flags } = parseArgs(process.argv.slice(2));
   let config: Config;
   try {
     config = loadConfig(configPath, process.env, flags);
@@ -78,6 +86,13 @@ async function main(): Promise<void> {
       fail(`the configuration${configPath ? ` (${configPath} + environment${flags.size > 0 ? ' + flags' : ''})` : ` (environment${flags.size > 0 ? ' + flags' : ''})`} is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
     }
     throw err;
+  }
+  // Once per process group: the primary checks, its workers inherit the verdict.
+  if (!cluster.isWorker && !skipNetworkChecks) {
+    const problems = await checkIdentityProvider(config);
+    if (problems.length > 0) {
+      fail(`the identity provider is not usable, and browser sign-in and the token exchange depend on it: ${problems.join('; ')}.`);
+    }
   }
   if (checkOnly) {
     process.stdout.write(`configuration OK${configPath ? ` (${configPath})` : ''}\n`);

@@ -22,7 +22,7 @@ import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
 import type { ClientRecord } from '../store/types.ts';
 import { resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
-import { IdpAuthorizationError, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
+import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
 import { consentPage, messagePage, writePage } from './sign-in-pages.ts';
 
 /** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
@@ -348,6 +348,10 @@ class SignInFlow {
 /** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */
 function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<string, string>] {
   if (err instanceof PageError) return [err.status, messagePage(err.title, err.text), err.headers];
+  if (err instanceof IdpClientRefused) {
+    ctx.logger.error({ err: describe(err) }, err.message);
+    return [502, messagePage('Sign-in is misconfigured', `Sign-in cannot complete: ${err.message}. Tell this server's operators.`), {}];
+  }
   if (err instanceof IdpUnavailable) {
     ctx.logger.warn({ err: describe(err) }, 'identity provider unreachable during sign-in: answered 503');
     return [503, messagePage('Sign-in is unavailable', 'The identity provider cannot be reached right now. Try again in a minute.'), { 'retry-after': '30' }];

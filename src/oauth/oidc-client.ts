@@ -5,8 +5,10 @@
 // configured claim rules, and a split between "the IdP cannot be reached" and "sign-in refused".
 
 import * as oidc from 'openid-client';
-import { decodeProtectedHeader } from 'jose';
+import { createRemoteJWKSet, decodeProtectedHeader, type JWTPayload } from 'jose';
 import type { Config } from '../config.ts';
+import { generateToken } from '../credentials.ts';
+import type { Logger } from '../logger.ts';
 import { isLoopbackHost } from '../net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
 import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
@@ -14,6 +16,22 @@ import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
 /** The IdP did not answer in time, or answered with a server error: the browser gets a 503 page. */
 export class IdpUnavailable extends Error {
   override readonly name = 'IdpUnavailable';
+}
+
+/**
+ * The IdP refused the sidecar's own client authentication (`invalid_client` at its token endpoint):
+ * a configuration error no user can fix, so the page and the log say what to check.
+ */
+export class IdpClientRefused extends Error {
+  override readonly name = 'IdpClientRefused';
+  constructor(options?: ErrorOptions) {
+    super("the identity provider refused the sidecar's client credentials: check IDP_CLIENT_ID / IDP_CLIENT_SECRET", options);
+  }
+}
+
+/** A start-up check of the IdP failed; the message is one sentence naming the URL tried and what to fix. */
+export class IdpSetupProblem extends Error {
+  override readonly name = 'IdpSetupProblem';
 }
 
 /** What the sidecar keeps between sending the browser to the IdP and its return. */
@@ -41,6 +59,36 @@ export interface IdpSignIn {
    * applies the claim rules. Throws IdpUnavailable, IdpAuthorizationError or IdpRejection.
    */
   finish(query: URLSearchParams, login: IdpLoginState): Promise<SignedInUser>;
+  /**
+   * The start-up check: the discovery document, the keys it names, and the sidecar's client
+   * credentials at the token endpoint (a code that cannot exist is redeemed: an IdP authenticates the
+   * client first, so `invalid_client` means the credentials and `invalid_grant` means they passed).
+   * Throws IdpSetupProblem.
+   */
+  check(): Promise<void>;
+}
+
+export interface IdpSignInOptions {
+  logger?: Logger;
+  /** A rule needs the groups claim (`idp.requiredGroup`, or a policy naming groups): its absence is logged with its cause. */
+  groupsNeeded?: boolean;
+}
+
+/** Where openid-client looks for the discovery document of `issuer` (OpenID Connect Discovery §4). */
+export function discoveryUrlOf(issuer: string): string {
+  return `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+}
+
+/** Fetches and parses a JWKS (jose checks its shape); throws what went wrong. */
+export async function fetchJwks(url: string, timeoutMs: number): Promise<void> {
+  await createRemoteJWKSet(new URL(url), { timeoutDuration: timeoutMs }).reload();
+}
+
+/** `invalid_client` from the IdP's token endpoint, as a JSON body or as a 401 challenge. */
+function clientRefused(err: unknown): boolean {
+  if (err instanceof oidc.ResponseBodyError) return err.error === 'invalid_client';
+  if (err instanceof oidc.WWWAuthenticateChallengeError) return err.cause.some((c) => c.parameters.error === 'invalid_client');
+  return false;
 }
 
 /** Plain http is allowed only for an IdP on the loopback interface (development, the demo, tests). */
@@ -67,7 +115,7 @@ function describeRefusal(err: unknown): string {
   return `${e.code ?? e.name ?? 'Error'}: ${e.message ?? ''}${typeof claim === 'string' ? ` (claim "${claim}")` : ''}`;
 }
 
-export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string): IdpSignIn | undefined {
+export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, options: IdpSignInOptions = {}): IdpSignIn | undefined {
   const { issuer, clientId, clientSecret } = idp;
   if (issuer === undefined || clientId === undefined || clientSecret === undefined) return undefined;
   const timeoutSeconds = idp.requestTimeoutMs / 1000;
@@ -98,14 +146,83 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string): 
       return await work();
     } catch (err) {
       if (err instanceof IdpRejection) throw err;
+      if (clientRefused(err)) throw new IdpClientRefused({ cause: err });
       if (err instanceof oidc.AuthorizationResponseError) throw new IdpAuthorizationError(err.error);
       if (unavailable(err)) throw new IdpUnavailable((err as Error).message, { cause: err });
       throw new IdpRejection(describeRefusal(err), { cause: err });
     }
   }
 
+  /**
+   * The ID token's claims, completed from userinfo when it lacks the email or the groups claim: many
+   * IdPs (a generic OpenID provider, Okta's org server, oidc-provider) release profile claims only
+   * there. The ID token wins where both speak; openid-client checks that userinfo's `sub` is the ID
+   * token's. Userinfo failing is logged and sign-in goes on with what the ID token says.
+   */
+  async function withUserinfo(config: oidc.Configuration, accessToken: string, idTokenClaims: oidc.IDToken): Promise<JWTPayload> {
+    const complete = typeof idTokenClaims.email === 'string' && idTokenClaims[idp.emailVerifiedClaim] !== undefined && idTokenClaims[idp.groupsClaim] !== undefined;
+    let userinfoTried = false;
+    let claims: JWTPayload = idTokenClaims;
+    if (!complete && config.serverMetadata().userinfo_endpoint !== undefined) {
+      userinfoTried = true;
+      try {
+        const userinfo = await oidc.fetchUserInfo(config, accessToken, idTokenClaims.sub);
+        claims = { ...userinfo, ...idTokenClaims };
+      } catch (err) {
+        if (unavailable(err)) throw err;
+        options.logger?.warn({ reason: describeRefusal(err) }, 'the identity provider refused the userinfo request: signing in with the ID token claims alone');
+      }
+    }
+    if (options.groupsNeeded && claims[idp.groupsClaim] === undefined) warnGroupsMissing(config, userinfoTried);
+    return claims;
+  }
+
+  /** Which of the two causes keeps the groups claim away, and what to set. */
+  function warnGroupsMissing(config: oidc.Configuration, userinfoTried: boolean): void {
+    const offered = config.serverMetadata().scopes_supported ?? [];
+    const asked = idp.scopes.split(' ');
+    const where = userinfoTried ? 'the ID token nor userinfo' : 'the ID token (and the IdP has no userinfo endpoint)';
+    if (offered.includes('groups') && !asked.includes('groups')) {
+      options.logger?.warn(
+        { cause: 'scope not asked', claim: idp.groupsClaim, scopes: idp.scopes },
+        `neither ${where} carries the "${idp.groupsClaim}" claim, and the identity provider offers a "groups" scope the sidecar does not ask for: add groups to IDP_SCOPES (idp.scopes); group rules refuse this user until then`,
+      );
+      return;
+    }
+    options.logger?.warn(
+      { cause: 'claim not released', claim: idp.groupsClaim, scopes: idp.scopes },
+      `neither ${where} carries the "${idp.groupsClaim}" claim: have the identity provider release it for this client (Keycloak: a "Group Membership" mapper; Okta: a groups claim on the authorization server; Entra ID: groupMembershipClaims in the app manifest), or set idp.groupsClaim to the claim it uses; group rules refuse this user until then`,
+    );
+  }
+
   return {
     issuer,
+    check: async () => {
+      let config: oidc.Configuration;
+      try {
+        config = await configuration();
+      } catch (err) {
+        throw new IdpSetupProblem(
+          `cannot use the identity provider's discovery document at ${discoveryUrlOf(issuer)} (${describeRefusal(err)}). Check IDP_ISSUER (idp.issuer): it must be reachable from the sidecar and be the issuer exactly as the IdP's discovery document names it (scheme, host, path, no trailing slash unless the IdP has one)`,
+          { cause: err },
+        );
+      }
+      const jwksUri = config.serverMetadata().jwks_uri;
+      if (jwksUri === undefined) throw new IdpSetupProblem(`the identity provider's discovery document at ${discoveryUrlOf(issuer)} names no jwks_uri: ID tokens cannot be verified`);
+      try {
+        await fetchJwks(jwksUri, idp.requestTimeoutMs);
+      } catch (err) {
+        throw new IdpSetupProblem(`cannot read the identity provider's keys at ${jwksUri} (named by ${discoveryUrlOf(issuer)}): ${describeRefusal(err)}`, { cause: err });
+      }
+      try {
+        await oidc.genericGrantRequest(config, 'authorization_code', { code: generateToken(), redirect_uri: callbackUrl() });
+      } catch (err) {
+        const tokenEndpoint = config.serverMetadata().token_endpoint;
+        if (clientRefused(err)) throw new IdpSetupProblem(`${new IdpClientRefused().message} (the token endpoint ${tokenEndpoint} answered invalid_client)`, { cause: err });
+        if (unavailable(err)) throw new IdpSetupProblem(`cannot reach the identity provider's token endpoint ${tokenEndpoint}: ${describeRefusal(err)}`, { cause: err });
+        // Anything else (invalid_grant, as expected) means the client authentication passed.
+      }
+    },
     start: () =>
       call(async () => {
         const config = await configuration();
@@ -134,13 +251,14 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string): 
           { expectedState: login.state, expectedNonce: login.nonce, pkceCodeVerifier: login.codeVerifier, idTokenExpected: true },
         );
         const idToken = tokens.id_token;
-        const claims = tokens.claims();
-        if (idToken === undefined || claims === undefined) throw new IdpRejection('no ID token');
+        const idTokenClaims = tokens.claims();
+        if (idToken === undefined || idTokenClaims === undefined) throw new IdpRejection('no ID token');
         const { alg } = decodeProtectedHeader(idToken);
         if (alg === undefined || !idp.algorithms.includes(alg)) throw new IdpRejection(`ID token algorithm ${String(alg)} is not allowed`);
-        if (typeof claims.sub !== 'string' || claims.sub.length === 0 || claims.sub.length > 512) throw new IdpRejection('bad sub');
+        if (typeof idTokenClaims.sub !== 'string' || idTokenClaims.sub.length === 0 || idTokenClaims.sub.length > 512) throw new IdpRejection('bad sub');
+        const claims = await withUserinfo(config, tokens.access_token, idTokenClaims);
         checkIdentityClaims(idp, claims);
-        const user: SignedInUser = { subject: claims.sub, issuer: claims.iss };
+        const user: SignedInUser = { subject: idTokenClaims.sub, issuer: idTokenClaims.iss };
         const email = verifiedEmail(idp, claims);
         if (email !== undefined) user.email = email;
         const groups = claims[idp.groupsClaim];
