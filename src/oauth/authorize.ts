@@ -244,7 +244,8 @@ class SignInFlow {
         const allowed = new Set(client.scope.split(' '));
         if (!scope.split(' ').every((s) => allowed.has(s))) throw new RedirectableError('invalid_scope', 'the requested scope exceeds what this client was granted');
       }
-      scope ??= client.scope;
+      const { granted, ignored } = splitScopes(scope ?? client.scope, this.ctx.config.policy.rules?.scopes ?? []);
+      scope = granted;
       const request: AuthorizationRequest = { clientId: client.clientId, clientName: client.clientName, redirectUri, codeChallenge: challenge, state, scope, resource: expected };
       if (client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(client);
       const browser = this.browserBinding(req);
@@ -257,6 +258,7 @@ class SignInFlow {
         redirectHost: `${target.protocol}//${target.host}`,
         ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
         scopes: scope ? scope.split(' ') : [],
+        ignoredScopes: ignored,
         idpHost: this.#idpHost,
         requestId,
         action: `${this.ctx.publicUrl()}/authorize/consent`,
@@ -343,6 +345,19 @@ class SignInFlow {
     await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject });
     this.redirectBack(res, request, { code });
   }
+}
+
+/**
+ * RFC 6749 §3.3 lets the server ignore requested scopes; this one ignores every scope it does not
+ * define (`supported`: those the policy names, what metadata advertises as `scopes_supported`).
+ * Clients ask for scopes that mean nothing here (mcp-remote falls back to `openid email profile`):
+ * they are neither shown as access on the consent page nor granted, so they never reach the upstream
+ * in `X-MCP-Auth-Scope`. Without a policy naming scopes, no scope is granted.
+ */
+export function splitScopes(requested: string | undefined, supported: readonly string[]): { granted: string | undefined; ignored: string[] } {
+  const asked = [...new Set(requested?.split(' ') ?? [])];
+  const granted = asked.filter((s) => supported.includes(s));
+  return { granted: granted.length > 0 ? granted.join(' ') : undefined, ignored: asked.filter((s) => !supported.includes(s)) };
 }
 
 /** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */

@@ -4,14 +4,17 @@
 
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../profiles.ts';
 
-/** `scopes`: every scope the per-tool policy names (empty without a policy: then none is advertised). */
+/**
+ * `scopes`: every scope the per-tool policy names, always published (an empty list without one), so
+ * that a client sees which scopes mean something here instead of guessing.
+ */
 export function protectedResourceMetadata(publicUrl: string, scopes: readonly string[] = []): Record<string, unknown> {
   return {
     resource: `${publicUrl}/mcp`,
     authorization_servers: [publicUrl],
     bearer_methods_supported: ['header'],
     resource_name: 'MCP server (behind mcp-bearer-proxy)',
-    ...(scopes.length > 0 ? { scopes_supported: [...scopes] } : {}),
+    scopes_supported: [...scopes],
   };
 }
 
@@ -47,6 +50,6 @@ export function authorizationServerMetadata(
     revocation_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],
     protected_resources: [`${publicUrl}/mcp`],
-    ...(options.scopes !== undefined && options.scopes.length > 0 ? { scopes_supported: [...options.scopes] } : {}),
+    scopes_supported: [...(options.scopes ?? [])],
   };
 }

@@ -53,6 +53,8 @@ export interface ConsentView {
   /** Where the client's metadata comes from, for a Client ID Metadata Document. */
   metadataHost?: string;
   scopes: string[];
+  /** Scopes the client asked for that this server does not define: named as ignored, never as access. */
+  ignoredScopes?: string[];
   /** Host of the identity provider the user signs in at next. */
   idpHost: string;
   /** The pending request's handle (the form's anti-CSRF token). */
@@ -64,6 +66,10 @@ export interface ConsentView {
 export function consentPage(view: ConsentView): string {
   const name = view.clientName ? `“${escapeHtml(view.clientName)}”` : 'An application';
   const scopes = view.scopes.length > 0 ? view.scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(' ') : 'access to the MCP server (no narrower scope asked)';
+  const ignored =
+    view.ignoredScopes !== undefined && view.ignoredScopes.length > 0
+      ? `<p class="note">Also asked for, not defined by this server and not granted: ${escapeHtml(view.ignoredScopes.join(', '))}.</p>`
+      : '';
   const metadata = view.metadataHost ? `<dt>Described by</dt><dd class="mono">${escapeHtml(view.metadataHost)}</dd>` : '';
   return page(
     'Allow access to the MCP server?',
@@ -72,7 +78,7 @@ export function consentPage(view: ConsentView): string {
 <dt>Client id</dt><dd class="mono">${escapeHtml(view.clientId)}</dd>${metadata}
 <dt>Sends you back to</dt><dd class="mono">${escapeHtml(view.redirectHost)}</dd>
 <dt>Access</dt><dd>${scopes}</dd>
-</dl>
+</dl>${ignored}
 <p class="note">The application's name is its own claim. Approve only if you started this sign-in and recognise
 where it sends you back to. You will then sign in at <span class="mono">${escapeHtml(view.idpHost)}</span>.</p>
 <form method="post" action="${escapeHtml(view.action)}">

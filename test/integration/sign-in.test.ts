@@ -208,7 +208,9 @@ describe('the consent page', () => {
     expect(res.body).toContain('Evil &lt;script&gt;alert(1)&lt;/script&gt; &amp; co');
     expect(res.body).not.toContain('<script>');
     expect(res.body).toContain('http://127.0.0.1:7777');
-    expect(res.body).toContain('<code>mcp:read</code>');
+    // No policy names scopes here, so mcp:read means nothing: shown as not granted, never as access.
+    expect(res.body).toContain('not defined by this server and not granted: mcp:read.');
+    expect(res.body).not.toContain('<code>mcp:read</code>');
     expect(res.body).not.toContain('mcp:write');
     expect(res.body).toContain(new URL(s.idp.issuer).host);
     expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
