@@ -270,6 +270,11 @@ export const CONFIG_KEYS = {
       max: 10 * 365 * 24 * 3600,
       description: 'A registered client that completes no grant for this long is forgotten.',
     }),
+    introspectionClients: list({
+      default: [],
+      description:
+        '`POST /introspect`: client ids (confidential clients) that may see any token as active, user-grade tokens included. Any other client sees only its own tokens as active; the master token sees all.',
+    }),
     refreshReuseGraceSeconds: integer({
       default: 5,
       min: 0,

@@ -91,7 +91,11 @@ export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, 
   }
   const token = form.get('token');
   if (token === undefined) throw new HttpError('invalid_request', 'token is required');
-  const visibleTo = (clientId: string | undefined) => caller.kind === 'master' || clientId === caller.client.client.clientId;
+  // A token is active only to its own client (a user-grade token has none), the master token, or a
+  // client the operator lists: anyone may register a confidential client, and must not learn a
+  // stranger's `sub` and `exp` by guessing or holding the stranger's token.
+  const visibleTo = (clientId: string | undefined) =>
+    caller.kind === 'master' || (clientId !== undefined && clientId === caller.client.client.clientId) || ctx.config.oauth.introspectionClients.includes(caller.client.client.clientId);
   const answer = isTokenShaped(token) ? await introspect(ctx, hashToken(token), visibleTo) : { active: false };
   // The master token is not counted: it may look at anything, and refusing its address would lock out the operator.
   if (answer.active !== true && caller.kind !== 'master') await countMiss();
@@ -106,6 +110,7 @@ async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clie
   if (decision.ok) {
     const p = decision.principal;
     if (p.kind === 'user') {
+      if (!visibleTo(undefined)) return inactive;
       return { active: true, token_type: 'Bearer', sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'user' };
     }
     if (!visibleTo(p.clientId)) return inactive;
