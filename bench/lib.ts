@@ -12,11 +12,12 @@ export class Child {
   #nextId = 0;
   readonly #waiting = new Map<number, (stats: ProcessStats) => void>();
 
-  private constructor(
-    readonly name: string,
-    child: ChildProcess,
-    readonly urls: Record<string, string>,
-  ) {
+  readonly name: string;
+  readonly urls: Record<string, string>;
+
+  private constructor(name: string, child: ChildProcess, urls: Record<string, string>) {
+    this.name = name;
+    this.urls = urls;
     this.#process = child;
     child.on('message', (message: ChildMessage) => {
       if (message.type !== 'stats') return;

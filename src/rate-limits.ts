@@ -22,14 +22,19 @@ function windowEnd(now: number): number {
 }
 
 export class WindowLimit {
-  constructor(
-    private readonly store: CounterStorage,
-    private readonly clock: Clock,
-    /** Names the counter family in the store (`authfail`, `token`, …): limits never share counts. */
-    private readonly name: string,
-    /** 0: off. */
-    readonly perMinute: number,
-  ) {}
+  private readonly store: CounterStorage;
+  private readonly clock: Clock;
+  /** Names the counter family in the store (`authfail`, `token`, …): limits never share counts. */
+  private readonly name: string;
+  /** 0: off. */
+  readonly perMinute: number;
+
+  constructor(store: CounterStorage, clock: Clock, name: string, perMinute: number) {
+    this.store = store;
+    this.clock = clock;
+    this.name = name;
+    this.perMinute = perMinute;
+  }
 
   /** Counts one hit for `key`: 0 while within the limit, else the seconds until the window ends. */
   async hit(key: string): Promise<number> {
@@ -51,13 +56,18 @@ export class FailedAuthLimiter {
   /** Addresses over the limit, with the epoch ms at which their window ends. */
   readonly #blocked = new Map<string, number>();
 
-  constructor(
-    private readonly limit: WindowLimit,
-    private readonly clock: Clock,
-    private readonly logger: Logger,
-    /** For the log line: which listener refuses the address. */
-    private readonly listener: string,
-  ) {}
+  private readonly limit: WindowLimit;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  /** For the log line: which listener refuses the address. */
+  private readonly listener: string;
+
+  constructor(limit: WindowLimit, clock: Clock, logger: Logger, listener: string) {
+    this.limit = limit;
+    this.clock = clock;
+    this.logger = logger;
+    this.listener = listener;
+  }
 
   /** Seconds until `address` may try again, or 0. */
   retryAfter(address: string): number {

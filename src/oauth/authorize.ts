@@ -49,23 +49,27 @@ interface AuthorizationRequest {
 
 /** A problem that is safe to report to the client at its (validated) redirect URI. */
 class RedirectableError extends Error {
-  constructor(
-    readonly error: string,
-    readonly description: string,
-  ) {
+  readonly error: string;
+  readonly description: string;
+  constructor(error: string, description: string) {
     super(description);
+    this.error = error;
+    this.description = description;
   }
 }
 
 /** A problem reported on a page, never by redirect (the redirect target is not trusted, or unknown). */
 class PageError extends Error {
-  constructor(
-    readonly status: number,
-    readonly title: string,
-    readonly text: string,
-    readonly headers: Record<string, string> = {},
-  ) {
+  readonly status: number;
+  readonly title: string;
+  readonly text: string;
+  readonly headers: Record<string, string>;
+  constructor(status: number, title: string, text: string, headers: Record<string, string> = {}) {
     super(text);
+    this.status = status;
+    this.title = title;
+    this.text = text;
+    this.headers = headers;
   }
 }
 
@@ -106,11 +110,12 @@ class SignInFlow {
   readonly #secureCookie: boolean;
   readonly #cookieName: string;
   readonly #idpHost: string;
+  private readonly ctx: OAuthContext;
+  private readonly signIn: IdpSignIn | undefined;
 
-  constructor(
-    private readonly ctx: OAuthContext,
-    private readonly signIn: IdpSignIn | undefined,
-  ) {
+  constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
+    this.ctx = ctx;
+    this.signIn = signIn;
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
     // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
     this.#cookieName = this.#secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';

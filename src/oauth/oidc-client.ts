@@ -44,8 +44,10 @@ export interface IdpLoginState {
 /** An IdP error on the callback (`error=...`), to be relayed to the MCP client as an RFC 6749 code. */
 export class IdpAuthorizationError extends Error {
   override readonly name = 'IdpAuthorizationError';
-  constructor(readonly error: string) {
+  readonly error: string;
+  constructor(error: string) {
     super(`the identity provider answered ${error}`);
+    this.error = error;
   }
 }
 

@@ -55,12 +55,15 @@ export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024;
 export class SseListRewriter {
   #pending = '';
   readonly #decoder = new TextDecoder('utf-8');
+  private readonly policy: Policy;
+  private readonly principal: PolicyPrincipal;
+  private readonly lists: ListRequests;
 
-  constructor(
-    private readonly policy: Policy,
-    private readonly principal: PolicyPrincipal,
-    private readonly lists: ListRequests,
-  ) {}
+  constructor(policy: Policy, principal: PolicyPrincipal, lists: ListRequests) {
+    this.policy = policy;
+    this.principal = principal;
+    this.lists = lists;
+  }
 
   /** The complete events `chunk` finishes, rewritten; throws past MAX_SSE_EVENT_BYTES. */
   feed(chunk: Buffer): string {

@@ -253,13 +253,15 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A `whole` rewrite: the status, headers and body held until the body is complete. */
   #held: { status: number; statusText: string; headers: string[]; chunks: Buffer[]; size: number } | undefined;
 
-  constructor(
-    readonly req: ProxyRequest,
-    readonly res: ServerResponse,
-    shared: Shared,
-    private readonly chooseRewriter?: (contentType: string) => BodyRewriter | undefined,
-  ) {
+  readonly req: ProxyRequest;
+  readonly res: ServerResponse;
+  readonly #rewriterFor: ((contentType: string) => BodyRewriter | undefined) | undefined;
+
+  constructor(req: ProxyRequest, res: ServerResponse, shared: Shared, rewriterFor?: (contentType: string) => BodyRewriter | undefined) {
+    this.req = req;
+    this.res = res;
     this.#shared = shared;
+    this.#rewriterFor = rewriterFor;
     res.once('close', () => {
       shared.inFlight.finished();
       // A client that goes away (an SSE reader closing its tab, a POST cut short) ends the upstream request.
@@ -282,7 +284,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#shared.options.onUpstreamResult?.(statusCode, req);
     if (res.destroyed) return false;
     let { headers, eventStream } = clientHeaders(rawHeaders);
-    if (this.chooseRewriter !== undefined) {
+    if (this.#rewriterFor !== undefined) {
       const rewriter = this.#chooseRewriter(headers);
       if (rewriter === 'refuse') return false;
       this.#rewriter = rewriter;
@@ -376,7 +378,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (name === 'content-type') contentType = headers[i + 1]!.toLowerCase();
       else if (name === 'content-encoding') encoding = headers[i + 1]!.toLowerCase();
     }
-    const rewriter = this.chooseRewriter!(contentType);
+    const rewriter = this.#rewriterFor!(contentType);
     if (rewriter === undefined || encoding === '' || encoding === 'identity') return rewriter;
     this.#breakOff(new Error(`an upstream response to rewrite came with Content-Encoding ${encoding}`));
     return 'refuse';

@@ -81,7 +81,10 @@ class CreateClient implements fc.AsyncCommand<Model, Real> {
 }
 
 class ClientCredentials implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly n: number) {}
+  readonly n: number;
+  constructor(n: number) {
+    this.n = n;
+  }
   check = (m: Readonly<Model>) => m.clients.length > 0;
   async run(m: Model, r: Real) {
     const c = pick(m.clients, this.n)!;
@@ -100,10 +103,12 @@ class ClientCredentials implements fc.AsyncCommand<Model, Real> {
 }
 
 class CreateAccessToken implements fc.AsyncCommand<Model, Real> {
-  constructor(
-    readonly n: number,
-    readonly lifetimeSeconds: number,
-  ) {}
+  readonly n: number;
+  readonly lifetimeSeconds: number;
+  constructor(n: number, lifetimeSeconds: number) {
+    this.n = n;
+    this.lifetimeSeconds = lifetimeSeconds;
+  }
   check = (m: Readonly<Model>) => m.clients.length > 0;
   async run(m: Model, r: Real) {
     const c = pick(m.clients, this.n)!;
@@ -133,7 +138,10 @@ class Exchange implements fc.AsyncCommand<Model, Real> {
 }
 
 class Refresh implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly n: number) {}
+  readonly n: number;
+  constructor(n: number) {
+    this.n = n;
+  }
   check = (m: Readonly<Model>) => m.tokens.some((t) => t.kind === 'refresh');
   async run(m: Model, r: Real) {
     const old = pick(
@@ -166,7 +174,10 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
 }
 
 class Revoke implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly n: number) {}
+  readonly n: number;
+  constructor(n: number) {
+    this.n = n;
+  }
   check = (m: Readonly<Model>) => m.tokens.length > 0;
   async run(m: Model, r: Real) {
     const t = pick(m.tokens, this.n)!;
@@ -183,7 +194,10 @@ class Revoke implements fc.AsyncCommand<Model, Real> {
 }
 
 class ManualRevoke implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly n: number) {}
+  readonly n: number;
+  constructor(n: number) {
+    this.n = n;
+  }
   check = (m: Readonly<Model>) => m.tokens.some((t) => t.kind === 'user');
   async run(m: Model, r: Real) {
     const t = pick(
@@ -197,7 +211,10 @@ class ManualRevoke implements fc.AsyncCommand<Model, Real> {
 }
 
 class DeleteClient implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly n: number) {}
+  readonly n: number;
+  constructor(n: number) {
+    this.n = n;
+  }
   check = (m: Readonly<Model>) => m.clients.length > 0;
   async run(m: Model, r: Real) {
     const c = pick(m.clients, this.n)!;
@@ -219,7 +236,10 @@ class DeleteClient implements fc.AsyncCommand<Model, Real> {
 }
 
 class Advance implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly ms: number) {}
+  readonly ms: number;
+  constructor(ms: number) {
+    this.ms = ms;
+  }
   check = () => true;
   async run(m: Model, r: Real) {
     m.now += this.ms;
@@ -229,7 +249,10 @@ class Advance implements fc.AsyncCommand<Model, Real> {
 }
 
 class Validate implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly n: number) {}
+  readonly n: number;
+  constructor(n: number) {
+    this.n = n;
+  }
   check = (m: Readonly<Model>) => m.tokens.length > 0;
   async run(m: Model, r: Real) {
     const t = pick(m.tokens, this.n)!;

@@ -12,7 +12,10 @@ export class RecordingProvider implements OAuthClientProvider {
   #tokens: OAuthTokens | undefined;
   #verifier = '';
   authorizationUrl: URL | undefined;
-  constructor(readonly redirectUrl: string = CLIENT_REDIRECT) {}
+  readonly redirectUrl: string;
+  constructor(redirectUrl: string = CLIENT_REDIRECT) {
+    this.redirectUrl = redirectUrl;
+  }
   readonly clientMetadata: OAuthClientMetadata = {
     client_name: 'SDK sign-in e2e',
     redirect_uris: [CLIENT_REDIRECT],
