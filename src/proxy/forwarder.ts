@@ -6,7 +6,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, errors, type Dispatcher } from 'undici';
 import { HttpError, writeError } from '../errors.ts';
 import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
 import type { ProxyRequest } from './request.ts';
@@ -164,6 +164,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: 0,
     connectTimeout: options.headersTimeoutMs,
+    // HTTP/1.1 always (newer undici would negotiate h2 with a TLS upstream): the upstream's raw headers
+    // are passed on as spelled, and maxSockets counts connections as it always has.
+    allowH2: false,
   });
 
   const shared: Shared = { options, streams: new Map(), inFlight: new InFlight() };
@@ -239,11 +242,15 @@ class InFlight {
   }
 }
 
-/** One forwarded request: undici's handler for it, writing the upstream's answer to `res`. */
+/**
+ * One forwarded request: undici's handler for it (the controller API: `onRequestStart` hands over the
+ * controller that aborts the upstream request and pauses or resumes its body), writing the upstream's
+ * answer to `res`.
+ */
 class Exchange implements Dispatcher.DispatchHandler {
   readonly #shared: Shared;
-  #abort: ((err?: Error) => void) | undefined;
-  #resume: (() => void) | undefined;
+  /** undici's handle on the upstream request: abort it, pause and resume its body. */
+  #controller: Dispatcher.DispatchController | undefined;
   #waitingForDrain = false;
   #clientGone = false;
   /** Something of the body went to the client (with the headers, in the same write). */
@@ -267,19 +274,28 @@ class Exchange implements Dispatcher.DispatchHandler {
       // A client that goes away (an SSE reader closing its tab, a POST cut short) ends the upstream request.
       if (res.writableFinished) return;
       this.#clientGone = true;
-      this.#abort?.();
+      this.#abort();
     });
   }
 
-  onConnect(abort: (err?: Error) => void): void {
-    if (this.#clientGone) abort();
-    else this.#abort = abort;
+  #abort(reason?: Error): void {
+    this.#controller?.abort(reason ?? new errors.RequestAbortedError());
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
-    if (statusCode < 200) return true; // interim answers stay on this hop
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#clientGone) this.#abort();
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, _headers: unknown, statusText = ''): void {
+    if (statusCode < 200) return; // interim answers stay on this hop
+    // The upstream's own spelling and order of its headers (HTTP/1.1: name, value, ... as received).
+    if (!this.#start(statusCode, controller.rawHeaders as Buffer[], statusText)) controller.pause();
+  }
+
+  /** False: pause the upstream's body (the client went, or it is being refused). */
+  #start(statusCode: number, rawHeaders: Buffer[], statusText: string): boolean {
     const { req, res } = this;
-    this.#resume = resume;
     req.upstreamStatus = statusCode;
     this.#shared.options.onUpstreamResult?.(statusCode, req);
     if (res.destroyed) return false;
@@ -298,14 +314,19 @@ class Exchange implements Dispatcher.DispatchHandler {
       res.writeHead(statusCode, statusText, headers);
     } catch (err) {
       // Header bytes Node refuses to send on: a broken upstream, answered as one.
-      this.#abort?.(err as Error);
+      this.#abort(err as Error);
       return false;
     }
     if (eventStream) this.#streamOpened();
     return true;
   }
 
-  onData(chunk: Buffer): boolean {
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.#take(chunk)) controller.pause();
+  }
+
+  /** False: pause the upstream until the client has drained what it was given. */
+  #take(chunk: Buffer): boolean {
     const res = this.res;
     // Destroyed: the client left. Ended: the stream was ended here (endStream), maybe as it opened.
     if (res.destroyed || res.writableEnded) return false;
@@ -332,13 +353,13 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.#waitingForDrain = true;
       res.once('drain', () => {
         this.#waitingForDrain = false;
-        this.#resume?.();
+        this.#controller?.resume();
       });
     }
     return false;
   }
 
-  onComplete(): void {
+  onResponseEnd(): void {
     const res = this.res;
     if (res.destroyed || res.writableEnded) return;
     const rewriter = this.#rewriter;
@@ -398,7 +419,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A response that cannot be rewritten is not passed on as it is: 502 before the headers, cut after. */
   #breakOff(err: Error): void {
     const { req, res } = this;
-    this.#abort?.(err);
+    this.#abort(err);
     if (res.headersSent) {
       res.destroy();
       return;
@@ -407,7 +428,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     writeError(res, new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
   }
 
-  onError(err: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     const { req, res } = this;
     if (res.destroyed || res.writableEnded) return; // the client has gone, or the stream was ended here
     if (res.headersSent) {
@@ -450,7 +471,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Ends the client's stream cleanly and the upstream's. */
   end(): void {
     this.res.end();
-    this.#abort?.();
+    this.#abort();
   }
 }
 
