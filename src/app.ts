@@ -22,7 +22,7 @@ import { createProxyServer } from './proxy/server.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
-import { probeUpstream, upstreamFailureLogger } from './proxy/upstream-check.ts';
+import { probeMcpEndpoint, upstreamFailureLogger } from './proxy/upstream-check.ts';
 import { publicReach } from './net-address.ts';
 import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
@@ -68,7 +68,7 @@ export interface Sidecar {
   /** Binds the admin listener only (the primary of worker processes); resolves with its URL. */
   listenAdmin(): Promise<string>;
   /** One request to the upstream's MCP endpoint; logs a warning when it is unreachable or answers 404. */
-  probeUpstream(): Promise<string | undefined>;
+  probeMcpEndpoint(): Promise<string | undefined>;
   publicUrl(): string;
   /** Graceful stop: no new connections, GET streams ended, in-flight requests given `graceMs`. */
   shutdown(graceMs?: number): Promise<void>;
@@ -241,8 +241,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     },
     listenProxy,
     listenAdmin,
-    async probeUpstream() {
-      const problem = await probeUpstream(config.upstream.url, config.upstream.healthTimeoutMs);
+    async probeMcpEndpoint() {
+      const problem = await probeMcpEndpoint(config.upstream.url, config.upstream.healthTimeoutMs);
       if (problem !== undefined) logger.warn({ upstream: config.upstream.url }, `start-up probe: ${problem}`);
       return problem;
     },

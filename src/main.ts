@@ -126,7 +126,7 @@ async function main(): Promise<void> {
   }
   process.stdout.write(`proxy listening on ${addresses.proxyUrl}\nadmin listening on ${addresses.adminUrl}\n`);
   // A warning, not a refusal: the upstream may start after the sidecar (compose, Kubernetes).
-  void sidecar.probeUpstream();
+  void sidecar.probeMcpEndpoint();
 
   exitOnStopSignals(sidecar, logger);
 }

@@ -236,7 +236,7 @@ async function answerHealth(res: ServerResponse, store: StoreHealth, upstream: C
       () => true,
       () => false,
     ),
-    probeUpstream(upstream.url, upstream.healthTimeoutMs),
+    upstreamAnswers(upstream.url, upstream.healthTimeoutMs),
   ]);
   const status = storeOk && upstreamOk ? 'ok' : 'unavailable';
   writeJson(res, status === 'ok' ? 200 : 503, {
@@ -284,7 +284,7 @@ function cannedStatus(req: IncomingMessage): number | undefined {
 export const PROBE_HEADERS = { accept: 'application/json', 'user-agent': 'mcp-bearer-proxy-health-probe' } as const;
 
 /** Any HTTP answer from the upstream within the bound counts as reachable; the response is discarded. */
-export function probeUpstream(upstreamUrl: string, timeoutMs: number): Promise<boolean> {
+export function upstreamAnswers(upstreamUrl: string, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     const url = new URL(upstreamUrl);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;

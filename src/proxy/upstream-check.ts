@@ -67,7 +67,7 @@ export function upstreamFailureLogger(logger: Logger, clock: Clock, upstreamUrl:
  * SSE stream). Resolves with what is wrong, or undefined when the endpoint answered anything but 404
  * (an MCP endpoint answers a session-less GET with 400 or 405, or a stream).
  */
-export function probeUpstream(upstreamUrl: string, timeoutMs: number): Promise<string | undefined> {
+export function probeMcpEndpoint(upstreamUrl: string, timeoutMs: number): Promise<string | undefined> {
   const url = new URL(upstreamUrl);
   const target = `${url.origin}${url.pathname}`;
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { generateToken } from '../../src/credentials.ts';
-import { describeUpstreamFailure, PROBE_USER_AGENT, probeUpstream, UPSTREAM_WARN_INTERVAL_MS } from '../../src/proxy/upstream-check.ts';
+import { describeUpstreamFailure, PROBE_USER_AGENT, probeMcpEndpoint, UPSTREAM_WARN_INTERVAL_MS } from '../../src/proxy/upstream-check.ts';
 import { postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
@@ -125,8 +125,8 @@ describe('the start-up probe', () => {
     missing.server.on('request', (req: import('node:http').IncomingMessage) => (userAgent = req.headers['user-agent']));
     const there = await answering(400);
     servers.push(missing.server, there.server);
-    expect(await probeUpstream(`${missing.origin}/mpc`, 2000)).toMatch(/answers http:\/\/127\.0\.0\.1:\d+\/mpc with 404: UPSTREAM_URL must name the MCP endpoint/);
-    expect(await probeUpstream(`${there.origin}/mcp`, 2000)).toBeUndefined();
+    expect(await probeMcpEndpoint(`${missing.origin}/mpc`, 2000)).toMatch(/answers http:\/\/127\.0\.0\.1:\d+\/mpc with 404: UPSTREAM_URL must name the MCP endpoint/);
+    expect(await probeMcpEndpoint(`${there.origin}/mcp`, 2000)).toBeUndefined();
     expect(userAgent).toBe(PROBE_USER_AGENT);
   });
 
@@ -134,7 +134,7 @@ describe('the start-up probe', () => {
     const { startUpstream } = await import('../../examples/upstream/server.ts');
     const upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
     try {
-      expect(await probeUpstream(upstream.url, 2000)).toBeUndefined();
+      expect(await probeMcpEndpoint(upstream.url, 2000)).toBeUndefined();
     } finally {
       await upstream.close();
     }
@@ -142,7 +142,7 @@ describe('the start-up probe', () => {
 
   it('an unreachable upstream is reported with the cause', async () => {
     const port = await closedPort();
-    expect(await probeUpstream(`http://127.0.0.1:${port}/mcp`, 2000)).toMatch(/cannot be reached \(ECONNREFUSED: .*nothing listens on 127\.0\.0\.1:\d+/);
+    expect(await probeMcpEndpoint(`http://127.0.0.1:${port}/mcp`, 2000)).toMatch(/cannot be reached \(ECONNREFUSED: .*nothing listens on 127\.0\.0\.1:\d+/);
   });
 
   it('the sidecar process warns at start-up, and serves anyway', async () => {
