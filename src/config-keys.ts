@@ -16,6 +16,8 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 
 const DEFAULT_IDP_ALGORITHMS = ['RS256', 'ES256', 'PS256', 'EdDSA'];
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+/** The most proxy worker processes: the bound of `proxy.workers`, and of `0` (one per CPU) on a large machine. */
+export const MAX_WORKERS = 64;
 const GENERATE_HINT = 'generate one with `node bin/mcp-bearer-proxy.js token generate` or `openssl rand -hex 32`';
 
 /**
@@ -171,10 +173,10 @@ export const CONFIG_KEYS = {
     workers: integer({
       default: 1,
       min: 0,
-      max: 64,
+      max: MAX_WORKERS,
       env: 'WORKERS',
       description:
-        'Proxy worker processes sharing the proxy port (`node:cluster`); `1`: one process, no cluster; `0`: one per available CPU. With more than one, the primary process serves the admin listener and `/metrics` (summed over workers). Needs the Redis store.',
+        'Proxy worker processes sharing the proxy port (`node:cluster`); `1`: one process, no cluster; `0`: one per available CPU, at most 64. With more than one, the primary process serves the admin listener and `/metrics` (summed over workers). Needs the Redis store.',
     }),
     streamRecheckMs: integer({
       default: 30000,

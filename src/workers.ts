@@ -7,14 +7,15 @@ import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from './config.ts';
+import { MAX_WORKERS } from './config-keys.ts';
 import { createSidecar, exitOnStopSignals, type Sidecar } from './app.ts';
 import { createLogger, describe, type Logger } from './logger.ts';
 import type { TokenStore } from './store/types.ts';
 import { HttpError } from './errors.ts';
 
-/** How many proxy processes the config asks for: `0` is one per available CPU. */
-export function workerCount(config: Config): number {
-  return config.proxy.workers === 0 ? availableParallelism() : config.proxy.workers;
+/** How many proxy processes the config asks for: `0` is one per available CPU, at most MAX_WORKERS. */
+export function workerCount(config: Config, cpus: number = availableParallelism()): number {
+  return config.proxy.workers === 0 ? Math.min(cpus, MAX_WORKERS) : config.proxy.workers;
 }
 
 /** The logger of a process in the group: every line names its worker (`0` for the primary). */
@@ -96,7 +97,7 @@ export async function runPrimary(config: Config, store: TokenStore, logger: Logg
   });
   process.stdout.write(`proxy listening on ${proxyUrl}\nadmin listening on ${adminUrl}\n`);
   logger.info({ workers: count }, 'all workers listening');
-  void sidecar.probeUpstream();
+  void sidecar.probeMcpEndpoint();
   return { proxyUrl, adminUrl };
 }
 

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configFlagNames, parseConfigFlags } from '../../src/config-argv.ts';
 import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
+import { workerCount } from '../../src/workers.ts';
 import { generateToken, weakTokenReason } from '../../src/credentials.ts';
 
 const MASTER = generateToken();
@@ -578,6 +579,14 @@ describe('proxy.workers', () => {
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).proxy.workers).toBe(1);
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: '0' }).proxy.workers).toBe(0);
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: '4' }).proxy.workers).toBe(4);
+  });
+
+  it('WORKERS=0 is one process per CPU, at most 64, however many CPUs the machine has', () => {
+    const perCpu = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: '0' });
+    expect(workerCount(perCpu, 2)).toBe(2);
+    expect(workerCount(perCpu, 64)).toBe(64);
+    expect(workerCount(perCpu, 192)).toBe(64);
+    expect(workerCount(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, WORKERS: '3' }), 192)).toBe(3);
   });
 
   it.each(['-1', '65', '1.5'])('refuses WORKERS=%s', (value) => {
