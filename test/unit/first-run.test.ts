@@ -20,10 +20,6 @@ describe('README first screen', () => {
       .filter(Boolean);
     expect(commands).toEqual(['npm install && npm run demo', 'npm install && npm test']);
   });
-
-  it('says that /health needs a token, on the first screen', () => {
-    expect(readme.split('\n').slice(0, 45).join('\n')).toMatch(/`\/health` needs a token/);
-  });
 });
 
 describe('docker-compose.yml', () => {
