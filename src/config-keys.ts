@@ -272,6 +272,13 @@ export const CONFIG_KEYS = {
       max: 10 * 365 * 24 * 3600,
       description: 'A registered client that completes no grant for this long is forgotten.',
     }),
+    neverUsedClientTtlSeconds: integer({
+      default: 3600,
+      min: 1800,
+      max: 10 * 365 * 24 * 3600,
+      description:
+        'A client registered at `/register` that completes no grant within this long is forgotten (clients such as Claude Code register anew on every sign-in; a sign-in takes at most about 21 minutes). Its first grant keeps it for `unusedClientTtlSeconds`.',
+    }),
     introspectionClients: list({
       default: [],
       description:

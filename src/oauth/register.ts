@@ -73,7 +73,8 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
     },
     'dcr',
   );
-  await ctx.store.touchClient(client.clientId, ctx.config.oauth.unusedClientTtlSeconds * 1000);
+  // Registrations that are never used (a client that registers anew on every sign-in) go quickly.
+  await ctx.store.touchClient(client.clientId, Math.min(ctx.config.oauth.neverUsedClientTtlSeconds, ctx.config.oauth.unusedClientTtlSeconds) * 1000);
   await ctx.audit.record({
     who: ctx.config.oauth.registration === 'protected' ? 'master' : 'anonymous',
     action: 'register',
