@@ -160,6 +160,12 @@ export const CONFIG_KEYS = {
         for (const entry of entries) if (parseCidr(entry) === undefined) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
       },
     }),
+    forwardAuth: boolean({
+      default: false,
+      env: 'FORWARD_AUTH',
+      description:
+        'Also answer `/authz` (any method): the authorization service of an ingress that forwards `/mcp` itself (nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`, Envoy `ext_authz`); see docs/forward-auth.md.',
+    }),
     maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
     maxHeaderBytes: integer({ default: 16384, min: 1024, max: 1048576, description: 'Larger request headers get 431.' }),
     headersTimeoutMs: integer({ default: 10000, min: 100, max: 600000, description: 'A client must send its request headers within this (slowloris bound).' }),

@@ -7,7 +7,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { DenialReason } from './credentials.ts';
 import type { LookupCacheStats } from './store/redis-lookup-cache.ts';
 
-export type RequestOutcome = 'forwarded' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
+export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -164,6 +164,8 @@ export class Metrics {
   });
 
   readonly forwarded = this.requests.labels('forwarded', '');
+  /** `/authz` answered 200: the ingress forwards the request itself (forward-auth). */
+  readonly allowed = this.requests.labels('allowed', '');
   readonly unavailable = this.requests.labels('unavailable', '');
   readonly health = this.requests.labels('health', '');
   readonly oauth = this.requests.labels('oauth', '');

@@ -62,3 +62,14 @@ function denialBody(messages: readonly ClientMessage[], batch: boolean, denied: 
   if (answers.length === 0) return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: POLICY_DENIED_CODE, message } });
   return JSON.stringify(batch ? answers : answers[0]);
 }
+
+/**
+ * The decision for one call known from its headers alone (forward-auth): the same rules, the same
+ * step-up scope; the denial body answers id null, the request's id being unseen.
+ */
+export function enforceCall(policy: Policy, principal: PolicyPrincipal, call: PolicyRequest): PolicyAllowance | PolicyDenial {
+  if (isAlwaysAllowed(call.method)) return { denied: false, lists: undefined };
+  const decision = decide(policy, principal, call);
+  if (decision.effect === 'allow') return { denied: false, lists: undefined };
+  return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody([], false, call) };
+}

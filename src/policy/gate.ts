@@ -1,7 +1,8 @@
 // The per-tool policy at the proxy listener: for a POST /mcp with a policy configured, the body is read
 // within its bound, every call in it is decided, a denial is answered 403 with the step-up challenge (and
 // audited and counted), and an allowed body is handed to the forwarder together with the rewriting of
-// its list answers. Without a policy this module is never built and bodies stream unparsed.
+// its list answers. Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body
+// being unseen. Without a policy this module is never built and bodies stream unparsed.
 
 import type { Audit } from '../audit.ts';
 import { readBody } from '../body.ts';
@@ -10,9 +11,10 @@ import { insufficientScope } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
-import { enforcePolicy } from './enforce.ts';
+import { enforceCall, enforcePolicy, type PolicyDenial } from './enforce.ts';
 import type { JsonRpcLimits } from './jsonrpc.ts';
 import { filterMessages, SseListRewriter, type ListRequests } from './list-filter.ts';
+import { callFromHeaders } from './mirror-headers.ts';
 import type { Policy, PolicyPrincipal } from './rules.ts';
 
 /** Bound on a plain JSON list answer held while it is filtered. */
@@ -31,6 +33,11 @@ export interface PolicyGate {
   readonly policy: Policy;
   /** The forwarding options for an allowed body; throws the HttpError to answer with otherwise. */
   check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions>;
+  /**
+   * Forward-auth: decides the call the request's Mcp-Method / Mcp-Name headers announce (its body is
+   * never read); throws the HttpError to answer with, a 400 when the headers cannot decide it.
+   */
+  checkHeaders(req: ProxyRequest, principal: Principal): void;
 }
 
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
@@ -41,25 +48,32 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
-      if (outcome.denied) {
-        metrics.policyDenials.labels(outcome.rule).inc();
-        void audit.record(
-          {
-            who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
-            action: 'policy.deny',
-            result: 'insufficient_scope',
-            ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
-            subject: principal.subject,
-            detail: { method: outcome.call.method, ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}), rule: outcome.rule },
-          },
-          'warn',
-        );
-        throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, outcome.body);
-      }
+      if (outcome.denied) refuse(outcome, principal);
       const lists = outcome.lists;
       return lists === undefined ? { body } : { body, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
     },
+    checkHeaders(req, principal) {
+      const outcome = enforceCall(policy, principal, callFromHeaders(req));
+      if (outcome.denied) refuse(outcome, principal);
+    },
   };
+
+  /** A denial: counted by rule, audited, answered 403 with the step-up challenge. */
+  function refuse(outcome: PolicyDenial, principal: Principal): never {
+    metrics.policyDenials.labels(outcome.rule).inc();
+    void audit.record(
+      {
+        who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
+        action: 'policy.deny',
+        result: 'insufficient_scope',
+        ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
+        subject: principal.subject,
+        detail: { method: outcome.call.method, ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}), rule: outcome.rule },
+      },
+      'warn',
+    );
+    throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, outcome.body);
+  }
 }
 
 function listRewriter(policy: Policy, who: PolicyPrincipal, lists: ListRequests, contentType: string): BodyRewriter | undefined {

@@ -35,7 +35,8 @@ function isLoopbackOrigin(origin: string): boolean {
 }
 
 /** Builds the check once; per request it costs a Set lookup on the raw Host (a small cache of accepted values). */
-export function createHostCheck(options: HostCheckOptions): (req: IncomingMessage) => void {
+/** `host` is the Host the client asked for: the request's own, or what a forward-auth ingress says it was. */
+export function createHostCheck(options: HostCheckOptions): (req: IncomingMessage, host?: string) => void {
   const hosts = new Set(options.allowedHosts.map((h) => hostName(h)));
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/+$/, '')));
   if (options.publicUrl !== undefined) {
@@ -46,8 +47,7 @@ export function createHostCheck(options: HostCheckOptions): (req: IncomingMessag
   const loopbackAllowed = options.publicUrl === undefined || isLoopbackHost(options.listenHost);
   const accepted = new Set<string>();
 
-  return (req) => {
-    const host = req.headers.host;
+  return (req, host = req.headers.host) => {
     if (host === undefined || !accepted.has(host)) {
       const name = host === undefined ? '' : hostName(host);
       if (!(hosts.has(name) || (loopbackAllowed && isLoopbackHost(name)))) {

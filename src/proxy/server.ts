@@ -2,6 +2,8 @@
 // route (the table) -> parse the Authorization header -> master check or SHA-256 -> one store round
 // trip -> decide (credentials policy) -> rewrite identity headers -> stream to the upstream.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
+// With forward-auth on, /authz takes the same steps up to the decision for a request an ingress holds,
+// and answers it instead of forwarding.
 // What the sidecar learns about a request (principal, denial, upstream status) lives on its ProxyRequest.
 
 import { request as httpRequest, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
@@ -11,6 +13,7 @@ import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
 import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, tooManyRequests, writeJson } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
+import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
@@ -65,6 +68,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
     routes: [
       { path: '/mcp', methods: 'any', handler: mcp },
       { path: '/health', methods: ['GET'], handler: health },
+      ...(config.proxy.forwardAuth
+        ? [
+            { path: AUTHZ_PATH, methods: 'any', handler: authz },
+            { path: `${AUTHZ_PATH}/*`, methods: 'any', handler: authz },
+          ] satisfies Route<ProxyRequest>[]
+        : []),
       ...(deps.routes ?? []).map((route) => counted(route, metrics.oauth)),
     ],
     onClose: (req, res) => accessLog(access, req, res),
@@ -76,10 +85,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
   });
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
-    checkHost(req);
     refuseAmbiguousFraming(req);
-    const principal = await authenticate(req);
-    req.principal = principal;
+    const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // With a policy, the body is read and every call in it decided before anything is forwarded.
     const decided = deps.policyGate !== undefined && req.method === 'POST' ? await deps.policyGate.check(req, principal) : undefined;
@@ -94,6 +101,33 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (res.destroyed) return;
     metrics.forwarded.inc();
     forwarder.forward(req, res, (req.url ?? '/').slice(path.length), decided);
+  }
+
+  /**
+   * Forward-auth: may the request the ingress holds go to the upstream? The same steps as /mcp up to the
+   * decision, per-tool policy decided from the Mcp-Method / Mcp-Name headers (the body stays with the
+   * ingress). Allowed: 200, no body, the identity headers for the ingress to copy onto the request it
+   * forwards. Otherwise the answer /mcp would give, for the ingress to pass to the client.
+   */
+  async function authz(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    const original = originalRequest(req, path, addresses);
+    if (original.path !== '/mcp') {
+      metrics.notFound.inc();
+      throw new HttpError('not_found');
+    }
+    const principal = await admit(req, original.host);
+    if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
+    metrics.allowed.inc();
+    res.writeHead(200, { 'cache-control': 'no-store', 'content-length': '0', ...identityHeaders(principal) });
+    res.end();
+  }
+
+  /** The steps every request for the upstream takes first: the Host it names, then its token. */
+  async function admit(req: ProxyRequest, host: string | undefined): Promise<Principal> {
+    checkHost(req, host);
+    const principal = await authenticate(req);
+    req.principal = principal;
+    return principal;
   }
 
   /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
@@ -129,8 +163,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
   }
 
   async function health(req: ProxyRequest, res: ServerResponse): Promise<void> {
-    checkHost(req);
-    req.principal = await authenticate(req);
+    await admit(req, req.headers.host);
     metrics.health.inc();
     await answerHealth(res, store, config.upstream);
   }
@@ -206,11 +239,7 @@ function rewriteHeaders(req: IncomingMessage, principal: Principal, addresses: C
   delete headers['proxy-authorization'];
   // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
   delete headers.expect;
-  headers['x-mcp-auth-kind'] = principal.kind;
-  headers['x-mcp-auth-subject'] = identityHeaderValue(principal.subject);
-  if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = identityHeaderValue(principal.clientId);
-  // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
-  if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) headers['x-mcp-auth-scope'] = principal.scope;
+  Object.assign(headers, identityHeaders(principal));
   const priorFor = fromTrustedProxy ? headers['x-forwarded-for'] : undefined;
   headers['x-forwarded-for'] = priorFor ? `${String(priorFor)}, ${remote}` : remote;
   if (!fromTrustedProxy || headers['x-forwarded-proto'] === undefined) {
@@ -219,6 +248,21 @@ function rewriteHeaders(req: IncomingMessage, principal: Principal, addresses: C
   if (!fromTrustedProxy || headers['x-forwarded-host'] === undefined) {
     if (headers.host !== undefined) headers['x-forwarded-host'] = headers.host;
   }
+}
+
+/**
+ * Who the sidecar authenticated, as headers for the upstream: set on every request /mcp forwards, and
+ * answered by /authz for the ingress to copy. The one place they are written.
+ */
+export function identityHeaders(principal: Principal): Record<string, string> {
+  const headers: Record<string, string> = {
+    'x-mcp-auth-kind': principal.kind,
+    'x-mcp-auth-subject': identityHeaderValue(principal.subject),
+  };
+  if (principal.clientId !== undefined) headers['x-mcp-auth-client-id'] = identityHeaderValue(principal.clientId);
+  // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
+  if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) headers['x-mcp-auth-scope'] = principal.scope;
+  return headers;
 }
 
 /** `max` 0 is no cap. */

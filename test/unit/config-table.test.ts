@@ -57,6 +57,7 @@ describe('configuration table', () => {
       LOG_LEVEL: 'logLevel',
       LOG_FORMAT: 'logFormat',
       WORKERS: 'proxy.workers',
+      FORWARD_AUTH: 'proxy.forwardAuth',
     };
     const envs = Object.fromEntries(describeConfigKeys().flatMap((k) => (k.env ? [[k.env, k.key]] : [])));
     expect(envs).toEqual(promised);
