@@ -4,6 +4,8 @@
 //   direct            the fast upstream itself
 //   nginx             nginx `proxy_pass`, no auth
 //   peer              nginx `auth_request` + a small Node auth service on the same Redis (the peer)
+//   forward-auth      the same nginx, its auth_request to the sidecar's /authz (forward-auth mode)
+//   forward-auth-cache  the same, the sidecar with redis.lookupCache: tracking
 //   http-proxy        plain Node pass-through on http-proxy + http.Agent (the sidecar's former engine)
 //   undici            plain Node pass-through on an undici Pool (the sidecar's engine)
 //   sidecar           the sidecar, OAuth token
@@ -22,11 +24,13 @@ import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
 /** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
 export const SIDECAR_ENGINE = 'undici';
 
-export type FastKey = 'direct' | 'nginx' | 'peer' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'peer-2w' | 'sidecar-2w';
+export type FastKey = 'direct' | 'nginx' | 'peer' | 'forward-auth' | 'forward-auth-cache' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'peer-2w' | 'sidecar-2w';
 export const FAST_LABELS: Record<FastKey, string> = {
   direct: 'fast upstream direct',
   nginx: 'nginx proxy_pass, no auth',
   peer: 'nginx auth_request + Node auth service (the peer)',
+  'forward-auth': 'nginx auth_request + sidecar /authz (forward-auth)',
+  'forward-auth-cache': 'nginx auth_request + sidecar /authz, lookup cache (tracking)',
   'http-proxy': 'Node pass-through, http-proxy + http.Agent, no auth',
   undici: 'Node pass-through, undici Pool, no auth',
   sidecar: 'sidecar, OAuth token',
@@ -87,7 +91,7 @@ export interface FastContext {
   /** `processes` > 1: one primary and that many workers sharing the port (node:cluster). */
   startAuthService(processes?: number): Promise<Child>;
   startPassthrough(lib: 'http-proxy' | 'undici', upstreamUrl: string): Promise<Child>;
-  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'sidecar-2w', upstreamUrl: string): Promise<Child>;
+  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'sidecar-2w' | 'forward-auth' | 'forward-auth-cache', upstreamUrl: string): Promise<Child>;
   log(line: string): void;
 }
 
@@ -102,6 +106,7 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
   const targets: FastTarget[] = [];
   let nginx: Nginx | undefined;
   let nginx2w: Nginx | undefined;
+  const forwardAuthNginx: Nginx[] = [];
   const wanted = new Set(ctx.keys);
   const script = (name: string, authorization?: string) =>
     writeWrkScript(ctx.tmp, name, {
@@ -125,6 +130,18 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
     nginx2w = await startNginx({ dir: `${ctx.tmp}/2w`, upstreamUrl, authUrl: auth.urls.url!, workers: 2 });
     const authPids = () => [auth.pid!, ...childPids(auth.pid!)];
     targets.push({ key: 'peer-2w', url: nginx2w.authRequestUrl, script: script('peer-2w', oauth), authorization: oauth, proxyPids: nginx2w.workerPids, authPids });
+  }
+  // The same nginx configuration as the peer's, asking the sidecar's /authz instead of the auth service.
+  for (const key of ['forward-auth', 'forward-auth-cache'] as const) {
+    if (!wanted.has(key)) continue;
+    if (!ensureNginx()) {
+      skipped.push(`${key} (nginx with auth_request not available)`);
+      continue;
+    }
+    const sidecar = await ctx.startSidecar(key, upstreamUrl);
+    const front = await startNginx({ dir: `${ctx.tmp}/${key}`, upstreamUrl, authUrl: sidecar.urls.proxyUrl!, authPath: '/authz', workers: ctx.sidecarProcesses });
+    forwardAuthNginx.push(front);
+    targets.push({ key, url: front.authRequestUrl, script: script(key, oauth), authorization: oauth, proxyPids: front.workerPids, authPids: () => [sidecar.pid!] });
   }
   for (const lib of ['http-proxy', 'undici'] as const) {
     if (!wanted.has(lib)) continue;
@@ -162,6 +179,7 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
   } finally {
     await nginx?.stop();
     await nginx2w?.stop();
+    await Promise.allSettled(forwardAuthNginx.map((n) => n.stop()));
   }
 }
 
@@ -241,9 +259,18 @@ export function fastReport(r: FastResults, sidecarProcesses: number): string[] {
       fmt.ratio(rps('undici') / rps('http-proxy')),
       fmt.signedMs(p50('sidecar') - p50('direct')),
       fmt.signedMs(p50('peer') - p50('direct')),
+      fmt.ratio(rps('forward-auth') / rps('peer')),
+      fmt.ratio(rps('forward-auth-cache') / rps('peer')),
+      fmt.signedMs(p50('forward-auth') - p50('direct')),
     ]);
   }
-  out.push(table(['conns', 'sidecar / peer', 'sidecar / same-engine pass-through', 'sidecar / direct', 'peer / direct', 'undici / http-proxy pass-through', 'sidecar added p50 vs direct', 'peer added p50 vs direct'], ratioRows), '');
+  out.push(
+    table(
+      ['conns', 'sidecar / peer', 'sidecar / same-engine pass-through', 'sidecar / direct', 'peer / direct', 'undici / http-proxy pass-through', 'sidecar added p50 vs direct', 'peer added p50 vs direct', 'forward-auth / peer', 'forward-auth cache / peer', 'forward-auth added p50 vs direct'],
+      ratioRows,
+    ),
+    '',
+  );
   return out;
 }
 
@@ -256,6 +283,20 @@ export function fastChecks(r: FastResults): string[][] {
   checks.push([`fast upstream: sidecar >= 1.0x the nginx auth_request peer, ${c32} conn`, fmt.ratio(peerRatio), peerRatio >= 1 ? 'met' : 'not met']);
   const engineRatio = (at(c32, 'sidecar')?.rps ?? NaN) / (at(c32, SIDECAR_ENGINE)?.rps ?? NaN);
   checks.push([`fast upstream: sidecar >= 0.9x the ${SIDECAR_ENGINE} pass-through, ${c32} conn`, fmt.ratio(engineRatio), engineRatio >= 0.9 ? 'met' : 'not met']);
+  // Forward-auth: the same nginx asking the sidecar instead of the 20-line auth service.
+  if (at(c32, 'forward-auth') !== undefined) {
+    const ratio = (at(c32, 'forward-auth')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
+    checks.push([`fast upstream: forward-auth >= 1.0x the peer, ${c32} conn`, fmt.ratio(ratio), ratio >= 1 ? 'met' : 'not met']);
+  }
+  if (at(c32, 'forward-auth-cache') !== undefined) {
+    const ratio = (at(c32, 'forward-auth-cache')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
+    checks.push([`fast upstream: forward-auth with the lookup cache >= 1.3x the peer, ${c32} conn`, fmt.ratio(ratio), ratio >= 1.3 ? 'met' : 'not met']);
+  }
+  if (r.cells.has(1) && at(1, 'forward-auth') !== undefined) {
+    const added = (at(1, 'forward-auth')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
+    const peerAdded = (at(1, 'peer')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
+    checks.push(["fast upstream: forward-auth added p50 <= the peer's at 1 conn", `${fmt.signedMs(added)} vs ${fmt.signedMs(peerAdded)} ms`, added <= peerAdded ? 'met' : 'not met']);
+  }
   if (r.cells.has(1)) {
     const added = (at(1, 'sidecar')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
     checks.push(['fast upstream: added p50 < 0.5 ms at 1 conn vs direct', `${fmt.signedMs(added)} ms`, added < 0.5 ? 'met' : 'not met']);

@@ -1,6 +1,8 @@
 // nginx for the bench: installs Debian's nginx-light when it is missing (apt-get, as root), writes a
 // config into a temp dir and runs it in the foreground. Two listeners on loopback: the `auth_request`
 // peer (every request checked by a subrequest to the auth service first) and a plain `proxy_pass`.
+// The same configuration asks either the 20-line auth service (`/check`) or the sidecar's forward-auth
+// endpoint (`/authz`): only the address and path of the auth subrequest differ.
 
 import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -46,7 +48,7 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-export async function startNginx(options: { dir: string; upstreamUrl: string; authUrl: string; workers: number }): Promise<Nginx> {
+export async function startNginx(options: { dir: string; upstreamUrl: string; authUrl: string; authPath?: string; workers: number }): Promise<Nginx> {
   const dir = join(options.dir, 'nginx');
   mkdirSync(dir, { recursive: true });
   const [authPort, passPort] = [await freePort(), await freePort()];
@@ -94,7 +96,12 @@ http {
       proxy_pass_request_body off;
       proxy_set_header Content-Length "";
       proxy_set_header Connection "";
-      proxy_pass http://auth/check;
+      # What the sidecar's /authz needs (the auth service ignores them): the original request, and the
+      # Host the client asked for (nginx would send the upstream block's name).
+      proxy_set_header X-Original-Method $request_method;
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header Host $host;
+      proxy_pass http://auth${options.authPath ?? '/check'};
     }
   }
   server {

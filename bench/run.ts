@@ -14,7 +14,7 @@
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
 // BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,post,sse,idle,soak,
-// BENCH_FAST_TARGETS (direct,nginx,peer,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion; also sidecar-user,
+// BENCH_FAST_TARGETS (direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion; also sidecar-user,
 // baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
 // BENCH_HEAP_SNAPSHOTS=<dir> (heap snapshots around the idle-stream scenario), BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
@@ -52,7 +52,7 @@ const SSE_ROUNDS = QUICK ? 1 : 3;
 const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
 const CPU_PROF = env.BENCH_CPU_PROF === '1';
 const ONLY = new Set((env.BENCH_ONLY ?? 'fast,policy,post,sse,idle,soak').split(',').map((s) => s.trim()));
-const FAST_TARGETS = (env.BENCH_FAST_TARGETS ?? `direct,nginx,peer,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion${env.BENCH_BASELINE ? ',baseline' : ''}`).split(',').map((s) => s.trim()) as FastKey[];
+const FAST_TARGETS = (env.BENCH_FAST_TARGETS ?? `direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion${env.BENCH_BASELINE ? ',baseline' : ''}`).split(',').map((s) => s.trim()) as FastKey[];
 const FAST_CONNECTIONS = (env.BENCH_FAST_CONNECTIONS ?? '1,32').split(',').map(Number);
 const FAST_ROUNDS = Number(env.BENCH_FAST_ROUNDS ?? (QUICK ? 1 : 3));
 // BENCH_BASELINE=<git ref>: a second sidecar built from that commit's src/, measured as target (f).
@@ -126,7 +126,7 @@ async function setUp() {
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
-  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object; workers?: number; lookupCache?: string; assertion?: boolean } = {}) => {
+  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object; workers?: number; lookupCache?: string; assertion?: boolean; forwardAuth?: boolean } = {}) => {
     const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
     try {
       const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
@@ -140,6 +140,7 @@ async function setUp() {
           ...(options.workers ? { BENCH_WORKERS: String(options.workers) } : {}),
           ...(options.lookupCache ? { BENCH_LOOKUP_CACHE: options.lookupCache } : {}),
           ...(options.assertion ? { BENCH_ASSERTION: '1' } : {}),
+          ...(options.forwardAuth ? { BENCH_FORWARD_AUTH: '1' } : {}),
         },
         execArgv: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
         stdout: logFd,
@@ -878,8 +879,9 @@ async function main(): Promise<void> {
               ...(key === 'baseline' && baselineSrc ? { srcDir: baselineSrc } : {}),
               ...(key === 'sidecar-warn' ? { logLevel: 'warn' } : {}),
               ...(key === 'sidecar-2w' ? { workers: 2 } : {}),
-              ...(key === 'sidecar-cache' ? { lookupCache: 'tracking' } : {}),
+              ...(key === 'sidecar-cache' || key === 'forward-auth-cache' ? { lookupCache: 'tracking' } : {}),
               ...(key === 'sidecar-assertion' ? { assertion: true } : {}),
+              ...(key === 'forward-auth' || key === 'forward-auth-cache' ? { forwardAuth: true } : {}),
               profile: CPU_PROF && key === 'sidecar',
             }),
           ),
