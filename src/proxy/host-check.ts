@@ -34,8 +34,11 @@ function isLoopbackOrigin(origin: string): boolean {
   }
 }
 
-/** Builds the check once; per request it costs a Set lookup on the raw Host (a small cache of accepted values). */
-/** `host` is the Host the client asked for: the request's own, or what a forward-auth ingress says it was. */
+/**
+ * Builds the check once; per request it costs a Set lookup on the raw Host (a small cache of accepted
+ * values). `host` is the Host the client asked for: the request's own, or the one a forward-auth
+ * ingress states.
+ */
 export function createHostCheck(options: HostCheckOptions): (req: IncomingMessage, host?: string) => void {
   const hosts = new Set(options.allowedHosts.map((h) => hostName(h)));
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/+$/, '')));

@@ -123,14 +123,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
   }
 
   /** The steps every request for the upstream takes first: the Host it names, then its token. */
-  async function admit(req: ProxyRequest, host: string | undefined): Promise<Principal> {
+  function admit(req: ProxyRequest, host: string | undefined): Promise<Principal> {
     checkHost(req, host);
-    const principal = await authenticate(req);
-    req.principal = principal;
-    return principal;
+    return authenticate(req);
   }
 
-  /** Returns the principal, or throws the HttpError to answer with. Never forwards anything. */
+  /** Returns the principal (also set on `req`), or throws the HttpError to answer with. Never forwards anything. */
   async function authenticate(req: ProxyRequest): Promise<Principal> {
     const parsed = parseAuthorization(req.rawHeaders);
     if (parsed.kind === 'missing') {
@@ -145,14 +143,14 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (parsed.kind === 'malformed') return deny(req, 'malformed');
     // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
     const tokenHash = hashToken(parsed.token);
-    if (masterToken.matchesHash(tokenHash)) return MASTER;
+    if (masterToken.matchesHash(tokenHash)) return (req.principal = MASTER);
     const started = performance.now();
     // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
     const found = await store.lookupToken(tokenHash);
     const decision = decideToken(tokenHash, found, clock.now());
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
     if (!decision.ok) return deny(req, decision.reason);
-    return decision.principal;
+    return (req.principal = decision.principal);
   }
 
   function deny(req: ProxyRequest, reason: DenialReason): never {
