@@ -10,7 +10,7 @@ import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { sendFrom } from './from-address.ts';
-import { exchange } from './raw-http.ts';
+import { cgiView, exchange } from './raw-http.ts';
 
 const LIMIT = 3;
 const guess = () => randomBytes(32).toString('hex');
@@ -23,23 +23,13 @@ function through(door: Door, headers: Array<[string, string]>): { target: string
   return { method: 'GET', target: '/authz', headers: [['X-Original-Method', 'POST'], ['X-Original-URI', '/mcp'], ...headers] };
 }
 
-/** Header lines of a raw response head, in order, as sent. */
-function headerLines(raw: string): Array<[string, string]> {
+/** A raw response head's header lines as name/value pairs, in order, as sent. */
+function headerLines(raw: string): string[] {
   const head = raw.slice(0, raw.indexOf('\r\n\r\n'));
   return head
     .split('\r\n')
     .slice(1)
-    .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim()] as [string, string]);
-}
-
-/** What a CGI gateway makes of header names: upper case, `-` as `_`; every value kept. */
-function cgiView(lines: Array<[string, string]>): Map<string, string[]> {
-  const env = new Map<string, string[]>();
-  for (const [name, value] of lines) {
-    const key = name.toUpperCase().replaceAll('-', '_');
-    env.set(key, [...(env.get(key) ?? []), value]);
-  }
-  return env;
+    .flatMap((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim()]);
 }
 
 describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => {
@@ -141,7 +131,7 @@ describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => 
     const answer = await send([['Authorization', `Bearer ${token}`], ...spoofed]);
     expect(answer.status).toBe(200);
     // /mcp: what the upstream received; /authz: what the ingress is told to copy.
-    const env = cgiView(door === 'mcp' ? pairs(echo.seen.at(-1)!.rawHeaders) : answer.lines);
+    const env = cgiView(door === 'mcp' ? echo.seen.at(-1)!.rawHeaders : answer.lines);
     expect(env.get('X_MCP_AUTH_KIND')).toEqual(['oauth']);
     expect(env.get('X_MCP_AUTH_SUBJECT')).toEqual([clientId]);
     expect(env.get('X_MCP_AUTH_CLIENT_ID')).toEqual([clientId]);
@@ -153,9 +143,3 @@ describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => 
     expect([...cgiView(refused.lines).keys()].filter((k) => k.startsWith('X_MCP_AUTH'))).toEqual([]);
   });
 });
-
-function pairs(rawHeaders: string[]): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (let i = 0; i < rawHeaders.length; i += 2) out.push([rawHeaders[i]!, rawHeaders[i + 1]!]);
-  return out;
-}

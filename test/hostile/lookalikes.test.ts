@@ -6,10 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeUpstream } from '../support/fake-upstreams.ts';
 import { startEchoStack, type Stack } from '../support/stack.ts';
-import { exchange } from './raw-http.ts';
-
-/** What a CGI gateway makes of a header name: upper case, `-` as `_`. */
-const cgi = (name: string) => name.toUpperCase().replaceAll('-', '_');
+import { cgiView, exchange } from './raw-http.ts';
 
 const SPOOFED: Array<[string, string]> = [
   ['x_mcp_auth_kind', 'master'],
@@ -34,16 +31,6 @@ function rawRequest(host: string, token: string, headers: Array<[string, string]
   const lines = [`POST /mcp HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json', 'Content-Length: 2', 'Connection: close'];
   for (const [name, value] of headers) lines.push(`${name}: ${value}`);
   return `${lines.join('\r\n')}\r\n\r\n{}`;
-}
-
-/** The upstream's view, as a CGI gateway would build its environment: one entry per normalised name. */
-function cgiView(rawHeaders: string[]): Map<string, string[]> {
-  const env = new Map<string, string[]>();
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const key = cgi(rawHeaders[i]!);
-    env.set(key, [...(env.get(key) ?? []), rawHeaders[i + 1]!]);
-  }
-  return env;
 }
 
 describe('identity header look-alikes', () => {

@@ -277,3 +277,16 @@ export async function startRawUpstream(): Promise<RawUpstream> {
     },
   };
 }
+
+/**
+ * Header names as a CGI/WSGI gateway reads them (upper case, `-` as `_`: `x_mcp_auth_kind` and
+ * `X-MCP-Auth-Kind` are one name), each with every value sent under it; from raw name/value pairs.
+ */
+export function cgiView(rawHeaders: readonly string[]): Map<string, string[]> {
+  const env = new Map<string, string[]>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const key = rawHeaders[i]!.toUpperCase().replaceAll('-', '_');
+    env.set(key, [...(env.get(key) ?? []), rawHeaders[i + 1]!]);
+  }
+  return env;
+}
