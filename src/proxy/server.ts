@@ -91,11 +91,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // With a policy, the body is read and every call in it decided before anything is forwarded.
     const decided = deps.policyGate !== undefined && req.method === 'POST' ? await deps.policyGate.check(req, principal) : undefined;
     rewriteHeaders(req, principal, addresses);
-    if (deps.assertions !== undefined) {
-      // Usually a cached assertion, returned at once; a new one is signed asynchronously.
-      const assertion = deps.assertions.assertionFor(principal);
-      req.headers['x-mcp-auth-assertion'] = typeof assertion === 'string' ? assertion : await assertion;
-    }
+    const signing = addAssertion(principal, req.headers);
+    if (signing !== undefined) await signing;
     // The client left during the lookup (or while its body was read): its response is already closed
     // (and logged), so forwarding would hold an upstream request nobody reads and an in-flight slot.
     if (res.destroyed) return;
@@ -117,9 +114,29 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     const principal = await admit(req, original.host);
     if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
+    const identity = identityHeaders(principal);
+    const signing = addAssertion(principal, identity);
+    if (signing !== undefined) await signing;
     metrics.allowed.inc();
-    res.writeHead(200, { 'cache-control': 'no-store', 'content-length': '0', ...identityHeaders(principal) });
+    res.writeHead(200, { 'cache-control': 'no-store', 'content-length': '0', ...identity });
     res.end();
+  }
+
+  /**
+   * The signed caller assertion (upstream.assertion) beside the identity headers, on /mcp's forwarded
+   * request and in /authz's 200. Usually a cached one, set at once; a new one is signed asynchronously
+   * (the promise to wait for).
+   */
+  function addAssertion(principal: Principal, headers: Record<string, string | string[] | undefined>): Promise<void> | undefined {
+    if (deps.assertions === undefined) return undefined;
+    const assertion = deps.assertions.assertionFor(principal);
+    if (typeof assertion === 'string') {
+      headers['x-mcp-auth-assertion'] = assertion;
+      return undefined;
+    }
+    return assertion.then((signed) => {
+      headers['x-mcp-auth-assertion'] = signed;
+    });
   }
 
   /** The steps every request for the upstream takes first: the Host it names, then its token. */

@@ -280,6 +280,30 @@ describe('/authz behind a trusted ingress', () => {
   });
 });
 
+describe('/authz with the signed caller assertion on', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ config: { proxy: { forwardAuth: true }, upstream: { assertion: true } } });
+  });
+  afterAll(() => stack.close());
+
+  it('a 200 carries X-MCP-Auth-Assertion for the ingress to copy, naming the caller', async () => {
+    const { token, clientId } = await stack.issueOAuthToken();
+    const answer = await ask(`${stack.proxyUrl}/authz`, { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' });
+    expect(answer.status).toBe(200);
+    const jws = answer.headers.get('x-mcp-auth-assertion') ?? '';
+    expect(jws.split('.')).toHaveLength(3);
+    const claims = JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8'));
+    expect(claims).toMatchObject({ sub: clientId, mcp_kind: 'oauth', client_id: clientId });
+    const refused = await ask(`${stack.proxyUrl}/authz`, { authorization: `Bearer ${guessToken()}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' });
+    expect(refused.headers.get('x-mcp-auth-assertion')).toBeNull();
+  });
+});
+
+function guessToken(): string {
+  return randomBytes(32).toString('hex');
+}
+
 describe('/authz while forward-auth is off', () => {
   let stack: Stack;
   beforeAll(async () => {
