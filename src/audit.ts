@@ -92,15 +92,3 @@ export class Audit {
     return this.#options.store.listAuditEvents(count);
   }
 }
-
-const AUDITED = new WeakSet<object>();
-
-/** Marks an error whose audit event the handler already recorded (the route layer then records none). */
-export function markAudited<E extends object>(err: E): E {
-  AUDITED.add(err);
-  return err;
-}
-
-export function wasAudited(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && AUDITED.has(err);
-}

@@ -7,7 +7,7 @@ import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
 import { isLoopbackHost } from './net-address.ts';
-import { GRANT_AUTHORIZATION_CODE, resolveProfile, SUPPORTED_GRANT_TYPES } from './profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, resolveProfile } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
@@ -128,12 +128,14 @@ function defaultProfileName(source: 'admin' | 'dcr', grantTypes: unknown): strin
 /**
  * Validates metadata and stores a new client with a fresh id and secret. The raw secret is returned
  * once here and never again. `kind` only changes the error code (RFC 7591 names its own).
+ * `grantTypesSupported`: the token endpoint's grants (src/oauth/grants), which a client may be given.
  */
 export async function provisionClient(
   store: ClientStorage & ProfileStorage,
   clock: Clock,
   input: ClientMetadataInput,
   source: 'admin' | 'dcr',
+  grantTypesSupported: readonly string[],
 ): Promise<{ client: ClientRecord; clientSecret: string | undefined }> {
   const metaError = source === 'dcr' ? 'invalid_client_metadata' : 'invalid_request';
   const now = clock.now();
@@ -172,9 +174,9 @@ export async function provisionClient(
     if (!Array.isArray(input.grantTypes) || input.grantTypes.length === 0 || !input.grantTypes.every((g) => typeof g === 'string')) {
       throw new HttpError(metaError, 'grantTypes must be a non-empty list of grant type names');
     }
-    const unsupported = input.grantTypes.filter((g) => !SUPPORTED_GRANT_TYPES.includes(g as string));
+    const unsupported = input.grantTypes.filter((g) => !grantTypesSupported.includes(g as string));
     if (unsupported.length > 0) {
-      throw new HttpError(metaError, `unsupported grant types: ${unsupported.join(', ')} (supported: ${SUPPORTED_GRANT_TYPES.join(', ')})`);
+      throw new HttpError(metaError, `unsupported grant types: ${unsupported.join(', ')} (supported: ${grantTypesSupported.join(', ')})`);
     }
     grantTypes = [...new Set(input.grantTypes as string[])];
   }

@@ -10,7 +10,6 @@ export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_REFRESH_TOKEN = 'refresh_token';
 export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
-export const SUPPORTED_GRANT_TYPES: readonly string[] = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, GRANT_AUTHORIZATION_CODE];
 
 type ProfileDefinition = Omit<ProfileRecord, 'createdAt'>;
 

@@ -10,6 +10,7 @@ import { HttpError } from '../errors.ts';
 import { checkScope, provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords } from '../profiles.ts';
+import { GRANT_TYPES } from '../oauth/grants/index.ts';
 import type { AuditStorage, ClientStorage, ProfileStorage, TokenStorage } from '../store/types.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
@@ -54,7 +55,7 @@ function requireClientId(body: Record<string, unknown>): string {
 
 export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.freeze({
   async createClient(ctx, body) {
-    const { client, clientSecret } = await provisionClient(ctx.store, ctx.clock, body, 'admin');
+    const { client, clientSecret } = await provisionClient(ctx.store, ctx.clock, body, 'admin', GRANT_TYPES);
     return { status: 201, body: { ...publicClient(client), clientSecret }, audit: { clientId: client.clientId } };
   },
 

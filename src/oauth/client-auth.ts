@@ -32,11 +32,40 @@ export function decodeBasic(header: string): { id: string; secret: string } | nu
   }
 }
 
-/** The client_id a token request names (Basic or form), without authenticating it; for rate limits. */
-export function presentedClientId(req: IncomingMessage, form: Form): string | undefined {
+/**
+ * What a request presents to identify its client, read once from the Authorization header and the
+ * form. Nothing here is verified: `clientId` serves rate limits and the audit of refusals, and
+ * authenticateClient decides. A new client authentication method adds what it reads here and its
+ * check in authenticateClient.
+ */
+export interface PresentedClient {
+  /** `Authorization: Basic` was sent: a refusal then carries a Basic challenge (RFC 6749 §5.2). */
+  readonly basic: boolean;
+  /** The decoded Basic credentials; null when none were sent or they are malformed. */
+  readonly basicCredentials: { id: string; secret: string } | null;
+  readonly formClientId: string | undefined;
+  readonly formClientSecret: string | undefined;
+  /** The client the request names (Basic first, else the form), unverified. */
+  readonly clientId: string | undefined;
+}
+
+export function presentedClient(req: IncomingMessage, form: Form): PresentedClient {
   const header = req.headers.authorization;
-  if (typeof header === 'string' && /^basic /i.test(header)) return decodeBasic(header)?.id;
-  return form.get('client_id');
+  const basic = typeof header === 'string' && /^basic /i.test(header);
+  const basicCredentials = basic ? decodeBasic(header) : null;
+  const formClientId = form.get('client_id');
+  return {
+    basic,
+    basicCredentials,
+    formClientId,
+    formClientSecret: form.get('client_secret'),
+    clientId: basic ? basicCredentials?.id : formClientId,
+  };
+}
+
+/** `invalid_client` for this request, with the Basic challenge when it used Basic. */
+export function clientRefused(presented: PresentedClient): HttpError {
+  return invalidClient(presented.basic);
 }
 
 function secretMatches(client: ClientRecord, secret: string): boolean {
@@ -48,26 +77,19 @@ function secretMatches(client: ClientRecord, secret: string): boolean {
 }
 
 /**
- * Authenticates the client of a request, or returns null when the request carries no client
+ * Authenticates the client a request presents, or returns null when it carries no client
  * identification at all. Throws `invalid_client` for any failed attempt and `invalid_request` for
- * two methods at once. `authorization` is the request's Authorization header (only Basic is read).
+ * two methods at once.
  */
-export async function authenticateClient(
-  req: IncomingMessage,
-  form: Form,
-  store: ClientStorage,
-): Promise<AuthenticatedClient | null> {
-  const header = req.headers.authorization;
-  const usedBasic = typeof header === 'string' && /^basic /i.test(header);
-  const postId = form.get('client_id');
-  const postSecret = form.get('client_secret');
+export async function authenticateClient(presented: PresentedClient, store: ClientStorage): Promise<AuthenticatedClient | null> {
+  const { basic: usedBasic, formClientId: postId, formClientSecret: postSecret } = presented;
   if (usedBasic && postSecret !== undefined) {
     throw new HttpError('invalid_request', 'use one client authentication method, not two');
   }
   let id: string;
   let secret: string | undefined;
   if (usedBasic) {
-    const decoded = decodeBasic(header);
+    const decoded = presented.basicCredentials;
     if (!decoded) throw invalidClient(true);
     if (postId !== undefined && postId !== decoded.id) throw new HttpError('invalid_request', 'client_id does not match the Basic credentials');
     ({ id, secret } = decoded);

@@ -1,7 +1,8 @@
 // What the OAuth endpoints share: the store, the clock, the master token, the IdP verifier and the
 // public URL that names this sidecar's resource. Built once in app.ts; handlers take it as their first argument.
 
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Form } from '../body.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { parseAuthorization, type MasterToken } from '../credentials.ts';
@@ -13,6 +14,7 @@ import type { FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
 import type { CimdResolver } from './cimd.ts';
+import type { PresentedClient } from './client-auth.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ProfileStorage & CounterStorage;
@@ -45,6 +47,16 @@ export interface OAuthContext {
  * answering, so the caller's next request already meets the count.
  */
 export type CountMiss = () => Promise<void>;
+
+/** A request to an endpoint that takes a form body (/token, /revoke, /introspect), its body read once. */
+export interface FormRequest {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly form: Form;
+  /** The client credentials it presents, read once (authenticated by the handler that needs them). */
+  readonly presented: PresentedClient;
+  readonly countMiss: CountMiss;
+}
 
 /** The resource every token of this sidecar is for (RFC 8707 / RFC 9728 `resource`). */
 export function resourceOf(ctx: OAuthContext): string {

@@ -2,8 +2,6 @@
 // at, and RFC 8414 authorization-server metadata. Every URL is built from PUBLIC_URL, never from the
 // request's Host header.
 
-import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../profiles.ts';
-
 /**
  * `scopes`: every scope the per-tool policy names, always published (an empty list without one), so
  * that a client sees which scopes mean something here instead of guessing.
@@ -24,15 +22,12 @@ const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
  * `authorization_endpoint` is always advertised, because RFC 8414 clients (the MCP SDK among them)
  * refuse metadata without one, even for client_credentials. Without browser sign-in it answers with
  * an error, and `response_types_supported` is empty so that interactive clients stop before opening
- * a browser.
+ * a browser. `grantTypes`: the grants this server's configuration enables (from the grant list).
  */
 export function authorizationServerMetadata(
   publicUrl: string,
-  options: { tokenExchange: boolean; signIn: boolean; clientMetadataDocuments: boolean; scopes?: readonly string[] },
+  options: { grantTypes: readonly string[]; signIn: boolean; clientMetadataDocuments: boolean; scopes?: readonly string[] },
 ): Record<string, unknown> {
-  const grants = [GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN];
-  if (options.signIn) grants.push(GRANT_AUTHORIZATION_CODE);
-  if (options.tokenExchange) grants.push(GRANT_TOKEN_EXCHANGE);
   return {
     issuer: publicUrl,
     authorization_endpoint: `${publicUrl}/authorize`,
@@ -40,7 +35,7 @@ export function authorizationServerMetadata(
     registration_endpoint: `${publicUrl}/register`,
     revocation_endpoint: `${publicUrl}/revoke`,
     introspection_endpoint: `${publicUrl}/introspect`,
-    grant_types_supported: grants,
+    grant_types_supported: [...options.grantTypes],
     response_types_supported: options.signIn ? ['code'] : [],
     response_modes_supported: ['query'],
     code_challenge_methods_supported: ['S256'],

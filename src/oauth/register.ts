@@ -10,6 +10,7 @@ import { hasControlCharacter, provisionClient } from '../clients.ts';
 import { HttpError, writeJson } from '../errors.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
+import { GRANT_TYPES } from './grants/index.ts';
 
 export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
 
@@ -72,6 +73,7 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
       tokenEndpointAuthMethod: body.token_endpoint_auth_method,
     },
     'dcr',
+    GRANT_TYPES,
   );
   // Registrations that are never used (a client that registers anew on every sign-in) go quickly.
   await ctx.store.touchClient(client.clientId, Math.min(ctx.config.oauth.neverUsedClientTtlSeconds, ctx.config.oauth.unusedClientTtlSeconds) * 1000);

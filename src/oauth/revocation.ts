@@ -13,24 +13,23 @@
 // and counts as a failed authentication of the address (a client asking about tokens it does not hold
 // is guessing).
 
-import type { Form } from '../body.ts';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../credentials.ts';
-import { HttpError, invalidClient, writeJson } from '../errors.ts';
+import { HttpError, writeJson } from '../errors.ts';
 import { clientActor } from '../audit.ts';
-import { authenticateClient, type AuthenticatedClient } from './client-auth.ts';
-import { callerIsMaster, resourceOf, type CountMiss, type OAuthContext } from './context.ts';
+import { authenticateClient, clientRefused, type AuthenticatedClient } from './client-auth.ts';
+import { callerIsMaster, resourceOf, type FormRequest, type OAuthContext } from './context.ts';
 
 type Caller = { kind: 'master' } | { kind: 'client'; client: AuthenticatedClient } | { kind: 'anonymous' };
 
-async function identifyCaller(ctx: OAuthContext, req: IncomingMessage, form: Form): Promise<Caller> {
+async function identifyCaller(ctx: OAuthContext, { req, presented }: FormRequest): Promise<Caller> {
   if (callerIsMaster(ctx, req)) return { kind: 'master' };
-  const client = await authenticateClient(req, form, ctx.store);
+  const client = await authenticateClient(presented, ctx.store);
   return client ? { kind: 'client', client } : { kind: 'anonymous' };
 }
 
-export async function handleRevoke(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form, countMiss: CountMiss): Promise<void> {
-  const caller = await identifyCaller(ctx, req, form);
+export async function handleRevoke(ctx: OAuthContext, request: FormRequest): Promise<void> {
+  const { res, form, countMiss } = request;
+  const caller = await identifyCaller(ctx, request);
   const token = form.get('token');
   if (token === undefined) throw new HttpError('invalid_request', 'token is required');
   // token_type_hint only orders the lookups (RFC 7009 §2.1); an unknown hint is ignored.
@@ -84,10 +83,11 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
   return !refreshFirst && (await tryRefresh());
 }
 
-export async function handleIntrospect(ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form, countMiss: CountMiss): Promise<void> {
-  const caller = await identifyCaller(ctx, req, form);
+export async function handleIntrospect(ctx: OAuthContext, request: FormRequest): Promise<void> {
+  const { res, form, countMiss } = request;
+  const caller = await identifyCaller(ctx, request);
   if (caller.kind === 'anonymous' || (caller.kind === 'client' && !caller.client.confidential)) {
-    throw invalidClient(/^basic /i.test(req.headers.authorization ?? ''));
+    throw clientRefused(request.presented);
   }
   const token = form.get('token');
   if (token === undefined) throw new HttpError('invalid_request', 'token is required');

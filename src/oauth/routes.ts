@@ -3,14 +3,16 @@
 // throws is answered by the listener's one error mapper (a store outage is a 503, never a success).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseForm, readBody, type Form } from '../body.ts';
+import { parseForm, readBody } from '../body.ts';
 import { HttpError, httpErrorFor, writeJson } from '../errors.ts';
-import { wasAudited } from '../audit.ts';
+import type { AuditInput } from '../audit.ts';
 import type { Route } from '../http.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { WindowLimit } from '../rate-limits.ts';
-import { presentedClientId } from './client-auth.ts';
-import type { CountMiss, OAuthContext } from './context.ts';
+import { presentedClient } from './client-auth.ts';
+import type { FormRequest, OAuthContext } from './context.ts';
+import { refusalEventOf, type Issued } from './grants/grant.ts';
+import { GRANTS, grantNamed } from './grants/index.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
 import { signInRoutes } from './authorize.ts';
 import { handleRegister } from './register.ts';
@@ -20,7 +22,8 @@ import { handleToken } from './token.ts';
 /** Form bodies of /token, /revoke and /introspect (a JWT subject token fits with room to spare). */
 export const FORM_MAX_BODY_BYTES = 32 * 1024;
 
-type FormHandler = (ctx: OAuthContext, req: IncomingMessage, res: ServerResponse, form: Form, countMiss: CountMiss) => Promise<void>;
+/** A form endpoint's handler: answers itself, or (/token) returns what it issued for the audit wrapper to record and answer. */
+type FormHandler = (ctx: OAuthContext, request: FormRequest) => Promise<Issued | void>;
 
 /** Refusals that mean "a credential was wrong": counted per address with the proxy's bad tokens. */
 const FAILED_AUTHENTICATION = new Set(['invalid_client', 'invalid_grant', 'invalid_token']);
@@ -37,10 +40,10 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   const addresses = clientAddresses(config.proxy.trustedProxies);
 
   /** Runs an endpoint that authenticates its caller: refused while the address is over the failure limit, failures counted. */
-  async function counted(address: string, work: () => Promise<void>): Promise<void> {
+  async function counted<T>(address: string, work: () => Promise<T>): Promise<T> {
     authFailures?.check(address);
     try {
-      await work();
+      return await work();
     } catch (err) {
       if (err instanceof HttpError && FAILED_AUTHENTICATION.has(err.code)) await authFailures?.recordFailure(address);
       throw err;
@@ -57,20 +60,21 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     return async (req, res, path) => {
       const address = addresses.client(req);
       const perClient = limit === limits.token;
-      let form: Form | undefined;
-      const work = async () => {
+      let request: FormRequest | undefined;
+      const work = async (): Promise<Issued | void> => {
         if (!perClient) await limit.take(address, `too many ${path.slice(1)} requests from this address`);
-        await counted(address, async () => {
-          form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+        return counted(address, async () => {
+          const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.recordFailure(address) };
           if (perClient) {
-            const clientId = presentedClientId(req, form);
+            const clientId = request.presented.clientId;
             const key = clientId === undefined ? `address:${address}` : `${clientId.slice(0, 200)}@${address}`;
             await limit.take(key, 'too many token requests for this client from this address');
           }
-          await handler(ctx, req, res, form, async () => authFailures?.recordFailure(address));
+          return handler(ctx, request);
         });
       };
-      if (audit) await audited(ctx, req, path, () => form, work());
+      if (audit) await audited(ctx, res, path, () => request, work);
       else await work();
     };
   }
@@ -78,7 +82,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   const scopes = ctx.config.policy.rules?.scopes ?? [];
   const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes));
   const serverMetadata: Route['handler'] = (_req, res) =>
-    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { tokenExchange: ctx.idp !== undefined, signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
+    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { grantTypes: GRANTS.filter((g) => g.enabled(ctx)).map((g) => g.grantType), signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
   const register: Route['handler'] = (req, res, path) => {
     const address = addresses.client(req);
     const work = async () => {
@@ -86,7 +90,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
       // A wrong initial access token (protected registration) is a failed authentication like any other.
       await counted(address, () => handleRegister(ctx, req, res));
     };
-    return audited(ctx, req, path, undefined, work());
+    return audited(ctx, res, path, () => undefined, work);
   };
 
   return [
@@ -125,36 +129,36 @@ function withCors(route: Route): Route {
   };
 }
 
-const GRANT_ACTIONS: Readonly<Record<string, string>> = {
-  client_credentials: 'token.client_credentials',
-  refresh_token: 'token.refresh_token',
-  'urn:ietf:params:oauth:grant-type:token-exchange': 'token.token_exchange',
-  authorization_code: 'token.authorization_code',
-};
+/** Token responses (RFC 6749 §5.1): `Cache-Control: no-store` comes with every JSON answer, and `Pragma` for HTTP/1.0 caches. */
+const NO_CACHE = { pragma: 'no-cache' };
 
 /**
- * Successes are audited by the handlers, which know who the caller is. A refused or failed /token,
- * /revoke or /register is audited here, once, with the answer it gets: `who` is `anonymous` and
- * `clientId` is the one presented (unverified).
+ * The one audit of /token, /revoke and /register, for successes and refusals alike. What a grant
+ * issued is recorded with the event it returned, then answered (/revoke and /register answer and
+ * record their own successes, which depend on what they changed). A refusal or failure is recorded
+ * with the event its grant attached (a replay that revoked what it had issued), else as `anonymous`
+ * with the client id presented (unverified) and the answer it gets.
  */
-async function audited(ctx: OAuthContext, req: IncomingMessage, path: string, form: (() => Form | undefined) | undefined, work: Promise<void>): Promise<void> {
+async function audited(ctx: OAuthContext, res: ServerResponse, path: string, request: () => FormRequest | undefined, work: () => Promise<Issued | void>): Promise<void> {
+  let issued: Issued | void;
   try {
-    await work;
+    issued = await work();
   } catch (err) {
-    if (!wasAudited(err)) {
+    const own = refusalEventOf(err);
+    if (own) {
+      await ctx.audit.record(own.event, own.level);
+    } else {
       const answer = httpErrorFor(err);
-      const f = form?.();
-      const grant = f?.get('grant_type');
-      const action = path === '/token' ? (GRANT_ACTIONS[grant ?? ''] ?? 'token') : path === '/revoke' ? 'revoke' : 'register';
-      const clientId = f ? presentedClientId(req, f) : undefined;
-      void ctx.audit.record({
-        who: 'anonymous',
-        action,
-        result: answer.code,
-        ...(clientId !== undefined ? { clientId } : {}),
-        detail: { status: answer.status },
-      });
+      const r = request();
+      const action = path === '/token' ? (grantNamed(r?.form.get('grant_type') ?? '')?.action ?? 'token') : path === '/revoke' ? 'revoke' : 'register';
+      const clientId = r?.presented.clientId;
+      const event: AuditInput = { who: 'anonymous', action, result: answer.code, ...(clientId !== undefined ? { clientId } : {}), detail: { status: answer.status } };
+      await ctx.audit.record(event);
     }
     throw err;
+  }
+  if (issued) {
+    await ctx.audit.record(issued.event);
+    writeJson(res, 200, issued.body, NO_CACHE);
   }
 }

@@ -1,0 +1,78 @@
+// grant_type=authorization_code (RFC 6749 §4.1.3, OAuth 2.1 §4.1.3): a code from browser sign-in
+// becomes an access token acting for the signed-in IdP user, and a refresh token when the client's
+// profile gives them. The code must come back with the client it was issued to, the exact redirect
+// URI and the PKCE verifier of its S256 challenge; it is redeemed once, atomically, and a second
+// redemption revokes what the first issued.
+
+import { hash, timingSafeEqual } from 'node:crypto';
+import { clientActor } from '../../audit.ts';
+import { hashToken, isTokenShaped } from '../../credentials.ts';
+import { HttpError } from '../../errors.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../../profiles.ts';
+import { userFromFields } from '../../store/records.ts';
+import { clientRefused } from '../client-auth.ts';
+import { buildPair, issued } from '../issuance.ts';
+import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
+
+/** How long a redeemed code is remembered, so that a replay revokes what it issued. */
+export const CODE_REUSE_WINDOW_MS = 10 * 60 * 1000;
+
+/** RFC 7636 §4.1: 43 to 128 unreserved characters. */
+const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
+
+/** RFC 7636 §4.6: BASE64URL(SHA256(ASCII(code_verifier))), compared in constant time. */
+export function verifierMatches(verifier: string, challenge: string): boolean {
+  const computed = Buffer.from(hash('sha256', verifier, 'base64url'));
+  const expected = Buffer.from(challenge);
+  return computed.length === expected.length && timingSafeEqual(computed, expected);
+}
+
+const ACTION = 'token.authorization_code';
+
+export const authorizationCodeGrant: Grant = {
+  grantType: GRANT_AUTHORIZATION_CODE,
+  action: ACTION,
+  enabled: (ctx) => ctx.signIn !== undefined,
+  disabledDescription: 'browser sign-in (authorization_code) is not configured on this server',
+  async handle(ctx, request) {
+    const { client } = requireClient(request, GRANT_AUTHORIZATION_CODE);
+    const { form } = request;
+    const code = form.get('code');
+    const redirectUri = form.get('redirect_uri');
+    const verifier = form.get('code_verifier');
+    if (code === undefined) throw new HttpError('invalid_request', 'code is required');
+    if (redirectUri === undefined) throw new HttpError('invalid_request', 'redirect_uri is required');
+    if (verifier === undefined) throw new HttpError('invalid_request', 'code_verifier is required (PKCE)');
+    const rejected = new HttpError('invalid_grant', 'the authorization code is invalid, expired, used or was issued to another client');
+    if (!isTokenShaped(code)) throw rejected;
+    const codeHash = hashToken(code);
+    const stored = await ctx.store.getAuthorizationCode(codeHash);
+    // A code of another client is refused without touching it: its presenter may not revoke anything.
+    if (!stored || stored.clientId !== client.clientId) throw rejected;
+    const now = ctx.clock.now();
+    const user = userFromFields(stored);
+    if (!user || stored.codeChallenge === undefined || stored.redirectUri === undefined) throw rejected;
+    if (stored.redeemedAt === undefined) {
+      // The bindings are checked before redemption, so that a wrong guess does not burn a good code.
+      if (stored.redirectUri !== redirectUri) throw new HttpError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
+      if (!CODE_VERIFIER.test(verifier) || !verifierMatches(verifier, stored.codeChallenge)) throw new HttpError('invalid_grant', 'the code_verifier does not match the code_challenge');
+    }
+    const pair = await buildPair(ctx, client, stored.scope, { user });
+    const outcome = await ctx.store.redeemAuthorizationCode(codeHash, client.clientId, now, CODE_REUSE_WINDOW_MS, pair.access, pair.refresh);
+    if (outcome === 'reused') {
+      ctx.metrics.tokensRevoked.labels('oauth_code_reuse').inc();
+      ctx.logger.warn({ clientId: client.clientId, codeHashPrefix: codeHash.slice(0, 8) }, 'authorization code used twice: what its first use issued is revoked');
+      throw refusalWithEvent(rejected, {
+        who: clientActor(client.clientId),
+        action: ACTION,
+        result: 'code_reuse',
+        clientId: client.clientId,
+        subject: user.subject,
+        detail: { revoked: true },
+      });
+    }
+    if (outcome === 'client_revoked') throw clientRefused(request.presented);
+    if (outcome !== 'ok') throw rejected;
+    return issued(ctx, ACTION, client, pair);
+  },
+};

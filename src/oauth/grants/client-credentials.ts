@@ -1,0 +1,27 @@
+// grant_type=client_credentials (RFC 6749 §4.4): a confidential client an admin created with this
+// grant gets an access token for itself, with the lifetime of its profile, plus a rotating refresh
+// token when the client also has the refresh_token grant and its profile gives refresh tokens a lifetime.
+
+import { HttpError } from '../../errors.ts';
+import { GRANT_CLIENT_CREDENTIALS } from '../../profiles.ts';
+import { clientRefused } from '../client-auth.ts';
+import { buildPair, grantedScope, issued } from '../issuance.ts';
+import { requireClient, type Grant } from './grant.ts';
+
+const ACTION = 'token.client_credentials';
+
+export const clientCredentialsGrant: Grant = {
+  grantType: GRANT_CLIENT_CREDENTIALS,
+  action: ACTION,
+  enabled: () => true,
+  disabledDescription: '',
+  async handle(ctx, request) {
+    const { client, confidential } = requireClient(request, GRANT_CLIENT_CREDENTIALS);
+    if (!confidential) throw new HttpError('unauthorized_client', 'client_credentials needs a confidential client');
+    const scope = grantedScope(request.form.get('scope'), client.scope);
+    const pair = await buildPair(ctx, client, scope);
+    // The client was deleted between its authentication and now.
+    if ((await ctx.store.issueTokens(pair.access, pair.refresh)) !== 'ok') throw clientRefused(request.presented);
+    return issued(ctx, ACTION, client, pair);
+  },
+};

@@ -1,0 +1,61 @@
+// What every grant of the token endpoint is (RFC 6749 §4 and the extension grants): one module per
+// grant in this folder, each exporting a Grant, listed once in ./index.ts. The token endpoint, the
+// discovery document, client provisioning and the audit all read that one list.
+
+import type { IncomingMessage } from 'node:http';
+import type { AuditInput } from '../../audit.ts';
+import type { Form } from '../../body.ts';
+import { HttpError, invalidClient } from '../../errors.ts';
+import type { AuthenticatedClient, PresentedClient } from '../client-auth.ts';
+import type { OAuthContext } from '../context.ts';
+
+export interface TokenRequest {
+  readonly req: IncomingMessage;
+  readonly form: Form;
+  /** What the request presented to identify its client (for the Basic challenge of a refusal). */
+  readonly presented: PresentedClient;
+  /** The client, authenticated before the grant runs; null when the request named none. */
+  readonly client: AuthenticatedClient | null;
+}
+
+/** A successful grant: the token response (RFC 6749 §5.1) and the audit event that records it. */
+export interface Issued {
+  readonly body: Record<string, unknown>;
+  readonly event: AuditInput;
+}
+
+export interface Grant {
+  /** The `grant_type` value it answers, as listed in `grant_types_supported`. */
+  readonly grantType: string;
+  /** The audit action of its requests, successful or refused. */
+  readonly action: string;
+  /** Whether this server's configuration offers it; when not, it is `unsupported_grant_type`. */
+  enabled(ctx: OAuthContext): boolean;
+  /** Why it is off, for the `unsupported_grant_type` answer. */
+  readonly disabledDescription: string;
+  handle(ctx: OAuthContext, request: TokenRequest): Promise<Issued>;
+}
+
+/** The authenticated client, which must hold `grantType`; anything else is refused. */
+export function requireClient(request: TokenRequest, grantType: string): AuthenticatedClient {
+  if (!request.client) throw invalidClient(false);
+  if (!request.client.client.grantTypes.includes(grantType)) {
+    throw new HttpError('unauthorized_client', `this client may not use the ${grantType} grant`);
+  }
+  return request.client;
+}
+
+const REFUSAL_EVENTS = new WeakMap<object, { event: AuditInput; level: 'info' | 'warn' }>();
+
+/**
+ * A refusal that is an event of its own (a refresh token or code presented again, which revokes what
+ * it issued): the token endpoint audits it with this event instead of the anonymous refusal.
+ */
+export function refusalWithEvent(err: HttpError, event: AuditInput, level: 'info' | 'warn' = 'warn'): HttpError {
+  REFUSAL_EVENTS.set(err, { event, level });
+  return err;
+}
+
+export function refusalEventOf(err: unknown): { event: AuditInput; level: 'info' | 'warn' } | undefined {
+  return typeof err === 'object' && err !== null ? REFUSAL_EVENTS.get(err) : undefined;
+}

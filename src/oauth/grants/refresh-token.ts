@@ -1,0 +1,61 @@
+// grant_type=refresh_token (RFC 6749 §6): rotation on every use, with reuse detection (the store's
+// atomic rotateRefreshToken). A rotated token presented again revokes its whole family, unless it
+// comes within oauth.refreshReuseGraceSeconds of the rotation: the client racing itself (two tabs, a
+// retry) gets new tokens in the same family.
+
+import { HttpError } from '../../errors.ts';
+import { clientActor } from '../../audit.ts';
+import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
+import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
+import { userFromFields } from '../../store/records.ts';
+import { buildPair, grantedScope, issued } from '../issuance.ts';
+import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
+
+const ACTION = 'token.refresh_token';
+
+export const refreshTokenGrant: Grant = {
+  grantType: GRANT_REFRESH_TOKEN,
+  action: ACTION,
+  enabled: () => true,
+  disabledDescription: '',
+  async handle(ctx, request) {
+    const { client } = requireClient(request, GRANT_REFRESH_TOKEN);
+    const presented = request.form.get('refresh_token');
+    if (presented === undefined) throw new HttpError('invalid_request', 'refresh_token is required');
+    const rejected = new HttpError('invalid_grant', 'the refresh token is invalid, expired or revoked');
+    if (!isTokenShaped(presented)) throw rejected;
+    const oldHash = hashToken(presented);
+    const old = await ctx.store.getRefreshToken(oldHash);
+    const now = ctx.clock.now();
+    if (!old || old.clientId !== client.clientId) throw rejected;
+    const state = refreshTokenState(old, now);
+    if (state !== 'usable' && state !== 'rotated') throw rejected;
+    // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
+    const scope = grantedScope(request.form.get('scope'), old.scope);
+    // Tokens of a signed-in user stay that user's across rotations.
+    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: userFromFields(old) });
+    const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
+    const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
+    if (outcome === 'reused') {
+      // A rotated refresh token presented again: stolen or replayed. Its whole family is now revoked.
+      ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
+      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'refresh token reused after rotation: its whole family is revoked');
+      throw refusalWithEvent(rejected, {
+        who: clientActor(client.clientId),
+        action: ACTION,
+        result: 'reuse_detected',
+        clientId: client.clientId,
+        tokenHashPrefix: oldHash,
+        detail: { familyRevoked: true },
+      });
+    }
+    if (outcome !== 'ok' && outcome !== 'grace') throw rejected;
+    if (outcome === 'grace') {
+      // Presented again right after its rotation: two tabs or a retry, not theft. The first answer's
+      // tokens were never stored raw, so this is a second pair in the same family.
+      ctx.metrics.refreshGraceReuses.inc();
+      ctx.logger.info({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: new tokens issued in its family');
+    }
+    return issued(ctx, ACTION, client, pair, { rotatedFrom: oldHash.slice(0, 8), ...(outcome === 'grace' ? { graceReuse: true } : {}) });
+  },
+};

@@ -1,0 +1,84 @@
+// grant_type=urn:ietf:params:oauth:grant-type:token-exchange (RFC 8693): a JWT of the configured IdP
+// becomes a user-grade token, `userBearerTokens:<hash>`, valid for a fixed seven days (user-grade
+// lifetimes are not configurable). The IdP JWT is the credential, so client authentication is
+// optional, but a client that tries must succeed and hold the grant.
+
+import { errors as joseErrors } from 'jose';
+import { generateToken, hashToken, TTL_7_DAYS } from '../../credentials.ts';
+import { HttpError } from '../../errors.ts';
+import { describe } from '../../logger.ts';
+import { GRANT_TOKEN_EXCHANGE } from '../../profiles.ts';
+import { IdpRejection } from '../idp.ts';
+import { keepRegistrationAlive } from '../issuance.ts';
+import type { Grant } from './grant.ts';
+
+export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
+export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
+export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+
+export const tokenExchangeGrant: Grant = {
+  grantType: GRANT_TOKEN_EXCHANGE,
+  action: 'token.token_exchange',
+  enabled: (ctx) => ctx.idp !== undefined,
+  disabledDescription: 'token exchange is not configured on this server (no identity provider)',
+  async handle(ctx, request) {
+    const { form } = request;
+    const authenticated = request.client;
+    if (authenticated && !authenticated.client.grantTypes.includes(GRANT_TOKEN_EXCHANGE)) {
+      throw new HttpError('unauthorized_client', 'this client may not use the token exchange grant');
+    }
+    if (authenticated) await keepRegistrationAlive(ctx, authenticated.client);
+    const subjectToken = form.get('subject_token');
+    const subjectTokenType = form.get('subject_token_type');
+    if (!form.has('subject_token')) throw new HttpError('invalid_request', 'subject_token is required');
+    if (subjectTokenType === undefined) throw new HttpError('invalid_request', 'subject_token_type is required');
+    if (subjectTokenType !== TOKEN_TYPE_JWT && subjectTokenType !== TOKEN_TYPE_ID_TOKEN) {
+      throw new HttpError('invalid_request', `subject_token_type must be ${TOKEN_TYPE_JWT}`);
+    }
+    if (form.has('actor_token') || form.has('actor_token_type')) throw new HttpError('invalid_request', 'delegation (actor_token) is not supported');
+    const requested = form.get('requested_token_type');
+    if (requested !== undefined && requested !== TOKEN_TYPE_ACCESS_TOKEN) {
+      throw new HttpError('invalid_request', `requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
+    }
+
+    // An empty subject token was sent, and is a bad JWT like any other.
+    if (subjectToken === undefined) throw new HttpError('invalid_grant', 'the subject token is not acceptable');
+    const now = ctx.clock.now();
+    let identity;
+    try {
+      identity = await ctx.idp!.verify(subjectToken, now);
+    } catch (err) {
+      // The IdP's key endpoint being unreachable is our outage, not a bad token.
+      if (err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError || err instanceof IdpRejection)) {
+        ctx.logger.warn({ err: describe(err) }, 'identity provider keys unavailable: token exchange answered 503');
+        throw new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
+      }
+      ctx.logger.info({ reason: (err as Error).message, code: (err as { code?: string }).code }, 'token exchange refused');
+      throw new HttpError('invalid_grant', 'the subject token is not acceptable');
+    }
+
+    const raw = generateToken();
+    const tokenHash = hashToken(raw);
+    await ctx.store.putUserToken({
+      tokenHash,
+      subject: identity.subject,
+      issuer: identity.issuer,
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+      ...(identity.email !== undefined ? { email: identity.email } : {}),
+      ...(identity.groups !== undefined ? { groups: identity.groups } : {}),
+    });
+    ctx.metrics.tokensIssued.labels('user').inc();
+    return {
+      body: { access_token: raw, issued_token_type: TOKEN_TYPE_ACCESS_TOKEN, token_type: 'Bearer', expires_in: TTL_7_DAYS / 1000 },
+      event: {
+        who: 'user',
+        action: 'token.token_exchange',
+        result: 'ok',
+        subject: identity.subject,
+        tokenHashPrefix: tokenHash,
+        ...(authenticated ? { clientId: authenticated.client.clientId } : {}),
+      },
+    };
+  },
+};

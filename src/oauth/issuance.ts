@@ -1,0 +1,114 @@
+// Issuing OAuth tokens, for every grant that issues them: the scope granted, the access token (and a
+// refresh token when the client's profile gives them) built from the client's profile, the metrics
+// and audit event of the issuance, and a dynamically registered client kept alive by its use. Each
+// grant stores the pair with the store operation its own checks need (issue, rotate, redeem).
+
+import { randomBytes } from 'node:crypto';
+import { clientActor } from '../audit.ts';
+import { checkScope } from '../clients.ts';
+import { generateToken, hashToken } from '../credentials.ts';
+import { HttpError } from '../errors.ts';
+import { GRANT_REFRESH_TOKEN, resolveProfile } from '../profiles.ts';
+import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../store/types.ts';
+import type { OAuthContext } from './context.ts';
+import type { Issued } from './grants/grant.ts';
+
+/** The requested scope, which must lie within `allowed` (when the client has a scope at all). */
+export function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
+  const scope = checkScope(requested);
+  if (scope === undefined) return allowed;
+  if (allowed !== undefined) {
+    const permitted = new Set(allowed.split(' '));
+    if (!scope.split(' ').every((s) => permitted.has(s))) throw new HttpError('invalid_scope', 'the requested scope exceeds what this client was granted');
+  }
+  return scope;
+}
+
+export interface IssuedPair {
+  body: Record<string, unknown>;
+  access: AccessTokenRecord;
+  refresh: RefreshTokenRecord | undefined;
+}
+
+export interface PairOptions {
+  /** The refresh-token family to continue (a rotation); a new one is started when refresh tokens are due. */
+  familyId?: string | undefined;
+  /** The user the tokens act for, when they came from one (browser sign-in, an identity assertion). */
+  user?: SignedInUser | undefined;
+  /** false: an access token alone, whatever the client's profile says. */
+  refresh?: boolean;
+}
+
+/**
+ * Builds an access token (and a refresh token when the client's profile gives them) for `client`,
+ * acting for `options.user` when there is one.
+ */
+export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, options: PairOptions = {}): Promise<IssuedPair> {
+  const { familyId, user } = options;
+  const now = ctx.clock.now();
+  const profile = await resolveProfile(ctx.store, client.profile, now);
+  if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
+  const accessRaw = generateToken();
+  const access: AccessTokenRecord = {
+    tokenHash: hashToken(accessRaw),
+    clientId: client.clientId,
+    createdAt: now,
+    expiresAt: now + profile.accessTokenLifetimeSeconds * 1000,
+  };
+  if (scope !== undefined) access.scope = scope;
+  if (user !== undefined) access.user = user;
+  const body: Record<string, unknown> = { access_token: accessRaw, token_type: 'Bearer', expires_in: profile.accessTokenLifetimeSeconds };
+  let refresh: RefreshTokenRecord | undefined;
+  const wantsRefresh = options.refresh !== false && client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
+  if (familyId !== undefined || wantsRefresh) {
+    const refreshRaw = generateToken();
+    const family = familyId ?? randomBytes(16).toString('hex');
+    access.familyId = family;
+    refresh = {
+      tokenHash: hashToken(refreshRaw),
+      clientId: client.clientId,
+      familyId: family,
+      createdAt: now,
+      // Sliding: each rotation gives the new refresh token the profile's full lifetime.
+      expiresAt: now + Math.max(profile.refreshTokenLifetimeSeconds, 1) * 1000,
+    };
+    if (scope !== undefined) refresh.scope = scope;
+    if (user !== undefined) refresh.user = user;
+    body.refresh_token = refreshRaw;
+  }
+  if (scope !== undefined) body.scope = scope;
+  return { body, access, refresh };
+}
+
+/**
+ * After a pair is stored: the client's registration kept alive, the metrics, and the answer with
+ * the audit event of the issuance.
+ */
+export async function issued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string | boolean> = {}): Promise<Issued> {
+  await keepRegistrationAlive(ctx, client, pair.refresh);
+  ctx.metrics.tokensIssued.labels('oauth_access').inc();
+  if (pair.refresh) ctx.metrics.tokensIssued.labels('oauth_refresh').inc();
+  return {
+    body: pair.body,
+    event: {
+      who: clientActor(client.clientId),
+      action,
+      result: 'ok',
+      clientId: client.clientId,
+      ...(pair.access.user !== undefined ? { subject: pair.access.user.subject } : {}),
+      tokenHashPrefix: pair.access.tokenHash,
+      detail: { refreshToken: pair.refresh !== undefined, ...detail },
+    },
+  };
+}
+
+/**
+ * A dynamically registered client lives while it is used: each grant it completes pushes its expiry
+ * to the configured idle lifetime, or past its newest refresh token if that lives longer.
+ */
+export async function keepRegistrationAlive(ctx: OAuthContext, client: ClientRecord, refresh?: RefreshTokenRecord): Promise<void> {
+  if (client.source === 'admin') return;
+  const idleMs = ctx.config.oauth.unusedClientTtlSeconds * 1000;
+  const refreshMs = refresh ? refresh.expiresAt - ctx.clock.now() : 0;
+  await ctx.store.touchClient(client.clientId, Math.max(idleMs, refreshMs));
+}
