@@ -1,0 +1,299 @@
+// POST /token at the handler level: the OAuth routes in process on the memory store (no proxy, no
+// upstream, no Redis), each grant's success and its error rows, in a few seconds. The full stacks on
+// Redis (test/integration/oauth.test.ts, sign-in.test.ts) stay the word on storage and the proxy;
+// this is the quick loop for a change to a grant. Modelled on the MCP TypeScript SDK's
+// src/server/auth/handlers/token.test.ts, without its mocks: real store, real JWTs, real PKCE.
+
+import { hash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken, hashToken } from '../../src/credentials.ts';
+import { GRANTS } from '../../src/oauth/grants/index.ts';
+import { basic } from '../support/http.ts';
+import { PUBLIC_URL, startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';
+import { startTestIdp, type TestIdp } from '../support/test-idp.ts';
+
+const CC = 'client_credentials';
+const REFRESH = 'refresh_token';
+const CODE = 'authorization_code';
+const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
+const AUDIENCE = 'token-endpoint-tests';
+const REDIRECT = 'http://127.0.0.1:7777/callback';
+
+let idp: TestIdp;
+let ep: OAuthEndpoints;
+
+beforeAll(async () => {
+  idp = await startTestIdp();
+  ep = await startOAuthEndpoints({
+    signIn: true,
+    config: { idp: { issuer: idp.issuer, audience: AUDIENCE, jwksUrl: idp.jwksUrl, jwksCooldownMs: 0 }, oauth: { refreshReuseGraceSeconds: 2 } },
+  });
+});
+afterAll(async () => {
+  await ep?.close();
+  await idp?.close();
+});
+
+const lastAudit = () => ep.auditEvents().at(-1)!;
+
+describe('every grant', () => {
+  it.each<[string, Record<string, string>, number, string]>([
+    ['no grant_type', {}, 400, 'invalid_request'],
+    ['an unknown grant_type', { grant_type: 'password' }, 400, 'unsupported_grant_type'],
+    ['a resource that is not this /mcp', { grant_type: CC, resource: 'https://elsewhere.example/mcp' }, 400, 'invalid_target'],
+    ['an audience that is not this /mcp', { grant_type: EXCHANGE, audience: 'https://elsewhere.example/mcp' }, 400, 'invalid_target'],
+  ])('%s: %i %s, audited as an anonymous refusal', async (_label, params, status, error) => {
+    const res = await ep.token(params);
+    expect([res.status, res.body.error]).toEqual([status, error]);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(lastAudit()).toMatchObject({ who: 'anonymous', result: error, detail: { status } });
+  });
+
+  it('a refusal is audited under the grant it asked for', async () => {
+    await ep.token({ grant_type: REFRESH, client_id: 'mcp_00000000000000000000000000000000' });
+    expect(lastAudit()).toMatchObject({ who: 'anonymous', action: 'token.refresh_token', result: 'invalid_client', clientId: 'mcp_00000000000000000000000000000000' });
+  });
+
+  it('each grant in the list has its own audit action', () => {
+    const actions = GRANTS.map((g) => g.action);
+    expect(new Set(actions).size).toBe(GRANTS.length);
+  });
+
+  it('grant_types_supported lists the enabled grants; without an IdP or sign-in those are off', async () => {
+    const meta = (await (await fetch(`${ep.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    expect(meta.grant_types_supported).toEqual([CC, REFRESH, CODE, EXCHANGE]);
+    const bare = await startOAuthEndpoints();
+    try {
+      const meta2 = (await (await fetch(`${bare.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+      expect(meta2.grant_types_supported).toEqual([CC, REFRESH]);
+      for (const grant of [CODE, EXCHANGE]) {
+        const res = await bare.token({ grant_type: grant });
+        expect([res.status, res.body.error]).toEqual([400, 'unsupported_grant_type']);
+      }
+    } finally {
+      await bare.close();
+    }
+  });
+});
+
+describe('client authentication', () => {
+  it.each<[string, (c: { clientId: string; clientSecret: string }) => [Record<string, string>, Record<string, string>], string, boolean]>([
+    ['no client at all', () => [{}, {}], 'invalid_client', false],
+    ['a wrong secret by Basic: with a Basic challenge', (c) => [{}, basic(c.clientId, 'wrong')], 'invalid_client', true],
+    ['a wrong secret in the form', (c) => [{ client_id: c.clientId, client_secret: 'wrong' }, {}], 'invalid_client', false],
+    ['an unknown client by Basic', () => [{}, basic('mcp_ffffffffffffffffffffffffffffffff', 'x')], 'invalid_client', true],
+    ['malformed Basic', () => [{}, { authorization: 'Basic !!!' }], 'invalid_client', true],
+    ['Basic and client_secret both', (c) => [{ client_secret: c.clientSecret }, basic(c.clientId, c.clientSecret)], 'invalid_request', false],
+    ['a form client_id other than the Basic one', (c) => [{ client_id: 'mcp_other' }, basic(c.clientId, c.clientSecret)], 'invalid_request', false],
+    ['a secret without a client_id', (c) => [{ client_secret: c.clientSecret }, {}], 'invalid_client', false],
+  ])('%s: %s', async (_label, credentials, error, challenge) => {
+    const c = (await ep.client({ grantTypes: [CC] })) as { clientId: string; clientSecret: string };
+    const [params, headers] = credentials(c);
+    const res = await ep.token({ grant_type: CC, ...params }, headers);
+    expect(res.body.error).toBe(error);
+    expect(res.status).toBe(error === 'invalid_client' ? 401 : 400);
+    expect(res.headers.get('www-authenticate')).toBe(challenge ? 'Basic realm="mcp-bearer-proxy", charset="UTF-8"' : null);
+  });
+});
+
+describe('client_credentials', () => {
+  it('issues an access token (and a refresh token under the default profile) and audits it as the client', async () => {
+    const c = await ep.client({ grantTypes: [CC, REFRESH], scope: 'read write' });
+    const res = await ep.token({ grant_type: CC, scope: 'read' }, basic(c.clientId, c.clientSecret!));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('pragma')).toBe('no-cache');
+    expect(res.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'read' });
+    expect(res.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
+    const found = await ep.store.lookupToken(hashToken(res.body.access_token));
+    expect(found.oauth).toMatchObject({ clientId: c.clientId, scope: 'read' });
+    // The log redacts a field named refreshToken; the audit stream keeps the flag.
+    const [streamed] = await ep.ctx.audit.list(1);
+    expect(streamed).toMatchObject({ who: `client:${c.clientId}`, action: 'token.client_credentials', result: 'ok', clientId: c.clientId, detail: { refreshToken: true } });
+  });
+
+  it('client_secret_post works too, and no scope asked is the client\'s scope', async () => {
+    const c = await ep.client({ grantTypes: [CC], scope: 'read', profile: 'service' });
+    const res = await ep.token({ grant_type: CC, client_id: c.clientId, client_secret: c.clientSecret! });
+    expect(res.status).toBe(200);
+    expect(res.body.scope).toBe('read');
+    expect(res.body.refresh_token).toBeUndefined();
+  });
+
+  it.each<[string, Parameters<OAuthEndpoints['client']>[0], Record<string, string>, string]>([
+    ['a client without the grant', { grantTypes: [REFRESH] }, {}, 'unauthorized_client'],
+    ['a scope beyond the client\'s', { grantTypes: [CC], scope: 'read' }, { scope: 'read admin' }, 'invalid_scope'],
+    ['a malformed scope', { grantTypes: [CC] }, { scope: 'a\u0001b' }, 'invalid_request'],
+    ['a profile that no longer exists', { grantTypes: [CC], profile: 'gone' }, {}, 'unauthorized_client'],
+  ])('%s: %s', async (_label, fields, params, error) => {
+    const c = await ep.client(fields);
+    const res = await ep.token({ grant_type: CC, ...params }, basic(c.clientId, c.clientSecret!));
+    expect([res.status, res.body.error]).toEqual([400, error]);
+  });
+
+  it('a public client is refused', async () => {
+    const c = await ep.client({ grantTypes: [CC], tokenEndpointAuthMethod: 'none' });
+    const res = await ep.token({ grant_type: CC, client_id: c.clientId });
+    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+  });
+});
+
+describe('refresh_token', () => {
+  async function pair(scope?: string) {
+    const c = await ep.client({ grantTypes: [CC, REFRESH], ...(scope ? { scope } : {}) });
+    const res = await ep.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
+    return { c, auth: basic(c.clientId, c.clientSecret!), refresh: res.body.refresh_token as string };
+  }
+
+  it('rotates: a new pair, the old refresh token spent', async () => {
+    const { c, auth, refresh } = await pair();
+    const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    expect(res.status).toBe(200);
+    expect(res.body.refresh_token).not.toBe(refresh);
+    expect(lastAudit()).toMatchObject({ action: 'token.refresh_token', result: 'ok', clientId: c.clientId, detail: { rotatedFrom: hashToken(refresh).slice(0, 8) } });
+  });
+
+  it('presented again within the grace window: new tokens; after it: the family revoked, audited as reuse', async () => {
+    const { c, auth, refresh } = await pair();
+    const first = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    const again = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    expect(again.status).toBe(200);
+    expect(lastAudit()).toMatchObject({ result: 'ok', detail: { graceReuse: true } });
+    ep.clock.advance(2001);
+    const replay = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
+    const events = ep.auditEvents();
+    expect(events.at(-1)).toMatchObject({ who: `client:${c.clientId}`, action: 'token.refresh_token', result: 'reuse_detected', detail: { familyRevoked: true } });
+    // One event for the replay, not a second anonymous one besides it.
+    expect(events.at(-2)).toMatchObject({ result: 'ok' });
+    const successor = await ep.token({ grant_type: REFRESH, refresh_token: first.body.refresh_token }, auth);
+    expect(successor.body.error).toBe('invalid_grant');
+  });
+
+  it.each<[string, (r: string) => Record<string, string>, string]>([
+    ['no refresh_token', () => ({}), 'invalid_request'],
+    ['not token-shaped', () => ({ refresh_token: 'x' }), 'invalid_grant'],
+    ['unknown', () => ({ refresh_token: generateToken() }), 'invalid_grant'],
+    ['a wider scope than the grant', (r) => ({ refresh_token: r, scope: 'read admin' }), 'invalid_scope'],
+  ])('%s: %s', async (_label, params, error) => {
+    const { auth, refresh } = await pair('read');
+    const res = await ep.token({ grant_type: REFRESH, ...params(refresh) }, auth);
+    expect([res.status, res.body.error]).toEqual([400, error]);
+  });
+
+  it("another client's refresh token is invalid_grant and stays usable by its owner", async () => {
+    const { auth, refresh } = await pair();
+    const other = await ep.client({ grantTypes: [REFRESH] });
+    const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, basic(other.clientId, other.clientSecret!));
+    expect(res.body.error).toBe('invalid_grant');
+    expect((await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth)).status).toBe(200);
+  });
+
+  it('expired: invalid_grant', async () => {
+    const { auth, refresh } = await pair();
+    ep.clock.advance(31 * 24 * 3600 * 1000);
+    const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    expect(res.body.error).toBe('invalid_grant');
+  });
+});
+
+describe('authorization_code', () => {
+  const user = { subject: 'user-1', issuer: 'https://idp.example.test', email: 'ann@example.com', groups: ['staff'] };
+
+  async function code(clientFields: Partial<Parameters<OAuthEndpoints['client']>[0]> = {}) {
+    const c = await ep.client({ grantTypes: [CODE, REFRESH], tokenEndpointAuthMethod: 'none', redirectUris: [REDIRECT], profile: 'interactive', source: 'dcr', ...clientFields });
+    const verifier = randomBytes(32).toString('base64url');
+    const raw = generateToken();
+    const now = ep.clock.now();
+    await ep.store.putAuthorizationCode({
+      codeHash: hashToken(raw),
+      clientId: c.clientId,
+      redirectUri: REDIRECT,
+      codeChallenge: hash('sha256', verifier, 'base64url'),
+      resource: `${PUBLIC_URL}/mcp`,
+      scope: 'read',
+      user,
+      createdAt: now,
+      expiresAt: now + 60_000,
+    });
+    return { c, params: { grant_type: CODE, client_id: c.clientId, code: raw, redirect_uri: REDIRECT, code_verifier: verifier } };
+  }
+
+  it('redeems a code for tokens acting for the signed-in user', async () => {
+    const { c, params } = await code();
+    const res = await ep.token(params);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ token_type: 'Bearer', scope: 'read' });
+    expect(res.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
+    const found = await ep.store.lookupToken(hashToken(res.body.access_token));
+    expect(found.oauth).toBeDefined();
+    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.authorization_code', result: 'ok', subject: 'user-1' });
+  });
+
+  it.each<[string, (p: Record<string, string>) => Record<string, string>, string]>([
+    ['no code', ({ code: _c, ...p }) => p, 'invalid_request'],
+    ['no redirect_uri', ({ redirect_uri: _r, ...p }) => p, 'invalid_request'],
+    ['no code_verifier', ({ code_verifier: _v, ...p }) => p, 'invalid_request'],
+    ['a wrong code_verifier', (p) => ({ ...p, code_verifier: randomBytes(32).toString('base64url') }), 'invalid_grant'],
+    ['another redirect_uri', (p) => ({ ...p, redirect_uri: 'http://127.0.0.1:7778/callback' }), 'invalid_grant'],
+    ['an unknown code', (p) => ({ ...p, code: generateToken() }), 'invalid_grant'],
+  ])('%s: %s, and the code stays good', async (_label, change, error) => {
+    const { params } = await code();
+    const res = await ep.token(change(params));
+    expect([res.status, res.body.error]).toEqual([400, error]);
+    expect((await ep.token(params)).status).toBe(200);
+  });
+
+  it('a code used twice: invalid_grant, what the first use issued is revoked, audited as code reuse', async () => {
+    const { c, params } = await code();
+    const first = await ep.token(params);
+    const second = await ep.token(params);
+    expect([second.status, second.body.error]).toEqual([400, 'invalid_grant']);
+    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.authorization_code', result: 'code_reuse', subject: 'user-1', detail: { revoked: true } });
+    const found = await ep.store.lookupToken(hashToken(first.body.access_token));
+    expect(found.oauth?.revokedAt).toBeDefined();
+  });
+
+  it("another client's code: invalid_grant", async () => {
+    const { params } = await code();
+    const other = await ep.client({ grantTypes: [CODE], tokenEndpointAuthMethod: 'none', redirectUris: [REDIRECT] });
+    const res = await ep.token({ ...params, client_id: other.clientId });
+    expect(res.body.error).toBe('invalid_grant');
+  });
+});
+
+describe('token exchange (RFC 8693)', () => {
+  const jwt = (claims: Record<string, unknown> = {}) => {
+    const now = Math.floor(ep.clock.now() / 1000);
+    return idp.sign({ iss: idp.issuer, aud: AUDIENCE, sub: 'u-9', exp: now + 60, email: 'u9@example.com', ...claims });
+  };
+
+  it('an IdP JWT becomes a seven-day user-grade token, audited as the user', async () => {
+    const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ token_type: 'Bearer', issued_token_type: 'urn:ietf:params:oauth:token-type:access_token', expires_in: 604800 });
+    const found = await ep.store.lookupToken(hashToken(res.body.access_token));
+    expect(found.user).toMatchObject({ subject: 'u-9' });
+    expect(lastAudit()).toMatchObject({ who: 'user', action: 'token.token_exchange', result: 'ok', subject: 'u-9' });
+  });
+
+  it.each<[string, () => Promise<Record<string, string>>, string]>([
+    ['no subject_token', async () => ({ subject_token_type: JWT_TYPE }), 'invalid_request'],
+    ['no subject_token_type', async () => ({ subject_token: await jwt() }), 'invalid_request'],
+    ['another subject_token_type', async () => ({ subject_token: await jwt(), subject_token_type: 'urn:x' }), 'invalid_request'],
+    ['an actor_token', async () => ({ subject_token: await jwt(), subject_token_type: JWT_TYPE, actor_token: 'x' }), 'invalid_request'],
+    ['another requested_token_type', async () => ({ subject_token: await jwt(), subject_token_type: JWT_TYPE, requested_token_type: 'urn:x' }), 'invalid_request'],
+    ['an expired JWT', async () => ({ subject_token: await jwt({ exp: Math.floor(ep.clock.now() / 1000) - 600 }), subject_token_type: JWT_TYPE }), 'invalid_grant'],
+    ['another audience', async () => ({ subject_token: await jwt({ aud: 'someone-else' }), subject_token_type: JWT_TYPE }), 'invalid_grant'],
+    ['an empty subject_token', async () => ({ subject_token: '', subject_token_type: JWT_TYPE }), 'invalid_grant'],
+  ])('%s: %s', async (_label, params, error) => {
+    const res = await ep.token({ grant_type: EXCHANGE, ...(await params()) });
+    expect([res.status, res.body.error]).toEqual([400, error]);
+  });
+
+  it('a client that authenticates must hold the grant', async () => {
+    const c = await ep.client({ grantTypes: [CC] });
+    const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE }, basic(c.clientId, c.clientSecret!));
+    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+  });
+});
