@@ -1,11 +1,18 @@
 #!/usr/bin/env node
 // mcp-bearer-proxy: `admin ...`, `token ...` and `help` go to the command line (src/cli.ts); anything
 // else starts the sidecar (src/main.ts) with the same arguments (--config FILE, --check-config).
-// The sources are TypeScript, run through tsx's loader, registered here.
+// The sources are TypeScript that Node (22.18 and later) runs as they are, its types stripped: no
+// build step, no loader. Below that version only a development checkout can run them, through tsx.
 
-import { register } from 'tsx/esm/api';
-
-register();
+if (!process.features.typescript) {
+  try {
+    const { register } = await import('tsx/esm/api');
+    register();
+  } catch {
+    process.stderr.write(`mcp-bearer-proxy needs Node.js 22.18 or later (this is ${process.version})\n`);
+    process.exit(1);
+  }
+}
 
 const command = process.argv[2];
 if (command === 'admin' || command === 'token' || command === 'help' || command === '--help' || command === '-h') {

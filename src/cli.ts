@@ -442,7 +442,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<numb
   return runCli(argv, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
 }
 
-// `tsx src/cli.ts ...` runs it directly too.
+// `node src/cli.ts ...` runs it directly too.
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   main().then(
     (code) => {

@@ -12,6 +12,7 @@ import { loginFormAction, UserAgent } from '../support/user-agent.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
 import { sigtermDuringCall, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
+import { nodeTs, RUN_TS } from '../support/node-ts.ts';
 
 /** The Dockerfile's CMD, exec form: what a container runs. */
 function dockerCmd(): string[] {
@@ -21,7 +22,7 @@ function dockerCmd(): string[] {
   expect(line, 'Dockerfile has a CMD').toBeDefined();
   const argv = JSON.parse(line!.slice(4)) as string[];
   expect(argv[0]).toBe('node');
-  return [process.execPath, ...argv.slice(1)];
+  return [process.execPath, ...RUN_TS, ...argv.slice(1)];
 }
 
 function baseEnv(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -87,9 +88,9 @@ describe('the container entry command as a plain process, against real Redis', (
 describe('npm run demo (src/demo.ts) as a process', () => {
   it('prints an MCP URL and a token that the SDK client can use, and exits 0 on SIGTERM', async () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
-    expect(pkg.scripts.demo).toBe('tsx src/demo.ts');
+    expect(pkg.scripts.demo).toBe('node src/demo.ts');
     const demo = await startProcess(
-      [process.execPath, '--import', 'tsx', 'src/demo.ts'],
+      nodeTs('src/demo.ts'),
       baseEnv({ PORT: '0', ADMIN_PORT: '0', UPSTREAM_PORT: '0' }),
       [/MCP URL:\s+(\S+)/, /Authorization:\s+Bearer ([0-9a-f]{64})/, /Ctrl-C stops everything/],
     );

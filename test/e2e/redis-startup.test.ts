@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken } from '../../src/credentials.ts';
 import { connectRedis, createRedisClient, RedisConnectError } from '../../src/store/redis-connection.ts';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server.ts';
+import { RUN_TS } from '../support/node-ts.ts';
 
 const PASSWORD = 'correct-horse-battery';
 const WRONG = 'wrong-password-123';
@@ -84,7 +85,7 @@ describe('npm start against an unusable Redis', () => {
     return new Promise((resolve) => {
       execFile(
         process.execPath,
-        ['--import', 'tsx', 'src/main.ts', '--config', config],
+        [...RUN_TS, 'src/main.ts', '--config', config],
         { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl, ...extraEnv }, timeout: 25_000 },
         (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
       );

@@ -13,8 +13,9 @@ import { generateToken } from '../../src/credentials.ts';
 import { redisUrl } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
 import { sigtermDuringCall, spawnProcess, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
+import { nodeTs } from '../support/node-ts.ts';
 
-const SIDECAR = [process.execPath, '--import', 'tsx', 'src/main.ts'];
+const SIDECAR = nodeTs('src/main.ts');
 
 function env(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', LOG_FORMAT: 'json', ...extra };

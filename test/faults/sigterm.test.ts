@@ -1,4 +1,4 @@
-// SIGTERM on the real process (`node --import tsx src/main.ts`, as a supervisor starts it) while 100 SSE
+// SIGTERM on the real process (`node src/main.ts`, as a supervisor starts it) while 100 SSE
 // streams are open and POSTs are in flight: the GET streams end cleanly (clients resume elsewhere), the
 // in-flight POSTs (plain and streamed) finish within the grace period, new connections are refused, and
 // the process exits 0.
@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROBE_USER_AGENT } from '../../src/proxy/upstream-check.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
+import { RUN_TS } from '../support/node-ts.ts';
 
 const STREAMS = 100;
 const PLAIN_POSTS = 5;
@@ -66,7 +67,7 @@ async function startHoldingUpstream() {
 
 /** Starts the sidecar process; resolves with its URLs once it printed both "listening" lines. */
 async function startSidecar(env: Record<string, string>): Promise<{ child: ChildProcess; proxyUrl: string; adminUrl: string; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [...RUN_TS, 'src/main.ts'], {
     cwd: process.cwd(),
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

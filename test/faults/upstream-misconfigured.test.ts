@@ -12,6 +12,7 @@ import { generateToken } from '../../src/credentials.ts';
 import { describeUpstreamFailure, PROBE_USER_AGENT, probeMcpEndpoint, UPSTREAM_WARN_INTERVAL_MS } from '../../src/proxy/upstream-check.ts';
 import { postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { RUN_TS } from '../support/node-ts.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -149,7 +150,7 @@ describe('the start-up probe', () => {
     const port = await closedPort();
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/main.ts', '--store', 'memory', '--proxy.host', '127.0.0.1', '--proxy.port', '0', '--admin.port', '0', '--upstream.url', `http://127.0.0.1:${port}/mcp`],
+      [...RUN_TS, 'src/main.ts', '--store', 'memory', '--proxy.host', '127.0.0.1', '--proxy.port', '0', '--admin.port', '0', '--upstream.url', `http://127.0.0.1:${port}/mcp`],
       { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     try {

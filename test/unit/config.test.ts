@@ -12,6 +12,7 @@ import { configFlagNames, parseConfigFlags } from '../../src/config-argv.ts';
 import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
 import { workerCount } from '../../src/workers.ts';
 import { generateToken, weakTokenReason } from '../../src/credentials.ts';
+import { RUN_TS } from '../support/node-ts.ts';
 
 const MASTER = generateToken();
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -373,7 +374,7 @@ describe('the CLI (src/main.ts)', () => {
   });
 
   function run(args: string[], env: Record<string, string>) {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
+    const result = spawnSync(process.execPath, [...RUN_TS, 'src/main.ts', ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
       encoding: 'utf8',

@@ -23,14 +23,15 @@ describe('README first screen', () => {
 });
 
 describe('docker-compose.yml', () => {
-  it('builds the image once; every other service of ours reuses it', () => {
-    const services = (parseYaml(read('docker-compose.yml')) as { services: Record<string, { build?: unknown; image?: string }> }).services;
-    const built = Object.entries(services).filter(([, s]) => s.build !== undefined);
-    expect(built).toHaveLength(1);
-    const image = built[0]![1].image;
-    expect(image).toBeDefined();
-    expect(services.sidecar?.image).toBe(image);
-    expect(services.upstream?.image).toBe(image);
+  it('builds the sidecar from the Dockerfile\'s default target and the example upstream from its own, each under its own image name', () => {
+    type Service = { build?: string | { context?: string; target?: string }; image?: string };
+    const services = (parseYaml(read('docker-compose.yml')) as { services: Record<string, Service> }).services;
+    expect(services.sidecar?.build).toBe('.');
+    expect(services.upstream?.build).toEqual({ context: '.', target: 'example-upstream' });
+    expect(read('Dockerfile')).toMatch(/^FROM \S+ AS example-upstream$/m);
+    expect(services.sidecar?.image).toBeDefined();
+    expect(services.upstream?.image).toBeDefined();
+    expect(services.upstream?.image).not.toBe(services.sidecar?.image);
   });
 });
 
