@@ -14,11 +14,12 @@ import { rawSession } from '../support/sse.ts';
 import { sigtermDuringCall, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { nodeTs, RUN_TS } from '../support/node-ts.ts';
 
-/** The Dockerfile's CMD, exec form: what a container runs. */
+/** The Dockerfile's CMD, exec form: what a container runs (the last stage's, the default target). */
 function dockerCmd(): string[] {
   const line = readFileSync('Dockerfile', 'utf8')
     .split('\n')
-    .find((l) => l.startsWith('CMD '));
+    .filter((l) => l.startsWith('CMD '))
+    .at(-1);
   expect(line, 'Dockerfile has a CMD').toBeDefined();
   const argv = JSON.parse(line!.slice(4)) as string[];
   expect(argv[0]).toBe('node');
