@@ -41,7 +41,7 @@ export function enforcePolicy(
   for (const message of messages) {
     const call = message.call;
     if (call === undefined) continue;
-    if (call.method in LIST_METHODS && message.id !== undefined && message.id !== null) {
+    if (LIST_METHODS.has(call.method) && message.id !== undefined && message.id !== null) {
       (lists ??= new Map()).set(message.id, call.method);
     }
     if (isAlwaysAllowed(call.method)) continue;

@@ -61,7 +61,7 @@ function readMessage(item: unknown): ClientMessage {
   }
   if (typeof m.method !== 'string' || m.method.length === 0) throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
   const method = m.method;
-  const field = NAME_BEARING_METHODS[method];
+  const field = NAME_BEARING_METHODS.get(method);
   if (field === undefined) return { call: { method }, id: id as ClientMessage['id'] };
   const params = m.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[field] : undefined;

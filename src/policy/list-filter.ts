@@ -10,7 +10,7 @@ export type ListRequests = ReadonlyMap<string | number, string>;
 
 /** Removes from `result[items]` the entries this principal may not use; returns how many were removed. */
 export function filterListResult(policy: Policy, principal: PolicyPrincipal, listMethod: string, result: unknown): number {
-  const shape = LIST_METHODS[listMethod];
+  const shape = LIST_METHODS.get(listMethod);
   if (shape === undefined || typeof result !== 'object' || result === null) return 0;
   const entries = (result as Record<string, unknown>)[shape.items];
   if (!Array.isArray(entries)) return 0;

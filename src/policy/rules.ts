@@ -31,30 +31,34 @@ export interface Decision {
   rule: string;
 }
 
-/** Methods that name a target in their params: the tool or prompt `name`, or the resource `uri`. */
-export const NAME_BEARING_METHODS: Readonly<Record<string, 'name' | 'uri'>> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-  'resources/subscribe': 'uri',
-  'resources/unsubscribe': 'uri',
-};
+/**
+ * Methods that name a target in their params: the tool or prompt `name`, or the resource `uri`. The
+ * method tables are Maps: a client's method is looked up in them, and an object's prototype would
+ * answer for `__proto__`, `constructor` or `toString`.
+ */
+export const NAME_BEARING_METHODS: ReadonlyMap<string, 'name' | 'uri'> = new Map([
+  ['tools/call', 'name'],
+  ['prompts/get', 'name'],
+  ['resources/read', 'uri'],
+  ['resources/subscribe', 'uri'],
+  ['resources/unsubscribe', 'uri'],
+]);
 
 /**
  * Never decided by rules: the handshake, liveness and notifications carry no authority of their own,
  * and list methods are answered with the entries this principal may use (see filterListResult).
  */
 export function isAlwaysAllowed(method: string): boolean {
-  return method === 'initialize' || method === 'ping' || method.startsWith('notifications/') || method in LIST_METHODS;
+  return method === 'initialize' || method === 'ping' || method.startsWith('notifications/') || LIST_METHODS.has(method);
 }
 
 /** List methods, the result array each answers with, the call an entry stands for and the field naming it. */
-export const LIST_METHODS: Readonly<Record<string, { items: string; method: string; field: string }>> = {
-  'tools/list': { items: 'tools', method: 'tools/call', field: 'name' },
-  'prompts/list': { items: 'prompts', method: 'prompts/get', field: 'name' },
-  'resources/list': { items: 'resources', method: 'resources/read', field: 'uri' },
-  'resources/templates/list': { items: 'resourceTemplates', method: 'resources/read', field: 'uriTemplate' },
-};
+export const LIST_METHODS: ReadonlyMap<string, { items: string; method: string; field: string }> = new Map([
+  ['tools/list', { items: 'tools', method: 'tools/call', field: 'name' }],
+  ['prompts/list', { items: 'prompts', method: 'prompts/get', field: 'name' }],
+  ['resources/list', { items: 'resources', method: 'resources/read', field: 'uri' }],
+  ['resources/templates/list', { items: 'resourceTemplates', method: 'resources/read', field: 'uriTemplate' }],
+]);
 
 const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
 const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests']);
@@ -236,8 +240,8 @@ function impossibleRequests(rule: CompiledRule, where: string, problems: string[
     problems.push(`${where} can never match: initialize, ping, notifications/* and list methods are always allowed (lists are filtered by the tools/call, prompts/get and resources/read rules)`);
     return;
   }
-  if (rule.names && !Object.keys(NAME_BEARING_METHODS).some((m) => methods.test(m))) {
-    problems.push(`${where} can never match: requests.names applies to ${Object.keys(NAME_BEARING_METHODS).join(', ')}, and requests.methods names none of them`);
+  if (rule.names && ![...NAME_BEARING_METHODS.keys()].some((m) => methods.test(m))) {
+    problems.push(`${where} can never match: requests.names applies to ${[...NAME_BEARING_METHODS.keys()].join(', ')}, and requests.methods names none of them`);
   }
 }
 
@@ -275,7 +279,7 @@ function principalMatches(rule: CompiledRule, p: PolicyPrincipal, scopes: readon
 function requestMatches(rule: CompiledRule, r: PolicyRequest): boolean {
   if (rule.methods && !rule.methods.test(r.method)) return false;
   if (rule.names) {
-    if (!(r.method in NAME_BEARING_METHODS) || r.name === undefined) return false;
+    if (!NAME_BEARING_METHODS.has(r.method) || r.name === undefined) return false;
     if (!rule.names.test(r.name)) return false;
   }
   return true;

@@ -2,7 +2,8 @@
 // decisions, globs, step-up scopes, JSON-RPC reading within bounds, and list filtering (JSON and SSE).
 
 import { describe, expect, it } from 'vitest';
-import { checkMirrorHeaders, parseClientMessages } from '../../src/policy/jsonrpc.ts';
+import { enforcePolicy } from '../../src/policy/enforce.ts';
+import { checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClientMessages } from '../../src/policy/jsonrpc.ts';
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
 import { ConfigError, buildConfig } from '../../src/config.ts';
 import { generateToken } from '../../src/credentials.ts';
@@ -50,6 +51,15 @@ describe('policy: decisions', () => {
     ['with the scope, write is allowed', { ...alice, scope: 'mcp:read mcp:write' }, { method: 'tools/call', name: 'write_file' }, 'allow', 'writers'],
   ] as const)('%s', (_label, principal, request, effect, rule) => {
     expect(decide(policy, principal, request)).toEqual({ effect, rule });
+  });
+
+  it.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf'])('a method named like a prototype member (%s) is decided by the rules, never always allowed', (method) => {
+    // The key a plain-object method table's prototype would have made the call's "name" field.
+    const key = String(({} as Record<string, unknown>)[method]);
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { [key]: 'x' } }));
+    const outcome = enforcePolicy(policy, alice, body, { method: undefined, name: undefined }, DEFAULT_JSONRPC_LIMITS);
+    expect(outcome).toMatchObject({ denied: true, rule: 'default', call: { method } });
+    expect(explainCall(policy, alice, { method })).toMatchObject({ effect: 'deny', decidedBy: 'default' });
   });
 
   it('the default decides when nothing matches, both ways', () => {
