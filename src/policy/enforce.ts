@@ -24,6 +24,8 @@ export interface PolicyDenial {
 
 export interface PolicyAllowance {
   readonly denied: false;
+  /** What to forward: the decided messages re-serialised (see parseClientMessages). */
+  readonly body: Buffer;
   /** List requests in the body by id (their answers are filtered), or undefined when there is none. */
   readonly lists: ListRequests | undefined;
 }
@@ -35,7 +37,7 @@ export function enforcePolicy(
   mirror: { method: string | undefined; name: string | undefined },
   limits: JsonRpcLimits,
 ): PolicyAllowance | PolicyDenial {
-  const { messages, batch } = parseClientMessages(body, limits);
+  const { messages, batch, canonical } = parseClientMessages(body, limits);
   checkMirrorHeaders(mirror.method, mirror.name, messages);
   let lists: Map<string | number, string> | undefined;
   for (const message of messages) {
@@ -50,7 +52,7 @@ export function enforcePolicy(
       return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody(messages, batch, call) };
     }
   }
-  return { denied: false, lists };
+  return { denied: false, body: canonical, lists };
 }
 
 /** Each request of the body gets the same error; the message names the method and target the client sent. */
@@ -67,9 +69,9 @@ function denialBody(messages: readonly ClientMessage[], batch: boolean, denied: 
  * The decision for one call known from its headers alone (forward-auth): the same rules, the same
  * step-up scope; the denial body answers id null, the request's id being unseen.
  */
-export function enforceCall(policy: Policy, principal: PolicyPrincipal, call: PolicyRequest): PolicyAllowance | PolicyDenial {
-  if (isAlwaysAllowed(call.method)) return { denied: false, lists: undefined };
+export function enforceCall(policy: Policy, principal: PolicyPrincipal, call: PolicyRequest): { readonly denied: false } | PolicyDenial {
+  if (isAlwaysAllowed(call.method)) return { denied: false };
   const decision = decide(policy, principal, call);
-  if (decision.effect === 'allow') return { denied: false, lists: undefined };
+  if (decision.effect === 'allow') return { denied: false };
   return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody([], false, call) };
 }

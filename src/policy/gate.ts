@@ -12,7 +12,7 @@ import type { Metrics } from '../metrics.ts';
 import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
 import { enforceCall, enforcePolicy, type PolicyDenial } from './enforce.ts';
-import type { JsonRpcLimits } from './jsonrpc.ts';
+import { checkBodyHeaders, type JsonRpcLimits } from './jsonrpc.ts';
 import { filterMessages, SseListRewriter, type ListRequests } from './list-filter.ts';
 import { callFromHeaders } from './mirror-headers.ts';
 import type { Policy, PolicyPrincipal } from './rules.ts';
@@ -45,12 +45,14 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   return {
     policy,
     async check(req, principal) {
+      checkBodyHeaders(req.headers['content-type'], req.headers['content-encoding']);
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
       if (outcome.denied) refuse(outcome, principal);
       const lists = outcome.lists;
-      return lists === undefined ? { body } : { body, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
+      const decided = outcome.body;
+      return lists === undefined ? { body: decided } : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
     },
     checkHeaders(req, principal) {
       const outcome = enforceCall(policy, principal, callFromHeaders(req));

@@ -2,7 +2,17 @@
 // (size is bounded by the caller, nesting depth and batch length here). Anything that is not well-formed
 // JSON-RPC is refused as a whole with a clear 400 before it reaches the upstream: a decision made on a
 // message the upstream would read differently is no decision.
+//
+// So the body is read the one way every JSON parser agrees on, and what parsers disagree on is refused:
+// a charset other than UTF-8 or a Content-Encoding (express's body parser decodes the declared charset,
+// UTF-7 included), bytes that are not UTF-8 (Go substitutes U+FFFD, others refuse), lone surrogates
+// (escaped `\ud800` too: Python keeps them, Go substitutes), a key twice in one object (first or last
+// wins depending on the parser), two keys of one object equal under case folding and, on a message,
+// a near spelling of a JSON-RPC member (Go's encoding/json matches struct fields case-insensitively,
+// last wins), integers beyond 2^53 and non-finite numbers (read exactly by some, rounded by others).
+// What is forwarded is the parsed value re-serialised: the bytes that were decided, in one form.
 
+import { isUtf8 } from 'node:buffer';
 import { HttpError } from '../errors.ts';
 import { NAME_BEARING_METHODS, type PolicyRequest } from './rules.ts';
 
@@ -22,15 +32,47 @@ export interface ClientMessage {
   id: string | number | null | undefined;
 }
 
+/** The messages of a body, and the body to forward: the parsed JSON re-serialised (UTF-8). */
+export interface ClientBody {
+  messages: ClientMessage[];
+  batch: boolean;
+  canonical: Buffer;
+}
+
+/**
+ * Refuses what would make the body read differently upstream before it is read: a `Content-Type`
+ * other than `application/json` with at most `charset=utf-8`, or any `Content-Encoding` but identity.
+ * The forwarder then sends the canonical body as `application/json` without a coding.
+ */
+export function checkBodyHeaders(contentType: string | string[] | undefined, contentEncoding: string | string[] | undefined): void {
+  if (contentEncoding !== undefined && (typeof contentEncoding !== 'string' || contentEncoding.trim().toLowerCase() !== 'identity')) {
+    throw new HttpError('invalid_request', 'a POST /mcp body is decided by policy only without a Content-Encoding');
+  }
+  if (typeof contentType !== 'string') throw new HttpError('invalid_request', 'a POST /mcp body must be sent as Content-Type: application/json');
+  // Split on every ';', quoted or not: a parameter hidden in a quoted string is seen here too (and refused).
+  const [type, ...parameters] = contentType.split(';');
+  if (type!.trim().toLowerCase() !== 'application/json') throw new HttpError('invalid_request', 'a POST /mcp body must be sent as Content-Type: application/json');
+  for (const parameter of parameters) {
+    const eq = parameter.indexOf('=');
+    const name = (eq === -1 ? parameter : parameter.slice(0, eq)).trim().toLowerCase();
+    if (name !== 'charset') continue;
+    const value = parameter.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    if (eq === -1 || value !== 'utf-8') throw new HttpError('invalid_request', 'a POST /mcp body must be UTF-8: a charset other than utf-8 is refused');
+  }
+}
+
 /** Parses `body` (UTF-8 JSON) into the messages it holds; throws a 400 HttpError on anything else. */
-export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAULT_JSONRPC_LIMITS): { messages: ClientMessage[]; batch: boolean } {
-  checkDepth(body, limits.maxDepth);
+export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAULT_JSONRPC_LIMITS): ClientBody {
+  if (!isUtf8(body)) throw new HttpError('invalid_request', 'the body is not valid UTF-8');
+  const members = scan(body, limits.maxDepth);
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
     throw new HttpError('invalid_request', 'the body is not JSON');
   }
+  // JSON.parse keeps the last of two equal keys: fewer members than the text holds means a repeated key.
+  if (checkValue(parsed) !== members) throw new HttpError('invalid_request', 'a JSON object holds the same key twice');
   const batch = Array.isArray(parsed);
   const items = batch ? (parsed as unknown[]) : [parsed];
   if (items.length === 0) throw new HttpError('invalid_request', 'an empty JSON-RPC batch');
@@ -44,12 +86,63 @@ export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAUL
     }
     return message;
   });
-  return { messages, batch };
+  return { messages, batch, canonical: Buffer.from(JSON.stringify(parsed)) };
 }
+
+/** The string every parser that folds case would read `key` as (Unicode upper then lower: `ſ` is `s`, `K` is `k`). */
+function fold(key: string): string {
+  return key.toUpperCase().toLowerCase();
+}
+
+/**
+ * Walks a parsed value: refuses lone surrogates, two keys of one object equal under case folding and
+ * numbers that parsers read differently; returns how many object members it holds.
+ */
+function checkValue(value: unknown): number {
+  if (typeof value === 'string') {
+    if (!isWellFormed(value)) throw new HttpError('invalid_request', 'a JSON string holds a lone surrogate (not Unicode text)');
+    return 0;
+  }
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || (Number.isInteger(value) && !Number.isSafeInteger(value))) {
+      throw new HttpError('invalid_request', 'a JSON number beyond 2^53 is read differently by different parsers');
+    }
+    return 0;
+  }
+  if (typeof value !== 'object' || value === null) return 0;
+  let members = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) members += checkValue(item);
+    return members;
+  }
+  const keys = Object.keys(value);
+  const folded = keys.length > 1 ? new Set<string>() : undefined;
+  for (const key of keys) {
+    if (!isWellFormed(key)) throw new HttpError('invalid_request', 'a JSON key holds a lone surrogate (not Unicode text)');
+    if (folded !== undefined) {
+      const f = fold(key);
+      if (folded.has(f)) throw new HttpError('invalid_request', 'two keys of a JSON object differ only in case (parsers that match keys case-insensitively read them as one)');
+      folded.add(f);
+    }
+    members += 1 + checkValue((value as Record<string, unknown>)[key]);
+  }
+  return members;
+}
+
+function isWellFormed(text: string): boolean {
+  return (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
+
+/** The members of a JSON-RPC message: a key spelt like one of these, but not exactly, is refused. */
+const MESSAGE_MEMBERS = new Map(['jsonrpc', 'id', 'method', 'params', 'result', 'error'].map((m) => [fold(m), m]));
 
 function readMessage(item: unknown): ClientMessage {
   if (typeof item !== 'object' || item === null || Array.isArray(item)) throw new HttpError('invalid_request', 'a JSON-RPC message must be an object');
   const m = item as Record<string, unknown>;
+  for (const key of Object.keys(m)) {
+    const member = MESSAGE_MEMBERS.get(fold(key));
+    if (member !== undefined && member !== key) throw new HttpError('invalid_request', `a JSON-RPC message member spelt other than "${member}"`);
+  }
   if (m.jsonrpc !== '2.0') throw new HttpError('invalid_request', 'not JSON-RPC 2.0 (jsonrpc must be "2.0")');
   const id = m.id;
   if (id !== undefined && id !== null && typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id))) {
@@ -69,9 +162,13 @@ function readMessage(item: unknown): ClientMessage {
   return { call: { method, name }, id: id as ClientMessage['id'] };
 }
 
-/** Scans the JSON text for nesting deeper than `max`, skipping strings; cheap, and before any parse. */
-function checkDepth(body: Buffer, max: number): void {
+/**
+ * Scans the JSON text for nesting deeper than `max`, skipping strings; cheap, and before any parse.
+ * Returns how many object members the text holds (one ':' outside strings each, once it parses).
+ */
+function scan(body: Buffer, max: number): number {
   let depth = 0;
+  let members = 0;
   let inString = false;
   for (let i = 0; i < body.length; i++) {
     const c = body[i]!;
@@ -82,7 +179,9 @@ function checkDepth(body: Buffer, max: number): void {
     else if (c === 0x7b || c === 0x5b) {
       if (++depth > max) throw new HttpError('invalid_request', `JSON nested deeper than ${max} levels`);
     } else if (c === 0x7d || c === 0x5d) depth--;
+    else if (c === 0x3a) members++;
   }
+  return members;
 }
 
 /**

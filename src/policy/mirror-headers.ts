@@ -29,7 +29,7 @@ export function callFromHeaders(req: IncomingMessage): PolicyRequest {
   }
   const method = single(req, 'mcp-method');
   if (method === undefined || method === '' || !PRINTABLE.test(method)) throw undecidable('a POST needs the Mcp-Method header');
-  const field = NAME_BEARING_METHODS[method];
+  const field = NAME_BEARING_METHODS.get(method);
   const rawName = single(req, 'mcp-name');
   if (field === undefined) {
     if (rawName !== undefined) throw undecidable('Mcp-Name was sent for a method that names no target');

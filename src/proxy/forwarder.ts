@@ -39,7 +39,10 @@ export type BodyRewriter =
   | { kind: 'stream'; feed(chunk: Buffer): string; end(): string };
 
 export interface ForwardOptions {
-  /** The request body, already read (and decided on) by the listener; sent instead of streaming `req`. */
+  /**
+   * The request body, already read and decided on by the listener (canonical JSON): sent instead of
+   * streaming `req`, as `application/json` with its own length and no Content-Encoding.
+   */
   body?: Buffer;
   /** Chooses a rewriter by the upstream's Content-Type; responses it declines stream untouched. */
   rewriteResponse?: (contentType: string) => BodyRewriter | undefined;
@@ -79,7 +82,12 @@ function upstreamHeaders(req: IncomingMessage, options: ForwardOptions | undefin
     const value = headers[name];
     if (value !== undefined) out[name] = value;
   }
-  if (options?.body !== undefined) out['content-length'] = String(options.body.length);
+  if (options?.body !== undefined) {
+    // A decided body is sent as it was decided: canonical JSON, UTF-8, no coding, its own length.
+    out['content-length'] = String(options.body.length);
+    out['content-type'] = 'application/json';
+    delete out['content-encoding'];
+  }
   // A body that is to be rewritten must come uncompressed: the sidecar reads it.
   if (options?.rewriteResponse !== undefined) delete out['accept-encoding'];
   return out;

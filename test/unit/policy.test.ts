@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { enforcePolicy } from '../../src/policy/enforce.ts';
-import { checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClientMessages } from '../../src/policy/jsonrpc.ts';
+import { checkBodyHeaders, checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClientMessages } from '../../src/policy/jsonrpc.ts';
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
 import { ConfigError, buildConfig } from '../../src/config.ts';
 import { generateToken } from '../../src/credentials.ts';
@@ -133,6 +133,7 @@ describe('policy: JSON-RPC bodies', () => {
     expect(parse('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}')).toEqual({
       batch: false,
       messages: [{ call: { method: 'tools/call', name: 'search' }, id: 1 }],
+      canonical: Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}'),
     });
     const batch = parse('[{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":7,"result":{}}]');
     expect(batch.batch).toBe(true);
@@ -151,6 +152,21 @@ describe('policy: JSON-RPC bodies', () => {
     ['a duplicate id', '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]', /duplicate id/],
     ['too deep', `${'['.repeat(65)}${']'.repeat(65)}`, /nested deeper than 64/],
     ['a huge batch', JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }))), /at most 100 messages/],
+    // What parsers disagree on (each kind of upstream that reads it otherwise is in test/hostile/policy-parsers.test.ts).
+    ['a repeated key', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"delete_repo"}}', /same key twice/],
+    ['a repeated key spelt with an escape', '{"jsonrpc":"2.0","id":1,"method":"ping","m\\u0065thod":"tools/call"}', /same key twice/],
+    ['a repeated key deep in the arguments', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":[{"x":1,"x":2}]}}}', /same key twice/],
+    ['case-variant keys in params', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"delete_repo"}}', /differ only in case/],
+    ['case-variant method', '{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}', /differ only in case/],
+    ['case-variant keys deep in the arguments', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"path":"a","PATH":"b"}}}', /differ only in case/],
+    ['keys equal under Unicode case folding (long s)', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"s":1,"\u017f":2}}}', /differ only in case/],
+    ['keys equal under Unicode case folding (Kelvin sign)', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"k":1,"\u212a":2}}}', /differ only in case/],
+    ['a message member in another case, alone', '{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"delete_repo"},"result":{}}', /spelt other than "method"/],
+    ['an id in another case', '{"jsonrpc":"2.0","ID":5,"method":"tools/list"}', /spelt other than "id"/],
+    ['an escaped lone surrogate in a value', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo\\ud800"}}', /lone surrogate/],
+    ['an escaped lone low surrogate in a key', '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\\udc00":1}}', /lone surrogate/],
+    ['an integer beyond 2^53', '{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}', /beyond 2\^53/],
+    ['a number beyond a double', '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}}', /beyond 2\^53/],
   ])('%s is a 400', (_label, text, message) => {
     try {
       parse(text);
@@ -158,6 +174,36 @@ describe('policy: JSON-RPC bodies', () => {
     } catch (err) {
       expect(err).toMatchObject({ status: 400, code: 'invalid_request' });
       expect((err as Error).message).toMatch(message);
+    }
+  });
+
+  it.each([
+    ['invalid UTF-8', Buffer.from([...Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo'), 0xff, ...Buffer.from('"}}')])],
+    ['a UTF-8-encoded surrogate (CESU-8)', Buffer.from([...Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo'), 0xed, 0xa0, 0x80, ...Buffer.from('"}}')])],
+    ['UTF-16', Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping"}', 'utf16le')],
+  ])('%s is a 400', (_label, bytes) => {
+    expect(() => parseClientMessages(bytes)).toThrow(expect.objectContaining({ status: 400, message: expect.stringMatching(/not valid UTF-8|not JSON/) }));
+  });
+
+  it('the forwarded body is the parsed JSON re-serialised: escapes, whitespace and number spellings in one form', () => {
+    const text = ' {\n "jsonrpc" : "2.0", "id" : 1.0, "method":"tools/call", "params":{"n\\u0061me":"\\u0065cho","arguments":{"x":1e2,"s":"caf\\u00e9 \\ud83d\\ude00"}}}\n';
+    const { canonical, messages } = parse(text);
+    expect(messages[0]!.call).toEqual({ method: 'tools/call', name: 'echo' });
+    expect(canonical.toString('utf8')).toBe('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":100,"s":"café 😀"}}}');
+  });
+
+  it('Content-Type: application/json, with charset=utf-8 at most; no Content-Encoding', () => {
+    for (const ok of ['application/json', 'Application/JSON', 'application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; profile=x']) {
+      expect(() => checkBodyHeaders(ok, undefined), ok).not.toThrow();
+    }
+    expect(() => checkBodyHeaders('application/json', 'identity')).not.toThrow();
+    for (const bad of ['application/json; charset=utf-7', 'application/json; charset=utf-16le', 'application/json; charset=iso-8859-1', 'application/json; charset', 'application/json; charset=utf-8; charset=utf-7', 'application/json; x="a;charset=utf-7"', 'text/plain', 'application/jsonx']) {
+      expect(() => checkBodyHeaders(bad, undefined), bad).toThrow(expect.objectContaining({ status: 400 }));
+    }
+    expect(() => checkBodyHeaders(undefined, undefined)).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => checkBodyHeaders(['application/json', 'application/json'], undefined)).toThrow(expect.objectContaining({ status: 400 }));
+    for (const coding of ['gzip', 'deflate', 'br', 'identity, gzip']) {
+      expect(() => checkBodyHeaders('application/json', coding), coding).toThrow(/Content-Encoding/);
     }
   });
 

@@ -1,0 +1,168 @@
+// A policy decides what the upstream will execute only if the upstream cannot read the decided body
+// differently. Each attack here is a body the sidecar once read one way and a real upstream parser read
+// another way; each upstream records what it executes, and the test checks that the denied tool never
+// ran and a disguised tools/list never came back unfiltered:
+// - an upstream built the MCP TypeScript SDK's documented way, `createMcpExpressApp()` (express.json,
+//   whose body parser decodes the declared charset, UTF-7 included) with a stateless
+//   StreamableHTTPServerTransport, as in the SDK's README;
+// - a Go upstream (test/support/go-upstream/main.go, built here with Debian's golang-go): encoding/json
+//   into structs, which matches keys to fields case-insensitively (Unicode folding, last one wins).
+
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveOnLoopback } from '../support/fake-upstreams.ts';
+import { startGoUpstream, type GoUpstream } from '../support/go-upstream.ts';
+import { startStack, type Stack } from '../support/stack.ts';
+
+const POLICY = {
+  default: 'deny',
+  rules: [
+    { name: 'no-internal', effect: 'deny', requests: { methods: ['resources/*'], names: ['https://docs.example/internal/*'] } },
+    { name: 'echo', effect: 'allow', requests: { methods: ['tools/call'], names: ['echo'] } },
+    { name: 'public-docs', effect: 'allow', requests: { methods: ['resources/*'], names: ['https://docs.example/public/*'] } },
+  ],
+};
+
+const RESOURCES = ['https://docs.example/public/readme', 'https://docs.example/internal/secret'];
+
+/** The SDK's documented Express upstream (stateless, JSON answers); `executed` records each call it ran. */
+async function startSdkExpressUpstream() {
+  const executed: string[] = [];
+  const app = createMcpExpressApp();
+  app.post('/mcp', async (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => {
+    const server = new McpServer({ name: 'docs', version: '1.0.0' });
+    for (const name of ['echo', 'delete_repo']) {
+      server.registerTool(name, { description: name }, async () => {
+        executed.push(`tools/call ${name}`);
+        return { content: [{ type: 'text', text: `ran ${name}` }] };
+      });
+    }
+    for (const uri of RESOURCES) {
+      server.registerResource(uri, uri, {}, async (read) => {
+        executed.push(`resources/read ${read.href}`);
+        return { contents: [{ uri: read.href, text: `the text of ${read.href}` }] };
+      });
+    }
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  const served = await serveOnLoopback(createServer(app));
+  return { ...served, executed };
+}
+
+async function post(stack: Stack, token: string, body: string, contentType = 'application/json') {
+  const res = await fetch(stack.mcpUrl, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': contentType, accept: 'application/json, text/event-stream' },
+    body,
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+function toolNames(text: string): string[] {
+  return (JSON.parse(text) as { result: { tools: Array<{ name: string }> } }).result.tools.map((t) => t.name).sort();
+}
+
+describe('policy against the SDK upstream of createMcpExpressApp()', () => {
+  let upstream: Awaited<ReturnType<typeof startSdkExpressUpstream>>;
+  let stack: Stack;
+  let token: string;
+
+  beforeAll(async () => {
+    upstream = await startSdkExpressUpstream();
+    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
+    ({ token } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await stack?.close();
+    await upstream?.close();
+  });
+
+  it('the allowed tool runs and tools/list is filtered (charset=utf-8 is fine)', async () => {
+    const call = await post(stack, token, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}', 'application/json; charset=utf-8');
+    expect(call.status).toBe(200);
+    expect(call.text).toContain('ran echo');
+    const list = await post(stack, token, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    expect(toolNames(list.text)).toEqual(['echo']);
+    expect(upstream.executed).toEqual(['tools/call echo']);
+  });
+
+  // UTF-7 spells `","name":"delete_repo` inside what UTF-8 reads as one string: `+ACIALAAi-` is `","`,
+  // `+ACIAOgAi-` is `":"`. express decodes the declared charset; the second "name" wins in JSON.parse.
+  it('charset=utf-7: a call of echo that UTF-7 reads as delete_repo is refused; nothing runs', async () => {
+    upstream.executed.length = 0;
+    const res = await post(stack, token, '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{},"name":"echo","x":"+ACIALAAi-name+ACIAOgAi-delete_repo"}}', 'application/json; charset=utf-7');
+    expect(res.status).toBe(400);
+    expect(res.text).toMatch(/charset other than utf-8/);
+    expect(upstream.executed).toEqual([]);
+  });
+
+  // Here UTF-7 reads `{..."method":"ping","params":{"x":""},"method":"tools/list","params":{"x":""}}`.
+  it('charset=utf-7: a ping that UTF-7 reads as tools/list is refused, never answered unfiltered', async () => {
+    const disguised = '+ACIAfQ-,+ACI-method+ACI-:+ACI-tools/list+ACI-,+ACI-params+ACI-:+AHsAIg-x+ACI-:+ACI-';
+    const res = await post(stack, token, `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"${disguised}"}}`, 'application/json; charset=UTF-7');
+    expect(res.status).toBe(400);
+    expect(res.text).not.toContain('delete_repo');
+  });
+
+  it.each(['utf-16le', 'utf-16', '"utf-7"'])('charset=%s is refused', async (charset) => {
+    const res = await post(stack, token, '{"jsonrpc":"2.0","id":5,"method":"ping"}', `application/json; charset=${charset}`);
+    expect(res.status).toBe(400);
+  });
+});
+
+describe('policy against a Go upstream (encoding/json, case-insensitive keys)', () => {
+  let upstream: GoUpstream;
+  let stack: Stack;
+  let token: string;
+
+  beforeAll(async () => {
+    upstream = await startGoUpstream();
+    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
+    ({ token } = await stack.issueOAuthToken());
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.close();
+    await upstream?.close();
+  });
+
+  it('the allowed tool runs and tools/list is filtered', async () => {
+    const call = await post(stack, token, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}');
+    expect(call.status).toBe(200);
+    expect(call.text).toContain('ran echo');
+    const list = await post(stack, token, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    expect(toolNames(list.text)).toEqual(['echo']);
+    expect(upstream.executed()).toEqual(['tools/call echo']);
+  });
+
+  it.each([
+    ['"Name" beside "name"', '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","Name":"delete_repo"}}'],
+    ['"NAME" beside "name"', '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","NAME":"delete_repo"}}'],
+    ['"Method" beside a ping', '{"jsonrpc":"2.0","id":3,"method":"ping","Method":"tools/call","params":{"name":"delete_repo"}}'],
+    ['"Method" in a message JavaScript reads as a response', '{"jsonrpc":"2.0","id":3,"Method":"tools/call","params":{"name":"delete_repo"},"result":{}}'],
+    ['"paramſ" (long s folds to s) after the params', '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"},"param\\u017f":{"name":"delete_repo"}}'],
+  ])('%s: refused, and delete_repo never runs', async (_label, body) => {
+    const before = upstream.executed().length;
+    const res = await post(stack, token, body);
+    expect(res.status).toBe(400);
+    expect(res.text).not.toContain('ran delete_repo');
+    expect(upstream.executed().slice(before)).toEqual([]);
+  });
+
+  it.each([
+    ['"Method":"tools/list" beside a ping', '{"jsonrpc":"2.0","id":4,"method":"ping","Method":"tools/list"}'],
+    ['"ID" on a tools/list JavaScript reads as a notification', '{"jsonrpc":"2.0","method":"tools/list","ID":5}'],
+  ])('%s: refused, never answered unfiltered', async (_label, body) => {
+    const res = await post(stack, token, body);
+    expect(res.status).toBe(400);
+    expect(res.text).not.toContain('delete_repo');
+  });
+});
