@@ -6,7 +6,7 @@
 
 import { checkMirrorHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from './jsonrpc.ts';
 import type { ListRequests } from './list-filter.ts';
-import { decide, isAlwaysAllowed, LIST_METHODS, stepUpScope, type Policy, type PolicyPrincipal, type PolicyRequest } from './rules.ts';
+import { decideCall, isAlwaysAllowed, LIST_METHODS, stepUpScope, type Policy, type PolicyPrincipal, type PolicyRequest } from './rules.ts';
 
 /** JSON-RPC error code of a call refused by policy (server-defined range, as MCP servers use for auth). */
 export const POLICY_DENIED_CODE = -32003;
@@ -47,7 +47,7 @@ export function enforcePolicy(
       (lists ??= new Map()).set(message.id, call.method);
     }
     if (isAlwaysAllowed(call.method)) continue;
-    const decision = decide(policy, principal, call);
+    const decision = decideCall(policy, principal, call);
     if (decision.effect === 'deny') {
       return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody(messages, batch, call) };
     }

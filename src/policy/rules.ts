@@ -302,6 +302,63 @@ export function decide(policy: Policy, p: PolicyPrincipal, r: PolicyRequest): De
 }
 
 /**
+ * A client's call, decided on every reading of its target an upstream may act on (see readingsOf): the
+ * first reading that is denied decides; when all are allowed, the target as sent does.
+ */
+export function decideCall(policy: Policy, p: PolicyPrincipal, r: PolicyRequest): Decision {
+  return decideReadings(policy, p, scopesOf(p), r);
+}
+
+function decideReadings(policy: Policy, p: PolicyPrincipal, scopes: readonly string[], r: PolicyRequest): Decision {
+  const asSent = decideWith(policy, p, scopes, r);
+  if (asSent.effect === 'deny' || r.name === undefined) return asSent;
+  for (const name of readingsOf(r).slice(1)) {
+    const d = decideWith(policy, p, scopes, { method: r.method, name });
+    if (d.effect === 'deny') return d;
+  }
+  return asSent;
+}
+
+/**
+ * The target of a call as sent, then the other forms an upstream may read it as. A resource URI: its
+ * WHATWG URL serialisation (what the TypeScript SDK looks resources up by: `..` and `%2e%2e` segments
+ * resolved in any case, `\` read as `/` in http(s) URLs, scheme and host lower-cased), and the same after
+ * decoding percent-encoded unreserved characters (RFC 3986 §6.2.2.2, as servers that unescape a path
+ * read it). A tool or prompt name: its NFKC form without surrounding white space. A plain ASCII name has
+ * no other form.
+ */
+export function readingsOf(r: PolicyRequest): string[] {
+  const name = r.name;
+  if (name === undefined) return [];
+  const readings = [name];
+  const add = (v: string | undefined) => {
+    if (v !== undefined && !readings.includes(v)) readings.push(v);
+  };
+  if (NAME_BEARING_METHODS.get(r.method) === 'uri') {
+    add(urlForm(name));
+    const unescaped = name.replace(/%[0-9A-Fa-f]{2}/g, (escape) => {
+      const c = String.fromCharCode(parseInt(escape.slice(1), 16));
+      return /[A-Za-z0-9._~-]/.test(c) ? c : escape;
+    });
+    if (unescaped !== name) {
+      add(unescaped);
+      add(urlForm(unescaped));
+    }
+  } else if (!/^[\x21-\x7e]*$/.test(name)) {
+    add(name.normalize('NFKC').trim());
+  }
+  return readings;
+}
+
+function urlForm(uri: string): string | undefined {
+  try {
+    return new URL(uri).href;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * For a denied call: a scope that, added to what the principal holds, would make the policy allow it
  * (the `scope` of an `insufficient_scope` challenge, so the client can ask the user for it), or undefined
  * when no scope would help. Checked by deciding again, so the answer is never a scope that still fails.
@@ -313,7 +370,7 @@ export function stepUpScope(policy: Policy, p: PolicyPrincipal, r: PolicyRequest
     for (const candidate of rule.scopes) {
       if (held.includes(candidate)) continue;
       const widened = [...held, candidate];
-      if (decideWith(policy, p, widened, r).effect === 'allow') return [...widened].join(' ');
+      if (decideReadings(policy, p, widened, r).effect === 'allow') return [...widened].join(' ');
     }
   }
   return undefined;
@@ -354,7 +411,7 @@ export function explainCall(policy: Policy | undefined, p: PolicyPrincipal, r: P
   if (isAlwaysAllowed(r.method)) {
     return { effect: 'allow', decidedBy: 'always allowed', reason: `${r.method} is never decided by rules (handshake, liveness, notifications; list answers are filtered)`, principal };
   }
-  const d = decide(policy, p, r);
+  const d = decideCall(policy, p, r);
   const scope = d.effect === 'deny' ? stepUpScope(policy, p, r) : undefined;
   const reason = d.rule === 'default' ? `no rule matches; the policy's default is ${d.effect}` : `rule "${d.rule}" is the first that matches this principal and call`;
   return { effect: d.effect, decidedBy: d.rule === 'default' ? 'default' : 'rule', ...(d.rule === 'default' ? {} : { rule: d.rule }), reason, ...(scope ? { scope } : {}), principal };

@@ -113,6 +113,29 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
     expect(res.text).not.toContain('delete_repo');
   });
 
+  // McpServer reads a resource by `new URL(uri).toString()`: dot segments, `%2e%2e` in any case and `\`
+  // are resolved before it looks the resource up.
+  it('resources/read: the public resource is read; every spelling that resolves to the internal one is refused', async () => {
+    upstream.executed.length = 0;
+    const read = (id: number, uri: string) => post(stack, token, JSON.stringify({ jsonrpc: '2.0', id, method: 'resources/read', params: { uri } }));
+    const ok = await read(10, 'https://docs.example/public/readme');
+    expect(ok.status).toBe(200);
+    expect(ok.text).toContain('the text of https://docs.example/public/readme');
+    const disguised = [
+      'https://docs.example/public/../internal/secret',
+      'https://docs.example/public/%2e%2e/internal/secret',
+      'https://docs.example/public/%2E%2E/internal/secret',
+      'https://docs.example/public/.%2e/internal/secret',
+      'https://docs.example/public/..\\internal\\secret',
+    ];
+    for (const [i, uri] of disguised.entries()) {
+      const res = await read(11 + i, uri);
+      expect(res.status, uri).toBe(403);
+      expect(res.text, uri).not.toContain('the text of');
+    }
+    expect(upstream.executed).toEqual(['resources/read https://docs.example/public/readme']);
+  });
+
   it.each(['utf-16le', 'utf-16', '"utf-7"'])('charset=%s is refused', async (charset) => {
     const res = await post(stack, token, '{"jsonrpc":"2.0","id":5,"method":"ping"}', `application/json; charset=${charset}`);
     expect(res.status).toBe(400);

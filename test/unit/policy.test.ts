@@ -7,7 +7,7 @@ import { checkBodyHeaders, checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClie
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
 import { ConfigError, buildConfig } from '../../src/config.ts';
 import { generateToken } from '../../src/credentials.ts';
-import { compileGlobs, compilePolicy, decide, explainCall, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
+import { compileGlobs, compilePolicy, decide, decideCall, explainCall, readingsOf, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
 
 function compile(input: unknown): Policy {
   const problems: string[] = [];
@@ -60,6 +60,43 @@ describe('policy: decisions', () => {
     const outcome = enforcePolicy(policy, alice, body, { method: undefined, name: undefined }, DEFAULT_JSONRPC_LIMITS);
     expect(outcome).toMatchObject({ denied: true, rule: 'default', call: { method } });
     expect(explainCall(policy, alice, { method })).toMatchObject({ effect: 'deny', decidedBy: 'default' });
+  });
+
+  it('resource URIs are decided as sent and in the forms an upstream normalises them to', () => {
+    const docs = compile({
+      default: 'deny',
+      rules: [
+        { name: 'no-internal', effect: 'deny', requests: { methods: ['resources/read'], names: ['https://docs.example/internal/*'] } },
+        { name: 'public', effect: 'allow', requests: { methods: ['resources/read'], names: ['https://docs.example/public/*', 'ref://hello/*'] } },
+      ],
+    });
+    const read = (uri: string) => decideCall(docs, user, { method: 'resources/read', name: uri });
+    expect(read('https://docs.example/public/readme')).toEqual({ effect: 'allow', rule: 'public' });
+    expect(read('ref://hello/a%20b')).toEqual({ effect: 'allow', rule: 'public' });
+    for (const uri of [
+      'https://docs.example/public/../internal/secret',
+      'https://docs.example/public/%2e%2e/internal/secret',
+      'https://docs.example/public/%2E%2E/internal/secret',
+      'https://docs.example/public/.%2E/internal/secret',
+      'https://docs.example/public/..\\internal\\secret',
+      'HTTPS://DOCS.EXAMPLE/public/../internal/secret',
+      'https://docs.example/public/%2e%2e/%69nternal/secret',
+    ]) {
+      expect(read(uri).effect, uri).toBe('deny');
+      // The plain decision (list filtering of the upstream's own entries) reads the URI as written.
+      expect(decide(docs, user, { method: 'resources/read', name: uri }).rule, uri).not.toBe('no-internal');
+    }
+    expect(read('https://docs.example/public/%2E%2E/internal/secret')).toEqual({ effect: 'deny', rule: 'no-internal' });
+    expect(explainCall(docs, user, { method: 'resources/read', name: 'https://docs.example/public/../internal/secret' })).toMatchObject({ effect: 'deny', rule: 'no-internal' });
+  });
+
+  it('tool names are decided as sent and in their NFKC form without surrounding white space', () => {
+    const open = compile({ default: 'allow', rules: [{ name: 'no-deletes', effect: 'deny', requests: { methods: ['tools/call'], names: ['delete_*'] } }] });
+    for (const name of ['ｄｅｌｅｔｅ_repo', ' delete_repo', 'delete_repo\u00a0']) {
+      expect(decideCall(open, user, { method: 'tools/call', name }), name).toEqual({ effect: 'deny', rule: 'no-deletes' });
+    }
+    expect(readingsOf({ method: 'tools/call', name: 'search' })).toEqual(['search']);
+    expect(decideCall(policy, alice, { method: 'tools/call', name: 'search' })).toEqual({ effect: 'allow', rule: 'eng-search' });
   });
 
   it('the default decides when nothing matches, both ways', () => {
