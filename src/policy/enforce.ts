@@ -71,7 +71,7 @@ function denialBody(messages: readonly ClientMessage[], batch: boolean, denied: 
  */
 export function enforceCall(policy: Policy, principal: PolicyPrincipal, call: PolicyRequest): { readonly denied: false } | PolicyDenial {
   if (isAlwaysAllowed(call.method)) return { denied: false };
-  const decision = decide(policy, principal, call);
+  const decision = decideCall(policy, principal, call);
   if (decision.effect === 'allow') return { denied: false };
   return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody([], false, call) };
 }
