@@ -4,15 +4,7 @@
 // The sources are TypeScript that Node (22.18 and later) runs as they are, its types stripped: no
 // build step, no loader. Below that version only a development checkout can run them, through tsx.
 
-if (!process.features.typescript) {
-  try {
-    const { register } = await import('tsx/esm/api');
-    register();
-  } catch {
-    process.stderr.write(`mcp-bearer-proxy needs Node.js 22.18 or later (this is ${process.version})\n`);
-    process.exit(1);
-  }
-}
+await import('./typescript.js');
 
 const command = process.argv[2];
 if (command === 'admin' || command === 'token' || command === 'help' || command === '--help' || command === '-h') {
