@@ -21,8 +21,9 @@ const config = buildConfig(
     redis: { url: env.BENCH_REDIS_URL, ...(env.BENCH_LOOKUP_CACHE ? { lookupCache: env.BENCH_LOOKUP_CACHE } : {}) },
     // BENCH_ASSERTION=1: a signed caller assertion on every forwarded request (the sidecar-assertion target).
     upstream: { url: env.BENCH_UPSTREAM_URL, ...(env.BENCH_ASSERTION === '1' ? { assertion: true } : {}) },
-    // BENCH_FORWARD_AUTH=1: /authz on, for nginx auth_request (the forward-auth targets).
-    proxy: { host: '127.0.0.1', port: 0, workers: Number(env.BENCH_WORKERS ?? 1), shutdownGraceMs: 1000, forwardAuth: env.BENCH_FORWARD_AUTH === '1' },
+    // BENCH_FORWARD_AUTH=1: /authz on, for nginx auth_request (the forward-auth targets). Set only when
+    // asked, so that a baseline from before the key existed still starts.
+    proxy: { host: '127.0.0.1', port: 0, workers: Number(env.BENCH_WORKERS ?? 1), shutdownGraceMs: 1000, ...(env.BENCH_FORWARD_AUTH === '1' ? { forwardAuth: true } : {}) },
     admin: { host: '127.0.0.1', port: 0 },
     // The rejected-token scenario sends a stream of bad tokens from one address on purpose: with the
     // limiter on, it would measure 429s after the first 120.
