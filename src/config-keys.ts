@@ -324,13 +324,13 @@ export const CONFIG_KEYS = {
       min: 0,
       max: 1_000_000,
       description:
-        'Failed authentications per client address per minute (bad tokens on `/mcp` and `/health`, failed client authentications and bad grants on `/token`, `/revoke`, `/introspect`), across replicas; then 429 for that address (`0`: off).',
+        'Failed authentications per client address per minute (bad tokens on `/mcp`, `/health` and `/authz`, failed client authentications and bad grants on `/token`, `/revoke`, `/introspect`), across replicas; then further failures from that address get 429, valid credentials are still served (`0`: off).',
     }),
     tokenRequestsPerMinute: integer({
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`POST /token` requests per `client_id` and client address per minute, across replicas (`0`: off).',
+      description: '`POST /token` requests per authenticated client and client address per minute, across replicas; a failed client authentication is not counted here (`0`: off).',
     }),
     revocationRequestsPerMinute: integer({
       default: 60,
@@ -348,7 +348,7 @@ export const CONFIG_KEYS = {
       default: 20,
       min: 0,
       max: 1_000_000,
-      description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then 429 for that address (`0`: off).',
+      description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then further wrong tokens from that address get 429, the right one is still served (`0`: off).',
     }),
   },
   audit: {

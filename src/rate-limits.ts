@@ -5,10 +5,13 @@
 //    (token requests, registrations, revocations, introspections).
 //  - FailedAuthLimiter: counts only failures, and remembers in this process which addresses are over
 //    the limit, so checking a request costs one Map lookup and no store round trip (the proxy's hot
-//    path; the admin listener's failed master-token attempts use one too).
+//    path; the admin listener's failed master-token attempts use one too). It limits what failures
+//    cost, never the holder of a valid credential: a request is authenticated first, and only when it
+//    fails does the limiter decide between the usual answer (challenge, log, audit, counted) and a
+//    bare 429 (`failed`). Someone else's failures from a shared address never refuse a valid token.
 
 import type { Clock } from './clock.ts';
-import { tooManyRequests } from './errors.ts';
+import { tooManyRequests, type HttpError } from './errors.ts';
 import { describe, type Logger } from './logger.ts';
 import type { CounterStorage } from './store/types.ts';
 
@@ -52,6 +55,20 @@ export class WindowLimit {
   }
 }
 
+const FAILURE_REFUSALS = new WeakSet<object>();
+
+/** The 429 that answers a failed authentication from an address over the limit. */
+export function failureRefusal(retryAfter: number): HttpError {
+  const err = tooManyRequests(retryAfter, 'too many failed authentications from this address');
+  FAILURE_REFUSALS.add(err);
+  return err;
+}
+
+/** Whether `err` is such a 429: answered as it is, without the audit event a failure otherwise gets. */
+export function isFailureRefusal(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && FAILURE_REFUSALS.has(err);
+}
+
 export class FailedAuthLimiter {
   /** Addresses over the limit, with the epoch ms at which their window ends. */
   readonly #blocked = new Map<string, number>();
@@ -80,10 +97,15 @@ export class FailedAuthLimiter {
     return 0;
   }
 
-  /** Throws 429 when `address` is refused for now. */
-  check(address: string): void {
+  /**
+   * A failed authentication from `address`, answered by the caller after this resolves: while the
+   * address is over the limit, throws the bare 429 that answers it instead (not counted again, not
+   * audited: see `isFailureRefusal`); otherwise counts it and resolves, and the caller answers as usual.
+   */
+  async failed(address: string): Promise<void> {
     const retryAfter = this.retryAfter(address);
-    if (retryAfter > 0) throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
+    if (retryAfter > 0) throw failureRefusal(retryAfter);
+    await this.recordFailure(address);
   }
 
   /**

@@ -16,7 +16,7 @@ import { serve } from '../http.ts';
 import { adminOperations, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
 import { normalizeAddress } from '../net-address.ts';
-import type { FailedAuthLimiter } from '../rate-limits.ts';
+import { isFailureRefusal, type FailedAuthLimiter } from '../rate-limits.ts';
 import { parseJsonObject, readBody } from '../body.ts';
 
 export interface AdminDeps extends AdminOverrides {
@@ -64,11 +64,10 @@ export function createAdminServer(deps: AdminDeps): Server {
     // The peer itself: the admin listener sits behind no proxy whose forwarding headers it could trust.
     const address = normalizeAddress(req.socket.remoteAddress);
     try {
-      // An address past the limit gets 429 even with the right token: otherwise guessing would go on.
-      deps.failures?.check(address);
       body = parseJsonObject(await readBody(req, deps.maxBodyBytes));
+      // The right token is always served; a wrong one from an address past the limit gets a bare 429.
       if (!isMaster(req, body)) {
-        await deps.failures?.recordFailure(address);
+        await deps.failures?.failed(address);
         throw UNAUTHORIZED;
       }
       who = 'master';
@@ -80,6 +79,8 @@ export function createAdminServer(deps: AdminDeps): Server {
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);
     } catch (err) {
+      // A failure refused past the limit costs no audit line: a scanner's flood stays out of the log.
+      if (isFailureRefusal(err)) throw err;
       const answer = httpErrorFor(err);
       // An unauthenticated caller's operation name and body are not echoed into the trail.
       const target = who === 'master' ? auditTarget(body) : {};

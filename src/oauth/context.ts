@@ -14,7 +14,7 @@ import type { FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
 import type { CimdResolver } from './cimd.ts';
-import type { PresentedClient } from './client-auth.ts';
+import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ProfileStorage & CounterStorage;
@@ -43,8 +43,9 @@ export interface OAuthContext {
 /**
  * Counts a request that named a token not the caller's to act on (unknown, inactive, another
  * client's) as a failed authentication of its address. The answer does not say so, but /revoke and
- * /introspect cannot be used to guess tokens past the limit /mcp enforces. Handlers await it before
- * answering, so the caller's next request already meets the count.
+ * /introspect cannot be used to guess tokens past the limit /mcp enforces: from an address over it,
+ * it throws the bare 429 that answers such a request instead. Handlers await it before answering,
+ * so the caller's next request already meets the count.
  */
 export type CountMiss = () => Promise<void>;
 
@@ -56,6 +57,8 @@ export interface FormRequest {
   /** The client credentials it presents, read once (authenticated by the handler that needs them). */
   readonly presented: PresentedClient;
   readonly countMiss: CountMiss;
+  /** /token: counts the request towards the per-client limit once its client authenticated (null: none named). */
+  readonly countClient?: (client: AuthenticatedClient | null) => Promise<void>;
 }
 
 /** The resource every token of this sidecar is for (RFC 8707 / RFC 9728 `resource`). */

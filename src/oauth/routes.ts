@@ -8,8 +8,8 @@ import { HttpError, httpErrorFor, writeJson } from '../errors.ts';
 import type { AuditInput } from '../audit.ts';
 import type { Route } from '../http.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
-import { WindowLimit } from '../rate-limits.ts';
-import { presentedClient } from './client-auth.ts';
+import { isFailureRefusal, WindowLimit } from '../rate-limits.ts';
+import { presentedClient, type AuthenticatedClient } from './client-auth.ts';
 import type { FormRequest, OAuthContext } from './context.ts';
 import { refusalEventOf, type Issued } from './grants/grant.ts';
 import { GRANTS, grantNamed } from './grants/index.ts';
@@ -39,21 +39,24 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   };
   const addresses = clientAddresses(config.proxy.trustedProxies);
 
-  /** Runs an endpoint that authenticates its caller: refused while the address is over the failure limit, failures counted. */
+  /**
+   * Runs an endpoint that authenticates its caller. A valid credential is always served; a failed
+   * authentication is counted, and from an address over the limit answered with a bare 429 instead.
+   */
   async function counted<T>(address: string, work: () => Promise<T>): Promise<T> {
-    authFailures?.check(address);
     try {
       return await work();
     } catch (err) {
-      if (err instanceof HttpError && FAILED_AUTHENTICATION.has(err.code)) await authFailures?.recordFailure(address);
+      if (err instanceof HttpError && FAILED_AUTHENTICATION.has(err.code)) await authFailures?.failed(address);
       throw err;
     }
   }
 
   /**
    * An endpoint taking a bounded form body. `limit` counts every request per address before the body
-   * is read (a refused address costs no parsing), or, for /token, per client and address once it is:
-   * whoever knows a client id cannot use up that client's requests elsewhere. `audit`: a refusal is
+   * is read (a refused address costs no parsing), or, for /token, per client and address once the
+   * client authenticated: whoever knows a client id cannot use up that client's requests elsewhere,
+   * nor, with wrong secrets, at its own address (failures count towards the failure limit only). `audit`: a refusal is
    * audited (successes are, by the handler).
    */
   function formEndpoint(handler: FormHandler, limit: WindowLimit, audit: boolean): Route['handler'] {
@@ -65,12 +68,11 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
         if (!perClient) await limit.take(address, `too many ${path.slice(1)} requests from this address`);
         return counted(address, async () => {
           const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
-          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.recordFailure(address) };
-          if (perClient) {
-            const clientId = request.presented.clientId;
-            const key = clientId === undefined ? `address:${address}` : `${clientId.slice(0, 200)}@${address}`;
+          const countClient = async (client: AuthenticatedClient | null): Promise<void> => {
+            const key = client === null ? `address:${address}` : `${client.client.clientId}@${address}`;
             await limit.take(key, 'too many token requests for this client from this address');
-          }
+          };
+          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), ...(perClient ? { countClient } : {}) };
           return handler(ctx, request);
         });
       };
@@ -144,6 +146,8 @@ async function audited(ctx: OAuthContext, res: ServerResponse, path: string, req
   try {
     issued = await work();
   } catch (err) {
+    // A failure refused past the per-address limit is answered without an audit line.
+    if (isFailureRefusal(err)) throw err;
     const own = refusalEventOf(err);
     if (own) {
       await ctx.audit.record(own.event, own.level);

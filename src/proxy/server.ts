@@ -11,13 +11,13 @@ import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, tooManyRequests, writeJson } from '../errors.ts';
+import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, writeJson } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
-import type { FailedAuthLimiter } from '../rate-limits.ts';
+import { failureRefusal, type FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import type { PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
@@ -152,11 +152,6 @@ export function createProxyServer(deps: ProxyDeps): Server {
       metrics.denied('missing');
       throw bearerTokenRequired(resourceMetadataUrl(deps.publicUrl()));
     }
-    const retryAfter = authFailures?.retryAfter(addresses.client(req)) ?? 0;
-    if (retryAfter > 0) {
-      metrics.denied('rate_limited');
-      throw tooManyRequests(retryAfter, 'too many failed authentications from this address');
-    }
     if (parsed.kind === 'malformed') return deny(req, 'malformed');
     // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
     const tokenHash = hashToken(parsed.token);
@@ -170,10 +165,21 @@ export function createProxyServer(deps: ProxyDeps): Server {
     return (req.principal = decision.principal);
   }
 
+  /**
+   * A token that fails. The limit is on failures, never on an address: a valid token is served
+   * whatever others behind the same address sent. From an address over the limit a failure gets a bare
+   * 429 (no challenge, not counted again); otherwise the 401 and a count, not waited for.
+   */
   function deny(req: ProxyRequest, reason: DenialReason): never {
-    metrics.denied(reason);
-    void authFailures?.recordFailure(addresses.client(req));
     req.denial = reason;
+    const address = addresses.client(req);
+    const retryAfter = authFailures?.retryAfter(address) ?? 0;
+    if (retryAfter > 0) {
+      metrics.denied('rate_limited');
+      throw failureRefusal(retryAfter);
+    }
+    metrics.denied(reason);
+    void authFailures?.recordFailure(address);
     throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
   }
 

@@ -1,5 +1,6 @@
 // Token guessing through /introspect and /revoke: both count towards the same per-address failure
-// limit as /mcp, an address refused on /mcp is refused there too, and /revoke is no existence oracle
+// limit as /mcp, an address whose failures are refused on /mcp has them refused there too (a valid
+// credential's own requests are still served), and /revoke is no existence oracle below the limit
 // (RFC 7009 §2.2): the answer depends on the caller's authentication, never on the token.
 
 import { randomBytes } from 'node:crypto';
@@ -41,14 +42,15 @@ describe('token guessing through /introspect and /revoke', () => {
     throw new Error(`not refused after ${bound} attempts`);
   }
 
-  it('an address refused on /mcp is refused on /introspect and /revoke too, even with good client credentials', async () => {
+  it('an address over the limit on /mcp has its misses on /introspect and /revoke refused too; its own tokens are answered', async () => {
     const from = '127.0.0.2';
     await untilRefused(() => mcp(from, guess()));
-    const introspected = await introspect(from, ownToken);
+    const introspected = await introspect(from, guess());
     expect(introspected.status).toBe(429);
     expect(Number(introspected.headers['retry-after'])).toBeGreaterThan(0);
     expect((await revoke(from, guess(), basicAuth(client.clientId, client.clientSecret))).status).toBe(429);
-    // Another address is unaffected.
+    // The client's question about its own token is no failure: answered from that address too.
+    expect((await introspect(from, ownToken)).json()).toMatchObject({ active: true });
     expect((await introspect('127.0.0.9', ownToken)).json()).toMatchObject({ active: true });
   });
 
@@ -56,7 +58,8 @@ describe('token guessing through /introspect and /revoke', () => {
     const from = '127.0.0.3';
     const answered = await untilRefused(() => introspect(from, guess()));
     expect(answered).toBe(LIMIT + 1);
-    expect((await mcp(from, validToken)).status).toBe(429);
+    expect((await mcp(from, guess())).status).toBe(429);
+    expect((await mcp(from, validToken)).status).toBe(200);
     expect((await mcp('127.0.0.10', validToken)).status).toBe(200);
   });
 
@@ -81,6 +84,7 @@ describe('token guessing through /introspect and /revoke', () => {
     // Those were three misses: the fourth passes the limit, and the address is refused from then on.
     await revoke(from, guess());
     expect((await revoke(from, guess())).status).toBe(429);
-    expect((await mcp(from, validToken)).status).toBe(429);
+    expect((await mcp(from, guess())).status).toBe(429);
+    expect((await mcp(from, validToken)).status).toBe(200);
   });
 });

@@ -261,7 +261,7 @@ describe('/authz behind a trusted ingress', () => {
     expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'evil.example', 'x-forwarded-for': '198.51.100.1' })).status).toBe(421);
   });
 
-  it('locks out the client address the ingress names, not the ingress', async () => {
+  it('refuses the failures of the client address the ingress names, not of the ingress; valid tokens pass', async () => {
     const bad = { authorization: `Bearer ${randomBytes(32).toString('hex')}`, 'x-forwarded-host': 'mcp.example' };
     // The proxy does not wait for the count to land: the refusal comes at the third failure or soon after.
     const statuses: number[] = [];
@@ -274,8 +274,11 @@ describe('/authz behind a trusted ingress', () => {
     expect(statuses.length).toBeGreaterThanOrEqual(3);
     expect(new Set(statuses)).toEqual(new Set([401]));
     expect(Number(locked?.headers.get('retry-after'))).toBeGreaterThan(0);
-    // Even a valid token from that address waits; another client behind the same ingress does not.
-    expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.7' })).status).toBe(429);
+    // Its further failures are refused; a valid token from that address, and another client behind
+    // the same ingress, pass.
+    expect((await caddy({ ...bad, 'x-forwarded-for': '198.51.100.7' })).status).toBe(429);
+    expect((await caddy({ ...bad, 'x-forwarded-for': '198.51.100.8' })).status).toBe(401);
+    expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.7' })).status).toBe(200);
     expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.8' })).status).toBe(200);
   });
 });
