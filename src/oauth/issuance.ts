@@ -24,6 +24,18 @@ export function grantedScope(requested: string | undefined, allowed: string | un
   return scope;
 }
 
+/**
+ * The scope of a refreshed pair (RFC 6749 §6): the original grant's when none is asked for, else a
+ * subset of it. A grant issued without a scope gives none at refresh: asking for one would widen what
+ * the user or client was granted, so it is invalid_scope.
+ */
+export function refreshedScope(requested: string | undefined, granted: string | undefined): string | undefined {
+  if (granted === undefined && checkScope(requested) !== undefined) {
+    throw new HttpError('invalid_scope', 'the original grant had no scope: a refresh cannot add one');
+  }
+  return grantedScope(requested, granted);
+}
+
 export interface IssuedPair {
   body: Record<string, unknown>;
   access: AccessTokenRecord;

@@ -181,6 +181,25 @@ describe('refresh_token', () => {
     expect([res.status, res.body.error]).toEqual([400, error]);
   });
 
+  it('a grant issued without a scope cannot gain one at refresh (RFC 6749 §6): invalid_scope, the token still usable', async () => {
+    const { auth, refresh } = await pair();
+    for (const scope of ['mcp:write admin', 'read']) {
+      const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh, scope }, auth);
+      expect([res.status, res.body.error]).toEqual([400, 'invalid_scope']);
+    }
+    const plain = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    expect(plain.status).toBe(200);
+    expect(plain.body.scope).toBeUndefined();
+  });
+
+  it('a narrower scope at refresh is granted, and the next refresh stays within it', async () => {
+    const { auth, refresh } = await pair('read write');
+    const narrowed = await ep.token({ grant_type: REFRESH, refresh_token: refresh, scope: 'read' }, auth);
+    expect([narrowed.status, narrowed.body.scope]).toEqual([200, 'read']);
+    const widened = await ep.token({ grant_type: REFRESH, refresh_token: narrowed.body.refresh_token, scope: 'read write' }, auth);
+    expect(widened.body.error).toBe('invalid_scope');
+  });
+
   it("another client's refresh token is invalid_grant and stays usable by its owner", async () => {
     const { auth, refresh } = await pair();
     const other = await ep.client({ grantTypes: [REFRESH] });

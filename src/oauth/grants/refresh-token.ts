@@ -8,7 +8,7 @@ import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
 import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
 import { userFromFields } from '../../store/records.ts';
-import { buildPair, grantedScope, issued } from '../issuance.ts';
+import { buildPair, issued, refreshedScope } from '../issuance.ts';
 import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
 const ACTION = 'token.refresh_token';
@@ -31,7 +31,7 @@ export const refreshTokenGrant: Grant = {
     const state = refreshTokenState(old, now);
     if (state !== 'usable' && state !== 'rotated') throw rejected;
     // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
-    const scope = grantedScope(request.form.get('scope'), old.scope);
+    const scope = refreshedScope(request.form.get('scope'), old.scope);
     // Tokens of a signed-in user stay that user's across rotations.
     const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: userFromFields(old) });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
