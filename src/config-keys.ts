@@ -291,11 +291,12 @@ export const CONFIG_KEYS = {
         '`POST /introspect`: client ids (confidential clients) that may see any token as active, user-grade tokens included. Any other client sees only its own tokens as active; the master token sees all.',
     }),
     refreshReuseGraceSeconds: integer({
-      default: 5,
+      default: 300,
       min: 0,
-      max: 60,
+      max: 3600,
+      env: 'OAUTH_REFRESH_REUSE_GRACE_SECONDS',
       description:
-        'A refresh token presented again within this many seconds of its rotation (a client racing itself: two tabs, a retry) gets new tokens in the same family instead of revoking it; after that, a replay revokes the family (`0`: always revoke).',
+        'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) gets one more pair in the same family, once; further presentations within the window are refused; after it, a presentation revokes the family (`0`: always revoke).',
     }),
     /** `client_id` as an https URL naming the client's own metadata document (src/oauth/cimd.ts). */
     clientMetadataDocuments: {

@@ -223,9 +223,9 @@ export function refreshTokenState(fields: StoredFields, now: number): RefreshTok
 }
 
 /**
- * Whether a refresh token rotated at `rotatedAt` (stored epoch ms) may still be presented again: a client
- * racing itself (two tabs, a retried request) within `graceMs` of the first rotation. The window is
- * symmetric so that a replica whose clock runs behind the one that rotated cannot widen it. Anything
+ * Whether a refresh token rotated at `rotatedAt` (stored epoch ms) may still be presented again: a
+ * parallel session of the client or a retried request within `graceMs` of the first rotation (the
+ * store gives it one pair, once). The window is symmetric so that a replica whose clock runs behind the one that rotated cannot widen it. Anything
  * unparsable is outside it (fail closed: the family is revoked). The Redis rotation script applies the
  * same rule inside its atomic step.
  */

@@ -273,7 +273,13 @@ export class MemoryTokenStore implements TokenStore {
     const state = this.#clientState(clientId);
     if (state === 'client_not_found') return 'invalid';
     if (state === 'client_revoked') return 'client_revoked';
-    if (!rotated) old.rotatedAt = String(now);
+    if (rotated) {
+      // One pair per rotated token within the window, however often it is presented.
+      if (old.graceUsedAt !== undefined) return 'grace_spent';
+      old.graceUsedAt = String(now);
+    } else {
+      old.rotatedAt = String(now);
+    }
     this.#storeAccess(access);
     this.#storeRefresh(refresh);
     return rotated ? 'grace' : 'ok';

@@ -44,13 +44,14 @@ store_tokens(ARGV, 1)
 return 'ok'`;
 
 // Rotation, the grace window and reuse detection in one step, so concurrent refreshes with one token
-// get either the rotation, a grace pair (within graceMs of the first rotation: the client racing
-// itself), or the family revoked, never a mix. The window rule is rotatedWithinGrace's
-// (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
+// get either the rotation, the one grace pair of a rotated token (within graceMs of the first
+// rotation: a parallel session or a retry; graceUsedAt marks it given), a refusal within the window
+// once that pair is given, or the family revoked, never a mix. The window rule is
+// rotatedWithinGrace's (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
 // KEYS: client, clientTokens, access, refresh, family, oldRefresh.
 // ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, then the STORE_TOKENS arguments.
 const ROTATE_REFRESH = `${STORE_TOKENS}
-local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
+local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId', 'graceUsedAt')
 if not old[1] or old[1] ~= ARGV[2] or old[2] or old[4] ~= ARGV[3] then return 'invalid' end
 local outcome = 'ok'
 if old[3] then
@@ -69,7 +70,12 @@ end
 local state = client_state()
 if state == 'client_not_found' then return 'invalid' end
 if state ~= 'ok' then return state end
-if outcome == 'ok' then redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1]) end
+if outcome == 'grace' then
+  if old[5] then return 'grace_spent' end
+  redis.call('HSET', KEYS[6], 'graceUsedAt', ARGV[1])
+else
+  redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
+end
 store_tokens(ARGV, 7)
 return outcome`;
 

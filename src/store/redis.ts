@@ -273,7 +273,7 @@ export class RedisTokenStore implements TokenStore {
       await this.#publish({ familyIds: [refresh.familyId] });
       return outcome;
     }
-    if (outcome === 'ok' || outcome === 'grace' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    if (outcome === 'ok' || outcome === 'grace' || outcome === 'grace_spent' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }
 

@@ -66,11 +66,13 @@ export interface RefreshTokenRecord {
 }
 
 /**
- * `ok`: rotated. `grace`: the token had already been rotated, but so recently (within the grace window)
- * that this is the client racing itself; a new pair was stored in the same family. `reused`: it had
- * been rotated before the window; its whole family is now revoked.
+ * `ok`: rotated. `grace`: the token had already been rotated, but within the grace window (a parallel
+ * session or a retry of the same client); one more pair was stored in the same family, the only one a
+ * rotated token ever gets. `grace_spent`: within the window, but that one pair was already given;
+ * nothing stored, the family untouched. `reused`: it had been rotated before the window; its whole
+ * family is now revoked.
  */
-export type RotateOutcome = 'ok' | 'grace' | 'invalid' | 'reused' | 'client_revoked';
+export type RotateOutcome = 'ok' | 'grace' | 'grace_spent' | 'invalid' | 'reused' | 'client_revoked';
 
 /**
  * An authorization code (stored only as the SHA-256 of the code), bound to everything the token
@@ -210,8 +212,9 @@ export interface RefreshTokenStorage {
    * Atomically: if `oldHash` is a live, unrotated, unrevoked refresh token of `clientId` whose client
    * is not revoked, marks it rotated and stores the new pair in the same family. If it was already
    * rotated less than `graceMs` ago (by `now`; the window runs from the first rotation and is never
-   * extended), stores the new pair too and answers `grace`. If it was rotated earlier (or `graceMs` is
-   * 0 or absent), revokes every token of its family instead and answers `reused`.
+   * extended), stores the new pair too and answers `grace`, once per rotated token: a further
+   * presentation within the window stores nothing and answers `grace_spent`. If it was rotated earlier
+   * (or `graceMs` is 0 or absent), revokes every token of its family instead and answers `reused`.
    */
   rotateRefreshToken(
     oldHash: string,

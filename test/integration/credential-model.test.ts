@@ -31,6 +31,8 @@ interface ModelToken {
   revoked: boolean;
   /** Model time of a refresh token's first rotation. */
   rotatedAt?: number;
+  /** A rotated refresh token's one grace pair (within the window) was given. */
+  graceUsed?: boolean;
 }
 interface ModelClient {
   id: string;
@@ -164,8 +166,15 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
       revokeFamily(m, old.family!);
       return;
     }
-    // First rotation, or a second presentation within the window: a new pair in the family either way.
+    // Within the window, a rotated token gets one more pair; presented yet again, it is refused and
+    // the family stays alive.
+    if (old.rotatedAt !== undefined && old.graceUsed) {
+      expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+      return;
+    }
+    // First rotation, or the one grace presentation within the window: a new pair in the family.
     expect(res.status).toBe(200);
+    if (old.rotatedAt !== undefined) old.graceUsed = true;
     old.rotatedAt ??= m.now;
     m.tokens.push({ raw: res.body.access_token, kind: 'access', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + HOUR, revoked: false });
     m.tokens.push({ raw: res.body.refresh_token, kind: 'refresh', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + 30 * DAY, revoked: false });

@@ -579,6 +579,13 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
             expect((await store.getRefreshToken(p.refresh.record.tokenHash))?.rotatedAt).toBeUndefined();
           }
           expect((await store.getRefreshToken(oldHash))?.rotatedAt).toBe(String(rotatedAt));
+          // One grace pair per rotated token: presented yet again within the window, nothing is stored
+          // and the family lives on.
+          const third = pairOf('c-grace', 'fam-g');
+          expect(await rotate(oldHash, 'c-grace', third)).toBe('grace_spent');
+          expect(await reasonOf(third.access.record.tokenHash)).toBe('unknown');
+          expect(await store.getRefreshToken(third.refresh.record.tokenHash)).toBeNull();
+          for (const p of [second, racing]) expect(await reasonOf(p.access.record.tokenHash)).toBe('ok');
           // The racing pair rotates on its own like any other.
           expect(await rotate(racing.refresh.record.tokenHash, 'c-grace', pairOf('c-grace', 'fam-g'))).toBe('ok');
 
@@ -593,18 +600,28 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           expect(await rotate(oldHash, 'c-grace', pairOf('c-grace', 'fam-g'), clock.now(), 3_600_000)).toBe('invalid');
         });
 
-        it('truly concurrent rotations of one token: one ok, every other one grace, all of them working, the family alive', async () => {
+        it('truly concurrent rotations of one token: one ok, one grace, every other one grace_spent with nothing stored, the family alive', async () => {
           await store.createClient(client('c-gconc').record);
           const first = await family('c-gconc', 'fam-gc');
           const attempts = Array.from({ length: 8 }, () => pairOf('c-gconc', 'fam-gc'));
           const outcomes = await Promise.all(attempts.map((a) => rotate(first.refresh.record.tokenHash, 'c-gconc', a)));
           expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
-          expect(outcomes.filter((o) => o === 'grace')).toHaveLength(7);
-          for (const a of attempts) {
-            expect(await reasonOf(a.access.record.tokenHash)).toBe('ok');
-            expect(await store.getRefreshToken(a.refresh.record.tokenHash)).toMatchObject({ familyId: 'fam-gc', clientId: 'c-gconc' });
+          expect(outcomes.filter((o) => o === 'grace')).toHaveLength(1);
+          expect(outcomes.filter((o) => o === 'grace_spent')).toHaveLength(6);
+          for (const [i, a] of attempts.entries()) {
+            if (outcomes[i] === 'grace_spent') {
+              expect(await reasonOf(a.access.record.tokenHash)).toBe('unknown');
+              expect(await store.getRefreshToken(a.refresh.record.tokenHash)).toBeNull();
+            } else {
+              expect(await reasonOf(a.access.record.tokenHash)).toBe('ok');
+              expect(await store.getRefreshToken(a.refresh.record.tokenHash)).toMatchObject({ familyId: 'fam-gc', clientId: 'c-gconc' });
+            }
           }
           expect(await reasonOf(first.access.record.tokenHash)).toBe('ok');
+          // After the window the replay is theft, as before: the family goes.
+          clock.advance(GRACE);
+          expect(await rotate(first.refresh.record.tokenHash, 'c-gconc', pairOf('c-gconc', 'fam-gc'))).toBe('reused');
+          expect(await reasonOf(first.access.record.tokenHash)).toBe('revoked');
         });
 
         it('graceMs 0 turns the window off: the second presentation, even at the same instant, revokes the family', async () => {

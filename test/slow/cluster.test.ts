@@ -99,6 +99,10 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     const racing = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
     expect(racing.status).toBe(200);
     expect(await mcp(racing.body.access_token)).toBe(200);
+    // Once more within the window: its one grace pair is given, so a refusal, the family alive.
+    const spent = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    expect([spent.status, spent.body.error]).toEqual([400, 'invalid_grant']);
+    expect(await mcp(racing.body.access_token)).toBe(200);
     // Replaying the rotated refresh token after the window revokes the whole family.
     stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000);
     const replay = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));

@@ -114,11 +114,14 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   expectStatus(statuses, 'refresh_token', rotated.status, 200);
   issued(rotated.body!.access_token);
   issued(rotated.body!.refresh_token);
-  // Presented again at once (a client racing itself): new tokens; once the grace window is over: theft.
+  // Presented again at once (a parallel session): one more pair, then a refusal; once the grace
+  // window is over: theft.
   const raced = await postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh1 }, basic(clientId, clientSecret));
   expectStatus(statuses, 'refresh_token within the grace window', raced.status, 200);
   issued(raced.body!.access_token);
   issued(raced.body!.refresh_token);
+  const spent = await postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh1 }, basic(clientId, clientSecret));
+  expectStatus(statuses, 'refresh_token within the grace window, its grace pair given', spent.status, 400);
   stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000);
   const reuse = await postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh1 }, basic(clientId, clientSecret));
   expectStatus(statuses, 'refresh_token reuse', reuse.status, 400);

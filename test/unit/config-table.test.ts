@@ -58,6 +58,7 @@ describe('configuration table', () => {
       LOG_FORMAT: 'logFormat',
       WORKERS: 'proxy.workers',
       FORWARD_AUTH: 'proxy.forwardAuth',
+      OAUTH_REFRESH_REUSE_GRACE_SECONDS: 'oauth.refreshReuseGraceSeconds',
     };
     const envs = Object.fromEntries(describeConfigKeys().flatMap((k) => (k.env ? [[k.env, k.key]] : [])));
     expect(envs).toEqual(promised);

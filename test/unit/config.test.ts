@@ -265,11 +265,12 @@ describe('buildConfig', () => {
     expect(problemsOf(() => buildConfig({ redis: 'redis://x:1' }, { BEARER_SECRET_MASTER: MASTER }))).toEqual(['"redis" must be a mapping']);
   });
 
-  it('refresh reuse grace: 5 s by default, 0 turns it off, at most a minute', () => {
-    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(5);
+  it('refresh reuse grace: 5 minutes by default (parallel sessions), 0 turns it off, at most an hour, from the environment too', () => {
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(300);
     expect(buildConfig({ oauth: { refreshReuseGraceSeconds: 0 } }, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(0);
-    expect(problemsOf(() => buildConfig({ oauth: { refreshReuseGraceSeconds: 61 } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
-      'oauth.refreshReuseGraceSeconds must be an integer from 0 to 60 (got 61)',
+    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, OAUTH_REFRESH_REUSE_GRACE_SECONDS: '3600' }).oauth.refreshReuseGraceSeconds).toBe(3600);
+    expect(problemsOf(() => buildConfig({ oauth: { refreshReuseGraceSeconds: 3601 } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      'oauth.refreshReuseGraceSeconds must be an integer from 0 to 3600 (got 3601)',
     ]);
   });
 

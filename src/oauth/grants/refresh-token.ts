@@ -1,7 +1,8 @@
 // grant_type=refresh_token (RFC 6749 §6): rotation on every use, with reuse detection (the store's
 // atomic rotateRefreshToken). A rotated token presented again revokes its whole family, unless it
-// comes within oauth.refreshReuseGraceSeconds of the rotation: the client racing itself (two tabs, a
-// retry) gets new tokens in the same family.
+// comes within oauth.refreshReuseGraceSeconds of the rotation: a parallel session that still held it
+// (or a retry) gets one more pair in the same family, once per rotated token; presented yet again
+// within the window it is refused, the family left alone.
 
 import { HttpError } from '../../errors.ts';
 import { clientActor } from '../../audit.ts';
@@ -49,12 +50,23 @@ export const refreshTokenGrant: Grant = {
         detail: { familyRevoked: true },
       });
     }
+    if (outcome === 'grace_spent') {
+      // Within the window, but its one grace pair is given: a replay gets no further working pair.
+      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window after its one grace pair: refused');
+      throw refusalWithEvent(rejected, {
+        who: clientActor(client.clientId),
+        action: ACTION,
+        result: 'grace_spent',
+        clientId: client.clientId,
+        tokenHashPrefix: oldHash,
+      });
+    }
     if (outcome !== 'ok' && outcome !== 'grace') throw rejected;
     if (outcome === 'grace') {
-      // Presented again right after its rotation: two tabs or a retry, not theft. The first answer's
-      // tokens were never stored raw, so this is a second pair in the same family.
+      // Presented again soon after its rotation: a parallel session that held the same token, or a
+      // retry. The first answer's tokens were never stored raw, so this is one more pair in the family.
       ctx.metrics.refreshGraceReuses.inc();
-      ctx.logger.info({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: new tokens issued in its family');
+      ctx.logger.info({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: its one grace pair issued in its family');
     }
     return issued(ctx, ACTION, client, pair, { rotatedFrom: oldHash.slice(0, 8), ...(outcome === 'grace' ? { graceReuse: true } : {}) });
   },
