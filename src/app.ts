@@ -12,7 +12,7 @@ import { createLogger, describe, type Logger } from './logger.ts';
 import { Audit } from './audit.ts';
 import { Metrics, instrumentStore } from './metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
-import { createIdpVerifier } from './oauth/idp.ts';
+import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn } from './oauth/oidc-client.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
@@ -214,7 +214,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     publicUrl,
     authFailures,
     assertions: assertions?.signer,
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');

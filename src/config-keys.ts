@@ -265,6 +265,12 @@ export const CONFIG_KEYS = {
       max: 60000,
       description: 'Browser sign-in: bound on each call to the IdP (discovery, code exchange, keys); past it the browser gets a 503 page.',
     }),
+    idJag: boolean({
+      default: false,
+      env: 'IDP_ID_JAG',
+      description:
+        "Enterprise-managed authorization: `POST /token` takes the IdP's Identity Assertion JWT Authorization Grants (`grant_type` jwt-bearer, `typ` `oauth-id-jag+jwt`) from confidential clients holding that grant. Needs issuer and jwksUrl (docs/id-jag.md).",
+    }),
   },
   oauth: {
     registration: choice(['open', 'protected'], {

@@ -54,20 +54,28 @@ function checkLookupCache(config: Config, problems: Problems): void {
 }
 
 /**
- * Two features share IDP_ISSUER: the token exchange (with audience and JWKS) and browser sign-in (with
- * the sidecar's client id and secret). Each is on with all its settings, or off with none.
+ * Three features share IDP_ISSUER: the token exchange (with audience and JWKS), browser sign-in (with
+ * the sidecar's client id and secret) and identity assertion grants (idJag, with the JWKS). Each is on
+ * with all its settings, or off with none.
  */
 function checkIdp(idp: Config['idp'], problems: Problems): void {
   const exchangeSet = [idp.audience, idp.jwksUrl].filter((v) => v !== undefined).length;
   const signInSet = [idp.clientId, idp.clientSecret].filter((v) => v !== undefined).length;
-  if (exchangeSet === 1 || (exchangeSet === 2 && idp.issuer === undefined)) {
+  // The ID-JAG grant verifies with the IdP's keys alone: IDP_JWKS_URL without IDP_AUDIENCE is its setting.
+  const idJagKeysOnly = idp.idJag && idp.audience === undefined && idp.jwksUrl !== undefined;
+  if ((exchangeSet === 1 && !idJagKeysOnly) || (exchangeSet === 2 && idp.issuer === undefined)) {
     problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
+  }
+  if (idp.idJag && (idp.issuer === undefined || idp.jwksUrl === undefined)) {
+    problems.push(
+      "idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set: identity assertion grants are verified against the identity provider's issuer and keys. Set both, or turn idp.idJag off",
+    );
   }
   if (signInSet === 1 || (signInSet === 2 && idp.issuer === undefined)) {
     problems.push('IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together for browser sign-in (or none of them)');
   }
-  if (idp.issuer !== undefined && exchangeSet === 0 && signInSet === 0) {
-    problems.push('IDP_ISSUER is set alone: add IDP_AUDIENCE and IDP_JWKS_URL (token exchange) and/or IDP_CLIENT_ID and IDP_CLIENT_SECRET (browser sign-in)');
+  if (idp.issuer !== undefined && exchangeSet === 0 && signInSet === 0 && !idp.idJag) {
+    problems.push('IDP_ISSUER is set alone: add IDP_AUDIENCE and IDP_JWKS_URL (token exchange) and/or IDP_CLIENT_ID and IDP_CLIENT_SECRET (browser sign-in) and/or IDP_JWKS_URL with IDP_ID_JAG=true (identity assertion grants)');
   }
   if (idp.issuer !== undefined && signInSet === 2) {
     checkHttpUrl('IDP_ISSUER', idp.issuer, problems);

@@ -9,15 +9,15 @@ import { parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { AuthorizationCodeStorage, ClientStorage, CounterStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
+import type { AuthorizationCodeStorage, ClientStorage, CounterStorage, OneTimeValueStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
-import type { IdpVerifier } from './idp.ts';
+import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
 import type { CimdResolver } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
-export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ProfileStorage & CounterStorage;
+export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ProfileStorage & CounterStorage & OneTimeValueStorage;
 
 export interface OAuthContext {
   readonly config: Config;
@@ -31,6 +31,8 @@ export interface OAuthContext {
   readonly masterToken: MasterToken;
   /** undefined when no IdP is configured: the token exchange is then off. */
   readonly idp: IdpVerifier | undefined;
+  /** undefined unless identity assertion grants (ID-JAG) are on: the jwt-bearer grant is then off. */
+  readonly idJag?: IdJagVerifier | undefined;
   /** undefined when browser sign-in is not configured: /authorize then answers with an error. */
   readonly signIn: IdpSignIn | undefined;
   /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */

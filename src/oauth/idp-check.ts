@@ -23,9 +23,9 @@ export async function checkIdentityProvider(config: Config): Promise<string[]> {
       problems.push(err.message);
     }
   }
-  // The token exchange verifies JWTs against IDP_JWKS_URL, which need not be the discovered one.
+  // The token exchange and identity assertion grants verify JWTs against IDP_JWKS_URL, which need not be the discovered one.
   const { jwksUrl } = config.idp;
-  if (jwksUrl !== undefined && config.idp.audience !== undefined) {
+  if (jwksUrl !== undefined && (config.idp.audience !== undefined || config.idp.idJag)) {
     try {
       await fetchJwks(jwksUrl, config.idp.jwksTimeoutMs);
     } catch (err) {

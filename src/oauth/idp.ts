@@ -1,9 +1,11 @@
-// Verifies identity-provider JWTs for the RFC 8693 exchange with `jose`: a remote JWKS (cached, refetched
-// on an unknown `kid` no more often than the cooldown, bounded fetch), pinned asymmetric algorithms,
-// exact `iss` and `aud`, required `exp` and `sub`, `nbf` honoured, small clock tolerance, then the
-// configured claim rules. Any failure is `invalid_grant`; the reason goes to the log only.
+// Verifies identity-provider JWTs with `jose`: a remote JWKS (cached, refetched on an unknown `kid` no
+// more often than the cooldown, bounded fetch), pinned asymmetric algorithms, exact `iss` and `aud`,
+// required `exp` and `sub`, `nbf` honoured, small clock tolerance, then the configured claim rules.
+// Two kinds: the JWTs of the RFC 8693 exchange (audience IDP_AUDIENCE), and Identity Assertion JWT
+// Authorization Grants (ID-JAG: `typ` oauth-id-jag+jwt, audience this authorization server, short
+// lived, with `jti` and `client_id`). Any failure is `invalid_grant`; the reason goes to the log only.
 
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config.ts';
 
 export interface VerifiedIdentity {
@@ -24,19 +26,48 @@ export class IdpRejection extends Error {
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
-export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
-  if (!idp.issuer || !idp.audience || !idp.jwksUrl) return undefined;
-  const issuer = idp.issuer;
-  const audience = idp.audience;
-  const jwks = createRemoteJWKSet(new URL(idp.jwksUrl), {
+/** The IdP's keys at `url`: cached, refetched on an unknown `kid` (a key rotated in) at most once per cooldown. */
+function remoteKeys(idp: Config['idp'], url: string): ReturnType<typeof createRemoteJWKSet> {
+  return createRemoteJWKSet(new URL(url), {
     timeoutDuration: idp.jwksTimeoutMs,
     cooldownDuration: idp.jwksCooldownMs,
     cacheMaxAge: 10 * 60 * 1000,
   });
+}
+
+/** The identity a verified payload names, after the claim rules: `sub`, the verified email, the groups. */
+function identityOf(idp: Config['idp'], issuer: string, payload: JWTPayload): VerifiedIdentity {
+  if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 512) throw new IdpRejection('bad sub');
+  checkIdentityClaims(idp, payload);
+  const identity: VerifiedIdentity = { subject: payload.sub, issuer };
+  const email = verifiedEmail(idp, payload);
+  if (email !== undefined) identity.email = email;
+  const groups = payload[idp.groupsClaim];
+  if (Array.isArray(groups)) identity.groups = groups.filter((g): g is string => typeof g === 'string' && g.length <= 256).slice(0, 100);
+  return identity;
+}
+
+function checkShape(jwt: string): void {
+  if (jwt.length > 16384 || !JWT_SHAPE.test(jwt)) throw new IdpRejection('not a compact JWS');
+}
+
+/**
+ * Whether a verification failure is the IdP's key endpoint being out of reach (our outage: a 503),
+ * rather than a token that is not acceptable (`invalid_grant`).
+ */
+export function idpKeysUnavailable(err: unknown): boolean {
+  return err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError || err instanceof IdpRejection);
+}
+
+export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
+  if (!idp.issuer || !idp.audience || !idp.jwksUrl) return undefined;
+  const issuer = idp.issuer;
+  const audience = idp.audience;
+  const jwks = remoteKeys(idp, idp.jwksUrl);
 
   return {
     async verify(jwt, now) {
-      if (jwt.length > 16384 || !JWT_SHAPE.test(jwt)) throw new IdpRejection('not a compact JWS');
+      checkShape(jwt);
       const { payload } = await jwtVerify(jwt, jwks, {
         issuer,
         audience,
@@ -45,14 +76,68 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
         clockTolerance: idp.clockToleranceSeconds,
         currentDate: new Date(now),
       });
-      if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 512) throw new IdpRejection('bad sub');
-      checkIdentityClaims(idp, payload);
-      const identity: VerifiedIdentity = { subject: payload.sub, issuer };
-      const email = verifiedEmail(idp, payload);
-      if (email !== undefined) identity.email = email;
-      const groups = payload[idp.groupsClaim];
-      if (Array.isArray(groups)) identity.groups = groups.filter((g): g is string => typeof g === 'string' && g.length <= 256).slice(0, 100);
-      return identity;
+      return identityOf(idp, issuer, payload);
+    },
+  };
+}
+
+/** The JOSE `typ` of an Identity Assertion JWT Authorization Grant. */
+export const ID_JAG_TYPE = 'oauth-id-jag+jwt';
+/** The longest an ID-JAG may live (`exp` - `iat`) and be old (now - `iat`): IdPs issue them for minutes (Okta: 5). */
+export const ID_JAG_MAX_LIFETIME_SECONDS = 600;
+
+/** A verified ID-JAG: the user it asserts and the bindings the token endpoint checks against the request. */
+export interface IdJagAssertion extends VerifiedIdentity {
+  /** Unique per issuer; used once. */
+  jti: string;
+  /** The client the IdP issued it to (this server's client id). */
+  clientId: string;
+  /** The resource it is for, when it names one. */
+  resource?: string;
+  /** The scopes the IdP granted, as it wrote them (not yet checked as scope tokens). */
+  scope?: string;
+  /** `exp`, epoch ms. */
+  expiresAt: number;
+}
+
+export interface IdJagVerifier {
+  /** `audience`: this authorization server's issuer identifier. */
+  verify(jwt: string, audience: string, now: number): Promise<IdJagAssertion>;
+}
+
+/**
+ * The ID-JAG verifier, when `idp.idJag` is on with an issuer and keys: `typ` oauth-id-jag+jwt, the
+ * pinned algorithms, `iss` the IdP, `aud` this authorization server, `exp`, `iat`, `jti`, `sub` and
+ * `client_id` present, a lifetime of at most ID_JAG_MAX_LIFETIME_SECONDS, then the claim rules.
+ */
+export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefined {
+  if (!idp.idJag || !idp.issuer || !idp.jwksUrl) return undefined;
+  const issuer = idp.issuer;
+  const jwks = remoteKeys(idp, idp.jwksUrl);
+
+  return {
+    async verify(jwt, audience, now) {
+      checkShape(jwt);
+      const { payload } = await jwtVerify(jwt, jwks, {
+        issuer,
+        audience,
+        typ: ID_JAG_TYPE,
+        algorithms: [...idp.algorithms],
+        requiredClaims: ['exp', 'iat', 'jti', 'sub', 'client_id'],
+        maxTokenAge: ID_JAG_MAX_LIFETIME_SECONDS,
+        clockTolerance: idp.clockToleranceSeconds,
+        currentDate: new Date(now),
+      });
+      const { exp, iat, jti, client_id: clientId, resource, scope } = payload;
+      if (typeof exp !== 'number' || typeof iat !== 'number' || exp - iat > ID_JAG_MAX_LIFETIME_SECONDS) throw new IdpRejection('lifetime too long');
+      if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw new IdpRejection('bad jti');
+      if (typeof clientId !== 'string' || clientId.length === 0 || clientId.length > 2048) throw new IdpRejection('bad client_id');
+      if (resource !== undefined && typeof resource !== 'string') throw new IdpRejection('bad resource');
+      if (scope !== undefined && typeof scope !== 'string') throw new IdpRejection('bad scope');
+      const assertion: IdJagAssertion = { ...identityOf(idp, issuer, payload), jti, clientId, expiresAt: exp * 1000 };
+      if (resource !== undefined) assertion.resource = resource;
+      if (scope !== undefined && scope !== '') assertion.scope = scope;
+      return assertion;
     },
   };
 }

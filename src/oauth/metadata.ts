@@ -22,12 +22,14 @@ const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
  * `authorization_endpoint` is always advertised, because RFC 8414 clients (the MCP SDK among them)
  * refuse metadata without one, even for client_credentials. Without browser sign-in it answers with
  * an error, and `response_types_supported` is empty so that interactive clients stop before opening
- * a browser. `grantTypes`: the grants this server's configuration enables (from the grant list).
+ * a browser. `grantTypes`: the grants this server's configuration enables (from the grant list);
+ * `grantProfiles`: their profiles (`authorization_grant_profiles_supported`).
  */
 export function authorizationServerMetadata(
   publicUrl: string,
-  options: { grantTypes: readonly string[]; signIn: boolean; clientMetadataDocuments: boolean; scopes?: readonly string[] },
+  options: { grantTypes: readonly string[]; grantProfiles?: readonly string[]; signIn: boolean; clientMetadataDocuments: boolean; scopes?: readonly string[] },
 ): Record<string, unknown> {
+  const profiles = options.grantProfiles ?? [];
   return {
     issuer: publicUrl,
     authorization_endpoint: `${publicUrl}/authorize`,
@@ -36,6 +38,8 @@ export function authorizationServerMetadata(
     revocation_endpoint: `${publicUrl}/revoke`,
     introspection_endpoint: `${publicUrl}/introspect`,
     grant_types_supported: [...options.grantTypes],
+    // Listed only when a grant has a profile here (ID-JAG: enterprise-managed authorization).
+    ...(profiles.length > 0 ? { authorization_grant_profiles_supported: [...profiles] } : {}),
     response_types_supported: options.signIn ? ['code'] : [],
     response_modes_supported: ['query'],
     code_challenge_methods_supported: ['S256'],

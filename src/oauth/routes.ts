@@ -83,8 +83,10 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
 
   const scopes = ctx.config.policy.rules?.scopes ?? [];
   const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes));
-  const serverMetadata: Route['handler'] = (_req, res) =>
-    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { grantTypes: GRANTS.filter((g) => g.enabled(ctx)).map((g) => g.grantType), signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
+  const serverMetadata: Route['handler'] = (_req, res) => {
+    const enabled = GRANTS.filter((g) => g.enabled(ctx));
+    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { grantTypes: enabled.map((g) => g.grantType), grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []), signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
+  };
   const register: Route['handler'] = (req, res, path) => {
     const address = addresses.client(req);
     const work = async () => {

@@ -14,7 +14,7 @@ import { serve } from '../../src/http.ts';
 import { createLogger } from '../../src/logger.ts';
 import { Metrics } from '../../src/metrics.ts';
 import type { OAuthContext } from '../../src/oauth/context.ts';
-import { createIdpVerifier } from '../../src/oauth/idp.ts';
+import { createIdJagVerifier, createIdpVerifier } from '../../src/oauth/idp.ts';
 import type { IdpSignIn } from '../../src/oauth/oidc-client.ts';
 import { oauthRoutes } from '../../src/oauth/routes.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
@@ -77,6 +77,7 @@ export async function startOAuthEndpoints(options: { config?: Record<string, unk
     audit,
     masterToken: new MasterToken(config.masterToken),
     idp: createIdpVerifier(config.idp),
+    idJag: createIdJagVerifier(config.idp),
     signIn: options.signIn ? SIGN_IN_CONFIGURED : undefined,
     publicUrl: () => PUBLIC_URL,
   };

@@ -6,14 +6,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 
+export type IdpAlg = 'RS256' | 'ES256' | 'ES384' | 'PS256';
+
 export interface IdpKey {
   kid: string;
-  alg: 'RS256' | 'ES256';
+  alg: IdpAlg;
   privateKey: CryptoKey;
   jwk: JWK;
 }
 
-export async function idpKey(alg: 'RS256' | 'ES256', kid: string): Promise<IdpKey> {
+export async function idpKey(alg: IdpAlg, kid: string): Promise<IdpKey> {
   const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true });
   return { kid, alg, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' } };
 }
@@ -28,14 +30,16 @@ export interface TestIdp {
   /** JWKS fetches so far. */
   readonly jwksFetches: number;
   /** Publishes a new key and signs with it from now on (the old one stays published). */
-  rotate(alg?: 'RS256' | 'ES256'): Promise<IdpKey>;
+  rotate(alg?: IdpAlg): Promise<IdpKey>;
+  /** Publishes a new key without signing with it by default (sign with it by passing it to sign). */
+  publish(alg: IdpAlg): Promise<IdpKey>;
   sign(claims: JWTPayload, header?: Record<string, unknown>, key?: IdpKey): Promise<string>;
   /** Extra routes (path to handler), e.g. a token endpoint. */
   route(path: string, handler: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>): void;
   close(): Promise<void>;
 }
 
-export async function startTestIdp(options: { issuer?: string; alg?: 'RS256' | 'ES256' } = {}): Promise<TestIdp> {
+export async function startTestIdp(options: { issuer?: string; alg?: IdpAlg } = {}): Promise<TestIdp> {
   let key = await idpKey(options.alg ?? 'ES256', 'k1');
   const published: JWK[] = [key.jwk];
   const routes = new Map<string, (req: IncomingMessage, res: ServerResponse) => void | Promise<void>>();
@@ -76,6 +80,11 @@ export async function startTestIdp(options: { issuer?: string; alg?: 'RS256' | '
       key = await idpKey(alg, `k${++rotations}`);
       published.push(key.jwk);
       return key;
+    },
+    async publish(alg) {
+      const extra = await idpKey(alg, `k${++rotations}`);
+      published.push(extra.jwk);
+      return extra;
     },
     sign(claims, header = {}, signer = key) {
       return new SignJWT(claims).setProtectedHeader({ alg: signer.alg, kid: signer.kid, ...header }).sign(signer.privateKey);

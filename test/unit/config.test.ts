@@ -218,6 +218,21 @@ describe('buildConfig', () => {
     expect(problems[0]).toContain(problem);
   });
 
+  it.each<[string, Record<string, string>, string]>([
+    ['IDP_ID_JAG without an issuer', { IDP_ID_JAG: 'true', IDP_JWKS_URL: 'https://idp.example/keys' }, 'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set'],
+    ['IDP_ID_JAG without keys', { IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example' }, 'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set'],
+    ['IDP_ID_JAG alone', { IDP_ID_JAG: 'true' }, 'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set'],
+  ])('identity assertion grants: %s is one problem', (_label, idpEnv, problem) => {
+    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain(problem);
+  });
+
+  it('identity assertion grants with an issuer and keys alone (no audience) are a valid configuration, the exchange stays off', () => {
+    const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys' });
+    expect(config.idp).toMatchObject({ idJag: true, issuer: 'https://idp.example', jwksUrl: 'https://idp.example/keys', audience: undefined });
+  });
+
   it('browser sign-in alone (issuer, client id, secret) is a valid configuration, exchange stays off', () => {
     const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' });
     expect(config.idp).toMatchObject({ issuer: 'https://idp.example/', clientId: 'mcp', clientSecret: 's3cret', scopes: 'openid email profile', audience: undefined });

@@ -8,15 +8,19 @@ import { hash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/credentials.ts';
 import { GRANTS } from '../../src/oauth/grants/index.ts';
+import { userFromFields } from '../../src/store/records.ts';
 import { basic } from '../support/http.ts';
 import { PUBLIC_URL, startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';
-import { startTestIdp, type TestIdp } from '../support/test-idp.ts';
+import { idpKey, startTestIdp, type TestIdp } from '../support/test-idp.ts';
+import { SignJWT } from 'jose';
 
 const CC = 'client_credentials';
 const REFRESH = 'refresh_token';
 const CODE = 'authorization_code';
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
+const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 const AUDIENCE = 'token-endpoint-tests';
 const REDIRECT = 'http://127.0.0.1:7777/callback';
 
@@ -27,7 +31,7 @@ beforeAll(async () => {
   idp = await startTestIdp();
   ep = await startOAuthEndpoints({
     signIn: true,
-    config: { idp: { issuer: idp.issuer, audience: AUDIENCE, jwksUrl: idp.jwksUrl, jwksCooldownMs: 0 }, oauth: { refreshReuseGraceSeconds: 2 } },
+    config: { idp: { issuer: idp.issuer, audience: AUDIENCE, jwksUrl: idp.jwksUrl, jwksCooldownMs: 0, idJag: true }, oauth: { refreshReuseGraceSeconds: 2 } },
   });
 });
 afterAll(async () => {
@@ -62,12 +66,14 @@ describe('every grant', () => {
 
   it('grant_types_supported lists the enabled grants; without an IdP or sign-in those are off', async () => {
     const meta = (await (await fetch(`${ep.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
-    expect(meta.grant_types_supported).toEqual([CC, REFRESH, CODE, EXCHANGE]);
+    expect(meta.grant_types_supported).toEqual([CC, REFRESH, CODE, EXCHANGE, JWT_BEARER]);
+    expect(meta.authorization_grant_profiles_supported).toEqual([ID_JAG_PROFILE]);
     const bare = await startOAuthEndpoints();
     try {
       const meta2 = (await (await fetch(`${bare.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
       expect(meta2.grant_types_supported).toEqual([CC, REFRESH]);
-      for (const grant of [CODE, EXCHANGE]) {
+      expect(meta2.authorization_grant_profiles_supported).toBeUndefined();
+      for (const grant of [CODE, EXCHANGE, JWT_BEARER]) {
         const res = await bare.token({ grant_type: grant });
         expect([res.status, res.body.error]).toEqual([400, 'unsupported_grant_type']);
       }
@@ -314,5 +320,188 @@ describe('token exchange (RFC 8693)', () => {
     const c = await ep.client({ grantTypes: [CC] });
     const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE }, basic(c.clientId, c.clientSecret!));
     expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+  });
+});
+
+describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
+  // The claims of the MCP Enterprise-Managed Authorization extension's example ID-JAG (its §4.3),
+  // bound to this server: aud its issuer, resource its /mcp, client_id the client presenting it.
+  const ID_JAG_TYP = 'oauth-id-jag+jwt';
+  const claims = (clientId: string, extra: Record<string, unknown> = {}) => {
+    const now = Math.floor(ep.clock.now() / 1000);
+    return {
+      iss: idp.issuer,
+      sub: 'U019488227',
+      aud: PUBLIC_URL,
+      resource: `${PUBLIC_URL}/mcp`,
+      client_id: clientId,
+      jti: randomBytes(12).toString('hex'),
+      iat: now,
+      exp: now + 300,
+      scope: 'read write',
+      email: 'ann@example.com',
+      email_verified: true,
+      groups: ['staff'],
+      ...extra,
+    };
+  };
+  const idJag = (clientId: string, extra: Record<string, unknown> = {}, header: Record<string, unknown> = { typ: ID_JAG_TYP }) => idp.sign(claims(clientId, extra), header);
+  const confidential = (fields: Partial<Parameters<OAuthEndpoints['client']>[0]> = {}) => ep.client({ grantTypes: [JWT_BEARER], profile: 'service', ...fields });
+  const present = (c: { clientId: string; clientSecret: string | undefined }, assertion: string, params: Record<string, string> = {}) =>
+    ep.token({ grant_type: JWT_BEARER, assertion, ...params }, basic(c.clientId, c.clientSecret!));
+  const unsigned = (payload: Record<string, unknown>, header: Record<string, unknown>) =>
+    `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.`;
+
+  it("issues an access token acting for the assertion's user (no refresh token), audited as the client", async () => {
+    const c = await confidential({ grantTypes: [JWT_BEARER, REFRESH], scope: 'read admin', profile: 'default' });
+    const res = await present(c, await idJag(c.clientId));
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'read' });
+    // The default profile gives refresh tokens to clients holding refresh_token; this grant never does:
+    // the client asks the IdP for a fresh ID-JAG instead.
+    expect(res.body.refresh_token).toBeUndefined();
+    const found = await ep.store.lookupToken(hashToken(res.body.access_token));
+    expect(found.oauth).toMatchObject({ clientId: c.clientId, scope: 'read' });
+    expect(userFromFields(found.oauth!)).toEqual({ subject: 'U019488227', issuer: idp.issuer, email: 'ann@example.com', groups: ['staff'] });
+    // The log redacts a field named refreshToken; the audit stream keeps the flag.
+    const [streamed] = await ep.ctx.audit.list(1);
+    expect(streamed).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok', clientId: c.clientId, subject: 'U019488227', detail: { refreshToken: false } });
+  });
+
+  it('client_secret_post works too; without a resource claim the assertion is taken', async () => {
+    const c = await confidential();
+    const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(c.clientId, { resource: undefined }), client_id: c.clientId, client_secret: c.clientSecret! });
+    expect(res.status).toBe(200);
+  });
+
+  it.each<[string, (c: string) => Promise<string>, string]>([
+    ['another aud', (c) => idJag(c, { aud: 'https://other-as.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
+    ['aud with a trailing slash (not this issuer exactly)', (c) => idJag(c, { aud: `${PUBLIC_URL}/` }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
+    ['another iss', (c) => idJag(c, { iss: 'https://other-idp.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iss)'],
+    ["another client's client_id", () => idJag('mcp_ffffffffffffffffffffffffffffffff'), 'client_id mismatch'],
+    ['no client_id', (c) => idJag(c, { client_id: undefined }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (client_id)'],
+    ['another resource', (c) => idJag(c, { resource: 'https://other.example.test/mcp' }), 'resource mismatch'],
+    ['the base URL as resource', (c) => idJag(c, { resource: PUBLIC_URL }), 'resource mismatch'],
+    ['typ JWT', (c) => idJag(c, {}, { typ: 'JWT' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (typ)'],
+    ['no typ (an ID token)', (c) => idJag(c, {}, {}), 'ERR_JWT_CLAIM_VALIDATION_FAILED (typ)'],
+    ['expired', (c) => idJag(c, { iat: Math.floor(ep.clock.now() / 1000) - 400, exp: Math.floor(ep.clock.now() / 1000) - 100 }), 'ERR_JWT_EXPIRED (exp)'],
+    ['a lifetime over ten minutes', (c) => idJag(c, { exp: Math.floor(ep.clock.now() / 1000) + 3600 }), 'lifetime too long'],
+    ['issued in the future', (c) => idJag(c, { iat: Math.floor(ep.clock.now() / 1000) + 120, exp: Math.floor(ep.clock.now() / 1000) + 300 }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iat)'],
+    ['no iat', (c) => idJag(c, { iat: undefined }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iat)'],
+    ['no jti', (c) => idJag(c, { jti: undefined }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (jti)'],
+    ['alg none', async (c) => unsigned(claims(c), { alg: 'none', typ: ID_JAG_TYP }), 'ERR_JOSE_ALG_NOT_ALLOWED'],
+    // HMAC keyed with the IdP's public key (the classic confusion): the allow-list refuses it before any key is looked up.
+    ['alg HS256 keyed with the public key', (c) => new SignJWT(claims(c)).setProtectedHeader({ alg: 'HS256', typ: ID_JAG_TYP, kid: idp.key.kid }).sign(Buffer.from(JSON.stringify(idp.key.jwk))), 'ERR_JOSE_ALG_NOT_ALLOWED'],
+    // A key the IdP publishes, of an algorithm outside idp.algorithms: only the allow-list refuses it.
+    ['ES384 (published, not allowed)', async (c) => idp.sign(claims(c), { typ: ID_JAG_TYP }, await idp.publish('ES384')), 'ERR_JOSE_ALG_NOT_ALLOWED'],
+    ['a key the IdP never published', async (c) => idp.sign(claims(c), { typ: ID_JAG_TYP }, await idpKey('ES256', 'k1')), 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED'],
+    ['a malformed scope claim', (c) => idJag(c, { scope: 'read\u0001' }), 'bad scope'],
+    ['not a JWT', async () => 'not-a-jwt', 'not a compact JWS'],
+  ])('%s: invalid_grant, the reason audited and not answered', async (_label, make, reason) => {
+    const c = await confidential();
+    const res = await present(c, await make(c.clientId));
+    expect([res.status, res.body]).toEqual([400, { error: 'invalid_grant', error_description: 'the assertion is not acceptable' }]);
+    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'invalid_grant', detail: { reason } });
+  });
+
+  it('an empty assertion is invalid_grant; none at all is invalid_request', async () => {
+    const c = await confidential();
+    expect((await present(c, '')).body.error).toBe('invalid_grant');
+    expect((await ep.token({ grant_type: JWT_BEARER }, basic(c.clientId, c.clientSecret!))).body.error).toBe('invalid_request');
+  });
+
+  it('used twice: invalid_grant, audited as a replay; the first token keeps working', async () => {
+    const c = await confidential();
+    const assertion = await idJag(c.clientId);
+    const first = await present(c, assertion);
+    expect(first.status).toBe(200);
+    const again = await present(c, assertion);
+    expect([again.status, again.body.error]).toEqual([400, 'invalid_grant']);
+    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'replay', subject: 'U019488227', detail: { reason: 'replay' } });
+    expect((await ep.store.lookupToken(hashToken(first.body.access_token))).oauth?.revokedAt).toBeUndefined();
+  });
+
+  it('a refused presentation does not spend the jti: the client it was issued to still gets its token', async () => {
+    const c = await confidential();
+    const thief = await confidential();
+    const assertion = await idJag(c.clientId);
+    expect((await present(thief, assertion)).body.error).toBe('invalid_grant');
+    expect((await present(c, assertion)).status).toBe(200);
+  });
+
+  it('a jti is remembered until the assertion expires (plus the clock tolerance), then forgotten with it', async () => {
+    const c = await confidential();
+    const assertion = await idJag(c.clientId);
+    expect((await present(c, assertion)).status).toBe(200);
+    // Still within exp + 30 s tolerance: the assertion would verify, so the replay must be caught.
+    ep.clock.advance(320_000);
+    expect(lastAudit().result).toBe('ok');
+    expect((await present(c, assertion)).body.error).toBe('invalid_grant');
+    expect(lastAudit().result).toBe('replay');
+    ep.clock.advance(20_000);
+    expect((await present(c, assertion)).body.error).toBe('invalid_grant');
+    expect(lastAudit().detail.reason).toBe('ERR_JWT_EXPIRED (exp)');
+  });
+
+  it('a key the IdP rotated in is fetched on its first use', async () => {
+    const c = await confidential();
+    const before = idp.jwksFetches;
+    const rotated = await idp.rotate();
+    const res = await present(c, await idp.sign(claims(c.clientId), { typ: ID_JAG_TYP }, rotated));
+    expect(res.status).toBe(200);
+    expect(idp.jwksFetches).toBeGreaterThan(before);
+  });
+
+  it('a public client is invalid_client (this grant needs client authentication), whether or not it holds the grant', async () => {
+    const pub = await confidential({ tokenEndpointAuthMethod: 'none' });
+    const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(pub.clientId), client_id: pub.clientId });
+    expect([res.status, res.body.error]).toEqual([401, 'invalid_client']);
+    const none = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(pub.clientId) });
+    expect([none.status, none.body.error]).toEqual([401, 'invalid_client']);
+  });
+
+  it('a confidential client without the grant is unauthorized_client', async () => {
+    const c = await ep.client({ grantTypes: [CC] });
+    const res = await present(c, await idJag(c.clientId));
+    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+  });
+
+  it.each<[string, string | undefined, string | undefined, string | undefined, string | undefined]>([
+    // [label, the assertion's scope, the request's scope, the client's scope, granted]
+    ["the assertion's within the client's", 'read write', undefined, 'read write admin', 'read write'],
+    ["the assertion's narrowed to the client's", 'read write', undefined, 'read', 'read'],
+    ["the assertion's, narrowed to what the request asks", 'read write', 'write', undefined, 'write'],
+    ['a request asking beyond the assertion gets the common part only', 'read', 'read admin', undefined, 'read'],
+    ['all three', 'read write delete', 'write delete admin', 'delete write', 'write delete'],
+    ['nothing in common: a token without scopes', 'admin', undefined, 'read', undefined],
+    ['an assertion without scopes: none', undefined, 'read', 'read', undefined],
+  ])('scope: %s', async (_label, assertionScope, requested, clientScope, granted) => {
+    const c = await confidential(clientScope !== undefined ? { scope: clientScope } : {});
+    const res = await present(c, await idJag(c.clientId, { scope: assertionScope }), requested !== undefined ? { scope: requested } : {});
+    expect(res.status).toBe(200);
+    expect(res.body.scope).toBe(granted);
+    expect((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth?.scope).toBe(granted);
+  });
+
+  it('the email is kept only when the IdP verified it', async () => {
+    const c = await confidential();
+    const res = await present(c, await idJag(c.clientId, { email_verified: false }));
+    expect(res.status).toBe(200);
+    expect(userFromFields((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth!)).toEqual({ subject: 'U019488227', issuer: idp.issuer, groups: ['staff'] });
+  });
+
+  it('the idp claim rules apply: a required group the assertion lacks is invalid_grant', async () => {
+    const strict = await startOAuthEndpoints({ config: { idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, idJag: true, requiredGroup: 'mcp-users' } } });
+    try {
+      const c = await strict.client({ grantTypes: [JWT_BEARER] });
+      const now = Math.floor(strict.clock.now() / 1000);
+      const sign = (groups: string[]) => idp.sign({ ...claims(c.clientId), aud: PUBLIC_URL, iat: now, exp: now + 300, groups }, { typ: ID_JAG_TYP });
+      const refused = await strict.token({ grant_type: JWT_BEARER, assertion: await sign(['staff']) }, basic(c.clientId, c.clientSecret!));
+      expect(refused.body.error).toBe('invalid_grant');
+      const taken = await strict.token({ grant_type: JWT_BEARER, assertion: await sign(['mcp-users']) }, basic(c.clientId, c.clientSecret!));
+      expect(taken.status).toBe(200);
+    } finally {
+      await strict.close();
+    }
   });
 });

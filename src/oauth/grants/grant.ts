@@ -27,6 +27,8 @@ export interface Issued {
 export interface Grant {
   /** The `grant_type` value it answers, as listed in `grant_types_supported`. */
   readonly grantType: string;
+  /** Profiles of it this server implements, listed in `authorization_grant_profiles_supported` while it is enabled. */
+  readonly grantProfiles?: readonly string[];
   /** The audit action of its requests, successful or refused. */
   readonly action: string;
   /** Whether this server's configuration offers it; when not, it is `unsupported_grant_type`. */

@@ -5,6 +5,7 @@
 import { authorizationCodeGrant } from './authorization-code.ts';
 import { clientCredentialsGrant } from './client-credentials.ts';
 import type { Grant } from './grant.ts';
+import { idJagGrant } from './id-jag.ts';
 import { refreshTokenGrant } from './refresh-token.ts';
 import { tokenExchangeGrant } from './token-exchange.ts';
 
@@ -13,6 +14,7 @@ export const GRANTS: readonly Grant[] = [
   refreshTokenGrant,
   authorizationCodeGrant,
   tokenExchangeGrant,
+  idJagGrant,
 ];
 
 /** Every grant type a client may be given (whether or not this server's configuration enables it). */

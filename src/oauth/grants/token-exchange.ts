@@ -3,12 +3,11 @@
 // lifetimes are not configurable). The IdP JWT is the credential, so client authentication is
 // optional, but a client that tries must succeed and hold the grant.
 
-import { errors as joseErrors } from 'jose';
 import { generateToken, hashToken, TTL_7_DAYS } from '../../credentials.ts';
 import { HttpError } from '../../errors.ts';
 import { describe } from '../../logger.ts';
 import { GRANT_TOKEN_EXCHANGE } from '../../profiles.ts';
-import { IdpRejection } from '../idp.ts';
+import { idpKeysUnavailable } from '../idp.ts';
 import { keepRegistrationAlive } from '../issuance.ts';
 import type { Grant } from './grant.ts';
 
@@ -49,7 +48,7 @@ export const tokenExchangeGrant: Grant = {
       identity = await ctx.idp!.verify(subjectToken, now);
     } catch (err) {
       // The IdP's key endpoint being unreachable is our outage, not a bad token.
-      if (err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError || err instanceof IdpRejection)) {
+      if (idpKeysUnavailable(err)) {
         ctx.logger.warn({ err: describe(err) }, 'identity provider keys unavailable: token exchange answered 503');
         throw new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
       }
