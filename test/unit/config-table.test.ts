@@ -54,6 +54,7 @@ describe('configuration table', () => {
       IDP_CLIENT_ID: 'idp.clientId',
       IDP_CLIENT_SECRET: 'idp.clientSecret',
       IDP_SCOPES: 'idp.scopes',
+      IDP_ID_JAG: 'idp.idJag',
       LOG_LEVEL: 'logLevel',
       LOG_FORMAT: 'logFormat',
       WORKERS: 'proxy.workers',
