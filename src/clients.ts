@@ -18,6 +18,29 @@ const CONTROL = /[\x00-\x1f\x7f-\x9f\u2028\u2029]/;
 export function hasControlCharacter(value: string): boolean {
   return CONTROL.test(value);
 }
+
+/**
+ * Unicode format characters (general category Cf): the bidi overrides, embeddings and isolates
+ * (U+202A-202E, U+2066-2069, U+200E/200F, U+061C), zero-width spaces and joiners (U+200B-200D,
+ * U+2060, U+FEFF), soft hyphens, tags. Invisible on a page, they make a name read other than it is
+ * ("\u202Eexe.elif" shows as "file.exe"), so a name a client chooses may not hold them.
+ */
+const FORMAT_CHARACTER = /\p{Cf}/u;
+const FORMAT_CHARACTERS = /\p{Cf}/gu;
+
+export function hasFormatCharacter(value: string): boolean {
+  return FORMAT_CHARACTER.test(value);
+}
+
+/**
+ * A client-provided name as it may be shown to a user: each format or control character replaced
+ * by U+FFFD, visibly, so a name stored before the rule or taken from a metadata document (which
+ * describes the client to every server and is not refused for it) cannot reorder or hide text.
+ */
+export function displayableName(value: string): string {
+  return value.replace(FORMAT_CHARACTERS, '\ufffd').replace(new RegExp(CONTROL.source, 'g'), '\ufffd');
+}
+
 const MAX_REDIRECT_URIS = 16;
 const MAX_TEXT = 256;
 
@@ -144,6 +167,9 @@ export async function provisionClient(
   if (input.clientName !== undefined && input.clientName !== null) {
     if (typeof input.clientName !== 'string' || input.clientName.length > MAX_TEXT || CONTROL.test(input.clientName)) {
       throw new HttpError(metaError, `clientName must be a string of at most ${MAX_TEXT} characters, without control characters`);
+    }
+    if (hasFormatCharacter(input.clientName)) {
+      throw new HttpError(metaError, 'clientName must not contain invisible formatting characters (bidi controls, zero-width characters)');
     }
     clientName = input.clientName;
   }

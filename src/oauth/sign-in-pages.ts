@@ -4,6 +4,7 @@
 // POST (to the IdP, to the client), which would break Approve and Deny.
 
 import type { ServerResponse } from 'node:http';
+import { displayableName } from '../clients.ts';
 
 const ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
@@ -64,7 +65,9 @@ export interface ConsentView {
 }
 
 export function consentPage(view: ConsentView): string {
-  const name = view.clientName ? `“${escapeHtml(view.clientName)}”` : 'An application';
+  // The name is the client's own claim: format characters shown as U+FFFD, and the name isolated
+  // (<bdi>) so right-to-left text in it cannot reorder the sentence around it.
+  const name = view.clientName ? `“<bdi>${escapeHtml(displayableName(view.clientName))}</bdi>”` : 'An application';
   const scopes = view.scopes.length > 0 ? view.scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(' ') : 'access to the MCP server (no narrower scope asked)';
   const ignored =
     view.ignoredScopes !== undefined && view.ignoredScopes.length > 0

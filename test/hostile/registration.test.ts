@@ -43,6 +43,27 @@ describe('registered metadata: no control characters', () => {
     expect(await clientCount()).toBe(before);
   });
 
+  // Bidi controls and zero-width characters: invisible on the consent page, they make a name read as
+  // another ("\u202Eexe.elif" shows as "file.exe", "Goo\u200Bgle" as "Google").
+  it.each([
+    ['a right-to-left override', 'Claude \u202Eedoc'],
+    ['a left-to-right embedding', 'Claude \u202Aapp'],
+    ['an isolate pair', 'Claude \u2067app\u2069'],
+    ['a right-to-left mark', 'Claude\u200F'],
+    ['the Arabic letter mark', 'Claude\u061C'],
+    ['a zero-width space', 'Goo\u200Bgle'],
+    ['a zero-width joiner', 'Claude\u200DCode'],
+    ['a word joiner', 'Claude\u2060Code'],
+    ['a byte order mark', '\uFEFFClaude'],
+    ['a soft hyphen', 'Clau\u00ADde'],
+  ])('%s in client_name: invalid_client_metadata, nothing stored', async (_name, clientName) => {
+    const before = await clientCount();
+    const res = await register({ client_name: clientName, redirect_uris: ['https://app.example/cb'] });
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_client_metadata']);
+    expect(res.body.error_description).toMatch(/invisible formatting characters/);
+    expect(await clientCount()).toBe(before);
+  });
+
   it('printable Unicode stays allowed', async () => {
     const res = await register({ client_name: 'Clåude – ツール', redirect_uris: ['https://app.example/cb'] });
     expect(res.status).toBe(201);
@@ -50,6 +71,7 @@ describe('registered metadata: no control characters', () => {
 
   it('the admin createClient refuses them too', async () => {
     expect((await stack.admin('createClient', { clientName: 'ops\r\nbot' })).body.error).toBe('invalid_request');
+    expect((await stack.admin('createClient', { clientName: 'ops\u202Ebot' })).body.error).toBe('invalid_request');
     expect((await stack.admin('createClient', { redirectUris: ['https://app.example/cb\n'] })).status).toBe(400);
   });
 });

@@ -29,6 +29,8 @@ function serveDocument(req: IncomingMessage, res: ServerResponse): void {
     token_endpoint_auth_method: 'none',
   };
   if (req.url === '/wrong-id.json') body.client_id = `${docsBase()}/someone-else.json`;
+  // A right-to-left override and a zero-width space: shown as "Document Client file.exe" unneutralised.
+  if (req.url === '/bidi-name.json') body.client_name = 'Document\u200B Client \u202Eexe.elif';
   if (req.url === '/missing.json') {
     res.writeHead(404).end();
     return;
@@ -57,6 +59,13 @@ describe('a Client ID Metadata Document as client_id', () => {
   it('metadata says documents are accepted', async () => {
     const meta = (await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
     expect(meta.client_id_metadata_document_supported).toBe(true);
+  });
+
+  it('a document whose client_name holds bidi or zero-width characters: the consent page shows them as U+FFFD, the name isolated', async () => {
+    const page = await new UserAgent().request(authorizeUrl(base, standardParams(base, `${docsBase()}/bidi-name.json`, pkce())));
+    expect(page.status, page.body).toBe(200);
+    expect(page.body).not.toMatch(/[\u202e\u200b]/);
+    expect(page.body).toContain('“<bdi>Document\ufffd Client \ufffdexe.elif</bdi>”');
   });
 
   it('signs in: the consent page names the document host; tokens work and deleteClient revokes them', async () => {
