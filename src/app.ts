@@ -248,7 +248,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     },
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
-      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger }, graceMs);
+      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs);
     },
   };
 }
@@ -315,10 +315,10 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
  * given `graceMs`, then everything cut and closed.
  */
 async function shutDown(
-  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; store: { close(): Promise<void> }; logger: Logger },
+  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; store: { close(): Promise<void> }; logger: Logger; audit: Audit },
   graceMs: number,
 ): Promise<void> {
-  const { proxyServer, adminServer, forwarder, streams, store, logger } = parts;
+  const { proxyServer, adminServer, forwarder, streams, store, logger, audit } = parts;
   const closed = Promise.all([
     proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
     adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
@@ -338,6 +338,8 @@ async function shutDown(
   await closed;
   forwarder.close();
   await streams.stop();
+  // Counts of repeated denials still in their window are recorded, not lost with the process.
+  await audit.flushRepeated();
   await store.close();
   logger.info({ endedStreams: endedStreams + cut, drained: drained === 'idle' }, 'shut down');
 }

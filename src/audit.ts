@@ -1,8 +1,16 @@
 // The audit trail: every admin operation, every issuance and every revocation is one event
 // {at, who, action, result, clientId?, tokenHashPrefix?, subject?, detail?}. Each event is one log line
 // (`"msg":"audit"`, at info; warn for a refresh-token reuse) and, with `audit.stream: true`, one entry
-// of the capped Redis stream `<keyPrefix>audit` (XADD ... MAXLEN ~ audit.maxLen), which the admin
-// operation `listAuditEvents` reads back.
+// of a capped Redis stream (XADD ... MAXLEN ~ audit.maxLen), which the admin operation
+// `listAuditEvents` reads back, both streams merged newest first: what the master token did goes to
+// `<keyPrefix>audit:admin`, everything else to `<keyPrefix>audit`. Only the master token writes the
+// admin stream, so no flood of requests, however authenticated, can evict an admin event.
+//
+// Repeated denials are aggregated (`recordRepeated`, the policy's): the first of a kind (same
+// principal, action, result and detail) within `REPEAT_WINDOW_MS` is recorded at once, the rest of
+// the window only counted, and one more event with `detail.repeated` = that count closes the window.
+// Distinct kinds per principal and action are bounded too (`MAX_KINDS_PER_ACTOR`; further ones
+// are folded into one kind whose `detail.name` is `*`), so varying a tool name does not undo it.
 //
 // No secret is ever part of an event: a token appears as the first 8 hex characters of its SHA-256.
 // The capped stream keeps what was done with a credential (the master token, an authenticated client,
@@ -32,6 +40,21 @@ export interface AuditOptions {
 }
 
 const MAX_TEXT = 200;
+/** How long repeats of one denial are counted before their count is recorded. */
+export const REPEAT_WINDOW_MS = 60_000;
+/** Distinct kinds of one actor's repeated events within a window before they are folded together. */
+const MAX_KINDS_PER_ACTOR = 20;
+/** Kinds held at once in this process; past it, events are recorded one by one (never dropped). */
+const MAX_KINDS = 10_000;
+
+interface Repeats {
+  input: AuditInput;
+  level: 'info' | 'warn';
+  /** Epoch ms at which the window of this kind ends. */
+  until: number;
+  /** Repeats after the first (which was recorded) within the window. */
+  count: number;
+}
 
 /** The first 8 hex characters of a token hash: enough to find a record, useless to an attacker. */
 export function hashPrefix(tokenHash: string): string {
@@ -48,9 +71,65 @@ function clip(text: string): string {
 
 export class Audit {
   readonly #options: AuditOptions;
+  /** Open windows of repeated events, by kind. */
+  readonly #repeats = new Map<string, Repeats>();
+  /** Distinct kinds per actor (`who` and action) in the open windows. */
+  readonly #kinds = new Map<string, number>();
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(options: AuditOptions) {
     this.#options = options;
+  }
+
+  /**
+   * An event anyone holding a credential can cause in bulk (a policy denial): aggregated as the module
+   * comment says. Never rejects.
+   */
+  async recordRepeated(input: AuditInput, level: 'info' | 'warn' = 'info'): Promise<void> {
+    const now = this.#options.clock.now();
+    this.#closeWindows(now);
+    const actor = `${input.who}\n${input.action}`;
+    let kind = kindOf(input);
+    let event = input;
+    if (!this.#repeats.has(kind) && (this.#kinds.get(actor) ?? 0) >= MAX_KINDS_PER_ACTOR) {
+      event = { ...input, detail: { ...input.detail, name: '*' } };
+      kind = kindOf(event);
+    }
+    const open = this.#repeats.get(kind);
+    if (open !== undefined) {
+      open.count++;
+      return;
+    }
+    if (this.#repeats.size < MAX_KINDS) {
+      this.#repeats.set(kind, { input: event, level, until: now + REPEAT_WINDOW_MS, count: 0 });
+      this.#kinds.set(actor, (this.#kinds.get(actor) ?? 0) + 1);
+      // A real-time backstop, so a count is recorded even when nothing else happens (unref: it never holds the process).
+      this.#timer ??= setInterval(() => void this.flushRepeated(this.#options.clock.now()), REPEAT_WINDOW_MS).unref();
+    }
+    await this.record(event, level);
+  }
+
+  /** Records the counts of the windows ended by `now` (all of them when `now` is Infinity, at shutdown). */
+  async flushRepeated(now = Number.POSITIVE_INFINITY): Promise<void> {
+    await Promise.all(this.#closeWindows(now));
+    if (this.#repeats.size === 0 && this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  #closeWindows(now: number): Promise<void>[] {
+    const done: Promise<void>[] = [];
+    for (const [kind, open] of this.#repeats) {
+      if (open.until > now) continue;
+      this.#repeats.delete(kind);
+      const actor = `${open.input.who}\n${open.input.action}`;
+      const left = (this.#kinds.get(actor) ?? 1) - 1;
+      if (left > 0) this.#kinds.set(actor, left);
+      else this.#kinds.delete(actor);
+      if (open.count > 0) done.push(this.record({ ...open.input, detail: { ...open.input.detail, repeated: open.count, windowSeconds: REPEAT_WINDOW_MS / 1000 } }, open.level));
+    }
+    return done;
   }
 
   get streamEnabled(): boolean {
@@ -64,7 +143,7 @@ export class Audit {
     if (event.result === 'temporarily_unavailable') return;
     if (event.who === 'anonymous') return;
     try {
-      await this.#options.store.appendAudit(event, this.#options.maxLen);
+      await this.#options.store.appendAudit(event, this.#options.maxLen, event.who === 'master' ? 'admin' : 'requests');
     } catch (err) {
       this.#options.logger.warn({ err: describe(err), action: event.action }, 'audit event not appended to the audit stream');
     }
@@ -87,8 +166,13 @@ export class Audit {
     return event;
   }
 
-  /** The newest `count` events of the stream (empty when the stream is off and was never written). */
+  /** The newest `count` events of both streams, newest first (empty when the streams are off and were never written). */
   list(count: number): Promise<StoredAuditEvent[]> {
     return this.#options.store.listAuditEvents(count);
   }
+}
+
+/** What makes two events the same kind for aggregation: everything but the time. */
+function kindOf(input: AuditInput): string {
+  return JSON.stringify([input.who, input.action, input.result, input.clientId ?? '', input.subject ?? '', input.tokenHashPrefix ?? '', input.detail ?? {}]);
 }

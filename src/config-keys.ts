@@ -361,9 +361,9 @@ export const CONFIG_KEYS = {
   audit: {
     stream: boolean({
       default: true,
-      description: 'Also append audit events to the capped Redis stream `<keyPrefix>audit` (read with `listAuditEvents`). They always go to the log.',
+      description: 'Also append audit events to capped Redis streams: the master token\'s to `<keyPrefix>audit:admin`, the rest to `<keyPrefix>audit` (read together with `listAuditEvents`). They always go to the log.',
     }),
-    maxLen: integer({ default: 10000, min: 100, max: 10_000_000, description: 'Approximate length cap of the audit stream (`XADD … MAXLEN ~`).' }),
+    maxLen: integer({ default: 10000, min: 100, max: 10_000_000, description: 'Approximate length cap of each audit stream (`XADD … MAXLEN ~`).' }),
   },
   /** Per-tool policy on `POST /mcp` (src/policy/, docs/policy.md); off while `policy.rules` is unset. */
   policy: {

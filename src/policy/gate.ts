@@ -63,7 +63,7 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   /** A denial: counted by rule, audited, answered 403 with the step-up challenge. */
   function refuse(outcome: PolicyDenial, principal: Principal): never {
     metrics.policyDenials.labels(outcome.rule).inc();
-    void audit.record(
+    void audit.recordRepeated(
       {
         who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
         action: 'policy.deny',

@@ -13,6 +13,7 @@ import {
   authorizationCodeFields,
   auditFields,
   auditFromFields,
+  newestAuditFirst,
   clientFields,
   clientFromFields,
   keyLayout,
@@ -31,6 +32,7 @@ import {
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
   type AuditEvent,
+  type AuditTrail,
   type ClientRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
@@ -402,28 +404,29 @@ export class MemoryTokenStore implements TokenStore {
     return this.#listIndexed(this.#keys.profileIndex(), this.#keys.profile, profileFromFields);
   }
 
-  /** The audit stream: ids `<ms>-<seq>` increasing like Redis stream ids, capped exactly at maxLen. */
-  readonly #audit: Array<{ id: string; fields: Fields }> = [];
+  /** The audit streams, one per trail: ids `<ms>-<seq>` increasing like Redis stream ids, each capped exactly at maxLen. */
+  readonly #audit: Record<AuditTrail, Array<{ id: string; fields: Fields }>> = { admin: [], requests: [] };
   #lastAuditId: [number, number] = [0, 0];
 
-  async appendAudit(event: AuditEvent, maxLen: number): Promise<string> {
+  async appendAudit(event: AuditEvent, maxLen: number, trail: AuditTrail = 'requests'): Promise<string> {
     this.#check();
     const ms = Math.max(this.#clock.now(), this.#lastAuditId[0]);
     const seq = ms === this.#lastAuditId[0] ? this.#lastAuditId[1] + 1 : 0;
     this.#lastAuditId = [ms, seq];
     const id = `${ms}-${seq}`;
-    this.#audit.push({ id, fields: auditFields(event) });
-    if (this.#audit.length > maxLen) this.#audit.splice(0, this.#audit.length - maxLen);
+    const stream = this.#audit[trail];
+    stream.push({ id, fields: auditFields(event) });
+    if (stream.length > maxLen) stream.splice(0, stream.length - maxLen);
     return id;
   }
 
   async listAuditEvents(count: number): Promise<StoredAuditEvent[]> {
     this.#check();
     if (count <= 0) return [];
-    return this.#audit
-      .slice(-count)
-      .reverse()
-      .map((e) => auditFromFields(e.id, e.fields));
+    return [...this.#audit.admin.slice(-count), ...this.#audit.requests.slice(-count)]
+      .map((e) => auditFromFields(e.id, e.fields))
+      .sort(newestAuditFirst)
+      .slice(0, count);
   }
 
   async publishSigningKey(key: PublishedSigningKey, now: number): Promise<void> {

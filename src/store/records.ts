@@ -24,6 +24,8 @@ export function keyLayout(prefix: string) {
     /** The name is hashed: it may come from a client (a `jti`), and keys stay short and printable. */
     oneTimeValue: (name: string) => `${prefix}{oauth}:usedOnce:${createHash('sha256').update(name).digest('hex')}`,
     auditStream: () => `${prefix}audit`,
+    /** The admin trail (events of the master token), capped on its own: request floods cannot evict them. */
+    adminAuditStream: () => `${prefix}audit:admin`,
     /** One hash of every replica's public assertion keys: kid -> signingKeyValue. */
     signingKeys: () => `${prefix}assertionKeys`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
@@ -249,4 +251,11 @@ export function listedSigningKeys(fields: Fields, now: number): PublishedSigning
     if (key) out.push(key);
   }
   return out;
+}
+
+/** Stream ids (`<ms>-<seq>`) in time order, newest first; ids of two streams interleave by time. */
+export function newestAuditFirst(a: StoredAuditEvent, b: StoredAuditEvent): number {
+  const [am = 0, as = 0] = a.id.split('-').map(Number);
+  const [bm = 0, bs = 0] = b.id.split('-').map(Number);
+  return bm - am || bs - as;
 }

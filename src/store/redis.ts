@@ -13,6 +13,7 @@ import {
   reuseNotice,
   auditFields,
   auditFromFields,
+  newestAuditFirst,
   clientFields,
   clientFromFields,
   keyLayout,
@@ -36,6 +37,7 @@ import {
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
   type AuditEvent,
+  type AuditTrail,
   type ClientRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
@@ -387,20 +389,28 @@ export class RedisTokenStore implements TokenStore {
     return this.#listIndexed(this.#keys.profileIndex(), this.#keys.profile, profileFromFields);
   }
 
-  async appendAudit(event: AuditEvent, maxLen: number): Promise<string> {
-    const id = await this.#redis.xadd(this.#keys.auditStream(), 'MAXLEN', '~', String(maxLen), '*', ...flattenFields(auditFields(event)));
+  async appendAudit(event: AuditEvent, maxLen: number, trail: AuditTrail = 'requests'): Promise<string> {
+    const stream = trail === 'admin' ? this.#keys.adminAuditStream() : this.#keys.auditStream();
+    const id = await this.#redis.xadd(stream, 'MAXLEN', '~', String(maxLen), '*', ...flattenFields(auditFields(event)));
     if (id === null) throw new TypeError('XADD returned no id');
     return id;
   }
 
   async listAuditEvents(count: number): Promise<StoredAuditEvent[]> {
     if (count <= 0) return [];
-    const entries = await this.#redis.xrevrange(this.#keys.auditStream(), '+', '-', 'COUNT', count);
-    return entries.map(([id, flat]) => {
-      const fields: Fields = {};
-      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-      return auditFromFields(id, fields);
-    });
+    // Two keys, two commands (they may live in different Cluster slots), merged by time.
+    const [admin, requests] = await Promise.all([
+      this.#redis.xrevrange(this.#keys.adminAuditStream(), '+', '-', 'COUNT', count),
+      this.#redis.xrevrange(this.#keys.auditStream(), '+', '-', 'COUNT', count),
+    ]);
+    return [...admin, ...requests]
+      .map(([id, flat]) => {
+        const fields: Fields = {};
+        for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+        return auditFromFields(id, fields);
+      })
+      .sort(newestAuditFirst)
+      .slice(0, count);
   }
 
   async publishSigningKey(key: PublishedSigningKey, now: number): Promise<void> {

@@ -276,10 +276,16 @@ export interface OneTimeValueStorage {
 }
 
 /** The capped audit stream. */
+/**
+ * Which capped stream an audit event goes to: `admin` (what the master token did) or `requests`
+ * (everything else), each capped on its own so that request floods cannot evict admin events.
+ */
+export type AuditTrail = 'admin' | 'requests';
+
 export interface AuditStorage {
-  /** Appends to the capped audit stream (about `maxLen` newest events are kept); returns the id. */
-  appendAudit(event: AuditEvent, maxLen: number): Promise<string>;
-  /** The newest `count` audit events, newest first. */
+  /** Appends to the trail's capped stream (about `maxLen` newest events are kept); returns the id. */
+  appendAudit(event: AuditEvent, maxLen: number, trail?: AuditTrail): Promise<string>;
+  /** The newest `count` audit events of both trails, newest first. */
   listAuditEvents(count: number): Promise<StoredAuditEvent[]>;
 }
 

@@ -1,11 +1,14 @@
 // Flushing the audit trail: the capped stream keeps what was done with a credential, so a flood of
 // what anyone can cause (revocations that revoke nothing, open registrations, refusals) cannot push
-// an earlier admin event out of it; and /revoke, /introspect and /register are rate limited per
-// address, counted in Redis so that every replica counts together.
+// an earlier admin event out of it; what a credential can cause in bulk (policy denials) is
+// aggregated, and admin events live in a stream of their own that no request writes; and /revoke,
+// /introspect and /register are rate limited per address, counted in Redis so that every replica
+// counts together.
 
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSidecar } from '../../src/app.ts';
+import { REPEAT_WINDOW_MS } from '../../src/audit.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { basicAuth, formFrom, sendFrom } from './from-address.ts';
@@ -44,6 +47,50 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     const logged = stack.logs.filter((l) => l.includes('"msg":"audit"'));
     expect(logged.filter((l) => l.includes('"result":"nothing_revoked"')).length).toBe(400);
     expect(logged.filter((l) => l.includes('"action":"register"')).length).toBe(151);
+  });
+
+  it('a flood of policy denials is aggregated and cannot evict an earlier admin event', async () => {
+    const stack = await stackWith({ audit: { maxLen: 100 }, policy: { default: 'deny', rules: [{ name: 'echo', effect: 'allow', requests: { methods: ['tools/call'], names: ['echo'] } }] } });
+    const created = await stack.admin('createClient', { clientName: 'precious' });
+    expect(created.status).toBe(201);
+    const { token, clientId } = await stack.issueOAuthToken();
+    const call = (name: string) =>
+      sendFrom('127.0.0.2', stack.mcpUrl, {
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } }),
+      });
+    // One after the other, as in the flood it reproduces (the count matters, not the load): one tool
+    // denied 300 times, then 100 different tool names.
+    for (let i = 0; i < 300; i++) expect((await call('delete_repo')).status).toBe(403);
+    for (let i = 0; i < 100; i++) expect((await call(`tool_${i}`)).status).toBe(403);
+    const denials = async () => ((await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string; detail?: Record<string, unknown> }>).filter((e) => e.action === 'policy.deny');
+    // The first of each kind is recorded at once: 20 kinds a principal (delete_repo and the first 19
+    // other names), the other 81 names folded into one kind named `*`.
+    const first = await denials();
+    expect(first.filter((e) => e.detail?.name === 'delete_repo')).toHaveLength(1);
+    expect(first.length).toBe(20 + 1);
+    expect(first.some((e) => e.detail?.name === '*')).toBe(true);
+    // The window ends: the counts are recorded, one event a kind.
+    stack.clock.advance(REPEAT_WINDOW_MS);
+    await stack.sidecar.audit.flushRepeated(stack.clock.now());
+    const after = await denials();
+    expect(after.find((e) => e.detail?.name === 'delete_repo' && e.detail.repeated !== undefined)?.detail).toMatchObject({ repeated: 299, rule: 'default' });
+    expect(after.find((e) => e.detail?.name === '*' && e.detail.repeated !== undefined)?.detail).toMatchObject({ repeated: 81 - 1 });
+    expect(after.every((e) => e.clientId === clientId)).toBe(true);
+    // The admin event is still there.
+    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string }>;
+    expect(events.find((e) => e.action === 'createClient' && e.clientId === created.body.clientId)).toMatchObject({ who: 'master' });
+  });
+
+  it('the admin trail survives a flood of request events that fills the capped stream', async () => {
+    const stack = await stackWith({ audit: { maxLen: 100 } });
+    const created = await stack.admin('createClient', { clientName: 'precious' });
+    const client = (await stack.admin('createClient', { clientName: 'busy' })).body;
+    // Successful issuances: each one an event of the requests trail, as it must be.
+    for (let i = 0; i < 250; i++) expect((await formFrom(`127.0.${1 + (i % 200)}.9`, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(client.clientId, client.clientSecret))).status).toBe(200);
+    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string }>;
+    expect(events.filter((e) => e.action === 'token.client_credentials').length).toBeLessThan(250);
+    expect(events.find((e) => e.action === 'createClient' && e.clientId === created.body.clientId)).toMatchObject({ who: 'master' });
   });
 
   it('/revoke and /introspect are limited per address: 429 with Retry-After, other addresses unaffected', async () => {

@@ -99,13 +99,18 @@ describe('audit events of a full run', () => {
     expect(reuse?.level).toBe(40);
   });
 
-  it('the stream is one Redis stream at <prefix>audit', async () => {
+  it('the trail is two Redis streams: <prefix>audit:admin for the master token, <prefix>audit for the rest', async () => {
     const raw = await rawRedis();
     try {
       const key = `${t.stack.prefix}audit`;
+      const admin = `${t.stack.prefix}audit:admin`;
       expect(await raw.type(key)).toBe('stream');
-      expect(await raw.xlen(key)).toBeGreaterThanOrEqual(events.length);
-      expect((await keysUnder(raw, t.stack.prefix)).filter((k) => k.includes('audit'))).toEqual([key]);
+      expect(await raw.type(admin)).toBe('stream');
+      expect((await raw.xlen(key)) + (await raw.xlen(admin))).toBeGreaterThanOrEqual(events.length);
+      const whoIn = async (k: string) => new Set((await raw.xrange(k, '-', '+')).map(([, f]) => f[f.indexOf('who') + 1]));
+      expect(await whoIn(admin)).toEqual(new Set(['master']));
+      expect((await whoIn(key)).has('master')).toBe(false);
+      expect((await keysUnder(raw, t.stack.prefix)).filter((k) => k.includes('audit')).sort()).toEqual([key, admin]);
     } finally {
       await raw.quit();
     }

@@ -1003,6 +1003,25 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(kept.map((e) => e.id)).toEqual(appended.slice(-kept.length).reverse());
         expect(kept[0]!.action).toBe('op-299');
       });
+
+      it('the admin trail is capped on its own: a flood of request events leaves admin events in place; both read back merged by time', async () => {
+        const admin1 = await store.appendAudit({ at: clock.now(), who: 'master', action: 'createClient', result: 'ok' }, 100, 'admin');
+        const flood: string[] = [];
+        for (let i = 0; i < 300; i++) flood.push(await store.appendAudit({ at: clock.now(), who: 'client:mcp_x', action: 'policy.deny', result: 'insufficient_scope' }, 100, 'requests'));
+        const admin2 = await store.appendAudit({ at: clock.now(), who: 'master', action: 'deleteClient', result: 'ok' }, 100, 'admin');
+        const all = await store.listAuditEvents(1000);
+        expect(all.filter((e) => e.who === 'master').map((e) => e.id)).toEqual([admin2, admin1]);
+        expect(all.filter((e) => e.who !== 'master').length).toBeLessThan(300);
+        // Each stream in its order, the two interleaved by time (ids of two streams written in the same
+        // millisecond have sequences of their own, so the millisecond is what orders them).
+        const requests = all.filter((e) => e.who !== 'master').map((e) => e.id);
+        expect(requests).toEqual(flood.slice(-requests.length).reverse());
+        const ms = all.map((e) => Number(e.id.split('-')[0]));
+        expect(ms).toEqual([...ms].sort((a, b) => b - a));
+        const two = await store.listAuditEvents(2);
+        expect(two.length).toBe(2);
+        expect(two.map((e) => e.id)).toEqual(all.slice(0, 2).map((e) => e.id));
+      });
     });
 
     describe('revocation notices', () => {
