@@ -304,6 +304,7 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
     maxBytes: c.maxBytes,
     cacheTtlMs: c.cacheTtlSeconds * 1000,
     maxCacheEntries: c.cacheMaxEntries,
+    maxConcurrentFetches: c.maxConcurrentFetches,
     allowPrivateAddresses: c.allowPrivateAddresses,
     clock,
     logger,

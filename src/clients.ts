@@ -7,6 +7,7 @@ import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
 import { isLoopbackHost } from './net-address.ts';
+import type { JSONWebKeySet } from 'jose';
 import { GRANT_AUTHORIZATION_CODE, resolveProfile } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
@@ -51,6 +52,9 @@ export interface ClientMetadataInput {
   scope?: unknown;
   profile?: unknown;
   tokenEndpointAuthMethod?: unknown;
+  /** private_key_jwt: the client's public keys (a JWKS object), or an https URL where they are. */
+  jwks?: unknown;
+  jwksUri?: unknown;
 }
 
 export interface PublicClient {
@@ -61,6 +65,8 @@ export interface PublicClient {
   scope?: string;
   profile: string;
   tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+  jwks?: unknown;
+  jwksUri?: string;
   source: 'admin' | 'dcr' | 'cimd';
   createdAt: number;
   revokedAt?: number;
@@ -78,6 +84,8 @@ export function publicClient(c: ClientRecord): PublicClient {
   };
   if (c.clientName !== undefined) out.clientName = c.clientName;
   if (c.scope !== undefined) out.scope = c.scope;
+  if (c.jwks !== undefined) out.jwks = JSON.parse(c.jwks) as unknown;
+  if (c.jwksUri !== undefined) out.jwksUri = c.jwksUri;
   if (c.revokedAt !== undefined) out.revokedAt = c.revokedAt;
   return out;
 }
@@ -131,6 +139,54 @@ const CLIENT_ID_SHAPE = /^mcp_[0-9a-f]{32}$/;
 /** Whether `value` has the shape of a client id this sidecar issues (`mcp_` and 32 hex). */
 export function isClientIdShaped(value: string): boolean {
   return CLIENT_ID_SHAPE.test(value);
+}
+
+/** Keys in one JSON Web Key Set of a client. */
+export const MAX_KEYS = 32;
+
+/** An https URL with a host, without fragment or user info (a `jwks_uri`). */
+export function isHttpsUrl(value: unknown): value is string {
+  if (typeof value !== 'string' || value.length > 2048 || value.includes('#') || CONTROL.test(value) || value.includes(' ')) return false;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' && url.username === '' && url.password === '' && url.href === value;
+  } catch {
+    return false;
+  }
+}
+
+/** A JWKS as published: `{"keys": [...]}` of at most MAX_KEYS public keys (no private or symmetric member). */
+export function checkKeySet(value: unknown): JSONWebKeySet | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const keys = (value as { keys?: unknown }).keys;
+  if (!Array.isArray(keys) || keys.length === 0 || keys.length > MAX_KEYS) return undefined;
+  for (const k of keys) {
+    if (k === null || typeof k !== 'object' || Array.isArray(k)) return undefined;
+    const key = k as Record<string, unknown>;
+    if (typeof key.kty !== 'string' || key.kty === 'oct' || key.d !== undefined || key.k !== undefined) return undefined;
+  }
+  return { keys: keys as JSONWebKeySet['keys'] };
+}
+
+/**
+ * The keys of a private_key_jwt client (RFC 7591 §2: `jwks` or `jwks_uri`, never both): a set of public
+ * keys kept as JSON text, or an https URL fetched (with the SSRF guard of metadata documents) when an
+ * assertion is checked. Other methods take no keys.
+ */
+function clientKeys(input: ClientMetadataInput, method: TokenEndpointAuthMethod, metaError: 'invalid_client_metadata' | 'invalid_request'): Pick<ClientRecord, 'jwks' | 'jwksUri'> {
+  const given = (v: unknown) => v !== undefined && v !== null;
+  if (method !== 'private_key_jwt') {
+    if (given(input.jwks) || given(input.jwksUri)) throw new HttpError(metaError, 'jwks and jwks_uri are only for the private_key_jwt client authentication');
+    return {};
+  }
+  if (given(input.jwks) === given(input.jwksUri)) throw new HttpError(metaError, 'private_key_jwt needs the client\'s public keys: jwks or jwks_uri (one of them)');
+  if (given(input.jwks)) {
+    const set = checkKeySet(input.jwks);
+    if (set === undefined) throw new HttpError(metaError, `jwks must be a JSON Web Key Set of 1 to ${MAX_KEYS} public keys`);
+    return { jwks: JSON.stringify(set) };
+  }
+  if (!isHttpsUrl(input.jwksUri)) throw new HttpError(metaError, 'jwks_uri must be an https URL without fragment or user info');
+  return { jwksUri: input.jwksUri };
 }
 
 /** A space-separated list of RFC 6749 §3.3 scope tokens; undefined when absent. */
@@ -210,11 +266,12 @@ export async function provisionClient(
   let tokenEndpointAuthMethod: TokenEndpointAuthMethod = 'client_secret_basic';
   if (input.tokenEndpointAuthMethod !== undefined && input.tokenEndpointAuthMethod !== null) {
     const m = input.tokenEndpointAuthMethod;
-    if (m !== 'client_secret_basic' && m !== 'client_secret_post' && m !== 'none') {
-      throw new HttpError(metaError, 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none');
+    if (m !== 'client_secret_basic' && m !== 'client_secret_post' && m !== 'private_key_jwt' && m !== 'none') {
+      throw new HttpError(metaError, 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none');
     }
     tokenEndpointAuthMethod = m;
   }
+  const keys = clientKeys(input, tokenEndpointAuthMethod, metaError);
   if (tokenEndpointAuthMethod === 'none' && grantTypes.includes('client_credentials')) {
     throw new HttpError(metaError, 'a public client (auth method none) cannot use client_credentials');
   }
@@ -229,7 +286,8 @@ export async function provisionClient(
     if (source === 'dcr' && err instanceof HttpError) throw new HttpError(metaError, err.description ?? 'bad scope');
     throw err;
   }
-  const clientSecret = tokenEndpointAuthMethod === 'none' ? undefined : generateToken();
+  // A public client has no secret; a private_key_jwt client proves itself with its key instead.
+  const clientSecret = tokenEndpointAuthMethod === 'none' || tokenEndpointAuthMethod === 'private_key_jwt' ? undefined : generateToken();
   const client: ClientRecord = {
     clientId: `${CLIENT_ID_PREFIX}${randomBytes(16).toString('hex')}`,
     redirectUris,
@@ -240,6 +298,7 @@ export async function provisionClient(
     createdAt: now,
   };
   if (clientSecret !== undefined) client.clientSecretHash = hashToken(clientSecret);
+  Object.assign(client, keys);
   if (clientName !== undefined) client.clientName = clientName;
   if (scope !== undefined) client.scope = scope;
   await store.createClient(client);

@@ -318,7 +318,19 @@ export const CONFIG_KEYS = {
         max: 86400,
         description: 'A valid document is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured). Failures are never cached.',
       }),
-      cacheMaxEntries: integer({ default: 1000, min: 0, max: 1_000_000, description: 'Documents kept in memory per process, least recently used evicted first.' }),
+      cacheMaxEntries: integer({ default: 1000, min: 0, max: 1_000_000, description: 'Documents and key sets kept in memory per process, least recently used evicted first.' }),
+      fetchesPerMinutePerAddress: integer({
+        default: 20,
+        min: 0,
+        max: 1_000_000,
+        description: 'Document fetches one client address may cause at `/authorize` per minute, across replicas (a cached document costs none); then 429 (`0`: off).',
+      }),
+      maxConcurrentFetches: integer({
+        default: 16,
+        min: 1,
+        max: 10_000,
+        description: 'Outbound document and key-set (`jwks_uri`) fetches at once per process; a fetch over the cap waits up to 2 s for a slot, then the request gets 503 with `Retry-After`.',
+      }),
       allowPrivateAddresses: boolean({
         default: false,
         description: 'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.',

@@ -18,6 +18,8 @@ import { DuplicateRecordError } from '../store/types.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
+import { clientAddresses } from '../proxy/client-address.ts';
+import { WindowLimit } from '../rate-limits.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
 import type { ClientRecord } from '../store/types.ts';
 import { resourceOf, type OAuthContext } from './context.ts';
@@ -112,10 +114,15 @@ class SignInFlow {
   readonly #idpHost: string;
   private readonly ctx: OAuthContext;
   private readonly signIn: IdpSignIn | undefined;
+  /** Metadata-document fetches a client address may cause per minute (cache hits are free). */
+  readonly #documentFetches: WindowLimit;
+  readonly #addresses: ReturnType<typeof clientAddresses>;
 
   constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
     this.ctx = ctx;
     this.signIn = signIn;
+    this.#documentFetches = new WindowLimit(ctx.store, ctx.clock, 'cimdfetch', ctx.config.oauth.clientMetadataDocuments.fetchesPerMinutePerAddress);
+    this.#addresses = clientAddresses(ctx.config.proxy.trustedProxies);
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
     // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
     this.#cookieName = this.#secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
@@ -158,14 +165,16 @@ class SignInFlow {
    * A registered client, or one described by its own metadata document (its id is the document's
    * URL). A client an administrator deleted stays refused, whatever its document says.
    */
-  async lookUpClient(clientId: string): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
+  async lookUpClient(clientId: string, req: IncomingMessage): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
     if (clientId.length === 0 || clientId.length > 2048) return null;
     const stored = await this.ctx.store.getClient(clientId);
     if (stored?.revokedAt !== undefined) return null;
     if (!this.ctx.cimd || !isClientIdMetadataUrl(clientId)) return stored ? { client: stored, stored: true } : null;
     let doc;
     try {
-      doc = await this.ctx.cimd.resolve(clientId);
+      // Only a fetch that goes out counts towards the address's limit: a cached document is free.
+      const address = this.#addresses.client(req);
+      doc = await this.ctx.cimd.resolve(clientId, { beforeFetch: () => this.#documentFetches.take(address, 'too many application metadata documents fetched for this address; try again in a minute') });
     } catch (err) {
       if (err instanceof HttpError && err.code === 'invalid_client') {
         throw new PageError(400, 'Unknown application', `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`);
@@ -177,7 +186,7 @@ class SignInFlow {
       redirectUris: doc.redirectUris,
       grantTypes: doc.grantTypes,
       profile: 'interactive',
-      tokenEndpointAuthMethod: 'none',
+      tokenEndpointAuthMethod: doc.tokenEndpointAuthMethod,
       source: 'cimd',
       createdAt: this.ctx.clock.now(),
     };
@@ -187,8 +196,9 @@ class SignInFlow {
   }
 
   /**
-   * A document's client gets a record on its first valid sign-in request, so that its tokens can be
-   * issued, listed and revoked (deleteClient) like any other; unused, it expires like a registration.
+   * A document's client gets a record when it is first issued a code (after the user approved and
+   * signed in), so that its tokens can be issued, listed and revoked (deleteClient) like any other;
+   * unused, it expires like a registration. Requests that stop at the consent page leave no record.
    */
   async rememberDocumentClient(client: ClientRecord): Promise<void> {
     try {
@@ -210,7 +220,7 @@ class SignInFlow {
     const clientIds = query.getAll('client_id');
     const redirectUris = query.getAll('redirect_uri');
     if (clientIds.length !== 1 || clientIds[0] === '') throw new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.');
-    const found = await this.lookUpClient(clientIds[0]!);
+    const found = await this.lookUpClient(clientIds[0]!, req);
     if (!found) throw new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.');
     if (redirectUris.length !== 1 || redirectUris[0] === '') throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
     const { client } = found;
@@ -252,7 +262,6 @@ class SignInFlow {
       const { granted, ignored } = splitScopes(scope ?? client.scope, this.ctx.config.policy.rules?.scopes ?? []);
       scope = granted;
       const request: AuthorizationRequest = { clientId: client.clientId, clientName: client.clientName, redirectUri, codeChallenge: challenge, state, scope, resource: expected };
-      if (client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(client);
       const browser = this.browserBinding(req);
       const requestId = generateToken();
       await this.ctx.store.putAuthorizationRequest(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
@@ -334,6 +343,13 @@ class SignInFlow {
       this.redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
       return;
     }
+    if (this.ctx.cimd && isClientIdMetadataUrl(request.clientId)) {
+      // The document is looked up again (cached, as a rule): a client an administrator deleted since
+      // the consent page, or whose document went bad, gets no code.
+      const found = await this.lookUpClient(request.clientId, req);
+      if (!found) throw new PageError(400, 'Unknown application', 'The application of this sign-in was removed from this server. Nothing was issued.');
+      if (found.client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(found.client);
+    }
     const code = generateToken();
     const now = this.ctx.clock.now();
     await this.ctx.store.putAuthorizationCode({
@@ -378,6 +394,10 @@ function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<strin
   }
   const http = httpErrorFor(err);
   if (http.status === 413) return [413, messagePage('Bad request', 'The request is too large.'), {}];
+  if (http.status === 429) return [429, messagePage('Too many requests', `${capitalise(http.description ?? 'too many requests')}.`), { ...http.headers }];
+  if (http.code === 'temporarily_unavailable' && http.description !== undefined) {
+    return [503, messagePage('Sign-in is busy', `${capitalise(http.description)}.`), { ...http.headers }];
+  }
   if (http.status < 500) return [http.status, messagePage('Bad request', http.description ?? 'The request is not valid.'), {}];
   if (http.code === 'server_error') {
     ctx.logger.error({ err: describe(err) }, 'unexpected error during sign-in');
@@ -385,6 +405,10 @@ function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<strin
   }
   ctx.logger.warn({ err: describe(err) }, 'store unavailable during sign-in: answered 503');
   return [503, messagePage('Sign-in is unavailable', 'The server cannot complete sign-in right now. Try again in a minute.'), { 'retry-after': '5' }];
+}
+
+function capitalise(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /** IdP errors the client can act on keep their meaning; the rest say only that sign-in failed. */

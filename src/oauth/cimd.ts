@@ -1,14 +1,16 @@
 // Client ID Metadata Documents: a client_id that is an https URL names a JSON document, hosted by the
-// client, that describes it (no registration). This module fetches and validates such documents with an
-// SSRF guard on the address actually connected to, and caches the valid ones within bounds.
+// client, that describes it (no registration). This module fetches and validates such documents, and the
+// JWKS a document (or a registration) names for private_key_jwt, with an SSRF guard on the address
+// actually connected to, a bound on size, time and concurrent fetches, and caches the valid ones.
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { request } from 'node:https';
 import { isIP, type Socket } from 'node:net';
+import type { JSONWebKeySet } from 'jose';
 import type { Clock } from '../clock.ts';
 import { HttpError, unusableClientDocument } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { checkRedirectUri, checkScope, hasControlCharacter } from '../clients.ts';
+import { checkKeySet, checkRedirectUri, checkScope, hasControlCharacter, isHttpsUrl, MAX_KEYS } from '../clients.ts';
 import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../net-address.ts';
 
 export interface ClientMetadataDocument {
@@ -22,16 +24,31 @@ export interface ClientMetadataDocument {
   grantTypes: string[];
   /** Default `['code']`. */
   responseTypes: string[];
-  /** Clients known only by a document hold no secret and no key here: they are public clients. */
-  tokenEndpointAuthMethod: 'none';
+  /**
+   * `private_key_jwt` when the document offers it (as `token_endpoint_auth_method` or in
+   * `token_endpoint_auth_methods_supported`) and publishes its keys: the client must then sign a client
+   * assertion at the token endpoint. Otherwise `none`: a public client. Never a shared secret.
+   */
+  tokenEndpointAuthMethod: 'none' | 'private_key_jwt';
+  /** Where its signing keys are (https), for private_key_jwt. */
+  jwksUri?: string;
+  /** Its signing keys inline, for private_key_jwt. */
+  jwks?: JSONWebKeySet;
   scope?: string;
   /** hostname[:port] of the URL: what a consent page names as the client's home. */
   host: string;
 }
 
+export interface ResolveOptions {
+  /** Called before a fetch goes out (not on a cache hit): a per-address limit throws here. */
+  beforeFetch?: () => Promise<void>;
+}
+
 export interface CimdResolver {
   /** The validated document, or HttpError `invalid_client` with a description fit for an error page. */
-  resolve(url: string): Promise<ClientMetadataDocument>;
+  resolve(url: string, options?: ResolveOptions): Promise<ClientMetadataDocument>;
+  /** A JSON Web Key Set at an https URL, fetched and cached like documents; HttpError `invalid_client` when unusable. */
+  keySet(url: string): Promise<JSONWebKeySet>;
 }
 
 export interface CimdResolverOptions {
@@ -42,6 +59,9 @@ export interface CimdResolverOptions {
   /** Longest a valid document is reused; a shorter `Cache-Control: max-age` wins. */
   cacheTtlMs: number;
   maxCacheEntries: number;
+  /** Outbound fetches (documents and key sets) at once in this process; more wait `fetchQueueWaitMs`, then 503. */
+  maxConcurrentFetches?: number;
+  fetchQueueWaitMs?: number;
   /**
    * UNSAFE outside tests and local development: lets documents come from loopback, private and other
    * internal addresses, i.e. lets anyone who can start a sign-in make this server send requests into its
@@ -60,6 +80,10 @@ const MAX_RESPONSE_HEADER_BYTES = 16 * 1024;
 const DOCUMENT_GRANT_TYPES = ['authorization_code', 'refresh_token'];
 /** Fields that mean a shared secret: a document is public, so it must never carry or ask for one. */
 const SECRET_FIELDS = ['client_secret', 'client_secret_expires_at'];
+/** Methods that mean a shared secret: a client known by a public document has none to share. */
+const SECRET_METHODS = ['client_secret_basic', 'client_secret_post', 'client_secret_jwt'];
+/** The setting that lets documents come from internal addresses, named on the refusal page. */
+const PRIVATE_ADDRESSES_SETTING = 'oauth.clientMetadataDocuments.allowPrivateAddresses';
 
 /**
  * Whether `clientId` is a URL this server treats as a metadata document: https, a path other than `/`,
@@ -128,20 +152,33 @@ export function refuseNonPublicPeer(socket: Socket): void {
   else check();
 }
 
-/** Why a fetch failed, for an error page: no address, no internal detail. */
-function describeFetchError(err: unknown): string {
-  if (err instanceof RefusedAddressError) {
-    return `the metadata document's host resolves to ${ADDRESS_CLASS_NAMES[err.addressClass]}; only public addresses are fetched`;
-  }
+/**
+ * Why a fetch failed, for an error page: no address, no internal detail. A name that resolves to an
+ * internal address and a name that does not resolve get the same words, so the page cannot be used to
+ * learn which internal names exist or what they resolve to (the log has the address class).
+ */
+function describeFetchError(err: unknown, what: string): string {
   const code = (err as NodeJS.ErrnoException | undefined)?.code ?? '';
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return "the metadata document's host name could not be resolved";
-  if (code === 'ECONNREFUSED') return "the metadata document's host refused the connection";
+  if (err instanceof RefusedAddressError || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return `${what}'s host has no public address that could be fetched (only public addresses are; for local development, ${PRIVATE_ADDRESSES_SETTING} allows loopback and private ones)`;
+  }
+  if (code === 'ECONNREFUSED') return `${what}'s host refused the connection`;
   // OpenSSL's verification codes (CERT_HAS_EXPIRED, UNABLE_TO_VERIFY_LEAF_SIGNATURE, ...) and Node's own.
   if (code.includes('CERT') || code.startsWith('UNABLE_TO_') || code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
-    return "the metadata document's host did not present a valid TLS certificate for its name";
+    return `${what}'s host did not present a valid TLS certificate for its name`;
   }
-  if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_')) return "the TLS handshake with the metadata document's host failed";
-  return 'the metadata document could not be fetched';
+  if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_')) return `the TLS handshake with ${what}'s host failed`;
+  return `${what} could not be fetched`;
+}
+
+/** For the log only: the class of a refused address (never shown to the requester). */
+function refusedAddressClass(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; e !== undefined && e !== null && depth < 3; depth++) {
+    if (e instanceof RefusedAddressError) return ADDRESS_CLASS_NAMES[e.addressClass];
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 interface Fetched {
@@ -149,13 +186,16 @@ interface Fetched {
   cacheControl: string | undefined;
 }
 
-function fetchDocument(url: URL, options: CimdResolverOptions): Promise<Fetched> {
+function fetchDocument(url: URL, options: CimdResolverOptions, what: string): Promise<Fetched> {
   return new Promise((resolve, reject) => {
     const literal = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     if (isIP(literal) !== 0 && !options.allowPrivateAddresses) {
       // An IP literal is never looked up, so the lookup guard cannot see it.
       const cls = refusedClass(literal);
-      if (cls !== undefined) return reject(unusableClientDocument(describeFetchError(new RefusedAddressError(cls))));
+      if (cls !== undefined) {
+        const refused = new RefusedAddressError(cls);
+        return reject(unusableClientDocument(describeFetchError(refused, what), refused));
+      }
     }
     let settled = false;
     const chunks: Buffer[] = [];
@@ -168,7 +208,7 @@ function fetchDocument(url: URL, options: CimdResolverOptions): Promise<Fetched>
       reject(unusableClientDocument(description, cause));
     };
     // One deadline for everything (DNS, connect, TLS, headers, body): a trickling server cannot reset it.
-    const timer = setTimeout(() => fail(`the metadata document was not fetched within ${options.timeoutMs} ms`), options.timeoutMs);
+    const timer = setTimeout(() => fail(`${what} was not fetched within ${options.timeoutMs} ms`), options.timeoutMs);
     const req = request(url, {
       method: 'GET',
       headers: { accept: 'application/json', 'user-agent': 'mcp-bearer-proxy (client metadata document fetch)' },
@@ -179,26 +219,26 @@ function fetchDocument(url: URL, options: CimdResolverOptions): Promise<Fetched>
       ...(options.ca === undefined ? {} : { ca: options.ca }),
     });
     if (!options.allowPrivateAddresses) req.on('socket', refuseNonPublicPeer);
-    req.on('error', (err) => fail(describeFetchError(err), err));
+    req.on('error', (err) => fail(describeFetchError(err, what), err));
     req.on('response', (res) => {
       const status = res.statusCode ?? 0;
-      if (status >= 300 && status < 400) return fail(`the metadata document URL answered with a redirect (HTTP ${status}); redirects are not followed`);
-      if (status !== 200) return fail(`the metadata document URL answered HTTP ${status}, not 200`);
+      if (status >= 300 && status < 400) return fail(`${what} URL answered with a redirect (HTTP ${status}); redirects are not followed`);
+      if (status !== 200) return fail(`${what} URL answered HTTP ${status}, not 200`);
       const type = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
       if (type !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(type)) {
-        return fail('the metadata document is not JSON (its content-type must be application/json)');
+        return fail(`${what} is not JSON (its content-type must be application/json)`);
       }
       const encoding = (res.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-      if (encoding !== 'identity') return fail('the metadata document must be sent without content-encoding');
+      if (encoding !== 'identity') return fail(`${what} must be sent without content-encoding`);
       const declared = Number(res.headers['content-length']);
-      if (Number.isFinite(declared) && declared > options.maxBytes) return fail(`the metadata document is larger than ${options.maxBytes} bytes`);
+      if (Number.isFinite(declared) && declared > options.maxBytes) return fail(`${what} is larger than ${options.maxBytes} bytes`);
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
         size += chunk.length;
-        if (size > options.maxBytes) return fail(`the metadata document is larger than ${options.maxBytes} bytes`);
+        if (size > options.maxBytes) return fail(`${what} is larger than ${options.maxBytes} bytes`);
         chunks.push(chunk);
       });
-      res.on('error', (err) => fail('the metadata document was cut off', err));
+      res.on('error', (err) => fail(`${what} was cut off`, err));
 
       res.on('end', () => {
         if (settled) return;
@@ -248,17 +288,54 @@ function checkDocumentRedirectUri(value: unknown): boolean {
   }
 }
 
-function stringList(doc: Record<string, unknown>, field: string, fallback: string[], allowed: readonly string[]): string[] {
+function strings(doc: Record<string, unknown>, field: string): string[] | undefined {
   const v = doc[field];
-  if (v === undefined || v === null) return [...fallback];
-  if (!Array.isArray(v) || v.length === 0 || !v.every((x) => typeof x === 'string')) {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || v.length === 0 || v.length > 64 || !v.every((x) => typeof x === 'string' && x.length <= 256)) {
     throw unusableClientDocument(`the metadata document's ${field} must be a non-empty list of strings`);
   }
-  const unsupported = v.filter((x) => !allowed.includes(x as string));
-  if (unsupported.length > 0) {
-    throw unusableClientDocument(`the metadata document's ${field} may only contain ${allowed.join(', ')} (it names ${unsupported.slice(0, 3).join(', ').slice(0, 200)})`);
+  return v as string[];
+}
+
+/**
+ * The entries of a list this server supports. A document describes its client to every server it talks
+ * to and cannot be tailored to this one, so entries this server does not support are ignored (VS Code's
+ * lists the device-code grant, Claude's the jwt-bearer grant); only a list without `required` is refused.
+ */
+function supportedEntries(doc: Record<string, unknown>, field: string, fallback: string[], supported: readonly string[], required: string): string[] {
+  const listed = strings(doc, field) ?? fallback;
+  const kept = [...new Set(listed.filter((x) => supported.includes(x)))];
+  if (!kept.includes(required)) throw unusableClientDocument(`the metadata document's ${field} must include ${required}`);
+  return kept;
+}
+
+/**
+ * The client authentication a document asks for. `token_endpoint_auth_methods_supported` (what the
+ * client can do) and `token_endpoint_auth_method` are read together; methods this server does not
+ * support are ignored. private_key_jwt wins when offered: a client that can sign is held to it (no
+ * downgrade to `none`). A document that asks for a shared secret is refused: it is public.
+ */
+function authMethodOf(d: Record<string, unknown>): Pick<ClientMetadataDocument, 'tokenEndpointAuthMethod' | 'jwksUri' | 'jwks'> {
+  const declared = d.token_endpoint_auth_method;
+  if (declared !== undefined && declared !== null && typeof declared !== 'string') throw unusableClientDocument("the metadata document's token_endpoint_auth_method must be a string");
+  if (typeof declared === 'string' && SECRET_METHODS.includes(declared)) {
+    throw unusableClientDocument(`the metadata document asks for token_endpoint_auth_method ${JSON.stringify(declared)}: a shared secret, which a public document cannot have`);
   }
-  return [...new Set(v as string[])];
+  const offered = [...(strings(d, 'token_endpoint_auth_methods_supported') ?? []), ...(typeof declared === 'string' ? [declared] : [])];
+  if (offered.length === 0) offered.push('none');
+  if (offered.includes('private_key_jwt')) {
+    if (d.jwks_uri !== undefined && d.jwks !== undefined) throw unusableClientDocument('the metadata document must not give both jwks_uri and jwks');
+    if (d.jwks_uri !== undefined) {
+      if (!isHttpsUrl(d.jwks_uri)) throw unusableClientDocument("the metadata document's jwks_uri must be an https URL without fragment or user info");
+      return { tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: d.jwks_uri };
+    }
+    const jwks = checkKeySet(d.jwks);
+    if (jwks !== undefined) return { tokenEndpointAuthMethod: 'private_key_jwt', jwks };
+    if (d.jwks !== undefined) throw unusableClientDocument(`the metadata document's jwks must be a set of 1 to ${MAX_KEYS} public keys`);
+    throw unusableClientDocument('the metadata document asks for private_key_jwt but publishes no keys (jwks_uri or jwks)');
+  }
+  if (offered.includes('none')) return { tokenEndpointAuthMethod: 'none' };
+  throw unusableClientDocument(`the metadata document offers no client authentication this server supports (none or private_key_jwt; it names ${offered.slice(0, 3).join(', ').slice(0, 120)})`);
 }
 
 /** Validates a fetched document against the URL it came from. */
@@ -274,12 +351,7 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
   if (d.client_id !== url) throw unusableClientDocument("the metadata document's client_id is not exactly the URL it was fetched from");
   const secretField = SECRET_FIELDS.find((f) => d[f] !== undefined);
   if (secretField !== undefined) throw unusableClientDocument(`the metadata document must not contain ${secretField}: such documents are public`);
-  const method = d.token_endpoint_auth_method;
-  if (method !== undefined && method !== null && method !== 'none') {
-    throw unusableClientDocument(
-      `the metadata document asks for token_endpoint_auth_method ${JSON.stringify(String(method).slice(0, 40))}; clients known by a metadata document must be public ("none") here`,
-    );
-  }
+  const auth = authMethodOf(d);
   const redirectUris = d.redirect_uris;
   if (!Array.isArray(redirectUris) || redirectUris.length === 0) throw unusableClientDocument('the metadata document has no redirect_uris');
   if (!redirectUris.every(checkDocumentRedirectUri)) {
@@ -295,9 +367,9 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
   const out: ClientMetadataDocument = {
     clientId: url,
     redirectUris: [...new Set(redirectUris as string[])],
-    grantTypes: stringList(d, 'grant_types', ['authorization_code'], DOCUMENT_GRANT_TYPES),
-    responseTypes: stringList(d, 'response_types', ['code'], ['code']),
-    tokenEndpointAuthMethod: 'none',
+    grantTypes: supportedEntries(d, 'grant_types', ['authorization_code'], DOCUMENT_GRANT_TYPES, 'authorization_code'),
+    responseTypes: supportedEntries(d, 'response_types', ['code'], ['code'], 'code'),
+    ...auth,
     host: parsed.host,
   };
   const clientName = optionalString(d, 'client_name', MAX_NAME_LENGTH);
@@ -324,58 +396,142 @@ function freezeDocument(doc: ClientMetadataDocument): ClientMetadataDocument {
   Object.freeze(doc.redirectUris);
   Object.freeze(doc.grantTypes);
   Object.freeze(doc.responseTypes);
+  if (doc.jwks !== undefined) deepFreeze(doc.jwks);
   return Object.freeze(doc);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Thrown when the process already has its cap of outbound fetches and none freed within the wait. */
+export function fetchCapacityExceeded(): HttpError {
+  return new HttpError('temporarily_unavailable', 'too many client metadata fetches in progress; try again in a few seconds', { headers: { 'retry-after': '5' } });
+}
+
+/** A counting semaphore with a bounded wait: the cap on outbound fetches. */
+export function createFetchSlots(max: number, waitMs: number): <T>(work: () => Promise<T>) => Promise<T> {
+  let inUse = 0;
+  const waiting: Array<() => void> = [];
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else inUse--;
+  };
+  const acquire = (): Promise<void> => {
+    if (inUse < max) {
+      inUse++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const grant = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        const i = waiting.indexOf(grant);
+        if (i >= 0) waiting.splice(i, 1);
+        reject(fetchCapacityExceeded());
+      }, waitMs);
+      waiting.push(grant);
+    });
+  };
+  return async (work) => {
+    await acquire();
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  };
 }
 
 export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
   const { clock, logger } = options;
+  const slots = createFetchSlots(options.maxConcurrentFetches ?? 16, options.fetchQueueWaitMs ?? 2000);
   // Map order is recency order: a hit moves its entry to the end, the first entry is evicted first.
-  const cache = new Map<string, { document: ClientMetadataDocument; expiresAt: number }>();
+  // Documents and key sets share it (keyed by kind and URL), so its bound holds for both.
+  const cache = new Map<string, { value: object; expiresAt: number }>();
   // One fetch per URL at a time; failures are shared with whoever waited on that fetch, never cached.
-  const inFlight = new Map<string, Promise<ClientMetadataDocument>>();
+  const inFlight = new Map<string, Promise<object>>();
   if (options.allowPrivateAddresses) {
     logger.warn('client metadata documents may be fetched from loopback and private addresses (allowPrivateAddresses): unsafe outside tests');
   }
 
-  async function fetchAndValidate(url: string): Promise<ClientMetadataDocument> {
+  async function fetchAndValidate<T extends object>(key: string, url: string, what: string, parse: (body: Buffer) => T): Promise<T> {
     try {
-      const fetched = await fetchDocument(new URL(url), options);
-      const document = freezeDocument(parseClientMetadataDocument(url, fetched.body));
+      const fetched = await slots(() => fetchDocument(new URL(url), options, what));
+      const value = parse(fetched.body);
       const lifetime = cacheLifetimeMs(fetched.cacheControl, options.cacheTtlMs);
       if (lifetime > 0 && options.maxCacheEntries > 0) {
-        cache.set(url, { document, expiresAt: clock.now() + lifetime });
+        cache.set(key, { value, expiresAt: clock.now() + lifetime });
         while (cache.size > options.maxCacheEntries) cache.delete(cache.keys().next().value!);
       }
-      logger.debug({ host: document.host, cachedForMs: lifetime }, 'client metadata document fetched');
-      return document;
+      logger.debug({ host: new URL(url).host, cachedForMs: lifetime }, `${what} fetched`);
+      return value;
     } catch (err) {
+      if (err instanceof HttpError && err.code === 'temporarily_unavailable') {
+        logger.warn({ host: new URL(url).host }, `${what} not fetched: the cap on concurrent fetches is reached`);
+        throw err;
+      }
       const description = err instanceof HttpError ? err.description : undefined;
-      logger.info({ host: new URL(url).host, reason: description, cause: (err as { cause?: { code?: string } }).cause?.code }, 'client metadata document refused');
-      throw err instanceof HttpError ? err : unusableClientDocument('the metadata document could not be fetched', err);
+      const cause = (err as { cause?: { code?: string } }).cause?.code;
+      // The address class stays here: the page says only that no public address could be fetched.
+      logger.info({ host: new URL(url).host, reason: description, cause, addressClass: refusedAddressClass(err) }, `${what} refused`);
+      throw err instanceof HttpError ? err : unusableClientDocument(`${what} could not be fetched`, err);
     }
   }
 
+  function cachedOrFetch<T extends object>(key: string, fetchIt: () => Promise<T>, beforeFetch?: () => Promise<void>): Promise<T> {
+    const hit = cache.get(key);
+    if (hit !== undefined) {
+      cache.delete(key);
+      if (hit.expiresAt > clock.now()) {
+        cache.set(key, hit);
+        return Promise.resolve(hit.value as T);
+      }
+    }
+    let pending = inFlight.get(key) as Promise<T> | undefined;
+    if (pending === undefined) {
+      pending = (async () => {
+        await beforeFetch?.();
+        return fetchIt();
+      })().finally(() => inFlight.delete(key));
+      inFlight.set(key, pending);
+    }
+    return pending;
+  }
+
   return {
-    resolve(url: string): Promise<ClientMetadataDocument> {
+    resolve(url: string, resolveOptions: ResolveOptions = {}): Promise<ClientMetadataDocument> {
       if (!isClientIdMetadataUrl(url)) {
         return Promise.reject(
           unusableClientDocument('a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form'),
         );
       }
-      const hit = cache.get(url);
-      if (hit !== undefined) {
-        cache.delete(url);
-        if (hit.expiresAt > clock.now()) {
-          cache.set(url, hit);
-          return Promise.resolve(hit.document);
-        }
-      }
-      let pending = inFlight.get(url);
-      if (pending === undefined) {
-        pending = fetchAndValidate(url).finally(() => inFlight.delete(url));
-        inFlight.set(url, pending);
-      }
-      return pending;
+      const what = 'the metadata document';
+      return cachedOrFetch(`doc ${url}`, () => fetchAndValidate(`doc ${url}`, url, what, (body) => freezeDocument(parseClientMetadataDocument(url, body))), resolveOptions.beforeFetch);
+    },
+    keySet(url: string): Promise<JSONWebKeySet> {
+      if (!isHttpsUrl(url)) return Promise.reject(unusableClientDocument('a jwks_uri must be an https URL'));
+      const what = "the client's key set (jwks_uri)";
+      return cachedOrFetch(`jwks ${url}`, () =>
+        fetchAndValidate(`jwks ${url}`, url, what, (body) => {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(body.toString('utf8'));
+          } catch {
+            throw unusableClientDocument(`${what} is not valid JSON`);
+          }
+          const set = checkKeySet(parsed);
+          if (set === undefined) throw unusableClientDocument(`${what} must be a set of 1 to ${MAX_KEYS} public keys`);
+          return deepFreeze(set);
+        }),
+      );
     },
   };
 }

@@ -1,14 +1,40 @@
 // Client authentication at the token, revocation and introspection endpoints (RFC 6749 §2.3):
-// `client_secret_basic` or `client_secret_post`, never both; secrets compared as SHA-256 digests in
-// constant time; public clients identify themselves with `client_id` alone.
+// `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC 7523 §2.2), one at a time;
+// secrets compared as SHA-256 digests in constant time; public clients identify themselves with
+// `client_id` alone.
 
 import type { Form } from '../body.ts';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet } from 'jose';
+import type { Clock } from '../clock.ts';
 import { hashToken } from '../credentials.ts';
-import { isClientIdMetadataUrl } from './cimd.ts';
+import { checkKeySet } from '../clients.ts';
+import { isClientIdMetadataUrl, type CimdResolver } from './cimd.ts';
 import { HttpError, invalidClient } from '../errors.ts';
-import type { ClientRecord, ClientStorage } from '../store/types.ts';
+import type { Logger } from '../logger.ts';
+import type { ClientRecord, ClientStorage, OneTimeValueStorage } from '../store/types.ts';
+
+/** RFC 7523 §2.2: the one `client_assertion_type` of private_key_jwt. */
+export const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** Signature algorithms of client assertions: asymmetric only (never `none`, never HMAC). */
+export const ASSERTION_ALGORITHMS = ['RS256', 'PS256', 'ES256'];
+/** Clock skew allowed on `exp`, `iat` and `nbf`. */
+const ASSERTION_SKEW_SECONDS = 30;
+/** Longest lifetime (`exp` - `iat`) of an assertion: it is a one-time proof, not a credential. */
+export const ASSERTION_MAX_LIFETIME_SECONDS = 300;
+const MAX_ASSERTION_LENGTH = 8192;
+const MAX_JTI_LENGTH = 256;
+
+/** What client authentication needs besides the request: the store, the key sources, who this server is. */
+export interface ClientAuthContext {
+  readonly store: ClientStorage & OneTimeValueStorage;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Fetches the keys of metadata-document clients and `jwks_uri` registrations; undefined: documents are off. */
+  readonly cimd?: CimdResolver | undefined;
+  publicUrl(): string;
+}
 
 export interface AuthenticatedClient {
   client: ClientRecord;
@@ -45,8 +71,22 @@ export interface PresentedClient {
   readonly basicCredentials: { id: string; secret: string } | null;
   readonly formClientId: string | undefined;
   readonly formClientSecret: string | undefined;
-  /** The client the request names (Basic first, else the form), unverified. */
+  /** RFC 7523 `client_assertion` and `client_assertion_type`, as sent. */
+  readonly assertion: string | undefined;
+  readonly assertionType: string | undefined;
+  /** The client the request names (Basic first, else the form, else the assertion's `sub`), unverified. */
   readonly clientId: string | undefined;
+}
+
+/** The `sub` of an assertion, unverified (for the rate-limit key and the audit of a refusal only). */
+function assertedSubject(assertion: string | undefined): string | undefined {
+  if (assertion === undefined || assertion.length > MAX_ASSERTION_LENGTH) return undefined;
+  try {
+    const sub = decodeJwt(assertion).sub;
+    return typeof sub === 'string' && sub.length <= 2048 ? sub : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function presentedClient(req: IncomingMessage, form: Form): PresentedClient {
@@ -54,12 +94,15 @@ export function presentedClient(req: IncomingMessage, form: Form): PresentedClie
   const basic = typeof header === 'string' && /^basic /i.test(header);
   const basicCredentials = basic ? decodeBasic(header) : null;
   const formClientId = form.get('client_id');
+  const assertion = form.get('client_assertion');
   return {
     basic,
     basicCredentials,
     formClientId,
     formClientSecret: form.get('client_secret'),
-    clientId: basic ? basicCredentials?.id : formClientId,
+    assertion,
+    assertionType: form.get('client_assertion_type'),
+    clientId: basic ? basicCredentials?.id : (formClientId ?? assertedSubject(assertion)),
   };
 }
 
@@ -81,11 +124,14 @@ function secretMatches(client: ClientRecord, secret: string): boolean {
  * identification at all. Throws `invalid_client` for any failed attempt and `invalid_request` for
  * two methods at once.
  */
-export async function authenticateClient(presented: PresentedClient, store: ClientStorage): Promise<AuthenticatedClient | null> {
+export async function authenticateClient(presented: PresentedClient, ctx: ClientAuthContext): Promise<AuthenticatedClient | null> {
+  const { store } = ctx;
   const { basic: usedBasic, formClientId: postId, formClientSecret: postSecret } = presented;
-  if (usedBasic && postSecret !== undefined) {
+  const usedAssertion = presented.assertion !== undefined || presented.assertionType !== undefined;
+  if ([usedBasic, postSecret !== undefined, usedAssertion].filter(Boolean).length > 1) {
     throw new HttpError('invalid_request', 'use one client authentication method, not two');
   }
+  if (usedAssertion) return authenticateAssertion(presented, ctx);
   let id: string;
   let secret: string | undefined;
   if (usedBasic) {
@@ -111,6 +157,107 @@ export async function authenticateClient(presented: PresentedClient, store: Clie
     if (secret !== undefined) throw invalidClient(usedBasic);
     return { client, confidential: false };
   }
+  // A client that authenticates with its key must sign: its id alone (or a secret it has none of) is refused.
+  if (client.tokenEndpointAuthMethod === 'private_key_jwt') {
+    if (secret !== undefined) hashToken(secret);
+    throw refused(ctx, client.clientId, 'a private_key_jwt client presented no client assertion', usedBasic);
+  }
   if (secret === undefined || !secretMatches(client, secret)) throw invalidClient(usedBasic);
   return { client, confidential: true };
+}
+
+/** invalid_client, the reason in the log only: the answer never says which check failed. */
+function refused(ctx: ClientAuthContext, clientId: string | undefined, reason: string, basic = false): HttpError {
+  ctx.logger.info({ clientId: clientId?.slice(0, 200), reason }, 'client authentication refused');
+  return invalidClient(basic);
+}
+
+/**
+ * private_key_jwt (RFC 7523 §2.2, RFC 7521 §4.2): `client_assertion` is a JWT signed by one of the
+ * client's keys (its metadata document's `jwks_uri` or `jwks`, or its registration's), with
+ * `iss` = `sub` = the client id; `aud` this server's issuer or its token endpoint URL, a string or a
+ * one-element array (an assertion made for several servers could be replayed by each of them); `exp`
+ * and `iat` present, at most ASSERTION_MAX_LIFETIME_SECONDS apart, with ASSERTION_SKEW_SECONDS of
+ * skew; RS256, PS256 or ES256; the key chosen by `kid` (required when the set has several keys that
+ * fit); and a `jti` accepted once, remembered in the store until the assertion expires (every replica
+ * sees it).
+ */
+async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuthContext): Promise<AuthenticatedClient> {
+  const { assertion, assertionType } = presented;
+  const claimed = presented.clientId;
+  if (assertionType !== JWT_BEARER_ASSERTION) throw refused(ctx, claimed, 'client_assertion_type is not jwt-bearer');
+  if (assertion === undefined || assertion.length === 0 || assertion.length > MAX_ASSERTION_LENGTH) throw refused(ctx, claimed, 'client_assertion missing or too long');
+  let unverified;
+  try {
+    unverified = decodeJwt(assertion);
+  } catch {
+    throw refused(ctx, claimed, 'client_assertion is not a JWT');
+  }
+  const id = unverified.sub;
+  if (typeof id !== 'string' || id.length === 0 || unverified.iss !== id) throw refused(ctx, claimed, 'client_assertion iss and sub must both be the client id');
+  if (presented.formClientId !== undefined && presented.formClientId !== id) throw refused(ctx, claimed, 'client_id differs from the assertion subject');
+  if (id.length > 128 && !isClientIdMetadataUrl(id)) throw refused(ctx, id, 'unknown client');
+  const client = await ctx.store.getClient(id);
+  if (!client || client.revokedAt !== undefined) throw refused(ctx, id, 'unknown or deleted client');
+  // A metadata-document client's method is what its document says now (it may have added keys since
+  // its record was made); a registered client's is what it registered.
+  if (client.tokenEndpointAuthMethod !== 'private_key_jwt' && client.source !== 'cimd') {
+    throw refused(ctx, id, `the client authenticates with ${client.tokenEndpointAuthMethod}, not private_key_jwt`);
+  }
+  let keys: JSONWebKeySet;
+  try {
+    keys = await keysOf(ctx, client);
+  } catch (err) {
+    if (err instanceof HttpError && err.code === 'temporarily_unavailable') throw err;
+    throw refused(ctx, id, `the client's keys could not be had: ${err instanceof HttpError ? err.description : (err as Error).message}`);
+  }
+  const issuer = ctx.publicUrl();
+  const audiences = [issuer, `${issuer}/token`];
+  const aud = unverified.aud;
+  const audience = Array.isArray(aud) && aud.length === 1 ? aud[0] : aud;
+  if (typeof audience !== 'string' || !audiences.includes(audience)) throw refused(ctx, id, 'client_assertion aud is not this server (its issuer or token endpoint), or names several audiences');
+  let payload;
+  try {
+    ({ payload } = await jwtVerify(assertion, createLocalJWKSet(keys), {
+      algorithms: ASSERTION_ALGORITHMS,
+      issuer: id,
+      subject: id,
+      audience: audiences,
+      clockTolerance: ASSERTION_SKEW_SECONDS,
+      currentDate: new Date(ctx.clock.now()),
+      requiredClaims: ['exp', 'iat', 'jti'],
+    }));
+  } catch (err) {
+    throw refused(ctx, id, `client_assertion not accepted: ${(err as { code?: string }).code ?? (err as Error).message}`);
+  }
+  const { exp, iat, jti } = payload as { exp: number; iat: number; jti: unknown };
+  const now = ctx.clock.now() / 1000;
+  if (iat > now + ASSERTION_SKEW_SECONDS) throw refused(ctx, id, 'client_assertion iat is in the future');
+  if (exp - iat > ASSERTION_MAX_LIFETIME_SECONDS) throw refused(ctx, id, `client_assertion lives longer than ${ASSERTION_MAX_LIFETIME_SECONDS} s`);
+  if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) throw refused(ctx, id, 'client_assertion jti missing or too long');
+  // Names are digests: a client id and a jti are attacker-chosen text.
+  const fresh = await ctx.store.useOnce(`client-assertion:${hashToken(id)}:${hashToken(jti)}`, (exp + ASSERTION_SKEW_SECONDS) * 1000);
+  if (!fresh) throw refused(ctx, id, 'client_assertion replayed (jti seen before)');
+  return { client, confidential: true };
+}
+
+/** The public keys of a private_key_jwt client: from its metadata document (cached), or its registration. */
+async function keysOf(ctx: ClientAuthContext, client: ClientRecord): Promise<JSONWebKeySet> {
+  if (client.source === 'cimd') {
+    if (!ctx.cimd) throw new Error('client metadata documents are turned off');
+    const doc = await ctx.cimd.resolve(client.clientId);
+    if (doc.jwks !== undefined) return doc.jwks;
+    if (doc.jwksUri !== undefined) return ctx.cimd.keySet(doc.jwksUri);
+    throw new Error('the metadata document no longer asks for private_key_jwt');
+  }
+  if (client.jwks !== undefined) {
+    const set = checkKeySet(JSON.parse(client.jwks));
+    if (set === undefined) throw new Error('the stored key set is not usable');
+    return set;
+  }
+  if (client.jwksUri !== undefined) {
+    if (!ctx.cimd) throw new Error('jwks_uri needs outbound fetches, which are off with client metadata documents');
+    return ctx.cimd.keySet(client.jwksUri);
+  }
+  throw new Error('the client has no keys');
 }

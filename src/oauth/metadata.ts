@@ -16,7 +16,10 @@ export function protectedResourceMetadata(publicUrl: string, scopes: readonly st
   };
 }
 
-const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
+import { ASSERTION_ALGORITHMS } from './client-auth.ts';
+
+/** Client authentication of /token, /revoke and /introspect (src/oauth/client-auth.ts). */
+const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'private_key_jwt'];
 
 /**
  * `authorization_endpoint` is always advertised, because RFC 8414 clients (the MCP SDK among them)
@@ -46,8 +49,11 @@ export function authorizationServerMetadata(
     authorization_response_iss_parameter_supported: true,
     client_id_metadata_document_supported: options.clientMetadataDocuments,
     token_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
+    token_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGORITHMS],
     revocation_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, 'none'],
+    revocation_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGORITHMS],
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],
+    introspection_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGORITHMS],
     protected_resources: [`${publicUrl}/mcp`],
     scopes_supported: [...(options.scopes ?? [])],
   };

@@ -71,6 +71,8 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
       grantTypes,
       scope: body.scope,
       tokenEndpointAuthMethod: body.token_endpoint_auth_method,
+      jwks: body.jwks,
+      jwksUri: body.jwks_uri,
     },
     'dcr',
     GRANT_TYPES,
@@ -99,5 +101,7 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
   }
   if (client.clientName !== undefined) answer.client_name = client.clientName;
   if (client.scope !== undefined) answer.scope = client.scope;
+  if (client.jwks !== undefined) answer.jwks = JSON.parse(client.jwks) as unknown;
+  if (client.jwksUri !== undefined) answer.jwks_uri = client.jwksUri;
   writeJson(res, 201, answer, { pragma: 'no-cache' });
 }

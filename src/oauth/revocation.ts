@@ -23,7 +23,7 @@ type Caller = { kind: 'master' } | { kind: 'client'; client: AuthenticatedClient
 
 async function identifyCaller(ctx: OAuthContext, { req, presented }: FormRequest): Promise<Caller> {
   if (callerIsMaster(ctx, req)) return { kind: 'master' };
-  const client = await authenticateClient(presented, ctx.store);
+  const client = await authenticateClient(presented, ctx);
   return client ? { kind: 'client', client } : { kind: 'anonymous' };
 }
 

@@ -17,7 +17,7 @@ export async function handleToken(ctx: OAuthContext, request: FormRequest): Prom
   const grant = grantNamed(grantType);
   if (!grant) throw new HttpError('unsupported_grant_type', `grant_type ${grantType.slice(0, 100)} is not supported`);
   if (!grant.enabled(ctx)) throw new HttpError('unsupported_grant_type', grant.disabledDescription);
-  const client = await authenticateClient(request.presented, ctx.store);
+  const client = await authenticateClient(request.presented, ctx);
   await request.countClient?.(client);
   return grant.handle(ctx, { req: request.req, form: request.form, presented: request.presented, client });
 }

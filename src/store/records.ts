@@ -126,6 +126,8 @@ export function clientFields(c: ClientRecord): Fields {
     createdAt: String(c.createdAt),
   };
   if (c.clientSecretHash !== undefined) f.clientSecretHash = c.clientSecretHash;
+  if (c.jwks !== undefined) f.jwks = c.jwks;
+  if (c.jwksUri !== undefined) f.jwksUri = c.jwksUri;
   if (c.clientName !== undefined) f.clientName = c.clientName;
   if (c.scope !== undefined) f.scope = c.scope;
   if (c.revokedAt !== undefined) f.revokedAt = String(c.revokedAt);
@@ -143,7 +145,7 @@ function stringArray(text: string | undefined): string[] {
 }
 
 function authMethod(text: string | undefined): TokenEndpointAuthMethod {
-  return text === 'client_secret_post' || text === 'none' ? text : 'client_secret_basic';
+  return text === 'client_secret_post' || text === 'private_key_jwt' || text === 'none' ? text : 'client_secret_basic';
 }
 
 export function clientFromFields(f: Fields): ClientRecord | null {
@@ -158,6 +160,8 @@ export function clientFromFields(f: Fields): ClientRecord | null {
     createdAt: Number(f.createdAt ?? 0),
   };
   if (f.clientSecretHash !== undefined) c.clientSecretHash = f.clientSecretHash;
+  if (f.jwks !== undefined) c.jwks = f.jwks;
+  if (f.jwksUri !== undefined) c.jwksUri = f.jwksUri;
   if (f.clientName !== undefined) c.clientName = f.clientName;
   if (f.scope !== undefined) c.scope = f.scope;
   if (f.revokedAt !== undefined) c.revokedAt = Number(f.revokedAt);

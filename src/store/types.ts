@@ -15,7 +15,7 @@ export interface UserTokenRecord {
   groups?: string[];
 }
 
-export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
+export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
 
 export interface ClientRecord {
   clientId: string;
@@ -27,6 +27,9 @@ export interface ClientRecord {
   scope?: string;
   profile: string;
   tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+  /** private_key_jwt of a registered client: its public keys (a JWKS as JSON text), or where they are (https). */
+  jwks?: string;
+  jwksUri?: string;
   /** `admin` (createClient), `dcr` (POST /register) or `cimd` (a Client ID Metadata Document, first used at /authorize). */
   source: 'admin' | 'dcr' | 'cimd';
   createdAt: number;

@@ -112,6 +112,20 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return sendJson(res, documentFor(req, { redirect_uris: ['http://client.example/cb'] }));
     case '/private-key-jwt.json':
       return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' }));
+    case '/private-key-jwt-no-keys.json':
+      return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt' }));
+    case '/private-key-jwt-both-keys.json':
+      return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://client.example/jwks', jwks: { keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y' }] } }));
+    case '/private-key-jwt-http-jwks.json':
+      return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'http://client.example/jwks' }));
+    case '/private-key-jwt-secret-key.json':
+      return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } }));
+    case '/methods-supported.json':
+      return sendJson(res, documentFor(req, { token_endpoint_auth_methods_supported: ['none', 'private_key_jwt'], jwks_uri: 'https://client.example/jwks' }));
+    case '/secret-methods-only.json':
+      return sendJson(res, documentFor(req, { token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'] }));
+    case '/extra-grants.json':
+      return sendJson(res, documentFor(req, { grant_types: ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:jwt-bearer'], response_types: ['code', 'token'] }));
     case '/secret-basic.json':
       return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'client_secret_basic' }));
     case '/with-secret.json':
@@ -155,6 +169,10 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return;
     case '/silent':
       return; // never answers
+    case '/jwks.json':
+      return sendJson(res, { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' }] });
+    case '/jwks-private.json':
+      return sendJson(res, { keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y', d: 'private' }] });
     default:
       res.writeHead(404).end();
   }
@@ -187,6 +205,16 @@ function resolver(overrides: Partial<CimdResolverOptions> = {}) {
 
 function at(path: string, host = `127.0.0.1:${port}`): string {
   return `https://${host}${path}`;
+}
+
+/** Any HttpError a promise rejected with; fails the test when it resolved. */
+async function rejection(promise: Promise<unknown>): Promise<HttpError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(HttpError);
+  return err as HttpError;
 }
 
 /** The HttpError resolve() rejected with; fails the test when it resolved. */
@@ -265,6 +293,55 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     expect(doc.redirectUris).toEqual(['https://client.example/cb', 'com.example.app:/oauth']);
   });
 
+  it('ignores grant and response types this server does not support (a document is written for every server)', async () => {
+    const doc = await resolver().resolve(at('/extra-grants.json'));
+    expect(doc.grantTypes).toEqual(['authorization_code', 'refresh_token']);
+    expect(doc.responseTypes).toEqual(['code']);
+  });
+
+  it('private_key_jwt when the document offers it, as its method or in token_endpoint_auth_methods_supported', async () => {
+    expect(await resolver().resolve(at('/private-key-jwt.json'))).toMatchObject({ tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: 'https://client.example/jwks' });
+    expect(await resolver().resolve(at('/methods-supported.json'))).toMatchObject({ tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: 'https://client.example/jwks' });
+    expect((await resolver().resolve(at('/client.json'))).tokenEndpointAuthMethod).toBe('none');
+  });
+
+  it('keySet: fetches a JWKS with the same guard and cache; refuses one with a private key', async () => {
+    const r = resolver();
+    const set = await r.keySet(at('/jwks.json'));
+    expect(set.keys[0]).toMatchObject({ kid: 'k1' });
+    await r.keySet(at('/jwks.json'));
+    expect(hits.get('/jwks.json')).toBe(1);
+    expect((await refusal(r.keySet(at('/jwks-private.json')))).description).toMatch(/key set \(jwks_uri\) must be a set of 1 to 32 public keys/);
+    expect((await refusal(resolver({ allowPrivateAddresses: false }).keySet(at('/jwks.json?guard=1')))).description).toMatch(/has no public address/);
+    expect(hits.get('/jwks.json?guard=1')).toBeUndefined();
+  });
+
+  it('caps concurrent fetches in the process: one over the cap waits, then is answered 503 with Retry-After', async () => {
+    const r = resolver({ maxConcurrentFetches: 2, fetchQueueWaitMs: 200, timeoutMs: 2_000 });
+    const slow = [r.resolve(at('/silent?slot=1')), r.resolve(at('/silent?slot=2'))].map((p) => p.catch((e: unknown) => e));
+    const over = await rejection(r.resolve(at('/client.json?slot=3')));
+    expect(over.status).toBe(503);
+    expect(over.headers?.['retry-after']).toBe('5');
+    expect(hits.get('/client.json?slot=3')).toBeUndefined();
+    await Promise.all(slow);
+    // The slots are free again once the slow fetches gave up.
+    expect((await r.resolve(at('/client.json?slot=4'))).clientName).toBe('Example MCP Client');
+  });
+
+  it('beforeFetch runs only when a fetch goes out (not on a cache hit), and can stop it', async () => {
+    const r = resolver();
+    let calls = 0;
+    const count = async () => void calls++;
+    await r.resolve(at('/client.json?before=1'), { beforeFetch: count });
+    await r.resolve(at('/client.json?before=1'), { beforeFetch: count });
+    expect(calls).toBe(1);
+    const stop = async () => {
+      throw new HttpError('too_many_requests', 'slow down');
+    };
+    expect((await rejection(r.resolve(at('/client.json?before=2'), { beforeFetch: stop }))).status).toBe(429);
+    expect(hits.get('/client.json?before=2')).toBeUndefined();
+  });
+
   it('drops a display-only URI that holds a control character instead of showing it', async () => {
     const doc = await resolver().resolve(at('/newline-logo.json'));
     expect(doc.logoUri).toBeUndefined();
@@ -285,12 +362,23 @@ describe('resolve: a valid document (private addresses allowed for the test serv
   });
 });
 
+/**
+ * What a refused internal address and an unresolvable name both say: not which class the address is
+ * (that would tell anyone who can start a sign-in what internal names resolve to), but the setting
+ * that allows internal addresses in development.
+ */
+const NO_PUBLIC_ADDRESS =
+  "the metadata document's host has no public address that could be fetched (only public addresses are; for local development, oauth.clientMetadataDocuments.allowPrivateAddresses allows loopback and private ones)";
+
 describe('resolve: the SSRF guard (allowPrivateAddresses off, the default)', () => {
-  it('refuses loopback reached by name (localhost resolves to 127.0.0.1), and sends it nothing', async () => {
+  it('refuses loopback reached by name (localhost resolves to 127.0.0.1), and sends it nothing; the class is in the log only', async () => {
     const url = at('/client.json?guard=name', `localhost:${port}`);
+    logLines.length = 0;
     const err = await refusal(resolver({ allowPrivateAddresses: false }).resolve(url));
-    expect(err.description).toMatch(/resolves to a loopback address; only public addresses are fetched/);
+    expect(err.description).toBe(NO_PUBLIC_ADDRESS);
+    expect(err.description).not.toMatch(/loopback address/);
     expect(hits.get('/client.json?guard=name')).toBeUndefined();
+    expect(logLines.some((l) => JSON.parse(l).addressClass === 'a loopback address')).toBe(true);
   });
 
   it.each([
@@ -299,7 +387,7 @@ describe('resolve: the SSRF guard (allowPrivateAddresses off, the default)', () 
     ['IPv4-mapped IPv6 literal', () => `[::ffff:7f00:1]:${port}`],
   ])('refuses loopback as an %s, and sends it nothing', async (_, host) => {
     const err = await refusal(resolver({ allowPrivateAddresses: false }).resolve(at('/client.json?guard=literal', host())));
-    expect(err.description).toMatch(/loopback address/);
+    expect(err.description).toBe(NO_PUBLIC_ADDRESS);
     expect(hits.get('/client.json?guard=literal')).toBeUndefined();
   });
 
@@ -309,9 +397,11 @@ describe('resolve: the SSRF guard (allowPrivateAddresses off, the default)', () 
     ['100.64.0.1', 'a carrier-grade NAT address'],
     ['[fd00::1]', 'a private address'],
     ['[64:ff9b::a9fe:a9fe]', 'a link-local address'],
-  ])('refuses %s before connecting (%s)', async (host, name) => {
+  ])('refuses %s before connecting (%s, said in the log only)', async (host, name) => {
+    logLines.length = 0;
     const err = await refusal(resolver({ allowPrivateAddresses: false }).resolve(`https://${host}/client.json`));
-    expect(err.description).toContain(name);
+    expect(err.description).toBe(NO_PUBLIC_ADDRESS);
+    expect(logLines.some((l) => (JSON.parse(l).addressClass as string | undefined)?.startsWith(name))).toBe(true);
   });
 
   it('the lookup refuses a name with any non-public address, and passes public ones on in both answer shapes', async () => {
@@ -369,11 +459,15 @@ describe('resolve: bad URLs and bad answers, each a clear invalid_client', () =>
     ['/http-redirect.json', /redirect_uris must be an absolute https URI/],
     ['/newline-redirect.json', /redirect_uris must be an absolute https URI/],
     ['/newline-name.json', /client_name must be a string of at most 256 characters, without control characters/],
-    ['/private-key-jwt.json', /asks for token_endpoint_auth_method "private_key_jwt"; clients known by a metadata document must be public \("none"\)/],
+    ['/private-key-jwt-no-keys.json', /asks for private_key_jwt but publishes no keys/],
+    ['/private-key-jwt-both-keys.json', /must not give both jwks_uri and jwks/],
+    ['/private-key-jwt-http-jwks.json', /jwks_uri must be an https URL/],
+    ['/private-key-jwt-secret-key.json', /jwks must be a set of 1 to 32 public keys/],
+    ['/secret-methods-only.json', /offers no client authentication this server supports/],
     ['/secret-basic.json', /asks for token_endpoint_auth_method "client_secret_basic"/],
     ['/with-secret.json', /must not contain client_secret/],
-    ['/client-credentials.json', /grant_types may only contain authorization_code, refresh_token/],
-    ['/token-response-type.json', /response_types may only contain code/],
+    ['/client-credentials.json', /grant_types must include authorization_code/],
+    ['/token-response-type.json', /response_types must include code/],
     ['/gzip.json', /without content-encoding/],
     ['/declared-huge', /larger than 5120 bytes/],
     ['/cut-off', /^the metadata document was cut off$/],
@@ -419,9 +513,8 @@ describe('resolve: bad URLs and bad answers, each a clear invalid_client', () =>
     expect((await refusal(resolver().resolve(at('/client.json', `127.0.0.1:${freePort}`)))).description).toBe(
       "the metadata document's host refused the connection",
     );
-    expect((await refusal(resolver().resolve('https://cimd-test.invalid/client.json'))).description).toBe(
-      "the metadata document's host name could not be resolved",
-    );
+    // The same words as for a name that resolves to an internal address: the page is no DNS oracle.
+    expect((await refusal(resolver().resolve('https://cimd-test.invalid/client.json'))).description).toBe(NO_PUBLIC_ADDRESS);
   });
 });
 
