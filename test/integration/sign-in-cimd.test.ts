@@ -88,6 +88,18 @@ describe('a Client ID Metadata Document as client_id', () => {
     expect(again.location).toBeUndefined();
   });
 
+  it('no client record at the consent page: one is made only when a code is issued', async () => {
+    const clientId = `${docsBase()}/client.json?record=late`;
+    const p = pkce();
+    const page = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, p)));
+    expect(page.status).toBe(200);
+    const listed = async () => (await s.stack.admin('listClients')).body.clients.some((c: { clientId: string }) => c.clientId === clientId);
+    expect(await listed()).toBe(false);
+    const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
+    expect(clientReceived(hop).get('code')).toMatch(/^[0-9a-f]{64}$/);
+    expect(await listed()).toBe(true);
+  });
+
   it.each([
     ['a redirect_uri the document does not list', '/client.json', { redirect_uri: 'http://127.0.0.1:7777/elsewhere' }],
     ["a document whose client_id is not its URL", '/wrong-id.json', {}],
