@@ -119,7 +119,7 @@ describe('OAuth authorization server', () => {
         revocation_endpoint: `${PUBLIC_URL}/revoke`,
         introspection_endpoint: `${PUBLIC_URL}/introspect`,
         grant_types_supported: ['client_credentials', 'refresh_token', EXCHANGE],
-        token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
+        token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'],
       });
       expect(JSON.stringify(meta)).not.toContain('evil');
     });
