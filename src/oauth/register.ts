@@ -62,6 +62,11 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
       throw new HttpError('invalid_client_metadata', 'response_types "code" needs the authorization_code grant');
     }
   }
+  // A jwks_uri is fetched when an assertion is checked, by the metadata documents' fetcher (its SSRF
+  // guard and bounds); with documents off there is none, and such a client could never authenticate.
+  if (body.jwks_uri !== undefined && body.jwks_uri !== null && !ctx.cimd) {
+    throw new HttpError('invalid_client_metadata', 'jwks_uri needs outbound fetches, which are off on this server (oauth.clientMetadataDocuments.enabled); give the public keys inline as jwks');
+  }
   const { client, clientSecret } = await provisionClient(
     ctx.store,
     ctx.clock,

@@ -192,6 +192,18 @@ describe('registration and discovery', () => {
     }
   });
 
+  it('POST /register refuses a jwks_uri when metadata documents (and so outbound fetches) are off: such a client could never authenticate', async () => {
+    const res = await fetch(`${ep.url}/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['refresh_token'], token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://keys.example/jwks' }),
+    });
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(res.status).toBe(400);
+    expect(body.error).toBe('invalid_client_metadata');
+    expect(body.error_description).toMatch(/oauth\.clientMetadataDocuments\.enabled.*jwks/);
+  });
+
   it('metadata advertises private_key_jwt and its algorithms at every endpoint that authenticates clients', async () => {
     const meta = (await (await fetch(`${ep.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, string[]>;
     for (const endpoint of ['token', 'revocation', 'introspection']) {
