@@ -17,6 +17,7 @@ import { UserAgent } from '../support/user-agent.ts';
 
 let s: SignInStack;
 let docs: { url: string; close: () => Promise<void> };
+let docsCert = '';
 
 function serveDocument(req: IncomingMessage, res: ServerResponse): void {
   const self = `${docsBase()}${req.url}`;
@@ -31,6 +32,12 @@ function serveDocument(req: IncomingMessage, res: ServerResponse): void {
   if (req.url === '/wrong-id.json') body.client_id = `${docsBase()}/someone-else.json`;
   // A right-to-left override and a zero-width space: shown as "Document Client file.exe" unneutralised.
   if (req.url === '/bidi-name.json') body.client_name = 'Document\u200B Client \u202Eexe.elif';
+  if (req.url === '/slow.json') {
+    // Held until the test releases it: an outbound fetch that occupies a slot.
+    slowArrived();
+    void slowRelease.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body)));
+    return;
+  }
   if (req.url === '/missing.json') {
     res.writeHead(404).end();
     return;
@@ -38,12 +45,22 @@ function serveDocument(req: IncomingMessage, res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
+let slowArrived: () => void = () => {};
+const slowRequested = new Promise<void>((resolve) => {
+  slowArrived = resolve;
+});
+let releaseSlow: () => void = () => {};
+const slowRelease = new Promise<void>((resolve) => {
+  releaseSlow = resolve;
+});
+
 let base = '';
 /** https://127.0.0.1:<port> (serveOnLoopback names the server's /mcp URL). */
 const docsBase = () => new URL(docs.url).origin;
 
 beforeAll(async () => {
   const cert = createTestCertificate();
+  docsCert = cert.cert;
   docs = await serveOnLoopback(createHttpsServer({ cert: cert.cert, key: cert.key }, serveDocument));
   const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
   const cimd = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: cert.cert });
@@ -51,6 +68,7 @@ beforeAll(async () => {
   base = s.base;
 }, 60_000);
 afterAll(async () => {
+  releaseSlow();
   await s?.close();
   await docs?.close();
 });
@@ -110,5 +128,53 @@ describe('a Client ID Metadata Document as client_id', () => {
     const res = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, pkce(), extra)));
     expect(res.status).toBe(400);
     expect(res.location).toBeUndefined();
+  });
+});
+
+describe('bounds on the fetches /authorize causes (each stack its own, so that one bound does not hide the other)', () => {
+  it('oauth.clientMetadataDocuments.fetchesPerMinutePerAddress: past it, a 429 page with Retry-After and no fetch', async () => {
+    const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
+    const cert = createTestCertificate();
+    let fetches = 0;
+    const counted = await serveOnLoopback(
+      createHttpsServer({ cert: cert.cert, key: cert.key }, (req, res) => {
+        fetches++;
+        const self = `${new URL(counted.url).origin}${req.url}`;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: self, client_name: 'Counted', redirect_uris: [CLIENT_REDIRECT], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none' }));
+      }),
+    );
+    const cimd = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: cert.cert });
+    const limited = await startSignInStack({ cimd, config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 2, allowPrivateAddresses: true } } } });
+    try {
+      const at = (n: number) => authorizeUrl(limited.base, standardParams(limited.base, `${new URL(counted.url).origin}/client-${n}.json`, pkce()));
+      for (const n of [1, 2]) expect((await new UserAgent().request(at(n))).status).toBe(200);
+      const refused = await new UserAgent().request(at(3));
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(refused.body).toMatch(/too many application metadata documents fetched for this address/i);
+      expect(fetches).toBe(2);
+    } finally {
+      await limited.close();
+      await counted.close();
+    }
+  });
+
+  it('maxConcurrentFetches: a fetch over the cap waits its bound, then a 503 page with Retry-After; the held one completes', async () => {
+    const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
+    const capped = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: docsCert, maxConcurrentFetches: 1, fetchQueueWaitMs: 200 });
+    const stack = await startSignInStack({ cimd: capped });
+    try {
+      const held = new UserAgent().request(authorizeUrl(stack.base, standardParams(stack.base, `${docsBase()}/slow.json`, pkce())));
+      // The slow fetch holds the only slot once the document server has its request.
+      await slowRequested;
+      const busy = await new UserAgent().request(authorizeUrl(stack.base, standardParams(stack.base, `${docsBase()}/client.json?busy`, pkce())));
+      expect(busy.status).toBe(503);
+      expect(busy.headers.get('retry-after')).toBe('5');
+      expect(busy.body).toMatch(/too many client metadata fetches in progress/i);
+      releaseSlow();
+      expect((await held).status).toBe(200);
+    } finally {
+      await stack.close();
+    }
   });
 });
