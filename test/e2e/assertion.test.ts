@@ -17,8 +17,9 @@ import { PROBE_USER_AGENT } from '../../src/proxy/upstream-check.ts';
 import { initializeRequest, postMcp } from '../support/http.ts';
 import { startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { nodeTs } from '../support/node-ts.ts';
 
-const SIDECAR = [process.execPath, '--import', 'tsx', 'src/main.ts'];
+const SIDECAR = nodeTs('src/main.ts');
 const PUBLIC_URL = 'http://mcp.example.test';
 
 describe('two sidecar processes on one Redis, one upstream', () => {
@@ -122,7 +123,7 @@ describe('the verification examples, against a real sidecar', () => {
   });
 
   const examples: Array<[name: string, available: () => boolean, argv: () => string[]]> = [
-    ['Node (jose)', () => true, () => [process.execPath, '--import', 'tsx', 'examples/assertion/node/verify-assertion.ts']],
+    ['Node (jose)', () => true, () => nodeTs('examples/assertion/node/verify-assertion.ts')],
     ['Python (PyJWT)', () => existsSync(PYTHON), () => [PYTHON, 'examples/assertion/python/verify_assertion.py']],
     ['Go (go-jose)', () => existsSync(GO), () => [goBinary!]],
   ];
