@@ -1,8 +1,9 @@
 // The per-tool policy at the proxy listener: for a POST /mcp with a policy configured, the body is read
 // within its bound, every call in it is decided, a denial is answered 403 with the step-up challenge (and
 // audited and counted), and an allowed body is handed to the forwarder together with the rewriting of
-// its list answers. Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body
-// being unseen. Without a policy this module is never built and bodies stream unparsed.
+// its list answers. A GET stream's list answers (a resumption replays earlier answers) are filtered too.
+// Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body being unseen.
+// Without a policy this module is never built and bodies stream unparsed.
 
 import type { Audit } from '../audit.ts';
 import { readBody } from '../body.ts';
@@ -13,7 +14,7 @@ import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
 import { enforceCall, enforcePolicy, type PolicyDenial } from './enforce.ts';
 import { checkBodyHeaders, type JsonRpcLimits } from './jsonrpc.ts';
-import { filterMessages, SseListRewriter, type ListRequests } from './list-filter.ts';
+import { filterMessages, SseListRewriter, type ListAnswers } from './list-filter.ts';
 import { callFromHeaders } from './mirror-headers.ts';
 import type { Policy, PolicyPrincipal } from './rules.ts';
 
@@ -34,6 +35,11 @@ export interface PolicyGate {
   /** The forwarding options for an allowed body; throws the HttpError to answer with otherwise. */
   check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions>;
   /**
+   * The forwarding options for a GET (the stream): its answer is filtered as a replay, since a client
+   * resuming with Last-Event-ID gets earlier POSTs' answers there again.
+   */
+  replayed(principal: Principal): ForwardOptions;
+  /**
    * Forward-auth: decides the call the request's Mcp-Method / Mcp-Name headers announce (its body is
    * never read); throws the HttpError to answer with, a 400 when the headers cannot decide it.
    */
@@ -53,6 +59,10 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const lists = outcome.lists;
       const decided = outcome.body;
       return lists === undefined ? { body: decided } : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
+    },
+    replayed(principal) {
+      const who: PolicyPrincipal = principal;
+      return { rewriteResponse: (contentType) => listRewriter(policy, who, 'replayed', contentType) };
     },
     checkHeaders(req, principal) {
       const outcome = enforceCall(policy, principal, callFromHeaders(req));
@@ -78,7 +88,7 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   }
 }
 
-function listRewriter(policy: Policy, who: PolicyPrincipal, lists: ListRequests, contentType: string): BodyRewriter | undefined {
+function listRewriter(policy: Policy, who: PolicyPrincipal, lists: ListAnswers, contentType: string): BodyRewriter | undefined {
   if (contentType.startsWith('application/json')) {
     return {
       kind: 'whole',

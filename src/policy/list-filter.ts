@@ -1,12 +1,33 @@
 // Filters the answers to tools/list, prompts/list, resources/list and resources/templates/list: entries
 // the principal may not use are removed, so a client never offers its user a tool that would be refused.
-// Only responses to list requests are parsed (the caller knows which ids those are); every other message,
-// and every other byte of an SSE stream, passes as it came. `nextCursor` is kept: pagination still works.
+// On a POST's answer only responses to its list requests are filtered (the caller knows their ids); on a
+// GET stream, which carries a POST's answers again when a client resumes with Last-Event-ID, every
+// response whose result holds a list array. Every other message, and every other byte of an SSE stream,
+// passes as it came. `nextCursor` is kept: pagination still works.
 
 import { decide, LIST_METHODS, type Policy, type PolicyPrincipal } from './rules.ts';
 
 /** JSON-RPC ids of the list requests in one POST, with the list method each asked for. */
 export type ListRequests = ReadonlyMap<string | number, string>;
+
+/**
+ * The list answers to filter: a POST's, by the ids of its list requests; or `replayed`, for a GET
+ * stream: a resumption (Last-Event-ID) replays answers to requests of an earlier POST, whose ids the
+ * sidecar no longer knows, so every response there is filtered as each list its result holds.
+ */
+export type ListAnswers = ListRequests | 'replayed';
+
+/** The list methods whose answer `message` (a JSON-RPC response) is taken to be. */
+function listMethodsOf(answers: ListAnswers, message: Record<string, unknown>): readonly string[] {
+  if (answers === 'replayed') {
+    const result = message.result;
+    if (typeof result !== 'object' || result === null) return [];
+    return [...LIST_METHODS].filter(([, shape]) => Array.isArray((result as Record<string, unknown>)[shape.items])).map(([method]) => method);
+  }
+  const id = message.id;
+  const method = typeof id === 'string' || typeof id === 'number' ? answers.get(id) : undefined;
+  return method === undefined ? [] : [method];
+}
 
 /** Removes from `result[items]` the entries this principal may not use; returns how many were removed. */
 export function filterListResult(policy: Policy, principal: PolicyPrincipal, listMethod: string, result: unknown): number {
@@ -27,18 +48,17 @@ export function filterListResult(policy: Policy, principal: PolicyPrincipal, lis
  * Filters the list responses among `messages` (one JSON-RPC message or a batch, parsed); returns the
  * JSON text to send, or undefined when nothing in it answers a list request (send the original bytes).
  */
-export function filterMessages(policy: Policy, principal: PolicyPrincipal, lists: ListRequests, parsed: unknown): string | undefined {
+export function filterMessages(policy: Policy, principal: PolicyPrincipal, answers: ListAnswers, parsed: unknown): string | undefined {
   const items = Array.isArray(parsed) ? parsed : [parsed];
   let touched = false;
   for (const item of items) {
     if (typeof item !== 'object' || item === null) continue;
     const message = item as Record<string, unknown>;
-    const id = message.id;
-    if ((typeof id !== 'string' && typeof id !== 'number') || !('result' in message)) continue;
-    const method = lists.get(id);
-    if (method === undefined) continue;
-    filterListResult(policy, principal, method, message.result);
-    touched = true;
+    if (!('result' in message)) continue;
+    for (const method of listMethodsOf(answers, message)) {
+      filterListResult(policy, principal, method, message.result);
+      touched = true;
+    }
   }
   return touched ? JSON.stringify(parsed) : undefined;
 }
@@ -57,9 +77,9 @@ export class SseListRewriter {
   readonly #decoder = new TextDecoder('utf-8');
   private readonly policy: Policy;
   private readonly principal: PolicyPrincipal;
-  private readonly lists: ListRequests;
+  private readonly lists: ListAnswers;
 
-  constructor(policy: Policy, principal: PolicyPrincipal, lists: ListRequests) {
+  constructor(policy: Policy, principal: PolicyPrincipal, lists: ListAnswers) {
     this.policy = policy;
     this.principal = principal;
     this.lists = lists;

@@ -88,8 +88,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
     refuseAmbiguousFraming(req);
     const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
-    // With a policy, the body is read and every call in it decided before anything is forwarded.
-    const decided = deps.policyGate !== undefined && req.method === 'POST' ? await deps.policyGate.check(req, principal) : undefined;
+    // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
+    // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
+    const gate = deps.policyGate;
+    const decided = gate === undefined ? undefined : req.method === 'POST' ? await gate.check(req, principal) : req.method === 'GET' ? gate.replayed(principal) : undefined;
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;

@@ -55,6 +55,21 @@ function call(id: number | string, name: string, args: Record<string, unknown> =
   return { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } };
 }
 
+/** The tool names of the SSE event in `sse` that answers request `id`, sorted. */
+function toolNamesIn(sse: string, id: string): string[] | undefined {
+  for (const event of sse.split(/\r?\n\r?\n/)) {
+    const data = event
+      .split(/\r?\n/)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(l.startsWith('data: ') ? 6 : 5))
+      .join('\n');
+    if (!data.includes(`"${id}"`)) continue;
+    const message = JSON.parse(data) as { result?: { tools?: Array<{ name: string }> } };
+    return message.result?.tools?.map((t) => t.name).sort();
+  }
+  return undefined;
+}
+
 function textOf(result: unknown): string {
   return ((result as { content: Array<{ text: string }> }).content[0]?.text) ?? '';
 }
@@ -91,6 +106,40 @@ describe.each([
     expect(resources.map((r) => r.uri)).toEqual(['ref://hello']);
     const { prompts } = await session.client.listPrompts();
     expect(prompts.map((p) => p.name)).toEqual(['greet']);
+  });
+
+  // The reference upstream keeps its SSE events (an SDK EventStore) and, for protocol 2025-11-25,
+  // opens each POST answer with a priming event carrying an id; a GET with Last-Event-ID set to it
+  // has the SDK replay that answer on the GET stream (webStandardStreamableHttp.js, replayEvents).
+  it.skipIf(jsonResponses)('a stream resumed with Last-Event-ID replays the tools/list answer filtered, as the POST answered it', async () => {
+    const headers = { authorization: `Bearer ${plain}`, 'mcp-session-id': session.transport.sessionId!, 'mcp-protocol-version': '2025-11-25' };
+    const answered = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'replay-me', method: 'tools/list' }),
+    });
+    const text = await answered.text();
+    const primingId = /^id: (.+)$/m.exec(text)?.[1];
+    expect(primingId, text).toBeDefined();
+    expect(toolNamesIn(text, 'replay-me')).toEqual(['echo', 'headers']);
+
+    const controller = new AbortController();
+    const resumed = await fetch(stack.mcpUrl, { method: 'GET', headers: { ...headers, accept: 'text/event-stream', 'last-event-id': primingId! }, signal: controller.signal });
+    expect(resumed.status).toBe(200);
+    expect(resumed.headers.get('content-type')).toContain('text/event-stream');
+    // The stream stays open after the replay: read until the replayed answer has arrived.
+    const reader = resumed.body!.getReader();
+    const decoder = new TextDecoder();
+    let replayed = '';
+    while (!replayed.includes('"replay-me"') || !/\n\n/.test(replayed.slice(replayed.indexOf('"replay-me"')))) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      replayed += decoder.decode(value, { stream: true });
+    }
+    controller.abort();
+    expect(toolNamesIn(replayed, 'replay-me')).toEqual(['echo', 'headers']);
+    expect(replayed).not.toContain('"add"');
+    expect(replayed).not.toContain('"big"');
   });
 
   it('an allowed call goes through', async () => {

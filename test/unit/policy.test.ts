@@ -293,6 +293,39 @@ describe('policy: filtered lists', () => {
       expect(events[2]).toBe(': keep-alive');
     }
   });
+
+  it("replayed (a GET stream): every response holding a list is filtered, whatever its id; requests, notifications and other results pass", () => {
+    const filtered = { tools: [{ name: 'search' }], nextCursor: 'c2' };
+    for (const id of [3, 'unseen', null, undefined]) {
+      const text = filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id, result: structuredClone(tools) });
+      expect(JSON.parse(text!).result, String(id)).toEqual(filtered);
+    }
+    // A batch, and a result holding two lists (each is filtered as its own list).
+    const batch = [
+      { jsonrpc: '2.0', id: 1, result: structuredClone(tools) },
+      { jsonrpc: '2.0', id: 2, result: { tools: [{ name: 'delete_repo' }], prompts: [{ name: 'p' }] } },
+    ];
+    expect(JSON.parse(filterMessages(policy, alice, 'replayed', batch)!)).toEqual([
+      { jsonrpc: '2.0', id: 1, result: filtered },
+      { jsonrpc: '2.0', id: 2, result: { tools: [], prompts: [] } },
+    ]);
+    expect(filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'tools' }] } })).toBeUndefined();
+    expect(filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id: 6, method: 'sampling/createMessage', params: { tools: [{ name: 'delete_repo' }] } })).toBeUndefined();
+    expect(filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', method: 'notifications/tools/list_changed' })).toBeUndefined();
+  });
+
+  it('replayed over SSE: the replayed list answer is rewritten, a priming event and a server request pass byte for byte', () => {
+    const stream = [
+      'id: 1_s\ndata: \n\n',
+      `id: 2_s\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 9, result: tools })}\n\n`,
+      'event: message\ndata: {"jsonrpc":"2.0","id":0,"method":"roots/list"}\n\n',
+    ].join('');
+    const rewriter = new SseListRewriter(policy, alice, 'replayed');
+    const events = (rewriter.feed(Buffer.from(stream)) + rewriter.end()).split('\n\n');
+    expect(events[0]).toBe('id: 1_s\ndata: ');
+    expect(events[1]).toBe(`id: 2_s\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 9, result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`);
+    expect(events[2]).toBe('event: message\ndata: {"jsonrpc":"2.0","id":0,"method":"roots/list"}');
+  });
 });
 
 describe('policy: in config.yaml', () => {
