@@ -363,6 +363,24 @@ export const CONFIG_KEYS = {
       max: 1_000_000,
       description: '`POST /introspect` requests per client address per minute, across replicas (`0`: off).',
     }),
+    authorizeRequestsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`GET /authorize` requests per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off).',
+    }),
+    pendingSignInsPerAddress: integer({
+      default: 30,
+      min: 0,
+      max: 1_000_000,
+      description: 'Sign-ins one client address may have pending at once (a consent page shown, each kept 10 minutes); past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
+    }),
+    pendingSignInsPerClient: integer({
+      default: 10_000,
+      min: 0,
+      max: 10_000_000,
+      description: 'Sign-ins one client may have pending at once, from all addresses together; past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
+    }),
     adminFailedAuthPerMinute: integer({
       default: 20,
       min: 0,

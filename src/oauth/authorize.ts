@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../body.ts';
 import { checkScope, redirectUriMatches } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
-import { HttpError, httpErrorFor } from '../errors.ts';
+import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { DuplicateRecordError } from '../store/types.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import type { Route } from '../http.ts';
@@ -38,15 +38,17 @@ const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 
 type Stage = 'consent' | 'idp';
 
-/** What is known of a validated authorization request; kept in the store between the steps. */
+/**
+ * What is known of a validated authorization request; kept in the store between the steps, so only
+ * what the later steps need: not the client's name (shown once, on the consent page) nor the
+ * resource (always this server's /mcp).
+ */
 interface AuthorizationRequest {
   clientId: string;
-  clientName: string | undefined;
   redirectUri: string;
   codeChallenge: string;
   state: string | undefined;
   scope: string | undefined;
-  resource: string;
 }
 
 /** A problem that is safe to report to the client at its (validated) redirect URI. */
@@ -116,6 +118,8 @@ class SignInFlow {
   private readonly signIn: IdpSignIn | undefined;
   /** Metadata-document fetches a client address may cause per minute (cache hits are free). */
   readonly #documentFetches: WindowLimit;
+  /** GET /authorize requests per client address and minute. */
+  readonly #authorizeRequests: WindowLimit;
   readonly #addresses: ReturnType<typeof clientAddresses>;
 
   constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
@@ -123,6 +127,7 @@ class SignInFlow {
     this.signIn = signIn;
     this.#documentFetches = new WindowLimit(ctx.store, ctx.clock, 'cimdfetch', ctx.config.oauth.clientMetadataDocuments.fetchesPerMinutePerAddress);
     this.#addresses = clientAddresses(ctx.config.proxy.trustedProxies);
+    this.#authorizeRequests = new WindowLimit(ctx.store, ctx.clock, 'authorize', ctx.config.rateLimits.authorizeRequestsPerMinute);
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
     // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
     this.#cookieName = this.#secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
@@ -211,6 +216,9 @@ class SignInFlow {
 
   /** GET /authorize: client and redirect URI first, then the rest, then the consent page. */
   async authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const address = this.#addresses.client(req);
+    // Before anything is looked up, fetched or stored: a 429 page with Retry-After.
+    await this.#authorizeRequests.take(address, 'too many sign-in requests from this address; try again in a minute');
     const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
     const single = (name: string): string | undefined => {
       const all = query.getAll(name);
@@ -261,10 +269,10 @@ class SignInFlow {
       }
       const { granted, ignored } = splitScopes(scope ?? client.scope, this.ctx.config.policy.rules?.scopes ?? []);
       scope = granted;
-      const request: AuthorizationRequest = { clientId: client.clientId, clientName: client.clientName, redirectUri, codeChallenge: challenge, state, scope, resource: expected };
+      const request: AuthorizationRequest = { clientId: client.clientId, redirectUri, codeChallenge: challenge, state, scope };
       const browser = this.browserBinding(req);
       const requestId = generateToken();
-      await this.ctx.store.putAuthorizationRequest(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+      await this.holdPendingSignIn(requestId, requestFields(request, 'consent', hashToken(browser.value)), address, client.clientId);
       const target = new URL(redirectUri);
       const html = consentPage({
         clientName: client.clientName,
@@ -285,6 +293,21 @@ class SignInFlow {
       }
       throw err;
     }
+  }
+
+  /**
+   * Stores the consent step's request, unless its client address or its client already holds its
+   * bound of pending sign-ins (rateLimits.pendingSignInsPerAddress, ...PerClient): then a 429 page
+   * with Retry-After (until the oldest expires) and nothing is stored, so a flood of /authorize from
+   * one address, or for one client, cannot grow Redis without end.
+   */
+  async holdPendingSignIn(requestId: string, fields: Record<string, string>, address: string, clientId: string): Promise<void> {
+    const now = this.ctx.clock.now();
+    const { pendingSignInsPerAddress: perAddress, pendingSignInsPerClient: perClient } = this.ctx.config.rateLimits;
+    const outcome = await this.ctx.store.putPendingSignIn(hashToken(requestId), fields, now + SIGN_IN_STEP_TTL_MS, { address, clientId, perAddress, perClient, now });
+    if (outcome.stored) return;
+    const holder = outcome.holder === 'address' ? 'this address has' : 'this application has';
+    throw tooManyRequests(Math.ceil((outcome.retryAt - now) / 1000), `${holder} too many sign-ins in progress; finish one or try again later`);
   }
 
   /** POST /authorize/consent: one use of the pending request, from the browser it was shown to. */
@@ -357,7 +380,7 @@ class SignInFlow {
       clientId: request.clientId,
       redirectUri: request.redirectUri,
       codeChallenge: request.codeChallenge,
-      resource: request.resource,
+      resource: resourceOf(this.ctx),
       ...(request.scope !== undefined ? { scope: request.scope } : {}),
       user,
       createdAt: now,
@@ -425,25 +448,15 @@ function requestFields(r: AuthorizationRequest, stage: Stage, browserHash: strin
     clientId: r.clientId,
     redirectUri: r.redirectUri,
     codeChallenge: r.codeChallenge,
-    resource: r.resource,
   };
-  if (r.clientName !== undefined) f.clientName = r.clientName;
   if (r.state !== undefined) f.state = r.state;
   if (r.scope !== undefined) f.scope = r.scope;
   return f;
 }
 
 function requestFromFields(f: Record<string, string>): AuthorizationRequest {
-  if (!f.clientId || !f.redirectUri || !f.codeChallenge || !f.resource) throw new Error('corrupt sign-in request record');
-  return {
-    clientId: f.clientId,
-    clientName: f.clientName,
-    redirectUri: f.redirectUri,
-    codeChallenge: f.codeChallenge,
-    state: f.state,
-    scope: f.scope,
-    resource: f.resource,
-  };
+  if (!f.clientId || !f.redirectUri || !f.codeChallenge) throw new Error('corrupt sign-in request record');
+  return { clientId: f.clientId, redirectUri: f.redirectUri, codeChallenge: f.codeChallenge, state: f.state, scope: f.scope };
 }
 
 /** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */

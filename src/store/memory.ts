@@ -14,6 +14,7 @@ import {
   auditFields,
   auditFromFields,
   newestAuditFirst,
+  pendingSignInMember,
   clientFields,
   clientFromFields,
   keyLayout,
@@ -33,6 +34,8 @@ import {
   type AuthorizationCodeRecord,
   type AuditEvent,
   type AuditTrail,
+  type PendingSignInBounds,
+  type PendingSignInOutcome,
   type ClientRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
@@ -299,6 +302,26 @@ export class MemoryTokenStore implements TokenStore {
   async putAuthorizationRequest(requestHash: string, fields: Fields, expiresAt: number): Promise<void> {
     this.#check();
     this.#put(this.#keys.authorizationRequest(requestHash), fields, expiresAt);
+  }
+
+  /** Pending sign-ins by holder key: member -> expiry (the Redis store's sorted sets). */
+  readonly #pendingSignIns = new Map<string, Map<string, number>>();
+
+  async putPendingSignIn(requestHash: string, fields: Fields, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
+    this.#check();
+    const held = (['address', 'client'] as const).map((holder) => {
+      const key = holder === 'address' ? this.#keys.pendingSignInsByAddress(bounds.address) : this.#keys.pendingSignInsByClient(bounds.clientId);
+      const members = this.#pendingSignIns.get(key) ?? new Map<string, number>();
+      for (const [member, until] of members) if (until <= bounds.now) members.delete(member);
+      this.#pendingSignIns.set(key, members);
+      return { holder, members, bound: holder === 'address' ? bounds.perAddress : bounds.perClient };
+    });
+    for (const { holder, members, bound } of held) {
+      if (bound > 0 && members.size >= bound) return { stored: false, holder, retryAt: Math.min(...members.values()) };
+    }
+    this.#put(this.#keys.authorizationRequest(requestHash), fields, expiresAt);
+    for (const { members } of held) members.set(pendingSignInMember(requestHash), expiresAt);
+    return { stored: true };
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {

@@ -18,6 +18,9 @@ export function keyLayout(prefix: string) {
     refreshFamily: (familyId: string) => `${prefix}{oauth}:oauthRefreshFamilies:${familyId}`,
     authorizationCode: (codeHash: string) => `${prefix}{oauth}:oauthAuthorizationCodes:${codeHash}`,
     authorizationRequest: (requestHash: string) => `${prefix}{oauth}:oauthAuthorizationRequests:${requestHash}`,
+    /** Pending sign-ins held by a client address or a client: sorted sets, member = request hash prefix, score = expiry. */
+    pendingSignInsByAddress: (address: string) => `${prefix}{oauth}:pendingSignIns:address:${address}`,
+    pendingSignInsByClient: (clientId: string) => `${prefix}{oauth}:pendingSignIns:client:${clientId}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -262,4 +265,9 @@ export function newestAuditFirst(a: StoredAuditEvent, b: StoredAuditEvent): numb
   const [am = 0, as = 0] = a.id.split('-').map(Number);
   const [bm = 0, bs = 0] = b.id.split('-').map(Number);
   return bm - am || bs - as;
+}
+
+/** A pending sign-in's member in its holders' sets: 16 hex of its request hash (a collision only merges two counts). */
+export function pendingSignInMember(requestHash: string): string {
+  return requestHash.slice(0, 16);
 }

@@ -114,6 +114,30 @@ local f = redis.call('HGETALL', KEYS[1])
 redis.call('DEL', KEYS[1])
 return f`;
 
+// A pending sign-in, stored only while its client address and its client each hold fewer than their
+// bound (0: none); expired holdings are dropped first. All three keys carry the {oauth} tag: one slot.
+// KEYS: request, byAddress, byClient. ARGV: now, expiresAt, perAddress, perClient, member, fields...
+// Reply: {'ok'} or {'address' | 'client', the expiry of the holder's oldest pending sign-in}.
+const PUT_PENDING_SIGN_IN = `
+local now = tonumber(ARGV[1])
+local bounds = {tonumber(ARGV[3]), tonumber(ARGV[4])}
+local holders = {'address', 'client'}
+for i = 1, 2 do
+  local key = KEYS[i + 1]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if bounds[i] > 0 and redis.call('ZCARD', key) >= bounds[i] then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return {holders[i], oldest[2]}
+  end
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+for i = 2, 3 do
+  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[5])
+  redis.call('PEXPIREAT', KEYS[i], redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2])
+end
+return {'ok'}`;
+
 // KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
 const REVOKE_REFRESH_FAMILY = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -178,6 +202,7 @@ export interface ScriptedClient {
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
   mcpRedeemCode(...keysAndArgs: string[]): Promise<string>;
   mcpTakeHash(key: string): Promise<string[]>;
+  mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
@@ -193,6 +218,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
   redis.defineCommand('mcpRedeemCode', { lua: REDEEM_CODE });
   redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
+  redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });

@@ -14,6 +14,7 @@ import {
   auditFields,
   auditFromFields,
   newestAuditFirst,
+  pendingSignInMember,
   clientFields,
   clientFromFields,
   keyLayout,
@@ -38,6 +39,8 @@ import {
   type AuthorizationCodeRecord,
   type AuditEvent,
   type AuditTrail,
+  type PendingSignInBounds,
+  type PendingSignInOutcome,
   type ClientRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
@@ -299,6 +302,23 @@ export class RedisTokenStore implements TokenStore {
   async putAuthorizationRequest(requestHash: string, fields: Fields, expiresAt: number): Promise<void> {
     const key = this.#keys.authorizationRequest(requestHash);
     assertExec(await this.#redis.multi().hset(key, fields).pexpireat(key, expiresAt).exec());
+  }
+
+  async putPendingSignIn(requestHash: string, fields: Fields, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
+    const [outcome, oldest] = await this.#scripts.mcpPutPendingSignIn(
+      this.#keys.authorizationRequest(requestHash),
+      this.#keys.pendingSignInsByAddress(bounds.address),
+      this.#keys.pendingSignInsByClient(bounds.clientId),
+      String(bounds.now),
+      String(Math.trunc(expiresAt)),
+      String(bounds.perAddress),
+      String(bounds.perClient),
+      pendingSignInMember(requestHash),
+      ...flattenFields(fields),
+    );
+    if (outcome === 'ok') return { stored: true };
+    if (outcome === 'address' || outcome === 'client') return { stored: false, holder: outcome, retryAt: Number(oldest) };
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {

@@ -231,6 +231,21 @@ export interface RefreshTokenStorage {
   revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
 }
 
+/**
+ * How many pending sign-ins (consent not yet given) one client address and one client may hold at
+ * once; 0: no bound. `now` decides which held ones have expired.
+ */
+export interface PendingSignInBounds {
+  address: string;
+  clientId: string;
+  perAddress: number;
+  perClient: number;
+  now: number;
+}
+
+/** Stored; or refused (nothing stored) because `holder` holds its bound, until `retryAt` (epoch ms: its oldest expires). */
+export type PendingSignInOutcome = { stored: true } | { stored: false; holder: 'address' | 'client'; retryAt: number };
+
 /** Browser sign-in: pending requests between its steps, and authorization codes. */
 export interface AuthorizationCodeStorage {
   /**
@@ -238,6 +253,12 @@ export interface AuthorizationCodeStorage {
    * under the SHA-256 of a random handle; gone at `expiresAt`.
    */
   putAuthorizationRequest(requestHash: string, fields: Record<string, string>, expiresAt: number): Promise<void>;
+  /**
+   * The first step's request, stored like putAuthorizationRequest only while its client address and
+   * its client each hold fewer than their bound of pending ones (counted until each expires); the
+   * check, the count and the write are one atomic step.
+   */
+  putPendingSignIn(requestHash: string, fields: Record<string, string>, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome>;
   /** Atomically reads and deletes it: each handle is usable once. null when unknown or expired. */
   takeAuthorizationRequest(requestHash: string): Promise<Record<string, string> | null>;
   putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void>;

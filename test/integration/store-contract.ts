@@ -754,6 +754,41 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.takeAuthorizationRequest(stale)).toBeNull();
       });
 
+      it('pending sign-ins are bounded per client address and per client: over a bound nothing is stored, and a slot frees when its request expires', async () => {
+        const put = (address: string, clientId: string, bounds = { perAddress: 3, perClient: 4 }) => {
+          const handle = hashToken(generateToken());
+          return store.putPendingSignIn(handle, { stage: 'consent', clientId }, clock.now() + 600_000, { address, clientId, ...bounds, now: clock.now() }).then((outcome) => ({ handle, outcome }));
+        };
+        const firstAt = clock.now() + 600_000;
+        const held = [];
+        for (let i = 0; i < 3; i++) held.push(await put('198.51.100.1', 'c-a'));
+        expect(held.map((h) => h.outcome)).toEqual(Array(3).fill({ stored: true }));
+        expect(h.keys.pendingSignInsByAddress('198.51.100.1')).toContain('{oauth}');
+        expect(h.keys.pendingSignInsByClient('c-a')).toContain('{oauth}');
+        // The address holds its 3: refused, and nothing stored.
+        const refused = await put('198.51.100.1', 'c-a');
+        expect(refused.outcome).toEqual({ stored: false, holder: 'address', retryAt: firstAt });
+        expect(await store.takeAuthorizationRequest(refused.handle)).toBeNull();
+        // Another address may go on for the client, until the client holds its 4.
+        expect((await put('198.51.100.2', 'c-a')).outcome).toEqual({ stored: true });
+        const full = await put('198.51.100.3', 'c-a');
+        expect(full.outcome).toMatchObject({ stored: false, holder: 'client' });
+        expect(await store.takeAuthorizationRequest(full.handle)).toBeNull();
+        expect((await put('198.51.100.3', 'c-b')).outcome).toEqual({ stored: true });
+        // A bound of 0 is no bound.
+        expect((await put('198.51.100.1', 'c-c', { perAddress: 0, perClient: 0 })).outcome).toEqual({ stored: true });
+        // The held requests are still there to be taken; once they expire, the slots are free again.
+        expect(await store.takeAuthorizationRequest(held[0]!.handle)).toEqual({ stage: 'consent', clientId: 'c-a' });
+        clock.advance(600_000);
+        expect((await put('198.51.100.1', 'c-a')).outcome).toEqual({ stored: true });
+      });
+
+      it('concurrent pending sign-ins from one address: never more stored than the bound', async () => {
+        const bounds = { address: '198.51.100.9', clientId: 'c-race', perAddress: 5, perClient: 0, now: clock.now() };
+        const outcomes = await Promise.all(Array.from({ length: 20 }, () => store.putPendingSignIn(hashToken(generateToken()), { stage: 'consent' }, clock.now() + 600_000, bounds)));
+        expect(outcomes.filter((o) => o.stored)).toHaveLength(5);
+      });
+
       it('two concurrent takes of one pending request: exactly one gets it', async () => {
         const handle = hashToken(generateToken());
         await store.putAuthorizationRequest(handle, { stage: 'idp', nonce: 'n' }, clock.now() + 600_000);
@@ -1160,6 +1195,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         revokeRefreshFamily: (s) => s.revokeRefreshFamily(hashToken('x'), clock.now()),
         putAuthorizationRequest: (s) => s.putAuthorizationRequest(hashToken('x'), { stage: 'consent' }, clock.now() + HOUR),
         takeAuthorizationRequest: (s) => s.takeAuthorizationRequest(hashToken('x')),
+        putPendingSignIn: (s) => s.putPendingSignIn(hashToken('x'), { stage: 'consent' }, clock.now() + HOUR, { address: '192.0.2.1', clientId: 'c', perAddress: 1, perClient: 1, now: clock.now() }),
         putAuthorizationCode: (s) =>
           s.putAuthorizationCode({
             codeHash: hashToken('x'),
