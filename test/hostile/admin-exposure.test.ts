@@ -33,6 +33,10 @@ describe('admin listener exposure', () => {
     expect(refused.json().error).toBe('too_many_requests');
     // The real admin behind that address is not locked out by someone else's guesses.
     expect((await op('127.0.0.2', stack.adminUrl, stack.masterToken)).status).toBe(200);
+    // A refused failure costs no audit line: each of the LIMIT + 1 answered ones has one, the 429s none.
+    const audited = stack.logs.filter((l) => l.includes('"msg":"audit"') && l.includes('"who":"anonymous"'));
+    expect(audited.filter((l) => l.includes('"result":"unauthorized"'))).toHaveLength(LIMIT + 1);
+    expect(audited.filter((l) => l.includes('"result":"too_many_requests"'))).toEqual([]);
     // Another address, and the probes (no token), are unaffected.
     expect((await op('127.0.0.1', stack.adminUrl, stack.masterToken)).status).toBe(200);
     expect((await sendFrom('127.0.0.2', `${stack.adminUrl}/livez`, { method: 'GET' })).status).toBe(200);

@@ -29,6 +29,10 @@ describe('client lockout through /token', () => {
     for (let i = 0; i < 65; i++) statuses.push((await token(ATTACKER, 'f'.repeat(64))).status);
     expect(statuses.slice(0, 20).every((s) => s === 401)).toBe(true);
     expect(statuses.slice(21)).toEqual(Array(44).fill(429));
+    // The refused ones are answered without an audit line; the 21 answered failures each have one.
+    const audited = stack.logs.filter((l) => l.includes('"msg":"audit"') && l.includes('"action":"token.client_credentials"'));
+    expect(audited.filter((l) => l.includes('"result":"invalid_client"'))).toHaveLength(21);
+    expect(audited.filter((l) => l.includes('"result":"too_many_requests"'))).toEqual([]);
 
     const owner = await token(OWNER, client.clientSecret);
     expect(owner.status).toBe(200);
