@@ -314,6 +314,8 @@ describe('buildConfig', () => {
       maxBytes: 5120,
       cacheTtlSeconds: 600,
       cacheMaxEntries: 1000,
+      fetchesPerMinutePerAddress: 20,
+      maxConcurrentFetches: 16,
       allowPrivateAddresses: false,
     });
     const set = buildConfig({ oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } }, { BEARER_SECRET_MASTER: MASTER });
