@@ -17,6 +17,11 @@ import {
   pendingSignInMember,
   clientFields,
   clientFromFields,
+  consentEviction,
+  consentFromValue,
+  consentGrantIds,
+  consentKey,
+  consentValue,
   keyLayout,
   profileFields,
   profileFromFields,
@@ -37,6 +42,7 @@ import {
   type PendingSignInBounds,
   type PendingSignInOutcome,
   type ClientRecord,
+  type ConsentRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
   type ProfileRecord,
@@ -247,6 +253,7 @@ export class MemoryTokenStore implements TokenStore {
   }
 
   #notify(notice: RevocationNotice): void {
+    this.#forgetConsents(notice);
     // After the method returns, as a notice over Redis arrives: the revoking caller never runs a listener.
     for (const listener of this.#listeners) queueMicrotask(() => listener.revoked(notice));
   }
@@ -375,6 +382,39 @@ export class MemoryTokenStore implements TokenStore {
     this.#storeAccess(access);
     if (refresh) this.#storeRefresh(refresh);
     return 'ok';
+  }
+
+  async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
+    this.#check();
+    const key = this.#keys.consents(browserHash);
+    const field = consentKey(consent);
+    const fields = { ...this.#get(key), [field]: consentValue(consent) };
+    const { drop, latest } = consentEviction(fields, field, now, maxPerBrowser);
+    for (const field of drop) delete fields[field];
+    if (latest > 0) this.#put(key, fields, latest);
+    else this.#hashes.delete(key);
+  }
+
+  async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
+    this.#check();
+    const fields = this.#get(this.#keys.consents(browserHash)) ?? {};
+    return Object.values(fields).flatMap((value) => consentFromValue(value, now) ?? []);
+  }
+
+  async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
+    this.#check();
+    this.#put(this.#keys.consentGrant(grantId), { browser: browserHash, consent: key }, expiresAt);
+  }
+
+  /** Every revocation of a grant linked to an approval forgets the approval (and the link). */
+  #forgetConsents(notice: RevocationNotice): void {
+    for (const grantId of consentGrantIds(notice)) {
+      const link = this.#get(this.#keys.consentGrant(grantId));
+      if (!link) continue;
+      this.#hashes.delete(this.#keys.consentGrant(grantId));
+      const approvals = link.browser !== undefined && link.consent !== undefined ? this.#get(this.#keys.consents(link.browser)) : null;
+      if (approvals) delete approvals[link.consent!];
+    }
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {

@@ -2,7 +2,7 @@
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
 import { createHash } from 'node:crypto';
-import type { AccessTokenRecord, AuthorizationCodeRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccessTokenRecord, AuthorizationCodeRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -21,6 +21,10 @@ export function keyLayout(prefix: string) {
     /** Pending sign-ins held by a client address or a client: sorted sets, member = request hash prefix, score = expiry. */
     pendingSignInsByAddress: (address: string) => `${prefix}{oauth}:pendingSignIns:address:${address}`,
     pendingSignInsByClient: (clientId: string) => `${prefix}{oauth}:pendingSignIns:client:${clientId}`,
+    /** One browser's remembered approvals: consentKey -> consentValue. */
+    consents: (browserHash: string) => `${prefix}{oauth}:oauthConsents:${browserHash}`,
+    /** A grant issued under an approval -> where the approval lives (browser, consent). */
+    consentGrant: (grantId: string) => `${prefix}{oauth}:oauthConsentGrants:${grantId}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -102,7 +106,95 @@ export function authorizationCodeFields(r: AuthorizationCodeRecord): Fields {
     ...userFields(r.user),
   };
   if (r.scope !== undefined) f.scope = r.scope;
+  if (r.consent !== undefined) {
+    f.consentBrowser = r.consent.browserHash;
+    f.consentKey = r.consent.key;
+    f.consentExpiresAt = String(r.consent.expiresAt);
+  }
   return f;
+}
+
+/** The approval a stored code was issued under, when it names a whole one. */
+export function consentLinkFromFields(f: Fields): ConsentLink | undefined {
+  const expiresAt = Number(f.consentExpiresAt);
+  if (!f.consentBrowser || !f.consentKey || !Number.isSafeInteger(expiresAt)) return undefined;
+  return { browserHash: f.consentBrowser, key: f.consentKey, expiresAt };
+}
+
+/**
+ * The field an approval is kept under in its browser's hash: one per IdP user, client and redirect
+ * URI (a SHA-256, so that long ids and URIs make short fields).
+ */
+export function consentKey(c: Pick<ConsentRecord, 'issuer' | 'subject' | 'clientId' | 'redirectUri'>): string {
+  return createHash('sha256').update(JSON.stringify([c.issuer, c.subject, c.clientId, c.redirectUri])).digest('hex');
+}
+
+/** An approval as its hash field's value: JSON, `expiresAt` among its members (the Redis script reads it). */
+export function consentValue(c: ConsentRecord): string {
+  const v: Record<string, string | number> = {
+    clientId: c.clientId,
+    clientCreatedAt: c.clientCreatedAt,
+    redirectUri: c.redirectUri,
+    issuer: c.issuer,
+    subject: c.subject,
+    approvedAt: c.approvedAt,
+    expiresAt: c.expiresAt,
+  };
+  if (c.scope !== undefined) v.scope = c.scope;
+  return JSON.stringify(v);
+}
+
+/** The approval of a hash field's value, if it is whole and not expired at `now`; otherwise null. */
+export function consentFromValue(value: string, now: number): ConsentRecord | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(value);
+  } catch {
+    return null;
+  }
+  if (typeof v !== 'object' || v === null) return null;
+  const r = v as Record<string, unknown>;
+  const texts = ['clientId', 'redirectUri', 'issuer', 'subject'] as const;
+  const times = ['clientCreatedAt', 'approvedAt', 'expiresAt'] as const;
+  if (!texts.every((k) => typeof r[k] === 'string') || !times.every((k) => Number.isSafeInteger(r[k]))) return null;
+  if ((r.expiresAt as number) <= now || (r.scope !== undefined && typeof r.scope !== 'string')) return null;
+  const c: ConsentRecord = {
+    clientId: r.clientId as string,
+    clientCreatedAt: r.clientCreatedAt as number,
+    redirectUri: r.redirectUri as string,
+    issuer: r.issuer as string,
+    subject: r.subject as string,
+    approvedAt: r.approvedAt as number,
+    expiresAt: r.expiresAt as number,
+  };
+  if (r.scope !== undefined) c.scope = r.scope as string;
+  return c;
+}
+
+/**
+ * The rule of putConsent, on a browser's hash as it stands after writing `written`: which fields to
+ * drop (unreadable or expired at `now`, then the soonest to expire, ties by field, beyond `max`; the
+ * approval just given is never the one evicted) and the latest expiry of those kept (0: none kept).
+ * The Redis script applies the same rule.
+ */
+export function consentEviction(fields: Fields, written: string, now: number, max: number): { drop: string[]; latest: number } {
+  const live: Array<[string, number]> = [];
+  const drop: string[] = [];
+  for (const [field, value] of Object.entries(fields)) {
+    const c = consentFromValue(value, now);
+    if (c) live.push([field, c.expiresAt]);
+    else drop.push(field);
+  }
+  const rank = ([field, at]: [string, number]): [number, number] => [field === written ? 1 : 0, at];
+  live.sort((a, b) => rank(a)[0] - rank(b)[0] || rank(a)[1] - rank(b)[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const excess = Math.max(0, live.length - max);
+  drop.push(...live.slice(0, excess).map(([f]) => f));
+  return { drop, latest: live.slice(excess).reduce((m, [, at]) => Math.max(m, at), 0) };
+}
+
+/** The grant ids a revocation notice names (refresh families, token hashes): the approvals they were issued under go. */
+export function consentGrantIds(notice: RevocationNotice): string[] {
+  return [...(notice.familyIds ?? []), ...(notice.tokenHashes ?? [])];
 }
 
 export function refreshTokenFields(r: RefreshTokenRecord): Fields {

@@ -171,16 +171,19 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
 
-// Lists a public assertion key until ARGV[4] (extending, never shortening, its listing), drops every
-// entry expired by ARGV[1] (or unreadable), and lets the hash itself expire with its last entry, so
-// keys of replicas that died leave nothing behind. One hash: one key, one Cluster slot.
-// KEYS: signing keys hash. ARGV: now, kid, value (signingKeyValue), expiresAt.
-const PUBLISH_SIGNING_KEY = `
+// The expiresAt member of a JSON value (a published key, an approval); nil when unreadable.
+const JSON_EXPIRY = `
 local function expiry(text)
   local ok, v = pcall(cjson.decode, text)
   if ok and type(v) == 'table' then return tonumber(v.expiresAt) end
   return nil
-end
+end`;
+
+// Lists a public assertion key until ARGV[4] (extending, never shortening, its listing), drops every
+// entry expired by ARGV[1] (or unreadable), and lets the hash itself expire with its last entry, so
+// keys of replicas that died leave nothing behind. One hash: one key, one Cluster slot.
+// KEYS: signing keys hash. ARGV: now, kid, value (signingKeyValue), expiresAt.
+const PUBLISH_SIGNING_KEY = `${JSON_EXPIRY}
 local current = redis.call('HGET', KEYS[1], ARGV[2])
 local listed = current and expiry(current)
 if not listed or listed < tonumber(ARGV[4]) then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) end
@@ -192,6 +195,41 @@ for i = 1, #all, 2 do
   if not at or at <= now then redis.call('HDEL', KEYS[1], all[i]) elseif at > latest then latest = at end
 end
 if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) end
+return 1`;
+
+// Records one approval in a browser's hash and applies consentEviction's rule (src/store/records.ts):
+// unreadable or expired entries go, then the soonest to expire (ties by field; never the one just
+// written) beyond ARGV[2]; the hash expires with the last entry kept.
+// KEYS: the browser's approvals. ARGV: now, max, field, value.
+const PUT_CONSENT = `${JSON_EXPIRY}
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+local now = tonumber(ARGV[1])
+local live = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local at = expiry(all[i + 1])
+  if not at or at <= now then redis.call('HDEL', KEYS[1], all[i]) else live[#live + 1] = {all[i], at} end
+end
+local function rank(e) return e[1] == ARGV[3] and 1 or 0 end
+table.sort(live, function(a, b)
+  if rank(a) ~= rank(b) then return rank(a) < rank(b) end
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  return a[1] < b[1]
+end)
+local excess = #live - tonumber(ARGV[2])
+local latest = 0
+for i, e in ipairs(live) do
+  if i <= excess then redis.call('HDEL', KEYS[1], e[1]) elseif e[2] > latest then latest = e[2] end
+end
+if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) else redis.call('DEL', KEYS[1]) end
+return 1`;
+
+// Forgets the approval a revoked grant was linked to, and the link.
+// KEYS: the grant's link. ARGV: the prefix of browsers' approval keys.
+const FORGET_CONSENT = `
+local link = redis.call('HMGET', KEYS[1], 'browser', 'consent')
+if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
+redis.call('DEL', KEYS[1])
 return 1`;
 
 /** The scripts as commands of a connection (after defineScripts). */
@@ -209,6 +247,8 @@ export interface ScriptedClient {
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
   mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
+  mcpPutConsent(key: string, now: string, max: string, field: string, value: string): Promise<number>;
+  mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -224,6 +264,8 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
+  redis.defineCommand('mcpPutConsent', { numberOfKeys: 1, lua: PUT_CONSENT });
+  redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
   return redis as unknown as ScriptedClient;
 }
 

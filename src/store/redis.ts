@@ -17,6 +17,10 @@ import {
   pendingSignInMember,
   clientFields,
   clientFromFields,
+  consentFromValue,
+  consentGrantIds,
+  consentKey,
+  consentValue,
   keyLayout,
   orNull,
   profileFields,
@@ -42,6 +46,7 @@ import {
   type PendingSignInBounds,
   type PendingSignInOutcome,
   type ClientRecord,
+  type ConsentRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
   type ProfileRecord,
@@ -369,6 +374,20 @@ export class RedisTokenStore implements TokenStore {
     throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
+  async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
+    await this.#scripts.mcpPutConsent(this.#keys.consents(browserHash), String(now), String(maxPerBrowser), consentKey(consent), consentValue(consent));
+  }
+
+  async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
+    const fields = await this.#redis.hgetall(this.#keys.consents(browserHash));
+    return Object.values(fields).flatMap((value) => consentFromValue(value, now) ?? []);
+  }
+
+  async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
+    const link = this.#keys.consentGrant(grantId);
+    assertExec(await this.#redis.multi().hset(link, { browser: browserHash, consent: key }).pexpireat(link, expiresAt).exec());
+  }
+
   async touchClient(clientId: string, ttlMs: number): Promise<void> {
     await this.#redis.pexpire(this.#keys.client(clientId), ttlMs);
   }
@@ -448,8 +467,14 @@ export class RedisTokenStore implements TokenStore {
     return subscribeNotices(this.#redis, this.#keys.revocationChannel(), listener, this.#connectTimeoutMs);
   }
 
-  /** Called after every revocation: tells every sidecar (notice), and this one's lookup cache first. */
+  /**
+   * Called after every revocation: forgets the approvals of the revoked grants, then tells every
+   * sidecar (notice), and this one's lookup cache first.
+   */
   async #publish(notice: RevocationNotice): Promise<void> {
+    // A revoked grant takes the consent approval it was issued under with it (ConsentStorage).
+    const consents = this.#keys.consents('');
+    await Promise.all(consentGrantIds(notice).map((id) => this.#scripts.mcpForgetConsent(this.#keys.consentGrant(id), consents)));
     // The revocation's invalidations applied before it is reported done: this sidecar's next request
     // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
     await this.#lookupCache?.settled();

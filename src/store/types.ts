@@ -91,7 +91,34 @@ export interface AuthorizationCodeRecord {
   resource: string;
   scope?: string;
   user: SignedInUser;
+  /** The remembered approval the code was issued under: the grant it redeems for is linked to it. */
+  consent?: ConsentLink;
   createdAt: number;
+  expiresAt: number;
+}
+
+/** Where an approval lives (ConsentStorage): the browser's hash, its consentKey, and its expiry. */
+export interface ConsentLink {
+  browserHash: string;
+  key: string;
+  expiresAt: number;
+}
+
+/**
+ * A user's remembered approval of a client's sign-in (the consent page), held per browser: the IdP
+ * user who approved, the client (and the `createdAt` of its record: a client deleted and created
+ * again, or a document client whose record expired and was made anew, is another client), the exact
+ * redirect URI and the scope set approved. Used only while it has not expired.
+ */
+export interface ConsentRecord {
+  clientId: string;
+  clientCreatedAt: number;
+  redirectUri: string;
+  issuer: string;
+  subject: string;
+  /** The scopes approved, space separated; absent when none was asked. */
+  scope?: string;
+  approvedAt: number;
   expiresAt: number;
 }
 
@@ -272,6 +299,29 @@ export interface AuthorizationCodeStorage {
   redeemAuthorizationCode(codeHash: string, clientId: string, now: number, retainMs: number, access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<RedeemOutcome>;
 }
 
+/**
+ * Remembered consent approvals, per browser: under the SHA-256 of a random cookie value (the value
+ * itself is never stored), one approval per IdP user, client and redirect URI (consentKey). Every
+ * revocation that names a grant linked to an approval (a refresh family, or the access token of a
+ * grant without refresh token: what a RevocationNotice lists) also forgets that approval.
+ */
+export interface ConsentStorage {
+  /**
+   * Records `consent` for the browser, replacing that user's approval of the same client and redirect
+   * URI. Approvals expired by `now` are dropped; beyond `maxPerBrowser` the ones expiring soonest go
+   * first. The browser's set expires with its last approval.
+   */
+  putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void>;
+  /** The browser's approvals not expired at `now`. */
+  listConsents(browserHash: string, now: number): Promise<ConsentRecord[]>;
+  /**
+   * Links a grant issued under an approval (`grantId`: its refresh family id, or its access token's
+   * hash when it has no refresh token) to that approval, until `expiresAt`: revoking the grant then
+   * forgets the approval.
+   */
+  linkConsentGrant(grantId: string, browserHash: string, consentKey: string, expiresAt: number): Promise<void>;
+}
+
 /** Client profiles (token lifetimes and default grants). */
 export interface ProfileStorage {
   /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
@@ -353,6 +403,6 @@ export interface StoreHealth {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
   close(): Promise<void>;
 }

@@ -7,9 +7,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
 import type { Cluster, Redis } from 'ioredis';
-import { orNull, type KeyLayout } from '../../src/store/records.ts';
+import { consentKey, consentLinkFromFields, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type ClientRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -913,6 +913,140 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('remembered consent approvals', () => {
+      const browser = hashToken(generateToken());
+
+      function approval(overrides: Partial<ConsentRecord> = {}): ConsentRecord {
+        const now = clock.now();
+        return {
+          clientId: 'c-consent',
+          clientCreatedAt: now - 1000,
+          redirectUri: 'http://127.0.0.1:9999/cb',
+          issuer: 'https://idp.example.com/',
+          subject: 'idp-user-1',
+          scope: 'mcp:read',
+          approvedAt: now,
+          expiresAt: now + 24 * HOUR,
+          ...overrides,
+        };
+      }
+
+      it('putConsent keeps one approval per user, client and redirect URI; listConsents returns the live ones', async () => {
+        const first = approval();
+        await store.putConsent(browser, first, clock.now(), 20);
+        expect(h.keys.consents(browser)).toContain('{oauth}');
+        expect(await store.listConsents(browser, clock.now())).toEqual([first]);
+        const wider = approval({ scope: 'mcp:read mcp:write', approvedAt: clock.now() + 1 });
+        await store.putConsent(browser, wider, clock.now(), 20);
+        const otherRedirect = approval({ redirectUri: 'https://app.example.com/callback' });
+        const otherUser = approval({ subject: 'idp-user-2' });
+        const { scope: _, ...noScope } = approval({ clientId: 'c-other' });
+        await store.putConsent(browser, otherRedirect, clock.now(), 20);
+        await store.putConsent(browser, otherUser, clock.now(), 20);
+        await store.putConsent(browser, noScope, clock.now(), 20);
+        const listed = await store.listConsents(browser, clock.now());
+        expect(listed).toHaveLength(4);
+        expect(listed).toEqual(expect.arrayContaining([wider, otherRedirect, otherUser, noScope]));
+        expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!).sort()).toEqual([wider, otherRedirect, otherUser, noScope].map(consentKey).sort());
+        // Another browser sees none of them.
+        expect(await store.listConsents(hashToken(generateToken()), clock.now())).toEqual([]);
+        // Past its expiry an approval is not listed, whatever storage still holds.
+        expect(await store.listConsents(browser, wider.expiresAt)).toEqual([]);
+      });
+
+      it('one browser holds at most maxPerBrowser approvals: expired ones go first, then the soonest to expire', async () => {
+        const now = clock.now();
+        const expired = approval({ clientId: 'c-expired', expiresAt: now + 10 });
+        await store.putConsent(browser, expired, now, 3);
+        const kept = [1, 2, 3, 4].map((i) => approval({ clientId: `c-${i}`, expiresAt: now + i * HOUR }));
+        for (const c of kept) await store.putConsent(browser, c, now + 20, 3);
+        const listed = await store.listConsents(browser, now);
+        expect(listed.map((c) => c.clientId).sort()).toEqual(['c-2', 'c-3', 'c-4']);
+        expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!)).toHaveLength(3);
+        // A new approval is never the one evicted, even when it expires before the others.
+        const short = approval({ clientId: 'c-short', expiresAt: now + HOUR / 2 });
+        await store.putConsent(browser, short, now, 3);
+        expect((await store.listConsents(browser, now)).map((c) => c.clientId)).toContain('c-short');
+      });
+
+      it('an unreadable entry (a hand edit) is never listed, and the next write drops it', async () => {
+        await store.putConsent(browser, approval(), clock.now(), 20);
+        await h.setRawField(h.keys.consents(browser), 'broken', '{"clientId":');
+        expect(await store.listConsents(browser, clock.now())).toHaveLength(1);
+        await store.putConsent(browser, approval({ clientId: 'c-next' }), clock.now(), 20);
+        expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!)).not.toContain('broken');
+      });
+
+      async function linked(familyId: string | undefined, c: ConsentRecord) {
+        await store.createClient(client(c.clientId).record);
+        await store.putConsent(browser, c, clock.now(), 20);
+        const access = accessToken(c.clientId, familyId !== undefined ? { familyId } : {});
+        const refresh = familyId !== undefined ? refreshToken(c.clientId, familyId) : undefined;
+        expect(await store.issueTokens(access.record, refresh?.record)).toBe('ok');
+        await store.linkConsentGrant(familyId ?? access.record.tokenHash, browser, consentKey(c), c.expiresAt);
+        return { access, refresh };
+      }
+
+      it('revoking a refresh family forgets the approval it was issued under, and only that one', async () => {
+        const mine = approval({ clientId: 'c-fam' });
+        const other = approval({ clientId: 'c-fam-other' });
+        const { refresh } = await linked('fam-consent', mine);
+        await linked('fam-other', other);
+        expect(await store.revokeRefreshFamily(refresh!.record.tokenHash, clock.now())).toBe(true);
+        expect(await store.listConsents(browser, clock.now())).toEqual([other]);
+        expect(await h.rawHash(h.keys.consentGrant('fam-consent'))).toBeNull();
+      });
+
+      it('revoking the access token of a grant without refresh token forgets its approval; an access token of a family does not', async () => {
+        const alone = approval({ clientId: 'c-alone' });
+        const withFamily = approval({ clientId: 'c-family' });
+        const single = await linked(undefined, alone);
+        const pair = await linked('fam-kept', withFamily);
+        expect(await store.revokeAccessToken(pair.access.record.tokenHash, clock.now())).toBe(true);
+        expect(await store.listConsents(browser, clock.now())).toHaveLength(2);
+        expect(await store.revokeAccessToken(single.access.record.tokenHash, clock.now())).toBe(true);
+        expect(await store.listConsents(browser, clock.now())).toEqual([withFamily]);
+      });
+
+      it('reuse detection (a rotated refresh token replayed) forgets the approval with the family', async () => {
+        const c = approval({ clientId: 'c-reuse' });
+        const { refresh } = await linked('fam-reuse', c);
+        const next = { access: accessToken('c-reuse', { familyId: 'fam-reuse' }), refresh: refreshToken('c-reuse', 'fam-reuse') };
+        expect(await store.rotateRefreshToken(refresh!.record.tokenHash, 'c-reuse', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
+        const again = { access: accessToken('c-reuse', { familyId: 'fam-reuse' }), refresh: refreshToken('c-reuse', 'fam-reuse') };
+        expect(await store.rotateRefreshToken(refresh!.record.tokenHash, 'c-reuse', clock.now() + 1000, again.access.record, again.refresh.record)).toBe('reused');
+        expect(await store.listConsents(browser, clock.now())).toEqual([]);
+      });
+
+      it('a replayed authorization code forgets the approval its first redemption was linked to', async () => {
+        const c = approval({ clientId: 'c-code' });
+        await store.createClient(client('c-code').record);
+        await store.putConsent(browser, c, clock.now(), 20);
+        const raw = generateToken();
+        const link = { browserHash: browser, key: consentKey(c), expiresAt: c.expiresAt };
+        await store.putAuthorizationCode({
+          codeHash: hashToken(raw),
+          clientId: 'c-code',
+          redirectUri: c.redirectUri,
+          codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+          resource: 'https://mcp.example.com/mcp',
+          user: { subject: c.subject, issuer: c.issuer },
+          consent: link,
+          createdAt: clock.now(),
+          expiresAt: clock.now() + 60_000,
+        });
+        const stored = await store.getAuthorizationCode(hashToken(raw));
+        expect(consentLinkFromFields(stored!)).toEqual(link);
+        const first = { access: accessToken('c-code', { familyId: 'fam-code' }), refresh: refreshToken('c-code', 'fam-code') };
+        await store.linkConsentGrant('fam-code', browser, link.key, link.expiresAt);
+        expect(await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, first.access.record, first.refresh.record)).toBe('ok');
+        expect(await store.listConsents(browser, clock.now())).toEqual([c]);
+        const second = { access: accessToken('c-code', { familyId: 'fam-code-2' }), refresh: refreshToken('c-code', 'fam-code-2') };
+        expect(await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, second.access.record, second.refresh.record)).toBe('reused');
+        expect(await store.listConsents(browser, clock.now())).toEqual([]);
+      });
+    });
+
     describe('rate counters', () => {
       it('hitCounter counts per name within one window and reports the time left', async () => {
         const name = `ip:${generateToken().slice(0, 8)}`;
@@ -1209,6 +1343,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           }),
         getAuthorizationCode: (s) => s.getAuthorizationCode(hashToken('x')),
         redeemAuthorizationCode: (s) => s.redeemAuthorizationCode(hashToken('x'), 'mcp_gone', clock.now(), HOUR, accessToken('mcp_gone').record),
+        putConsent: (s) =>
+          s.putConsent(hashToken('x'), { clientId: 'c', clientCreatedAt: 1, redirectUri: 'r', issuer: 'i', subject: 's', approvedAt: 1, expiresAt: clock.now() + HOUR }, clock.now(), 20),
+        listConsents: (s) => s.listConsents(hashToken('x'), clock.now()),
+        linkConsentGrant: (s) => s.linkConsentGrant('fam', hashToken('x'), 'k', clock.now() + HOUR),
         hitCounter: (s) => s.hitCounter('gone', 60_000),
         useOnce: (s) => s.useOnce('gone', clock.now() + 60_000),
         seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
