@@ -291,6 +291,14 @@ export const CONFIG_KEYS = {
       description:
         'A client registered at `/register` that completes no grant within this long is forgotten (clients such as Claude Code register anew on every sign-in; a sign-in takes at most about 21 minutes). Its first grant keeps it for `unusedClientTtlSeconds`.',
     }),
+    consentRememberSeconds: integer({
+      default: 30 * 24 * 3600,
+      min: 0,
+      max: 365 * 24 * 3600,
+      env: 'OAUTH_CONSENT_REMEMBER_SECONDS',
+      description:
+        "Browser sign-in: how long a user's approval on the consent page is remembered in that browser (a checkbox, on by default), for that IdP user, client, exact redirect URI and scope set; a sign-in within it asking for no more is not asked again. Revoking the tokens issued under it, or deleting the client, ends it (`0`: always ask).",
+    }),
     introspectionClients: list({
       default: [],
       description:

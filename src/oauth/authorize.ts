@@ -1,12 +1,18 @@
 // Browser sign-in, the authorization endpoint side (OAuth 2.1 §4.1, RFC 7636, RFC 9207):
 //   GET  /authorize          checks client_id and redirect_uri first (wrong: an error page, never a
 //                            redirect), then the rest of the request (wrong: an error redirect with
-//                            state and iss), then shows the consent page;
-//   POST /authorize/consent  Approve sends the browser to the IdP, Deny back with access_denied;
-//   GET  /oauth/callback     the IdP's answer becomes a single-use authorization code for the client.
+//                            state and iss), then shows the consent page, or, when this browser holds
+//                            a remembered approval of this client, redirect URI and scope set, goes
+//                            straight to the IdP;
+//   POST /authorize/consent  Approve sends the browser to the IdP (or, after it, issues the code),
+//                            Deny back with access_denied;
+//   GET  /oauth/callback     the IdP's answer becomes a single-use authorization code for the client,
+//                            unless consent was skipped and no approval of THIS user is remembered:
+//                            then the consent page is shown for that user first.
 // Between the steps the request lives in the store under the SHA-256 of a random handle, for ten
 // minutes and one use per step, bound to this browser by an HttpOnly SameSite cookie: a handle
 // replayed, expired, or carried to another browser gets an error page and nothing is issued.
+// Remembered approvals (ConsentStorage) live under the SHA-256 of a second, long-lived cookie.
 
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -14,7 +20,8 @@ import { parseForm, readBody } from '../body.ts';
 import { checkScope, redirectUriMatches } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
-import { DuplicateRecordError } from '../store/types.ts';
+import { consentKey, userFields, userFromFields } from '../store/records.ts';
+import { DuplicateRecordError, type ConsentLink, type ConsentRecord, type SignedInUser } from '../store/types.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
@@ -25,18 +32,21 @@ import type { ClientRecord } from '../store/types.ts';
 import { resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
-import { consentPage, messagePage, writePage } from './sign-in-pages.ts';
+import { consentPage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
 
 /** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
 export const SIGN_IN_STEP_TTL_MS = 10 * 60 * 1000;
 /** RFC 6749 §4.1.2: short lived; OAuth 2.1 recommends at most ten minutes, this is one. */
 export const CODE_TTL_MS = 60 * 1000;
 const CONSENT_MAX_BODY_BYTES = 4096;
+/** Remembered approvals one browser may hold (one per IdP user, client and redirect URI). */
+export const MAX_CONSENTS_PER_BROWSER = 20;
 const MAX_STATE_LENGTH = 1024;
 /** base64url of a SHA-256: what an S256 code_challenge is. */
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 
-type Stage = 'consent' | 'idp';
+/** consent: the page before the IdP; idp: the IdP round trip; user-consent: the page after it, for the user who came back. */
+type Stage = 'consent' | 'idp' | 'user-consent';
 
 /**
  * What is known of a validated authorization request; kept in the store between the steps, so only
@@ -113,6 +123,8 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
 class SignInFlow {
   readonly #secureCookie: boolean;
   readonly #cookieName: string;
+  readonly #consentCookieName: string;
+  readonly #rememberMs: number;
   readonly #idpHost: string;
   private readonly ctx: OAuthContext;
   private readonly signIn: IdpSignIn | undefined;
@@ -131,6 +143,8 @@ class SignInFlow {
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
     // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
     this.#cookieName = this.#secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
+    this.#consentCookieName = this.#secureCookie ? '__Host-mcp-consent' : 'mcp-consent';
+    this.#rememberMs = ctx.config.oauth.consentRememberSeconds * 1000;
     this.#idpHost = signIn ? new URL(signIn.issuer).host : '';
   }
 
@@ -140,10 +154,65 @@ class SignInFlow {
 
   /** The random value that binds sign-in steps to this browser (reused across tabs), and its Set-Cookie. */
   browserBinding(req: IncomingMessage): { value: string; setCookie: string } {
-    const value = readCookie(req, this.#cookieName) ?? generateToken();
-    const attributes = ['Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${SIGN_IN_STEP_TTL_MS / 1000}`];
+    return this.#cookie(req, this.#cookieName, SIGN_IN_STEP_TTL_MS / 1000);
+  }
+
+  /** The random value whose SHA-256 keys this browser's remembered approvals, and its Set-Cookie. */
+  consentBinding(req: IncomingMessage): { value: string; setCookie: string } {
+    return this.#cookie(req, this.#consentCookieName, this.#rememberMs / 1000);
+  }
+
+  #cookie(req: IncomingMessage, name: string, maxAgeSeconds: number): { value: string; setCookie: string } {
+    const value = readCookie(req, name) ?? generateToken();
+    const attributes = ['Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`];
     if (this.#secureCookie) attributes.push('Secure');
-    return { value, setCookie: `${this.#cookieName}=${value}; ${attributes.join('; ')}` };
+    return { value, setCookie: `${name}=${value}; ${attributes.join('; ')}` };
+  }
+
+  /**
+   * This browser's remembered approval of the request, if one holds: the same client (its record not
+   * deleted, nor created anew since), the exact redirect URI, a scope set that covers the one asked,
+   * given less than oauth.consentRememberSeconds ago, and, once the IdP has answered, by that user.
+   */
+  async rememberedApproval(req: IncomingMessage, request: AuthorizationRequest, user?: SignedInUser): Promise<ConsentRecord | undefined> {
+    if (this.#rememberMs === 0) return undefined;
+    const cookie = readCookie(req, this.#consentCookieName);
+    if (cookie === undefined) return undefined;
+    const client = await this.ctx.store.getClient(request.clientId);
+    if (!client || client.revokedAt !== undefined) return undefined;
+    const now = this.ctx.clock.now();
+    const approvals = await this.ctx.store.listConsents(hashToken(cookie), now);
+    return approvals.find(
+      (c) =>
+        c.clientId === request.clientId &&
+        c.clientCreatedAt === client.createdAt &&
+        c.redirectUri === request.redirectUri &&
+        c.approvedAt + this.#rememberMs > now &&
+        scopeWithin(request.scope, c.scope) &&
+        (user === undefined || (c.issuer === user.issuer && c.subject === user.subject)),
+    );
+  }
+
+  /** Records the approval `user` just gave in this browser (its cookie set on `res`); where it lives. */
+  async rememberApproval(req: IncomingMessage, res: ServerResponse, request: AuthorizationRequest, user: SignedInUser): Promise<ConsentLink | undefined> {
+    const client = await this.ctx.store.getClient(request.clientId);
+    if (this.#rememberMs === 0 || !client || client.revokedAt !== undefined) return undefined;
+    const binding = this.consentBinding(req);
+    const now = this.ctx.clock.now();
+    const approval: ConsentRecord = {
+      clientId: request.clientId,
+      clientCreatedAt: client.createdAt,
+      redirectUri: request.redirectUri,
+      issuer: user.issuer,
+      subject: user.subject,
+      approvedAt: now,
+      expiresAt: now + this.#rememberMs,
+    };
+    if (request.scope !== undefined) approval.scope = request.scope;
+    const browserHash = hashToken(binding.value);
+    await this.ctx.store.putConsent(browserHash, approval, now, MAX_CONSENTS_PER_BROWSER);
+    res.setHeader('set-cookie', binding.setCookie);
+    return { browserHash, key: consentKey(approval), expiresAt: approval.expiresAt };
   }
 
   sameBrowser(req: IncomingMessage, stored: string | undefined): boolean {
@@ -271,20 +340,16 @@ class SignInFlow {
       scope = granted;
       const request: AuthorizationRequest = { clientId: client.clientId, redirectUri, codeChallenge: challenge, state, scope };
       const browser = this.browserBinding(req);
+      if (await this.rememberedApproval(req, request)) {
+        // Approved before in this browser: straight to the IdP; the callback checks that the user who
+        // comes back is the one who approved, and asks that user otherwise.
+        res.setHeader('set-cookie', browser.setCookie);
+        await this.toIdp(res, request, hashToken(browser.value), { consent: 'remembered' }, 302);
+        return;
+      }
       const requestId = generateToken();
       await this.holdPendingSignIn(requestId, requestFields(request, 'consent', hashToken(browser.value)), address, client.clientId);
-      const target = new URL(redirectUri);
-      const html = consentPage({
-        clientName: client.clientName,
-        clientId: client.clientId,
-        redirectHost: `${target.protocol}//${target.host}`,
-        ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
-        scopes: scope ? scope.split(' ') : [],
-        ignoredScopes: ignored,
-        idpHost: this.#idpHost,
-        requestId,
-        action: `${this.ctx.publicUrl()}/authorize/consent`,
-      });
+      const html = consentPage({ ...this.consentView(request, requestId, client.clientName), ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}), ignoredScopes: ignored });
       writePage(res, 200, html, { 'set-cookie': browser.setCookie });
     } catch (err) {
       if (err instanceof RedirectableError) {
@@ -325,23 +390,52 @@ class SignInFlow {
     if (requestId === undefined || !isTokenShaped(requestId)) throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
     if (decision !== 'approve' && decision !== 'deny') throw new PageError(400, 'Bad request', 'Choose Approve or Deny.');
     const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(requestId));
-    if (!stored || stored.stage !== 'consent') throw STALE;
+    if (!stored || (stored.stage !== 'consent' && stored.stage !== 'user-consent')) throw STALE;
     if (!this.sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
     const request = requestFromFields(stored);
+    const user = stored.stage === 'user-consent' ? userFromFields(stored) : undefined;
+    if (stored.stage === 'user-consent' && !user) throw STALE;
     if (decision === 'deny') {
-      await this.ctx.audit.record({ who: 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, detail: { by: 'user' } });
+      await this.ctx.audit.record({ who: user ? 'user' : 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, ...(user ? { subject: user.subject } : {}), detail: { by: 'user' } });
       this.redirectBack(res, request, { error: 'access_denied', error_description: 'the user denied access' });
       return;
     }
-    const { url, login } = await this.signIn.start();
-    const fields = { ...requestFields(request, 'idp', stored.browser!), nonce: login.nonce, codeVerifier: login.codeVerifier };
+    const remember = form.get('remember') === 'yes' && this.#rememberMs > 0;
+    if (user) {
+      // Asked after the IdP: the approval is this user's own; the code follows at once.
+      await this.issueCode(req, res, request, user, { remember });
+      return;
+    }
+    await this.toIdp(res, request, stored.browser!, remember ? { consent: 'given', remember: 'yes' } : { consent: 'given' }, 303);
+  }
+
+  /** Sends the browser to the IdP; the request waits for its answer under the login's `state`. */
+  async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, extra: Record<string, string>, status: number): Promise<void> {
+    const { url, login } = await this.signIn!.start();
+    const fields = { ...requestFields(request, 'idp', browserHash), ...extra, nonce: login.nonce, codeVerifier: login.codeVerifier };
     await this.ctx.store.putAuthorizationRequest(hashToken(login.state), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
-    res.statusCode = 303;
+    res.statusCode = status;
     res.setHeader('location', url.href);
     res.setHeader('cache-control', 'no-store');
     res.setHeader('referrer-policy', 'no-referrer');
     res.setHeader('content-length', '0');
     res.end();
+  }
+
+  /** What the consent page shows of a request (the page before the IdP, or after it with `user`). */
+  consentView(request: AuthorizationRequest, requestId: string, clientName: string | undefined, user?: SignedInUser): ConsentView {
+    const target = new URL(request.redirectUri);
+    return {
+      clientName,
+      clientId: request.clientId,
+      redirectHost: `${target.protocol}//${target.host}`,
+      scopes: request.scope ? request.scope.split(' ') : [],
+      idpHost: this.#idpHost,
+      requestId,
+      action: `${this.ctx.publicUrl()}/authorize/consent`,
+      ...(this.#rememberMs > 0 ? { rememberDays: Math.max(1, Math.round(this.#rememberMs / 86_400_000)) } : {}),
+      ...(user ? { signedInAs: user.email ?? user.subject } : {}),
+    };
   }
 
   /** GET /oauth/callback: the IdP's answer, checked by openid-client, becomes a code for the client. */
@@ -366,6 +460,29 @@ class SignInFlow {
       this.redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
       return;
     }
+    if (stored.consent === 'remembered') {
+      const approval = await this.rememberedApproval(req, request, user);
+      if (!approval) {
+        // Consent was skipped for an approval of another user (or one revoked meanwhile): this user
+        // has approved nothing, so this user is asked now, and no code exists before Approve.
+        const requestId = generateToken();
+        const fields = { ...requestFields(request, 'user-consent', stored.browser!), ...userFields(user) };
+        await this.ctx.store.putAuthorizationRequest(hashToken(requestId), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+        const client = await this.ctx.store.getClient(request.clientId);
+        writePage(res, 200, consentPage(this.consentView(request, requestId, client?.clientName, user)));
+        return;
+      }
+      await this.issueCode(req, res, request, user, { remembered: { browserHash: hashToken(readCookie(req, this.#consentCookieName)!), key: consentKey(approval), expiresAt: approval.expiresAt } });
+      return;
+    }
+    await this.issueCode(req, res, request, user, { remember: stored.remember === 'yes' });
+  }
+
+  /**
+   * The single-use code for the client, tied to the approval it was issued under: one remembered, or
+   * the one just given (recorded here when the user asked to remember it).
+   */
+  async issueCode(req: IncomingMessage, res: ServerResponse, request: AuthorizationRequest, user: SignedInUser, approval: { remembered: ConsentLink } | { remember: boolean }): Promise<void> {
     if (this.ctx.cimd && isClientIdMetadataUrl(request.clientId)) {
       // The document is looked up again (cached, as a rule): a client an administrator deleted since
       // the consent page, or whose document went bad, gets no code.
@@ -373,6 +490,7 @@ class SignInFlow {
       if (!found) throw new PageError(400, 'Unknown application', 'The application of this sign-in was removed from this server. Nothing was issued.');
       if (found.client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(found.client);
     }
+    const consent = 'remembered' in approval ? approval.remembered : approval.remember ? await this.rememberApproval(req, res, request, user) : undefined;
     const code = generateToken();
     const now = this.ctx.clock.now();
     await this.ctx.store.putAuthorizationCode({
@@ -383,12 +501,20 @@ class SignInFlow {
       resource: resourceOf(this.ctx),
       ...(request.scope !== undefined ? { scope: request.scope } : {}),
       user,
+      ...(consent !== undefined ? { consent } : {}),
       createdAt: now,
       expiresAt: now + CODE_TTL_MS,
     });
-    await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject });
+    await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'remembered' in approval ? 'remembered' : 'given' } });
     this.redirectBack(res, request, { code });
   }
+}
+
+/** Whether every scope asked (none: nothing beyond the MCP server itself) lies within those approved. */
+function scopeWithin(asked: string | undefined, approved: string | undefined): boolean {
+  if (asked === undefined) return true;
+  const allowed = new Set(approved?.split(' ') ?? []);
+  return asked.split(' ').every((s) => allowed.has(s));
 }
 
 /**

@@ -62,6 +62,10 @@ export interface ConsentView {
   requestId: string;
   /** Absolute URL the form posts to (PUBLIC_URL/authorize/consent). */
   action: string;
+  /** Offer to remember the approval in this browser for this many days (checked); absent: never remembered. */
+  rememberDays?: number;
+  /** Shown after the IdP sign-in: who the user is there (the approval will be that account's). */
+  signedInAs?: string;
 }
 
 export function consentPage(view: ConsentView): string {
@@ -73,6 +77,14 @@ export function consentPage(view: ConsentView): string {
     view.ignoredScopes !== undefined && view.ignoredScopes.length > 0
       ? `<p class="note">Also asked for, not defined by this server and not granted: ${escapeHtml(view.ignoredScopes.join(', '))}.</p>`
       : '';
+  const next =
+    view.signedInAs !== undefined
+      ? `You are signed in at <span class="mono">${escapeHtml(view.idpHost)}</span> as <strong>${escapeHtml(view.signedInAs)}</strong>; this account has not approved this application in this browser.`
+      : `You will then sign in at <span class="mono">${escapeHtml(view.idpHost)}</span>.`;
+  const remember =
+    view.rememberDays !== undefined
+      ? `\n<p><label><input type="checkbox" name="remember" value="yes" checked> Remember this approval in this browser for ${view.rememberDays} day${view.rememberDays === 1 ? '' : 's'}: signing in again from this application, to the same address and with no more access, will not ask again.</label></p>`
+      : '';
   const metadata = view.metadataHost ? `<dt>Described by</dt><dd class="mono">${escapeHtml(view.metadataHost)}</dd>` : '';
   return page(
     'Allow access to the MCP server?',
@@ -83,9 +95,9 @@ export function consentPage(view: ConsentView): string {
 <dt>Access</dt><dd>${scopes}</dd>
 </dl>${ignored}
 <p class="note">The application's name is its own claim. Approve only if you started this sign-in and recognise
-where it sends you back to. You will then sign in at <span class="mono">${escapeHtml(view.idpHost)}</span>.</p>
+where it sends you back to. ${next}</p>
 <form method="post" action="${escapeHtml(view.action)}">
-<input type="hidden" name="request" value="${escapeHtml(view.requestId)}">
+<input type="hidden" name="request" value="${escapeHtml(view.requestId)}">${remember}
 <div class="actions"><button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button></div>
 </form>`,

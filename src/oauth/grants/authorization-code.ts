@@ -9,7 +9,7 @@ import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped } from '../../credentials.ts';
 import { HttpError } from '../../errors.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../../profiles.ts';
-import { userFromFields } from '../../store/records.ts';
+import { consentLinkFromFields, userFromFields } from '../../store/records.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
@@ -58,6 +58,12 @@ export const authorizationCodeGrant: Grant = {
       if (!CODE_VERIFIER.test(verifier) || !verifierMatches(verifier, stored.codeChallenge)) throw new HttpError('invalid_grant', 'the code_verifier does not match the code_challenge');
     }
     const pair = await buildPair(ctx, client, stored.scope, { user });
+    // A code issued under a remembered approval: the grant is linked to it before it exists, so that
+    // revoking the grant forgets the approval (a link whose grant never comes to be does no harm).
+    const consent = stored.redeemedAt === undefined ? consentLinkFromFields(stored) : undefined;
+    if (consent !== undefined && consent.expiresAt > now) {
+      await ctx.store.linkConsentGrant(pair.refresh?.familyId ?? pair.access.tokenHash, consent.browserHash, consent.key, consent.expiresAt);
+    }
     const outcome = await ctx.store.redeemAuthorizationCode(codeHash, client.clientId, now, CODE_REUSE_WINDOW_MS, pair.access, pair.refresh);
     if (outcome === 'reused') {
       ctx.metrics.tokensRevoked.labels('oauth_code_reuse').inc();
