@@ -33,6 +33,7 @@ import type { TokenStore } from './store/types.ts';
 import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
 import { AssertionSigner } from './assertion/signer.ts';
+import { unusedProfileEdits } from './profiles.ts';
 
 export interface SidecarOptions {
   config: Config;
@@ -193,6 +194,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
   const streams = new StreamRevocation({ store, clock, logger, metrics, recheckMs: config.proxy.streamRecheckMs, endStream: (res) => forwarder.endStream(res) });
   await streams.start();
+  for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
 
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
@@ -218,7 +220,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, failures: adminFailures, ...options.admin });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
   });

@@ -7,6 +7,7 @@ import { boolean, choice, integer, keysOf, list, structured, text, type KeyTree,
 import { parseCidr } from './net-address.ts';
 import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
 import { compileRules } from './policy/rules.ts';
+import { DEFAULT_PROFILES } from './profiles.ts';
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -19,6 +20,25 @@ const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS5
 /** The most proxy worker processes: the bound of `proxy.workers`, and of `0` (one per CPU) on a large machine. */
 export const MAX_WORKERS = 64;
 const GENERATE_HINT = 'generate one with `node bin/mcp-bearer-proxy.js token generate` or `openssl rand -hex 32`';
+
+/** The token lifetimes of one built-in client profile, defaulting to its built-in definition. */
+function profileLifetimes(name: string, clients: string) {
+  const builtIn = DEFAULT_PROFILES.find((p) => p.name === name)!;
+  return {
+    accessTokenLifetimeSeconds: integer({
+      default: builtIn.accessTokenLifetimeSeconds,
+      min: 60,
+      max: 7 * 24 * 3600,
+      description: `Access tokens from \`/token\` for clients of the \`${name}\` profile (${clients}). Keep it well above a minute: mcp-remote refreshes when less than 60 s remain.`,
+    }),
+    refreshTokenLifetimeSeconds: integer({
+      default: builtIn.refreshTokenLifetimeSeconds,
+      min: 0,
+      max: 365 * 24 * 3600,
+      description: `Refresh tokens for clients of the \`${name}\` profile, renewed at each rotation (\`0\`: none).`,
+    }),
+  };
+}
 
 /**
  * Every configuration key, in the order of config.yaml and of the README table. Adding a key is one
@@ -312,6 +332,16 @@ export const CONFIG_KEYS = {
       description:
         'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) gets one more pair in the same family, once; further presentations within the window are refused; after it, a presentation revokes the family (`0`: always revoke).',
     }),
+    /**
+     * Token lifetimes of the built-in client profiles: configuration decides them on every replica
+     * (a stored profile's lifetimes are not read for these names; src/profiles.ts).
+     */
+    profiles: {
+      default: profileLifetimes('default', 'machine clients an administrator creates'),
+      service: profileLifetimes('service', 'long-running services, no refresh tokens by default'),
+      dynamic: profileLifetimes('dynamic', 'registered clients that exchange IdP JWTs'),
+      interactive: profileLifetimes('interactive', 'clients whose user signs in through the browser: Claude, VS Code, mcp-remote, ...'),
+    },
     /** `client_id` as an https URL naming the client's own metadata document (src/oauth/cimd.ts). */
     clientMetadataDocuments: {
       enabled: boolean({

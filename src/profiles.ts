@@ -1,8 +1,10 @@
 // Client profiles: named defaults an OAuth client is created with: the lifetime of the access tokens it
 // gets from the token endpoint, whether and how long it gets refresh tokens, and its grant types when
-// its creator names none. Seeded into the store by `seedDefaultProfiles`; an admin may edit a stored
-// profile by hand and seeding never overwrites it. A profile missing from the store falls back to the
-// built-in definition of the same name.
+// its creator names none. Seeded into the store by `seedDefaultProfiles`; seeding never overwrites a
+// stored profile. A profile missing from the store falls back to the built-in definition of the same
+// name. The token lifetimes of the built-in profiles are configuration (oauth.profiles.<name>.*), the
+// same on every replica and visible in the deployment: for those names a stored profile's lifetimes
+// are not read, and start-up logs a stored value the sidecar does not use.
 
 import type { ProfileRecord, ProfileStorage } from './store/types.ts';
 
@@ -44,14 +46,57 @@ export const DEFAULT_PROFILES: readonly ProfileDefinition[] = [
   },
 ];
 
-export function defaultProfileRecords(now: number): ProfileRecord[] {
-  return DEFAULT_PROFILES.map((p) => ({ ...p, grantTypes: [...p.grantTypes], createdAt: now }));
+/** The configured token lifetimes of the built-in profiles, by name (oauth.profiles). */
+export type ProfileLifetimes = Readonly<Record<string, { readonly accessTokenLifetimeSeconds: number; readonly refreshTokenLifetimeSeconds: number }>>;
+
+function configuredLifetimes(lifetimes: ProfileLifetimes | undefined, name: string) {
+  // Own keys only: a profile name such as `__proto__` must not find Object.prototype.
+  if (lifetimes === undefined || !Object.hasOwn(lifetimes, name)) return undefined;
+  const { accessTokenLifetimeSeconds, refreshTokenLifetimeSeconds } = lifetimes[name]!;
+  return { accessTokenLifetimeSeconds, refreshTokenLifetimeSeconds };
 }
 
-/** The stored profile, else the built-in one of that name, else null. */
-export async function resolveProfile(store: ProfileStorage, name: string, now: number): Promise<ProfileRecord | null> {
+/** The built-in profiles as records to seed, with the configured lifetimes. */
+export function defaultProfileRecords(now: number, lifetimes?: ProfileLifetimes): ProfileRecord[] {
+  return DEFAULT_PROFILES.map((p) => ({ ...p, grantTypes: [...p.grantTypes], ...configuredLifetimes(lifetimes, p.name), createdAt: now }));
+}
+
+/**
+ * The stored profile, else the built-in one of that name, else null; a built-in name's token
+ * lifetimes are the configured ones (`lifetimes`) whatever the store holds.
+ */
+export async function resolveProfile(store: ProfileStorage, name: string, now: number, lifetimes?: ProfileLifetimes): Promise<ProfileRecord | null> {
   const stored = await store.getProfile(name);
-  if (stored) return stored;
   const builtIn = DEFAULT_PROFILES.find((p) => p.name === name);
-  return builtIn ? { ...builtIn, grantTypes: [...builtIn.grantTypes], createdAt: now } : null;
+  const profile = stored ?? (builtIn ? { ...builtIn, grantTypes: [...builtIn.grantTypes], createdAt: now } : null);
+  return profile && { ...profile, ...configuredLifetimes(lifetimes, name) };
+}
+
+/**
+ * What the store holds for the built-in profiles that the sidecar does not use, one sentence each
+ * (logged at start-up): a hash written by hand for a profile that was never seeded (it lacks the
+ * fields of a profile, so it is not read at all), and stored lifetimes that differ from the
+ * configured ones (configuration decides them).
+ */
+export async function unusedProfileEdits(store: ProfileStorage, lifetimes: ProfileLifetimes): Promise<string[]> {
+  const problems: string[] = [];
+  for (const { name } of DEFAULT_PROFILES) {
+    const configured = configuredLifetimes(lifetimes, name);
+    if (configured === undefined) continue;
+    const fields = await store.getProfileFields(name);
+    if (fields === null) continue;
+    const keys = `oauth.profiles.${name}.accessTokenLifetimeSeconds / refreshTokenLifetimeSeconds`;
+    if (fields.name !== name) {
+      problems.push(`profile "${name}" in the store is not a complete profile (edited by hand before it was seeded?): it is not read; its token lifetimes come from ${keys} (${configured.accessTokenLifetimeSeconds} s / ${configured.refreshTokenLifetimeSeconds} s)`);
+      continue;
+    }
+    const access = fields.accessTokenLifetimeSeconds;
+    const refresh = fields.refreshTokenLifetimeSeconds;
+    if (access !== String(configured.accessTokenLifetimeSeconds) || refresh !== String(configured.refreshTokenLifetimeSeconds)) {
+      problems.push(
+        `profile "${name}" is stored with token lifetimes ${JSON.stringify(access ?? null)} s / ${JSON.stringify(refresh ?? null)} s, which are not used: ${keys} decide (${configured.accessTokenLifetimeSeconds} s / ${configured.refreshTokenLifetimeSeconds} s)`,
+      );
+    }
+  }
+  return problems;
 }

@@ -9,7 +9,7 @@ import type { Policy } from '../policy/rules.ts';
 import { HttpError } from '../errors.ts';
 import { checkScope, provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
-import { defaultProfileRecords } from '../profiles.ts';
+import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
 import type { AuditStorage, ClientStorage, ProfileStorage, TokenStorage } from '../store/types.ts';
 
@@ -27,6 +27,8 @@ export interface AdminContext {
   masterToken?: MasterToken;
   /** The per-tool policy (explainPolicy); undefined when none is configured. */
   policy?: Policy | undefined;
+  /** The configured lifetimes of the built-in profiles (seedDefaultProfiles stores them). */
+  profileLifetimes?: ProfileLifetimes | undefined;
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
@@ -78,7 +80,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
   },
 
   async seedDefaultProfiles(ctx) {
-    const created = await ctx.store.seedProfiles(defaultProfileRecords(ctx.clock.now()));
+    const created = await ctx.store.seedProfiles(defaultProfileRecords(ctx.clock.now(), ctx.profileLifetimes));
     const profiles = await ctx.store.listProfiles();
     return { status: 200, body: { profiles, created }, audit: { detail: { created: created.join(' ') } } };
   },

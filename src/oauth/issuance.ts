@@ -58,7 +58,7 @@ export interface PairOptions {
 export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, options: PairOptions = {}): Promise<IssuedPair> {
   const { familyId, user } = options;
   const now = ctx.clock.now();
-  const profile = await resolveProfile(ctx.store, client.profile, now);
+  const profile = await resolveProfile(ctx.store, client.profile, now, ctx.config.oauth.profiles);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
   const accessRaw = generateToken();
   const access: AccessTokenRecord = {

@@ -462,6 +462,12 @@ export class MemoryTokenStore implements TokenStore {
     return this.#getRecord(this.#keys.profile(name), profileFromFields);
   }
 
+  async getProfileFields(name: string): Promise<Fields | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.profile(name));
+    return fields && { ...fields };
+  }
+
   async listProfiles(): Promise<ProfileRecord[]> {
     this.#check();
     return this.#listIndexed(this.#keys.profileIndex(), this.#keys.profile, profileFromFields);
@@ -526,9 +532,10 @@ export class MemoryTokenStore implements TokenStore {
     return fields && { ...fields };
   }
 
-  /** Test hook: edit a raw field, as an admin would with `redis-cli HSET`. */
+  /** Test hook: edit a raw field, as an admin would with `redis-cli HSET` (which creates a missing hash). */
   setRawField(key: string, field: string, value: string): void {
     const fields = this.#get(key);
     if (fields) fields[field] = value;
+    else this.#put(key, { [field]: value });
   }
 }

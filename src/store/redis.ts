@@ -424,6 +424,10 @@ export class RedisTokenStore implements TokenStore {
     return this.#getRecord(this.#keys.profile(name), profileFromFields);
   }
 
+  async getProfileFields(name: string): Promise<Fields | null> {
+    return orNull(await this.#redis.hgetall(this.#keys.profile(name)));
+  }
+
   async listProfiles(): Promise<ProfileRecord[]> {
     return this.#listIndexed(this.#keys.profileIndex(), this.#keys.profile, profileFromFields);
   }

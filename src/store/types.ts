@@ -327,6 +327,8 @@ export interface ProfileStorage {
   /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
   seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
   getProfile(name: string): Promise<ProfileRecord | null>;
+  /** The stored fields under a profile's key as they are (hand edits included); null when absent. */
+  getProfileFields(name: string): Promise<Record<string, string> | null>;
   listProfiles(): Promise<ProfileRecord[]>;
 }
 

@@ -1129,6 +1129,17 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect((await store.listProfiles()).map((p) => p.name)).toEqual(['alpha', 'mid', 'zeta']);
         expect(await store.listProfiles()).toEqual([ps[1], ps[2], ps[0]]);
       });
+
+      it('getProfileFields gives the stored fields as they are: a seeded profile, a hash written by hand that is no profile, nothing', async () => {
+        expect(await store.getProfileFields('interactive')).toBeNull();
+        const p = profile('interactive');
+        await store.seedProfiles([p]);
+        expect(await store.getProfileFields('interactive')).toMatchObject({ name: 'interactive', accessTokenLifetimeSeconds: String(p.accessTokenLifetimeSeconds) });
+        // HSET on a profile that was never seeded: a hash without a name, which getProfile does not read.
+        await h.setRawField(h.keys.profile('service'), 'accessTokenLifetimeSeconds', '600');
+        expect(await store.getProfile('service')).toBeNull();
+        expect(await store.getProfileFields('service')).toEqual({ accessTokenLifetimeSeconds: '600' });
+      });
     });
 
     describe('audit stream', () => {
@@ -1351,6 +1362,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         useOnce: (s) => s.useOnce('gone', clock.now() + 60_000),
         seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
         getProfile: (s) => s.getProfile('gone'),
+        getProfileFields: (s) => s.getProfileFields('gone'),
         listProfiles: (s) => s.listProfiles(),
         appendAudit: (s) => s.appendAudit({ at: clock.now(), who: 'master', action: 'x', result: 'ok' }, 10),
         listAuditEvents: (s) => s.listAuditEvents(10),

@@ -505,3 +505,34 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     }
   });
 });
+
+describe('token lifetimes of the built-in profiles are configuration (oauth.profiles)', () => {
+  let configured: OAuthEndpoints;
+  beforeAll(async () => {
+    configured = await startOAuthEndpoints({
+      config: { oauth: { profiles: { default: { accessTokenLifetimeSeconds: 600, refreshTokenLifetimeSeconds: 7200 } } } },
+    });
+  });
+  afterAll(async () => {
+    await configured?.close();
+  });
+
+  it('the configured lifetimes apply although the store holds the profile seeded with others; a refresh keeps them', async () => {
+    expect((await configured.store.getProfile('default'))?.accessTokenLifetimeSeconds).toBe(3600);
+    const c = await configured.client({ grantTypes: [CC, REFRESH] });
+    const issuedAt = configured.clock.now();
+    const res = await configured.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
+    expect([res.status, res.body.expires_in]).toEqual([200, 600]);
+    const refresh = await configured.store.getRefreshToken(hashToken(res.body.refresh_token as string));
+    expect(Number(refresh?.expiresAt)).toBe(issuedAt + 7200 * 1000);
+    const rotated = await configured.token({ grant_type: REFRESH, refresh_token: res.body.refresh_token }, basic(c.clientId, c.clientSecret!));
+    expect(rotated.body.expires_in).toBe(600);
+  });
+
+  it('a profile that is not built in keeps its stored lifetimes', async () => {
+    await configured.store.seedProfiles([{ name: 'custom', description: '', accessTokenLifetimeSeconds: 120, refreshTokenLifetimeSeconds: 0, grantTypes: [CC], createdAt: configured.clock.now() }]);
+    const c = await configured.client({ grantTypes: [CC], profile: 'custom' });
+    const res = await configured.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
+    expect([res.status, res.body.expires_in, res.body.refresh_token]).toEqual([200, 120, undefined]);
+  });
+});
