@@ -387,7 +387,7 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`POST /token` requests per authenticated client and client address per minute, across replicas; a failed client authentication is not counted here (`0`: off).',
+      description: '`POST /token` requests per client and client address per minute, across replicas: a confidential client\'s once it authenticated, a public client\'s once its grant succeeded; failures are counted by `failedAuthPerMinute` only (`0`: off).',
     }),
     revocationRequestsPerMinute: integer({
       default: 60,

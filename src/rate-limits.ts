@@ -2,7 +2,9 @@
 // in the store (`hitCounter`), so every replica counts together. Windows are aligned to the clock
 // (minute N is [N*60 s, (N+1)*60 s)), so replicas agree on where one ends and tests move time with it.
 //  - WindowLimit: `perMinute` hits per key, then 429 with Retry-After until the window ends
-//    (token requests, registrations, revocations, introspections).
+//    (token requests, registrations, revocations, introspections, /authorize).
+//  - ProvenRequestLimit: a WindowLimit counted only for requests that succeeded (a public client's
+//    token requests), refused once this process has counted the limit.
 //  - FailedAuthLimiter: counts only failures, and remembers in this process which addresses are over
 //    the limit, so checking a request costs one Map lookup and no store round trip (the proxy's hot
 //    path; the admin listener's failed master-token attempts use one too). It limits what failures
@@ -41,11 +43,19 @@ export class WindowLimit {
 
   /** Counts one hit for `key`: 0 while within the limit, else the seconds until the window ends. */
   async hit(key: string): Promise<number> {
+    return (await this.count(key)) > this.perMinute ? this.#secondsLeft() : 0;
+  }
+
+  /** Counts one hit for `key` and returns the window's count so far (0 when the limit is off). */
+  async count(key: string): Promise<number> {
     if (this.perMinute === 0) return 0;
+    const window = Math.floor(this.clock.now() / WINDOW_MS);
+    return (await this.store.hitCounter(`${this.name}:${window}:${key}`, WINDOW_MS)).count;
+  }
+
+  #secondsLeft(): number {
     const now = this.clock.now();
-    const window = Math.floor(now / WINDOW_MS);
-    const { count } = await this.store.hitCounter(`${this.name}:${window}:${key}`, WINDOW_MS);
-    return count > this.perMinute ? Math.max(1, Math.ceil((windowEnd(now) - now) / 1000)) : 0;
+    return Math.max(1, Math.ceil((windowEnd(now) - now) / 1000));
   }
 
   /** Counts one hit; throws 429 with Retry-After past the limit. */
@@ -67,6 +77,41 @@ export function failureRefusal(retryAfter: number): HttpError {
 /** Whether `err` is such a 429: answered as it is, without the audit event a failure otherwise gets. */
 export function isFailureRefusal(err: unknown): boolean {
   return typeof err === 'object' && err !== null && FAILURE_REFUSALS.has(err);
+}
+
+/**
+ * Requests that may use up a key only once they have proven their credential: counted after they
+ * succeeded (`counted`), refused before (`check`) once this process has seen the key's count reach
+ * the limit. Replicas share the count; each refuses from its own next count on, so R replicas may let
+ * up to R - 1 more through in a window. (A public client's token requests: its grant is its
+ * credential, and whoever knows its id must not use up its requests with grants that fail.)
+ */
+export class ProvenRequestLimit {
+  /** Keys at the limit, with the epoch ms at which their window ends. */
+  readonly #full = new Map<string, number>();
+  private readonly limit: WindowLimit;
+  private readonly clock: Clock;
+
+  constructor(limit: WindowLimit, clock: Clock) {
+    this.limit = limit;
+    this.clock = clock;
+  }
+
+  /** Throws 429 with Retry-After while `key` is known to be at its limit. */
+  check(key: string, description: string): void {
+    const until = this.#full.get(key);
+    if (until === undefined) return;
+    const left = until - this.clock.now();
+    if (left > 0) throw tooManyRequests(Math.ceil(left / 1000), description);
+    this.#full.delete(key);
+  }
+
+  /** Counts a request that succeeded; the key is refused from here on once its count reaches the limit. */
+  async counted(key: string): Promise<void> {
+    if ((await this.limit.count(key)) < this.limit.perMinute || this.limit.perMinute === 0) return;
+    if (this.#full.size >= MAX_BLOCKED) this.#full.delete(this.#full.keys().next().value!);
+    this.#full.set(key, windowEnd(this.clock.now()));
+  }
 }
 
 export class FailedAuthLimiter {

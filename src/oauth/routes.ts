@@ -8,7 +8,7 @@ import { HttpError, httpErrorFor, writeJson } from '../errors.ts';
 import type { AuditInput } from '../audit.ts';
 import type { Route } from '../http.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
-import { isFailureRefusal, WindowLimit } from '../rate-limits.ts';
+import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../rate-limits.ts';
 import { presentedClient, type AuthenticatedClient } from './client-auth.ts';
 import type { FormRequest, OAuthContext } from './context.ts';
 import { refusalEventOf, type Issued } from './grants/grant.ts';
@@ -38,6 +38,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     introspect: new WindowLimit(store, clock, 'introspect', config.rateLimits.introspectionRequestsPerMinute),
   };
   const addresses = clientAddresses(config.proxy.trustedProxies);
+  const publicClientTokens = new ProvenRequestLimit(limits.token, clock);
 
   /**
    * Runs an endpoint that authenticates its caller. A valid credential is always served; a failed
@@ -68,12 +69,20 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
         if (!perClient) await limit.take(address, `too many ${path.slice(1)} requests from this address`);
         return counted(address, async () => {
           const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+          // A public client is named, not authenticated: its grant is its credential, so its requests
+          // count once they succeeded, and grants that fail use up nothing of its requests.
+          let countAfter: string | undefined;
           const countClient = async (client: AuthenticatedClient | null): Promise<void> => {
             const key = client === null ? `address:${address}` : `${client.client.clientId}@${address}`;
-            await limit.take(key, 'too many token requests for this client from this address');
+            const description = 'too many token requests for this client from this address';
+            if (client === null || client.confidential) return limit.take(key, description);
+            publicClientTokens.check(key, description);
+            countAfter = key;
           };
           request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), ...(perClient ? { countClient } : {}) };
-          return handler(ctx, request);
+          const issued = await handler(ctx, request);
+          if (issued && countAfter !== undefined) await publicClientTokens.counted(countAfter);
+          return issued;
         });
       };
       if (audit) await audited(ctx, res, path, () => request, work);

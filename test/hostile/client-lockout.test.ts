@@ -4,7 +4,9 @@
 // untouched, at another address and at the guessing one too; the guesser's failures get 429.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { UserAgent } from '../support/user-agent.ts';
 import { basicAuth, formFrom, sendFrom } from './from-address.ts';
 
 const ATTACKER = '127.0.0.2';
@@ -64,5 +66,43 @@ describe('client lockout through /token', () => {
     expect(statuses.slice(0, 30).every((s) => s === 200)).toBe(true);
     expect(statuses[30]).toBe(429);
     expect((await ask('127.0.0.4')).status).toBe(200);
+  });
+});
+
+// A public client (no secret, as MCP clients register) is named, not authenticated: its grant is its
+// credential. Someone behind the same address who knows its id sends grants that fail; they count as
+// that address's failures, and use up nothing of the client's token requests, which count once they
+// succeed. The real user's sign-in and refreshes from that address go through, up to the limit.
+describe('a public client through /token', () => {
+  let s: SignInStack;
+  beforeAll(async () => {
+    s = await startSignInStack({ config: { rateLimits: { failedAuthPerMinute: 100, tokenRequestsPerMinute: 4 } } });
+  });
+  afterAll(() => s?.close());
+
+  it('failed grants naming its id use up none of its requests; its successful ones do', async () => {
+    const publicId = await registerPublicClient(s.base);
+    const guess = () => formFrom(OWNER, `${s.base}/token`, { grant_type: 'refresh_token', refresh_token: 'f'.repeat(64), client_id: publicId });
+    for (let i = 0; i < 10; i++) expect((await guess()).status).toBe(400);
+
+    // The user behind the same address signs in and refreshes: 4 token requests, the limit.
+    const p = pkce();
+    const params = standardParams(s.base, publicId, p);
+    const code = clientReceived(await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, params))).get('code')!;
+    const redeemed = await tokenRequest(s.base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: publicId, code_verifier: p.verifier });
+    expect(redeemed.status).toBe(200);
+    let refresh = (redeemed.body as { refresh_token: string }).refresh_token;
+    const refreshOnce = () => tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: refresh, client_id: publicId });
+    for (let i = 0; i < 3; i++) {
+      const next = await refreshOnce();
+      expect(next.status).toBe(200);
+      refresh = (next.body as { refresh_token: string }).refresh_token;
+    }
+    // The fifth successful request would pass the limit: refused before its grant is used.
+    const limited = await refreshOnce();
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    s.stack.clock.advance(60_000);
+    expect((await refreshOnce()).status).toBe(200);
   });
 });
