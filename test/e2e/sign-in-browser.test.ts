@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { decodeJwt, importPKCS8, SignJWT } from 'jose';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -24,11 +25,23 @@ let s: SignInStack;
 let receiver: Server;
 let received: (query: URLSearchParams) => void = () => undefined;
 let receiverUrl: string;
+let swapNextUser: Record<string, unknown> | undefined;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
   s = await startSignInStack({ autoLogin: false });
+  // Registered before the first request (the provider composes its middleware then): re-signs the
+  // next ID token, with the IdP's own key, for another user when a test asks.
+  const key = await importPKCS8(s.idp.signingKeyPem, 'RS256');
+  s.idp.provider.use(async (ctx, next) => {
+    await next();
+    const body = ctx.body as { id_token?: string } | undefined;
+    if (swapNextUser === undefined || ctx.path !== '/token' || typeof body?.id_token !== 'string') return;
+    const claims = { ...decodeJwt(body.id_token), ...swapNextUser };
+    swapNextUser = undefined;
+    body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'demo-key' }).sign(key);
+  });
   receiver = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (url.pathname === '/frame') {
@@ -86,6 +99,53 @@ describe('sign-in in a real browser', () => {
     const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text);
     expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
     await client.close();
+  });
+
+  it('a second sign-in in the same browser from the same client skips the consent page; another IdP user is asked after the IdP', async () => {
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    const provider = sdkProvider();
+    // Only the redirect with the answer counts (the browser also asks the receiver for a favicon).
+    let codes = 0;
+    const answer = () =>
+      new Promise<URLSearchParams>((resolve) => {
+        received = (q) => {
+          if (!q.has('code') && !q.has('error')) return;
+          codes++;
+          resolve(q);
+        };
+      });
+    let arrived = answer();
+    await page.goto((await startSdkFlow(provider)).href);
+    expect(await page.getByLabel(/Remember this approval/).isChecked()).toBe(true);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.getByLabel('Password').fill(DEMO_USER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    expect((await arrived).get('code')).toMatch(/^[0-9a-f]{64}$/);
+
+    // Same browser, same client (the SDK provider keeps its registration), the IdP session still live:
+    // no consent page, no login form, straight back with a code.
+    arrived = answer();
+    const again = new URL((await startSdkFlow(provider)).href);
+    const consentShown: string[] = [];
+    page.on('framenavigated', (frame) => {
+      if (frame === page.mainFrame() && frame.url().startsWith(`${s.base}/authorize/consent`)) consentShown.push(frame.url());
+    });
+    await page.goto(again.href);
+    expect((await arrived).get('code')).toMatch(/^[0-9a-f]{64}$/);
+    expect(consentShown).toEqual([]);
+
+    // The IdP now answers for another user (its ID token re-signed with its own key): that user gets
+    // the consent page, naming the account, and the client gets nothing until Approve.
+    swapNextUser = { sub: 'second-user', email: 'second.user@example.com' };
+    arrived = answer();
+    const before = codes;
+    await page.goto((await startSdkFlow(provider)).href);
+    expect(await page.locator('body').textContent()).toContain('second.user@example.com');
+    expect(codes).toBe(before);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    expect((await arrived).get('code')).toMatch(/^[0-9a-f]{64}$/);
+    await context.close();
   });
 
   it('Deny sends the browser back to the client with access_denied', async () => {
