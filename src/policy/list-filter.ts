@@ -69,11 +69,16 @@ export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024;
 /**
  * Rewrites an SSE stream that answers list requests, fed chunk by chunk: each event's `data` lines are
  * joined; an event whose data is a response to one of `lists` is rewritten, every other event is passed
- * byte for byte. Events are cut at blank lines (LF or CRLF). Synchronous, so the caller keeps its own
- * backpressure: what `feed` returns is written where the chunk would have been.
+ * as it came. Lines end where an SSE client ends them (CRLF, LF or a lone CR), and every line ending is
+ * forwarded as LF: the client then cuts the stream into exactly the events that were decided (an
+ * upstream's lone-CR event would otherwise be one event here and two at the client, its list unread).
+ * Synchronous, so the caller keeps its own backpressure: what `feed` returns is written where the chunk
+ * would have been.
  */
 export class SseListRewriter {
   #pending = '';
+  /** The text so far ended with CR: a LF that starts the next chunk belongs to it (one CRLF). */
+  #endedWithCr = false;
   readonly #decoder = new TextDecoder('utf-8');
   private readonly policy: Policy;
   private readonly principal: PolicyPrincipal;
@@ -87,7 +92,7 @@ export class SseListRewriter {
 
   /** The complete events `chunk` finishes, rewritten; throws past MAX_SSE_EVENT_BYTES. */
   feed(chunk: Buffer): string {
-    this.#pending += this.#decoder.decode(chunk, { stream: true });
+    this.#pending += this.#lineFeeds(this.#decoder.decode(chunk, { stream: true }));
     let out = '';
     for (;;) {
       const end = eventEnd(this.#pending);
@@ -101,15 +106,22 @@ export class SseListRewriter {
 
   /** What is left when the stream ends (an event without its blank line). */
   end(): string {
-    this.#pending += this.#decoder.decode();
+    this.#pending += this.#lineFeeds(this.#decoder.decode());
     const rest = this.#pending.length > 0 ? this.#rewrite(this.#pending) : '';
     this.#pending = '';
     return rest;
   }
 
+  /** `text` with CRLF, and CR alone, as LF; a CRLF split between two chunks counts once. */
+  #lineFeeds(text: string): string {
+    const rest = this.#endedWithCr && text.startsWith('\n') ? text.slice(1) : text;
+    if (text.length > 0) this.#endedWithCr = text.endsWith('\r');
+    return rest.replace(/\r\n?/g, '\n');
+  }
+
   /** One event's text (without its terminating blank line). */
   #rewrite(event: string): string {
-    const lines = event.split(/\r?\n/);
+    const lines = event.split('\n');
     const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(l.startsWith('data: ') ? 6 : 5));
     if (data.length === 0) return event;
     let parsed: unknown;
@@ -125,11 +137,8 @@ export class SseListRewriter {
   }
 }
 
-/** Where the first event of `text` ends: the index of its blank-line terminator and the terminator's length. */
+/** Where the first event of `text` (line endings already LF) ends: its blank line's index and length. */
 function eventEnd(text: string): { at: number; length: number } | undefined {
-  const lf = text.indexOf('\n\n');
-  const crlf = text.indexOf('\r\n\r\n');
-  if (lf === -1 && crlf === -1) return undefined;
-  if (crlf !== -1 && (lf === -1 || crlf < lf)) return { at: crlf, length: 4 };
-  return { at: lf, length: 2 };
+  const at = text.indexOf('\n\n');
+  return at === -1 ? undefined : { at, length: 2 };
 }

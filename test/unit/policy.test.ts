@@ -8,6 +8,7 @@ import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts
 import { ConfigError, buildConfig } from '../../src/config.ts';
 import { generateToken } from '../../src/credentials.ts';
 import { compileGlobs, compilePolicy, decide, decideCall, explainCall, readingsOf, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
+import { createParser } from 'eventsource-parser';
 
 function compile(input: unknown): Policy {
   const problems: string[] = [];
@@ -273,7 +274,7 @@ describe('policy: filtered lists', () => {
     expect(filterMessages(policy, alice, lists, { jsonrpc: '2.0', id: 3, error: { code: -1, message: 'x' } })).toBeUndefined();
   });
 
-  it('SSE: the list answer is rewritten wherever the chunks split it; other events pass byte for byte', async () => {
+  it('SSE: the list answer is rewritten wherever the chunks split it; other events pass with their line endings as LF', async () => {
     const lists = new Map<string | number, string>([['L', 'tools/list']]);
     const stream = [
       'event: message\r\nid: 1\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}\r\n\r\n',
@@ -287,10 +288,35 @@ describe('policy: filtered lists', () => {
       let out = '';
       for (const c of chunks) out += rewriter.feed(c);
       out += rewriter.end();
-      const events = out.split(/\r?\n\r?\n/);
-      expect(events[0]).toBe('event: message\r\nid: 1\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}');
+      const events = out.split('\n\n');
+      expect(events[0]).toBe('event: message\nid: 1\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}');
       expect(events[1]).toBe(`event: message\nid: 2\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 'L', result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`);
       expect(events[2]).toBe(': keep-alive');
+    }
+  });
+
+  it('SSE with lone-CR line endings (valid SSE): the client reads the same events the filter decided, so the list reaches it filtered', () => {
+    // The SSE parser the MCP SDK's client uses (eventsource-parser) ends a line at CRLF, LF or a lone CR.
+    const lists = new Map<string | number, string>([['L', 'tools/list']]);
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 'L', result: tools });
+    const streams = [
+      `event: message\rdata: ${list}\r\rdata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}\n\n`,
+      `data: ${list}\r\n\rdata: {}\r\r`,
+      `data: ${list}\r`,
+    ];
+    for (const stream of streams) {
+      for (const size of [1, 2, 5, stream.length]) {
+        const rewriter = new SseListRewriter(policy, alice, lists);
+        let out = '';
+        for (let i = 0; i < stream.length; i += size) out += rewriter.feed(Buffer.from(stream.slice(i, i + size)));
+        out += rewriter.end();
+        const seen: string[] = [];
+        const parser = createParser({ onEvent: (e) => seen.push(e.data) });
+        parser.feed(out.endsWith('\n\n') ? out : `${out}\n\n`);
+        const listAnswers = seen.filter((d) => d.includes('"tools"'));
+        expect(listAnswers, `${JSON.stringify(stream)} in chunks of ${size}`).toHaveLength(1);
+        expect(JSON.parse(listAnswers[0]!).result.tools).toEqual([{ name: 'search' }]);
+      }
     }
   });
 
