@@ -1,7 +1,9 @@
-// Command-line flags for configuration keys: `--<dotted key> VALUE` for every key but the secrets.
+// The sidecar's command line: `--config FILE`, `--check-config`, `--skip-network-checks`, `--help`, and
+// `--<dotted key> VALUE` for every configuration key but the secrets (read by argv.ts).
 
+import { scanArgs, type FlagOption } from './argv.ts';
 import { CONFIG_KEYS } from './config-keys.ts';
-import { keysOf, nearestKey } from './config-spec.ts';
+import { keysOf, nearestKey, nearestName } from './config-spec.ts';
 
 /** Command-line values (`--proxy.port 0`), by dotted key; they win over the environment and the file. */
 export type ConfigFlags = ReadonlyMap<string, string>;
@@ -13,31 +15,68 @@ export function configFlagNames(): string[] {
     .map(([key]) => key);
 }
 
+/** The sidecar's own flags, besides the configuration keys. */
+const COMMAND_FLAGS = {
+  config: { type: 'string' },
+  'check-config': { type: 'boolean' },
+  'skip-network-checks': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies Record<string, FlagOption>;
+
+export interface CommandLine {
+  configPath: string | undefined;
+  checkOnly: boolean;
+  skipNetworkChecks: boolean;
+  help: boolean;
+  flags: Map<string, string>;
+  problems: string[];
+}
+
 /**
- * Reads `--<key> VALUE` and `--<key>=VALUE` for every declared key (e.g. `--proxy.port 0`). An unknown
- * flag (with the nearest known one), a missing value or a secret's flag is a problem.
+ * Reads `--<key> VALUE` and `--<key>=VALUE` for every declared key (e.g. `--proxy.port 0`), and, with
+ * `commands`, the sidecar's own flags. An unknown flag (with the nearest known one), a missing value or
+ * a secret's flag is a problem.
  */
-export function parseConfigFlags(argv: readonly string[]): { flags: Map<string, string>; problems: string[] } {
-  const flags = new Map<string, string>();
-  const problems: string[] = [];
+function readCommandLine(argv: readonly string[], commands: boolean): CommandLine {
+  const out: CommandLine = { configPath: undefined, checkOnly: false, skipNetworkChecks: false, help: false, flags: new Map(), problems: [] };
   const allowed = new Set(configFlagNames());
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const name = arg.startsWith('--') ? arg.slice(2, eq === -1 ? undefined : eq) : '';
-    if (allowed.has(name)) {
-      const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
-      if (value === undefined) problems.push(`--${name} needs a value`);
-      else flags.set(name, value);
-    } else if (keysOf(CONFIG_KEYS).some(([key]) => key === name)) {
-      problems.push(`--${name}: a secret is never taken from a flag (it would be kept in shell history and shown by ps); set it in the environment`);
-      if (eq === -1) i++;
+  // Secrets are declared too, so that their value is taken with them and never reported on its own.
+  const options: Record<string, FlagOption> = Object.fromEntries(keysOf(CONFIG_KEYS).map(([key]) => [key, { type: 'string' } as FlagOption]));
+  if (commands) Object.assign(options, COMMAND_FLAGS);
+  for (const item of scanArgs(argv, options)) {
+    if (item.kind === 'flag' && commands && Object.hasOwn(COMMAND_FLAGS, item.name)) {
+      const { type } = COMMAND_FLAGS[item.name as keyof typeof COMMAND_FLAGS];
+      if (type === 'string') {
+        if (item.value === undefined) out.problems.push(`--${item.name} needs a file path`);
+        else out.configPath = item.value;
+      } else if (item.value !== undefined) out.problems.push(`--${item.name} takes no value`);
+      else if (item.name === 'check-config') out.checkOnly = true;
+      else if (item.name === 'skip-network-checks') out.skipNetworkChecks = true;
+      else out.help = true;
+    } else if (item.kind === 'flag' && allowed.has(item.name)) {
+      if (item.value === undefined) out.problems.push(`--${item.name} needs a value`);
+      else out.flags.set(item.name, item.value);
+    } else if (item.kind === 'flag') {
+      out.problems.push(`--${item.name}: a secret is never taken from a flag (it would be kept in shell history and shown by ps); set it in the environment`);
     } else {
-      const near = name === '' ? undefined : nearestKey(name, CONFIG_KEYS, '');
-      // `--proxy.prot 3`: the 3 belongs to the misspelt flag, not a second problem.
-      if (name !== '' && eq === -1 && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) i++;
-      problems.push(`unknown argument "${arg}"${near !== undefined && allowed.has(near) ? ` (did you mean --${near}?)` : ''}`);
+      let near: string | undefined;
+      if (item.kind === 'unknown') {
+        const key = nearestKey(item.name, CONFIG_KEYS, '');
+        near = key !== undefined && allowed.has(key) ? key : commands ? nearestName(item.name, Object.keys(COMMAND_FLAGS)) : undefined;
+      }
+      out.problems.push(`unknown argument "${item.arg}"${near !== undefined ? ` (did you mean --${near}?)` : ''}`);
     }
   }
+  return out;
+}
+
+/** The sidecar's whole command line (src/main.ts). */
+export function parseCommandLine(argv: readonly string[]): CommandLine {
+  return readCommandLine(argv, true);
+}
+
+/** The configuration keys' flags alone. */
+export function parseConfigFlags(argv: readonly string[]): { flags: Map<string, string>; problems: string[] } {
+  const { flags, problems } = readCommandLine(argv, false);
   return { flags, problems };
 }

@@ -196,6 +196,22 @@ function squash(name: string): string {
 }
 
 /**
+ * The name in `candidates` closest to `unknown` (`compared` picks the part of each name to compare),
+ * or undefined when none is within a few edits. Case, `-` and `_` do not count as differences.
+ */
+export function nearestName(unknown: string, candidates: readonly string[], compared: (name: string) => string = (n) => n): string | undefined {
+  const wanted = compared(unknown);
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of candidates) {
+    const name = compared(candidate);
+    const d = squash(name) === squash(wanted) ? 0 : distance(wanted.toLowerCase(), name.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return best !== undefined && bestDistance <= Math.max(2, Math.floor(wanted.length / 4)) ? best : undefined;
+}
+
+/**
  * The known name closest to `unknown` (a dotted key, e.g. `redis.uri`), or undefined when none is
  * close: the section's own names first, then every dotted key and section (`redis.uri` written as one
  * key), then a key of the same name in another section (`proxy.keyPrefix`).
@@ -210,15 +226,8 @@ export function nearestKey(unknown: string, schema: KeyTree, path: string, root:
     [everywhere, leaf],
   ];
   for (const [candidates, compared] of passes) {
-    const wanted = compared(unknown);
-    let best: string | undefined;
-    let bestDistance = Infinity;
-    for (const candidate of candidates) {
-      const name = compared(candidate);
-      const d = squash(name) === squash(wanted) ? 0 : distance(wanted.toLowerCase(), name.toLowerCase());
-      if (d < bestDistance) [best, bestDistance] = [candidate, d];
-    }
-    if (best !== undefined && bestDistance <= Math.max(2, Math.floor(wanted.length / 4))) return best;
+    const near = nearestName(unknown, candidates, compared);
+    if (near !== undefined) return near;
   }
   return undefined;
 }

@@ -3,7 +3,7 @@
 
 import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
-import { configFlagNames, parseConfigFlags, type ConfigFlags } from './config-argv.ts';
+import { configFlagNames, parseCommandLine, type ConfigFlags } from './config-argv.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createSidecar, exitOnStopSignals, openStore } from './app.ts';
 import { systemClock } from './clock.ts';
@@ -52,28 +52,15 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  let configPath: string | undefined;
-  let checkOnly = false;
-  let skipNetworkChecks = false;
-  const others: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--check-config') checkOnly = true;
-    else if (arg === '--skip-network-checks') skipNetworkChecks = true;
-    else if (arg === '--config') {
-      configPath = argv[++i];
-      if (configPath === undefined) fail(`--config needs a file path.\n${USAGE}`);
-    } else if (arg.startsWith('--config=')) configPath = arg.slice('--config='.length);
-    else if (arg === '--help' || arg === '-h') {
-      process.stdout.write(USAGE);
-      process.exit(0);
-    } else others.push(arg);
+  const line = parseCommandLine(argv);
+  if (line.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
   }
-  const { flags, problems } = parseConfigFlags(others);
-  if (problems.length > 0) fail(`${problems.join('; ')}.\n${USAGE.split('\n')[0]} (--help lists the keys)`);
-  if (skipNetworkChecks && !checkOnly) fail(`--skip-network-checks goes with --check-config: at start-up the identity provider is always checked.\n${USAGE.split('\n')[0]}`);
-  configPath ??= process.env.MCP_AUTH_CONFIG || (existsSync('config.yaml') ? 'config.yaml' : undefined);
-  return { configPath, checkOnly, skipNetworkChecks, flags };
+  if (line.problems.length > 0) fail(`${line.problems.join('; ')}.\n${USAGE.split('\n')[0]} (--help lists the keys)`);
+  if (line.skipNetworkChecks && !line.checkOnly) fail(`--skip-network-checks goes with --check-config: at start-up the identity provider is always checked.\n${USAGE.split('\n')[0]}`);
+  const configPath = line.configPath ?? (process.env.MCP_AUTH_CONFIG || (existsSync('config.yaml') ? 'config.yaml' : undefined));
+  return { configPath, checkOnly: line.checkOnly, skipNetworkChecks: line.skipNetworkChecks, flags: line.flags };
 }
 
 async function main(): Promise<void> {

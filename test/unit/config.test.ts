@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { configFlagNames, parseConfigFlags } from '../../src/config-argv.ts';
+import { configFlagNames, parseCommandLine, parseConfigFlags } from '../../src/config-argv.ts';
 import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
 import { workerCount } from '../../src/workers.ts';
 import { generateToken, weakTokenReason } from '../../src/credentials.ts';
@@ -512,11 +512,38 @@ describe('command-line flags', () => {
     [['--logLevl=info'], /^unknown argument "--logLevl=info" \(did you mean --logLevel\?\)$/],
     [['--proxy.port'], /^--proxy.port needs a value$/],
     [['stray'], /^unknown argument "stray"$/],
+    // A value that starts with -- is the next flag, not this one's value.
+    [['--proxy.port', '--logLevel=info'], /^--proxy.port needs a value$/],
+    [['--proxy.prot=9', '--logLevel', 'info'], /^unknown argument "--proxy.prot=9" \(did you mean --proxy.port\?\)$/],
   ])('%j is one clear problem', (argv, pattern) => {
     const { problems } = parseConfigFlags(argv);
     expect(problems).toHaveLength(1);
     expect(problems[0]).toMatch(pattern);
     expect(problems[0]).not.toContain(MASTER);
+  });
+});
+
+describe('the sidecar command line', () => {
+  it('reads its own flags with the keys, in either form', () => {
+    expect(parseCommandLine(['--config=x.yaml', '--check-config', '--skip-network-checks', '--proxy.port', '0'])).toEqual({
+      configPath: 'x.yaml',
+      checkOnly: true,
+      skipNetworkChecks: true,
+      help: false,
+      flags: new Map([['proxy.port', '0']]),
+      problems: [],
+    });
+    expect(parseCommandLine(['--config', 'y.yaml']).configPath).toBe('y.yaml');
+    expect(parseCommandLine(['-h']).help).toBe(true);
+  });
+
+  it.each([
+    [['--config'], '--config needs a file path'],
+    [['--config', '--check-config'], '--config needs a file path'],
+    [['--check-config=yes'], '--check-config takes no value'],
+    [['--check-confg'], 'unknown argument "--check-confg" (did you mean --check-config?)'],
+  ])('%j is one clear problem', (argv, problem) => {
+    expect(parseCommandLine(argv).problems).toEqual([problem]);
   });
 });
 
