@@ -189,10 +189,15 @@ function clientKeys(input: ClientMetadataInput, method: TokenEndpointAuthMethod,
   return { jwksUri: input.jwksUri };
 }
 
+/** True for space-separated scope tokens (RFC 6749 §3.3), at most 1024 characters in all. */
+export function isScopeText(value: string): boolean {
+  return value.length <= 1024 && value.split(' ').every((t) => SCOPE_TOKEN.test(t));
+}
+
 /** A space-separated list of RFC 6749 §3.3 scope tokens; undefined when absent. */
 export function checkScope(value: unknown, field = 'scope'): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
-  if (typeof value !== 'string' || value.length > 1024 || !value.split(' ').every((t) => SCOPE_TOKEN.test(t))) {
+  if (typeof value !== 'string' || !isScopeText(value)) {
     throw new HttpError('invalid_request', `${field} must be a space-separated list of scope tokens`);
   }
   return value;

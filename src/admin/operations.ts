@@ -1,20 +1,20 @@
 // The admin operations (`POST /oauth/<operation>`), as plain functions over the store. The HTTP layer
-// (admin/server.ts) has already checked the master token; these check their arguments and act.
+// (admin/server.ts) has already checked the master token; each body is read against the operation's
+// declaration (src/admin/declarations.ts) before its handler here acts on the arguments.
 
 import type { AuditInput } from '../audit.ts';
 import type { Clock } from '../clock.ts';
-import { decideToken, generateToken, hashToken, isTokenShaped, type MasterToken, type Principal } from '../credentials.ts';
+import { decideToken, generateToken, hashToken, type MasterToken, type Principal } from '../credentials.ts';
 import { explainCall } from '../policy/rules.ts';
 import type { Policy } from '../policy/rules.ts';
 import { HttpError } from '../errors.ts';
-import { checkScope, provisionClient, publicClient } from '../clients.ts';
+import { provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
 import type { AuditStorage, ClientStorage, ProfileStorage, TokenStorage } from '../store/types.ts';
-
-export const MAX_LIFETIME_SECONDS = 31_536_000;
-export const MAX_AUDIT_EVENTS = 1000;
+import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
+import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
 
 /** The parts of the store the admin operations use. */
 export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage;
@@ -35,29 +35,18 @@ export interface AdminContext {
 export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'detail'> };
 export type AdminOperation = (ctx: AdminContext, body: Record<string, unknown>) => Promise<AdminResult>;
 
-/** A token's SHA-256, from `token` (hashed here) or `tokenHash`: exactly one of them. */
-function requireTokenHash(body: Record<string, unknown>): string {
-  if (body.token !== undefined && body.tokenHash !== undefined) throw new HttpError('invalid_request', 'give either token or tokenHash, not both');
-  if (body.token !== undefined) {
-    if (typeof body.token !== 'string' || !isTokenShaped(body.token)) throw new HttpError('invalid_request', 'token must be 64 lowercase hex characters');
-    return hashToken(body.token);
-  }
-  if (body.tokenHash !== undefined) {
-    if (typeof body.tokenHash !== 'string' || !isTokenShaped(body.tokenHash)) throw new HttpError('invalid_request', 'tokenHash must be 64 lowercase hex characters');
-    return body.tokenHash;
-  }
-  throw new HttpError('invalid_request', 'token or tokenHash is required');
+/** A token's SHA-256, from `token` (hashed here) or `tokenHash`: the declaration lets exactly one through. */
+function tokenHashOf(args: { token: string | undefined; tokenHash: string | undefined }): string {
+  return args.token !== undefined ? hashToken(args.token) : args.tokenHash!;
 }
 
-function requireClientId(body: Record<string, unknown>): string {
-  const id = body.clientId;
-  if (typeof id !== 'string' || id.length === 0 || id.length > 128) throw new HttpError('invalid_request', 'clientId must be a non-empty string');
-  return id;
-}
+type Handlers = {
+  [K in OperationName]: (ctx: AdminContext, args: ArgsOf<(typeof ADMIN_OPERATIONS)[K]['fields']>) => Promise<AdminResult>;
+};
 
-export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.freeze({
-  async createClient(ctx, body) {
-    const { client, clientSecret } = await provisionClient(ctx.store, ctx.clock, body, 'admin', GRANT_TYPES);
+const handlers: Handlers = {
+  async createClient(ctx, args) {
+    const { client, clientSecret } = await provisionClient(ctx.store, ctx.clock, args, 'admin', GRANT_TYPES);
     return { status: 201, body: { ...publicClient(client), clientSecret }, audit: { clientId: client.clientId } };
   },
 
@@ -66,8 +55,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     return { status: 200, body: { clients: clients.map(publicClient) }, audit: { detail: { count: clients.length } } };
   },
 
-  async deleteClient(ctx, body) {
-    const clientId = requireClientId(body);
+  async deleteClient(ctx, { clientId }) {
     const result = await ctx.store.deleteClient(clientId, ctx.clock.now());
     if (!result) throw new HttpError('not_found');
     ctx.metrics.tokensRevoked.labels('oauth_access').inc(result.accessTokensRevoked);
@@ -85,13 +73,7 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     return { status: 200, body: { profiles, created }, audit: { detail: { created: created.join(' ') } } };
   },
 
-  async createAccessToken(ctx, body) {
-    const clientId = requireClientId(body);
-    const lifetime = body.lifetimeSeconds;
-    if (typeof lifetime !== 'number' || !Number.isInteger(lifetime) || lifetime < 1 || lifetime > MAX_LIFETIME_SECONDS) {
-      throw new HttpError('invalid_request', `lifetimeSeconds must be an integer from 1 to ${MAX_LIFETIME_SECONDS}`);
-    }
-    const scope = checkScope(body.scope);
+  async createAccessToken(ctx, { clientId, lifetimeSeconds: lifetime, scope }) {
     const accessToken = generateToken();
     const now = ctx.clock.now();
     const expiresAt = now + lifetime * 1000;
@@ -105,8 +87,8 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     return { status: 201, body: response, audit: { clientId, tokenHashPrefix: record.tokenHash, detail: { lifetimeSeconds: lifetime } } };
   },
 
-  async revokeUserToken(ctx, body) {
-    const tokenHash = requireTokenHash(body);
+  async revokeUserToken(ctx, args) {
+    const tokenHash = tokenHashOf(args);
     if (!(await ctx.store.revokeUserToken(tokenHash))) throw new HttpError('not_found');
     ctx.metrics.tokensRevoked.labels('user').inc();
     return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
@@ -116,12 +98,9 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
    * Dry run of the per-tool policy: what a call (`method`, `name`) made with a token (`token` or
    * `tokenHash`, as it stands in the store now) would get, which rule decides, and why.
    */
-  async explainPolicy(ctx, body) {
-    const tokenHash = requireTokenHash(body);
-    const method = body.method;
-    if (typeof method !== 'string' || method.length === 0 || method.length > 256) throw new HttpError('invalid_request', 'method must be a JSON-RPC method name');
-    const name = body.name;
-    if (name !== undefined && (typeof name !== 'string' || name.length > 4096)) throw new HttpError('invalid_request', 'name must be a string');
+  async explainPolicy(ctx, args) {
+    const tokenHash = tokenHashOf(args);
+    const { method, name } = args;
     let principal: Principal;
     if (ctx.masterToken?.matchesHash(tokenHash) === true) principal = { kind: 'master', subject: 'master' };
     else {
@@ -133,13 +112,25 @@ export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.
     return { status: 200, body: answer, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
   },
 
-  /** The newest audit events (empty when `audit.stream` is off), newest first; `count` 1..1000, default 100. */
-  async listAuditEvents(ctx, body) {
-    const count = body.count ?? 100;
-    if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > MAX_AUDIT_EVENTS) {
-      throw new HttpError('invalid_request', `count must be an integer from 1 to ${MAX_AUDIT_EVENTS}`);
-    }
+  /** The newest audit events (empty when `audit.stream` is off), newest first. */
+  async listAuditEvents(ctx, { count }) {
     const events = await ctx.store.listAuditEvents(count);
     return { status: 200, body: { events }, audit: { detail: { count: events.length } } };
   },
-});
+};
+
+/** An operation's handler behind its declaration: the body is read against the fields first (400 `invalid_request`). */
+function declared(name: OperationName): AdminOperation {
+  const spec: OperationSpec = ADMIN_OPERATIONS[name];
+  // The handler of `name` takes the arguments of `name`'s declaration (Handlers says so, key by key).
+  const handle = handlers[name] as (ctx: AdminContext, args: ArgsOf<Fields>) => Promise<AdminResult>;
+  return (ctx, body) => {
+    const read = readArguments(spec, body);
+    if (!read.ok) throw new HttpError('invalid_request', read.problem);
+    return handle(ctx, read.args);
+  };
+}
+
+export const adminOperations: Readonly<Record<string, AdminOperation>> = Object.freeze(
+  Object.fromEntries(Object.keys(ADMIN_OPERATIONS).map((name) => [name, declared(name as OperationName)])),
+);

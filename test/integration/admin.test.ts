@@ -132,6 +132,11 @@ describe('admin error rows', () => {
     ['revokeUserToken without token', () => stack.admin('revokeUserToken'), 400, { error: 'invalid_request', error_description: 'token or tokenHash is required' }],
     ['revokeUserToken with a malformed token', () => stack.admin('revokeUserToken', { token: 'abc' }), 400, expect.objectContaining({ error: 'invalid_request' })],
     ['revokeUserToken of an unknown token', () => stack.admin('revokeUserToken', { tokenHash: 'a'.repeat(64) }), 404, { error: 'not_found' }],
+    ['revokeUserToken with token and tokenHash', () => stack.admin('revokeUserToken', { token: 'a'.repeat(64), tokenHash: 'a'.repeat(64) }), 400, { error: 'invalid_request', error_description: 'give either token or tokenHash, not both' }],
+    ['explainPolicy without method', () => stack.admin('explainPolicy', { tokenHash: 'a'.repeat(64) }), 400, { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' }],
+    ['listAuditEvents with count over its bound', () => stack.admin('listAuditEvents', { count: 1001 }), 400, { error: 'invalid_request', error_description: 'count must be an integer from 1 to 1000' }],
+    ['createClient with an unknown auth method', () => stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt' }), 400, { error: 'invalid_request', error_description: 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none' }],
+    ['createClient with a name that is not a string', () => stack.admin('createClient', { clientName: 5 }), 400, { error: 'invalid_request', error_description: 'clientName must be a string' }],
     ['unknown path', () => post('/other', '{}'), 404, { error: 'not_found' }],
   ];
   it.each(rows)('%s', async (_name, send, status, body) => {
@@ -145,6 +150,17 @@ describe('admin error rows', () => {
     const res = await stack.admin('createAccessToken', { clientId: client.body.clientId, lifetimeSeconds });
     expect(res.status).toBe(400);
     expect(res.body.error_description).toBe('lifetimeSeconds must be an integer from 1 to 31536000');
+  });
+
+  it('a field sent as null is not given; a field nobody declared is ignored', async () => {
+    const listed = await stack.admin('listAuditEvents', { count: null, verbose: true });
+    expect(listed.status).toBe(200);
+    const client = await stack.admin('createClient', { clientName: null, scope: null, colour: 'blue' });
+    expect(client.status).toBe(201);
+    expect(client.body).not.toHaveProperty('clientName');
+    expect(client.body).not.toHaveProperty('colour');
+    const unknown = await stack.admin('revokeUserToken', { token: null, tokenHash: 'b'.repeat(64) });
+    expect(unknown).toMatchObject({ status: 404, body: { error: 'not_found' } });
   });
 
   it('accepts the maximum lifetime of 31536000 s', async () => {

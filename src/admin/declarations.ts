@@ -1,0 +1,112 @@
+// Every admin operation, declared once: what it does, its fields (type, bounds, required or not, the
+// CLI flag), what it answers and how the CLI shows that. The admin listener reads a body against it
+// (src/admin/operations.ts), the CLI builds its flags and help from it (src/cli.ts), and the README's
+// table of operations is generated from it (src/admin/doc.ts, `npm run docs:admin`).
+
+import { choice, hex64, integer, list, operation, scope, text } from './spec.ts';
+import { table, time } from './render.ts';
+
+export const MAX_LIFETIME_SECONDS = 31_536_000;
+export const MAX_AUDIT_EVENTS = 1000;
+
+const clientId = () => text({ description: 'the client', required: true, min: 1, max: 128, rule: 'a non-empty string' });
+const token = () => hex64({ description: 'the token; `-` reads it from stdin (keeps it out of ps)', stdin: true });
+const tokenHash = () => hex64({ description: 'its SHA-256 (see `token hash`)' });
+
+export const ADMIN_OPERATIONS = {
+  createClient: operation({
+    description: 'create an OAuth client; its secret is shown once',
+    fields: {
+      // Beyond their types, these follow the client registration rules that /register shares (src/clients.ts).
+      clientName: text({ description: 'a name for people', aliases: ['name'] }),
+      redirectUris: list({ description: 'redirect URIs (repeat the flag, or comma-separate)', aliases: ['redirect-uri'] }),
+      grantTypes: list({ description: 'e.g. client_credentials,refresh_token (default: from the profile)', aliases: ['grant-type'] }),
+      scope: scope({ description: 'space-separated scopes the client may ask for' }),
+      profile: text({ description: 'token profile (default: default)', min: 1, max: 64, rule: 'the name of a profile' }),
+      tokenEndpointAuthMethod: choice(['client_secret_basic', 'client_secret_post', 'none'], { description: 'how the client authenticates at /token' }),
+    },
+    answer: '`201 {clientId, clientSecret, ...}` (secret shown once)',
+  }),
+
+  listClients: operation({
+    description: 'list OAuth clients (no secrets)',
+    fields: {},
+    answer: '`200 {clients:[...]}` (no secrets, no hashes; deleted clients show `revokedAt`)',
+    render: (body: { clients: Array<Record<string, unknown>> }) =>
+      table(
+        ['CLIENT ID', 'NAME', 'SOURCE', 'PROFILE', 'GRANTS', 'CREATED', 'REVOKED'],
+        body.clients.map((c) => [c.clientId, c.clientName, c.source, c.profile, (c.grantTypes as string[]).join(','), time(c.createdAt), time(c.revokedAt)]),
+      ),
+  }),
+
+  deleteClient: operation({
+    description: 'revoke a client and every token it has, atomically',
+    fields: { clientId: clientId() },
+    answer: '`200 {clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked}`; idempotent',
+  }),
+
+  seedDefaultProfiles: operation({
+    description: 'create the default token profiles that do not exist yet',
+    fields: {},
+    answer: '`200 {profiles:[...], created:[names]}`',
+    render: (body: { created: string[]; profiles: Array<Record<string, unknown>> }) =>
+      `created: ${body.created.length > 0 ? body.created.join(', ') : '(none, all existed)'}\n` +
+      table(
+        ['PROFILE', 'ACCESS TTL (s)', 'REFRESH TTL (s)', 'GRANTS'],
+        body.profiles.map((p) => [p.name, p.accessTokenLifetimeSeconds, p.refreshTokenLifetimeSeconds, (p.grantTypes as string[]).join(',')]),
+      ),
+  }),
+
+  createAccessToken: operation({
+    description: 'issue an OAuth access token for a client; shown once',
+    fields: {
+      clientId: clientId(),
+      lifetimeSeconds: integer({ description: 'its lifetime in seconds', required: true, min: 1, max: MAX_LIFETIME_SECONDS }),
+      scope: scope({ description: 'space-separated scopes' }),
+    },
+    answer: '`201 {accessToken, tokenType:"Bearer", expiresAt, expiresIn, clientId}`; for a deleted client `400`, an unknown one `404`',
+  }),
+
+  revokeUserToken: operation({
+    description: 'revoke a user-grade token, by the token or its SHA-256',
+    fields: { token: token(), tokenHash: tokenHash() },
+    exactlyOne: [['token', 'tokenHash']],
+    answer: '`200 {tokenHash, revoked:true}`; `404` when unknown',
+  }),
+
+  explainPolicy: operation({
+    description: 'dry run of the per-tool policy: what a call with this token would get, and which rule decides',
+    fields: {
+      token: token(),
+      tokenHash: tokenHash(),
+      method: text({ description: 'the JSON-RPC method, e.g. tools/call', required: true, min: 1, max: 256, rule: 'a JSON-RPC method name' }),
+      name: text({ description: 'the tool or prompt name, or the resource URI', max: 4096, rule: 'a string' }),
+    },
+    exactlyOne: [['token', 'tokenHash']],
+    answer:
+      '`200 {effect, decidedBy, rule?, reason, scope?, principal}`: a dry run of the per-tool policy ([`docs/policy.md`](docs/policy.md)) for the token as it stands in the store',
+    render: (body: { effect: string; decidedBy: string; rule?: string; reason: string; scope?: string }) =>
+      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}\n`,
+  }),
+
+  listAuditEvents: operation({
+    description: 'the newest audit events, newest first',
+    fields: { count: integer({ description: 'how many', min: 1, max: MAX_AUDIT_EVENTS, default: 100 }) },
+    answer: '`200 {events:[...]}`, newest first (empty when `audit.stream` is off)',
+    render: (body: { events: Array<Record<string, unknown>> }) =>
+      table(
+        ['TIME', 'WHO', 'ACTION', 'RESULT', 'CLIENT', 'TOKEN', 'DETAIL'],
+        body.events.map((e) => [
+          time(e.at),
+          e.who,
+          e.action,
+          e.result,
+          e.clientId,
+          e.tokenHashPrefix ?? e.subject,
+          e.detail === undefined ? '' : Object.entries(e.detail as Record<string, unknown>).map(([k, v]) => `${k}=${String(v)}`).join(' '),
+        ]),
+      ),
+  }),
+};
+
+export type OperationName = keyof typeof ADMIN_OPERATIONS;

@@ -1,0 +1,152 @@
+// The kinds of admin operation field (text, integer, list, choice, a 64-hex token, scopes) and how a
+// body is read against an operation's declaration. The operations themselves are declared once, in
+// src/admin/declarations.ts; the admin listener, the CLI and the README table all read them.
+//
+// Rules for every operation: a field that is absent or JSON `null` is not given; a field nobody
+// declared is ignored; a problem names the field as the caller wrote it (`lifetimeSeconds` over HTTP,
+// `--lifetime-seconds` on the command line) and says what the value must be.
+
+import { isScopeText } from '../clients.ts';
+import { isTokenShaped } from '../credentials.ts';
+
+/** How the CLI takes the value: one string, an integer, or a list (repeated flag or commas). */
+export type FieldType = 'string' | 'integer' | 'list';
+
+/** What every field declares besides its kind. */
+export interface FieldDoc {
+  /** What the field means: the CLI help and the README table. */
+  description: string;
+  /** The CLI flag (default: the field name in kebab case, `clientId` -> `--client-id`). */
+  flag?: string;
+  /** More CLI flags for the same field. */
+  aliases?: readonly string[];
+  /** `-` as the flag's value reads the value from stdin (a secret stays out of `ps` and shell history). */
+  stdin?: boolean;
+}
+
+const INVALID = Symbol('invalid');
+
+/** One declared field. `T` is the type the operation's handler sees. */
+export interface Field<T> {
+  readonly type: FieldType;
+  readonly required: boolean;
+  /** The bounds and default as the help and the README show them (e.g. `1..1000, default 100`). */
+  readonly bounds: string | undefined;
+  readonly doc: FieldDoc;
+  /** What a value must be: a problem reads `<field> must be <rule>`. */
+  readonly rule: string;
+  /** The value when the field is not given. */
+  readonly fallback: T;
+  /** The well-typed value of a given field, or INVALID. */
+  readonly accept: (raw: unknown) => T | typeof INVALID;
+}
+
+export type Fields = Readonly<Record<string, Field<unknown>>>;
+
+function field<T>(type: FieldType, rule: string, doc: FieldDoc & { required?: boolean }, fallback: T, accept: Field<T>['accept'], bounds?: string): Field<T> {
+  const { required = false, ...rest } = doc;
+  return { type, required, bounds, doc: rest, rule, fallback, accept };
+}
+
+interface TextOptions extends FieldDoc {
+  /** What the value must be, when the length alone does not say it (e.g. `a JSON-RPC method name`). */
+  rule?: string;
+  min?: number;
+  max?: number;
+}
+
+/** A string of `min` to `max` characters. */
+export function text(o: TextOptions & { required: true }): Field<string>;
+export function text(o: TextOptions & { required?: false }): Field<string | undefined>;
+export function text(o: TextOptions & { required?: boolean }): Field<string | undefined> {
+  const { rule, min = 0, max = Infinity, ...doc } = o;
+  const wanted = rule ?? (max === Infinity ? 'a string' : `a string of ${min} to ${max} characters`);
+  return field('string', wanted, doc, undefined, (raw) => (typeof raw === 'string' && raw.length >= min && raw.length <= max ? raw : INVALID));
+}
+
+/** An integer from `min` to `max`; without `required`, `default` when not given. */
+export function integer(o: FieldDoc & { min: number; max: number } & ({ required: true } | { default: number })): Field<number> {
+  const { min, max, ...doc } = o;
+  const fallback = 'default' in o ? o.default : 0;
+  const bounds = `${min}..${max}${'default' in o ? `, default ${o.default}` : ''}`;
+  return field('integer', `an integer from ${min} to ${max}`, doc, fallback, (raw) => (typeof raw === 'number' && Number.isInteger(raw) && raw >= min && raw <= max ? raw : INVALID), bounds);
+}
+
+/** A list of strings (the CLI: the flag repeated, or comma-separated values). */
+export function list(o: FieldDoc): Field<string[] | undefined> {
+  return field('list', 'a list of strings', o, undefined, (raw) => (Array.isArray(raw) && raw.every((x) => typeof x === 'string') ? [...(raw as string[])] : INVALID));
+}
+
+/** One of `allowed`. */
+export function choice<const C extends string>(allowed: readonly C[], o: FieldDoc): Field<C | undefined> {
+  const rule = allowed.length === 1 ? allowed[0]! : `${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`;
+  return field('string', rule, o, undefined, (raw) => ((allowed as readonly unknown[]).includes(raw) ? (raw as C) : INVALID), allowed.join(', '));
+}
+
+/** A token or a token's SHA-256: exactly 64 lowercase hex characters. */
+export function hex64(o: FieldDoc): Field<string | undefined> {
+  return field('string', '64 lowercase hex characters', o, undefined, (raw) => (typeof raw === 'string' && isTokenShaped(raw) ? raw : INVALID));
+}
+
+/** Space-separated OAuth scope tokens; empty is the same as not given. */
+export function scope(o: FieldDoc): Field<string | undefined> {
+  return field('string', 'a space-separated list of scope tokens', o, undefined, (raw) => (raw === '' ? undefined : typeof raw === 'string' && isScopeText(raw) ? raw : INVALID));
+}
+
+/** One admin operation: what it does, its fields, and how its answer is shown. */
+export interface OperationSpec<F extends Fields = Fields> {
+  /** What it does: the CLI help and the README table. */
+  readonly description: string;
+  readonly fields: F;
+  /** Pairs of fields of which exactly one must be given (`token` or `tokenHash`). */
+  readonly exactlyOne?: ReadonlyArray<readonly [string, string]>;
+  /** A successful answer, as the README table shows it. */
+  readonly answer: string;
+  /** How the CLI prints a successful answer (default: `key: value` lines). */
+  readonly render?: (body: any) => string;
+}
+
+/** Declares an operation (the identity, for its types: `exactlyOne` names its own fields). */
+export function operation<F extends Fields>(spec: OperationSpec<F> & { exactlyOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]> }): OperationSpec<F> {
+  return spec;
+}
+
+/** The arguments a handler receives. */
+export type ArgsOf<F extends Fields> = { readonly [K in keyof F]: F[K] extends Field<infer T> ? T : never };
+
+export function kebab(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** A field's CLI flag, without the dashes. */
+export function flagOf(name: string, f: Field<unknown>): string {
+  return f.doc.flag ?? kebab(name);
+}
+
+function given(raw: unknown): boolean {
+  return raw !== undefined && raw !== null;
+}
+
+/**
+ * Reads `body` against `spec`: the arguments, or the first problem. `label` names a field as the
+ * caller wrote it (the field name over HTTP, the flag on the command line).
+ */
+export function readArguments<F extends Fields>(
+  spec: OperationSpec<F>,
+  body: Readonly<Record<string, unknown>>,
+  label: (name: string) => string = (name) => name,
+): { ok: true; args: ArgsOf<F> } | { ok: false; problem: string } {
+  for (const [a, b] of spec.exactlyOne ?? []) {
+    const count = Number(given(body[a])) + Number(given(body[b]));
+    if (count === 2) return { ok: false, problem: `give either ${label(a)} or ${label(b)}, not both` };
+    if (count === 0) return { ok: false, problem: `${label(a)} or ${label(b)} is required` };
+  }
+  const args: Record<string, unknown> = {};
+  for (const [name, f] of Object.entries(spec.fields)) {
+    const raw = Object.hasOwn(body, name) ? body[name] : undefined;
+    const value = given(raw) ? f.accept(raw) : f.required ? INVALID : f.fallback;
+    if (value === INVALID) return { ok: false, problem: `${label(name)} must be ${f.rule}` };
+    args[name] = value;
+  }
+  return { ok: true, args: args as ArgsOf<F> };
+}
