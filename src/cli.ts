@@ -9,6 +9,11 @@
 // from a flag (flags end up in shell history and in `ps`). Exit codes are EXIT below.
 
 import { fileURLToPath } from 'node:url';
+import { ADMIN_OPERATIONS, type OperationName } from './admin/declarations.ts';
+import { keyValues } from './admin/render.ts';
+import { flagOf, kebab, readArguments, type Field, type Fields, type OperationSpec } from './admin/spec.ts';
+import { scanArgs, type FlagOption } from './argv.ts';
+import { nearestName } from './config-spec.ts';
 import { generateToken, hashToken, isTokenShaped } from './credentials.ts';
 
 export const EXIT = {
@@ -36,142 +41,40 @@ export interface CliIo {
   env: NodeJS.ProcessEnv;
 }
 
-type FlagType = 'string' | 'integer' | 'list';
-
-interface FlagSpec {
-  field: string;
-  type: FlagType;
-  help: string;
-  /** `-` as the value reads it from stdin (a secret stays out of `ps` and shell history). */
-  stdin?: boolean;
-}
-
-interface OperationSpec {
-  summary: string;
-  flags: Record<string, FlagSpec>;
-  /** Flag aliases: alias -> flag. */
-  aliases?: Record<string, string>;
-  render?: (body: any) => string;
-}
-
-/** Every admin operation (a test checks this against src/admin/operations.ts) and its flags. */
-export const OPERATIONS: Readonly<Record<string, OperationSpec>> = {
-  createClient: {
-    summary: 'create an OAuth client; its secret is shown once',
-    flags: {
-      'client-name': { field: 'clientName', type: 'string', help: 'a name for people' },
-      'redirect-uris': { field: 'redirectUris', type: 'list', help: 'redirect URIs (repeat the flag, or comma-separate)' },
-      'grant-types': { field: 'grantTypes', type: 'list', help: 'e.g. client_credentials,refresh_token (default: from the profile)' },
-      scope: { field: 'scope', type: 'string', help: 'space-separated scopes the client may ask for' },
-      profile: { field: 'profile', type: 'string', help: 'token profile (default: default)' },
-      'token-endpoint-auth-method': { field: 'tokenEndpointAuthMethod', type: 'string', help: 'client_secret_basic, client_secret_post or none' },
-    },
-    aliases: { name: 'client-name', 'redirect-uri': 'redirect-uris', 'grant-type': 'grant-types' },
-  },
-  listClients: {
-    summary: 'list OAuth clients (no secrets)',
-    flags: {},
-    render: (body: { clients: Array<Record<string, unknown>> }) =>
-      table(
-        ['CLIENT ID', 'NAME', 'SOURCE', 'PROFILE', 'GRANTS', 'CREATED', 'REVOKED'],
-        body.clients.map((c) => [c.clientId, c.clientName, c.source, c.profile, (c.grantTypes as string[]).join(','), time(c.createdAt), time(c.revokedAt)]),
-      ),
-  },
-  deleteClient: {
-    summary: 'revoke a client and every token it has, atomically',
-    flags: { 'client-id': { field: 'clientId', type: 'string', help: 'the client (required)' } },
-  },
-  seedDefaultProfiles: {
-    summary: 'create the default token profiles that do not exist yet',
-    flags: {},
-    render: (body: { created: string[]; profiles: Array<Record<string, unknown>> }) =>
-      `created: ${body.created.length > 0 ? body.created.join(', ') : '(none, all existed)'}\n` +
-      table(
-        ['PROFILE', 'ACCESS TTL (s)', 'REFRESH TTL (s)', 'GRANTS'],
-        body.profiles.map((p) => [p.name, p.accessTokenLifetimeSeconds, p.refreshTokenLifetimeSeconds, (p.grantTypes as string[]).join(',')]),
-      ),
-  },
-  createAccessToken: {
-    summary: 'issue an OAuth access token for a client; shown once',
-    flags: {
-      'client-id': { field: 'clientId', type: 'string', help: 'the client (required)' },
-      'lifetime-seconds': { field: 'lifetimeSeconds', type: 'integer', help: '1 to 31536000 (required)' },
-      scope: { field: 'scope', type: 'string', help: 'space-separated scopes' },
-    },
-  },
-  revokeUserToken: {
-    summary: 'revoke a user-grade token, by the token or its SHA-256',
-    flags: {
-      token: { field: 'token', type: 'string', help: 'the token; `-` reads it from stdin (keeps it out of ps)', stdin: true },
-      'token-hash': { field: 'tokenHash', type: 'string', help: 'its SHA-256 (see `token hash`)' },
-    },
-  },
-  explainPolicy: {
-    summary: 'dry run of the per-tool policy: what a call with this token would get, and which rule decides',
-    flags: {
-      token: { field: 'token', type: 'string', help: 'the token; `-` reads it from stdin (keeps it out of ps)', stdin: true },
-      'token-hash': { field: 'tokenHash', type: 'string', help: 'its SHA-256 (see `token hash`)' },
-      method: { field: 'method', type: 'string', help: 'the JSON-RPC method, e.g. tools/call (required)' },
-      name: { field: 'name', type: 'string', help: 'the tool or prompt name, or the resource URI' },
-    },
-    render: (body: { effect: string; decidedBy: string; rule?: string; reason: string; scope?: string }) =>
-      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}\n`,
-  },
-  listAuditEvents: {
-    summary: 'the newest audit events, newest first',
-    flags: { count: { field: 'count', type: 'integer', help: 'how many, 1 to 1000 (default 100)' } },
-    render: (body: { events: Array<Record<string, unknown>> }) =>
-      table(
-        ['TIME', 'WHO', 'ACTION', 'RESULT', 'CLIENT', 'TOKEN', 'DETAIL'],
-        body.events.map((e) => [
-          time(e.at),
-          e.who,
-          e.action,
-          e.result,
-          e.clientId,
-          e.tokenHashPrefix ?? e.subject,
-          e.detail === undefined ? '' : Object.entries(e.detail as Record<string, unknown>).map(([k, v]) => `${k}=${String(v)}`).join(' '),
-        ]),
-      ),
-  },
-};
-
 const FORBIDDEN_FLAGS = new Set(['master-token', 'caller-token', 'callerToken', 'masterToken', 'bearer-secret-master', 'secret']);
 
 class UsageError extends Error {}
 
-function kebab(name: string): string {
-  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-}
+/** The flags every operation takes besides its fields. */
+const COMMON_FLAGS = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  'admin-url': { type: 'string' },
+} as const satisfies Record<string, FlagOption>;
 
 /** `create-client`, `createClient` and `createclient` all name createClient. */
-function operationName(arg: string): string | undefined {
+function operationName(arg: string): OperationName | undefined {
   const wanted = arg.replace(/-/g, '').toLowerCase();
-  return Object.keys(OPERATIONS).find((name) => name.toLowerCase() === wanted);
+  return (Object.keys(ADMIN_OPERATIONS) as OperationName[]).find((name) => name.toLowerCase() === wanted);
 }
 
-function time(value: unknown): string {
-  return typeof value === 'number' ? new Date(value).toISOString().replace(/\.\d{3}Z$/, 'Z') : '';
+function fieldsOf(name: OperationName): Array<[field: string, spec: Field<unknown>]> {
+  return Object.entries(ADMIN_OPERATIONS[name].fields as Fields);
 }
 
-function table(header: string[], rows: unknown[][]): string {
-  if (rows.length === 0) return '(none)\n';
-  const text = rows.map((r) => r.map((c) => (c === undefined || c === null ? '' : String(c))));
-  const widths = header.map((h, i) => Math.max(h.length, ...text.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
-  return `${[line(header), ...text.map(line)].join('\n')}\n`;
-}
-
-/** `key: value` lines; timestamps also as ISO, secrets flagged as shown once. */
-function keyValues(body: Record<string, unknown>): string {
-  const lines: string[] = [];
-  for (const [key, value] of Object.entries(body)) {
-    let text = Array.isArray(value) ? value.join(', ') : typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
-    if (key.endsWith('At') && typeof value === 'number') text += `  (${time(value)})`;
-    if (key === 'clientSecret' || key === 'accessToken') text += '  (shown once: store it now)';
-    lines.push(`${key}: ${text}`);
+/** Each flag of an operation (aliases too), with the field it sets. */
+function flagsOf(name: OperationName): Map<string, { field: string; spec: Field<unknown> }> {
+  const flags = new Map<string, { field: string; spec: Field<unknown> }>();
+  for (const [field, spec] of fieldsOf(name)) {
+    for (const flag of [flagOf(field, spec), ...(spec.doc.aliases ?? [])]) flags.set(flag, { field, spec });
   }
-  return `${lines.join('\n')}\n`;
+  return flags;
+}
+
+/** How a field's flag is named in a problem: `lifetimeSeconds` -> `--lifetime-seconds`. */
+function flagLabel(name: OperationName): (field: string) => string {
+  const fields = ADMIN_OPERATIONS[name].fields as Fields;
+  return (field) => `--${flagOf(field, fields[field]!)}`;
 }
 
 export const USAGE = `usage:
@@ -179,11 +82,11 @@ export const USAGE = `usage:
   mcp-bearer-proxy admin <operation> [flags] [--json]  call an admin operation
   mcp-bearer-proxy token generate                      print a new 64-hex secret (32 CSPRNG bytes)
   mcp-bearer-proxy token hash <token | ->              print SHA-256(token); - reads it from stdin
-  mcp-bearer-proxy admin <operation> --help            the flags of one operation
+  mcp-bearer-proxy admin <operation> --help            the flags of one operation (or: admin help <operation>)
 
 admin operations:
-${Object.entries(OPERATIONS)
-  .map(([name, spec]) => `  ${kebab(name).padEnd(24)} ${spec.summary}`)
+${Object.entries(ADMIN_OPERATIONS)
+  .map(([name, spec]) => `  ${kebab(name).padEnd(24)} ${spec.description}`)
   .join('\n')}
 
 admin environment:
@@ -197,17 +100,34 @@ exit codes: 0 done, 1 refused by the sidecar (4xx), 2 usage or no master token, 
 refused (401), 4 admin listener unreachable or 5xx (e.g. Redis down), 130 interrupted
 `;
 
-function operationUsage(name: string): string {
-  const spec = OPERATIONS[name]!;
-  const heads = Object.entries(spec.flags).map(([flag, f]) => `  --${flag} ${f.type === 'list' ? 'A,B' : f.type === 'integer' ? 'N' : 'VALUE'}`);
+const PLACEHOLDER = { string: 'VALUE', integer: 'N', list: 'A,B' } as const;
+
+/** `--flag` help: its description, then bounds and whether it is required. */
+function flagHelp(spec: Field<unknown>): string {
+  const details = [spec.bounds, spec.required ? 'required' : undefined].filter(Boolean);
+  return `${spec.doc.description}${details.length > 0 ? ` (${details.join(', ')})` : ''}`;
+}
+
+/** One operation's help, from its declaration. */
+export function operationUsage(name: OperationName): string {
+  const spec = ADMIN_OPERATIONS[name] as OperationSpec;
+  const fields = fieldsOf(name);
+  const heads = fields.map(([field, f]) => `  --${flagOf(field, f)} ${PLACEHOLDER[f.type]}`);
   const width = Math.max(36, ...heads.map((h) => h.length + 2));
-  const flags = Object.values(spec.flags).map((f, i) => heads[i]!.padEnd(width) + f.help);
-  const aliases = Object.entries(spec.aliases ?? {}).map(([a, f]) => `--${a} = --${f}`);
-  return `usage: mcp-bearer-proxy admin ${kebab(name)} [flags] [--json]\n\n${spec.summary}\n${flags.length > 0 ? `\n${flags.join('\n')}\n` : ''}${aliases.length > 0 ? `\naliases: ${aliases.join(', ')}\n` : ''}`;
+  const flags = fields.map(([, f], i) => heads[i]!.padEnd(width) + flagHelp(f));
+  const label = flagLabel(name);
+  const groups = (spec.exactlyOne ?? []).map(([a, b]) => `exactly one of ${label(a)}, ${label(b)}`);
+  const aliases = fields.flatMap(([field, f]) => (f.doc.aliases ?? []).map((a) => `--${a} = --${flagOf(field, f)}`));
+  return [
+    `usage: mcp-bearer-proxy admin ${kebab(name)} [flags] [--json]\n\n${spec.description}\n`,
+    flags.length > 0 ? `\n${flags.join('\n')}\n` : '',
+    groups.length > 0 ? `\n${groups.join('\n')}\n` : '',
+    aliases.length > 0 ? `\naliases: ${aliases.join(', ')}\n` : '',
+  ].join('');
 }
 
 interface ParsedAdmin {
-  name: string;
+  name: OperationName;
   body: Record<string, unknown>;
   json: boolean;
   adminUrl: string | undefined;
@@ -215,61 +135,63 @@ interface ParsedAdmin {
   stdinFields: string[];
 }
 
+/** The body read against the operation's declaration, as the admin listener will: a problem is a usage error. */
+export function checkAdminBody(name: OperationName, body: Record<string, unknown>): void {
+  const read = readArguments(ADMIN_OPERATIONS[name] as OperationSpec, body, flagLabel(name));
+  if (!read.ok) throw new UsageError(read.problem);
+}
+
 export function parseAdminArgs(args: string[]): ParsedAdmin {
   const [opArg, ...rest] = args;
   if (opArg === undefined || opArg === '--help' || opArg === '-h') throw new UsageError('name an operation');
   const name = operationName(opArg);
-  if (name === undefined) throw new UsageError(`unknown admin operation "${opArg}"`);
-  const spec = OPERATIONS[name]!;
+  if (name === undefined) {
+    const near = nearestName(opArg, Object.keys(ADMIN_OPERATIONS).map(kebab));
+    throw new UsageError(`unknown admin operation "${opArg}"${near !== undefined ? ` (did you mean ${near}?)` : ''}`);
+  }
+  const flags = flagsOf(name);
+  const options: Record<string, FlagOption> = { ...COMMON_FLAGS };
+  for (const flag of flags.keys()) options[flag] = { type: 'string' };
   const parsed: ParsedAdmin = { name, body: {}, json: false, adminUrl: undefined, help: false, stdinFields: [] };
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i]!;
-    if (!arg.startsWith('--')) throw new UsageError(`unexpected argument "${arg}" (flags are --name value)`);
-    const eq = arg.indexOf('=');
-    let flag = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-    const inline = eq === -1 ? undefined : arg.slice(eq + 1);
-    if (flag === 'json') {
-      parsed.json = true;
+  for (const item of scanArgs(rest, options)) {
+    if (item.kind === 'positional') throw new UsageError(`unexpected argument "${item.arg}" (flags are --name value)`);
+    const written = `${item.arg.startsWith('--') ? '--' : '-'}${item.name}`;
+    if (item.kind === 'unknown') {
+      if (FORBIDDEN_FLAGS.has(item.name)) {
+        throw new UsageError('the master token is never taken from a flag (it would be kept in shell history and shown by ps): set BEARER_SECRET_MASTER, or run on a terminal to be asked for it');
+      }
+      const known = fieldsOf(name).map(([field, spec]) => flagOf(field, spec));
+      const near = nearestName(item.name, [...flags.keys(), ...Object.keys(COMMON_FLAGS)]);
+      const hint = near !== undefined ? `did you mean --${near}?` : known.length > 0 ? `its flags: ${known.map((k) => `--${k}`).join(', ')}` : 'it takes no flags';
+      throw new UsageError(`unknown flag ${written} for ${kebab(name)} (${hint})`);
+    }
+    if (item.name === 'json' || item.name === 'help') {
+      if (item.value !== undefined) throw new UsageError(`${written} takes no value`);
+      parsed[item.name] = true;
       continue;
     }
-    if (flag === 'help') {
-      parsed.help = true;
+    if (item.value === undefined) throw new UsageError(`${written} needs a value`);
+    if (item.name === 'admin-url') {
+      parsed.adminUrl = item.value;
       continue;
     }
-    if (FORBIDDEN_FLAGS.has(flag)) {
-      throw new UsageError('the master token is never taken from a flag (it would be kept in shell history and shown by ps): set BEARER_SECRET_MASTER, or run on a terminal to be asked for it');
-    }
-    const takeValue = (): string => {
-      if (inline !== undefined) return inline;
-      const next = rest[i + 1];
-      if (next === undefined || (next.startsWith('--') && next !== '-')) throw new UsageError(`--${flag} needs a value`);
-      i++;
-      return next;
-    };
-    if (flag === 'admin-url') {
-      parsed.adminUrl = takeValue();
-      continue;
-    }
-    flag = spec.aliases?.[flag] ?? flag;
-    const f = spec.flags[flag];
-    if (f === undefined) {
-      const known = Object.keys(spec.flags).map((k) => `--${k}`);
-      throw new UsageError(`unknown flag --${flag} for ${kebab(name)}${known.length > 0 ? ` (its flags: ${known.join(', ')})` : ' (it takes no flags)'}`);
-    }
-    const raw = takeValue();
-    if (f.type === 'integer') {
-      if (!/^-?\d+$/.test(raw)) throw new UsageError(`--${flag} must be an integer (got "${raw}")`);
-      parsed.body[f.field] = Number(raw);
-    } else if (f.type === 'list') {
-      const list = (parsed.body[f.field] as string[] | undefined) ?? [];
-      list.push(...raw.split(',').map((s) => s.trim()).filter(Boolean));
-      parsed.body[f.field] = list;
+    const { field, spec } = flags.get(item.name)!;
+    const raw = item.value;
+    if (spec.type === 'integer') {
+      if (!/^-?\d+$/.test(raw)) throw new UsageError(`${written} must be an integer (got "${raw}")`);
+      parsed.body[field] = Number(raw);
+    } else if (spec.type === 'list') {
+      const values = (parsed.body[field] as string[] | undefined) ?? [];
+      values.push(...raw.split(',').map((v) => v.trim()).filter(Boolean));
+      parsed.body[field] = values;
     } else {
-      if (parsed.body[f.field] !== undefined) throw new UsageError(`--${flag} given twice`);
-      if (raw === '-' && f.stdin) parsed.stdinFields.push(f.field);
-      parsed.body[f.field] = raw;
+      if (parsed.body[field] !== undefined) throw new UsageError(`${written} given twice`);
+      if (raw === '-' && spec.doc.stdin) parsed.stdinFields.push(field);
+      parsed.body[field] = raw;
     }
   }
+  // A value still to come from stdin is checked once it is read (runAdmin).
+  if (!parsed.help && parsed.stdinFields.length === 0) checkAdminBody(name, parsed.body);
   return parsed;
 }
 
@@ -353,6 +275,7 @@ async function runAdmin(args: string[], io: CliIo): Promise<number> {
   if (parsed.stdinFields.length > 0) {
     const text = (await readAll(io.stdin)).trim();
     for (const field of parsed.stdinFields) parsed.body[field] = text;
+    checkAdminBody(parsed.name, parsed.body);
   }
   const url = `${base}/oauth/${parsed.name}`;
   let res: Response;
@@ -379,7 +302,7 @@ async function runAdmin(args: string[], io: CliIo): Promise<number> {
   if (parsed.json && body !== undefined) io.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
   if (res.ok) {
     if (!parsed.json) {
-      const render = OPERATIONS[parsed.name]!.render;
+      const render = (ADMIN_OPERATIONS[parsed.name] as OperationSpec).render;
       io.stdout.write(render ? render(body) : keyValues(body as Record<string, unknown>));
     }
     return EXIT.ok;
@@ -419,10 +342,12 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       return command === undefined ? EXIT.usage : EXIT.ok;
     }
     if (command === 'admin') {
-      if (rest.length === 0 || rest[0] === '--help' || rest[0] === '-h') {
+      if (rest.length === 0 || rest[0] === '--help' || rest[0] === '-h' || (rest[0] === 'help' && rest.length === 1)) {
         io.stdout.write(USAGE);
         return rest.length === 0 ? EXIT.usage : EXIT.ok;
       }
+      // `admin help <operation>` is `admin <operation> --help`.
+      if (rest[0] === 'help') return await runAdmin([...rest.slice(1), '--help'], io);
       return await runAdmin(rest, io);
     }
     if (command === 'token') return await runToken(rest, io);

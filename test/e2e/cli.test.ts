@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminOperations } from '../../src/admin/operations.ts';
-import { EXIT, OPERATIONS } from '../../src/cli.ts';
+import { EXIT } from '../../src/cli.ts';
+import { ADMIN_OPERATIONS } from '../../src/admin/declarations.ts';
+import { kebab } from '../../src/admin/spec.ts';
 import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { initializeStatus } from '../support/http.ts';
@@ -52,8 +54,11 @@ afterAll(async () => {
 });
 
 describe('admin commands against a running sidecar', () => {
-  it('every admin operation has a command', () => {
-    expect(Object.keys(OPERATIONS).sort()).toEqual(Object.keys(adminOperations).sort());
+  it('every admin operation the listener serves has a command in the help', async () => {
+    expect(Object.keys(adminOperations)).toEqual(Object.keys(ADMIN_OPERATIONS));
+    const help = await cli(['admin', 'help']);
+    expect(help.code).toBe(EXIT.ok);
+    for (const [name, spec] of Object.entries(ADMIN_OPERATIONS)) expect(help.stdout).toContain(`${kebab(name)} `.padEnd(25) + spec.description);
   });
 
   it('create-client (human output), list-clients, create-access-token, delete-client', async () => {
@@ -182,6 +187,8 @@ describe.concurrent('exit codes', () => {
     ['an unknown flag', ['admin', 'list-clients', '--all'], /unknown flag --all for list-clients \(it takes no flags\)/],
     ['a flag without its value', ['admin', 'delete-client', '--client-id'], /--client-id needs a value/],
     ['a non-integer', ['admin', 'create-access-token', '--client-id', 'x', '--lifetime-seconds', 'soon'], /--lifetime-seconds must be an integer/],
+    ['a value out of its declared bounds', ['admin', 'create-access-token', '--client-id', 'x', '--lifetime-seconds', '0'], /--lifetime-seconds must be an integer from 1 to 31536000/],
+    ['a misspelt flag', ['admin', 'create-access-token', '--lifetime-second', '60'], /unknown flag --lifetime-second for create-access-token \(did you mean --lifetime-seconds\?\)/],
     ['the master token as a flag', ['admin', 'list-clients', '--master-token', 'abc'], /never taken from a flag/],
     ["an unknown command (the sidecar's own usage error)", ['frobnicate'], /unknown argument "frobnicate"/],
     ['a bad token to hash', ['token', 'hash', 'ABC'], /not a token: expected 64 lowercase hex characters/],
