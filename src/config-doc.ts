@@ -1,5 +1,6 @@
 // The README's configuration table, generated from what src/config-keys.ts declares (describeConfigKeys):
-// every key, its environment variable, type or range, default and meaning.
+// every key, its environment variable, type or range, default and meaning. The writing and checking of
+// a generated README table (tableCommand) serves the admin operations' table too (src/admin/doc.ts).
 //
 //   npm run docs:config            rewrite the table in README.md between the markers
 //   tsx src/config-doc.ts --check  exit 1 when README.md's table differs (what the unit test checks)
@@ -12,7 +13,7 @@ import { describeConfigKeys } from './config-keys.ts';
 export const TABLE_START = '<!-- config:start -->';
 export const TABLE_END = '<!-- config:end -->';
 
-function code(text: string): string {
+export function code(text: string): string {
   return `\`${text}\``;
 }
 
@@ -22,7 +23,7 @@ function formatDefault(value: unknown): string {
   return code(String(value));
 }
 
-function cell(text: string): string {
+export function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 }
 
@@ -34,44 +35,64 @@ export function configTable(): string {
   return ['| key | env | type | default | description |', '|---|---|---|---|---|', ...rows.map((r) => `| ${r} |`)].join('\n');
 }
 
+/** Where a generated table sits in README.md: between two HTML comments. */
+export interface Markers {
+  start: string;
+  end: string;
+}
+
+const CONFIG_MARKERS: Markers = { start: TABLE_START, end: TABLE_END };
+
+function between(readme: string, markers: Markers): [start: number, end: number] {
+  const start = readme.indexOf(markers.start);
+  const end = readme.indexOf(markers.end);
+  if (start === -1 || end === -1 || end < start) throw new Error(`README.md must contain ${markers.start} and then ${markers.end}`);
+  return [start + markers.start.length, end];
+}
+
 /** `readme` with the text between the markers replaced by `table`; throws when the markers are missing. */
-export function withTable(readme: string, table: string): string {
-  const start = readme.indexOf(TABLE_START);
-  const end = readme.indexOf(TABLE_END);
-  if (start === -1 || end === -1 || end < start) throw new Error(`README.md must contain ${TABLE_START} and then ${TABLE_END}`);
-  return `${readme.slice(0, start + TABLE_START.length)}\n${table}\n${readme.slice(end)}`;
+export function withTable(readme: string, table: string, markers: Markers = CONFIG_MARKERS): string {
+  const [start, end] = between(readme, markers);
+  return `${readme.slice(0, start)}\n${table}\n${readme.slice(end)}`;
 }
 
 /** The table currently between the markers, trimmed. */
-export function tableIn(readme: string): string {
-  const start = readme.indexOf(TABLE_START);
-  const end = readme.indexOf(TABLE_END);
-  if (start === -1 || end === -1 || end < start) throw new Error(`README.md must contain ${TABLE_START} and then ${TABLE_END}`);
-  return readme.slice(start + TABLE_START.length, end).trim();
+export function tableIn(readme: string, markers: Markers = CONFIG_MARKERS): string {
+  const [start, end] = between(readme, markers);
+  return readme.slice(start, end).trim();
 }
 
-function main(argv: string[]): number {
+/** A generated README table's command: `--write` (default), `--check` (exit 1 when stale) or `--print`. */
+export function tableCommand(argv: string[], t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string }): number {
   const readmePath = fileURLToPath(new URL('../README.md', import.meta.url));
   const mode = argv[0] ?? '--write';
-  const table = configTable();
   if (mode === '--print') {
-    process.stdout.write(`${table}\n`);
+    process.stdout.write(`${t.table}\n`);
     return 0;
   }
   const readme = readFileSync(readmePath, 'utf8');
   if (mode === '--check') {
-    if (tableIn(readme) === table) return 0;
-    process.stderr.write('README.md: the configuration table differs from src/config.ts; run `npm run docs:config`\n');
+    if (tableIn(readme, t.markers) === t.table) return 0;
+    process.stderr.write(`README.md: the ${t.what} table differs from ${t.source}; run \`${t.script}\`\n`);
     return 1;
   }
   if (mode !== '--write') {
-    process.stderr.write('usage: tsx src/config-doc.ts [--write | --check | --print]\n');
+    process.stderr.write(`usage: ${t.usage} [--write | --check | --print]\n`);
     return 2;
   }
-  const updated = withTable(readme, table);
+  const updated = withTable(readme, t.table, t.markers);
   if (updated !== readme) writeFileSync(readmePath, updated);
-  process.stdout.write(updated !== readme ? 'README.md: configuration table updated\n' : 'README.md: configuration table already up to date\n');
+  process.stdout.write(updated !== readme ? `README.md: ${t.what} table updated\n` : `README.md: ${t.what} table already up to date\n`);
   return 0;
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main(process.argv.slice(2));
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.exitCode = tableCommand(process.argv.slice(2), {
+    what: 'configuration',
+    table: configTable(),
+    markers: CONFIG_MARKERS,
+    source: 'src/config-keys.ts',
+    script: 'npm run docs:config',
+    usage: 'tsx src/config-doc.ts',
+  });
+}

@@ -80,7 +80,7 @@ export function list(o: FieldDoc): Field<string[] | undefined> {
 /** One of `allowed`. */
 export function choice<const C extends string>(allowed: readonly C[], o: FieldDoc): Field<C | undefined> {
   const rule = allowed.length === 1 ? allowed[0]! : `${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`;
-  return field('string', rule, o, undefined, (raw) => ((allowed as readonly unknown[]).includes(raw) ? (raw as C) : INVALID), allowed.join(', '));
+  return field('string', rule, o, undefined, (raw) => ((allowed as readonly unknown[]).includes(raw) ? (raw as C) : INVALID), `one of ${allowed.join(', ')}`);
 }
 
 /** A token or a token's SHA-256: exactly 64 lowercase hex characters. */

@@ -8,6 +8,9 @@ import { configTable, tableIn, withTable } from '../../src/config-doc.ts';
 import { buildConfig } from '../../src/config.ts';
 import { describeConfigKeys } from '../../src/config-keys.ts';
 import { generateToken } from '../../src/credentials.ts';
+import { ADMIN_OPERATIONS } from '../../src/admin/declarations.ts';
+import { operationsTable, OPERATIONS_MARKERS } from '../../src/admin/doc.ts';
+import { integer, operation } from '../../src/admin/spec.ts';
 
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 const CONFIG_YAML = readFileSync(new URL('../../config.yaml', import.meta.url), 'utf8');
@@ -84,5 +87,38 @@ describe('configuration table', () => {
     const doc = 'intro\n<!-- config:start -->\nold\n<!-- config:end -->\noutro\n';
     expect(withTable(doc, 'NEW')).toBe('intro\n<!-- config:start -->\nNEW\n<!-- config:end -->\noutro\n');
     expect(() => withTable('no markers', 'x')).toThrow(/config:start/);
+  });
+});
+
+// The README's table of admin operations is generated from src/admin/declarations.ts (src/admin/doc.ts)
+// the same way: an operation or field added to the code without `npm run docs:admin` fails here.
+describe('admin operations table', () => {
+  it('README.md holds exactly the generated table (run `npm run docs:admin` to regenerate)', () => {
+    expect(tableIn(README, OPERATIONS_MARKERS), 'README.md admin operations table is stale: run `npm run docs:admin`').toBe(operationsTable());
+  });
+
+  it('an operation added to the declarations changes the table, so the README check above fails until it is regenerated', () => {
+    const added = {
+      ...ADMIN_OPERATIONS,
+      rotateMasterToken: operation({
+        description: 'a test-only operation',
+        fields: { graceSeconds: integer({ description: 'how long the old token still works', min: 0, max: 3600, default: 60 }) },
+        answer: '`200 {}`',
+      }),
+    };
+    const table = operationsTable(added);
+    expect(table).not.toBe(tableIn(README, OPERATIONS_MARKERS));
+    expect(table.split('\n').at(-1)).toBe('| `rotateMasterToken` (`rotate-master-token`) | a test-only operation | `graceSeconds?` (0..3600, default 60) | `200 {}` |');
+  });
+
+  it('has one row per declared operation, each naming its fields', () => {
+    const rows = operationsTable().split('\n').slice(2);
+    expect(rows).toHaveLength(Object.keys(ADMIN_OPERATIONS).length);
+    for (const [i, [name, spec]] of Object.entries(ADMIN_OPERATIONS).entries()) {
+      expect(rows[i]).toContain(`\`${name}\``);
+      for (const field of Object.keys(spec.fields)) expect(rows[i]).toContain(`\`${field}`);
+    }
+    expect(operationsTable()).toContain('`token` or `tokenHash`');
+    expect(operationsTable()).toContain('`lifetimeSeconds` (1..31536000)');
   });
 });
