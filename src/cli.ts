@@ -100,7 +100,7 @@ exit codes: 0 done, 1 refused by the sidecar (4xx), 2 usage or no master token, 
 refused (401), 4 admin listener unreachable or 5xx (e.g. Redis down), 130 interrupted
 `;
 
-const PLACEHOLDER = { string: 'VALUE', integer: 'N', list: 'A,B' } as const;
+const PLACEHOLDER = { string: 'VALUE', integer: 'N', list: 'A,B', json: 'JSON' } as const;
 
 /** `--flag` help: its description, then bounds and whether it is required. */
 function flagHelp(spec: Field<unknown>): string {
@@ -180,6 +180,13 @@ export function parseAdminArgs(args: string[]): ParsedAdmin {
     if (spec.type === 'integer') {
       if (!/^-?\d+$/.test(raw)) throw new UsageError(`${written} must be an integer (got "${raw}")`);
       parsed.body[field] = Number(raw);
+    } else if (spec.type === 'json') {
+      if (parsed.body[field] !== undefined) throw new UsageError(`${written} given twice`);
+      try {
+        parsed.body[field] = JSON.parse(raw) as unknown;
+      } catch {
+        throw new UsageError(`${written} must be JSON text`);
+      }
     } else if (spec.type === 'list') {
       const values = (parsed.body[field] as string[] | undefined) ?? [];
       values.push(...raw.split(',').map((v) => v.trim()).filter(Boolean));

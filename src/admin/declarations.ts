@@ -3,7 +3,8 @@
 // (src/admin/operations.ts), the CLI builds its flags and help from it (src/cli.ts), and the README's
 // table of operations is generated from it (src/admin/doc.ts, `npm run docs:admin`).
 
-import { choice, hex64, integer, list, operation, scope, text } from './spec.ts';
+import type { TokenEndpointAuthMethod } from '../store/types.ts';
+import { choice, hex64, integer, list, object, operation, scope, text } from './spec.ts';
 import { table, time } from './render.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
@@ -23,7 +24,11 @@ export const ADMIN_OPERATIONS = {
       grantTypes: list({ description: 'e.g. client_credentials,refresh_token (default: from the profile)', aliases: ['grant-type'] }),
       scope: scope({ description: 'space-separated scopes the client may ask for' }),
       profile: text({ description: 'token profile (default: default)', min: 1, max: 64, rule: 'the name of a profile' }),
-      tokenEndpointAuthMethod: choice(['client_secret_basic', 'client_secret_post', 'none'], { description: 'how the client authenticates at /token' }),
+      tokenEndpointAuthMethod: choice(['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'] satisfies TokenEndpointAuthMethod[], {
+        description: 'how the client authenticates at /token',
+      }),
+      jwks: object({ description: 'private_key_jwt: its public keys, a JSON Web Key Set' }),
+      jwksUri: text({ description: 'private_key_jwt: an https URL of its public keys (instead of jwks)' }),
     },
     answer: '`201 {clientId, clientSecret, ...}` (secret shown once)',
   }),

@@ -9,8 +9,8 @@
 import { isScopeText } from '../clients.ts';
 import { isTokenShaped } from '../credentials.ts';
 
-/** How the CLI takes the value: one string, an integer, or a list (repeated flag or commas). */
-export type FieldType = 'string' | 'integer' | 'list';
+/** How the CLI takes the value: one string, an integer, a list (repeated flag or commas), or JSON text. */
+export type FieldType = 'string' | 'integer' | 'list' | 'json';
 
 /** What every field declares besides its kind. */
 export interface FieldDoc {
@@ -75,6 +75,11 @@ export function integer(o: FieldDoc & { min: number; max: number } & ({ required
 /** A list of strings (the CLI: the flag repeated, or comma-separated values). */
 export function list(o: FieldDoc): Field<string[] | undefined> {
   return field('list', 'a list of strings', o, undefined, (raw) => (Array.isArray(raw) && raw.every((x) => typeof x === 'string') ? [...(raw as string[])] : INVALID));
+}
+
+/** A JSON object (the CLI: its JSON text). */
+export function object(o: FieldDoc): Field<Record<string, unknown> | undefined> {
+  return field('json', 'a JSON object', o, undefined, (raw) => (typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : INVALID));
 }
 
 /** One of `allowed`. */

@@ -2,6 +2,7 @@
 // with a real Redis.
 
 import { request } from 'node:http';
+import { exportJWK, generateKeyPair } from 'jose';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
@@ -135,7 +136,8 @@ describe('admin error rows', () => {
     ['revokeUserToken with token and tokenHash', () => stack.admin('revokeUserToken', { token: 'a'.repeat(64), tokenHash: 'a'.repeat(64) }), 400, { error: 'invalid_request', error_description: 'give either token or tokenHash, not both' }],
     ['explainPolicy without method', () => stack.admin('explainPolicy', { tokenHash: 'a'.repeat(64) }), 400, { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' }],
     ['listAuditEvents with count over its bound', () => stack.admin('listAuditEvents', { count: 1001 }), 400, { error: 'invalid_request', error_description: 'count must be an integer from 1 to 1000' }],
-    ['createClient with an unknown auth method', () => stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt' }), 400, { error: 'invalid_request', error_description: 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none' }],
+    ['createClient with an unknown auth method', () => stack.admin('createClient', { tokenEndpointAuthMethod: 'tls_client_auth' }), 400, { error: 'invalid_request', error_description: 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none' }],
+    ['createClient with jwks that is not an object', () => stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt', jwks: '{"keys":[]}' }), 400, { error: 'invalid_request', error_description: 'jwks must be a JSON object' }],
     ['createClient with a name that is not a string', () => stack.admin('createClient', { clientName: 5 }), 400, { error: 'invalid_request', error_description: 'clientName must be a string' }],
     ['unknown path', () => post('/other', '{}'), 404, { error: 'not_found' }],
   ];
@@ -150,6 +152,14 @@ describe('admin error rows', () => {
     const res = await stack.admin('createAccessToken', { clientId: client.body.clientId, lifetimeSeconds });
     expect(res.status).toBe(400);
     expect(res.body.error_description).toBe('lifetimeSeconds must be an integer from 1 to 31536000');
+  });
+
+  it('createClient takes a private_key_jwt client with its public keys (jwks)', async () => {
+    const { publicKey } = await generateKeyPair('ES256');
+    const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] };
+    const created = await stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt', jwks, grantTypes: ['client_credentials'] });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ tokenEndpointAuthMethod: 'private_key_jwt', jwks });
   });
 
   it('a field sent as null is not given; a field nobody declared is ignored', async () => {

@@ -132,6 +132,13 @@ describe('parseAdminArgs', () => {
     expect(() => parseAdminArgs(args)).toThrow(message);
   });
 
+  it('a JSON field takes JSON text (createClient --jwks)', () => {
+    const jwks = { keys: [{ kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo' }] };
+    expect(parseAdminArgs(['create-client', '--token-endpoint-auth-method', 'private_key_jwt', '--jwks', JSON.stringify(jwks)]).body).toEqual({ tokenEndpointAuthMethod: 'private_key_jwt', jwks });
+    expect(() => parseAdminArgs(['create-client', '--jwks', 'keys'])).toThrow(/^--jwks must be JSON text$/);
+    expect(() => parseAdminArgs(['create-client', '--jwks', '[1]'])).toThrow(/^--jwks must be a JSON object$/);
+  });
+
   it('a did-you-mean for a misspelt operation or flag', () => {
     expect(() => parseAdminArgs(['create-acess-token'])).toThrow('unknown admin operation "create-acess-token" (did you mean create-access-token?)');
     expect(() => parseAdminArgs(['delete-client', '--clientid', 'x'])).toThrow('unknown flag --clientid for delete-client (did you mean --client-id?)');
