@@ -5,6 +5,9 @@
 //   mcp-bearer-proxy token generate                        a new 64-hex secret (e.g. a new master token)
 //   mcp-bearer-proxy token hash <token | ->                SHA-256 of a token, for revocation by hand
 //
+// Each operation's flags, help and value checks come from its declaration (src/admin/declarations.ts),
+// the one the admin listener reads a body against.
+//
 // The master token comes from BEARER_SECRET_MASTER or, on a terminal, a prompt that does not echo; never
 // from a flag (flags end up in shell history and in `ps`). Exit codes are EXIT below.
 

@@ -83,6 +83,14 @@ describe('parseAdminArgs', () => {
     for (const name of NAMES) expect(parseAdminArgs([kebab(name), '--help']).name).toBe(name);
   });
 
+  it('every declared flag and alias is unique in its operation, and none is a common or forbidden flag', () => {
+    for (const name of NAMES) {
+      const flags = fieldsOf(name).flatMap(([field, f]) => [flagOf(field, f), ...(f.doc.aliases ?? [])]);
+      expect(new Set(flags).size, name).toBe(flags.length);
+      for (const flag of flags) expect(['json', 'help', 'admin-url', 'master-token', 'caller-token', 'secret']).not.toContain(flag);
+    }
+  });
+
   it('reads string, list and integer flags, inline or separate, with aliases', () => {
     expect(
       parseAdminArgs([
