@@ -408,10 +408,10 @@ export const CONFIG_KEYS = {
       description: '`GET /authorize` requests per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off).',
     }),
     pendingSignInsPerAddress: integer({
-      default: 30,
+      default: 100,
       min: 0,
       max: 1_000_000,
-      description: 'Sign-ins one client address may have pending at once (a consent page shown, each kept 10 minutes); past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
+      description: 'Sign-ins one client address may have pending at once (started at `/authorize`: a consent page shown, or the IdP step of a remembered consent; each kept 10 minutes); past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
     }),
     pendingSignInsPerClient: integer({
       default: 10_000,

@@ -344,11 +344,11 @@ class SignInFlow {
         // Approved before in this browser: straight to the IdP; the callback checks that the user who
         // comes back is the one who approved, and asks that user otherwise.
         res.setHeader('set-cookie', browser.setCookie);
-        await this.toIdp(res, request, hashToken(browser.value), { consent: 'remembered' }, 302);
+        await this.toIdp(res, request, hashToken(browser.value), { consent: 'remembered' }, 302, address);
         return;
       }
       const requestId = generateToken();
-      await this.holdPendingSignIn(requestId, requestFields(request, 'consent', hashToken(browser.value)), address, client.clientId);
+      await this.holdPendingSignIn(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), address, client.clientId);
       const html = consentPage({ ...this.consentView(request, requestId, client.clientName), ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}), ignoredScopes: ignored });
       writePage(res, 200, html, { 'set-cookie': browser.setCookie });
     } catch (err) {
@@ -361,15 +361,16 @@ class SignInFlow {
   }
 
   /**
-   * Stores the consent step's request, unless its client address or its client already holds its
-   * bound of pending sign-ins (rateLimits.pendingSignInsPerAddress, ...PerClient): then a 429 page
-   * with Retry-After (until the oldest expires) and nothing is stored, so a flood of /authorize from
-   * one address, or for one client, cannot grow Redis without end.
+   * Stores the request /authorize starts (for the consent page, or for the IdP when consent is
+   * remembered), unless its client address or its client already holds its bound of pending
+   * sign-ins (rateLimits.pendingSignInsPerAddress, ...PerClient): then a 429 page with Retry-After
+   * (until the oldest expires) and nothing is stored, so a flood of /authorize from one address, or
+   * for one client, cannot grow Redis without end.
    */
-  async holdPendingSignIn(requestId: string, fields: Record<string, string>, address: string, clientId: string): Promise<void> {
+  async holdPendingSignIn(requestHash: string, fields: Record<string, string>, address: string, clientId: string): Promise<void> {
     const now = this.ctx.clock.now();
     const { pendingSignInsPerAddress: perAddress, pendingSignInsPerClient: perClient } = this.ctx.config.rateLimits;
-    const outcome = await this.ctx.store.putPendingSignIn(hashToken(requestId), fields, now + SIGN_IN_STEP_TTL_MS, { address, clientId, perAddress, perClient, now });
+    const outcome = await this.ctx.store.putPendingSignIn(requestHash, fields, now + SIGN_IN_STEP_TTL_MS, { address, clientId, perAddress, perClient, now });
     if (outcome.stored) return;
     const holder = outcome.holder === 'address' ? 'this address has' : 'this application has';
     throw tooManyRequests(Math.ceil((outcome.retryAt - now) / 1000), `${holder} too many sign-ins in progress; finish one or try again later`);
@@ -410,10 +411,12 @@ class SignInFlow {
   }
 
   /** Sends the browser to the IdP; the request waits for its answer under the login's `state`. */
-  async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, extra: Record<string, string>, status: number): Promise<void> {
+  /** `startedBy`: the client address of an /authorize that skips the consent page (its request is bounded as a pending sign-in). */
+  async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, extra: Record<string, string>, status: number, startedBy?: string): Promise<void> {
     const { url, login } = await this.signIn!.start();
     const fields = { ...requestFields(request, 'idp', browserHash), ...extra, nonce: login.nonce, codeVerifier: login.codeVerifier };
-    await this.ctx.store.putAuthorizationRequest(hashToken(login.state), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+    if (startedBy !== undefined) await this.holdPendingSignIn(hashToken(login.state), fields, startedBy, request.clientId);
+    else await this.ctx.store.putAuthorizationRequest(hashToken(login.state), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
     res.statusCode = status;
     res.setHeader('location', url.href);
     res.setHeader('cache-control', 'no-store');

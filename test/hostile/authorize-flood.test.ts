@@ -6,7 +6,8 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { rawRedis, keysUnder } from '../support/redis.ts';
-import { authorizeUrl, pkce, registerPublicClient, standardParams, startSignInStack, type SignInStack } from '../support/sign-in.ts';
+import { authorizeUrl, CLIENT_REDIRECT, pkce, registerPublicClient, standardParams, startSignInStack, type SignInStack } from '../support/sign-in.ts';
+import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 import { sendFrom } from './from-address.ts';
 
 describe('GET /authorize floods', () => {
@@ -60,6 +61,24 @@ describe('GET /authorize floods', () => {
     expect((await authorize(s, '127.0.0.3', clientId)).status).toBe(200);
     s.stack.clock.advance(10 * 60_000);
     expect((await authorize(s, '127.0.0.2', clientId)).status).toBe(200);
+  });
+
+  it('a remembered consent goes straight to the IdP, and those sign-ins count towards the same bound', async () => {
+    const { s, clientId } = await signInStack({ pendingSignInsPerAddress: 3 });
+    const agent = new UserAgent();
+    const url = () => authorizeUrl(s.base, standardParams(s.base, clientId, pkce()));
+    const page = await agent.request(url());
+    expect(page.status).toBe(200);
+    await agent.follow(await agent.request(`${s.base}/authorize/consent`, { form: { request: consentRequestId(page.body), decision: 'approve', remember: 'yes' } }), CLIENT_REDIRECT);
+    // One pending sign-in so far (the consent page's); two more, remembered, go to the IdP; the next is refused.
+    for (let i = 0; i < 2; i++) {
+      const hop = await agent.request(url());
+      expect(hop.status).toBe(302);
+      expect(hop.location).toContain(new URL(s.idp.issuer).host);
+    }
+    const refused = await agent.request(url());
+    expect(refused.status).toBe(429);
+    expect(refused.body).toContain('This address has too many sign-ins in progress');
   });
 
   it('pending sign-ins per client, from all addresses together: over the bound a 429 page; other clients go on', async () => {
