@@ -37,29 +37,19 @@ export const refreshTokenGrant: Grant = {
     const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: userFromFields(old) });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
     const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
+    /** A rotated token presented again: refused, logged and audited as `result`. */
+    const replayed = (result: 'reuse_detected' | 'grace_spent', message: string, detail?: { familyRevoked: true }) => {
+      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, message);
+      return refusalWithEvent(rejected, { who: clientActor(client.clientId), action: ACTION, result, clientId: client.clientId, tokenHashPrefix: oldHash, ...(detail ? { detail } : {}) });
+    };
     if (outcome === 'reused') {
       // A rotated refresh token presented again: stolen or replayed. Its whole family is now revoked.
       ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
-      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'refresh token reused after rotation: its whole family is revoked');
-      throw refusalWithEvent(rejected, {
-        who: clientActor(client.clientId),
-        action: ACTION,
-        result: 'reuse_detected',
-        clientId: client.clientId,
-        tokenHashPrefix: oldHash,
-        detail: { familyRevoked: true },
-      });
+      throw replayed('reuse_detected', 'refresh token reused after rotation: its whole family is revoked', { familyRevoked: true });
     }
     if (outcome === 'grace_spent') {
       // Within the window, but its one grace pair is given: a replay gets no further working pair.
-      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window after its one grace pair: refused');
-      throw refusalWithEvent(rejected, {
-        who: clientActor(client.clientId),
-        action: ACTION,
-        result: 'grace_spent',
-        clientId: client.clientId,
-        tokenHashPrefix: oldHash,
-      });
+      throw replayed('grace_spent', 'rotated refresh token presented again within the grace window after its one grace pair: refused');
     }
     if (outcome !== 'ok' && outcome !== 'grace') throw rejected;
     if (outcome === 'grace') {
