@@ -26,13 +26,23 @@ export class IdpRejection extends Error {
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
+/** One key set per configuration and URL, so the exchange and the ID-JAG verifiers share one cache and one fetch. */
+const keySets = new WeakMap<Config['idp'], Map<string, ReturnType<typeof createRemoteJWKSet>>>();
+
 /** The IdP's keys at `url`: cached, refetched on an unknown `kid` (a key rotated in) at most once per cooldown. */
 function remoteKeys(idp: Config['idp'], url: string): ReturnType<typeof createRemoteJWKSet> {
-  return createRemoteJWKSet(new URL(url), {
-    timeoutDuration: idp.jwksTimeoutMs,
-    cooldownDuration: idp.jwksCooldownMs,
-    cacheMaxAge: 10 * 60 * 1000,
-  });
+  let sets = keySets.get(idp);
+  if (!sets) keySets.set(idp, (sets = new Map()));
+  let keys = sets.get(url);
+  if (!keys) {
+    keys = createRemoteJWKSet(new URL(url), {
+      timeoutDuration: idp.jwksTimeoutMs,
+      cooldownDuration: idp.jwksCooldownMs,
+      cacheMaxAge: 10 * 60 * 1000,
+    });
+    sets.set(url, keys);
+  }
+  return keys;
 }
 
 /** The identity a verified payload names, after the claim rules: `sub`, the verified email, the groups. */
