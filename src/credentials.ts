@@ -3,6 +3,7 @@
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { StoredRefreshToken } from './store/types.ts';
 
 /** 7 × 24 × 60 × 60 × 1000 ms: the fixed lifetime of a user-grade token (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
@@ -152,7 +153,8 @@ export class MasterToken {
   }
 }
 
-function parseEpochMs(value: string | undefined): number | undefined {
+/** A stored timestamp: integer epoch ms of at most 16 digits, nothing else (fail closed). */
+export function parseEpochMs(value: string | undefined): number | undefined {
   if (value === undefined || !EPOCH_MS_PATTERN.test(value)) return undefined;
   return Number(value);
 }
@@ -206,20 +208,17 @@ function withIdentityClaims(principal: Principal, fields: StoredFields): Decisio
   return { ok: true, principal };
 }
 
-export type RefreshTokenState = 'usable' | 'rotated' | 'revoked' | 'expired' | 'corrupt';
+export type RefreshTokenState = 'usable' | 'rotated' | 'revoked' | 'expired';
 
 /**
  * The state of a stored refresh token. `rotated` is not usable either, but the caller must still hand
  * it to the store's rotation, which answers a second use within the grace window with new tokens and
  * treats one after it as theft, revoking the whole family.
  */
-export function refreshTokenState(fields: StoredFields, now: number): RefreshTokenState {
-  if (!fields.clientId || !fields.familyId) return 'corrupt';
-  if (fields.revokedAt !== undefined) return 'revoked';
-  const expiresAt = parseEpochMs(fields.expiresAt);
-  if (expiresAt === undefined) return 'corrupt';
-  if (now >= expiresAt) return 'expired';
-  return fields.rotatedAt !== undefined ? 'rotated' : 'usable';
+export function refreshTokenState(token: StoredRefreshToken, now: number): RefreshTokenState {
+  if (token.revokedAt !== undefined) return 'revoked';
+  if (now >= token.expiresAt) return 'expired';
+  return token.rotatedAt !== undefined ? 'rotated' : 'usable';
 }
 
 /**

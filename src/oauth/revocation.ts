@@ -59,7 +59,7 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
     caller.kind === 'master' || (caller.kind === 'client' && clientId === caller.client.client.clientId);
   const tryRefresh = async (): Promise<boolean> => {
     const refresh = await ctx.store.getRefreshToken(tokenHash);
-    if (!refresh || !mayRevoke(refresh.clientId)) return false;
+    if (!refresh || refresh === 'corrupt' || !mayRevoke(refresh.clientId)) return false;
     await ctx.store.revokeRefreshFamily(tokenHash, now);
     ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
     await ctx.audit.record({ who: actorOf(caller), action: 'revoke.refresh_token', result: 'ok', clientId: refresh.clientId, tokenHashPrefix: tokenHash, detail: { familyRevoked: true } });
@@ -119,7 +119,7 @@ async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clie
     return out;
   }
   const refresh = await ctx.store.getRefreshToken(tokenHash);
-  if (!refresh || refreshTokenState(refresh, now) !== 'usable' || !visibleTo(refresh.clientId)) return inactive;
+  if (!refresh || refresh === 'corrupt' || refreshTokenState(refresh, now) !== 'usable' || !visibleTo(refresh.clientId)) return inactive;
   const out: Record<string, unknown> = { active: true, token_type: 'refresh_token', client_id: refresh.clientId, exp: seconds(refresh.expiresAt), iat: seconds(refresh.createdAt) };
   if (refresh.scope !== undefined) out.scope = refresh.scope;
   return out;

@@ -26,6 +26,8 @@ import {
   profileFields,
   profileFromFields,
   refreshTokenFields,
+  refreshTokenFromFields,
+  readRecord,
   listedSigningKeys,
   signingKeyFromValue,
   signingKeyValue,
@@ -48,6 +50,8 @@ import {
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
+  type StoredRead,
+  type StoredRefreshToken,
   type RefreshTokenRecord,
   type RevocationListener,
   type RevocationNotice,
@@ -236,10 +240,9 @@ export class MemoryTokenStore implements TokenStore {
     return 'ok';
   }
 
-  async getRefreshToken(tokenHash: string): Promise<Fields | null> {
+  async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
     this.#check();
-    const fields = this.#get(this.#keys.refreshToken(tokenHash));
-    return fields && { ...fields };
+    return readRecord(this.#get(this.#keys.refreshToken(tokenHash)), refreshTokenFromFields);
   }
 
   #revokeFamily(familyId: string, now: number, notify = true): void {

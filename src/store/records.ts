@@ -2,7 +2,8 @@
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
 import { createHash } from 'node:crypto';
-import type { AccessTokenRecord, AuthorizationCodeRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import { parseEpochMs } from '../credentials.ts';
+import type { AccessTokenRecord, AuthorizationCodeRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -208,6 +209,28 @@ export function refreshTokenFields(r: RefreshTokenRecord): Fields {
   if (r.scope !== undefined) f.scope = r.scope;
   if (r.user !== undefined) Object.assign(f, userFields(r.user));
   return f;
+}
+
+/**
+ * A stored refresh token, or `'corrupt'` without the fields every use needs: its client, its family
+ * and a well-formed expiry. `rotatedAt` and `revokedAt` count by their presence (as the scripts read
+ * them), whatever their value.
+ */
+export function refreshTokenFromFields(f: Fields): StoredRefreshToken | 'corrupt' {
+  const expiresAt = parseEpochMs(f.expiresAt);
+  if (!f.clientId || !f.familyId || expiresAt === undefined) return 'corrupt';
+  const r: StoredRefreshToken = { tokenHash: f.tokenHash ?? '', clientId: f.clientId, familyId: f.familyId, createdAt: Number(f.createdAt), expiresAt };
+  if (f.scope !== undefined) r.scope = f.scope;
+  const user = userFromFields(f);
+  if (user !== undefined) r.user = user;
+  if (f.rotatedAt !== undefined) r.rotatedAt = Number(f.rotatedAt);
+  if (f.revokedAt !== undefined) r.revokedAt = Number(f.revokedAt);
+  return r;
+}
+
+/** A read of one record's fields (null: none stored), parsed by `parse`. */
+export function readRecord<T>(fields: Fields | null, parse: (f: Fields) => T | 'corrupt'): T | 'corrupt' | null {
+  return fields === null ? null : parse(fields);
 }
 
 export function clientFields(c: ClientRecord): Fields {

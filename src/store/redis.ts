@@ -26,6 +26,8 @@ import {
   profileFields,
   profileFromFields,
   refreshTokenFields,
+  refreshTokenFromFields,
+  readRecord,
   listedSigningKeys,
   signingKeyValue,
   userTokenFields,
@@ -57,6 +59,8 @@ import {
   type RevocationNotice,
   type RotateOutcome,
   type StoredAuditEvent,
+  type StoredRead,
+  type StoredRefreshToken,
   type TokenStore,
   type UserTokenRecord,
 } from './types.ts';
@@ -248,8 +252,8 @@ export class RedisTokenStore implements TokenStore {
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }
 
-  async getRefreshToken(tokenHash: string): Promise<Fields | null> {
-    return orNull(await this.#redis.hgetall(this.#keys.refreshToken(tokenHash)));
+  async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
+    return readRecord(orNull(await this.#redis.hgetall(this.#keys.refreshToken(tokenHash))), refreshTokenFromFields);
   }
 
   async rotateRefreshToken(

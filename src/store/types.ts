@@ -68,6 +68,20 @@ export interface RefreshTokenRecord {
   expiresAt: number;
 }
 
+/** A refresh token as stored: its record and what has happened to it since. */
+export interface StoredRefreshToken extends RefreshTokenRecord {
+  /** Set by its rotation (epoch ms): presented again, it is a retry within the grace window or reuse. */
+  rotatedAt?: number;
+  revokedAt?: number;
+}
+
+/**
+ * What a read of one record gives: the record; `'corrupt'` when the stored fields do not make one (a
+ * hand edit, a half-written record), which every caller refuses as it refuses an unknown record (fail
+ * closed); null when nothing is stored.
+ */
+export type StoredRead<T> = T | 'corrupt' | null;
+
 /**
  * `ok`: rotated. `grace`: the token had already been rotated, but within the grace window (a parallel
  * session or a retry of the same client); one more pair was stored in the same family, the only one a
@@ -236,8 +250,8 @@ export interface ClientStorage {
 
 /** Refresh tokens: rotation within a family, and reuse detection. */
 export interface RefreshTokenStorage {
-  /** Raw fields of a refresh token (null when unknown or expired from storage). */
-  getRefreshToken(tokenHash: string): Promise<Record<string, string> | null>;
+  /** A refresh token as stored (null when unknown or expired from storage; `'corrupt'` when unreadable). */
+  getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>>;
   /**
    * Atomically: if `oldHash` is a live, unrotated, unrevoked refresh token of `clientId` whose client
    * is not revoked, marks it rotated and stores the new pair in the same family. If it was already

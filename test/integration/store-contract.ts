@@ -50,6 +50,13 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       await h.cleanup();
     });
 
+    /** A refresh token that must read as a record: null when none is stored. */
+    async function refreshOf(tokenHash: string) {
+      const found = await store.getRefreshToken(tokenHash);
+      if (found === 'corrupt') throw new Error('refresh token read as corrupt');
+      return found;
+    }
+
     function userRecord(overrides: Partial<UserTokenRecord> = {}): { raw: string; record: UserTokenRecord } {
       const raw = generateToken();
       const now = clock.now();
@@ -368,7 +375,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
           expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBe(String(now));
         }
-        expect((await store.getRefreshToken(refresh.record.tokenHash))?.revokedAt).toBe(String(now));
+        expect((await refreshOf(refresh.record.tokenHash))?.revokedAt).toBe(now);
         // An already revoked token keeps its own revokedAt and is not counted again.
         expect((await h.rawHash(h.keys.accessToken(preRevoked.record.tokenHash)))?.revokedAt).toBe(String(preRevokedAt));
         expect(await reasonOf(preRevoked.record.tokenHash)).toBe('revoked');
@@ -379,7 +386,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           expect(await reasonOf(t.record.tokenHash)).toBe('ok');
           expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBeUndefined();
         }
-        expect((await store.getRefreshToken(theirRefresh.record.tokenHash))?.revokedAt).toBeUndefined();
+        expect((await refreshOf(theirRefresh.record.tokenHash))?.revokedAt).toBeUndefined();
         const fresh = accessToken('c-keep');
         expect(await store.createAccessToken(fresh.record)).toBe('ok');
 
@@ -492,18 +499,15 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         return { access, refresh };
       }
 
-      it('issueTokens stores both; getRefreshToken returns the fields; unknown is null', async () => {
+      it('issueTokens stores both; getRefreshToken returns the record; unknown is null', async () => {
         await store.createClient(client('c-rt').record);
         const { access, refresh } = await family('c-rt', 'fam-a');
         expect(await reasonOf(access.record.tokenHash)).toBe('ok');
-        expect(await store.getRefreshToken(refresh.record.tokenHash)).toEqual({
-          tokenHash: refresh.record.tokenHash,
-          clientId: 'c-rt',
-          familyId: 'fam-a',
-          createdAt: String(refresh.record.createdAt),
-          expiresAt: String(refresh.record.expiresAt),
-        });
+        expect(await store.getRefreshToken(refresh.record.tokenHash)).toEqual(refresh.record);
         expect(await store.getRefreshToken(hashToken(generateToken()))).toBeNull();
+        // A hand edit that leaves no family (or no well-formed expiry) reads as corrupt, never as a token.
+        await h.setRawField(h.keys.refreshToken(refresh.record.tokenHash), 'familyId', '');
+        expect(await store.getRefreshToken(refresh.record.tokenHash)).toBe('corrupt');
         // A refresh token is not an access token: it never validates at /mcp.
         expect(await reasonOf(refresh.record.tokenHash)).toBe('unknown');
         expect(await store.issueTokens(accessToken('nobody').record, refreshToken('nobody', 'fam-x').record)).toBe('client_not_found');
@@ -515,9 +519,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const next = { access: accessToken('c-rot', { familyId: 'fam-b' }), refresh: refreshToken('c-rot', 'fam-b') };
         clock.advance(1000);
         expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rot', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
-        expect((await store.getRefreshToken(first.refresh.record.tokenHash))?.rotatedAt).toBe(String(clock.now()));
+        expect((await refreshOf(first.refresh.record.tokenHash))?.rotatedAt).toBe(clock.now());
         expect(await reasonOf(next.access.record.tokenHash)).toBe('ok');
-        expect((await store.getRefreshToken(next.refresh.record.tokenHash))?.familyId).toBe('fam-b');
+        expect((await refreshOf(next.refresh.record.tokenHash))?.familyId).toBe('fam-b');
         // Rotation does not revoke the access token issued with the old refresh token.
         expect(await reasonOf(first.access.record.tokenHash)).toBe('ok');
       });
@@ -532,7 +536,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const attempt = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
         expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-reuse', clock.now(), attempt.access.record, attempt.refresh.record)).toBe('reused');
         for (const hash of [first.access.record.tokenHash, second.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
-        expect((await store.getRefreshToken(second.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+        expect((await refreshOf(second.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
         // Nothing of the attempt was stored, and another family of the same client is untouched.
         expect(await reasonOf(attempt.access.record.tokenHash)).toBe('unknown');
         expect(await store.getRefreshToken(attempt.refresh.record.tokenHash)).toBeNull();
@@ -576,9 +580,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           for (const p of [second, racing]) {
             expect(await reasonOf(p.access.record.tokenHash)).toBe('ok');
             expect(await store.getRefreshToken(p.refresh.record.tokenHash)).toMatchObject({ familyId: 'fam-g' });
-            expect((await store.getRefreshToken(p.refresh.record.tokenHash))?.rotatedAt).toBeUndefined();
+            expect((await refreshOf(p.refresh.record.tokenHash))?.rotatedAt).toBeUndefined();
           }
-          expect((await store.getRefreshToken(oldHash))?.rotatedAt).toBe(String(rotatedAt));
+          expect((await refreshOf(oldHash))?.rotatedAt).toBe(rotatedAt);
           // One grace pair per rotated token: presented yet again within the window, nothing is stored
           // and the family lives on.
           const third = pairOf('c-grace', 'fam-g');
@@ -593,7 +597,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           const late = pairOf('c-grace', 'fam-g');
           expect(await rotate(oldHash, 'c-grace', late)).toBe('reused');
           for (const p of [first, second, racing]) expect(await reasonOf(p.access.record.tokenHash)).toBe('revoked');
-          for (const p of [second, racing]) expect((await store.getRefreshToken(p.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+          for (const p of [second, racing]) expect((await refreshOf(p.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
           expect(await reasonOf(late.access.record.tokenHash)).toBe('unknown');
           expect(await store.getRefreshToken(late.refresh.record.tokenHash)).toBeNull();
           // Now revoked, the old token gets nothing, even with a window again.
@@ -701,7 +705,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.revokeRefreshFamily(hashToken(generateToken()), clock.now())).toBe(false);
         expect(await store.revokeRefreshFamily(second.refresh.record.tokenHash, clock.now())).toBe(true);
         for (const hash of [first.access.record.tokenHash, second.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
-        expect((await store.getRefreshToken(second.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+        expect((await refreshOf(second.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
       });
 
       it('touchClient gives a client a lifetime: it disappears when not touched again', async () => {
@@ -811,7 +815,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-code', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
         const d = await decide(pair.access.record.tokenHash);
         expect(d.ok && d.principal).toMatchObject({ kind: 'oauth', subject: 'idp-user-1', clientId: 'c-code' });
-        expect(await store.getRefreshToken(pair.refresh.record.tokenHash)).toMatchObject({ subject: 'idp-user-1', familyId: 'fam-code' });
+        expect(await store.getRefreshToken(pair.refresh.record.tokenHash)).toMatchObject({ user: { subject: 'idp-user-1' }, familyId: 'fam-code' });
         expect((await store.getAuthorizationCode(c.record.codeHash))?.redeemedAt).toBe(String(clock.now()));
       });
 
@@ -830,7 +834,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const second = pairFor('c-twice', 'fam-2');
         expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-twice', clock.now(), 600_000, second.access.record, second.refresh.record)).toBe('reused');
         for (const hash of [first.access.record.tokenHash, rotated.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
-        expect((await store.getRefreshToken(rotated.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+        expect((await refreshOf(rotated.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
         expect(await reasonOf(second.access.record.tokenHash)).toBe('unknown');
         expect(await store.getRefreshToken(second.refresh.record.tokenHash)).toBeNull();
         expect(await reasonOf(other.access.record.tokenHash)).toBe('ok');
@@ -909,7 +913,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-del', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
         expect(await store.deleteClient('c-del', clock.now())).toMatchObject({ accessTokensRevoked: 1, refreshTokensRevoked: 1 });
         expect(await reasonOf(pair.access.record.tokenHash)).toBe('revoked');
-        expect((await store.getRefreshToken(pair.refresh.record.tokenHash))?.revokedAt).toBe(String(clock.now()));
+        expect((await refreshOf(pair.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
       });
     });
 

@@ -15,6 +15,7 @@ import {
   type StoredFields,
   type TokenLookup,
 } from '../../src/credentials.ts';
+import { refreshTokenFromFields } from '../../src/store/records.ts';
 
 const TOKEN = 'a3f1'.repeat(16);
 
@@ -264,7 +265,7 @@ describe('decideToken', () => {
   });
 });
 
-describe('refreshTokenState', () => {
+describe('refreshTokenFromFields and refreshTokenState', () => {
   const now = 1_700_000_000_000;
   const base = { tokenHash: 'h', clientId: 'c', familyId: 'f', createdAt: String(now - 1000), expiresAt: String(now + 1000) };
   it.each([
@@ -277,7 +278,9 @@ describe('refreshTokenState', () => {
     ['no family', { ...base, familyId: '' }, 'corrupt'],
     ['no client', { ...base, clientId: '' }, 'corrupt'],
   ] as const)('%s', (_name, fields, expected) => {
-    expect(refreshTokenState(fields as Record<string, string>, now)).toBe(expected);
+    // As the refresh grant reads a stored token: parsed (refusing what is corrupt), then its state.
+    const token = refreshTokenFromFields(fields as Record<string, string>);
+    expect(token === 'corrupt' ? token : refreshTokenState(token, now)).toBe(expected);
   });
 });
 

@@ -8,7 +8,6 @@ import { HttpError } from '../../errors.ts';
 import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
 import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
-import { userFromFields } from '../../store/records.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
 import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
@@ -28,13 +27,13 @@ export const refreshTokenGrant: Grant = {
     const oldHash = hashToken(presented);
     const old = await ctx.store.getRefreshToken(oldHash);
     const now = ctx.clock.now();
-    if (!old || old.clientId !== client.clientId) throw rejected;
+    if (!old || old === 'corrupt' || old.clientId !== client.clientId) throw rejected;
     const state = refreshTokenState(old, now);
     if (state !== 'usable' && state !== 'rotated') throw rejected;
     // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
     const scope = refreshedScope(request.form.get('scope'), old.scope);
     // Tokens of a signed-in user stay that user's across rotations.
-    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: userFromFields(old) });
+    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, ...(old.user ? { user: old.user } : {}) });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
     const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
     /** A rotated token presented again: refused, logged and audited as `result`. */
