@@ -11,6 +11,7 @@ import {
   REFRESH_MEMBER,
   accessTokenFields,
   authorizationCodeFields,
+  authorizationCodeFromFields,
   auditFields,
   auditFromFields,
   newestAuditFirst,
@@ -50,6 +51,7 @@ import {
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
+  type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
   type RefreshTokenRecord,
@@ -347,10 +349,9 @@ export class MemoryTokenStore implements TokenStore {
     this.#put(this.#keys.authorizationCode(record.codeHash), authorizationCodeFields(record), record.expiresAt);
   }
 
-  async getAuthorizationCode(codeHash: string): Promise<Fields | null> {
+  async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
     this.#check();
-    const fields = this.#get(this.#keys.authorizationCode(codeHash));
-    return fields && { ...fields };
+    return readRecord(this.#get(this.#keys.authorizationCode(codeHash)), authorizationCodeFromFields);
   }
 
   async redeemAuthorizationCode(

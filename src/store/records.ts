@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { AccessTokenRecord, AuthorizationCodeRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccessTokenRecord, AuthorizationCodeRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -120,6 +120,32 @@ export function consentLinkFromFields(f: Fields): ConsentLink | undefined {
   const expiresAt = Number(f.consentExpiresAt);
   if (!f.consentBrowser || !f.consentKey || !Number.isSafeInteger(expiresAt)) return undefined;
   return { browserHash: f.consentBrowser, key: f.consentKey, expiresAt };
+}
+
+/**
+ * A stored code, or `'corrupt'` without what its redemption checks: its client, the signed-in user,
+ * the redirect URI and the PKCE challenge. Its expiry is the redemption's to check, atomically.
+ */
+export function authorizationCodeFromFields(f: Fields): StoredAuthorizationCode | 'corrupt' {
+  const user = userFromFields(f);
+  if (!f.clientId || !user || f.codeChallenge === undefined || f.redirectUri === undefined) return 'corrupt';
+  const c: StoredAuthorizationCode = {
+    codeHash: f.codeHash ?? '',
+    clientId: f.clientId,
+    redirectUri: f.redirectUri,
+    codeChallenge: f.codeChallenge,
+    resource: f.resource ?? '',
+    user,
+    createdAt: Number(f.createdAt),
+    expiresAt: Number(f.expiresAt),
+  };
+  if (f.scope !== undefined) c.scope = f.scope;
+  const consent = consentLinkFromFields(f);
+  if (consent !== undefined) c.consent = consent;
+  if (f.redeemedAt !== undefined) c.redeemedAt = Number(f.redeemedAt);
+  if (f.accessTokenHash !== undefined) c.accessTokenHash = f.accessTokenHash;
+  if (f.familyId !== undefined) c.familyId = f.familyId;
+  return c;
 }
 
 /**

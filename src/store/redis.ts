@@ -10,6 +10,7 @@ import {
   REFRESH_MEMBER,
   accessTokenFields,
   authorizationCodeFields,
+  authorizationCodeFromFields,
   reuseNotice,
   auditFields,
   auditFromFields,
@@ -59,6 +60,7 @@ import {
   type RevocationNotice,
   type RotateOutcome,
   type StoredAuditEvent,
+  type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
   type TokenStore,
@@ -342,8 +344,8 @@ export class RedisTokenStore implements TokenStore {
     assertExec(await this.#redis.multi().hset(key, authorizationCodeFields(record)).pexpireat(key, record.expiresAt).exec());
   }
 
-  async getAuthorizationCode(codeHash: string): Promise<Fields | null> {
-    return orNull(await this.#redis.hgetall(this.#keys.authorizationCode(codeHash)));
+  async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
+    return readRecord(orNull(await this.#redis.hgetall(this.#keys.authorizationCode(codeHash))), authorizationCodeFromFields);
   }
 
   async redeemAuthorizationCode(

@@ -111,6 +111,14 @@ export interface AuthorizationCodeRecord {
   expiresAt: number;
 }
 
+/** An authorization code as stored: its record and, once redeemed, when and what that issued. */
+export interface StoredAuthorizationCode extends AuthorizationCodeRecord {
+  redeemedAt?: number;
+  /** The access token and refresh family its redemption issued (revoked when it comes back). */
+  accessTokenHash?: string;
+  familyId?: string;
+}
+
 /** Where an approval lives (ConsentStorage): the browser's hash, its consentKey, and its expiry. */
 export interface ConsentLink {
   browserHash: string;
@@ -303,8 +311,8 @@ export interface AuthorizationCodeStorage {
   /** Atomically reads and deletes it: each handle is usable once. null when unknown or expired. */
   takeAuthorizationRequest(requestHash: string): Promise<Record<string, string> | null>;
   putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void>;
-  /** Raw fields of a code (redeemed or not); null when unknown or gone from storage. */
-  getAuthorizationCode(codeHash: string): Promise<Record<string, string> | null>;
+  /** A code as stored (redeemed or not); null when unknown or gone from storage, `'corrupt'` when unreadable. */
+  getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>>;
   /**
    * Atomically: if the code is unredeemed, unexpired, of `clientId`, and its client is not revoked,
    * marks it redeemed (remembering what it issued, kept `retainMs` for reuse detection) and stores

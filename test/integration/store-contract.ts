@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
 import type { Cluster, Redis } from 'ioredis';
-import { consentKey, consentLinkFromFields, orNull, type KeyLayout } from '../../src/store/records.ts';
+import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
 import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
@@ -810,13 +810,16 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const raw = await h.rawHash(key);
         expect(raw).toMatchObject({ clientId: 'c-code', redirectUri: 'http://127.0.0.1:9999/cb', subject: 'idp-user-1', email: 'ada@example.com', groups: '["mcp-users","eng"]' });
         expect(JSON.stringify(raw)).not.toContain(c.raw);
-        expect(await store.getAuthorizationCode(c.record.codeHash)).toEqual(raw);
+        expect(await store.getAuthorizationCode(c.record.codeHash)).toEqual(c.record);
         const pair = pairFor('c-code', 'fam-code');
         expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-code', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
         const d = await decide(pair.access.record.tokenHash);
         expect(d.ok && d.principal).toMatchObject({ kind: 'oauth', subject: 'idp-user-1', clientId: 'c-code' });
         expect(await store.getRefreshToken(pair.refresh.record.tokenHash)).toMatchObject({ user: { subject: 'idp-user-1' }, familyId: 'fam-code' });
-        expect((await store.getAuthorizationCode(c.record.codeHash))?.redeemedAt).toBe(String(clock.now()));
+        expect(await store.getAuthorizationCode(c.record.codeHash)).toMatchObject({ redeemedAt: clock.now(), accessTokenHash: pair.access.record.tokenHash, familyId: 'fam-code' });
+        // A hand edit that takes away a binding the redemption checks reads as corrupt, never as a code.
+        await h.setRawField(key, 'clientId', '');
+        expect(await store.getAuthorizationCode(c.record.codeHash)).toBe('corrupt');
       });
 
       it('a second redemption answers reused, stores nothing, and revokes what the first issued', async () => {
@@ -1040,7 +1043,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           expiresAt: clock.now() + 60_000,
         });
         const stored = await store.getAuthorizationCode(hashToken(raw));
-        expect(consentLinkFromFields(stored!)).toEqual(link);
+        expect(stored !== 'corrupt' && stored?.consent).toEqual(link);
         const first = { access: accessToken('c-code', { familyId: 'fam-code' }), refresh: refreshToken('c-code', 'fam-code') };
         await store.linkConsentGrant('fam-code', browser, link.key, link.expiresAt);
         expect(await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, first.access.record, first.refresh.record)).toBe('ok');

@@ -9,7 +9,6 @@ import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped } from '../../credentials.ts';
 import { HttpError } from '../../errors.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../../profiles.ts';
-import { consentLinkFromFields, userFromFields } from '../../store/records.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
@@ -48,10 +47,9 @@ export const authorizationCodeGrant: Grant = {
     const codeHash = hashToken(code);
     const stored = await ctx.store.getAuthorizationCode(codeHash);
     // A code of another client is refused without touching it: its presenter may not revoke anything.
-    if (!stored || stored.clientId !== client.clientId) throw rejected;
+    if (!stored || stored === 'corrupt' || stored.clientId !== client.clientId) throw rejected;
     const now = ctx.clock.now();
-    const user = userFromFields(stored);
-    if (!user || stored.codeChallenge === undefined || stored.redirectUri === undefined) throw rejected;
+    const { user } = stored;
     if (stored.redeemedAt === undefined) {
       // The bindings are checked before redemption, so that a wrong guess does not burn a good code.
       if (stored.redirectUri !== redirectUri) throw new HttpError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
@@ -60,7 +58,7 @@ export const authorizationCodeGrant: Grant = {
     const pair = await buildPair(ctx, client, stored.scope, { user });
     // A code issued under a remembered approval: the grant is linked to it before it exists, so that
     // revoking the grant forgets the approval (a link whose grant never comes to be does no harm).
-    const consent = stored.redeemedAt === undefined ? consentLinkFromFields(stored) : undefined;
+    const consent = stored.redeemedAt === undefined ? stored.consent : undefined;
     if (consent !== undefined && consent.expiresAt > now) {
       await ctx.store.linkConsentGrant(pair.refresh?.familyId ?? pair.access.tokenHash, consent.browserHash, consent.key, consent.expiresAt);
     }
