@@ -20,8 +20,8 @@ import { parseForm, readBody } from '../body.ts';
 import { checkScope, redirectUriMatches } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
-import { consentKey, userFields, userFromFields } from '../store/records.ts';
-import { DuplicateRecordError, type ConsentLink, type ConsentRecord, type SignedInUser } from '../store/types.ts';
+import { consentKey } from '../store/records.ts';
+import { DuplicateRecordError, type AuthorizationRequest, type AuthorizationRequestRecord, type ConsentLink, type ConsentRecord, type SignedInUser } from '../store/types.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
@@ -44,22 +44,6 @@ export const MAX_CONSENTS_PER_BROWSER = 20;
 const MAX_STATE_LENGTH = 1024;
 /** base64url of a SHA-256: what an S256 code_challenge is. */
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
-
-/** consent: the page before the IdP; idp: the IdP round trip; user-consent: the page after it, for the user who came back. */
-type Stage = 'consent' | 'idp' | 'user-consent';
-
-/**
- * What is known of a validated authorization request; kept in the store between the steps, so only
- * what the later steps need: not the client's name (shown once, on the consent page) nor the
- * resource (always this server's /mcp).
- */
-interface AuthorizationRequest {
-  clientId: string;
-  redirectUri: string;
-  codeChallenge: string;
-  state: string | undefined;
-  scope: string | undefined;
-}
 
 /** A problem that is safe to report to the client at its (validated) redirect URI. */
 class RedirectableError extends Error {
@@ -344,11 +328,11 @@ class SignInFlow {
         // Approved before in this browser: straight to the IdP; the callback checks that the user who
         // comes back is the one who approved, and asks that user otherwise.
         res.setHeader('set-cookie', browser.setCookie);
-        await this.toIdp(res, request, hashToken(browser.value), { consent: 'remembered' }, 302, address);
+        await this.toIdp(res, request, hashToken(browser.value), { consent: 'remembered', remember: false }, 302, address);
         return;
       }
       const requestId = generateToken();
-      await this.holdPendingSignIn(hashToken(requestId), requestFields(request, 'consent', hashToken(browser.value)), address, client.clientId);
+      await this.holdPendingSignIn(hashToken(requestId), { stage: 'consent', request, browserHash: hashToken(browser.value) }, address, client.clientId);
       const html = consentPage({ ...this.consentView(request, requestId, client.clientName), ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}), ignoredScopes: ignored });
       writePage(res, 200, html, { 'set-cookie': browser.setCookie });
     } catch (err) {
@@ -367,10 +351,10 @@ class SignInFlow {
    * (until the oldest expires) and nothing is stored, so a flood of /authorize from one address, or
    * for one client, cannot grow Redis without end.
    */
-  async holdPendingSignIn(requestHash: string, fields: Record<string, string>, address: string, clientId: string): Promise<void> {
+  async holdPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, address: string, clientId: string): Promise<void> {
     const now = this.ctx.clock.now();
     const { pendingSignInsPerAddress: perAddress, pendingSignInsPerClient: perClient } = this.ctx.config.rateLimits;
-    const outcome = await this.ctx.store.putPendingSignIn(requestHash, fields, now + SIGN_IN_STEP_TTL_MS, { address, clientId, perAddress, perClient, now });
+    const outcome = await this.ctx.store.putPendingSignIn(requestHash, record, now + SIGN_IN_STEP_TTL_MS, { address, clientId, perAddress, perClient, now });
     if (outcome.stored) return;
     const holder = outcome.holder === 'address' ? 'this address has' : 'this application has';
     throw tooManyRequests(Math.ceil((outcome.retryAt - now) / 1000), `${holder} too many sign-ins in progress; finish one or try again later`);
@@ -391,11 +375,10 @@ class SignInFlow {
     if (requestId === undefined || !isTokenShaped(requestId)) throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
     if (decision !== 'approve' && decision !== 'deny') throw new PageError(400, 'Bad request', 'Choose Approve or Deny.');
     const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(requestId));
-    if (!stored || (stored.stage !== 'consent' && stored.stage !== 'user-consent')) throw STALE;
-    if (!this.sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
-    const request = requestFromFields(stored);
-    const user = stored.stage === 'user-consent' ? userFromFields(stored) : undefined;
-    if (stored.stage === 'user-consent' && !user) throw STALE;
+    if (!stored || stored === 'corrupt' || stored.stage === 'idp') throw STALE;
+    if (!this.sameBrowser(req, stored.browserHash)) throw OTHER_BROWSER;
+    const { request } = stored;
+    const user = stored.stage === 'user-consent' ? stored.user : undefined;
     if (decision === 'deny') {
       await this.ctx.audit.record({ who: user ? 'user' : 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, ...(user ? { subject: user.subject } : {}), detail: { by: 'user' } });
       this.redirectBack(res, request, { error: 'access_denied', error_description: 'the user denied access' });
@@ -407,16 +390,16 @@ class SignInFlow {
       await this.issueCode(req, res, request, user, { remember });
       return;
     }
-    await this.toIdp(res, request, stored.browser!, remember ? { consent: 'given', remember: 'yes' } : { consent: 'given' }, 303);
+    await this.toIdp(res, request, stored.browserHash, { consent: 'given', remember }, 303);
   }
 
   /** Sends the browser to the IdP; the request waits for its answer under the login's `state`. */
   /** `startedBy`: the client address of an /authorize that skips the consent page (its request is bounded as a pending sign-in). */
-  async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, extra: Record<string, string>, status: number, startedBy?: string): Promise<void> {
+  async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, approval: { consent: 'given' | 'remembered'; remember: boolean }, status: number, startedBy?: string): Promise<void> {
     const { url, login } = await this.signIn!.start();
-    const fields = { ...requestFields(request, 'idp', browserHash), ...extra, nonce: login.nonce, codeVerifier: login.codeVerifier };
-    if (startedBy !== undefined) await this.holdPendingSignIn(hashToken(login.state), fields, startedBy, request.clientId);
-    else await this.ctx.store.putAuthorizationRequest(hashToken(login.state), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+    const record: AuthorizationRequestRecord = { stage: 'idp', request, browserHash, ...approval, nonce: login.nonce, codeVerifier: login.codeVerifier };
+    if (startedBy !== undefined) await this.holdPendingSignIn(hashToken(login.state), record, startedBy, request.clientId);
+    else await this.ctx.store.putAuthorizationRequest(hashToken(login.state), record, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
     res.statusCode = status;
     res.setHeader('location', url.href);
     res.setHeader('cache-control', 'no-store');
@@ -448,9 +431,9 @@ class SignInFlow {
     const state = query.get('state');
     if (state === null || state.length === 0 || state.length > 512) throw STALE;
     const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(state));
-    if (!stored || stored.stage !== 'idp' || stored.nonce === undefined || stored.codeVerifier === undefined) throw STALE;
-    if (!this.sameBrowser(req, stored.browser)) throw OTHER_BROWSER;
-    const request = requestFromFields(stored);
+    if (!stored || stored === 'corrupt' || stored.stage !== 'idp') throw STALE;
+    if (!this.sameBrowser(req, stored.browserHash)) throw OTHER_BROWSER;
+    const { request } = stored;
     let user;
     try {
       user = await this.signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
@@ -469,8 +452,8 @@ class SignInFlow {
         // Consent was skipped for an approval of another user (or one revoked meanwhile): this user
         // has approved nothing, so this user is asked now, and no code exists before Approve.
         const requestId = generateToken();
-        const fields = { ...requestFields(request, 'user-consent', stored.browser!), ...userFields(user) };
-        await this.ctx.store.putAuthorizationRequest(hashToken(requestId), fields, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
+        const record: AuthorizationRequestRecord = { stage: 'user-consent', request, browserHash: stored.browserHash, user };
+        await this.ctx.store.putAuthorizationRequest(hashToken(requestId), record, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
         const client = await this.ctx.store.getClient(request.clientId);
         writePage(res, 200, consentPage(this.consentView(request, requestId, client?.clientName, user)));
         return;
@@ -478,7 +461,7 @@ class SignInFlow {
       await this.issueCode(req, res, request, user, { remembered: { browserHash: hashToken(readCookie(req, this.#consentCookieName)!), key: consentKey(approval), expiresAt: approval.expiresAt } });
       return;
     }
-    await this.issueCode(req, res, request, user, { remember: stored.remember === 'yes' });
+    await this.issueCode(req, res, request, user, { remember: stored.remember });
   }
 
   /**
@@ -568,24 +551,6 @@ function relayedIdpError(error: string): string {
   if (error === 'temporarily_unavailable') return 'temporarily_unavailable';
   if (error === 'server_error') return 'server_error';
   return 'access_denied';
-}
-
-function requestFields(r: AuthorizationRequest, stage: Stage, browserHash: string): Record<string, string> {
-  const f: Record<string, string> = {
-    stage,
-    browser: browserHash,
-    clientId: r.clientId,
-    redirectUri: r.redirectUri,
-    codeChallenge: r.codeChallenge,
-  };
-  if (r.state !== undefined) f.state = r.state;
-  if (r.scope !== undefined) f.scope = r.scope;
-  return f;
-}
-
-function requestFromFields(f: Record<string, string>): AuthorizationRequest {
-  if (!f.clientId || !f.redirectUri || !f.codeChallenge) throw new Error('corrupt sign-in request record');
-  return { clientId: f.clientId, redirectUri: f.redirectUri, codeChallenge: f.codeChallenge, state: f.state, scope: f.scope };
 }
 
 /** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */

@@ -12,6 +12,8 @@ import {
   accessTokenFields,
   authorizationCodeFields,
   authorizationCodeFromFields,
+  authorizationRequestFields,
+  authorizationRequestFromFields,
   auditFields,
   auditFromFields,
   newestAuditFirst,
@@ -40,6 +42,7 @@ import {
   DuplicateRecordError,
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
+  type AuthorizationRequestRecord,
   type AuditEvent,
   type AuditTrail,
   type PendingSignInBounds,
@@ -311,15 +314,15 @@ export class MemoryTokenStore implements TokenStore {
     return true;
   }
 
-  async putAuthorizationRequest(requestHash: string, fields: Fields, expiresAt: number): Promise<void> {
+  async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
     this.#check();
-    this.#put(this.#keys.authorizationRequest(requestHash), fields, expiresAt);
+    this.#put(this.#keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
   }
 
   /** Pending sign-ins by holder key: member -> expiry (the Redis store's sorted sets). */
   readonly #pendingSignIns = new Map<string, Map<string, number>>();
 
-  async putPendingSignIn(requestHash: string, fields: Fields, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
+  async putPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
     this.#check();
     const held = (['address', 'client'] as const).map((holder) => {
       const key = holder === 'address' ? this.#keys.pendingSignInsByAddress(bounds.address) : this.#keys.pendingSignInsByClient(bounds.clientId);
@@ -331,17 +334,17 @@ export class MemoryTokenStore implements TokenStore {
     for (const { holder, members, bound } of held) {
       if (bound > 0 && members.size >= bound) return { stored: false, holder, retryAt: Math.min(...members.values()) };
     }
-    this.#put(this.#keys.authorizationRequest(requestHash), fields, expiresAt);
+    this.#put(this.#keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
     for (const { members } of held) members.set(pendingSignInMember(requestHash), expiresAt);
     return { stored: true };
   }
 
-  async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {
+  async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
     this.#check();
     const key = this.#keys.authorizationRequest(requestHash);
     const fields = this.#get(key);
     this.#hashes.delete(key);
-    return fields && { ...fields };
+    return readRecord(fields, authorizationRequestFromFields);
   }
 
   async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {

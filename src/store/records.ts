@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { AccessTokenRecord, AuthorizationCodeRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -120,6 +120,49 @@ export function consentLinkFromFields(f: Fields): ConsentLink | undefined {
   const expiresAt = Number(f.consentExpiresAt);
   if (!f.consentBrowser || !f.consentKey || !Number.isSafeInteger(expiresAt)) return undefined;
   return { browserHash: f.consentBrowser, key: f.consentKey, expiresAt };
+}
+
+/** A sign-in in progress as hash fields: the request, the browser, and what its stage adds. */
+export function authorizationRequestFields(r: AuthorizationRequestRecord): Fields {
+  const f: Fields = {
+    stage: r.stage,
+    browser: r.browserHash,
+    clientId: r.request.clientId,
+    redirectUri: r.request.redirectUri,
+    codeChallenge: r.request.codeChallenge,
+  };
+  if (r.request.state !== undefined) f.state = r.request.state;
+  if (r.request.scope !== undefined) f.scope = r.request.scope;
+  if (r.stage === 'user-consent') Object.assign(f, userFields(r.user));
+  if (r.stage === 'idp') {
+    f.consent = r.consent;
+    if (r.remember) f.remember = 'yes';
+    f.nonce = r.nonce;
+    f.codeVerifier = r.codeVerifier;
+  }
+  return f;
+}
+
+/**
+ * A stored sign-in in progress, or `'corrupt'` without its browser, its request's client, redirect
+ * URI or PKCE challenge, a known stage, or what the stage needs (the user; the nonce and verifier).
+ */
+export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
+  if (!f.browser || !f.clientId || !f.redirectUri || !f.codeChallenge) return 'corrupt';
+  const base = { browserHash: f.browser, request: { clientId: f.clientId, redirectUri: f.redirectUri, codeChallenge: f.codeChallenge, state: f.state, scope: f.scope } };
+  switch (f.stage) {
+    case 'consent':
+      return { ...base, stage: 'consent' };
+    case 'user-consent': {
+      const user = userFromFields(f);
+      return user ? { ...base, stage: 'user-consent', user } : 'corrupt';
+    }
+    case 'idp':
+      if (f.nonce === undefined || f.codeVerifier === undefined) return 'corrupt';
+      return { ...base, stage: 'idp', nonce: f.nonce, codeVerifier: f.codeVerifier, consent: f.consent === 'remembered' ? 'remembered' : 'given', remember: f.remember === 'yes' };
+    default:
+      return 'corrupt';
+  }
 }
 
 /**

@@ -11,6 +11,8 @@ import {
   accessTokenFields,
   authorizationCodeFields,
   authorizationCodeFromFields,
+  authorizationRequestFields,
+  authorizationRequestFromFields,
   reuseNotice,
   auditFields,
   auditFromFields,
@@ -44,6 +46,7 @@ import {
   DuplicateRecordError,
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
+  type AuthorizationRequestRecord,
   type AuditEvent,
   type AuditTrail,
   type PendingSignInBounds,
@@ -310,12 +313,12 @@ export class RedisTokenStore implements TokenStore {
     return revoked;
   }
 
-  async putAuthorizationRequest(requestHash: string, fields: Fields, expiresAt: number): Promise<void> {
+  async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
     const key = this.#keys.authorizationRequest(requestHash);
-    assertExec(await this.#redis.multi().hset(key, fields).pexpireat(key, expiresAt).exec());
+    assertExec(await this.#redis.multi().hset(key, authorizationRequestFields(record)).pexpireat(key, expiresAt).exec());
   }
 
-  async putPendingSignIn(requestHash: string, fields: Fields, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
+  async putPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
     const [outcome, oldest] = await this.#scripts.mcpPutPendingSignIn(
       this.#keys.authorizationRequest(requestHash),
       this.#keys.pendingSignInsByAddress(bounds.address),
@@ -325,18 +328,18 @@ export class RedisTokenStore implements TokenStore {
       String(bounds.perAddress),
       String(bounds.perClient),
       pendingSignInMember(requestHash),
-      ...flattenFields(fields),
+      ...flattenFields(authorizationRequestFields(record)),
     );
     if (outcome === 'ok') return { stored: true };
     if (outcome === 'address' || outcome === 'client') return { stored: false, holder: outcome, retryAt: Number(oldest) };
     throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
-  async takeAuthorizationRequest(requestHash: string): Promise<Fields | null> {
+  async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
     const flat = await this.#scripts.mcpTakeHash(this.#keys.authorizationRequest(requestHash));
     const fields: Fields = {};
     for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-    return orNull(fields);
+    return readRecord(orNull(fields), authorizationRequestFromFields);
   }
 
   async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {

@@ -295,21 +295,46 @@ export interface PendingSignInBounds {
 /** Stored; or refused (nothing stored) because `holder` holds its bound, until `retryAt` (epoch ms: its oldest expires). */
 export type PendingSignInOutcome = { stored: true } | { stored: false; holder: 'address' | 'client'; retryAt: number };
 
+/**
+ * A client's validated authorization request (RFC 6749 §4.1.1 with PKCE), as a browser sign-in
+ * carries it between its steps: only what the later steps need, not the client's name (shown once,
+ * on the consent page) nor the resource (always this server's /mcp).
+ */
+export interface AuthorizationRequest {
+  clientId: string;
+  redirectUri: string;
+  codeChallenge: string;
+  state: string | undefined;
+  scope: string | undefined;
+}
+
+/**
+ * A browser sign-in in progress, between two of its steps, bound to the browser it started in (the
+ * SHA-256 of its cookie). `consent`: the consent page is shown; `idp`: the browser is at the IdP
+ * (its login's nonce and PKCE verifier, and whether consent was given or an approval remembered);
+ * `user-consent`: back from the IdP, the signed-in user is asked.
+ */
+export type AuthorizationRequestRecord = { request: AuthorizationRequest; browserHash: string } & (
+  | { stage: 'consent' }
+  | { stage: 'idp'; nonce: string; codeVerifier: string; consent: 'given' | 'remembered'; remember: boolean }
+  | { stage: 'user-consent'; user: SignedInUser }
+);
+
 /** Browser sign-in: pending requests between its steps, and authorization codes. */
 export interface AuthorizationCodeStorage {
   /**
    * Short-lived state of a browser sign-in in progress (consent pending, then the IdP round trip),
    * under the SHA-256 of a random handle; gone at `expiresAt`.
    */
-  putAuthorizationRequest(requestHash: string, fields: Record<string, string>, expiresAt: number): Promise<void>;
+  putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void>;
   /**
    * The first step's request, stored like putAuthorizationRequest only while its client address and
    * its client each hold fewer than their bound of pending ones (counted until each expires); the
    * check, the count and the write are one atomic step.
    */
-  putPendingSignIn(requestHash: string, fields: Record<string, string>, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome>;
-  /** Atomically reads and deletes it: each handle is usable once. null when unknown or expired. */
-  takeAuthorizationRequest(requestHash: string): Promise<Record<string, string> | null>;
+  putPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome>;
+  /** Atomically reads and deletes it: each handle is usable once. null when unknown or expired, `'corrupt'` when unreadable. */
+  takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>>;
   putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void>;
   /** A code as stored (redeemed or not); null when unknown or gone from storage, `'corrupt'` when unreadable. */
   getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>>;

@@ -9,7 +9,7 @@ import { decideToken, generateToken, hashToken, type DenialReason } from '../../
 import type { Cluster, Redis } from 'ioredis';
 import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -49,6 +49,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     afterEach(async () => {
       await h.cleanup();
     });
+
+    /** A sign-in in progress at its consent step, of `clientId`. */
+    function pendingRequest(clientId = 'c-1', state?: string, scope?: string): AuthorizationRequestRecord {
+      const request = { clientId, redirectUri: 'http://127.0.0.1:9999/cb', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', state, scope };
+      return { stage: 'consent', browserHash: hashToken('browser cookie'), request };
+    }
 
     /** A refresh token that must read as a record: null when none is stored. */
     async function refreshOf(tokenHash: string) {
@@ -748,20 +754,41 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       it('a pending request is taken once: the second take finds nothing; an expired one is gone', async () => {
         const handle = hashToken(generateToken());
-        await store.putAuthorizationRequest(handle, { stage: 'consent', clientId: 'c-1', state: 'xyz' }, clock.now() + 600_000);
+        await store.putAuthorizationRequest(handle, pendingRequest('c-1', 'xyz'), clock.now() + 600_000);
         expect(h.keys.authorizationRequest(handle)).toContain('{oauth}');
-        expect(await store.takeAuthorizationRequest(handle)).toEqual({ stage: 'consent', clientId: 'c-1', state: 'xyz' });
+        expect(await store.takeAuthorizationRequest(handle)).toEqual(pendingRequest('c-1', 'xyz'));
         expect(await store.takeAuthorizationRequest(handle)).toBeNull();
         expect(await h.rawHash(h.keys.authorizationRequest(handle))).toBeNull();
         const stale = hashToken(generateToken());
-        await store.putAuthorizationRequest(stale, { stage: 'idp' }, clock.now() - 1);
+        await store.putAuthorizationRequest(stale, pendingRequest(), clock.now() - 1);
         expect(await store.takeAuthorizationRequest(stale)).toBeNull();
+      });
+
+      it('each stage of a pending request comes back as it was put; a hand edit to an unknown stage reads as corrupt, and is taken all the same', async () => {
+        const user = { subject: 'idp-user-1', issuer: 'https://idp.example.com/', email: 'ada@example.com', groups: ['eng'] };
+        const base = pendingRequest('c-1', 'xyz', 'mcp:read');
+        const stages: AuthorizationRequestRecord[] = [
+          base,
+          { ...base, stage: 'idp', nonce: 'n-1', codeVerifier: 'v-1', consent: 'remembered', remember: false },
+          { ...base, stage: 'idp', nonce: 'n-2', codeVerifier: 'v-2', consent: 'given', remember: true },
+          { ...base, stage: 'user-consent', user },
+        ];
+        for (const record of stages) {
+          const handle = hashToken(generateToken());
+          await store.putAuthorizationRequest(handle, record, clock.now() + 600_000);
+          expect(await store.takeAuthorizationRequest(handle)).toEqual(record);
+        }
+        const handle = hashToken(generateToken());
+        await store.putAuthorizationRequest(handle, base, clock.now() + 600_000);
+        await h.setRawField(h.keys.authorizationRequest(handle), 'stage', 'done');
+        expect(await store.takeAuthorizationRequest(handle)).toBe('corrupt');
+        expect(await store.takeAuthorizationRequest(handle)).toBeNull();
       });
 
       it('pending sign-ins are bounded per client address and per client: over a bound nothing is stored, and a slot frees when its request expires', async () => {
         const put = (address: string, clientId: string, bounds = { perAddress: 3, perClient: 4 }) => {
           const handle = hashToken(generateToken());
-          return store.putPendingSignIn(handle, { stage: 'consent', clientId }, clock.now() + 600_000, { address, clientId, ...bounds, now: clock.now() }).then((outcome) => ({ handle, outcome }));
+          return store.putPendingSignIn(handle, pendingRequest(clientId), clock.now() + 600_000, { address, clientId, ...bounds, now: clock.now() }).then((outcome) => ({ handle, outcome }));
         };
         const firstAt = clock.now() + 600_000;
         const held = [];
@@ -782,20 +809,20 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         // A bound of 0 is no bound.
         expect((await put('198.51.100.1', 'c-c', { perAddress: 0, perClient: 0 })).outcome).toEqual({ stored: true });
         // The held requests are still there to be taken; once they expire, the slots are free again.
-        expect(await store.takeAuthorizationRequest(held[0]!.handle)).toEqual({ stage: 'consent', clientId: 'c-a' });
+        expect(await store.takeAuthorizationRequest(held[0]!.handle)).toEqual(pendingRequest('c-a'));
         clock.advance(600_000);
         expect((await put('198.51.100.1', 'c-a')).outcome).toEqual({ stored: true });
       });
 
       it('concurrent pending sign-ins from one address: never more stored than the bound', async () => {
         const bounds = { address: '198.51.100.9', clientId: 'c-race', perAddress: 5, perClient: 0, now: clock.now() };
-        const outcomes = await Promise.all(Array.from({ length: 20 }, () => store.putPendingSignIn(hashToken(generateToken()), { stage: 'consent' }, clock.now() + 600_000, bounds)));
+        const outcomes = await Promise.all(Array.from({ length: 20 }, () => store.putPendingSignIn(hashToken(generateToken()), pendingRequest('c-race'), clock.now() + 600_000, bounds)));
         expect(outcomes.filter((o) => o.stored)).toHaveLength(5);
       });
 
       it('two concurrent takes of one pending request: exactly one gets it', async () => {
         const handle = hashToken(generateToken());
-        await store.putAuthorizationRequest(handle, { stage: 'idp', nonce: 'n' }, clock.now() + 600_000);
+        await store.putAuthorizationRequest(handle, pendingRequest(), clock.now() + 600_000);
         const taken = await Promise.all(Array.from({ length: 8 }, () => store.takeAuthorizationRequest(handle)));
         expect(taken.filter((t) => t !== null)).toHaveLength(1);
       });
@@ -1345,9 +1372,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         getRefreshToken: (s) => s.getRefreshToken(hashToken('x')),
         rotateRefreshToken: (s) => s.rotateRefreshToken(hashToken('x'), 'mcp_gone', clock.now(), accessToken('mcp_gone').record, refreshToken('mcp_gone', 'fam').record),
         revokeRefreshFamily: (s) => s.revokeRefreshFamily(hashToken('x'), clock.now()),
-        putAuthorizationRequest: (s) => s.putAuthorizationRequest(hashToken('x'), { stage: 'consent' }, clock.now() + HOUR),
+        putAuthorizationRequest: (s) => s.putAuthorizationRequest(hashToken('x'), pendingRequest(), clock.now() + HOUR),
         takeAuthorizationRequest: (s) => s.takeAuthorizationRequest(hashToken('x')),
-        putPendingSignIn: (s) => s.putPendingSignIn(hashToken('x'), { stage: 'consent' }, clock.now() + HOUR, { address: '192.0.2.1', clientId: 'c', perAddress: 1, perClient: 1, now: clock.now() }),
+        putPendingSignIn: (s) => s.putPendingSignIn(hashToken('x'), pendingRequest(), clock.now() + HOUR, { address: '192.0.2.1', clientId: 'c', perAddress: 1, perClient: 1, now: clock.now() }),
         putAuthorizationCode: (s) =>
           s.putAuthorizationCode({
             codeHash: hashToken('x'),
