@@ -10,7 +10,7 @@ import type { Config } from './config.ts';
 import { MasterToken } from './credentials.ts';
 import { createLogger, describe, type Logger } from './logger.ts';
 import { Audit } from './audit.ts';
-import { Metrics, instrumentStore } from './metrics.ts';
+import { InstrumentedStore, Metrics } from './metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
@@ -166,14 +166,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
   const rawStore = options.store ?? (await openStore(config, clock, logger));
   // Every store operation timed and its failures counted (mcp_auth_store_operation_*).
-  const store = instrumentStore(rawStore, metrics);
-  if (rawStore instanceof RedisTokenStore) {
-    const client = rawStore.client;
-    metrics.watchStore(() => client.status === 'ready');
-    metrics.watchReplication(() => rawStore.replicationStats);
-    const cache = rawStore.lookupCache;
-    if (cache) metrics.watchLookupCache(cache);
-  }
+  const store = new InstrumentedStore(rawStore, metrics);
+  const watch = rawStore.watch;
+  if (watch) metrics.watchStore(watch);
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
 

@@ -5,7 +5,8 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from './credentials.ts';
-import type { LookupCacheStats } from './store/redis-lookup-cache.ts';
+import { StoreDecorator, type StoreOperation } from './store/decorator.ts';
+import type { StoreWatch, TokenStore } from './store/types.ts';
 
 export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
@@ -41,7 +42,8 @@ export class Metrics {
     labelNames: ['operation'] as const,
     registers: [this.registry],
   });
-  #storeUp: () => boolean = () => true;
+  /** The store's own state, read at each scrape (none: up, no replicas, no lookup cache). */
+  #store: StoreWatch | undefined;
   readonly storeUp = new Gauge({
     name: 'mcp_auth_store_up',
     help: '1 while the store connection is ready (Redis), 0 while it is down or reconnecting',
@@ -49,23 +51,21 @@ export class Metrics {
     // Over worker processes the lowest wins: 0 when any process's connection is down.
     aggregator: 'min',
     collect: () => {
-      this.storeUp.set(this.#storeUp() ? 1 : 0);
+      this.storeUp.set(this.#store === undefined || this.#store.ready() ? 1 : 0);
     },
   });
-  #replication: () => { waits: number; unacknowledged: number } = () => ({ waits: 0, unacknowledged: 0 });
   readonly revocationWaits = new Counter({
     name: 'mcp_auth_revocation_waits_total',
     help: 'WAITs for a replica after a revocation (Redis with replicas), by whether a replica acknowledged in time',
     labelNames: ['result'] as const,
     registers: [this.registry],
     collect: () => {
-      const { waits, unacknowledged } = this.#replication();
+      const { waits, unacknowledged } = this.#store?.replication() ?? { waits: 0, unacknowledged: 0 };
       this.revocationWaits.reset();
       this.revocationWaits.labels('acknowledged').inc(waits - unacknowledged);
       this.revocationWaits.labels('unacknowledged').inc(unacknowledged);
     },
   });
-  #lookupCache: { readonly stats: LookupCacheStats; readonly live: boolean; readonly size: number } | undefined;
   readonly lookupCacheLookups = new Counter({
     name: 'mcp_auth_lookup_cache_lookups_total',
     help: 'Token lookups with the lookup cache on (redis.lookupCache: tracking), by result: hit, miss (read from Redis), bypass (cache not live: read from Redis)',
@@ -190,19 +190,16 @@ export class Metrics {
     bound(this.#upstream, key, () => this.upstreamResponses.labels(key)).inc();
   }
 
-  /** What `mcp_auth_store_up` reports at each scrape. */
-  watchStore(isUp: () => boolean): void {
-    this.#storeUp = isUp;
+  /**
+   * What `mcp_auth_store_up`, `mcp_auth_revocation_waits_total` and the `mcp_auth_lookup_cache_*`
+   * series report at each scrape: the store's own state and counters.
+   */
+  watchStore(watch: StoreWatch): void {
+    this.#store = watch;
   }
 
-  /** What the `mcp_auth_lookup_cache_*` series report at each scrape (the cache's own counters). */
-  watchLookupCache(cache: { readonly stats: LookupCacheStats; readonly live: boolean; readonly size: number }): void {
-    this.#lookupCache = cache;
-  }
-
-  /** What `mcp_auth_revocation_waits_total` reports at each scrape (the store's own counts). */
-  watchReplication(stats: () => { waits: number; unacknowledged: number }): void {
-    this.#replication = stats;
+  get #lookupCache() {
+    return this.#store?.lookupCache;
   }
 }
 
@@ -218,44 +215,37 @@ function bound<K>(cache: Map<K, Counter.Internal>, key: K, make: () => Counter.I
 
 /**
  * The same store, timing every operation into `mcp_auth_store_operation_seconds{operation}` and
- * counting failures in `mcp_auth_store_operation_errors_total{operation}`. Methods run on the
- * original object (its private fields stay reachable); getters, synchronous helpers and `close` pass
- * through untouched.
+ * counting failures in `mcp_auth_store_operation_errors_total{operation}`; `close` and `watch` pass
+ * through. One `.then` per call, the hot path's lookupToken included: no promise beyond it.
  */
-export function instrumentStore<T extends object>(store: T, metrics: Metrics): T {
-  const wrapped = new Map<PropertyKey, unknown>();
-  return new Proxy(store, {
-    get(target, prop) {
-      const value = Reflect.get(target, prop, target) as unknown;
-      if (typeof value !== 'function' || prop === 'constructor' || prop === 'close') {
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      }
-      let fn = wrapped.get(prop);
-      if (fn === undefined) {
-        const operation = String(prop);
-        const timer = metrics.storeSeconds.labels(operation);
-        const errors = metrics.storeOperationErrors.labels(operation);
-        fn = (...args: unknown[]) => {
-          const started = performance.now();
-          const done = () => timer.observe((performance.now() - started) / 1000);
-          const result = (value as (...a: unknown[]) => unknown).apply(target, args);
-          // Only asynchronous methods are store operations; synchronous helpers pass through untimed.
-          if (!(result instanceof Promise)) return result;
-          return result.then(
-            (v: unknown) => {
-              done();
-              return v;
-            },
-            (err: unknown) => {
-              done();
-              errors.inc();
-              throw err;
-            },
-          );
-        };
-        wrapped.set(prop, fn);
-      }
-      return fn;
-    },
-  });
+export class InstrumentedStore extends StoreDecorator {
+  readonly #metrics: Metrics;
+  /** Each operation's children, bound on first use: later calls hash no labels. */
+  readonly #bound = new Map<StoreOperation, { timer: ReturnType<Metrics['storeSeconds']['labels']>; errors: ReturnType<Metrics['storeOperationErrors']['labels']> }>();
+
+  constructor(store: TokenStore, metrics: Metrics) {
+    super(store);
+    this.#metrics = metrics;
+  }
+
+  protected around<T>(operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    let bound = this.#bound.get(operation);
+    if (bound === undefined) {
+      bound = { timer: this.#metrics.storeSeconds.labels(operation), errors: this.#metrics.storeOperationErrors.labels(operation) };
+      this.#bound.set(operation, bound);
+    }
+    const { timer, errors } = bound;
+    const started = performance.now();
+    return call().then(
+      (value) => {
+        timer.observe((performance.now() - started) / 1000);
+        return value;
+      },
+      (err: unknown) => {
+        timer.observe((performance.now() - started) / 1000);
+        errors.inc();
+        throw err;
+      },
+    );
+  }
 }

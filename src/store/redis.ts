@@ -1,5 +1,5 @@
 // The production store on Redis (ioredis): standalone, Sentinel or Cluster. Every operation's failure
-// passes through one choke point (asStoreFailure, applied below the class) on its way out.
+// passes through one choke point (asStoreFailure, RedisTokenStore at the bottom) on its way out.
 // Connections: redis-connection.ts; scripts: redis-scripts.ts; WAIT after revocations: redis-replication.ts.
 
 import { Cluster } from 'ioredis';
@@ -42,6 +42,7 @@ import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cach
 import { publishNotice, subscribeNotices } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
+import { StoreDecorator, type StoreOperation } from './decorator.ts';
 import {
   DuplicateRecordError,
   type AccessTokenRecord,
@@ -66,13 +67,15 @@ import {
   type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
+  type StoreWatch,
   type TokenStore,
   type UserTokenRecord,
 } from './types.ts';
 
 const MAX_TRANSACTION_ATTEMPTS = 16;
 
-export class RedisTokenStore implements TokenStore {
+/** The operations on Redis; RedisTokenStore below is what the rest of the code gets. */
+class RedisOperations implements TokenStore {
   readonly #redis: RedisClient;
   readonly #scripts: ScriptedClient;
   readonly #keys: KeyLayout;
@@ -131,7 +134,7 @@ export class RedisTokenStore implements TokenStore {
 
   /**
    * Both records of a token, read now. It applies the choke point's classifier itself (a try/catch
-   * costs nothing until something throws; the wrapper below adds a promise per call).
+   * costs nothing until something throws; the decorator's wrapper would add a promise per call).
    */
   async #read(tokenHash: string): Promise<TokenLookup> {
     try {
@@ -575,25 +578,75 @@ export class RedisTokenStore implements TokenStore {
 }
 
 /**
- * The choke point: every operation of the store (each method on its prototype, including ones added
- * later) hands its failure to asStoreFailure, so a Redis failure leaves the store as
- * StoreUnavailableError (cause kept for the log) and a bug in this code as itself. lookupToken does
- * the same inline, to keep the wrapper's extra promise (about 0.2 µs) off the hot path.
+ * The choke point: every operation of the store hands its failure to asStoreFailure, so a Redis
+ * failure leaves the store as StoreUnavailableError (cause kept for the log) and a bug in this code
+ * as itself. The decorator delegates each operation of TokenStore by name (an operation added later
+ * does not compile until it is delegated). lookupToken is handed straight through: the Redis
+ * operations classify its failures inline, to keep a wrapper's extra promise per call (about
+ * 0.2 µs) off the hot path.
  */
-for (const name of Object.getOwnPropertyNames(RedisTokenStore.prototype)) {
-  const operation: unknown = Object.getOwnPropertyDescriptor(RedisTokenStore.prototype, name)?.value;
-  if (name === 'constructor' || name === 'lookupToken' || typeof operation !== 'function') continue;
-  Object.defineProperty(RedisTokenStore.prototype, name, {
-    configurable: true,
-    writable: true,
-    value: async function (this: RedisTokenStore, ...args: unknown[]): Promise<unknown> {
-      try {
-        return await (operation as (...a: unknown[]) => Promise<unknown>).apply(this, args);
-      } catch (err) {
-        throw asStoreFailure(err);
-      }
-    },
-  });
+export class RedisTokenStore extends StoreDecorator<RedisOperations> {
+  constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
+    super(new RedisOperations(redis, options));
+  }
+
+  protected around<T>(_operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    return storeFailures(call);
+  }
+
+  override lookupToken(tokenHash: string): Promise<TokenLookup> {
+    return this.inner.lookupToken(tokenHash);
+  }
+
+  override close(): Promise<void> {
+    return storeFailures(() => this.inner.close());
+  }
+
+  override get watch(): StoreWatch {
+    const inner = this.inner;
+    return {
+      ready: () => inner.client.status === 'ready',
+      replication: () => inner.replicationStats,
+      get lookupCache() {
+        return inner.lookupCache;
+      },
+    };
+  }
+
+  /** Copies of the counters of WAITs issued after revocations. */
+  get replicationStats(): ReplicationStats {
+    return this.inner.replicationStats;
+  }
+
+  get keys(): KeyLayout {
+    return this.inner.keys;
+  }
+
+  /** The main connection (for readiness events and operational checks). */
+  get client(): RedisClient {
+    return this.inner.client;
+  }
+
+  /** The lookup cache, when on (its state and counters). */
+  get lookupCache(): TrackedLookupCache | undefined {
+    return this.inner.lookupCache;
+  }
+
+  /**
+   * Turns the token-lookup cache on (redis.lookupCache: tracking): its two connections are up and
+   * tracking confirmed before this resolves. Standalone and Sentinel only: tracking is per node.
+   */
+  trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache> {
+    return storeFailures(() => this.inner.trackLookups(options));
+  }
+}
+
+async function storeFailures<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw asStoreFailure(err);
+  }
 }
 
 function assertExec(result: Array<[Error | null, unknown]> | null): void {

@@ -3,6 +3,7 @@
 // Stores persist and fetch records atomically; they never decide whether a token is valid.
 
 import type { TokenLookup } from '../credentials.ts';
+import type { LookupCacheStats } from './redis-lookup-cache.ts';
 
 export interface UserTokenRecord {
   tokenHash: string;
@@ -450,8 +451,23 @@ export interface StoreHealth {
   ping(): Promise<void>;
 }
 
+/**
+ * What a store lets the metrics watch at each scrape, when it has such state (the Redis store does;
+ * the memory store has none).
+ */
+export interface StoreWatch {
+  /** Whether its connection can answer now (`mcp_auth_store_up`). */
+  ready(): boolean;
+  /** Copies of its counts of replica waits after revocations. */
+  replication(): { waits: number; unacknowledged: number };
+  /** The token-lookup cache, when it is on: its state and counters. */
+  readonly lookupCache?: { readonly stats: LookupCacheStats; readonly live: boolean; readonly size: number } | undefined;
+}
+
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
   extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  /** What the metrics watch, when the store has it. */
+  readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;
 }

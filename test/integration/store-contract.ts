@@ -9,6 +9,7 @@ import { decideToken, generateToken, hashToken, type DenialReason } from '../../
 import type { Cluster, Redis } from 'ioredis';
 import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
+import type { StoreOperation } from '../../src/store/decorator.ts';
 import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
@@ -1404,7 +1405,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         publishSigningKey: (s) => s.publishSigningKey({ kid: 'k', jwk: '{}', expiresAt: clock.now() + HOUR }, clock.now()),
         listSigningKeys: (s) => s.listSigningKeys(clock.now()),
         ping: (s) => s.ping(),
-      } satisfies Record<Exclude<keyof TokenStore, 'close'>, (s: TokenStore) => Promise<unknown>>;
+      } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
       it('ping answers while open; close resolves and later calls reject', async () => {
         await expect(store.ping()).resolves.toBeUndefined();

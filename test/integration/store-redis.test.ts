@@ -7,6 +7,7 @@ import { ManualClock } from '../../src/clock.ts';
 import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { promisesOf } from '../support/promises.ts';
 import { redisRawAccess, runStoreContract } from './store-contract.ts';
 
 const HOUR = 3_600_000;
@@ -183,6 +184,26 @@ describe('RedisTokenStore raw key layout', () => {
       if ((await raw.type(k)) !== 'hash') continue;
       const fields = await raw.hgetall(k);
       for (const f of ['createdAt', 'expiresAt', 'revokedAt', 'rotatedAt']) if (fields[f] !== undefined) expect(fields[f]).toMatch(/^[0-9]+$/);
+    }
+  });
+});
+
+describe('RedisTokenStore failure boundary on the hot path', () => {
+  it('lookupToken is handed to the Redis operations as it is: no wrapper promise per call', async () => {
+    const prefix = uniquePrefix('store-hot-path');
+    const store = await openRedisStore(prefix);
+    // The operations behind the boundary, reached the way the decorator itself reaches them.
+    const inner = (store as unknown as { inner: RedisTokenStore }).inner;
+    const tokenHash = hashToken(generateToken());
+    try {
+      await store.lookupToken(tokenHash);
+      await inner.lookupToken(tokenHash);
+      const [outer, bare] = [await promisesOf(() => store.lookupToken(tokenHash)), await promisesOf(() => inner.lookupToken(tokenHash))];
+      expect(outer).toBe(bare);
+      // Any other operation goes through the boundary (one async wrapper around it).
+      expect(await promisesOf(() => store.getClient('nobody'))).toBeGreaterThan(await promisesOf(() => inner.getClient('nobody')));
+    } finally {
+      await store.close();
     }
   });
 });
