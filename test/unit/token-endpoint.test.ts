@@ -8,7 +8,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/credentials.ts';
 import { GRANTS } from '../../src/oauth/grants/index.ts';
-import { userFromFields } from '../../src/store/records.ts';
+import { keyLayout, userFromFields } from '../../src/store/records.ts';
 import { basic } from '../support/http.ts';
 import { PUBLIC_URL, startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';
 import { idpKey, startTestIdp, type TestIdp } from '../support/test-idp.ts';
@@ -159,6 +159,15 @@ describe('refresh_token', () => {
     expect(lastAudit()).toMatchObject({ action: 'token.refresh_token', result: 'ok', clientId: c.clientId, detail: { rotatedFrom: hashToken(refresh).slice(0, 8) } });
   });
 
+  it('a stored refresh token that reads as corrupt (a hand edit broke its expiry): invalid_grant, nothing rotated', async () => {
+    const { auth, refresh } = await pair();
+    const key = keyLayout('mcpauth:').refreshToken(hashToken(refresh));
+    ep.store.setRawField(key, 'expiresAt', 'soon');
+    const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+    expect(ep.store.rawHash(key)?.rotatedAt).toBeUndefined();
+  });
+
   it('presented again within the grace window: new tokens; after it: the family revoked, audited as reuse', async () => {
     const { c, auth, refresh } = await pair();
     const first = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
@@ -277,6 +286,15 @@ describe('authorization_code', () => {
     expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.authorization_code', result: 'code_reuse', subject: 'user-1', detail: { revoked: true } });
     const found = await ep.store.lookupToken(hashToken(first.body.access_token));
     expect(found.oauth?.revokedAt).toBeDefined();
+  });
+
+  it('a stored code that reads as corrupt (a hand edit emptied its subject): invalid_grant, nothing redeemed', async () => {
+    const { params } = await code();
+    const key = keyLayout('mcpauth:').authorizationCode(hashToken(params.code));
+    ep.store.setRawField(key, 'subject', '');
+    const res = await ep.token(params);
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+    expect(ep.store.rawHash(key)?.redeemedAt).toBeUndefined();
   });
 
   it("another client's code: invalid_grant", async () => {
