@@ -33,7 +33,7 @@ export const refreshTokenGrant: Grant = {
     // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
     const scope = refreshedScope(request.form.get('scope'), old.scope);
     // Tokens of a signed-in user stay that user's across rotations.
-    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, ...(old.user ? { user: old.user } : {}) });
+    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: old.user });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
     const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
     /** A rotated token presented again: refused, logged and audited as `result`. */
