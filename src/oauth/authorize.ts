@@ -393,8 +393,11 @@ class SignInFlow {
     await this.toIdp(res, request, stored.browserHash, { consent: 'given', remember }, 303);
   }
 
-  /** Sends the browser to the IdP; the request waits for its answer under the login's `state`. */
-  /** `startedBy`: the client address of an /authorize that skips the consent page (its request is bounded as a pending sign-in). */
+  /**
+   * Sends the browser to the IdP; the request waits for its answer under the login's `state`.
+   * `startedBy`: the client address of an /authorize that skips the consent page (its request is then
+   * bounded as a pending sign-in).
+   */
   async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, approval: { consent: 'given' | 'remembered'; remember: boolean }, status: number, startedBy?: string): Promise<void> {
     const { url, login } = await this.signIn!.start();
     const record: AuthorizationRequestRecord = { stage: 'idp', request, browserHash, ...approval, nonce: login.nonce, codeVerifier: login.codeVerifier };

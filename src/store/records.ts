@@ -116,7 +116,7 @@ export function authorizationCodeFields(r: AuthorizationCodeRecord): Fields {
 }
 
 /** The approval a stored code was issued under, when it names a whole one. */
-export function consentLinkFromFields(f: Fields): ConsentLink | undefined {
+function consentLinkFromFields(f: Fields): ConsentLink | undefined {
   const expiresAt = Number(f.consentExpiresAt);
   if (!f.consentBrowser || !f.consentKey || !Number.isSafeInteger(expiresAt)) return undefined;
   return { browserHash: f.consentBrowser, key: f.consentKey, expiresAt };
