@@ -60,6 +60,11 @@ export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: 
   const now = ctx.clock.now();
   const profile = await resolveProfile(ctx.store, client.profile, now, ctx.config.oauth.profiles);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
+  // A stored profile edited by hand may hold anything: never a token that expires at once, or never.
+  if (!lifetime(profile.accessTokenLifetimeSeconds, 1) || !lifetime(profile.refreshTokenLifetimeSeconds, 0)) {
+    ctx.logger.error({ profile: client.profile }, 'a stored profile has a token lifetime that is not a whole number of seconds in range: nothing issued to its clients');
+    throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" has no usable token lifetime; an administrator must fix it`);
+  }
   const accessRaw = generateToken();
   const access: AccessTokenRecord = {
     tokenHash: hashToken(accessRaw),
@@ -123,4 +128,12 @@ export async function keepRegistrationAlive(ctx: OAuthContext, client: ClientRec
   const idleMs = ctx.config.oauth.unusedClientTtlSeconds * 1000;
   const refreshMs = refresh ? refresh.expiresAt - ctx.clock.now() : 0;
   await ctx.store.touchClient(client.clientId, Math.max(idleMs, refreshMs));
+}
+
+/** The longest lifetime a stored profile may give a token (the configuration allows a year for refresh tokens). */
+const MAX_TOKEN_LIFETIME_SECONDS = 365 * 24 * 3600;
+
+/** A lifetime in seconds a token can be issued with: a whole number from `min` to a year. */
+function lifetime(seconds: number, min: number): boolean {
+  return Number.isSafeInteger(seconds) && seconds >= min && seconds <= MAX_TOKEN_LIFETIME_SECONDS;
 }

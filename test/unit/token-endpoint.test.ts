@@ -137,6 +137,21 @@ describe('client_credentials', () => {
     expect([res.status, res.body.error]).toEqual([400, error]);
   });
 
+  it.each([
+    ['not a number', 'abc'],
+    ['a fraction', '1.5'],
+    ['zero', '0'],
+  ])('a stored profile whose access-token lifetime is %s: refused, nothing issued (never a token that expires at once or never)', async (_label, lifetime) => {
+    const name = `custom-${lifetime}`;
+    await ep.store.seedProfiles([{ name, description: 'edited by hand', accessTokenLifetimeSeconds: 3600, refreshTokenLifetimeSeconds: 0, grantTypes: [CC], createdAt: ep.clock.now() }]);
+    ep.store.setRawField(keyLayout('mcpauth:').profile(name), 'accessTokenLifetimeSeconds', lifetime);
+    const c = await ep.client({ grantTypes: [CC], profile: name });
+    const res = await ep.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
+    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+    expect(res.body.error_description).toMatch(new RegExp(`profile "${name}" has no usable token lifetime`));
+    expect(res.body.access_token).toBeUndefined();
+  });
+
   it('a public client is refused', async () => {
     const c = await ep.client({ grantTypes: [CC], tokenEndpointAuthMethod: 'none' });
     const res = await ep.token({ grant_type: CC, client_id: c.clientId });
