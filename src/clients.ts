@@ -194,6 +194,12 @@ export function isScopeText(value: string): boolean {
   return value.length <= 1024 && value.split(' ').every((t) => SCOPE_TOKEN.test(t));
 }
 
+/** Whether every token of the scope `asked` is among those of `allowed` (both space-separated scope texts). */
+export function scopeWithin(asked: string, allowed: string): boolean {
+  const permitted = new Set(allowed.split(' '));
+  return asked.split(' ').every((s) => permitted.has(s));
+}
+
 /** A space-separated list of RFC 6749 §3.3 scope tokens; undefined when absent. */
 export function checkScope(value: unknown, field = 'scope'): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;

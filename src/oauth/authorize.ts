@@ -17,7 +17,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../body.ts';
-import { checkScope, redirectUriMatches } from '../clients.ts';
+import { checkScope, redirectUriMatches, scopeWithin } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { consentKey } from '../store/records.ts';
@@ -172,7 +172,8 @@ class SignInFlow {
         c.clientCreatedAt === client.createdAt &&
         c.redirectUri === request.redirectUri &&
         c.approvedAt + this.#rememberMs > now &&
-        scopeWithin(request.scope, c.scope) &&
+        // No scope asked is nothing beyond the MCP server itself, within any approval.
+        (request.scope === undefined || scopeWithin(request.scope, c.scope ?? '')) &&
         (user === undefined || (c.issuer === user.issuer && c.subject === user.subject)),
     );
   }
@@ -316,9 +317,8 @@ class SignInFlow {
       } catch {
         throw new RedirectableError('invalid_scope', 'scope must be a space-separated list of scope tokens');
       }
-      if (scope !== undefined && client.scope !== undefined) {
-        const allowed = new Set(client.scope.split(' '));
-        if (!scope.split(' ').every((s) => allowed.has(s))) throw new RedirectableError('invalid_scope', 'the requested scope exceeds what this client was granted');
+      if (scope !== undefined && client.scope !== undefined && !scopeWithin(scope, client.scope)) {
+        throw new RedirectableError('invalid_scope', 'the requested scope exceeds what this client was granted');
       }
       const { granted, ignored } = splitScopes(scope ?? client.scope, this.ctx.config.policy.rules?.scopes ?? []);
       scope = granted;
@@ -497,13 +497,6 @@ class SignInFlow {
     await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'remembered' in approval ? 'remembered' : 'given' } });
     this.redirectBack(res, request, { code });
   }
-}
-
-/** Whether every scope asked (none: nothing beyond the MCP server itself) lies within those approved. */
-function scopeWithin(asked: string | undefined, approved: string | undefined): boolean {
-  if (asked === undefined) return true;
-  const allowed = new Set(approved?.split(' ') ?? []);
-  return asked.split(' ').every((s) => allowed.has(s));
 }
 
 /**

@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { clientActor } from '../audit.ts';
-import { checkScope } from '../clients.ts';
+import { checkScope, scopeWithin } from '../clients.ts';
 import { generateToken, hashToken } from '../credentials.ts';
 import { HttpError } from '../errors.ts';
 import { GRANT_REFRESH_TOKEN, resolveProfile } from '../profiles.ts';
@@ -17,10 +17,7 @@ import type { Issued } from './grants/grant.ts';
 export function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
   const scope = checkScope(requested);
   if (scope === undefined) return allowed;
-  if (allowed !== undefined) {
-    const permitted = new Set(allowed.split(' '));
-    if (!scope.split(' ').every((s) => permitted.has(s))) throw new HttpError('invalid_scope', 'the requested scope exceeds what this client was granted');
-  }
+  if (allowed !== undefined && !scopeWithin(scope, allowed)) throw new HttpError('invalid_scope', 'the requested scope exceeds what this client was granted');
   return scope;
 }
 
