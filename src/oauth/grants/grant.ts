@@ -6,8 +6,10 @@ import type { IncomingMessage } from 'node:http';
 import type { AuditInput } from '../../audit.ts';
 import type { Form } from '../../body.ts';
 import { HttpError, invalidClient } from '../../errors.ts';
+import { describe } from '../../logger.ts';
 import type { AuthenticatedClient, PresentedClient } from '../client-auth.ts';
 import type { OAuthContext } from '../context.ts';
+import { idpKeysUnavailable } from '../idp.ts';
 
 export interface TokenRequest {
   readonly req: IncomingMessage;
@@ -60,4 +62,14 @@ export function refusalWithEvent(err: HttpError, event: AuditInput, level: 'info
 
 export function refusalEventOf(err: unknown): { event: AuditInput; level: 'info' | 'warn' } | undefined {
   return typeof err === 'object' && err !== null ? REFUSAL_EVENTS.get(err) : undefined;
+}
+
+/**
+ * The answer when verifying an IdP-signed JWT failed because the IdP's keys are out of reach: our
+ * outage, a 503 with Retry-After (logged), not a bad token. Undefined when the JWT itself was refused.
+ */
+export function idpOutage(ctx: OAuthContext, err: unknown, grant: string): HttpError | undefined {
+  if (!idpKeysUnavailable(err)) return undefined;
+  ctx.logger.warn({ err: describe(err) }, `identity provider keys unavailable: ${grant} answered 503`);
+  return new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
 }

@@ -16,13 +16,12 @@
 import { clientActor } from '../../audit.ts';
 import { checkScope } from '../../clients.ts';
 import { HttpError } from '../../errors.ts';
-import { describe } from '../../logger.ts';
 import type { SignedInUser } from '../../store/types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';
-import { IdpRejection, idpKeysUnavailable, type IdJagAssertion } from '../idp.ts';
+import { IdpRejection, type IdJagAssertion } from '../idp.ts';
 import { buildPair, issued } from '../issuance.ts';
-import { refusalWithEvent, type Grant } from './grant.ts';
+import { idpOutage, refusalWithEvent, type Grant } from './grant.ts';
 
 export const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The `authorization_grant_profiles_supported` value of ID-JAG (the draft's §7.2). */
@@ -80,10 +79,8 @@ export const idJagGrant: Grant = {
     try {
       assertion = await ctx.idJag!.verify(form.get('assertion') ?? '', ctx.publicUrl(), now);
     } catch (err) {
-      if (idpKeysUnavailable(err)) {
-        ctx.logger.warn({ err: describe(err) }, 'identity provider keys unavailable: identity assertion grant answered 503');
-        throw new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
-      }
+      const outage = idpOutage(ctx, err, 'identity assertion grant');
+      if (outage) throw outage;
       // The library's code and the claim it checked name the failure (a claim's name, never its value).
       const e = err as { code?: string; claim?: unknown };
       const reason = err instanceof IdpRejection ? err.message : `${e.code ?? 'invalid'}${typeof e.claim === 'string' ? ` (${e.claim})` : ''}`;

@@ -5,11 +5,9 @@
 
 import { generateToken, hashToken, TTL_7_DAYS } from '../../credentials.ts';
 import { HttpError } from '../../errors.ts';
-import { describe } from '../../logger.ts';
 import { GRANT_TOKEN_EXCHANGE } from '../../profiles.ts';
-import { idpKeysUnavailable } from '../idp.ts';
 import { keepRegistrationAlive } from '../issuance.ts';
-import type { Grant } from './grant.ts';
+import { idpOutage, type Grant } from './grant.ts';
 
 export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
@@ -48,10 +46,8 @@ export const tokenExchangeGrant: Grant = {
       identity = await ctx.idp!.verify(subjectToken, now);
     } catch (err) {
       // The IdP's key endpoint being unreachable is our outage, not a bad token.
-      if (idpKeysUnavailable(err)) {
-        ctx.logger.warn({ err: describe(err) }, 'identity provider keys unavailable: token exchange answered 503');
-        throw new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
-      }
+      const outage = idpOutage(ctx, err, 'token exchange');
+      if (outage) throw outage;
       ctx.logger.info({ reason: (err as Error).message, code: (err as { code?: string }).code }, 'token exchange refused');
       throw new HttpError('invalid_grant', 'the subject token is not acceptable');
     }
