@@ -68,7 +68,7 @@ export class WindowLimit {
 const FAILURE_REFUSALS = new WeakSet<object>();
 
 /** The 429 that answers a failed authentication from an address over the limit. */
-export function failureRefusal(retryAfter: number): HttpError {
+function failureRefusal(retryAfter: number): HttpError {
   const err = tooManyRequests(retryAfter, 'too many failed authentications from this address');
   FAILURE_REFUSALS.add(err);
   return err;
@@ -132,7 +132,7 @@ export class FailedAuthLimiter {
   }
 
   /** Seconds until `address` may try again, or 0. */
-  retryAfter(address: string): number {
+  #retryAfter(address: string): number {
     if (this.#blocked.size === 0) return 0;
     const until = this.#blocked.get(address);
     if (until === undefined) return 0;
@@ -148,9 +148,19 @@ export class FailedAuthLimiter {
    * audited: see `isFailureRefusal`); otherwise counts it and resolves, and the caller answers as usual.
    */
   async failed(address: string): Promise<void> {
-    const retryAfter = this.retryAfter(address);
-    if (retryAfter > 0) throw failureRefusal(retryAfter);
+    const refused = this.refusal(address);
+    if (refused) throw refused;
     await this.recordFailure(address);
+  }
+
+  /**
+   * The bare 429 that answers a failed authentication from `address` while it is over the limit, or
+   * undefined (the failure then gets its usual answer, and `recordFailure` counts it). For a caller
+   * that does not wait for the count (the proxy); others use `failed`.
+   */
+  refusal(address: string): HttpError | undefined {
+    const retryAfter = this.#retryAfter(address);
+    return retryAfter > 0 ? failureRefusal(retryAfter) : undefined;
   }
 
   /**

@@ -17,7 +17,7 @@ import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
-import { failureRefusal, type FailedAuthLimiter } from '../rate-limits.ts';
+import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import type { PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
@@ -175,10 +175,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
   function deny(req: ProxyRequest, reason: DenialReason): never {
     req.denial = reason;
     const address = addresses.client(req);
-    const retryAfter = authFailures?.retryAfter(address) ?? 0;
-    if (retryAfter > 0) {
+    const refused = authFailures?.refusal(address);
+    if (refused) {
       metrics.denied('rate_limited');
-      throw failureRefusal(retryAfter);
+      throw refused;
     }
     metrics.denied(reason);
     void authFailures?.recordFailure(address);
