@@ -2,6 +2,8 @@
 // at, and RFC 8414 authorization-server metadata. Every URL is built from PUBLIC_URL, never from the
 // request's Host header.
 
+import { ASSERTION_ALGORITHMS } from './client-auth.ts';
+
 /**
  * `scopes`: every scope the per-tool policy names, always published (an empty list without one), so
  * that a client sees which scopes mean something here instead of guessing.
@@ -15,8 +17,6 @@ export function protectedResourceMetadata(publicUrl: string, scopes: readonly st
     scopes_supported: [...scopes],
   };
 }
-
-import { ASSERTION_ALGORITHMS } from './client-auth.ts';
 
 /** Client authentication of /token, /revoke and /introspect (src/oauth/client-auth.ts). */
 const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'private_key_jwt'];
