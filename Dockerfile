@@ -38,4 +38,4 @@ EXPOSE 8080 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.ADMIN_PORT||8081)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # node directly (not npm): SIGTERM reaches the sidecar, which drains and exits 0.
-CMD ["node", "src/main.ts"]
+CMD ["node", "bin/mcp-bearer-proxy.js"]
