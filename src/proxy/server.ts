@@ -82,6 +82,9 @@ export function createProxyServer(deps: ProxyDeps): Server {
       metrics.unavailable.inc();
     },
     onNotFound: () => metrics.notFound.inc(),
+    onErrorAnswer(answer, path) {
+      if (isRequestPath(path) && !COUNTED_WHERE_DECIDED.has(answer.code)) metrics.refused(answer.code);
+    },
   });
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
@@ -190,6 +193,18 @@ export function createProxyServer(deps: ProxyDeps): Server {
     metrics.health.inc();
     await answerHealth(res, store, config.upstream);
   }
+}
+
+/**
+ * Error answers whose outcome is counted where they are decided (a refused token as `denied` with its
+ * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
+ * /mcp, /health and /authz is counted as `refused` with its code.
+ */
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+
+/** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
+function isRequestPath(path: string): boolean {
+  return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`);
 }
 
 function resourceMetadataUrl(publicUrl: string): string {
