@@ -5,7 +5,6 @@ import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configFlagNames, parseCommandLine, parseConfigFlags } from '../../src/config-argv.ts';
 import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
@@ -13,7 +12,6 @@ import { workerCount } from '../../src/workers.ts';
 import { generateToken, weakTokenReason } from '../../src/credentials.ts';
 
 const MASTER = generateToken();
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 function problemsOf(fn: () => unknown): readonly string[] {
   try {
