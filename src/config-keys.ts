@@ -57,7 +57,7 @@ export const CONFIG_KEYS = {
   }),
   store: choice(['redis', 'memory'], {
     default: 'redis',
-    description: '`redis` (production) or `memory` (one process, nothing persisted; what `npm run demo` uses).',
+    description: '`redis` (production) or `memory` (one process, nothing persisted, expired records swept; what `npm run demo` uses).',
   }),
   redis: {
     url: text({
