@@ -552,16 +552,32 @@ describe('resolve: the cache', () => {
     expect(hits.get('/no-store.json')).toBe(2);
   });
 
-  it('never caches a failure: the next resolve fetches again and can succeed', async () => {
-    const r = resolver();
+  it('a failure is answered again without a fetch for failureCacheMs (per URL), then the URL is fetched again and can succeed', async () => {
+    const clock = new ManualClock();
+    const r = resolver({ clock, failureCacheMs: 30_000 });
     failing.add('/flaky.json');
     const url = at('/flaky.json');
-    await refusal(r.resolve(url));
-    await refusal(r.resolve(url));
-    expect(hits.get('/flaky.json')).toBe(2);
+    const first = await refusal(r.resolve(url));
+    const again = await refusal(r.resolve(url));
+    expect(again.description).toBe(first.description);
+    expect(hits.get('/flaky.json')).toBe(1);
+    // Another URL of the same host is its own entry.
+    await refusal(r.resolve(at('/flaky.json?other')));
+    expect(hits.get('/flaky.json?other')).toBe(1);
     failing.delete('/flaky.json');
+    clock.advance(29_999);
+    await refusal(r.resolve(url));
+    expect(hits.get('/flaky.json')).toBe(1);
+    clock.advance(1);
     expect((await r.resolve(url)).clientId).toBe(url);
-    expect(hits.get('/flaky.json')).toBe(3);
+    expect(hits.get('/flaky.json')).toBe(2);
+    // failureCacheMs 0: every use fetches again.
+    failing.add('/flaky.json');
+    const uncached = resolver({ clock, failureCacheMs: 0 });
+    await refusal(uncached.resolve(at('/flaky.json?uncached')));
+    await refusal(uncached.resolve(at('/flaky.json?uncached')));
+    expect(hits.get('/flaky.json?uncached')).toBe(2);
+    failing.delete('/flaky.json');
   });
 
   it('keeps at most maxCacheEntries, evicting the least recently used', async () => {
