@@ -328,6 +328,46 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     expect((await r.resolve(at('/client.json?slot=4'))).clientName).toBe('Example MCP Client');
   });
 
+  it('an address holds at most maxConcurrentFetchesPerAddress slots: its next fetch waits (then 503), another address still finds one', async () => {
+    const r = resolver({ maxConcurrentFetches: 3, maxConcurrentFetchesPerAddress: 1, fetchQueueWaitMs: 200, timeoutMs: 2_000 });
+    const slow = r.resolve(at('/silent?share=1'), { address: '192.0.2.1' }).catch((e: unknown) => e);
+    const over = await rejection(r.resolve(at('/client.json?share=2'), { address: '192.0.2.1' }));
+    expect(over.status).toBe(503);
+    expect(hits.get('/client.json?share=2')).toBeUndefined();
+    expect((await r.resolve(at('/client.json?share=3'), { address: '192.0.2.2' })).clientName).toBe('Example MCP Client');
+    await slow;
+  });
+
+  it("an address's waiting fetch gets its slot once its earlier fetch ends", async () => {
+    const r = resolver({ maxConcurrentFetches: 3, maxConcurrentFetchesPerAddress: 1, fetchQueueWaitMs: 10_000, timeoutMs: 300 });
+    const slow = rejection(r.resolve(at('/silent?share=4'), { address: '192.0.2.3' }));
+    const waiting = r.resolve(at('/client.json?share=5'), { address: '192.0.2.3' });
+    expect((await slow).description).toMatch(/was not fetched within 300 ms/);
+    expect((await waiting).clientName).toBe('Example MCP Client');
+  });
+
+  it('refetchKeySet and refetchDocument: past the cache once refetchCooldownMs has passed since the last fetch, undefined within it', async () => {
+    const clock = new ManualClock();
+    const r = resolver({ clock, refetchCooldownMs: 30_000 });
+    const keys = at('/jwks.json?refetch=1');
+    expect((await r.keySet(keys)).keys[0]!.kid).toBe('k1');
+    expect(await r.refetchKeySet(keys)).toBeUndefined();
+    expect(hits.get('/jwks.json?refetch=1')).toBe(1);
+    clock.advance(30_000);
+    expect((await r.refetchKeySet(keys))!.keys[0]!.kid).toBe('k1');
+    expect(hits.get('/jwks.json?refetch=1')).toBe(2);
+    // The set fetched again is the cached one from then on.
+    await r.keySet(keys);
+    expect(hits.get('/jwks.json?refetch=1')).toBe(2);
+
+    const doc = at('/client.json?refetch=doc');
+    await r.resolve(doc);
+    expect(await r.refetchDocument(doc)).toBeUndefined();
+    clock.advance(30_000);
+    expect((await r.refetchDocument(doc))!.clientId).toBe(doc);
+    expect(hits.get('/client.json?refetch=doc')).toBe(2);
+  });
+
   it('beforeFetch runs only when a fetch goes out (not on a cache hit), and can stop it', async () => {
     const r = resolver();
     let calls = 0;
