@@ -101,6 +101,11 @@ const SECRET_FIELDS = ['client_secret', 'client_secret_expires_at'];
 const SECRET_METHODS = ['client_secret_basic', 'client_secret_post', 'client_secret_jwt'];
 /** The setting that lets documents come from internal addresses, named on the refusal page. */
 const PRIVATE_ADDRESSES_SETTING = 'oauth.clientMetadataDocuments.allowPrivateAddresses';
+/**
+ * URLs whose last fetch time and last failure are remembered, at least (even with the cache off): a
+ * small bound would let someone cycling through URLs push out the cooldown and the failure of another.
+ */
+const MIN_BOOKKEEPING_ENTRIES = 1000;
 
 /**
  * Whether `clientId` is a URL this server treats as a metadata document: https, a path other than `/`,
@@ -507,7 +512,7 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
     logger.warn('client metadata documents may be fetched from loopback and private addresses (allowPrivateAddresses): unsafe outside tests');
   }
   const bound = <V>(map: Map<string, V>) => {
-    while (map.size > Math.max(options.maxCacheEntries, 1)) map.delete(map.keys().next().value!);
+    while (map.size > Math.max(options.maxCacheEntries, MIN_BOOKKEEPING_ENTRIES)) map.delete(map.keys().next().value!);
   };
 
   async function fetchAndValidate<T extends object>(key: string, url: string, what: string, parse: (body: Buffer) => T, address: string | undefined): Promise<T> {
