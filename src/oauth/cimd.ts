@@ -526,6 +526,9 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
       const value = parse(fetched.body);
       const lifetime = cacheLifetimeMs(fetched.cacheControl, options.cacheTtlMs);
       failures.delete(key);
+      // What was fetched replaces what was cached, also when it may not be kept (a key removed from a
+      // set must not live on in an older copy).
+      cache.delete(key);
       if (lifetime > 0 && options.maxCacheEntries > 0) {
         cache.set(key, { value, expiresAt: clock.now() + lifetime });
         while (cache.size > options.maxCacheEntries) cache.delete(cache.keys().next().value!);
@@ -551,8 +554,8 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
     }
   }
 
-  function cachedOrFetch<T extends object>(key: string, fetchIt: () => Promise<T>, fetchOptions: ResolveOptions): Promise<T> {
-    const hit = cache.get(key);
+  function cachedOrFetch<T extends object>(key: string, fetchIt: () => Promise<T>, fetchOptions: ResolveOptions, pastTheCache = false): Promise<T> {
+    const hit = pastTheCache ? undefined : cache.get(key);
     if (hit !== undefined) {
       cache.delete(key);
       if (hit.expiresAt > clock.now()) {
@@ -580,8 +583,9 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
   function refetch<T extends object>(key: string, fetchIt: () => Promise<T>, fetchOptions: ResolveOptions): Promise<T | undefined> {
     const last = lastFetched.get(key);
     if (last !== undefined && clock.now() - last < refetchCooldownMs) return Promise.resolve(undefined);
-    cache.delete(key);
-    return cachedOrFetch(key, fetchIt, fetchOptions);
+    // The cached copy stays until a fetch replaces it: a refetch refused (the address over its budget)
+    // costs the client nothing.
+    return cachedOrFetch(key, fetchIt, fetchOptions, true);
   }
 
   function checkedDocumentUrl(url: string): void {

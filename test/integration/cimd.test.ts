@@ -359,6 +359,14 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     // The set fetched again is the cached one from then on.
     await r.keySet(keys);
     expect(hits.get('/jwks.json?refetch=1')).toBe(2);
+    // A refetch its admission refuses (an address over its budget) leaves the cached copy in place.
+    clock.advance(30_000);
+    const stop = async () => {
+      throw new HttpError('too_many_requests', 'slow down');
+    };
+    expect((await rejection(r.refetchKeySet(keys, { beforeFetch: stop }))).status).toBe(429);
+    expect((await r.keySet(keys, { beforeFetch: stop })).keys[0]!.kid).toBe('k1');
+    expect(hits.get('/jwks.json?refetch=1')).toBe(2);
 
     const doc = at('/client.json?refetch=doc');
     await r.resolve(doc);
