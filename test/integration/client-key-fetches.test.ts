@@ -43,8 +43,8 @@ let origin = '';
 const hits = new Map<string, number>();
 /** The key set served at /keys/<name>, with its Cache-Control. */
 const keySets = new Map<string, { keys: JWK[]; cacheControl: string }>();
-/** The method each /doc/<name>.json document asks for. */
-const documentMethods = new Map<string, 'none' | 'private_key_jwt'>();
+/** The method each /doc/<name>.json document asks for; `inline`: private_key_jwt with the keys of /keys/<name> in `jwks`. */
+const documentMethods = new Map<string, 'none' | 'private_key_jwt' | 'inline'>();
 /** /hold/<name>: answered only when released; `arrived` resolves when the request is in. */
 const held = new Map<string, { arrived: () => void; release: Promise<void> }>();
 let releaseAll: () => void = () => {};
@@ -80,9 +80,10 @@ function serveKeys(req: IncomingMessage, res: ServerResponse): void {
       redirect_uris: [CLIENT_REDIRECT],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
-      token_endpoint_auth_method: documentMethods.get(docName),
+      token_endpoint_auth_method: documentMethods.get(docName) === 'none' ? 'none' : 'private_key_jwt',
     };
     if (documentMethods.get(docName) === 'private_key_jwt') doc.jwks_uri = `${origin}/keys/${docName}`;
+    if (documentMethods.get(docName) === 'inline') doc.jwks = { keys: keySets.get(docName)!.keys };
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(doc));
     return;
   }
@@ -184,6 +185,9 @@ describe('jwks_uri fetches are bounded per client address', () => {
       for (let i = 0; i < 20; i++) statuses.push((await tokenWith(stack, '127.0.0.2', await assertion(stack, clientId, stranger))).status);
       expect(hits.get('/keys/budget')).toBe(5);
       expect(statuses).toEqual([...Array(5).fill(401), ...Array(15).fill(429)]);
+      const over = await tokenWith(stack, '127.0.0.2', await assertion(stack, clientId, stranger));
+      expect(over.json().error_description).toMatch(/too many client metadata documents and key sets fetched for this address/);
+      expect(Number(over.headers['retry-after'])).toBeGreaterThan(0);
       // Another address has its own budget.
       expect((await tokenWith(stack, '127.0.0.3', await assertion(stack, clientId, stranger))).status).toBe(401);
       expect(hits.get('/keys/budget')).toBe(6);
@@ -310,6 +314,33 @@ describe('an unknown kid refetches the key set, at most once per cooldown', () =
       expect(await token(k3)).toBe(200);
       expect(await token(k2)).toBe(200);
       expect(hits.get('/keys/rotating')).toBe(3);
+    } finally {
+      await stack.close();
+    }
+  });
+});
+
+describe('an unknown kid re-reads a document whose keys are inline, at most once per cooldown', () => {
+  it('the document is fetched again for a new kid; within the cooldown another unknown kid fetches nothing', async () => {
+    documentMethods.set('inline-keys', 'inline');
+    keySets.set('inline-keys', { keys: [k1.jwk], cacheControl: 'unused' });
+    const clock = new ManualClock();
+    const stack = await startStack({ clock, cimd: resolver(clock, { refetchCooldownMs: 30_000 }) });
+    try {
+      // The record a document's client gets when its first code is issued (authorize.ts rememberDocumentClient).
+      const clientId = `${origin}/doc/inline-keys.json`;
+      await stack.store.createClient({ clientId, redirectUris: [CLIENT_REDIRECT], grantTypes: ['authorization_code', 'refresh_token'], profile: 'interactive', tokenEndpointAuthMethod: 'none', source: 'cimd', createdAt: clock.now() });
+      // Client authentication passes: the made-up refresh token is then invalid_grant.
+      const outcome = async (key: Key) => (await tokenWith(stack, '127.0.0.12', await assertion(stack, clientId, key))).json().error;
+      expect(await outcome(k1)).toBe('invalid_grant');
+      expect(hits.get('/doc/inline-keys.json')).toBe(1);
+      clock.advance(30_000);
+      keySets.set('inline-keys', { keys: [k2.jwk], cacheControl: 'unused' });
+      expect(await outcome(k2)).toBe('invalid_grant');
+      expect(hits.get('/doc/inline-keys.json')).toBe(2);
+      expect(await outcome(k1)).toBe('invalid_client');
+      expect(await outcome(k3)).toBe('invalid_client');
+      expect(hits.get('/doc/inline-keys.json')).toBe(2);
     } finally {
       await stack.close();
     }
