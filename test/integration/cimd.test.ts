@@ -29,6 +29,15 @@ const hits = new Map<string, number>();
 /** Paths whose answer the test switches between failing and valid. */
 const failing = new Set<string>();
 const logLines: string[] = [];
+/** /held answers only once the test releases it; `heldArrived` resolves when its request is in. */
+let releaseHeld: () => void = () => {};
+const heldRelease = new Promise<void>((resolve) => {
+  releaseHeld = resolve;
+});
+let heldArrivedNow: () => void = () => {};
+const heldArrived = new Promise<void>((resolve) => {
+  heldArrivedNow = resolve;
+});
 const logger = createLogger('debug', { write: (line: string) => void logLines.push(line) });
 
 function documentFor(req: IncomingMessage, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -169,6 +178,10 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return;
     case '/silent':
       return; // never answers
+    case '/held':
+      heldArrivedNow();
+      void heldRelease.then(() => sendJson(res, documentFor(req)));
+      return;
     case '/jwks.json':
       return sendJson(res, { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' }] });
     case '/jwks-private.json':
@@ -186,6 +199,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  releaseHeld();
   await close?.();
 });
 
@@ -339,11 +353,17 @@ describe('resolve: a valid document (private addresses allowed for the test serv
   });
 
   it("an address's waiting fetch gets its slot once its earlier fetch ends", async () => {
-    const r = resolver({ maxConcurrentFetches: 3, maxConcurrentFetchesPerAddress: 1, fetchQueueWaitMs: 10_000, timeoutMs: 300 });
-    const slow = rejection(r.resolve(at('/silent?share=4'), { address: '192.0.2.3' }));
+    const r = resolver({ maxConcurrentFetches: 3, maxConcurrentFetchesPerAddress: 1, fetchQueueWaitMs: 30_000 });
+    const first = r.resolve(at('/held'), { address: '192.0.2.3' });
+    await heldArrived;
     const waiting = r.resolve(at('/client.json?share=5'), { address: '192.0.2.3' });
-    expect((await slow).description).toMatch(/was not fetched within 300 ms/);
+    // Another address is not held up meanwhile.
+    expect((await r.resolve(at('/client.json?share=6'), { address: '192.0.2.4' })).clientName).toBe('Example MCP Client');
+    expect(hits.get('/client.json?share=5')).toBeUndefined();
+    releaseHeld();
+    expect((await first).clientName).toBe('Example MCP Client');
     expect((await waiting).clientName).toBe('Example MCP Client');
+    expect(hits.get('/client.json?share=5')).toBe(1);
   });
 
   it('refetchKeySet and refetchDocument: past the cache once refetchCooldownMs has passed since the last fetch, undefined within it', async () => {
