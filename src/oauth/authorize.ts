@@ -22,14 +22,14 @@ import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { consentKey } from '../store/records.ts';
 import { DuplicateRecordError, type AuthorizationRequest, type AuthorizationRequestRecord, type ConsentLink, type ConsentRecord, type SignedInUser } from '../store/types.ts';
-import { isClientIdMetadataUrl } from './cimd.ts';
+import { isClientIdMetadataUrl, type ResolveOptions } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { WindowLimit } from '../rate-limits.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
 import type { ClientRecord } from '../store/types.ts';
-import { resourceOf, type OAuthContext } from './context.ts';
+import { fetchAdmission, resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
 import { consentPage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
@@ -112,8 +112,8 @@ class SignInFlow {
   readonly #idpHost: string;
   private readonly ctx: OAuthContext;
   private readonly signIn: IdpSignIn | undefined;
-  /** Metadata-document fetches a client address may cause per minute (cache hits are free). */
-  readonly #documentFetches: WindowLimit;
+  /** Metadata-document fetches a client address may cause (cache hits are free), and their share of the slots. */
+  readonly #documentFetches: (address: string) => ResolveOptions;
   /** GET /authorize requests per client address and minute. */
   readonly #authorizeRequests: WindowLimit;
   readonly #addresses: ReturnType<typeof clientAddresses>;
@@ -121,7 +121,7 @@ class SignInFlow {
   constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
     this.ctx = ctx;
     this.signIn = signIn;
-    this.#documentFetches = new WindowLimit(ctx.store, ctx.clock, 'cimdfetch', ctx.config.oauth.clientMetadataDocuments.fetchesPerMinutePerAddress);
+    this.#documentFetches = fetchAdmission(ctx, 'too many application metadata documents fetched for this address; try again in a minute');
     this.#addresses = clientAddresses(ctx.config.proxy.trustedProxies);
     this.#authorizeRequests = new WindowLimit(ctx.store, ctx.clock, 'authorize', ctx.config.rateLimits.authorizeRequestsPerMinute);
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
@@ -233,7 +233,7 @@ class SignInFlow {
     try {
       // Only a fetch that goes out counts towards the address's limit: a cached document is free.
       const address = this.#addresses.client(req);
-      doc = await this.ctx.cimd.resolve(clientId, { beforeFetch: () => this.#documentFetches.take(address, 'too many application metadata documents fetched for this address; try again in a minute') });
+      doc = await this.ctx.cimd.resolve(clientId, this.#documentFetches(address));
     } catch (err) {
       if (err instanceof HttpError && err.code === 'invalid_client') {
         throw new PageError(400, 'Unknown application', `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`);

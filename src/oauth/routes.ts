@@ -10,7 +10,7 @@ import type { Route } from '../http.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../rate-limits.ts';
 import { presentedClient, type AuthenticatedClient } from './client-auth.ts';
-import type { FormRequest, OAuthContext } from './context.ts';
+import { fetchAdmission, type FormRequest, type OAuthContext } from './context.ts';
 import { refusalEventOf, type Issued } from './grants/grant.ts';
 import { GRANTS, grantNamed } from './grants/index.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
@@ -39,6 +39,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   };
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const publicClientTokens = new ProvenRequestLimit(limits.token, clock);
+  const fetchesFor = fetchAdmission(ctx, 'too many client metadata documents and key sets fetched for this address; try again in a minute');
 
   /**
    * Runs an endpoint that authenticates its caller. A valid credential is always served; a failed
@@ -79,7 +80,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
             publicClientTokens.check(key, description);
             countAfter = key;
           };
-          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), ...(perClient ? { countClient } : {}) };
+          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), fetches: fetchesFor(address), ...(perClient ? { countClient } : {}) };
           const issued = await handler(ctx, request);
           if (issued && countAfter !== undefined) await publicClientTokens.counted(countAfter);
           return issued;

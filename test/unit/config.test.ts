@@ -309,9 +309,12 @@ describe('buildConfig', () => {
       timeoutMs: 5000,
       maxBytes: 5120,
       cacheTtlSeconds: 600,
+      failureCacheSeconds: 30,
+      keySetRefetchCooldownSeconds: 30,
       cacheMaxEntries: 1000,
       fetchesPerMinutePerAddress: 20,
       maxConcurrentFetches: 16,
+      maxConcurrentFetchesPerAddress: 4,
       allowPrivateAddresses: false,
     });
     const set = buildConfig({ oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } }, { BEARER_SECRET_MASTER: MASTER });
