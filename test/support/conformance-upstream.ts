@@ -292,7 +292,8 @@ function buildServer(): McpServer {
     { mimeType: 'text/plain', description: 'A resource a client may subscribe to.' },
     async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'Watched resource content' }] }),
   );
-  // resources-subscribe / -unsubscribe: McpServer has no handlers of its own for these.
+  // resources-subscribe / -unsubscribe: McpServer has no handlers of its own for these. The scenarios
+  // check that both requests succeed; the resource never changes, so no update is ever sent.
   const subscriptions = new Set<string>();
   server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
     subscriptions.add(request.params.uri);
