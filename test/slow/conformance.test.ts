@@ -1,7 +1,8 @@
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned) run against an
-// "everything" upstream twice: directly, and through the sidecar in proxy mode with a real token. The
-// sidecar must be invisible to MCP traffic: every server scenario passes directly, and through the
-// sidecar each check ends exactly as it did directly (same checks, same outcomes).
+// "everything" upstream three times: directly; through the sidecar in proxy mode with a real token; and
+// through a sidecar with a per-tool policy, which parses every POST body and filters list answers (JSON
+// and SSE). The sidecar must be invisible to MCP traffic: every server scenario passes directly, and
+// through either sidecar each check ends exactly as it did directly (same checks, same outcomes).
 //
 // Not run here: the suite's client scenarios (`conformance list --client`: initialize, tools_call,
 // sse-retry, elicitation-sep1034-client-defaults and all of auth/*). They run an MCP client under test
@@ -16,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConformanceUpstream, type ConformanceUpstream } from '../support/conformance-upstream.ts';
 import { startCredentialForwarder, type CredentialForwarder } from '../support/credential-forwarder.ts';
 import { RUN_TS } from '../support/node-ts.ts';
+import { postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const CLI = resolve('node_modules/@modelcontextprotocol/conformance/dist/index.js');
@@ -156,14 +158,17 @@ function verdict(checks: Check[] | undefined): string {
 describe('MCP conformance suite (server scenarios): directly and through the sidecar', () => {
   let upstream: ConformanceUpstream;
   let stack: Stack;
+  let policedStack: Stack;
   // The CLI has no option to send an Authorization header (`conformance server --help`): this forwarder
   // plays the client's credential store, adding the token the sidecar issued, and passes every other
   // header unchanged; dns-rebinding-protection sends its own Host and Origin, which must reach the
   // sidecar as sent.
   let forwarder: CredentialForwarder;
+  let policedForwarder: CredentialForwarder;
   let workDir: string;
   let direct: SuiteRun;
   let proxied: SuiteRun;
+  let policed: SuiteRun;
 
   beforeAll(async () => {
     workDir = mkdtempSync(join(tmpdir(), 'mcp-conformance-'));
@@ -171,19 +176,32 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
     stack = await startStack({ upstreamUrl: upstream.url });
     const { token } = await stack.issueOAuthToken();
     forwarder = await startCredentialForwarder(stack.mcpUrl, token);
+    // Deny by default, as a policed deployment would, with one rule that lets OAuth tokens make every
+    // call: nothing the scenarios do is refused, and every body and list answer goes through the policy.
+    policedStack = await startStack({
+      upstreamUrl: upstream.url,
+      config: { policy: { default: 'deny', rules: [{ name: 'oauth-clients', effect: 'allow', principals: { kinds: ['oauth'] } }] } },
+    });
+    const { token: policedToken } = await policedStack.issueOAuthToken();
+    policedForwarder = await startCredentialForwarder(policedStack.mcpUrl, policedToken);
     // One after the other: a few scenarios give the server a fixed time (server-sse-multiple-streams
     // waits 2 s for each stream's first event), so the runs do not compete for the machine.
     direct = await runSuite(upstream.url, mkdtempSync(join(workDir, 'direct-')));
     proxied = await runSuite(forwarder.url, mkdtempSync(join(workDir, 'sidecar-')));
+    policed = await runSuite(policedForwarder.url, mkdtempSync(join(workDir, 'policy-')));
   }, 2 * RUN_TIMEOUT_MS);
 
   afterAll(async () => {
-    if (direct && proxied) {
-      // The table for the CI log: scenario, directly, through the sidecar, why a failure is expected.
-      const rows = SERVER_SCENARIOS.map((s) => [s, verdict(direct.checks.get(s)), verdict(proxied.checks.get(s)), EXPECTED_FAILURES[s] ?? '']);
-      const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i]!.length), 10));
-      console.log(rows.map((r) => r.map((cell, i) => (i < 3 ? cell.padEnd(widths[i]!) : cell)).join('  ')).join('\n'));
+    if (direct && proxied && policed) {
+      // The table for the CI log: scenario, directly, through the sidecar, through the policed
+      // sidecar, why a failure is expected.
+      const header = ['scenario', 'directly', 'sidecar', 'sidecar + policy', ''];
+      const rows = [header, ...SERVER_SCENARIOS.map((s) => [s, ...[direct, proxied, policed].map((run) => verdict(run.checks.get(s))), EXPECTED_FAILURES[s] ?? ''])];
+      const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i]!.length)));
+      console.log(rows.map((r) => r.map((cell, i) => (i < 4 ? cell.padEnd(widths[i]!) : cell)).join('  ')).join('\n'));
     }
+    await policedForwarder?.close();
+    await policedStack?.close();
     await forwarder?.close();
     await stack?.close();
     await upstream?.close();
@@ -217,6 +235,12 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
       expect(checks, `no results for ${scenario}:\n${proxied.output}`).toBeDefined();
       expect(outcomes(checks!)).toEqual(outcomes(direct.checks.get(scenario)!));
     });
+
+    it('ends every check through the sidecar with a policy as it ended directly', () => {
+      const checks = policed.checks.get(scenario);
+      expect(checks, `no results for ${scenario}:\n${policed.output}`).toBeDefined();
+      expect(outcomes(checks!)).toEqual(outcomes(direct.checks.get(scenario)!));
+    });
   });
 
   it('dns-rebinding-protection: the sidecar itself refuses the foreign Host (421), the upstream never sees it', () => {
@@ -224,12 +248,14 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
     // Directly, the upstream's own check answers (403); through the sidecar, its DNS rebinding check
     // does (421), which it can only do if Host: evil.example.com reached it unchanged.
     expect(rejected(direct).details?.statusCode).toBe(403);
-    expect(rejected(proxied).details?.statusCode).toBe(421);
-    expect(rejected(proxied).details?.hostHeader).toBe('evil.example.com');
+    for (const run of [proxied, policed]) {
+      expect(rejected(run).details?.statusCode).toBe(421);
+      expect(rejected(run).details?.hostHeader).toBe('evil.example.com');
+    }
   });
 
   it('server-sse-polling: the stream closed mid-call and the result came on the resumed GET, through the sidecar too', () => {
-    for (const run of [direct, proxied]) {
+    for (const run of [direct, proxied, policed]) {
       const checks = run.checks.get('server-sse-polling')!;
       const resume = checks.find((c) => c.id === 'server-sse-disconnect-resume');
       expect(resume?.status).toBe('SUCCESS');
@@ -237,8 +263,17 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
     }
   });
 
+  it('the policy was in force in the policed sidecar: a call it does not allow is refused there', async () => {
+    // The master token is not an OAuth token, so no rule allows its tools/call: 403 from the policy,
+    // before the upstream (no session needed).
+    const call = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'test_simple_text', arguments: {} } });
+    const refused = await postMcp(policedStack.mcpUrl, policedStack.masterToken, { body: call });
+    expect(refused.status).toBe(403);
+    expect(refused.headers.get('www-authenticate')).toContain('insufficient_scope');
+  });
+
   it('the CLI connected to loopback addresses only', () => {
-    for (const run of [direct, proxied]) {
+    for (const run of [direct, proxied, policed]) {
       // Not vacuous: the runs reached the server under test.
       expect(run.connections.length).toBeGreaterThan(0);
       expect(run.connections.filter((c) => !c.allowed)).toEqual([]);
