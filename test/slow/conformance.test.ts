@@ -189,7 +189,7 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
     direct = await runSuite(upstream.url, mkdtempSync(join(workDir, 'direct-')));
     proxied = await runSuite(forwarder.url, mkdtempSync(join(workDir, 'sidecar-')));
     policed = await runSuite(policedForwarder.url, mkdtempSync(join(workDir, 'policy-')));
-  }, 2 * RUN_TIMEOUT_MS);
+  }, 3 * RUN_TIMEOUT_MS + 60_000);
 
   afterAll(async () => {
     if (direct && proxied && policed) {
