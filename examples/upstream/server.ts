@@ -63,7 +63,7 @@ const MAX_STORED_EVENTS = 10_000;
 const log = process.env.UPSTREAM_LOG === '1' ? (...args: unknown[]) => console.error('[upstream]', ...args) : () => {};
 
 /** Resumability for one session; bounded so a long-lived session cannot grow memory without limit. */
-class MemoryEventStore implements EventStore {
+export class MemoryEventStore implements EventStore {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage }>();
   private seq = 0;
 
