@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../body.ts';
 import { hasControlCharacter, provisionClient } from '../clients.ts';
 import { HttpError, writeJson } from '../errors.ts';
-import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
 import { GRANT_TYPES } from './grants/index.ts';
 
@@ -53,6 +53,9 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
   }
   if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE) && !ctx.signIn) {
     throw new HttpError('invalid_client_metadata', 'browser sign-in (the authorization_code grant) is not configured on this server');
+  }
+  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_DEVICE_CODE) && !ctx.signIn) {
+    throw new HttpError('invalid_client_metadata', 'device sign-in (the device_code grant) needs browser sign-in, which is not configured on this server');
   }
   // RFC 7591 §2.1: response_types and grant_types must agree; `code` is the only response type.
   const responseTypes = body.response_types;

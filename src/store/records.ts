@@ -139,6 +139,7 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
   };
   if (r.request.state !== undefined) f.state = r.request.state;
   if (r.request.scope !== undefined) f.scope = r.request.scope;
+  if (r.request.deviceCodeHash !== undefined) f.device = r.request.deviceCodeHash;
   if (r.stage === 'user-consent') Object.assign(f, userFields(r.user));
   if (r.stage === 'idp') {
     f.consent = r.consent;
@@ -154,8 +155,12 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
  * URI or PKCE challenge, a known stage, or what the stage needs (the user; the nonce and verifier).
  */
 export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
-  if (!f.browser || !f.clientId || !f.redirectUri || !f.codeChallenge) return 'corrupt';
-  const base = { browserHash: f.browser, request: { clientId: f.clientId, redirectUri: f.redirectUri, codeChallenge: f.codeChallenge, state: f.state, scope: f.scope } };
+  // A device's sign-in has no redirect URI nor challenge: its device code's hash stands for both.
+  if (!f.browser || !f.clientId || (f.device === undefined && (!f.redirectUri || !f.codeChallenge))) return 'corrupt';
+  if (f.device !== undefined && !/^[0-9a-f]{64}$/.test(f.device)) return 'corrupt';
+  const request: AuthorizationRequestRecord['request'] = { clientId: f.clientId, redirectUri: f.redirectUri ?? '', codeChallenge: f.codeChallenge ?? '', state: f.state, scope: f.scope };
+  if (f.device !== undefined) request.deviceCodeHash = f.device;
+  const base = { browserHash: f.browser, request };
   switch (f.stage) {
     case 'consent':
       return { ...base, stage: 'consent' };

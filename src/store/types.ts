@@ -307,6 +307,11 @@ export interface AuthorizationRequest {
   codeChallenge: string;
   state: string | undefined;
   scope: string | undefined;
+  /**
+   * Set when the user approves a device (RFC 8628) rather than a client at a redirect URI: the
+   * SHA-256 of the device code the decision goes to (redirectUri and codeChallenge are then empty).
+   */
+  deviceCodeHash?: string;
 }
 
 /**
