@@ -768,12 +768,13 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'invalid' });
       });
 
-      it('concurrent polls of an approved authorization: exactly one takes it', async () => {
+      it('concurrent polls of an approved authorization: exactly one takes it (the others come sooner than the interval)', async () => {
         const r = device();
         await store.putDeviceAuthorization(r, RETAIN, bounds());
         await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user);
         const polls = await Promise.all(Array.from({ length: 8 }, () => store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())));
         expect(polls.filter((p) => p.outcome === 'approved')).toHaveLength(1);
+        expect(polls.filter((p) => p.outcome === 'slow_down')).toHaveLength(7);
       });
 
       it('a denied authorization polls as denied; an expired one as expired, and cannot be decided', async () => {
