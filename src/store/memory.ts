@@ -310,6 +310,7 @@ export class MemoryTokenStore implements TokenStore {
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
     graceMs = 0,
+    successor?: string,
   ): Promise<RotateOutcome> {
     this.#check();
     const old = this.#get(this.#keys.refreshToken(oldHash));
@@ -322,16 +323,13 @@ export class MemoryTokenStore implements TokenStore {
     const state = this.#clientState(clientId);
     if (state === 'client_not_found') return 'invalid';
     if (state === 'client_revoked') return 'client_revoked';
-    if (rotated) {
-      // One pair per rotated token within the window, however often it is presented.
-      if (old.graceUsedAt !== undefined) return 'grace_spent';
-      old.graceUsedAt = String(now);
-    } else {
-      old.rotatedAt = String(now);
-    }
+    // Within the window: nothing new; the caller answers with the successor the rotation sealed.
+    if (rotated) return 'grace';
+    old.rotatedAt = String(now);
+    if (successor !== undefined) old.successor = successor;
     this.#storeAccess(access);
     this.#storeRefresh(refresh);
-    return rotated ? 'grace' : 'ok';
+    return 'ok';
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {

@@ -304,6 +304,7 @@ export function refreshTokenFromFields(f: Fields): StoredRefreshToken | 'corrupt
   const user = userFromFields(f);
   if (user !== undefined) r.user = user;
   if (f.rotatedAt !== undefined) r.rotatedAt = Number(f.rotatedAt);
+  if (f.successor !== undefined) r.successor = f.successor;
   if (f.revokedAt !== undefined) r.revokedAt = Number(f.revokedAt);
   return r;
 }

@@ -44,14 +44,15 @@ store_tokens(ARGV, 1)
 return 'ok'`;
 
 // Rotation, the grace window and reuse detection in one step, so concurrent refreshes with one token
-// get either the rotation, the one grace pair of a rotated token (within graceMs of the first
-// rotation: a parallel session or a retry; graceUsedAt marks it given), a refusal within the window
-// once that pair is given, or the family revoked, never a mix. The window rule is
-// rotatedWithinGrace's (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
+// get either the rotation (which keeps the sealed successor on the old token), `grace` (within graceMs
+// of the first rotation: parallel sessions or a retry; nothing is stored, the caller answers with that
+// successor), or the family revoked, never a mix. The window rule is rotatedWithinGrace's
+// (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
 // KEYS: client, clientTokens, access, refresh, family, oldRefresh.
-// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, then the STORE_TOKENS arguments.
+// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, successor ('' for none),
+// then the STORE_TOKENS arguments.
 const ROTATE_REFRESH = `${STORE_TOKENS}
-local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId', 'graceUsedAt')
+local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
 if not old[1] or old[1] ~= ARGV[2] or old[2] or old[4] ~= ARGV[3] then return 'invalid' end
 local outcome = 'ok'
 if old[3] then
@@ -70,13 +71,10 @@ end
 local state = client_state()
 if state == 'client_not_found' then return 'invalid' end
 if state ~= 'ok' then return state end
-if outcome == 'grace' then
-  if old[5] then return 'grace_spent' end
-  redis.call('HSET', KEYS[6], 'graceUsedAt', ARGV[1])
-else
-  redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
-end
-store_tokens(ARGV, 7)
+if outcome == 'grace' then return outcome end
+redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[6], 'successor', ARGV[7]) end
+store_tokens(ARGV, 8)
 return outcome`;
 
 // Single use of an authorization code, in one step with issuing its tokens, so two concurrent

@@ -281,6 +281,7 @@ class RedisOperations implements TokenStore {
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
     graceMs = 0,
+    successor?: string,
   ): Promise<RotateOutcome> {
     const outcome = await this.#scripts.mcpRotateRefresh(
       this.#keys.client(clientId),
@@ -295,6 +296,7 @@ class RedisOperations implements TokenStore {
       this.#keys.accessToken(''),
       this.#keys.refreshToken(''),
       String(Math.max(0, Math.floor(graceMs))),
+      successor ?? '',
       ...this.#tokenArgs(access, refresh),
     );
     if (outcome === 'reused') {
@@ -305,7 +307,7 @@ class RedisOperations implements TokenStore {
       await this.#publish({ familyIds: [refresh.familyId] });
       return outcome;
     }
-    if (outcome === 'ok' || outcome === 'grace' || outcome === 'grace_spent' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    if (outcome === 'ok' || outcome === 'grace' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }
 

@@ -73,6 +73,11 @@ export interface RefreshTokenRecord {
 export interface StoredRefreshToken extends RefreshTokenRecord {
   /** Set by its rotation (epoch ms): presented again, it is a retry within the grace window or reuse. */
   rotatedAt?: number;
+  /**
+   * Set by its rotation: the pair it was rotated to, sealed with a key only the raw token (never
+   * stored) derives. Within the grace window, presenting the token again answers with this same pair.
+   */
+  successor?: string;
   revokedAt?: number;
 }
 
@@ -84,13 +89,12 @@ export interface StoredRefreshToken extends RefreshTokenRecord {
 export type StoredRead<T> = T | 'corrupt' | null;
 
 /**
- * `ok`: rotated. `grace`: the token had already been rotated, but within the grace window (a parallel
- * session or a retry of the same client); one more pair was stored in the same family, the only one a
- * rotated token ever gets. `grace_spent`: within the window, but that one pair was already given;
- * nothing stored, the family untouched. `reused`: it had been rotated before the window; its whole
- * family is now revoked.
+ * `ok`: rotated, the new pair stored. `grace`: the token had already been rotated, but within the
+ * grace window (parallel sessions sharing it, a retry); nothing is stored: the caller answers with the
+ * successor its first rotation sealed (StoredRefreshToken.successor), the same pair every time.
+ * `reused`: it had been rotated before the window; its whole family is now revoked.
  */
-export type RotateOutcome = 'ok' | 'grace' | 'grace_spent' | 'invalid' | 'reused' | 'client_revoked';
+export type RotateOutcome = 'ok' | 'grace' | 'invalid' | 'reused' | 'client_revoked';
 
 /**
  * An authorization code (stored only as the SHA-256 of the code), bound to everything the token
@@ -263,11 +267,12 @@ export interface RefreshTokenStorage {
   getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>>;
   /**
    * Atomically: if `oldHash` is a live, unrotated, unrevoked refresh token of `clientId` whose client
-   * is not revoked, marks it rotated and stores the new pair in the same family. If it was already
-   * rotated less than `graceMs` ago (by `now`; the window runs from the first rotation and is never
-   * extended), stores the new pair too and answers `grace`, once per rotated token: a further
-   * presentation within the window stores nothing and answers `grace_spent`. If it was rotated earlier
-   * (or `graceMs` is 0 or absent), revokes every token of its family instead and answers `reused`.
+   * is not revoked, marks it rotated, keeps `successor` (the new pair, sealed) on it and stores the new
+   * pair in the same family. If it was already rotated less than `graceMs` ago (by `now`; the window
+   * runs from the first rotation and is never extended) and its client is not revoked, stores nothing
+   * and answers `grace`, however often: the caller answers with the sealed successor. If it was
+   * rotated earlier (or `graceMs` is 0 or absent), revokes every token of its family instead and
+   * answers `reused`.
    */
   rotateRefreshToken(
     oldHash: string,
@@ -276,6 +281,7 @@ export interface RefreshTokenStorage {
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
     graceMs?: number,
+    successor?: string,
   ): Promise<RotateOutcome>;
   /** Revokes a refresh token and every token of its family; false when unknown. */
   revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
