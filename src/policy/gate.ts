@@ -3,12 +3,14 @@
 // audited and counted), and an allowed body is handed to the forwarder together with the rewriting of
 // its list answers. A GET stream's list answers (a resumption replays earlier answers) are filtered too.
 // Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body being unseen.
+// Only POST carries a body: any other method with one is refused, since an upstream that ignores the
+// method (Go's encoding/json reads a GET's body as readily as a POST's) would run a call never decided.
 // Without a policy this module is never built and bodies stream unparsed.
 
 import type { Audit } from '../audit.ts';
 import { readBody } from '../body.ts';
 import type { Principal } from '../credentials.ts';
-import { insufficientScope } from '../errors.ts';
+import { HttpError, insufficientScope } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
@@ -32,6 +34,12 @@ export interface PolicyGateOptions {
 
 export interface PolicyGate {
   readonly policy: Policy;
+  /**
+   * The proxy listener: the forwarding options for a request of any method. A POST's body is decided
+   * (check), a GET's answer filtered (replayed); any other request must carry no body. Throws the
+   * HttpError to answer with otherwise.
+   */
+  decide(req: ProxyRequest, principal: Principal): Promise<ForwardOptions | undefined>;
   /** The forwarding options for an allowed body; throws the HttpError to answer with otherwise. */
   check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions>;
   /**
@@ -44,12 +52,23 @@ export interface PolicyGate {
    * never read); throws the HttpError to answer with, a 400 when the headers cannot decide it.
    */
   checkHeaders(req: ProxyRequest, principal: Principal): void;
+  /**
+   * Forward-auth, for a request of any method: a POST is decided by checkHeaders. Any other must show
+   * no body, and only GET (the stream) and DELETE (ending a session) are allowed: ingresses do not pass
+   * a body's framing headers to the check (see refuseForwardAuthMethod).
+   */
+  checkForwardAuth(req: ProxyRequest, principal: Principal, method: string): void;
 }
 
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   const { policy, limits, metrics, audit } = options;
-  return {
+  const gate: PolicyGate = {
     policy,
+    async decide(req, principal) {
+      if (req.method === 'POST') return gate.check(req, principal);
+      refuseBody(req.method ?? '', req.headers);
+      return req.method === 'GET' ? gate.replayed(principal) : undefined;
+    },
     async check(req, principal) {
       checkBodyHeaders(req.headers['content-type'], req.headers['content-encoding']);
       const body = await readBody(req, options.maxBodyBytes);
@@ -68,7 +87,14 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const outcome = enforceCall(policy, principal, callFromHeaders(req));
       if (outcome.denied) refuse(outcome, principal);
     },
+    checkForwardAuth(req, principal, method) {
+      const upper = method.toUpperCase();
+      if (upper === 'POST') return gate.checkHeaders(req, principal);
+      refuseBody(upper, req.headers);
+      refuseForwardAuthMethod(upper);
+    },
   };
+  return gate;
 
   /** A denial: counted by rule, audited, answered 403 with the step-up challenge. */
   function refuse(outcome: PolicyDenial, principal: Principal): never {
@@ -86,6 +112,30 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
     );
     throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, outcome.body);
   }
+}
+
+/**
+ * With a policy, only a POST carries a body to the upstream: a request of another method that declares
+ * one (`Content-Length` above 0, or any `Transfer-Encoding`) is refused. A GET with `Content-Length: 0`
+ * has no body and passes. 400, not 405: GET and DELETE are methods /mcp answers; what is refused is the
+ * body on them (the MCP transport carries JSON-RPC only in a POST's body), and behind nginx a 405 from
+ * the check would reach the client as a 500.
+ */
+export function refuseBody(method: string, headers: ProxyRequest['headers']): void {
+  const length = headers['content-length'];
+  const declared = (length !== undefined && !/^0+$/.test(length.trim())) || headers['transfer-encoding'] !== undefined;
+  if (declared) throw new HttpError('invalid_request', `with a per-tool policy only a POST carries a body on /mcp: a ${method} with a body is refused`);
+}
+
+/**
+ * Forward-auth, any method but POST: the ingress forwards the body itself, and neither nginx's
+ * auth_request nor Caddy's forward_auth passes the client's `Content-Length` / `Transfer-Encoding` to
+ * the check, so a body is not always visible here. What MCP uses passes: GET (the server's stream) and
+ * DELETE (ending a session); every other method is refused, body or not.
+ */
+function refuseForwardAuthMethod(method: string): void {
+  if (method === 'GET' || method === 'DELETE') return;
+  throw new HttpError('invalid_request', `with a per-tool policy /mcp answers POST, GET and DELETE only behind an ingress: ${method} is refused`);
 }
 
 function listRewriter(policy: Policy, who: PolicyPrincipal, lists: ListAnswers, contentType: string): BodyRewriter | undefined {

@@ -88,10 +88,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
     refuseAmbiguousFraming(req);
     const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
-    // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
-    // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
-    const gate = deps.policyGate;
-    const decided = gate === undefined ? undefined : req.method === 'POST' ? await gate.check(req, principal) : req.method === 'GET' ? gate.replayed(principal) : undefined;
+    // With a policy, the body is read and every call in it decided before anything is forwarded, a body
+    // on another method is refused, and a GET stream's answer is filtered (a resumption with
+    // Last-Event-ID replays earlier list answers there).
+    const decided = await deps.policyGate?.decide(req, principal);
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
@@ -115,7 +115,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original.host);
-    if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
+    deps.policyGate?.checkForwardAuth(req, principal, original.method);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
