@@ -19,7 +19,7 @@ import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
-import type { PolicyGate } from '../policy/gate.ts';
+import { writePolicyAnswer, type PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
 import { createHostCheck } from './host-check.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
@@ -92,6 +92,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // on another method is refused, and a GET stream's answer is filtered (a resumption with
     // Last-Event-ID replays earlier list answers there).
     const decided = await deps.policyGate?.decide(req, principal);
+    // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
+    if (decided !== undefined && 'answer' in decided) return writePolicyAnswer(req, res, decided.answer);
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
