@@ -349,6 +349,42 @@ describe('per-tool policy: principals and bad bodies', () => {
 
 });
 
+describe('per-tool policy behind an ingress (forward-auth): denials stay 403', () => {
+  let stack: Stack;
+  let oauth: string;
+
+  beforeAll(async () => {
+    stack = await startStack({ config: { proxy: { forwardAuth: true }, policy: POLICY } });
+    ({ token: oauth } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  // nginx's auth_request takes any 2xx from the check as "allowed" and forwards the request: a tool
+  // error at 200 cannot reach the client through it, so /authz answers 403 either way.
+  const ask = (name: string) =>
+    fetch(`${stack.proxyUrl}/authz`, {
+      headers: { authorization: `Bearer ${oauth}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name },
+    });
+
+  it('no scope would lift it: 403 without a scope, the JSON-RPC error carrying the audit event id', async () => {
+    const res = await ask('big');
+    expect(res.status).toBe(403);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer error="insufficient_scope", resource_metadata=/);
+    const answer = (await res.json()) as { id: null; error: { data: Record<string, { authorizationContextId: string }> } };
+    expect(answer).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32003, data: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable' } } } });
+    const contextId = answer.error.data[AUTHORIZATION]!.authorizationContextId;
+    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({ result: 'insufficient_authorization', detail: { name: 'big' } });
+  });
+
+  it('a scope would lift it: the step-up challenge', async () => {
+    const res = await ask('add');
+    expect(res.status).toBe(403);
+    expect(res.headers.get('www-authenticate')).toContain('scope="mcp:math"');
+  });
+});
+
 describe('per-tool policy: bad bodies', () => {
   let echo: FakeUpstream;
   let stack: Stack;
