@@ -134,8 +134,8 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
  * With a policy, only a POST carries a body to the upstream: a request of another method that declares
  * one (`Content-Length` above 0, or any `Transfer-Encoding`) is refused. A GET with `Content-Length: 0`
  * has no body and passes. 400, not 405: GET and DELETE are methods /mcp answers; what is refused is the
- * body on them (the MCP transport carries JSON-RPC only in a POST's body), and behind nginx a 405 from
- * the check would reach the client as a 500.
+ * body on them (the MCP transport carries JSON-RPC only in a POST's body), and nginx's auth_request
+ * takes a 405 from the check as a failure (500), while the example configuration passes a 400 on.
  */
 export function refuseBody(method: string, headers: ProxyRequest['headers']): void {
   const length = headers['content-length'];
