@@ -96,7 +96,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // Last-Event-ID replays earlier list answers there).
     const decided = await deps.policyGate?.decide(req, principal);
     // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
-    if (decided !== undefined && 'answer' in decided) return writePolicyAnswer(req, res, decided.answer);
+    if (decided !== undefined && 'answer' in decided) {
+      metrics.policyAnswered.inc();
+      return writePolicyAnswer(req, res, decided.answer);
+    }
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;

@@ -212,6 +212,9 @@ describe.each([
     expect(context).toMatchObject({ reason: 'insufficient_authorization', remediation: 'unavailable' });
     // The audit line that records this denial (the first of its kind in the aggregation window) carries the id.
     expect(denials(stack).find((a) => a.eventId === context.authorizationContextId)).toMatchObject({ action: 'policy.deny', detail: { name: 'big' } });
+    // Counted as refused, not forwarded.
+    const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^mcp_auth_requests_total\{outcome="refused",reason="insufficient_authorization"\} [1-9]/m);
     // The session goes on: the next call works.
     expect(textOf(await session.client.callTool({ name: 'echo', arguments: { text: 'after' } }))).toBe('after');
   });
