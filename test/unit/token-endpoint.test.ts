@@ -321,10 +321,36 @@ describe('authorization_code', () => {
 });
 
 describe('token exchange (RFC 8693)', () => {
-  const jwt = (claims: Record<string, unknown> = {}) => {
+  const jwt = (claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}) => {
     const now = Math.floor(ep.clock.now() / 1000);
-    return idp.sign({ iss: idp.issuer, aud: AUDIENCE, sub: 'u-9', exp: now + 60, email: 'u9@example.com', ...claims });
+    return idp.sign({ iss: idp.issuer, aud: AUDIENCE, sub: 'u-9', exp: now + 60, email: 'u9@example.com', ...claims }, header);
   };
+
+  // The types of an ID token (none, or JWT) and of an RFC 9068 access token, in the spellings RFC 7515 §4.1.9 allows.
+  it.each([['no typ', {}], ...['JWT', 'jwt', 'application/jwt', 'at+jwt', 'application/at+jwt', 'AT+JWT'].map((typ) => [`typ ${typ}`, { typ }])] as Array<[string, Record<string, unknown>]>)(
+    'a JWT with %s is taken',
+    async (_label, header) => {
+      const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, header), subject_token_type: JWT_TYPE });
+      expect(res.status).toBe(200);
+    },
+  );
+
+  // An ID-JAG (and every JWT made for another purpose) signed by the same IdP for the same audience
+  // is not an identity to exchange: the ID-JAG is a single-use grant bound to one client.
+  it.each(['oauth-id-jag+jwt', 'application/oauth-id-jag+jwt', 'logout+jwt', 'secevent+jwt', 'dpop+jwt', 'client-authentication+jwt', 'jwt+other', ''])(
+    'a JWT with typ %j is invalid_grant, and the reason is logged',
+    async (typ) => {
+      const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({ jti: randomBytes(8).toString('hex'), client_id: 'mcp_x' }, { typ }), subject_token_type: JWT_TYPE });
+      expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+      const refused = ep.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'token exchange refused');
+      expect(refused.at(-1)).toMatchObject({ reason: 'typ not an ID token or access token' });
+    },
+  );
+
+  it('a typ that is not a string is invalid_grant', async () => {
+    const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, { typ: ['JWT'] }), subject_token_type: JWT_TYPE });
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+  });
 
   it('an IdP JWT becomes a seven-day user-grade token, audited as the user', async () => {
     const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE });
