@@ -137,7 +137,7 @@ export interface IdJagVerifier {
 
 /**
  * The ID-JAG verifier, when `idp.idJag` is on with an issuer and keys: `typ` oauth-id-jag+jwt, the
- * pinned algorithms, `iss` the IdP, `aud` this authorization server, `exp`, `iat`, `jti`, `sub` and
+ * pinned algorithms, `iss` the IdP, `aud` this authorization server alone, `exp`, `iat`, `jti`, `sub` and
  * `client_id` present, a lifetime of at most ID_JAG_MAX_LIFETIME_SECONDS, then the claim rules.
  */
 export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefined {
@@ -158,6 +158,10 @@ export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefin
         clockTolerance: idp.clockToleranceSeconds,
         currentDate: new Date(now),
       });
+      // One audience: this authorization server. jose takes an array that merely contains it; an
+      // assertion addressed to several parties at once is valid at each of them, and is refused, as
+      // client assertions are. A one-element array is that string (RFC 7519 §4.1.3) and is taken.
+      if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw new IdpRejection('several audiences');
       const { exp, iat, jti, client_id: clientId, resource, scope } = payload;
       if (typeof exp !== 'number' || typeof iat !== 'number' || exp - iat > ID_JAG_MAX_LIFETIME_SECONDS) throw new IdpRejection('lifetime too long');
       if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw new IdpRejection('bad jti');

@@ -427,6 +427,11 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(streamed).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok', clientId: c.clientId, subject: 'U019488227', detail: { refreshToken: false } });
   });
 
+  it('aud as a one-element array naming this server is taken: it is that string (RFC 7519 §4.1.3)', async () => {
+    const c = await confidential();
+    expect((await present(c, await idJag(c.clientId, { aud: [PUBLIC_URL] }))).status).toBe(200);
+  });
+
   it('client_secret_post works too; without a resource claim the assertion is taken', async () => {
     const c = await confidential();
     const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(c.clientId, { resource: undefined }), client_id: c.clientId, client_secret: c.clientSecret! });
@@ -435,6 +440,9 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
 
   it.each<[string, (c: string) => Promise<string>, string]>([
     ['another aud', (c) => idJag(c, { aud: 'https://other-as.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
+    ['aud naming this server and another', (c) => idJag(c, { aud: [PUBLIC_URL, 'https://other-as.example.test'] }), 'several audiences'],
+    ['aud naming this server twice', (c) => idJag(c, { aud: [PUBLIC_URL, PUBLIC_URL] }), 'several audiences'],
+    ['aud an empty array', (c) => idJag(c, { aud: [] }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
     ['aud with a trailing slash (not this issuer exactly)', (c) => idJag(c, { aud: `${PUBLIC_URL}/` }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
     ['another iss', (c) => idJag(c, { iss: 'https://other-idp.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iss)'],
     ["another client's client_id", () => idJag('mcp_ffffffffffffffffffffffffffffffff'), 'client_id mismatch'],
