@@ -519,6 +519,32 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(idp.jwksFetches).toBeGreaterThan(before);
   });
 
+  // The extension's §5: the client authenticates with its credentials as registered here, and may use
+  // private_key_jwt. The assertion is built as RFC 7523 §3 asks: iss = sub = the client id, aud this issuer.
+  it('a private_key_jwt client holding the grant gets its token (client authentication by signed assertion)', async () => {
+    const key = await idpKey('ES256', 'agent-key');
+    const c = await confidential({ tokenEndpointAuthMethod: 'private_key_jwt', jwks: JSON.stringify({ keys: [key.jwk] }) });
+    const now = Math.floor(ep.clock.now() / 1000);
+    const clientAssertion = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid })
+      .setIssuer(c.clientId)
+      .setSubject(c.clientId)
+      .setAudience(PUBLIC_URL)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .setJti(randomBytes(8).toString('hex'))
+      .sign(key.privateKey);
+    const res = await ep.token({
+      grant_type: JWT_BEARER,
+      assertion: await idJag(c.clientId),
+      client_id: c.clientId,
+      client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+      client_assertion: clientAssertion,
+    });
+    expect(res.status).toBe(200);
+    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok' });
+  });
+
   it('a public client is invalid_client (this grant needs client authentication), whether or not it holds the grant', async () => {
     const pub = await confidential({ tokenEndpointAuthMethod: 'none' });
     const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(pub.clientId), client_id: pub.clientId });

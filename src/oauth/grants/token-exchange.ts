@@ -20,6 +20,7 @@ export const tokenExchangeGrant: Grant = {
   action: 'token.token_exchange',
   enabled: (ctx) => ctx.idp !== undefined,
   disabledDescription: 'token exchange is not configured on this server (no identity provider)',
+  registration: 'dynamic',
   async handle(ctx, request) {
     const { form } = request;
     const authenticated = request.client;
