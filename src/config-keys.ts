@@ -425,6 +425,13 @@ export const CONFIG_KEYS = {
       max: 1_000_000,
       description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then further wrong tokens from that address get 429, the right one is still served (`0`: off).',
     }),
+    ipv6PrefixLength: integer({
+      default: 64,
+      min: 32,
+      max: 128,
+      description:
+        'What every per-address limit counts an IPv6 client as: its network of this many bits (a home, a VM or a container host is given a whole `/64` and can send from any address in it; `128`: each address on its own). IPv4 addresses, and IPv4-mapped IPv6 ones (`::ffff:a.b.c.d`), count as the IPv4 address.',
+    }),
   },
   audit: {
     stream: boolean({

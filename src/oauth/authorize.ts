@@ -25,6 +25,7 @@ import { DuplicateRecordError, type AuthorizationRequest, type AuthorizationRequ
 import { isClientIdMetadataUrl } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
+import { limitKey } from '../net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { WindowLimit } from '../rate-limits.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
@@ -136,6 +137,11 @@ class SignInFlow {
     return this.ctx.publicUrl();
   }
 
+  /** What the per-address limits count a request under: its client address, an IPv6 one as its network. */
+  clientKey(req: IncomingMessage): string {
+    return limitKey(this.#addresses.client(req), this.ctx.config.rateLimits.ipv6PrefixLength);
+  }
+
   /** The random value that binds sign-in steps to this browser (reused across tabs), and its Set-Cookie. */
   browserBinding(req: IncomingMessage): { value: string; setCookie: string } {
     return this.#cookie(req, this.#cookieName, SIGN_IN_STEP_TTL_MS / 1000);
@@ -232,7 +238,7 @@ class SignInFlow {
     let doc;
     try {
       // Only a fetch that goes out counts towards the address's limit: a cached document is free.
-      const address = this.#addresses.client(req);
+      const address = this.clientKey(req);
       doc = await this.ctx.cimd.resolve(clientId, { beforeFetch: () => this.#documentFetches.take(address, 'too many application metadata documents fetched for this address; try again in a minute') });
     } catch (err) {
       if (err instanceof HttpError && err.code === 'invalid_client') {
@@ -270,7 +276,7 @@ class SignInFlow {
 
   /** GET /authorize: client and redirect URI first, then the rest, then the consent page. */
   async authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const address = this.#addresses.client(req);
+    const address = this.clientKey(req);
     // Before anything is looked up, fetched or stored: a 429 page with Retry-After.
     await this.#authorizeRequests.take(address, 'too many sign-in requests from this address; try again in a minute');
     const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
