@@ -405,7 +405,13 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`GET /authorize` requests per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off).',
+      description: '`GET /authorize` requests for a known client (a registered one, or a valid metadata document) per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off). Requests naming no known client count towards `authorizeUnknownClientsPerMinute` instead.',
+    }),
+    authorizeUnknownClientsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`GET /authorize` requests per client address per minute, across replicas, that name no known client (unknown or removed `client_id`, an unusable metadata document, none at all); then such requests get a 429 page with `Retry-After`. They never refuse a request for a known client (`0`: off).',
     }),
     pendingSignInsPerAddress: integer({
       default: 100,

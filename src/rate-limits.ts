@@ -70,9 +70,11 @@ export class WindowLimit {
 
 const FAILURE_REFUSALS = new WeakSet<object>();
 
+const FAILED_AUTHENTICATIONS = 'too many failed authentications from this address';
+
 /** The 429 that answers a failed authentication from an address over the limit. */
-function failureRefusal(retryAfter: number): HttpError {
-  const err = tooManyRequests(retryAfter, 'too many failed authentications from this address');
+function failureRefusal(retryAfter: number, description: string): HttpError {
+  const err = tooManyRequests(retryAfter, description);
   FAILURE_REFUSALS.add(err);
   return err;
 }
@@ -128,13 +130,16 @@ export class FailedAuthLimiter {
   private readonly listener: string;
   /** rateLimits.ipv6PrefixLength: an IPv6 address counts as its network of this many bits. */
   private readonly ipv6PrefixLength: number;
+  /** What the 429 and the log line say is counted (failed authentications, unless told otherwise). */
+  private readonly description: string;
 
-  constructor(limit: WindowLimit, clock: Clock, logger: Logger, listener: string, ipv6PrefixLength: number) {
+  constructor(limit: WindowLimit, clock: Clock, logger: Logger, listener: string, ipv6PrefixLength: number, description: string = FAILED_AUTHENTICATIONS) {
     this.limit = limit;
     this.clock = clock;
     this.logger = logger;
     this.listener = listener;
     this.ipv6PrefixLength = ipv6PrefixLength;
+    this.description = description;
   }
 
   /** Seconds until `address` may try again, or 0. */
@@ -166,7 +171,7 @@ export class FailedAuthLimiter {
    */
   refusal(address: string): HttpError | undefined {
     const retryAfter = this.#retryAfter(limitKey(address, this.ipv6PrefixLength));
-    return retryAfter > 0 ? failureRefusal(retryAfter) : undefined;
+    return retryAfter > 0 ? failureRefusal(retryAfter, this.description) : undefined;
   }
 
   /**
@@ -178,7 +183,7 @@ export class FailedAuthLimiter {
     return this.limit.hit(key).then(
       (retryAfter) => {
         if (retryAfter === 0) return;
-        if (!this.#blocked.has(key)) this.logger.warn({ address: key, listener: this.listener }, 'too many failed authentications: address refused until the window ends');
+        if (!this.#blocked.has(key)) this.logger.warn({ address: key, listener: this.listener }, `${this.description}: address refused until the window ends`);
         if (this.#blocked.size >= MAX_BLOCKED) this.#blocked.delete(this.#blocked.keys().next().value!);
         this.#blocked.set(key, windowEnd(this.clock.now()));
       },

@@ -180,7 +180,7 @@ describe('rate limits', () => {
       const stack = await startStack({
         config: {
           proxy: { trustedProxies: ['127.0.0.1', '::1'] },
-          rateLimits: { authorizeRequestsPerMinute: 2, revocationRequestsPerMinute: 2 },
+          rateLimits: { authorizeUnknownClientsPerMinute: 2, revocationRequestsPerMinute: 2 },
           oauth: { registrationRateLimitPerMinute: 2 },
         },
       });
@@ -194,10 +194,12 @@ describe('rate limits', () => {
       expect((await register(stack, '::ffff:198.51.100.7')).status).toBe(201);
       expect((await register(stack, '::ffff:c633:6407')).status).toBe(429);
 
+      // Sign-in requests for an unknown client: the third is counted over the limit, the fourth refused.
       const authorize = (address: string) => fetch(`${stack.proxyUrl}/authorize?client_id=unknown`, { headers: { 'x-forwarded-for': address } });
       expect((await authorize('2001:db8:9:9::1')).status).toBe(400);
       expect((await authorize('2001:db8:9:9::2')).status).toBe(400);
-      expect((await authorize('2001:db8:9:9::3')).status).toBe(429);
+      expect((await authorize('2001:db8:9:9::3')).status).toBe(400);
+      expect((await authorize('2001:db8:9:9::4')).status).toBe(429);
 
       const revoke = (address: string) =>
         fetch(`${stack.proxyUrl}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address }, body: 'token=x' });
