@@ -2,7 +2,8 @@
 // examples/nginx/mcp.conf and examples/caddy/Caddyfile, the sidecar as their authorization service and
 // authorization server, the reference MCP server behind them, the official SDK client in front:
 // the 401 challenge, sign-in metadata discovery and the whole browser sign-in through the ingress, the
-// identity headers at the MCP server (client-sent ones stripped in every spelling), revocation from the
+// identity headers at the MCP server (client-sent ones removed or refused in every spelling, also
+// before a WSGI application, which reads X_Mcp-Auth_Scope as X-MCP-Auth-Scope), revocation from the
 // next request, the 403 step-up challenge and a lockout's 429 as the client sees them.
 // Skipped where the ingress is not installed, unless REQUIRE_INGRESS is set (.ci/run sets it).
 
@@ -17,6 +18,10 @@ import { connectedClient, firstConnection, RecordingProvider } from '../support/
 import { startStack, type Stack } from '../support/stack.ts';
 import { initializeRequest } from '../support/http.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { exchange } from '../hostile/raw-http.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
+import { startWsgiUpstream, type WsgiUpstream } from '../support/wsgi-upstream.ts';
 
 const KINDS: IngressKind[] = ['nginx', 'caddy'];
 
@@ -71,6 +76,7 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
 
   it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
     const { token } = await s.stack.issueOAuthToken();
+    const before = s.stack.upstream!.seenHeaders.length;
     const res = await fetch(`${base}/mcp`, {
       method: 'POST',
       headers: {
@@ -87,8 +93,15 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
       },
       body: JSON.stringify(initializeRequest()),
     });
-    expect(res.status).toBe(200);
     await res.text();
+    if (kind === 'nginx') {
+      // nginx removes the underscore spellings but cannot remove X-MCP-Auth-* by pattern: the sidecar's
+      // check sees the dash spellings and refuses the request.
+      expect(res.status).toBe(400);
+      expect(s.stack.upstream!.seenHeaders.length).toBe(before);
+      return;
+    }
+    expect(res.status).toBe(200);
     const seen = s.stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['x-mcp-auth-kind']).toBe('oauth');
     expect(seen['x-mcp-auth-subject']).not.toBe('admin');
@@ -205,5 +218,79 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
     }
     expect(answer?.status).toBe(429);
     expect(Number(answer?.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+});
+
+// A WSGI application behind the ingress reads headers from its environ, where a CGI-style server
+// (PEP 3333) has turned `-` and `_` alike into `_` and upper-cased the name: X_Mcp-Auth_Scope and
+// X-MCP-Auth-Scope are both HTTP_X_MCP_AUTH_SCOPE. Every spelling a client may forge must either be
+// removed by the ingress (the request then reaches the app with only the sidecar's values) or refused.
+describe.each(KINDS)('%s in front of a WSGI application: forged identity headers in any spelling', (kind) => {
+  const available = ingressAvailable(kind);
+  let wsgi: WsgiUpstream;
+  let stack: Stack;
+  let ingress: Ingress;
+  let user: string;
+
+  beforeAll(async () => {
+    if (!available) return;
+    const port = await freePort();
+    wsgi = await startWsgiUpstream();
+    stack = await startStack({ upstreamUrl: wsgi.url, config: { proxy: behindIngress(port) } });
+    ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: wsgi.url });
+    // A user-grade token without scope: the sidecar states only X-MCP-Auth-Kind and -Subject for it.
+    user = randomBytes(32).toString('hex');
+    const now = stack.clock.now();
+    await stack.store.putUserToken({ tokenHash: hashToken(user), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+  });
+  afterAll(async () => {
+    await ingress?.stop();
+    await stack?.close();
+    await wsgi?.close();
+  });
+
+  /** A GET /mcp through the ingress, written byte for byte so each name keeps its spelling. */
+  const get = async (extra: Array<[string, string]>) => {
+    const lines = [['Host', `127.0.0.1:${ingress.port}`], ['Authorization', `Bearer ${user}`], ['Accept', 'application/json'], ...extra, ['Connection', 'close']];
+    const { responses } = await exchange(ingress.port, `GET /mcp HTTP/1.1\r\n${lines.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
+    expect(responses, ingress.log()).toHaveLength(1);
+    return responses[0]!;
+  };
+
+  /** The HTTP_X_MCP_AUTH_* variables the application saw. */
+  const identityEnviron = (body: string) => Object.fromEntries(Object.entries(JSON.parse(body) as Record<string, string>).filter(([k]) => k.startsWith('HTTP_X_MCP_AUTH_')));
+
+  it.skipIf(!available)('without forged headers the application sees the sidecar\'s identity', async () => {
+    const answer = await get([]);
+    expect(answer.status).toBe(200);
+    expect(identityEnviron(answer.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+  });
+
+  /**
+   * Which forged names the ingress removes itself (the request then reaches the app): Caddy removes
+   * every spelling by prefix; nginx drops every name holding an underscore (underscores_in_headers off)
+   * but cannot remove a name by pattern, so the dash spellings reach the sidecar's check, which refuses.
+   */
+  const removedByIngress = (name: string) => (kind === 'caddy' ? true : name.includes('_'));
+
+  it.skipIf(!available)('no HTTP_X_MCP_AUTH_* variable ever holds a client-sent value', async () => {
+    for (const name of forgedIdentityHeaderNames()) {
+      const answer = await get([[name, 'victim']]);
+      if (removedByIngress(name)) {
+        expect(answer.status, name).toBe(200);
+        expect(identityEnviron(answer.body), name).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+      } else {
+        expect(answer.status, name).toBe(400);
+        expect(JSON.parse(answer.body).error, name).toBe('invalid_request');
+      }
+    }
+    // All at once, as an attack would send them.
+    const all = await get(forgedIdentityHeaderNames().map((name): [string, string] => [name, 'admin']));
+    if (kind === 'caddy') {
+      expect(all.status).toBe(200);
+      expect(identityEnviron(all.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+    } else {
+      expect(all.status).toBe(400);
+    }
   });
 });
