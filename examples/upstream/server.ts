@@ -123,9 +123,6 @@ class MemoryEventStore implements EventStore {
 
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
-/** The first protocol revision whose requests carry the Mcp-Method / Mcp-Name headers. */
-const MIRROR_REVISION = '2026-07-28';
-
 /** One server instance with every tool, resource and prompt; each tool reports its call to `ran` first. */
 function buildMcpServer(ran: (tool: string) => void): McpServer {
   const server = new McpServer(
@@ -271,12 +268,6 @@ function buildMcpServer(ran: (tool: string) => void): McpServer {
   );
 
   return server;
-}
-
-/** Whether an MCP-Protocol-Version header names the mirror-header revision or a later one (dates compare as text). */
-function namesMirrorRevision(header: string | string[] | undefined): boolean {
-  const value = Array.isArray(header) ? header[0] : header;
-  return value !== undefined && /^\d{4}-\d{2}-\d{2}$/.test(value.trim()) && value.trim() >= MIRROR_REVISION;
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -432,14 +423,10 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
         return sendJson(res, 400, rpcError(-32700, 'Parse error'));
       }
       // The SDK's own routing predicate: a request carrying the 2026-07-28 envelope (or naming that
-      // revision in its headers) goes to the modern entry, which owns its validation and errors.
+      // revision in its headers) goes to the modern entry, which owns its validation and errors. What it
+      // routes to 2025-era serving (a batch, a posted response) is refused by the session transport when
+      // its MCP-Protocol-Version names 2026-07-28 (not a version that transport supports).
       if (!(await isLegacyRequest(await toWebRequest(req, body), body))) return modern(req, res, body);
-      // A body the SDK routes to 2025-era serving (a JSON-RPC batch, a posted response) under a header
-      // naming 2026-07-28 or later: the Mcp-Method / Mcp-Name headers an ingress decided on were never
-      // compared with it. Refused rather than served by the transport that does not check them.
-      if (namesMirrorRevision(req.headers['mcp-protocol-version'])) {
-        return sendJson(res, 400, rpcError(-32600, `Bad Request: a ${MIRROR_REVISION} request must be a single JSON-RPC request or notification`));
-      }
       if (session) return session.transport.handleRequest(req, res, body);
       if (sessionId !== undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
       if (!isInitializeRequest(body)) {

@@ -22,6 +22,7 @@ import { exchange } from '../hostile/raw-http.ts';
 import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
 import { startWsgiUpstream, type WsgiUpstream } from '../support/wsgi-upstream.ts';
+import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 
 const KINDS: IngressKind[] = ['nginx', 'caddy'];
 
@@ -292,5 +293,110 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
     } else {
       expect(all.status).toBe(400);
     }
+  });
+});
+
+// In forward-auth the sidecar decides a POST from its Mcp-Method / Mcp-Name headers and never sees the
+// body, so a client can name an allowed tool in the headers and call a denied one in the body. The
+// reference upstream (SDK 2.x) compares the two and refuses a mismatch before any tool runs; it also
+// checks the Host it is sent (DNS-rebinding protection, 127.0.0.1 allowed), which the ingress must pass
+// on as the client sent it. The requests are written as a 2026-07-28 client sends them (SEP-2243 headers;
+// the per-request `_meta` envelope with protocolVersion and clientCapabilities that the SDK 2.x client
+// sends and its server requires).
+describe.each(KINDS)('%s in front of the SDK 2.x reference upstream: headers that disagree with the body', (kind) => {
+  const available = ingressAvailable(kind);
+  let upstream: RunningUpstream;
+  let stack: Stack;
+  let ingress: Ingress;
+  let token: string;
+
+  beforeAll(async () => {
+    if (!available) return;
+    const port = await freePort();
+    upstream = await startUpstream({ host: '127.0.0.1', port: 0, allowedHosts: ['127.0.0.1'] });
+    stack = await startStack({
+      upstreamUrl: upstream.url,
+      config: {
+        proxy: behindIngress(port),
+        policy: { default: 'deny', rules: [{ name: 'math', effect: 'allow', requests: { methods: ['tools/call'], names: ['add'] } }] },
+      },
+    });
+    ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: upstream.url });
+    ({ token } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await ingress?.stop();
+    await stack?.close();
+    await upstream?.close();
+  });
+
+  const ENVELOPE = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+  const call = (id: number, name: string, args: Record<string, unknown>, envelope = true) => ({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args, ...(envelope ? { _meta: ENVELOPE } : {}) },
+  });
+  const post = async (headers: Record<string, string>, body: unknown) => {
+    const res = await fetch(`${ingress.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        ...headers,
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+
+  it.skipIf(!available)('headers that agree with the body: the allowed tool runs, the MCP server seeing the public Host', async () => {
+    const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, call(1, 'add', { a: 1, b: 2 }));
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.parse(answer.text).result.content[0].text).toBe('3');
+    expect(upstream.toolCalls.at(-1)).toBe('add');
+    expect(String(upstream.seenHeaders.at(-1)?.host).split(':')[0]).toBe('127.0.0.1');
+  });
+
+  it.skipIf(!available)('Mcp-Name naming the allowed tool while the body calls a denied one: refused by the MCP server, nothing run', async () => {
+    const ran = upstream.toolCalls.length;
+    const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, call(2, 'echo', { text: 'denied' }));
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text).error.code).toBe(-32020);
+    expect(upstream.toolCalls.length).toBe(ran);
+    expect(upstream.toolCalls).not.toContain('echo');
+  });
+
+  it.skipIf(!available)('Mcp-Method naming an always-allowed list while the body calls a denied tool: refused, nothing run', async () => {
+    const ran = upstream.toolCalls.length;
+    const answer = await post({ 'mcp-method': 'tools/list' }, call(3, 'echo', { text: 'denied' }));
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text).error.code).toBe(-32020);
+    expect(upstream.toolCalls.length).toBe(ran);
+  });
+
+  it.skipIf(!available)('a 2025-era body (no envelope, or a batch) under 2026-07-28 headers: refused, nothing run, even in an open session', async () => {
+    // A 2025-era session opened with the MCP server directly (as one opened through the sidecar's
+    // proxy mode would be): its id must not let a batch, which the SDK routes to 2025-era serving where
+    // the mirror headers are not compared, run under the 2026-07-28 headers the sidecar decided on (the
+    // session transport refuses that protocol version).
+    const init = await fetch(upstream.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(initializeRequest()),
+    });
+    const session = init.headers.get('mcp-session-id');
+    await init.text();
+    expect(session).toBeTruthy();
+    const ran = upstream.toolCalls.length;
+    const headers = { 'mcp-method': 'tools/call', 'mcp-name': 'add' };
+    const bare = await post(headers, call(4, 'echo', { text: 'denied' }, false));
+    expect(bare.status).toBe(400);
+    const batch = await post({ ...headers, 'mcp-session-id': session! }, [call(5, 'echo', { text: 'denied' }, false)]);
+    expect(batch.status).toBe(400);
+    expect(upstream.toolCalls.length).toBe(ran);
+    expect(upstream.toolCalls).not.toContain('echo');
   });
 });
