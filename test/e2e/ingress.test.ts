@@ -131,8 +131,8 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
 });
 
 // Per-tool policy in forward-auth is decided from the Mcp-Method / Mcp-Name headers of MCP 2026-07-28.
-// The SDK client here speaks 2025-11-25 and sends neither (with a policy, its POSTs are refused), so
-// these requests are written as a 2026-07-28 client sends them.
+// The SDK client here (1.x) speaks 2025-11-25 and sends neither (with a policy, its POSTs are refused),
+// so these requests are written as a 2026-07-28 client sends them, to the SDK 2.x reference upstream.
 describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
   const available = ingressAvailable(kind);
   let stack: Stack;
@@ -174,7 +174,13 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
         'mcp-method': 'tools/call',
         'mcp-name': 'add',
       },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 1, b: 2 } } }),
+      // The per-request `_meta` envelope a 2026-07-28 request carries (the SDK 2.x server requires it).
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'add', arguments: { a: 1, b: 2 }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } },
+      }),
     });
 
   it.skipIf(!available)('a denied call is 403 with the step-up challenge at the client; with the scope it reaches the MCP server', async () => {
@@ -188,8 +194,9 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
     expect(stack.upstream!.seenHeaders.length).toBe(before);
 
     const allowed = await callAdd(math);
-    await allowed.text();
-    expect(allowed.status).not.toBe(403);
+    const answer = await allowed.text();
+    expect(allowed.status, answer).toBe(200);
+    expect(JSON.parse(answer).result.content[0].text).toBe('3');
     const seen = stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['mcp-name']).toBe('add');
     expect(seen['x-mcp-auth-scope']).toBe('mcp:math');
