@@ -224,7 +224,13 @@ async function startTaskUpstream() {
   return { url, seen, close };
 }
 
-describe('MCP tasks are decided by their owner', () => {
+/** A policy that allows every call: the body is then read and decided by the policy gate, and tasks read from its decision. */
+const ALLOW_ALL = { default: 'allow', rules: [{ name: 'tools', effect: 'allow', requests: { methods: ['tools/call'] } }] };
+
+describe.each([
+  { label: 'without a policy', config: {} },
+  { label: 'with a policy', config: { policy: ALLOW_ALL } },
+])('MCP tasks are decided by their owner ($label)', ({ config }) => {
   let upstream: Awaited<ReturnType<typeof startTaskUpstream>>;
   let stack: Stack;
   let alice: Client;
@@ -233,7 +239,7 @@ describe('MCP tasks are decided by their owner', () => {
 
   beforeAll(async () => {
     upstream = await startTaskUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url });
+    stack = await startStack({ upstreamUrl: upstream.url, config });
     const a = await stack.issueOAuthToken();
     b = await stack.issueOAuthToken();
     alice = (await connect(stack.mcpUrl, a.token)).client;
