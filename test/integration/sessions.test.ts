@@ -4,7 +4,6 @@
 // the request shapes the sidecar refuses because it could not tell which task they name.
 
 import { randomUUID } from 'node:crypto';
-import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
@@ -13,6 +12,7 @@ import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { exchange } from '../hostile/raw-http.ts';
 
 const UNKNOWN_SESSION = { jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null };
 
@@ -72,17 +72,17 @@ describe('forward-auth: a session id is bound to the first principal that presen
     expect(echo.seen.length).toBe(0);
   });
 
-  it('a session id sent twice is refused (400)', async () => {
+  it('a session id sent twice is refused (400), as is a request to /mcp with two', async () => {
     const a = await stack.issueOAuthToken();
-    const answer = await new Promise<number>((resolve, reject) => {
-      const req = request(authz, { headers: [['x-original-uri', '/mcp'], ['x-original-method', 'GET'], ['authorization', `Bearer ${a.token}`], ['mcp-session-id', 's1'], ['mcp-session-id', 's2']] as unknown as Record<string, string> }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
-      req.on('error', reject);
-      req.end();
-    });
-    expect(answer).toBe(400);
+    const port = Number(new URL(stack.proxyUrl).port);
+    const twice = (target: string, extra: string) =>
+      exchange(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${a.token}\r\n${extra}Mcp-Session-Id: s1\r\nMcp-Session-Id: s2\r\nConnection: close\r\n\r\n`);
+    const viaAuthz = await twice('/authz', 'X-Original-URI: /mcp\r\nX-Original-Method: GET\r\n');
+    expect(viaAuthz.responses[0]?.status).toBe(400);
+    const direct = await twice('/mcp', '');
+    expect(direct.responses[0]?.status).toBe(400);
+    // One of them alone is fine.
+    expect((await nginx(a.token, { 'mcp-session-id': 's1' })).status).toBe(200);
   });
 });
 
