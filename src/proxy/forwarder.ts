@@ -482,17 +482,19 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A response that cannot be rewritten is not passed on as it is: 502 before the headers, cut after. */
   #breakOff(err: Error): void {
     const { req, res } = this;
-    this.#abort(err);
     if (res.headersSent) {
+      this.#abort(err);
       res.destroy();
       return;
     }
-    if (err instanceof StoreUnavailableError) {
-      writeError(res, storeUnavailable(err));
-      return;
+    // Answered first: aborting the upstream request reports its error to onResponseError at once, which
+    // must find the response ended (else it would answer its own 502 in place of this one).
+    if (err instanceof StoreUnavailableError) writeError(res, storeUnavailable(err));
+    else {
+      this.#shared.options.onError?.(err, req);
+      writeError(res, err instanceof HttpError ? err : new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
     }
-    this.#shared.options.onError?.(err, req);
-    writeError(res, err instanceof HttpError ? err : new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
+    this.#abort(err);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {

@@ -8,7 +8,10 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { TASK_SCAN_BYTES } from '../../src/proxy/handle-guard.ts';
-import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { createServer } from 'node:http';
+import { StoreDecorator, type StoreOperation } from '../../src/store/decorator.ts';
+import { StoreUnavailableError } from '../../src/errors.ts';
+import { serveOnLoopback, startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
@@ -238,5 +241,95 @@ describe('Redis down: a request with a session id fails closed', () => {
     // The same request without a session id needs no store: forwarded.
     const without = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":2,"method":"ping"}' });
     expect(without.status).toBe(200);
+  });
+});
+
+/**
+ * A broken upstream that hands every caller the same session id and the same task id: what the sidecar
+ * must never pass on to a second caller. Its answers have the shapes of the MCP SDK server's (a JSON
+ * result with `Mcp-Session-Id`) and of the Tasks specification's CreateTaskResult example.
+ */
+async function startSameHandleUpstream() {
+  let requests = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      requests++;
+      const message = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { id?: number; params?: { task?: unknown } };
+      const result = message.params?.task ? { task: { taskId: 'the-only-task', status: 'working', createdAt: '2025-11-25T10:30:00Z', lastUpdatedAt: '2025-11-25T10:30:00Z', ttl: 60000, pollInterval: 5000 } } : {};
+      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'the-only-session' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id ?? null, result }));
+    });
+  });
+  const { url, close } = await serveOnLoopback(server);
+  return { url, close, requests: () => requests };
+}
+
+describe('an upstream that hands one caller\'s handle to another', () => {
+  let upstream: Awaited<ReturnType<typeof startSameHandleUpstream>>;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    upstream = await startSameHandleUpstream();
+    stack = await startStack({ upstreamUrl: upstream.url });
+  });
+  afterAll(async () => {
+    await stack.close();
+    await upstream.close();
+  });
+
+  it('its answer is not passed on (502): the second caller never learns the first one\'s session or task id', async () => {
+    const a = await stack.issueOAuthToken();
+    const b = await stack.issueOAuthToken();
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: {} };
+    const first = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('mcp-session-id')).toBe('the-only-session');
+    const second = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    expect(second.status).toBe(502);
+    expect(second.headers.get('mcp-session-id')).toBeNull();
+
+    const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'x', arguments: {}, task: { ttl: 60000 } } };
+    const created = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json', 'mcp-session-id': 'the-only-session' }, body: JSON.stringify(call) });
+    expect(created.status).toBe(200);
+    expect(await created.text()).toContain('the-only-task');
+    const c = await stack.issueOAuthToken();
+    // A third caller without a session: the session id in the answer is refused first, so take B's
+    // path through a caller whose answer carries only the task (a session-less request is still
+    // answered with the one session id by this upstream): 502, nothing of the answer passes.
+    const again = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${c.token}`, 'content-type': 'application/json' }, body: JSON.stringify(call) });
+    expect(again.status).toBe(502);
+    expect(await again.text()).not.toContain('the-only-task');
+  });
+});
+
+/** The store, with bindHandle failing as a Redis outage does (everything else as it is). */
+class BindFails extends StoreDecorator {
+  protected around<T>(operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    if (operation === 'bindHandle') return Promise.reject(new StoreUnavailableError('Redis is down'));
+    return call();
+  }
+}
+
+describe('the record of a new session cannot be written', () => {
+  let echo: FakeUpstream;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    stack = await startStack({ upstreamUrl: echo.url, wrapStore: (store) => new BindFails(store) });
+  });
+  afterAll(async () => {
+    await stack.close();
+    await echo.close();
+  });
+
+  it('the upstream accepted an unrecorded session id, but its answer is withheld: 503 with Retry-After, not passed on unbound', async () => {
+    const a = await stack.issueOAuthToken();
+    const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json', 'mcp-session-id': randomUUID() }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('2');
+    expect(await res.json()).toEqual({ error: 'temporarily_unavailable' });
   });
 });
