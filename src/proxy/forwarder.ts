@@ -137,7 +137,7 @@ function clientHeaders(raw: Buffer[]): { headers: string[]; eventStream: boolean
  * waits for it and nothing is buffered that Node had not already buffered; a body still arriving
  * (large, or sent slowly) streams as before.
  */
-function arrived(req: IncomingMessage): Buffer | undefined {
+export function arrived(req: IncomingMessage): Buffer | undefined {
   if (!req.complete || req.readableFlowing !== null || req.readableLength === 0) return undefined;
   const body = req.read() as Buffer | null;
   if (body === null) return undefined;

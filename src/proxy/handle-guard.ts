@@ -15,7 +15,7 @@ import type { Metrics } from '../metrics.ts';
 import { checkBodyHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from '../policy/jsonrpc.ts';
 import { SseMessageRewriter } from '../policy/list-filter.ts';
 import type { HandleKind, HandleOwner, HandleStorage } from '../store/types.ts';
-import type { BodyRewriter, ForwardOptions } from './forwarder.ts';
+import { arrived, type BodyRewriter, type ForwardOptions } from './forwarder.ts';
 import { handleDigest, handleOwner, unknownSession, UNKNOWN_TASK } from './handles.ts';
 import { mayNameTasks, TaskMentionScanner } from './task-mentions.ts';
 
@@ -151,7 +151,8 @@ export class HandleGuard {
     const length = req.headers['content-length'];
     if (!chunked && (length === undefined || length === '0')) return { options: undefined };
     if (!chunked && Number(length) <= TASK_SCAN_BYTES) {
-      const body = await readBody(req, TASK_SCAN_BYTES);
+      // Usually already arrived with the headers: taken as it lies in the request's buffer.
+      const body = arrived(req) ?? (await readBody(req, TASK_SCAN_BYTES));
       if (!mayNameTasks(body)) return { options: { bodyAsSent: body } };
       checkBodyHeaders(req.headers['content-type'], undefined);
       const parsed = parseClientMessages(body, this.#options.limits);

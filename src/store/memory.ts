@@ -246,7 +246,9 @@ export class MemoryTokenStore implements TokenStore {
     }
     const ttl = Math.max(1, Math.trunc(ttlMs));
     const max = Math.max(1, Math.trunc(maxPerOwner));
-    this.#put(key, fields, now + ttl);
+    const renewedAt = Number(fields.renewedAt);
+    if (outcome === 'owned' && now >= renewedAt && now - renewedAt < Math.floor(ttl / 16)) return outcome;
+    this.#put(key, { ...fields, renewedAt: String(now) }, now + ttl);
     const member = handleMember(kind, handleHash);
     if (owner.clientId !== undefined) this.#listHandle(this.#keys.handlesByClient(owner.clientId), member, 'clientId', owner.clientId, now, ttl, max);
     if (owner.subjectHash !== undefined) this.#listHandle(this.#keys.handlesBySubject(owner.subjectHash), member, 'subjectHash', owner.subjectHash, now, ttl, max);
