@@ -58,7 +58,7 @@ export interface ForwardOptions {
    * response (and pauses the upstream) until it settles, and a rejection answers 503 (a store outage)
    * or 502 instead of the upstream's answer.
    */
-  beforeResponse?: (status: number, headers: readonly string[]) => Promise<void> | undefined;
+  beforeResponse?: (status: number, rawHeaders: readonly Buffer[]) => Promise<void> | undefined;
 }
 
 export interface Forwarder {
@@ -327,7 +327,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return; // interim answers stay on this hop
     // The upstream's own spelling and order of its headers (HTTP/1.1: name, value, ... as received).
     const rawHeaders = controller.rawHeaders as Buffer[];
-    const held = this.#beforeResponse?.(statusCode, rawHeaders.map((b) => b.toString('latin1')));
+    const held = this.#beforeResponse?.(statusCode, rawHeaders);
     if (held === undefined) {
       if (!this.#start(statusCode, rawHeaders, statusText)) controller.pause();
       return;

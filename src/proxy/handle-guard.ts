@@ -124,7 +124,7 @@ export class HandleGuard {
    * a DELETE that ended the session forgets it.
    */
   watchResponse(req: IncomingMessage, principal: Principal, session: PresentedSession | undefined, options: ForwardOptions | undefined): ForwardOptions {
-    const beforeResponse = (status: number, headers: readonly string[]): Promise<void> | undefined => {
+    const beforeResponse = (status: number, headers: readonly Buffer[]): Promise<void> | undefined => {
       if (status < 200 || status > 299) return undefined;
       if (req.method === 'DELETE' && session !== undefined) return this.#options.store.forgetHandle('session', handleDigest(session.id)).then(() => undefined);
       const answered = headerValue(headers, 'mcp-session-id');
@@ -260,8 +260,12 @@ export function presentedSession(req: IncomingMessage): string | undefined {
   return value === '' ? undefined : value;
 }
 
-function headerValue(headers: readonly string[], lowerName: string): string | undefined {
-  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toLowerCase() === lowerName) return headers[i + 1];
+/** A response header's first value, from the raw name/value pairs (names compared without case). */
+function headerValue(headers: readonly Buffer[], lowerName: string): string | undefined {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i]!;
+    if (name.length === lowerName.length && name.toString('latin1').toLowerCase() === lowerName) return headers[i + 1]!.toString('latin1');
+  }
   return undefined;
 }
 
