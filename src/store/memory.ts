@@ -28,6 +28,7 @@ import {
   keyLayout,
   handleFields,
   handleMember,
+  handleRenewalDue,
   subjectDigest,
   profileFields,
   profileFromFields,
@@ -246,8 +247,7 @@ export class MemoryTokenStore implements TokenStore {
     }
     const ttl = Math.max(1, Math.trunc(ttlMs));
     const max = Math.max(1, Math.trunc(maxPerOwner));
-    const renewedAt = Number(fields.renewedAt);
-    if (outcome === 'owned' && now >= renewedAt && now - renewedAt < Math.floor(ttl / 16)) return outcome;
+    if (outcome === 'owned' && !handleRenewalDue(fields.renewedAt, now, ttl)) return outcome;
     this.#put(key, { ...fields, renewedAt: String(now) }, now + ttl);
     const member = handleMember(kind, handleHash);
     if (owner.clientId !== undefined) this.#listHandle(this.#keys.handlesByClient(owner.clientId), member, 'clientId', owner.clientId, now, ttl, max);
