@@ -89,10 +89,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     refuseAmbiguousFraming(req);
+    // The presented session's record is read beside the token lookup: both leave in one write.
+    const sessionRead = handles.readSession(req);
     const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // A session id recorded for another principal: refused as unknown before its body is even read.
-    const session = await handles.checkSession(req, principal);
+    const session = await handles.checkSession(sessionRead, principal);
     // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
     // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
     const gate = deps.policyGate;

@@ -59,6 +59,7 @@ import {
   type HandleKind,
   type HandleOwner,
   type HandleUse,
+  type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
@@ -218,6 +219,13 @@ export class MemoryTokenStore implements TokenStore {
   async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
     this.#check();
     return this.issueTokens(record);
+  }
+
+  async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.handle(kind, handleHash));
+    if (!fields?.owner) return null;
+    return fields.renewedAt === undefined ? { owner: fields.owner } : { owner: fields.owner, renewedAt: fields.renewedAt };
   }
 
   async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {

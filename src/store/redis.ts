@@ -63,6 +63,7 @@ import {
   type HandleKind,
   type HandleOwner,
   type HandleUse,
+  type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
@@ -253,6 +254,12 @@ class RedisOperations implements TokenStore {
       }
       throw new StoreUnavailableError('deleteClient: too much contention, gave up');
     });
+  }
+
+  async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
+    const [owner, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
+    if (owner === null || owner === undefined) return null;
+    return renewedAt === null || renewedAt === undefined ? { owner } : { owner, renewedAt };
   }
 
   /**

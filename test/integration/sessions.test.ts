@@ -89,13 +89,23 @@ describe('forward-auth: a session id is bound to the first principal that presen
   });
 });
 
+/** The store, counting the reads of handle records (everything else as it is). */
+class CountsHandleReads extends StoreDecorator {
+  count = 0;
+  protected around<T>(operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    if (operation === 'readHandle') this.count++;
+    return call();
+  }
+}
+
 describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be read', () => {
   let echo: FakeUpstream;
   let stack: Stack;
+  let reads: CountsHandleReads;
 
   beforeAll(async () => {
     echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url });
+    stack = await startStack({ upstreamUrl: echo.url, wrapStore: (store) => (reads = new CountsHandleReads(store)) });
   });
   afterAll(async () => {
     await stack.close();
@@ -124,6 +134,38 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
     }
     // Forgotten: the id is unrecorded again (the upstream decides on it, as before the sidecar kept ids).
     expect((await post(stack, b.token, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': session })).status).toBe(200);
+  });
+
+  it("the owner's use renews the record once a sixteenth of proxy.handleIdleMs has passed since the last renewal, not before", async () => {
+    const a = await stack.issueOAuthToken(86_400);
+    const session = randomUUID();
+    const ping = (id: number) => post(stack, a.token, { jsonrpc: '2.0', id, method: 'ping' }, { 'mcp-session-id': session });
+    expect((await ping(1)).status).toBe(200);
+    const key = `${stack.prefix}{oauth}:mcpHandles:session:${handleDigest(session)}`;
+    const raw = await rawRedis();
+    try {
+      const boundAt = stack.clock.now();
+      expect(await raw.hget(key, 'renewedAt')).toBe(String(boundAt));
+      const sixteenth = Math.floor(stack.sidecar.config.proxy.handleIdleMs / 16);
+      stack.clock.advance(sixteenth - 1);
+      expect((await ping(2)).status).toBe(200);
+      expect(await raw.hget(key, 'renewedAt')).toBe(String(boundAt));
+      stack.clock.advance(1);
+      expect((await ping(3)).status).toBe(200);
+      expect(await raw.hget(key, 'renewedAt')).toBe(String(stack.clock.now()));
+    } finally {
+      await raw.quit();
+    }
+  });
+
+  it('a request without a credential is refused (401) without reading the record of the session id it presents', async () => {
+    const before = reads.count;
+    const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'mcp-session-id': randomUUID() }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    expect(res.status).toBe(401);
+    expect(reads.count).toBe(before);
+    const a = await stack.issueOAuthToken();
+    expect((await post(stack, a.token, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-session-id': randomUUID() })).status).toBe(200);
+    expect(reads.count).toBe(before + 1);
   });
 
   it('forgetSubjectHandles (what revoking a subject calls) frees the handles of an IdP user', async () => {

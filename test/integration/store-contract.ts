@@ -1368,7 +1368,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       it('bound to its first owner: that owner uses it, anyone else finds it foreign, an unrecorded one is unknown', async () => {
         const session = handleDigest('session-1');
         expect(await store.useHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('unknown');
+        expect(await store.readHandle('session', session)).toBeNull();
         expect(await store.bindHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('bound');
+        expect(await store.readHandle('session', session)).toEqual({ owner: alice.id, renewedAt: String(clock.now()) });
         expect(await store.bindHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('owned');
         expect(await store.useHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('owned');
         // Same subject through another client, another subject through the same client: not the owner.
@@ -1519,6 +1521,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         publishSigningKey: (s) => s.publishSigningKey({ kid: 'k', jwk: '{}', expiresAt: clock.now() + HOUR }, clock.now()),
         listSigningKeys: (s) => s.listSigningKeys(clock.now()),
         ping: (s) => s.ping(),
+        readHandle: (s) => s.readHandle('session', hashToken('x')),
         useHandle: (s) => s.useHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
         bindHandle: (s) => s.bindHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
         forgetHandle: (s) => s.forgetHandle('session', hashToken('x')),
