@@ -10,6 +10,7 @@ import { clientActor } from '../audit.ts';
 import { generateToken, hashToken } from '../credentials.ts';
 import { HttpError, invalidClient, tooManyRequests, writeJson } from '../errors.ts';
 import { GRANT_DEVICE_CODE } from '../profiles.ts';
+import { limitKey } from '../net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import type { ClientRecord } from '../store/types.ts';
 import { splitScopes } from './authorize.ts';
@@ -79,7 +80,8 @@ async function deviceClient(ctx: OAuthContext, request: FormRequest): Promise<Cl
 /** POST /device_authorization (RFC 8628 §3.1, §3.2). */
 export async function handleDeviceAuthorization(ctx: OAuthContext, request: FormRequest): Promise<void> {
   const { form, res } = request;
-  const address = clientAddresses(ctx.config.proxy.trustedProxies).client(request.req);
+  // Counted as the other per-address limits are: an IPv6 client as its network.
+  const address = limitKey(clientAddresses(ctx.config.proxy.trustedProxies).client(request.req), ctx.config.rateLimits.ipv6PrefixLength);
   const resource = form.get('resource');
   if (resource !== undefined && !namesThisResource(ctx, resource)) throw new HttpError('invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
   const client = await deviceClient(ctx, request);

@@ -67,7 +67,7 @@ describe('device authorization: discovery and registration', () => {
       expect((await deviceAuthorizationRequest(publicUrl, { client_id: 'any' })).status).toBe(404);
       const res = await fetch(`${publicUrl}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ grant_types: [DEVICE_GRANT], token_endpoint_auth_method: 'none' }) });
       expect(res.status).toBe(400);
-      expect(((await res.json()) as { error_description: string }).error_description).toMatch(/the device_code grant\) needs browser sign-in/);
+      expect(((await res.json()) as { error_description: string }).error_description).toMatch(/device sign-in is not configured on this server \(it needs browser sign-in\)/);
     } finally {
       await plain.close();
     }

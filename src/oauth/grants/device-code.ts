@@ -20,6 +20,7 @@ export const deviceCodeGrant: Grant = {
   action: ACTION,
   enabled: (ctx) => ctx.signIn !== undefined,
   disabledDescription: 'device sign-in is not configured on this server (it needs browser sign-in)',
+  registration: 'dynamic',
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_DEVICE_CODE);
     const deviceCode = request.form.get('device_code');
