@@ -325,3 +325,16 @@ export async function provisionClient(
   await store.createClient(client);
   return { client, clientSecret };
 }
+
+/**
+ * RFC 6749 §3.3 lets the server ignore requested scopes; this one ignores every scope it does not
+ * define (`supported`: those the policy names, what metadata advertises as `scopes_supported`).
+ * Clients ask for scopes that mean nothing here (mcp-remote falls back to `openid email profile`):
+ * they are neither shown as access on the consent page nor granted, so they never reach the upstream
+ * in `X-MCP-Auth-Scope`. Without a policy naming scopes, no scope is granted.
+ */
+export function splitScopes(requested: string | undefined, supported: readonly string[]): { granted: string | undefined; ignored: string[] } {
+  const asked = [...new Set(requested?.split(' ') ?? [])];
+  const granted = asked.filter((s) => supported.includes(s));
+  return { granted: granted.length > 0 ? granted.join(' ') : undefined, ignored: asked.filter((s) => !supported.includes(s)) };
+}

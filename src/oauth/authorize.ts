@@ -21,7 +21,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../body.ts';
-import { checkScope, redirectUriMatches, scopeWithin } from '../clients.ts';
+import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { consentKey } from '../store/records.ts';
@@ -627,19 +627,6 @@ class SignInFlow {
     await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'remembered' in approval ? 'remembered' : 'given' } });
     this.redirectBack(res, request, { code });
   }
-}
-
-/**
- * RFC 6749 §3.3 lets the server ignore requested scopes; this one ignores every scope it does not
- * define (`supported`: those the policy names, what metadata advertises as `scopes_supported`).
- * Clients ask for scopes that mean nothing here (mcp-remote falls back to `openid email profile`):
- * they are neither shown as access on the consent page nor granted, so they never reach the upstream
- * in `X-MCP-Auth-Scope`. Without a policy naming scopes, no scope is granted.
- */
-export function splitScopes(requested: string | undefined, supported: readonly string[]): { granted: string | undefined; ignored: string[] } {
-  const asked = [...new Set(requested?.split(' ') ?? [])];
-  const granted = asked.filter((s) => supported.includes(s));
-  return { granted: granted.length > 0 ? granted.join(' ') : undefined, ignored: asked.filter((s) => !supported.includes(s)) };
 }
 
 /** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */

@@ -13,7 +13,7 @@ import { GRANT_DEVICE_CODE } from '../profiles.ts';
 import { limitKey } from '../net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import type { ClientRecord } from '../store/types.ts';
-import { splitScopes } from './authorize.ts';
+import { splitScopes } from '../clients.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import { authenticateClient } from './client-auth.ts';
 import { namesThisResource, type FormRequest, type OAuthContext } from './context.ts';
