@@ -152,6 +152,12 @@ export class Metrics {
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  readonly quotaRefusals = new Counter({
+    name: 'mcp_auth_quota_refusals_total',
+    help: '/mcp requests refused over a quota (policy.quotas), by the rule (its name, or #<index>)',
+    labelNames: ['rule'] as const,
+    registers: [this.registry],
+  });
   readonly refreshGraceReuses = new Counter({
     name: 'mcp_auth_refresh_grace_reuses_total',
     help: 'Rotated refresh tokens presented again within the grace window and answered with new tokens',

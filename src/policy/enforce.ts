@@ -46,6 +46,16 @@ export interface PolicyAllowance {
   readonly body: Buffer;
   /** List requests in the body by id (their answers are filtered), or undefined when there is none. */
   readonly lists: ListRequests | undefined;
+  /** The body's JSON-RPC requests (not notifications or responses), in order: what quotas count. */
+  readonly requests: readonly BodyRequest[];
+  /** The body was a JSON-RPC batch. */
+  readonly batch: boolean;
+}
+
+/** One JSON-RPC request of a body: its id and the call it makes. */
+export interface BodyRequest {
+  readonly id: string | number | null;
+  readonly call: PolicyRequest;
 }
 
 export function enforcePolicy(
@@ -70,7 +80,11 @@ export function enforcePolicy(
       return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch };
     }
   }
-  return { denied: false, body: canonical, lists };
+  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch };
+}
+
+function requestsOf(messages: readonly ClientMessage[]): BodyRequest[] {
+  return messages.filter((m) => m.call !== undefined && m.id !== undefined).map((m) => ({ id: m.id as string | number | null, call: m.call! }));
 }
 
 function requestIdsOf(messages: readonly ClientMessage[]): (string | number | null)[] {

@@ -4,6 +4,7 @@
 // counts it; a request no rule matches is not counted. Compiled and validated once at start-up: a limit
 // or window that is zero, negative or beyond its bound is a configuration error naming the rule.
 
+import { AUTHORIZATION_META_KEY } from './enforce.ts';
 import { compileGlobs, compilePrincipals, isObject, principalMatches, readingsOf, scopesOf, stringList, unknownFields } from './rules.ts';
 import type { Glob, PolicyPrincipal, PolicyRequest, PrincipalConditions } from './rules.ts';
 
@@ -153,3 +154,42 @@ export function quotaCounterName(match: QuotaMatch): string {
   return `${match.rule.label}:${match.rule.windowSeconds}:${match.who}`;
 }
 
+
+/** A request refused by a quota: what its answer needs. */
+export interface QuotaRefusal {
+  readonly rule: QuotaRule;
+  /** The call that did not fit (the first of its rule and caller in the body). */
+  readonly call: PolicyRequest;
+  /** Epoch ms at which the rule's window ends for this caller. */
+  readonly resetAt: number;
+  /** The ids of the body's requests, in order; empty when unseen (forward-auth). */
+  readonly requestIds: readonly (string | number | null)[];
+  readonly batch: boolean;
+}
+
+/** The reason a refusal over a quota carries in its authorization context. */
+export const QUOTA_REASON = 'quota_exceeded';
+
+/**
+ * The answer to a refusal: a tool error at 200 for one `tools/call` (the model reads it and moves on,
+ * since no other authorization would help before the reset), else a 429 with Retry-After. The answer
+ * names the tool the client sent, the limit and the reset time; never the rule.
+ */
+export function quotaAnswer(
+  refusal: QuotaRefusal,
+  contextId: string,
+  now: number,
+): { readonly status: 200; readonly body: string } | { readonly status: 429; readonly retryAfterSeconds: number; readonly description: string } {
+  const { call, rule, resetAt, requestIds, batch } = refusal;
+  const retryAfterSeconds = Math.max(1, Math.ceil((resetAt - now) / 1000));
+  const reset = new Date(resetAt).toISOString();
+  const allowance = `${rule.limit} per ${rule.windowSeconds} s`;
+  const id = requestIds[0];
+  if (call.method !== 'tools/call' || batch || requestIds.length !== 1 || id === null || id === undefined) {
+    const target = call.name === undefined ? call.method : `${call.method} ${call.name}`;
+    return { status: 429, retryAfterSeconds, description: `${target}: over the quota of ${allowance} for this caller; it resets at ${reset}` };
+  }
+  const context = { [AUTHORIZATION_META_KEY]: { reason: QUOTA_REASON, remediation: 'unavailable', resetAt: reset, retryAfterSeconds, authorizationContextId: contextId } };
+  const text = `The tool "${call.name}" has reached its usage limit for you (${allowance}). It resets at ${reset} (in ${retryAfterSeconds} s). Do not retry it before then; continue without it. (Reference: ${contextId})`;
+  return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text }], _meta: context } }) };
+}

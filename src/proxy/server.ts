@@ -123,7 +123,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original.host);
-    deps.policyGate?.checkForwardAuth(req, principal, original.method);
+    await deps.policyGate?.checkForwardAuth(req, principal, original.method);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
