@@ -35,6 +35,7 @@ import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
 import { AssertionSigner } from './assertion/signer.ts';
 import { unusedProfileEdits } from './profiles.ts';
+import { createTracing } from './tracing.ts';
 
 export interface SidecarOptions {
   config: Config;
@@ -48,6 +49,8 @@ export interface SidecarOptions {
   cimd?: CimdResolver;
   /** The admin listener's `/metrics` and readiness when this process is not the whole sidecar (workers). */
   admin?: AdminOverrides;
+  /** Where the `OTEL_*` variables are read (tracing is off unless an OTLP endpoint is named); default: the process's. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface Sidecar {
@@ -198,6 +201,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const assertions = await assertionsFor(config, store, clock, logger, publicUrl);
 
   const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
+  const tracing = await createTracing(options.env ?? process.env);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
@@ -214,6 +218,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     assertions: assertions?.signer,
     routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
+    tracing,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength }, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
@@ -246,7 +251,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     },
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
-      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs);
+      // Spans of the last requests are exported before the process goes.
+      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
     },
   };
 }

@@ -32,6 +32,8 @@ export interface PolicyDenial {
   readonly requestIds: readonly (string | number | null)[];
   /** The body was a JSON-RPC batch (answered as a batch). */
   readonly batch: boolean;
+  /** What the body tells a trace; undefined when the body was unseen (forward-auth). */
+  readonly trace?: BodyTrace;
 }
 
 /** The answer to a denial: its status, and the JSON body (one message, or one per request of a batch). */
@@ -50,6 +52,14 @@ export interface PolicyAllowance {
   readonly requests: readonly BodyRequest[];
   /** The body was a JSON-RPC batch. */
   readonly batch: boolean;
+  /** What the body tells a trace (see BodyTrace). */
+  readonly trace: BodyTrace;
+}
+
+/** What a body tells a trace: its first call, and the `params._meta.traceparent` it carries. */
+export interface BodyTrace {
+  readonly call: PolicyRequest | undefined;
+  readonly traceparent: string | undefined;
 }
 
 /** One JSON-RPC request of a body: its id and the call it makes. */
@@ -65,7 +75,8 @@ export function enforcePolicy(
   mirror: { method: string | undefined; name: string | undefined },
   limits: JsonRpcLimits,
 ): PolicyAllowance | PolicyDenial {
-  const { messages, batch, canonical } = parseClientMessages(body, limits);
+  const { messages, batch, canonical, traceparent } = parseClientMessages(body, limits);
+  const trace: BodyTrace = { call: messages.find((m) => m.call !== undefined)?.call, traceparent };
   checkMirrorHeaders(mirror.method, mirror.name, messages);
   let lists: Map<string | number, string> | undefined;
   for (const message of messages) {
@@ -77,10 +88,10 @@ export function enforcePolicy(
     if (isAlwaysAllowed(call.method)) continue;
     const decision = decideCall(policy, principal, call);
     if (decision.effect === 'deny') {
-      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch };
+      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch, trace };
     }
   }
-  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch };
+  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch, trace };
 }
 
 function requestsOf(messages: readonly ClientMessage[]): BodyRequest[] {

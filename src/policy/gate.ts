@@ -102,6 +102,7 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
+      if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
       if (outcome.denied) return { answer: { body: refuse(outcome, principal) } };
       const over = await takeQuotas(req, principal, outcome.requests, outcome.batch);
       if (over !== undefined) return { answer: { body: refuseOverQuota(over, principal) } };
@@ -150,7 +151,9 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
     }
     for (const [name, { match, cost, first }] of groups) {
       const { rule } = match;
+      const taking = performance.now();
       const outcome = await counting.store.takeQuota(name, cost, rule.limit, rule.windowSeconds * 1000, counting.clock.now());
+      req.trace?.step('quota', taking, { 'mcp_auth.quota.rule': rule.label, 'mcp_auth.quota.allowed': outcome.allowed });
       if (!outcome.allowed) return { rule, call: first.call, resetAt: outcome.resetAt, requestIds: requests.map((r) => r.id), batch };
     }
     return undefined;

@@ -26,6 +26,7 @@ import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
+import type { Tracing } from '../tracing.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -45,12 +46,15 @@ export interface ProxyDeps {
   policyGate?: PolicyGate;
   /** Signs the caller assertion each forwarded request carries (upstream.assertion); undefined when off. */
   assertions?: AssertionSigner;
+  /** OpenTelemetry tracing; undefined when off. */
+  tracing?: Tracing | undefined;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 
 export function createProxyServer(deps: ProxyDeps): Server {
   const { config, store, clock, metrics, masterToken, forwarder, authFailures } = deps;
+  const upstreamUrl = new URL(config.upstream.url);
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
   const checkHost = createHostCheck({
@@ -76,7 +80,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
         : []),
       ...(deps.routes ?? []).map((route) => counted(route, metrics.oauth)),
     ],
-    onClose: (req, res) => accessLog(access, req, res),
+    onClose(req, res) {
+      req.trace?.end(res.headersSent ? res.statusCode : cannedStatus(req), req.upstreamStatus);
+      accessLog(access, req, res);
+    },
     onStoreUnavailable() {
       metrics.storeErrors.inc();
       metrics.unavailable.inc();
@@ -88,13 +95,16 @@ export function createProxyServer(deps: ProxyDeps): Server {
   });
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    req.trace = deps.tracing?.startRequest(req.method ?? '', '/mcp', traceparentOf(req));
     refuseAmbiguousFraming(req);
     const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // With a policy, the body is read and every call in it decided before anything is forwarded, a body
     // on another method is refused, and a GET stream's answer is filtered (a resumption with
     // Last-Event-ID replays earlier list answers there).
+    const deciding = performance.now();
     const decided = await deps.policyGate?.decide(req, principal);
+    if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
     if (decided !== undefined && 'answer' in decided) {
       metrics.policyAnswered.inc();
@@ -107,6 +117,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // (and logged), so forwarding would hold an upstream request nobody reads and an in-flight slot.
     if (res.destroyed) return;
     metrics.forwarded.inc();
+    // The upstream continues the trace from the sidecar's span of its request.
+    if (req.trace !== undefined) req.headers.traceparent = req.trace.upstream(req.method ?? '', upstreamUrl);
     forwarder.forward(req, res, (req.url ?? '/').slice(path.length), decided);
   }
 
@@ -117,13 +129,16 @@ export function createProxyServer(deps: ProxyDeps): Server {
    * forwards. Otherwise the answer /mcp would give, for the ingress to pass to the client.
    */
   async function authz(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    req.trace = deps.tracing?.startRequest(req.method ?? '', AUTHZ_PATH, traceparentOf(req));
     const original = originalRequest(req, path, addresses);
     if (original.path !== '/mcp') {
       metrics.notFound.inc();
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original.host);
+    const deciding = performance.now();
     await deps.policyGate?.checkForwardAuth(req, principal, original.method);
+    if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
@@ -171,6 +186,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const found = await store.lookupToken(tokenHash);
     const decision = decideToken(tokenHash, found, clock.now());
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
+    req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
     if (!decision.ok) return deny(req, decision.reason);
     return (req.principal = decision.principal);
   }
@@ -210,6 +226,12 @@ const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'to
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
   return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`);
+}
+
+/** The request's `traceparent` header when it was sent once (two are ignored, as malformed). */
+function traceparentOf(req: IncomingMessage): string | undefined {
+  const value = req.headers.traceparent;
+  return typeof value === 'string' ? value : undefined;
 }
 
 function resourceMetadataUrl(publicUrl: string): string {
