@@ -27,7 +27,7 @@ import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
-import type { Tracing } from '../tracing.ts';
+import { withTrace, type Tracing } from '../tracing.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -81,7 +81,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
             { path: `${AUTHZ_PATH}/*`, methods: 'any', handler: authz },
           ] satisfies Route<ProxyRequest>[]
         : []),
-      ...(deps.routes ?? []).map((route) => counted(route, metrics.oauth)),
+      ...(deps.routes ?? []).map((route) => traced(counted(route, metrics.oauth))),
     ],
     onClose(req, res) {
       req.trace?.end(res.headersSent ? res.statusCode : cannedStatus(req), req.upstreamStatus);
@@ -96,6 +96,19 @@ export function createProxyServer(deps: ProxyDeps): Server {
       if (isRequestPath(path) && !COUNTED_WHERE_DECIDED.has(answer.code)) metrics.refused(answer.code);
     },
   });
+
+  /** An OAuth route with a server span per request, its IdP calls among the children. */
+  function traced(route: Route<ProxyRequest>): Route<ProxyRequest> {
+    const tracing = deps.tracing;
+    if (tracing === undefined) return route;
+    return {
+      ...route,
+      handler(req, res, path) {
+        req.trace = tracing.startRequest(req.method ?? '', route.path, traceparentOf(req));
+        return withTrace(req.trace, () => route.handler(req, res, path));
+      },
+    };
+  }
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     req.trace = deps.tracing?.startRequest(req.method ?? '', '/mcp', traceparentOf(req));

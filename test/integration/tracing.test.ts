@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../src/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { startTestIdp, TOKEN_EXCHANGE, type TestIdp } from '../support/test-idp.ts';
 
 interface ExportedSpan {
   traceId: string;
@@ -30,6 +31,7 @@ const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN = '00f067aa0ba902b7';
 const META_TRACE = '0af7651916cd43dd8448eb211c80319c';
 const META_SPAN = 'b7ad6b7169203331';
+const EXCHANGE_TRACE = '5b8aa5a2d2c872e8321cf37308d69df2';
 
 function attributesOf(list: Array<{ key: string; value: Record<string, unknown> }> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -42,9 +44,13 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
   const bodies: string[] = [];
   const contentTypes: string[] = [];
   let echo: FakeUpstream;
+  let idp: TestIdp;
+  let idToken: string;
+  let exchangeStatus: number;
   let stack: Stack;
   let token: string;
   let clientSecret: string;
+  let exchangedToken = '';
   let masterToken: string;
   const upstreamTraceparents: Record<string, string | undefined> = {};
   let spans: ExportedSpan[] = [];
@@ -66,10 +72,14 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
     const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces`;
     echo = await startEchoUpstream();
+    idp = await startTestIdp();
     stack = await startStack({
       upstreamUrl: echo.url,
       env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'sidecar-under-test' },
-      config: { policy: { quotas: [{ name: 'calls', match: { tools: ['search'] }, per: 'subject', limit: 100, windowSeconds: 60 }] } },
+      config: {
+        policy: { quotas: [{ name: 'calls', match: { tools: ['search'] }, per: 'subject', limit: 100, windowSeconds: 60 }] },
+        idp: { issuer: idp.issuer, audience: 'mcp-tracing-test', jwksUrl: idp.jwksUrl },
+      },
     });
     masterToken = stack.masterToken;
     const created = await stack.admin('createClient', { clientName: 'traced' });
@@ -94,6 +104,16 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     await send('none', {});
     // A refused token: its trace too, with no token in it.
     await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${'ab'.repeat(32)}`, 'content-type': 'application/json' }, body: '{}' });
+    // An RFC 8693 exchange of an IdP token: the /token request's trace holds the IdP call.
+    const now = Math.floor(stack.clock.now() / 1000);
+    idToken = await idp.sign({ iss: idp.issuer, aud: 'mcp-tracing-test', sub: 'traced-user', iat: now, exp: now + 300 });
+    const exchanged = await fetch(`${stack.proxyUrl}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', traceparent: `00-${EXCHANGE_TRACE}-${CLIENT_SPAN}-01` },
+      body: new URLSearchParams({ grant_type: TOKEN_EXCHANGE, subject_token: idToken, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }),
+    });
+    exchangeStatus = exchanged.status;
+    exchangedToken = ((await exchanged.json()) as { access_token?: string }).access_token ?? '';
     // Shutting down exports what is buffered.
     await stack.close();
     spans = bodies.flatMap((text) =>
@@ -106,6 +126,7 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
   }, 60_000);
   afterAll(async () => {
     await echo?.close();
+    await idp?.close();
     await new Promise<void>((r) => receiver?.close(() => r()));
   });
 
@@ -162,9 +183,19 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     expect(lookup?.attributes['mcp_auth.outcome']).toBe('unknown');
   });
 
+  it('traces an OAuth request with its IdP call as a child (an RFC 8693 exchange of an IdP token)', () => {
+    expect(exchangeStatus).toBe(200);
+    const { root, children } = traceOf(EXCHANGE_TRACE);
+    expect(root).toMatchObject({ name: 'POST /token', kind: SERVER, parentSpanId: CLIENT_SPAN });
+    expect(root.attributes['http.response.status_code']).toBe(200);
+    expect(children.find((c) => c.name === 'IdP token verification')?.attributes['mcp_auth.idp.ok']).toBe(true);
+  });
+
   it('exports no token, token hash or secret in any attribute', () => {
     const exported = bodies.join('\n');
-    const secrets = [token, hashToken(token), clientSecret, hashToken(clientSecret), masterToken, hashToken(masterToken), 'ab'.repeat(32), hashToken('ab'.repeat(32))];
+    expect(exchangedToken).toMatch(/^[0-9a-f]{64}$/);
+    for (const part of idToken.split('.')) expect(exported).not.toContain(part);
+    const secrets = [exchangedToken, hashToken(exchangedToken), token, hashToken(token), clientSecret, hashToken(clientSecret), masterToken, hashToken(masterToken), 'ab'.repeat(32), hashToken('ab'.repeat(32))];
     for (const secret of secrets) expect(exported).not.toContain(secret);
     // Nor the first 8 hex of a hash, as audit events name tokens.
     for (const secret of [token, 'ab'.repeat(32)]) expect(exported).not.toContain(hashToken(secret).slice(0, 8));
