@@ -119,3 +119,20 @@ describe('quotas: the first matching rule counts a request', () => {
     expect(quotaFor(all, { principal: user, address: ADDRESS }, { method: 'ping' })?.rule.label).toBe('#0');
   });
 });
+
+describe('quotas: explain-policy on the command line', () => {
+  it('takes --address, and prints the quota and what is left', async () => {
+    const { ADMIN_OPERATIONS } = await import('../../src/admin/declarations.ts');
+    const { parseAdminArgs } = await import('../../src/cli.ts');
+    const parsed = parseAdminArgs(['explain-policy', '--token-hash', 'a'.repeat(64), '--method', 'tools/call', '--name', 'search', '--address', '192.0.2.7']);
+    expect(parsed).toMatchObject({ name: 'explainPolicy', body: { address: '192.0.2.7' } });
+    const render = ADMIN_OPERATIONS.explainPolicy.render!;
+    const text = render({
+      effect: 'allow',
+      decidedBy: 'default',
+      reason: "no rule matches; the policy's default is allow",
+      quota: { rule: 'search-per-user', per: 'subject', limit: 100, windowSeconds: 3600, used: 37, remaining: 63, resetAt: '2026-11-27T20:00:00.000Z' },
+    });
+    expect(text).toBe(`ALLOW: no rule matches; the policy's default is allow\nquota "search-per-user": 100 per 3600 s per subject, 63 left until 2026-11-27T20:00:00.000Z\n`);
+  });
+});
