@@ -185,6 +185,8 @@ export class Metrics {
   readonly notFound = this.requests.labels('not_found', '');
   /** A policy denial no scope would lift, answered by the sidecar at 200 (a tool error): nothing forwarded. */
   readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
+  /** A request over a quota (a tool error at 200, or a 429): its outcome, counted where it is decided. */
+  readonly quotaExceeded = this.requests.labels('refused', 'quota_exceeded');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();

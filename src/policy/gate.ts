@@ -55,6 +55,8 @@ export interface QuotaCounting {
 /** A denial answered by the sidecar with a 200 (a tool error, a JSON-RPC error): nothing is forwarded. */
 export interface PolicyAnswer {
   readonly answer: { readonly body: string };
+  /** Why: the policy refused, or a quota did (its outcome already counted). */
+  readonly by: 'policy' | 'quota';
 }
 
 export interface PolicyGate {
@@ -103,9 +105,9 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
       if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
-      if (outcome.denied) return { answer: { body: refuse(outcome, principal) } };
+      if (outcome.denied) return { answer: { body: refuse(outcome, principal) }, by: 'policy' };
       const over = await takeQuotas(req, principal, outcome.requests, outcome.batch);
-      if (over !== undefined) return { answer: { body: refuseOverQuota(over, principal) } };
+      if (over !== undefined) return { answer: { body: refuseOverQuota(over, principal) }, by: 'quota' };
       const lists = outcome.lists;
       const decided = outcome.body;
       return lists === undefined ? { body: decided } : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
@@ -165,6 +167,8 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
    */
   function refuseOverQuota(refusal: QuotaRefusal, principal: Principal): string {
     metrics.quotaRefusals.labels(refusal.rule.label).inc();
+    // The 429 is not counted again where errors are: too_many_requests is counted where it is decided.
+    metrics.quotaExceeded.inc();
     const eventId = audit.recordRepeated(
       {
         who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',

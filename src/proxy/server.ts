@@ -127,7 +127,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
     if (gated !== undefined && 'answer' in gated) {
-      metrics.policyAnswered.inc();
+      if (gated.by === 'policy') metrics.policyAnswered.inc();
       return writePolicyAnswer(req, res, gated.answer);
     }
     let decided = gated;

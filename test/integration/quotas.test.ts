@@ -132,7 +132,17 @@ describe('quotas: two sidecars on one Redis', () => {
 
     // Counted by each replica for what it refused, labelled by the rule's name.
     expect(await (await fetch(`${a.adminUrl}/metrics`)).text()).toMatch(/mcp_auth_quota_refusals_total\{rule="search"\} [1-9]/);
-    expect(await (await fetch(`${b.adminUrl}/metrics`)).text()).toMatch(/mcp_auth_quota_refusals_total\{rule="prompts"\} 1\n/);
+    const metricsB = await (await fetch(`${b.adminUrl}/metrics`)).text();
+    expect(metricsB).toMatch(/mcp_auth_quota_refusals_total\{rule="prompts"\} 1\n/);
+    // Each refusal is one request outcome, refused for its quota: never a policy denial, never counted twice.
+    const outcome = (text: string) => Number(/mcp_auth_requests_total\{outcome="refused",reason="quota_exceeded"\} (\d+)/.exec(text)?.[1] ?? 0);
+    const refusals = (text: string) => [...text.matchAll(/mcp_auth_quota_refusals_total\{rule="[^"]+"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    const metricsA = await (await fetch(`${a.adminUrl}/metrics`)).text();
+    for (const text of [metricsA, metricsB]) {
+      expect(outcome(text)).toBeGreaterThan(0);
+      expect(outcome(text)).toBe(refusals(text));
+      expect(text).not.toMatch(/mcp_auth_requests_total\{outcome="refused",reason="(insufficient_authorization|too_many_requests)"\} [1-9]/);
+    }
   });
 
   it('forward-auth counts from Mcp-Method / Mcp-Name: 200 within the quota, then 429 with Retry-After', async () => {
