@@ -142,6 +142,9 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   hitCounter(...a: Args<'hitCounter'>) {
     return this.around('hitCounter', () => this.inner.hitCounter(...a));
   }
+  takeQuota(...a: Args<'takeQuota'>) {
+    return this.around('takeQuota', () => this.inner.takeQuota(...a));
+  }
   useOnce(...a: Args<'useOnce'>) {
     return this.around('useOnce', () => this.inner.useOnce(...a));
   }

@@ -80,6 +80,7 @@ import {
   type RevocationListener,
   type RevocationNotice,
   type RotateOutcome,
+  type QuotaOutcome,
   type StoredAuditEvent,
   type TokenStore,
   type UserTokenRecord,
@@ -620,6 +621,7 @@ export class MemoryTokenStore implements TokenStore {
   }
 
   readonly #counters = new Map<string, { count: number; endsAt: number }>();
+  readonly #quotas = new Map<string, { window: number; used: number; resetAt: number }>();
 
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
     this.#check();
@@ -634,6 +636,27 @@ export class MemoryTokenStore implements TokenStore {
     }
     counter.count++;
     return { count: counter.count, resetMs: counter.endsAt - now };
+  }
+
+  async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
+    this.#check();
+    const key = this.#keys.quotaCounter(name);
+    let window = Math.floor(now / windowMs);
+    const stored = this.#quotas.get(key);
+    let used = 0;
+    if (stored !== undefined && stored.window >= window) {
+      window = stored.window;
+      used = stored.used;
+    }
+    const resetAt = (window + 1) * windowMs;
+    const allowed = used + cost <= limit;
+    if (allowed && cost > 0) {
+      used += cost;
+      this.#quotas.set(key, { window, used, resetAt });
+      // Bounded like Redis would be by expiry: drop ended windows when the map grows.
+      if (this.#quotas.size > 10_000) for (const [k, q] of this.#quotas) if (q.resetAt <= now) this.#quotas.delete(k);
+    }
+    return { allowed, used, resetAt };
   }
 
   async useOnce(name: string, expiresAt: number): Promise<boolean> {

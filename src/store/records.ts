@@ -42,6 +42,8 @@ export function keyLayout(prefix: string) {
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
+    /** A quota counter; the name (rule, window, caller) is hashed: it carries subjects and client ids. */
+    quotaCounter: (name: string) => `${prefix}quotas:${createHash('sha256').update(name).digest('hex')}`,
     /** The name is hashed: it may come from a client (a `jti`), and keys stay short and printable. */
     oneTimeValue: (name: string) => `${prefix}{oauth}:usedOnce:${createHash('sha256').update(name).digest('hex')}`,
     auditStream: () => `${prefix}audit`,

@@ -228,6 +228,33 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
 
+// A quota take (QuotaStorage.takeQuota): the window is computed from the caller's clock, a counter
+// already in a later window keeps it, and the units are counted only when all fit. The key lives until
+// its window ends and one window more (a relative PEXPIRE: the sidecar's clock need not agree with
+// Redis's; a counter outliving its window is harmless, the stored window number tells it apart).
+// KEYS: counter. ARGV: cost, limit, windowMs, now.
+const TAKE_QUOTA = `
+local cost = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local width = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local window = math.floor(now / width)
+local stored = redis.call('HMGET', KEYS[1], 'window', 'used')
+local storedWindow = tonumber(stored[1])
+local used = 0
+if storedWindow and storedWindow >= window then
+  window = storedWindow
+  used = tonumber(stored[2]) or 0
+end
+local resetAt = (window + 1) * width
+local allowed = used + cost <= limit
+if allowed and cost > 0 then
+  used = used + cost
+  redis.call('HSET', KEYS[1], 'window', string.format('%.0f', window), 'used', string.format('%.0f', used))
+  redis.call('PEXPIRE', KEYS[1], string.format('%.0f', resetAt - now + width))
+end
+return {allowed and 1 or 0, used, string.format('%.0f', resetAt)}`;
+
 // The expiresAt member of a JSON value (a published key, an approval); nil when unreadable.
 const JSON_EXPIRY = `
 local function expiry(text)
@@ -365,6 +392,7 @@ return forgotten`;
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
+  mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
   mcpRevokeUserToken(key: string): Promise<number>;
   mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
@@ -402,6 +430,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
+  redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 1, lua: PUT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });

@@ -85,6 +85,7 @@ import {
   type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
+  type QuotaOutcome,
   type StoreWatch,
   type TokenStore,
   type UserTokenRecord,
@@ -552,6 +553,11 @@ class RedisOperations implements TokenStore {
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
     const [count, resetMs] = await this.#scripts.mcpHitCounter(this.#keys.rateCounter(name), String(windowMs));
     return { count, resetMs };
+  }
+
+  async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
+    const [allowed, used, resetAt] = await this.#scripts.mcpTakeQuota(this.#keys.quotaCounter(name), String(cost), String(limit), String(windowMs), String(Math.trunc(now)));
+    return { allowed: allowed === 1, used, resetAt: Number(resetAt) };
   }
 
   async useOnce(name: string, expiresAt: number): Promise<boolean> {

@@ -475,6 +475,28 @@ export interface CounterStorage {
   hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }>;
 }
 
+/** The state of one quota counter after a take (see QuotaStorage). */
+export interface QuotaOutcome {
+  /** The units asked for were within the limit and are now counted (a read: the next one would be). */
+  allowed: boolean;
+  /** Units counted in the current window, after this take. */
+  used: number;
+  /** Epoch ms at which the current window ends and the count starts again at 0. */
+  resetAt: number;
+}
+
+/** Quota counters shared by every replica (`policy.quotas`). */
+export interface QuotaStorage {
+  /**
+   * Takes `cost` units of the counter `name`, all or nothing, in one atomic step across replicas: they
+   * are counted when the window's count plus `cost` stays within `limit`, else nothing is. Windows are
+   * fixed and aligned to the epoch: window N is [N * windowMs, (N + 1) * windowMs), N from `now` (the
+   * sidecar's clock); a counter already in a later window (a replica whose clock is ahead) stays in it.
+   * `cost` 0 reads the counter without counting.
+   */
+  takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome>;
+}
+
 /** One-time values (a signed assertion's `jti`), shared by every replica. */
 export interface OneTimeValueStorage {
   /**
@@ -606,7 +628,7 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, HandleStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, HandleStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

@@ -1178,6 +1178,58 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('quota counters', () => {
+      const MINUTE = 60_000;
+      /** The start of the next whole minute after the clock's now: windows are aligned to the epoch. */
+      const nextWindow = () => (Math.floor(clock.now() / MINUTE) + 1) * MINUTE;
+
+      it('takeQuota counts within the limit, refuses past it without counting, and reports the window end', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect(await store.takeQuota(name, 1, 3, MINUTE, start)).toEqual({ allowed: true, used: 1, resetAt: start + MINUTE });
+        expect(await store.takeQuota(name, 2, 3, MINUTE, start + 10)).toEqual({ allowed: true, used: 3, resetAt: start + MINUTE });
+        expect(await store.takeQuota(name, 1, 3, MINUTE, start + 20)).toEqual({ allowed: false, used: 3, resetAt: start + MINUTE });
+        // cost 0 reads: nothing counted, the answer says whether one more would fit.
+        expect(await store.takeQuota(name, 0, 3, MINUTE, start + 30)).toEqual({ allowed: true, used: 3, resetAt: start + MINUTE });
+        expect(await store.takeQuota(`${name}-other`, 1, 3, MINUTE, start)).toMatchObject({ allowed: true, used: 1 });
+      });
+
+      it('all or nothing: a take larger than what is left counts nothing', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect((await store.takeQuota(name, 2, 3, MINUTE, start)).used).toBe(2);
+        expect(await store.takeQuota(name, 2, 3, MINUTE, start)).toMatchObject({ allowed: false, used: 2 });
+        expect(await store.takeQuota(name, 1, 3, MINUTE, start)).toMatchObject({ allowed: true, used: 3 });
+      });
+
+      it('exact at the window edge: the last ms of a window counts in it, the next ms starts a new one', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect((await store.takeQuota(name, 1, 2, MINUTE, start)).allowed).toBe(true);
+        expect((await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 1)).allowed).toBe(true);
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 1)).toEqual({ allowed: false, used: 2, resetAt: start + MINUTE });
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE)).toEqual({ allowed: true, used: 1, resetAt: start + 2 * MINUTE });
+      });
+
+      it('a counter already in a later window (a replica whose clock is ahead) keeps it', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE)).toMatchObject({ used: 1, resetAt: start + 2 * MINUTE });
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 5)).toEqual({ allowed: true, used: 2, resetAt: start + 2 * MINUTE });
+        expect((await store.takeQuota(name, 1, 2, MINUTE, start)).allowed).toBe(false);
+      });
+
+      it('concurrent takes (replicas racing): exactly the limit is allowed', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        const results = await Promise.all(Array.from({ length: 40 }, () => store.takeQuota(name, 1, 7, MINUTE, start)));
+        expect(results.filter((r) => r.allowed)).toHaveLength(7);
+        expect(results.filter((r) => r.allowed).map((r) => r.used).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+        // Kept under a fixed-length hashed key, whatever the caller's identity.
+        expect(h.keys.quotaCounter(`r:60:subject:user:${'x'.repeat(5000)}`)).toMatch(/quotas:[0-9a-f]{64}$/);
+      });
+    });
+
     describe('one-time values', () => {
       it('useOnce: true the first time, false while the record lives, per name', async () => {
         const name = `client_assertion:mcp_x:jti-${generateToken().slice(0, 8)}`;
@@ -1596,6 +1648,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         linkConsentGrant: (s) => s.linkConsentGrant('fam', hashToken('x'), 'k', clock.now() + HOUR),
         hitCounter: (s) => s.hitCounter('gone', 60_000),
         useOnce: (s) => s.useOnce('gone', clock.now() + 60_000),
+        takeQuota: (s) => s.takeQuota('gone', 1, 1, 60_000, clock.now()),
         seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
         getProfile: (s) => s.getProfile('gone'),
         getProfileFields: (s) => s.getProfileFields('gone'),
