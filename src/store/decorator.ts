@@ -76,6 +76,24 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   forgetSubjectHandles(...a: Args<'forgetSubjectHandles'>) {
     return this.around('forgetSubjectHandles', () => this.inner.forgetSubjectHandles(...a));
   }
+  listSubjectTokens(...a: Args<'listSubjectTokens'>) {
+    return this.around('listSubjectTokens', () => this.inner.listSubjectTokens(...a));
+  }
+  listClientTokens(...a: Args<'listClientTokens'>) {
+    return this.around('listClientTokens', () => this.inner.listClientTokens(...a));
+  }
+  listSubjectConsents(...a: Args<'listSubjectConsents'>) {
+    return this.around('listSubjectConsents', () => this.inner.listSubjectConsents(...a));
+  }
+  revokeSubject(...a: Args<'revokeSubject'>) {
+    return this.around('revokeSubject', () => this.inner.revokeSubject(...a));
+  }
+  rebuildSubjectIndex(...a: Args<'rebuildSubjectIndex'>) {
+    return this.around('rebuildSubjectIndex', () => this.inner.rebuildSubjectIndex(...a));
+  }
+  recordLastUse(...a: Args<'recordLastUse'>) {
+    return this.around('recordLastUse', () => this.inner.recordLastUse(...a));
+  }
   getRefreshToken(...a: Args<'getRefreshToken'>) {
     return this.around('getRefreshToken', () => this.inner.getRefreshToken(...a));
   }

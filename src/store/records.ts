@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -33,6 +33,11 @@ export function keyLayout(prefix: string) {
     /** The handles of a client / of an IdP subject (by SHA-256): sorted sets, member = handleMember, score = expiry. */
     handlesByClient: (clientId: string) => `${prefix}{oauth}:mcpHandlesByClient:${clientId}`,
     handlesBySubject: (subjectHash: string) => `${prefix}{oauth}:mcpHandlesBySubject:${subjectHash}`,
+    /**
+     * Everything an IdP subject (by SHA-256) holds: a sorted set, member = subjectMember (`u:`, `a:`,
+     * `r:` + token hash, `c:` + browser hash + `:` + consentKey), score = the record's expiresAt.
+     */
+    subjectGrants: (subjectHash: string) => `${prefix}{oauth}:subjectGrants:${subjectHash}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -70,6 +75,40 @@ export function handleFields(owner: HandleOwner): Fields {
 /** Members of a client's token set: `a:<hash>` for access tokens, `r:<hash>` for refresh tokens. */
 export const ACCESS_MEMBER = 'a:';
 export const REFRESH_MEMBER = 'r:';
+/** Members of a subject's index besides `a:` and `r:`: user-grade tokens and remembered approvals. */
+export const USER_MEMBER = 'u:';
+export const CONSENT_MEMBER = 'c:';
+
+/** A remembered approval as a member of its subject's index: `c:<browserHash>:<consentKey>`. */
+export function consentMember(browserHash: string, key: string): string {
+  return `${CONSENT_MEMBER}${browserHash}:${key}`;
+}
+
+/** The browser and field of a consent member; null when it is not one. */
+export function parseConsentMember(member: string): { browserHash: string; key: string } | null {
+  const m = /^c:([0-9a-f]{64}):([0-9a-f]{64})$/.exec(member);
+  return m ? { browserHash: m[1]!, key: m[2]! } : null;
+}
+
+/**
+ * A stored token of a subject's index as a SubjectToken, or null when it is not a live, unrevoked
+ * record of `subject` at `now` (absent, expired, revoked, unreadable, another subject's): such a
+ * member is dropped from the index. `lastUsedAt` is read when recorded.
+ */
+export function subjectTokenFromFields(kind: SubjectToken['kind'], tokenHash: string, f: Fields | null, now: number, subject?: string): SubjectToken | null {
+  if (f === null || !f.subject || !f.issuer) return null;
+  if (subject !== undefined && f.subject !== subject) return null;
+  const expiresAt = parseEpochMs(f.expiresAt);
+  if (expiresAt === undefined || expiresAt <= now) return null;
+  if (kind === 'user' ? f.revoked !== 'false' : f.revokedAt !== undefined) return null;
+  const t: SubjectToken = { kind, tokenHash, subject: f.subject, issuer: f.issuer, createdAt: Number(f.createdAt ?? 0), expiresAt };
+  if (f.clientId !== undefined && kind !== 'user') t.clientId = f.clientId;
+  if (f.familyId !== undefined && kind !== 'user') t.familyId = f.familyId;
+  if (f.scope !== undefined) t.scope = f.scope;
+  const lastUsedAt = parseEpochMs(f.lastUsedAt);
+  if (lastUsedAt !== undefined) t.lastUsedAt = lastUsedAt;
+  return t;
+}
 
 export function userTokenFields(r: UserTokenRecord): Fields {
   // The IdP identity (subject, issuer, email, groups) is written as a sign-in token's is: one encoding.
