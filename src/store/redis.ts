@@ -401,6 +401,8 @@ class RedisOperations implements TokenStore {
     const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
     for await (const batch of this.#subjectMembers(index, now, size)) {
       const notice: RevocationNotice = {};
+      /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
+      let grantIds: string[] = [];
       const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
       if (inSlot.length > 0) {
         const [access, refresh, consents, hashes, families] = await this.#revocation((scripts) =>
@@ -411,6 +413,7 @@ class RedisOperations implements TokenStore {
         result.consentsForgotten += consents;
         if (hashes !== '') notice.tokenHashes = hashes.split(' ');
         if (families !== '') notice.familyIds = families.split(' ');
+        grantIds = consentGrantIds(notice);
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       if (users.length > 0) {
@@ -422,7 +425,7 @@ class RedisOperations implements TokenStore {
         const done = users.filter((_, i) => outcomes[i] !== -2);
         if (done.length > 0) await this.#redis.zrem(index, ...done);
       }
-      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#publish(notice);
+      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#publish(notice, grantIds);
     }
     return result;
   }
@@ -736,10 +739,10 @@ class RedisOperations implements TokenStore {
    * Called after every revocation: forgets the approvals of the revoked grants, then tells every
    * sidecar (notice), and this one's lookup cache first.
    */
-  async #publish(notice: RevocationNotice): Promise<void> {
+  async #publish(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): Promise<void> {
     // A revoked grant takes the consent approval it was issued under with it (ConsentStorage).
     const consents = this.#keys.consents('');
-    await Promise.all(consentGrantIds(notice).map((id) => this.#scripts.mcpForgetConsent(this.#keys.consentGrant(id), consents)));
+    await Promise.all(grantIds.map((id) => this.#scripts.mcpForgetConsent(this.#keys.consentGrant(id), consents)));
     // The revocation's invalidations applied before it is reported done: this sidecar's next request
     // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
     await this.#lookupCache?.settled();
