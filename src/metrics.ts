@@ -5,10 +5,11 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from './credentials.ts';
+import type { ErrorCode } from './errors.ts';
 import { StoreDecorator, type StoreOperation } from './store/decorator.ts';
 import type { StoreWatch, TokenStore } from './store/types.ts';
 
-export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'unavailable' | 'not_found' | 'health' | 'oauth';
+export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'refused' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -176,7 +177,10 @@ export class Metrics {
   readonly health = this.requests.labels('health', '');
   readonly oauth = this.requests.labels('oauth', '');
   readonly notFound = this.requests.labels('not_found', '');
+  /** A policy denial no scope would lift, answered by the sidecar at 200 (a tool error): nothing forwarded. */
+  readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
+  readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -185,6 +189,15 @@ export class Metrics {
 
   denied(reason: DenialReason | 'rate_limited'): void {
     bound(this.#denied, reason, () => this.requests.labels('denied', reason)).inc();
+  }
+
+  /**
+   * A request with an acceptable token (or none needed yet) answered with an error the sidecar chose
+   * (framing 400, Origin or policy 403, 405, 413, 421, ...), labelled by the error's code: a fixed
+   * catalogue, so the label stays bounded.
+   */
+  refused(code: ErrorCode): void {
+    bound(this.#refused, code, () => this.requests.labels('refused', code)).inc();
   }
 
   streamEnded(reason: 'revoked' | 'expired'): void {

@@ -20,7 +20,7 @@ import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
-import type { PolicyGate } from '../policy/gate.ts';
+import { writePolicyAnswer, type PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
 import type { HandleGuard } from './handle-guard.ts';
 import { createHostCheck } from './host-check.ts';
@@ -88,6 +88,9 @@ export function createProxyServer(deps: ProxyDeps): Server {
       metrics.unavailable.inc();
     },
     onNotFound: () => metrics.notFound.inc(),
+    onErrorAnswer(answer, path) {
+      if (isRequestPath(path) && !COUNTED_WHERE_DECIDED.has(answer.code)) metrics.refused(answer.code);
+    },
   });
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
@@ -96,10 +99,16 @@ export function createProxyServer(deps: ProxyDeps): Server {
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // A session id recorded for another principal: refused as unknown before its body is even read.
     const session = await handles.checkSession(req, principal);
-    // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
-    // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
-    const gate = deps.policyGate;
-    let decided = gate === undefined ? undefined : req.method === 'POST' ? await gate.check(req, principal) : req.method === 'GET' ? gate.replayed(principal) : undefined;
+    // With a policy, the body is read and every call in it decided before anything is forwarded, a body
+    // on another method is refused, and a GET stream's answer is filtered (a resumption with
+    // Last-Event-ID replays earlier list answers there).
+    const gated = await deps.policyGate?.decide(req, principal);
+    // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
+    if (gated !== undefined && 'answer' in gated) {
+      metrics.policyAnswered.inc();
+      return writePolicyAnswer(req, res, gated.answer);
+    }
+    let decided = gated;
     if (req.method === 'POST') {
       const tasks = await handles.checkTasks(req, principal, decided);
       if (tasks.refusal !== undefined) {
@@ -132,7 +141,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original.host);
-    if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
+    deps.policyGate?.checkForwardAuth(req, principal, original.method);
     await handles.bindPresentedSession(req, principal);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
@@ -210,6 +219,18 @@ export function createProxyServer(deps: ProxyDeps): Server {
     metrics.health.inc();
     await answerHealth(res, store, config.upstream);
   }
+}
+
+/**
+ * Error answers whose outcome is counted where they are decided (a refused token as `denied` with its
+ * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
+ * /mcp, /health and /authz is counted as `refused` with its code.
+ */
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+
+/** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
+function isRequestPath(path: string): boolean {
+  return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`);
 }
 
 function resourceMetadataUrl(publicUrl: string): string {

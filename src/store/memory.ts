@@ -82,6 +82,9 @@ import {
   type UserTokenRecord,
 } from './types.ts';
 
+/** The fewest writes between two sweeps of expired records. */
+const SWEEP_AFTER_WRITES = 1024;
+
 interface Entry {
   fields: Fields;
   expiresAt: number | undefined;
@@ -99,6 +102,7 @@ export class MemoryTokenStore implements TokenStore {
   /** In-process notices: every sidecar sharing this store object hears every revocation. */
   readonly #listeners = new Set<RevocationListener>();
   #closed = false;
+  #writesSinceSweep = 0;
 
   constructor(options: { clock: Clock; keyPrefix?: string }) {
     this.#clock = options.clock;
@@ -121,6 +125,21 @@ export class MemoryTokenStore implements TokenStore {
 
   #put(key: string, fields: Fields, expiresAt?: number): void {
     this.#hashes.set(key, { fields: { ...fields }, expiresAt });
+    // Records issued and never read again would otherwise stay until the process ends: every so many
+    // writes (at least half the records held, so a sweep costs O(1) a write over time) the expired
+    // ones are dropped, as Redis drops them.
+    if (++this.#writesSinceSweep >= Math.max(SWEEP_AFTER_WRITES, this.#hashes.size >> 1)) this.#sweep();
+  }
+
+  #sweep(): void {
+    this.#writesSinceSweep = 0;
+    const now = this.#clock.now();
+    for (const [key, entry] of this.#hashes) if (entry.expiresAt !== undefined && entry.expiresAt <= now) this.#hashes.delete(key);
+  }
+
+  /** Records held now, expired ones not yet swept included (for tests of the sweep). */
+  get recordCount(): number {
+    return this.#hashes.size;
   }
 
   #set(key: string): Set<string> {

@@ -94,6 +94,17 @@ const GO = '/usr/bin/go';
 /** Debian's go-jose (golang-gopkg-square-go-jose.v2-dev), in GOPATH mode: no module download. */
 const GO_ENV = { ...process.env, GO111MODULE: 'off', GOPATH: '/usr/share/gocode', GOFLAGS: '' };
 
+/**
+ * Whether a verifier's toolchain is here; its tests are skipped when it is not. With REQUIRE_VERIFIERS
+ * set (.ci/run sets it, after installing both) a missing one is an error instead: a skip there would
+ * hide a broken install.
+ */
+function verifierAvailable(binary: string): boolean {
+  const found = existsSync(binary);
+  if (!found && process.env.REQUIRE_VERIFIERS) throw new Error(`${binary} is not installed (.ci/run installs python3 with PyJWT and golang-go with go-jose)`);
+  return found;
+}
+
 describe('the verification examples, against a real sidecar', () => {
   let stack: Stack;
   let jwksUrl: string;
@@ -109,7 +120,7 @@ describe('the verification examples, against a real sidecar', () => {
     issuer = stack.sidecar.publicUrl();
     audience = new URL(stack.upstream!.url).origin;
     token = (await stack.issueOAuthToken()).token;
-    if (existsSync(GO)) {
+    if (verifierAvailable(GO)) {
       goDir = mkdtempSync(join(tmpdir(), 'verify-assertion-go-'));
       goBinary = join(goDir, 'verify_assertion');
       const built = await run([GO, 'build', '-o', goBinary, 'examples/assertion/go/verify_assertion.go'], '', GO_ENV);
@@ -124,8 +135,8 @@ describe('the verification examples, against a real sidecar', () => {
 
   const examples: Array<[name: string, available: () => boolean, argv: () => string[]]> = [
     ['Node (jose)', () => true, () => nodeTs('examples/assertion/node/verify-assertion.ts')],
-    ['Python (PyJWT)', () => existsSync(PYTHON), () => [PYTHON, 'examples/assertion/python/verify_assertion.py']],
-    ['Go (go-jose)', () => existsSync(GO), () => [goBinary!]],
+    ['Python (PyJWT)', () => verifierAvailable(PYTHON), () => [PYTHON, 'examples/assertion/python/verify_assertion.py']],
+    ['Go (go-jose)', () => verifierAvailable(GO), () => [goBinary!]],
   ];
 
   /**

@@ -323,7 +323,7 @@ describe('credential state machine (model-based, real Redis)', () => {
         const model: Model = { now: stack.clock.now(), clients: [], tokens: [], families: 0 };
         await fc.asyncModelRun(() => ({ model, real: { stack, sign, redis } }), cmds);
       }),
-      { numRuns: 150, interruptAfterTimeLimit: 60_000 },
+      { numRuns: 150, interruptAfterTimeLimit: 60_000, markInterruptAsFailure: true },
     );
-  });
+  }, 90_000);
 });

@@ -3,12 +3,15 @@
 // the counters moved the way the traffic says they must.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request as httpRequest } from 'node:http';
 import { createSidecar } from '../../src/app.ts';
 import { InstrumentedStore, Metrics } from '../../src/metrics.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { ManualClock } from '../../src/clock.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
+import { PING } from '../support/http.ts';
+import { startStack, type Stack } from '../support/stack.ts';
 import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
 
 interface Sample {
@@ -182,5 +185,44 @@ describe('metrics of one sidecar process', () => {
     expect(value(samples, 'mcp_auth_store_operation_errors_total', { operation: 'lookupToken' })).toBe(1);
     expect(value(samples, 'mcp_auth_store_operation_seconds_count', { operation: 'lookupToken' })).toBe(1);
     expect(value(samples, 'mcp_auth_store_operation_seconds_count', { operation: 'ping' })).toBe(1);
+  });
+});
+
+describe('mcp_auth_requests_total counts every refusal of /mcp, /health and /authz', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ config: { proxy: { maxBodyBytes: 1024, forwardAuth: true } } });
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  /** One request with exactly these headers (node:http sends a Host and a Transfer-Encoding as given). */
+  function send(path: string, method: string, headers: Record<string, string>, body?: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(`${stack.proxyUrl}${path}`, { method, headers }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  it.each<[string, number, string, () => Promise<number>]>([
+    ['a Transfer-Encoding other than chunked', 400, 'invalid_request', () => send('/mcp', 'POST', { 'transfer-encoding': 'gzip, chunked' }, '0\r\n\r\n')],
+    ['an Origin the sidecar does not serve', 403, 'forbidden', () => send('/mcp', 'POST', { origin: 'https://elsewhere.example', 'content-type': 'application/json' }, PING)],
+    ['a Host the sidecar does not answer for', 421, 'misdirected_request', () => send('/mcp', 'POST', { host: 'elsewhere.example', 'content-type': 'application/json' }, PING)],
+    ['a method /health does not take', 405, 'method_not_allowed', () => send('/health', 'POST', {})],
+    ['a body over proxy.maxBodyBytes', 413, 'payload_too_large', () => send('/mcp', 'POST', { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, 'x'.repeat(2048))],
+    ['an /authz request for another path', 404, 'not_found', () => send('/authz', 'GET', { 'x-original-method': 'GET', 'x-original-uri': '/elsewhere' })],
+  ])('%s: %i, counted under its code', async (_label, status, code, request) => {
+    const outcome: Record<string, string> = code === 'not_found' ? { outcome: 'not_found' } : { outcome: 'refused', reason: code };
+    const before = value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', outcome);
+    expect(await request()).toBe(status);
+    const after = value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', outcome);
+    expect(after - before).toBe(1);
+    // Counted once: never also as a refused token or an outage.
+    expect(value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', { outcome: 'refused', reason: 'not_found' })).toBe(0);
   });
 });

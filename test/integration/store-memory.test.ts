@@ -45,6 +45,22 @@ describe('MemoryTokenStore specifics', () => {
     expect(await store.useOnce('jti-1', clock.now() + 1000)).toBe(true);
   });
 
+  it('expired records that are never read again are swept as more are written (bounded memory)', async () => {
+    const clock = new ManualClock(Date.now());
+    const store = new MemoryTokenStore({ clock });
+    const issue = (lifetimeMs: number) => store.putUserToken({ tokenHash: hashToken(generateToken()), subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + lifetimeMs });
+    for (let i = 0; i < 1000; i++) await issue(1000);
+    const kept = hashToken(generateToken());
+    await store.putUserToken({ tokenHash: kept, subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + 60_000 });
+    expect(store.recordCount).toBe(1001);
+    clock.advance(1000);
+    // Enough writes to reach the next sweep: the thousand expired tokens are gone, live ones stay.
+    for (let i = 0; i < 1024; i++) await issue(60_000);
+    expect(store.recordCount).toBeLessThanOrEqual(1025);
+    expect(store.recordCount).toBeGreaterThan(0);
+    expect((await store.lookupToken(kept)).user?.revoked).toBe('false');
+  });
+
   it('lookupToken returns copies: mutating a result does not change the stored record', async () => {
     const clock = new ManualClock(Date.now());
     const store = new MemoryTokenStore({ clock });

@@ -1,21 +1,17 @@
-// Configuration: interpolation, environment overrides, defaults, validation that
-// reports every problem at once, and the real CLI's exit codes.
+// Configuration: interpolation, environment overrides, defaults, and validation that reports every
+// problem at once (the real command's exit codes: test/e2e/check-config.test.ts).
 
-import { spawnSync } from 'node:child_process';
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configFlagNames, parseCommandLine, parseConfigFlags } from '../../src/config-argv.ts';
 import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
 import { workerCount } from '../../src/workers.ts';
 import { generateToken, weakTokenReason } from '../../src/credentials.ts';
-import { RUN_TS } from '../support/node-ts.ts';
 
 const MASTER = generateToken();
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 function problemsOf(fn: () => unknown): readonly string[] {
   try {
@@ -233,6 +229,25 @@ describe('buildConfig', () => {
     expect(config.idp).toMatchObject({ idJag: true, issuer: 'https://idp.example', jwksUrl: 'https://idp.example/keys', audience: undefined });
   });
 
+  it.each<[string, Record<string, string>, string]>([
+    ['PUBLIC_URL', { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com' }, 'https://mcp.example.com'],
+    ['PUBLIC_URL, one with a trailing slash', { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com/' }, 'https://mcp.example.com'],
+    ['the default issuer (no PUBLIC_URL)', { PORT: '8080', IDP_AUDIENCE: 'http://localhost:8080' }, 'http://localhost:8080'],
+  ])('IDP_AUDIENCE equal to the issuer (%s) while ID-JAG is on is one problem naming both keys', (_label, env, issuer) => {
+    const problems = problemsOf(() =>
+      buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys', ...env }),
+    );
+    expect(problems).toEqual([
+      `IDP_AUDIENCE (idp.audience) equals this authorization server's issuer PUBLIC_URL (proxy.publicUrl) ${issuer} while IDP_ID_JAG (idp.idJag) is true: identity assertion grants (ID-JAGs) are issued for that audience, and the token exchange must not accept them. Give the token exchange its own audience, or turn idp.idJag off`,
+    ]);
+  });
+
+  it('IDP_AUDIENCE equal to PUBLIC_URL with ID-JAG off, or another audience with it on, is valid', () => {
+    const base = { BEARER_SECRET_MASTER: MASTER, PUBLIC_URL: 'https://mcp.example.com', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys' };
+    expect(buildConfig({}, { ...base, IDP_AUDIENCE: 'https://mcp.example.com' }).idp.audience).toBe('https://mcp.example.com');
+    expect(buildConfig({}, { ...base, IDP_ID_JAG: 'true', IDP_AUDIENCE: 'mcp-token-exchange' }).idp).toMatchObject({ idJag: true, audience: 'mcp-token-exchange' });
+  });
+
   it('browser sign-in alone (issuer, client id, secret) is a valid configuration, exchange stays off', () => {
     const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' });
     expect(config.idp).toMatchObject({ issuer: 'https://idp.example/', clientId: 'mcp', clientSecret: 's3cret', scopes: 'openid email profile', audience: undefined });
@@ -313,9 +328,12 @@ describe('buildConfig', () => {
       timeoutMs: 5000,
       maxBytes: 5120,
       cacheTtlSeconds: 600,
+      failureCacheSeconds: 30,
+      keySetRefetchCooldownSeconds: 30,
       cacheMaxEntries: 1000,
       fetchesPerMinutePerAddress: 20,
       maxConcurrentFetches: 16,
+      maxConcurrentFetchesPerAddress: 4,
       allowPrivateAddresses: false,
     });
     const set = buildConfig({ oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } }, { BEARER_SECRET_MASTER: MASTER });
@@ -380,85 +398,6 @@ describe('loadConfig', () => {
     writeFileSync(path, '');
     expect(loadConfig(path, { BEARER_SECRET_MASTER: MASTER }).proxy.port).toBe(8080);
   });
-});
-
-describe('the CLI (src/main.ts)', () => {
-  let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-cli-'));
-  });
-  afterAll(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  function run(args: string[], env: Record<string, string>) {
-    const result = spawnSync(process.execPath, [...RUN_TS, 'src/main.ts', ...args], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
-      encoding: 'utf8',
-      timeout: 25_000,
-    });
-    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
-  }
-
-  it('--check-config with a malformed master token exits 2 and lists the problem', () => {
-    const r = run(['--check-config'], { BEARER_SECRET_MASTER: 'bad' });
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain('is invalid');
-    expect(r.stderr).toContain('BEARER_SECRET_MASTER must be exactly 64 lowercase hex characters');
-    expect(r.stderr).toContain('config.yaml');
-    expect(r.stdout).not.toContain('configuration OK');
-  }, 30_000);
-
-  it('--check-config reports every problem at once', () => {
-    const r = run(['--check-config'], { BEARER_SECRET_MASTER: 'bad', LOG_LEVEL: 'loud', UPSTREAM_URL: 'ftp://x/mcp' });
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain('BEARER_SECRET_MASTER');
-    expect(r.stderr).toContain('LOG_LEVEL');
-    expect(r.stderr).toContain('UPSTREAM_URL');
-    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toHaveLength(3);
-  }, 30_000);
-
-  it('--check-config with a valid token exits 0 (config.yaml found in the working directory)', () => {
-    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER });
-    expect(r.stderr).toBe('');
-    expect(r.status).toBe(0);
-    expect(r.stdout).toContain('configuration OK (config.yaml)');
-    expect(r.stdout).not.toContain(MASTER);
-  }, 30_000);
-
-  it('start with an unreachable REDIS_URL exits 2 with one paragraph naming REDIS_URL, before opening a port', () => {
-    const path = join(dir, 'fast-fail.yaml');
-    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', '  connectTimeoutMs: 200', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
-    const r = run(['--config', path], { BEARER_SECRET_MASTER: MASTER, REDIS_URL: 'redis://127.0.0.1:1' });
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain('REDIS_URL');
-    expect(r.stderr).toContain('cannot reach Redis at redis://127.0.0.1:1');
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stdout).not.toContain('listening');
-    expect(r.stderr).not.toContain(MASTER);
-  }, 30_000);
-
-  it('--check-config reports unknown keys of the file with the other problems, and takes keys as flags', () => {
-    const path = join(dir, 'typos.yaml');
-    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'prot: 8080', 'upsteam:', '  url: http://127.0.0.1:3000/mcp', 'redis:', '  uri: redis://127.0.0.1:6379', ''].join('\n'));
-    const r = run(['--check-config', '--config', path, '--proxy.port', '99999'], { BEARER_SECRET_MASTER: MASTER });
-    expect(r.status).toBe(2);
-    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toEqual([
-      '  - unknown key "redis.uri" (did you mean "redis.url"?)',
-      '  - --proxy.port must be an integer from 0 to 65535 (got "99999")',
-      '  - unknown key "prot" (did you mean "proxy"?)',
-      '  - unknown key "upsteam" (did you mean "upstream"?)',
-    ]);
-    expect(r.stdout).not.toContain('configuration OK');
-  }, 30_000);
-
-  it('an unknown argument is a usage error (exit 2)', () => {
-    const r = run(['--no-such-flag'], { BEARER_SECRET_MASTER: MASTER });
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain('unknown argument "--no-such-flag"');
-    expect(r.stderr).toContain('usage:');
-  }, 30_000);
 });
 
 describe('keys named as the user wrote them', () => {

@@ -1,0 +1,109 @@
+// The real command line (src/main.ts, a process of its own): --check-config and a start that cannot
+// reach Redis exit 2 with every problem listed, before any port opens; a valid configuration exits 0.
+
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken } from '../../src/credentials.ts';
+import { RUN_TS } from '../support/node-ts.ts';
+
+const MASTER = generateToken();
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+describe('the CLI (src/main.ts)', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-cli-'));
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function run(args: string[], env: Record<string, string>) {
+    const result = spawnSync(process.execPath, [...RUN_TS, 'src/main.ts', ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+      encoding: 'utf8',
+      timeout: 25_000,
+    });
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+  }
+
+  it('--check-config with a malformed master token exits 2 and lists the problem', () => {
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: 'bad' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('is invalid');
+    expect(r.stderr).toContain('BEARER_SECRET_MASTER must be exactly 64 lowercase hex characters');
+    expect(r.stderr).toContain('config.yaml');
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
+  it('--check-config reports every problem at once', () => {
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: 'bad', LOG_LEVEL: 'loud', UPSTREAM_URL: 'ftp://x/mcp' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('BEARER_SECRET_MASTER');
+    expect(r.stderr).toContain('LOG_LEVEL');
+    expect(r.stderr).toContain('UPSTREAM_URL');
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toHaveLength(3);
+  }, 30_000);
+
+  it('--check-config refuses IDP_AUDIENCE equal to PUBLIC_URL while ID-JAG is on, naming both keys (nothing fetched)', () => {
+    const r = run(['--check-config', '--skip-network-checks'], {
+      BEARER_SECRET_MASTER: MASTER,
+      PUBLIC_URL: 'https://mcp.example.com',
+      IDP_ISSUER: 'https://idp.example',
+      IDP_JWKS_URL: 'https://idp.example/keys',
+      IDP_AUDIENCE: 'https://mcp.example.com',
+      IDP_ID_JAG: 'true',
+    });
+    expect(r.status).toBe(2);
+    const problems = r.stderr.split('\n').filter((l) => l.startsWith('  - '));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain('IDP_AUDIENCE (idp.audience) equals this authorization server\'s issuer PUBLIC_URL (proxy.publicUrl) https://mcp.example.com while IDP_ID_JAG (idp.idJag) is true');
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
+  it('--check-config with a valid token exits 0 (config.yaml found in the working directory)', () => {
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('configuration OK (config.yaml)');
+    expect(r.stdout).not.toContain(MASTER);
+  }, 30_000);
+
+  it('start with an unreachable REDIS_URL exits 2 with one paragraph naming REDIS_URL, before opening a port', () => {
+    const path = join(dir, 'fast-fail.yaml');
+    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', '  connectTimeoutMs: 200', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
+    const r = run(['--config', path], { BEARER_SECRET_MASTER: MASTER, REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('REDIS_URL');
+    expect(r.stderr).toContain('cannot reach Redis at redis://127.0.0.1:1');
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stdout).not.toContain('listening');
+    expect(r.stderr).not.toContain(MASTER);
+  }, 30_000);
+
+  it('--check-config reports unknown keys of the file with the other problems, and takes keys as flags', () => {
+    const path = join(dir, 'typos.yaml');
+    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'prot: 8080', 'upsteam:', '  url: http://127.0.0.1:3000/mcp', 'redis:', '  uri: redis://127.0.0.1:6379', ''].join('\n'));
+    const r = run(['--check-config', '--config', path, '--proxy.port', '99999'], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.status).toBe(2);
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toEqual([
+      '  - unknown key "redis.uri" (did you mean "redis.url"?)',
+      '  - --proxy.port must be an integer from 0 to 65535 (got "99999")',
+      '  - unknown key "prot" (did you mean "proxy"?)',
+      '  - unknown key "upsteam" (did you mean "upstream"?)',
+    ]);
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
+  it('an unknown argument is a usage error (exit 2)', () => {
+    const r = run(['--no-such-flag'], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('unknown argument "--no-such-flag"');
+    expect(r.stderr).toContain('usage:');
+  }, 30_000);
+});
