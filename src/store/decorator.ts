@@ -94,6 +94,18 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   recordLastUse(...a: Args<'recordLastUse'>) {
     return this.around('recordLastUse', () => this.inner.recordLastUse(...a));
   }
+  putAccountSession(...a: Args<'putAccountSession'>) {
+    return this.around('putAccountSession', () => this.inner.putAccountSession(...a));
+  }
+  getAccountSession(...a: Args<'getAccountSession'>) {
+    return this.around('getAccountSession', () => this.inner.getAccountSession(...a));
+  }
+  deleteAccountSession(...a: Args<'deleteAccountSession'>) {
+    return this.around('deleteAccountSession', () => this.inner.deleteAccountSession(...a));
+  }
+  forgetConsent(...a: Args<'forgetConsent'>) {
+    return this.around('forgetConsent', () => this.inner.forgetConsent(...a));
+  }
   getRefreshToken(...a: Args<'getRefreshToken'>) {
     return this.around('getRefreshToken', () => this.inner.getRefreshToken(...a));
   }

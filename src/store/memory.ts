@@ -11,6 +11,8 @@ import {
   USER_MEMBER,
   consentMember,
   parseConsentMember,
+  accountSessionFields,
+  accountSessionFromFields,
   subjectTokenFromFields,
   reuseNotice,
   REFRESH_MEMBER,
@@ -74,6 +76,7 @@ import {
   type RevocationNotice,
   type RotateOutcome,
   type StoredAuditEvent,
+  type AccountSession,
   type SubjectConsent,
   type SubjectIndexRebuild,
   type SubjectRevocation,
@@ -689,6 +692,36 @@ export class MemoryTokenStore implements TokenStore {
   async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
     this.#check();
     this.#put(this.#keys.consentGrant(grantId), { browser: browserHash, consent: key }, expiresAt);
+  }
+
+  async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    this.#check();
+    const approvals = this.#get(this.#keys.consents(browserHash));
+    const value = approvals?.[key];
+    if (value === undefined) return false;
+    const consent = consentFromValue(value, this.#clock.now());
+    if (consent === null || consent.subject !== subject) return false;
+    delete approvals![key];
+    this.#subjectIndexes.get(this.#keys.subjectGrants(subjectDigest(subject)))?.delete(consentMember(browserHash, key));
+    return true;
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    this.#check();
+    this.#put(this.#keys.accountSession(sessionHash), accountSessionFields(session), session.expiresAt);
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    this.#check();
+    return accountSessionFromFields(this.#get(this.#keys.accountSession(sessionHash)), now);
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.accountSession(sessionHash);
+    const found = this.#get(key) !== null;
+    this.#hashes.delete(key);
+    return found;
   }
 
   /** Every revocation of a grant linked to an approval forgets the approval (and the link). */

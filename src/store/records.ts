@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccountSession, SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -26,6 +26,8 @@ export function keyLayout(prefix: string) {
     consents: (browserHash: string) => `${prefix}{oauth}:oauthConsents:${browserHash}`,
     /** A grant issued under an approval -> where the approval lives (browser, consent). */
     consentGrant: (grantId: string) => `${prefix}{oauth}:oauthConsentGrants:${grantId}`,
+    /** An account-page session, by the SHA-256 of its cookie: accountSessionFields. */
+    accountSession: (sessionHash: string) => `${prefix}{oauth}:accountSessions:${sessionHash}`,
     /** A session or task handle, by the SHA-256 of the handle: its owner (handleFields). */
     handle: (kind: HandleKind, handleHash: string) => `${prefix}{oauth}:mcpHandles:${handleMember(kind, handleHash)}`,
     /** What every handle key starts with (followed by its handleMember). */
@@ -188,6 +190,7 @@ function consentLinkFromFields(f: Fields): ConsentLink | undefined {
 
 /** A sign-in in progress as hash fields: the request, the browser, and what its stage adds. */
 export function authorizationRequestFields(r: AuthorizationRequestRecord): Fields {
+  if (r.stage === 'account') return { stage: r.stage, browser: r.browserHash, nonce: r.nonce, codeVerifier: r.codeVerifier };
   const f: Fields = {
     stage: r.stage,
     browser: r.browserHash,
@@ -212,6 +215,10 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
  * URI or PKCE challenge, a known stage, or what the stage needs (the user; the nonce and verifier).
  */
 export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
+  if (f.stage === 'account') {
+    if (!f.browser || f.nonce === undefined || f.codeVerifier === undefined) return 'corrupt';
+    return { stage: 'account', browserHash: f.browser, nonce: f.nonce, codeVerifier: f.codeVerifier };
+  }
   if (!f.browser || !f.clientId || !f.redirectUri || !f.codeChallenge) return 'corrupt';
   const base = { browserHash: f.browser, request: { clientId: f.clientId, redirectUri: f.redirectUri, codeChallenge: f.codeChallenge, state: f.state, scope: f.scope } };
   switch (f.stage) {
@@ -520,4 +527,17 @@ export function newestAuditFirst(a: StoredAuditEvent, b: StoredAuditEvent): numb
 /** A pending sign-in's member in its holders' sets: 16 hex of its request hash (a collision only merges two counts). */
 export function pendingSignInMember(requestHash: string): string {
   return requestHash.slice(0, 16);
+}
+
+/** An account-page session as hash fields: the signed-in user, createdAt, expiresAt. */
+export function accountSessionFields(s: AccountSession): Fields {
+  return { ...userFields(s.user), createdAt: String(s.createdAt), expiresAt: String(s.expiresAt) };
+}
+
+/** A stored account-page session, or null without its user or a well-formed expiry, or once expired by `now`. */
+export function accountSessionFromFields(f: Fields | null, now: number): AccountSession | null {
+  const user = f && userFromFields(f);
+  const expiresAt = parseEpochMs(f?.expiresAt);
+  if (!f || !user || expiresAt === undefined || expiresAt <= now) return null;
+  return { user, createdAt: Number(f.createdAt ?? 0), expiresAt };
 }

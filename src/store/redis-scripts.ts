@@ -398,6 +398,18 @@ if last and last >= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1])
 return 1`;
 
+// Forgets one approval in a browser's hash, only when it is the named subject's (the account page
+// acts for one person), and its member in that subject's index.
+// KEYS: the browser's approvals, the subject's index. ARGV: field, subject, member.
+const FORGET_SUBJECT_CONSENT = `
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return 0 end
+local ok, v = pcall(cjson.decode, value)
+if not ok or type(v) ~= 'table' or v.subject ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[3])
+return 1`;
+
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
@@ -418,6 +430,7 @@ export interface ScriptedClient {
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
   mcpRevokeSubjectUserToken(key: string, subject: string, issuer: string): Promise<number>;
   mcpRecordLastUse(key: string, at: string): Promise<number>;
+  mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
   mcpForgetHandle(handle: string, clientIndexPrefix: string, subjectIndexPrefix: string, member: string): Promise<number>;
@@ -442,6 +455,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   redis.defineCommand('mcpRevokeSubjectUserToken', { numberOfKeys: 1, lua: REVOKE_SUBJECT_USER_TOKEN });
   redis.defineCommand('mcpRecordLastUse', { numberOfKeys: 1, lua: RECORD_LAST_USE });
+  redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
   redis.defineCommand('mcpForgetHandle', { numberOfKeys: 1, lua: FORGET_HANDLE });

@@ -12,6 +12,8 @@ import {
   USER_MEMBER,
   consentMember,
   parseConsentMember,
+  accountSessionFields,
+  accountSessionFromFields,
   subjectTokenFromFields,
   accessTokenFields,
   authorizationCodeFields,
@@ -78,6 +80,7 @@ import {
   type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
+  type AccountSession,
   type SubjectConsent,
   type SubjectIndexRebuild,
   type SubjectRevocation,
@@ -650,6 +653,24 @@ class RedisOperations implements TokenStore {
   async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
     const link = this.#keys.consentGrant(grantId);
     assertExec(await this.#redis.multi().hset(link, { browser: browserHash, consent: key }).pexpireat(link, expiresAt).exec());
+  }
+
+  async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    const forgotten = await this.#scripts.mcpForgetSubjectConsent(this.#keys.consents(browserHash), this.#subjectIndex(subject), key, subject, consentMember(browserHash, key));
+    return forgotten === 1;
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    const key = this.#keys.accountSession(sessionHash);
+    assertExec(await this.#redis.multi().hset(key, accountSessionFields(session)).pexpireat(key, session.expiresAt).exec());
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    return accountSessionFromFields(orNull(await this.#redis.hgetall(this.#keys.accountSession(sessionHash))), now);
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    return (await this.#redis.del(this.#keys.accountSession(sessionHash))) === 1;
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {

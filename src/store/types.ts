@@ -321,11 +321,38 @@ export interface AuthorizationRequest {
  * (its login's nonce and PKCE verifier, and whether consent was given or an approval remembered);
  * `user-consent`: back from the IdP, the signed-in user is asked.
  */
-export type AuthorizationRequestRecord = { request: AuthorizationRequest; browserHash: string } & (
-  | { stage: 'consent' }
-  | { stage: 'idp'; nonce: string; codeVerifier: string; consent: 'given' | 'remembered'; remember: boolean }
-  | { stage: 'user-consent'; user: SignedInUser }
-);
+export type AuthorizationRequestRecord =
+  | ({ request: AuthorizationRequest; browserHash: string } & (
+      | { stage: 'consent' }
+      | { stage: 'idp'; nonce: string; codeVerifier: string; consent: 'given' | 'remembered'; remember: boolean }
+      | { stage: 'user-consent'; user: SignedInUser }
+    ))
+  | AccountSignInRecord;
+
+/** A sign-in to the account page while the browser is at the IdP: no client, only the IdP login's checks. */
+export interface AccountSignInRecord {
+  stage: 'account';
+  browserHash: string;
+  nonce: string;
+  codeVerifier: string;
+}
+
+/** A person signed in to the account page: who, and until when (under the SHA-256 of its cookie). */
+export interface AccountSession {
+  user: SignedInUser;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** Account-page sessions, under the SHA-256 of a random cookie value (the value itself is never stored). */
+export interface AccountSessionStorage {
+  /** Stores a session until its expiresAt. */
+  putAccountSession(sessionHash: string, session: AccountSession): Promise<void>;
+  /** The session, while it lives; null when unknown, expired by `now` or unreadable. */
+  getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null>;
+  /** Ends a session (sign-out); false when none was stored. */
+  deleteAccountSession(sessionHash: string): Promise<boolean>;
+}
 
 /** Browser sign-in: pending requests between its steps, and authorization codes. */
 export interface AuthorizationCodeStorage {
@@ -374,6 +401,8 @@ export interface ConsentStorage {
    * forgets the approval.
    */
   linkConsentGrant(grantId: string, browserHash: string, consentKey: string, expiresAt: number): Promise<void>;
+  /** Forgets one approval of `subject` in a browser (the account page); false when no such approval of that subject is kept. */
+  forgetConsent(browserHash: string, consentKey: string, subject: string): Promise<boolean>;
 }
 
 /** Client profiles (token lifetimes and default grants). */
@@ -584,7 +613,7 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, HandleStorage, SubjectStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, HandleStorage, SubjectStorage, AccountSessionStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

@@ -53,7 +53,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     });
 
     /** A sign-in in progress at its consent step, of `clientId`. */
-    function pendingRequest(clientId = 'c-1', state?: string, scope?: string): AuthorizationRequestRecord {
+    function pendingRequest(clientId = 'c-1', state?: string, scope?: string): Extract<AuthorizationRequestRecord, { stage: 'consent' }> {
       const request = { clientId, redirectUri: 'http://127.0.0.1:9999/cb', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', state, scope };
       return { stage: 'consent', browserHash: hashToken('browser cookie'), request };
     }
@@ -774,6 +774,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           { ...base, stage: 'idp', nonce: 'n-1', codeVerifier: 'v-1', consent: 'remembered', remember: false },
           { ...base, stage: 'idp', nonce: 'n-2', codeVerifier: 'v-2', consent: 'given', remember: true },
           { ...base, stage: 'user-consent', user },
+          { stage: 'account', browserHash: base.browserHash, nonce: 'n-3', codeVerifier: 'v-3' },
         ];
         for (const record of stages) {
           const handle = hashToken(generateToken());
@@ -1622,6 +1623,31 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await reasonOf(old.record.tokenHash)).toBe('revoked');
       });
 
+      it('forgetConsent forgets one approval of that subject only, and its index member', async () => {
+        const browser = hashToken('browser f');
+        await store.putConsent(browser, approval('alice', 'c-1'), clock.now(), 20);
+        await store.putConsent(browser, approval('bob', 'c-1'), clock.now(), 20);
+        const [mine] = await store.listSubjectConsents('alice', clock.now());
+        expect(await store.forgetConsent(browser, mine!.key, 'bob')).toBe(false);
+        expect(await store.forgetConsent(browser, mine!.key, 'alice')).toBe(true);
+        expect(await store.forgetConsent(browser, mine!.key, 'alice')).toBe(false);
+        expect(await store.listSubjectConsents('alice', clock.now())).toEqual([]);
+        expect((await store.listConsents(browser, clock.now())).map((c) => c.subject)).toEqual(['bob']);
+      });
+
+      it('an account session is kept under its hash until it expires, and ends on delete', async () => {
+        const session = hashToken(generateToken());
+        const record = { user: { subject: 'alice', issuer: ISS, email: 'a@example.com' }, createdAt: clock.now(), expiresAt: clock.now() + 1000 };
+        await store.putAccountSession(session, record);
+        expect(await store.getAccountSession(session, clock.now())).toEqual(record);
+        expect(h.keys.accountSession(session)).toContain('{oauth}');
+        expect(await store.getAccountSession(hashToken(generateToken()), clock.now())).toBeNull();
+        expect(await store.getAccountSession(session, clock.now() + 1000)).toBeNull();
+        expect(await store.deleteAccountSession(session)).toBe(true);
+        expect(await store.getAccountSession(session, clock.now())).toBeNull();
+        expect(await store.deleteAccountSession(session)).toBe(false);
+      });
+
       it('recordLastUse sets lastUsedAt on a stored token, never moves it back, and creates nothing', async () => {
         await store.createClient(client('c-use').record);
         const user = userRecord({ subject: 'alice' });
@@ -1702,6 +1728,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         revokeSubject: (s) => s.revokeSubject('s', undefined, clock.now(), 10),
         rebuildSubjectIndex: (s) => s.rebuildSubjectIndex(clock.now(), 10),
         recordLastUse: (s) => s.recordLastUse([{ tokenHash: hashToken('x'), kind: 'user', at: clock.now() }]),
+        putAccountSession: (s) => s.putAccountSession(hashToken('x'), { user: { subject: 's', issuer: 'i' }, createdAt: clock.now(), expiresAt: clock.now() + HOUR }),
+        getAccountSession: (s) => s.getAccountSession(hashToken('x'), clock.now()),
+        deleteAccountSession: (s) => s.deleteAccountSession(hashToken('x')),
+        forgetConsent: (s) => s.forgetConsent(hashToken('x'), hashToken('k'), 's'),
       } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
       it('ping answers while open; close resolves and later calls reject', async () => {
