@@ -139,8 +139,11 @@ export class AccountPages {
    */
   async #post(req: IncomingMessage): Promise<{ value: string; session: AccountSession; form: Form }> {
     if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
+    // Browsers send `Origin: null` for a form posted from a page served with Referrer-Policy:
+    // no-referrer (these pages are): only another origin named outright is refused here; the CSRF token,
+    // the SameSite session cookie and Sec-Fetch-Site cover the rest.
     const origin = req.headers.origin;
-    if (origin !== undefined && origin !== new URL(this.#ctx.publicUrl()).origin) throw FORGED;
+    if (origin !== undefined && origin !== 'null' && origin !== new URL(this.#ctx.publicUrl()).origin) throw FORGED;
     const site = req.headers['sec-fetch-site'];
     if (site !== undefined && site !== 'same-origin' && site !== 'none') throw FORGED;
     const current = await this.#session(req);
