@@ -21,7 +21,7 @@ import type { AccountSession, AccountSignInRecord, SubjectConsent } from '../sto
 import type { OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
-import { readCookie } from './authorize.ts';
+import { readCookie } from './cookies.ts';
 import { escapeHtml, page, writePage } from './sign-in-pages.ts';
 
 /** How long an account-page session lasts: short, it can revoke everything the person holds. */

@@ -35,6 +35,7 @@ import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
 import { consentPage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
 import { AccountPageError, AccountPages } from './account.ts';
+import { readCookie } from './cookies.ts';
 
 /** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
 export const SIGN_IN_STEP_TTL_MS = 10 * 60 * 1000;
@@ -593,17 +594,4 @@ function relayedIdpError(error: string): string {
   if (error === 'temporarily_unavailable') return 'temporarily_unavailable';
   if (error === 'server_error') return 'server_error';
   return 'access_denied';
-}
-
-/** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */
-export function readCookie(req: IncomingMessage, name: string): string | undefined {
-  const header = req.headers.cookie;
-  if (header === undefined || header.length > 8192) return undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
-    const value = part.slice(eq + 1).trim();
-    return isTokenShaped(value) ? value : undefined;
-  }
-  return undefined;
 }
