@@ -436,8 +436,10 @@ class RedisOperations implements TokenStore {
   async rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild> {
     const size = Math.max(1, Math.trunc(batchSize));
     const total: SubjectIndexRebuild = { scanned: 0, indexed: 0 };
-    // SCAN is per node: on Cluster every master is scanned.
+    // SCAN is per node: on Cluster every master is scanned. A Cluster client that is not connected
+    // lists no master: that is an outage, never an empty database.
     const nodes: Redis[] = this.#redis instanceof Cluster ? this.#redis.nodes('master') : [this.#redis];
+    if (this.#redis.status !== 'ready' || nodes.length === 0) throw new StoreUnavailableError(`Redis connection is ${this.#redis.status}`);
     const tokenKinds = [
       [this.#keys.userToken(''), USER_MEMBER],
       [this.#keys.accessToken(''), ACCESS_MEMBER],
