@@ -58,7 +58,7 @@ export interface ForwardOptions {
    * response (and pauses the upstream) until it settles, and a rejection answers 503 (a store outage)
    * or 502 instead of the upstream's answer.
    */
-  beforeResponse?: (status: number, headers: readonly string[]) => Promise<void> | undefined;
+  beforeResponse?: (status: number, rawHeaders: readonly Buffer[]) => Promise<void> | undefined;
 }
 
 export interface Forwarder {
@@ -137,7 +137,7 @@ function clientHeaders(raw: Buffer[]): { headers: string[]; eventStream: boolean
  * waits for it and nothing is buffered that Node had not already buffered; a body still arriving
  * (large, or sent slowly) streams as before.
  */
-function arrived(req: IncomingMessage): Buffer | undefined {
+export function arrived(req: IncomingMessage): Buffer | undefined {
   if (!req.complete || req.readableFlowing !== null || req.readableLength === 0) return undefined;
   const body = req.read() as Buffer | null;
   if (body === null) return undefined;
@@ -327,7 +327,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return; // interim answers stay on this hop
     // The upstream's own spelling and order of its headers (HTTP/1.1: name, value, ... as received).
     const rawHeaders = controller.rawHeaders as Buffer[];
-    const held = this.#beforeResponse?.(statusCode, rawHeaders.map((b) => b.toString('latin1')));
+    const held = this.#beforeResponse?.(statusCode, rawHeaders);
     if (held === undefined) {
       if (!this.#start(statusCode, rawHeaders, statusText)) controller.pause();
       return;
@@ -482,17 +482,19 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A response that cannot be rewritten is not passed on as it is: 502 before the headers, cut after. */
   #breakOff(err: Error): void {
     const { req, res } = this;
-    this.#abort(err);
     if (res.headersSent) {
+      this.#abort(err);
       res.destroy();
       return;
     }
-    if (err instanceof StoreUnavailableError) {
-      writeError(res, storeUnavailable(err));
-      return;
+    // Answered first: aborting the upstream request reports its error to onResponseError at once, which
+    // must find the response ended (else it would answer its own 502 in place of this one).
+    if (err instanceof StoreUnavailableError) writeError(res, storeUnavailable(err));
+    else {
+      this.#shared.options.onError?.(err, req);
+      writeError(res, err instanceof HttpError ? err : new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
     }
-    this.#shared.options.onError?.(err, req);
-    writeError(res, err instanceof HttpError ? err : new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
+    this.#abort(err);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {

@@ -14,8 +14,9 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { checkBodyHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from '../policy/jsonrpc.ts';
 import { SseMessageRewriter } from '../policy/list-filter.ts';
-import type { HandleKind, HandleOwner, HandleStorage } from '../store/types.ts';
-import type { BodyRewriter, ForwardOptions } from './forwarder.ts';
+import { handleRenewalDue } from '../store/records.ts';
+import type { HandleKind, HandleOwner, HandleStorage, HandleUse, StoredHandle } from '../store/types.ts';
+import { arrived, type BodyRewriter, type ForwardOptions } from './forwarder.ts';
 import { handleDigest, handleOwner, unknownSession, UNKNOWN_TASK } from './handles.ts';
 import { mayNameTasks, TaskMentionScanner } from './task-mentions.ts';
 
@@ -48,6 +49,9 @@ export interface PresentedSession {
   known: boolean;
 }
 
+/** A presented session id and its record being read; or the refusal of how it was presented. */
+export type SessionRead = { refused?: undefined; id: string; stored: Promise<StoredHandle | null> | undefined } | { refused: HttpError };
+
 /** What a POST may go on with: its forwarding options, or the JSON-RPC answer refusing it. */
 export type TaskCheck = { refusal?: undefined; options: ForwardOptions | undefined } | { refusal: string };
 
@@ -58,11 +62,42 @@ export class HandleGuard {
     this.#options = options;
   }
 
-  /** Proxy mode: a session id recorded for another principal is refused as unknown (404), its life left alone. */
-  async checkSession(req: IncomingMessage, principal: Principal): Promise<PresentedSession | undefined> {
-    const id = presentedSession(req);
+  /**
+   * Proxy mode, first step, before the token is looked up: the presented session id's record starts
+   * being read now, so that the read leaves in the same write as the token lookup (one round trip).
+   * Only for a request that carries a credential at all: one without is refused before any store read.
+   */
+  readSession(req: IncomingMessage): SessionRead | undefined {
+    let id: string | undefined;
+    try {
+      id = presentedSession(req);
+    } catch (err) {
+      // Answered after authentication, like every other refusal of what the request asks.
+      return { refused: err as HttpError };
+    }
     if (id === undefined) return undefined;
-    const use = await this.#use('session', id, handleOwner(principal));
+    if (req.headers.authorization === undefined) return { id, stored: undefined };
+    const stored = this.#options.store.readHandle('session', handleDigest(id));
+    // Awaited only once the caller is authenticated: a request refused before that leaves it unread.
+    stored.catch(() => undefined);
+    return { id, stored };
+  }
+
+  /**
+   * Proxy mode, second step: a session id recorded for another principal is refused as unknown (404),
+   * its life left alone; the owner's use renews the record when due (useHandle).
+   */
+  async checkSession(read: SessionRead | undefined, principal: Principal): Promise<PresentedSession | undefined> {
+    if (read === undefined) return undefined;
+    if (read.refused !== undefined) throw read.refused;
+    const { id } = read;
+    const owner = handleOwner(principal);
+    const stored = await (read.stored ?? this.#options.store.readHandle('session', handleDigest(id)));
+    let use: HandleUse;
+    if (stored === null) use = 'unknown';
+    else if (stored.owner !== owner.id) use = 'foreign';
+    else if (handleRenewalDue(stored.renewedAt, this.#options.clock.now(), this.#options.idleMs)) use = await this.#use('session', id, owner);
+    else use = 'owned';
     if (use === 'foreign') {
       this.#refuse('session', id, principal);
       throw unknownSession();
@@ -124,7 +159,7 @@ export class HandleGuard {
    * a DELETE that ended the session forgets it.
    */
   watchResponse(req: IncomingMessage, principal: Principal, session: PresentedSession | undefined, options: ForwardOptions | undefined): ForwardOptions {
-    const beforeResponse = (status: number, headers: readonly string[]): Promise<void> | undefined => {
+    const beforeResponse = (status: number, headers: readonly Buffer[]): Promise<void> | undefined => {
       if (status < 200 || status > 299) return undefined;
       if (req.method === 'DELETE' && session !== undefined) return this.#options.store.forgetHandle('session', handleDigest(session.id)).then(() => undefined);
       const answered = headerValue(headers, 'mcp-session-id');
@@ -151,7 +186,8 @@ export class HandleGuard {
     const length = req.headers['content-length'];
     if (!chunked && (length === undefined || length === '0')) return { options: undefined };
     if (!chunked && Number(length) <= TASK_SCAN_BYTES) {
-      const body = await readBody(req, TASK_SCAN_BYTES);
+      // Usually already arrived with the headers: taken as it lies in the request's buffer.
+      const body = arrived(req) ?? (await readBody(req, TASK_SCAN_BYTES));
       if (!mayNameTasks(body)) return { options: { bodyAsSent: body } };
       checkBodyHeaders(req.headers['content-type'], undefined);
       const parsed = parseClientMessages(body, this.#options.limits);
@@ -259,8 +295,12 @@ export function presentedSession(req: IncomingMessage): string | undefined {
   return value === '' ? undefined : value;
 }
 
-function headerValue(headers: readonly string[], lowerName: string): string | undefined {
-  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toLowerCase() === lowerName) return headers[i + 1];
+/** A response header's first value, from the raw name/value pairs (names compared without case). */
+function headerValue(headers: readonly Buffer[], lowerName: string): string | undefined {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i]!;
+    if (name.length === lowerName.length && name.toString('latin1').toLowerCase() === lowerName) return headers[i + 1]!.toString('latin1');
+  }
   return undefined;
 }
 

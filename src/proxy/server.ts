@@ -95,10 +95,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     refuseAmbiguousFraming(req);
+    // The presented session's record is read beside the token lookup: both leave in one write.
+    const sessionRead = handles.readSession(req);
     const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // A session id recorded for another principal: refused as unknown before its body is even read.
-    const session = await handles.checkSession(req, principal);
+    const session = await handles.checkSession(sessionRead, principal);
     // With a policy, the body is read and every call in it decided before anything is forwarded, a body
     // on another method is refused, and a GET stream's answer is filtered (a resumption with
     // Last-Event-ID replays earlier list answers there).
@@ -222,11 +224,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
 }
 
 /**
- * Error answers whose outcome is counted where they are decided (a refused token as `denied` with its
- * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
+ * Error answers whose outcome is counted where they are decided (a missing or refused token as `denied`
+ * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {

@@ -5,15 +5,24 @@
 // neither names no task, whatever a parser makes of it. Letters are matched as Go's encoding/json
 // matches a key to a field: in any case, and `ſ` (U+017F) as `s`, `K` (U+212A, Kelvin) as `k`.
 
-/** `"task` in any case, `s` and `k` also as the UTF-8 of U+017F and U+212A (bytes read as latin1), or a `\u`. */
-const MENTION = /"[tT][aA](?:[sS]|\xc5\xbf)(?:[kK]|\xe2\x84\xaa)|\\u/;
+/** `"task` in any case, `s` and `k` also as the UTF-8 of U+017F and U+212A (bytes read as latin1). */
+const MENTION_AT_START = /^"[tT][aA](?:[sS]|\xc5\xbf)(?:[kK]|\xe2\x84\xaa)/;
 /** The same at the end of the scanner's decoded tail (ASCII letters lowercased). */
 const MENTION_AT_END = /"ta(?:s|\xc5\xbf)(?:k|\xe2\x84\xaa)$/;
 const TAIL_LENGTH = 8;
+const UNICODE_ESCAPE = Buffer.from('\\u');
+const QUOTED_T = [Buffer.from('"t'), Buffer.from('"T')];
 
 /** False only when no JSON string of `body` can begin with "task" as a case-folding parser reads it (nor hold a `\u` escape). */
 export function mayNameTasks(body: Buffer): boolean {
-  return MENTION.test(body.toString('latin1'));
+  // Native searches: a body is looked at only where a string starts with t or T.
+  if (body.includes(UNICODE_ESCAPE)) return true;
+  for (const prefix of QUOTED_T) {
+    for (let at = body.indexOf(prefix); at !== -1; at = body.indexOf(prefix, at + 1)) {
+      if (MENTION_AT_START.test(body.toString('latin1', at, at + TAIL_LENGTH))) return true;
+    }
+  }
+  return false;
 }
 
 const HEX4 = /^[0-9a-fA-F]{4}$/;

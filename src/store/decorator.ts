@@ -64,6 +64,9 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   touchClient(...a: Args<'touchClient'>) {
     return this.around('touchClient', () => this.inner.touchClient(...a));
   }
+  readHandle(...a: Args<'readHandle'>) {
+    return this.around('readHandle', () => this.inner.readHandle(...a));
+  }
   useHandle(...a: Args<'useHandle'>) {
     return this.around('useHandle', () => this.inner.useHandle(...a));
   }

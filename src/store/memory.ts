@@ -35,6 +35,7 @@ import {
   keyLayout,
   handleFields,
   handleMember,
+  handleRenewalDue,
   subjectDigest,
   profileFields,
   profileFromFields,
@@ -65,6 +66,7 @@ import {
   type HandleKind,
   type HandleOwner,
   type HandleUse,
+  type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
@@ -406,6 +408,13 @@ export class MemoryTokenStore implements TokenStore {
     return this.issueTokens(record);
   }
 
+  async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.handle(kind, handleHash));
+    if (!fields?.owner) return null;
+    return fields.renewedAt === undefined ? { owner: fields.owner } : { owner: fields.owner, renewedAt: fields.renewedAt };
+  }
+
   async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
     this.#check();
     return this.#claimHandle(false, kind, handleHash, owner, now, ttlMs, maxPerOwner) as HandleUse;
@@ -433,7 +442,8 @@ export class MemoryTokenStore implements TokenStore {
     }
     const ttl = Math.max(1, Math.trunc(ttlMs));
     const max = Math.max(1, Math.trunc(maxPerOwner));
-    this.#put(key, fields, now + ttl);
+    if (outcome === 'owned' && !handleRenewalDue(fields.renewedAt, now, ttl)) return outcome;
+    this.#put(key, { ...fields, renewedAt: String(now) }, now + ttl);
     const member = handleMember(kind, handleHash);
     if (owner.clientId !== undefined) this.#listHandle(this.#keys.handlesByClient(owner.clientId), member, 'clientId', owner.clientId, now, ttl, max);
     if (owner.subjectHash !== undefined) this.#listHandle(this.#keys.handlesBySubject(owner.subjectHash), member, 'subjectHash', owner.subjectHash, now, ttl, max);

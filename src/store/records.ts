@@ -66,6 +66,16 @@ export function subjectDigest(subject: string): string {
   return createHash('sha256').update(subject).digest('hex');
 }
 
+/**
+ * Whether its owner's use renews a handle (its expiry and index entries): once a sixteenth of the
+ * lifetime has passed since its last renewal (`renewedAt`, epoch ms text), or when that is unreadable
+ * or in the future (another replica's clock ahead). The same rule as the Redis script CLAIM_HANDLE.
+ */
+export function handleRenewalDue(renewedAt: string | null | undefined, now: number, ttlMs: number): boolean {
+  const at = Number(renewedAt ?? NaN);
+  return !Number.isFinite(at) || now < at || now - at >= Math.floor(Math.max(1, Math.trunc(ttlMs)) / 16);
+}
+
 /** A handle's record: its owner's identity and the indexes that list it. */
 export function handleFields(owner: HandleOwner): Fields {
   const f: Fields = { owner: owner.id };

@@ -249,7 +249,8 @@ if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
 redis.call('DEL', KEYS[1])
 return 1`;
 
-// A session or task handle's owner, read and its life extended in one step; with ARGV[1] 'bind', a
+// A session or task handle's owner, read and its life extended in one step (skipped while less than
+// a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
 // handle not recorded yet is recorded for this owner in the same step (so two first presentations
 // cannot both win). Each of the owner's indexes (client, subject) lists it with its expiry as score;
 // an index drops expired members, and past `max` members its least recently used handle is
@@ -257,7 +258,8 @@ return 1`;
 // KEYS: handle, clientIndex, subjectIndex
 // ARGV: mode ('use' | 'bind'), owner, clientId ('' none), subjectHash ('' none), now, ttlMs, max, member, handlePrefix
 const CLAIM_HANDLE = `
-local owner = redis.call('HGET', KEYS[1], 'owner')
+local stored = redis.call('HMGET', KEYS[1], 'owner', 'renewedAt')
+local owner = stored[1]
 local outcome = 'owned'
 if owner then
   if owner ~= ARGV[2] then return 'foreign' end
@@ -272,6 +274,11 @@ end
 local now = tonumber(ARGV[5])
 local ttl = tonumber(ARGV[6])
 local max = tonumber(ARGV[7])
+-- A handle used again within a sixteenth of its lifetime since its last renewal keeps its expiry
+-- and its index entries: the common use is one read, the renewal happens at most sixteen times a lifetime.
+local renewedAt = tonumber(stored[2])
+if outcome == 'owned' and renewedAt and now >= renewedAt and now - renewedAt < math.floor(ttl / 16) then return outcome end
+redis.call('HSET', KEYS[1], 'renewedAt', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ttl)
 local function listed(index, field, value)
   redis.call('ZREMRANGEBYSCORE', index, '-inf', now)

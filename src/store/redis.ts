@@ -33,6 +33,7 @@ import {
   consentValue,
   keyLayout,
   handleMember,
+  handleRenewalDue,
   subjectDigest,
   orNull,
   profileFields,
@@ -69,6 +70,7 @@ import {
   type HandleKind,
   type HandleOwner,
   type HandleUse,
+  type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
@@ -287,7 +289,21 @@ class RedisOperations implements TokenStore {
     });
   }
 
-  useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
+  async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
+    const [owner, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
+    if (owner === null || owner === undefined) return null;
+    return renewedAt === null || renewedAt === undefined ? { owner } : { owner, renewedAt };
+  }
+
+  /**
+   * The common case is one plain read (HMGET: cheaper for Redis than a script); the script runs only
+   * when the owner's use is due a renewal (handleRenewalDue), and decides again atomically.
+   */
+  async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
+    const [stored, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
+    if (stored === null) return 'unknown';
+    if (stored !== owner.id) return 'foreign';
+    if (!handleRenewalDue(renewedAt, now, ttlMs)) return 'owned';
     return this.#claimHandle('use', kind, handleHash, owner, now, ttlMs, maxPerOwner) as Promise<HandleUse>;
   }
 

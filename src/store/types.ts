@@ -500,6 +500,12 @@ export interface HandleOwner {
 /** `owned`: recorded for this owner (its life extended). `foreign`: for another. `unknown`: not recorded. */
 export type HandleUse = 'owned' | 'foreign' | 'unknown';
 
+/** A handle's record as stored: its owner's identity and its last renewal (epoch ms text, if any). */
+export interface StoredHandle {
+  owner: string;
+  renewedAt?: string;
+}
+
 /** `bound`: recorded now for this owner. */
 export type HandleBinding = 'bound' | 'owned' | 'foreign';
 
@@ -509,6 +515,12 @@ export type HandleBinding = 'bound' | 'owned' | 'foreign';
  * (client, subject): past it, its handle least recently used is forgotten.
  */
 export interface HandleStorage {
+  /**
+   * The handle's record, read only (one plain read, which a caller can issue beside the token lookup
+   * so both leave in one write); null when none. Its owner's use is then decided by the caller, and
+   * a use due a renewal (handleRenewalDue) goes through useHandle.
+   */
+  readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null>;
   /**
    * Whose the handle is, in one round trip; when it is `owner`'s, its life is extended to `now + ttlMs`.
    * A handle recorded for another owner is left as it is.

@@ -4,15 +4,18 @@
 // the request shapes the sidecar refuses because it could not tell which task they name.
 
 import { randomUUID } from 'node:crypto';
-import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { TASK_SCAN_BYTES } from '../../src/proxy/handle-guard.ts';
-import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { createServer } from 'node:http';
+import { StoreDecorator, type StoreOperation } from '../../src/store/decorator.ts';
+import { StoreUnavailableError } from '../../src/errors.ts';
+import { serveOnLoopback, startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { exchange } from '../hostile/raw-http.ts';
 
 const UNKNOWN_SESSION = { jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null };
 
@@ -72,27 +75,37 @@ describe('forward-auth: a session id is bound to the first principal that presen
     expect(echo.seen.length).toBe(0);
   });
 
-  it('a session id sent twice is refused (400)', async () => {
+  it('a session id sent twice is refused (400), as is a request to /mcp with two', async () => {
     const a = await stack.issueOAuthToken();
-    const answer = await new Promise<number>((resolve, reject) => {
-      const req = request(authz, { headers: [['x-original-uri', '/mcp'], ['x-original-method', 'GET'], ['authorization', `Bearer ${a.token}`], ['mcp-session-id', 's1'], ['mcp-session-id', 's2']] as unknown as Record<string, string> }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
-      req.on('error', reject);
-      req.end();
-    });
-    expect(answer).toBe(400);
+    const port = Number(new URL(stack.proxyUrl).port);
+    const twice = (target: string, extra: string) =>
+      exchange(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${a.token}\r\n${extra}Mcp-Session-Id: s1\r\nMcp-Session-Id: s2\r\nConnection: close\r\n\r\n`);
+    const viaAuthz = await twice('/authz', 'X-Original-URI: /mcp\r\nX-Original-Method: GET\r\n');
+    expect(viaAuthz.responses[0]?.status).toBe(400);
+    const direct = await twice('/mcp', '');
+    expect(direct.responses[0]?.status).toBe(400);
+    // One of them alone is fine.
+    expect((await nginx(a.token, { 'mcp-session-id': 's1' })).status).toBe(200);
   });
 });
+
+/** The store, counting the reads of handle records (everything else as it is). */
+class CountsHandleReads extends StoreDecorator {
+  count = 0;
+  protected around<T>(operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    if (operation === 'readHandle') this.count++;
+    return call();
+  }
+}
 
 describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be read', () => {
   let echo: FakeUpstream;
   let stack: Stack;
+  let reads: CountsHandleReads;
 
   beforeAll(async () => {
     echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url });
+    stack = await startStack({ upstreamUrl: echo.url, wrapStore: (store) => (reads = new CountsHandleReads(store)) });
   });
   afterAll(async () => {
     await stack.close();
@@ -121,6 +134,38 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
     }
     // Forgotten: the id is unrecorded again (the upstream decides on it, as before the sidecar kept ids).
     expect((await post(stack, b.token, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': session })).status).toBe(200);
+  });
+
+  it("the owner's use renews the record once a sixteenth of proxy.handleIdleMs has passed since the last renewal, not before", async () => {
+    const a = await stack.issueOAuthToken(86_400);
+    const session = randomUUID();
+    const ping = (id: number) => post(stack, a.token, { jsonrpc: '2.0', id, method: 'ping' }, { 'mcp-session-id': session });
+    expect((await ping(1)).status).toBe(200);
+    const key = `${stack.prefix}{oauth}:mcpHandles:session:${handleDigest(session)}`;
+    const raw = await rawRedis();
+    try {
+      const boundAt = stack.clock.now();
+      expect(await raw.hget(key, 'renewedAt')).toBe(String(boundAt));
+      const sixteenth = Math.floor(stack.sidecar.config.proxy.handleIdleMs / 16);
+      stack.clock.advance(sixteenth - 1);
+      expect((await ping(2)).status).toBe(200);
+      expect(await raw.hget(key, 'renewedAt')).toBe(String(boundAt));
+      stack.clock.advance(1);
+      expect((await ping(3)).status).toBe(200);
+      expect(await raw.hget(key, 'renewedAt')).toBe(String(stack.clock.now()));
+    } finally {
+      await raw.quit();
+    }
+  });
+
+  it('a request without a credential is refused (401) without reading the record of the session id it presents', async () => {
+    const before = reads.count;
+    const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'mcp-session-id': randomUUID() }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    expect(res.status).toBe(401);
+    expect(reads.count).toBe(before);
+    const a = await stack.issueOAuthToken();
+    expect((await post(stack, a.token, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-session-id': randomUUID() })).status).toBe(200);
+    expect(reads.count).toBe(before + 1);
   });
 
   it('forgetSubjectHandles (what revoking a subject calls) frees the handles of an IdP user', async () => {
@@ -238,5 +283,93 @@ describe('Redis down: a request with a session id fails closed', () => {
     // The same request without a session id needs no store: forwarded.
     const without = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":2,"method":"ping"}' });
     expect(without.status).toBe(200);
+  });
+});
+
+/**
+ * A broken upstream that hands every caller the same session id and the same task id: what the sidecar
+ * must never pass on to a second caller. Its answers have the shapes of the MCP SDK server's (a JSON
+ * result with `Mcp-Session-Id`) and of the Tasks specification's CreateTaskResult example.
+ */
+async function startSameHandleUpstream() {
+  let requests = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      requests++;
+      const message = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { id?: number; method?: string; params?: { task?: unknown } };
+      const result = message.params?.task ? { task: { taskId: 'the-only-task', status: 'working', createdAt: '2025-11-25T10:30:00Z', lastUpdatedAt: '2025-11-25T10:30:00Z', ttl: 60000, pollInterval: 5000 } } : {};
+      // The session id minted in the answer to initialize; no session checked after that.
+      res.writeHead(200, { 'content-type': 'application/json', ...(message.method === 'initialize' ? { 'mcp-session-id': 'the-only-session' } : {}) });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id ?? null, result }));
+    });
+  });
+  const { url, close } = await serveOnLoopback(server);
+  return { url, close, requests: () => requests };
+}
+
+describe('an upstream that hands one caller\'s handle to another', () => {
+  let upstream: Awaited<ReturnType<typeof startSameHandleUpstream>>;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    upstream = await startSameHandleUpstream();
+    stack = await startStack({ upstreamUrl: upstream.url });
+  });
+  afterAll(async () => {
+    await stack.close();
+    await upstream.close();
+  });
+
+  it('its answer is not passed on (502): the second caller never learns the first one\'s session or task id', async () => {
+    const a = await stack.issueOAuthToken();
+    const b = await stack.issueOAuthToken();
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: {} };
+    const first = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('mcp-session-id')).toBe('the-only-session');
+    const second = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    expect(second.status).toBe(502);
+    expect(second.headers.get('mcp-session-id')).toBeNull();
+
+    const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'x', arguments: {}, task: { ttl: 60000 } } };
+    const created = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: JSON.stringify(call) });
+    expect(created.status).toBe(200);
+    expect(await created.text()).toContain('the-only-task');
+    // B creates a task and is answered with A's task id: 502, nothing of the answer passes.
+    const again = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: JSON.stringify(call) });
+    expect(again.status).toBe(502);
+    expect(await again.text()).not.toContain('the-only-task');
+  });
+});
+
+/** The store, with bindHandle failing as a Redis outage does (everything else as it is). */
+class BindFails extends StoreDecorator {
+  protected around<T>(operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    if (operation === 'bindHandle') return Promise.reject(new StoreUnavailableError('Redis is down'));
+    return call();
+  }
+}
+
+describe('the record of a new session cannot be written', () => {
+  let echo: FakeUpstream;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    stack = await startStack({ upstreamUrl: echo.url, wrapStore: (store) => new BindFails(store) });
+  });
+  afterAll(async () => {
+    await stack.close();
+    await echo.close();
+  });
+
+  it('the upstream accepted an unrecorded session id, but its answer is withheld: 503 with Retry-After, not passed on unbound', async () => {
+    const a = await stack.issueOAuthToken();
+    const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json', 'mcp-session-id': randomUUID() }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('2');
+    expect(await res.json()).toEqual({ error: 'temporarily_unavailable' });
   });
 });

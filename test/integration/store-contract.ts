@@ -1369,7 +1369,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       it('bound to its first owner: that owner uses it, anyone else finds it foreign, an unrecorded one is unknown', async () => {
         const session = handleDigest('session-1');
         expect(await store.useHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('unknown');
+        expect(await store.readHandle('session', session)).toBeNull();
         expect(await store.bindHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('bound');
+        expect(await store.readHandle('session', session)).toEqual({ owner: alice.id, renewedAt: String(clock.now()) });
         expect(await store.bindHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('owned');
         expect(await store.useHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('owned');
         // Same subject through another client, another subject through the same client: not the owner.
@@ -1384,7 +1386,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const session = handleDigest('the-session-id');
         await store.bindHandle('session', session, alice, clock.now(), TTL, MAX);
         const stored = await h.rawHash(h.keys.handle('session', session));
-        expect(stored).toEqual({ owner: alice.id, clientId: 'c-a', subjectHash: alice.subjectHash });
+        expect(stored).toEqual({ owner: alice.id, clientId: 'c-a', subjectHash: alice.subjectHash, renewedAt: String(clock.now()) });
         expect(JSON.stringify(stored)).not.toContain('the-session-id');
         expect(h.keys.handle('session', session)).toContain('{oauth}');
       });
@@ -1428,6 +1430,22 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.forgetSubjectHandles('alice')).toBe(0);
       });
 
+      it('a use within a sixteenth of the lifetime since the last renewal renews nothing; a later one does', async () => {
+        const session = handleDigest('renewed');
+        await store.bindHandle('session', session, alice, clock.now(), TTL, MAX);
+        const boundAt = clock.now();
+        clock.advance(TTL / 16 - 1);
+        expect(await store.useHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('owned');
+        expect((await h.rawHash(h.keys.handle('session', session)))?.renewedAt).toBe(String(boundAt));
+        clock.advance(2);
+        expect(await store.useHandle('session', session, alice, clock.now(), TTL, MAX)).toBe('owned');
+        expect((await h.rawHash(h.keys.handle('session', session)))?.renewedAt).toBe(String(clock.now()));
+        // Another principal's presentation renews nothing.
+        clock.advance(TTL / 8);
+        expect(await store.useHandle('session', session, bob, clock.now(), TTL, MAX)).toBe('foreign');
+        expect((await h.rawHash(h.keys.handle('session', session)))?.renewedAt).toBe(String(clock.now() - TTL / 8));
+      });
+
       it('a forget does not reach a handle that has since become someone else\'s (a stale index member)', async () => {
         const session = handleDigest('moved');
         await store.bindHandle('session', session, alice, clock.now(), TTL, MAX);
@@ -1439,13 +1457,15 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       it('an owner holds at most maxPerOwner handles per index: past it, the least recently used is forgotten', async () => {
         const [one, two, three] = [handleDigest('h1'), handleDigest('h2'), handleDigest('h3')];
+        // Renewals count past a sixteenth of the lifetime since the last one.
+        const step = TTL / 16 + 1;
         await store.bindHandle('session', one, alice, clock.now(), TTL, 2);
-        clock.advance(10);
+        clock.advance(step);
         await store.bindHandle('session', two, alice, clock.now(), TTL, 2);
-        clock.advance(10);
+        clock.advance(step);
         // Used again: now the most recent; `two` is the least recently used.
         expect(await store.useHandle('session', one, alice, clock.now(), TTL, 2)).toBe('owned');
-        clock.advance(10);
+        clock.advance(step);
         expect(await store.bindHandle('session', three, alice, clock.now(), TTL, 2)).toBe('bound');
         expect(await store.useHandle('session', two, alice, clock.now(), TTL, 2)).toBe('unknown');
         expect(await store.useHandle('session', one, alice, clock.now(), TTL, 2)).toBe('owned');
@@ -1718,6 +1738,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         publishSigningKey: (s) => s.publishSigningKey({ kid: 'k', jwk: '{}', expiresAt: clock.now() + HOUR }, clock.now()),
         listSigningKeys: (s) => s.listSigningKeys(clock.now()),
         ping: (s) => s.ping(),
+        readHandle: (s) => s.readHandle('session', hashToken('x')),
         useHandle: (s) => s.useHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
         bindHandle: (s) => s.bindHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
         forgetHandle: (s) => s.forgetHandle('session', hashToken('x')),
