@@ -74,8 +74,13 @@ describe('listGrants and revokeSubject', () => {
 
     for (const token of [one.access, twoNow.access, jag, exchanged, handEdited, bobUser, bobJag]) expect(await mcpStatus(token)).toBe(200);
 
+    // Last use: noted by the proxy on each request, written when the recorder flushes (at most once a minute per token).
+    await s.stack.sidecar.lastUse.flush();
     const listed = await s.stack.admin('listGrants', { subject: DEMO_USER.sub });
     expect(listed.status).toBe(200);
+    const exchangedGrant = listed.body.grants.find((g: { grantId: string }) => g.grantId === grantIdOf({ tokenHash: hashToken(exchanged) }));
+    expect(exchangedGrant.lastUsedAt).toBe(s.stack.clock.now());
+    expect(exchangedGrant.clientId).toBeNull();
     // Five grants: two sign-in families (the refreshed one counted once), the ID-JAG token, two user-grade tokens.
     expect(listed.body.grants).toHaveLength(5);
     for (const g of listed.body.grants) {
