@@ -8,7 +8,7 @@ import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
 import { isLoopbackHost } from './net-address.ts';
 import type { JSONWebKeySet } from 'jose';
-import { GRANT_AUTHORIZATION_CODE, resolveProfile } from './profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, resolveProfile } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
@@ -209,9 +209,9 @@ export function checkScope(value: unknown, field = 'scope'): string | undefined 
   return value;
 }
 
-/** Registrations that ask for the authorization code grant get the interactive profile (refresh tokens). */
+/** Registrations that ask for a grant a user signs in for (code, device) get the interactive profile (refresh tokens). */
 function defaultProfileName(source: 'admin' | 'dcr', grantTypes: unknown): string {
-  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE)) return 'interactive';
+  if (Array.isArray(grantTypes) && (grantTypes.includes(GRANT_AUTHORIZATION_CODE) || grantTypes.includes(GRANT_DEVICE_CODE))) return 'interactive';
   return source === 'dcr' ? 'dynamic' : 'default';
 }
 

@@ -337,7 +337,7 @@ export const CONFIG_KEYS = {
       max: 3600,
       env: 'OAUTH_REFRESH_REUSE_GRACE_SECONDS',
       description:
-        'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) gets one more pair in the same family, once; further presentations within the window are refused; after it, a presentation revokes the family (`0`: always revoke).',
+        'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) is answered with the same pair its rotation issued, however often; after it, a presentation revokes the family (`0`: always revoke).',
     }),
     /**
      * Token lifetimes of the built-in client profiles: configuration decides them on every replica

@@ -160,7 +160,7 @@ export class Metrics {
   });
   readonly refreshGraceReuses = new Counter({
     name: 'mcp_auth_refresh_grace_reuses_total',
-    help: 'Rotated refresh tokens presented again within the grace window and answered with new tokens',
+    help: 'Rotated refresh tokens presented again within the grace window and answered with the pair their rotation issued',
     registers: [this.registry],
   });
   readonly adminOperations = new Counter({
