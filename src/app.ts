@@ -15,6 +15,8 @@ import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn } from './oauth/oidc-client.ts';
+import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
+import { CredentialVault } from './upstream-credentials/vault.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
@@ -171,6 +173,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   if (watch) metrics.watchStore(watch);
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
+  const upstreamCredentials = credentialVaultFor(config, store, clock, logger);
 
   const forwarder = createForwarder({
     upstreamUrl: config.upstream.url,
@@ -215,7 +218,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, upstreamCredentials, failures: adminFailures, ...options.admin });
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
   });
@@ -248,6 +251,14 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
       return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs);
     },
   };
+}
+
+/** The kept upstream credentials, when a mode keeps any (the key was checked with the configuration). */
+function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, logger: Logger): CredentialVault | undefined {
+  const { mode, key, previousKeys } = config.upstream.credentials;
+  if (mode === 'none' || key === undefined) return undefined;
+  const bytes = (text: string) => parseCredentialKey(text) as Buffer;
+  return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
 }
 
 /**

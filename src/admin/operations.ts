@@ -13,6 +13,7 @@ import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
 import type { AuditStorage, ClientStorage, ProfileStorage, TokenStorage } from '../store/types.ts';
+import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
 
@@ -29,6 +30,8 @@ export interface AdminContext {
   policy?: Policy | undefined;
   /** The configured lifetimes of the built-in profiles (seedDefaultProfiles stores them). */
   profileLifetimes?: ProfileLifetimes | undefined;
+  /** The kept upstream credentials; undefined while `upstream.credentials.mode` is none. */
+  upstreamCredentials?: CredentialVault | undefined;
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
@@ -110,6 +113,13 @@ const handlers: Handlers = {
     }
     const answer = explainCall(ctx.policy, principal, { method, name });
     return { status: 200, body: answer, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
+  },
+
+  /** Every kept upstream credential rewritten under the current key: counts only, never a token. */
+  async reencryptUpstreamCredentials(ctx) {
+    if (ctx.upstreamCredentials === undefined) throw new HttpError('invalid_request', 'upstream credentials are off (upstream.credentials.mode is none): nothing is kept to re-encrypt');
+    const result = await ctx.upstreamCredentials.reencryptAll();
+    return { status: 200, body: result, audit: { detail: { ...result } } };
   },
 
   /** The newest audit events (empty when `audit.stream` is off), newest first. */

@@ -232,6 +232,29 @@ if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
 redis.call('DEL', KEYS[1])
 return 1`;
 
+// Overwrites one kept upstream credential only while its ciphertext is still ARGV[2] (compare-and-set:
+// a re-encryption never restores a token a concurrent refresh replaced).
+// KEYS: the user's credentials. ARGV: field, expected sealed, new value.
+const REPLACE_UPSTREAM_CREDENTIAL = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+local ok, v = pcall(cjson.decode, current)
+if not ok or type(v) ~= 'table' or v.sealed ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1`;
+
+// Deletes a user's kept credentials: all of them, or those of one issuer (ARGV[1], when not empty);
+// the hash goes with its last field. KEYS: the user's credentials. Answers how many were deleted.
+const DELETE_UPSTREAM_CREDENTIALS = `
+local deleted = 0
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local ok, id = pcall(cjson.decode, field)
+  if ARGV[1] == '' or (ok and type(id) == 'table' and id[1] == ARGV[1]) then
+    deleted = deleted + redis.call('HDEL', KEYS[1], field)
+  end
+end
+return deleted`;
+
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
@@ -249,6 +272,8 @@ export interface ScriptedClient {
   mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
   mcpPutConsent(key: string, now: string, max: string, field: string, value: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
+  mcpReplaceUpstreamCredential(key: string, field: string, expectedSealed: string, value: string): Promise<number>;
+  mcpDeleteUpstreamCredentials(key: string, issuer: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -266,6 +291,8 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 1, lua: PUT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
+  redis.defineCommand('mcpReplaceUpstreamCredential', { numberOfKeys: 1, lua: REPLACE_UPSTREAM_CREDENTIAL });
+  redis.defineCommand('mcpDeleteUpstreamCredentials', { numberOfKeys: 1, lua: DELETE_UPSTREAM_CREDENTIALS });
   return redis as unknown as ScriptedClient;
 }
 
