@@ -14,7 +14,10 @@ import { InstrumentedStore, Metrics } from './metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
-import { createIdpSignIn } from './oauth/oidc-client.ts';
+import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
+import { ConnectLinks } from './upstream-credentials/connect-links.ts';
+import { UpstreamCredentialDelivery } from './upstream-credentials/delivery.ts';
+import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
 import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
 import { CredentialVault } from './upstream-credentials/vault.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
@@ -31,7 +34,7 @@ import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
 import type { LookupCacheOptions } from './store/redis-lookup-cache.ts';
-import type { TokenStore } from './store/types.ts';
+import type { SignedInUser, TokenStore } from './store/types.ts';
 import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
 import { AssertionSigner } from './assertion/signer.ts';
@@ -200,6 +203,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const assertions = await assertionsFor(config, store, clock, logger, publicUrl);
 
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
+  const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
+  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, upstreamCredentials, signIn);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
@@ -214,7 +219,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     publicUrl,
     authFailures,
     assertions: assertions?.signer,
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
+    ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
@@ -259,6 +265,26 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
   if (mode === 'none' || key === undefined) return undefined;
   const bytes = (text: string) => parseCredentialKey(text) as Buffer;
   return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
+}
+
+/**
+ * How the proxy delivers the user's credential in the configured mode, and where sign-in keeps the
+ * IdP's tokens. Modes whose source is not built yet deliver nothing of the user's (every user is asked
+ * to authorize): never a request forwarded as if the credential were there.
+ */
+function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, vault: CredentialVault, signIn: IdpSignIn | undefined) {
+  const { mode, header, serviceToken, key } = config.upstream.credentials;
+  const issuer = config.idp.issuer ?? '';
+  const links = new ConnectLinks(parseCredentialKey(key!) as Buffer, clock, store);
+  const idpSource =
+    signIn === undefined
+      ? undefined
+      : new RefreshingCredentialSource({ vault, locks: store, clock, logger, refresh: (refreshToken) => signIn.refresh(refreshToken), isUnavailable: (err) => err instanceof IdpUnavailable });
+  const source = mode === 'idp' && idpSource !== undefined ? idpSource : { usable: async () => undefined };
+  const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, provider: 'idp', source });
+  const keepIdpTokens =
+    mode === 'idp' || mode === 'token-exchange' ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens) : undefined;
+  return { delivery, links, what: mode === 'idp' ? 'sign in again at your identity provider' : 'connect your account for this server', keepIdpTokens };
 }
 
 /**

@@ -26,6 +26,11 @@ import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
+import { readBody } from '../body.ts';
+import { parseClientMessages } from '../policy/jsonrpc.ts';
+import type { ConnectLinks } from '../upstream-credentials/connect-links.ts';
+import { MISSING, urlElicitationRequired, type UpstreamCredentialDelivery } from '../upstream-credentials/delivery.ts';
+import { CredentialRefreshUnavailable } from '../upstream-credentials/idp-mode.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -45,6 +50,16 @@ export interface ProxyDeps {
   policyGate?: PolicyGate;
   /** Signs the caller assertion each forwarded request carries (upstream.assertion); undefined when off. */
   assertions?: AssertionSigner;
+  /** The user's own upstream credential (upstream.credentials); undefined while the mode is none (no work at all). */
+  upstreamCredentials?: UpstreamCredentialsOnProxy;
+}
+
+/** What the proxy needs of upstream credentials: the header for a principal, and a link for a user who has none. */
+export interface UpstreamCredentialsOnProxy {
+  delivery: UpstreamCredentialDelivery;
+  links: ConnectLinks;
+  /** What the user is asked to do, for a person (e.g. "connect your GitHub account"). */
+  what: string;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
@@ -96,6 +111,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const gate = deps.policyGate;
     const decided = gate === undefined ? undefined : req.method === 'POST' ? await gate.check(req, principal) : req.method === 'GET' ? gate.replayed(principal) : undefined;
     rewriteHeaders(req, principal, addresses);
+    if (deps.upstreamCredentials !== undefined) {
+      const missing = await addCredential(principal, req.headers, deps.upstreamCredentials);
+      if (missing) return answerMissingCredential(req, res, principal, deps.upstreamCredentials, decided?.body);
+    }
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
     // The client left during the lookup (or while its body was read): its response is already closed
@@ -120,11 +139,57 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const principal = await admit(req, original.host);
     if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
     const identity = identityHeaders(principal);
+    // The ingress copies the credential header like the identity headers; a user without one gets the
+    // 401 challenge (the ingress cannot relay a JSON-RPC answer for a body it holds).
+    if (deps.upstreamCredentials !== undefined && (await addCredential(principal, identity, deps.upstreamCredentials))) {
+      throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    }
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
     metrics.allowed.inc();
     res.writeHead(200, { 'cache-control': 'no-store', 'content-length': '0', ...identity });
     res.end();
+  }
+
+  /**
+   * Sets the principal's upstream credential on `headers` (after the client's own Authorization, and
+   * any header of the credential's name it sent, are gone). True when a user has none usable: then
+   * nothing may be forwarded. An unreachable provider with no valid token left is a 503.
+   */
+  async function addCredential(principal: Principal, headers: Record<string, string | string[] | undefined>, credentials: UpstreamCredentialsOnProxy): Promise<boolean> {
+    delete headers[credentials.delivery.header];
+    let header;
+    try {
+      header = await credentials.delivery.headerFor(principal);
+    } catch (err) {
+      if (err instanceof CredentialRefreshUnavailable) throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', { headers: { 'retry-after': '5' }, cause: err });
+      throw err;
+    }
+    if (header === MISSING) return true;
+    if (header !== null) headers[header.name] = header.value;
+    return false;
+  }
+
+  /**
+   * A user without a usable credential. A JSON-RPC request gets, with HTTP 200, the MCP error -32042
+   * whose URL elicitation sends the user to a single-use link bound to this principal; anything else
+   * (a GET stream, a notification, a batch, a body that is not JSON-RPC) gets the 401 challenge.
+   */
+  async function answerMissingCredential(req: ProxyRequest, res: ServerResponse, principal: Principal, credentials: UpstreamCredentialsOnProxy, decidedBody: Buffer | undefined): Promise<void> {
+    let id: string | number | undefined;
+    if (req.method === 'POST') {
+      try {
+        const body = decidedBody ?? (await readBody(req, config.policy.maxBodyBytes));
+        const { messages, batch } = parseClientMessages(body, { maxDepth: config.policy.maxDepth, maxBatch: config.policy.maxBatch });
+        const only = messages[0];
+        if (!batch && only?.call !== undefined && only.id !== undefined && only.id !== null) id = only.id;
+      } catch {
+        id = undefined;
+      }
+    }
+    if (id === undefined) throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    const { link, linkId } = await credentials.links.mint(principal);
+    writeJson(res, 200, urlElicitationRequired(id, `${deps.publicUrl()}/connect/${link}`, linkId, credentials.what), { 'cache-control': 'no-store' });
   }
 
   /**
