@@ -15,8 +15,12 @@ import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
+import * as oidc from 'openid-client';
+import type { Route } from './http.ts';
 import { ConnectLinks } from './upstream-credentials/connect-links.ts';
-import { UpstreamCredentialDelivery } from './upstream-credentials/delivery.ts';
+import { ConnectFlow, providerConfiguration, providerUnavailable, tokensOf, type ConnectProvider } from './upstream-credentials/connect-flow.ts';
+import { exchangeAtIdp, TokenExchangeSource } from './upstream-credentials/token-exchange.ts';
+import { UpstreamCredentialDelivery, type CredentialSource } from './upstream-credentials/delivery.ts';
 import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
 import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
 import { CredentialVault } from './upstream-credentials/vault.ts';
@@ -204,7 +208,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
-  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, upstreamCredentials, signIn);
+  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, audit, upstreamCredentials, signIn, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
@@ -220,7 +224,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     authFailures,
     assertions: assertions?.signer,
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...(onProxy?.routes ?? []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
@@ -268,23 +272,65 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
 }
 
 /**
- * How the proxy delivers the user's credential in the configured mode, and where sign-in keeps the
- * IdP's tokens. Modes whose source is not built yet deliver nothing of the user's (every user is asked
- * to authorize): never a request forwarded as if the credential were there.
+ * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
+ * tokens, and the connect pages a user without a usable credential is sent to.
  */
-function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, vault: CredentialVault, signIn: IdpSignIn | undefined) {
-  const { mode, header, serviceToken, key } = config.upstream.credentials;
-  const issuer = config.idp.issuer ?? '';
-  const links = new ConnectLinks(parseCredentialKey(key!) as Buffer, clock, store);
-  const idpSource =
-    signIn === undefined
-      ? undefined
-      : new RefreshingCredentialSource({ vault, locks: store, clock, logger, refresh: (refreshToken) => signIn.refresh(refreshToken), isUnavailable: (err) => err instanceof IdpUnavailable });
-  const source = mode === 'idp' && idpSource !== undefined ? idpSource : { usable: async () => undefined };
-  const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, provider: 'idp', source });
-  const keepIdpTokens =
-    mode === 'idp' || mode === 'token-exchange' ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens) : undefined;
-  return { delivery, links, what: mode === 'idp' ? 'sign in again at your identity provider' : 'connect your account for this server', keepIdpTokens };
+function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, audit: Audit, vault: CredentialVault, signIn: IdpSignIn | undefined, publicUrl: () => string) {
+  const { mode, header, serviceToken, key, provider: providerSettings, audience } = config.upstream.credentials;
+  const { idp } = config;
+  const issuer = idp.issuer ?? '';
+  const credentialKey = parseCredentialKey(key!) as Buffer;
+  const links = new ConnectLinks(credentialKey, clock, store);
+  const idpConfiguration = providerConfiguration({ issuer: idp.issuer, clientId: idp.clientId ?? '', clientSecret: idp.clientSecret, timeoutMs: idp.requestTimeoutMs });
+  let provider: ConnectProvider;
+  let source: CredentialSource;
+  if (mode === 'oauth') {
+    const configuration = providerConfiguration({ ...providerSettings, clientId: providerSettings.clientId!, timeoutMs: idp.requestTimeoutMs });
+    const host = new URL(providerSettings.issuer ?? providerSettings.tokenEndpoint!).host;
+    provider = { name: `oauth:${host}`, label: host, scopes: providerSettings.scopes, sameSubject: false, configuration };
+    source = new RefreshingCredentialSource({
+      provider: provider.name,
+      vault,
+      locks: store,
+      clock,
+      logger,
+      refresh: async (refreshToken) => tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
+      isUnavailable: providerUnavailable,
+    });
+  } else {
+    // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
+    provider = { name: 'idp', label: 'your identity provider', scopes: idp.scopes, sameSubject: true, configuration: idpConfiguration };
+    const idpSource = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      logger,
+      refresh: (refreshToken) => (signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken)),
+      isUnavailable: (err) => err instanceof IdpUnavailable,
+    });
+    source = mode === 'token-exchange' ? new TokenExchangeSource({ idpTokens: idpSource, vault, clock, audience: audience!, exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock), isUnavailable: providerUnavailable }) : idpSource;
+  }
+  const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, source });
+  const keepIdpTokens = mode === 'idp' || mode === 'token-exchange' ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens) : undefined;
+  const flow = new ConnectFlow({
+    links,
+    vault,
+    provider,
+    issuer,
+    credentialKey,
+    used: store,
+    clock,
+    logger,
+    publicUrl,
+    onConnected: (subject, name) => audit.record({ who: 'user', action: 'upstream_credential_connected', result: 'ok', subject, detail: { provider: name } }),
+  });
+  const routes: Route[] = [
+    { path: '/connect/callback', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
+    { path: '/connect/*', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
+  ];
+  const what = mode === 'oauth' ? `connect your ${provider.label} account` : 'sign in again at your identity provider';
+  return { delivery, links, what, keepIdpTokens, routes };
 }
 
 /**

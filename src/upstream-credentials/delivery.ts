@@ -3,15 +3,14 @@
 // MCP answer for a user who has none usable yet (-32042, URL elicitation required).
 
 import type { Principal } from '../credentials.ts';
-import type { CredentialIdentity } from './cipher.ts';
 import type { UpstreamTokens } from './vault.ts';
 
 /** The MCP error code of "the user must visit a URL first" (MCP 2025-11-25, URL-mode elicitation). */
 export const URL_ELICITATION_REQUIRED = -32042;
 
-/** Where a user's usable tokens come from, per mode. */
+/** Where a user's usable tokens come from, per mode; `who` names the user (the source adds its provider). */
 export interface CredentialSource {
-  usable(who: CredentialIdentity): Promise<UpstreamTokens | undefined>;
+  usable(who: { subject: string; issuer: string }): Promise<UpstreamTokens | undefined>;
 }
 
 /** A header to set on the forwarded request (lowercase name). */
@@ -42,8 +41,6 @@ export interface DeliveryOptions {
   serviceToken?: string | undefined;
   /** The issuer users are known by (IDP_ISSUER): with the IdP `sub`, the owner of a kept credential. */
   issuer: string;
-  /** The record's provider name for this mode (`idp`, `oauth:<name>`, `exchange:<audience>`). */
-  provider: string;
   source: CredentialSource;
 }
 
@@ -56,10 +53,6 @@ export class UpstreamCredentialDelivery {
     this.header = options.header;
   }
 
-  /** The identity a principal's credential is kept under. */
-  identityOf(principal: Principal): CredentialIdentity {
-    return { subject: principal.subject, issuer: this.#o.issuer, provider: this.#o.provider };
-  }
 
   /**
    * The header for `principal`'s forwarded request: the user's token, the service token for a caller
@@ -67,7 +60,7 @@ export class UpstreamCredentialDelivery {
    */
   async headerFor(principal: Principal): Promise<CredentialHeader | null | typeof MISSING> {
     if (!actsForUser(principal)) return this.#o.serviceToken === undefined ? null : this.#format(this.#o.serviceToken);
-    const tokens = await this.#o.source.usable(this.identityOf(principal));
+    const tokens = await this.#o.source.usable({ subject: principal.subject, issuer: this.#o.issuer });
     if (tokens === undefined || !HEADER_SAFE_TOKEN.test(tokens.accessToken)) return MISSING;
     return this.#format(tokens.accessToken);
   }

@@ -22,6 +22,8 @@ export class CredentialRefreshUnavailable extends Error {
 }
 
 export interface RefreshingSourceOptions {
+  /** The record's provider name (`idp`, `oauth:<host>`). */
+  provider: string;
   vault: CredentialVault;
   locks: OneTimeValueStorage;
   clock: Clock;
@@ -52,7 +54,8 @@ export class RefreshingCredentialSource {
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
 
-  async usable(who: CredentialIdentity): Promise<UpstreamTokens | undefined> {
+  async usable(user: { subject: string; issuer: string }): Promise<UpstreamTokens | undefined> {
+    const who: CredentialIdentity = { ...user, provider: this.#o.provider };
     const kept = await this.#o.vault.load(who);
     if (kept === undefined) return undefined;
     const now = this.#o.clock.now();
