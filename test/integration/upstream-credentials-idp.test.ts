@@ -30,7 +30,7 @@ function call(token: string, body: unknown = { jsonrpc: '2.0', id: 7, method: 't
 
 beforeAll(async () => {
   echo = await startEchoUpstream();
-  s = await startSignInStack({ upstreamUrl: echo.url, config: { upstream: { credentials: { mode: 'idp', key: KEY } } } });
+  s = await startSignInStack({ upstreamUrl: echo.url, config: { upstream: { credentials: { mode: 'idp', key: KEY } }, proxy: { forwardAuth: true } } });
   base = s.base;
   const clientId = await registerPublicClient(base);
   const p = pkce();
@@ -120,5 +120,23 @@ describe('upstream credentials, mode idp', () => {
     expect(res.status).toBe(200);
     await res.text();
     expect(echo.seen.slice(before)[0]!.headers.authorization).toBeUndefined();
+  });
+
+  it("forward-auth: /authz's 200 carries the same credential header for the ingress to copy; a user without one gets the 401", async () => {
+    // What nginx's auth_request sends (examples/nginx/mcp.conf): the client's headers plus the original request.
+    const ask = (token: string) => fetch(`${base}/authz`, { headers: { authorization: `Bearer ${token}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' } });
+    const allowed = await ask(userToken);
+    expect(allowed.status).toBe(200);
+    const header = allowed.headers.get('authorization');
+    expect(header).toMatch(/^Bearer \S+$/);
+    expect(header).not.toBe(`Bearer ${userToken}`);
+    const userinfo = await fetch(`${s.idp.issuer}/me`, { headers: { authorization: header! } });
+    expect(userinfo.status).toBe(200);
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user-3', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    const refused = await ask(raw);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('authorization')).toBeNull();
   });
 });
