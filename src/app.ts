@@ -208,7 +208,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
-  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, audit, upstreamCredentials, signIn, publicUrl);
+  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
@@ -275,7 +275,7 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
  * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
  * tokens, and the connect pages a user without a usable credential is sent to.
  */
-function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, audit: Audit, vault: CredentialVault, signIn: IdpSignIn | undefined, publicUrl: () => string) {
+function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, audit: Audit, metrics: Metrics, vault: CredentialVault, signIn: IdpSignIn | undefined, publicUrl: () => string) {
   const { mode, header, serviceToken, key, provider: providerSettings, audience } = config.upstream.credentials;
   const { idp } = config;
   const issuer = idp.issuer ?? '';
@@ -296,6 +296,7 @@ function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Cl
       logger,
       refresh: async (refreshToken) => tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
       isUnavailable: providerUnavailable,
+      onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
     });
   } else {
     // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
@@ -308,6 +309,7 @@ function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Cl
       logger,
       refresh: (refreshToken) => (signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken)),
       isUnavailable: (err) => err instanceof IdpUnavailable,
+      onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
     });
     source = mode === 'token-exchange' ? new TokenExchangeSource({ idpTokens: idpSource, vault, clock, audience: audience!, exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock), isUnavailable: providerUnavailable }) : idpSource;
   }
@@ -323,7 +325,10 @@ function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Cl
     clock,
     logger,
     publicUrl,
-    onConnected: (subject, name) => audit.record({ who: 'user', action: 'upstream_credential_connected', result: 'ok', subject, detail: { provider: name } }),
+    onConnected: (subject, name) => {
+      metrics.upstreamCredentialsConnected.inc();
+      return audit.record({ who: 'user', action: 'upstream_credential_connected', result: 'ok', subject, detail: { provider: name } });
+    },
   });
   const routes: Route[] = [
     { path: '/connect/callback', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },

@@ -165,7 +165,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
       if (err instanceof CredentialRefreshUnavailable) throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', { headers: { 'retry-after': '5' }, cause: err });
       throw err;
     }
-    if (header === MISSING) return true;
+    if (header === MISSING) {
+      metrics.upstreamCredentialsMissing.inc();
+      return true;
+    }
     if (header !== null) headers[header.name] = header.value;
     return false;
   }

@@ -96,6 +96,10 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect(((await userinfo.json()) as { sub: string }).sub).toBe(DEMO_USER.sub);
     expect(s.stack.logs.join('\n')).not.toContain(forwarded.slice(7));
     expect(s.stack.logs.join('\n')).toContain('upstream_credential_connected');
+    const metrics = await (await fetch(`${s.stack.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^mcp_auth_upstream_credentials_connected_total [1-9]/m);
+    expect(metrics).toMatch(/^mcp_auth_upstream_credentials_missing_total [1-9]/m);
+    expect(metrics).not.toContain(forwarded.slice(7));
   });
 
   it('a link works once: a second visit is refused with a page, and nothing is connected by it', async () => {
