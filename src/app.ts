@@ -210,7 +210,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
   const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
-    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
+    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
   const proxyServer = createProxyServer({
     config,
@@ -390,6 +390,9 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
     cacheTtlMs: c.cacheTtlSeconds * 1000,
     maxCacheEntries: c.cacheMaxEntries,
     maxConcurrentFetches: c.maxConcurrentFetches,
+    maxConcurrentFetchesPerAddress: c.maxConcurrentFetchesPerAddress,
+    failureCacheMs: c.failureCacheSeconds * 1000,
+    refetchCooldownMs: c.keySetRefetchCooldownSeconds * 1000,
     allowPrivateAddresses: c.allowPrivateAddresses,
     clock,
     logger,

@@ -17,7 +17,7 @@ export interface SignInStack {
 }
 
 export async function startSignInStack(
-  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; userClaims?: Record<string, unknown>; genericIdp?: boolean; upstreamUrl?: string } = {},
+  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; clock?: StackOptions['clock']; userClaims?: Record<string, unknown>; genericIdp?: boolean; upstreamUrl?: string } = {},
 ): Promise<SignInStack> {
   let base = '';
   const clientId = 'mcp-bearer-proxy';
@@ -27,6 +27,7 @@ export async function startSignInStack(
     ...(options.store ? { store: options.store } : {}),
     ...(options.cimd ? { cimd: options.cimd } : {}),
     ...(options.upstreamUrl ? { upstreamUrl: options.upstreamUrl } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
     config: { ...options.config, idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000, ...options.idp } },
   });
   base = stack.sidecar.publicUrl();
