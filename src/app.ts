@@ -28,6 +28,7 @@ import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { HandleGuard } from './proxy/handle-guard.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
@@ -226,6 +227,15 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
     routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...(onProxy?.routes ?? []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
+    handles: new HandleGuard({
+      store,
+      clock,
+      metrics,
+      audit,
+      logger,
+      idleMs: config.proxy.handleIdleMs,
+      limits: { maxBatch: config.policy.maxBatch, maxDepth: config.policy.maxDepth },
+    }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, upstreamCredentials, failures: adminFailures, ...options.admin });
