@@ -30,7 +30,7 @@ function call(token: string, body: unknown = { jsonrpc: '2.0', id: 7, method: 't
 
 beforeAll(async () => {
   echo = await startEchoUpstream();
-  s = await startSignInStack({ upstreamUrl: echo.url, config: { upstream: { credentials: { mode: 'idp', key: KEY } }, proxy: { forwardAuth: true } } });
+  s = await startSignInStack({ upstreamUrl: echo.url, connectCallback: true, config: { upstream: { credentials: { mode: 'idp', key: KEY } }, proxy: { forwardAuth: true } } });
   base = s.base;
   const clientId = await registerPublicClient(base);
   const p = pkce();
@@ -138,5 +138,30 @@ describe('upstream credentials, mode idp', () => {
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
+  });
+
+  it('the link of mode idp signs in at the IdP again: kept for the same user, refused for another', async () => {
+    // Another user's link: the IdP signs in the demo user, who is not that user.
+    const other = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({ tokenHash: hashToken(other), subject: 'someone-else', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    const otherLink = ((await (await call(other)).json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    const agent = new UserAgent();
+    const refused = await agent.follow(await agent.request(otherLink));
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain('another user');
+    expect(await s.stack.store.getUpstreamCredential('someone-else', s.idp.issuer, 'idp')).toBeNull();
+    // The demo user's kept tokens are gone (as after a refusal to refresh): the link brings them back.
+    expect(await s.stack.store.deleteUpstreamCredentials(DEMO_USER.sub)).toBeGreaterThan(0);
+    const res = await call(userToken);
+    const link = ((await res.json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    const browser = new UserAgent();
+    const done = await browser.follow(await browser.request(link));
+    expect(done.status).toBe(200);
+    const before = echo.seen.length;
+    const again = await call(userToken);
+    expect(again.status).toBe(200);
+    await again.text();
+    expect(echo.seen.slice(before)[0]!.headers.authorization).toMatch(/^Bearer \S+$/);
   });
 });
