@@ -290,11 +290,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
 }
 
 /**
- * Error answers whose outcome is counted where they are decided (a refused token as `denied` with its
- * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
+ * Error answers whose outcome is counted where they are decided (a missing or refused token as `denied`
+ * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
