@@ -136,6 +136,14 @@ export const ADMIN_OPERATIONS = {
       }\n`,
   }),
 
+  reencryptUpstreamCredentials: operation({
+    description: "rewrite every kept upstream credential under UPSTREAM_CREDENTIALS_KEY (after a rotation, before retiring the old key)",
+    fields: {},
+    answer: '`200 {rewritten, alreadyCurrent, unreadable, changedMeanwhile}` (counts, never a token); `400` when upstream credentials are off',
+    render: (body: { rewritten: number; alreadyCurrent: number; unreadable: number; changedMeanwhile: number }) =>
+      `rewritten: ${body.rewritten}, already under the current key: ${body.alreadyCurrent}, unreadable (left as they are): ${body.unreadable}, replaced meanwhile: ${body.changedMeanwhile}\n`,
+  }),
+
   listAuditEvents: operation({
     description: 'the newest audit events, newest first',
     fields: { count: integer({ description: 'how many', min: 1, max: MAX_AUDIT_EVENTS, default: 100 }) },

@@ -12,15 +12,16 @@ import { provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
-import type { AuditStorage, ClientStorage, HandleStorage, ProfileStorage, QuotaStorage, SubjectStorage, TokenStorage } from '../store/types.ts';
+import type { AuditStorage, ClientStorage, HandleStorage, ProfileStorage, QuotaStorage, SubjectStorage, TokenStorage, UpstreamCredentialStorage } from '../store/types.ts';
 import { limitKey } from '../net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
 import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../grants.ts';
+import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
 
 /** The parts of the store the admin operations use. */
-export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage & QuotaStorage & SubjectStorage & HandleStorage;
+export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage & QuotaStorage & SubjectStorage & HandleStorage & UpstreamCredentialStorage;
 
 export interface AdminContext {
   store: AdminStore;
@@ -34,6 +35,8 @@ export interface AdminContext {
   quotas?: { quotas: Quotas; ipv6PrefixLength: number } | undefined;
   /** The configured lifetimes of the built-in profiles (seedDefaultProfiles stores them). */
   profileLifetimes?: ProfileLifetimes | undefined;
+  /** The kept upstream credentials; undefined while `upstream.credentials.mode` is none. */
+  upstreamCredentials?: CredentialVault | undefined;
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
@@ -116,10 +119,12 @@ const handlers: Handlers = {
     const revoked = await ctx.store.revokeSubject(subject, issuer, ctx.clock.now(), SUBJECT_REVOCATION_BATCH);
     // Handles are indexed by subject alone: a person's handles go whatever issuer was named.
     const handlesForgotten = await ctx.store.forgetSubjectHandles(subject);
+    // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too.
+    const connectedAccountsDeleted = await ctx.store.deleteUpstreamCredentials(subject, issuer);
     ctx.metrics.tokensRevoked.labels('oauth_access').inc(revoked.accessTokensRevoked);
     ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(revoked.refreshTokensRevoked);
     ctx.metrics.tokensRevoked.labels('user').inc(revoked.userTokensRevoked);
-    const body = { subject, ...revoked, connectedAccountsDeleted: 0, handlesForgotten };
+    const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten };
     const { subject: _, ...counts } = body;
     return { status: 200, body, audit: { subject, detail: { ...counts, ...(issuer === undefined ? {} : { issuer }) } } };
   },
@@ -147,6 +152,13 @@ const handlers: Handlers = {
     const answer = explainCall(ctx.policy, principal, { method, name });
     const quota = await explainQuota(ctx, principal, { method, name }, args.address);
     return { status: 200, body: { ...answer, ...(quota ? { quota } : {}) }, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
+  },
+
+  /** Every kept upstream credential rewritten under the current key: counts only, never a token. */
+  async reencryptUpstreamCredentials(ctx) {
+    if (ctx.upstreamCredentials === undefined) throw new HttpError('invalid_request', 'upstream credentials are off (upstream.credentials.mode is none): nothing is kept to re-encrypt');
+    const result = await ctx.upstreamCredentials.reencryptAll();
+    return { status: 200, body: result, audit: { detail: { ...result } } };
   },
 
   /** The newest audit events (empty when `audit.stream` is off), newest first. */

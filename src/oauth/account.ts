@@ -113,7 +113,8 @@ export class AccountPages {
     }
     let user;
     try {
-      user = await this.#signIn!.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
+      // The IdP's tokens are not kept here: the account page needs who signed in, nothing to act as them.
+      ({ user } = await this.#signIn!.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier }));
     } catch (err) {
       // The IdP said no, or its answer broke a claim rule: the same refusal as any sign-in, nothing kept.
       if (!(err instanceof IdpAuthorizationError) && !(err instanceof IdpRejection)) throw err;

@@ -566,7 +566,11 @@ class SignInFlow {
     const { request } = stored;
     let user;
     try {
-      user = await this.signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
+      let tokens;
+      ({ user, tokens } = await this.signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier }));
+      // The IdP's tokens belong to this user (IdP sub + issuer): kept, encrypted, when the upstream is
+      // to receive them (upstream.credentials idp or token-exchange); otherwise dropped here.
+      await this.ctx.keepIdpTokens?.(user, tokens);
     } catch (err) {
       if (err instanceof IdpUnavailable) throw err;
       const error = err instanceof IdpAuthorizationError ? relayedIdpError(err.error) : err instanceof IdpRejection ? 'access_denied' : undefined;

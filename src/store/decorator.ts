@@ -187,6 +187,21 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   subscribeRevocations(...a: Args<'subscribeRevocations'>) {
     return this.around('subscribeRevocations', () => this.inner.subscribeRevocations(...a));
   }
+  putUpstreamCredential(...a: Args<'putUpstreamCredential'>) {
+    return this.around('putUpstreamCredential', () => this.inner.putUpstreamCredential(...a));
+  }
+  getUpstreamCredential(...a: Args<'getUpstreamCredential'>) {
+    return this.around('getUpstreamCredential', () => this.inner.getUpstreamCredential(...a));
+  }
+  replaceUpstreamCredential(...a: Args<'replaceUpstreamCredential'>) {
+    return this.around('replaceUpstreamCredential', () => this.inner.replaceUpstreamCredential(...a));
+  }
+  deleteUpstreamCredentials(...a: Args<'deleteUpstreamCredentials'>) {
+    return this.around('deleteUpstreamCredentials', () => this.inner.deleteUpstreamCredentials(...a));
+  }
+  listUpstreamCredentials(...a: Args<'listUpstreamCredentials'>) {
+    return this.around('listUpstreamCredentials', () => this.inner.listUpstreamCredentials(...a));
+  }
   publishSigningKey(...a: Args<'publishSigningKey'>) {
     return this.around('publishSigningKey', () => this.inner.publishSigningKey(...a));
   }

@@ -50,6 +50,10 @@ import {
   signingKeyFromValue,
   signingKeyValue,
   userTokenFields,
+  upstreamCredentialField,
+  upstreamCredentialFromValue,
+  upstreamCredentialValue,
+  sameUpstreamIdentity,
   type Fields,
   type KeyLayout,
 } from './records.ts';
@@ -83,6 +87,7 @@ import {
   type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
+  type StoredUpstreamCredential,
   type RefreshTokenRecord,
   type RevocationListener,
   type RevocationNotice,
@@ -940,6 +945,66 @@ export class MemoryTokenStore implements TokenStore {
   async listSigningKeys(now: number): Promise<PublishedSigningKey[]> {
     this.#check();
     return listedSigningKeys(this.#get(this.#keys.signingKeys()) ?? {}, now);
+  }
+
+  async putUpstreamCredential(record: StoredUpstreamCredential): Promise<void> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(record.subject);
+    this.#put(key, { ...this.#get(key), [upstreamCredentialField(record.issuer, record.provider)]: upstreamCredentialValue(record) });
+  }
+
+  async getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>> {
+    this.#check();
+    const value = this.#get(this.#keys.upstreamCredentials(subject))?.[upstreamCredentialField(issuer, provider)];
+    return value === undefined ? null : sameUpstreamIdentity(upstreamCredentialFromValue(value), subject, issuer, provider);
+  }
+
+  async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(record.subject);
+    const fields = this.#get(key);
+    const field = upstreamCredentialField(record.issuer, record.provider);
+    const current = fields?.[field] === undefined ? 'corrupt' : upstreamCredentialFromValue(fields[field]);
+    if (current === 'corrupt' || current.sealed !== expectedSealed) return false;
+    this.#put(key, { ...fields, [field]: upstreamCredentialValue(record) });
+    return true;
+  }
+
+  async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(subject);
+    const fields = this.#get(key);
+    if (fields === null) return 0;
+    const kept: Fields = {};
+    let deleted = 0;
+    for (const [field, value] of Object.entries(fields)) {
+      let fieldIssuer: unknown;
+      try {
+        fieldIssuer = (JSON.parse(field) as unknown[])[0];
+      } catch {
+        fieldIssuer = undefined;
+      }
+      if (issuer === undefined || fieldIssuer === issuer) deleted++;
+      else kept[field] = value;
+    }
+    if (Object.keys(kept).length > 0) this.#put(key, kept);
+    else this.#hashes.delete(key);
+    return deleted;
+  }
+
+  async listUpstreamCredentials(): Promise<StoredUpstreamCredential[]> {
+    this.#check();
+    const prefix = this.#keys.upstreamCredentials('');
+    const stem = prefix.slice(0, prefix.lastIndexOf(':') + 1);
+    const out: StoredUpstreamCredential[] = [];
+    for (const key of [...this.#hashes.keys()]) {
+      if (!key.startsWith(stem)) continue;
+      for (const value of Object.values(this.#get(key) ?? {})) {
+        const record = upstreamCredentialFromValue(value);
+        if (record !== 'corrupt' && this.#keys.upstreamCredentials(record.subject) === key) out.push(record);
+      }
+    }
+    return out;
   }
 
   async close(): Promise<void> {

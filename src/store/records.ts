@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { AccountSession, AuthorizationRequest, SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, DeviceAuthorizationRecord, StoredDeviceAuthorization, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccountSession, AuthorizationRequest, SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, DeviceAuthorizationRecord, StoredDeviceAuthorization, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, StoredUpstreamCredential, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -58,6 +58,13 @@ export function keyLayout(prefix: string) {
     adminAuditStream: () => `${prefix}audit:admin`,
     /** One hash of every replica's public assertion keys: kid -> signingKeyValue. */
     signingKeys: () => `${prefix}assertionKeys`,
+    /**
+     * One user's kept upstream credentials: field JSON [issuer, provider] -> upstreamCredentialValue.
+     * No `{oauth}` tag: nothing atomic spans users, and per-user records spread over the Cluster.
+     */
+    upstreamCredentials: (subject: string) => `${prefix}upstreamCredentials:${createHash('sha256').update(subject).digest('hex')}`,
+    /** The set of every upstreamCredentials key written (re-encryption walks it; stale members are dropped). */
+    upstreamCredentialIndex: () => `${prefix}upstreamCredentialIndex`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };
@@ -610,4 +617,37 @@ export function deviceAuthorizationFromFields(f: Fields): StoredDeviceAuthorizat
   const polled = parseEpochMs(f.lastPolledAt);
   if (polled !== undefined) r.lastPolledAt = polled;
   return r;
+}
+
+/** The hash field of one kept credential within its user's hash. */
+export function upstreamCredentialField(issuer: string, provider: string): string {
+  return JSON.stringify([issuer, provider]);
+}
+
+/** The stored value of a kept credential: JSON with the identity, key id, ciphertext and times. */
+export function upstreamCredentialValue(r: StoredUpstreamCredential): string {
+  return JSON.stringify({ subject: r.subject, issuer: r.issuer, provider: r.provider, keyId: r.keyId, sealed: r.sealed, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}), createdAt: r.createdAt });
+}
+
+/** A stored value back into a record; `'corrupt'` when it is not one (a hand edit, another version). */
+export function upstreamCredentialFromValue(value: string): StoredUpstreamCredential | 'corrupt' {
+  let v: Record<string, unknown>;
+  try {
+    v = JSON.parse(value) as Record<string, unknown>;
+  } catch {
+    return 'corrupt';
+  }
+  if (v === null || typeof v !== 'object') return 'corrupt';
+  const texts = ['subject', 'issuer', 'provider', 'keyId', 'sealed'] as const;
+  if (!texts.every((k) => typeof v[k] === 'string') || !Number.isSafeInteger(v.createdAt)) return 'corrupt';
+  if (v.expiresAt !== undefined && !Number.isSafeInteger(v.expiresAt)) return 'corrupt';
+  const record: StoredUpstreamCredential = { subject: v.subject as string, issuer: v.issuer as string, provider: v.provider as string, keyId: v.keyId as string, sealed: v.sealed as string, createdAt: v.createdAt as number };
+  if (v.expiresAt !== undefined) record.expiresAt = v.expiresAt as number;
+  return record;
+}
+
+/** A record read under (subject, issuer, provider) must say it is that one: a value copied under another field is corrupt. */
+export function sameUpstreamIdentity(read: StoredUpstreamCredential | 'corrupt', subject: string, issuer: string, provider: string): StoredUpstreamCredential | 'corrupt' {
+  if (read === 'corrupt') return read;
+  return read.subject === subject && read.issuer === issuer && read.provider === provider ? read : 'corrupt';
 }

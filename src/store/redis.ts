@@ -48,6 +48,10 @@ import {
   listedSigningKeys,
   signingKeyValue,
   userTokenFields,
+  upstreamCredentialField,
+  upstreamCredentialFromValue,
+  sameUpstreamIdentity,
+  upstreamCredentialValue,
   type Fields,
   type KeyLayout,
 } from './records.ts';
@@ -83,6 +87,7 @@ import {
   type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
+  type StoredUpstreamCredential,
   type RedeemOutcome,
   type RefreshTokenRecord,
   type RevocationListener,
@@ -846,6 +851,45 @@ class RedisOperations implements TokenStore {
     return listedSigningKeys(all, now);
   }
 
+  async putUpstreamCredential(record: StoredUpstreamCredential): Promise<void> {
+    const key = this.#keys.upstreamCredentials(record.subject);
+    // Two keys in two slots on a Cluster: the index first, so a listed key may be gone (dropped when
+    // walked) but a written record is never missing from the walk.
+    await this.#redis.sadd(this.#keys.upstreamCredentialIndex(), key);
+    await this.#redis.hset(key, upstreamCredentialField(record.issuer, record.provider), upstreamCredentialValue(record));
+  }
+
+  async getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>> {
+    const value = await this.#redis.hget(this.#keys.upstreamCredentials(subject), upstreamCredentialField(issuer, provider));
+    return value === null ? null : sameUpstreamIdentity(upstreamCredentialFromValue(value), subject, issuer, provider);
+  }
+
+  async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
+    const key = this.#keys.upstreamCredentials(record.subject);
+    return (await this.#scripts.mcpReplaceUpstreamCredential(key, upstreamCredentialField(record.issuer, record.provider), expectedSealed, upstreamCredentialValue(record))) === 1;
+  }
+
+  async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
+    return this.#scripts.mcpDeleteUpstreamCredentials(this.#keys.upstreamCredentials(subject), issuer ?? '');
+  }
+
+  async listUpstreamCredentials(): Promise<StoredUpstreamCredential[]> {
+    const index = this.#keys.upstreamCredentialIndex();
+    const out: StoredUpstreamCredential[] = [];
+    for (const key of await this.#redis.smembers(index)) {
+      const all = await this.#redis.hgetall(key);
+      if (Object.keys(all).length === 0) {
+        await this.#redis.srem(index, key);
+        continue;
+      }
+      for (const value of Object.values(all)) {
+        const record = upstreamCredentialFromValue(value);
+        if (record !== 'corrupt' && this.#keys.upstreamCredentials(record.subject) === key) out.push(record);
+      }
+    }
+    return out;
+  }
+
   async subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>> {
     // A closed store subscribes to nothing (the subscriber connection would be a fresh copy).
     if (this.#redis.status === 'end') throw new StoreUnavailableError('store is closed');
@@ -1022,3 +1066,4 @@ function assertExec(result: Array<[Error | null, unknown]> | null): void {
   if (result === null) throw new StoreUnavailableError('transaction aborted');
   for (const [err] of result) if (err) throw err;
 }
+

@@ -583,6 +583,41 @@ export interface SigningKeyStorage {
 }
 
 /**
+ * A credential kept for a user at the upstream (an IdP token, a connected account, an exchanged
+ * token), as stored: encrypted by the caller (src/upstream-credentials/cipher.ts), the identity in
+ * clear because it is bound into the ciphertext and names the record.
+ */
+export interface StoredUpstreamCredential {
+  subject: string;
+  issuer: string;
+  /** Which credential of the user: `idp`, `oauth:<provider>` or `exchange:<audience>`. */
+  provider: string;
+  /** The id of the key `sealed` was encrypted under. */
+  keyId: string;
+  /** base64url of IV, ciphertext and tag: the tokens, never in clear. */
+  sealed: string;
+  /** When the access token inside expires (epoch ms), when known: read without decrypting. */
+  expiresAt?: number;
+  createdAt: number;
+}
+
+/** Credentials kept for users at the upstream (per-user records, not in deleteClient's slot). */
+export interface UpstreamCredentialStorage {
+  /** Writes (or overwrites) the record of (subject, issuer, provider). */
+  putUpstreamCredential(record: StoredUpstreamCredential): Promise<void>;
+  getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>>;
+  /**
+   * Overwrites the record only while its `sealed` is still `expectedSealed` (compare-and-set):
+   * re-encryption never puts back a token a refresh replaced meanwhile. False when it changed or is gone.
+   */
+  replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean>;
+  /** Deletes every record of `subject` (of that issuer only, when given); answers how many. */
+  deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number>;
+  /** Every readable record (unreadable ones are skipped): for re-encryption under a new key. */
+  listUpstreamCredentials(): Promise<StoredUpstreamCredential[]>;
+}
+
+/**
  * What an upstream hands a caller and later takes back as the only proof of whose it is: an MCP
  * session (`Mcp-Session-Id`) or a task (`taskId`). Stored only as the SHA-256 of the handle.
  */
@@ -727,7 +762,7 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, HandleStorage, SubjectStorage, AccountSessionStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, HandleStorage, SubjectStorage, AccountSessionStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, UpstreamCredentialStorage, StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

@@ -106,6 +106,11 @@ describe('listGrants and revokeSubject', () => {
     await raw.hset(handKey, 'revoked', 'true');
     expect(await mcpStatus(handEdited)).toBe(401);
 
+    // A credential kept for the person at the upstream (a connected account: sealed, never in clear).
+    const kept = { subject: DEMO_USER.sub, issuer: s.idp.issuer, provider: 'oauth:github', keyId: 'k1', sealed: 'c2VhbGVk', createdAt: Date.now() };
+    await s.stack.store.putUpstreamCredential(kept);
+    await s.stack.store.putUpstreamCredential({ ...kept, subject: 'bob-0002' });
+
     const revoked = await s.stack.admin('revokeSubject', { subject: DEMO_USER.sub });
     expect(revoked.status).toBe(200);
     // Access: one per sign-in, the refreshed one, the ID-JAG one. Refresh: the first family's, and the
@@ -117,9 +122,11 @@ describe('listGrants and revokeSubject', () => {
       refreshTokensRevoked: 3,
       userTokensRevoked: 1,
       consentsForgotten: 0,
-      connectedAccountsDeleted: 0,
+      connectedAccountsDeleted: 1,
       handlesForgotten: 5,
     });
+    expect(await s.stack.store.getUpstreamCredential(DEMO_USER.sub, s.idp.issuer, 'oauth:github')).toBeNull();
+    expect(await s.stack.store.getUpstreamCredential('bob-0002', s.idp.issuer, 'oauth:github')).toMatchObject({ subject: 'bob-0002' });
     for (const token of [one.access, two.access, twoNow.access, jag, exchanged, handEdited]) expect(await mcpStatus(token)).toBe(401);
     for (const refresh of [one.refresh, twoNow.refresh]) {
       expect((await tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: refresh, client_id: refresh === one.refresh ? first : second })).status).toBe(400);

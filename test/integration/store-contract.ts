@@ -11,7 +11,7 @@ import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
 import type { StoreOperation } from '../../src/store/decorator.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type DeviceAuthorizationRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type DeviceAuthorizationRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type StoredUpstreamCredential, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -102,6 +102,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     function refreshToken(clientId: string, familyId: string): { raw: string; record: RefreshTokenRecord } {
       const raw = generateToken();
       return { raw, record: { tokenHash: hashToken(raw), clientId, familyId, createdAt: clock.now(), expiresAt: clock.now() + 24 * HOUR } };
+    }
+
+    function upstreamCredential(overrides: Partial<StoredUpstreamCredential> = {}): StoredUpstreamCredential {
+      return { subject: 'alice', issuer: 'https://idp.example/', provider: 'idp', keyId: '0123456789abcdef', sealed: 'c2VhbGVk', createdAt: clock.now(), ...overrides };
     }
 
     async function decide(tokenHash: string) {
@@ -1491,6 +1495,71 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('kept upstream credentials', () => {
+      it('a record per (subject, issuer, provider): put, read back as written, overwritten by a later put', async () => {
+        const idp = upstreamCredential({ expiresAt: clock.now() + HOUR });
+        const github = upstreamCredential({ provider: 'oauth:github', sealed: 'sealed-github' });
+        const otherIssuer = upstreamCredential({ issuer: 'https://other-idp.example/', sealed: 'sealed-other' });
+        for (const r of [idp, github, otherIssuer]) await store.putUpstreamCredential(r);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toEqual(idp);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toEqual(github);
+        expect(await store.getUpstreamCredential('alice', 'https://other-idp.example/', 'idp')).toEqual(otherIssuer);
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).toBeNull();
+        const later = { ...idp, sealed: 'sealed-later', keyId: 'k2' };
+        await store.putUpstreamCredential(later);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toEqual(later);
+      });
+
+      it('a value copied under another user or provider reads as corrupt, never as that one\'s credential', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        const alice = (await h.rawHash(h.keys.upstreamCredentials('alice')))!;
+        const value = Object.values(alice)[0]!;
+        await h.setRawField(h.keys.upstreamCredentials('bob'), JSON.stringify(['https://idp.example/', 'idp']), value);
+        await h.setRawField(h.keys.upstreamCredentials('alice'), JSON.stringify(['https://idp.example/', 'oauth:github']), value);
+        await h.setRawField(h.keys.upstreamCredentials('alice'), JSON.stringify(['https://idp.example/', 'exchange:api']), '{"subject":');
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).toBe('corrupt');
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toBe('corrupt');
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'exchange:api')).toBe('corrupt');
+      });
+
+      it('replace is compare-and-set on the ciphertext: a record changed meanwhile, or gone, is left alone', async () => {
+        const first = upstreamCredential({ sealed: 'first' });
+        await store.putUpstreamCredential(first);
+        expect(await store.replaceUpstreamCredential({ ...first, sealed: 'rewrapped', keyId: 'k2' }, 'first')).toBe(true);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({ sealed: 'rewrapped', keyId: 'k2' });
+        // A refresh wrote 'refreshed' after the re-encryption read 'rewrapped': its stale write is refused.
+        await store.putUpstreamCredential({ ...first, sealed: 'refreshed' });
+        expect(await store.replaceUpstreamCredential({ ...first, sealed: 'stale' }, 'rewrapped')).toBe(false);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({ sealed: 'refreshed' });
+        expect(await store.replaceUpstreamCredential(upstreamCredential({ subject: 'nobody' }), 'first')).toBe(false);
+        expect(await store.getUpstreamCredential('nobody', 'https://idp.example/', 'idp')).toBeNull();
+      });
+
+      it('delete: every record of a subject, or those of one issuer; counted; other users untouched', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));
+        await store.putUpstreamCredential(upstreamCredential({ issuer: 'https://other-idp.example/' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'bob' }));
+        expect(await store.deleteUpstreamCredentials('alice', 'https://other-idp.example/')).toBe(1);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).not.toBeNull();
+        expect(await store.deleteUpstreamCredentials('alice')).toBe(2);
+        expect(await store.deleteUpstreamCredentials('alice')).toBe(0);
+        expect(await h.rawHash(h.keys.upstreamCredentials('alice'))).toBeNull();
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).not.toBeNull();
+      });
+
+      it('list: every readable record of every user, deleted ones gone, unreadable ones skipped', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'bob' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'carol' }));
+        await store.deleteUpstreamCredentials('carol');
+        await h.setRawField(h.keys.upstreamCredentials('bob'), 'junk', 'not json');
+        const listed = await store.listUpstreamCredentials();
+        expect(listed.map((r) => `${r.subject}/${r.provider}`).sort()).toEqual(['alice/idp', 'alice/oauth:github', 'bob/idp']);
+      });
+    });
+
     describe('session and task handles', () => {
       const TTL = 60_000;
       const MAX = 100;
@@ -1875,6 +1944,11 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         subscribeRevocations: (s) => s.subscribeRevocations({ revoked: () => undefined, missed: () => undefined }),
         publishSigningKey: (s) => s.publishSigningKey({ kid: 'k', jwk: '{}', expiresAt: clock.now() + HOUR }, clock.now()),
         listSigningKeys: (s) => s.listSigningKeys(clock.now()),
+        putUpstreamCredential: (s) => s.putUpstreamCredential(upstreamCredential()),
+        getUpstreamCredential: (s) => s.getUpstreamCredential('s', 'i', 'idp'),
+        replaceUpstreamCredential: (s) => s.replaceUpstreamCredential(upstreamCredential(), 'x'),
+        deleteUpstreamCredentials: (s) => s.deleteUpstreamCredentials('s'),
+        listUpstreamCredentials: (s) => s.listUpstreamCredentials(),
         ping: (s) => s.ping(),
         readHandle: (s) => s.readHandle('session', hashToken('x')),
         useHandle: (s) => s.useHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
