@@ -36,6 +36,12 @@ export function keyLayout(prefix: string) {
     adminAuditStream: () => `${prefix}audit:admin`,
     /** One hash of every replica's public assertion keys: kid -> signingKeyValue. */
     signingKeys: () => `${prefix}assertionKeys`,
+    /**
+     * The lookup cache's database marker: a random value set once (SET NX) and read by every cache
+     * barrier, so a database swapped or flushed under a caching sidecar (SWAPDB sends no invalidation)
+     * is noticed before a cached record is used.
+     */
+    lookupCacheMarker: () => `${prefix}lookupCacheMarker`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };
