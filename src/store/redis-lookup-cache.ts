@@ -73,6 +73,12 @@ export interface LookupCacheStats {
   barriers: number;
 }
 
+/**
+ * Why redis.lookupCache: auto runs without the cache (the strict mode): Redis Cluster, Redis refused
+ * tracking, or the cache's connections could not be set up at start.
+ */
+export type LookupCacheFallback = 'cluster' | 'tracking_refused' | 'setup_failed';
+
 /** Why the cache is not live (or was emptied): logged and emitted, never secret. */
 export type DropReason = 'data_connection_lost' | 'subscriber_lost' | 'ping_failed' | 'database_changed' | 'flush' | 'closed';
 

@@ -56,10 +56,10 @@ async function after<T>(cache: TrackedLookupCache, event: 'live' | 'dropped' | '
   return seen;
 }
 
-describe('the lookup cache off (the default)', () => {
+describe('the lookup cache off (redis.lookupCache: off)', () => {
   // First in the file: no cache connection of an earlier test can still be closing.
   it('opens no connection of its own and reads Redis on every lookup', async () => {
-    const stack = await startStack({ redisUrl: redis.url, prefix: uniquePrefix('lookup-cache-off') });
+    const stack = await startStack({ redisUrl: redis.url, prefix: uniquePrefix('lookup-cache-off'), config: { redis: { lookupCache: 'off' } } });
     try {
       expect((stack.store as RedisTokenStore).lookupCache).toBeUndefined();
       expect(await raw.client('LIST')).not.toContain('name=mcpauth-lookup');
