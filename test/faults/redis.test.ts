@@ -53,7 +53,7 @@ interface Rig {
   close(): Promise<void>;
 }
 
-async function rig(options: { commandTimeoutMs?: number; persist?: boolean } = {}): Promise<Rig> {
+async function rig(options: { commandTimeoutMs?: number; persist?: boolean; lookupCache?: 'off' } = {}): Promise<Rig> {
   // appendfsync always: a token written before the kill is still there after the restart.
   const redis = await startRedisServer(options.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : []);
   const fault = await startFaultProxy({ host: '127.0.0.1', port: redis.port });
@@ -61,7 +61,7 @@ async function rig(options: { commandTimeoutMs?: number; persist?: boolean } = {
   const stack = await startStack({
     upstreamUrl: echo.url,
     redisUrl: fault.url('redis'),
-    config: { redis: { commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS } },
+    config: { redis: { commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS, ...(options.lookupCache ? { lookupCache: options.lookupCache } : {}) } },
   });
   const { token, clientId } = await stack.issueOAuthToken();
   return {
@@ -194,7 +194,10 @@ describe('Redis faults: fail closed within the bound, recover by itself', () => 
   });
 
   it('the open connection blackholed for good (peer host gone, no FIN/RST), new connections fine: recovers by reconnecting', async () => {
-    r = await rig();
+    // Strict: the main connection's own detection is what is tested, and only the strict mode reads
+    // tokens on it. With the lookup cache (the default) lookups run on the cache's connections, whose
+    // silence its PING detects (test/integration/lookup-cache.test.ts, "connections silent").
+    r = await rig({ lookupCache: 'off' });
     const client = r.client();
     const started = performance.now();
     const reconnected = (async () => {
