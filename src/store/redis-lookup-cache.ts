@@ -270,6 +270,7 @@ export class TrackedLookupCache extends EventEmitter {
   async #fill(tokenHash: string): Promise<TokenLookup> {
     const pending: Pending = { invalidated: false };
     const epoch = this.#epoch;
+    const dataIncarnation = this.#dataIncarnation;
     let marks = this.#pending.get(tokenHash);
     if (marks === undefined) this.#pending.set(tokenHash, (marks = new Set()));
     marks.add(pending);
@@ -293,6 +294,10 @@ export class TrackedLookupCache extends EventEmitter {
       if ((found.user !== null || found.oauth !== null) && until > sent && !pending.invalidated && epoch === this.#epoch && this.#live) this.#hold(tokenHash, { found, until });
       return found;
     } catch (err) {
+      // A read that failed or timed out leaves the connection suspect (a reply that never comes holds
+      // every later one behind it): cut it as an unanswered PING would, so the next lookups read
+      // through the main connection until the cache is set up again.
+      if (!(err instanceof ReplyError)) this.#cut(this.#data, dataIncarnation);
       throw asStoreFailure(err);
     } finally {
       marks.delete(pending);
