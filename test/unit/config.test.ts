@@ -319,7 +319,7 @@ describe('buildConfig', () => {
     // The memory store has no Redis to track: the key is ignored there.
     expect(buildConfig({ store: 'memory', redis: { url: 'redis+cluster://n1:7000', lookupCache: 'tracking' } }, env).store).toBe('memory');
     expect(problemsOf(() => buildConfig({ redis: { lookupCache: 'yes', lookupCacheMaxEntries: 0 } }, env))).toEqual([
-      'redis.lookupCache must be "auto", "off" or "tracking" (got "yes")',
+      'redis.lookupCache must be one of auto, off, tracking (got "yes")',
       'redis.lookupCacheMaxEntries must be an integer from 1 to 10000000 (got 0)',
     ]);
   });
