@@ -15,6 +15,11 @@ const STATUS = {
   unauthorized_client: 400,
   unsupported_grant_type: 400,
   unsupported_token_type: 400,
+  // RFC 8628 §3.5: the answers to a device-code poll that is not (yet) a token.
+  authorization_pending: 400,
+  slow_down: 400,
+  access_denied: 400,
+  expired_token: 400,
   invalid_token: 401,
   // RFC 6749 §5.2: 401 (with a challenge when the client used Basic); 400 is allowed when it did not.
   invalid_client: 401,
