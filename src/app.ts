@@ -20,6 +20,10 @@ import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { clientAddresses } from './proxy/client-address.ts';
+import { LastUseRecorder } from './proxy/last-use.ts';
+
+/** A token's last use is written at most this often: the "last used" people see is that coarse. */
+const LAST_USE_INTERVAL_MS = 60_000;
 import { HandleGuard } from './proxy/handle-guard.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
@@ -66,6 +70,8 @@ export interface Sidecar {
   readonly forwarder: Forwarder;
   /** Open SSE streams watched for revocation and expiry. */
   readonly streams: StreamRevocation;
+  /** When tokens were last presented, queued for a coarse write. */
+  readonly lastUse: LastUseRecorder;
   /** Caller assertions for the upstream (upstream.assertion), or undefined when off. */
   readonly assertions: { keys: SigningKeys; signer: AssertionSigner } | undefined;
   /** Binds both listeners; resolves with their URLs. */
@@ -227,6 +233,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const streams = new StreamRevocation({ store, clock, logger, metrics, recheckMs: config.proxy.streamRecheckMs, endStream: (res) => forwarder.endStream(res) });
   await streams.start();
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
+  // When each token was last presented (listGrants, the account page): at most one write per token a minute.
+  const lastUse = new LastUseRecorder({ store, clock, logger, intervalMs: LAST_USE_INTERVAL_MS, maxTokens: 100_000, batchSize: 500 });
+  lastUse.start();
 
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
@@ -252,6 +261,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
     tracing,
+    lastUse,
     handles: new HandleGuard({
       store,
       clock,
@@ -278,6 +288,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     adminServer,
     forwarder,
     streams,
+    lastUse,
     assertions,
     publicUrl,
     async listen() {
@@ -294,7 +305,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
       // Spans of the last requests are exported before the process goes.
-      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
+      return shutDown({ proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
     },
   };
 }
@@ -370,10 +381,10 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
  * given `graceMs`, then everything cut and closed.
  */
 async function shutDown(
-  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; store: { close(): Promise<void> }; logger: Logger; audit: Audit },
+  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; lastUse: LastUseRecorder; store: { close(): Promise<void> }; logger: Logger; audit: Audit },
   graceMs: number,
 ): Promise<void> {
-  const { proxyServer, adminServer, forwarder, streams, store, logger, audit } = parts;
+  const { proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit } = parts;
   const closed = Promise.all([
     proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
     adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
@@ -393,6 +404,7 @@ async function shutDown(
   await closed;
   forwarder.close();
   await streams.stop();
+  await lastUse.stop();
   // Counts of repeated denials still in their window are recorded, not lost with the process.
   await audit.flushRepeated();
   await store.close();

@@ -10,6 +10,7 @@ import { request as httpRequest, type IncomingMessage, type Server, type ServerO
 import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
+import type { LastUseRecorder } from './last-use.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
 import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
@@ -51,6 +52,8 @@ export interface ProxyDeps {
   tracing?: Tracing | undefined;
   /** Keeps session and task handles to the principal that received them. */
   handles: HandleGuard;
+  /** Notes when each token was last presented (written coarsely, off the request path); undefined: not kept. */
+  lastUse?: LastUseRecorder;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
@@ -215,10 +218,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const started = performance.now();
     // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
     const found = await store.lookupToken(tokenHash);
-    const decision = decideToken(tokenHash, found, clock.now());
+    const now = clock.now();
+    const decision = decideToken(tokenHash, found, now);
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
     req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
     if (!decision.ok) return deny(req, decision.reason);
+    deps.lastUse?.seen(decision.principal, now);
     return (req.principal = decision.principal);
   }
 
