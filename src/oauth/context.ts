@@ -99,5 +99,5 @@ export function namesThisResource(ctx: OAuthContext, value: string): boolean {
 /** True when the request carries `Authorization: Bearer <master token>`. */
 export function callerIsMaster(ctx: OAuthContext, req: IncomingMessage): boolean {
   const parsed = parseAuthorization(req.rawHeaders);
-  return parsed.kind === 'token' && ctx.masterToken.matches(parsed.token);
+  return parsed.kind === 'token' && parsed.scheme === 'bearer' && ctx.masterToken.matches(parsed.token);
 }

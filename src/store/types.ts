@@ -54,6 +54,8 @@ export interface AccessTokenRecord {
   scope?: string;
   /** Refresh-token family this access token was issued with (revoked together on reuse). */
   familyId?: string;
+  /** DPoP (RFC 9449): the thumbprint of the key the token is bound to (`cnf.jkt`). */
+  dpopJkt?: string;
   createdAt: number;
   expiresAt: number;
 }
@@ -65,6 +67,8 @@ export interface RefreshTokenRecord {
   familyId: string;
   scope?: string;
   user?: SignedInUser;
+  /** DPoP: a public client's refresh token is bound to its key; refreshing needs a proof with it. */
+  dpopJkt?: string;
   createdAt: number;
   expiresAt: number;
 }
