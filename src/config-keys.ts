@@ -334,7 +334,6 @@ export const CONFIG_KEYS = {
     }),
     requireDpop: boolean({
       default: false,
-      env: 'OAUTH_REQUIRE_DPOP',
       description:
         '`/mcp`, `/health` and `/authz` accept only DPoP-bound tokens (`Authorization: DPoP` with a proof, RFC 9449): unbound OAuth and user-grade tokens presented as `Bearer` are refused (the master token is not). Off: a `DPoP` proof at `/token` binds the token, unbound Bearer tokens keep working (docs/dpop.md).',
     }),
@@ -346,7 +345,6 @@ export const CONFIG_KEYS = {
     }),
     dpopNonce: boolean({
       default: false,
-      env: 'OAUTH_DPOP_NONCE',
       description:
         'DPoP proofs must carry a server nonce (RFC 9449 §8, §9): a proof without a current one is answered `use_dpop_nonce` with a `DPoP-Nonce` header. Nonces live one to two proof windows and every replica accepts them (derived from the master token).',
     }),
