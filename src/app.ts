@@ -19,6 +19,7 @@ import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { dpopVerifierFor } from './oauth/dpop.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
@@ -200,6 +201,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
+  const dpop = dpopVerifierFor(config, store, clock);
   const proxyServer = createProxyServer({
     config,
     store,
@@ -210,8 +212,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures,
+    dpop,
     assertions: assertions?.signer,
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
     policyGate,
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');

@@ -194,7 +194,9 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     if (now >= expiresAt) return { ok: false, reason: 'expired' };
     const subject = user.subject;
     if (!subject) return { ok: false, reason: 'corrupt' };
-    return withIdentityClaims({ kind: 'user', subject, tokenHash, expiresAt }, user);
+    const principal: Principal = { kind: 'user', subject, tokenHash, expiresAt };
+    if (!withBinding(principal, user)) return { ok: false, reason: 'corrupt' };
+    return withIdentityClaims(principal, user);
   }
   if (oauth) {
     if (oauth.tokenHash !== undefined && oauth.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
@@ -208,14 +210,21 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     const principal: Principal = { kind: 'oauth', subject: oauth.subject || clientId, clientId, tokenHash, expiresAt };
     if (oauth.scope) principal.scope = oauth.scope;
     if (oauth.familyId) principal.familyId = oauth.familyId;
-    if (oauth.dpopJkt !== undefined) {
-      // A binding that is not a thumbprint cannot be checked: refused, never read as unbound.
-      if (!JKT_PATTERN.test(oauth.dpopJkt)) return { ok: false, reason: 'corrupt' };
-      principal.dpopJkt = oauth.dpopJkt;
-    }
+    if (!withBinding(principal, oauth)) return { ok: false, reason: 'corrupt' };
     return withIdentityClaims(principal, oauth);
   }
   return { ok: false, reason: 'unknown' };
+}
+
+/**
+ * The DPoP key a record binds its token to. A binding that is not a thumbprint cannot be checked:
+ * false (the record is corrupt), never read as unbound.
+ */
+function withBinding(principal: Principal, fields: StoredFields): boolean {
+  if (fields.dpopJkt === undefined) return true;
+  if (!JKT_PATTERN.test(fields.dpopJkt)) return false;
+  principal.dpopJkt = fields.dpopJkt;
+  return true;
 }
 
 /**

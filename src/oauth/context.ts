@@ -15,6 +15,7 @@ import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
 import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
+import type { DpopVerifier } from './dpop.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & ConsentStorage & ProfileStorage & CounterStorage & OneTimeValueStorage;
@@ -37,6 +38,8 @@ export interface OAuthContext {
   readonly signIn: IdpSignIn | undefined;
   /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */
   readonly cimd?: CimdResolver | undefined;
+  /** Checks DPoP proofs (RFC 9449) sent to /token. */
+  readonly dpop: DpopVerifier;
   /** The proxy's per-address failure limit, which the OAuth endpoints count towards too; undefined: off. */
   readonly authFailures?: FailedAuthLimiter | undefined;
   publicUrl(): string;

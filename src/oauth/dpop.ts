@@ -5,6 +5,7 @@
 import { createHmac, hash, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWK } from 'jose';
 import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
 import type { OneTimeValueStorage } from '../store/types.ts';
 
 /** Asymmetric algorithms only (RFC 9449 §11.6): never `none`, never an HMAC. */
@@ -174,6 +175,12 @@ export class DpopVerifier {
     const keepUntil = (proof.iat + 2 * this.#options.windowSeconds) * 1000;
     return this.#options.store.useOnce(`dpop:${proof.jkt}:${hash('sha256', proof.jti, 'hex')}`, Math.max(keepUntil, this.#options.clock.now() + 1000));
   }
+}
+
+/** The verifier the configuration asks for: its window, and server nonces when `oauth.dpopNonce` is on. */
+export function dpopVerifierFor(config: Config, store: OneTimeValueStorage, clock: Clock): DpopVerifier {
+  const windowSeconds = config.oauth.dpopProofWindowSeconds;
+  return new DpopVerifier({ store, clock, windowSeconds, nonces: config.oauth.dpopNonce ? new DpopNonces(config.masterToken, windowSeconds) : undefined });
 }
 
 /**

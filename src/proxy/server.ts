@@ -26,6 +26,7 @@ import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
+import type { DpopVerifier } from '../oauth/dpop.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -39,6 +40,8 @@ export interface ProxyDeps {
   publicUrl(): string;
   /** More routes on the proxy listener (the OAuth metadata and endpoints). */
   routes?: readonly Route[];
+  /** Checks the DPoP proofs (RFC 9449) that come with DPoP-bound tokens. */
+  dpop: DpopVerifier;
   /** Counts failed authentications per client address (shared through the store). */
   authFailures?: FailedAuthLimiter;
   /** Per-tool policy on POST /mcp; undefined when none is configured (bodies stream unparsed). */

@@ -54,6 +54,7 @@ export function userTokenFields(r: UserTokenRecord): Fields {
     revoked: 'false',
     createdAt: String(r.createdAt),
     expiresAt: String(r.expiresAt),
+    ...(r.dpopJkt !== undefined ? { dpopJkt: r.dpopJkt } : {}),
   };
 }
 

@@ -14,6 +14,8 @@ export interface UserTokenRecord {
   /** The exchanged JWT's email and groups, for per-tool policy. */
   email?: string;
   groups?: string[];
+  /** DPoP: the thumbprint of the key the token is bound to (exchanged with a proof). */
+  dpopJkt?: string;
 }
 
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';

@@ -4,12 +4,13 @@
 // (or a retry) gets one more pair in the same family, once per rotated token; presented yet again
 // within the window it is refused, the family left alone.
 
-import { HttpError } from '../../errors.ts';
+import { HttpError, invalidDpopProofAtToken } from '../../errors.ts';
+import { sameValue } from '../dpop.ts';
 import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
 import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
-import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
+import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
 const ACTION = 'token.refresh_token';
 
@@ -32,8 +33,13 @@ export const refreshTokenGrant: Grant = {
     if (state !== 'usable' && state !== 'rotated') throw rejected;
     // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
     const scope = refreshedScope(request.form.get('scope'), old.scope);
+    // RFC 9449 §5: a bound refresh token is used only with a proof signed by its key.
+    if (old.dpopJkt !== undefined) {
+      if (request.dpopJkt === undefined) throw invalidDpopProofAtToken();
+      if (!sameValue(request.dpopJkt, old.dpopJkt)) throw new HttpError('invalid_grant', 'the refresh token is bound to another DPoP key');
+    }
     // Tokens of a signed-in user stay that user's across rotations.
-    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: old.user });
+    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: old.user, dpop: dpopBinding(request) });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
     const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
     /** A rotated token presented again: refused, logged and audited as `result`. */
