@@ -1,6 +1,7 @@
 // The proxy listener. What happens to a request reads top to bottom in createProxyServer:
-// route (the table) -> parse the Authorization header -> master check or SHA-256 -> one store round
-// trip -> decide (credentials policy) -> rewrite identity headers -> stream to the upstream.
+// route (the table) -> parse the Authorization header -> a DPoP proof checked (DPoP scheme) -> master
+// check or SHA-256 -> one store round trip -> decide (credentials policy) -> the token's DPoP binding ->
+// rewrite identity headers -> stream to the upstream.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
 // With forward-auth on, /authz takes the same steps up to the decision for a request an ingress holds,
 // and answers it instead of forwarding.
@@ -10,8 +11,8 @@ import { request as httpRequest, type IncomingMessage, type Server, type ServerO
 import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
-import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, writeJson } from '../errors.ts';
+import { decideToken, hashToken, parseAuthorization, type AuthorizationScheme, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
+import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
@@ -26,7 +27,7 @@ import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
-import type { DpopVerifier } from '../oauth/dpop.ts';
+import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof, type DpopVerifier } from '../oauth/dpop.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -53,7 +54,7 @@ export interface ProxyDeps {
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 
 export function createProxyServer(deps: ProxyDeps): Server {
-  const { config, store, clock, metrics, masterToken, forwarder, authFailures } = deps;
+  const { config, store, clock, metrics, masterToken, forwarder, authFailures, dpop } = deps;
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
   const checkHost = createHostCheck({
@@ -92,7 +93,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     refuseAmbiguousFraming(req);
-    const principal = await admit(req, req.headers.host);
+    const principal = await admit(req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
     // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
@@ -120,7 +121,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       metrics.notFound.inc();
       throw new HttpError('not_found');
     }
-    const principal = await admit(req, original.host);
+    const principal = await admit(req, original);
     if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
@@ -148,37 +149,75 @@ export function createProxyServer(deps: ProxyDeps): Server {
   }
 
   /** The steps every request for the upstream takes first: the Host it names, then its token. */
-  function admit(req: ProxyRequest, host: string | undefined): Promise<Principal> {
-    checkHost(req, host);
-    return authenticate(req);
+  function admit(req: ProxyRequest, target: RequestTarget): Promise<Principal> {
+    checkHost(req, target.host);
+    return authenticate(req, target);
   }
 
   /** Returns the principal (also set on `req`), or throws the HttpError to answer with. Never forwards anything. */
-  async function authenticate(req: ProxyRequest): Promise<Principal> {
+  async function authenticate(req: ProxyRequest, target: RequestTarget): Promise<Principal> {
     const parsed = parseAuthorization(req.rawHeaders);
     if (parsed.kind === 'missing') {
       metrics.denied('missing');
-      throw bearerTokenRequired(resourceMetadataUrl(deps.publicUrl()));
+      const metadata = resourceMetadataUrl(deps.publicUrl());
+      throw config.oauth.requireDpop ? dpopChallenge(undefined, metadata, DPOP_ALGS_PARAMETER) : bearerTokenRequired(metadata);
     }
-    if (parsed.kind === 'malformed') return deny(req, 'malformed');
+    if (parsed.kind === 'malformed') return deny(req, 'malformed', 'bearer');
+    const { scheme } = parsed;
+    // RFC 9449 §7.1: the proof first (no store round trip for a bad one); its key is compared below.
+    const proof = scheme === 'dpop' ? await checkedProof(req, parsed.token, target) : undefined;
     // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
     const tokenHash = hashToken(parsed.token);
-    if (masterToken.matchesHash(tokenHash)) return (req.principal = MASTER);
+    if (masterToken.matchesHash(tokenHash)) {
+      // The master token is never bound to a key: presented as DPoP it is refused, as any unbound token is.
+      if (proof !== undefined) return deny(req, 'dpop_binding', scheme);
+      return (req.principal = MASTER);
+    }
     const started = performance.now();
     // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
     const found = await store.lookupToken(tokenHash);
     const decision = decideToken(tokenHash, found, clock.now());
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
-    if (!decision.ok) return deny(req, decision.reason);
-    return (req.principal = decision.principal);
+    if (!decision.ok) return deny(req, decision.reason, scheme);
+    const principal = decision.principal;
+    // A bound token only with a proof of its key; an unbound one never as DPoP, nor as Bearer where DPoP is required.
+    if (principal.dpopJkt !== undefined) {
+      if (proof === undefined || !sameValue(proof.jkt, principal.dpopJkt)) return deny(req, 'dpop_binding', scheme);
+    } else if (proof !== undefined || config.oauth.requireDpop) {
+      return deny(req, 'dpop_binding', scheme);
+    }
+    // Last, once the request is otherwise accepted: a proof is good for one request, on any replica.
+    if (proof !== undefined && !(await dpop.spend(proof))) return deny(req, 'dpop_replay', scheme);
+    return (req.principal = principal);
+  }
+
+  /**
+   * The request's DPoP proof, checked against the request (method, URL, the token's hash), or a
+   * refusal. The URL is the one the client used: PUBLIC_URL with the request's path, or the scheme
+   * of PUBLIC_URL with the Host the request named (already checked against the allowed hosts).
+   */
+  async function checkedProof(req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof> {
+    const header = dpopHeader(req.rawHeaders);
+    if (header.kind !== 'proof') return deny(req, 'dpop_proof', 'dpop');
+    const publicUrl = deps.publicUrl();
+    const urls = [`${publicUrl}${target.path}`];
+    if (target.host !== undefined) urls.push(`${new URL(publicUrl).protocol}//${target.host}${target.path}`);
+    try {
+      return await dpop.check(header.proof, { method: target.method, urls, accessToken: token });
+    } catch (err) {
+      if (!(err instanceof DpopProofError)) throw err;
+      req.dpopRefusal = err.reason;
+      return deny(req, 'dpop_proof', 'dpop', err.reason === 'nonce');
+    }
   }
 
   /**
    * A token that fails. The limit is on failures, never on an address: a valid token is served
    * whatever others behind the same address sent. From an address over the limit a failure gets a bare
-   * 429 (no challenge, not counted again); otherwise the 401 and a count, not waited for.
+   * 429 (no challenge, not counted again); otherwise the 401 and a count, not waited for. The challenge
+   * is of the scheme the token came with, or DPoP for a refusal of its binding (RFC 9449 §7.1).
    */
-  function deny(req: ProxyRequest, reason: DenialReason): never {
+  function deny(req: ProxyRequest, reason: DenialReason, scheme: AuthorizationScheme, nonceMissing = false): never {
     req.denial = reason;
     const address = addresses.client(req);
     const refused = authFailures?.refusal(address);
@@ -188,11 +227,15 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     metrics.denied(reason);
     void authFailures?.recordFailure(address);
-    throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    const metadata = resourceMetadataUrl(deps.publicUrl());
+    if (nonceMissing) throw dpopChallenge('use_dpop_nonce', metadata, DPOP_ALGS_PARAMETER, dpop.nonces?.current(clock.now()));
+    if (reason === 'dpop_proof' || reason === 'dpop_replay') throw dpopChallenge('invalid_dpop_proof', metadata, DPOP_ALGS_PARAMETER);
+    if (scheme === 'dpop' || reason === 'dpop_binding') throw dpopChallenge('invalid_token', metadata, DPOP_ALGS_PARAMETER);
+    throw invalidBearerToken(metadata);
   }
 
   async function health(req: ProxyRequest, res: ServerResponse): Promise<void> {
-    await admit(req, req.headers.host);
+    await admit(req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
     metrics.health.inc();
     await answerHealth(res, store, config.upstream);
   }
@@ -203,7 +246,15 @@ export function createProxyServer(deps: ProxyDeps): Server {
  * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'invalid_dpop_proof', 'use_dpop_nonce', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+
+/** The request a token is presented for: its method, path (no query) and Host; for /authz, the ingress's original request. */
+interface RequestTarget {
+  method: string;
+  path: string;
+  host: string | undefined;
+}
+
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
@@ -276,6 +327,8 @@ function rewriteHeaders(req: IncomingMessage, principal: Principal, addresses: C
     else if (name.includes('_') && isOwnedHeader(name.replaceAll('_', '-'))) delete headers[name];
   }
   delete headers.authorization;
+  // A DPoP proof is for this sidecar's check (spent here); the upstream is no audience of it.
+  delete headers.dpop;
   // Meant for this hop (RFC 9110 §11.7.2), never for the upstream.
   delete headers['proxy-authorization'];
   // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
@@ -344,6 +397,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
       subject: principal?.subject,
       clientId: principal?.clientId,
       denial: req.denial,
+      dpopRefusal: req.dpopRefusal,
       upstreamStatus: req.upstreamStatus,
       aborted: !res.writableFinished || undefined,
       endedBy: req.endedBy,
