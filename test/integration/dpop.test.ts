@@ -11,6 +11,7 @@ import { basic, initializeRequest } from '../support/http.ts';
 import { DpopKey, hmacProof, unsignedProof, type ProofClaims } from '../support/dpop.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import type { RedisTokenStore } from '../../src/store/redis.ts';
 
 const ALGS = 'algs="ES256 RS256 PS256 EdDSA"';
 
@@ -234,5 +235,35 @@ describe('server nonces (oauth.dpopNonce: true)', () => {
     const resourceNonce = without.headers.get('dpop-nonce')!;
     expect(resourceNonce).toMatch(/^[A-Za-z0-9_-]{32}$/);
     expect((await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token, { nonce: resourceNonce }) })).status).toBe(200);
+  });
+});
+
+describe('the lookup cache (redis.lookupCache: tracking) with bound tokens', () => {
+  let echo: FakeUpstream;
+  let stack: Stack;
+  let client: ReturnType<typeof clientOf>;
+
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    stack = await startStack({ upstreamUrl: echo.url, config: { redis: { lookupCache: 'tracking' } } });
+    client = clientOf(stack);
+  });
+  afterAll(async () => {
+    await stack?.close();
+    await echo?.close();
+  });
+
+  it('a cached record keeps its binding: served with proofs from the cache, still refused as Bearer', async () => {
+    const cache = (stack.store as RedisTokenStore).lookupCache!;
+    const key = await DpopKey.generate();
+    const token = await client.token(key);
+    const hitsBefore = cache.stats.hits;
+    for (let i = 0; i < 2; i++) expect((await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token) })).status).toBe(200);
+    expect(cache.stats.hits).toBeGreaterThan(hitsBefore);
+    const hitsNow = cache.stats.hits;
+    const asBearer = await client.send('mcp', { token, scheme: 'Bearer' });
+    expect(cache.stats.hits).toBe(hitsNow + 1);
+    expect(asBearer.status).toBe(401);
+    expect(asBearer.challenge).toContain('error="invalid_token"');
   });
 });
