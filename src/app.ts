@@ -199,7 +199,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
-    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
+    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
   const dpop = dpopVerifierFor(config, store, clock);
   const proxyServer = createProxyServer({

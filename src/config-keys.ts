@@ -439,7 +439,13 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`GET /authorize` requests per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off).',
+      description: '`GET /authorize` requests for a known client (a registered one, or a valid metadata document) per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off). Requests naming no known client count towards `authorizeUnknownClientsPerMinute` instead.',
+    }),
+    authorizeUnknownClientsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`GET /authorize` requests per client address per minute, across replicas, that name no known client (unknown or removed `client_id`, an unusable metadata document, none at all); then such requests get a 429 page with `Retry-After`. They never refuse a request for a known client (`0`: off).',
     }),
     pendingSignInsPerAddress: integer({
       default: 100,
@@ -458,6 +464,13 @@ export const CONFIG_KEYS = {
       min: 0,
       max: 1_000_000,
       description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then further wrong tokens from that address get 429, the right one is still served (`0`: off).',
+    }),
+    ipv6PrefixLength: integer({
+      default: 64,
+      min: 32,
+      max: 128,
+      description:
+        'What every per-address limit counts an IPv6 client as: its network of this many bits (a home, a VM or a container host is given a whole `/64` and can send from any address in it; `128`: each address on its own). IPv4 addresses, and IPv4-mapped IPv6 ones (`::ffff:a.b.c.d`), count as the IPv4 address.',
     }),
   },
   audit: {

@@ -171,6 +171,8 @@ export class Metrics {
   readonly health = this.requests.labels('health', '');
   readonly oauth = this.requests.labels('oauth', '');
   readonly notFound = this.requests.labels('not_found', '');
+  /** A policy denial no scope would lift, answered by the sidecar at 200 (a tool error): nothing forwarded. */
+  readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();

@@ -20,7 +20,7 @@ import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
-import type { PolicyGate } from '../policy/gate.ts';
+import { writePolicyAnswer, type PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
 import { createHostCheck } from './host-check.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
@@ -95,10 +95,15 @@ export function createProxyServer(deps: ProxyDeps): Server {
     refuseAmbiguousFraming(req);
     const principal = await admit(req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
     checkBodyLimit(req, config.proxy.maxBodyBytes);
-    // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
-    // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
-    const gate = deps.policyGate;
-    const decided = gate === undefined ? undefined : req.method === 'POST' ? await gate.check(req, principal) : req.method === 'GET' ? gate.replayed(principal) : undefined;
+    // With a policy, the body is read and every call in it decided before anything is forwarded, a body
+    // on another method is refused, and a GET stream's answer is filtered (a resumption with
+    // Last-Event-ID replays earlier list answers there).
+    const decided = await deps.policyGate?.decide(req, principal);
+    // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
+    if (decided !== undefined && 'answer' in decided) {
+      metrics.policyAnswered.inc();
+      return writePolicyAnswer(req, res, decided.answer);
+    }
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
@@ -122,7 +127,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original);
-    if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
+    deps.policyGate?.checkForwardAuth(req, principal, original.method);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;

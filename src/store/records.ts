@@ -391,6 +391,7 @@ export function orNull(f: Fields): Fields | null {
 /** An audit event as flat stream fields (XADD), and back; `detail` travels as one JSON field. */
 export function auditFields(e: AuditEvent): Fields {
   const f: Fields = { at: String(e.at), who: e.who, action: e.action, result: e.result };
+  if (e.eventId !== undefined) f.eventId = e.eventId;
   if (e.clientId !== undefined) f.clientId = e.clientId;
   if (e.tokenHashPrefix !== undefined) f.tokenHashPrefix = e.tokenHashPrefix;
   if (e.subject !== undefined) f.subject = e.subject;
@@ -400,6 +401,7 @@ export function auditFields(e: AuditEvent): Fields {
 
 export function auditFromFields(id: string, f: Fields): StoredAuditEvent {
   const e: StoredAuditEvent = { id, at: Number(f.at), who: f.who ?? '', action: f.action ?? '', result: f.result ?? '' };
+  if (f.eventId !== undefined) e.eventId = f.eventId;
   if (f.clientId !== undefined) e.clientId = f.clientId;
   if (f.tokenHashPrefix !== undefined) e.tokenHashPrefix = f.tokenHashPrefix;
   if (f.subject !== undefined) e.subject = f.subject;

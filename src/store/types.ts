@@ -180,6 +180,11 @@ export type CreateTokenOutcome = 'ok' | 'client_not_found' | 'client_revoked';
  * tokens appear only as the first 8 hex characters of their SHA-256.
  */
 export interface AuditEvent {
+  /**
+   * A random id naming the event (a UUID), set when it is recorded: what a client is given to quote
+   * (a policy denial's `authorizationContextId`). Absent from events written before it existed.
+   */
+  eventId?: string;
   /** Epoch ms. */
   at: number;
   /** `master`, `client:<clientId>`, `user` (the holder of a user-grade token) or `anonymous`. */
