@@ -187,6 +187,20 @@ describe('decideToken', () => {
     return out;
   }
 
+  it('a DPoP binding (an RFC 7638 thumbprint) is carried to the principal; anything else in its place is a corrupt record', () => {
+    const jkt = 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs';
+    const bound = decideToken(hash, { user: null, oauth: oauth({ dpopJkt: jkt }) }, NOW);
+    expect(bound.ok && bound.principal.dpopJkt).toBe(jkt);
+    const boundUser = decideToken(hash, { user: user({ dpopJkt: jkt }), oauth: null }, NOW);
+    expect(boundUser.ok && boundUser.principal.dpopJkt).toBe(jkt);
+    for (const bad of ['', 'short', `${jkt}=`, jkt.replace('-', '+')]) {
+      expect(decideToken(hash, { user: null, oauth: oauth({ dpopJkt: bad }) }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+      expect(decideToken(hash, { user: user({ dpopJkt: bad }), oauth: null }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+    }
+    const unbound = decideToken(hash, { user: null, oauth: oauth() }, NOW);
+    expect(unbound.ok && unbound.principal).not.toHaveProperty('dpopJkt');
+  });
+
   it('TTL_7_DAYS is 7 × 24 × 60 × 60 × 1000 ms', () => {
     expect(TTL_7_DAYS).toBe(604_800_000);
   });

@@ -9,6 +9,7 @@ import { generateToken, hashToken } from '../../src/credentials.ts';
 import { basic } from '../support/http.ts';
 import { DpopKey, hmacProof, unsignedProof } from '../support/dpop.ts';
 import { PUBLIC_URL, startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';
+import { startTestIdp, type TestIdp } from '../support/test-idp.ts';
 
 const CC = 'client_credentials';
 const REFRESH = 'refresh_token';
@@ -141,6 +142,30 @@ describe('proofs refused at /token: 400 invalid_dpop_proof, nothing issued', () 
     expect((await ep.token({ grant_type: CC }, { ...auth, dpop: proof })).status).toBe(200);
     const again = await ep.token({ grant_type: CC }, { ...auth, dpop: proof });
     expect([again.status, again.body.error]).toEqual([400, 'invalid_dpop_proof']);
+  });
+});
+
+describe('token exchange (RFC 8693) with a proof', () => {
+  let idp: TestIdp;
+  let withIdp: OAuthEndpoints;
+  beforeAll(async () => {
+    idp = await startTestIdp();
+    withIdp = await startOAuthEndpoints({ config: { idp: { issuer: idp.issuer, audience: 'dpop-tests', jwksUrl: idp.jwksUrl, jwksCooldownMs: 0 } } });
+  });
+  afterAll(async () => {
+    await withIdp?.close();
+    await idp?.close();
+  });
+
+  it('the user-grade token it issues is bound: token_type DPoP, the thumbprint in its record', async () => {
+    const now = Math.floor(withIdp.clock.now() / 1000);
+    const subjectToken = await idp.sign({ iss: idp.issuer, aud: 'dpop-tests', sub: 'u-1', exp: now + 60 });
+    const res = await withIdp.token(
+      { grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subjectToken, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' },
+      { dpop: await key.proof({ htm: 'POST', htu: TOKEN_URL, iat: now }) },
+    );
+    expect([res.status, res.body.token_type]).toEqual([200, 'DPoP']);
+    expect((await withIdp.store.lookupToken(hashToken(res.body.access_token))).user).toMatchObject({ subject: 'u-1', dpopJkt: await key.thumbprint() });
   });
 });
 
