@@ -23,9 +23,6 @@ const MAX_JTI_LENGTH = 256;
 /** Private members of a JWK (RSA, EC, OKP) and a symmetric key's: a proof carries a public key only. */
 const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 
-/** The thumbprint of a key (RFC 7638, SHA-256): 43 base64url characters. */
-const THUMBPRINT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
-
 /** Why a proof was refused: logged and counted, never sent to the client beyond its error code. */
 export type DpopRefusal =
   | 'missing'
@@ -39,8 +36,7 @@ export type DpopRefusal =
   | 'htm'
   | 'htu'
   | 'ath'
-  | 'nonce'
-  | 'replayed';
+  | 'nonce';
 
 export class DpopProofError extends Error {
   readonly reason: DpopRefusal;
@@ -91,10 +87,6 @@ export function dpopHeader(rawHeaders: readonly string[]): { kind: 'missing' } |
 /** base64url SHA-256 of the access token: the `ath` claim (RFC 9449 §4.2). */
 export function accessTokenHash(accessToken: string): string {
   return hash('sha256', accessToken, 'base64url');
-}
-
-export function isThumbprint(value: string): boolean {
-  return THUMBPRINT_PATTERN.test(value);
 }
 
 /** Constant-time equality of two thumbprints (or any two short ASCII values). */

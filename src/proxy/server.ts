@@ -203,7 +203,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
    */
   async function checkedProof(req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof> {
     const header = dpopHeader(req.rawHeaders);
-    if (header.kind !== 'proof') return deny(req, 'dpop_proof', 'dpop');
+    if (header.kind !== 'proof') {
+      req.dpopRefusal = header.kind;
+      return deny(req, 'dpop_proof', 'dpop');
+    }
     const publicUrl = deps.publicUrl();
     const urls = [`${publicUrl}${target.path}`];
     if (target.host !== undefined) urls.push(`${new URL(publicUrl).protocol}//${target.host}${target.path}`);

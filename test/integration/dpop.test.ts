@@ -145,6 +145,9 @@ describe('DPoP at the resource', () => {
     const line = stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).findLast((l) => l.msg === 'request' && l.dpopRefusal !== undefined);
     expect(line).toMatchObject({ status: 401, denial: 'dpop_proof', dpopRefusal: 'htm' });
     expect(stack.logs.join('\n')).not.toContain(proof);
+    await client.send('mcp', { token: bound, scheme: 'DPoP' });
+    const missing = stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).findLast((l) => l.msg === 'request' && l.dpopRefusal !== undefined);
+    expect(missing).toMatchObject({ status: 401, denial: 'dpop_proof', dpopRefusal: 'missing' });
   });
 
   it('a revoked bound token is refused from the next request (RFC 7009 /revoke by its client)', async () => {
