@@ -75,3 +75,25 @@ describe('the SDK 2.x client', () => {
     await client.close();
   });
 });
+
+describe('the SDK 2.x client with server nonces (oauth.dpopNonce: true)', () => {
+  let s: SignInStack;
+  beforeAll(async () => {
+    s = await startSignInStack({ config: { oauth: { dpopNonce: true } } });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('answers use_dpop_nonce at /token by signing again with the DPoP-Nonce it was given, and signs its /mcp proofs with it', async () => {
+    const provider = new RecordingProvider2({ dpop: true });
+    const client = await signedIn(s, provider);
+    expect(provider.tokens()?.token_type).toBe('DPoP');
+    // The sidecar asked for a nonce at /token (its refusal is audited); the SDK keeps the nonce per
+    // origin, and the sidecar's nonces hold at /token and /mcp alike, so its /mcp proofs carry it.
+    const lines = s.stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.some((l) => (l.audit as { result?: string } | undefined)?.result === 'use_dpop_nonce')).toBe(true);
+    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'with a nonce' } }))).toBe('with a nonce');
+    await client.close();
+  });
+});
