@@ -20,6 +20,7 @@ import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
+import { HandleGuard } from './proxy/handle-guard.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
@@ -216,6 +217,15 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     assertions: assertions?.signer,
     routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
     policyGate,
+    handles: new HandleGuard({
+      store,
+      clock,
+      metrics,
+      audit,
+      logger,
+      idleMs: config.proxy.handleIdleMs,
+      limits: { maxBatch: config.policy.maxBatch, maxDepth: config.policy.maxDepth },
+    }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });

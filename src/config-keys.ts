@@ -204,6 +204,13 @@ export const CONFIG_KEYS = {
       description:
         'Proxy worker processes sharing the proxy port (`node:cluster`); `1`: one process, no cluster; `0`: one per available CPU, at most 64. With more than one, the primary process serves the admin listener and `/metrics` (summed over workers). Needs the Redis store.',
     }),
+    handleIdleMs: integer({
+      default: 86400000,
+      min: 1000,
+      max: 2592000000,
+      description:
+        "How long an upstream's MCP session id or task id stays bound to the caller that received it after its last use (sliding); a request presenting one bound to another caller gets the upstream's own 404 / unknown-task answer (docs/sessions.md). Set it at least as long as the upstream keeps an idle session.",
+    }),
     streamRecheckMs: integer({
       default: 30000,
       min: 50,

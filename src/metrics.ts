@@ -152,6 +152,12 @@ export class Metrics {
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  readonly foreignHandles = new Counter({
+    name: 'mcp_auth_foreign_handles_total',
+    help: 'Requests refused for presenting an MCP session id or task id bound to another caller, by handle (session, task)',
+    labelNames: ['handle'] as const,
+    registers: [this.registry],
+  });
   readonly refreshGraceReuses = new Counter({
     name: 'mcp_auth_refresh_grace_reuses_total',
     help: 'Rotated refresh tokens presented again within the grace window and answered with new tokens',

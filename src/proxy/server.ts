@@ -12,7 +12,7 @@ import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type AuthorizationScheme, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson } from '../errors.ts';
+import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
@@ -22,6 +22,7 @@ import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import { writePolicyAnswer, type PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
+import type { HandleGuard } from './handle-guard.ts';
 import { createHostCheck } from './host-check.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
@@ -49,12 +50,14 @@ export interface ProxyDeps {
   policyGate?: PolicyGate;
   /** Signs the caller assertion each forwarded request carries (upstream.assertion); undefined when off. */
   assertions?: AssertionSigner;
+  /** Keeps session and task handles to the principal that received them. */
+  handles: HandleGuard;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 
 export function createProxyServer(deps: ProxyDeps): Server {
-  const { config, store, clock, metrics, masterToken, forwarder, authFailures, dpop } = deps;
+  const { config, store, clock, metrics, masterToken, forwarder, authFailures, dpop, handles } = deps;
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
   const checkHost = createHostCheck({
@@ -93,17 +96,31 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     refuseAmbiguousFraming(req);
+    // The presented session's record is read beside the token lookup: both leave in one write.
+    const sessionRead = handles.readSession(req);
     const principal = await admit(req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
     checkBodyLimit(req, config.proxy.maxBodyBytes);
+    // A session id recorded for another principal: refused as unknown before its body is even read.
+    const session = await handles.checkSession(sessionRead, principal);
     // With a policy, the body is read and every call in it decided before anything is forwarded, a body
     // on another method is refused, and a GET stream's answer is filtered (a resumption with
     // Last-Event-ID replays earlier list answers there).
-    const decided = await deps.policyGate?.decide(req, principal);
+    const gated = await deps.policyGate?.decide(req, principal);
     // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
-    if (decided !== undefined && 'answer' in decided) {
+    if (gated !== undefined && 'answer' in gated) {
       metrics.policyAnswered.inc();
-      return writePolicyAnswer(req, res, decided.answer);
+      return writePolicyAnswer(req, res, gated.answer);
     }
+    let decided = gated;
+    if (req.method === 'POST') {
+      const tasks = await handles.checkTasks(req, principal, decided);
+      if (tasks.refusal !== undefined) {
+        writeJsonText(res, 200, tasks.refusal);
+        return;
+      }
+      decided = tasks.options;
+    }
+    decided = handles.watchResponse(req, principal, session, decided);
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
@@ -128,6 +145,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     const principal = await admit(req, original);
     deps.policyGate?.checkForwardAuth(req, principal, original.method);
+    await handles.bindPresentedSession(req, principal);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;

@@ -171,7 +171,8 @@ describe.each([
 
   it('a call no scope would allow: 200, a tool error carrying the audit event id, no challenge; the upstream sees nothing', async () => {
     const before = upstream.seenHeaders.length;
-    const big = await post(stack, math, JSON.stringify(call(8, 'big')), session);
+    // Another client's token, so not in this session: a session belongs to the caller that opened it.
+    const big = await post(stack, math, JSON.stringify(call(8, 'big')));
     expect(big.status).toBe(200);
     expect(big.headers.get('www-authenticate')).toBeNull();
     expect(big.headers.get('content-type')).toBe('application/json');

@@ -421,7 +421,7 @@ describe('unknown keys', () => {
     ['proxy.prot', { proxy: { prot: 1 } }, 'unknown key "proxy.prot" (did you mean "proxy.port"?)'],
     ['snake case', { proxy: { public_url: 'https://x' } }, 'unknown key "proxy.public_url" (did you mean "proxy.publicUrl"?)'],
     ['key in the wrong section', { proxy: { keyPrefix: 'x:' } }, 'unknown key "proxy.keyPrefix" (did you mean "redis.keyPrefix"?)'],
-    ['nothing near', { proxy: { zzzzzzzzzz: 1 } }, 'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, streamRecheckMs)'],
+    ['nothing near', { proxy: { zzzzzzzzzz: 1 } }, 'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, handleIdleMs, streamRecheckMs)'],
   ])('%s is an error naming the key and the nearest known one', (_label, tree, problem) => {
     expect(problemsOf(() => buildConfig(tree, { BEARER_SECRET_MASTER: MASTER }))).toEqual([problem]);
   });
