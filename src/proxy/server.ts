@@ -268,11 +268,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
 }
 
 /**
- * Error answers whose outcome is counted where they are decided (a refused token as `denied` with its
- * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
+ * Error answers whose outcome is counted where they are decided (a missing or refused token as `denied`
+ * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'invalid_dpop_proof', 'use_dpop_nonce', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'invalid_dpop_proof', 'use_dpop_nonce', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
 
 /** The request a token is presented for: its method, path (no query) and Host; for /authz, the ingress's original request. */
 interface RequestTarget {
@@ -280,7 +280,6 @@ interface RequestTarget {
   path: string;
   host: string | undefined;
 }
-
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
