@@ -139,6 +139,24 @@ describe('DPoP at the resource', () => {
     expect(seen.headers['x-mcp-auth-kind']).toBe('oauth');
   });
 
+  it('each refusal is counted once, as denied with its DPoP reason (never also as refused)', async () => {
+    const count = async (outcome: string, reason: string) => {
+      const text = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+      const line = text.split('\n').find((l) => l.startsWith('mcp_auth_requests_total{') && l.includes(`outcome="${outcome}"`) && l.includes(`reason="${reason}"`));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const reasons = ['dpop_proof', 'dpop_binding', 'dpop_replay'];
+    const before = await Promise.all(reasons.map((r) => count('denied', r)));
+    await client.send('mcp', { token: bound, scheme: 'DPoP' });
+    await client.send('mcp', { token: bound, scheme: 'Bearer' });
+    const proof = await client.proof(key, 'mcp', bound);
+    await client.send('mcp', { token: bound, scheme: 'DPoP', proof });
+    await client.send('mcp', { token: bound, scheme: 'DPoP', proof });
+    const after = await Promise.all(reasons.map((r) => count('denied', r)));
+    expect(after.map((n, i) => n - before[i]!)).toEqual([1, 1, 1]);
+    expect(await count('refused', 'invalid_dpop_proof')).toBe(0);
+  });
+
   it('a refused proof is logged with the rule it broke, never with the proof', async () => {
     const proof = await client.proof(key, 'mcp', bound, { htm: 'PUT' });
     await client.send('mcp', { token: bound, scheme: 'DPoP', proof });
