@@ -13,7 +13,7 @@
 // stream); a soak (RSS start/end). Prints a markdown report and writes it to bench/results/latest.md.
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
-// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,post,sse,idle,soak,
+// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,observability,post,sse,idle,soak,
 // BENCH_FAST_TARGETS (direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion; also sidecar-user,
 // baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
@@ -33,6 +33,7 @@ import { startRedisServer, type RedisServer } from '../test/support/redis-server
 import type { ProcessStats } from './child-ipc.ts';
 import { SIDECAR_ENGINE, fastChecks, fastReport, fastScenario, type FastKey, type FastResults } from './fast.ts';
 import { policyChecks, policyReport, policyScenario, type PolicyResults } from './policy.ts';
+import { observabilityReport, observabilityScenario, type ObservabilityResults } from './observability.ts';
 import { Child, fmt, percentile, procCpuMicros, sortedCopy, table } from './lib.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -126,7 +127,7 @@ async function setUp() {
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
-  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object; workers?: number; lookupCache?: string; assertion?: boolean; forwardAuth?: boolean } = {}) => {
+  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object; workers?: number; lookupCache?: string; assertion?: boolean; forwardAuth?: boolean; env?: Record<string, string> } = {}) => {
     const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
     try {
       const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
@@ -141,6 +142,7 @@ async function setUp() {
           ...(options.lookupCache ? { BENCH_LOOKUP_CACHE: options.lookupCache } : {}),
           ...(options.assertion ? { BENCH_ASSERTION: '1' } : {}),
           ...(options.forwardAuth ? { BENCH_FORWARD_AUTH: '1' } : {}),
+          ...options.env,
         },
         execArgv: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
         stdout: logFd,
@@ -676,6 +678,7 @@ function uptime(): string {
 interface Results {
   fast?: FastResults;
   policy?: PolicyResults;
+  observability?: ObservabilityResults;
   post?: Map<number, Map<TargetKey, CellSummary>>;
   sse?: Map<TargetKey, SseSummary>;
   idle?: Map<TargetKey, IdleSummary>;
@@ -702,6 +705,7 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   out.push('');
   if (results.fast) out.push(...fastReport(results.fast, 1));
   if (results.policy) out.push(...policyReport(results.policy));
+  if (results.observability) out.push(...observabilityReport(results.observability));
 
   if (results.post) {
     out.push('### MCP SDK upstream: JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer), the realistic scenario', '');
@@ -908,6 +912,24 @@ async function main(): Promise<void> {
       });
     } finally {
       await Promise.allSettled(policyChildren.map((c) => c.stop()));
+    }
+  }
+  if (ONLY.has('observability')) {
+    const observabilityChildren: Child[] = [];
+    const keep = (c: Child) => (observabilityChildren.push(c), children.push(c), c);
+    try {
+      results.observability = await observabilityScenario({
+        tmp,
+        oauthToken,
+        connections: FAST_CONNECTIONS,
+        rounds: FAST_ROUNDS,
+        seconds: CELL_SECONDS,
+        startUpstream: async () => keep(await Child.start('observability fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
+        startSidecar: async (name, to, options) => keep(await spawnSidecar(name, { upstreamUrl: to, ...options })),
+        log,
+      });
+    } finally {
+      await Promise.allSettled(observabilityChildren.map((c) => c.stop()));
     }
   }
   if (ONLY.has('post')) results.post = await postScenario(targets.filter((t) => TARGETS.has(t.key)), upstream);

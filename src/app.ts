@@ -20,22 +20,24 @@ import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
+import { clientAddresses } from './proxy/client-address.ts';
 import { HandleGuard } from './proxy/handle-guard.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
 import { probeMcpEndpoint, upstreamFailureLogger } from './proxy/upstream-check.ts';
-import { publicReach } from './net-address.ts';
+import { limitKey, publicReach } from './net-address.ts';
 import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
 import type { LookupCacheOptions } from './store/redis-lookup-cache.ts';
-import type { TokenStore } from './store/types.ts';
+import type { QuotaStorage, TokenStore } from './store/types.ts';
 import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
 import { AssertionSigner } from './assertion/signer.ts';
 import { unusedProfileEdits } from './profiles.ts';
+import { createTracing } from './tracing.ts';
 
 export interface SidecarOptions {
   config: Config;
@@ -49,6 +51,8 @@ export interface SidecarOptions {
   cimd?: CimdResolver;
   /** The admin listener's `/metrics` and readiness when this process is not the whole sidecar (workers). */
   admin?: AdminOverrides;
+  /** Where the `OTEL_*` variables are read (tracing is off unless an OTLP endpoint is named); default: the process's. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface Sidecar {
@@ -198,7 +202,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const assertions = await assertionsFor(config, store, clock, logger, publicUrl);
 
-  const policyGate = policyGateFor(config, metrics, audit, publicUrl);
+  const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
+  const tracing = await createTracing(options.env ?? process.env);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
@@ -217,6 +222,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     assertions: assertions?.signer,
     routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
     policyGate,
+    tracing,
     handles: new HandleGuard({
       store,
       clock,
@@ -228,7 +234,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength }, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
   });
@@ -258,7 +264,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     },
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
-      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs);
+      // Spans of the last requests are exported before the process goes.
+      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
     },
   };
 }
@@ -291,12 +298,17 @@ async function assertionsFor(config: Config, store: TokenStore, clock: Clock, lo
   return { keys, signer };
 }
 
-/** The per-tool policy gate, when `policy.rules` is configured. */
-function policyGateFor(config: Config, metrics: Metrics, audit: Audit, publicUrl: () => string): PolicyGate | undefined {
-  const { rules, maxBodyBytes, maxBatch, maxDepth } = config.policy;
-  if (rules === undefined) return undefined;
+/**
+ * The per-tool policy gate, when `policy.rules` or `policy.quotas` is configured. Quotas without rules
+ * need the body read too: every call is then allowed, and only counted.
+ */
+function policyGateFor(config: Config, store: QuotaStorage, clock: Clock, metrics: Metrics, audit: Audit, publicUrl: () => string): PolicyGate | undefined {
+  const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
+  if (rules === undefined && quotas === undefined) return undefined;
+  const addresses = clientAddresses(config.proxy.trustedProxies);
   return createPolicyGate({
-    policy: policyOf(config.policy.default, rules),
+    policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
+    quotas: quotas === undefined ? undefined : { quotas, store, clock, addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength) },
     limits: { maxBatch, maxDepth },
     maxBodyBytes,
     metrics,

@@ -8,7 +8,7 @@ import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from './errors.ts';
 import { isLoopbackHost } from './net-address.ts';
 import type { JSONWebKeySet } from 'jose';
-import { GRANT_AUTHORIZATION_CODE, resolveProfile } from './profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, resolveProfile } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
@@ -209,9 +209,9 @@ export function checkScope(value: unknown, field = 'scope'): string | undefined 
   return value;
 }
 
-/** Registrations that ask for the authorization code grant get the interactive profile (refresh tokens). */
+/** Registrations that ask for a grant a user signs in for (code, device) get the interactive profile (refresh tokens). */
 function defaultProfileName(source: 'admin' | 'dcr', grantTypes: unknown): string {
-  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE)) return 'interactive';
+  if (Array.isArray(grantTypes) && (grantTypes.includes(GRANT_AUTHORIZATION_CODE) || grantTypes.includes(GRANT_DEVICE_CODE))) return 'interactive';
   return source === 'dcr' ? 'dynamic' : 'default';
 }
 
@@ -324,4 +324,17 @@ export async function provisionClient(
   if (scope !== undefined) client.scope = scope;
   await store.createClient(client);
   return { client, clientSecret };
+}
+
+/**
+ * RFC 6749 §3.3 lets the server ignore requested scopes; this one ignores every scope it does not
+ * define (`supported`: those the policy names, what metadata advertises as `scopes_supported`).
+ * Clients ask for scopes that mean nothing here (mcp-remote falls back to `openid email profile`):
+ * they are neither shown as access on the consent page nor granted, so they never reach the upstream
+ * in `X-MCP-Auth-Scope`. Without a policy naming scopes, no scope is granted.
+ */
+export function splitScopes(requested: string | undefined, supported: readonly string[]): { granted: string | undefined; ignored: string[] } {
+  const asked = [...new Set(requested?.split(' ') ?? [])];
+  const granted = asked.filter((s) => supported.includes(s));
+  return { granted: granted.length > 0 ? granted.join(' ') : undefined, ignored: asked.filter((s) => !supported.includes(s)) };
 }

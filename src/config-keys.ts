@@ -6,6 +6,7 @@ import { isTokenShaped, weakTokenReason } from './credentials.ts';
 import { boolean, choice, integer, keysOf, list, structured, text, type KeyTree, type Problems, type ValuesOf } from './config-spec.ts';
 import { parseCidr } from './net-address.ts';
 import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
+import { compileQuotas } from './policy/quotas.ts';
 import { compileRules } from './policy/rules.ts';
 import { DEFAULT_PROFILES } from './profiles.ts';
 
@@ -337,7 +338,7 @@ export const CONFIG_KEYS = {
       max: 3600,
       env: 'OAUTH_REFRESH_REUSE_GRACE_SECONDS',
       description:
-        'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) gets one more pair in the same family, once; further presentations within the window are refused; after it, a presentation revokes the family (`0`: always revoke).',
+        'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) is answered with the same pair its rotation issued, however often; after it, a presentation revokes the family (`0`: always revoke).',
     }),
     requireDpop: boolean({
       default: false,
@@ -494,6 +495,10 @@ export const CONFIG_KEYS = {
         'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy, `/mcp` bodies are streamed unparsed. Set: every `POST /mcp` body is read as JSON-RPC and decided.',
     }, (raw, label, problems) => compileRules(raw, label, problems)),
     default: choice(['allow', 'deny'], { default: 'deny', description: 'What a call no rule matches gets.' }),
+    quotas: structured('list of quota rules', {
+      description:
+        'Per-caller quotas on `/mcp` requests (see docs/quotas.md): `{name?, match: {tools?, methods?, principals?}, per: subject|client|address, limit, windowSeconds}`, the first matching rule counts a request, in Redis (shared by replicas). Over it: a tool error for `tools/call`, 429 with `Retry-After` otherwise. Set without `policy.rules`: every call is allowed and only counted.',
+    }, (raw, label, problems) => compileQuotas(raw, label, problems)),
     maxBodyBytes: integer({
       default: 1048576,
       min: 1024,

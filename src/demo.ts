@@ -1,10 +1,13 @@
 // `npm run demo`: one process, no external service. The reference MCP upstream, the sidecar in front
 // of it on the in-memory store, a generated master token, a freshly issued token ready to paste, and
-// browser sign-in through a DEMO-ONLY OpenID provider (src/demo-idp.ts: one test user) so that OAuth
-// clients such as the MCP Inspector sign in with no setup.
+// browser and device sign-in through a DEMO-ONLY OpenID provider (src/demo-idp.ts: one test user) so
+// that OAuth clients such as the MCP Inspector sign in with no setup.
+// It takes the same flags, config file and environment as `npm start` where they make sense for the
+// demo (src/demo-config.ts).
 
 import { randomBytes } from 'node:crypto';
-import { buildConfig } from './config.ts';
+import { ConfigError, type Config } from './config.ts';
+import { demoConfig, DEMO_USAGE as USAGE } from './demo-config.ts';
 import { createSidecar } from './app.ts';
 import { createLogger } from './logger.ts';
 import { adminOperations } from './admin/operations.ts';
@@ -30,30 +33,40 @@ async function demoIdp(clientSecret: string, publicUrl: () => string): Promise<D
 }
 
 async function main(): Promise<void> {
-  const masterToken = randomBytes(32).toString('hex');
   const upstream = await startUpstream({ host: '127.0.0.1', port: Number(process.env.UPSTREAM_PORT ?? 0) });
   let sidecarUrl = '';
   const idpSecret = randomBytes(32).toString('hex');
   const idp = await demoIdp(idpSecret, () => sidecarUrl);
-  const config = buildConfig(
-    {
-      masterToken,
-      store: 'memory',
-      upstream: { url: upstream.url },
-      proxy: { host: process.env.HOST ?? '127.0.0.1', port: process.env.PORT ?? 8080, publicUrl: process.env.PUBLIC_URL },
-      admin: { host: process.env.ADMIN_HOST ?? '127.0.0.1', port: process.env.ADMIN_PORT ?? 8081 },
+  let config: Config | 'help';
+  try {
+    config = demoConfig({
+      argv: process.argv.slice(2),
+      env: process.env,
+      upstreamUrl: upstream.url,
       ...(typeof idp === 'string' ? {} : { idp: { issuer: idp.issuer, clientId: IDP_CLIENT_ID, clientSecret: idpSecret } }),
-      logLevel: process.env.LOG_LEVEL ?? 'warn',
-    },
-    {},
-  );
+      generatedMasterToken: randomBytes(32).toString('hex'),
+    });
+  } catch (err) {
+    await upstream.close();
+    if (typeof idp !== 'string') await idp.close();
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`the demo's configuration is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n${USAGE}\n`);
+    process.exit(2);
+  }
+  if (config === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    await upstream.close();
+    if (typeof idp !== 'string') await idp.close();
+    process.exit(0);
+  }
+  const masterToken = config.masterToken;
   const logger = createLogger(config.logLevel, undefined, config.logFormat);
   const sidecar = await createSidecar({ config, logger });
   const { proxyUrl, adminUrl } = await sidecar.listen();
   sidecarUrl = sidecar.publicUrl();
 
   // Issue through the same admin operations an admin would call over HTTP.
-  const ctx = { store: sidecar.store, clock: systemClock, metrics: sidecar.metrics };
+  const ctx = { store: sidecar.store, clock: systemClock, metrics: sidecar.metrics, profileLifetimes: config.oauth.profiles };
   await adminOperations.seedDefaultProfiles!(ctx, {});
   const client = (await adminOperations.createClient!(ctx, { clientName: 'demo client' })).body as { clientId: string };
   const issued = (await adminOperations.createAccessToken!(ctx, { clientId: client.clientId, lifetimeSeconds: 86400 })).body as {
@@ -73,7 +86,7 @@ async function main(): Promise<void> {
       `Authorization:  Bearer ${issued.accessToken}`,
       `  (an OAuth access token for client ${client.clientId}, valid 24 h, in the in-memory store)`,
       `Master token:   ${masterToken}`,
-      '  (generated for this demo run only; admin operations: POST ' + adminUrl + '/oauth/<operation>)',
+      `  (${process.env.BEARER_SECRET_MASTER ? 'from BEARER_SECRET_MASTER' : 'generated for this demo run only'}; admin operations: POST ${adminUrl}/oauth/<operation>)`,
       '',
       'MCP client config (type: http):',
       JSON.stringify(clientConfig, null, 2),
@@ -109,6 +122,9 @@ function signInHelp(idp: DemoIdp | string, mcpUrl: string): string[] {
     `    Add Servers -> Add manually -> transport streamable-http, URL ${mcpUrl}, no Authorization header, then Connect:`,
     `    approve on this sidecar's consent page, then sign in as ${DEMO_USER.username} / ${DEMO_USER.password}.`,
     '  Any MCP client with OAuth (Claude Code, VS Code, the MCP SDK\'s auth()): configure only the URL.',
+    `  Device sign-in (RFC 8628, for agents without a browser): POST ${mcpUrl.slice(0, -4)}/device_authorization, then`,
+    `    enter the code at ${mcpUrl.slice(0, -4)}/device (docs/device-flow.md).`,
+    '  Short-lived tokens to try refresh: npm run demo -- --oauth.profiles.interactive.accessTokenLifetimeSeconds 60',
     '',
   ];
 }

@@ -15,6 +15,11 @@ const STATUS = {
   unauthorized_client: 400,
   unsupported_grant_type: 400,
   unsupported_token_type: 400,
+  // RFC 8628 §3.5: the answers to a device-code poll that is not (yet) a token.
+  authorization_pending: 400,
+  slow_down: 400,
+  access_denied: 400,
+  expired_token: 400,
   invalid_token: 401,
   // RFC 9449 §7.1 (resource) and §5 (token endpoint, 400): a DPoP proof that is missing, invalid or
   // not for this request; a proof without the server nonce.

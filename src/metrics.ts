@@ -152,6 +152,12 @@ export class Metrics {
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  readonly quotaRefusals = new Counter({
+    name: 'mcp_auth_quota_refusals_total',
+    help: '/mcp requests refused over a quota (policy.quotas), by the rule (its name, or #<index>)',
+    labelNames: ['rule'] as const,
+    registers: [this.registry],
+  });
   readonly foreignHandles = new Counter({
     name: 'mcp_auth_foreign_handles_total',
     help: 'Requests refused for presenting an MCP session id or task id bound to another caller, by handle (session, task)',
@@ -160,7 +166,7 @@ export class Metrics {
   });
   readonly refreshGraceReuses = new Counter({
     name: 'mcp_auth_refresh_grace_reuses_total',
-    help: 'Rotated refresh tokens presented again within the grace window and answered with new tokens',
+    help: 'Rotated refresh tokens presented again within the grace window and answered with the pair their rotation issued',
     registers: [this.registry],
   });
   readonly adminOperations = new Counter({
@@ -179,6 +185,8 @@ export class Metrics {
   readonly notFound = this.requests.labels('not_found', '');
   /** A policy denial no scope would lift, answered by the sidecar at 200 (a tool error): nothing forwarded. */
   readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
+  /** A request over a quota (a tool error at 200, or a 429): its outcome, counted where it is decided. */
+  readonly quotaExceeded = this.requests.labels('refused', 'quota_exceeded');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();

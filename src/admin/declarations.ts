@@ -86,12 +86,17 @@ export const ADMIN_OPERATIONS = {
       tokenHash: tokenHash(),
       method: text({ description: 'the JSON-RPC method, e.g. tools/call', required: true, min: 1, max: 256, rule: 'a JSON-RPC method name' }),
       name: text({ description: 'the tool or prompt name, or the resource URI', max: 4096, rule: 'a string' }),
+      address: text({ description: 'the client address, for a quota counted per address', max: 64, rule: 'an IP address' }),
     },
     exactlyOne: [['token', 'tokenHash']],
     answer:
-      '`200 {effect, decidedBy, rule?, reason, scope?, principal}`: a dry run of the per-tool policy ([`docs/policy.md`](docs/policy.md)) for the token as it stands in the store',
-    render: (body: { effect: string; decidedBy: string; rule?: string; reason: string; scope?: string }) =>
-      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}\n`,
+      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`docs/policy.md`](docs/policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`docs/quotas.md`](docs/quotas.md))',
+    render: (body: { effect: string; decidedBy: string; rule?: string; reason: string; scope?: string; quota?: { rule: string; per: string; limit: number; windowSeconds: number; remaining?: number; resetAt?: string } }) =>
+      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}${
+        body.quota
+          ? `\nquota "${body.quota.rule}": ${body.quota.limit} per ${body.quota.windowSeconds} s per ${body.quota.per}${body.quota.remaining !== undefined ? `, ${body.quota.remaining} left until ${body.quota.resetAt}` : ''}`
+          : ''
+      }\n`,
   }),
 
   listAuditEvents: operation({

@@ -12,12 +12,14 @@ import { provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
-import type { AuditStorage, ClientStorage, ProfileStorage, TokenStorage } from '../store/types.ts';
+import type { AuditStorage, ClientStorage, ProfileStorage, QuotaStorage, TokenStorage } from '../store/types.ts';
+import { limitKey } from '../net-address.ts';
+import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
 
 /** The parts of the store the admin operations use. */
-export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage;
+export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage & QuotaStorage;
 
 export interface AdminContext {
   store: AdminStore;
@@ -27,6 +29,8 @@ export interface AdminContext {
   masterToken?: MasterToken;
   /** The per-tool policy (explainPolicy); undefined when none is configured. */
   policy?: Policy | undefined;
+  /** The quotas (explainPolicy shows the one that applies), and how per-address quotas count an IPv6 client. */
+  quotas?: { quotas: Quotas; ipv6PrefixLength: number } | undefined;
   /** The configured lifetimes of the built-in profiles (seedDefaultProfiles stores them). */
   profileLifetimes?: ProfileLifetimes | undefined;
 }
@@ -109,7 +113,8 @@ const handlers: Handlers = {
       principal = decision.principal;
     }
     const answer = explainCall(ctx.policy, principal, { method, name });
-    return { status: 200, body: answer, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
+    const quota = await explainQuota(ctx, principal, { method, name }, args.address);
+    return { status: 200, body: { ...answer, ...(quota ? { quota } : {}) }, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
   },
 
   /** The newest audit events (empty when `audit.stream` is off), newest first. */
@@ -118,6 +123,21 @@ const handlers: Handlers = {
     return { status: 200, body: { events }, audit: { detail: { count: events.length } } };
   },
 };
+
+/**
+ * The quota that would count the call (the first matching rule), and what is left of it now: read, never
+ * taken. A per-address rule needs the client's `address`; without it only the rule is shown.
+ */
+async function explainQuota(ctx: AdminContext, principal: Principal, call: { method: string; name: string | undefined }, address: string | undefined) {
+  if (ctx.quotas === undefined) return undefined;
+  const match = quotaFor(ctx.quotas.quotas, { principal, address: address === undefined ? '' : limitKey(address, ctx.quotas.ipv6PrefixLength) }, call);
+  if (match === undefined) return undefined;
+  const { label, per, limit, windowSeconds } = match.rule;
+  const shown = { rule: label, per, limit, windowSeconds };
+  if (per === 'address' && address === undefined) return { ...shown, note: 'counted per client address: give `address` to see what is left' };
+  const read = await ctx.store.takeQuota(quotaCounterName(match), 0, limit, windowSeconds * 1000, ctx.clock.now());
+  return { ...shown, used: read.used, remaining: Math.max(0, limit - read.used), resetAt: new Date(read.resetAt).toISOString() };
+}
 
 /** An operation's handler behind its declaration: the body is read against the fields first (400 `invalid_request`). */
 function declared(name: OperationName): AdminOperation {

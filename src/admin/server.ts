@@ -13,7 +13,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { serve } from '../http.ts';
-import { adminOperations, type AdminStore } from './operations.ts';
+import { adminOperations, type AdminContext, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
 import type { ProfileLifetimes } from '../profiles.ts';
 import { normalizeAddress } from '../net-address.ts';
@@ -30,6 +30,8 @@ export interface AdminDeps extends AdminOverrides {
   maxBodyBytes: number;
   /** The per-tool policy, for `explainPolicy`; undefined when none is configured. */
   policy?: Policy | undefined;
+  /** The quotas, for `explainPolicy` (what is left); undefined when none are configured. */
+  quotas?: AdminContext['quotas'];
   /** The configured lifetimes of the built-in profiles, for `seedDefaultProfiles`. */
   profileLifetimes?: ProfileLifetimes | undefined;
   /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
@@ -77,7 +79,7 @@ export function createAdminServer(deps: AdminDeps): Server {
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
       if (!op) throw new HttpError('not_found');
-      const result = await op({ store, clock: deps.clock, metrics, masterToken, policy: deps.policy, profileLifetimes: deps.profileLifetimes }, body);
+      const result = await op({ store, clock: deps.clock, metrics, masterToken, policy: deps.policy, quotas: deps.quotas, profileLifetimes: deps.profileLifetimes }, body);
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);

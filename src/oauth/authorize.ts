@@ -8,7 +8,11 @@
 //                            Deny back with access_denied;
 //   GET  /oauth/callback     the IdP's answer becomes a single-use authorization code for the client,
 //                            unless consent was skipped and no approval of THIS user is remembered:
-//                            then the consent page is shown for that user first.
+//                            then the consent page is shown for that user first;
+//   GET  /device, POST /device   device sign-in (RFC 8628): the user types the code a device shows,
+//                            then the same consent page and IdP round trip; the decision goes to the
+//                            device's authorization (its client polls /token) instead of a redirect.
+//                            Entries are limited per address, and failed ones server-wide.
 // Between the steps the request lives in the store under the SHA-256 of a random handle, for ten
 // minutes and one use per step, bound to this browser by an HttpOnly SameSite cookie: a handle
 // replayed, expired, or carried to another browser gets an error page and nothing is issued.
@@ -17,7 +21,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../body.ts';
-import { checkScope, redirectUriMatches, scopeWithin } from '../clients.ts';
+import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { consentKey } from '../store/records.ts';
@@ -33,7 +37,8 @@ import type { ClientRecord } from '../store/types.ts';
 import { fetchAdmission, resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
-import { consentPage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
+import { normaliseUserCode } from './device.ts';
+import { consentPage, deviceCodePage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
 
 /** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
 export const SIGN_IN_STEP_TTL_MS = 10 * 60 * 1000;
@@ -84,7 +89,16 @@ const OTHER_BROWSER = new PageError(
   'This sign-in was started in another browser (or its cookie was blocked). Start signing in again from your application, in this browser.',
 );
 
-/** The three browser endpoints of sign-in, as routes of the proxy listener. */
+/** Device codes one client address may enter per minute (a person needs one or two; a guesser many). */
+export const DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS = 10;
+/**
+ * Failed device-code entries the whole server accepts per minute, from every address together: the
+ * bound on guessing from many addresses. Past it, entries are refused until the minute ends.
+ */
+export const DEVICE_FAILED_ENTRIES_PER_MINUTE = 300;
+const FORM_MAX_BODY_BYTES = 4096;
+
+/** The browser endpoints of sign-in, as routes of the proxy listener. */
 export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): Route[] {
   const flow = new SignInFlow(ctx, signIn);
   /** Every failure of these endpoints is answered with a page, never JSON: a person reads it. */
@@ -101,6 +115,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     { path: '/authorize', methods: ['GET'], handler: page((req, res) => flow.authorize(req, res)) },
     { path: '/authorize/consent', methods: ['POST'], handler: page((req, res) => flow.consent(req, res)) },
     { path: '/oauth/callback', methods: ['GET'], handler: page((req, res) => flow.callback(req, res)) },
+    { path: '/device', methods: ['GET', 'POST'], handler: page((req, res) => (req.method === 'POST' ? flow.deviceEntry(req, res) : flow.devicePage(req, res))) },
   ];
 }
 
@@ -124,6 +139,11 @@ class SignInFlow {
    */
   readonly #unknownClients: FailedAuthLimiter | undefined;
   readonly #addresses: ReturnType<typeof clientAddresses>;
+  /** Device codes entered per client address and minute, and failed entries server-wide. */
+  readonly #deviceEntries: WindowLimit;
+  readonly #failedDeviceEntries: WindowLimit;
+  /** Until when (epoch ms) this process refuses device-code entries: the server-wide failures ran out. */
+  #deviceGuessingBlockedUntil = 0;
 
   constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
     this.ctx = ctx;
@@ -131,6 +151,8 @@ class SignInFlow {
     this.#documentFetches = fetchAdmission(ctx, 'too many application metadata documents fetched for this address; try again in a minute');
     this.#addresses = clientAddresses(ctx.config.proxy.trustedProxies);
     this.#authorizeRequests = new WindowLimit(ctx.store, ctx.clock, 'authorize', ctx.config.rateLimits.authorizeRequestsPerMinute);
+    this.#deviceEntries = new WindowLimit(ctx.store, ctx.clock, 'deviceentry', DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS);
+    this.#failedDeviceEntries = new WindowLimit(ctx.store, ctx.clock, 'devicemiss', DEVICE_FAILED_ENTRIES_PER_MINUTE);
     const { authorizeUnknownClientsPerMinute: unknownPerMinute, ipv6PrefixLength } = ctx.config.rateLimits;
     this.#unknownClients =
       unknownPerMinute > 0
@@ -414,11 +436,18 @@ class SignInFlow {
     const { request } = stored;
     const user = stored.stage === 'user-consent' ? stored.user : undefined;
     if (decision === 'deny') {
-      await this.ctx.audit.record({ who: user ? 'user' : 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, ...(user ? { subject: user.subject } : {}), detail: { by: 'user' } });
+      await this.ctx.audit.record({ who: user ? 'user' : 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, ...(user ? { subject: user.subject } : {}), detail: { by: 'user', ...(request.deviceCodeHash !== undefined ? { device: true } : {}) } });
+      if (request.deviceCodeHash !== undefined) {
+        // The device's client learns it at its next poll (access_denied).
+        await this.ctx.store.decideDeviceAuthorization(request.deviceCodeHash, this.ctx.clock.now(), undefined);
+        writePage(res, 200, messagePage('Access denied', 'You denied access: the device is not signed in. You can close this window.'));
+        return;
+      }
       this.redirectBack(res, request, { error: 'access_denied', error_description: 'the user denied access' });
       return;
     }
-    const remember = form.get('remember') === 'yes' && this.#rememberMs > 0;
+    // A device's approval is never remembered: each device code is approved on its own.
+    const remember = form.get('remember') === 'yes' && this.#rememberMs > 0 && request.deviceCodeHash === undefined;
     if (user) {
       // Asked after the IdP: the approval is this user's own; the code follows at once.
       await this.issueCode(req, res, request, user, { remember });
@@ -447,18 +476,70 @@ class SignInFlow {
 
   /** What the consent page shows of a request (the page before the IdP, or after it with `user`). */
   consentView(request: AuthorizationRequest, requestId: string, clientName: string | undefined, user?: SignedInUser): ConsentView {
-    const target = new URL(request.redirectUri);
+    const device = request.deviceCodeHash !== undefined;
+    const target = device ? undefined : new URL(request.redirectUri);
     return {
       clientName,
       clientId: request.clientId,
-      redirectHost: `${target.protocol}//${target.host}`,
+      redirectHost: target ? `${target.protocol}//${target.host}` : '',
+      ...(device ? { device: true } : {}),
       scopes: request.scope ? request.scope.split(' ') : [],
       idpHost: this.#idpHost,
       requestId,
       action: `${this.ctx.publicUrl()}/authorize/consent`,
-      ...(this.#rememberMs > 0 ? { rememberDays: Math.max(1, Math.round(this.#rememberMs / 86_400_000)) } : {}),
+      ...(this.#rememberMs > 0 && !device ? { rememberDays: Math.max(1, Math.round(this.#rememberMs / 86_400_000)) } : {}),
       ...(user ? { signedInAs: user.email ?? user.subject } : {}),
     };
+  }
+
+  /** GET /device: the form for the code a device shows, prefilled from `verification_uri_complete`. */
+  async devicePage(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!this.signIn) throw SIGN_IN_OFF;
+    const typed = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('user_code') ?? '';
+    writePage(res, 200, deviceCodePage({ action: `${this.ctx.publicUrl()}/device`, userCode: typed.slice(0, 20) }));
+  }
+
+  /**
+   * POST /device: the code typed. Every entry counts towards its address's limit, each failed one
+   * towards the server-wide one, before a code is looked up. A code that names a pending device
+   * authorization shows the consent page (a pending sign-in like one of /authorize, bounded alike).
+   */
+  async deviceEntry(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!this.signIn) throw SIGN_IN_OFF;
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/x-www-form-urlencoded') throw new PageError(400, 'Bad request', 'The code must be posted as a form.');
+    // A cross-site POST would only spend the address's entries; refused early, as at the consent form.
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== 'null' && origin !== new URL(this.ctx.publicUrl()).origin) throw OTHER_BROWSER;
+    const address = this.clientKey(req);
+    const now = this.ctx.clock.now();
+    if (now < this.#deviceGuessingBlockedUntil) {
+      throw tooManyRequests(Math.ceil((this.#deviceGuessingBlockedUntil - now) / 1000), 'too many wrong device codes were entered on this server; try again in a minute');
+    }
+    await this.#deviceEntries.take(address, 'too many device codes entered from this address; try again in a minute');
+    const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+    const typed = form.get('user_code') ?? '';
+    const code = normaliseUserCode(typed);
+    const found = code === undefined ? null : await this.ctx.store.findDeviceAuthorization(hashToken(code));
+    const action = `${this.ctx.publicUrl()}/device`;
+    if (!found || found === 'corrupt' || found.status !== 'pending' || found.expiresAt <= now) {
+      const retryAfter = await this.#failedDeviceEntries.hit('all');
+      if (retryAfter > 0) {
+        this.#deviceGuessingBlockedUntil = now + retryAfter * 1000;
+        this.ctx.logger.warn({ address }, 'device-code entries refused server-wide for the rest of the minute: too many wrong codes');
+      }
+      this.ctx.logger.info({ address }, 'a device code was entered that names no waiting device');
+      writePage(res, 400, deviceCodePage({ action, userCode: typed.slice(0, 20), error: 'That code is not valid: it may be mistyped, expired or already used. Check the code on your device.' }));
+      return;
+    }
+    const looked = await this.lookUpClient(found.clientId, req);
+    if (!looked) throw new PageError(400, 'Unknown application', 'The application of this device was removed from this server.');
+    const request: AuthorizationRequest = { clientId: found.clientId, redirectUri: '', codeChallenge: '', state: undefined, scope: found.scope, deviceCodeHash: found.deviceCodeHash };
+    const browser = this.browserBinding(req);
+    const requestId = generateToken();
+    await this.holdPendingSignIn(hashToken(requestId), { stage: 'consent', request, browserHash: hashToken(browser.value) }, address, found.clientId);
+    const view = { ...this.consentView(request, requestId, looked.client.clientName), ...(looked.metadataHost !== undefined ? { metadataHost: looked.metadataHost } : {}) };
+    writePage(res, 200, consentPage(view), { 'set-cookie': browser.setCookie });
   }
 
   /** GET /oauth/callback: the IdP's answer, checked by openid-client, becomes a code for the client. */
@@ -480,6 +561,11 @@ class SignInFlow {
       if (error === undefined) throw err;
       this.ctx.logger.info({ clientId: request.clientId, reason: (err as Error).message }, 'sign-in at the identity provider refused: nothing issued');
       await this.ctx.audit.record({ who: 'anonymous', action: 'authorize', result: error, clientId: request.clientId, detail: { by: 'idp' } });
+      if (request.deviceCodeHash !== undefined) {
+        // No redirect to send the error to; the device keeps waiting until its code expires.
+        writePage(res, 403, messagePage('Sign-in did not succeed', 'Sign-in at the identity provider did not succeed: the device is not signed in.'));
+        return;
+      }
       this.redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
       return;
     }
@@ -513,6 +599,16 @@ class SignInFlow {
       if (!found) throw new PageError(400, 'Unknown application', 'The application of this sign-in was removed from this server. Nothing was issued.');
       if (found.client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(found.client);
     }
+    if (request.deviceCodeHash !== undefined) {
+      // The approval goes to the device's authorization (taken once, while pending and unexpired):
+      // its client's next poll gets the tokens.
+      if (!(await this.ctx.store.decideDeviceAuthorization(request.deviceCodeHash, this.ctx.clock.now(), user))) {
+        throw new PageError(400, 'This code has expired', 'The device code expired or was already decided. Start signing in again on your device.');
+      }
+      await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'given', device: true } });
+      writePage(res, 200, messagePage('Device signed in', 'You approved the device: it is signed in within a few seconds. You can close this window.'));
+      return;
+    }
     const consent = 'remembered' in approval ? approval.remembered : approval.remember ? await this.rememberApproval(req, res, request, user) : undefined;
     const code = generateToken();
     const now = this.ctx.clock.now();
@@ -531,19 +627,6 @@ class SignInFlow {
     await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'remembered' in approval ? 'remembered' : 'given' } });
     this.redirectBack(res, request, { code });
   }
-}
-
-/**
- * RFC 6749 §3.3 lets the server ignore requested scopes; this one ignores every scope it does not
- * define (`supported`: those the policy names, what metadata advertises as `scopes_supported`).
- * Clients ask for scopes that mean nothing here (mcp-remote falls back to `openid email profile`):
- * they are neither shown as access on the consent page nor granted, so they never reach the upstream
- * in `X-MCP-Auth-Scope`. Without a policy naming scopes, no scope is granted.
- */
-export function splitScopes(requested: string | undefined, supported: readonly string[]): { granted: string | undefined; ignored: string[] } {
-  const asked = [...new Set(requested?.split(' ') ?? [])];
-  const granted = asked.filter((s) => supported.includes(s));
-  return { granted: granted.length > 0 ? granted.join(' ') : undefined, ignored: asked.filter((s) => !supported.includes(s)) };
 }
 
 /** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */

@@ -13,6 +13,7 @@ import { HttpError, unusableClientDocument } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { checkKeySet, checkRedirectUri, checkScope, hasControlCharacter, isHttpsUrl, MAX_KEYS } from '../clients.ts';
 import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../net-address.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../profiles.ts';
 
 export interface ClientMetadataDocument {
   /** The URL, equal to the document's `client_id`. */
@@ -94,7 +95,8 @@ export interface CimdResolverOptions {
 const MAX_URL_LENGTH = 2048;
 const MAX_NAME_LENGTH = 256;
 const MAX_RESPONSE_HEADER_BYTES = 16 * 1024;
-const DOCUMENT_GRANT_TYPES = ['authorization_code', 'refresh_token'];
+/** Grants a document may list that its client may use here (a listed device grant: RFC 8628 sign-in too). */
+const DOCUMENT_GRANT_TYPES = [GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN, GRANT_DEVICE_CODE];
 /** Fields that mean a shared secret: a document is public, so it must never carry or ask for one. */
 const SECRET_FIELDS = ['client_secret', 'client_secret_expires_at'];
 /** Methods that mean a shared secret: a client known by a public document has none to share. */

@@ -5,6 +5,7 @@
 // access token), and Identity Assertion JWT Authorization Grants (ID-JAG: `typ` oauth-id-jag+jwt,
 // audience this authorization server, short lived, with `jti` and `client_id`). Any failure is `invalid_grant`; the reason goes to the log only.
 
+import { idpCall } from '../tracing.ts';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config.ts';
 
@@ -97,14 +98,17 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
   return {
     async verify(jwt, now) {
       checkShape(jwt);
-      const { payload, protectedHeader } = await jwtVerify(jwt, jwks, {
-        issuer,
-        audience,
-        algorithms: [...idp.algorithms],
-        requiredClaims: ['exp', 'sub'],
-        clockTolerance: idp.clockToleranceSeconds,
-        currentDate: new Date(now),
-      });
+      // The IdP's key set is fetched (and cached) on the way: an IdP call in the request's trace.
+      const { payload, protectedHeader } = await idpCall('IdP token verification', () =>
+        jwtVerify(jwt, jwks, {
+          issuer,
+          audience,
+          algorithms: [...idp.algorithms],
+          requiredClaims: ['exp', 'sub'],
+          clockTolerance: idp.clockToleranceSeconds,
+          currentDate: new Date(now),
+        }),
+      );
       if (!exchangeTypeAllowed(protectedHeader.typ)) throw new IdpRejection('typ not an ID token or access token');
       return identityOf(idp, issuer, payload);
     },

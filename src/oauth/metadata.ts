@@ -44,6 +44,8 @@ export function authorizationServerMetadata(
     registration_endpoint: `${publicUrl}/register`,
     revocation_endpoint: `${publicUrl}/revoke`,
     introspection_endpoint: `${publicUrl}/introspect`,
+    // RFC 8628 §4: device sign-in is on with browser sign-in.
+    ...(options.signIn ? { device_authorization_endpoint: `${publicUrl}/device_authorization` } : {}),
     grant_types_supported: [...options.grantTypes],
     // Listed only when a grant has a profile here (ID-JAG: enterprise-managed authorization).
     ...(profiles.length > 0 ? { authorization_grant_profiles_supported: [...profiles] } : {}),

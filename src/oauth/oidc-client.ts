@@ -4,6 +4,7 @@
 // against the IdP's keys). Added here: every IdP call bounded in time, the pinned algorithms, the
 // configured claim rules, and a split between "the IdP cannot be reached" and "sign-in refused".
 
+import { idpCall } from '../tracing.ts';
 import * as oidc from 'openid-client';
 import { createRemoteJWKSet, decodeProtectedHeader, type JWTPayload } from 'jose';
 import type { Config } from '../config.ts';
@@ -145,7 +146,7 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
 
   async function call<T>(work: () => Promise<T>): Promise<T> {
     try {
-      return await work();
+      return await idpCall('IdP request', work);
     } catch (err) {
       if (err instanceof IdpRejection) throw err;
       if (clientRefused(err)) throw new IdpClientRefused({ cause: err });

@@ -1,5 +1,5 @@
 // OAuth routes on the proxy listener (the sidecar is the authorization server for /mcp): discovery
-// documents, /register, /token, /revoke, /introspect, and the browser sign-in pages (./authorize.ts). Bodies are small and bounded; what a handler
+// documents, /register, /token, /revoke, /introspect, /device_authorization, and the browser sign-in pages (./authorize.ts). Bodies are small and bounded; what a handler
 // throws is answered by the listener's one error mapper (a store outage is a 503, never a success).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -16,6 +16,7 @@ import { refusalEventOf, type Issued } from './grants/grant.ts';
 import { GRANTS, grantNamed } from './grants/index.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
 import { signInRoutes } from './authorize.ts';
+import { handleDeviceAuthorization } from './device.ts';
 import { handleRegister } from './register.ts';
 import { handleIntrospect, handleRevoke } from './revocation.ts';
 import { handleToken } from './token.ts';
@@ -37,6 +38,8 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     token: new WindowLimit(store, clock, 'token', config.rateLimits.tokenRequestsPerMinute),
     revoke: new WindowLimit(store, clock, 'revoke', config.rateLimits.revocationRequestsPerMinute),
     introspect: new WindowLimit(store, clock, 'introspect', config.rateLimits.introspectionRequestsPerMinute),
+    // Device authorizations are token requests of another kind: the same per-address budget, counted apart.
+    device: new WindowLimit(store, clock, 'device', config.rateLimits.tokenRequestsPerMinute),
   };
   // Every per-address count below keys on limitKey: an IPv6 client as its network (a /64 by default).
   const addresses = clientAddresses(config.proxy.trustedProxies);
@@ -118,6 +121,8 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     withCors({ path: '/revoke', methods: ['POST'], handler: formEndpoint(handleRevoke, limits.revoke, true) }),
     // Introspection is neither issuance nor revocation: not audited.
     { path: '/introspect', methods: ['POST'], handler: formEndpoint(handleIntrospect, limits.introspect, false) },
+    // RFC 8628: on with browser sign-in (the user approves a device there). Its successes are audited by the handler.
+    ...(ctx.signIn ? [withCors({ path: '/device_authorization', methods: ['POST'], handler: formEndpoint(handleDeviceAuthorization, limits.device, false) })] : []),
     ...signInRoutes(ctx, ctx.signIn),
   ];
 }

@@ -49,8 +49,10 @@ export interface ConsentView {
   /** The client's own name (unverified: shown as such), and its client_id. */
   clientName: string | undefined;
   clientId: string;
-  /** host[:port] the authorization code will be sent to. */
+  /** host[:port] the authorization code will be sent to (empty for a device). */
   redirectHost: string;
+  /** A device (RFC 8628) is being signed in: no redirect, the tokens go to whoever holds its device code. */
+  device?: boolean;
   /** Where the client's metadata comes from, for a Client ID Metadata Document. */
   metadataHost?: string;
   scopes: string[];
@@ -85,21 +87,53 @@ export function consentPage(view: ConsentView): string {
     view.rememberDays !== undefined
       ? `\n<p><label><input type="checkbox" name="remember" value="yes" checked> Remember this approval in this browser for ${view.rememberDays} day${view.rememberDays === 1 ? '' : 's'}: signing in again from this application, to the same address and with no more access, will not ask again.</label></p>`
       : '';
+  const destination = view.device
+    ? '<dt>Signs in</dt><dd>a device: the one that showed you the code you entered</dd>'
+    : `<dt>Sends you back to</dt><dd class="mono">${escapeHtml(view.redirectHost)}</dd>`;
+  // A device code can be phished: whoever sends a victim a code of their own gets the victim's tokens.
+  const warning = view.device
+    ? `<p class="note"><strong>Approve only a code you started yourself, on a device you control.</strong> If someone sent you this code,
+or asked you to enter it, deny: approving signs THEM in as you. The application's name is its own claim.`
+    : `<p class="note">The application's name is its own claim. Approve only if you started this sign-in and recognise
+where it sends you back to.`;
   const metadata = view.metadataHost ? `<dt>Described by</dt><dd class="mono">${escapeHtml(view.metadataHost)}</dd>` : '';
   return page(
     'Allow access to the MCP server?',
     `<h1>${name} wants to use the MCP server as you</h1>
 <dl>
 <dt>Client id</dt><dd class="mono">${escapeHtml(view.clientId)}</dd>${metadata}
-<dt>Sends you back to</dt><dd class="mono">${escapeHtml(view.redirectHost)}</dd>
+${destination}
 <dt>Access</dt><dd>${scopes}</dd>
 </dl>${ignored}
-<p class="note">The application's name is its own claim. Approve only if you started this sign-in and recognise
-where it sends you back to. ${next}</p>
+${warning} ${next}</p>
 <form method="post" action="${escapeHtml(view.action)}">
 <input type="hidden" name="request" value="${escapeHtml(view.requestId)}">${remember}
 <div class="actions"><button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button></div>
 </form>`,
+  );
+}
+
+export interface DeviceCodeView {
+  /** Absolute URL the form posts to (PUBLIC_URL/device). */
+  action: string;
+  /** The code to prefill (from verification_uri_complete), as typed; empty for none. */
+  userCode: string;
+  /** Why the last entry was refused. */
+  error?: string;
+}
+
+/** The form where the user types the code their device shows (RFC 8628 §3.3). */
+export function deviceCodePage(view: DeviceCodeView): string {
+  const error = view.error !== undefined ? `<p><strong>${escapeHtml(view.error)}</strong></p>` : '';
+  return page(
+    'Sign in a device',
+    `<h1>Sign in a device</h1>${error}
+<p>Enter the code your device (a terminal, a server, an application without a browser) shows you.</p>
+<form method="post" action="${escapeHtml(view.action)}">
+<p><input name="user_code" value="${escapeHtml(view.userCode)}" autocomplete="off" autocapitalize="characters" spellcheck="false" maxlength="20" size="12" class="mono" aria-label="Code"></p>
+<div class="actions"><button type="submit">Continue</button></div>
+</form>
+<p class="note">Only enter a code you started yourself. Never enter a code someone else sent you.</p>`,
   );
 }

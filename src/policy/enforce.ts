@@ -32,6 +32,8 @@ export interface PolicyDenial {
   readonly requestIds: readonly (string | number | null)[];
   /** The body was a JSON-RPC batch (answered as a batch). */
   readonly batch: boolean;
+  /** What the body tells a trace; undefined when the body was unseen (forward-auth). */
+  readonly trace?: BodyTrace;
 }
 
 /** The answer to a denial: its status, and the JSON body (one message, or one per request of a batch). */
@@ -46,6 +48,24 @@ export interface PolicyAllowance {
   readonly body: Buffer;
   /** List requests in the body by id (their answers are filtered), or undefined when there is none. */
   readonly lists: ListRequests | undefined;
+  /** The body's JSON-RPC requests (not notifications or responses), in order: what quotas count. */
+  readonly requests: readonly BodyRequest[];
+  /** The body was a JSON-RPC batch. */
+  readonly batch: boolean;
+  /** What the body tells a trace (see BodyTrace). */
+  readonly trace: BodyTrace;
+}
+
+/** What a body tells a trace: its first call, and the `params._meta.traceparent` it carries. */
+export interface BodyTrace {
+  readonly call: PolicyRequest | undefined;
+  readonly traceparent: string | undefined;
+}
+
+/** One JSON-RPC request of a body: its id and the call it makes. */
+export interface BodyRequest {
+  readonly id: string | number | null;
+  readonly call: PolicyRequest;
 }
 
 export function enforcePolicy(
@@ -55,7 +75,8 @@ export function enforcePolicy(
   mirror: { method: string | undefined; name: string | undefined },
   limits: JsonRpcLimits,
 ): PolicyAllowance | PolicyDenial {
-  const { messages, batch, canonical } = parseClientMessages(body, limits);
+  const { messages, batch, canonical, traceparent } = parseClientMessages(body, limits);
+  const trace: BodyTrace = { call: messages.find((m) => m.call !== undefined)?.call, traceparent };
   checkMirrorHeaders(mirror.method, mirror.name, messages);
   let lists: Map<string | number, string> | undefined;
   for (const message of messages) {
@@ -67,10 +88,14 @@ export function enforcePolicy(
     if (isAlwaysAllowed(call.method)) continue;
     const decision = decideCall(policy, principal, call);
     if (decision.effect === 'deny') {
-      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch };
+      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch, trace };
     }
   }
-  return { denied: false, body: canonical, lists };
+  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch, trace };
+}
+
+function requestsOf(messages: readonly ClientMessage[]): BodyRequest[] {
+  return messages.filter((m) => m.call !== undefined && m.id !== undefined).map((m) => ({ id: m.id as string | number | null, call: m.call! }));
 }
 
 function requestIdsOf(messages: readonly ClientMessage[]): (string | number | null)[] {

@@ -6,17 +6,24 @@
 // Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body being unseen.
 // Only POST carries a body: any other method with one is refused, since an upstream that ignores the
 // method (Go's encoding/json reads a GET's body as readily as a POST's) would run a call never decided.
-// Without a policy this module is never built and bodies stream unparsed.
+// Quotas (policy.quotas) are taken after the policy allowed a body, before anything is forwarded: one
+// store script per rule and caller the body's requests fall under; over a quota, a tools/call gets a
+// tool error at 200 and anything else a 429 with Retry-After (see quotaAnswer). A store that cannot
+// answer fails the request closed (503).
+// Without a policy or quotas this module is never built and bodies stream unparsed.
 
 import type { ServerResponse } from 'node:http';
 import type { Audit } from '../audit.ts';
 import { readBody } from '../body.ts';
 import type { Principal } from '../credentials.ts';
-import { HttpError, insufficientScope } from '../errors.ts';
+import { HttpError, insufficientScope, tooManyRequests } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
-import { denialAnswer, enforceCall, enforcePolicy, type PolicyDenial } from './enforce.ts';
+import type { Clock } from '../clock.ts';
+import type { QuotaStorage } from '../store/types.ts';
+import { denialAnswer, enforceCall, enforcePolicy, type BodyRequest, type PolicyDenial } from './enforce.ts';
+import { quotaAnswer, quotaCounterName, quotaFor, type QuotaCaller, type QuotaMatch, type QuotaRefusal, type Quotas } from './quotas.ts';
 import { checkBodyHeaders, type JsonRpcLimits } from './jsonrpc.ts';
 import { filterMessages, SseListRewriter, type ListAnswers } from './list-filter.ts';
 import { callFromHeaders } from './mirror-headers.ts';
@@ -32,11 +39,24 @@ export interface PolicyGateOptions {
   metrics: Metrics;
   audit: Audit;
   resourceMetadataUrl(): string;
+  /** Per-caller quotas, when `policy.quotas` is configured. */
+  quotas?: QuotaCounting | undefined;
+}
+
+/** What counting quotas needs besides the rules. */
+export interface QuotaCounting {
+  quotas: Quotas;
+  store: QuotaStorage;
+  clock: Clock;
+  /** The client's address as per-address limits count it (trusted proxies and the IPv6 network applied). */
+  addressOf(req: ProxyRequest): string;
 }
 
 /** A denial answered by the sidecar with a 200 (a tool error, a JSON-RPC error): nothing is forwarded. */
 export interface PolicyAnswer {
   readonly answer: { readonly body: string };
+  /** Why: the policy refused, or a quota did (its outcome already counted). */
+  readonly by: 'policy' | 'quota';
 }
 
 export interface PolicyGate {
@@ -61,13 +81,13 @@ export interface PolicyGate {
    * Forward-auth: decides the call the request's Mcp-Method / Mcp-Name headers announce (its body is
    * never read); throws the HttpError to answer with, a 400 when the headers cannot decide it.
    */
-  checkHeaders(req: ProxyRequest, principal: Principal): void;
+  checkHeaders(req: ProxyRequest, principal: Principal): Promise<void>;
   /**
    * Forward-auth, for a request of any method: a POST is decided by checkHeaders. Any other must show
    * no body, and only GET (the stream) and DELETE (ending a session) are allowed: ingresses do not pass
    * a body's framing headers to the check (see refuseForwardAuthMethod).
    */
-  checkForwardAuth(req: ProxyRequest, principal: Principal, method: string): void;
+  checkForwardAuth(req: ProxyRequest, principal: Principal, method: string): Promise<void>;
 }
 
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
@@ -84,7 +104,10 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
-      if (outcome.denied) return { answer: { body: refuse(outcome, principal) } };
+      if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
+      if (outcome.denied) return { answer: { body: refuse(outcome, principal) }, by: 'policy' };
+      const over = await takeQuotas(req, principal, outcome.requests, outcome.batch);
+      if (over !== undefined) return { answer: { body: refuseOverQuota(over, principal) }, by: 'quota' };
       const lists = outcome.lists;
       const decided = outcome.body;
       return lists === undefined ? { body: decided } : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
@@ -93,11 +116,15 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const who: PolicyPrincipal = principal;
       return { rewriteResponse: (contentType) => listRewriter(policy, who, 'replayed', contentType) };
     },
-    checkHeaders(req, principal) {
-      const outcome = enforceCall(policy, principal, callFromHeaders(req));
+    async checkHeaders(req, principal) {
+      const call = callFromHeaders(req);
+      const outcome = enforceCall(policy, principal, call);
       if (outcome.denied) refuse(outcome, principal);
+      // The request's id is unseen and an ingress cannot carry a tool error: over a quota is a 429.
+      const over = await takeQuotas(req, principal, [{ id: null, call }], false);
+      if (over !== undefined) refuseOverQuota({ ...over, requestIds: [] }, principal);
     },
-    checkForwardAuth(req, principal, method) {
+    async checkForwardAuth(req, principal, method) {
       const upper = method.toUpperCase();
       if (upper === 'POST') return gate.checkHeaders(req, principal);
       refuseBody(upper, req.headers);
@@ -105,6 +132,58 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
     },
   };
   return gate;
+
+  /**
+   * Takes the body's requests from the quotas that count them: requests under one rule and caller are
+   * taken together (all or nothing), one store script each, in the order they first appear. The first
+   * that does not fit is the refusal; what earlier groups took stays taken.
+   */
+  async function takeQuotas(req: ProxyRequest, principal: Principal, requests: readonly BodyRequest[], batch: boolean): Promise<QuotaRefusal | undefined> {
+    const counting = options.quotas;
+    if (counting === undefined || requests.length === 0) return undefined;
+    const caller: QuotaCaller = { principal, address: counting.addressOf(req) };
+    const groups = new Map<string, { match: QuotaMatch; cost: number; first: BodyRequest }>();
+    for (const request of requests) {
+      const match = quotaFor(counting.quotas, caller, request.call);
+      if (match === undefined) continue;
+      const name = quotaCounterName(match);
+      const group = groups.get(name);
+      if (group === undefined) groups.set(name, { match, cost: 1, first: request });
+      else group.cost++;
+    }
+    for (const [name, { match, cost, first }] of groups) {
+      const { rule } = match;
+      const taking = performance.now();
+      const outcome = await counting.store.takeQuota(name, cost, rule.limit, rule.windowSeconds * 1000, counting.clock.now());
+      req.trace?.step('quota', taking, { 'mcp_auth.quota.rule': rule.label, 'mcp_auth.quota.allowed': outcome.allowed });
+      if (!outcome.allowed) return { rule, call: first.call, resetAt: outcome.resetAt, requestIds: requests.map((r) => r.id), batch };
+    }
+    return undefined;
+  }
+
+  /**
+   * A request over a quota: counted by rule and audited (aggregated like denials); a tools/call's tool
+   * error returned, anything else's 429 thrown.
+   */
+  function refuseOverQuota(refusal: QuotaRefusal, principal: Principal): string {
+    metrics.quotaRefusals.labels(refusal.rule.label).inc();
+    // The 429 is not counted again where errors are: too_many_requests is counted where it is decided.
+    metrics.quotaExceeded.inc();
+    const eventId = audit.recordRepeated(
+      {
+        who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
+        action: 'quota.refuse',
+        result: 'quota_exceeded',
+        ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
+        subject: principal.subject,
+        detail: { method: refusal.call.method, ...(refusal.call.name !== undefined ? { name: refusal.call.name } : {}), rule: refusal.rule.label },
+      },
+      'warn',
+    );
+    const answer = quotaAnswer(refusal, eventId, options.quotas!.clock.now());
+    if (answer.status === 429) throw tooManyRequests(answer.retryAfterSeconds, answer.description);
+    return answer.body;
+  }
 
   /**
    * A denial: counted by rule and audited; a 403 (the step-up challenge, with a scope when one would lift

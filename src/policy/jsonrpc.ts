@@ -44,6 +44,8 @@ export interface ClientBody {
   messages: ClientMessage[];
   batch: boolean;
   canonical: Buffer;
+  /** The first request's `params._meta.traceparent` (where MCP carries trace context), when a string. */
+  traceparent: string | undefined;
 }
 
 /**
@@ -93,7 +95,13 @@ export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAUL
     }
     return message;
   });
-  return { messages, batch, canonical: Buffer.from(JSON.stringify(parsed)) };
+  return { messages, batch, canonical: Buffer.from(JSON.stringify(parsed)), traceparent: traceparentIn(items) };
+}
+
+function traceparentIn(items: readonly unknown[]): string | undefined {
+  const first = items.find((item) => typeof (item as { method?: unknown } | null)?.method === 'string');
+  const meta = (first as { params?: { _meta?: { traceparent?: unknown } } } | undefined)?.params?._meta;
+  return typeof meta === 'object' && meta !== null && typeof meta.traceparent === 'string' ? meta.traceparent : undefined;
 }
 
 /** The string every parser that folds case would read `key` as (Unicode upper then lower: `ſ` is `s`, `K` is `k`). */

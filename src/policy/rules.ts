@@ -67,9 +67,8 @@ const REQUEST_FIELDS = new Set(['methods', 'names']);
 const MAX_RULES = 1000;
 const MAX_PATTERN = 512;
 
-interface CompiledRule {
-  name: string;
-  effect: Effect;
+/** Who a rule applies to; a field left out matches anyone. */
+export interface PrincipalConditions {
   kinds?: ReadonlySet<AuthKind>;
   subjects?: Glob;
   clientIds?: Glob;
@@ -77,6 +76,11 @@ interface CompiledRule {
   scopes?: readonly string[];
   groups?: readonly string[];
   emailDomains?: readonly string[];
+}
+
+interface CompiledRule extends PrincipalConditions {
+  name: string;
+  effect: Effect;
   methods?: Glob;
   names?: Glob;
 }
@@ -175,32 +179,7 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
   const effect = raw.effect;
   if (effect !== 'allow' && effect !== 'deny') problems.push(`${where}.effect must be allow or deny`);
   const rule: CompiledRule = { name: String(name), effect: effect as Effect };
-  if (raw.principals !== undefined) {
-    const p = raw.principals;
-    if (!isObject(p)) problems.push(`${where}.principals must be a mapping`);
-    else {
-      unknownFields(p, PRINCIPAL_FIELDS, `${where}.principals`, problems);
-      const kinds = stringList(p.kinds, `${where}.principals.kinds`, problems);
-      if (kinds) {
-        for (const k of kinds) if (!KINDS.includes(k as AuthKind)) problems.push(`${where}.principals.kinds: "${k}" is not one of user, oauth, master`);
-        rule.kinds = new Set(kinds as AuthKind[]);
-      }
-      const subjects = stringList(p.subjects, `${where}.principals.subjects`, problems);
-      if (subjects) rule.subjects = compileGlobs(subjects);
-      const clientIds = stringList(p.clientIds, `${where}.principals.clientIds`, problems);
-      if (clientIds) rule.clientIds = compileGlobs(clientIds);
-      const scopes = stringList(p.scopes, `${where}.principals.scopes`, problems);
-      if (scopes) {
-        for (const s of scopes) if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) problems.push(`${where}.principals.scopes: "${s}" is not a scope token (RFC 6749 §3.3)`);
-        rule.scopes = scopes;
-      }
-      const groups = stringList(p.groups, `${where}.principals.groups`, problems);
-      if (groups) rule.groups = groups;
-      const domains = stringList(p.emailDomains, `${where}.principals.emailDomains`, problems);
-      if (domains) rule.emailDomains = domains.map((d) => d.toLowerCase());
-      impossiblePrincipals(rule, where, problems);
-    }
-  }
+  if (raw.principals !== undefined) compilePrincipals(raw.principals, `${where}.principals`, where, rule, problems);
   if (raw.requests !== undefined) {
     const r = raw.requests;
     if (!isObject(r)) problems.push(`${where}.requests must be a mapping`);
@@ -216,8 +195,39 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
   return problems.length > before ? undefined : rule;
 }
 
+/**
+ * Reads a `principals` mapping (kinds, subjects, clientIds, scopes, groups, emailDomains) into `into`;
+ * `at` names the mapping in problems, `rule` the rule it belongs to. Shared by policy and quota rules.
+ */
+export function compilePrincipals(p: unknown, at: string, rule: string, into: PrincipalConditions, problems: string[]): void {
+  if (!isObject(p)) {
+    problems.push(`${at} must be a mapping`);
+    return;
+  }
+  unknownFields(p, PRINCIPAL_FIELDS, at, problems);
+  const kinds = stringList(p.kinds, `${at}.kinds`, problems);
+  if (kinds) {
+    for (const k of kinds) if (!KINDS.includes(k as AuthKind)) problems.push(`${at}.kinds: "${k}" is not one of user, oauth, master`);
+    into.kinds = new Set(kinds as AuthKind[]);
+  }
+  const subjects = stringList(p.subjects, `${at}.subjects`, problems);
+  if (subjects) into.subjects = compileGlobs(subjects);
+  const clientIds = stringList(p.clientIds, `${at}.clientIds`, problems);
+  if (clientIds) into.clientIds = compileGlobs(clientIds);
+  const scopes = stringList(p.scopes, `${at}.scopes`, problems);
+  if (scopes) {
+    for (const s of scopes) if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) problems.push(`${at}.scopes: "${s}" is not a scope token (RFC 6749 §3.3)`);
+    into.scopes = scopes;
+  }
+  const groups = stringList(p.groups, `${at}.groups`, problems);
+  if (groups) into.groups = groups;
+  const domains = stringList(p.emailDomains, `${at}.emailDomains`, problems);
+  if (domains) into.emailDomains = domains.map((d) => d.toLowerCase());
+  impossiblePrincipals(into, rule, problems);
+}
+
 /** Facts a kind of token can never carry: client ids and scopes come with OAuth tokens only. */
-function impossiblePrincipals(rule: CompiledRule, where: string, problems: string[]): void {
+function impossiblePrincipals(rule: PrincipalConditions, where: string, problems: string[]): void {
   if (!rule.kinds) return;
   const oauth = rule.kinds.has('oauth');
   const person = oauth || rule.kinds.has('user');
@@ -262,7 +272,7 @@ function isUnconditional(rule: CompiledRule): boolean {
   );
 }
 
-function principalMatches(rule: CompiledRule, p: PolicyPrincipal, scopes: readonly string[]): boolean {
+export function principalMatches(rule: PrincipalConditions, p: PolicyPrincipal, scopes: readonly string[]): boolean {
   if (rule.kinds && !rule.kinds.has(p.kind)) return false;
   if (rule.subjects && !rule.subjects.test(p.subject)) return false;
   if (rule.clientIds && (p.clientId === undefined || !rule.clientIds.test(p.clientId))) return false;
@@ -285,7 +295,7 @@ function requestMatches(rule: CompiledRule, r: PolicyRequest): boolean {
   return true;
 }
 
-function scopesOf(p: PolicyPrincipal): readonly string[] {
+export function scopesOf(p: PolicyPrincipal): readonly string[] {
   return p.scope ? p.scope.split(' ').filter((s) => s.length > 0) : [];
 }
 
@@ -376,7 +386,7 @@ export function stepUpScope(policy: Policy, p: PolicyPrincipal, r: PolicyRequest
   return undefined;
 }
 
-function stringList(value: unknown, where: string, problems: string[]): string[] | undefined {
+export function stringList(value: unknown, where: string, problems: string[]): string[] | undefined {
   if (value === undefined) return undefined;
   const list = typeof value === 'string' ? [value] : value;
   if (!Array.isArray(list) || list.length === 0 || !list.every((v) => typeof v === 'string' && v.length > 0 && v.length <= MAX_PATTERN)) {
@@ -386,11 +396,11 @@ function stringList(value: unknown, where: string, problems: string[]): string[]
   return list as string[];
 }
 
-function unknownFields(obj: Record<string, unknown>, known: ReadonlySet<string>, where: string, problems: string[]): void {
+export function unknownFields(obj: Record<string, unknown>, known: ReadonlySet<string>, where: string, problems: string[]): void {
   for (const key of Object.keys(obj)) if (!known.has(key)) problems.push(`${where}.${key} is not a known field (known: ${[...known].join(', ')})`);
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 

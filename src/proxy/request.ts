@@ -5,6 +5,7 @@
 import { IncomingMessage } from 'node:http';
 import type { DenialReason, Principal } from '../credentials.ts';
 import type { DpopRefusal } from '../oauth/dpop.ts';
+import type { RequestTrace } from '../tracing.ts';
 
 /**
  * The proxy listener's IncomingMessage class: Node builds one per request, so the state is typed
@@ -22,4 +23,6 @@ export class ProxyRequest extends IncomingMessage {
   upstreamStatus: number | 'error' | undefined = undefined;
   /** Set when the sidecar ended this SSE stream because its token was revoked or expired. */
   endedBy: 'revoked' | 'expired' | undefined = undefined;
+  /** Its trace, when tracing is on. */
+  trace: RequestTrace | undefined = undefined;
 }

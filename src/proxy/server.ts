@@ -29,6 +29,7 @@ import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof, type DpopVerifier } from '../oauth/dpop.ts';
+import { withTrace, type Tracing } from '../tracing.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -50,6 +51,8 @@ export interface ProxyDeps {
   policyGate?: PolicyGate;
   /** Signs the caller assertion each forwarded request carries (upstream.assertion); undefined when off. */
   assertions?: AssertionSigner;
+  /** OpenTelemetry tracing; undefined when off. */
+  tracing?: Tracing | undefined;
   /** Keeps session and task handles to the principal that received them. */
   handles: HandleGuard;
 }
@@ -58,6 +61,7 @@ const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) a
 
 export function createProxyServer(deps: ProxyDeps): Server {
   const { config, store, clock, metrics, masterToken, forwarder, authFailures, dpop, handles } = deps;
+  const upstreamUrl = new URL(config.upstream.url);
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
   const checkHost = createHostCheck({
@@ -81,9 +85,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
             { path: `${AUTHZ_PATH}/*`, methods: 'any', handler: authz },
           ] satisfies Route<ProxyRequest>[]
         : []),
-      ...(deps.routes ?? []).map((route) => counted(route, metrics.oauth)),
+      ...(deps.routes ?? []).map((route) => traced(counted(route, metrics.oauth))),
     ],
-    onClose: (req, res) => accessLog(access, req, res),
+    onClose(req, res) {
+      req.trace?.end(res.headersSent ? res.statusCode : cannedStatus(req), req.upstreamStatus);
+      accessLog(access, req, res);
+    },
     onStoreUnavailable() {
       metrics.storeErrors.inc();
       metrics.unavailable.inc();
@@ -94,7 +101,21 @@ export function createProxyServer(deps: ProxyDeps): Server {
     },
   });
 
+  /** An OAuth route with a server span per request, its IdP calls among the children. */
+  function traced(route: Route<ProxyRequest>): Route<ProxyRequest> {
+    const tracing = deps.tracing;
+    if (tracing === undefined) return route;
+    return {
+      ...route,
+      handler(req, res, path) {
+        req.trace = tracing.startRequest(req.method ?? '', route.path, traceparentOf(req));
+        return withTrace(req.trace, () => route.handler(req, res, path));
+      },
+    };
+  }
+
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    req.trace = deps.tracing?.startRequest(req.method ?? '', '/mcp', traceparentOf(req));
     refuseAmbiguousFraming(req);
     // The presented session's record is read beside the token lookup: both leave in one write.
     const sessionRead = handles.readSession(req);
@@ -105,10 +126,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // With a policy, the body is read and every call in it decided before anything is forwarded, a body
     // on another method is refused, and a GET stream's answer is filtered (a resumption with
     // Last-Event-ID replays earlier list answers there).
+    const deciding = performance.now();
     const gated = await deps.policyGate?.decide(req, principal);
+    if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
     if (gated !== undefined && 'answer' in gated) {
-      metrics.policyAnswered.inc();
+      if (gated.by === 'policy') metrics.policyAnswered.inc();
       return writePolicyAnswer(req, res, gated.answer);
     }
     let decided = gated;
@@ -128,6 +151,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // (and logged), so forwarding would hold an upstream request nobody reads and an in-flight slot.
     if (res.destroyed) return;
     metrics.forwarded.inc();
+    // The upstream continues the trace from the sidecar's span of its request.
+    if (req.trace !== undefined) req.headers.traceparent = req.trace.upstream(req.method ?? '', upstreamUrl);
     forwarder.forward(req, res, (req.url ?? '/').slice(path.length), decided);
   }
 
@@ -138,13 +163,16 @@ export function createProxyServer(deps: ProxyDeps): Server {
    * forwards. Otherwise the answer /mcp would give, for the ingress to pass to the client.
    */
   async function authz(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
+    req.trace = deps.tracing?.startRequest(req.method ?? '', AUTHZ_PATH, traceparentOf(req));
     const original = originalRequest(req, path, addresses);
     if (original.path !== '/mcp') {
       metrics.notFound.inc();
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original);
-    deps.policyGate?.checkForwardAuth(req, principal, original.method);
+    const deciding = performance.now();
+    await deps.policyGate?.checkForwardAuth(req, principal, original.method);
+    if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     await handles.bindPresentedSession(req, principal);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
@@ -201,6 +229,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const found = await store.lookupToken(tokenHash);
     const decision = decideToken(tokenHash, found, clock.now());
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
+    req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
     if (!decision.ok) return deny(req, decision.reason, scheme);
     const principal = decision.principal;
     // A bound token only with a proof of its key; an unbound one never as DPoP, nor as Bearer where DPoP is required.
@@ -284,6 +313,12 @@ interface RequestTarget {
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
   return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`);
+}
+
+/** The request's `traceparent` header when it was sent once (two are ignored, as malformed). */
+function traceparentOf(req: IncomingMessage): string | undefined {
+  const value = req.headers.traceparent;
+  return typeof value === 'string' ? value : undefined;
 }
 
 function resourceMetadataUrl(publicUrl: string): string {

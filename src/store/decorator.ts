@@ -106,6 +106,18 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   redeemAuthorizationCode(...a: Args<'redeemAuthorizationCode'>) {
     return this.around('redeemAuthorizationCode', () => this.inner.redeemAuthorizationCode(...a));
   }
+  putDeviceAuthorization(...a: Args<'putDeviceAuthorization'>) {
+    return this.around('putDeviceAuthorization', () => this.inner.putDeviceAuthorization(...a));
+  }
+  findDeviceAuthorization(...a: Args<'findDeviceAuthorization'>) {
+    return this.around('findDeviceAuthorization', () => this.inner.findDeviceAuthorization(...a));
+  }
+  decideDeviceAuthorization(...a: Args<'decideDeviceAuthorization'>) {
+    return this.around('decideDeviceAuthorization', () => this.inner.decideDeviceAuthorization(...a));
+  }
+  pollDeviceAuthorization(...a: Args<'pollDeviceAuthorization'>) {
+    return this.around('pollDeviceAuthorization', () => this.inner.pollDeviceAuthorization(...a));
+  }
   putConsent(...a: Args<'putConsent'>) {
     return this.around('putConsent', () => this.inner.putConsent(...a));
   }
@@ -129,6 +141,9 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   }
   hitCounter(...a: Args<'hitCounter'>) {
     return this.around('hitCounter', () => this.inner.hitCounter(...a));
+  }
+  takeQuota(...a: Args<'takeQuota'>) {
+    return this.around('takeQuota', () => this.inner.takeQuota(...a));
   }
   useOnce(...a: Args<'useOnce'>) {
     return this.around('useOnce', () => this.inner.useOnce(...a));

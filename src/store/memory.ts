@@ -14,6 +14,10 @@ import {
   authorizationCodeFromFields,
   authorizationRequestFields,
   authorizationRequestFromFields,
+  DEVICE_SLOW_DOWN_SECONDS,
+  deviceAuthorizationFields,
+  deviceAuthorizationFromFields,
+  userFields,
   auditFields,
   auditFromFields,
   newestAuditFirst,
@@ -47,6 +51,12 @@ import {
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
   type AuthorizationRequestRecord,
+  type DeviceAuthorizationBounds,
+  type DeviceAuthorizationOutcome,
+  type DeviceAuthorizationRecord,
+  type DevicePollOutcome,
+  type SignedInUser,
+  type StoredDeviceAuthorization,
   type AuditEvent,
   type AuditTrail,
   type PendingSignInBounds,
@@ -70,6 +80,7 @@ import {
   type RevocationListener,
   type RevocationNotice,
   type RotateOutcome,
+  type QuotaOutcome,
   type StoredAuditEvent,
   type TokenStore,
   type UserTokenRecord,
@@ -401,6 +412,7 @@ export class MemoryTokenStore implements TokenStore {
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
     graceMs = 0,
+    successor?: string,
   ): Promise<RotateOutcome> {
     this.#check();
     const old = this.#get(this.#keys.refreshToken(oldHash));
@@ -413,16 +425,13 @@ export class MemoryTokenStore implements TokenStore {
     const state = this.#clientState(clientId);
     if (state === 'client_not_found') return 'invalid';
     if (state === 'client_revoked') return 'client_revoked';
-    if (rotated) {
-      // One pair per rotated token within the window, however often it is presented.
-      if (old.graceUsedAt !== undefined) return 'grace_spent';
-      old.graceUsedAt = String(now);
-    } else {
-      old.rotatedAt = String(now);
-    }
+    // Within the window: nothing new; the caller answers with the successor the rotation sealed.
+    if (rotated) return 'grace';
+    old.rotatedAt = String(now);
+    if (successor !== undefined) old.successor = successor;
     this.#storeAccess(access);
     this.#storeRefresh(refresh);
-    return rotated ? 'grace' : 'ok';
+    return 'ok';
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
@@ -511,6 +520,67 @@ export class MemoryTokenStore implements TokenStore {
     return 'ok';
   }
 
+  /** Device authorizations held by a client address and by the server: member -> expiry (the Redis store's sorted sets). */
+  readonly #pendingDevices = new Map<string, Map<string, number>>();
+
+  async putDeviceAuthorization(record: DeviceAuthorizationRecord, retainMs: number, bounds: DeviceAuthorizationBounds): Promise<DeviceAuthorizationOutcome> {
+    this.#check();
+    const held = (['address', 'total'] as const).map((holder) => {
+      const key = holder === 'address' ? this.#keys.pendingDevicesByAddress(bounds.address) : this.#keys.pendingDevicesAll();
+      const members = this.#pendingDevices.get(key) ?? new Map<string, number>();
+      for (const [member, until] of members) if (until <= bounds.now) members.delete(member);
+      this.#pendingDevices.set(key, members);
+      return { holder, members, bound: holder === 'address' ? bounds.perAddress : bounds.total };
+    });
+    for (const { holder, members, bound } of held) {
+      if (bound > 0 && members.size >= bound) return { stored: false, holder, retryAt: Math.min(...members.values()) };
+    }
+    const index = this.#keys.deviceUserCode(record.userCodeHash);
+    if (this.#get(index)) return { stored: false, holder: 'user_code' };
+    this.#put(this.#keys.deviceAuthorization(record.deviceCodeHash), deviceAuthorizationFields(record), record.expiresAt + retainMs);
+    this.#put(index, { deviceCodeHash: record.deviceCodeHash }, record.expiresAt);
+    for (const { members } of held) members.set(pendingSignInMember(record.deviceCodeHash), record.expiresAt);
+    return { stored: true };
+  }
+
+  async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
+    this.#check();
+    const index = this.#get(this.#keys.deviceUserCode(userCodeHash));
+    if (!index?.deviceCodeHash) return null;
+    return readRecord(this.#get(this.#keys.deviceAuthorization(index.deviceCodeHash)), deviceAuthorizationFromFields);
+  }
+
+  async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
+    this.#check();
+    const fields = this.#get(this.#keys.deviceAuthorization(deviceCodeHash));
+    if (!fields || fields.status !== 'pending' || !(Number(fields.expiresAt) > now)) return false;
+    if (user) Object.assign(fields, userFields(user));
+    fields.status = user ? 'approved' : 'denied';
+    if (fields.userCodeHash) this.#hashes.delete(this.#keys.deviceUserCode(fields.userCodeHash));
+    return true;
+  }
+
+  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
+    this.#check();
+    const fields = this.#get(this.#keys.deviceAuthorization(deviceCodeHash));
+    if (!fields || fields.clientId !== clientId || fields.status === 'redeemed') return { outcome: 'invalid' };
+    if (!(Number(fields.expiresAt) > now)) return { outcome: 'expired' };
+    const interval = Number(fields.interval);
+    const last = fields.lastPolledAt === undefined ? undefined : Number(fields.lastPolledAt);
+    fields.lastPolledAt = String(now);
+    if (last !== undefined && now - last < interval * 1000) {
+      fields.interval = String(interval + DEVICE_SLOW_DOWN_SECONDS);
+      return { outcome: 'slow_down', interval: interval + DEVICE_SLOW_DOWN_SECONDS };
+    }
+    if (fields.status === 'pending') return { outcome: 'pending' };
+    if (fields.status === 'denied') return { outcome: 'denied' };
+    if (fields.status !== 'approved') return { outcome: 'invalid' };
+    fields.status = 'redeemed';
+    const authorization = deviceAuthorizationFromFields(fields);
+    if (authorization === 'corrupt' || authorization.user === undefined) return { outcome: 'invalid' };
+    return { outcome: 'approved', authorization: { ...authorization, user: authorization.user } };
+  }
+
   async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
     this.#check();
     const key = this.#keys.consents(browserHash);
@@ -551,6 +621,7 @@ export class MemoryTokenStore implements TokenStore {
   }
 
   readonly #counters = new Map<string, { count: number; endsAt: number }>();
+  readonly #quotas = new Map<string, { window: number; used: number; resetAt: number }>();
 
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
     this.#check();
@@ -565,6 +636,27 @@ export class MemoryTokenStore implements TokenStore {
     }
     counter.count++;
     return { count: counter.count, resetMs: counter.endsAt - now };
+  }
+
+  async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
+    this.#check();
+    const key = this.#keys.quotaCounter(name);
+    let window = Math.floor(now / windowMs);
+    const stored = this.#quotas.get(key);
+    let used = 0;
+    if (stored !== undefined && stored.window >= window) {
+      window = stored.window;
+      used = stored.used;
+    }
+    const resetAt = (window + 1) * windowMs;
+    const allowed = used + cost <= limit;
+    if (allowed && cost > 0) {
+      used += cost;
+      this.#quotas.set(key, { window, used, resetAt });
+      // Bounded like Redis would be by expiry: drop ended windows when the map grows.
+      if (this.#quotas.size > 10_000) for (const [k, q] of this.#quotas) if (q.resetAt <= now) this.#quotas.delete(k);
+    }
+    return { allowed, used, resetAt };
   }
 
   async useOnce(name: string, expiresAt: number): Promise<boolean> {

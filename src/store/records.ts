@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, DeviceAuthorizationRecord, StoredDeviceAuthorization, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -22,6 +22,12 @@ export function keyLayout(prefix: string) {
     /** Pending sign-ins held by a client address or a client: sorted sets, member = request hash prefix, score = expiry. */
     pendingSignInsByAddress: (address: string) => `${prefix}{oauth}:pendingSignIns:address:${address}`,
     pendingSignInsByClient: (clientId: string) => `${prefix}{oauth}:pendingSignIns:client:${clientId}`,
+    /** Device authorizations (RFC 8628) under the SHA-256 of the device code, and the index of their user codes. */
+    deviceAuthorization: (deviceCodeHash: string) => `${prefix}{oauth}:oauthDeviceAuthorizations:${deviceCodeHash}`,
+    deviceUserCode: (userCodeHash: string) => `${prefix}{oauth}:oauthDeviceUserCodes:${userCodeHash}`,
+    /** Device authorizations held by a client address and by the server: sorted sets, member = hash prefix, score = expiry. */
+    pendingDevicesByAddress: (address: string) => `${prefix}{oauth}:pendingDevices:address:${address}`,
+    pendingDevicesAll: () => `${prefix}{oauth}:pendingDevices:all`,
     /** One browser's remembered approvals: consentKey -> consentValue. */
     consents: (browserHash: string) => `${prefix}{oauth}:oauthConsents:${browserHash}`,
     /** A grant issued under an approval -> where the approval lives (browser, consent). */
@@ -36,6 +42,8 @@ export function keyLayout(prefix: string) {
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
+    /** A quota counter; the name (rule, window, caller) is hashed: it carries subjects and client ids. */
+    quotaCounter: (name: string) => `${prefix}quotas:${createHash('sha256').update(name).digest('hex')}`,
     /** The name is hashed: it may come from a client (a `jti`), and keys stay short and printable. */
     oneTimeValue: (name: string) => `${prefix}{oauth}:usedOnce:${createHash('sha256').update(name).digest('hex')}`,
     auditStream: () => `${prefix}audit`,
@@ -170,6 +178,7 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
   };
   if (r.request.state !== undefined) f.state = r.request.state;
   if (r.request.scope !== undefined) f.scope = r.request.scope;
+  if (r.request.deviceCodeHash !== undefined) f.device = r.request.deviceCodeHash;
   if (r.stage === 'user-consent') Object.assign(f, userFields(r.user));
   if (r.stage === 'idp') {
     f.consent = r.consent;
@@ -185,8 +194,12 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
  * URI or PKCE challenge, a known stage, or what the stage needs (the user; the nonce and verifier).
  */
 export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
-  if (!f.browser || !f.clientId || !f.redirectUri || !f.codeChallenge) return 'corrupt';
-  const base = { browserHash: f.browser, request: { clientId: f.clientId, redirectUri: f.redirectUri, codeChallenge: f.codeChallenge, state: f.state, scope: f.scope } };
+  // A device's sign-in has no redirect URI nor challenge: its device code's hash stands for both.
+  if (!f.browser || !f.clientId || (f.device === undefined && (!f.redirectUri || !f.codeChallenge))) return 'corrupt';
+  if (f.device !== undefined && !/^[0-9a-f]{64}$/.test(f.device)) return 'corrupt';
+  const request: AuthorizationRequestRecord['request'] = { clientId: f.clientId, redirectUri: f.redirectUri ?? '', codeChallenge: f.codeChallenge ?? '', state: f.state, scope: f.scope };
+  if (f.device !== undefined) request.deviceCodeHash = f.device;
+  const base = { browserHash: f.browser, request };
   switch (f.stage) {
     case 'consent':
       return { ...base, stage: 'consent' };
@@ -332,6 +345,7 @@ export function refreshTokenFromFields(f: Fields): StoredRefreshToken | 'corrupt
   const user = userFromFields(f);
   if (user !== undefined) r.user = user;
   if (f.rotatedAt !== undefined) r.rotatedAt = Number(f.rotatedAt);
+  if (f.successor !== undefined) r.successor = f.successor;
   if (f.revokedAt !== undefined) r.revokedAt = Number(f.revokedAt);
   return r;
 }
@@ -495,4 +509,50 @@ export function newestAuditFirst(a: StoredAuditEvent, b: StoredAuditEvent): numb
 /** A pending sign-in's member in its holders' sets: 16 hex of its request hash (a collision only merges two counts). */
 export function pendingSignInMember(requestHash: string): string {
   return requestHash.slice(0, 16);
+}
+
+/** A device authorization as hash fields; it starts pending (the stores' scripts change its status). */
+export function deviceAuthorizationFields(r: DeviceAuthorizationRecord): Fields {
+  const f: Fields = {
+    deviceCodeHash: r.deviceCodeHash,
+    userCodeHash: r.userCodeHash,
+    clientId: r.clientId,
+    status: 'pending',
+    interval: String(r.interval),
+    createdAt: String(r.createdAt),
+    expiresAt: String(r.expiresAt),
+  };
+  if (r.scope !== undefined) f.scope = r.scope;
+  return f;
+}
+
+/** RFC 8628 §3.5: each `slow_down` adds five seconds to the interval of every later poll. */
+export const DEVICE_SLOW_DOWN_SECONDS = 5;
+
+const DEVICE_STATUSES: ReadonlySet<string> = new Set(['pending', 'approved', 'denied', 'redeemed']);
+
+/** A stored device authorization, or `'corrupt'` without its client, a known status, its times, or (approved) its user. */
+export function deviceAuthorizationFromFields(f: Fields): StoredDeviceAuthorization | 'corrupt' {
+  const status = f.status ?? '';
+  const interval = Number(f.interval);
+  const createdAt = parseEpochMs(f.createdAt);
+  const expiresAt = parseEpochMs(f.expiresAt);
+  if (!f.deviceCodeHash || !f.userCodeHash || !f.clientId || !DEVICE_STATUSES.has(status)) return 'corrupt';
+  if (!Number.isSafeInteger(interval) || interval < 1 || createdAt === undefined || expiresAt === undefined) return 'corrupt';
+  const user = userFromFields(f);
+  if (status === 'approved' && !user) return 'corrupt';
+  const r: StoredDeviceAuthorization = {
+    deviceCodeHash: f.deviceCodeHash,
+    userCodeHash: f.userCodeHash,
+    clientId: f.clientId,
+    status: status as StoredDeviceAuthorization['status'],
+    interval,
+    createdAt,
+    expiresAt,
+  };
+  if (f.scope !== undefined) r.scope = f.scope;
+  if (user) r.user = user;
+  const polled = parseEpochMs(f.lastPolledAt);
+  if (polled !== undefined) r.lastPolledAt = polled;
+  return r;
 }

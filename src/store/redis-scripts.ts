@@ -44,14 +44,15 @@ store_tokens(ARGV, 1)
 return 'ok'`;
 
 // Rotation, the grace window and reuse detection in one step, so concurrent refreshes with one token
-// get either the rotation, the one grace pair of a rotated token (within graceMs of the first
-// rotation: a parallel session or a retry; graceUsedAt marks it given), a refusal within the window
-// once that pair is given, or the family revoked, never a mix. The window rule is
-// rotatedWithinGrace's (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
+// get either the rotation (which keeps the sealed successor on the old token), `grace` (within graceMs
+// of the first rotation: parallel sessions or a retry; nothing is stored, the caller answers with that
+// successor), or the family revoked, never a mix. The window rule is rotatedWithinGrace's
+// (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
 // KEYS: client, clientTokens, access, refresh, family, oldRefresh.
-// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, then the STORE_TOKENS arguments.
+// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, successor ('' for none),
+// then the STORE_TOKENS arguments.
 const ROTATE_REFRESH = `${STORE_TOKENS}
-local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId', 'graceUsedAt')
+local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
 if not old[1] or old[1] ~= ARGV[2] or old[2] or old[4] ~= ARGV[3] then return 'invalid' end
 local outcome = 'ok'
 if old[3] then
@@ -70,13 +71,10 @@ end
 local state = client_state()
 if state == 'client_not_found' then return 'invalid' end
 if state ~= 'ok' then return state end
-if outcome == 'grace' then
-  if old[5] then return 'grace_spent' end
-  redis.call('HSET', KEYS[6], 'graceUsedAt', ARGV[1])
-else
-  redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
-end
-store_tokens(ARGV, 7)
+if outcome == 'grace' then return outcome end
+redis.call('HSET', KEYS[6], 'rotatedAt', ARGV[1])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[6], 'successor', ARGV[7]) end
+store_tokens(ARGV, 8)
 return outcome`;
 
 // Single use of an authorization code, in one step with issuing its tokens, so two concurrent
@@ -138,6 +136,65 @@ for i = 2, 3 do
 end
 return {'ok'}`;
 
+// Stores a pending device authorization unless its address or the server holds its bound, or its
+// user code is taken. KEYS: record, user-code index, by address, all. ARGV: now, expiresAt,
+// recordExpiresAt, perAddress, total, member, deviceCodeHash, fields...
+const PUT_DEVICE_AUTHORIZATION = `
+local now = tonumber(ARGV[1])
+local bounds = {tonumber(ARGV[4]), tonumber(ARGV[5])}
+local holders = {'address', 'total'}
+for i = 1, 2 do
+  local key = KEYS[i + 2]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if bounds[i] > 0 and redis.call('ZCARD', key) >= bounds[i] then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return {holders[i], oldest[2]}
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'user_code'} end
+redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+redis.call('HSET', KEYS[2], 'deviceCodeHash', ARGV[7])
+redis.call('PEXPIREAT', KEYS[2], ARGV[2])
+for i = 3, 4 do
+  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[6])
+  redis.call('PEXPIREAT', KEYS[i], redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2])
+end
+return {'ok'}`;
+
+// Records the user's decision on a pending, unexpired device authorization and forgets its user code.
+// KEYS: record. ARGV: now, user-code index key prefix, status, user fields...
+const DECIDE_DEVICE_AUTHORIZATION = `
+local f = redis.call('HMGET', KEYS[1], 'status', 'expiresAt', 'userCodeHash')
+if f[1] ~= 'pending' or not f[2] or tonumber(f[2]) <= tonumber(ARGV[1]) then return 0 end
+if #ARGV > 3 then redis.call('HSET', KEYS[1], unpack(ARGV, 4)) end
+redis.call('HSET', KEYS[1], 'status', ARGV[3])
+if f[3] then redis.call('DEL', ARGV[2] .. f[3]) end
+return 1`;
+
+// One poll of a device authorization (RFC 8628 §3.5); an approval is taken once.
+// KEYS: record. ARGV: now, clientId, slow-down seconds. Returns {outcome, interval} or {'approved', fields...}.
+const POLL_DEVICE_AUTHORIZATION = `
+local now = tonumber(ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'clientId', 'status', 'expiresAt', 'interval', 'lastPolledAt')
+if not f[1] or f[1] ~= ARGV[2] or f[2] == 'redeemed' then return {'invalid'} end
+if not f[3] or tonumber(f[3]) <= now then return {'expired'} end
+local interval = tonumber(f[4])
+if not interval then return {'invalid'} end
+redis.call('HSET', KEYS[1], 'lastPolledAt', ARGV[1])
+if f[5] and now - tonumber(f[5]) < interval * 1000 then
+  interval = interval + tonumber(ARGV[3])
+  redis.call('HSET', KEYS[1], 'interval', tostring(interval))
+  return {'slow_down', tostring(interval)}
+end
+if f[2] == 'pending' then return {'pending'} end
+if f[2] == 'denied' then return {'denied'} end
+if f[2] ~= 'approved' then return {'invalid'} end
+redis.call('HSET', KEYS[1], 'status', 'redeemed')
+local out = redis.call('HGETALL', KEYS[1])
+table.insert(out, 1, 'approved')
+return out`;
+
 // KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
 const REVOKE_REFRESH_FAMILY = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -170,6 +227,33 @@ if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
+
+// A quota take (QuotaStorage.takeQuota): the window is computed from the caller's clock, a counter
+// already in a later window keeps it, and the units are counted only when all fit. The key lives until
+// its window ends and one window more (a relative PEXPIRE: the sidecar's clock need not agree with
+// Redis's; a counter outliving its window is harmless, the stored window number tells it apart).
+// KEYS: counter. ARGV: cost, limit, windowMs, now.
+const TAKE_QUOTA = `
+local cost = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local width = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local window = math.floor(now / width)
+local stored = redis.call('HMGET', KEYS[1], 'window', 'used')
+local storedWindow = tonumber(stored[1])
+local used = 0
+if storedWindow and storedWindow >= window then
+  window = storedWindow
+  used = tonumber(stored[2]) or 0
+end
+local resetAt = (window + 1) * width
+local allowed = used + cost <= limit
+if allowed and cost > 0 then
+  used = used + cost
+  redis.call('HSET', KEYS[1], 'window', string.format('%.0f', window), 'used', string.format('%.0f', used))
+  redis.call('PEXPIRE', KEYS[1], string.format('%.0f', resetAt - now + width))
+end
+return {allowed and 1 or 0, used, string.format('%.0f', resetAt)}`;
 
 // The expiresAt member of a JSON value (a published key, an approval); nil when unreadable.
 const JSON_EXPIRY = `
@@ -308,12 +392,16 @@ return forgotten`;
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
+  mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
   mcpRevokeUserToken(key: string): Promise<number>;
   mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
   mcpRedeemCode(...keysAndArgs: string[]): Promise<string>;
   mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
+  mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
+  mcpDecideDeviceAuthorization(record: string, ...args: string[]): Promise<number>;
+  mcpPollDeviceAuthorization(record: string, now: string, clientId: string, slowDownSeconds: string): Promise<string[]>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
@@ -335,10 +423,14 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRedeemCode', { lua: REDEEM_CODE });
   redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
+  redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
+  redis.defineCommand('mcpDecideDeviceAuthorization', { numberOfKeys: 1, lua: DECIDE_DEVICE_AUTHORIZATION });
+  redis.defineCommand('mcpPollDeviceAuthorization', { numberOfKeys: 1, lua: POLL_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
+  redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 1, lua: PUT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });

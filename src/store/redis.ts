@@ -13,6 +13,10 @@ import {
   authorizationCodeFromFields,
   authorizationRequestFields,
   authorizationRequestFromFields,
+  DEVICE_SLOW_DOWN_SECONDS,
+  deviceAuthorizationFields,
+  deviceAuthorizationFromFields,
+  userFields,
   reuseNotice,
   auditFields,
   auditFromFields,
@@ -48,6 +52,12 @@ import { defineScripts, flattenFields, type ScriptedClient } from './redis-scrip
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
 import {
   DuplicateRecordError,
+  type DeviceAuthorizationBounds,
+  type DeviceAuthorizationOutcome,
+  type DeviceAuthorizationRecord,
+  type DevicePollOutcome,
+  type SignedInUser,
+  type StoredDeviceAuthorization,
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
   type AuthorizationRequestRecord,
@@ -75,6 +85,7 @@ import {
   type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
+  type QuotaOutcome,
   type StoreWatch,
   type TokenStore,
   type UserTokenRecord,
@@ -338,6 +349,7 @@ class RedisOperations implements TokenStore {
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
     graceMs = 0,
+    successor?: string,
   ): Promise<RotateOutcome> {
     const outcome = await this.#scripts.mcpRotateRefresh(
       this.#keys.client(clientId),
@@ -352,6 +364,7 @@ class RedisOperations implements TokenStore {
       this.#keys.accessToken(''),
       this.#keys.refreshToken(''),
       String(Math.max(0, Math.floor(graceMs))),
+      successor ?? '',
       ...this.#tokenArgs(access, refresh),
     );
     if (outcome === 'reused') {
@@ -362,7 +375,7 @@ class RedisOperations implements TokenStore {
       await this.#publish({ familyIds: [refresh.familyId] });
       return outcome;
     }
-    if (outcome === 'ok' || outcome === 'grace' || outcome === 'grace_spent' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    if (outcome === 'ok' || outcome === 'grace' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }
 
@@ -453,6 +466,66 @@ class RedisOperations implements TokenStore {
     throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
+  async putDeviceAuthorization(record: DeviceAuthorizationRecord, retainMs: number, bounds: DeviceAuthorizationBounds): Promise<DeviceAuthorizationOutcome> {
+    const [outcome, oldest] = await this.#scripts.mcpPutDeviceAuthorization(
+      this.#keys.deviceAuthorization(record.deviceCodeHash),
+      this.#keys.deviceUserCode(record.userCodeHash),
+      this.#keys.pendingDevicesByAddress(bounds.address),
+      this.#keys.pendingDevicesAll(),
+      String(bounds.now),
+      String(Math.trunc(record.expiresAt)),
+      String(Math.trunc(record.expiresAt + retainMs)),
+      String(bounds.perAddress),
+      String(bounds.total),
+      pendingSignInMember(record.deviceCodeHash),
+      record.deviceCodeHash,
+      ...flattenFields(deviceAuthorizationFields(record)),
+    );
+    if (outcome === 'ok') return { stored: true };
+    if (outcome === 'user_code') return { stored: false, holder: 'user_code' };
+    if (outcome === 'address' || outcome === 'total') return { stored: false, holder: outcome, retryAt: Number(oldest) };
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
+    const deviceCodeHash = await this.#redis.hget(this.#keys.deviceUserCode(userCodeHash), 'deviceCodeHash');
+    if (deviceCodeHash === null) return null;
+    return readRecord(orNull(await this.#redis.hgetall(this.#keys.deviceAuthorization(deviceCodeHash))), deviceAuthorizationFromFields);
+  }
+
+  async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
+    const decided = await this.#scripts.mcpDecideDeviceAuthorization(
+      this.#keys.deviceAuthorization(deviceCodeHash),
+      String(now),
+      this.#keys.deviceUserCode(''),
+      user ? 'approved' : 'denied',
+      ...(user ? flattenFields(userFields(user)) : []),
+    );
+    return decided === 1;
+  }
+
+  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
+    const [outcome, ...rest] = await this.#scripts.mcpPollDeviceAuthorization(this.#keys.deviceAuthorization(deviceCodeHash), String(now), clientId, String(DEVICE_SLOW_DOWN_SECONDS));
+    switch (outcome) {
+      case 'invalid':
+      case 'expired':
+      case 'pending':
+      case 'denied':
+        return { outcome };
+      case 'slow_down':
+        return { outcome, interval: Number(rest[0]) };
+      case 'approved': {
+        const fields: Fields = {};
+        for (let i = 0; i + 1 < rest.length; i += 2) fields[rest[i]!] = rest[i + 1]!;
+        const authorization = deviceAuthorizationFromFields(fields);
+        if (authorization === 'corrupt' || authorization.user === undefined) return { outcome: 'invalid' };
+        return { outcome, authorization: { ...authorization, user: authorization.user } };
+      }
+      default:
+        throw new Error(`unexpected script reply: ${String(outcome)}`);
+    }
+  }
+
   async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
     await this.#scripts.mcpPutConsent(this.#keys.consents(browserHash), String(now), String(maxPerBrowser), consentKey(consent), consentValue(consent));
   }
@@ -480,6 +553,11 @@ class RedisOperations implements TokenStore {
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
     const [count, resetMs] = await this.#scripts.mcpHitCounter(this.#keys.rateCounter(name), String(windowMs));
     return { count, resetMs };
+  }
+
+  async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
+    const [allowed, used, resetAt] = await this.#scripts.mcpTakeQuota(this.#keys.quotaCounter(name), String(cost), String(limit), String(windowMs), String(Math.trunc(now)));
+    return { allowed: allowed === 1, used, resetAt: Number(resetAt) };
   }
 
   async useOnce(name: string, expiresAt: number): Promise<boolean> {

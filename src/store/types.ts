@@ -79,6 +79,11 @@ export interface RefreshTokenRecord {
 export interface StoredRefreshToken extends RefreshTokenRecord {
   /** Set by its rotation (epoch ms): presented again, it is a retry within the grace window or reuse. */
   rotatedAt?: number;
+  /**
+   * Set by its rotation: the pair it was rotated to, sealed with a key only the raw token (never
+   * stored) derives. Within the grace window, presenting the token again answers with this same pair.
+   */
+  successor?: string;
   revokedAt?: number;
 }
 
@@ -90,13 +95,12 @@ export interface StoredRefreshToken extends RefreshTokenRecord {
 export type StoredRead<T> = T | 'corrupt' | null;
 
 /**
- * `ok`: rotated. `grace`: the token had already been rotated, but within the grace window (a parallel
- * session or a retry of the same client); one more pair was stored in the same family, the only one a
- * rotated token ever gets. `grace_spent`: within the window, but that one pair was already given;
- * nothing stored, the family untouched. `reused`: it had been rotated before the window; its whole
- * family is now revoked.
+ * `ok`: rotated, the new pair stored. `grace`: the token had already been rotated, but within the
+ * grace window (parallel sessions sharing it, a retry); nothing is stored: the caller answers with the
+ * successor its first rotation sealed (StoredRefreshToken.successor), the same pair every time.
+ * `reused`: it had been rotated before the window; its whole family is now revoked.
  */
-export type RotateOutcome = 'ok' | 'grace' | 'grace_spent' | 'invalid' | 'reused' | 'client_revoked';
+export type RotateOutcome = 'ok' | 'grace' | 'invalid' | 'reused' | 'client_revoked';
 
 /**
  * An authorization code (stored only as the SHA-256 of the code), bound to everything the token
@@ -275,11 +279,12 @@ export interface RefreshTokenStorage {
   getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>>;
   /**
    * Atomically: if `oldHash` is a live, unrotated, unrevoked refresh token of `clientId` whose client
-   * is not revoked, marks it rotated and stores the new pair in the same family. If it was already
-   * rotated less than `graceMs` ago (by `now`; the window runs from the first rotation and is never
-   * extended), stores the new pair too and answers `grace`, once per rotated token: a further
-   * presentation within the window stores nothing and answers `grace_spent`. If it was rotated earlier
-   * (or `graceMs` is 0 or absent), revokes every token of its family instead and answers `reused`.
+   * is not revoked, marks it rotated, keeps `successor` (the new pair, sealed) on it and stores the new
+   * pair in the same family. If it was already rotated less than `graceMs` ago (by `now`; the window
+   * runs from the first rotation and is never extended) and its client is not revoked, stores nothing
+   * and answers `grace`, however often: the caller answers with the sealed successor. If it was
+   * rotated earlier (or `graceMs` is 0 or absent), revokes every token of its family instead and
+   * answers `reused`.
    */
   rotateRefreshToken(
     oldHash: string,
@@ -288,6 +293,7 @@ export interface RefreshTokenStorage {
     access: AccessTokenRecord,
     refresh: RefreshTokenRecord,
     graceMs?: number,
+    successor?: string,
   ): Promise<RotateOutcome>;
   /** Revokes a refresh token and every token of its family; false when unknown. */
   revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean>;
@@ -319,6 +325,11 @@ export interface AuthorizationRequest {
   codeChallenge: string;
   state: string | undefined;
   scope: string | undefined;
+  /**
+   * Set when the user approves a device (RFC 8628) rather than a client at a redirect URI: the
+   * SHA-256 of the device code the decision goes to (redirectUri and codeChallenge are then empty).
+   */
+  deviceCodeHash?: string;
 }
 
 /**
@@ -357,6 +368,75 @@ export interface AuthorizationCodeStorage {
    * the tokens. If it was redeemed before, revokes what that redemption issued and answers `reused`.
    */
   redeemAuthorizationCode(codeHash: string, clientId: string, now: number, retainMs: number, access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<RedeemOutcome>;
+}
+
+/**
+ * A device authorization (RFC 8628 §3.2), stored under the SHA-256 of its device code; its user code
+ * (normalised) is found through an index under the SHA-256 of that code while it waits for the user.
+ * `interval`: the seconds the client must leave between polls, grown by 5 at each `slow_down`.
+ */
+export interface DeviceAuthorizationRecord {
+  deviceCodeHash: string;
+  userCodeHash: string;
+  clientId: string;
+  scope?: string;
+  createdAt: number;
+  expiresAt: number;
+  interval: number;
+}
+
+/**
+ * A device authorization as stored: `pending` until the user decides, then `approved` (with the user
+ * who approved) or `denied`; `redeemed` once a poll took the approval (tokens are issued once).
+ */
+export interface StoredDeviceAuthorization extends DeviceAuthorizationRecord {
+  status: 'pending' | 'approved' | 'denied' | 'redeemed';
+  user?: SignedInUser;
+  lastPolledAt?: number;
+}
+
+/** How many device authorizations one client address, and the whole server, may hold at once (0: no bound). */
+export interface DeviceAuthorizationBounds {
+  address: string;
+  perAddress: number;
+  total: number;
+  now: number;
+}
+
+/**
+ * Stored; or refused, nothing stored: `holder` holds its bound until `retryAt` (epoch ms, its oldest
+ * expires), or `user_code`: the user code is one a waiting authorization already has (draw another).
+ */
+export type DeviceAuthorizationOutcome = { stored: true } | { stored: false; holder: 'address' | 'total'; retryAt: number } | { stored: false; holder: 'user_code' };
+
+/**
+ * One poll of the token endpoint (RFC 8628 §3.5): `invalid` (unknown, another client's, or already
+ * redeemed), `expired`, `slow_down` (polled sooner than the interval; the interval is now `interval`),
+ * `pending`, `denied`, or `approved`: the authorization, now redeemed, whose tokens the caller issues.
+ */
+export type DevicePollOutcome =
+  | { outcome: 'invalid' | 'expired' | 'pending' | 'denied' }
+  | { outcome: 'slow_down'; interval: number }
+  | { outcome: 'approved'; authorization: StoredDeviceAuthorization & { user: SignedInUser } };
+
+/** Device authorizations (RFC 8628): created by the client, decided by the user, polled by the client. */
+export interface DeviceAuthorizationStorage {
+  /**
+   * Stores a pending authorization (and its user code's index, until `expiresAt`; the record itself is
+   * kept `retainMs` longer so that a late poll is told it expired), only while its client address and
+   * the server hold fewer than their bound (counted until each expires) and no waiting authorization
+   * has the same user code: the checks and the writes are one atomic step.
+   */
+  putDeviceAuthorization(record: DeviceAuthorizationRecord, retainMs: number, bounds: DeviceAuthorizationBounds): Promise<DeviceAuthorizationOutcome>;
+  /** The authorization a user code names while it waits for the user's decision; null otherwise. */
+  findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>>;
+  /**
+   * Atomically: if the authorization is pending and unexpired at `now`, records the decision (`user`
+   * approved, or undefined: denied) and forgets its user code; false (nothing changed) otherwise.
+   */
+  decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean>;
+  /** Atomically: one poll by `clientId` at `now`, as DevicePollOutcome says; an approval is taken once. */
+  pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome>;
 }
 
 /**
@@ -399,6 +479,28 @@ export interface CounterStorage {
    * window and the ms until it ends. The window starts with the first event.
    */
   hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }>;
+}
+
+/** The state of one quota counter after a take (see QuotaStorage). */
+export interface QuotaOutcome {
+  /** The units asked for were within the limit and are now counted (a read: the next one would be). */
+  allowed: boolean;
+  /** Units counted in the current window, after this take. */
+  used: number;
+  /** Epoch ms at which the current window ends and the count starts again at 0. */
+  resetAt: number;
+}
+
+/** Quota counters shared by every replica (`policy.quotas`). */
+export interface QuotaStorage {
+  /**
+   * Takes `cost` units of the counter `name`, all or nothing, in one atomic step across replicas: they
+   * are counted when the window's count plus `cost` stays within `limit`, else nothing is. Windows are
+   * fixed and aligned to the epoch: window N is [N * windowMs, (N + 1) * windowMs), N from `now` (the
+   * sidecar's clock); a counter already in a later window (a replica whose clock is ahead) stays in it.
+   * `cost` 0 reads the counter without counting.
+   */
+  takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome>;
 }
 
 /** One-time values (a signed assertion's `jti`), shared by every replica. */
@@ -532,7 +634,7 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, HandleStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, HandleStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

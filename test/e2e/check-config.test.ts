@@ -100,6 +100,33 @@ describe('the CLI (src/main.ts)', () => {
     expect(r.stdout).not.toContain('configuration OK');
   }, 30_000);
 
+  it('--check-config refuses a zero, negative or enormous quota limit or window, naming the rule by its position', () => {
+    const path = join(dir, 'quotas.yaml');
+    writeFileSync(
+      path,
+      [
+        'masterToken: ${BEARER_SECRET_MASTER}',
+        'policy:',
+        '  quotas:',
+        '    - { name: fine, per: subject, limit: 10, windowSeconds: 60 }',
+        '    - { per: subject, limit: 0, windowSeconds: 60 }',
+        '    - { per: client, limit: -1, windowSeconds: 99999999 }',
+        '    - { per: address, limit: 10000000000, windowSeconds: 0 }',
+        '',
+      ].join('\n'),
+    );
+    const r = run(['--check-config', '--config', path], { BEARER_SECRET_MASTER: MASTER });
+    expect(r.status).toBe(2);
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toEqual([
+      '  - policy.quotas[1].limit must be an integer from 1 to 1000000000 (got 0)',
+      '  - policy.quotas[2].limit must be an integer from 1 to 1000000000 (got -1)',
+      '  - policy.quotas[2].windowSeconds must be an integer from 1 to 2678400 (got 99999999)',
+      '  - policy.quotas[3].limit must be an integer from 1 to 1000000000 (got 10000000000)',
+      '  - policy.quotas[3].windowSeconds must be an integer from 1 to 2678400 (got 0)',
+    ]);
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
   it('an unknown argument is a usage error (exit 2)', () => {
     const r = run(['--no-such-flag'], { BEARER_SECRET_MASTER: MASTER });
     expect(r.status).toBe(2);

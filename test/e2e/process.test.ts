@@ -9,6 +9,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, tokenRequest } from '../support/sign-in.ts';
 import { loginFormAction, UserAgent } from '../support/user-agent.ts';
+import { decide, enterCode, poll, registerDeviceClient, startDevice } from '../support/device.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
 import { sigtermDuringCall, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
@@ -137,5 +138,38 @@ describe('npm run demo (src/demo.ts) as a process', () => {
       demo.child.kill('SIGTERM');
     }
     expect(await demo.exit).toBe(0);
+  });
+
+  it('takes npm start\'s flags: short-lived tokens and the device flow, tried on the demo; a bad flag exits 2 with the reason', async () => {
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
+    const [, ...args] = pkg.scripts.demo!.split(' ');
+    const demo = await startProcess(
+      [process.execPath, ...args, '--oauth.profiles.interactive.accessTokenLifetimeSeconds', '120', '--proxy.port', '0', '--admin.port=0'],
+      baseEnv({ UPSTREAM_PORT: '0' }),
+      [/MCP URL:\s+(\S+)/, /Ctrl-C stops everything/],
+    );
+    try {
+      const out = demo.output();
+      expect(out).toContain('/device_authorization');
+      const base = /MCP URL:\s+(\S+)/.exec(out)![1]!.slice(0, -'/mcp'.length);
+      // The device flow as an agent takes it, the user signing in at the demo's identity provider.
+      const clientId = await registerDeviceClient(base);
+      const d = await startDevice(base, clientId);
+      const agent = new UserAgent();
+      const atIdp = await decide(agent, base, await enterCode(agent, base, d.user_code), 'approve');
+      const signedIn = await agent.request(loginFormAction(atIdp.body, atIdp.url), { form: { username: 'demo', password: 'demo', action: 'login' } });
+      expect((await agent.follow(signedIn)).body).toContain('Device signed in');
+      const tokens = await poll(base, clientId, d.device_code);
+      expect(tokens.status).toBe(200);
+      // The flag took effect: the interactive profile's access tokens live 120 s on this demo.
+      expect(tokens.body.expires_in).toBe(120);
+    } finally {
+      demo.child.kill('SIGTERM');
+    }
+    expect(await demo.exit).toBe(0);
+
+    const bad = await startProcess([process.execPath, ...args, '--store', 'redis', '--proxy.port', '0', '--admin.port', '0'], baseEnv({ UPSTREAM_PORT: '0' }), []);
+    expect(await bad.exit).toBe(2);
+    expect(bad.output()).toContain('--store: the demo uses its own store');
   });
 });

@@ -15,6 +15,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { DEMO_USER } from '../../src/demo-idp.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';
+import { poll, registerDeviceClient, startDevice } from '../support/device.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -170,6 +171,54 @@ describe('sign-in in a real browser', () => {
     // Blocked: the frame shows the browser's error page, not the consent form.
     const approve = frame ? await frame.locator('button[value="approve"]').count() : 0;
     expect(approve).toBe(0);
+    await context.close();
+  });
+});
+
+describe('device sign-in (RFC 8628) in a real browser', () => {
+  it('a client without a redirect URI: the user opens verification_uri_complete, approves, signs in at the IdP; the polled token lists tools through the SDK', async () => {
+    const clientId = await registerDeviceClient(s.base, { client_name: 'Headless CI agent' });
+    const d = await startDevice(s.base, clientId);
+    expect((await poll(s.base, clientId, d.device_code)).body.error).toBe('authorization_pending');
+
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    await page.goto(d.verification_uri_complete);
+    expect(await page.getByLabel('Code').inputValue()).toBe(d.user_code);
+    await page.getByRole('button', { name: 'Continue' }).click();
+    expect(await page.locator('h1').textContent()).toContain('Headless CI agent');
+    const consent = await page.locator('body').textContent();
+    expect(consent).toContain('a device');
+    expect(consent).toContain('Approve only a code you started yourself');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.getByLabel('Password').fill(DEMO_USER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    expect(await page.locator('h1').textContent()).toBe('Device signed in');
+    await context.close();
+
+    s.stack.clock.advance(d.interval * 1000);
+    const tokens = await poll(s.base, clientId, d.device_code);
+    expect(tokens.status).toBe(200);
+    // The official SDK client, holding the device's tokens as an agent's credentials file would.
+    const provider = new RecordingProvider(receiverUrl);
+    provider.saveClientInformation({ client_id: clientId });
+    provider.saveTokens({ access_token: tokens.body.access_token as string, token_type: 'Bearer', refresh_token: tokens.body.refresh_token as string });
+    const client = await connectedClient(s.base, provider);
+    const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text);
+    expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+    expect(seen['x-mcp-auth-client-id']).toBe(clientId);
+    await client.close();
+  });
+
+  it('the device code form cannot be framed by another site', async () => {
+    const clientId = await registerDeviceClient(s.base);
+    const d = await startDevice(s.base, clientId);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${new URL(receiverUrl).origin}/frame?src=${encodeURIComponent(d.verification_uri_complete)}`);
+    const frame = await (await page.$('#f'))!.contentFrame();
+    const inputs = frame ? await frame.locator('input[name="user_code"]').count() : 0;
+    expect(inputs).toBe(0);
     await context.close();
   });
 });

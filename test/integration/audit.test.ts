@@ -40,7 +40,7 @@ describe('audit events of a full run', () => {
     expect(find('token.client_credentials')).toHaveLength(2);
     expect(find('token.client_credentials')[0]).toMatchObject({ who: `client:${id}`, clientId: id, detail: { refreshToken: true } });
     expect(find('token.refresh_token')[0]).toMatchObject({ who: `client:${id}`, clientId: id });
-    expect(find('token.refresh_token').filter((e) => e.detail?.graceReuse === true)).toHaveLength(1);
+    expect(find('token.refresh_token').filter((e) => e.detail?.graceReuse === true)).toHaveLength(2);
     expect(find('token.refresh_token', 'reuse_detected')[0]).toMatchObject({ who: `client:${id}`, detail: { familyRevoked: true } });
     expect(find('createAccessToken')[0]).toMatchObject({ who: 'master', clientId: id, detail: { status: 201, lifetimeSeconds: 600 } });
     expect(find('revoke.access_token')[0]).toMatchObject({ who: `client:${id}`, clientId: id });

@@ -307,9 +307,9 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     expect(doc.redirectUris).toEqual(['https://client.example/cb', 'com.example.app:/oauth']);
   });
 
-  it('ignores grant and response types this server does not support (a document is written for every server)', async () => {
+  it('ignores grant and response types this server does not support (a document is written for every server); the device grant it keeps', async () => {
     const doc = await resolver().resolve(at('/extra-grants.json'));
-    expect(doc.grantTypes).toEqual(['authorization_code', 'refresh_token']);
+    expect(doc.grantTypes).toEqual(['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token']);
     expect(doc.responseTypes).toEqual(['code']);
   });
 

@@ -119,9 +119,9 @@ describe('GET /metrics after real traffic', () => {
   });
 
   it('tokens issued and revoked by kind', () => {
-    expect(moved('mcp_auth_tokens_issued_total', { kind: 'oauth_access' })).toBe(5); // 2 client_credentials, 2 refresh (one in the grace window), 1 admin
-    expect(moved('mcp_auth_tokens_issued_total', { kind: 'oauth_refresh' })).toBe(4);
-    expect(moved('mcp_auth_refresh_grace_reuses_total')).toBe(1);
+    expect(moved('mcp_auth_tokens_issued_total', { kind: 'oauth_access' })).toBe(4); // 2 client_credentials, 1 refresh, 1 admin (grace-window answers issue nothing new)
+    expect(moved('mcp_auth_tokens_issued_total', { kind: 'oauth_refresh' })).toBe(3);
+    expect(moved('mcp_auth_refresh_grace_reuses_total')).toBe(2);
     expect(moved('mcp_auth_tokens_issued_total', { kind: 'user' })).toBe(2);
     expect(moved('mcp_auth_tokens_revoked_total', { kind: 'user' })).toBe(2); // admin revokeUserToken + /revoke
     expect(moved('mcp_auth_tokens_revoked_total', { kind: 'oauth_access' })).toBeGreaterThanOrEqual(1);

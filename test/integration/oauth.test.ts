@@ -372,55 +372,69 @@ describe('OAuth authorization server', () => {
       expect(stack.logs.some((l) => l.includes('refresh token reused after rotation'))).toBe(true);
     });
 
-    it('the same refresh token sent several times at once (parallel sessions, a stolen copy): the rotation and one grace pair work, every other one is refused without ending the family; a replay after the window revokes them all', async () => {
+    it('eight processes sharing one credentials file refresh with the same token at once: all get the SAME pair and stay signed in; a replay after the window revokes it', async () => {
       const first = await issue();
       const before = await graceReuses();
-      const results = await Promise.all(Array.from({ length: 6 }, () => refresh(first.client, first.refresh)));
-      const issued = results.filter((r) => r.status === 200);
-      // However often a rotated token is replayed within the window, one extra working pair at most.
-      expect(issued).toHaveLength(2);
-      for (const r of results.filter((r) => r.status !== 200)) expect([r.status, r.body.error]).toEqual([400, 'invalid_grant']);
-      const accessTokens = issued.map((r) => r.body.access_token as string);
-      expect(new Set([...accessTokens, ...issued.map((r) => r.body.refresh_token as string)]).size).toBe(4);
-      for (const token of [first.access, ...accessTokens]) expect(await mcpStatus(stack, token)).toBe(200);
-      expect(await graceReuses()).toBe(before + 1);
+      const results = await Promise.all(Array.from({ length: 8 }, () => refresh(first.client, first.refresh)));
+      for (const r of results) expect(r.status).toBe(200);
+      // One pair, handed to every process: the family never forks, the credentials file holds one token.
+      expect(new Set(results.map((r) => r.body.access_token)).size).toBe(1);
+      expect(new Set(results.map((r) => r.body.refresh_token)).size).toBe(1);
+      const pair = results[0]!.body;
+      expect(await mcpStatus(stack, pair.access_token)).toBe(200);
+      expect(await graceReuses()).toBe(before + 7);
       const audited = stack.logs.filter((l) => l.includes('"msg":"audit"') && l.includes(first.client.id) && l.includes('token.refresh_token'));
-      expect(audited.filter((l) => l.includes('"graceReuse":true'))).toHaveLength(1);
-      expect(audited.filter((l) => l.includes('"result":"grace_spent"'))).toHaveLength(4);
+      expect(audited.filter((l) => l.includes('"graceReuse":true'))).toHaveLength(7);
       expect(stack.logs.some((l) => l.includes('presented again within the grace window'))).toBe(true);
-      // Each issued refresh token rotates on its own.
-      const rotated = await Promise.all(issued.map((r) => refresh(first.client, r.body.refresh_token)));
-      for (const r of rotated) expect(r.status).toBe(200);
+      // The shared pair rotates on, once for all of them.
+      const next = await Promise.all(Array.from({ length: 8 }, () => refresh(first.client, pair.refresh_token)));
+      expect(new Set(next.map((r) => `${r.status} ${r.body.refresh_token}`)).size).toBe(1);
 
       stack.clock.advance(graceMs());
       const replay = await refresh(first.client, first.refresh);
       expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
-      for (const token of [first.access, ...accessTokens, ...rotated.map((r) => r.body.access_token as string)]) expect(await mcpStatus(stack, token)).toBe(401);
+      for (const token of [first.access, pair.access_token, next[0]!.body.access_token]) expect(await mcpStatus(stack, token)).toBe(401);
     });
 
-    it('a parallel session presenting the rotated token minutes later gets one working pair; a third presentation is refused and the family lives on', async () => {
+    it('processes refreshing one after another within the minute, in any order, each get the pair of the rotation; expires_in is what is left of its access token', async () => {
       const first = await issue();
       const sessionA = await refresh(first.client, first.refresh);
       stack.clock.advance(4 * 60_000);
       const sessionB = await refresh(first.client, first.refresh);
       expect(sessionB.status).toBe(200);
+      expect(sessionB.body.access_token).toBe(sessionA.body.access_token);
+      expect(sessionB.body.refresh_token).toBe(sessionA.body.refresh_token);
+      expect(sessionB.body.expires_in).toBe((sessionA.body.expires_in as number) - 240);
       const third = await refresh(first.client, first.refresh);
-      expect([third.status, third.body.error]).toEqual([400, 'invalid_grant']);
-      for (const r of [sessionA, sessionB]) {
-        expect(await mcpStatus(stack, r.body.access_token)).toBe(200);
-        expect((await refresh(first.client, r.body.refresh_token)).status).toBe(200);
+      expect(third.body.refresh_token).toBe(sessionA.body.refresh_token);
+      expect(await mcpStatus(stack, sessionB.body.access_token)).toBe(200);
+      expect((await refresh(first.client, sessionB.body.refresh_token)).status).toBe(200);
+    });
+
+    it('the successor is sealed with the presented token: Redis holds neither raw token of the successor', async () => {
+      const first = await issue();
+      const second = await refresh(first.client, first.refresh);
+      const raw = await rawRedis();
+      try {
+        const fields = await raw.hgetall(`${stack.prefix}{oauth}:oauthRefreshTokens:${hashToken(first.refresh)}`);
+        expect(fields.successor).toMatch(/^[\w-]+\.\.[\w-]+\.[\w-]+\.[\w-]+$/);
+        expect(JSON.stringify(fields)).not.toContain(second.body.refresh_token);
+        expect(JSON.stringify(fields)).not.toContain(second.body.access_token);
+      } finally {
+        raw.disconnect();
       }
     });
 
-    it('a grace-window success does not stretch the window: a replay after it, counted from the rotation, revokes the family', async () => {
+    it('a grace-window answer does not stretch the window: a replay after it, counted from the rotation, revokes the family', async () => {
       const first = await issue();
       const second = await refresh(first.client, first.refresh);
       stack.clock.advance(graceMs() - 1);
       const racing = await refresh(first.client, first.refresh);
       expect(racing.status).toBe(200);
+      expect(racing.body.access_token).toBe(second.body.access_token);
       stack.clock.advance(1);
       expect((await refresh(first.client, first.refresh)).body.error).toBe('invalid_grant');
-      for (const token of [second.body.access_token, racing.body.access_token]) expect(await mcpStatus(stack, token)).toBe(401);
+      expect(await mcpStatus(stack, second.body.access_token)).toBe(401);
     });
 
     it('no grace for a deleted client', async () => {

@@ -14,6 +14,7 @@ import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { createTestCertificate } from '../support/test-cert.ts';
 import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { decide, deviceAuthorizationRequest, enterCode, poll, startDevice } from '../support/device.ts';
 
 let s: SignInStack;
 let docs: { url: string; close: () => Promise<void> };
@@ -29,6 +30,8 @@ function serveDocument(req: IncomingMessage, res: ServerResponse): void {
     response_types: ['code'],
     token_endpoint_auth_method: 'none',
   };
+  // VS Code's document lists the device grant besides the code grant.
+  if (req.url?.startsWith('/device.json')) body.grant_types = ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'];
   if (req.url === '/wrong-id.json') body.client_id = `${docsBase()}/someone-else.json`;
   // A right-to-left override and a zero-width space: shown as "Document Client file.exe" unneutralised.
   if (req.url === '/bidi-name.json') body.client_name = 'Document\u200B Client \u202Eexe.elif';
@@ -176,5 +179,28 @@ describe('bounds on the fetches /authorize causes (each stack its own, so that o
     } finally {
       await stack.close();
     }
+  });
+});
+
+describe('device sign-in (RFC 8628) for a metadata-document client', () => {
+  it('a document that lists the device grant may use it: consent names the document host; the client record is made at approval; its poll gets tokens', async () => {
+    const clientId = `${docsBase()}/device.json?run=${Date.now()}`;
+    const d = await startDevice(base, clientId);
+    expect((await s.stack.store.getClient(clientId))).toBeNull();
+    const agent = new UserAgent();
+    const consent = await enterCode(agent, base, d.user_code);
+    expect(consent.status, consent.body).toBe(200);
+    expect(consent.body).toContain('Document Client');
+    expect(consent.body).toContain(new URL(docsBase()).host);
+    expect((await decide(agent, base, consent, 'approve')).body).toContain('Device signed in');
+    expect(await s.stack.store.getClient(clientId)).toMatchObject({ source: 'cimd', tokenEndpointAuthMethod: 'none' });
+    const tokens = await poll(base, clientId, d.device_code);
+    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
+    expect(tokens.body.access_token).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('a document that does not list the device grant is refused: unauthorized_client', async () => {
+    const res = await deviceAuthorizationRequest(base, { client_id: `${docsBase()}/client.json?device=no` });
+    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
   });
 });

@@ -11,7 +11,7 @@ import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
 import type { StoreOperation } from '../../src/store/decorator.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type DeviceAuthorizationRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -574,54 +574,47 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const rotate = (oldHash: string, clientId: string, p: ReturnType<typeof pairOf>, now = clock.now(), graceMs = GRACE) =>
           store.rotateRefreshToken(oldHash, clientId, now, p.access.record, p.refresh.record, graceMs);
 
-        it('a second presentation within the window gets a new pair in the same family; the window runs from the first rotation, a late replay revokes everything', async () => {
+        it('the rotation keeps the sealed successor; a presentation within the window answers grace and stores nothing, however often; the window runs from the first rotation, a late replay revokes everything', async () => {
           await store.createClient(client('c-grace').record);
           const first = await family('c-grace', 'fam-g');
           const oldHash = first.refresh.record.tokenHash;
           const rotatedAt = clock.now();
           const second = pairOf('c-grace', 'fam-g');
-          expect(await rotate(oldHash, 'c-grace', second)).toBe('ok');
+          expect(await store.rotateRefreshToken(oldHash, 'c-grace', clock.now(), second.access.record, second.refresh.record, GRACE, 'sealed-successor')).toBe('ok');
+          expect(await store.getRefreshToken(oldHash)).toMatchObject({ rotatedAt, successor: 'sealed-successor' });
           clock.advance(GRACE - 1);
-          const racing = pairOf('c-grace', 'fam-g');
-          expect(await rotate(oldHash, 'c-grace', racing)).toBe('grace');
-          // Both pairs work, in the one family, and the grace use did not move the window.
-          for (const p of [second, racing]) {
-            expect(await reasonOf(p.access.record.tokenHash)).toBe('ok');
-            expect(await store.getRefreshToken(p.refresh.record.tokenHash)).toMatchObject({ familyId: 'fam-g' });
-            expect((await refreshOf(p.refresh.record.tokenHash))?.rotatedAt).toBeUndefined();
+          // Presented again and again within the window: `grace` each time, no new token stored.
+          for (let i = 0; i < 3; i++) {
+            const racing = pairOf('c-grace', 'fam-g');
+            expect(await rotate(oldHash, 'c-grace', racing)).toBe('grace');
+            expect(await reasonOf(racing.access.record.tokenHash)).toBe('unknown');
+            expect(await store.getRefreshToken(racing.refresh.record.tokenHash)).toBeNull();
           }
-          expect((await refreshOf(oldHash))?.rotatedAt).toBe(rotatedAt);
-          // One grace pair per rotated token: presented yet again within the window, nothing is stored
-          // and the family lives on.
-          const third = pairOf('c-grace', 'fam-g');
-          expect(await rotate(oldHash, 'c-grace', third)).toBe('grace_spent');
-          expect(await reasonOf(third.access.record.tokenHash)).toBe('unknown');
-          expect(await store.getRefreshToken(third.refresh.record.tokenHash)).toBeNull();
-          for (const p of [second, racing]) expect(await reasonOf(p.access.record.tokenHash)).toBe('ok');
-          // The racing pair rotates on its own like any other.
-          expect(await rotate(racing.refresh.record.tokenHash, 'c-grace', pairOf('c-grace', 'fam-g'))).toBe('ok');
+          // The successor works and is unrotated; the grace answers did not move the window.
+          expect(await reasonOf(second.access.record.tokenHash)).toBe('ok');
+          expect((await refreshOf(second.refresh.record.tokenHash))?.rotatedAt).toBeUndefined();
+          expect(await store.getRefreshToken(oldHash)).toMatchObject({ rotatedAt, successor: 'sealed-successor' });
 
           clock.advance(1);
           const late = pairOf('c-grace', 'fam-g');
           expect(await rotate(oldHash, 'c-grace', late)).toBe('reused');
-          for (const p of [first, second, racing]) expect(await reasonOf(p.access.record.tokenHash)).toBe('revoked');
-          for (const p of [second, racing]) expect((await refreshOf(p.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
+          for (const p of [first, second]) expect(await reasonOf(p.access.record.tokenHash)).toBe('revoked');
+          expect((await refreshOf(second.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
           expect(await reasonOf(late.access.record.tokenHash)).toBe('unknown');
           expect(await store.getRefreshToken(late.refresh.record.tokenHash)).toBeNull();
           // Now revoked, the old token gets nothing, even with a window again.
           expect(await rotate(oldHash, 'c-grace', pairOf('c-grace', 'fam-g'), clock.now(), 3_600_000)).toBe('invalid');
         });
 
-        it('truly concurrent rotations of one token: one ok, one grace, every other one grace_spent with nothing stored, the family alive', async () => {
+        it('truly concurrent rotations of one token: one ok (its pair stored), every other one grace with nothing stored, the family alive', async () => {
           await store.createClient(client('c-gconc').record);
           const first = await family('c-gconc', 'fam-gc');
           const attempts = Array.from({ length: 8 }, () => pairOf('c-gconc', 'fam-gc'));
           const outcomes = await Promise.all(attempts.map((a) => rotate(first.refresh.record.tokenHash, 'c-gconc', a)));
           expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
-          expect(outcomes.filter((o) => o === 'grace')).toHaveLength(1);
-          expect(outcomes.filter((o) => o === 'grace_spent')).toHaveLength(6);
+          expect(outcomes.filter((o) => o === 'grace')).toHaveLength(7);
           for (const [i, a] of attempts.entries()) {
-            if (outcomes[i] === 'grace_spent') {
+            if (outcomes[i] === 'grace') {
               expect(await reasonOf(a.access.record.tokenHash)).toBe('unknown');
               expect(await store.getRefreshToken(a.refresh.record.tokenHash)).toBeNull();
             } else {
@@ -722,6 +715,94 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.getClient('c-ttl')).not.toBeNull();
         await store.touchClient('c-missing', 60_000);
         expect(await store.getClient('c-missing')).toBeNull();
+      });
+    });
+
+    describe('device authorizations (RFC 8628)', () => {
+      const user = { subject: 'idp-user-1', issuer: 'https://idp.example.com/', email: 'ada@example.com', groups: ['eng'] };
+      const RETAIN = 600_000;
+
+      function device(clientId = 'c-dev', overrides: Partial<DeviceAuthorizationRecord> = {}): DeviceAuthorizationRecord {
+        const now = clock.now();
+        return { deviceCodeHash: hashToken(generateToken()), userCodeHash: hashToken(generateToken()), clientId, scope: 'mcp:read', interval: 5, createdAt: now, expiresAt: now + 600_000, ...overrides };
+      }
+      const bounds = (address = '198.51.100.7', perAddress = 10, total = 100) => ({ address, perAddress, total, now: clock.now() });
+
+      it('a stored authorization is found by its user code while pending; approving it records the user and forgets the user code', async () => {
+        const r = device();
+        expect(await store.putDeviceAuthorization(r, RETAIN, bounds())).toEqual({ stored: true });
+        expect(h.keys.deviceAuthorization(r.deviceCodeHash)).toContain('{oauth}');
+        expect(h.keys.deviceUserCode(r.userCodeHash)).toContain('{oauth}');
+        expect(await store.findDeviceAuthorization(r.userCodeHash)).toEqual({ ...r, status: 'pending' });
+        expect(await store.findDeviceAuthorization(hashToken('another code'))).toBeNull();
+        expect(await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user)).toBe(true);
+        // Decided once: the code finds nothing, and a second decision changes nothing.
+        expect(await store.findDeviceAuthorization(r.userCodeHash)).toBeNull();
+        expect(await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), undefined)).toBe(false);
+        expect(await h.rawHash(h.keys.deviceAuthorization(r.deviceCodeHash))).toMatchObject({ status: 'approved', subject: user.subject, issuer: user.issuer });
+      });
+
+      it('polls: pending, then slow_down when sooner than the interval (which grows by 5 s), then the approval is taken once', async () => {
+        const r = device();
+        await store.putDeviceAuthorization(r, RETAIN, bounds());
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'pending' });
+        clock.advance(4_999);
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'slow_down', interval: 10 });
+        clock.advance(9_999);
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'slow_down', interval: 15 });
+        clock.advance(15_000);
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'pending' });
+        // Another client's poll is invalid and does not count as a poll.
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-other', clock.now())).toEqual({ outcome: 'invalid' });
+        await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user);
+        clock.advance(15_000);
+        const approved = await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now());
+        expect(approved).toMatchObject({ outcome: 'approved', authorization: { clientId: 'c-dev', scope: 'mcp:read', user, status: 'redeemed' } });
+        clock.advance(15_000);
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'invalid' });
+      });
+
+      it('concurrent polls of an approved authorization: exactly one takes it (the others find it redeemed)', async () => {
+        const r = device();
+        await store.putDeviceAuthorization(r, RETAIN, bounds());
+        await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user);
+        const polls = await Promise.all(Array.from({ length: 8 }, () => store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())));
+        expect(polls.filter((p) => p.outcome === 'approved')).toHaveLength(1);
+        expect(polls.filter((p) => p.outcome === 'invalid')).toHaveLength(7);
+      });
+
+      it('a denied authorization polls as denied; an expired one as expired, and cannot be decided', async () => {
+        const denied = device();
+        await store.putDeviceAuthorization(denied, RETAIN, bounds());
+        expect(await store.decideDeviceAuthorization(denied.deviceCodeHash, clock.now(), undefined)).toBe(true);
+        expect(await store.pollDeviceAuthorization(denied.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'denied' });
+        const late = device('c-dev', { expiresAt: clock.now() + 1_000 });
+        await store.putDeviceAuthorization(late, RETAIN, bounds());
+        clock.advance(1_000);
+        expect(await store.decideDeviceAuthorization(late.deviceCodeHash, clock.now(), user)).toBe(false);
+        expect(await store.pollDeviceAuthorization(late.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'expired' });
+        expect(await store.pollDeviceAuthorization(hashToken('unknown'), 'c-dev', clock.now())).toEqual({ outcome: 'invalid' });
+      });
+
+      it('bounded per address and in total, and a user code held by a waiting authorization is refused; nothing is stored when refused', async () => {
+        const first = device();
+        expect(await store.putDeviceAuthorization(first, RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({ stored: true });
+        expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({ stored: true });
+        const refused = device();
+        expect(await store.putDeviceAuthorization(refused, RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({ stored: false, holder: 'address', retryAt: first.expiresAt });
+        expect(await h.rawHash(h.keys.deviceAuthorization(refused.deviceCodeHash))).toBeNull();
+        expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.9', 2, 3))).toEqual({ stored: true });
+        expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.10', 2, 3))).toEqual({ stored: false, holder: 'total', retryAt: first.expiresAt });
+        const sameCode = device('c-dev', { userCodeHash: first.userCodeHash });
+        expect(await store.putDeviceAuthorization(sameCode, RETAIN, bounds('198.51.100.11', 0, 0))).toEqual({ stored: false, holder: 'user_code' });
+        expect(await h.rawHash(h.keys.deviceAuthorization(sameCode.deviceCodeHash))).toBeNull();
+      });
+
+      it('a hand-edited status reads as corrupt', async () => {
+        const r = device();
+        await store.putDeviceAuthorization(r, RETAIN, bounds());
+        await h.setRawField(h.keys.deviceAuthorization(r.deviceCodeHash), 'status', 'maybe');
+        expect(await store.findDeviceAuthorization(r.userCodeHash)).toBe('corrupt');
       });
     });
 
@@ -1094,6 +1175,58 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(results.map((r) => r.count).sort((a, b) => a - b)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10]);
         for (const r of results) expect(r.resetMs).toBeLessThanOrEqual(first.resetMs);
         expect((await store.hitCounter(`${name}-other`, 60_000)).count).toBe(1);
+      });
+    });
+
+    describe('quota counters', () => {
+      const MINUTE = 60_000;
+      /** The start of the next whole minute after the clock's now: windows are aligned to the epoch. */
+      const nextWindow = () => (Math.floor(clock.now() / MINUTE) + 1) * MINUTE;
+
+      it('takeQuota counts within the limit, refuses past it without counting, and reports the window end', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect(await store.takeQuota(name, 1, 3, MINUTE, start)).toEqual({ allowed: true, used: 1, resetAt: start + MINUTE });
+        expect(await store.takeQuota(name, 2, 3, MINUTE, start + 10)).toEqual({ allowed: true, used: 3, resetAt: start + MINUTE });
+        expect(await store.takeQuota(name, 1, 3, MINUTE, start + 20)).toEqual({ allowed: false, used: 3, resetAt: start + MINUTE });
+        // cost 0 reads: nothing counted, the answer says whether one more would fit.
+        expect(await store.takeQuota(name, 0, 3, MINUTE, start + 30)).toEqual({ allowed: true, used: 3, resetAt: start + MINUTE });
+        expect(await store.takeQuota(`${name}-other`, 1, 3, MINUTE, start)).toMatchObject({ allowed: true, used: 1 });
+      });
+
+      it('all or nothing: a take larger than what is left counts nothing', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect((await store.takeQuota(name, 2, 3, MINUTE, start)).used).toBe(2);
+        expect(await store.takeQuota(name, 2, 3, MINUTE, start)).toMatchObject({ allowed: false, used: 2 });
+        expect(await store.takeQuota(name, 1, 3, MINUTE, start)).toMatchObject({ allowed: true, used: 3 });
+      });
+
+      it('exact at the window edge: the last ms of a window counts in it, the next ms starts a new one', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect((await store.takeQuota(name, 1, 2, MINUTE, start)).allowed).toBe(true);
+        expect((await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 1)).allowed).toBe(true);
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 1)).toEqual({ allowed: false, used: 2, resetAt: start + MINUTE });
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE)).toEqual({ allowed: true, used: 1, resetAt: start + 2 * MINUTE });
+      });
+
+      it('a counter already in a later window (a replica whose clock is ahead) keeps it', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE)).toMatchObject({ used: 1, resetAt: start + 2 * MINUTE });
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 5)).toEqual({ allowed: true, used: 2, resetAt: start + 2 * MINUTE });
+        expect((await store.takeQuota(name, 1, 2, MINUTE, start)).allowed).toBe(false);
+      });
+
+      it('concurrent takes (replicas racing): exactly the limit is allowed', async () => {
+        const name = `q-${generateToken().slice(0, 8)}`;
+        const start = nextWindow();
+        const results = await Promise.all(Array.from({ length: 40 }, () => store.takeQuota(name, 1, 7, MINUTE, start)));
+        expect(results.filter((r) => r.allowed)).toHaveLength(7);
+        expect(results.filter((r) => r.allowed).map((r) => r.used).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+        // Kept under a fixed-length hashed key, whatever the caller's identity.
+        expect(h.keys.quotaCounter(`r:60:subject:user:${'x'.repeat(5000)}`)).toMatch(/quotas:[0-9a-f]{64}$/);
       });
     });
 
@@ -1508,9 +1641,14 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         putConsent: (s) =>
           s.putConsent(hashToken('x'), { clientId: 'c', clientCreatedAt: 1, redirectUri: 'r', issuer: 'i', subject: 's', approvedAt: 1, expiresAt: clock.now() + HOUR }, clock.now(), 20),
         listConsents: (s) => s.listConsents(hashToken('x'), clock.now()),
+        putDeviceAuthorization: (s) => s.putDeviceAuthorization({ deviceCodeHash: hashToken('d'), userCodeHash: hashToken('u'), clientId: 'c', interval: 5, createdAt: clock.now(), expiresAt: clock.now() + 60_000 }, 60_000, { address: 'a', perAddress: 1, total: 1, now: clock.now() }),
+        findDeviceAuthorization: (s) => s.findDeviceAuthorization(hashToken('u')),
+        decideDeviceAuthorization: (s) => s.decideDeviceAuthorization(hashToken('d'), clock.now(), undefined),
+        pollDeviceAuthorization: (s) => s.pollDeviceAuthorization(hashToken('d'), 'c', clock.now()),
         linkConsentGrant: (s) => s.linkConsentGrant('fam', hashToken('x'), 'k', clock.now() + HOUR),
         hitCounter: (s) => s.hitCounter('gone', 60_000),
         useOnce: (s) => s.useOnce('gone', clock.now() + 60_000),
+        takeQuota: (s) => s.takeQuota('gone', 1, 1, 60_000, clock.now()),
         seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
         getProfile: (s) => s.getProfile('gone'),
         getProfileFields: (s) => s.getProfileFields('gone'),

@@ -95,13 +95,14 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     const second = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
     expect(second.status).toBe(200);
     expect(await mcp(second.body.access_token)).toBe(200);
-    // Presented again within the grace window (the rotation script's grace path, on Cluster): a working pair.
-    const racing = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
-    expect(racing.status).toBe(200);
-    expect(await mcp(racing.body.access_token)).toBe(200);
-    // Once more within the window: its one grace pair is given, so a refusal, the family alive.
-    const spent = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
-    expect([spent.status, spent.body.error]).toEqual([400, 'invalid_grant']);
+    // Presented again within the grace window (the rotation script's grace path, on Cluster): the
+    // rotation's own pair again, as often as asked; the family alive.
+    for (let i = 0; i < 2; i++) {
+      const racing = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+      expect(racing.status).toBe(200);
+      expect([racing.body.access_token, racing.body.refresh_token]).toEqual([second.body.access_token, second.body.refresh_token]);
+    }
+    const racing = second;
     expect(await mcp(racing.body.access_token)).toBe(200);
     // Replaying the rotated refresh token after the window revokes the whole family.
     stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000);

@@ -50,6 +50,8 @@ export interface StackOptions {
   cimd?: CimdResolver;
   /** With `redis.lookupCache: tracking` in `config`: settings over the configured ones (e.g. a test hook). */
   lookupCache?: Partial<LookupCacheOptions>;
+  /** The `OTEL_*` variables the sidecar reads (tracing); default: none, tracing off. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -90,7 +92,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const lookupCache = config.redis.lookupCache === 'tracking' ? { ...lookupCacheOptions(config, logger), ...options.lookupCache } : undefined;
     store = await openRedisStore(prefix, { url: config.redis.url, commandTimeoutMs: config.redis.commandTimeoutMs, lookupCache });
   }
-  const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false, ...(options.cimd ? { cimd: options.cimd } : {}) });
+  const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false, env: options.env ?? {}, ...(options.cimd ? { cimd: options.cimd } : {}) });
   const { proxyUrl, adminUrl } = await sidecar.listen();
 
   const admin: Stack['admin'] = async (op, body = {}) => {

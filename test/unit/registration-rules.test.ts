@@ -16,6 +16,7 @@ const REFRESH = 'refresh_token';
 const CODE = 'authorization_code';
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+const DEVICE = 'urn:ietf:params:oauth:grant-type:device_code';
 const REDIRECT = 'http://127.0.0.1:7777/callback';
 
 async function register(ep: OAuthEndpoints, body: Record<string, unknown>): Promise<{ status: number; body: any }> {
@@ -34,11 +35,13 @@ let off: OAuthEndpoints;
 let on: OAuthEndpoints;
 
 beforeAll(async () => {
-  // Sign-in, the IdP (exchange) and ID-JAG all off: only the grants that need no IdP remain.
-  off = await startOAuthEndpoints();
+  // Sign-in, the IdP (exchange) and ID-JAG all off: only the grants that need no IdP remain. Every
+  // registration here comes from one address: the per-address limit is raised so none is a 429.
+  const oauth = { registrationRateLimitPerMinute: 1000 };
+  off = await startOAuthEndpoints({ config: { oauth } });
   on = await startOAuthEndpoints({
     signIn: true,
-    config: { idp: { issuer: 'https://idp.example.test', audience: 'mcp-exchange', jwksUrl: 'https://idp.example.test/keys', idJag: true } },
+    config: { oauth, idp: { issuer: 'https://idp.example.test', audience: 'mcp-exchange', jwksUrl: 'https://idp.example.test/keys', idJag: true } },
   });
 });
 afterAll(async () => {
@@ -99,7 +102,7 @@ describe('POST /register asks each grant its rule', () => {
 
   it.each([
     ['off', [CC, REFRESH]],
-    ['on', [CC, REFRESH, CODE, EXCHANGE, JWT_BEARER]],
+    ['on', [CC, REFRESH, CODE, DEVICE, EXCHANGE, JWT_BEARER]],
   ] as const)('with the optional grants %s, discovery lists exactly the enabled grants, and /register gives exactly the dynamic ones among them', async (which, enabled) => {
     const ep = which === 'on' ? on : off;
     expect(await advertised(ep)).toEqual(enabled);

@@ -102,6 +102,13 @@ describe('a bound refresh token', () => {
     expect(await ep.store.getRefreshToken(hashToken(res.body.refresh_token))).toMatchObject({ dpopJkt: await key.thumbprint() });
   });
 
+  it('presented again within the grace window (with a proof of its key): the same pair, still of type DPoP', async () => {
+    const { clientId, refresh } = await boundRefresh();
+    const first = await ep.token({ grant_type: REFRESH, client_id: clientId, refresh_token: refresh }, { dpop: await proofFor() });
+    const again = await ep.token({ grant_type: REFRESH, client_id: clientId, refresh_token: refresh }, { dpop: await proofFor() });
+    expect([again.status, again.body.token_type, again.body.access_token]).toEqual([200, 'DPoP', first.body.access_token]);
+  });
+
   it('without a proof: 400 invalid_dpop_proof, the token not rotated', async () => {
     const { clientId, refresh } = await boundRefresh();
     const res = await ep.token({ grant_type: REFRESH, client_id: clientId, refresh_token: refresh });

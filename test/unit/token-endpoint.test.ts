@@ -17,6 +17,7 @@ import { SignJWT } from 'jose';
 const CC = 'client_credentials';
 const REFRESH = 'refresh_token';
 const CODE = 'authorization_code';
+const DEVICE = 'urn:ietf:params:oauth:grant-type:device_code';
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
@@ -66,14 +67,14 @@ describe('every grant', () => {
 
   it('grant_types_supported lists the enabled grants; without an IdP or sign-in those are off', async () => {
     const meta = (await (await fetch(`${ep.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
-    expect(meta.grant_types_supported).toEqual([CC, REFRESH, CODE, EXCHANGE, JWT_BEARER]);
+    expect(meta.grant_types_supported).toEqual([CC, REFRESH, CODE, DEVICE, EXCHANGE, JWT_BEARER]);
     expect(meta.authorization_grant_profiles_supported).toEqual([ID_JAG_PROFILE]);
     const bare = await startOAuthEndpoints();
     try {
       const meta2 = (await (await fetch(`${bare.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
       expect(meta2.grant_types_supported).toEqual([CC, REFRESH]);
       expect(meta2.authorization_grant_profiles_supported).toBeUndefined();
-      for (const grant of [CODE, EXCHANGE, JWT_BEARER]) {
+      for (const grant of [CODE, DEVICE, EXCHANGE, JWT_BEARER]) {
         const res = await bare.token({ grant_type: grant });
         expect([res.status, res.body.error]).toEqual([400, 'unsupported_grant_type']);
       }

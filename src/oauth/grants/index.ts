@@ -4,6 +4,7 @@
 
 import { authorizationCodeGrant } from './authorization-code.ts';
 import { clientCredentialsGrant } from './client-credentials.ts';
+import { deviceCodeGrant } from './device-code.ts';
 import type { OAuthContext } from '../context.ts';
 import type { Grant } from './grant.ts';
 import { idJagGrant } from './id-jag.ts';
@@ -14,6 +15,7 @@ export const GRANTS: readonly Grant[] = [
   clientCredentialsGrant,
   refreshTokenGrant,
   authorizationCodeGrant,
+  deviceCodeGrant,
   tokenExchangeGrant,
   idJagGrant,
 ];

@@ -1,16 +1,19 @@
 // grant_type=refresh_token (RFC 6749 §6): rotation on every use, with reuse detection (the store's
 // atomic rotateRefreshToken). A rotated token presented again revokes its whole family, unless it
-// comes within oauth.refreshReuseGraceSeconds of the rotation: a parallel session that still held it
-// (or a retry) gets one more pair in the same family, once per rotated token; presented yet again
-// within the window it is refused, the family left alone.
+// comes within oauth.refreshReuseGraceSeconds of its rotation: then it is answered with the SAME pair
+// its rotation issued (sealed on the rotated token, ../refresh-successor.ts), however often and in
+// whatever order: processes sharing one credentials file all converge on that one pair, the family
+// never forks, and nothing more is issued to a replay than the rotation already issued.
 
 import { HttpError, invalidDpopProofAtToken } from '../../errors.ts';
 import { sameValue } from '../dpop.ts';
 import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
 import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
+import type { OAuthContext } from '../context.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
-import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';
+import { openSuccessor, sealSuccessor } from '../refresh-successor.ts';
+import { dpopBinding, refusalWithEvent, requireClient, type Grant, type Issued } from './grant.ts';
 
 const ACTION = 'token.refresh_token';
 
@@ -42,28 +45,58 @@ export const refreshTokenGrant: Grant = {
     // Tokens of a signed-in user stay that user's across rotations.
     const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: old.user, dpop: dpopBinding(request) });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
-    const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs);
-    /** A rotated token presented again: refused, logged and audited as `result`. */
-    const replayed = (result: 'reuse_detected' | 'grace_spent', message: string, detail?: { familyRevoked: true }) => {
-      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, message);
-      return refusalWithEvent(rejected, { who: clientActor(client.clientId), action: ACTION, result, clientId: client.clientId, tokenHashPrefix: oldHash, ...(detail ? { detail } : {}) });
-    };
+    const successor = await sealSuccessor(presented, {
+      access_token: pair.body.access_token as string,
+      refresh_token: pair.body.refresh_token as string,
+      ...(scope !== undefined ? { scope } : {}),
+      accessExpiresAt: pair.access.expiresAt,
+    });
+    const outcome = await ctx.store.rotateRefreshToken(oldHash, client.clientId, now, pair.access, pair.refresh!, graceMs, successor);
     if (outcome === 'reused') {
-      // A rotated refresh token presented again: stolen or replayed. Its whole family is now revoked.
+      // A rotated refresh token presented after the window: stolen or replayed. Its whole family is now revoked.
       ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
-      throw replayed('reuse_detected', 'refresh token reused after rotation: its whole family is revoked', { familyRevoked: true });
+      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'refresh token reused after rotation: its whole family is revoked');
+      throw refusalWithEvent(rejected, { who: clientActor(client.clientId), action: ACTION, result: 'reuse_detected', clientId: client.clientId, tokenHashPrefix: oldHash, detail: { familyRevoked: true } });
     }
-    if (outcome === 'grace_spent') {
-      // Within the window, but its one grace pair is given: a replay gets no further working pair.
-      throw replayed('grace_spent', 'rotated refresh token presented again within the grace window after its one grace pair: refused');
-    }
-    if (outcome !== 'ok' && outcome !== 'grace') throw rejected;
-    if (outcome === 'grace') {
-      // Presented again soon after its rotation: a parallel session that held the same token, or a
-      // retry. The first answer's tokens were never stored raw, so this is one more pair in the family.
-      ctx.metrics.refreshGraceReuses.inc();
-      ctx.logger.info({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: its one grace pair issued in its family');
-    }
-    return issued(ctx, ACTION, client, pair, { rotatedFrom: oldHash.slice(0, 8), ...(outcome === 'grace' ? { graceReuse: true } : {}) });
+    if (outcome === 'grace') return graceAnswer(ctx, client.clientId, presented, oldHash, rejected);
+    if (outcome !== 'ok') throw rejected;
+    return issued(ctx, ACTION, client, pair, { rotatedFrom: oldHash.slice(0, 8) });
   },
 };
+
+/**
+ * A rotated token presented again within the window: the pair its rotation issued, opened with the
+ * presented token, `expires_in` what is left of its access token. A token rotated without a sealed
+ * pair (by an earlier version) is refused, its family left alone.
+ */
+async function graceAnswer(ctx: OAuthContext, clientId: string, presented: string, oldHash: string, rejected: HttpError): Promise<Issued> {
+  const stored = await ctx.store.getRefreshToken(oldHash);
+  const pair = stored && stored !== 'corrupt' && stored.successor !== undefined ? await openSuccessor(presented, stored.successor) : undefined;
+  if (!pair) {
+    ctx.logger.warn({ clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window, but its successor cannot be opened: refused, the family left alone');
+    throw refusalWithEvent(rejected, { who: clientActor(clientId), action: ACTION, result: 'grace_unavailable', clientId, tokenHashPrefix: oldHash });
+  }
+  ctx.metrics.refreshGraceReuses.inc();
+  ctx.logger.info({ clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: answered with the pair its rotation issued');
+  // The pair's access token is bound when its rotation came with a DPoP proof: answered as DPoP then.
+  const accessRecord = (await ctx.store.lookupToken(hashToken(pair.access_token))).oauth;
+  const body: Record<string, unknown> = {
+    access_token: pair.access_token,
+    token_type: accessRecord?.dpopJkt !== undefined ? 'DPoP' : 'Bearer',
+    expires_in: Math.max(0, Math.floor((pair.accessExpiresAt - ctx.clock.now()) / 1000)),
+    refresh_token: pair.refresh_token,
+    ...(pair.scope !== undefined ? { scope: pair.scope } : {}),
+  };
+  return {
+    body,
+    event: {
+      who: clientActor(clientId),
+      action: ACTION,
+      result: 'ok',
+      clientId,
+      ...(stored && stored !== 'corrupt' && stored.user !== undefined ? { subject: stored.user.subject } : {}),
+      tokenHashPrefix: hashToken(pair.access_token),
+      detail: { refreshToken: true, rotatedFrom: oldHash.slice(0, 8), graceReuse: true },
+    },
+  };
+}
