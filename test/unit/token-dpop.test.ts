@@ -88,6 +88,24 @@ describe('binding at issuance', () => {
   });
 });
 
+describe('the device grant (RFC 8628) with a proof', () => {
+  it('the approved device code is redeemed for tokens bound to the polling client\'s key', async () => {
+    const c = await ep.client({ grantTypes: ['urn:ietf:params:oauth:grant-type:device_code', REFRESH], tokenEndpointAuthMethod: 'none', profile: 'interactive', source: 'dcr' });
+    const deviceCode = generateToken();
+    const now = ep.clock.now();
+    const stored = await ep.store.putDeviceAuthorization(
+      { deviceCodeHash: hashToken(deviceCode), userCodeHash: hashToken('ABCD-EFGH'), clientId: c.clientId, createdAt: now, expiresAt: now + 600_000, interval: 5 },
+      600_000,
+      { address: '127.0.0.1', perAddress: 0, total: 0, now },
+    );
+    expect(stored).toEqual({ stored: true });
+    expect(await ep.store.decideDeviceAuthorization(hashToken(deviceCode), now, { subject: 'user-1', issuer: 'https://idp.example.test' })).toBe(true);
+    const res = await ep.token({ grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: deviceCode, client_id: c.clientId }, { dpop: await proofFor() });
+    expect([res.status, res.body.token_type]).toEqual([200, 'DPoP']);
+    expect((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth).toMatchObject({ dpopJkt: await key.thumbprint() });
+  });
+});
+
 describe('a bound refresh token', () => {
   async function boundRefresh() {
     const { clientId, params } = await publicClientCode();
