@@ -14,13 +14,26 @@ import { InstrumentedStore, Metrics } from './metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
-import { createIdpSignIn } from './oauth/oidc-client.ts';
+import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
+import * as oidc from 'openid-client';
+import type { Route } from './http.ts';
+import { ConnectLinks } from './upstream-credentials/connect-links.ts';
+import { ConnectFlow, providerConfiguration, providerUnavailable, tokensOf, type ConnectProvider } from './upstream-credentials/connect-flow.ts';
+import { exchangeAtIdp, TokenExchangeSource } from './upstream-credentials/token-exchange.ts';
+import { UpstreamCredentialDelivery, type CredentialSource } from './upstream-credentials/delivery.ts';
+import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
+import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
+import { CredentialVault } from './upstream-credentials/vault.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
 import { clientAddresses } from './proxy/client-address.ts';
+import { LastUseRecorder } from './proxy/last-use.ts';
+
+/** A token's last use is written at most this often: the "last used" people see is that coarse. */
+const LAST_USE_INTERVAL_MS = 60_000;
 import { HandleGuard } from './proxy/handle-guard.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
@@ -32,7 +45,7 @@ import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
 import type { LookupCacheOptions } from './store/redis-lookup-cache.ts';
-import type { QuotaStorage, TokenStore } from './store/types.ts';
+import type { QuotaStorage, SignedInUser, TokenStore } from './store/types.ts';
 import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
 import { AssertionSigner } from './assertion/signer.ts';
@@ -66,6 +79,8 @@ export interface Sidecar {
   readonly forwarder: Forwarder;
   /** Open SSE streams watched for revocation and expiry. */
   readonly streams: StreamRevocation;
+  /** When tokens were last presented, queued for a coarse write. */
+  readonly lastUse: LastUseRecorder;
   /** Caller assertions for the upstream (upstream.assertion), or undefined when off. */
   readonly assertions: { keys: SigningKeys; signer: AssertionSigner } | undefined;
   /** Binds both listeners; resolves with their URLs. */
@@ -177,6 +192,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   if (watch) metrics.watchStore(watch);
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
+  const upstreamCredentials = credentialVaultFor(config, store, clock, logger);
 
   const forwarder = createForwarder({
     upstreamUrl: config.upstream.url,
@@ -196,6 +212,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const streams = new StreamRevocation({ store, clock, logger, metrics, recheckMs: config.proxy.streamRecheckMs, endStream: (res) => forwarder.endStream(res) });
   await streams.start();
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
+  // When each token was last presented (listGrants, the account page): at most one write per token a minute.
+  const lastUse = new LastUseRecorder({ store, clock, logger, intervalMs: LAST_USE_INTERVAL_MS, maxTokens: 100_000, batchSize: 500 });
+  lastUse.start();
 
   let boundPublicUrl: string | undefined = config.proxy.publicUrl;
   const publicUrl = () => boundPublicUrl ?? `http://localhost:${config.proxy.port}`;
@@ -204,6 +223,8 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
   const tracing = await createTracing(options.env ?? process.env);
+  const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
+  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
@@ -220,9 +241,11 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     authFailures,
     dpop,
     assertions: assertions?.signer,
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
+    ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...(onProxy?.routes ?? []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
     policyGate,
     tracing,
+    lastUse,
     handles: new HandleGuard({
       store,
       clock,
@@ -234,7 +257,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength }, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
+  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength }, profileLifetimes: config.oauth.profiles, upstreamCredentials, failures: adminFailures, ...options.admin });
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
   });
@@ -249,6 +272,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     adminServer,
     forwarder,
     streams,
+    lastUse,
     assertions,
     publicUrl,
     async listen() {
@@ -265,9 +289,84 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
       // Spans of the last requests are exported before the process goes.
-      return shutDown({ proxyServer, adminServer, forwarder, streams, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
+      return shutDown({ proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
     },
   };
+}
+
+/** The kept upstream credentials, when a mode keeps any (the key was checked with the configuration). */
+function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, logger: Logger): CredentialVault | undefined {
+  const { mode, key, previousKeys } = config.upstream.credentials;
+  if (mode === 'none' || key === undefined) return undefined;
+  const bytes = (text: string) => parseCredentialKey(text) as Buffer;
+  return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
+}
+
+/**
+ * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
+ * tokens, and the connect pages a user without a usable credential is sent to.
+ */
+function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, audit: Audit, metrics: Metrics, vault: CredentialVault, signIn: IdpSignIn | undefined, publicUrl: () => string) {
+  const { mode, header, serviceToken, key, provider: providerSettings, audience } = config.upstream.credentials;
+  const { idp } = config;
+  const issuer = idp.issuer ?? '';
+  const credentialKey = parseCredentialKey(key!) as Buffer;
+  const links = new ConnectLinks(credentialKey, clock, store);
+  const idpConfiguration = providerConfiguration({ issuer: idp.issuer, clientId: idp.clientId ?? '', clientSecret: idp.clientSecret, timeoutMs: idp.requestTimeoutMs });
+  let provider: ConnectProvider;
+  let source: CredentialSource;
+  if (mode === 'oauth') {
+    const configuration = providerConfiguration({ ...providerSettings, clientId: providerSettings.clientId!, timeoutMs: idp.requestTimeoutMs });
+    const host = new URL(providerSettings.issuer ?? providerSettings.tokenEndpoint!).host;
+    provider = { name: `oauth:${host}`, label: host, scopes: providerSettings.scopes, sameSubject: false, configuration };
+    source = new RefreshingCredentialSource({
+      provider: provider.name,
+      vault,
+      locks: store,
+      clock,
+      logger,
+      refresh: async (refreshToken) => tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
+      isUnavailable: providerUnavailable,
+      onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
+    });
+  } else {
+    // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
+    provider = { name: 'idp', label: 'your identity provider', scopes: idp.scopes, sameSubject: true, configuration: idpConfiguration };
+    const idpSource = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      logger,
+      refresh: (refreshToken) => (signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken)),
+      isUnavailable: (err) => err instanceof IdpUnavailable,
+      onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
+    });
+    source = mode === 'token-exchange' ? new TokenExchangeSource({ idpTokens: idpSource, vault, clock, audience: audience!, exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock), isUnavailable: providerUnavailable }) : idpSource;
+  }
+  const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, source });
+  const keepIdpTokens = mode === 'idp' || mode === 'token-exchange' ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens) : undefined;
+  const flow = new ConnectFlow({
+    links,
+    vault,
+    provider,
+    issuer,
+    credentialKey,
+    used: store,
+    clock,
+    logger,
+    publicUrl,
+    onConnected: (subject, name) => {
+      metrics.upstreamCredentialsConnected.inc();
+      return audit.record({ who: 'user', action: 'upstream_credential_connected', result: 'ok', subject, detail: { provider: name } });
+    },
+  });
+  const routes: Route[] = [
+    { path: '/connect/callback', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
+    { path: '/connect/*', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
+  ];
+  const what = mode === 'oauth' ? `connect your ${provider.label} account` : 'sign in again at your identity provider';
+  return { delivery, links, what, keepIdpTokens, routes };
 }
 
 /**
@@ -341,10 +440,10 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
  * given `graceMs`, then everything cut and closed.
  */
 async function shutDown(
-  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; store: { close(): Promise<void> }; logger: Logger; audit: Audit },
+  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; lastUse: LastUseRecorder; store: { close(): Promise<void> }; logger: Logger; audit: Audit },
   graceMs: number,
 ): Promise<void> {
-  const { proxyServer, adminServer, forwarder, streams, store, logger, audit } = parts;
+  const { proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit } = parts;
   const closed = Promise.all([
     proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
     adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
@@ -364,6 +463,7 @@ async function shutDown(
   await closed;
   forwarder.close();
   await streams.stop();
+  await lastUse.stop();
   // Counts of repeated denials still in their window are recorded, not lost with the process.
   await audit.flushRepeated();
   await store.close();

@@ -119,7 +119,10 @@ export function operationUsage(name: OperationName): string {
   const width = Math.max(36, ...heads.map((h) => h.length + 2));
   const flags = fields.map(([, f], i) => heads[i]!.padEnd(width) + flagHelp(f));
   const label = flagLabel(name);
-  const groups = (spec.exactlyOne ?? []).map(([a, b]) => `exactly one of ${label(a)}, ${label(b)}`);
+  const groups = [
+    ...(spec.exactlyOne ?? []).map(([a, b]) => `exactly one of ${label(a)}, ${label(b)}`),
+    ...(spec.atLeastOne ?? []).map(([a, b]) => `at least one of ${label(a)}, ${label(b)}`),
+  ];
   const aliases = fields.flatMap(([field, f]) => (f.doc.aliases ?? []).map((a) => `--${a} = --${flagOf(field, f)}`));
   return [
     `usage: mcp-bearer-proxy admin ${kebab(name)} [flags] [--json]\n\n${spec.description}\n`,

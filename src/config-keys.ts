@@ -9,6 +9,7 @@ import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
 import { compileQuotas } from './policy/quotas.ts';
 import { compileRules } from './policy/rules.ts';
 import { DEFAULT_PROFILES } from './profiles.ts';
+import { parseCredentialKey } from './upstream-credentials/cipher.ts';
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -16,6 +17,8 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** `auto`: human-readable lines when stdout is a terminal, JSON lines otherwise. */
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
+const CREDENTIAL_MODES = ['none', 'idp', 'token-exchange', 'oauth'] as const;
+export type CredentialMode = (typeof CREDENTIAL_MODES)[number];
 const DEFAULT_IDP_ALGORITHMS = ['RS256', 'ES256', 'PS256', 'EdDSA'];
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 /** The most proxy worker processes: the bound of `proxy.workers`, and of `0` (one per CPU) on a large machine. */
@@ -151,6 +154,72 @@ export const CONFIG_KEYS = {
       env: 'UPSTREAM_ASSERTION_KEY_FILE',
       description: 'As `assertionKey`, read from this file at start-up.',
     }),
+    /** The user's own credential for the upstream (src/upstream-credentials/, docs/upstream-credentials.md). */
+    credentials: {
+      mode: choice(CREDENTIAL_MODES, {
+        default: 'none',
+        env: 'UPSTREAM_CREDENTIALS',
+        description:
+          "What each forwarded request carries as the user's own credential for the upstream: `none`; `idp` (the user's IdP access token from browser sign-in, refreshed); `token-exchange` (RFC 8693 at the IdP for `audience`); `oauth` (a connected account at `provider`). See docs/upstream-credentials.md.",
+      }),
+      header: text({
+        default: 'authorization',
+        env: 'UPSTREAM_CREDENTIALS_HEADER',
+        description: 'The request header the credential goes in: `authorization` (value `Bearer <token>`), or another name (value: the raw token), e.g. `x-github-token`.',
+        normalise: (name) => name.toLowerCase(),
+        check: checkCredentialHeader,
+      }),
+      serviceToken: text({
+        env: 'UPSTREAM_CREDENTIALS_SERVICE_TOKEN',
+        secret: true,
+        description: 'Sent in the credential header for tokens that carry no user (client_credentials, master, admin-made tokens); unset: nothing is sent for them.',
+      }),
+      audience: text({
+        env: 'UPSTREAM_CREDENTIALS_AUDIENCE',
+        description: 'Mode `token-exchange`: the `audience` asked of the IdP (the upstream API as the IdP names it).',
+      }),
+      key: text({
+        env: 'UPSTREAM_CREDENTIALS_KEY',
+        secret: true,
+        description: 'The key the kept tokens are encrypted with (AES-256-GCM): 32 random bytes as 64 hex characters or base64 (`openssl rand -hex 32`). Required by every mode but `none`; the same on every replica.',
+        check: (key, label, problems) => {
+          if (key !== undefined) checkCredentialKey(key, label, problems);
+        },
+      }),
+      previousKeys: list({
+        default: [],
+        env: 'UPSTREAM_CREDENTIALS_PREVIOUS_KEYS',
+        secret: true,
+        description: 'Older keys (same form, comma-separated in the environment) that still decrypt what they encrypted, for rotation; `reencryptUpstreamCredentials` rewrites everything under `key`.',
+        check: (keys, label, problems) => keys.forEach((key, i) => checkCredentialKey(key, `${label}[${i}]`, problems)),
+      }),
+      provider: {
+        issuer: text({
+          env: 'UPSTREAM_PROVIDER_ISSUER',
+          description: 'Mode `oauth`: the provider\'s issuer (endpoints from its OpenID discovery document); or set authorizationEndpoint and tokenEndpoint.',
+          check: (url, label, problems) => {
+            if (url !== undefined) checkHttpUrl(label, url, problems);
+          },
+        }),
+        authorizationEndpoint: text({
+          env: 'UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT',
+          description: 'Mode `oauth`, a provider without discovery (GitHub OAuth apps): where the browser authorizes.',
+          check: (url, label, problems) => {
+            if (url !== undefined) checkHttpUrl(label, url, problems);
+          },
+        }),
+        tokenEndpoint: text({
+          env: 'UPSTREAM_PROVIDER_TOKEN_ENDPOINT',
+          description: 'Mode `oauth`, a provider without discovery: where codes and refresh tokens are redeemed.',
+          check: (url, label, problems) => {
+            if (url !== undefined) checkHttpUrl(label, url, problems);
+          },
+        }),
+        clientId: text({ env: 'UPSTREAM_PROVIDER_CLIENT_ID', description: "Mode `oauth`: the sidecar's client id at the provider (callback `PUBLIC_URL/connect/callback`)." }),
+        clientSecret: text({ env: 'UPSTREAM_PROVIDER_CLIENT_SECRET', secret: true, description: "Mode `oauth`: the sidecar's client secret at the provider. Keep it in the environment." }),
+        scopes: text({ env: 'UPSTREAM_PROVIDER_SCOPES', description: 'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked).' }),
+      },
+    },
   },
   proxy: {
     host: text({ default: '0.0.0.0', env: 'HOST', description: 'Proxy listener address.' }),
@@ -567,6 +636,25 @@ function checkPublicUrl(name: string, value: string, problems: Problems): void {
     problems.push(`${name} must be a base URL without a query or fragment (got "${value}")`);
   } else if (/\/mcp$/i.test(url.pathname)) {
     problems.push(`${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`);
+  }
+}
+
+/** A credential key: 32 bytes as 64 hex characters or base64 (the problem never repeats the value). */
+function checkCredentialKey(key: string, label: string, problems: Problems): void {
+  const parsed = parseCredentialKey(key);
+  if (typeof parsed === 'string') problems.push(`${label} must be 32 random bytes as 64 hex characters or base64: ${parsed} (generate one with \`openssl rand -hex 32\`)`);
+}
+
+/**
+ * Headers the credential may not go in: those the proxy itself owns (framing, routing, the MCP
+ * session, the identity headers it adds), where a credential would break or spoof the request.
+ */
+const RESERVED_CREDENTIAL_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'proxy-authorization', 'cookie', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'content-type', 'accept', 'forwarded', 'traceparent', 'tracestate']);
+
+function checkCredentialHeader(name: string, label: string, problems: Problems): void {
+  if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name)) problems.push(`${label} "${name}" is not a valid header name`);
+  else if (RESERVED_CREDENTIAL_HEADERS.has(name) || name.startsWith('x-mcp-auth-') || name.startsWith('x-forwarded-')) {
+    problems.push(`${label} "${name}" is a header the proxy sets or forwards itself: name another one (authorization, or e.g. x-api-token)`);
   }
 }
 

@@ -14,6 +14,7 @@ export function checkWhole(config: Config, problems: Problems): void {
   checkExchangeAudience(config, problems);
   checkLookupCache(config, problems);
   checkAssertionKey(config.upstream, problems);
+  checkUpstreamCredentials(config, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
   // Each process would hold its own memory store: a token issued by one worker unknown to the others.
@@ -36,6 +37,55 @@ function checkAssertionKey(upstream: Config['upstream'], problems: Problems): vo
     if (problem !== undefined) problems.push(`${given.label}: ${problem}`);
   }
   if (!upstream.assertion) problems.push(`${given.label} is set but upstream.assertion (UPSTREAM_ASSERTION) is not true: nothing would be signed`);
+}
+
+/** Plain http only to this machine: secrets, codes and tokens travel on these URLs. */
+function requireHttpsOffLoopback(label: string, url: string | undefined, problems: Problems): void {
+  if (url === undefined || !URL.canParse(url)) return; // unset, or already reported
+  const parsed = new URL(url);
+  if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname)) problems.push(`${label} must be an https:// URL (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])`);
+}
+
+/**
+ * The user's own upstream credential: each mode with every setting it needs, and no setting that
+ * nothing would read (a typo'd mode must not leave a configured provider silently unused).
+ */
+function checkUpstreamCredentials(config: Config, problems: Problems): void {
+  const { mode, key, audience, serviceToken, provider } = config.upstream.credentials;
+  const signIn = config.idp.issuer !== undefined && config.idp.clientId !== undefined && config.idp.clientSecret !== undefined;
+  const providerSet = Object.entries(provider).filter(([, v]) => v !== undefined).map(([k]) => `upstream.credentials.provider.${k}`);
+  if (mode === 'none') {
+    const unused = [...(key !== undefined ? ['UPSTREAM_CREDENTIALS_KEY'] : []), ...(audience !== undefined ? ['UPSTREAM_CREDENTIALS_AUDIENCE'] : []), ...(serviceToken !== undefined ? ['upstream.credentials.serviceToken'] : []), ...providerSet];
+    if (unused.length > 0) problems.push(`${unused.join(', ')} ${unused.length === 1 ? 'is' : 'are'} set but UPSTREAM_CREDENTIALS (upstream.credentials.mode) is none: nothing would use ${unused.length === 1 ? 'it' : 'them'}. Set the mode, or remove ${unused.length === 1 ? 'it' : 'them'}`);
+    return;
+  }
+  if (key === undefined) {
+    problems.push(`UPSTREAM_CREDENTIALS is ${mode} but UPSTREAM_CREDENTIALS_KEY (upstream.credentials.key) is not set: the tokens kept for users are encrypted with it. Generate one with \`openssl rand -hex 32\`, the same on every replica`);
+  }
+  if ((mode === 'idp' || mode === 'token-exchange') && !signIn) {
+    problems.push(`UPSTREAM_CREDENTIALS is ${mode} but browser sign-in is not configured (IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET): the user's IdP tokens come from signing in there`);
+  }
+  if (mode === 'token-exchange' && audience === undefined) {
+    problems.push('UPSTREAM_CREDENTIALS is token-exchange but UPSTREAM_CREDENTIALS_AUDIENCE (upstream.credentials.audience) is not set: the IdP must be told which API the exchanged token is for');
+  }
+  if (mode !== 'token-exchange' && audience !== undefined) problems.push(`UPSTREAM_CREDENTIALS_AUDIENCE is set but UPSTREAM_CREDENTIALS is ${mode}: only token-exchange uses it`);
+  if (mode !== 'oauth') {
+    if (providerSet.length > 0) problems.push(`${providerSet.join(', ')} set but UPSTREAM_CREDENTIALS is ${mode}: only oauth (connected accounts) uses a provider`);
+    return;
+  }
+  const endpoints = [provider.authorizationEndpoint, provider.tokenEndpoint].filter((v) => v !== undefined).length;
+  if (provider.issuer === undefined && endpoints === 0) {
+    problems.push('UPSTREAM_CREDENTIALS is oauth but no provider is configured: set UPSTREAM_PROVIDER_ISSUER (OpenID discovery), or UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT and UPSTREAM_PROVIDER_TOKEN_ENDPOINT, with UPSTREAM_PROVIDER_CLIENT_ID');
+  } else if (provider.issuer !== undefined && endpoints > 0) {
+    problems.push('UPSTREAM_PROVIDER_ISSUER and UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT/UPSTREAM_PROVIDER_TOKEN_ENDPOINT are both set: give the issuer (discovery) or both endpoints, not both');
+  } else if (provider.issuer === undefined && endpoints === 1) {
+    problems.push('UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT and UPSTREAM_PROVIDER_TOKEN_ENDPOINT must be set together');
+  }
+  // Without any provider the problem above already asks for the client id too.
+  if (provider.clientId === undefined && (provider.issuer !== undefined || endpoints > 0)) problems.push("UPSTREAM_CREDENTIALS is oauth but UPSTREAM_PROVIDER_CLIENT_ID is not set: the sidecar's client id at the provider");
+  requireHttpsOffLoopback('UPSTREAM_PROVIDER_ISSUER', provider.issuer, problems);
+  requireHttpsOffLoopback('UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT', provider.authorizationEndpoint, problems);
+  requireHttpsOffLoopback('UPSTREAM_PROVIDER_TOKEN_ENDPOINT', provider.tokenEndpoint, problems);
 }
 
 /** Invalidations come from the node that served the read: one tracking connection cannot cover a Cluster. */

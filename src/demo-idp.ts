@@ -31,6 +31,8 @@ export interface DemoIdpOptions {
   generic?: boolean;
   /** The sidecar's callback, PUBLIC_URL/oauth/callback (known late when the sidecar binds port 0). */
   redirectUri: () => string;
+  /** More redirect URIs of the same client (the sidecar's connect callback, PUBLIC_URL/connect/callback). */
+  moreRedirectUris?: () => string[];
   /** Sign the demo user in without showing the login form (non-browser tests). */
   autoLogin?: boolean;
   /** Claims released for the demo user instead of its own (tests: an unverified email, say); `undefined` drops one. */
@@ -87,7 +89,7 @@ function providerConfig(options: DemoIdpOptions, jwk: Record<string, unknown>, c
       {
         client_id: options.clientId,
         client_secret: options.clientSecret,
-        redirect_uris: [options.redirectUri()],
+        redirect_uris: [options.redirectUri(), ...(options.moreRedirectUris?.() ?? [])],
         grant_types: ['authorization_code'],
         response_types: ['code'],
         token_endpoint_auth_method: 'client_secret_basic',

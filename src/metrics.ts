@@ -123,6 +123,22 @@ export class Metrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  readonly upstreamCredentialRefreshes = new Counter({
+    name: 'mcp_auth_upstream_credential_refreshes_total',
+    help: "Refreshes of users' kept upstream credentials at their provider, by result (ok, refused, unavailable)",
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamCredentialsConnected = new Counter({
+    name: 'mcp_auth_upstream_credentials_connected_total',
+    help: 'Accounts users connected (or IdP sign-ins renewed) through the connect pages',
+    registers: [this.registry],
+  });
+  readonly upstreamCredentialsMissing = new Counter({
+    name: 'mcp_auth_upstream_credentials_missing_total',
+    help: 'Requests of a user without a usable upstream credential (answered -32042 or 401, never forwarded)',
+    registers: [this.registry],
+  });
   readonly openStreams = new Gauge({
     name: 'mcp_auth_open_sse_streams',
     help: 'SSE responses currently streaming through the proxy',

@@ -4,7 +4,7 @@
 // table of operations is generated from it (src/admin/doc.ts, `npm run docs:admin`).
 
 import type { TokenEndpointAuthMethod } from '../store/types.ts';
-import { choice, hex64, integer, list, object, operation, scope, text } from './spec.ts';
+import { choice, hex64, integer, list, object, operation, scope, text, type Field } from './spec.ts';
 import { table, time } from './render.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
@@ -13,6 +13,12 @@ export const MAX_AUDIT_EVENTS = 1000;
 const clientId = () => text({ description: 'the client', required: true, min: 1, max: 128, rule: 'a non-empty string' });
 const token = () => hex64({ description: 'the token; `-` reads it from stdin (keeps it out of ps)', stdin: true });
 const tokenHash = () => hex64({ description: 'its SHA-256 (see `token hash`)' });
+/** An IdP `sub` (OpenID Connect bounds it to 255 ASCII characters; a little room for other IdPs). */
+function subject(o: { description: string; required: true }): Field<string>;
+function subject(o: { description: string }): Field<string | undefined>;
+function subject(o: { description: string; required?: boolean }): Field<string | undefined> {
+  return text({ ...o, min: 1, max: 1024, rule: 'a non-empty string of at most 1024 characters' } as Parameters<typeof text>[0] & { required?: false });
+}
 
 export const ADMIN_OPERATIONS = {
   createClient: operation({
@@ -79,6 +85,37 @@ export const ADMIN_OPERATIONS = {
     answer: '`200 {tokenHash, revoked:true}`; `404` when unknown',
   }),
 
+  listGrants: operation({
+    description: 'the grants a person (IdP `sub`) or a client holds: one per refresh family, standalone access token or user-grade token (no token, no hash)',
+    fields: {
+      subject: subject({ description: 'the IdP `sub` whose grants to list' }),
+      clientId: text({ description: 'only the grants this client holds', min: 1, max: 128, rule: 'a non-empty string of at most 128 characters' }),
+    },
+    atLeastOne: [['subject', 'clientId']],
+    answer: '`200 {grants:[{grantId, subject, clientId, clientName, scope, createdAt, lastUsedAt, expiresAt}]}`; an unknown client `404`',
+    render: (body: { grants: Array<Record<string, unknown>> }) =>
+      table(
+        ['GRANT', 'SUBJECT', 'CLIENT', 'NAME', 'SCOPE', 'CREATED', 'LAST USED', 'EXPIRES'],
+        body.grants.map((g) => [g.grantId, g.subject, g.clientId, g.clientName, g.scope, time(g.createdAt), time(g.lastUsedAt), time(g.expiresAt)]),
+      ),
+  }),
+
+  revokeSubject: operation({
+    description: 'offboard a person: revoke every token, approval and session handle an IdP `sub` holds, at once',
+    fields: {
+      subject: subject({ description: 'the IdP `sub`', required: true }),
+      issuer: text({ description: 'only what this IdP issuer\'s subject holds (default: any issuer)', min: 1, max: 2048, rule: 'a non-empty string of at most 2048 characters' }),
+    },
+    answer:
+      '`200 {subject, accessTokensRevoked, refreshTokensRevoked, userTokensRevoked, consentsForgotten, connectedAccountsDeleted, handlesForgotten}`; open streams end; a second call counts zeros',
+  }),
+
+  rebuildSubjectIndex: operation({
+    description: 'index records written before the per-person index existed (SCAN in batches; idempotent)',
+    fields: {},
+    answer: '`200 {scanned, indexed}`',
+  }),
+
   explainPolicy: operation({
     description: 'dry run of the per-tool policy: what a call with this token would get, and which rule decides',
     fields: {
@@ -97,6 +134,14 @@ export const ADMIN_OPERATIONS = {
           ? `\nquota "${body.quota.rule}": ${body.quota.limit} per ${body.quota.windowSeconds} s per ${body.quota.per}${body.quota.remaining !== undefined ? `, ${body.quota.remaining} left until ${body.quota.resetAt}` : ''}`
           : ''
       }\n`,
+  }),
+
+  reencryptUpstreamCredentials: operation({
+    description: "rewrite every kept upstream credential under UPSTREAM_CREDENTIALS_KEY (after a rotation, before retiring the old key)",
+    fields: {},
+    answer: '`200 {rewritten, alreadyCurrent, unreadable, changedMeanwhile}` (counts, never a token); `400` when upstream credentials are off',
+    render: (body: { rewritten: number; alreadyCurrent: number; unreadable: number; changedMeanwhile: number }) =>
+      `rewritten: ${body.rewritten}, already under the current key: ${body.alreadyCurrent}, unreadable (left as they are): ${body.unreadable}, replaced meanwhile: ${body.changedMeanwhile}\n`,
   }),
 
   listAuditEvents: operation({

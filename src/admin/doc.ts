@@ -12,7 +12,7 @@ import { kebab, type Fields, type OperationSpec } from './spec.ts';
 
 export const OPERATIONS_MARKERS: Markers = { start: '<!-- admin-operations:start -->', end: '<!-- admin-operations:end -->' };
 
-/** The body column: required fields as they are, optional ones with `?`, exactly-one pairs as `a` or `b`. */
+/** The body column: required fields as they are, optional ones with `?`, exactly-one pairs as `a` or `b`, at-least-one pairs named after. */
 function bodyCell(spec: OperationSpec): string {
   const paired = new Map((spec.exactlyOne ?? []).flatMap(([a, b]) => [[a, b] as const, [b, ''] as const]));
   const parts: string[] = [];
@@ -22,7 +22,8 @@ function bodyCell(spec: OperationSpec): string {
     const head = pair !== undefined ? `${code(name)} or ${code(pair)}` : code(f.required ? name : `${name}?`);
     parts.push(f.bounds ? `${head} (${f.bounds})` : head);
   }
-  return parts.length > 0 ? parts.join(', ') : '—';
+  const atLeast = (spec.atLeastOne ?? []).map(([a, b]) => `at least one of ${code(a)}, ${code(b)}`);
+  return parts.length > 0 ? [parts.join(', '), ...atLeast].join('; ') : '—';
 }
 
 /** The markdown table (no trailing newline), for `specs` (default: every declared operation). */

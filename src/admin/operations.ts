@@ -12,14 +12,16 @@ import { provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
-import type { AuditStorage, ClientStorage, ProfileStorage, QuotaStorage, TokenStorage } from '../store/types.ts';
+import type { AuditStorage, ClientStorage, HandleStorage, ProfileStorage, QuotaStorage, SubjectStorage, TokenStorage, UpstreamCredentialStorage } from '../store/types.ts';
 import { limitKey } from '../net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
+import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../grants.ts';
+import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
 
 /** The parts of the store the admin operations use. */
-export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage & QuotaStorage;
+export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage & QuotaStorage & SubjectStorage & HandleStorage & UpstreamCredentialStorage;
 
 export interface AdminContext {
   store: AdminStore;
@@ -33,10 +35,12 @@ export interface AdminContext {
   quotas?: { quotas: Quotas; ipv6PrefixLength: number } | undefined;
   /** The configured lifetimes of the built-in profiles (seedDefaultProfiles stores them). */
   profileLifetimes?: ProfileLifetimes | undefined;
+  /** The kept upstream credentials; undefined while `upstream.credentials.mode` is none. */
+  upstreamCredentials?: CredentialVault | undefined;
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
-export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'detail'> };
+export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'subject' | 'detail'> };
 export type AdminOperation = (ctx: AdminContext, body: Record<string, unknown>) => Promise<AdminResult>;
 
 /** A token's SHA-256, from `token` (hashed here) or `tokenHash`: the declaration lets exactly one through. */
@@ -98,6 +102,39 @@ const handlers: Handlers = {
     return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
   },
 
+  /** A person's or a client's grants, one per refresh family, standalone access token or user-grade token. */
+  async listGrants(ctx, { subject, clientId }) {
+    const now = ctx.clock.now();
+    if (clientId !== undefined && (await ctx.store.getClient(clientId)) === null) throw new HttpError('not_found');
+    const tokens = subject !== undefined ? await ctx.store.listSubjectTokens(subject, now) : await ctx.store.listClientTokens(clientId!, now);
+    const grants = await grantsOf(ctx.store, clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId));
+    return { status: 200, body: { grants }, audit: { ...(subject === undefined ? {} : { subject }), ...(clientId === undefined ? {} : { clientId }), detail: { count: grants.length } } };
+  },
+
+  /**
+   * Offboarding: everything the person holds ends at once (tokens revoked, approvals and session
+   * handles forgotten, open streams ended through the revocation notices). Idempotent.
+   */
+  async revokeSubject(ctx, { subject, issuer }) {
+    const revoked = await ctx.store.revokeSubject(subject, issuer, ctx.clock.now(), SUBJECT_REVOCATION_BATCH);
+    // Handles are indexed by subject alone: a person's handles go whatever issuer was named.
+    const handlesForgotten = await ctx.store.forgetSubjectHandles(subject);
+    // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too.
+    const connectedAccountsDeleted = await ctx.store.deleteUpstreamCredentials(subject, issuer);
+    ctx.metrics.tokensRevoked.labels('oauth_access').inc(revoked.accessTokensRevoked);
+    ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(revoked.refreshTokensRevoked);
+    ctx.metrics.tokensRevoked.labels('user').inc(revoked.userTokensRevoked);
+    const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten };
+    const { subject: _, ...counts } = body;
+    return { status: 200, body, audit: { subject, detail: { ...counts, ...(issuer === undefined ? {} : { issuer }) } } };
+  },
+
+  /** Indexes records written before the subject index existed. */
+  async rebuildSubjectIndex(ctx) {
+    const rebuilt = await ctx.store.rebuildSubjectIndex(ctx.clock.now(), REBUILD_BATCH);
+    return { status: 200, body: rebuilt, audit: { detail: { ...rebuilt } } };
+  },
+
   /**
    * Dry run of the per-tool policy: what a call (`method`, `name`) made with a token (`token` or
    * `tokenHash`, as it stands in the store now) would get, which rule decides, and why.
@@ -115,6 +152,13 @@ const handlers: Handlers = {
     const answer = explainCall(ctx.policy, principal, { method, name });
     const quota = await explainQuota(ctx, principal, { method, name }, args.address);
     return { status: 200, body: { ...answer, ...(quota ? { quota } : {}) }, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
+  },
+
+  /** Every kept upstream credential rewritten under the current key: counts only, never a token. */
+  async reencryptUpstreamCredentials(ctx) {
+    if (ctx.upstreamCredentials === undefined) throw new HttpError('invalid_request', 'upstream credentials are off (upstream.credentials.mode is none): nothing is kept to re-encrypt');
+    const result = await ctx.upstreamCredentials.reencryptAll();
+    return { status: 200, body: result, audit: { detail: { ...result } } };
   },
 
   /** The newest audit events (empty when `audit.stream` is off), newest first. */

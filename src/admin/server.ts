@@ -19,6 +19,7 @@ import type { ProfileLifetimes } from '../profiles.ts';
 import { normalizeAddress } from '../net-address.ts';
 import { isFailureRefusal, type FailedAuthLimiter } from '../rate-limits.ts';
 import { parseJsonObject, readBody } from '../body.ts';
+import type { CredentialVault } from '../upstream-credentials/vault.ts';
 
 export interface AdminDeps extends AdminOverrides {
   store: AdminStore & StoreHealth;
@@ -34,6 +35,8 @@ export interface AdminDeps extends AdminOverrides {
   quotas?: AdminContext['quotas'];
   /** The configured lifetimes of the built-in profiles, for `seedDefaultProfiles`. */
   profileLifetimes?: ProfileLifetimes | undefined;
+  /** The kept upstream credentials, for `reencryptUpstreamCredentials`; undefined while the mode is none. */
+  upstreamCredentials?: CredentialVault | undefined;
   /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
   failures?: FailedAuthLimiter | undefined;
 }
@@ -79,7 +82,7 @@ export function createAdminServer(deps: AdminDeps): Server {
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
       if (!op) throw new HttpError('not_found');
-      const result = await op({ store, clock: deps.clock, metrics, masterToken, policy: deps.policy, quotas: deps.quotas, profileLifetimes: deps.profileLifetimes }, body);
+      const result = await op({ store, clock: deps.clock, metrics, masterToken, policy: deps.policy, quotas: deps.quotas, profileLifetimes: deps.profileLifetimes, upstreamCredentials: deps.upstreamCredentials }, body);
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);

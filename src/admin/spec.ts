@@ -105,6 +105,8 @@ export interface OperationSpec<F extends Fields = Fields> {
   readonly fields: F;
   /** Pairs of fields of which exactly one must be given (`token` or `tokenHash`). */
   readonly exactlyOne?: ReadonlyArray<readonly [string, string]>;
+  /** Pairs of fields of which at least one must be given (`subject` or `clientId`). */
+  readonly atLeastOne?: ReadonlyArray<readonly [string, string]>;
   /** A successful answer, as the README table shows it. */
   readonly answer: string;
   /** How the CLI prints a successful answer (default: `key: value` lines). */
@@ -112,7 +114,9 @@ export interface OperationSpec<F extends Fields = Fields> {
 }
 
 /** Declares an operation (the identity, for its types: `exactlyOne` names its own fields). */
-export function operation<F extends Fields>(spec: OperationSpec<F> & { exactlyOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]> }): OperationSpec<F> {
+export function operation<F extends Fields>(
+  spec: OperationSpec<F> & { exactlyOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]>; atLeastOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]> },
+): OperationSpec<F> {
   return spec;
 }
 
@@ -145,6 +149,9 @@ export function readArguments<F extends Fields>(
     const count = Number(given(body[a])) + Number(given(body[b]));
     if (count === 2) return { ok: false, problem: `give either ${label(a)} or ${label(b)}, not both` };
     if (count === 0) return { ok: false, problem: `${label(a)} or ${label(b)} is required` };
+  }
+  for (const [a, b] of spec.atLeastOne ?? []) {
+    if (!given(body[a]) && !given(body[b])) return { ok: false, problem: `${label(a)} or ${label(b)} (or both) is required` };
   }
   const args: Record<string, unknown> = {};
   for (const [name, f] of Object.entries(spec.fields)) {

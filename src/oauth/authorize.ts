@@ -39,6 +39,8 @@ import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
 import { normaliseUserCode } from './device.ts';
 import { consentPage, deviceCodePage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
+import { AccountPageError, AccountPages } from './account.ts';
+import { readCookie } from './cookies.ts';
 
 /** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
 export const SIGN_IN_STEP_TTL_MS = 10 * 60 * 1000;
@@ -100,7 +102,8 @@ const FORM_MAX_BODY_BYTES = 4096;
 
 /** The browser endpoints of sign-in, as routes of the proxy listener. */
 export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): Route[] {
-  const flow = new SignInFlow(ctx, signIn);
+  const account = new AccountPages(ctx, signIn);
+  const flow = new SignInFlow(ctx, signIn, account);
   /** Every failure of these endpoints is answered with a page, never JSON: a person reads it. */
   const page =
     (handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Route['handler'] =>
@@ -116,6 +119,10 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     { path: '/authorize/consent', methods: ['POST'], handler: page((req, res) => flow.consent(req, res)) },
     { path: '/oauth/callback', methods: ['GET'], handler: page((req, res) => flow.callback(req, res)) },
     { path: '/device', methods: ['GET', 'POST'], handler: page((req, res) => (req.method === 'POST' ? flow.deviceEntry(req, res) : flow.devicePage(req, res))) },
+    { path: '/account', methods: ['GET'], handler: page((req, res) => account.show(req, res)) },
+    { path: '/account/revoke', methods: ['POST'], handler: page((req, res) => account.revoke(req, res)) },
+    { path: '/account/forget', methods: ['POST'], handler: page((req, res) => account.forget(req, res)) },
+    { path: '/account/sign-out', methods: ['POST'], handler: page((req, res) => account.signOut(req, res)) },
   ];
 }
 
@@ -145,9 +152,12 @@ class SignInFlow {
   /** Until when (epoch ms) this process refuses device-code entries: the server-wide failures ran out. */
   #deviceGuessingBlockedUntil = 0;
 
-  constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
+  readonly #account: AccountPages;
+
+  constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined, account: AccountPages) {
     this.ctx = ctx;
     this.signIn = signIn;
+    this.#account = account;
     this.#documentFetches = fetchAdmission(ctx, 'too many application metadata documents fetched for this address; try again in a minute');
     this.#addresses = clientAddresses(ctx.config.proxy.trustedProxies);
     this.#authorizeRequests = new WindowLimit(ctx.store, ctx.clock, 'authorize', ctx.config.rateLimits.authorizeRequestsPerMinute);
@@ -431,7 +441,7 @@ class SignInFlow {
     if (requestId === undefined || !isTokenShaped(requestId)) throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
     if (decision !== 'approve' && decision !== 'deny') throw new PageError(400, 'Bad request', 'Choose Approve or Deny.');
     const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(requestId));
-    if (!stored || stored === 'corrupt' || stored.stage === 'idp') throw STALE;
+    if (!stored || stored === 'corrupt' || stored.stage === 'idp' || stored.stage === 'account') throw STALE;
     if (!this.sameBrowser(req, stored.browserHash)) throw OTHER_BROWSER;
     const { request } = stored;
     const user = stored.stage === 'user-consent' ? stored.user : undefined;
@@ -549,12 +559,18 @@ class SignInFlow {
     const state = query.get('state');
     if (state === null || state.length === 0 || state.length > 512) throw STALE;
     const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(state));
+    // A sign-in to the account page comes back through the same callback (the one the IdP knows).
+    if (stored && stored !== 'corrupt' && stored.stage === 'account') return this.#account.callback(req, res, query, state, stored);
     if (!stored || stored === 'corrupt' || stored.stage !== 'idp') throw STALE;
     if (!this.sameBrowser(req, stored.browserHash)) throw OTHER_BROWSER;
     const { request } = stored;
     let user;
     try {
-      user = await this.signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier });
+      let tokens;
+      ({ user, tokens } = await this.signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier }));
+      // The IdP's tokens belong to this user (IdP sub + issuer): kept, encrypted, when the upstream is
+      // to receive them (upstream.credentials idp or token-exchange); otherwise dropped here.
+      await this.ctx.keepIdpTokens?.(user, tokens);
     } catch (err) {
       if (err instanceof IdpUnavailable) throw err;
       const error = err instanceof IdpAuthorizationError ? relayedIdpError(err.error) : err instanceof IdpRejection ? 'access_denied' : undefined;
@@ -632,6 +648,7 @@ class SignInFlow {
 /** Every failure of a browser endpoint becomes a page; internal reasons go to the log only. */
 function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<string, string>] {
   if (err instanceof PageError) return [err.status, messagePage(err.title, err.text), err.headers];
+  if (err instanceof AccountPageError) return [err.status, messagePage(err.title, err.message), {}];
   if (err instanceof IdpClientRefused) {
     ctx.logger.error({ err: describe(err) }, err.message);
     return [502, messagePage('Sign-in is misconfigured', `Sign-in cannot complete: ${err.message}. Tell this server's operators.`), {}];
@@ -664,17 +681,4 @@ function relayedIdpError(error: string): string {
   if (error === 'temporarily_unavailable') return 'temporarily_unavailable';
   if (error === 'server_error') return 'server_error';
   return 'access_denied';
-}
-
-/** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */
-function readCookie(req: IncomingMessage, name: string): string | undefined {
-  const header = req.headers.cookie;
-  if (header === undefined || header.length > 8192) return undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
-    const value = part.slice(eq + 1).trim();
-    return isTokenShaped(value) ? value : undefined;
-  }
-  return undefined;
 }

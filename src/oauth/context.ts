@@ -9,16 +9,16 @@ import { parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { AuthorizationCodeStorage, DeviceAuthorizationStorage, ClientStorage, ConsentStorage, CounterStorage, OneTimeValueStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
+import type { AccountSessionStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ClientStorage, ConsentStorage, CounterStorage, OneTimeValueStorage, ProfileStorage, RefreshTokenStorage, SignedInUser, SubjectStorage, TokenStorage } from '../store/types.ts';
 import { WindowLimit, type FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
-import type { IdpSignIn } from './oidc-client.ts';
+import type { IdpSignIn, IdpTokens } from './oidc-client.ts';
 import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 import type { DpopVerifier } from './dpop.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
-export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & DeviceAuthorizationStorage & ConsentStorage & ProfileStorage & CounterStorage & OneTimeValueStorage;
+export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & DeviceAuthorizationStorage & ConsentStorage & ProfileStorage & CounterStorage & OneTimeValueStorage & SubjectStorage & AccountSessionStorage;
 
 export interface OAuthContext {
   readonly config: Config;
@@ -36,6 +36,8 @@ export interface OAuthContext {
   readonly idJag?: IdJagVerifier | undefined;
   /** undefined when browser sign-in is not configured: /authorize then answers with an error. */
   readonly signIn: IdpSignIn | undefined;
+  /** Keeps the IdP's tokens of a user who just signed in (upstream credentials); undefined: they are dropped. */
+  readonly keepIdpTokens?: ((user: SignedInUser, tokens: IdpTokens) => Promise<void>) | undefined;
   /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */
   readonly cimd?: CimdResolver | undefined;
   /** Checks DPoP proofs (RFC 9449) sent to /token. */

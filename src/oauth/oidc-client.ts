@@ -42,6 +42,22 @@ export interface IdpLoginState {
   codeVerifier: string;
 }
 
+/** The IdP's own tokens for the signed-in user (kept, encrypted, only for upstream credentials). */
+export interface IdpTokens {
+  accessToken: string;
+  refreshToken?: string;
+  /** Epoch ms, from `expires_in`; absent when the IdP does not say. */
+  expiresAt?: number;
+}
+
+function idpTokensOf(tokens: oidc.TokenEndpointResponse, now: number, keptRefreshToken?: string): IdpTokens {
+  const out: IdpTokens = { accessToken: tokens.access_token };
+  const refreshToken = tokens.refresh_token ?? keptRefreshToken;
+  if (refreshToken !== undefined) out.refreshToken = refreshToken;
+  if (typeof tokens.expires_in === 'number' && Number.isFinite(tokens.expires_in)) out.expiresAt = now + Math.trunc(tokens.expires_in * 1000);
+  return out;
+}
+
 /** An IdP error on the callback (`error=...`), to be relayed to the MCP client as an RFC 6749 code. */
 export class IdpAuthorizationError extends Error {
   override readonly name = 'IdpAuthorizationError';
@@ -61,7 +77,12 @@ export interface IdpSignIn {
    * `query` is the callback's query string. Validates the IdP's callback against `login`, redeems its code, validates the ID token and
    * applies the claim rules. Throws IdpUnavailable, IdpAuthorizationError or IdpRejection.
    */
-  finish(query: URLSearchParams, login: IdpLoginState): Promise<SignedInUser>;
+  finish(query: URLSearchParams, login: IdpLoginState): Promise<{ user: SignedInUser; tokens: IdpTokens }>;
+  /**
+   * Redeems the user's IdP refresh token for new tokens (the refresh token kept when the IdP does not
+   * rotate it). Throws IdpUnavailable, or IdpRejection when the IdP refuses it (revoked, expired).
+   */
+  refresh(refreshToken: string): Promise<IdpTokens>;
   /**
    * The start-up check: the discovery document, the keys it names, and the sidecar's client
    * credentials at the token endpoint (a code that cannot exist is redeemed: an IdP authenticates the
@@ -266,7 +287,13 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
         if (email !== undefined) user.email = email;
         const groups = claims[idp.groupsClaim];
         if (Array.isArray(groups)) user.groups = groups.filter((g): g is string => typeof g === 'string').slice(0, 100);
-        return user;
+        return { user, tokens: idpTokensOf(tokens, Date.now()) };
+      }),
+    refresh: (refreshToken) =>
+      call(async () => {
+        const config = await configuration();
+        const tokens = await oidc.refreshTokenGrant(config, refreshToken);
+        return idpTokensOf(tokens, Date.now(), refreshToken);
       }),
   };
 }

@@ -26,9 +26,12 @@ const STYLE = `body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem
 h1{font-size:1.3rem}code,.mono{font-family:ui-monospace,monospace;word-break:break-all}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.4rem 1rem}dt{color:#555}dd{margin:0}
 .actions{display:flex;gap:1rem;margin-top:2rem}button{font-size:1rem;padding:.5rem 1.5rem;cursor:pointer}
-.note{color:#555;font-size:.9rem}`;
+.note{color:#555;font-size:.9rem}
+table{border-collapse:collapse;width:100%;margin:1rem 0}th,td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid #ddd;vertical-align:top}
+td form{margin:0}button:focus-visible{outline:3px solid #1a5fb4;outline-offset:2px}`;
 
-function page(title: string, body: string): string {
+/** A whole page: the shared head and style around `body` (already escaped by its caller). */
+export function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
 }

@@ -11,6 +11,7 @@ import { request as httpRequest, type IncomingMessage, type Server, type ServerO
 import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
+import type { LastUseRecorder } from './last-use.ts';
 import { decideToken, hashToken, parseAuthorization, type AuthorizationScheme, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
 import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
@@ -30,6 +31,11 @@ import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof, type DpopVerifier } from '../oauth/dpop.ts';
 import { withTrace, type Tracing } from '../tracing.ts';
+import { readBody } from '../body.ts';
+import { parseClientMessages } from '../policy/jsonrpc.ts';
+import type { ConnectLinks } from '../upstream-credentials/connect-links.ts';
+import { MISSING, urlElicitationRequired, type UpstreamCredentialDelivery } from '../upstream-credentials/delivery.ts';
+import { CredentialRefreshUnavailable } from '../upstream-credentials/idp-mode.ts';
 
 export interface ProxyDeps {
   config: Config;
@@ -55,6 +61,18 @@ export interface ProxyDeps {
   tracing?: Tracing | undefined;
   /** Keeps session and task handles to the principal that received them. */
   handles: HandleGuard;
+  /** Notes when each token was last presented (written coarsely, off the request path); undefined: not kept. */
+  lastUse?: LastUseRecorder;
+  /** The user's own upstream credential (upstream.credentials); undefined while the mode is none (no work at all). */
+  upstreamCredentials?: UpstreamCredentialsOnProxy;
+}
+
+/** What the proxy needs of upstream credentials: the header for a principal, and a link for a user who has none. */
+export interface UpstreamCredentialsOnProxy {
+  delivery: UpstreamCredentialDelivery;
+  links: ConnectLinks;
+  /** What the user is asked to do, for a person (e.g. "connect your GitHub account"). */
+  what: string;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
@@ -145,6 +163,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     decided = handles.watchResponse(req, principal, session, decided);
     rewriteHeaders(req, principal, addresses);
+    if (deps.upstreamCredentials !== undefined) {
+      const missing = await addCredential(principal, req.headers, deps.upstreamCredentials);
+      // The body may already have been read (a policy, or the task-id scan): its bytes are used then.
+      if (missing) return answerMissingCredential(req, res, principal, deps.upstreamCredentials, decided?.body ?? decided?.bodyAsSent);
+    }
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
     // The client left during the lookup (or while its body was read): its response is already closed
@@ -175,11 +198,62 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     await handles.bindPresentedSession(req, principal);
     const identity = identityHeaders(principal);
+    // The ingress copies the credential header like the identity headers; a user without one gets the
+    // 401 challenge (the ingress cannot relay a JSON-RPC answer for a body it holds).
+    if (deps.upstreamCredentials !== undefined && (await addCredential(principal, identity, deps.upstreamCredentials))) {
+      throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    }
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
     metrics.allowed.inc();
     res.writeHead(200, { 'cache-control': 'no-store', 'content-length': '0', ...identity });
     res.end();
+  }
+
+  /**
+   * Sets the principal's upstream credential on `headers` (after the client's own Authorization, and
+   * any header of the credential's name it sent, are gone). True when a user has none usable: then
+   * nothing may be forwarded. An unreachable provider with no valid token left is a 503.
+   */
+  async function addCredential(principal: Principal, headers: Record<string, string | string[] | undefined>, credentials: UpstreamCredentialsOnProxy): Promise<boolean> {
+    delete headers[credentials.delivery.header];
+    let header;
+    try {
+      header = await credentials.delivery.headerFor(principal);
+    } catch (err) {
+      if (err instanceof CredentialRefreshUnavailable) throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', { headers: { 'retry-after': '5' }, cause: err });
+      throw err;
+    }
+    if (header === MISSING) {
+      metrics.upstreamCredentialsMissing.inc();
+      return true;
+    }
+    if (header !== null) headers[header.name] = header.value;
+    return false;
+  }
+
+  /**
+   * A user without a usable credential. A JSON-RPC request gets, with HTTP 200, the MCP error -32042
+   * whose URL elicitation sends the user to a single-use link bound to this principal; anything else
+   * (a GET stream, a notification, a batch, a body that is not JSON-RPC) gets the 401 challenge.
+   */
+  async function answerMissingCredential(req: ProxyRequest, res: ServerResponse, principal: Principal, credentials: UpstreamCredentialsOnProxy, decidedBody: Buffer | undefined): Promise<void> {
+    let id: string | number | undefined;
+    if (req.method === 'POST') {
+      try {
+        // A body consumed elsewhere and not handed here is never waited for: the 401 answers then.
+        if (decidedBody === undefined && req.readableEnded) throw new Error('body already read');
+        const body = decidedBody ?? (await readBody(req, config.policy.maxBodyBytes));
+        const { messages, batch } = parseClientMessages(body, { maxDepth: config.policy.maxDepth, maxBatch: config.policy.maxBatch });
+        const only = messages[0];
+        if (!batch && only?.call !== undefined && only.id !== undefined && only.id !== null) id = only.id;
+      } catch {
+        id = undefined;
+      }
+    }
+    if (id === undefined) throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    const { link, linkId } = await credentials.links.mint(principal);
+    writeJson(res, 200, urlElicitationRequired(id, `${deps.publicUrl()}/connect/${link}`, linkId, credentials.what), { 'cache-control': 'no-store' });
   }
 
   /**
@@ -227,7 +301,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const started = performance.now();
     // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
     const found = await store.lookupToken(tokenHash);
-    const decision = decideToken(tokenHash, found, clock.now());
+    const now = clock.now();
+    const decision = decideToken(tokenHash, found, now);
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
     req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
     if (!decision.ok) return deny(req, decision.reason, scheme);
@@ -240,6 +315,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     // Last, once the request is otherwise accepted: a proof is good for one request, on any replica.
     if (proof !== undefined && !(await dpop.spend(proof))) return deny(req, 'dpop_replay', scheme);
+    deps.lastUse?.seen(principal, now);
     return (req.principal = principal);
   }
 

@@ -79,6 +79,36 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   forgetSubjectHandles(...a: Args<'forgetSubjectHandles'>) {
     return this.around('forgetSubjectHandles', () => this.inner.forgetSubjectHandles(...a));
   }
+  listSubjectTokens(...a: Args<'listSubjectTokens'>) {
+    return this.around('listSubjectTokens', () => this.inner.listSubjectTokens(...a));
+  }
+  listClientTokens(...a: Args<'listClientTokens'>) {
+    return this.around('listClientTokens', () => this.inner.listClientTokens(...a));
+  }
+  listSubjectConsents(...a: Args<'listSubjectConsents'>) {
+    return this.around('listSubjectConsents', () => this.inner.listSubjectConsents(...a));
+  }
+  revokeSubject(...a: Args<'revokeSubject'>) {
+    return this.around('revokeSubject', () => this.inner.revokeSubject(...a));
+  }
+  rebuildSubjectIndex(...a: Args<'rebuildSubjectIndex'>) {
+    return this.around('rebuildSubjectIndex', () => this.inner.rebuildSubjectIndex(...a));
+  }
+  recordLastUse(...a: Args<'recordLastUse'>) {
+    return this.around('recordLastUse', () => this.inner.recordLastUse(...a));
+  }
+  putAccountSession(...a: Args<'putAccountSession'>) {
+    return this.around('putAccountSession', () => this.inner.putAccountSession(...a));
+  }
+  getAccountSession(...a: Args<'getAccountSession'>) {
+    return this.around('getAccountSession', () => this.inner.getAccountSession(...a));
+  }
+  deleteAccountSession(...a: Args<'deleteAccountSession'>) {
+    return this.around('deleteAccountSession', () => this.inner.deleteAccountSession(...a));
+  }
+  forgetConsent(...a: Args<'forgetConsent'>) {
+    return this.around('forgetConsent', () => this.inner.forgetConsent(...a));
+  }
   getRefreshToken(...a: Args<'getRefreshToken'>) {
     return this.around('getRefreshToken', () => this.inner.getRefreshToken(...a));
   }
@@ -156,6 +186,21 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   }
   subscribeRevocations(...a: Args<'subscribeRevocations'>) {
     return this.around('subscribeRevocations', () => this.inner.subscribeRevocations(...a));
+  }
+  putUpstreamCredential(...a: Args<'putUpstreamCredential'>) {
+    return this.around('putUpstreamCredential', () => this.inner.putUpstreamCredential(...a));
+  }
+  getUpstreamCredential(...a: Args<'getUpstreamCredential'>) {
+    return this.around('getUpstreamCredential', () => this.inner.getUpstreamCredential(...a));
+  }
+  replaceUpstreamCredential(...a: Args<'replaceUpstreamCredential'>) {
+    return this.around('replaceUpstreamCredential', () => this.inner.replaceUpstreamCredential(...a));
+  }
+  deleteUpstreamCredentials(...a: Args<'deleteUpstreamCredentials'>) {
+    return this.around('deleteUpstreamCredentials', () => this.inner.deleteUpstreamCredentials(...a));
+  }
+  listUpstreamCredentials(...a: Args<'listUpstreamCredentials'>) {
+    return this.around('listUpstreamCredentials', () => this.inner.listUpstreamCredentials(...a));
   }
   publishSigningKey(...a: Args<'publishSigningKey'>) {
     return this.around('publishSigningKey', () => this.inner.publishSigningKey(...a));

@@ -7,6 +7,13 @@ import { rotatedWithinGrace, type TokenLookup } from '../credentials.ts';
 import { StoreUnavailableError } from '../errors.ts';
 import {
   ACCESS_MEMBER,
+  CONSENT_MEMBER,
+  USER_MEMBER,
+  consentMember,
+  parseConsentMember,
+  accountSessionFields,
+  accountSessionFromFields,
+  subjectTokenFromFields,
   reuseNotice,
   REFRESH_MEMBER,
   accessTokenFields,
@@ -43,6 +50,10 @@ import {
   signingKeyFromValue,
   signingKeyValue,
   userTokenFields,
+  upstreamCredentialField,
+  upstreamCredentialFromValue,
+  upstreamCredentialValue,
+  sameUpstreamIdentity,
   type Fields,
   type KeyLayout,
 } from './records.ts';
@@ -76,12 +87,18 @@ import {
   type StoredAuthorizationCode,
   type StoredRead,
   type StoredRefreshToken,
+  type StoredUpstreamCredential,
   type RefreshTokenRecord,
   type RevocationListener,
   type RevocationNotice,
   type RotateOutcome,
   type QuotaOutcome,
   type StoredAuditEvent,
+  type AccountSession,
+  type SubjectConsent,
+  type SubjectIndexRebuild,
+  type SubjectRevocation,
+  type SubjectToken,
   type TokenStore,
   type UserTokenRecord,
 } from './types.ts';
@@ -99,6 +116,8 @@ export class MemoryTokenStore implements TokenStore {
   readonly #sets = new Map<string, Set<string>>();
   /** Handle indexes (sorted sets in Redis): member -> expiry. */
   readonly #handleIndexes = new Map<string, Map<string, number>>();
+  /** Subject indexes (sorted sets in Redis): member -> the record's expiresAt. */
+  readonly #subjectIndexes = new Map<string, Map<string, number>>();
   readonly #keys: KeyLayout;
   readonly #clock: Clock;
   /** In-process notices: every sidecar sharing this store object hears every revocation. */
@@ -166,7 +185,161 @@ export class MemoryTokenStore implements TokenStore {
 
   async putUserToken(record: UserTokenRecord): Promise<void> {
     this.#check();
+    this.#indexSubject(record.subject, USER_MEMBER + record.tokenHash, record.expiresAt);
     this.#put(this.#keys.userToken(record.tokenHash), userTokenFields(record), record.expiresAt);
+  }
+
+  /** Lists a member in its subject's index, scored by its record's expiry. */
+  #indexSubject(subject: string, member: string, expiresAt: number): void {
+    const key = this.#keys.subjectGrants(subjectDigest(subject));
+    let index = this.#subjectIndexes.get(key);
+    if (!index) this.#subjectIndexes.set(key, (index = new Map()));
+    index.set(member, expiresAt);
+  }
+
+  /** A subject's index with the members expired by `now` dropped (the whole index once empty). */
+  #subjectIndex(subject: string, now: number): Map<string, number> {
+    const key = this.#keys.subjectGrants(subjectDigest(subject));
+    const index = this.#subjectIndexes.get(key) ?? new Map<string, number>();
+    for (const [member, expiresAt] of index) if (expiresAt <= now) index.delete(member);
+    if (index.size === 0) this.#subjectIndexes.delete(key);
+    return index;
+  }
+
+  /** The record a token member of a subject index names, as a SubjectToken; null for any other member. */
+  #subjectToken(member: string, now: number, subject?: string): SubjectToken | null {
+    const hash = member.slice(2);
+    const kind = member.startsWith(USER_MEMBER) ? 'user' : member.startsWith(ACCESS_MEMBER) ? 'access' : member.startsWith(REFRESH_MEMBER) ? 'refresh' : undefined;
+    if (kind === undefined) return null;
+    const key = kind === 'user' ? this.#keys.userToken(hash) : kind === 'access' ? this.#keys.accessToken(hash) : this.#keys.refreshToken(hash);
+    return subjectTokenFromFields(kind, hash, this.#get(key), now, subject);
+  }
+
+  async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
+    this.#check();
+    const index = this.#subjectIndex(subject, now);
+    const out: SubjectToken[] = [];
+    for (const member of [...index.keys()]) {
+      if (member.startsWith(CONSENT_MEMBER)) continue;
+      const token = this.#subjectToken(member, now, subject);
+      if (token === null) index.delete(member);
+      else if (issuer === undefined || token.issuer === issuer) out.push(token);
+    }
+    return out;
+  }
+
+  async listClientTokens(clientId: string, now: number): Promise<SubjectToken[]> {
+    this.#check();
+    const out: SubjectToken[] = [];
+    for (const member of this.#set(this.#keys.clientTokens(clientId))) {
+      const token = this.#subjectToken(member, now);
+      if (token !== null) out.push(token);
+    }
+    return out;
+  }
+
+  /** The approval a consent member names, when it is still kept, unexpired, for `subject`. */
+  #subjectConsent(member: string, now: number, subject: string): SubjectConsent | null {
+    const where = parseConsentMember(member);
+    const value = where && this.#get(this.#keys.consents(where.browserHash))?.[where.key];
+    const consent = value === undefined || value === null ? null : consentFromValue(value, now);
+    return consent && consent.subject === subject ? { ...consent, browserHash: where!.browserHash, key: where!.key } : null;
+  }
+
+  async listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]> {
+    this.#check();
+    const index = this.#subjectIndex(subject, now);
+    const out: SubjectConsent[] = [];
+    for (const member of [...index.keys()]) {
+      if (!member.startsWith(CONSENT_MEMBER)) continue;
+      const consent = this.#subjectConsent(member, now, subject);
+      if (consent === null) index.delete(member);
+      else out.push(consent);
+    }
+    return out;
+  }
+
+  async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
+    this.#check();
+    const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
+    const index = this.#subjectIndex(subject, now);
+    const members = [...index.keys()];
+    for (let i = 0; i < members.length; i += Math.max(1, batchSize)) {
+      const notice: RevocationNotice = { tokenHashes: [], familyIds: [] };
+      for (const member of members.slice(i, i + Math.max(1, batchSize))) {
+        if (member.startsWith(CONSENT_MEMBER)) {
+          const consent = this.#subjectConsent(member, now, subject);
+          if (consent !== null && issuer !== undefined && consent.issuer !== issuer) continue;
+          if (consent !== null) {
+            const approvals = this.#get(this.#keys.consents(consent.browserHash));
+            if (approvals) delete approvals[consent.key];
+            result.consentsForgotten++;
+          }
+          index.delete(member);
+          continue;
+        }
+        const token = this.#subjectToken(member, now, subject);
+        if (token !== null && issuer !== undefined && token.issuer !== issuer) continue;
+        index.delete(member);
+        if (token === null) continue;
+        if (token.kind === 'user') {
+          this.#get(this.#keys.userToken(token.tokenHash))!.revoked = 'true';
+          result.userTokensRevoked++;
+          notice.tokenHashes!.push(token.tokenHash);
+        } else if (token.kind === 'access') {
+          this.#get(this.#keys.accessToken(token.tokenHash))!.revokedAt = String(now);
+          result.accessTokensRevoked++;
+          notice.tokenHashes!.push(token.tokenHash);
+        } else {
+          this.#get(this.#keys.refreshToken(token.tokenHash))!.revokedAt = String(now);
+          result.refreshTokensRevoked++;
+          if (token.familyId !== undefined) notice.familyIds!.push(token.familyId);
+        }
+      }
+      if (notice.tokenHashes!.length + notice.familyIds!.length > 0) this.#notify(notice);
+    }
+    return result;
+  }
+
+  async rebuildSubjectIndex(now: number, _batchSize: number): Promise<SubjectIndexRebuild> {
+    this.#check();
+    let scanned = 0;
+    let indexed = 0;
+    const kinds = [
+      [this.#keys.userToken(''), USER_MEMBER],
+      [this.#keys.accessToken(''), ACCESS_MEMBER],
+      [this.#keys.refreshToken(''), REFRESH_MEMBER],
+    ] as const;
+    for (const key of [...this.#hashes.keys()]) {
+      const fields = this.#get(key);
+      if (!fields) continue;
+      const kind = kinds.find(([prefix]) => key.startsWith(prefix));
+      if (kind !== undefined) {
+        scanned++;
+        const expiresAt = Number(fields.expiresAt);
+        if (!fields.subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) continue;
+        this.#indexSubject(fields.subject, kind[1] + key.slice(kind[0].length), expiresAt);
+        indexed++;
+      } else if (key.startsWith(this.#keys.consents(''))) {
+        const browserHash = key.slice(this.#keys.consents('').length);
+        for (const [field, value] of Object.entries(fields)) {
+          scanned++;
+          const consent = consentFromValue(value, now);
+          if (!consent) continue;
+          this.#indexSubject(consent.subject, consentMember(browserHash, field), consent.expiresAt);
+          indexed++;
+        }
+      }
+    }
+    return { scanned, indexed };
+  }
+
+  async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
+    this.#check();
+    for (const use of uses) {
+      const fields = this.#get(use.kind === 'user' ? this.#keys.userToken(use.tokenHash) : this.#keys.accessToken(use.tokenHash));
+      if (fields && !(Number(fields.lastUsedAt) >= use.at)) fields.lastUsedAt = String(use.at);
+    }
   }
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
@@ -356,12 +529,14 @@ export class MemoryTokenStore implements TokenStore {
   }
 
   #storeAccess(record: AccessTokenRecord): void {
+    if (record.user !== undefined) this.#indexSubject(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
     this.#put(this.#keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
     this.#set(this.#keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
     if (record.familyId !== undefined) this.#set(this.#keys.refreshFamily(record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
   }
 
   #storeRefresh(record: RefreshTokenRecord): void {
+    if (record.user !== undefined) this.#indexSubject(record.user.subject, REFRESH_MEMBER + record.tokenHash, record.expiresAt);
     this.#put(this.#keys.refreshToken(record.tokenHash), refreshTokenFields(record), record.expiresAt);
     this.#set(this.#keys.clientTokens(record.clientId)).add(REFRESH_MEMBER + record.tokenHash);
     this.#set(this.#keys.refreshFamily(record.familyId)).add(REFRESH_MEMBER + record.tokenHash);
@@ -590,6 +765,7 @@ export class MemoryTokenStore implements TokenStore {
     for (const field of drop) delete fields[field];
     if (latest > 0) this.#put(key, fields, latest);
     else this.#hashes.delete(key);
+    if (!drop.includes(field)) this.#indexSubject(consent.subject, consentMember(browserHash, field), consent.expiresAt);
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
@@ -601,6 +777,36 @@ export class MemoryTokenStore implements TokenStore {
   async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
     this.#check();
     this.#put(this.#keys.consentGrant(grantId), { browser: browserHash, consent: key }, expiresAt);
+  }
+
+  async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    this.#check();
+    const approvals = this.#get(this.#keys.consents(browserHash));
+    const value = approvals?.[key];
+    if (value === undefined) return false;
+    const consent = consentFromValue(value, this.#clock.now());
+    if (consent === null || consent.subject !== subject) return false;
+    delete approvals![key];
+    this.#subjectIndexes.get(this.#keys.subjectGrants(subjectDigest(subject)))?.delete(consentMember(browserHash, key));
+    return true;
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    this.#check();
+    this.#put(this.#keys.accountSession(sessionHash), accountSessionFields(session), session.expiresAt);
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    this.#check();
+    return accountSessionFromFields(this.#get(this.#keys.accountSession(sessionHash)), now);
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.accountSession(sessionHash);
+    const found = this.#get(key) !== null;
+    this.#hashes.delete(key);
+    return found;
   }
 
   /** Every revocation of a grant linked to an approval forgets the approval (and the link). */
@@ -739,6 +945,66 @@ export class MemoryTokenStore implements TokenStore {
   async listSigningKeys(now: number): Promise<PublishedSigningKey[]> {
     this.#check();
     return listedSigningKeys(this.#get(this.#keys.signingKeys()) ?? {}, now);
+  }
+
+  async putUpstreamCredential(record: StoredUpstreamCredential): Promise<void> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(record.subject);
+    this.#put(key, { ...this.#get(key), [upstreamCredentialField(record.issuer, record.provider)]: upstreamCredentialValue(record) });
+  }
+
+  async getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>> {
+    this.#check();
+    const value = this.#get(this.#keys.upstreamCredentials(subject))?.[upstreamCredentialField(issuer, provider)];
+    return value === undefined ? null : sameUpstreamIdentity(upstreamCredentialFromValue(value), subject, issuer, provider);
+  }
+
+  async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(record.subject);
+    const fields = this.#get(key);
+    const field = upstreamCredentialField(record.issuer, record.provider);
+    const current = fields?.[field] === undefined ? 'corrupt' : upstreamCredentialFromValue(fields[field]);
+    if (current === 'corrupt' || current.sealed !== expectedSealed) return false;
+    this.#put(key, { ...fields, [field]: upstreamCredentialValue(record) });
+    return true;
+  }
+
+  async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(subject);
+    const fields = this.#get(key);
+    if (fields === null) return 0;
+    const kept: Fields = {};
+    let deleted = 0;
+    for (const [field, value] of Object.entries(fields)) {
+      let fieldIssuer: unknown;
+      try {
+        fieldIssuer = (JSON.parse(field) as unknown[])[0];
+      } catch {
+        fieldIssuer = undefined;
+      }
+      if (issuer === undefined || fieldIssuer === issuer) deleted++;
+      else kept[field] = value;
+    }
+    if (Object.keys(kept).length > 0) this.#put(key, kept);
+    else this.#hashes.delete(key);
+    return deleted;
+  }
+
+  async listUpstreamCredentials(): Promise<StoredUpstreamCredential[]> {
+    this.#check();
+    const prefix = this.#keys.upstreamCredentials('');
+    const stem = prefix.slice(0, prefix.lastIndexOf(':') + 1);
+    const out: StoredUpstreamCredential[] = [];
+    for (const key of [...this.#hashes.keys()]) {
+      if (!key.startsWith(stem)) continue;
+      for (const value of Object.values(this.#get(key) ?? {})) {
+        const record = upstreamCredentialFromValue(value);
+        if (record !== 'corrupt' && this.#keys.upstreamCredentials(record.subject) === key) out.push(record);
+      }
+    }
+    return out;
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, DeviceAuthorizationRecord, StoredDeviceAuthorization, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { AccountSession, AuthorizationRequest, SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, DeviceAuthorizationRecord, StoredDeviceAuthorization, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, StoredUpstreamCredential, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -32,6 +32,8 @@ export function keyLayout(prefix: string) {
     consents: (browserHash: string) => `${prefix}{oauth}:oauthConsents:${browserHash}`,
     /** A grant issued under an approval -> where the approval lives (browser, consent). */
     consentGrant: (grantId: string) => `${prefix}{oauth}:oauthConsentGrants:${grantId}`,
+    /** An account-page session, by the SHA-256 of its cookie: accountSessionFields. */
+    accountSession: (sessionHash: string) => `${prefix}{oauth}:accountSessions:${sessionHash}`,
     /** A session or task handle, by the SHA-256 of the handle: its owner (handleFields). */
     handle: (kind: HandleKind, handleHash: string) => `${prefix}{oauth}:mcpHandles:${handleMember(kind, handleHash)}`,
     /** What every handle key starts with (followed by its handleMember). */
@@ -39,6 +41,11 @@ export function keyLayout(prefix: string) {
     /** The handles of a client / of an IdP subject (by SHA-256): sorted sets, member = handleMember, score = expiry. */
     handlesByClient: (clientId: string) => `${prefix}{oauth}:mcpHandlesByClient:${clientId}`,
     handlesBySubject: (subjectHash: string) => `${prefix}{oauth}:mcpHandlesBySubject:${subjectHash}`,
+    /**
+     * Everything an IdP subject (by SHA-256) holds: a sorted set, member = subjectMember (`u:`, `a:`,
+     * `r:` + token hash, `c:` + browser hash + `:` + consentKey), score = the record's expiresAt.
+     */
+    subjectGrants: (subjectHash: string) => `${prefix}{oauth}:subjectGrants:${subjectHash}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -51,6 +58,13 @@ export function keyLayout(prefix: string) {
     adminAuditStream: () => `${prefix}audit:admin`,
     /** One hash of every replica's public assertion keys: kid -> signingKeyValue. */
     signingKeys: () => `${prefix}assertionKeys`,
+    /**
+     * One user's kept upstream credentials: field JSON [issuer, provider] -> upstreamCredentialValue.
+     * No `{oauth}` tag: nothing atomic spans users, and per-user records spread over the Cluster.
+     */
+    upstreamCredentials: (subject: string) => `${prefix}upstreamCredentials:${createHash('sha256').update(subject).digest('hex')}`,
+    /** The set of every upstreamCredentials key written (re-encryption walks it; stale members are dropped). */
+    upstreamCredentialIndex: () => `${prefix}upstreamCredentialIndex`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };
@@ -88,6 +102,40 @@ export function handleFields(owner: HandleOwner): Fields {
 /** Members of a client's token set: `a:<hash>` for access tokens, `r:<hash>` for refresh tokens. */
 export const ACCESS_MEMBER = 'a:';
 export const REFRESH_MEMBER = 'r:';
+/** Members of a subject's index besides `a:` and `r:`: user-grade tokens and remembered approvals. */
+export const USER_MEMBER = 'u:';
+export const CONSENT_MEMBER = 'c:';
+
+/** A remembered approval as a member of its subject's index: `c:<browserHash>:<consentKey>`. */
+export function consentMember(browserHash: string, key: string): string {
+  return `${CONSENT_MEMBER}${browserHash}:${key}`;
+}
+
+/** The browser and field of a consent member; null when it is not one. */
+export function parseConsentMember(member: string): { browserHash: string; key: string } | null {
+  const m = /^c:([0-9a-f]{64}):([0-9a-f]{64})$/.exec(member);
+  return m ? { browserHash: m[1]!, key: m[2]! } : null;
+}
+
+/**
+ * A stored token of a subject's index as a SubjectToken, or null when it is not a live, unrevoked
+ * record of `subject` at `now` (absent, expired, revoked, unreadable, another subject's): such a
+ * member is dropped from the index. `lastUsedAt` is read when recorded.
+ */
+export function subjectTokenFromFields(kind: SubjectToken['kind'], tokenHash: string, f: Fields | null, now: number, subject?: string): SubjectToken | null {
+  if (f === null || !f.subject || !f.issuer) return null;
+  if (subject !== undefined && f.subject !== subject) return null;
+  const expiresAt = parseEpochMs(f.expiresAt);
+  if (expiresAt === undefined || expiresAt <= now) return null;
+  if (kind === 'user' ? f.revoked !== 'false' : f.revokedAt !== undefined) return null;
+  const t: SubjectToken = { kind, tokenHash, subject: f.subject, issuer: f.issuer, createdAt: Number(f.createdAt ?? 0), expiresAt };
+  if (f.clientId !== undefined && kind !== 'user') t.clientId = f.clientId;
+  if (f.familyId !== undefined && kind !== 'user') t.familyId = f.familyId;
+  if (f.scope !== undefined) t.scope = f.scope;
+  const lastUsedAt = parseEpochMs(f.lastUsedAt);
+  if (lastUsedAt !== undefined) t.lastUsedAt = lastUsedAt;
+  return t;
+}
 
 export function userTokenFields(r: UserTokenRecord): Fields {
   // The IdP identity (subject, issuer, email, groups) is written as a sign-in token's is: one encoding.
@@ -169,6 +217,7 @@ function consentLinkFromFields(f: Fields): ConsentLink | undefined {
 
 /** A sign-in in progress as hash fields: the request, the browser, and what its stage adds. */
 export function authorizationRequestFields(r: AuthorizationRequestRecord): Fields {
+  if (r.stage === 'account') return { stage: r.stage, browser: r.browserHash, nonce: r.nonce, codeVerifier: r.codeVerifier };
   const f: Fields = {
     stage: r.stage,
     browser: r.browserHash,
@@ -194,10 +243,14 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
  * URI or PKCE challenge, a known stage, or what the stage needs (the user; the nonce and verifier).
  */
 export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
+  if (f.stage === 'account') {
+    if (!f.browser || f.nonce === undefined || f.codeVerifier === undefined) return 'corrupt';
+    return { stage: 'account', browserHash: f.browser, nonce: f.nonce, codeVerifier: f.codeVerifier };
+  }
   // A device's sign-in has no redirect URI nor challenge: its device code's hash stands for both.
   if (!f.browser || !f.clientId || (f.device === undefined && (!f.redirectUri || !f.codeChallenge))) return 'corrupt';
   if (f.device !== undefined && !/^[0-9a-f]{64}$/.test(f.device)) return 'corrupt';
-  const request: AuthorizationRequestRecord['request'] = { clientId: f.clientId, redirectUri: f.redirectUri ?? '', codeChallenge: f.codeChallenge ?? '', state: f.state, scope: f.scope };
+  const request: AuthorizationRequest = { clientId: f.clientId, redirectUri: f.redirectUri ?? '', codeChallenge: f.codeChallenge ?? '', state: f.state, scope: f.scope };
   if (f.device !== undefined) request.deviceCodeHash = f.device;
   const base = { browserHash: f.browser, request };
   switch (f.stage) {
@@ -511,6 +564,19 @@ export function pendingSignInMember(requestHash: string): string {
   return requestHash.slice(0, 16);
 }
 
+/** An account-page session as hash fields: the signed-in user, createdAt, expiresAt. */
+export function accountSessionFields(s: AccountSession): Fields {
+  return { ...userFields(s.user), createdAt: String(s.createdAt), expiresAt: String(s.expiresAt) };
+}
+
+/** A stored account-page session, or null without its user or a well-formed expiry, or once expired by `now`. */
+export function accountSessionFromFields(f: Fields | null, now: number): AccountSession | null {
+  const user = f && userFromFields(f);
+  const expiresAt = parseEpochMs(f?.expiresAt);
+  if (!f || !user || expiresAt === undefined || expiresAt <= now) return null;
+  return { user, createdAt: Number(f.createdAt ?? 0), expiresAt };
+}
+
 /** A device authorization as hash fields; it starts pending (the stores' scripts change its status). */
 export function deviceAuthorizationFields(r: DeviceAuthorizationRecord): Fields {
   const f: Fields = {
@@ -555,4 +621,37 @@ export function deviceAuthorizationFromFields(f: Fields): StoredDeviceAuthorizat
   const polled = parseEpochMs(f.lastPolledAt);
   if (polled !== undefined) r.lastPolledAt = polled;
   return r;
+}
+
+/** The hash field of one kept credential within its user's hash. */
+export function upstreamCredentialField(issuer: string, provider: string): string {
+  return JSON.stringify([issuer, provider]);
+}
+
+/** The stored value of a kept credential: JSON with the identity, key id, ciphertext and times. */
+export function upstreamCredentialValue(r: StoredUpstreamCredential): string {
+  return JSON.stringify({ subject: r.subject, issuer: r.issuer, provider: r.provider, keyId: r.keyId, sealed: r.sealed, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}), createdAt: r.createdAt });
+}
+
+/** A stored value back into a record; `'corrupt'` when it is not one (a hand edit, another version). */
+export function upstreamCredentialFromValue(value: string): StoredUpstreamCredential | 'corrupt' {
+  let v: Record<string, unknown>;
+  try {
+    v = JSON.parse(value) as Record<string, unknown>;
+  } catch {
+    return 'corrupt';
+  }
+  if (v === null || typeof v !== 'object') return 'corrupt';
+  const texts = ['subject', 'issuer', 'provider', 'keyId', 'sealed'] as const;
+  if (!texts.every((k) => typeof v[k] === 'string') || !Number.isSafeInteger(v.createdAt)) return 'corrupt';
+  if (v.expiresAt !== undefined && !Number.isSafeInteger(v.expiresAt)) return 'corrupt';
+  const record: StoredUpstreamCredential = { subject: v.subject as string, issuer: v.issuer as string, provider: v.provider as string, keyId: v.keyId as string, sealed: v.sealed as string, createdAt: v.createdAt as number };
+  if (v.expiresAt !== undefined) record.expiresAt = v.expiresAt as number;
+  return record;
+}
+
+/** A record read under (subject, issuer, provider) must say it is that one: a value copied under another field is corrupt. */
+export function sameUpstreamIdentity(read: StoredUpstreamCredential | 'corrupt', subject: string, issuer: string, provider: string): StoredUpstreamCredential | 'corrupt' {
+  if (read === 'corrupt') return read;
+  return read.subject === subject && read.issuer === issuer && read.provider === provider ? read : 'corrupt';
 }

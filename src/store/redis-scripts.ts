@@ -13,10 +13,19 @@ return 1`;
 // Creates tokens only while their client exists and is not revoked; the same script adds them to the
 // client's token set, which deleteClient WATCHes, so a create racing a delete either lands before the
 // delete's snapshot (and is revoked with it) or sees the client revoked.
+// Tokens issued for a signed-in user are listed in that subject's index in the same step (INDEX_MEMBER).
 // KEYS: client, clientTokens, access, [refresh, family]
-// ARGV: accessHash, accessExpiresAt, nAccessArgs, access fields..., [refreshHash, refreshExpiresAt, refresh fields...]
+// ARGV: subjectIndex ('' for none), accessHash, accessExpiresAt, nAccessArgs, access fields...,
+// [refreshHash, refreshExpiresAt, refresh fields...]
 const STORE_TOKENS = `
+local function index_member(index, member, expiresAt)
+  redis.call('ZADD', index, expiresAt, member)
+  redis.call('PEXPIREAT', index, redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2])
+end
 local function store_tokens(args, offset)
+  local subjects = args[offset]
+  offset = offset + 1
+  if subjects ~= '' then index_member(subjects, 'a:' .. args[offset], args[offset + 1]) end
   local n = tonumber(args[offset + 2])
   redis.call('HSET', KEYS[3], unpack(args, offset + 3, offset + 2 + n))
   redis.call('PEXPIREAT', KEYS[3], args[offset + 1])
@@ -28,6 +37,7 @@ local function store_tokens(args, offset)
     redis.call('SADD', KEYS[2], 'r:' .. args[r])
     redis.call('SADD', KEYS[5], 'a:' .. args[offset], 'r:' .. args[r])
     redis.call('PEXPIREAT', KEYS[5], args[r + 1])
+    if subjects ~= '' then index_member(subjects, 'r:' .. args[r], args[r + 1]) end
   end
 end
 local function client_state()
@@ -100,7 +110,7 @@ if tonumber(f[2]) == nil or tonumber(f[2]) <= tonumber(ARGV[1]) then return 'inv
 local state = client_state()
 if state == 'client_not_found' then return 'invalid' end
 if state ~= 'ok' then return state end
-redis.call('HSET', code, 'redeemedAt', ARGV[1], 'accessTokenHash', ARGV[7])
+redis.call('HSET', code, 'redeemedAt', ARGV[1], 'accessTokenHash', ARGV[8])
 if #KEYS >= 6 then redis.call('HSET', code, 'familyId', string.sub(KEYS[5], string.len(ARGV[5]) + 1)) end
 redis.call('PEXPIRE', code, ARGV[6])
 store_tokens(ARGV, 7)
@@ -284,7 +294,8 @@ return 1`;
 // Records one approval in a browser's hash and applies consentEviction's rule (src/store/records.ts):
 // unreadable or expired entries go, then the soonest to expire (ties by field; never the one just
 // written) beyond ARGV[2]; the hash expires with the last entry kept.
-// KEYS: the browser's approvals. ARGV: now, max, field, value.
+// The approval is listed in its subject's index (KEYS[2], member ARGV[5]) while it is kept.
+// KEYS: the browser's approvals, the subject's index. ARGV: now, max, field, value, member.
 const PUT_CONSENT = `${JSON_EXPIRY}
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
 local now = tonumber(ARGV[1])
@@ -306,6 +317,12 @@ for i, e in ipairs(live) do
   if i <= excess then redis.call('HDEL', KEYS[1], e[1]) elseif e[2] > latest then latest = e[2] end
 end
 if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) else redis.call('DEL', KEYS[1]) end
+local written = redis.call('HGET', KEYS[1], ARGV[3])
+local at = written and expiry(written)
+if at then
+  redis.call('ZADD', KEYS[2], string.format('%d', at), ARGV[5])
+  redis.call('PEXPIREAT', KEYS[2], redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
+end
 return 1`;
 
 // Forgets the approval a revoked grant was linked to, and the link.
@@ -315,6 +332,29 @@ local link = redis.call('HMGET', KEYS[1], 'browser', 'consent')
 if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
 redis.call('DEL', KEYS[1])
 return 1`;
+
+// Overwrites one kept upstream credential only while its ciphertext is still ARGV[2] (compare-and-set:
+// a re-encryption never restores a token a concurrent refresh replaced).
+// KEYS: the user's credentials. ARGV: field, expected sealed, new value.
+const REPLACE_UPSTREAM_CREDENTIAL = `
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+local ok, v = pcall(cjson.decode, current)
+if not ok or type(v) ~= 'table' or v.sealed ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1`;
+
+// Deletes a user's kept credentials: all of them, or those of one issuer (ARGV[1], when not empty);
+// the hash goes with its last field. KEYS: the user's credentials. Answers how many were deleted.
+const DELETE_UPSTREAM_CREDENTIALS = `
+local deleted = 0
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local ok, id = pcall(cjson.decode, field)
+  if ARGV[1] == '' or (ok and type(id) == 'table' and id[1] == ARGV[1]) then
+    deleted = deleted + redis.call('HDEL', KEYS[1], field)
+  end
+end
+return deleted`;
 
 // A session or task handle's owner, read and its life extended in one step (skipped while less than
 // a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
@@ -389,6 +429,101 @@ end
 redis.call('DEL', KEYS[1])
 return forgotten`;
 
+// Lists one member in a subject's index, scored by its record's expiry; the index expires with its
+// longest-lived member. KEYS: index. ARGV: member, expiresAt.
+const INDEX_SUBJECT = `
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+return 1`;
+
+// One batch of a subject's revocation, for the members in the {oauth} slot: access and refresh tokens
+// get revokedAt, approvals are forgotten. A member whose record is gone, already revoked or another
+// subject's leaves the index; one of another issuer (when ARGV[2] names one) stays. User-grade
+// tokens (members `u:`) live outside the slot and are revoked one by one (REVOKE_SUBJECT_USER_TOKEN).
+// KEYS: the subject's index. ARGV: now, issuer ('' any), subject, accessPrefix, refreshPrefix,
+// consentsPrefix, members...
+// Reply: {access revoked, refresh revoked, consents forgotten, revoked access hashes, revoked families}.
+const REVOKE_SUBJECT_BATCH = `${JSON_EXPIRY}
+local access, refresh, consents = 0, 0, 0
+local hashes, families = {}, {}
+for i = 7, #ARGV do
+  local m = ARGV[i]
+  local kind = string.sub(m, 1, 2)
+  local keep = false
+  if kind == 'a:' or kind == 'r:' then
+    local key = (kind == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
+    local f = redis.call('HMGET', key, 'subject', 'issuer', 'revokedAt', 'familyId', 'expiresAt')
+    if f[1] == ARGV[3] and f[5] then
+      if ARGV[2] ~= '' and f[2] ~= ARGV[2] then
+        keep = true
+      elseif not f[3] then
+        redis.call('HSET', key, 'revokedAt', ARGV[1])
+        if kind == 'a:' then
+          access = access + 1
+          hashes[#hashes + 1] = string.sub(m, 3)
+        else
+          refresh = refresh + 1
+          if f[4] then families[#families + 1] = f[4] end
+        end
+      end
+    end
+  elseif kind == 'c:' then
+    local browser, field = string.match(m, '^c:(%x+):(%x+)$')
+    local value = browser and redis.call('HGET', ARGV[6] .. browser, field)
+    if value then
+      local ok, v = pcall(cjson.decode, value)
+      local record = ok and type(v) == 'table' and v or {}
+      if record.subject == ARGV[3] then
+        if ARGV[2] ~= '' and record.issuer ~= ARGV[2] then
+          keep = true
+        else
+          redis.call('HDEL', ARGV[6] .. browser, field)
+          consents = consents + 1
+        end
+      end
+    end
+  else
+    keep = true
+  end
+  if not keep then redis.call('ZREM', KEYS[1], m) end
+end
+return {access, refresh, consents, table.concat(hashes, ' '), table.concat(families, ' ')}`;
+
+// A user-grade token of a subject's revocation: revoked="true" when it is the subject's (and of the
+// issuer, when ARGV[2] names one) and not revoked yet. Reply: 1 revoked now, 0 already revoked,
+// -1 gone or another subject's (its member leaves the index), -2 another issuer's.
+// KEYS: the user-grade token. ARGV: subject, issuer ('' any).
+const REVOKE_SUBJECT_USER_TOKEN = `
+local f = redis.call('HMGET', KEYS[1], 'subject', 'issuer', 'revoked')
+if f[1] ~= ARGV[1] then return -1 end
+if ARGV[2] ~= '' and f[2] ~= ARGV[2] then return -2 end
+if f[3] == 'false' then
+  redis.call('HSET', KEYS[1], 'revoked', 'true')
+  return 1
+end
+return 0`;
+
+// When a token was last presented: set on a record that still exists, never moved back.
+// KEYS: the token's record. ARGV: at.
+const RECORD_LAST_USE = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local last = tonumber(redis.call('HGET', KEYS[1], 'lastUsedAt'))
+if last and last >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1])
+return 1`;
+
+// Forgets one approval in a browser's hash, only when it is the named subject's (the account page
+// acts for one person), and its member in that subject's index.
+// KEYS: the browser's approvals, the subject's index. ARGV: field, subject, member.
+const FORGET_SUBJECT_CONSENT = `
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return 0 end
+local ok, v = pcall(cjson.decode, value)
+if not ok or type(v) ~= 'table' or v.subject ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[3])
+return 1`;
+
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
@@ -408,8 +543,15 @@ export interface ScriptedClient {
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
   mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
-  mcpPutConsent(key: string, now: string, max: string, field: string, value: string): Promise<number>;
+  mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
+  mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
+  mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
+  mcpRevokeSubjectUserToken(key: string, subject: string, issuer: string): Promise<number>;
+  mcpRecordLastUse(key: string, at: string): Promise<number>;
+  mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
+  mcpReplaceUpstreamCredential(key: string, field: string, expectedSealed: string, value: string): Promise<number>;
+  mcpDeleteUpstreamCredentials(key: string, issuer: string): Promise<number>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
   mcpForgetHandle(handle: string, clientIndexPrefix: string, subjectIndexPrefix: string, member: string): Promise<number>;
   mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
@@ -432,8 +574,15 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
-  redis.defineCommand('mcpPutConsent', { numberOfKeys: 1, lua: PUT_CONSENT });
+  redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });
+  redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
+  redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
+  redis.defineCommand('mcpRevokeSubjectUserToken', { numberOfKeys: 1, lua: REVOKE_SUBJECT_USER_TOKEN });
+  redis.defineCommand('mcpRecordLastUse', { numberOfKeys: 1, lua: RECORD_LAST_USE });
+  redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
+  redis.defineCommand('mcpReplaceUpstreamCredential', { numberOfKeys: 1, lua: REPLACE_UPSTREAM_CREDENTIAL });
+  redis.defineCommand('mcpDeleteUpstreamCredentials', { numberOfKeys: 1, lua: DELETE_UPSTREAM_CREDENTIALS });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
   redis.defineCommand('mcpForgetHandle', { numberOfKeys: 1, lua: FORGET_HANDLE });
   redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });

@@ -2,12 +2,19 @@
 // passes through one choke point (asStoreFailure, RedisTokenStore at the bottom) on its way out.
 // Connections: redis-connection.ts; scripts: redis-scripts.ts; WAIT after revocations: redis-replication.ts.
 
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import type { TokenLookup } from '../credentials.ts';
 import { StoreUnavailableError } from '../errors.ts';
 import {
   ACCESS_MEMBER,
+  CONSENT_MEMBER,
   REFRESH_MEMBER,
+  USER_MEMBER,
+  consentMember,
+  parseConsentMember,
+  accountSessionFields,
+  accountSessionFromFields,
+  subjectTokenFromFields,
   accessTokenFields,
   authorizationCodeFields,
   authorizationCodeFromFields,
@@ -41,6 +48,10 @@ import {
   listedSigningKeys,
   signingKeyValue,
   userTokenFields,
+  upstreamCredentialField,
+  upstreamCredentialFromValue,
+  sameUpstreamIdentity,
+  upstreamCredentialValue,
   type Fields,
   type KeyLayout,
 } from './records.ts';
@@ -76,6 +87,7 @@ import {
   type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
+  type StoredUpstreamCredential,
   type RedeemOutcome,
   type RefreshTokenRecord,
   type RevocationListener,
@@ -86,12 +98,34 @@ import {
   type StoredRead,
   type StoredRefreshToken,
   type QuotaOutcome,
+  type AccountSession,
+  type SubjectConsent,
+  type SubjectIndexRebuild,
+  type SubjectRevocation,
+  type SubjectToken,
   type StoreWatch,
   type TokenStore,
   type UserTokenRecord,
 } from './types.ts';
 
 const MAX_TRANSACTION_ATTEMPTS = 16;
+/** Members of a subject's index (or a client's token set) read per round trip when listing. */
+const SUBJECT_READ_BATCH = 500;
+
+/** SCANs one node for keys matching `pattern`, `count` at a time, handing each non-empty batch to `each`. */
+async function scanKeys(node: Redis, pattern: string, count: number, each: (keys: string[]) => Promise<void>): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    cursor = next;
+    if (keys.length > 0) await each(keys);
+  } while (cursor !== '0');
+}
+
+/** A key prefix as a SCAN MATCH pattern: its glob characters (`*`, `?`, `[`, `]`, `\\`) taken literally. */
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
 
 /** The operations on Redis; RedisTokenStore below is what the rest of the code gets. */
 class RedisOperations implements TokenStore {
@@ -174,6 +208,10 @@ class RedisOperations implements TokenStore {
 
   async putUserToken(record: UserTokenRecord): Promise<void> {
     const key = this.#keys.userToken(record.tokenHash);
+    // The index first: the record lives outside the {oauth} slot, so the two cannot be one MULTI on
+    // Cluster. Failing between the two leaves a member naming no record (dropped when read), never a
+    // token its subject's revocation cannot find.
+    await this.#scripts.mcpIndexSubject(this.#subjectIndex(record.subject), USER_MEMBER + record.tokenHash, String(record.expiresAt));
     const result = await this.#redis
       .multi()
       .hset(key, userTokenFields(record))
@@ -318,14 +356,186 @@ class RedisOperations implements TokenStore {
     return this.#scripts.mcpForgetIndexedHandles(this.#keys.handlesBySubject(subjectHash), this.#keys.handlePrefix(), 'subjectHash', subjectHash);
   }
 
+  /**
+   * A subject's index, a batch at a time (ZSCAN, COUNT `batchSize`): members expired by `now` are
+   * dropped first, a bounded number per command.
+   */
+  async *#subjectMembers(index: string, now: number, batchSize: number): AsyncGenerator<string[]> {
+    for (;;) {
+      const expired = await this.#redis.zrangebyscore(index, '-inf', String(now), 'LIMIT', 0, batchSize);
+      if (expired.length === 0) break;
+      await this.#redis.zrem(index, ...expired);
+    }
+    let cursor = '0';
+    do {
+      const [next, flat] = await this.#redis.zscan(index, cursor, 'COUNT', batchSize);
+      cursor = next;
+      const members: string[] = [];
+      for (let i = 0; i < flat.length; i += 2) members.push(flat[i]!);
+      if (members.length > 0) yield members;
+    } while (cursor !== '0');
+  }
+
+  /** The records token members name, read together; each as a SubjectToken or null (to be dropped). */
+  async #readTokens(members: string[], now: number, subject?: string): Promise<Array<SubjectToken | null>> {
+    return Promise.all(
+      members.map(async (member) => {
+        const hash = member.slice(2);
+        if (member.startsWith(USER_MEMBER)) return subjectTokenFromFields('user', hash, orNull(await this.#redis.hgetall(this.#keys.userToken(hash))), now, subject);
+        if (member.startsWith(ACCESS_MEMBER)) return subjectTokenFromFields('access', hash, orNull(await this.#redis.hgetall(this.#keys.accessToken(hash))), now, subject);
+        if (member.startsWith(REFRESH_MEMBER)) return subjectTokenFromFields('refresh', hash, orNull(await this.#redis.hgetall(this.#keys.refreshToken(hash))), now, subject);
+        return null;
+      }),
+    );
+  }
+
+  async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
+    const index = this.#subjectIndex(subject);
+    const out: SubjectToken[] = [];
+    for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
+      const members = batch.filter((m) => !m.startsWith(CONSENT_MEMBER));
+      const tokens = await this.#readTokens(members, now, subject);
+      const gone = members.filter((_, i) => tokens[i] === null);
+      if (gone.length > 0) await this.#redis.zrem(index, ...gone);
+      for (const token of tokens) if (token !== null && (issuer === undefined || token.issuer === issuer)) out.push(token);
+    }
+    return out;
+  }
+
+  async listClientTokens(clientId: string, now: number): Promise<SubjectToken[]> {
+    const out: SubjectToken[] = [];
+    let cursor = '0';
+    do {
+      const [next, members] = await this.#redis.sscan(this.#keys.clientTokens(clientId), cursor, 'COUNT', SUBJECT_READ_BATCH);
+      cursor = next;
+      for (const token of await this.#readTokens(members, now)) if (token !== null) out.push(token);
+    } while (cursor !== '0');
+    return out;
+  }
+
+  async listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]> {
+    const index = this.#subjectIndex(subject);
+    const out: SubjectConsent[] = [];
+    for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
+      const gone: string[] = [];
+      for (const member of batch.filter((m) => m.startsWith(CONSENT_MEMBER))) {
+        const where = parseConsentMember(member);
+        const value = where && (await this.#redis.hget(this.#keys.consents(where.browserHash), where.key));
+        const consent = value ? consentFromValue(value, now) : null;
+        if (consent && consent.subject === subject) out.push({ ...consent, browserHash: where!.browserHash, key: where!.key });
+        else gone.push(member);
+      }
+      if (gone.length > 0) await this.#redis.zrem(index, ...gone);
+    }
+    return out;
+  }
+
+  async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
+    const index = this.#subjectIndex(subject);
+    const size = Math.max(1, Math.trunc(batchSize));
+    const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
+    for await (const batch of this.#subjectMembers(index, now, size)) {
+      const notice: RevocationNotice = {};
+      /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
+      let grantIds: string[] = [];
+      const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
+      if (inSlot.length > 0) {
+        const [access, refresh, consents, hashes, families] = await this.#revocation((scripts) =>
+          scripts.mcpRevokeSubjectBatch(index, String(now), issuer ?? '', subject, this.#keys.accessToken(''), this.#keys.refreshToken(''), this.#keys.consents(''), ...inSlot),
+        );
+        result.accessTokensRevoked += access;
+        result.refreshTokensRevoked += refresh;
+        result.consentsForgotten += consents;
+        if (hashes !== '') notice.tokenHashes = hashes.split(' ');
+        if (families !== '') notice.familyIds = families.split(' ');
+        grantIds = consentGrantIds(notice);
+      }
+      const users = batch.filter((m) => m.startsWith(USER_MEMBER));
+      if (users.length > 0) {
+        // Outside the {oauth} slot: one small script per token (Cluster routes each to its node).
+        const outcomes = await this.#revocation((scripts) => Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#keys.userToken(m.slice(2)), subject, issuer ?? ''))));
+        const revoked = users.filter((_, i) => outcomes[i] === 1).map((m) => m.slice(2));
+        result.userTokensRevoked += revoked.length;
+        if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
+        const done = users.filter((_, i) => outcomes[i] !== -2);
+        if (done.length > 0) await this.#redis.zrem(index, ...done);
+      }
+      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#publish(notice, grantIds);
+    }
+    return result;
+  }
+
+  async rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild> {
+    const size = Math.max(1, Math.trunc(batchSize));
+    const total: SubjectIndexRebuild = { scanned: 0, indexed: 0 };
+    // SCAN is per node: on Cluster every master is scanned. A Cluster client that is not connected
+    // lists no master: that is an outage, never an empty database.
+    const nodes: Redis[] = this.#redis instanceof Cluster ? this.#redis.nodes('master') : [this.#redis];
+    if (this.#redis.status !== 'ready' || nodes.length === 0) throw new StoreUnavailableError(`Redis connection is ${this.#redis.status}`);
+    const tokenKinds = [
+      [this.#keys.userToken(''), USER_MEMBER],
+      [this.#keys.accessToken(''), ACCESS_MEMBER],
+      [this.#keys.refreshToken(''), REFRESH_MEMBER],
+    ] as const;
+    for (const node of nodes) {
+      for (const [prefix, kind] of tokenKinds) {
+        await scanKeys(node, `${escapeGlob(prefix)}*`, size, async (keys) => {
+          total.scanned += keys.length;
+          const states = await Promise.all(keys.map((k) => this.#redis.hmget(k, 'subject', 'expiresAt')));
+          const writes: Array<Promise<unknown>> = [];
+          keys.forEach((key, i) => {
+            const [subject, expiresText] = states[i]!;
+            const expiresAt = Number(expiresText);
+            if (!subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return;
+            writes.push(this.#scripts.mcpIndexSubject(this.#subjectIndex(subject), kind + key.slice(prefix.length), String(expiresAt)));
+          });
+          await Promise.all(writes);
+          total.indexed += writes.length;
+        });
+      }
+      const consentsPrefix = this.#keys.consents('');
+      await scanKeys(node, `${escapeGlob(consentsPrefix)}*`, size, async (keys) => {
+        for (const key of keys) {
+          const browserHash = key.slice(consentsPrefix.length);
+          let cursor = '0';
+          do {
+            const [next, flat] = await this.#redis.hscan(key, cursor, 'COUNT', size);
+            cursor = next;
+            const writes: Array<Promise<unknown>> = [];
+            for (let i = 0; i + 1 < flat.length; i += 2) {
+              total.scanned++;
+              const consent = consentFromValue(flat[i + 1]!, now);
+              if (consent) writes.push(this.#scripts.mcpIndexSubject(this.#subjectIndex(consent.subject), consentMember(browserHash, flat[i]!), String(consent.expiresAt)));
+            }
+            await Promise.all(writes);
+            total.indexed += writes.length;
+          } while (cursor !== '0');
+        }
+      });
+    }
+    return total;
+  }
+
+  async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
+    await Promise.all(
+      uses.map((use) => this.#scripts.mcpRecordLastUse(use.kind === 'user' ? this.#keys.userToken(use.tokenHash) : this.#keys.accessToken(use.tokenHash), String(Math.trunc(use.at)))),
+    );
+  }
+
   async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
     return this.issueTokens(record);
+  }
+
+  /** A subject's index key (by the SHA-256 of the subject). */
+  #subjectIndex(subject: string): string {
+    return this.#keys.subjectGrants(subjectDigest(subject));
   }
 
   /** Arguments of the STORE_TOKENS Lua fragment for an access token and an optional refresh token. */
   #tokenArgs(access: AccessTokenRecord, refresh?: RefreshTokenRecord): string[] {
     const accessArgs = flattenFields(accessTokenFields(access));
-    const args = [access.tokenHash, String(access.expiresAt), String(accessArgs.length), ...accessArgs];
+    const user = access.user ?? refresh?.user;
+    const args = [user === undefined ? '' : this.#subjectIndex(user.subject), access.tokenHash, String(access.expiresAt), String(accessArgs.length), ...accessArgs];
     if (refresh) args.push(refresh.tokenHash, String(refresh.expiresAt), ...flattenFields(refreshTokenFields(refresh)));
     return args;
   }
@@ -527,7 +737,8 @@ class RedisOperations implements TokenStore {
   }
 
   async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
-    await this.#scripts.mcpPutConsent(this.#keys.consents(browserHash), String(now), String(maxPerBrowser), consentKey(consent), consentValue(consent));
+    const field = consentKey(consent);
+    await this.#scripts.mcpPutConsent(this.#keys.consents(browserHash), this.#subjectIndex(consent.subject), String(now), String(maxPerBrowser), field, consentValue(consent), consentMember(browserHash, field));
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
@@ -538,6 +749,24 @@ class RedisOperations implements TokenStore {
   async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
     const link = this.#keys.consentGrant(grantId);
     assertExec(await this.#redis.multi().hset(link, { browser: browserHash, consent: key }).pexpireat(link, expiresAt).exec());
+  }
+
+  async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    const forgotten = await this.#scripts.mcpForgetSubjectConsent(this.#keys.consents(browserHash), this.#subjectIndex(subject), key, subject, consentMember(browserHash, key));
+    return forgotten === 1;
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    const key = this.#keys.accountSession(sessionHash);
+    assertExec(await this.#redis.multi().hset(key, accountSessionFields(session)).pexpireat(key, session.expiresAt).exec());
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    return accountSessionFromFields(orNull(await this.#redis.hgetall(this.#keys.accountSession(sessionHash))), now);
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    return (await this.#redis.del(this.#keys.accountSession(sessionHash))) === 1;
   }
 
   async touchClient(clientId: string, ttlMs: number): Promise<void> {
@@ -622,6 +851,45 @@ class RedisOperations implements TokenStore {
     return listedSigningKeys(all, now);
   }
 
+  async putUpstreamCredential(record: StoredUpstreamCredential): Promise<void> {
+    const key = this.#keys.upstreamCredentials(record.subject);
+    // Two keys in two slots on a Cluster: the index first, so a listed key may be gone (dropped when
+    // walked) but a written record is never missing from the walk.
+    await this.#redis.sadd(this.#keys.upstreamCredentialIndex(), key);
+    await this.#redis.hset(key, upstreamCredentialField(record.issuer, record.provider), upstreamCredentialValue(record));
+  }
+
+  async getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>> {
+    const value = await this.#redis.hget(this.#keys.upstreamCredentials(subject), upstreamCredentialField(issuer, provider));
+    return value === null ? null : sameUpstreamIdentity(upstreamCredentialFromValue(value), subject, issuer, provider);
+  }
+
+  async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
+    const key = this.#keys.upstreamCredentials(record.subject);
+    return (await this.#scripts.mcpReplaceUpstreamCredential(key, upstreamCredentialField(record.issuer, record.provider), expectedSealed, upstreamCredentialValue(record))) === 1;
+  }
+
+  async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
+    return this.#scripts.mcpDeleteUpstreamCredentials(this.#keys.upstreamCredentials(subject), issuer ?? '');
+  }
+
+  async listUpstreamCredentials(): Promise<StoredUpstreamCredential[]> {
+    const index = this.#keys.upstreamCredentialIndex();
+    const out: StoredUpstreamCredential[] = [];
+    for (const key of await this.#redis.smembers(index)) {
+      const all = await this.#redis.hgetall(key);
+      if (Object.keys(all).length === 0) {
+        await this.#redis.srem(index, key);
+        continue;
+      }
+      for (const value of Object.values(all)) {
+        const record = upstreamCredentialFromValue(value);
+        if (record !== 'corrupt' && this.#keys.upstreamCredentials(record.subject) === key) out.push(record);
+      }
+    }
+    return out;
+  }
+
   async subscribeRevocations(listener: RevocationListener): Promise<() => Promise<void>> {
     // A closed store subscribes to nothing (the subscriber connection would be a fresh copy).
     if (this.#redis.status === 'end') throw new StoreUnavailableError('store is closed');
@@ -632,10 +900,10 @@ class RedisOperations implements TokenStore {
    * Called after every revocation: forgets the approvals of the revoked grants, then tells every
    * sidecar (notice), and this one's lookup cache first.
    */
-  async #publish(notice: RevocationNotice): Promise<void> {
+  async #publish(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): Promise<void> {
     // A revoked grant takes the consent approval it was issued under with it (ConsentStorage).
     const consents = this.#keys.consents('');
-    await Promise.all(consentGrantIds(notice).map((id) => this.#scripts.mcpForgetConsent(this.#keys.consentGrant(id), consents)));
+    await Promise.all(grantIds.map((id) => this.#scripts.mcpForgetConsent(this.#keys.consentGrant(id), consents)));
     // The revocation's invalidations applied before it is reported done: this sidecar's next request
     // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
     await this.#lookupCache?.settled();
@@ -798,3 +1066,4 @@ function assertExec(result: Array<[Error | null, unknown]> | null): void {
   if (result === null) throw new StoreUnavailableError('transaction aborted');
   for (const [err] of result) if (err) throw err;
 }
+

@@ -338,11 +338,38 @@ export interface AuthorizationRequest {
  * (its login's nonce and PKCE verifier, and whether consent was given or an approval remembered);
  * `user-consent`: back from the IdP, the signed-in user is asked.
  */
-export type AuthorizationRequestRecord = { request: AuthorizationRequest; browserHash: string } & (
-  | { stage: 'consent' }
-  | { stage: 'idp'; nonce: string; codeVerifier: string; consent: 'given' | 'remembered'; remember: boolean }
-  | { stage: 'user-consent'; user: SignedInUser }
-);
+export type AuthorizationRequestRecord =
+  | ({ request: AuthorizationRequest; browserHash: string } & (
+      | { stage: 'consent' }
+      | { stage: 'idp'; nonce: string; codeVerifier: string; consent: 'given' | 'remembered'; remember: boolean }
+      | { stage: 'user-consent'; user: SignedInUser }
+    ))
+  | AccountSignInRecord;
+
+/** A sign-in to the account page while the browser is at the IdP: no client, only the IdP login's checks. */
+export interface AccountSignInRecord {
+  stage: 'account';
+  browserHash: string;
+  nonce: string;
+  codeVerifier: string;
+}
+
+/** A person signed in to the account page: who, and until when (under the SHA-256 of its cookie). */
+export interface AccountSession {
+  user: SignedInUser;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** Account-page sessions, under the SHA-256 of a random cookie value (the value itself is never stored). */
+export interface AccountSessionStorage {
+  /** Stores a session until its expiresAt. */
+  putAccountSession(sessionHash: string, session: AccountSession): Promise<void>;
+  /** The session, while it lives; null when unknown, expired by `now` or unreadable. */
+  getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null>;
+  /** Ends a session (sign-out); false when none was stored. */
+  deleteAccountSession(sessionHash: string): Promise<boolean>;
+}
 
 /** Browser sign-in: pending requests between its steps, and authorization codes. */
 export interface AuthorizationCodeStorage {
@@ -460,6 +487,8 @@ export interface ConsentStorage {
    * forgets the approval.
    */
   linkConsentGrant(grantId: string, browserHash: string, consentKey: string, expiresAt: number): Promise<void>;
+  /** Forgets one approval of `subject` in a browser (the account page); false when no such approval of that subject is kept. */
+  forgetConsent(browserHash: string, consentKey: string, subject: string): Promise<boolean>;
 }
 
 /** Client profiles (token lifetimes and default grants). */
@@ -560,6 +589,41 @@ export interface SigningKeyStorage {
 }
 
 /**
+ * A credential kept for a user at the upstream (an IdP token, a connected account, an exchanged
+ * token), as stored: encrypted by the caller (src/upstream-credentials/cipher.ts), the identity in
+ * clear because it is bound into the ciphertext and names the record.
+ */
+export interface StoredUpstreamCredential {
+  subject: string;
+  issuer: string;
+  /** Which credential of the user: `idp`, `oauth:<provider>` or `exchange:<audience>`. */
+  provider: string;
+  /** The id of the key `sealed` was encrypted under. */
+  keyId: string;
+  /** base64url of IV, ciphertext and tag: the tokens, never in clear. */
+  sealed: string;
+  /** When the access token inside expires (epoch ms), when known: read without decrypting. */
+  expiresAt?: number;
+  createdAt: number;
+}
+
+/** Credentials kept for users at the upstream (per-user records, not in deleteClient's slot). */
+export interface UpstreamCredentialStorage {
+  /** Writes (or overwrites) the record of (subject, issuer, provider). */
+  putUpstreamCredential(record: StoredUpstreamCredential): Promise<void>;
+  getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>>;
+  /**
+   * Overwrites the record only while its `sealed` is still `expectedSealed` (compare-and-set):
+   * re-encryption never puts back a token a refresh replaced meanwhile. False when it changed or is gone.
+   */
+  replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean>;
+  /** Deletes every record of `subject` (of that issuer only, when given); answers how many. */
+  deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number>;
+  /** Every readable record (unreadable ones are skipped): for re-encryption under a new key. */
+  listUpstreamCredentials(): Promise<StoredUpstreamCredential[]>;
+}
+
+/**
  * What an upstream hands a caller and later takes back as the only proof of whose it is: an MCP
  * session (`Mcp-Session-Id`) or a task (`taskId`). Stored only as the SHA-256 of the handle.
  */
@@ -613,6 +677,76 @@ export interface HandleStorage {
   forgetSubjectHandles(subject: string): Promise<number>;
 }
 
+/**
+ * One live token an IdP subject holds, as the subject index finds it: a user-grade token, or an OAuth
+ * access or refresh token issued for the subject (sign-in, token exchange, ID-JAG). Never the token.
+ */
+export interface SubjectToken {
+  kind: 'user' | 'access' | 'refresh';
+  tokenHash: string;
+  subject: string;
+  issuer: string;
+  /** OAuth tokens: the client holding them. */
+  clientId?: string;
+  /** OAuth tokens of a refresh family: the grant they belong to. */
+  familyId?: string;
+  scope?: string;
+  createdAt: number;
+  expiresAt: number;
+  /** When the token was last presented, as recorded (coarse: at most about once a minute). */
+  lastUsedAt?: number;
+}
+
+/** A remembered approval of an IdP subject, with the browser it is kept for (never the cookie). */
+export interface SubjectConsent extends ConsentRecord {
+  browserHash: string;
+  /** Its field in the browser's approvals (consentKey). */
+  key: string;
+}
+
+/** What revoking a subject took away, by kind. */
+export interface SubjectRevocation {
+  accessTokensRevoked: number;
+  refreshTokensRevoked: number;
+  userTokensRevoked: number;
+  consentsForgotten: number;
+}
+
+/** What a rebuild of the subject index went through: records read and index members written. */
+export interface SubjectIndexRebuild {
+  scanned: number;
+  indexed: number;
+}
+
+/**
+ * The per-subject index: from an IdP subject to everything it holds (user-grade tokens, OAuth access
+ * and refresh tokens, remembered consents). Members are written with their record; members whose
+ * record has expired, been deleted or revoked are dropped when read, so a read is exact. Work on a
+ * subject goes in batches of at most `batchSize` members (bounded time per Redis command, bounded
+ * memory).
+ */
+export interface SubjectStorage {
+  /** Every live, unrevoked token of the subject at `now` (of `issuer` only, when given). */
+  listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]>;
+  /** Every live, unrevoked access and refresh token of a client at `now`. */
+  listClientTokens(clientId: string, now: number): Promise<SubjectToken[]>;
+  /** Every remembered approval of the subject not expired at `now`. */
+  listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]>;
+  /**
+   * Revokes everything the subject holds (of `issuer` only, when given): user-grade tokens get
+   * revoked="true", access and refresh tokens revokedAt, approvals are forgotten; every sidecar is told
+   * (open streams end). A second call finds nothing left: zeros. Handles are HandleStorage's.
+   */
+  revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation>;
+  /** Indexes every stored record of a subject (records written before the index existed), scanning in batches. */
+  rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild>;
+  /**
+   * Records when tokens were last presented (`lastUsedAt` on each record still stored; a time never
+   * goes back). Called in batches by the last-use recorder, not per request.
+   */
+  recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void>;
+}
+
 /** Whether the store answers at all (readiness, /health). */
 export interface StoreHealth {
   /** Throws when the backing store cannot answer. */
@@ -634,7 +768,7 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, HandleStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, HandleStorage, SubjectStorage, AccountSessionStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, UpstreamCredentialStorage, StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

@@ -50,6 +50,19 @@ describe('the CLI (src/main.ts)', () => {
     expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toHaveLength(3);
   }, 30_000);
 
+  it('--check-config names every incomplete upstream-credential setting, and never the key', () => {
+    const key = 'ab'.repeat(16);
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER, UPSTREAM_CREDENTIALS: 'token-exchange', UPSTREAM_CREDENTIALS_PREVIOUS_KEYS: key });
+    expect(r.status).toBe(2);
+    const lines = r.stderr.split('\n').filter((l) => l.startsWith('  - '));
+    expect(lines).toHaveLength(4);
+    expect(r.stderr).toContain('UPSTREAM_CREDENTIALS_PREVIOUS_KEYS[0] must be 32 random bytes');
+    expect(r.stderr).toContain('UPSTREAM_CREDENTIALS_KEY (upstream.credentials.key) is not set');
+    expect(r.stderr).toContain('browser sign-in is not configured');
+    expect(r.stderr).toContain('UPSTREAM_CREDENTIALS_AUDIENCE (upstream.credentials.audience) is not set');
+    expect(r.stderr).not.toContain(key);
+  }, 30_000);
+
   it('--check-config refuses IDP_AUDIENCE equal to PUBLIC_URL while ID-JAG is on, naming both keys (nothing fetched)', () => {
     const r = run(['--check-config', '--skip-network-checks'], {
       BEARER_SECRET_MASTER: MASTER,

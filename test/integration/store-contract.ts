@@ -11,7 +11,7 @@ import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
 import type { StoreOperation } from '../../src/store/decorator.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type DeviceAuthorizationRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type DeviceAuthorizationRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type StoredUpstreamCredential, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -53,7 +53,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     });
 
     /** A sign-in in progress at its consent step, of `clientId`. */
-    function pendingRequest(clientId = 'c-1', state?: string, scope?: string): AuthorizationRequestRecord {
+    function pendingRequest(clientId = 'c-1', state?: string, scope?: string): Extract<AuthorizationRequestRecord, { stage: 'consent' }> {
       const request = { clientId, redirectUri: 'http://127.0.0.1:9999/cb', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', state, scope };
       return { stage: 'consent', browserHash: hashToken('browser cookie'), request };
     }
@@ -102,6 +102,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     function refreshToken(clientId: string, familyId: string): { raw: string; record: RefreshTokenRecord } {
       const raw = generateToken();
       return { raw, record: { tokenHash: hashToken(raw), clientId, familyId, createdAt: clock.now(), expiresAt: clock.now() + 24 * HOUR } };
+    }
+
+    function upstreamCredential(overrides: Partial<StoredUpstreamCredential> = {}): StoredUpstreamCredential {
+      return { subject: 'alice', issuer: 'https://idp.example/', provider: 'idp', keyId: '0123456789abcdef', sealed: 'c2VhbGVk', createdAt: clock.now(), ...overrides };
     }
 
     async function decide(tokenHash: string) {
@@ -855,6 +859,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           { ...base, stage: 'idp', nonce: 'n-1', codeVerifier: 'v-1', consent: 'remembered', remember: false },
           { ...base, stage: 'idp', nonce: 'n-2', codeVerifier: 'v-2', consent: 'given', remember: true },
           { ...base, stage: 'user-consent', user },
+          { stage: 'account', browserHash: base.browserHash, nonce: 'n-3', codeVerifier: 'v-3' },
         ];
         for (const record of stages) {
           const handle = hashToken(generateToken());
@@ -1490,6 +1495,71 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('kept upstream credentials', () => {
+      it('a record per (subject, issuer, provider): put, read back as written, overwritten by a later put', async () => {
+        const idp = upstreamCredential({ expiresAt: clock.now() + HOUR });
+        const github = upstreamCredential({ provider: 'oauth:github', sealed: 'sealed-github' });
+        const otherIssuer = upstreamCredential({ issuer: 'https://other-idp.example/', sealed: 'sealed-other' });
+        for (const r of [idp, github, otherIssuer]) await store.putUpstreamCredential(r);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toEqual(idp);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toEqual(github);
+        expect(await store.getUpstreamCredential('alice', 'https://other-idp.example/', 'idp')).toEqual(otherIssuer);
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).toBeNull();
+        const later = { ...idp, sealed: 'sealed-later', keyId: 'k2' };
+        await store.putUpstreamCredential(later);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toEqual(later);
+      });
+
+      it('a value copied under another user or provider reads as corrupt, never as that one\'s credential', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        const alice = (await h.rawHash(h.keys.upstreamCredentials('alice')))!;
+        const value = Object.values(alice)[0]!;
+        await h.setRawField(h.keys.upstreamCredentials('bob'), JSON.stringify(['https://idp.example/', 'idp']), value);
+        await h.setRawField(h.keys.upstreamCredentials('alice'), JSON.stringify(['https://idp.example/', 'oauth:github']), value);
+        await h.setRawField(h.keys.upstreamCredentials('alice'), JSON.stringify(['https://idp.example/', 'exchange:api']), '{"subject":');
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).toBe('corrupt');
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toBe('corrupt');
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'exchange:api')).toBe('corrupt');
+      });
+
+      it('replace is compare-and-set on the ciphertext: a record changed meanwhile, or gone, is left alone', async () => {
+        const first = upstreamCredential({ sealed: 'first' });
+        await store.putUpstreamCredential(first);
+        expect(await store.replaceUpstreamCredential({ ...first, sealed: 'rewrapped', keyId: 'k2' }, 'first')).toBe(true);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({ sealed: 'rewrapped', keyId: 'k2' });
+        // A refresh wrote 'refreshed' after the re-encryption read 'rewrapped': its stale write is refused.
+        await store.putUpstreamCredential({ ...first, sealed: 'refreshed' });
+        expect(await store.replaceUpstreamCredential({ ...first, sealed: 'stale' }, 'rewrapped')).toBe(false);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({ sealed: 'refreshed' });
+        expect(await store.replaceUpstreamCredential(upstreamCredential({ subject: 'nobody' }), 'first')).toBe(false);
+        expect(await store.getUpstreamCredential('nobody', 'https://idp.example/', 'idp')).toBeNull();
+      });
+
+      it('delete: every record of a subject, or those of one issuer; counted; other users untouched', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));
+        await store.putUpstreamCredential(upstreamCredential({ issuer: 'https://other-idp.example/' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'bob' }));
+        expect(await store.deleteUpstreamCredentials('alice', 'https://other-idp.example/')).toBe(1);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).not.toBeNull();
+        expect(await store.deleteUpstreamCredentials('alice')).toBe(2);
+        expect(await store.deleteUpstreamCredentials('alice')).toBe(0);
+        expect(await h.rawHash(h.keys.upstreamCredentials('alice'))).toBeNull();
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).not.toBeNull();
+      });
+
+      it('list: every readable record of every user, deleted ones gone, unreadable ones skipped', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'bob' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'carol' }));
+        await store.deleteUpstreamCredentials('carol');
+        await h.setRawField(h.keys.upstreamCredentials('bob'), 'junk', 'not json');
+        const listed = await store.listUpstreamCredentials();
+        expect(listed.map((r) => `${r.subject}/${r.provider}`).sort()).toEqual(['alice/idp', 'alice/oauth:github', 'bob/idp']);
+      });
+    });
+
     describe('session and task handles', () => {
       const TTL = 60_000;
       const MAX = 100;
@@ -1605,6 +1675,222 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe('subject index', () => {
+      const ISS = 'https://idp.example.com/';
+      const alice = { subject: 'alice', issuer: ISS };
+      const bob = { subject: 'bob', issuer: ISS };
+
+      function approval(subject: string, clientId: string, overrides: Partial<ConsentRecord> = {}): ConsentRecord {
+        return { clientId, clientCreatedAt: 1, redirectUri: 'http://127.0.0.1:9999/cb', issuer: ISS, subject, approvedAt: clock.now(), expiresAt: clock.now() + HOUR, ...overrides };
+      }
+
+      /** A refresh-family grant for a signed-in user: the access and refresh tokens, as sign-in issues them. */
+      async function signInGrant(clientId: string, user: { subject: string; issuer: string }, familyId: string) {
+        const access = accessToken(clientId, { familyId, user, scope: 'mcp:read' });
+        const refresh = refreshToken(clientId, familyId);
+        refresh.record.user = user;
+        expect(await store.issueTokens(access.record, refresh.record)).toBe('ok');
+        return { access, refresh };
+      }
+
+      const hashesOf = (tokens: Array<{ tokenHash: string }>) => tokens.map((t) => t.tokenHash).sort();
+
+      it('lists every live token a subject holds, of every kind and client, and nothing of another subject or a machine client', async () => {
+        await store.createClient(client('c-one').record);
+        await store.createClient(client('c-two').record);
+        const user = userRecord({ subject: 'alice' });
+        await store.putUserToken(user.record);
+        const one = await signInGrant('c-one', alice, 'fam-one');
+        const jag = accessToken('c-two', { user: alice });
+        expect(await store.createAccessToken(jag.record)).toBe('ok');
+        const bobs = await signInGrant('c-one', bob, 'fam-bob');
+        const machine = accessToken('c-two');
+        expect(await store.createAccessToken(machine.record)).toBe('ok');
+
+        const listed = await store.listSubjectTokens('alice', clock.now());
+        expect(hashesOf(listed)).toEqual([user.record.tokenHash, one.access.record.tokenHash, one.refresh.record.tokenHash, jag.record.tokenHash].sort());
+        expect(listed.find((t) => t.tokenHash === one.refresh.record.tokenHash)).toMatchObject({ kind: 'refresh', subject: 'alice', issuer: ISS, clientId: 'c-one', familyId: 'fam-one' });
+        expect(listed.find((t) => t.tokenHash === user.record.tokenHash)).toMatchObject({ kind: 'user', subject: 'alice' });
+        expect(listed.find((t) => t.tokenHash === user.record.tokenHash)?.clientId).toBeUndefined();
+        expect(listed.find((t) => t.tokenHash === one.access.record.tokenHash)).toMatchObject({ kind: 'access', scope: 'mcp:read' });
+        expect(hashesOf(await store.listSubjectTokens('bob', clock.now()))).toEqual([bobs.access.record.tokenHash, bobs.refresh.record.tokenHash].sort());
+        expect(await store.listSubjectTokens('alice', clock.now(), 'https://other-idp.example.com/')).toEqual([]);
+        expect(await store.listSubjectTokens('nobody', clock.now())).toEqual([]);
+        // By client: its access and refresh tokens, whoever they act for.
+        expect(hashesOf(await store.listClientTokens('c-two', clock.now()))).toEqual([jag.record.tokenHash]);
+        expect(hashesOf(await store.listClientTokens('c-one', clock.now()))).toEqual(
+          [one.access.record.tokenHash, one.refresh.record.tokenHash, bobs.access.record.tokenHash, bobs.refresh.record.tokenHash].sort(),
+        );
+      });
+
+      it('stays exact under expiry, rotation, redemption, revocation and deleteClient', async () => {
+        await store.createClient(client('c-ex').record);
+        const short = userRecord({ subject: 'alice', expiresAt: clock.now() + 1000 });
+        await store.putUserToken(short.record);
+        const grant = await signInGrant('c-ex', alice, 'fam-ex');
+        // Rotation: the new pair joins the index; the rotated refresh token stays until it expires (reuse detection).
+        const next = { access: accessToken('c-ex', { familyId: 'fam-ex', user: alice }), refresh: refreshToken('c-ex', 'fam-ex') };
+        next.refresh.record.user = alice;
+        expect(await store.rotateRefreshToken(grant.refresh.record.tokenHash, 'c-ex', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
+        // A code redemption indexes its tokens too.
+        const codeHash = hashToken(generateToken());
+        await store.putAuthorizationCode({ codeHash, clientId: 'c-ex', redirectUri: 'http://127.0.0.1/cb', codeChallenge: 'c', resource: 'r', user: alice, createdAt: clock.now(), expiresAt: clock.now() + 60_000 });
+        const redeemed = accessToken('c-ex', { user: alice });
+        expect(await store.redeemAuthorizationCode(codeHash, 'c-ex', clock.now(), HOUR, redeemed.record)).toBe('ok');
+        const all = [short.record, grant.access.record, grant.refresh.record, next.access.record, next.refresh.record, redeemed.record].map((r) => r.tokenHash);
+        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual([...all].sort());
+
+        clock.advance(1000);
+        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual(all.slice(1).sort());
+        expect(await store.revokeAccessToken(redeemed.record.tokenHash, clock.now())).toBe(true);
+        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual(all.slice(1, 5).sort());
+        expect(await store.deleteClient('c-ex', clock.now())).not.toBeNull();
+        expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
+        expect(await store.listClientTokens('c-ex', clock.now())).toEqual([]);
+      });
+
+      it('lists the subject\'s remembered approvals, across browsers, only while kept', async () => {
+        const browserA = hashToken('browser a');
+        const browserB = hashToken('browser b');
+        await store.putConsent(browserA, approval('alice', 'c-1'), clock.now(), 20);
+        await store.putConsent(browserB, approval('alice', 'c-2', { expiresAt: clock.now() + 1000 }), clock.now(), 20);
+        await store.putConsent(browserA, approval('bob', 'c-1'), clock.now(), 20);
+        const listed = await store.listSubjectConsents('alice', clock.now());
+        expect(listed.map((c) => [c.clientId, c.browserHash]).sort()).toEqual([['c-1', browserA], ['c-2', browserB]]);
+        clock.advance(1000);
+        expect((await store.listSubjectConsents('alice', clock.now())).map((c) => c.clientId)).toEqual(['c-1']);
+        // Evicted from its browser (the per-browser bound): no longer listed.
+        await store.putConsent(browserA, approval('carol', 'c-9'), clock.now(), 1);
+        expect(await store.listSubjectConsents('alice', clock.now())).toEqual([]);
+        expect((await store.listSubjectConsents('bob', clock.now())).map((c) => c.clientId)).toEqual([]);
+      });
+
+      it('revokeSubject revokes everything the subject holds in batches, announces it, leaves others alone; a second call finds nothing', async () => {
+        await store.createClient(client('c-r1').record);
+        await store.createClient(client('c-r2').record);
+        const users = [userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' })];
+        for (const u of users) await store.putUserToken(u.record);
+        // One revoked by hand before: it stays revoked, and is not counted again.
+        await h.setRawField(h.keys.userToken(users[2]!.record.tokenHash), 'revoked', 'true');
+        const grants = [await signInGrant('c-r1', alice, 'fam-r1'), await signInGrant('c-r2', alice, 'fam-r2')];
+        const jag = accessToken('c-r2', { user: alice });
+        expect(await store.createAccessToken(jag.record)).toBe('ok');
+        const browser = hashToken('browser r');
+        await store.putConsent(browser, approval('alice', 'c-r1'), clock.now(), 20);
+        await store.putConsent(browser, approval('bob', 'c-r1'), clock.now(), 20);
+        const bobUser = userRecord({ subject: 'bob' });
+        await store.putUserToken(bobUser.record);
+        const bobGrant = await signInGrant('c-r1', bob, 'fam-bob');
+
+        const heard: RevocationNotice[] = [];
+        const unsubscribe = await store.subscribeRevocations({ revoked: (n) => heard.push(n), missed: () => undefined });
+        const result = await store.revokeSubject('alice', undefined, clock.now(), 2);
+        expect(result).toEqual({ accessTokensRevoked: 3, refreshTokensRevoked: 2, userTokensRevoked: 2, consentsForgotten: 1 });
+        for (const hash of [...users.map((u) => u.record.tokenHash), jag.record.tokenHash, ...grants.map((g) => g.access.record.tokenHash)]) {
+          expect(await reasonOf(hash)).toBe('revoked');
+        }
+        for (const g of grants) expect((await refreshOf(g.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
+        for (const u of users) expect((await h.rawHash(h.keys.userToken(u.record.tokenHash)))?.revoked).toBe('true');
+        expect((await store.listConsents(browser, clock.now())).map((c) => c.subject)).toEqual(['bob']);
+        expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
+        // Bob's tokens work.
+        expect(await reasonOf(bobUser.record.tokenHash)).toBe('ok');
+        expect(await reasonOf(bobGrant.access.record.tokenHash)).toBe('ok');
+        expect((await refreshOf(bobGrant.refresh.record.tokenHash))?.revokedAt).toBeUndefined();
+        // Every sidecar hears which tokens and families ended (open streams end on them).
+        const wanted = [users[0]!.record.tokenHash, users[1]!.record.tokenHash, jag.record.tokenHash, ...grants.map((g) => g.access.record.tokenHash)];
+        while (heard.flatMap((n) => n.tokenHashes ?? []).length < wanted.length || heard.flatMap((n) => n.familyIds ?? []).length < 2) {
+          await new Promise((r) => setImmediate(r));
+        }
+        expect(heard.flatMap((n) => n.tokenHashes ?? []).sort()).toEqual(wanted.sort());
+        expect(heard.flatMap((n) => n.familyIds ?? []).sort()).toEqual(['fam-r1', 'fam-r2']);
+        await unsubscribe();
+
+        expect(await store.revokeSubject('alice', undefined, clock.now(), 2)).toEqual({ accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 });
+        expect(await store.revokeSubject('nobody', undefined, clock.now(), 2)).toEqual({ accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 });
+        expect((await h.rawHash(h.keys.userToken(users[2]!.record.tokenHash)))?.revoked).toBe('true');
+      });
+
+      it('revokeSubject with an issuer revokes only what that issuer\'s subject holds', async () => {
+        await store.createClient(client('c-iss').record);
+        const here = userRecord({ subject: 'alice', issuer: ISS });
+        const elsewhere = userRecord({ subject: 'alice', issuer: 'https://other-idp.example.com/' });
+        await store.putUserToken(here.record);
+        await store.putUserToken(elsewhere.record);
+        const grant = await signInGrant('c-iss', { subject: 'alice', issuer: 'https://other-idp.example.com/' }, 'fam-iss');
+        const result = await store.revokeSubject('alice', ISS, clock.now(), 10);
+        expect(result).toEqual({ accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 1, consentsForgotten: 0 });
+        expect(await reasonOf(here.record.tokenHash)).toBe('revoked');
+        expect(await reasonOf(elsewhere.record.tokenHash)).toBe('ok');
+        expect(await reasonOf(grant.access.record.tokenHash)).toBe('ok');
+        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual([elsewhere.record.tokenHash, grant.access.record.tokenHash, grant.refresh.record.tokenHash].sort());
+      });
+
+      it('rebuildSubjectIndex indexes records written before the index existed', async () => {
+        // A user-grade record as an older version wrote it: the hash alone, no index member.
+        const old = userRecord({ subject: 'alice' });
+        for (const [field, value] of Object.entries({ tokenHash: old.record.tokenHash, subject: 'alice', issuer: ISS, revoked: 'false', createdAt: String(clock.now()), expiresAt: String(clock.now() + HOUR) })) {
+          await h.setRawField(h.keys.userToken(old.record.tokenHash), field, value);
+        }
+        const gone = userRecord({ subject: 'alice' });
+        for (const [field, value] of Object.entries({ subject: 'alice', issuer: ISS, revoked: 'false', expiresAt: String(clock.now() - 1) })) {
+          await h.setRawField(h.keys.userToken(gone.record.tokenHash), field, value);
+        }
+        expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
+        const rebuilt = await store.rebuildSubjectIndex(clock.now(), 1);
+        expect(rebuilt.indexed).toBeGreaterThanOrEqual(1);
+        expect(rebuilt.scanned).toBeGreaterThanOrEqual(2);
+        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual([old.record.tokenHash]);
+        expect((await store.revokeSubject('alice', undefined, clock.now(), 10)).userTokensRevoked).toBe(1);
+        expect(await reasonOf(old.record.tokenHash)).toBe('revoked');
+      });
+
+      it('forgetConsent forgets one approval of that subject only, and its index member', async () => {
+        const browser = hashToken('browser f');
+        await store.putConsent(browser, approval('alice', 'c-1'), clock.now(), 20);
+        await store.putConsent(browser, approval('bob', 'c-1'), clock.now(), 20);
+        const [mine] = await store.listSubjectConsents('alice', clock.now());
+        expect(await store.forgetConsent(browser, mine!.key, 'bob')).toBe(false);
+        expect(await store.forgetConsent(browser, mine!.key, 'alice')).toBe(true);
+        expect(await store.forgetConsent(browser, mine!.key, 'alice')).toBe(false);
+        expect(await store.listSubjectConsents('alice', clock.now())).toEqual([]);
+        expect((await store.listConsents(browser, clock.now())).map((c) => c.subject)).toEqual(['bob']);
+      });
+
+      it('an account session is kept under its hash until it expires, and ends on delete', async () => {
+        const session = hashToken(generateToken());
+        const record = { user: { subject: 'alice', issuer: ISS, email: 'a@example.com' }, createdAt: clock.now(), expiresAt: clock.now() + 1000 };
+        await store.putAccountSession(session, record);
+        expect(await store.getAccountSession(session, clock.now())).toEqual(record);
+        expect(h.keys.accountSession(session)).toContain('{oauth}');
+        expect(await store.getAccountSession(hashToken(generateToken()), clock.now())).toBeNull();
+        expect(await store.getAccountSession(session, clock.now() + 1000)).toBeNull();
+        expect(await store.deleteAccountSession(session)).toBe(true);
+        expect(await store.getAccountSession(session, clock.now())).toBeNull();
+        expect(await store.deleteAccountSession(session)).toBe(false);
+      });
+
+      it('recordLastUse sets lastUsedAt on a stored token, never moves it back, and creates nothing', async () => {
+        await store.createClient(client('c-use').record);
+        const user = userRecord({ subject: 'alice' });
+        await store.putUserToken(user.record);
+        const access = accessToken('c-use', { user: alice });
+        expect(await store.createAccessToken(access.record)).toBe('ok');
+        const unknown = hashToken(generateToken());
+        await store.recordLastUse([
+          { tokenHash: user.record.tokenHash, kind: 'user', at: 2000 },
+          { tokenHash: access.record.tokenHash, kind: 'oauth', at: 3000 },
+          { tokenHash: unknown, kind: 'user', at: 3000 },
+        ]);
+        await store.recordLastUse([{ tokenHash: user.record.tokenHash, kind: 'user', at: 1000 }]);
+        const listed = await store.listSubjectTokens('alice', clock.now());
+        expect(listed.find((t) => t.kind === 'user')?.lastUsedAt).toBe(2000);
+        expect(listed.find((t) => t.kind === 'access')?.lastUsedAt).toBe(3000);
+        expect(await h.rawHash(h.keys.userToken(unknown))).toBeNull();
+        expect(await reasonOf(user.record.tokenHash)).toBe('ok');
+      });
+    });
+
     describe('lifecycle and failures', () => {
       // One call of every operation; a new operation must be added here (the type insists).
       const everyOperation = {
@@ -1658,12 +1944,27 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         subscribeRevocations: (s) => s.subscribeRevocations({ revoked: () => undefined, missed: () => undefined }),
         publishSigningKey: (s) => s.publishSigningKey({ kid: 'k', jwk: '{}', expiresAt: clock.now() + HOUR }, clock.now()),
         listSigningKeys: (s) => s.listSigningKeys(clock.now()),
+        putUpstreamCredential: (s) => s.putUpstreamCredential(upstreamCredential()),
+        getUpstreamCredential: (s) => s.getUpstreamCredential('s', 'i', 'idp'),
+        replaceUpstreamCredential: (s) => s.replaceUpstreamCredential(upstreamCredential(), 'x'),
+        deleteUpstreamCredentials: (s) => s.deleteUpstreamCredentials('s'),
+        listUpstreamCredentials: (s) => s.listUpstreamCredentials(),
         ping: (s) => s.ping(),
         readHandle: (s) => s.readHandle('session', hashToken('x')),
         useHandle: (s) => s.useHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
         bindHandle: (s) => s.bindHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
         forgetHandle: (s) => s.forgetHandle('session', hashToken('x')),
         forgetSubjectHandles: (s) => s.forgetSubjectHandles('s'),
+        listSubjectTokens: (s) => s.listSubjectTokens('s', clock.now()),
+        listClientTokens: (s) => s.listClientTokens('c', clock.now()),
+        listSubjectConsents: (s) => s.listSubjectConsents('s', clock.now()),
+        revokeSubject: (s) => s.revokeSubject('s', undefined, clock.now(), 10),
+        rebuildSubjectIndex: (s) => s.rebuildSubjectIndex(clock.now(), 10),
+        recordLastUse: (s) => s.recordLastUse([{ tokenHash: hashToken('x'), kind: 'user', at: clock.now() }]),
+        putAccountSession: (s) => s.putAccountSession(hashToken('x'), { user: { subject: 's', issuer: 'i' }, createdAt: clock.now(), expiresAt: clock.now() + HOUR }),
+        getAccountSession: (s) => s.getAccountSession(hashToken('x'), clock.now()),
+        deleteAccountSession: (s) => s.deleteAccountSession(hashToken('x')),
+        forgetConsent: (s) => s.forgetConsent(hashToken('x'), hashToken('k'), 's'),
       } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
       it('ping answers while open; close resolves and later calls reject', async () => {

@@ -88,7 +88,11 @@ describe('RedisTokenStore raw key layout', () => {
     const expiresAt = Date.now() + HOUR;
     await store.putUserToken({ tokenHash, subject: 'alice', issuer: 'https://idp.example.com/', createdAt: clock.now(), expiresAt });
     const key = `${prefix}userBearerTokens:${tokenHash}`;
-    expect(await keysUnder(raw, prefix)).toEqual([key]);
+    // Besides it, only its subject's index (a sorted set in the {oauth} slot, expiring with its longest member).
+    const index = `${prefix}{oauth}:subjectGrants:${hashToken('alice')}`;
+    expect((await keysUnder(raw, prefix)).sort()).toEqual([key, index].sort());
+    expect(await raw.zrange(index, 0, -1, 'WITHSCORES')).toEqual([`u:${tokenHash}`, String(expiresAt)]);
+    expect(await raw.call('PEXPIRETIME', index)).toBe(expiresAt);
     expect(await raw.type(key)).toBe('hash');
     expect(await raw.hget(key, 'revoked')).toBe('false');
     expect(await raw.hget(key, 'expiresAt')).toBe(String(expiresAt));
@@ -200,6 +204,7 @@ describe('RedisTokenStore raw key layout', () => {
       const type = await raw.type(k);
       if (type === 'hash') for (const [f, v] of Object.entries(await raw.hgetall(k))) dump.push(f, v);
       else if (type === 'set') dump.push(...(await raw.smembers(k)));
+      else if (type === 'zset') dump.push(...(await raw.zrange(k, 0, -1)));
       else throw new Error(`unexpected key type ${type} at ${k}`);
     }
     const text = dump.join('\n');

@@ -48,6 +48,7 @@ const SIGN_IN_CONFIGURED: IdpSignIn = {
   issuer: 'https://idp.example.test',
   start: () => Promise.reject(new Error('/authorize is not driven by the handler tests')),
   finish: () => Promise.reject(new Error('/authorize is not driven by the handler tests')),
+  refresh: () => Promise.reject(new Error('IdP refresh is not driven by the handler tests')),
   check: () => Promise.resolve(),
 };
 

@@ -17,15 +17,16 @@ export interface SignInStack {
 }
 
 export async function startSignInStack(
-  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; clock?: StackOptions['clock']; userClaims?: Record<string, unknown>; genericIdp?: boolean } = {},
+  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; clock?: StackOptions['clock']; userClaims?: Record<string, unknown>; genericIdp?: boolean; upstreamUrl?: string; connectCallback?: boolean } = {},
 ): Promise<SignInStack> {
   let base = '';
   const clientId = 'mcp-bearer-proxy';
   const clientSecret = randomBytes(32).toString('hex');
-  const idp = await startDemoIdp({ clientId, clientSecret, redirectUri: () => `${base}/oauth/callback`, autoLogin: options.autoLogin ?? true, generic: options.genericIdp === true, ...(options.userClaims ? { userClaims: options.userClaims } : {}) });
+  const idp = await startDemoIdp({ clientId, clientSecret, redirectUri: () => `${base}/oauth/callback`, ...(options.connectCallback ? { moreRedirectUris: () => [`${base}/connect/callback`] } : {}), autoLogin: options.autoLogin ?? true, generic: options.genericIdp === true, ...(options.userClaims ? { userClaims: options.userClaims } : {}) });
   const stack = await startStack({
     ...(options.store ? { store: options.store } : {}),
     ...(options.cimd ? { cimd: options.cimd } : {}),
+    ...(options.upstreamUrl ? { upstreamUrl: options.upstreamUrl } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     config: { ...options.config, idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000, ...options.idp } },
   });

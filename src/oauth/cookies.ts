@@ -1,0 +1,18 @@
+// Reading the cookies this server sets on its browser pages (sign-in, the account page): a value is
+// taken only when it has the shape the server gives it, so a forged or oversized header reads as none.
+
+import type { IncomingMessage } from 'node:http';
+import { isTokenShaped } from '../credentials.ts';
+
+/** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */
+export function readCookie(req: IncomingMessage, name: string): string | undefined {
+  const header = req.headers.cookie;
+  if (header === undefined || header.length > 8192) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    const value = part.slice(eq + 1).trim();
+    return isTokenShaped(value) ? value : undefined;
+  }
+  return undefined;
+}

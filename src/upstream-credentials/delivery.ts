@@ -1,0 +1,85 @@
+// What a forwarded request carries as the user's own upstream credential: the header it goes in, the
+// token for a user (from the mode's source), the service token for callers without a user, and the
+// MCP answer for a user who has none usable yet (-32042, URL elicitation required).
+
+import type { Principal } from '../credentials.ts';
+import type { UpstreamTokens } from './vault.ts';
+
+/** The MCP error code of "the user must visit a URL first" (MCP 2025-11-25, URL-mode elicitation). */
+export const URL_ELICITATION_REQUIRED = -32042;
+
+/** Where a user's usable tokens come from, per mode; `who` names the user (the source adds its provider). */
+export interface CredentialSource {
+  usable(who: { subject: string; issuer: string }): Promise<UpstreamTokens | undefined>;
+}
+
+/** A header to set on the forwarded request (lowercase name). */
+export interface CredentialHeader {
+  name: string;
+  value: string;
+}
+
+/** No usable credential for this user: the caller answers with a link for the user to act on. */
+export const MISSING = 'missing' as const;
+
+/**
+ * Whether a principal acts for a person: a user-grade token, or an OAuth token from sign-in (its
+ * subject is the IdP `sub`; a client_credentials token's subject is its client id). Master, admin-made
+ * and client_credentials tokens carry no user.
+ */
+export function actsForUser(principal: Principal): boolean {
+  if (principal.kind === 'user') return true;
+  return principal.kind === 'oauth' && principal.clientId !== undefined && principal.subject !== principal.clientId;
+}
+
+/** Visible ASCII only: a token with a control character would split or smuggle headers. */
+const HEADER_SAFE_TOKEN = /^[\x21-\x7e]+$/;
+
+export interface DeliveryOptions {
+  /** Lowercase header name; `authorization` gets `Bearer <token>`, any other the raw token. */
+  header: string;
+  serviceToken?: string | undefined;
+  /** The issuer users are known by (IDP_ISSUER): with the IdP `sub`, the owner of a kept credential. */
+  issuer: string;
+  source: CredentialSource;
+}
+
+export class UpstreamCredentialDelivery {
+  readonly header: string;
+  readonly #o: DeliveryOptions;
+
+  constructor(options: DeliveryOptions) {
+    this.#o = options;
+    this.header = options.header;
+  }
+
+
+  /**
+   * The header for `principal`'s forwarded request: the user's token, the service token for a caller
+   * without a user (or null when none is configured), or MISSING when the user has none usable.
+   */
+  async headerFor(principal: Principal): Promise<CredentialHeader | null | typeof MISSING> {
+    if (!actsForUser(principal)) return this.#o.serviceToken === undefined ? null : this.#format(this.#o.serviceToken);
+    const tokens = await this.#o.source.usable({ subject: principal.subject, issuer: this.#o.issuer });
+    if (tokens === undefined || !HEADER_SAFE_TOKEN.test(tokens.accessToken)) return MISSING;
+    return this.#format(tokens.accessToken);
+  }
+
+  #format(token: string): CredentialHeader {
+    return { name: this.#o.header, value: this.#o.header === 'authorization' ? `Bearer ${token}` : token };
+  }
+}
+
+/**
+ * The JSON-RPC error answer of a call whose user must first authorize at `url` (MCP 2025-11-25:
+ * `UrlElicitationRequiredError`, `data.elicitations` of URL-mode elicitation parameters); the message
+ * names the URL too, for clients that do not handle URL elicitation.
+ */
+export function urlElicitationRequired(id: string | number, url: string, elicitationId: string, what: string): unknown {
+  const message = `${what}: open ${url} in a browser, then retry`;
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: URL_ELICITATION_REQUIRED, message, data: { elicitations: [{ mode: 'url', elicitationId, url, message }] } },
+  };
+}

@@ -1,0 +1,67 @@
+// Mode `token-exchange`: RFC 8693 at the IdP's token endpoint, the user's own IdP access token as
+// `subject_token` and `upstream.credentials.audience` as `audience`; the answer is kept (encrypted)
+// per user and audience until shortly before it expires, so the IdP sees one exchange per lifetime.
+
+import * as oidc from 'openid-client';
+import type { Clock } from '../clock.ts';
+import { tokensOf } from './connect-flow.ts';
+import type { CredentialSource } from './delivery.ts';
+import { CredentialRefreshUnavailable, REFRESH_AHEAD_MS } from './idp-mode.ts';
+import type { CredentialVault, UpstreamTokens } from './vault.ts';
+
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+/** An exchanged token whose lifetime the IdP does not state is reused this long at most. */
+const UNSTATED_LIFETIME_MS = 5 * 60_000;
+
+/** One RFC 8693 exchange at the IdP (openid-client); the IdP authenticates the sidecar as its client. */
+export async function exchangeAtIdp(configuration: () => Promise<oidc.Configuration>, subjectToken: string, audience: string, clock: Clock): Promise<UpstreamTokens> {
+  const response = await oidc.genericGrantRequest(await configuration(), TOKEN_EXCHANGE, {
+    subject_token: subjectToken,
+    subject_token_type: ACCESS_TOKEN_TYPE,
+    requested_token_type: ACCESS_TOKEN_TYPE,
+    audience,
+  });
+  // Only the access token is kept: an exchanged token is renewed by exchanging again, never refreshed.
+  const { accessToken, expiresAt } = tokensOf(response, clock.now());
+  return { accessToken, expiresAt: expiresAt ?? clock.now() + UNSTATED_LIFETIME_MS };
+}
+
+export interface TokenExchangeOptions {
+  /** The user's own IdP tokens (kept from sign-in, refreshed). */
+  idpTokens: CredentialSource;
+  vault: CredentialVault;
+  clock: Clock;
+  audience: string;
+  exchange(subjectToken: string): Promise<UpstreamTokens>;
+  isUnavailable(err: unknown): boolean;
+}
+
+export class TokenExchangeSource implements CredentialSource {
+  readonly #o: TokenExchangeOptions;
+  readonly #provider: string;
+
+  constructor(options: TokenExchangeOptions) {
+    this.#o = options;
+    this.#provider = `exchange:${options.audience}`;
+  }
+
+  async usable(user: { subject: string; issuer: string }): Promise<UpstreamTokens | undefined> {
+    const who = { ...user, provider: this.#provider };
+    const cached = await this.#o.vault.load(who);
+    if (cached?.expiresAt !== undefined && cached.expiresAt - this.#o.clock.now() > REFRESH_AHEAD_MS) return cached;
+    const idp = await this.#o.idpTokens.usable(user);
+    if (idp === undefined) return undefined;
+    let exchanged: UpstreamTokens;
+    try {
+      exchanged = await this.#o.exchange(idp.accessToken);
+    } catch (err) {
+      if (this.#o.isUnavailable(err)) throw new CredentialRefreshUnavailable('the identity provider cannot be reached for the token exchange', { cause: err });
+      // Refused (the IdP does not allow this audience for this user, or the subject token is no longer
+      // accepted): the user is asked to sign in again; nothing is forwarded meanwhile.
+      return undefined;
+    }
+    await this.#o.vault.save(who, exchanged);
+    return exchanged;
+  }
+}

@@ -1,0 +1,169 @@
+// The account page over real HTTP: the sidecar on real Redis, a real OpenID provider (oidc-provider, in
+// this process), and a fetch-based user agent with a cookie jar (test/support/user-agent.ts) standing in
+// for the browser. A person signs in, sees the two MCP clients that hold a grant for them and the
+// approval they remembered, revokes one grant (its tokens fail at once, the other client's work) and
+// forgets the approval; forged, cross-site, session-less, oversized and malformed posts are refused.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashToken } from '../../src/credentials.ts';
+import { DEMO_USER } from '../../src/demo-idp.ts';
+import { authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import { consentRequestId, UserAgent, type Hop } from '../support/user-agent.ts';
+
+let s: SignInStack;
+
+beforeAll(async () => {
+  s = await startSignInStack();
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+/** A browser sign-in through `clientId`, approving on the consent page (remembering it when asked), and the code redeemed: the tokens. */
+async function signIn(clientId: string, remember: boolean): Promise<{ access: string; refresh: string }> {
+  const agent = new UserAgent();
+  const p = pkce();
+  const pageHop = await agent.request(authorizeUrl(s.base, standardParams(s.base, clientId, p)));
+  const form: Record<string, string> = { request: consentRequestId(pageHop.body), decision: 'approve' };
+  if (remember) form.remember = 'yes';
+  const hop = await agent.follow(await agent.request(`${s.base}/authorize/consent`, { form }), CLIENT_REDIRECT);
+  const code = clientReceived(hop).get('code')!;
+  const tokens = await tokenRequest(s.base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  expect(tokens.status).toBe(200);
+  return { access: tokens.body.access_token as string, refresh: tokens.body.refresh_token as string };
+}
+
+async function mcpStatus(token: string): Promise<number> {
+  const res = await fetch(`${s.base}/mcp`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/** GET /account in `agent`, through the IdP (auto-login) and back: the page. */
+async function openAccount(agent: UserAgent): Promise<Hop> {
+  const first = await agent.request(`${s.base}/account`);
+  expect(first.status).toBe(303);
+  expect(first.location!.startsWith(s.idp.issuer)).toBe(true);
+  return agent.follow(first);
+}
+
+function csrfOf(html: string): string {
+  return /name="csrf" value="([0-9a-f]{64})"/.exec(html)![1]!;
+}
+
+/** The hidden id of the row whose text mentions `text`, for the field `name` (grant or consent). */
+function rowId(html: string, text: string, name: 'grant' | 'consent'): string {
+  const row = html.split('<tr>').find((r) => r.includes(text) && r.includes(`name="${name}"`));
+  return new RegExp(`name="${name}" value="([0-9a-f]{32})"`).exec(row ?? '')![1]!;
+}
+
+describe('the account page', () => {
+  it('shows both clients and the remembered approval; revoking one grant ends its tokens at once and forgets its approval, the other keeps working', async () => {
+    const first = await registerPublicClient(s.base, { client_name: 'Alpha Editor' });
+    const second = await registerPublicClient(s.base, { client_name: 'Beta <Assistant>' });
+    const alpha = await signIn(first, true);
+    const beta = await signIn(second, false);
+    expect(await mcpStatus(alpha.access)).toBe(200);
+    expect(await mcpStatus(beta.access)).toBe(200);
+
+    const browser = new UserAgent();
+    const page = await openAccount(browser);
+    expect(page.url).toBe(`${s.base}/account`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.headers.get('cache-control')).toBe('no-store');
+    expect(page.body).toContain(DEMO_USER.email);
+    expect(page.body).toContain('Alpha Editor');
+    // The client's own name is escaped, never markup.
+    expect(page.body).toContain('Beta &lt;Assistant&gt;');
+    expect(page.body).not.toContain('<Assistant>');
+    expect(page.body).toContain('127.0.0.1:7777');
+    expect(page.body.match(/Revoke<\/button>/g)).toHaveLength(3);
+    for (const raw of [alpha.access, alpha.refresh, beta.access, beta.refresh]) {
+      expect(page.body).not.toContain(raw);
+      expect(page.body).not.toContain(hashToken(raw));
+    }
+    // The only 64-hex value on the page is the CSRF token.
+    expect(new Set(page.body.match(/[0-9a-f]{64}/g))).toEqual(new Set([csrfOf(page.body)]));
+    // The session cookie: random, HttpOnly, SameSite=Lax (no Secure on this http test origin).
+    const session = browser.jar.get(new URL(s.base).host)!.get('mcp-account')!;
+    expect(session).toMatch(/^[0-9a-f]{64}$/);
+    expect(await s.stack.store.getAccountSession(hashToken(session), s.stack.clock.now())).toMatchObject({ user: { subject: DEMO_USER.sub } });
+
+    const revoked = await browser.request(`${s.base}/account/revoke`, { form: { csrf: csrfOf(page.body), grant: rowId(page.body, 'Alpha Editor', 'grant') }, headers: { origin: new URL(s.base).origin } });
+    expect(revoked.status).toBe(200);
+    expect(revoked.body).toContain('Revoked');
+    expect(await mcpStatus(alpha.access)).toBe(401);
+    expect((await tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: alpha.refresh, client_id: first })).status).toBe(400);
+    expect(await mcpStatus(beta.access)).toBe(200);
+    // Its approval went with it: the page now lists one grant and no approval.
+    expect(revoked.body).not.toContain('Alpha Editor');
+    expect(revoked.body).toContain('No approval is remembered.');
+    expect(await s.stack.store.listSubjectConsents(DEMO_USER.sub, s.stack.clock.now())).toEqual([]);
+  });
+
+  it('forgets a remembered approval on its own, leaving the grant', async () => {
+    const client = await registerPublicClient(s.base, { client_name: 'Gamma Notes' });
+    const gamma = await signIn(client, true);
+    const browser = new UserAgent();
+    const page = await openAccount(browser);
+    const forgot = await browser.request(`${s.base}/account/forget`, { form: { csrf: csrfOf(page.body), consent: rowId(page.body, 'Gamma Notes', 'consent') } });
+    expect(forgot.status).toBe(200);
+    expect(forgot.body).toContain('Forgotten');
+    expect((await s.stack.store.listSubjectConsents(DEMO_USER.sub, s.stack.clock.now())).filter((c) => c.clientId === client)).toEqual([]);
+    expect(await mcpStatus(gamma.access)).toBe(200);
+  });
+
+  it('refuses forged, cross-site, session-less, oversized and malformed posts; nothing is revoked', async () => {
+    const client = await registerPublicClient(s.base, { client_name: 'Delta Tool' });
+    const delta = await signIn(client, false);
+    const browser = new UserAgent();
+    const page = await openAccount(browser);
+    const csrf = csrfOf(page.body);
+    const grant = rowId(page.body, 'Delta Tool', 'grant');
+    const post = (agent: UserAgent, form: Record<string, string>, headers: Record<string, string> = {}) => agent.request(`${s.base}/account/revoke`, { form, headers });
+
+    expect((await post(browser, { grant })).status).toBe(403);
+    expect((await post(browser, { grant, csrf: '0'.repeat(64) })).status).toBe(403);
+    expect((await post(browser, { grant, csrf: csrf.slice(1) })).status).toBe(403);
+    // A page on another site posting with the person's cookies (what a browser sends for a cross-site form).
+    expect((await post(browser, { grant, csrf }, { origin: 'https://evil.example' })).status).toBe(403);
+    expect((await post(browser, { grant, csrf }, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    // No session: another browser with a token lifted from the page.
+    expect((await post(new UserAgent(), { grant, csrf })).status).toBe(403);
+    // Bad input.
+    expect((await post(browser, { grant: 'x'.repeat(8000), csrf })).status).toBe(413);
+    expect((await post(browser, { grant: 'not-an-id', csrf })).status).toBe(400);
+    expect((await post(browser, { csrf })).status).toBe(400);
+    // Not a form (what a script's fetch with JSON would send): refused before anything is read from it.
+    const json = await browser.request(`${s.base}/account/revoke`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    expect(json.status).toBe(400);
+    const unknown = await post(browser, { grant: 'f'.repeat(32), csrf });
+    expect(unknown.status).toBe(200);
+    expect(unknown.body).toContain('already ended');
+    expect(await mcpStatus(delta.access)).toBe(200);
+  });
+
+  it('a sign-in finished in another browser than the one that started it is refused; signing out ends the session', async () => {
+    const starter = new UserAgent();
+    const first = await starter.request(`${s.base}/account`);
+    // Another browser carries the IdP link to the end (it has none of the starter's cookies).
+    const other = new UserAgent();
+    const back = await other.follow(await other.request(first.location!), `${s.base}/account`);
+    expect(back.status).toBe(403);
+    expect(back.body).toContain('another browser');
+    expect(other.jar.get(new URL(s.base).host)?.get('mcp-account')).toBeUndefined();
+
+    const browser = new UserAgent();
+    const page = await openAccount(browser);
+    const out = await browser.request(`${s.base}/account/sign-out`, { form: { csrf: csrfOf(page.body) } });
+    expect(out.status).toBe(200);
+    const again = await browser.request(`${s.base}/account`);
+    expect(again.status).toBe(303);
+  });
+});

@@ -1,0 +1,167 @@
+// Mode `idp` over real HTTP: a real OpenID provider (oidc-provider), the sidecar on real Redis, an echo
+// upstream that reports what it received. The user's own IdP access token, kept (encrypted) from
+// browser sign-in, reaches the upstream on every forwarded request and nowhere else; a user without
+// one gets the MCP error -32042 with a link, and nothing is forwarded.
+
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken, hashToken } from '../../src/credentials.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { keysUnder, rawRedis } from '../support/redis.ts';
+import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import { UserAgent } from '../support/user-agent.ts';
+import { DEMO_USER } from '../../src/demo-idp.ts';
+
+const KEY = randomBytes(32).toString('hex');
+let s: SignInStack;
+let echo: FakeUpstream;
+let base: string;
+let userToken: string;
+
+/** A call as an MCP client makes it (Streamable HTTP: JSON-RPC POST, both media types accepted). */
+function call(token: string, body: unknown = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } }) {
+  return fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify(body),
+  });
+}
+
+beforeAll(async () => {
+  echo = await startEchoUpstream();
+  s = await startSignInStack({ upstreamUrl: echo.url, connectCallback: true, config: { upstream: { credentials: { mode: 'idp', key: KEY } }, proxy: { forwardAuth: true } } });
+  base = s.base;
+  const clientId = await registerPublicClient(base);
+  const p = pkce();
+  const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
+  const code = clientReceived(hop).get('code')!;
+  const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  userToken = tokens.body.access_token as string;
+});
+afterAll(async () => {
+  await s?.close();
+  await echo?.close();
+});
+
+describe('upstream credentials, mode idp', () => {
+  it("the signed-in user's IdP access token reaches the upstream as Authorization: Bearer; the IdP says it is that user's", async () => {
+    const before = echo.seen.length;
+    const res = await call(userToken);
+    expect(res.status).toBe(200);
+    await res.text();
+    const seen = echo.seen.slice(before);
+    expect(seen).toHaveLength(1);
+    const forwarded = String(seen[0]!.headers.authorization);
+    expect(forwarded).toMatch(/^Bearer \S+$/);
+    const idpToken = forwarded.slice('Bearer '.length);
+    expect(idpToken).not.toBe(userToken);
+    // The IdP's own userinfo endpoint accepts it as the demo user's access token.
+    const userinfo = await fetch(`${s.idp.issuer}/me`, { headers: { authorization: `Bearer ${idpToken}` } });
+    expect(userinfo.status).toBe(200);
+    expect(((await userinfo.json()) as { sub: string }).sub).toBe(DEMO_USER.sub);
+    // Never in a log line, never in clear in Redis.
+    expect(s.stack.logs.join('\n')).not.toContain(idpToken);
+    const raw = await rawRedis();
+    try {
+      const dump: string[] = [];
+      for (const key of await keysUnder(raw, s.stack.prefix)) dump.push(((await raw.dumpBuffer(key)) ?? Buffer.alloc(0)).toString('latin1'));
+      expect(dump.join('\n')).not.toContain(idpToken);
+      expect((await keysUnder(raw, s.stack.prefix)).some((k) => k.includes('upstreamCredentials:'))).toBe(true);
+    } finally {
+      await raw.quit();
+    }
+  });
+
+  it('a GET stream of the user carries it too; a client-sent credential header never passes', async () => {
+    const before = echo.seen.length;
+    const res = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${userToken}`, accept: 'text/event-stream' } });
+    await res.text();
+    expect(echo.seen.slice(before)[0]!.headers.authorization).toMatch(/^Bearer /);
+    expect(echo.seen.slice(before)[0]!.headers.authorization).not.toBe(`Bearer ${userToken}`);
+  });
+
+  it('a user with no IdP token kept gets HTTP 200 with the MCP error -32042, a link bound to them, and nothing is forwarded', async () => {
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    const before = echo.seen.length;
+    const res = await call(raw);
+    expect(res.status).toBe(200);
+    // The shape of MCP 2025-11-25's URLElicitationRequiredError (the SDK's UrlElicitationRequiredError).
+    const body = (await res.json()) as { jsonrpc: string; id: number; error: { code: number; message: string; data: { elicitations: Array<Record<string, string>> } } };
+    expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: URL_ELICITATION_REQUIRED } });
+    const [elicitation] = body.error.data.elicitations;
+    expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^[0-9a-f]{32}$/), url: expect.stringMatching(new RegExp(`^${base}/connect/`)) });
+    expect(body.error.message).toContain(elicitation!.url);
+    expect(echo.seen.length).toBe(before);
+    // Two refusals, two links: each is single use.
+    const again = (await (await call(raw)).json()) as typeof body;
+    expect(again.error.data.elicitations[0]!.url).not.toBe(elicitation!.url);
+  });
+
+  it('for that user, a request that is not a JSON-RPC call (a GET stream, a notification) gets the 401 challenge; nothing forwarded', async () => {
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user-2', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    const before = echo.seen.length;
+    const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${raw}`, accept: 'text/event-stream' } });
+    expect(get.status).toBe(401);
+    expect(get.headers.get('www-authenticate')).toContain('resource_metadata=');
+    const notification = await call(raw, { jsonrpc: '2.0', method: 'notifications/initialized' });
+    expect(notification.status).toBe(401);
+    expect(echo.seen.length).toBe(before);
+  });
+
+  it('a token without a user (client_credentials) gets no user credential, and no client-sent Authorization', async () => {
+    const { token } = await s.stack.issueOAuthToken();
+    const before = echo.seen.length;
+    const res = await call(token);
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(echo.seen.slice(before)[0]!.headers.authorization).toBeUndefined();
+  });
+
+  it("forward-auth: /authz's 200 carries the same credential header for the ingress to copy; a user without one gets the 401", async () => {
+    // What nginx's auth_request sends (examples/nginx/mcp.conf): the client's headers plus the original request.
+    const ask = (token: string) => fetch(`${base}/authz`, { headers: { authorization: `Bearer ${token}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' } });
+    const allowed = await ask(userToken);
+    expect(allowed.status).toBe(200);
+    const header = allowed.headers.get('authorization');
+    expect(header).toMatch(/^Bearer \S+$/);
+    expect(header).not.toBe(`Bearer ${userToken}`);
+    const userinfo = await fetch(`${s.idp.issuer}/me`, { headers: { authorization: header! } });
+    expect(userinfo.status).toBe(200);
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user-3', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    const refused = await ask(raw);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('authorization')).toBeNull();
+  });
+
+  it('the link of mode idp signs in at the IdP again: kept for the same user, refused for another', async () => {
+    // Another user's link: the IdP signs in the demo user, who is not that user.
+    const other = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({ tokenHash: hashToken(other), subject: 'someone-else', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    const otherLink = ((await (await call(other)).json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    const agent = new UserAgent();
+    const refused = await agent.follow(await agent.request(otherLink));
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain('another user');
+    expect(await s.stack.store.getUpstreamCredential('someone-else', s.idp.issuer, 'idp')).toBeNull();
+    // The demo user's kept tokens are gone (as after a refusal to refresh): the link brings them back.
+    expect(await s.stack.store.deleteUpstreamCredentials(DEMO_USER.sub)).toBeGreaterThan(0);
+    const res = await call(userToken);
+    const link = ((await res.json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    const browser = new UserAgent();
+    const done = await browser.follow(await browser.request(link));
+    expect(done.status).toBe(200);
+    const before = echo.seen.length;
+    const again = await call(userToken);
+    expect(again.status).toBe(200);
+    await again.text();
+    expect(echo.seen.slice(before)[0]!.headers.authorization).toMatch(/^Bearer \S+$/);
+  });
+});

@@ -1,0 +1,179 @@
+// Mode `oauth` (connected accounts) over real HTTP: the organisation's IdP for sign-in and a second,
+// separate OpenID provider (oidc-provider) standing in for the third-party provider; the sidecar on
+// real Redis; an echo upstream. The first call gets -32042 with a link; the browser (a fetch-based
+// user agent with a cookie jar) connects; the same call then reaches the upstream with the user's
+// token at the provider. Bad links, states from another browser, and a provider outage are refused.
+
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemoIdp, DEMO_USER, type DemoIdp } from '../../src/demo-idp.ts';
+import { generateToken, hashToken } from '../../src/credentials.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
+import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import { UserAgent } from '../support/user-agent.ts';
+
+const KEY = randomBytes(32).toString('hex');
+const PROVIDER_SECRET = randomBytes(32).toString('hex');
+let s: SignInStack;
+let provider: DemoIdp;
+let echo: FakeUpstream;
+let base: string;
+
+/** A tools/call as an MCP client sends it over Streamable HTTP. */
+function call(token: string, id = 1) {
+  return fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: {} } }),
+  });
+}
+
+/** A fresh sign-in of the demo user through a new MCP client: its access token at the sidecar. */
+async function signIn(): Promise<string> {
+  const clientId = await registerPublicClient(base);
+  const p = pkce();
+  const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
+  const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code: clientReceived(hop).get('code')!, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  return tokens.body.access_token as string;
+}
+
+/** A user-grade token of a user of its own (a fresh subject): one who has connected nothing yet. */
+async function freshUser(): Promise<string> {
+  const raw = generateToken();
+  const now = s.stack.clock.now();
+  await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: `user-${randomBytes(4).toString('hex')}`, issuer: s.idp.issuer, createdAt: now, expiresAt: now + 24 * 3_600_000 });
+  return raw;
+}
+
+async function elicitationUrl(token: string): Promise<string> {
+  const res = await call(token);
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as { error: { code: number; data: { elicitations: Array<{ url: string }> } } };
+  expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
+  return body.error.data.elicitations[0]!.url;
+}
+
+beforeAll(async () => {
+  echo = await startEchoUpstream();
+  let connectCallback = '';
+  provider = await startDemoIdp({ clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, redirectUri: () => connectCallback, autoLogin: true });
+  s = await startSignInStack({
+    upstreamUrl: echo.url,
+    config: {
+      upstream: {
+        credentials: { mode: 'oauth', key: KEY, provider: { issuer: provider.issuer, clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, scopes: 'openid email' } },
+      },
+    },
+  });
+  base = s.base;
+  connectCallback = `${base}/connect/callback`;
+});
+afterAll(async () => {
+  await s?.close();
+  await echo?.close();
+  await provider?.close();
+});
+
+describe('upstream credentials, mode oauth (connected accounts)', () => {
+  it('-32042 first; the browser connects at the provider; the same call then reaches the upstream with the provider token', async () => {
+    const token = await signIn();
+    const before = echo.seen.length;
+    const url = await elicitationUrl(token);
+    expect(echo.seen.length).toBe(before);
+    const browser = new UserAgent();
+    const done = await browser.follow(await browser.request(url));
+    expect(done.status).toBe(200);
+    expect(done.body).toContain('Connected');
+    const res = await call(token, 2);
+    expect(res.status).toBe(200);
+    await res.text();
+    const forwarded = String(echo.seen.at(-1)!.headers.authorization);
+    expect(forwarded).toMatch(/^Bearer \S+$/);
+    // The provider's own userinfo endpoint takes it as the user's token there.
+    const userinfo = await fetch(`${provider.issuer}/me`, { headers: { authorization: forwarded } });
+    expect(userinfo.status).toBe(200);
+    expect(((await userinfo.json()) as { sub: string }).sub).toBe(DEMO_USER.sub);
+    expect(s.stack.logs.join('\n')).not.toContain(forwarded.slice(7));
+    expect(s.stack.logs.join('\n')).toContain('upstream_credential_connected');
+    const metrics = await (await fetch(`${s.stack.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^mcp_auth_upstream_credentials_connected_total [1-9]/m);
+    expect(metrics).toMatch(/^mcp_auth_upstream_credentials_missing_total [1-9]/m);
+    expect(metrics).not.toContain(forwarded.slice(7));
+  });
+
+  it('a link works once: a second visit is refused with a page, and nothing is connected by it', async () => {
+    const token = await freshUser();
+    const url = await elicitationUrl(token);
+    const first = new UserAgent();
+    expect((await first.follow(await first.request(url))).status).toBe(200);
+    const second = new UserAgent();
+    const again = await second.request(url);
+    expect(again.status).toBe(400);
+    expect(again.body).toContain('not valid');
+  });
+
+  it('an altered link, and an expired one, are refused', async () => {
+    const token = await freshUser();
+    const url = await elicitationUrl(token);
+    const altered = url.slice(0, -3) + (url.endsWith('AAA') ? 'BBB' : 'AAA');
+    expect((await new UserAgent().request(altered)).status).toBe(400);
+    // Past the link's 10 minutes (the sidecar's clock; nothing else in this file depends on it).
+    s.stack.clock.advance(11 * 60_000);
+    expect((await new UserAgent().request(url)).status).toBe(400);
+  });
+
+  it('a callback in another browser (the state without its cookie) is refused, and the state is not spent by it', async () => {
+    const token = await freshUser();
+    const url = await elicitationUrl(token);
+    const victim = new UserAgent();
+    const toProvider = await victim.request(url);
+    expect(toProvider.status).toBe(303);
+    // The provider's redirect back to the sidecar, replayed by someone without the browser's cookie.
+    const back = await victim.follow(toProvider, `${base}/connect/callback`);
+    expect(back.location).toMatch(new RegExp(`^${base}/connect/callback\\?`));
+    const attacker = new UserAgent();
+    const refused = await attacker.request(back.location!);
+    expect(refused.status).toBe(400);
+    expect(refused.body).toContain('another browser');
+    // The right browser still completes it.
+    expect((await victim.request(back.location!)).status).toBe(200);
+  });
+
+  it("two users' links in parallel: each connection is kept for the principal whose link it was", async () => {
+    const [a, b] = await Promise.all([freshUser(), freshUser()]);
+    const [urlA, urlB] = await Promise.all([elicitationUrl(a), elicitationUrl(b)]);
+    expect(urlA).not.toBe(urlB);
+    await Promise.all([urlA, urlB].map(async (u) => {
+      const agent = new UserAgent();
+      expect((await agent.follow(await agent.request(u))).status).toBe(200);
+    }));
+    const forwarded: string[] = [];
+    for (const t of [a, b]) {
+      const res = await call(t, 3);
+      expect(res.status).toBe(200);
+      await res.text();
+      forwarded.push(String(echo.seen.at(-1)!.headers.authorization));
+    }
+    // Each user's own connection: two different tokens at the provider.
+    expect(forwarded[0]).toMatch(/^Bearer /);
+    expect(forwarded[1]).toMatch(/^Bearer /);
+    expect(forwarded[0]).not.toBe(forwarded[1]);
+  });
+
+  // Last: it stops the provider.
+  it('a provider outage is a clear 503 page, nothing is kept, and the call is still refused without the credential', async () => {
+    const token = await freshUser();
+    const url = await elicitationUrl(token);
+    const browser = new UserAgent();
+    // The user authorizes; the provider goes down before the sidecar redeems the code.
+    const back = await browser.follow(await browser.request(url), `${base}/connect/callback`);
+    await provider.close();
+    const page = await browser.request(back.location!);
+    expect(page.status).toBe(503);
+    expect(page.body).toContain('cannot be reached');
+    const before = echo.seen.length;
+    expect(await elicitationUrl(token)).toMatch(new RegExp(`^${base}/connect/`));
+    expect(echo.seen.length).toBe(before);
+  });
+});
