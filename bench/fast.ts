@@ -4,7 +4,7 @@
 //   direct            the fast upstream itself
 //   nginx             nginx `proxy_pass`, no auth
 //   peer              nginx `auth_request` + a small Node auth service on the same Redis (the peer)
-//   forward-auth      the same nginx, its auth_request to the sidecar's /authz (forward-auth mode)
+//   forward-auth      the same nginx, its auth_request to the sidecar's /authz (forward-auth mode, strict: lookupCache off)
 //   forward-auth-cache  the same, the sidecar with redis.lookupCache: tracking
 //   http-proxy        plain Node pass-through on http-proxy + http.Agent (the sidecar's former engine)
 //   undici            plain Node pass-through on an undici Pool (the sidecar's engine)
@@ -29,7 +29,7 @@ export const FAST_LABELS: Record<FastKey, string> = {
   direct: 'fast upstream direct',
   nginx: 'nginx proxy_pass, no auth',
   peer: 'nginx auth_request + Node auth service (the peer)',
-  'forward-auth': 'nginx auth_request + sidecar /authz (forward-auth)',
+  'forward-auth': 'nginx auth_request + sidecar /authz (forward-auth, strict)',
   'forward-auth-cache': 'nginx auth_request + sidecar /authz, lookup cache (tracking)',
   'http-proxy': 'Node pass-through, http-proxy + http.Agent, no auth',
   undici: 'Node pass-through, undici Pool, no auth',

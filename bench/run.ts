@@ -139,7 +139,9 @@ async function setUp() {
           BENCH_LOG_LEVEL: options.logLevel ?? env.BENCH_LOG_LEVEL ?? 'info',
           ...(options.policy ? { BENCH_POLICY: JSON.stringify(options.policy) } : {}),
           ...(options.workers ? { BENCH_WORKERS: String(options.workers) } : {}),
-          ...(options.lookupCache ? { BENCH_LOOKUP_CACHE: options.lookupCache } : {}),
+          // Every target names its lookup-cache mode (the default, auto, would cache): strict unless it
+          // is a cache target. A baseline from another commit keeps that commit's default.
+          ...((options.lookupCache ?? (options.srcDir ? undefined : 'off')) ? { BENCH_LOOKUP_CACHE: options.lookupCache ?? 'off' } : {}),
           ...(options.assertion ? { BENCH_ASSERTION: '1' } : {}),
           ...(options.forwardAuth ? { BENCH_FORWARD_AUTH: '1' } : {}),
           ...options.env,

@@ -17,7 +17,7 @@ const config = buildConfig(
   {
     masterToken: env.BENCH_MASTER_TOKEN,
     store: 'redis',
-    // BENCH_LOOKUP_CACHE=tracking: the opt-in token-lookup cache (the sidecar-cache target).
+    // BENCH_LOOKUP_CACHE: off (strict, what bench/run.ts gives every target but the cache ones) or tracking.
     redis: { url: env.BENCH_REDIS_URL, ...(env.BENCH_LOOKUP_CACHE ? { lookupCache: env.BENCH_LOOKUP_CACHE } : {}) },
     // BENCH_ASSERTION=1: a signed caller assertion on every forwarded request (the sidecar-assertion target).
     upstream: { url: env.BENCH_UPSTREAM_URL, ...(env.BENCH_ASSERTION === '1' ? { assertion: true } : {}) },

@@ -44,7 +44,8 @@ import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
-import type { LookupCacheOptions } from './store/redis-lookup-cache.ts';
+import { LookupCacheSetupError, type LookupCacheFallback, type LookupCacheOptions } from './store/redis-lookup-cache.ts';
+import { parseRedisUrl } from './store/redis-url.ts';
 import type { QuotaStorage, SignedInUser, TokenStore } from './store/types.ts';
 import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
@@ -125,11 +126,42 @@ export async function openStore(config: Config, clock: Clock, logger: Logger): P
       await store.close();
       throw err;
     }
+  } else if (config.redis.lookupCache === 'auto') {
+    await cacheWherePossible(store, config, logger);
   }
   return store;
 }
 
-/** The lookup cache's settings from the config (redis.lookupCache: tracking). */
+/**
+ * redis.lookupCache: auto. The cache where the store allows it; where it does not, the strict mode with
+ * one warning and the metric, never a refusal to start: Redis Cluster (tracking is per node), or a
+ * Redis that refuses to track (an ACL user without CLIENT TRACKING, before 6.0). A cache whose own
+ * connections cannot be opened within the connect timeout is not waited for either.
+ */
+async function cacheWherePossible(store: RedisTokenStore, config: Config, logger: Logger): Promise<void> {
+  let reason: LookupCacheFallback;
+  if (parseRedisUrl(config.redis.url).mode === 'cluster') reason = 'cluster';
+  else {
+    try {
+      await store.trackLookups(lookupCacheOptions(config, logger));
+      return;
+    } catch (err) {
+      reason = err instanceof LookupCacheSetupError ? 'tracking_refused' : 'setup_failed';
+      logger.debug({ err: describe(err) }, 'token lookup cache: set-up failed');
+    }
+  }
+  store.lookupCacheFallback = reason;
+  logger.warn(
+    { reason },
+    reason === 'cluster'
+      ? 'token lookup cache off (redis.lookupCache: auto): not available on Redis Cluster; every lookup reads Redis (strict mode)'
+      : reason === 'tracking_refused'
+        ? 'token lookup cache off (redis.lookupCache: auto): Redis refused invalidation tracking (an ACL user without CLIENT ID, CLIENT TRACKING, INFO, SUBSCRIBE on __redis__:invalidate, or Redis before 6.0); every lookup reads Redis (strict mode)'
+        : 'token lookup cache off (redis.lookupCache: auto): its connections could not be set up; every lookup reads Redis (strict mode)',
+  );
+}
+
+/** The lookup cache's settings from the config (redis.lookupCache: tracking or auto). */
 export function lookupCacheOptions(config: Config, logger: Logger): LookupCacheOptions {
   return {
     maxEntries: config.redis.lookupCacheMaxEntries,

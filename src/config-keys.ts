@@ -84,25 +84,25 @@ export const CONFIG_KEYS = {
       description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.',
     }),
     connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this; a refused connection or refused credentials stop it at once.' }),
-    lookupCache: choice(['off', 'tracking'], {
-      default: 'off',
+    lookupCache: choice(['auto', 'off', 'tracking'], {
+      default: 'auto',
       env: 'REDIS_LOOKUP_CACHE',
       description:
-        '`off`: every request reads its token from Redis (a hand edit is seen by the very next request). `tracking`: token records are cached in process and invalidated by Redis (CLIENT TRACKING); a hand edit is seen once its invalidation message arrives, and the cache is unused while that cannot be vouched for (see docs/lookup-cache.md). Standalone and Sentinel only; ignored by the memory store.',
+        '`tracking`: token records are cached in process and invalidated by Redis (CLIENT TRACKING); a cached record is served only after a barrier (a PING behind the pending invalidations) sent after the request arrived, so a hand edit whose reply came before the request is seen by it, and the cache is unused while that cannot be vouched for (see docs/lookup-cache.md); Standalone and Sentinel only, and start-up stops when Redis refuses tracking. `auto`: `tracking` where the store allows it, else `off` with one warning at start-up and `mcp_auth_lookup_cache_unavailable` (Redis Cluster, an ACL user without CLIENT TRACKING, Redis before 6.0). `off`: every request reads its token from Redis, no cache connection. Ignored by the memory store.',
     }),
     lookupCacheMaxEntries: integer({
       default: 100000,
       min: 1,
       max: 10_000_000,
       env: 'REDIS_LOOKUP_CACHE_MAX_ENTRIES',
-      description: 'With `lookupCache: tracking`, token records kept per process (least recently used evicted first).',
+      description: 'With the lookup cache on, token records kept per process (least recently used evicted first).',
     }),
     lookupCachePingIntervalMs: integer({
       default: 1000,
       min: 50,
       max: 60000,
       description:
-        'With `lookupCache: tracking`, both cache connections are PINGed this often; one that does not answer within `commandTimeoutMs` empties the cache (bound on how long a silently dead invalidation connection can go unnoticed).',
+        'With the lookup cache on, both cache connections are PINGed this often; one that does not answer within `commandTimeoutMs` empties the cache (bound on how long a silently dead invalidation connection can go unnoticed).',
     }),
   },
   upstream: {

@@ -69,7 +69,7 @@ export class Metrics {
   });
   readonly lookupCacheLookups = new Counter({
     name: 'mcp_auth_lookup_cache_lookups_total',
-    help: 'Token lookups with the lookup cache on (redis.lookupCache: tracking), by result: hit, miss (read from Redis), bypass (cache not live: read from Redis)',
+    help: 'Token lookups with the lookup cache on (redis.lookupCache: auto or tracking), by result: hit, miss (read from Redis), bypass (cache not live: read from Redis)',
     labelNames: ['result'] as const,
     registers: [this.registry],
     collect: () => {
@@ -107,6 +107,19 @@ export class Metrics {
     aggregator: 'min',
     collect: () => {
       this.lookupCacheLive.set(this.#lookupCache?.live === true ? 1 : 0);
+    },
+  });
+  readonly lookupCacheUnavailable = new Gauge({
+    name: 'mcp_auth_lookup_cache_unavailable',
+    help: '1 (with the reason) when redis.lookupCache is auto and the store cannot have the cache: every lookup reads Redis (strict). Reasons: cluster, tracking_refused, setup_failed',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+    // Over worker processes the highest wins: 1 when any process runs without its cache.
+    aggregator: 'max',
+    collect: () => {
+      this.lookupCacheUnavailable.reset();
+      const reason = this.#store?.lookupCacheFallback;
+      if (reason !== undefined) this.lookupCacheUnavailable.labels(reason).set(1);
     },
   });
   readonly lookupCacheEntries = new Gauge({

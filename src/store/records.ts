@@ -65,6 +65,12 @@ export function keyLayout(prefix: string) {
     upstreamCredentials: (subject: string) => `${prefix}upstreamCredentials:${createHash('sha256').update(subject).digest('hex')}`,
     /** The set of every upstreamCredentials key written (re-encryption walks it; stale members are dropped). */
     upstreamCredentialIndex: () => `${prefix}upstreamCredentialIndex`,
+    /**
+     * The lookup cache's database marker: a random value set once (SET NX) and read by every cache
+     * barrier, so a database swapped or flushed under a caching sidecar (SWAPDB sends no invalidation)
+     * is noticed before a cached record is used.
+     */
+    lookupCacheMarker: () => `${prefix}lookupCacheMarker`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };

@@ -11,7 +11,13 @@
 // Live = both connections ready, on the incarnation (socket) tracking was confirmed on, and both
 // answering a PING every pingIntervalMs. Anything else (close, error, reconnect, an unanswered PING)
 // empties the cache and bypasses it until tracking is set up again on the current connections.
+// A hit is served only after a barrier sent after the lookup began has come back: a PING on the
+// subscriber (Redis queues its reply behind the invalidations of every write it executed before) and a
+// read of the database marker (SWAPDB sends no invalidation). So a write whose reply anyone had before
+// the request reached the sidecar is applied first: the next request sees it, as in the strict mode.
+// Barriers are shared by every lookup that starts in the same turn of the event loop.
 
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ReplyError, type Redis } from 'ioredis';
 import { StoreUnavailableError } from '../errors.ts';
@@ -63,10 +69,18 @@ export interface LookupCacheStats {
   invalidations: number;
   /** Times the whole cache was emptied (connection lost, PING unanswered, flush). */
   drops: number;
+  /** Barriers sent (each one PING and one GET, shared by the hits that waited on it). */
+  barriers: number;
 }
 
+/**
+ * Why redis.lookupCache: auto runs without the cache (the strict mode): Redis Cluster, Redis refused
+ * tracking, or the cache's connections could not be set up at start.
+ */
+export type LookupCacheFallback = 'cluster' | 'tracking_refused' | 'setup_failed';
+
 /** Why the cache is not live (or was emptied): logged and emitted, never secret. */
-export type DropReason = 'data_connection_lost' | 'subscriber_lost' | 'ping_failed' | 'flush' | 'closed';
+export type DropReason = 'data_connection_lost' | 'subscriber_lost' | 'ping_failed' | 'database_changed' | 'flush' | 'closed';
 
 interface Pending {
   invalidated: boolean;
@@ -79,11 +93,10 @@ interface Held {
 }
 
 /**
- * Events: `live` (tracking confirmed, cache in use), `dropped` (reason: emptied; not live unless the
- * reason is `flush`), `invalidated` (a key the cache reads changed; argument: how many entries it hit).
+ * Events: `live` (tracking confirmed, cache in use), `dropped` (reason: emptied and not live), `invalidated` (a key the cache reads changed; argument: how many entries it hit).
  */
 export class TrackedLookupCache extends EventEmitter {
-  readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0 };
+  readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0, barriers: 0 };
   readonly #entries = new Map<string, Held>();
   /** Fills in flight by token hash: an invalidation of that hash marks them, and they are not cached. */
   readonly #pending = new Map<string, Set<Pending>>();
@@ -105,6 +118,10 @@ export class TrackedLookupCache extends EventEmitter {
   /** The incarnation of the data connection tracking is on for, the subscriber it redirects to, its own id. */
   #tracking: { incarnation: number; redirect: number; id: number } | undefined;
   #establishing: Promise<void> | undefined;
+  /** The database marker's value when the cache went live; a barrier that reads another drops the cache. */
+  #marker: string | undefined;
+  /** The barrier the lookups of this turn wait on; unset the moment it is sent (later lookups need a later one). */
+  #nextBarrier: Promise<boolean> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
 
@@ -175,8 +192,24 @@ export class TrackedLookupCache extends EventEmitter {
       this.stats.bypasses++;
       return strict(tokenHash);
     }
+    if (this.#entries.has(tokenHash)) return this.#afterBarrier(tokenHash, strict);
+    this.stats.misses++;
+    return this.#fill(tokenHash);
+  }
+
+  /**
+   * A held record is served only once a barrier sent after this lookup began has come back: every
+   * invalidation of a write executed before it has then been applied (the entry is gone if its keys
+   * changed), and the database is still the one the cache was filled from.
+   */
+  async #afterBarrier(tokenHash: string, strict: (tokenHash: string) => Promise<TokenLookup>): Promise<TokenLookup> {
+    const vouched = await this.#barrier();
+    if (!this.#live) {
+      this.stats.bypasses++;
+      return strict(tokenHash);
+    }
     const held = this.#entries.get(tokenHash);
-    if (held !== undefined) {
+    if (vouched && held !== undefined) {
       // Least recently used order: Map keeps insertion order, so a hit moves to the end.
       this.#entries.delete(tokenHash);
       // Past its key's TTL the copy is dropped: Redis deletes an expired key (and sends its
@@ -185,16 +218,59 @@ export class TrackedLookupCache extends EventEmitter {
       if (held.until > this.#now()) {
         this.stats.hits++;
         this.#entries.set(tokenHash, held);
-        return Promise.resolve(held.found);
+        return held.found;
       }
     }
     this.stats.misses++;
     return this.#fill(tokenHash);
   }
 
+  /** The barrier of this turn of the event loop: sent once every lookup of the turn has asked for it. */
+  #barrier(): Promise<boolean> {
+    if (this.#nextBarrier) return this.#nextBarrier;
+    const next = new Promise<boolean>((resolve) => {
+      setImmediate(() => {
+        // From here on, a lookup that starts needs a barrier sent after it: a new one.
+        this.#nextBarrier = undefined;
+        resolve(this.#vouch());
+      });
+    });
+    this.#nextBarrier = next;
+    return next;
+  }
+
+  /**
+   * One barrier: a PING on the subscriber and a GET of the database marker, together. True when both
+   * came back on the connections tracking was confirmed on and the marker is unchanged. A failure or a
+   * timeout drops the cache (as an unanswered PING does); another marker (SWAPDB, FLUSHDB) drops it
+   * and sets tracking up again at once.
+   */
+  async #vouch(): Promise<boolean> {
+    if (!this.#live) return false;
+    this.stats.barriers++;
+    const dataIncarnation = this.#dataIncarnation;
+    const subIncarnation = this.#subIncarnation;
+    const [subAnswered, marker] = await Promise.all([
+      this.#answers(this.#sub),
+      this.#data.get(this.#keys.lookupCacheMarker()).then(
+        (value) => ({ value }),
+        () => this.#cut(this.#data, dataIncarnation),
+      ),
+    ]);
+    if (!subAnswered || marker === undefined || dataIncarnation !== this.#dataIncarnation || subIncarnation !== this.#subIncarnation || !this.#live) return false;
+    if (marker.value !== this.#marker) {
+      this.#options.logger?.warn('token lookup cache: the database it was filled from was swapped or flushed; emptied');
+      this.#drop('database_changed');
+      void this.#establish(false);
+      return false;
+    }
+    return true;
+  }
+
   async #fill(tokenHash: string): Promise<TokenLookup> {
     const pending: Pending = { invalidated: false };
     const epoch = this.#epoch;
+    const dataIncarnation = this.#dataIncarnation;
     let marks = this.#pending.get(tokenHash);
     if (marks === undefined) this.#pending.set(tokenHash, (marks = new Set()));
     marks.add(pending);
@@ -218,6 +294,10 @@ export class TrackedLookupCache extends EventEmitter {
       if ((found.user !== null || found.oauth !== null) && until > sent && !pending.invalidated && epoch === this.#epoch && this.#live) this.#hold(tokenHash, { found, until });
       return found;
     } catch (err) {
+      // A read that failed or timed out leaves the connection suspect (a reply that never comes holds
+      // every later one behind it): cut it as an unanswered PING would, so the next lookups read
+      // through the main connection until the cache is set up again.
+      if (!(err instanceof ReplyError)) this.#cut(this.#data, dataIncarnation);
       throw asStoreFailure(err);
     } finally {
       marks.delete(pending);
@@ -262,8 +342,10 @@ export class TrackedLookupCache extends EventEmitter {
   #invalidate(keys: unknown): void {
     this.stats.invalidations++;
     if (!Array.isArray(keys)) {
-      // FLUSHDB/FLUSHALL (or a message of an unknown shape): everything goes.
+      // FLUSHDB/FLUSHALL (or a message of an unknown shape): everything goes, the database marker
+      // with it; the cache is used again once set up anew (a new marker).
       this.#drop('flush');
+      void this.#establish(false);
       return;
     }
     let hit = 0;
@@ -285,17 +367,12 @@ export class TrackedLookupCache extends EventEmitter {
     this.emit('invalidated', hit);
   }
 
-  /** Empties the cache; any reason but a flush also stops its use until tracking is confirmed again. */
+  /** Empties the cache and stops its use until it is set up again (tracking confirmed, the marker read). */
   #drop(reason: DropReason): void {
     this.#epoch++;
     this.#entries.clear();
     for (const marks of this.#pending.values()) for (const pending of marks) pending.invalidated = true;
     this.#pending.clear();
-    if (reason === 'flush') {
-      this.stats.drops++;
-      this.emit('dropped', reason);
-      return;
-    }
     if (!this.#live) return;
     this.#live = false;
     this.stats.drops++;
@@ -340,7 +417,13 @@ export class TrackedLookupCache extends EventEmitter {
       if (dataIncarnation !== this.#dataIncarnation) return;
       this.#tracking = { incarnation: dataIncarnation, redirect, id: Number(id) };
     }
-    if (this.#closed || dataIncarnation !== this.#dataIncarnation || subIncarnation !== this.#subIncarnation) return;
+    // The database marker: set by the first cache to go live on this database, read by every barrier.
+    const markerKey = this.#keys.lookupCacheMarker();
+    await this.#data.set(markerKey, randomBytes(16).toString('hex'), 'NX');
+    const marker = await this.#data.get(markerKey);
+    if (marker === null) return; // flushed in between: the next tick tries again
+    if (this.#closed || this.#live || dataIncarnation !== this.#dataIncarnation || subIncarnation !== this.#subIncarnation) return;
+    this.#marker = marker;
     this.#epoch++;
     this.#entries.clear();
     this.#live = true;
@@ -361,21 +444,32 @@ export class TrackedLookupCache extends EventEmitter {
     await Promise.all([this.#answers(this.#data), this.#answers(this.#sub)]);
   }
 
-  /** PINGs `conn`; one that fails or times out drops the cache and is reconnected (a new incarnation). */
-  async #answers(conn: Redis): Promise<void> {
+  /**
+   * PINGs `conn`: true when it answered. One that fails or times out drops the cache and is reconnected
+   * (a new incarnation).
+   */
+  async #answers(conn: Redis): Promise<boolean> {
     const incarnation = this.#incarnationOf(conn);
     try {
       await conn.ping();
+      return true;
     } catch {
-      // A PING that outlived its socket (ioredis re-sends it on the next one) says nothing of the new
-      // socket: the close already dropped the cache, and the new one is not to be cut for it.
-      if (this.#closed || incarnation !== this.#incarnationOf(conn)) return;
-      // This socket is done with: tracking is set up again only on the one that replaces it.
-      if (conn === this.#data) this.#dataIncarnation++;
-      else this.#subIncarnation++;
-      this.#drop('ping_failed');
-      if (conn.status === 'ready') conn.disconnect(true);
+      this.#cut(conn, incarnation);
+      return false;
     }
+  }
+
+  /** A command on `conn` (of `incarnation`) failed or timed out: drop the cache and reconnect it. */
+  #cut(conn: Redis, incarnation: number): undefined {
+    // A command that outlived its socket (ioredis re-sends it on the next one) says nothing of the new
+    // socket: the close already dropped the cache, and the new one is not to be cut for it.
+    if (this.#closed || incarnation !== this.#incarnationOf(conn)) return undefined;
+    // This socket is done with: tracking is set up again only on the one that replaces it.
+    if (conn === this.#data) this.#dataIncarnation++;
+    else this.#subIncarnation++;
+    this.#drop('ping_failed');
+    if (conn.status === 'ready') conn.disconnect(true);
+    return undefined;
   }
 
   #incarnationOf(conn: Redis): number {

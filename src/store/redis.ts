@@ -56,7 +56,7 @@ import {
   type KeyLayout,
 } from './records.ts';
 import { asStoreFailure, connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
-import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cache.ts';
+import { TrackedLookupCache, type LookupCacheFallback, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import { publishNotice, subscribeNotices } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
@@ -1015,13 +1015,20 @@ export class RedisTokenStore extends StoreDecorator<RedisOperations> {
     return storeFailures(() => this.inner.close());
   }
 
+  /** Set when redis.lookupCache is auto and the cache could not be used: why (the metric says it). */
+  lookupCacheFallback: LookupCacheFallback | undefined;
+
   override get watch(): StoreWatch {
     const inner = this.inner;
+    const outer = this;
     return {
       ready: () => inner.client.status === 'ready',
       replication: () => inner.replicationStats,
       get lookupCache() {
         return inner.lookupCache;
+      },
+      get lookupCacheFallback() {
+        return outer.lookupCacheFallback;
       },
     };
   }

@@ -3,7 +3,7 @@
 // Stores persist and fetch records atomically; they never decide whether a token is valid.
 
 import type { TokenLookup } from '../credentials.ts';
-import type { LookupCacheStats } from './redis-lookup-cache.ts';
+import type { LookupCacheFallback, LookupCacheStats } from './redis-lookup-cache.ts';
 
 export interface UserTokenRecord {
   tokenHash: string;
@@ -764,6 +764,8 @@ export interface StoreWatch {
   replication(): { waits: number; unacknowledged: number };
   /** The token-lookup cache, when it is on: its state and counters. */
   readonly lookupCache?: { readonly stats: LookupCacheStats; readonly live: boolean; readonly size: number } | undefined;
+  /** With redis.lookupCache: auto, why the cache is not used (the strict mode), when it is not. */
+  readonly lookupCacheFallback?: LookupCacheFallback | undefined;
 }
 
 /** A whole store, as built at start-up and closed at shutdown. */

@@ -12,6 +12,7 @@ import { generateToken } from '../../src/credentials.ts';
 import { connectRedis, createRedisClient, RedisConnectError } from '../../src/store/redis-connection.ts';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { RUN_TS } from '../support/node-ts.ts';
+import { startProcess } from '../support/process.ts';
 
 const PASSWORD = 'correct-horse-battery';
 const WRONG = 'wrong-password-123';
@@ -126,5 +127,40 @@ describe('npm start against an unusable Redis', () => {
     expect(r.stderr).toContain('or set redis.lookupCache (REDIS_LOOKUP_CACHE) to off');
     expect(r.stderr).not.toContain(PASSWORD);
     expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+
+  it('the lookup cache left at its default (auto), with an ACL user that may not run CLIENT: starts strict, says so once, and the metric shows why', async () => {
+    const admin = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: 5000 });
+    await connectRedis(admin, 5000);
+    try {
+      await admin.call('ACL', 'SETUSER', 'nocache-auto', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-client');
+    } finally {
+      admin.disconnect();
+    }
+    const config = join(dir, 'auto.yaml');
+    writeFileSync(config, ['masterToken: ${BEARER_SECRET_MASTER}', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
+    const master = generateToken();
+    const started = await startProcess(
+      [process.execPath, ...RUN_TS, 'src/main.ts', '--config', config],
+      { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: master, REDIS_URL: `redis://nocache-auto:${PASSWORD}@127.0.0.1:${redis.port}`, LOG_FORMAT: 'json', UPSTREAM_URL: 'http://127.0.0.1:9/mcp' },
+      [/proxy listening on (\S+)/, /admin listening on (\S+)/],
+    );
+    try {
+      const out = started.output();
+      const warnings = out.split('\n').filter((l) => l.includes('token lookup cache off (redis.lookupCache: auto)'));
+      expect(warnings).toHaveLength(1);
+      expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 40, reason: 'tracking_refused' }) // pino's warn;
+      expect(out).not.toContain(PASSWORD);
+      const adminUrl = /admin listening on (\S+)/.exec(out)![1]!;
+      const scrape = await (await fetch(`${adminUrl}/metrics`)).text();
+      expect(scrape).toContain('mcp_auth_lookup_cache_unavailable{reason="tracking_refused"} 1');
+      expect(scrape).toContain('mcp_auth_lookup_cache_live 0');
+      // The store works without the cache: an admin operation writes and reads Redis.
+      const created = await fetch(`${adminUrl}/oauth/createClient`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` }, body: JSON.stringify({ clientName: 'auto-strict' }) });
+      expect(created.status).toBe(201);
+    } finally {
+      started.child.kill('SIGKILL');
+      await started.exit;
+    }
   }, 30_000);
 });

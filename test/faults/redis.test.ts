@@ -53,7 +53,7 @@ interface Rig {
   close(): Promise<void>;
 }
 
-async function rig(options: { commandTimeoutMs?: number; persist?: boolean } = {}): Promise<Rig> {
+async function rig(options: { commandTimeoutMs?: number; persist?: boolean; lookupCache?: 'off' } = {}): Promise<Rig> {
   // appendfsync always: a token written before the kill is still there after the restart.
   const redis = await startRedisServer(options.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : []);
   const fault = await startFaultProxy({ host: '127.0.0.1', port: redis.port });
@@ -61,7 +61,7 @@ async function rig(options: { commandTimeoutMs?: number; persist?: boolean } = {
   const stack = await startStack({
     upstreamUrl: echo.url,
     redisUrl: fault.url('redis'),
-    config: { redis: { commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS } },
+    config: { redis: { commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS, ...(options.lookupCache ? { lookupCache: options.lookupCache } : {}) } },
   });
   const { token, clientId } = await stack.issueOAuthToken();
   return {
@@ -184,7 +184,10 @@ describe('Redis faults: fail closed within the bound, recover by itself', () => 
   });
 
   it('blackholed (open and new connections accepted, nothing answers): 503 within the bound, recovers when it heals', async () => {
-    r = await rig();
+    // Strict: the recovery awaited below is the main connection's (ready, then a normal answer). With
+    // the lookup cache the first wave is read on the cache's connections, the main connection's own
+    // socket timeout fires later, and it can cut the main connection just after it reported ready.
+    r = await rig({ lookupCache: 'off' });
     await r.fault.setMode('blackhole');
     await expectFailClosed(r);
     // Still nothing; a second wave is as bounded as the first.
@@ -194,7 +197,10 @@ describe('Redis faults: fail closed within the bound, recover by itself', () => 
   });
 
   it('the open connection blackholed for good (peer host gone, no FIN/RST), new connections fine: recovers by reconnecting', async () => {
-    r = await rig();
+    // Strict: the main connection's own detection is what is tested, and only the strict mode reads
+    // tokens on it. With the lookup cache (the default) lookups run on the cache's connections, whose
+    // silence its PING detects (test/integration/lookup-cache.test.ts, "connections silent").
+    r = await rig({ lookupCache: 'off' });
     const client = r.client();
     const started = performance.now();
     const reconnected = (async () => {

@@ -7,6 +7,7 @@ import { createSidecar, lookupCacheOptions, type Sidecar } from '../../src/app.t
 import type { LookupCacheOptions } from '../../src/store/redis-lookup-cache.ts';
 import { ManualClock, type Clock } from '../../src/clock.ts';
 import { buildConfig } from '../../src/config.ts';
+import { parseRedisUrl } from '../../src/store/redis-url.ts';
 import { createLogger } from '../../src/logger.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { CimdResolver } from '../../src/oauth/cimd.ts';
@@ -48,7 +49,7 @@ export interface StackOptions {
   prefix?: string;
   /** Client ID Metadata Document resolver (e.g. one trusting a test CA). */
   cimd?: CimdResolver;
-  /** With `redis.lookupCache: tracking` in `config`: settings over the configured ones (e.g. a test hook). */
+  /** With the lookup cache on (`auto`, the default, or `tracking`): settings over the configured ones (e.g. a test hook). */
   lookupCache?: Partial<LookupCacheOptions>;
   /** The `OTEL_*` variables the sidecar reads (tracing); default: none, tracing off. */
   env?: NodeJS.ProcessEnv;
@@ -89,7 +90,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   let store: TokenStore;
   if ((options.store ?? 'redis') === 'memory') store = new MemoryTokenStore({ clock, keyPrefix: prefix });
   else {
-    const lookupCache = config.redis.lookupCache === 'tracking' ? { ...lookupCacheOptions(config, logger), ...options.lookupCache } : undefined;
+    // As production: the cache with `tracking`, and with `auto` (the default) wherever it is possible.
+    const cached = config.redis.lookupCache === 'tracking' || (config.redis.lookupCache === 'auto' && parseRedisUrl(config.redis.url).mode !== 'cluster');
+    const lookupCache = cached ? { ...lookupCacheOptions(config, logger), ...options.lookupCache } : undefined;
     store = await openRedisStore(prefix, { url: config.redis.url, commandTimeoutMs: config.redis.commandTimeoutMs, lookupCache });
   }
   const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false, env: options.env ?? {}, ...(options.cimd ? { cimd: options.cimd } : {}) });

@@ -304,10 +304,12 @@ describe('buildConfig', () => {
     ]);
   });
 
-  it('token lookup cache: off by default; tracking on standalone and Sentinel; refused on Cluster with a clear reason', () => {
+  it('token lookup cache: auto by default (Cluster included: it falls back at start); tracking on standalone and Sentinel; tracking refused on Cluster with a clear reason', () => {
     const env = { BEARER_SECRET_MASTER: MASTER };
-    const off = buildConfig({}, env).redis;
-    expect([off.lookupCache, off.lookupCacheMaxEntries, off.lookupCachePingIntervalMs]).toEqual(['off', 100000, 1000]);
+    const auto = buildConfig({}, env).redis;
+    expect([auto.lookupCache, auto.lookupCacheMaxEntries, auto.lookupCachePingIntervalMs]).toEqual(['auto', 100000, 1000]);
+    expect(buildConfig({ redis: { url: 'redis+cluster://n1:7000,n2:7001' } }, env).redis.lookupCache).toBe('auto');
+    expect(buildConfig({}, { ...env, REDIS_LOOKUP_CACHE: 'off' }).redis.lookupCache).toBe('off');
     const fromEnv = buildConfig({}, { ...env, REDIS_LOOKUP_CACHE: 'tracking', REDIS_LOOKUP_CACHE_MAX_ENTRIES: '500' }).redis;
     expect([fromEnv.lookupCache, fromEnv.lookupCacheMaxEntries]).toEqual(['tracking', 500]);
     expect(buildConfig({ redis: { url: 'redis+sentinel://s1:26379,s2:26379/mymaster', lookupCache: 'tracking' } }, env).redis.lookupCache).toBe('tracking');
@@ -317,7 +319,7 @@ describe('buildConfig', () => {
     // The memory store has no Redis to track: the key is ignored there.
     expect(buildConfig({ store: 'memory', redis: { url: 'redis+cluster://n1:7000', lookupCache: 'tracking' } }, env).store).toBe('memory');
     expect(problemsOf(() => buildConfig({ redis: { lookupCache: 'yes', lookupCacheMaxEntries: 0 } }, env))).toEqual([
-      'redis.lookupCache must be "off" or "tracking" (got "yes")',
+      'redis.lookupCache must be one of auto, off, tracking (got "yes")',
       'redis.lookupCacheMaxEntries must be an integer from 1 to 10000000 (got 0)',
     ]);
   });
