@@ -28,6 +28,7 @@ import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { dpopVerifierFor } from './oauth/dpop.ts';
 import { clientAddresses } from './proxy/client-address.ts';
 import { LastUseRecorder } from './proxy/last-use.ts';
 
@@ -259,6 +260,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
+  const dpop = dpopVerifierFor(config, store, clock);
   const proxyServer = createProxyServer({
     config,
     store,
@@ -269,9 +271,10 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     publicUrl,
     authFailures,
+    dpop,
     assertions: assertions?.signer,
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...(onProxy?.routes ?? []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
+    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...(onProxy?.routes ?? []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
     policyGate,
     tracing,
     lastUse,

@@ -409,6 +409,22 @@ export const CONFIG_KEYS = {
       description:
         'A rotated refresh token presented again within this many seconds of its rotation (parallel sessions of one client that share its tokens, a retry) is answered with the same pair its rotation issued, however often; after it, a presentation revokes the family (`0`: always revoke).',
     }),
+    requireDpop: boolean({
+      default: false,
+      description:
+        '`/mcp`, `/health` and `/authz` accept only DPoP-bound tokens (`Authorization: DPoP` with a proof, RFC 9449): unbound OAuth and user-grade tokens presented as `Bearer` are refused (the master token is not). Off: a `DPoP` proof at `/token` binds the token, unbound Bearer tokens keep working (docs/dpop.md).',
+    }),
+    dpopProofWindowSeconds: integer({
+      default: 60,
+      min: 5,
+      max: 600,
+      description: 'A DPoP proof is accepted while its `iat` is this close to now, either way; its `jti` is remembered (across replicas) for twice as long.',
+    }),
+    dpopNonce: boolean({
+      default: false,
+      description:
+        'DPoP proofs must carry a server nonce (RFC 9449 §8, §9): a proof without a current one is answered `use_dpop_nonce` with a `DPoP-Nonce` header. Nonces live one to two proof windows and every replica accepts them (derived from the master token).',
+    }),
     /**
      * Token lifetimes of the built-in client profiles: configuration decides them on every replica
      * (a stored profile's lifetimes are not read for these names; src/profiles.ts).

@@ -10,6 +10,8 @@ export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
 export const TOKEN_HEX_LENGTH = 64;
 const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
 const EPOCH_MS_PATTERN = /^[0-9]{1,16}$/;
+/** An RFC 7638 SHA-256 thumbprint: 43 base64url characters. */
+const JKT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 export type AuthKind = 'user' | 'oauth' | 'master';
 
@@ -26,6 +28,8 @@ export interface Principal {
   /** The IdP user's email and groups as the ID token (sign-in) or the exchanged JWT had them at issuance. */
   email?: string;
   groups?: readonly string[];
+  /** The thumbprint (RFC 7638) of the key the token is bound to (DPoP, RFC 9449 `cnf.jkt`); absent: unbound. */
+  dpopJkt?: string;
 }
 
 function parseGroups(text: string): string[] | undefined {
@@ -46,7 +50,14 @@ export interface TokenLookup {
 }
 
 /** Why a presented credential was refused; never sent to the client (one body for all), only logged. */
-export type DenialReason = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired' | 'corrupt';
+export type DenialReason = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired' | 'corrupt' | DpopDenialReason;
+
+/**
+ * DPoP refusals: `dpop_proof` a proof missing, malformed or not for this request; `dpop_replay` a proof
+ * used before; `dpop_binding` a token presented other than as its binding says (a bound token as Bearer
+ * or with another key, an unbound one as DPoP, any unbound one where DPoP is required).
+ */
+export type DpopDenialReason = 'dpop_proof' | 'dpop_replay' | 'dpop_binding';
 
 export type Decision = { ok: true; principal: Principal } | { ok: false; reason: DenialReason };
 
@@ -85,15 +96,19 @@ export function weakTokenReason(token: string): string | undefined {
   return undefined;
 }
 
-export type ParsedAuthorization = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
+/** `bearer`: RFC 6750; `dpop`: RFC 9449 §7.1, a token bound to a key, presented with a proof. */
+export type AuthorizationScheme = 'bearer' | 'dpop';
+
+export type ParsedAuthorization = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string; scheme: AuthorizationScheme };
 
 const MISSING: ParsedAuthorization = { kind: 'missing' };
 const MALFORMED: ParsedAuthorization = { kind: 'malformed' };
 
 /**
- * Strict `Authorization: Bearer <64 lowercase hex>`. The scheme is case-insensitive (RFC 9110 §11.1),
- * separated by exactly one space; anything else (other schemes, padding, a second header) is malformed.
- * `rawHeaders` is scanned because Node keeps only the first of duplicate Authorization headers.
+ * Strict `Authorization: Bearer <64 lowercase hex>` or `Authorization: DPoP <64 lowercase hex>`. The
+ * scheme is case-insensitive (RFC 9110 §11.1), separated by exactly one space; anything else (other
+ * schemes, padding, a second header) is malformed. `rawHeaders` is scanned because Node keeps only the
+ * first of duplicate Authorization headers.
  */
 export function parseAuthorization(rawHeaders: readonly string[]): ParsedAuthorization {
   let value: string | undefined;
@@ -105,10 +120,14 @@ export function parseAuthorization(rawHeaders: readonly string[]): ParsedAuthori
     }
   }
   if (value === undefined) return MISSING;
-  if (value.length !== 7 + TOKEN_HEX_LENGTH) return MALFORMED;
-  if (value.charCodeAt(6) !== 0x20 || value.slice(0, 6).toLowerCase() !== 'bearer') return MALFORMED;
-  const token = value.slice(7);
-  return TOKEN_PATTERN.test(token) ? { kind: 'token', token } : MALFORMED;
+  let scheme: AuthorizationScheme;
+  if (value.length === 7 + TOKEN_HEX_LENGTH && value.slice(0, 6).toLowerCase() === 'bearer') scheme = 'bearer';
+  else if (value.length === 5 + TOKEN_HEX_LENGTH && value.slice(0, 4).toLowerCase() === 'dpop') scheme = 'dpop';
+  else return MALFORMED;
+  const separator = scheme === 'bearer' ? 6 : 4;
+  if (value.charCodeAt(separator) !== 0x20) return MALFORMED;
+  const token = value.slice(separator + 1);
+  return TOKEN_PATTERN.test(token) ? { kind: 'token', token, scheme } : MALFORMED;
 }
 
 /** The two primitives of the master-token check. Production uses node:crypto; a test may pass wrappers to observe the path taken. */
@@ -175,7 +194,9 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     if (now >= expiresAt) return { ok: false, reason: 'expired' };
     const subject = user.subject;
     if (!subject) return { ok: false, reason: 'corrupt' };
-    return withIdentityClaims({ kind: 'user', subject, tokenHash, expiresAt }, user);
+    const principal: Principal = { kind: 'user', subject, tokenHash, expiresAt };
+    if (!withBinding(principal, user)) return { ok: false, reason: 'corrupt' };
+    return withIdentityClaims(principal, user);
   }
   if (oauth) {
     if (oauth.tokenHash !== undefined && oauth.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
@@ -189,9 +210,21 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     const principal: Principal = { kind: 'oauth', subject: oauth.subject || clientId, clientId, tokenHash, expiresAt };
     if (oauth.scope) principal.scope = oauth.scope;
     if (oauth.familyId) principal.familyId = oauth.familyId;
+    if (!withBinding(principal, oauth)) return { ok: false, reason: 'corrupt' };
     return withIdentityClaims(principal, oauth);
   }
   return { ok: false, reason: 'unknown' };
+}
+
+/**
+ * The DPoP key a record binds its token to. A binding that is not a thumbprint cannot be checked:
+ * false (the record is corrupt), never read as unbound.
+ */
+function withBinding(principal: Principal, fields: StoredFields): boolean {
+  if (fields.dpopJkt === undefined) return true;
+  if (!JKT_PATTERN.test(fields.dpopJkt)) return false;
+  principal.dpopJkt = fields.dpopJkt;
+  return true;
 }
 
 /**

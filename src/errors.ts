@@ -21,6 +21,10 @@ const STATUS = {
   access_denied: 400,
   expired_token: 400,
   invalid_token: 401,
+  // RFC 9449 §7.1 (resource) and §5 (token endpoint, 400): a DPoP proof that is missing, invalid or
+  // not for this request; a proof without the server nonce.
+  invalid_dpop_proof: 401,
+  use_dpop_nonce: 401,
   // RFC 6749 §5.2: 401 (with a challenge when the client used Basic); 400 is allowed when it did not.
   invalid_client: 401,
   unauthorized: 401,
@@ -44,7 +48,7 @@ const STATUS = {
 export type ErrorCode = keyof typeof STATUS;
 
 /** The codes a standard lets answer with another status than STATUS gives, and which. */
-const OTHER_STATUSES: { readonly [C in ErrorCode]?: readonly number[] } = { invalid_client: [400] };
+const OTHER_STATUSES: { readonly [C in ErrorCode]?: readonly number[] } = { invalid_client: [400], invalid_dpop_proof: [400], use_dpop_nonce: [400] };
 
 interface HttpErrorOptions {
   headers?: Record<string, string>;
@@ -60,7 +64,7 @@ export class HttpError extends Error {
   readonly headers: Readonly<Record<string, string>> | undefined;
   readonly body: string | undefined;
 
-  constructor(code: 'invalid_client', description?: string, options?: HttpErrorOptions & { status?: 400 | 401 });
+  constructor(code: 'invalid_client' | 'invalid_dpop_proof' | 'use_dpop_nonce', description?: string, options?: HttpErrorOptions & { status?: 400 | 401 });
   constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions);
   constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions & { status?: number }) {
     super(description ? `${code}: ${description}` : code, options?.cause === undefined ? undefined : { cause: options.cause });
@@ -133,6 +137,30 @@ export function invalidBearerToken(resourceMetadataUrl: string): HttpError {
       'www-authenticate': `Bearer realm="mcp", resource_metadata="${resourceMetadataUrl}", error="invalid_token", error_description="${INVALID_TOKEN_DESCRIPTION}"`,
     },
   });
+}
+
+const DPOP_DESCRIPTIONS = {
+  invalid_dpop_proof: 'the DPoP proof is missing, invalid, used before or not for this request',
+  invalid_token: 'the access token is invalid, expired or revoked, or not presented as its binding requires',
+  use_dpop_nonce: 'the DPoP proof must carry the nonce this server gave (DPoP-Nonce)',
+} as const;
+
+/**
+ * RFC 9449 §7.1: a refusal at the resource under the DPoP scheme, with the algorithms a proof may use.
+ * One description per code, whatever the cause (the log has it). `nonce`: the DPoP-Nonce to sign with.
+ */
+export function dpopChallenge(code: keyof typeof DPOP_DESCRIPTIONS | undefined, resourceMetadataUrl: string, algs: string, nonce?: string): HttpError {
+  const error = code === undefined ? '' : `, error="${code}", error_description="${DPOP_DESCRIPTIONS[code]}"`;
+  const headers: Record<string, string> = { 'www-authenticate': `DPoP realm="mcp", resource_metadata="${resourceMetadataUrl}"${error}, algs="${algs}"` };
+  if (nonce !== undefined) headers['dpop-nonce'] = nonce;
+  if (code === undefined) return new HttpError('unauthorized', 'a DPoP-bound access token is required', { headers });
+  return new HttpError(code, DPOP_DESCRIPTIONS[code], { headers });
+}
+
+/** RFC 9449 §5: a DPoP proof refused at the token endpoint (400, no challenge). */
+export function invalidDpopProofAtToken(nonce?: string): HttpError {
+  if (nonce !== undefined) return new HttpError('use_dpop_nonce', DPOP_DESCRIPTIONS.use_dpop_nonce, { status: 400, headers: { 'dpop-nonce': nonce } });
+  return new HttpError('invalid_dpop_proof', DPOP_DESCRIPTIONS.invalid_dpop_proof, { status: 400 });
 }
 
 /**

@@ -59,7 +59,7 @@ export function createAdminServer(deps: AdminDeps): Server {
   function isMaster(req: IncomingMessage, body: Record<string, unknown>): boolean {
     const header = parseAuthorization(req.rawHeaders);
     // Both checks always run, so the time taken does not say which form was tried.
-    const viaHeader = masterToken.matches(header.kind === 'token' ? header.token : '');
+    const viaHeader = masterToken.matches(header.kind === 'token' && header.scheme === 'bearer' ? header.token : '');
     const viaBody = masterToken.matches(body.callerToken);
     return viaHeader || viaBody;
   }

@@ -15,6 +15,7 @@ import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn, IdpTokens } from './oidc-client.ts';
 import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
+import type { DpopVerifier } from './dpop.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & DeviceAuthorizationStorage & ConsentStorage & ProfileStorage & CounterStorage & OneTimeValueStorage & SubjectStorage & AccountSessionStorage;
@@ -39,6 +40,8 @@ export interface OAuthContext {
   readonly keepIdpTokens?: ((user: SignedInUser, tokens: IdpTokens) => Promise<void>) | undefined;
   /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */
   readonly cimd?: CimdResolver | undefined;
+  /** Checks DPoP proofs (RFC 9449) sent to /token. */
+  readonly dpop: DpopVerifier;
   /** The proxy's per-address failure limit, which the OAuth endpoints count towards too; undefined: off. */
   readonly authFailures?: FailedAuthLimiter | undefined;
   publicUrl(): string;
@@ -101,5 +104,5 @@ export function namesThisResource(ctx: OAuthContext, value: string): boolean {
 /** True when the request carries `Authorization: Bearer <master token>`. */
 export function callerIsMaster(ctx: OAuthContext, req: IncomingMessage): boolean {
   const parsed = parseAuthorization(req.rawHeaders);
-  return parsed.kind === 'token' && ctx.masterToken.matches(parsed.token);
+  return parsed.kind === 'token' && parsed.scheme === 'bearer' && ctx.masterToken.matches(parsed.token);
 }

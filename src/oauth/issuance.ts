@@ -11,7 +11,7 @@ import { HttpError } from '../errors.ts';
 import { GRANT_REFRESH_TOKEN, resolveProfile } from '../profiles.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
-import type { Issued } from './grants/grant.ts';
+import type { DpopBinding, Issued } from './grants/grant.ts';
 
 /** The requested scope, which must lie within `allowed` (when the client has a scope at all). */
 export function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
@@ -46,6 +46,8 @@ export interface PairOptions {
   user?: SignedInUser | undefined;
   /** false: an access token alone, whatever the client's profile says. */
   refresh?: boolean;
+  /** The key of the request's DPoP proof: the access token (and, per `bindRefresh`, the refresh token) is bound to it. */
+  dpop?: DpopBinding | undefined;
 }
 
 /**
@@ -53,7 +55,7 @@ export interface PairOptions {
  * acting for `options.user` when there is one.
  */
 export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, options: PairOptions = {}): Promise<IssuedPair> {
-  const { familyId, user } = options;
+  const { familyId, user, dpop } = options;
   const now = ctx.clock.now();
   const profile = await resolveProfile(ctx.store, client.profile, now, ctx.config.oauth.profiles);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
@@ -71,7 +73,9 @@ export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: 
   };
   if (scope !== undefined) access.scope = scope;
   if (user !== undefined) access.user = user;
-  const body: Record<string, unknown> = { access_token: accessRaw, token_type: 'Bearer', expires_in: profile.accessTokenLifetimeSeconds };
+  if (dpop !== undefined) access.dpopJkt = dpop.jkt;
+  // RFC 9449 §5: a bound token is of type DPoP, and must be presented so.
+  const body: Record<string, unknown> = { access_token: accessRaw, token_type: dpop === undefined ? 'Bearer' : 'DPoP', expires_in: profile.accessTokenLifetimeSeconds };
   let refresh: RefreshTokenRecord | undefined;
   const wantsRefresh = options.refresh !== false && client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
   if (familyId !== undefined || wantsRefresh) {
@@ -88,6 +92,7 @@ export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: 
     };
     if (scope !== undefined) refresh.scope = scope;
     if (user !== undefined) refresh.user = user;
+    if (dpop?.bindRefresh === true) refresh.dpopJkt = dpop.jkt;
     body.refresh_token = refreshRaw;
   }
   if (scope !== undefined) body.scope = scope;

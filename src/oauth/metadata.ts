@@ -3,18 +3,22 @@
 // request's Host header.
 
 import { ASSERTION_ALGORITHMS } from './client-auth.ts';
+import { DPOP_ALGORITHMS } from './dpop.ts';
 
 /**
  * `scopes`: every scope the per-tool policy names, always published (an empty list without one), so
  * that a client sees which scopes mean something here instead of guessing.
  */
-export function protectedResourceMetadata(publicUrl: string, scopes: readonly string[] = []): Record<string, unknown> {
+export function protectedResourceMetadata(publicUrl: string, scopes: readonly string[] = [], requireDpop = false): Record<string, unknown> {
   return {
     resource: `${publicUrl}/mcp`,
     authorization_servers: [publicUrl],
     bearer_methods_supported: ['header'],
     resource_name: 'MCP server (behind mcp-bearer-proxy)',
     scopes_supported: [...scopes],
+    // RFC 9449 §5.1 / RFC 9728: the algorithms DPoP proofs may use here, and whether only bound tokens are taken.
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
+    dpop_bound_access_tokens_required: requireDpop,
   };
 }
 
@@ -57,6 +61,7 @@ export function authorizationServerMetadata(
     introspection_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS],
     introspection_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGORITHMS],
     protected_resources: [`${publicUrl}/mcp`],
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     scopes_supported: [...(options.scopes ?? [])],
   };
 }

@@ -111,10 +111,10 @@ async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clie
     const p = decision.principal;
     if (p.kind === 'user') {
       if (!visibleTo(undefined)) return inactive;
-      return { active: true, token_type: 'Bearer', sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'user' };
+      return { active: true, ...tokenBinding(p.dpopJkt), sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'user' };
     }
     if (!visibleTo(p.clientId)) return inactive;
-    const out: Record<string, unknown> = { active: true, token_type: 'Bearer', client_id: p.clientId, sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'oauth' };
+    const out: Record<string, unknown> = { active: true, ...tokenBinding(p.dpopJkt), client_id: p.clientId, sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'oauth' };
     if (p.scope !== undefined) out.scope = p.scope;
     return out;
   }
@@ -122,5 +122,11 @@ async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clie
   if (!refresh || refresh === 'corrupt' || refreshTokenState(refresh, now) !== 'usable' || !visibleTo(refresh.clientId)) return inactive;
   const out: Record<string, unknown> = { active: true, token_type: 'refresh_token', client_id: refresh.clientId, exp: seconds(refresh.expiresAt), iat: seconds(refresh.createdAt) };
   if (refresh.scope !== undefined) out.scope = refresh.scope;
+  if (refresh.dpopJkt !== undefined) out.cnf = { jkt: refresh.dpopJkt };
   return out;
+}
+
+/** RFC 9449 §6.2: a bound token is introspected as type DPoP with its key's thumbprint as `cnf.jkt`. */
+function tokenBinding(dpopJkt: string | undefined): Record<string, unknown> {
+  return dpopJkt === undefined ? { token_type: 'Bearer' } : { token_type: 'DPoP', cnf: { jkt: dpopJkt } };
 }

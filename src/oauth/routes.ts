@@ -97,7 +97,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   }
 
   const scopes = ctx.config.policy.rules?.scopes ?? [];
-  const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes));
+  const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes, ctx.config.oauth.requireDpop));
   const serverMetadata: Route['handler'] = (_req, res) => {
     const enabled = GRANTS.filter((g) => g.enabled(ctx));
     writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { grantTypes: enabled.map((g) => g.grantType), grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []), signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
@@ -140,10 +140,12 @@ function withCors(route: Route): Route {
     methods: [...methods, 'OPTIONS'],
     handler: (req, res, path) => {
       res.setHeader('access-control-allow-origin', '*');
+      // A browser client reads the nonce a use_dpop_nonce answer carries.
+      res.setHeader('access-control-expose-headers', 'dpop-nonce');
       if (req.method !== 'OPTIONS') return route.handler(req, res, path);
       res.statusCode = 204;
       res.setHeader('access-control-allow-methods', allowed);
-      res.setHeader('access-control-allow-headers', 'authorization, content-type, mcp-protocol-version');
+      res.setHeader('access-control-allow-headers', 'authorization, content-type, dpop, mcp-protocol-version');
       res.setHeader('access-control-max-age', '600');
       res.end();
     },

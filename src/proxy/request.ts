@@ -4,6 +4,7 @@
 
 import { IncomingMessage } from 'node:http';
 import type { DenialReason, Principal } from '../credentials.ts';
+import type { DpopRefusal } from '../oauth/dpop.ts';
 import type { RequestTrace } from '../tracing.ts';
 
 /**
@@ -16,6 +17,8 @@ export class ProxyRequest extends IncomingMessage {
   readonly started = performance.now();
   principal: Principal | undefined = undefined;
   denial: DenialReason | undefined = undefined;
+  /** Which rule a refused DPoP proof broke (logged; the client is told only invalid_dpop_proof). */
+  dpopRefusal: DpopRefusal | undefined = undefined;
   /** The upstream's status, or `error` when it could not be reached; undefined when not forwarded. */
   upstreamStatus: number | 'error' | undefined = undefined;
   /** Set when the sidecar ended this SSE stream because its token was revoked or expired. */

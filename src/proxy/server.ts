@@ -1,6 +1,7 @@
 // The proxy listener. What happens to a request reads top to bottom in createProxyServer:
-// route (the table) -> parse the Authorization header -> master check or SHA-256 -> one store round
-// trip -> decide (credentials policy) -> rewrite identity headers -> stream to the upstream.
+// route (the table) -> parse the Authorization header -> a DPoP proof checked (DPoP scheme) -> master
+// check or SHA-256 -> one store round trip -> decide (credentials policy) -> the token's DPoP binding ->
+// rewrite identity headers -> stream to the upstream.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
 // With forward-auth on, /authz takes the same steps up to the decision for a request an ingress holds,
 // and answers it instead of forwarding.
@@ -11,8 +12,8 @@ import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { LastUseRecorder } from './last-use.ts';
-import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
+import { decideToken, hashToken, parseAuthorization, type AuthorizationScheme, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
+import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
@@ -28,6 +29,7 @@ import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
+import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof, type DpopVerifier } from '../oauth/dpop.ts';
 import { withTrace, type Tracing } from '../tracing.ts';
 import { readBody } from '../body.ts';
 import { parseClientMessages } from '../policy/jsonrpc.ts';
@@ -47,6 +49,8 @@ export interface ProxyDeps {
   publicUrl(): string;
   /** More routes on the proxy listener (the OAuth metadata and endpoints). */
   routes?: readonly Route[];
+  /** Checks the DPoP proofs (RFC 9449) that come with DPoP-bound tokens. */
+  dpop: DpopVerifier;
   /** Counts failed authentications per client address (shared through the store). */
   authFailures?: FailedAuthLimiter;
   /** Per-tool policy on POST /mcp; undefined when none is configured (bodies stream unparsed). */
@@ -74,7 +78,7 @@ export interface UpstreamCredentialsOnProxy {
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 
 export function createProxyServer(deps: ProxyDeps): Server {
-  const { config, store, clock, metrics, masterToken, forwarder, authFailures, handles } = deps;
+  const { config, store, clock, metrics, masterToken, forwarder, authFailures, dpop, handles } = deps;
   const upstreamUrl = new URL(config.upstream.url);
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
@@ -133,7 +137,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     refuseAmbiguousFraming(req);
     // The presented session's record is read beside the token lookup: both leave in one write.
     const sessionRead = handles.readSession(req);
-    const principal = await admit(req, req.headers.host);
+    const principal = await admit(req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
     checkBodyLimit(req, config.proxy.maxBodyBytes);
     // A session id recorded for another principal: refused as unknown before its body is even read.
     const session = await handles.checkSession(sessionRead, principal);
@@ -188,7 +192,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
       metrics.notFound.inc();
       throw new HttpError('not_found');
     }
-    const principal = await admit(req, original.host);
+    const principal = await admit(req, original);
     const deciding = performance.now();
     await deps.policyGate?.checkForwardAuth(req, principal, original.method);
     if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
@@ -270,22 +274,30 @@ export function createProxyServer(deps: ProxyDeps): Server {
   }
 
   /** The steps every request for the upstream takes first: the Host it names, then its token. */
-  function admit(req: ProxyRequest, host: string | undefined): Promise<Principal> {
-    checkHost(req, host);
-    return authenticate(req);
+  function admit(req: ProxyRequest, target: RequestTarget): Promise<Principal> {
+    checkHost(req, target.host);
+    return authenticate(req, target);
   }
 
   /** Returns the principal (also set on `req`), or throws the HttpError to answer with. Never forwards anything. */
-  async function authenticate(req: ProxyRequest): Promise<Principal> {
+  async function authenticate(req: ProxyRequest, target: RequestTarget): Promise<Principal> {
     const parsed = parseAuthorization(req.rawHeaders);
     if (parsed.kind === 'missing') {
       metrics.denied('missing');
-      throw bearerTokenRequired(resourceMetadataUrl(deps.publicUrl()));
+      const metadata = resourceMetadataUrl(deps.publicUrl());
+      throw config.oauth.requireDpop ? dpopChallenge(undefined, metadata, DPOP_ALGS_PARAMETER) : bearerTokenRequired(metadata);
     }
-    if (parsed.kind === 'malformed') return deny(req, 'malformed');
+    if (parsed.kind === 'malformed') return deny(req, 'malformed', 'bearer');
+    const { scheme } = parsed;
+    // RFC 9449 §7.1: the proof first (no store round trip for a bad one); its key is compared below.
+    const proof = scheme === 'dpop' ? await checkedProof(req, parsed.token, target) : undefined;
     // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
     const tokenHash = hashToken(parsed.token);
-    if (masterToken.matchesHash(tokenHash)) return (req.principal = MASTER);
+    if (masterToken.matchesHash(tokenHash)) {
+      // The master token is never bound to a key: presented as DPoP it is refused, as any unbound token is.
+      if (proof !== undefined) return deny(req, 'dpop_binding', scheme);
+      return (req.principal = MASTER);
+    }
     const started = performance.now();
     // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
     const found = await store.lookupToken(tokenHash);
@@ -293,17 +305,50 @@ export function createProxyServer(deps: ProxyDeps): Server {
     const decision = decideToken(tokenHash, found, now);
     metrics.validationSeconds.observe((performance.now() - started) / 1000);
     req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
-    if (!decision.ok) return deny(req, decision.reason);
-    deps.lastUse?.seen(decision.principal, now);
-    return (req.principal = decision.principal);
+    if (!decision.ok) return deny(req, decision.reason, scheme);
+    const principal = decision.principal;
+    // A bound token only with a proof of its key; an unbound one never as DPoP, nor as Bearer where DPoP is required.
+    if (principal.dpopJkt !== undefined) {
+      if (proof === undefined || !sameValue(proof.jkt, principal.dpopJkt)) return deny(req, 'dpop_binding', scheme);
+    } else if (proof !== undefined || config.oauth.requireDpop) {
+      return deny(req, 'dpop_binding', scheme);
+    }
+    // Last, once the request is otherwise accepted: a proof is good for one request, on any replica.
+    if (proof !== undefined && !(await dpop.spend(proof))) return deny(req, 'dpop_replay', scheme);
+    deps.lastUse?.seen(principal, now);
+    return (req.principal = principal);
+  }
+
+  /**
+   * The request's DPoP proof, checked against the request (method, URL, the token's hash), or a
+   * refusal. The URL is the one the client used: PUBLIC_URL with the request's path, or the scheme
+   * of PUBLIC_URL with the Host the request named (already checked against the allowed hosts).
+   */
+  async function checkedProof(req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof> {
+    const header = dpopHeader(req.rawHeaders);
+    if (header.kind !== 'proof') {
+      req.dpopRefusal = header.kind;
+      return deny(req, 'dpop_proof', 'dpop');
+    }
+    const publicUrl = deps.publicUrl();
+    const urls = [`${publicUrl}${target.path}`];
+    if (target.host !== undefined) urls.push(`${new URL(publicUrl).protocol}//${target.host}${target.path}`);
+    try {
+      return await dpop.check(header.proof, { method: target.method, urls, accessToken: token });
+    } catch (err) {
+      if (!(err instanceof DpopProofError)) throw err;
+      req.dpopRefusal = err.reason;
+      return deny(req, 'dpop_proof', 'dpop', err.reason === 'nonce');
+    }
   }
 
   /**
    * A token that fails. The limit is on failures, never on an address: a valid token is served
    * whatever others behind the same address sent. From an address over the limit a failure gets a bare
-   * 429 (no challenge, not counted again); otherwise the 401 and a count, not waited for.
+   * 429 (no challenge, not counted again); otherwise the 401 and a count, not waited for. The challenge
+   * is of the scheme the token came with, or DPoP for a refusal of its binding (RFC 9449 §7.1).
    */
-  function deny(req: ProxyRequest, reason: DenialReason): never {
+  function deny(req: ProxyRequest, reason: DenialReason, scheme: AuthorizationScheme, nonceMissing = false): never {
     req.denial = reason;
     const address = addresses.client(req);
     const refused = authFailures?.refusal(address);
@@ -313,11 +358,15 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     metrics.denied(reason);
     void authFailures?.recordFailure(address);
-    throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    const metadata = resourceMetadataUrl(deps.publicUrl());
+    if (nonceMissing) throw dpopChallenge('use_dpop_nonce', metadata, DPOP_ALGS_PARAMETER, dpop.nonces?.current(clock.now()));
+    if (reason === 'dpop_proof' || reason === 'dpop_replay') throw dpopChallenge('invalid_dpop_proof', metadata, DPOP_ALGS_PARAMETER);
+    if (scheme === 'dpop' || reason === 'dpop_binding') throw dpopChallenge('invalid_token', metadata, DPOP_ALGS_PARAMETER);
+    throw invalidBearerToken(metadata);
   }
 
   async function health(req: ProxyRequest, res: ServerResponse): Promise<void> {
-    await admit(req, req.headers.host);
+    await admit(req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
     metrics.health.inc();
     await answerHealth(res, store, config.upstream);
   }
@@ -328,7 +377,14 @@ export function createProxyServer(deps: ProxyDeps): Server {
  * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'invalid_dpop_proof', 'use_dpop_nonce', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+
+/** The request a token is presented for: its method, path (no query) and Host; for /authz, the ingress's original request. */
+interface RequestTarget {
+  method: string;
+  path: string;
+  host: string | undefined;
+}
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
@@ -407,6 +463,8 @@ function rewriteHeaders(req: IncomingMessage, principal: Principal, addresses: C
     else if (name.includes('_') && isOwnedHeader(name.replaceAll('_', '-'))) delete headers[name];
   }
   delete headers.authorization;
+  // A DPoP proof is for this sidecar's check (spent here); the upstream is no audience of it.
+  delete headers.dpop;
   // Meant for this hop (RFC 9110 §11.7.2), never for the upstream.
   delete headers['proxy-authorization'];
   // Node has already answered `Expect: 100-continue`; the upstream must not wait for a second one.
@@ -475,6 +533,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
       subject: principal?.subject,
       clientId: principal?.clientId,
       denial: req.denial,
+      dpopRefusal: req.dpopRefusal,
       upstreamStatus: req.upstreamStatus,
       aborted: !res.writableFinished || undefined,
       endedBy: req.endedBy,

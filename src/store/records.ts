@@ -151,6 +151,7 @@ export function userTokenFields(r: UserTokenRecord): Fields {
     revoked: 'false',
     createdAt: String(r.createdAt),
     expiresAt: String(r.expiresAt),
+    ...(r.dpopJkt !== undefined ? { dpopJkt: r.dpopJkt } : {}),
   };
 }
 
@@ -163,6 +164,7 @@ export function accessTokenFields(r: AccessTokenRecord): Fields {
   };
   if (r.scope !== undefined) f.scope = r.scope;
   if (r.familyId !== undefined) f.familyId = r.familyId;
+  if (r.dpopJkt !== undefined) f.dpopJkt = r.dpopJkt;
   if (r.user !== undefined) Object.assign(f, userFields(r.user));
   return f;
 }
@@ -383,6 +385,7 @@ export function refreshTokenFields(r: RefreshTokenRecord): Fields {
     expiresAt: String(r.expiresAt),
   };
   if (r.scope !== undefined) f.scope = r.scope;
+  if (r.dpopJkt !== undefined) f.dpopJkt = r.dpopJkt;
   if (r.user !== undefined) Object.assign(f, userFields(r.user));
   return f;
 }
@@ -397,6 +400,7 @@ export function refreshTokenFromFields(f: Fields): StoredRefreshToken | 'corrupt
   if (!f.clientId || !f.familyId || expiresAt === undefined) return 'corrupt';
   const r: StoredRefreshToken = { tokenHash: f.tokenHash ?? '', clientId: f.clientId, familyId: f.familyId, createdAt: Number(f.createdAt), expiresAt };
   if (f.scope !== undefined) r.scope = f.scope;
+  if (f.dpopJkt !== undefined) r.dpopJkt = f.dpopJkt;
   const user = userFromFields(f);
   if (user !== undefined) r.user = user;
   if (f.rotatedAt !== undefined) r.rotatedAt = Number(f.rotatedAt);

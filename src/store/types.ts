@@ -14,6 +14,8 @@ export interface UserTokenRecord {
   /** The exchanged JWT's email and groups, for per-tool policy. */
   email?: string;
   groups?: string[];
+  /** DPoP: the thumbprint of the key the token is bound to (exchanged with a proof). */
+  dpopJkt?: string;
 }
 
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
@@ -54,6 +56,8 @@ export interface AccessTokenRecord {
   scope?: string;
   /** Refresh-token family this access token was issued with (revoked together on reuse). */
   familyId?: string;
+  /** DPoP (RFC 9449): the thumbprint of the key the token is bound to (`cnf.jkt`). */
+  dpopJkt?: string;
   createdAt: number;
   expiresAt: number;
 }
@@ -65,6 +69,8 @@ export interface RefreshTokenRecord {
   familyId: string;
   scope?: string;
   user?: SignedInUser;
+  /** DPoP: a public client's refresh token is bound to its key; refreshing needs a proof with it. */
+  dpopJkt?: string;
   createdAt: number;
   expiresAt: number;
 }

@@ -17,6 +17,7 @@ import type { OAuthContext } from '../../src/oauth/context.ts';
 import { createIdJagVerifier, createIdpVerifier } from '../../src/oauth/idp.ts';
 import type { IdpSignIn } from '../../src/oauth/oidc-client.ts';
 import { oauthRoutes } from '../../src/oauth/routes.ts';
+import { dpopVerifierFor } from '../../src/oauth/dpop.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { defaultProfileRecords } from '../../src/profiles.ts';
 import type { ClientRecord } from '../../src/store/types.ts';
@@ -80,6 +81,7 @@ export async function startOAuthEndpoints(options: { config?: Record<string, unk
     idp: createIdpVerifier(config.idp),
     idJag: createIdJagVerifier(config.idp),
     signIn: options.signIn ? SIGN_IN_CONFIGURED : undefined,
+    dpop: dpopVerifierFor(config, store, clock),
     publicUrl: () => PUBLIC_URL,
   };
   const server = serve({ name: 'proxy', routes: oauthRoutes(ctx), logger, http: {}, onStoreUnavailable: () => {} });

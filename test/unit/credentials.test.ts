@@ -52,14 +52,14 @@ describe('hashToken', () => {
 });
 
 describe('parseAuthorization', () => {
-  const cases: Array<[string, string[], 'missing' | 'malformed' | 'token']> = [
+  const cases: Array<[string, string[], 'missing' | 'malformed' | 'bearer' | 'dpop']> = [
     ['no headers at all', [], 'missing'],
     ['other headers only', ['Host', 'example.com', 'Accept', '*/*'], 'missing'],
-    ['Bearer <64 hex>', ['Authorization', `Bearer ${TOKEN}`], 'token'],
-    ['lowercase header name', ['authorization', `Bearer ${TOKEN}`], 'token'],
-    ['scheme "bearer"', ['Authorization', `bearer ${TOKEN}`], 'token'],
-    ['scheme "BEARER"', ['Authorization', `BEARER ${TOKEN}`], 'token'],
-    ['scheme "BeArEr"', ['Authorization', `BeArEr ${TOKEN}`], 'token'],
+    ['Bearer <64 hex>', ['Authorization', `Bearer ${TOKEN}`], 'bearer'],
+    ['lowercase header name', ['authorization', `Bearer ${TOKEN}`], 'bearer'],
+    ['scheme "bearer"', ['Authorization', `bearer ${TOKEN}`], 'bearer'],
+    ['scheme "BEARER"', ['Authorization', `BEARER ${TOKEN}`], 'bearer'],
+    ['scheme "BeArEr"', ['Authorization', `BeArEr ${TOKEN}`], 'bearer'],
     ['empty value', ['Authorization', ''], 'malformed'],
     ['scheme only', ['Authorization', 'Bearer'], 'malformed'],
     ['scheme and space only', ['Authorization', 'Bearer '], 'malformed'],
@@ -85,12 +85,27 @@ describe('parseAuthorization', () => {
     ['duplicate Authorization (same value)', ['Authorization', `Bearer ${TOKEN}`, 'authorization', `Bearer ${TOKEN}`], 'malformed'],
     ['duplicate Authorization (second one bad)', ['Authorization', `Bearer ${TOKEN}`, 'Authorization', 'Basic x'], 'malformed'],
     ['duplicate Authorization (first one empty)', ['Authorization', '', 'Authorization', `Bearer ${TOKEN}`], 'malformed'],
+    // RFC 9449 §7.1: the DPoP scheme, held to the same strictness.
+    ['DPoP <64 hex>', ['Authorization', `DPoP ${TOKEN}`], 'dpop'],
+    ['scheme "dpop"', ['Authorization', `dpop ${TOKEN}`], 'dpop'],
+    ['scheme "DPOP"', ['Authorization', `DPOP ${TOKEN}`], 'dpop'],
+    ['DPoP scheme only', ['Authorization', 'DPoP'], 'malformed'],
+    ['DPoP scheme and space only', ['Authorization', 'DPoP '], 'malformed'],
+    ['DPoP two spaces', ['Authorization', `DPoP  ${TOKEN}`], 'malformed'],
+    ['DPoP tab as separator', ['Authorization', `DPoP\t${TOKEN}`], 'malformed'],
+    ['DPoP trailing space', ['Authorization', `DPoP ${TOKEN} `], 'malformed'],
+    ['DPoP 63 characters', ['Authorization', `DPoP ${TOKEN.slice(1)}`], 'malformed'],
+    ['DPoP 65 characters', ['Authorization', `DPoP ${TOKEN}0`], 'malformed'],
+    ['DPoP uppercase hex', ['Authorization', `DPoP ${TOKEN.toUpperCase()}`], 'malformed'],
+    ['DPoP with a JWT-shaped value', ['Authorization', 'DPoP eyJhbGciOiJFUzI1NiJ9.e30.sig'], 'malformed'],
+    ['DPoP look-alike scheme "DPoQ"', ['Authorization', `DPoQ ${TOKEN}`], 'malformed'],
+    ['Bearer scheme spelled with the DPoP length', ['Authorization', `Bear ${TOKEN}`], 'malformed'],
+    ['DPoP and Bearer headers together', ['Authorization', `DPoP ${TOKEN}`, 'Authorization', `Bearer ${TOKEN}`], 'malformed'],
   ];
 
   it.each(cases)('%s -> %s', (_label, rawHeaders, expected) => {
     const parsed = parseAuthorization(rawHeaders);
-    expect(parsed.kind).toBe(expected);
-    if (expected === 'token') expect(parsed).toEqual({ kind: 'token', token: TOKEN });
+    if (expected === 'bearer' || expected === 'dpop') expect(parsed).toEqual({ kind: 'token', token: TOKEN, scheme: expected });
     else expect(parsed).toEqual({ kind: expected });
   });
 
@@ -171,6 +186,20 @@ describe('decideToken', () => {
     for (const [k, v] of Object.entries(f)) if (v !== undefined) out[k] = v;
     return out;
   }
+
+  it('a DPoP binding (an RFC 7638 thumbprint) is carried to the principal; anything else in its place is a corrupt record', () => {
+    const jkt = 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs';
+    const bound = decideToken(hash, { user: null, oauth: oauth({ dpopJkt: jkt }) }, NOW);
+    expect(bound.ok && bound.principal.dpopJkt).toBe(jkt);
+    const boundUser = decideToken(hash, { user: user({ dpopJkt: jkt }), oauth: null }, NOW);
+    expect(boundUser.ok && boundUser.principal.dpopJkt).toBe(jkt);
+    for (const bad of ['', 'short', `${jkt}=`, jkt.replace('-', '+')]) {
+      expect(decideToken(hash, { user: null, oauth: oauth({ dpopJkt: bad }) }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+      expect(decideToken(hash, { user: user({ dpopJkt: bad }), oauth: null }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+    }
+    const unbound = decideToken(hash, { user: null, oauth: oauth() }, NOW);
+    expect(unbound.ok && unbound.principal).not.toHaveProperty('dpopJkt');
+  });
 
   it('TTL_7_DAYS is 7 × 24 × 60 × 60 × 1000 ms', () => {
     expect(TTL_7_DAYS).toBe(604_800_000);

@@ -11,7 +11,7 @@ import { HttpError } from '../../errors.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../../profiles.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
-import { refusalWithEvent, requireClient, type Grant } from './grant.ts';
+import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
 /** How long a redeemed code is remembered, so that a replay revokes what it issued. */
 export const CODE_REUSE_WINDOW_MS = 10 * 60 * 1000;
@@ -56,7 +56,7 @@ export const authorizationCodeGrant: Grant = {
       if (stored.redirectUri !== redirectUri) throw new HttpError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
       if (!CODE_VERIFIER.test(verifier) || !verifierMatches(verifier, stored.codeChallenge)) throw new HttpError('invalid_grant', 'the code_verifier does not match the code_challenge');
     }
-    const pair = await buildPair(ctx, client, stored.scope, { user });
+    const pair = await buildPair(ctx, client, stored.scope, { user, dpop: dpopBinding(request) });
     // A code issued under a remembered approval: the grant is linked to it before it exists, so that
     // revoking the grant forgets the approval (a link whose grant never comes to be does no harm).
     const consent = stored.redeemedAt === undefined ? stored.consent : undefined;

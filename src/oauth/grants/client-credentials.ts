@@ -6,7 +6,7 @@ import { HttpError } from '../../errors.ts';
 import { GRANT_CLIENT_CREDENTIALS } from '../../profiles.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, grantedScope, issued } from '../issuance.ts';
-import { requireClient, type Grant } from './grant.ts';
+import { dpopBinding, requireClient, type Grant } from './grant.ts';
 
 const ACTION = 'token.client_credentials';
 
@@ -21,7 +21,7 @@ export const clientCredentialsGrant: Grant = {
     const { client, confidential } = requireClient(request, GRANT_CLIENT_CREDENTIALS);
     if (!confidential) throw new HttpError('unauthorized_client', 'client_credentials needs a confidential client');
     const scope = grantedScope(request.form.get('scope'), client.scope);
-    const pair = await buildPair(ctx, client, scope);
+    const pair = await buildPair(ctx, client, scope, { dpop: dpopBinding(request) });
     // The client was deleted between its authentication and now.
     if ((await ctx.store.issueTokens(pair.access, pair.refresh)) !== 'ok') throw clientRefused(request.presented);
     return issued(ctx, ACTION, client, pair);

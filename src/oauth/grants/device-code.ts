@@ -11,7 +11,7 @@ import { HttpError } from '../../errors.ts';
 import { GRANT_DEVICE_CODE } from '../../profiles.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
-import { requireClient, type Grant } from './grant.ts';
+import { dpopBinding, requireClient, type Grant } from './grant.ts';
 
 const ACTION = 'token.device_code';
 
@@ -43,7 +43,7 @@ export const deviceCodeGrant: Grant = {
         break;
     }
     const { authorization } = poll;
-    const pair = await buildPair(ctx, client, authorization.scope, { user: authorization.user });
+    const pair = await buildPair(ctx, client, authorization.scope, { user: authorization.user, dpop: dpopBinding(request) });
     // The client was deleted since the poll authenticated it: nothing is stored.
     if ((await ctx.store.issueTokens(pair.access, pair.refresh)) !== 'ok') throw clientRefused(request.presented);
     return issued(ctx, ACTION, client, pair);

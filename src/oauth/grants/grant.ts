@@ -18,6 +18,8 @@ export interface TokenRequest {
   readonly presented: PresentedClient;
   /** The client, authenticated before the grant runs; null when the request named none. */
   readonly client: AuthenticatedClient | null;
+  /** The thumbprint of the key of the request's DPoP proof (checked, its jti spent); undefined: none sent. */
+  readonly dpopJkt?: string | undefined;
 }
 
 /** A successful grant: the token response (RFC 6749 §5.1) and the audit event that records it. */
@@ -43,6 +45,20 @@ export interface Grant {
    */
   readonly registration: 'admin' | 'dynamic';
   handle(ctx: OAuthContext, request: TokenRequest): Promise<Issued>;
+}
+
+/**
+ * What the tokens of a request with a DPoP proof are bound to (RFC 9449 §5): the access token always;
+ * the refresh token only for a public client (a confidential client's is bound by its authentication).
+ */
+export function dpopBinding(request: TokenRequest): DpopBinding | undefined {
+  if (request.dpopJkt === undefined) return undefined;
+  return { jkt: request.dpopJkt, bindRefresh: request.client?.confidential !== true };
+}
+
+export interface DpopBinding {
+  jkt: string;
+  bindRefresh: boolean;
 }
 
 /** The authenticated client, which must hold `grantType`; anything else is refused. */

@@ -21,7 +21,7 @@ import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';
 import { IdpRejection, type IdJagAssertion } from '../idp.ts';
 import { buildPair, issued } from '../issuance.ts';
-import { idpOutage, refusalWithEvent, type Grant } from './grant.ts';
+import { dpopBinding, idpOutage, refusalWithEvent, type Grant } from './grant.ts';
 
 export const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The `authorization_grant_profiles_supported` value of ID-JAG (the draft's §7.2). */
@@ -111,7 +111,7 @@ export const idJagGrant: Grant = {
     const user: SignedInUser = { subject: assertion.subject, issuer: assertion.issuer };
     if (assertion.email !== undefined) user.email = assertion.email;
     if (assertion.groups !== undefined) user.groups = assertion.groups;
-    const pair = await buildPair(ctx, client, granted, { user, refresh: false });
+    const pair = await buildPair(ctx, client, granted, { user, refresh: false, dpop: dpopBinding(request) });
     // The client was deleted between its authentication and now.
     if ((await ctx.store.issueTokens(pair.access, pair.refresh)) !== 'ok') throw clientRefused(request.presented);
     return issued(ctx, ACTION, client, pair);

@@ -5,14 +5,15 @@
 // whatever order: processes sharing one credentials file all converge on that one pair, the family
 // never forks, and nothing more is issued to a replay than the rotation already issued.
 
-import { HttpError } from '../../errors.ts';
+import { HttpError, invalidDpopProofAtToken } from '../../errors.ts';
+import { sameValue } from '../dpop.ts';
 import { clientActor } from '../../audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
 import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
 import type { OAuthContext } from '../context.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
 import { openSuccessor, sealSuccessor } from '../refresh-successor.ts';
-import { refusalWithEvent, requireClient, type Grant, type Issued } from './grant.ts';
+import { dpopBinding, refusalWithEvent, requireClient, type Grant, type Issued } from './grant.ts';
 
 const ACTION = 'token.refresh_token';
 
@@ -36,8 +37,13 @@ export const refreshTokenGrant: Grant = {
     if (state !== 'usable' && state !== 'rotated') throw rejected;
     // RFC 6749 §6: a narrower scope may be asked for, never a wider one than the original grant.
     const scope = refreshedScope(request.form.get('scope'), old.scope);
+    // RFC 9449 §5: a bound refresh token is used only with a proof signed by its key.
+    if (old.dpopJkt !== undefined) {
+      if (request.dpopJkt === undefined) throw invalidDpopProofAtToken();
+      if (!sameValue(request.dpopJkt, old.dpopJkt)) throw new HttpError('invalid_grant', 'the refresh token is bound to another DPoP key');
+    }
     // Tokens of a signed-in user stay that user's across rotations.
-    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: old.user });
+    const pair = await buildPair(ctx, client, scope, { familyId: old.familyId, user: old.user, dpop: dpopBinding(request) });
     const graceMs = ctx.config.oauth.refreshReuseGraceSeconds * 1000;
     const successor = await sealSuccessor(presented, {
       access_token: pair.body.access_token as string,
@@ -72,9 +78,11 @@ async function graceAnswer(ctx: OAuthContext, clientId: string, presented: strin
   }
   ctx.metrics.refreshGraceReuses.inc();
   ctx.logger.info({ clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: answered with the pair its rotation issued');
+  // The pair's access token is bound when its rotation came with a DPoP proof: answered as DPoP then.
+  const accessRecord = (await ctx.store.lookupToken(hashToken(pair.access_token))).oauth;
   const body: Record<string, unknown> = {
     access_token: pair.access_token,
-    token_type: 'Bearer',
+    token_type: accessRecord?.dpopJkt !== undefined ? 'DPoP' : 'Bearer',
     expires_in: Math.max(0, Math.floor((pair.accessExpiresAt - ctx.clock.now()) / 1000)),
     refresh_token: pair.refresh_token,
     ...(pair.scope !== undefined ? { scope: pair.scope } : {}),

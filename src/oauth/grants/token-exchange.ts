@@ -65,10 +65,11 @@ export const tokenExchangeGrant: Grant = {
       expiresAt: now + TTL_7_DAYS,
       ...(identity.email !== undefined ? { email: identity.email } : {}),
       ...(identity.groups !== undefined ? { groups: identity.groups } : {}),
+      ...(request.dpopJkt !== undefined ? { dpopJkt: request.dpopJkt } : {}),
     });
     ctx.metrics.tokensIssued.labels('user').inc();
     return {
-      body: { access_token: raw, issued_token_type: TOKEN_TYPE_ACCESS_TOKEN, token_type: 'Bearer', expires_in: TTL_7_DAYS / 1000 },
+      body: { access_token: raw, issued_token_type: TOKEN_TYPE_ACCESS_TOKEN, token_type: request.dpopJkt === undefined ? 'Bearer' : 'DPoP', expires_in: TTL_7_DAYS / 1000 },
       event: {
         who: 'user',
         action: 'token.token_exchange',
