@@ -9,12 +9,15 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# The example upstream needs the MCP SDK and zod: development packages of the sidecar.
+# The example upstream needs the MCP SDK (2.x server and Node adapter) and zod: development packages of
+# the sidecar.
 FROM node:22-bookworm-slim AS example-upstream
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund && npm cache clean --force
 COPY --chown=root:root examples/upstream ./examples/upstream
+# The upstream's caller-assertion check (UPSTREAM_ASSERTION_*) imports the Node verifier.
+COPY --chown=root:root examples/assertion/node ./examples/assertion/node
 USER node
 EXPOSE 3000
 CMD ["node", "examples/upstream/main.ts"]

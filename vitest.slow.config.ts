@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
 // The slow tests (`npm run test:slow`): real Redis Sentinel and Redis Cluster topologies started on
-// loopback (test/slow/). Not part of `npm test`; CI runs both (.ci/run).
+// loopback, and the official MCP conformance suite through the sidecar (test/slow/). Not part of
+// `npm test`; CI runs both (.ci/run).
 export default defineConfig({
   test: {
     include: ['test/slow/**/*.test.ts'],

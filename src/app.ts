@@ -19,6 +19,7 @@ import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
+import { HandleGuard } from './proxy/handle-guard.ts';
 import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
@@ -198,7 +199,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const policyGate = policyGateFor(config, metrics, audit, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
-    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener) : undefined;
+    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
   const proxyServer = createProxyServer({
     config,
@@ -213,6 +214,15 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     assertions: assertions?.signer,
     routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn: createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) }), cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, publicUrl })],
     policyGate,
+    handles: new HandleGuard({
+      store,
+      clock,
+      metrics,
+      audit,
+      logger,
+      idleMs: config.proxy.handleIdleMs,
+      limits: { maxBatch: config.policy.maxBatch, maxDepth: config.policy.maxDepth },
+    }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, profileLifetimes: config.oauth.profiles, failures: adminFailures, ...options.admin });
@@ -302,6 +312,9 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
     cacheTtlMs: c.cacheTtlSeconds * 1000,
     maxCacheEntries: c.cacheMaxEntries,
     maxConcurrentFetches: c.maxConcurrentFetches,
+    maxConcurrentFetchesPerAddress: c.maxConcurrentFetchesPerAddress,
+    failureCacheMs: c.failureCacheSeconds * 1000,
+    refetchCooldownMs: c.keySetRefetchCooldownSeconds * 1000,
     allowPrivateAddresses: c.allowPrivateAddresses,
     clock,
     logger,

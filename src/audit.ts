@@ -1,5 +1,7 @@
 // The audit trail: every admin operation, every issuance and every revocation is one event
-// {at, who, action, result, clientId?, tokenHashPrefix?, subject?, detail?}. Each event is one log line
+// {eventId, at, who, action, result, clientId?, tokenHashPrefix?, subject?, detail?}; `eventId` is a
+// random UUID (unguessable, so quoting one proves nothing), the name a client is given for the event
+// that recorded its refusal (a policy denial's `authorizationContextId`). Each event is one log line
 // (`"msg":"audit"`, at info; warn for a refresh-token reuse) and, with `audit.stream: true`, one entry
 // of a capped Redis stream (XADD ... MAXLEN ~ audit.maxLen), which the admin operation
 // `listAuditEvents` reads back, both streams merged newest first: what the master token did goes to
@@ -9,6 +11,8 @@
 // Repeated denials are aggregated (`recordRepeated`, the policy's): the first of a kind (same
 // principal, action, result and detail) within `REPEAT_WINDOW_MS` is recorded at once, the rest of
 // the window only counted, and one more event with `detail.repeated` = that count closes the window.
+// Every repeat is named by the first event's id (it is the event that records that kind of denial),
+// and the closing event, an event of its own with its own id, carries it as `detail.firstEventId`.
 // Distinct kinds per principal and action are bounded too (`MAX_KINDS_PER_ACTOR`; further ones
 // are folded into one kind whose `detail.name` is `*`), so varying a tool name does not undo it.
 //
@@ -21,6 +25,7 @@
 // (appending would fail the same way, and only delay the 503).
 // Recording never throws: an audit stream that cannot be written is a warning, not a failed request.
 
+import { randomUUID } from 'node:crypto';
 import { isClientIdShaped } from './clients.ts';
 import type { Clock } from './clock.ts';
 import { describe, type Logger } from './logger.ts';
@@ -83,9 +88,10 @@ export class Audit {
 
   /**
    * An event anyone holding a credential can cause in bulk (a policy denial): aggregated as the module
-   * comment says. Never rejects.
+   * comment says. Returns the id of the event that records it (the window's first); the recording goes
+   * on in the background and never rejects.
    */
-  async recordRepeated(input: AuditInput, level: 'info' | 'warn' = 'info'): Promise<void> {
+  recordRepeated(input: AuditInput, level: 'info' | 'warn' = 'info'): string {
     const now = this.#options.clock.now();
     // The summaries of windows that closed are written beside this event, not before it (record never rejects).
     void Promise.all(this.#closeWindows(now));
@@ -99,15 +105,18 @@ export class Audit {
     const open = this.#repeats.get(kind);
     if (open !== undefined) {
       open.count++;
-      return;
+      return open.input.eventId!;
     }
+    const eventId = randomUUID();
+    event = { ...event, eventId };
     if (this.#repeats.size < MAX_KINDS) {
       this.#repeats.set(kind, { input: event, level, until: now + REPEAT_WINDOW_MS, count: 0 });
       this.#kinds.set(actor, (this.#kinds.get(actor) ?? 0) + 1);
       // A real-time backstop, so a count is recorded even when nothing else happens (unref: it never holds the process).
       this.#timer ??= setInterval(() => void this.flushRepeated(this.#options.clock.now()), REPEAT_WINDOW_MS).unref();
     }
-    await this.record(event, level);
+    void this.record(event, level);
+    return eventId;
   }
 
   /** Records the counts of the windows ended by `now` (all of them when `now` is Infinity, at shutdown). */
@@ -128,7 +137,11 @@ export class Audit {
       const left = (this.#kinds.get(actor) ?? 1) - 1;
       if (left > 0) this.#kinds.set(actor, left);
       else this.#kinds.delete(actor);
-      if (open.count > 0) done.push(this.record({ ...open.input, detail: { ...open.input.detail, repeated: open.count, windowSeconds: REPEAT_WINDOW_MS / 1000 } }, open.level));
+      if (open.count > 0) {
+        const { eventId: firstEventId, ...first } = open.input;
+        const detail = { ...first.detail, repeated: open.count, windowSeconds: REPEAT_WINDOW_MS / 1000, ...(firstEventId !== undefined ? { firstEventId } : {}) };
+        done.push(this.record({ ...first, detail }, open.level));
+      }
     }
     return done;
   }
@@ -156,7 +169,7 @@ export class Audit {
   }
 
   #log(input: AuditInput, level: 'info' | 'warn'): AuditEvent {
-    const event: AuditEvent = { at: this.#options.clock.now(), who: clip(input.who), action: clip(input.action), result: clip(input.result) };
+    const event: AuditEvent = { eventId: input.eventId ?? randomUUID(), at: this.#options.clock.now(), who: clip(input.who), action: clip(input.action), result: clip(input.result) };
     // Client ids reach here unverified too (the one a refused request presented): only a value shaped
     // like an id this sidecar issues is written down, so a token pasted into that field never is.
     if (input.clientId !== undefined && isClientIdShaped(input.clientId)) event.clientId = input.clientId;

@@ -1,5 +1,5 @@
 // Bounded request-body readers for the small JSON and form bodies of the admin and OAuth endpoints.
-// (/mcp bodies are never read here: they stream through to the upstream.)
+// (/mcp bodies are read here only within a bound: a policy's, or to find the tasks they name.)
 
 import type { IncomingMessage } from 'node:http';
 import { HttpError, payloadTooLarge } from './errors.ts';
@@ -20,7 +20,9 @@ export function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
       chunks.push(chunk);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    // The client went (or was cut by the request timeout) before its body was whole: a request that
+    // cannot be answered, not a fault of this server.
+    req.on('error', (err) => reject(new HttpError('invalid_request', 'the request body ended before it was complete', { cause: err })));
   });
 }
 

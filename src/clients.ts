@@ -219,6 +219,9 @@ function defaultProfileName(source: 'admin' | 'dcr', grantTypes: unknown): strin
  * Validates metadata and stores a new client with a fresh id and secret. The raw secret is returned
  * once here and never again. `kind` only changes the error code (RFC 7591 names its own).
  * `grantTypesSupported`: the token endpoint's grants (src/oauth/grants), which a client may be given.
+ * `refuseGrant`: why this caller may not give a client one of them (dynamic registration asks the
+ * grant's own rule), checked on the grants the client would get; `asked`: false for the profile's
+ * default, when the input named no grant types.
  */
 export async function provisionClient(
   store: ClientStorage & ProfileStorage,
@@ -226,6 +229,7 @@ export async function provisionClient(
   input: ClientMetadataInput,
   source: 'admin' | 'dcr',
   grantTypesSupported: readonly string[],
+  refuseGrant?: (grantType: string, asked: boolean) => string | undefined,
 ): Promise<{ client: ClientRecord; clientSecret: string | undefined }> {
   const metaError = source === 'dcr' ? 'invalid_client_metadata' : 'invalid_request';
   const now = clock.now();
@@ -272,6 +276,12 @@ export async function provisionClient(
       throw new HttpError(metaError, `unsupported grant types: ${unsupported.join(', ')} (supported: ${grantTypesSupported.join(', ')})`);
     }
     grantTypes = [...new Set(input.grantTypes as string[])];
+  }
+  const asked = input.grantTypes !== undefined && input.grantTypes !== null;
+  for (const grantType of grantTypes) {
+    const refusal = refuseGrant?.(grantType, asked);
+    if (refusal === undefined) continue;
+    throw new HttpError(metaError, asked ? refusal : `no grant types were asked for, and the default of profile "${profile.name}" (${grantType}) cannot be given here: ${refusal}`);
   }
 
   let tokenEndpointAuthMethod: TokenEndpointAuthMethod = 'client_secret_basic';

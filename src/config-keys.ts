@@ -204,6 +204,13 @@ export const CONFIG_KEYS = {
       description:
         'Proxy worker processes sharing the proxy port (`node:cluster`); `1`: one process, no cluster; `0`: one per available CPU, at most 64. With more than one, the primary process serves the admin listener and `/metrics` (summed over workers). Needs the Redis store.',
     }),
+    handleIdleMs: integer({
+      default: 86400000,
+      min: 1000,
+      max: 2592000000,
+      description:
+        "How long an upstream's MCP session id or task id stays bound to the caller that received it after its last use (sliding); a request presenting one bound to another caller gets the upstream's own 404 / unknown-task answer (docs/sessions.md). Set it at least as long as the upstream keeps an idle session.",
+    }),
     streamRecheckMs: integer({
       default: 30000,
       min: 50,
@@ -354,20 +361,38 @@ export const CONFIG_KEYS = {
         default: 600,
         min: 0,
         max: 86400,
-        description: 'A valid document is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured). Failures are never cached.',
+        description: 'A valid document or key set is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured).',
+      }),
+      failureCacheSeconds: integer({
+        default: 30,
+        min: 0,
+        max: 3600,
+        description: 'A document or key-set URL whose fetch failed gives the same failure for this long without being fetched again, per process (`0`: every use fetches again).',
+      }),
+      keySetRefetchCooldownSeconds: integer({
+        default: 30,
+        min: 1,
+        max: 3600,
+        description: "A client assertion whose `kid` is not in the client's cached key set (or document `jwks`) fetches it again once, unless it was fetched less than this long ago; a key removed from the set stops working from that fetch on.",
       }),
       cacheMaxEntries: integer({ default: 1000, min: 0, max: 1_000_000, description: 'Documents and key sets kept in memory per process, least recently used evicted first.' }),
       fetchesPerMinutePerAddress: integer({
         default: 20,
         min: 0,
         max: 1_000_000,
-        description: 'Document fetches one client address may cause at `/authorize` per minute, across replicas (a cached document costs none); then 429 (`0`: off).',
+        description: 'Document and key-set (`jwks_uri`) fetches one client address may cause per minute, at `/authorize`, `/token`, `/revoke` and `/introspect` together, across replicas (a cached one costs none); then 429. An address over `rateLimits.failedAuthPerMinute` causes none (`0`: off).',
       }),
       maxConcurrentFetches: integer({
         default: 16,
         min: 1,
         max: 10_000,
         description: 'Outbound document and key-set (`jwks_uri`) fetches at once per process; a fetch over the cap waits up to 2 s for a slot, then the request gets 503 with `Retry-After`.',
+      }),
+      maxConcurrentFetchesPerAddress: integer({
+        default: 4,
+        min: 1,
+        max: 10_000,
+        description: "Of `maxConcurrentFetches`, how many one client address may hold at once; its further fetches wait like those over the cap, while other addresses' fetches still find slots.",
       }),
       allowPrivateAddresses: boolean({
         default: false,
@@ -405,7 +430,13 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`GET /authorize` requests per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off).',
+      description: '`GET /authorize` requests for a known client (a registered one, or a valid metadata document) per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off). Requests naming no known client count towards `authorizeUnknownClientsPerMinute` instead.',
+    }),
+    authorizeUnknownClientsPerMinute: integer({
+      default: 60,
+      min: 0,
+      max: 1_000_000,
+      description: '`GET /authorize` requests per client address per minute, across replicas, that name no known client (unknown or removed `client_id`, an unusable metadata document, none at all); then such requests get a 429 page with `Retry-After`. They never refuse a request for a known client (`0`: off).',
     }),
     pendingSignInsPerAddress: integer({
       default: 100,
@@ -424,6 +455,13 @@ export const CONFIG_KEYS = {
       min: 0,
       max: 1_000_000,
       description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then further wrong tokens from that address get 429, the right one is still served (`0`: off).',
+    }),
+    ipv6PrefixLength: integer({
+      default: 64,
+      min: 32,
+      max: 128,
+      description:
+        'What every per-address limit counts an IPv6 client as: its network of this many bits (a home, a VM or a container host is given a whole `/64` and can send from any address in it; `128`: each address on its own). IPv4 addresses, and IPv4-mapped IPv6 ones (`::ffff:a.b.c.d`), count as the IPv4 address.',
     }),
   },
   audit: {

@@ -11,6 +11,7 @@ import { signingKeyProblem, signingKeyText } from './assertion/keys.ts';
 /** Rules that involve more than one key; they run once every key is read. */
 export function checkWhole(config: Config, problems: Problems): void {
   checkIdp(config.idp, problems);
+  checkExchangeAudience(config, problems);
   checkLookupCache(config, problems);
   checkAssertionKey(config.upstream, problems);
   const loop = upstreamLoop(config);
@@ -84,6 +85,23 @@ function checkIdp(idp: Config['idp'], problems: Problems): void {
       problems.push('IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])');
     }
   }
+}
+
+/**
+ * The exchange's audience must not be this authorization server's issuer while ID-JAG is on: an IdP
+ * issues ID-JAGs for that audience, and an exchange that took them would turn a single-use grant,
+ * bound to one authenticated client, into a seven-day user token needing no client authentication.
+ * (The exchange also refuses the ID-JAG type; this keeps the two grants' audiences apart as well.)
+ * The issuer is PUBLIC_URL, or `http://localhost:<port>` without it; a trailing slash is the same.
+ */
+function checkExchangeAudience(config: Config, problems: Problems): void {
+  const { audience, idJag } = config.idp;
+  if (!idJag || audience === undefined) return;
+  const issuer = config.proxy.publicUrl ?? (config.proxy.port !== 0 ? `http://localhost:${config.proxy.port}` : undefined);
+  if (issuer === undefined || audience.replace(/\/+$/, '') !== issuer.replace(/\/+$/, '')) return;
+  problems.push(
+    `IDP_AUDIENCE (idp.audience) equals this authorization server's issuer PUBLIC_URL (proxy.publicUrl) ${issuer} while IDP_ID_JAG (idp.idJag) is true: identity assertion grants (ID-JAGs) are issued for that audience, and the token exchange must not accept them. Give the token exchange its own audience, or turn idp.idJag off`,
+  );
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '']);

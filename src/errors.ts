@@ -174,7 +174,8 @@ export function writeJson(res: ServerResponse, status: number, body: unknown, he
   writeJsonText(res, status, JSON.stringify(body), headers);
 }
 
-function writeJsonText(res: ServerResponse, status: number, payload: string, headers?: Readonly<Record<string, string>>): void {
+/** Writes JSON text as it is (already serialised), with `Cache-Control: no-store`. */
+export function writeJsonText(res: ServerResponse, status: number, payload: string, headers?: Readonly<Record<string, string>>): void {
   res.statusCode = status;
   if (headers) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
   res.setHeader('content-type', 'application/json');

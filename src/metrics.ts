@@ -152,6 +152,12 @@ export class Metrics {
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  readonly foreignHandles = new Counter({
+    name: 'mcp_auth_foreign_handles_total',
+    help: 'Requests refused for presenting an MCP session id or task id bound to another caller, by handle (session, task)',
+    labelNames: ['handle'] as const,
+    registers: [this.registry],
+  });
   readonly refreshGraceReuses = new Counter({
     name: 'mcp_auth_refresh_grace_reuses_total',
     help: 'Rotated refresh tokens presented again within the grace window and answered with new tokens',
@@ -171,6 +177,8 @@ export class Metrics {
   readonly health = this.requests.labels('health', '');
   readonly oauth = this.requests.labels('oauth', '');
   readonly notFound = this.requests.labels('not_found', '');
+  /** A policy denial no scope would lift, answered by the sidecar at 200 (a tool error): nothing forwarded. */
+  readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();

@@ -1,7 +1,8 @@
 // Addresses, defined once: which range an IP address belongs to (loopback, private, link-local, public
-// and the other special-purpose ranges, as net.BlockList tables), which host names are loopback, and
-// how CIDRs and `host:port` forms are read. The SSRF guard, the DNS-rebinding check, redirect URIs,
-// the IdP's plain-http rule, trusted proxies, X-Forwarded-For and the admin exposure warning all ask here.
+// and the other special-purpose ranges, as net.BlockList tables), which host names are loopback, how
+// CIDRs and `host:port` forms are read, and which key a per-address limit counts an address under.
+// The SSRF guard, the DNS-rebinding check, redirect URIs, the IdP's plain-http rule, trusted proxies,
+// X-Forwarded-For, every per-address limit and the admin exposure warning all ask here.
 
 import { BlockList, isIP } from 'node:net';
 import type { NetworkInterfaceInfo } from 'node:os';
@@ -194,6 +195,50 @@ export function isLoopbackOrPrivate(host: string): boolean {
 export function normalizeAddress(address: string | undefined): string {
   if (!address) return '';
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
+/** The default of rateLimits.ipv6PrefixLength: the /64 a subscriber, a VM or a container host is given. */
+export const DEFAULT_IPV6_LIMIT_PREFIX = 64;
+
+/** The eight 16-bit groups of an IPv6 address (checked with isIP; no zone index). */
+function ipv6Groups(address: string): number[] {
+  let text = address;
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted[1]!.split('.').map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? (text.split('::') as [string, string]) : [text, undefined];
+  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
+  const high = parse(head);
+  if (tail === undefined) return high;
+  const low = parse(tail);
+  return [...high, ...new Array<number>(8 - high.length - low.length).fill(0), ...low];
+}
+
+/**
+ * The key a per-address limit counts `address` under (an address as `ClientAddresses.client` gives
+ * it). IPv4 is the address itself, and so is an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`, in either
+ * spelling): one host. IPv6 is its network of `ipv6PrefixLength` bits, `2001:db8:0:7:0:0:0:0/64`:
+ * a home, a VM or a container host is given a whole /64 and may send from any of its 2^64 addresses,
+ * so counting each address on its own would leave a limit with no effect. Anything that is not an IP
+ * address (no peer address) is returned as it is.
+ */
+export function limitKey(address: string, ipv6PrefixLength: number = DEFAULT_IPV6_LIMIT_PREFIX): string {
+  const text = unbracketed(address).split('%')[0]!.toLowerCase();
+  const family = familyOf(text);
+  if (family === 'ipv4') return text;
+  if (family !== 'ipv6') return address;
+  const groups = ipv6Groups(text);
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
+  }
+  const bits = Math.max(0, Math.min(128, ipv6PrefixLength));
+  const masked = groups.map((g, i) => {
+    const keep = Math.max(0, Math.min(16, bits - i * 16));
+    return keep === 0 ? 0 : g & ((0xffff << (16 - keep)) & 0xffff);
+  });
+  return `${masked.map((g) => g.toString(16)).join(':')}/${bits}`;
 }
 
 /**

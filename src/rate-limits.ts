@@ -11,10 +11,13 @@
 //    cost, never the holder of a valid credential: a request is authenticated first, and only when it
 //    fails does the limiter decide between the usual answer (challenge, log, audit, counted) and a
 //    bare 429 (`failed`). Someone else's failures from a shared address never refuse a valid token.
+// An address is counted under its `limitKey` (net-address.ts): an IPv6 client as its network
+// (rateLimits.ipv6PrefixLength, a /64 by default), so that one host cannot spread over its addresses.
 
 import type { Clock } from './clock.ts';
 import { tooManyRequests, type HttpError } from './errors.ts';
 import { describe, type Logger } from './logger.ts';
+import { limitKey } from './net-address.ts';
 import type { CounterStorage } from './store/types.ts';
 
 const WINDOW_MS = 60_000;
@@ -67,9 +70,11 @@ export class WindowLimit {
 
 const FAILURE_REFUSALS = new WeakSet<object>();
 
+const FAILED_AUTHENTICATIONS = 'too many failed authentications from this address';
+
 /** The 429 that answers a failed authentication from an address over the limit. */
-function failureRefusal(retryAfter: number): HttpError {
-  const err = tooManyRequests(retryAfter, 'too many failed authentications from this address');
+function failureRefusal(retryAfter: number, description: string): HttpError {
+  const err = tooManyRequests(retryAfter, description);
   FAILURE_REFUSALS.add(err);
   return err;
 }
@@ -123,12 +128,18 @@ export class FailedAuthLimiter {
   private readonly logger: Logger;
   /** For the log line: which listener refuses the address. */
   private readonly listener: string;
+  /** rateLimits.ipv6PrefixLength: an IPv6 address counts as its network of this many bits. */
+  private readonly ipv6PrefixLength: number;
+  /** What the 429 and the log line say is counted (failed authentications, unless told otherwise). */
+  private readonly description: string;
 
-  constructor(limit: WindowLimit, clock: Clock, logger: Logger, listener: string) {
+  constructor(limit: WindowLimit, clock: Clock, logger: Logger, listener: string, ipv6PrefixLength: number, description: string = FAILED_AUTHENTICATIONS) {
     this.limit = limit;
     this.clock = clock;
     this.logger = logger;
     this.listener = listener;
+    this.ipv6PrefixLength = ipv6PrefixLength;
+    this.description = description;
   }
 
   /** Seconds until `address` may try again, or 0. */
@@ -159,8 +170,8 @@ export class FailedAuthLimiter {
    * that does not wait for the count (the proxy); others use `failed`.
    */
   refusal(address: string): HttpError | undefined {
-    const retryAfter = this.#retryAfter(address);
-    return retryAfter > 0 ? failureRefusal(retryAfter) : undefined;
+    const retryAfter = this.#retryAfter(limitKey(address, this.ipv6PrefixLength));
+    return retryAfter > 0 ? failureRefusal(retryAfter, this.description) : undefined;
   }
 
   /**
@@ -168,12 +179,13 @@ export class FailedAuthLimiter {
    * it, the OAuth endpoints and the admin listener do, so their next request already sees the refusal.
    */
   recordFailure(address: string): Promise<void> {
-    return this.limit.hit(address).then(
+    const key = limitKey(address, this.ipv6PrefixLength);
+    return this.limit.hit(key).then(
       (retryAfter) => {
         if (retryAfter === 0) return;
-        if (!this.#blocked.has(address)) this.logger.warn({ address, listener: this.listener }, 'too many failed authentications: address refused until the window ends');
+        if (!this.#blocked.has(key)) this.logger.warn({ address: key, listener: this.listener }, `${this.description}: address refused until the window ends`);
         if (this.#blocked.size >= MAX_BLOCKED) this.#blocked.delete(this.#blocked.keys().next().value!);
-        this.#blocked.set(address, windowEnd(this.clock.now()));
+        this.#blocked.set(key, windowEnd(this.clock.now()));
       },
       (err: unknown) => this.logger.debug({ err: describe(err) }, 'failed-auth counter not updated'),
     );

@@ -1,15 +1,27 @@
-// The bundled reference MCP upstream: a stateful Streamable HTTP server on the official SDK that exercises
-// what a reverse proxy can break (SSE, progress, server-to-client requests, resumability, big bodies, headers).
+// The bundled reference MCP upstream, on the official TypeScript SDK's 2.x server line
+// (@modelcontextprotocol/server): it exercises what a reverse proxy can break (SSE, progress,
+// server-to-client requests, resumability, big bodies, headers). It serves both protocol eras on one
+// path: 2026-07-28 requests through the SDK's modern entry (createMcpHandler), which refuses a request
+// whose Mcp-Method / Mcp-Name headers disagree with its body (validateStandardRequestHeaders in the
+// SDK), and 2025-era clients (the 1.x SDK client) through a sessionful Streamable HTTP transport.
 
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
-import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isInitializeRequest, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import {
+  createMcpHandler,
+  isInitializeRequest,
+  isLegacyRequest,
+  McpServer,
+  ResourceTemplate,
+  type EventId,
+  type EventStore,
+  type JSONRPCMessage,
+  type StreamId,
+} from '@modelcontextprotocol/server';
+import { hostHeaderValidation, NodeStreamableHTTPServerTransport, toNodeHandler, toWebRequest } from '@modelcontextprotocol/node';
 import * as z from 'zod';
 import { customFetch } from 'jose';
 import { createAssertionVerifier, type AssertionVerifierOptions } from '../assertion/node/verify-assertion.ts';
@@ -31,6 +43,12 @@ export interface UpstreamOptions {
    * refuse (401) any request without a valid one.
    */
   assertion?: AssertionVerifierOptions;
+  /**
+   * DNS-rebinding protection: the Host names (without port) a request may name; any other Host is
+   * refused with 403 before anything is read. Off when absent. Behind an ingress, list the public host
+   * the ingress passes on; behind the sidecar's proxy mode, the upstream URL's host.
+   */
+  allowedHosts?: string[];
 }
 
 /** What the assertion check has seen (with `assertion` on). */
@@ -49,6 +67,8 @@ export interface RunningUpstream {
   close(): Promise<void>;
   /** Headers of the most recent requests, newest last, max 50, for tests. */
   seenHeaders: Array<Record<string, string | string[] | undefined>>;
+  /** The names of the most recent tool calls the server ran, newest last, max 50, for tests. */
+  toolCalls: string[];
   /** Currently open SSE (text/event-stream) responses. */
   openStreams(): number;
   assertions: AssertionChecks;
@@ -63,7 +83,7 @@ const MAX_STORED_EVENTS = 10_000;
 const log = process.env.UPSTREAM_LOG === '1' ? (...args: unknown[]) => console.error('[upstream]', ...args) : () => {};
 
 /** Resumability for one session; bounded so a long-lived session cannot grow memory without limit. */
-class MemoryEventStore implements EventStore {
+export class MemoryEventStore implements EventStore {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage }>();
   private seq = 0;
 
@@ -103,40 +123,47 @@ class MemoryEventStore implements EventStore {
 
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
-function buildMcpServer(): McpServer {
+/** One server instance with every tool, resource and prompt; each tool reports its call to `ran` first. */
+function buildMcpServer(ran: (tool: string) => void): McpServer {
   const server = new McpServer(
     { name: 'reference-upstream', version: '1.0.0' },
     { capabilities: { logging: {} } },
   );
-
   server.registerTool(
     'echo',
-    { description: 'Echo the given text back.', inputSchema: { text: z.string() } },
-    async ({ text: t }) => text(t),
+    { description: 'Echo the given text back.', inputSchema: z.object({ text: z.string() }) },
+    async ({ text: t }) => {
+      ran('echo');
+      return text(t);
+    },
   );
 
   server.registerTool(
     'add',
-    { description: 'Add two numbers.', inputSchema: { a: z.number(), b: z.number() } },
-    async ({ a, b }) => text(String(a + b)),
+    { description: 'Add two numbers.', inputSchema: z.object({ a: z.number(), b: z.number() }) },
+    async ({ a, b }) => {
+      ran('add');
+      return text(String(a + b));
+    },
   );
 
   server.registerTool(
     'progress',
     {
       description: 'Send one progress notification per step (when a progressToken is given), then finish.',
-      inputSchema: {
+      inputSchema: z.object({
         steps: z.number().int().min(1).max(1000).default(5),
         delayMs: z.number().int().min(0).max(5000).default(10),
-      },
+      }),
     },
-    async ({ steps, delayMs }, extra) => {
-      const progressToken = extra._meta?.progressToken;
+    async ({ steps, delayMs }, ctx) => {
+      ran('progress');
+      const progressToken = ctx.mcpReq._meta?.progressToken;
       for (let i = 1; i <= steps; i++) {
         // Rejects on cancellation, so a client abort through the proxy stops the work here.
-        await delay(delayMs, undefined, { signal: extra.signal });
+        await delay(delayMs, undefined, { signal: ctx.mcpReq.signal });
         if (progressToken !== undefined) {
-          await extra.sendNotification({
+          await ctx.mcpReq.notify({
             method: 'notifications/progress',
             params: { progressToken, progress: i, total: steps, message: `step ${i}/${steps}` },
           });
@@ -150,12 +177,13 @@ function buildMcpServer(): McpServer {
     'log',
     {
       description: 'Emit a logging notification.',
-      inputSchema: { message: z.string(), level: z.enum(['info', 'warning', 'error']).optional() },
+      inputSchema: z.object({ message: z.string(), level: z.enum(['info', 'warning', 'error']).optional() }),
     },
-    async ({ message, level }, extra) => {
+    async ({ message, level }, ctx) => {
+      ran('log');
       // Sent through the request (not server.sendLoggingMessage) so it rides this call's SSE stream
       // rather than the standalone GET stream, which a client may not have open.
-      await extra.sendNotification({
+      await ctx.mcpReq.notify({
         method: 'notifications/message',
         params: { level: level ?? 'info', logger: 'reference-upstream', data: message },
       });
@@ -166,15 +194,16 @@ function buildMcpServer(): McpServer {
   server.registerTool(
     'ask',
     {
-      description: 'Ask the client a question via elicitation, or sampling as a fallback.',
-      inputSchema: { question: z.string() },
+      description: 'Ask the client a question via elicitation, or sampling as a fallback (2025-era clients).',
+      inputSchema: z.object({ question: z.string() }),
     },
-    async ({ question }, extra) => {
+    async ({ question }, ctx) => {
+      ran('ask');
       const caps = server.server.getClientCapabilities();
-      // relatedRequestId routes the server-to-client request over this call's SSE stream.
-      const options = { relatedRequestId: extra.requestId, signal: extra.signal };
+      // The context's requests are related to this call: they ride its SSE stream.
+      const options = { signal: ctx.mcpReq.signal };
       if (caps?.elicitation) {
-        const result = await server.server.elicitInput(
+        const result = await ctx.mcpReq.elicitInput(
           {
             mode: 'form',
             message: question,
@@ -185,7 +214,7 @@ function buildMcpServer(): McpServer {
         return text(`answer: ${JSON.stringify({ action: result.action, content: result.content })}`);
       }
       if (caps?.sampling) {
-        const result = await server.server.createMessage(
+        const result = await ctx.mcpReq.requestSampling(
           { messages: [{ role: 'user', content: { type: 'text', text: question } }], maxTokens: 256 },
           options,
         );
@@ -199,15 +228,21 @@ function buildMcpServer(): McpServer {
     'big',
     {
       description: 'Return a text of the given number of bytes.',
-      inputSchema: { bytes: z.number().int().min(1).max(16_777_216) },
+      inputSchema: z.object({ bytes: z.number().int().min(1).max(16_777_216) }),
     },
-    async ({ bytes }) => text('x'.repeat(bytes)),
+    async ({ bytes }) => {
+      ran('big');
+      return text('x'.repeat(bytes));
+    },
   );
 
   server.registerTool(
     'headers',
-    { description: 'Return the HTTP request headers this call arrived with.', inputSchema: {} },
-    async (_args, extra) => text(JSON.stringify(extra.requestInfo?.headers ?? {})),
+    { description: 'Return the HTTP request headers this call arrived with.', inputSchema: z.object({}) },
+    async (_args, ctx) => {
+      ran('headers');
+      return text(JSON.stringify(Object.fromEntries(ctx.http?.req?.headers ?? [])));
+    },
   );
 
   server.registerResource(
@@ -228,7 +263,7 @@ function buildMcpServer(): McpServer {
 
   server.registerPrompt(
     'greet',
-    { description: 'Greet someone.', argsSchema: { name: z.string() } },
+    { description: 'Greet someone.', argsSchema: z.object({ name: z.string() }) },
     ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name}.` } }] }),
   );
 
@@ -310,7 +345,7 @@ function syntheticStream(req: IncomingMessage, res: ServerResponse): void {
 }
 
 interface Session {
-  transport: StreamableHTTPServerTransport;
+  transport: NodeStreamableHTTPServerTransport;
   server: McpServer;
 }
 
@@ -319,6 +354,11 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
   const mcpPath = opts.path ?? '/mcp';
   const sessions = new Map<string, Session>();
   const seenHeaders: RunningUpstream['seenHeaders'] = [];
+  const toolCalls: string[] = [];
+  const ran = (tool: string) => {
+    toolCalls.push(tool);
+    if (toolCalls.length > MAX_SEEN_HEADERS) toolCalls.shift();
+  };
   let streams = 0;
   let closing: Promise<void> | undefined;
   const assertions: AssertionChecks = { verified: 0, refused: [], jwksFetches: 0 };
@@ -337,9 +377,21 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
   };
   if (opts.assertion) requireAssertions(opts.assertion);
 
-  async function newSession(): Promise<StreamableHTTPServerTransport> {
-    const server = buildMcpServer();
-    const transport = new StreamableHTTPServerTransport({
+  // 2026-07-28 requests: one server instance per request from the factory; header/body mismatches,
+  // a missing Mcp-Method or Mcp-Name, and unsupported revisions are answered by the SDK before any
+  // handler runs. 2025-era requests never reach it (routed below), hence `legacy: 'reject'`.
+  const modernHandler = createMcpHandler(() => buildMcpServer(ran), {
+    legacy: 'reject',
+    responseMode: opts.jsonResponses === true ? 'json' : 'auto',
+    maxRequestBodySize: MAX_BODY_BYTES,
+    onerror: (err) => log('modern request refused or failed:', err.message),
+  });
+  const modern = toNodeHandler(modernHandler, { maxRequestBodySize: MAX_BODY_BYTES });
+  const validateHost = opts.allowedHosts === undefined ? undefined : hostHeaderValidation(opts.allowedHosts);
+
+  async function newSession(): Promise<NodeStreamableHTTPServerTransport> {
+    const server = buildMcpServer(ran);
+    const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new MemoryEventStore(),
       enableJsonResponse: opts.jsonResponses === true,
@@ -370,6 +422,11 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
         if (err instanceof BodyTooLarge) return sendJson(res, 413, rpcError(-32000, 'Request body too large'));
         return sendJson(res, 400, rpcError(-32700, 'Parse error'));
       }
+      // The SDK's own routing predicate: a request carrying the 2026-07-28 envelope (or naming that
+      // revision in its headers) goes to the modern entry, which owns its validation and errors. What it
+      // routes to 2025-era serving (a batch, a posted response) is refused by the session transport when
+      // its MCP-Protocol-Version names 2026-07-28 (not a version that transport supports).
+      if (!(await isLegacyRequest(await toWebRequest(req, body), body))) return modern(req, res, body);
       if (session) return session.transport.handleRequest(req, res, body);
       if (sessionId !== undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
       if (!isInitializeRequest(body)) {
@@ -399,6 +456,8 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     const path = new URL(req.url ?? '/', 'http://upstream').pathname;
     if (path !== mcpPath) return sendJson(res, 404, { error: 'not_found', path });
     if (closing) return sendJson(res, 503, rpcError(-32000, 'Server shutting down'));
+    // Answered with 403 by the guard itself.
+    if (validateHost !== undefined && !validateHost(req, res)) return;
     if (verifyAssertion === undefined) return answer(req, res);
     // Nothing is read or done for a request whose caller is not proven.
     verifyAssertion(req.headers['x-mcp-auth-assertion']).then(
@@ -433,6 +492,7 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     url: `http://${urlHost}:${port}${mcpPath}`,
     port,
     seenHeaders,
+    toolCalls,
     openStreams: () => streams,
     assertions,
     requireAssertions,
@@ -440,7 +500,7 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
       closing ??= (async () => {
         const all = [...sessions.values()];
         sessions.clear();
-        await Promise.allSettled(all.map(({ server }) => server.close()));
+        await Promise.allSettled([...all.map(({ server }) => server.close()), modernHandler.close()]);
         const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         // Open SSE responses keep their sockets alive; without this, close() would wait on the clients.
         httpServer.closeAllConnections();

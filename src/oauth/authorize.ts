@@ -22,14 +22,15 @@ import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { consentKey } from '../store/records.ts';
 import { DuplicateRecordError, type AuthorizationRequest, type AuthorizationRequestRecord, type ConsentLink, type ConsentRecord, type SignedInUser } from '../store/types.ts';
-import { isClientIdMetadataUrl } from './cimd.ts';
+import { isClientIdMetadataUrl, type ResolveOptions } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
+import { limitKey } from '../net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
-import { WindowLimit } from '../rate-limits.ts';
+import { FailedAuthLimiter, WindowLimit } from '../rate-limits.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
 import type { ClientRecord } from '../store/types.ts';
-import { resourceOf, type OAuthContext } from './context.ts';
+import { fetchAdmission, resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
 import { consentPage, messagePage, writePage, type ConsentView } from './sign-in-pages.ts';
@@ -112,18 +113,29 @@ class SignInFlow {
   readonly #idpHost: string;
   private readonly ctx: OAuthContext;
   private readonly signIn: IdpSignIn | undefined;
-  /** Metadata-document fetches a client address may cause per minute (cache hits are free). */
-  readonly #documentFetches: WindowLimit;
-  /** GET /authorize requests per client address and minute. */
+  /** Metadata-document fetches a client address may cause (cache hits are free), and their share of the slots. */
+  readonly #documentFetches: (address: string) => ResolveOptions;
+  /** GET /authorize requests for a known client, per client address and minute. */
   readonly #authorizeRequests: WindowLimit;
+  /**
+   * GET /authorize requests naming no known client, per client address and minute: counted apart,
+   * and refused apart (remembered in this process once over), so that junk from an address shared
+   * with real users (a NAT, an office) never uses up their sign-ins.
+   */
+  readonly #unknownClients: FailedAuthLimiter | undefined;
   readonly #addresses: ReturnType<typeof clientAddresses>;
 
   constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
     this.ctx = ctx;
     this.signIn = signIn;
-    this.#documentFetches = new WindowLimit(ctx.store, ctx.clock, 'cimdfetch', ctx.config.oauth.clientMetadataDocuments.fetchesPerMinutePerAddress);
+    this.#documentFetches = fetchAdmission(ctx, 'too many application metadata documents fetched for this address; try again in a minute');
     this.#addresses = clientAddresses(ctx.config.proxy.trustedProxies);
     this.#authorizeRequests = new WindowLimit(ctx.store, ctx.clock, 'authorize', ctx.config.rateLimits.authorizeRequestsPerMinute);
+    const { authorizeUnknownClientsPerMinute: unknownPerMinute, ipv6PrefixLength } = ctx.config.rateLimits;
+    this.#unknownClients =
+      unknownPerMinute > 0
+        ? new FailedAuthLimiter(new WindowLimit(ctx.store, ctx.clock, 'authorizeunknown', unknownPerMinute), ctx.clock, ctx.logger, 'proxy /authorize', ipv6PrefixLength, 'too many sign-in requests for unknown applications from this address; try again in a minute')
+        : undefined;
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
     // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
     this.#cookieName = this.#secureCookie ? '__Host-mcp-sign-in' : 'mcp-sign-in';
@@ -134,6 +146,11 @@ class SignInFlow {
 
   issuer(): string {
     return this.ctx.publicUrl();
+  }
+
+  /** What the per-address limits count a request under: its client address, an IPv6 one as its network. */
+  clientKey(req: IncomingMessage): string {
+    return limitKey(this.#addresses.client(req), this.ctx.config.rateLimits.ipv6PrefixLength);
   }
 
   /** The random value that binds sign-in steps to this browser (reused across tabs), and its Set-Cookie. */
@@ -232,8 +249,8 @@ class SignInFlow {
     let doc;
     try {
       // Only a fetch that goes out counts towards the address's limit: a cached document is free.
-      const address = this.#addresses.client(req);
-      doc = await this.ctx.cimd.resolve(clientId, { beforeFetch: () => this.#documentFetches.take(address, 'too many application metadata documents fetched for this address; try again in a minute') });
+      const address = this.clientKey(req);
+      doc = await this.ctx.cimd.resolve(clientId, this.#documentFetches(address));
     } catch (err) {
       if (err instanceof HttpError && err.code === 'invalid_client') {
         throw new PageError(400, 'Unknown application', `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`);
@@ -268,11 +285,19 @@ class SignInFlow {
     await this.ctx.store.touchClient(client.clientId, this.ctx.config.oauth.unusedClientTtlSeconds * 1000);
   }
 
-  /** GET /authorize: client and redirect URI first, then the rest, then the consent page. */
+  /**
+   * GET /authorize: client and redirect URI first, then the rest, then the consent page. A request
+   * that names no known client counts towards its own per-address limit (past it: a 429 page instead
+   * of the error page); one for a known client towards the sign-in limit, before anything is fetched
+   * from the IdP or stored. The client lookup before either is one store read (a metadata document's
+   * fetch has its own per-address limit, and a cached document costs none).
+   */
   async authorize(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const address = this.#addresses.client(req);
-    // Before anything is looked up, fetched or stored: a 429 page with Retry-After.
-    await this.#authorizeRequests.take(address, 'too many sign-in requests from this address; try again in a minute');
+    const address = this.clientKey(req);
+    const unknown = async (err: PageError): Promise<never> => {
+      await this.#unknownClients?.failed(address);
+      throw err;
+    };
     const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
     const single = (name: string): string | undefined => {
       const all = query.getAll(name);
@@ -281,9 +306,18 @@ class SignInFlow {
     };
     const clientIds = query.getAll('client_id');
     const redirectUris = query.getAll('redirect_uri');
-    if (clientIds.length !== 1 || clientIds[0] === '') throw new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.');
-    const found = await this.lookUpClient(clientIds[0]!, req);
-    if (!found) throw new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.');
+    if (clientIds.length !== 1 || clientIds[0] === '') return unknown(new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.'));
+    let found;
+    try {
+      found = await this.lookUpClient(clientIds[0]!, req);
+    } catch (err) {
+      // A metadata document that cannot be used names no client either.
+      if (err instanceof PageError) return unknown(err);
+      throw err;
+    }
+    if (!found) return unknown(new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.'));
+    // A known client: a 429 page with Retry-After past the limit, before anything is stored or sent to the IdP.
+    await this.#authorizeRequests.take(address, 'too many sign-in requests from this address; try again in a minute');
     if (redirectUris.length !== 1 || redirectUris[0] === '') throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
     const { client } = found;
     const redirectUri = redirectUris[0]!;

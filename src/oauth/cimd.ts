@@ -1,7 +1,8 @@
 // Client ID Metadata Documents: a client_id that is an https URL names a JSON document, hosted by the
 // client, that describes it (no registration). This module fetches and validates such documents, and the
 // JWKS a document (or a registration) names for private_key_jwt, with an SSRF guard on the address
-// actually connected to, a bound on size, time and concurrent fetches, and caches the valid ones.
+// actually connected to, a bound on size, time and concurrent fetches (and each client address's share
+// of them), and caches the valid ones (and, briefly, the failures).
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { request } from 'node:https';
@@ -39,16 +40,26 @@ export interface ClientMetadataDocument {
   host: string;
 }
 
+/** On whose behalf a fetch would go out: what admits it and which share of the fetch slots it takes. */
 export interface ResolveOptions {
   /** Called before a fetch goes out (not on a cache hit): a per-address limit throws here. */
   beforeFetch?: () => Promise<void>;
+  /** The client address the fetch is made for: no address holds more than its share of the slots. */
+  address?: string;
 }
 
 export interface CimdResolver {
   /** The validated document, or HttpError `invalid_client` with a description fit for an error page. */
   resolve(url: string, options?: ResolveOptions): Promise<ClientMetadataDocument>;
   /** A JSON Web Key Set at an https URL, fetched and cached like documents; HttpError `invalid_client` when unusable. */
-  keySet(url: string): Promise<JSONWebKeySet>;
+  keySet(url: string, options?: ResolveOptions): Promise<JSONWebKeySet>;
+  /**
+   * The key set at `url` fetched again, because the cached one has no key for an assertion's `kid` (a
+   * key rotated in): undefined when it was fetched within the refetch cooldown (nothing newer to have).
+   */
+  refetchKeySet(url: string, options?: ResolveOptions): Promise<JSONWebKeySet | undefined>;
+  /** The same for a document, whose inline `jwks` lacked the key. */
+  refetchDocument(url: string, options?: ResolveOptions): Promise<ClientMetadataDocument | undefined>;
 }
 
 export interface CimdResolverOptions {
@@ -61,7 +72,13 @@ export interface CimdResolverOptions {
   maxCacheEntries: number;
   /** Outbound fetches (documents and key sets) at once in this process; more wait `fetchQueueWaitMs`, then 503. */
   maxConcurrentFetches?: number;
+  /** Of those, how many one client address may hold at once (its further fetches wait like the rest). */
+  maxConcurrentFetchesPerAddress?: number;
   fetchQueueWaitMs?: number;
+  /** How long a URL whose fetch failed answers that failure again without being fetched (0: not at all). */
+  failureCacheMs?: number;
+  /** A URL is fetched again for an unknown `kid` at most once per this long. */
+  refetchCooldownMs?: number;
   /**
    * UNSAFE outside tests and local development: lets documents come from loopback, private and other
    * internal addresses, i.e. lets anyone who can start a sign-in make this server send requests into its
@@ -84,6 +101,11 @@ const SECRET_FIELDS = ['client_secret', 'client_secret_expires_at'];
 const SECRET_METHODS = ['client_secret_basic', 'client_secret_post', 'client_secret_jwt'];
 /** The setting that lets documents come from internal addresses, named on the refusal page. */
 const PRIVATE_ADDRESSES_SETTING = 'oauth.clientMetadataDocuments.allowPrivateAddresses';
+/**
+ * URLs whose last fetch time and last failure are remembered, at least (even with the cache off): a
+ * small bound would let someone cycling through URLs push out the cooldown and the failure of another.
+ */
+const MIN_BOOKKEEPING_ENTRIES = 1000;
 
 /**
  * Whether `clientId` is a URL this server treats as a metadata document: https, a path other than `/`,
@@ -413,60 +435,100 @@ export function fetchCapacityExceeded(): HttpError {
   return new HttpError('temporarily_unavailable', 'too many client metadata fetches in progress; try again in a few seconds', { headers: { 'retry-after': '5' } });
 }
 
-/** A counting semaphore with a bounded wait: the cap on outbound fetches. */
-export function createFetchSlots(max: number, waitMs: number): <T>(work: () => Promise<T>) => Promise<T> {
+/**
+ * A counting semaphore with a bounded wait: the cap on outbound fetches. With `perKeyMax`, one key (a
+ * client address) holds at most that many of the slots at once; its further work waits (within the
+ * same bound) while other keys' work still finds free slots, so no one address can fill the pool.
+ */
+export function createFetchSlots(max: number, waitMs: number, perKeyMax = max): <T>(work: () => Promise<T>, key?: string) => Promise<T> {
   let inUse = 0;
-  const waiting: Array<() => void> = [];
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else inUse--;
+  const heldBy = new Map<string, number>();
+  const waiting: Array<{ key: string | undefined; grant: () => void }> = [];
+  const fits = (key: string | undefined) => inUse < max && (key === undefined || (heldBy.get(key) ?? 0) < perKeyMax);
+  const take = (key: string | undefined) => {
+    inUse++;
+    if (key !== undefined) heldBy.set(key, (heldBy.get(key) ?? 0) + 1);
   };
-  const acquire = (): Promise<void> => {
-    if (inUse < max) {
-      inUse++;
+  const release = (key: string | undefined) => {
+    inUse--;
+    if (key !== undefined) {
+      const held = heldBy.get(key)! - 1;
+      if (held === 0) heldBy.delete(key);
+      else heldBy.set(key, held);
+    }
+    // The first waiter whose key is under its share gets the freed slot.
+    const next = waiting.findIndex((w) => fits(w.key));
+    if (next >= 0) waiting.splice(next, 1)[0]!.grant();
+  };
+  const acquire = (key: string | undefined): Promise<void> => {
+    if (fits(key)) {
+      take(key);
       return Promise.resolve();
     }
     return new Promise((resolve, reject) => {
-      const grant = () => {
-        clearTimeout(timer);
-        resolve();
+      const entry = {
+        key,
+        grant: () => {
+          clearTimeout(timer);
+          take(key);
+          resolve();
+        },
       };
       const timer = setTimeout(() => {
-        const i = waiting.indexOf(grant);
+        const i = waiting.indexOf(entry);
         if (i >= 0) waiting.splice(i, 1);
         reject(fetchCapacityExceeded());
       }, waitMs);
-      waiting.push(grant);
+      waiting.push(entry);
     });
   };
-  return async (work) => {
-    await acquire();
+  return async (work, key) => {
+    await acquire(key);
     try {
       return await work();
     } finally {
-      release();
+      release(key);
     }
   };
 }
 
 export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
   const { clock, logger } = options;
-  const slots = createFetchSlots(options.maxConcurrentFetches ?? 16, options.fetchQueueWaitMs ?? 2000);
+  const maxFetches = options.maxConcurrentFetches ?? 16;
+  const slots = createFetchSlots(maxFetches, options.fetchQueueWaitMs ?? 2000, options.maxConcurrentFetchesPerAddress ?? Math.max(1, Math.floor(maxFetches / 4)));
+  const failureCacheMs = options.failureCacheMs ?? 30_000;
+  const refetchCooldownMs = options.refetchCooldownMs ?? 30_000;
   // Map order is recency order: a hit moves its entry to the end, the first entry is evicted first.
   // Documents and key sets share it (keyed by kind and URL), so its bound holds for both.
   const cache = new Map<string, { value: object; expiresAt: number }>();
-  // One fetch per URL at a time; failures are shared with whoever waited on that fetch, never cached.
+  // URLs whose fetch failed, with the failure: answered again until `until`, without a fetch, so that a
+  // URL that fails (slowly, or at once) costs one fetch per period however often it is named.
+  const failures = new Map<string, { error: HttpError; until: number }>();
+  // When each URL was last fetched (insertion order is age): the refetch cooldown.
+  const lastFetched = new Map<string, number>();
+  // One fetch per URL at a time; its outcome is shared with whoever waited on it.
   const inFlight = new Map<string, Promise<object>>();
   if (options.allowPrivateAddresses) {
     logger.warn('client metadata documents may be fetched from loopback and private addresses (allowPrivateAddresses): unsafe outside tests');
   }
+  const bound = <V>(map: Map<string, V>) => {
+    while (map.size > Math.max(options.maxCacheEntries, MIN_BOOKKEEPING_ENTRIES)) map.delete(map.keys().next().value!);
+  };
 
-  async function fetchAndValidate<T extends object>(key: string, url: string, what: string, parse: (body: Buffer) => T): Promise<T> {
+  async function fetchAndValidate<T extends object>(key: string, url: string, what: string, parse: (body: Buffer) => T, address: string | undefined): Promise<T> {
     try {
-      const fetched = await slots(() => fetchDocument(new URL(url), options, what));
+      const fetched = await slots(() => {
+        lastFetched.delete(key);
+        lastFetched.set(key, clock.now());
+        bound(lastFetched);
+        return fetchDocument(new URL(url), options, what);
+      }, address);
       const value = parse(fetched.body);
       const lifetime = cacheLifetimeMs(fetched.cacheControl, options.cacheTtlMs);
+      failures.delete(key);
+      // What was fetched replaces what was cached, also when it may not be kept (a key removed from a
+      // set must not live on in an older copy).
+      cache.delete(key);
       if (lifetime > 0 && options.maxCacheEntries > 0) {
         cache.set(key, { value, expiresAt: clock.now() + lifetime });
         while (cache.size > options.maxCacheEntries) cache.delete(cache.keys().next().value!);
@@ -482,12 +544,18 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
       const cause = (err as { cause?: { code?: string } }).cause?.code;
       // The address class stays here: the page says only that no public address could be fetched.
       logger.info({ host: new URL(url).host, reason: description, cause, addressClass: refusedAddressClass(err) }, `${what} refused`);
-      throw err instanceof HttpError ? err : unusableClientDocument(`${what} could not be fetched`, err);
+      const refusal = err instanceof HttpError ? err : unusableClientDocument(`${what} could not be fetched`, err);
+      if (failureCacheMs > 0) {
+        failures.delete(key);
+        failures.set(key, { error: refusal, until: clock.now() + failureCacheMs });
+        bound(failures);
+      }
+      throw refusal;
     }
   }
 
-  function cachedOrFetch<T extends object>(key: string, fetchIt: () => Promise<T>, beforeFetch?: () => Promise<void>): Promise<T> {
-    const hit = cache.get(key);
+  function cachedOrFetch<T extends object>(key: string, fetchIt: () => Promise<T>, fetchOptions: ResolveOptions, pastTheCache = false): Promise<T> {
+    const hit = pastTheCache ? undefined : cache.get(key);
     if (hit !== undefined) {
       cache.delete(key);
       if (hit.expiresAt > clock.now()) {
@@ -495,10 +563,15 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
         return Promise.resolve(hit.value as T);
       }
     }
+    const failed = failures.get(key);
+    if (failed !== undefined) {
+      if (failed.until > clock.now()) return Promise.reject(failed.error);
+      failures.delete(key);
+    }
     let pending = inFlight.get(key) as Promise<T> | undefined;
     if (pending === undefined) {
       pending = (async () => {
-        await beforeFetch?.();
+        await fetchOptions.beforeFetch?.();
         return fetchIt();
       })().finally(() => inFlight.delete(key));
       inFlight.set(key, pending);
@@ -506,32 +579,59 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
     return pending;
   }
 
+  /** A fetch past the cache for an unknown `kid`, unless `key` was fetched within the cooldown. */
+  function refetch<T extends object>(key: string, fetchIt: () => Promise<T>, fetchOptions: ResolveOptions): Promise<T | undefined> {
+    const last = lastFetched.get(key);
+    if (last !== undefined && clock.now() - last < refetchCooldownMs) return Promise.resolve(undefined);
+    // The cached copy stays until a fetch replaces it: a refetch refused (the address over its budget)
+    // costs the client nothing.
+    return cachedOrFetch(key, fetchIt, fetchOptions, true);
+  }
+
+  function checkedDocumentUrl(url: string): void {
+    if (!isClientIdMetadataUrl(url)) {
+      throw unusableClientDocument('a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form');
+    }
+  }
+  const fetchDocumentAt = (url: string, address: string | undefined) => () =>
+    fetchAndValidate(`doc ${url}`, url, 'the metadata document', (body) => freezeDocument(parseClientMetadataDocument(url, body)), address);
+
+  const keySetWhat = "the client's key set (jwks_uri)";
+  const fetchKeySetAt = (url: string, address: string | undefined) => () =>
+    fetchAndValidate(
+      `jwks ${url}`,
+      url,
+      keySetWhat,
+      (body) => {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(body.toString('utf8'));
+        } catch {
+          throw unusableClientDocument(`${keySetWhat} is not valid JSON`);
+        }
+        const set = checkKeySet(parsed);
+        if (set === undefined) throw unusableClientDocument(`${keySetWhat} must be a set of 1 to ${MAX_KEYS} public keys`);
+        return deepFreeze(set);
+      },
+      address,
+    );
+
   return {
-    resolve(url: string, resolveOptions: ResolveOptions = {}): Promise<ClientMetadataDocument> {
-      if (!isClientIdMetadataUrl(url)) {
-        return Promise.reject(
-          unusableClientDocument('a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form'),
-        );
-      }
-      const what = 'the metadata document';
-      return cachedOrFetch(`doc ${url}`, () => fetchAndValidate(`doc ${url}`, url, what, (body) => freezeDocument(parseClientMetadataDocument(url, body))), resolveOptions.beforeFetch);
+    async resolve(url: string, resolveOptions: ResolveOptions = {}): Promise<ClientMetadataDocument> {
+      checkedDocumentUrl(url);
+      return cachedOrFetch(`doc ${url}`, fetchDocumentAt(url, resolveOptions.address), resolveOptions);
     },
-    keySet(url: string): Promise<JSONWebKeySet> {
-      if (!isHttpsUrl(url)) return Promise.reject(unusableClientDocument('a jwks_uri must be an https URL'));
-      const what = "the client's key set (jwks_uri)";
-      return cachedOrFetch(`jwks ${url}`, () =>
-        fetchAndValidate(`jwks ${url}`, url, what, (body) => {
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(body.toString('utf8'));
-          } catch {
-            throw unusableClientDocument(`${what} is not valid JSON`);
-          }
-          const set = checkKeySet(parsed);
-          if (set === undefined) throw unusableClientDocument(`${what} must be a set of 1 to ${MAX_KEYS} public keys`);
-          return deepFreeze(set);
-        }),
-      );
+    async refetchDocument(url: string, resolveOptions: ResolveOptions = {}): Promise<ClientMetadataDocument | undefined> {
+      checkedDocumentUrl(url);
+      return refetch(`doc ${url}`, fetchDocumentAt(url, resolveOptions.address), resolveOptions);
+    },
+    async keySet(url: string, resolveOptions: ResolveOptions = {}): Promise<JSONWebKeySet> {
+      if (!isHttpsUrl(url)) throw unusableClientDocument('a jwks_uri must be an https URL');
+      return cachedOrFetch(`jwks ${url}`, fetchKeySetAt(url, resolveOptions.address), resolveOptions);
+    },
+    async refetchKeySet(url: string, resolveOptions: ResolveOptions = {}): Promise<JSONWebKeySet | undefined> {
+      if (!isHttpsUrl(url)) throw unusableClientDocument('a jwks_uri must be an https URL');
+      return refetch(`jwks ${url}`, fetchKeySetAt(url, resolveOptions.address), resolveOptions);
     },
   };
 }

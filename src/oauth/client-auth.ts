@@ -10,7 +10,7 @@ import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet } from 'jos
 import type { Clock } from '../clock.ts';
 import { hashToken } from '../credentials.ts';
 import { checkKeySet } from '../clients.ts';
-import { isClientIdMetadataUrl, type CimdResolver } from './cimd.ts';
+import { isClientIdMetadataUrl, type CimdResolver, type ClientMetadataDocument, type ResolveOptions } from './cimd.ts';
 import { HttpError, invalidClient } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { ClientRecord, ClientStorage, OneTimeValueStorage } from '../store/types.ts';
@@ -34,6 +34,18 @@ export interface ClientAuthContext {
   /** Fetches the keys of metadata-document clients and `jwks_uri` registrations; undefined: documents are off. */
   readonly cimd?: CimdResolver | undefined;
   publicUrl(): string;
+}
+
+/** What one request adds to client authentication: how its fetches are admitted, and its rate limit. */
+export interface ClientAuthRequest {
+  /** Admission of a fetch of the client's document or key set for this request (see `fetchAdmission`). */
+  readonly fetches?: ResolveOptions | undefined;
+  /**
+   * The request's rate limit, taken once its client is known and its credential checked, and before
+   * anything of the request is remembered (an assertion's `jti`): a refused request leaves nothing in
+   * the store. Called with null when the request named no client.
+   */
+  readonly limit?: ((client: AuthenticatedClient | null) => Promise<void>) | undefined;
 }
 
 export interface AuthenticatedClient {
@@ -122,16 +134,28 @@ function secretMatches(client: ClientRecord, secret: string): boolean {
 /**
  * Authenticates the client a request presents, or returns null when it carries no client
  * identification at all. Throws `invalid_client` for any failed attempt and `invalid_request` for
- * two methods at once.
+ * two methods at once. `request.limit` is taken on success, before an assertion's `jti` is recorded.
  */
-export async function authenticateClient(presented: PresentedClient, ctx: ClientAuthContext): Promise<AuthenticatedClient | null> {
-  const { store } = ctx;
-  const { basic: usedBasic, formClientId: postId, formClientSecret: postSecret } = presented;
+export async function authenticateClient(presented: PresentedClient, ctx: ClientAuthContext, request: ClientAuthRequest = {}): Promise<AuthenticatedClient | null> {
+  const { usedAssertion } = checkOneMethod(presented);
+  if (usedAssertion) return authenticateAssertion(presented, ctx, request);
+  const client = await authenticateNamedClient(presented, ctx, request);
+  await request.limit?.(client);
+  return client;
+}
+
+function checkOneMethod(presented: PresentedClient): { usedAssertion: boolean } {
   const usedAssertion = presented.assertion !== undefined || presented.assertionType !== undefined;
-  if ([usedBasic, postSecret !== undefined, usedAssertion].filter(Boolean).length > 1) {
+  if ([presented.basic, presented.formClientSecret !== undefined, usedAssertion].filter(Boolean).length > 1) {
     throw new HttpError('invalid_request', 'use one client authentication method, not two');
   }
-  if (usedAssertion) return authenticateAssertion(presented, ctx);
+  return { usedAssertion };
+}
+
+/** A client that names itself (Basic, or `client_id` with or without `client_secret`). */
+async function authenticateNamedClient(presented: PresentedClient, ctx: ClientAuthContext, request: ClientAuthRequest): Promise<AuthenticatedClient | null> {
+  const { store } = ctx;
+  const { basic: usedBasic, formClientId: postId, formClientSecret: postSecret } = presented;
   let id: string;
   let secret: string | undefined;
   if (usedBasic) {
@@ -153,17 +177,37 @@ export async function authenticateClient(presented: PresentedClient, ctx: Client
     if (secret !== undefined) hashToken(secret); // same work whether or not the client exists
     throw invalidClient(usedBasic);
   }
-  if (client.tokenEndpointAuthMethod === 'none') {
+  const method = await currentMethod(ctx, client, request, usedBasic);
+  if (method === 'none') {
     if (secret !== undefined) throw invalidClient(usedBasic);
     return { client, confidential: false };
   }
   // A client that authenticates with its key must sign: its id alone (or a secret it has none of) is refused.
-  if (client.tokenEndpointAuthMethod === 'private_key_jwt') {
+  if (method === 'private_key_jwt') {
     if (secret !== undefined) hashToken(secret);
     throw refused(ctx, client.clientId, 'a private_key_jwt client presented no client assertion', usedBasic);
   }
   if (secret === undefined || !secretMatches(client, secret)) throw invalidClient(usedBasic);
   return { client, confidential: true };
+}
+
+/**
+ * How a client must authenticate now. A metadata-document client's method is its document's, read
+ * (through the document cache, with its usual freshness) on every request: a document that moved to
+ * private_key_jwt holds every code and refresh token issued before to it. With documents turned off,
+ * no document can be read and the stored record's method stands (as at /authorize). A registered
+ * client's is what it registered.
+ */
+async function currentMethod(ctx: ClientAuthContext, client: ClientRecord, request: ClientAuthRequest, basic: boolean): Promise<string> {
+  if (client.source !== 'cimd' || !ctx.cimd) return client.tokenEndpointAuthMethod;
+  let doc: ClientMetadataDocument;
+  try {
+    doc = await ctx.cimd.resolve(client.clientId, request.fetches);
+  } catch (err) {
+    if (!(err instanceof HttpError) || err.code !== 'invalid_client') throw err;
+    throw refused(ctx, client.clientId, `the client's metadata document cannot be used: ${err.description ?? 'it is not valid'}`, basic);
+  }
+  return doc.tokenEndpointAuthMethod;
 }
 
 /** invalid_client, the reason in the log only: the answer never says which check failed. */
@@ -182,7 +226,7 @@ function refused(ctx: ClientAuthContext, clientId: string | undefined, reason: s
  * fit); and a `jti` accepted once, remembered in the store until the assertion expires (every replica
  * sees it).
  */
-async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuthContext): Promise<AuthenticatedClient> {
+async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuthContext, request: ClientAuthRequest): Promise<AuthenticatedClient> {
   const { assertion, assertionType } = presented;
   const claimed = presented.clientId;
   if (assertionType !== JWT_BEARER_ASSERTION) throw refused(ctx, claimed, 'client_assertion_type is not jwt-bearer');
@@ -204,21 +248,24 @@ async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuth
   if (client.tokenEndpointAuthMethod !== 'private_key_jwt' && client.source !== 'cimd') {
     throw refused(ctx, id, `the client authenticates with ${client.tokenEndpointAuthMethod}, not private_key_jwt`);
   }
+  const keyProblem = (err: unknown): HttpError => {
+    // Ours to answer as such (503 at capacity), or the address's (429 over its fetch budget or lockout).
+    if (err instanceof HttpError && (err.code === 'temporarily_unavailable' || err.code === 'too_many_requests')) return err;
+    return refused(ctx, id, `the client's keys could not be had: ${err instanceof HttpError ? err.description : (err as Error).message}`);
+  };
   let keys: JSONWebKeySet;
   try {
-    keys = await keysOf(ctx, client);
+    keys = await keysOf(ctx, client, request.fetches);
   } catch (err) {
-    if (err instanceof HttpError && err.code === 'temporarily_unavailable') throw err;
-    throw refused(ctx, id, `the client's keys could not be had: ${err instanceof HttpError ? err.description : (err as Error).message}`);
+    throw keyProblem(err);
   }
   const issuer = ctx.publicUrl();
   const audiences = [issuer, `${issuer}/token`];
   const aud = unverified.aud;
   const audience = Array.isArray(aud) && aud.length === 1 ? aud[0] : aud;
   if (typeof audience !== 'string' || !audiences.includes(audience)) throw refused(ctx, id, 'client_assertion aud is not this server (its issuer or token endpoint), or names several audiences');
-  let payload;
-  try {
-    ({ payload } = await jwtVerify(assertion, createLocalJWKSet(keys), {
+  const verify = (set: JSONWebKeySet) =>
+    jwtVerify(assertion, createLocalJWKSet(set), {
       algorithms: ASSERTION_ALGORITHMS,
       issuer: id,
       subject: id,
@@ -226,28 +273,50 @@ async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuth
       clockTolerance: ASSERTION_SKEW_SECONDS,
       currentDate: new Date(ctx.clock.now()),
       requiredClaims: ['exp', 'iat', 'jti'],
-    }));
+    });
+  const notAccepted = (err: unknown) => refused(ctx, id, `client_assertion not accepted: ${(err as { code?: string }).code ?? (err as Error).message}`);
+  let payload;
+  try {
+    ({ payload } = await verify(keys));
   } catch (err) {
-    throw refused(ctx, id, `client_assertion not accepted: ${(err as { code?: string }).code ?? (err as Error).message}`);
+    if ((err as { code?: string }).code !== 'ERR_JWKS_NO_MATCHING_KEY') throw notAccepted(err);
+    // No key for its kid: the client may have rotated one in. Its keys are fetched again, at most once
+    // per cooldown per URL; the set fetched replaces the cached one, so a key removed is gone too.
+    let newer: JSONWebKeySet | undefined;
+    try {
+      newer = await refetchKeysOf(ctx, client, request.fetches);
+    } catch (refetchErr) {
+      throw keyProblem(refetchErr);
+    }
+    if (newer === undefined) throw notAccepted(err);
+    try {
+      ({ payload } = await verify(newer));
+    } catch (again) {
+      throw notAccepted(again);
+    }
   }
   const { exp, iat, jti } = payload as { exp: number; iat: number; jti: unknown };
   const now = ctx.clock.now() / 1000;
   if (iat > now + ASSERTION_SKEW_SECONDS) throw refused(ctx, id, 'client_assertion iat is in the future');
   if (exp - iat > ASSERTION_MAX_LIFETIME_SECONDS) throw refused(ctx, id, `client_assertion lives longer than ${ASSERTION_MAX_LIFETIME_SECONDS} s`);
   if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) throw refused(ctx, id, 'client_assertion jti missing or too long');
+  const authenticated: AuthenticatedClient = { client, confidential: true };
+  // The limit first, the jti last: only an assertion that verified and was let through is remembered,
+  // so refused requests (over the limit, bad signature) add nothing to the store.
+  await request.limit?.(authenticated);
   // Names are digests: a client id and a jti are attacker-chosen text.
   const fresh = await ctx.store.useOnce(`client-assertion:${hashToken(id)}:${hashToken(jti)}`, (exp + ASSERTION_SKEW_SECONDS) * 1000);
   if (!fresh) throw refused(ctx, id, 'client_assertion replayed (jti seen before)');
-  return { client, confidential: true };
+  return authenticated;
 }
 
 /** The public keys of a private_key_jwt client: from its metadata document (cached), or its registration. */
-async function keysOf(ctx: ClientAuthContext, client: ClientRecord): Promise<JSONWebKeySet> {
+async function keysOf(ctx: ClientAuthContext, client: ClientRecord, fetches: ResolveOptions | undefined): Promise<JSONWebKeySet> {
   if (client.source === 'cimd') {
     if (!ctx.cimd) throw new Error('client metadata documents are turned off');
-    const doc = await ctx.cimd.resolve(client.clientId);
+    const doc = await ctx.cimd.resolve(client.clientId, fetches);
     if (doc.jwks !== undefined) return doc.jwks;
-    if (doc.jwksUri !== undefined) return ctx.cimd.keySet(doc.jwksUri);
+    if (doc.jwksUri !== undefined) return ctx.cimd.keySet(doc.jwksUri, fetches);
     throw new Error('the metadata document no longer asks for private_key_jwt');
   }
   if (client.jwks !== undefined) {
@@ -257,7 +326,28 @@ async function keysOf(ctx: ClientAuthContext, client: ClientRecord): Promise<JSO
   }
   if (client.jwksUri !== undefined) {
     if (!ctx.cimd) throw new Error('jwks_uri needs outbound fetches, which are off with client metadata documents');
-    return ctx.cimd.keySet(client.jwksUri);
+    return ctx.cimd.keySet(client.jwksUri, fetches);
   }
   throw new Error('the client has no keys');
+}
+
+/**
+ * The client's keys fetched again after an assertion's kid was not among them: from its `jwks_uri`
+ * (its document's or its registration's), or its document when the keys are inline in it. Undefined
+ * when there is nothing to fetch again (keys stored with the registration) or it was fetched within
+ * the refetch cooldown.
+ */
+async function refetchKeysOf(ctx: ClientAuthContext, client: ClientRecord, fetches: ResolveOptions | undefined): Promise<JSONWebKeySet | undefined> {
+  if (!ctx.cimd) return undefined;
+  if (client.source === 'cimd') {
+    const doc = await ctx.cimd.resolve(client.clientId, fetches);
+    if (doc.jwksUri !== undefined) return ctx.cimd.refetchKeySet(doc.jwksUri, fetches);
+    const newer = await ctx.cimd.refetchDocument(client.clientId, fetches);
+    if (newer === undefined) return undefined;
+    if (newer.jwks !== undefined) return newer.jwks;
+    if (newer.jwksUri !== undefined) return ctx.cimd.keySet(newer.jwksUri, fetches);
+    throw new Error('the metadata document no longer asks for private_key_jwt');
+  }
+  if (client.jwks === undefined && client.jwksUri !== undefined) return ctx.cimd.refetchKeySet(client.jwksUri, fetches);
+  return undefined;
 }

@@ -10,10 +10,10 @@ import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AuthorizationCodeStorage, ClientStorage, ConsentStorage, CounterStorage, OneTimeValueStorage, ProfileStorage, RefreshTokenStorage, TokenStorage } from '../store/types.ts';
-import type { FailedAuthLimiter } from '../rate-limits.ts';
+import { WindowLimit, type FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn } from './oidc-client.ts';
-import type { CimdResolver } from './cimd.ts';
+import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
@@ -61,6 +61,27 @@ export interface FormRequest {
   readonly countMiss: CountMiss;
   /** /token: counts the request towards the per-client limit once its client authenticated (null: none named). */
   readonly countClient?: (client: AuthenticatedClient | null) => Promise<void>;
+  /** How a fetch of its client's document or key set is admitted: see `fetchAdmission`. */
+  readonly fetches?: ResolveOptions;
+}
+
+/**
+ * The admission of outbound fetches (metadata documents, key sets) made for a client address, the same
+ * at every endpoint: an address over the failed-authentication limit causes none (it gets the bare 429
+ * its failures get), and the others count towards one per-address budget a minute, across replicas,
+ * taken before the fetch goes out (a cached document or key set costs nothing). The address also names
+ * the share of the concurrent fetch slots the fetch takes.
+ */
+export function fetchAdmission(ctx: OAuthContext, description: string): (address: string) => ResolveOptions {
+  const limit = new WindowLimit(ctx.store, ctx.clock, 'cimdfetch', ctx.config.oauth.clientMetadataDocuments.fetchesPerMinutePerAddress);
+  return (address) => ({
+    address,
+    beforeFetch: async () => {
+      const refused = ctx.authFailures?.refusal(address);
+      if (refused) throw refused;
+      await limit.take(address, description);
+    },
+  });
 }
 
 /** The resource every token of this sidecar is for (RFC 8707 / RFC 9728 `resource`). */

@@ -1,9 +1,9 @@
 // Verifies identity-provider JWTs with `jose`: a remote JWKS (cached, refetched on an unknown `kid` no
 // more often than the cooldown, bounded fetch), pinned asymmetric algorithms, exact `iss` and `aud`,
 // required `exp` and `sub`, `nbf` honoured, small clock tolerance, then the configured claim rules.
-// Two kinds: the JWTs of the RFC 8693 exchange (audience IDP_AUDIENCE), and Identity Assertion JWT
-// Authorization Grants (ID-JAG: `typ` oauth-id-jag+jwt, audience this authorization server, short
-// lived, with `jti` and `client_id`). Any failure is `invalid_grant`; the reason goes to the log only.
+// Two kinds: the JWTs of the RFC 8693 exchange (audience IDP_AUDIENCE, `typ` that of an ID token or
+// access token), and Identity Assertion JWT Authorization Grants (ID-JAG: `typ` oauth-id-jag+jwt,
+// audience this authorization server, short lived, with `jti` and `client_id`). Any failure is `invalid_grant`; the reason goes to the log only.
 
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config.ts';
@@ -69,6 +69,25 @@ export function idpKeysUnavailable(err: unknown): boolean {
   return err instanceof joseErrors.JWKSTimeout || !(err instanceof joseErrors.JOSEError || err instanceof IdpRejection);
 }
 
+/**
+ * The JOSE `typ` values a JWT of the RFC 8693 exchange may carry: none (most ID tokens), `JWT`
+ * (RFC 7519 §5.1), or `at+jwt` (RFC 9068 access tokens), each compared case-insensitively and with or
+ * without the `application/` prefix (RFC 7515 §4.1.9). Any other type is a JWT made for another
+ * purpose, which the exchange must not take for an identity: above all an ID-JAG
+ * (`oauth-id-jag+jwt`), a single-use grant bound to one client that would otherwise become a
+ * seven-day, replayable user token with no client authentication, but also logout tokens, security
+ * events, DPoP proofs and client assertions.
+ */
+export const EXCHANGE_JWT_TYPES: readonly string[] = ['jwt', 'at+jwt'];
+
+/** Whether `typ` (the protected header's, undefined when absent) is one the exchange takes. */
+export function exchangeTypeAllowed(typ: unknown): boolean {
+  if (typ === undefined) return true;
+  if (typeof typ !== 'string') return false;
+  const type = typ.toLowerCase();
+  return EXCHANGE_JWT_TYPES.includes(type.startsWith('application/') ? type.slice('application/'.length) : type);
+}
+
 export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
   if (!idp.issuer || !idp.audience || !idp.jwksUrl) return undefined;
   const issuer = idp.issuer;
@@ -78,7 +97,7 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
   return {
     async verify(jwt, now) {
       checkShape(jwt);
-      const { payload } = await jwtVerify(jwt, jwks, {
+      const { payload, protectedHeader } = await jwtVerify(jwt, jwks, {
         issuer,
         audience,
         algorithms: [...idp.algorithms],
@@ -86,6 +105,7 @@ export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
         clockTolerance: idp.clockToleranceSeconds,
         currentDate: new Date(now),
       });
+      if (!exchangeTypeAllowed(protectedHeader.typ)) throw new IdpRejection('typ not an ID token or access token');
       return identityOf(idp, issuer, payload);
     },
   };
@@ -117,7 +137,7 @@ export interface IdJagVerifier {
 
 /**
  * The ID-JAG verifier, when `idp.idJag` is on with an issuer and keys: `typ` oauth-id-jag+jwt, the
- * pinned algorithms, `iss` the IdP, `aud` this authorization server, `exp`, `iat`, `jti`, `sub` and
+ * pinned algorithms, `iss` the IdP, `aud` this authorization server alone, `exp`, `iat`, `jti`, `sub` and
  * `client_id` present, a lifetime of at most ID_JAG_MAX_LIFETIME_SECONDS, then the claim rules.
  */
 export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefined {
@@ -138,6 +158,10 @@ export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefin
         clockTolerance: idp.clockToleranceSeconds,
         currentDate: new Date(now),
       });
+      // One audience: this authorization server. jose takes an array that merely contains it; an
+      // assertion addressed to several parties at once is valid at each of them, and is refused, as
+      // client assertions are. A one-element array is that string (RFC 7519 §4.1.3) and is taken.
+      if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw new IdpRejection('several audiences');
       const { exp, iat, jti, client_id: clientId, resource, scope } = payload;
       if (typeof exp !== 'number' || typeof iat !== 'number' || exp - iat > ID_JAG_MAX_LIFETIME_SECONDS) throw new IdpRejection('lifetime too long');
       if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw new IdpRejection('bad jti');

@@ -1,16 +1,17 @@
 // POST /register: RFC 7591 dynamic client registration. `open` (the default, as MCP clients expect) or
 // `protected` (the initial access token is the master token). Metadata is snake_case on the wire and
 // validated by the same provisioning code as the admin `createClient`; the server picks the client_id,
-// generates the secret (returned once, stored hashed) and never grants client_credentials here.
+// generates the secret (returned once, stored hashed). Which grants a registration may get is each
+// grant's own rule (src/oauth/grants: admin-only ones never, the others while enabled).
 // Registrations that are never used expire (oauth.unusedClientTtlSeconds).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../body.ts';
 import { hasControlCharacter, provisionClient } from '../clients.ts';
 import { HttpError, writeJson } from '../errors.ts';
-import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS } from '../profiles.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
-import { GRANT_TYPES } from './grants/index.ts';
+import { GRANT_TYPES, registrationRefusal } from './grants/index.ts';
 
 export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
 
@@ -48,12 +49,6 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
   if (body.client_id !== undefined || body.client_secret !== undefined) throw new HttpError('invalid_client_metadata', 'client_id and client_secret are assigned by the server');
   refuseControlCharacters(body);
   const grantTypes = body.grant_types;
-  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_CLIENT_CREDENTIALS)) {
-    throw new HttpError('invalid_client_metadata', 'client_credentials is only for clients an administrator creates');
-  }
-  if (Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE) && !ctx.signIn) {
-    throw new HttpError('invalid_client_metadata', 'browser sign-in (the authorization_code grant) is not configured on this server');
-  }
   // RFC 7591 §2.1: response_types and grant_types must agree; `code` is the only response type.
   const responseTypes = body.response_types;
   if (responseTypes !== undefined && responseTypes !== null) {
@@ -81,6 +76,8 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
     },
     'dcr',
     GRANT_TYPES,
+    // Each grant's own rule: admin-only grants, and grants this configuration does not enable, are refused.
+    (grantType, asked) => registrationRefusal(ctx, grantType, asked),
   );
   // Registrations that are never used (a client that registers anew on every sign-in) go quickly.
   await ctx.store.touchClient(client.clientId, Math.min(ctx.config.oauth.neverUsedClientTtlSeconds, ctx.config.oauth.unusedClientTtlSeconds) * 1000);

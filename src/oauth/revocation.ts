@@ -21,9 +21,9 @@ import { callerIsMaster, resourceOf, type FormRequest, type OAuthContext } from 
 
 type Caller = { kind: 'master' } | { kind: 'client'; client: AuthenticatedClient } | { kind: 'anonymous' };
 
-async function identifyCaller(ctx: OAuthContext, { req, presented }: FormRequest): Promise<Caller> {
+async function identifyCaller(ctx: OAuthContext, { req, presented, fetches }: FormRequest): Promise<Caller> {
   if (callerIsMaster(ctx, req)) return { kind: 'master' };
-  const client = await authenticateClient(presented, ctx);
+  const client = await authenticateClient(presented, ctx, { fetches });
   return client ? { kind: 'client', client } : { kind: 'anonymous' };
 }
 

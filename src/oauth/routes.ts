@@ -7,10 +7,11 @@ import { parseForm, readBody } from '../body.ts';
 import { HttpError, httpErrorFor, writeJson } from '../errors.ts';
 import type { AuditInput } from '../audit.ts';
 import type { Route } from '../http.ts';
+import { limitKey } from '../net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../rate-limits.ts';
 import { presentedClient, type AuthenticatedClient } from './client-auth.ts';
-import type { FormRequest, OAuthContext } from './context.ts';
+import { fetchAdmission, type FormRequest, type OAuthContext } from './context.ts';
 import { refusalEventOf, type Issued } from './grants/grant.ts';
 import { GRANTS, grantNamed } from './grants/index.ts';
 import { authorizationServerMetadata, protectedResourceMetadata } from './metadata.ts';
@@ -37,8 +38,10 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     revoke: new WindowLimit(store, clock, 'revoke', config.rateLimits.revocationRequestsPerMinute),
     introspect: new WindowLimit(store, clock, 'introspect', config.rateLimits.introspectionRequestsPerMinute),
   };
+  // Every per-address count below keys on limitKey: an IPv6 client as its network (a /64 by default).
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const publicClientTokens = new ProvenRequestLimit(limits.token, clock);
+  const fetchesFor = fetchAdmission(ctx, 'too many client metadata documents and key sets fetched for this address; try again in a minute');
 
   /**
    * Runs an endpoint that authenticates its caller. A valid credential is always served; a failed
@@ -62,7 +65,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
    */
   function formEndpoint(handler: FormHandler, limit: WindowLimit, audit: boolean): Route['handler'] {
     return async (req, res, path) => {
-      const address = addresses.client(req);
+      const address = limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength);
       const perClient = limit === limits.token;
       let request: FormRequest | undefined;
       const work = async (): Promise<Issued | void> => {
@@ -79,7 +82,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
             publicClientTokens.check(key, description);
             countAfter = key;
           };
-          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), ...(perClient ? { countClient } : {}) };
+          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), fetches: fetchesFor(address), ...(perClient ? { countClient } : {}) };
           const issued = await handler(ctx, request);
           if (issued && countAfter !== undefined) await publicClientTokens.counted(countAfter);
           return issued;
@@ -97,7 +100,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { grantTypes: enabled.map((g) => g.grantType), grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []), signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
   };
   const register: Route['handler'] = (req, res, path) => {
-    const address = addresses.client(req);
+    const address = limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength);
     const work = async () => {
       await limits.register.take(address, 'too many registrations from this address');
       // A wrong initial access token (protected registration) is a failed authentication like any other.

@@ -17,8 +17,8 @@ export async function handleToken(ctx: OAuthContext, request: FormRequest): Prom
   const grant = grantNamed(grantType);
   if (!grant) throw new HttpError('unsupported_grant_type', `grant_type ${grantType.slice(0, 100)} is not supported`);
   if (!grant.enabled(ctx)) throw new HttpError('unsupported_grant_type', grant.disabledDescription);
-  const client = await authenticateClient(request.presented, ctx);
-  await request.countClient?.(client);
+  // The per-client limit is taken inside, before an assertion's jti is remembered.
+  const client = await authenticateClient(request.presented, ctx, { fetches: request.fetches, limit: request.countClient });
   return grant.handle(ctx, { req: request.req, form: request.form, presented: request.presented, client });
 }
 

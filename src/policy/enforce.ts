@@ -1,8 +1,15 @@
 // Enforcement of the policy on one POST /mcp body: every JSON-RPC call in it is decided (a batch with
 // one denied call is denied whole), the 2026-07-28 mirror headers are checked against the body, and the
-// ids of list requests are returned so their answers can be filtered. A denial carries what the answer
-// needs: the step-up scope for `WWW-Authenticate: Bearer error="insufficient_scope"` and a JSON-RPC
-// error body that names no more than the request itself did.
+// ids of list requests are returned so their answers can be filtered. A denial carries what its answer
+// needs (denialAnswer), and that answer names no more than the request itself did:
+// - a scope would lift it: 403 with the step-up scope for `WWW-Authenticate: Bearer
+//   error="insufficient_scope"` and a JSON-RPC error, so the client can re-authorize with it;
+// - nothing would (the policy refuses this call to this principal whatever it holds), and the body was
+//   one request: HTTP 200, a tool error for a `tools/call` (the model reads it and moves on instead of
+//   the client re-authorizing), a JSON-RPC error for any other method; both carry the authorization
+//   context (reason, remediation `unavailable`, the audit event's id);
+// - nothing would, in a batch or a notification: 403 without a scope, each request a JSON-RPC error
+//   carrying that context.
 
 import { checkMirrorHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from './jsonrpc.ts';
 import type { ListRequests } from './list-filter.ts';
@@ -11,6 +18,9 @@ import { decideCall, isAlwaysAllowed, LIST_METHODS, stepUpScope, type Policy, ty
 /** JSON-RPC error code of a call refused by policy (server-defined range, as MCP servers use for auth). */
 export const POLICY_DENIED_CODE = -32003;
 
+/** Where the authorization context of a denial travels: `_meta` of a tool result, `data` of a JSON-RPC error. */
+export const AUTHORIZATION_META_KEY = 'io.modelcontextprotocol/authorization';
+
 export interface PolicyDenial {
   readonly denied: true;
   /** The rule that refused (or `default`): for the audit trail and the metric label, never the client. */
@@ -18,7 +28,15 @@ export interface PolicyDenial {
   readonly call: PolicyRequest;
   /** What to offer in the challenge (held scopes plus the missing one); undefined when no scope helps. */
   readonly scope: string | undefined;
-  /** The JSON-RPC error answer: one per request of the body (a batch is answered as a batch). */
+  /** The ids of the body's requests, in order (notifications and responses have none). */
+  readonly requestIds: readonly (string | number | null)[];
+  /** The body was a JSON-RPC batch (answered as a batch). */
+  readonly batch: boolean;
+}
+
+/** The answer to a denial: its status, and the JSON body (one message, or one per request of a batch). */
+export interface DenialAnswer {
+  readonly status: 200 | 403;
   readonly body: string;
 }
 
@@ -49,29 +67,48 @@ export function enforcePolicy(
     if (isAlwaysAllowed(call.method)) continue;
     const decision = decideCall(policy, principal, call);
     if (decision.effect === 'deny') {
-      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody(messages, batch, call) };
+      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch };
     }
   }
   return { denied: false, body: canonical, lists };
 }
 
-/** Each request of the body gets the same error; the message names the method and target the client sent. */
-function denialBody(messages: readonly ClientMessage[], batch: boolean, denied: PolicyRequest): string {
-  const message = denied.name === undefined ? `${denied.method} is not allowed for this token` : `${denied.method} ${denied.name} is not allowed for this token`;
-  const answers = messages
-    .filter((m) => m.call !== undefined && m.id !== undefined)
-    .map((m) => ({ jsonrpc: '2.0', id: m.id, error: { code: POLICY_DENIED_CODE, message } }));
-  if (answers.length === 0) return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: POLICY_DENIED_CODE, message } });
+function requestIdsOf(messages: readonly ClientMessage[]): (string | number | null)[] {
+  return messages.filter((m) => m.call !== undefined && m.id !== undefined).map((m) => m.id as string | number | null);
+}
+
+/**
+ * The answer to `denial` (see the module comment); `contextId` is the id of the audit event that
+ * recorded it. The messages name the method and target the client sent, never the rule.
+ */
+export function denialAnswer(denial: PolicyDenial, contextId: string): DenialAnswer {
+  const { call, scope, requestIds, batch } = denial;
+  const target = call.name === undefined ? call.method : `${call.method} ${call.name}`;
+  if (scope !== undefined) return { status: 403, body: errors(requestIds, batch, { code: POLICY_DENIED_CODE, message: `${target} is not allowed for this token` }) };
+  const context = { [AUTHORIZATION_META_KEY]: { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: contextId } };
+  const message = `${target} is not allowed for this token, and no other authorization would allow it`;
+  const id = requestIds[0];
+  if (batch || requestIds.length !== 1 || id === null || id === undefined) return { status: 403, body: errors(requestIds, batch, { code: POLICY_DENIED_CODE, message, data: context }) };
+  if (call.method !== 'tools/call') return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, error: { code: POLICY_DENIED_CODE, message, data: context } }) };
+  const text = `The tool "${call.name}" is not available to you: this server's access policy does not allow it for your account, whatever you are granted. Do not retry it; continue without it. (Reference: ${contextId})`;
+  return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text }], _meta: context } }) };
+}
+
+/** The same JSON-RPC error for each request (id null when the body held none). */
+function errors(requestIds: readonly (string | number | null)[], batch: boolean, error: Record<string, unknown>): string {
+  const answers = requestIds.map((id) => ({ jsonrpc: '2.0', id, error }));
+  if (answers.length === 0) return JSON.stringify({ jsonrpc: '2.0', id: null, error });
   return JSON.stringify(batch ? answers : answers[0]);
 }
 
 /**
  * The decision for one call known from its headers alone (forward-auth): the same rules, the same
- * step-up scope; the denial body answers id null, the request's id being unseen.
+ * step-up scope; the denial answers 403 with id null, the request's id being unseen (and an ingress
+ * takes a 2xx from its check as "allowed": it cannot carry a tool error to the client).
  */
 export function enforceCall(policy: Policy, principal: PolicyPrincipal, call: PolicyRequest): { readonly denied: false } | PolicyDenial {
   if (isAlwaysAllowed(call.method)) return { denied: false };
   const decision = decideCall(policy, principal, call);
   if (decision.effect === 'allow') return { denied: false };
-  return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), body: denialBody([], false, call) };
+  return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: [], batch: false };
 }

@@ -1,18 +1,22 @@
 // The per-tool policy at the proxy listener: for a POST /mcp with a policy configured, the body is read
-// within its bound, every call in it is decided, a denial is answered 403 with the step-up challenge (and
-// audited and counted), and an allowed body is handed to the forwarder together with the rewriting of
+// within its bound, every call in it is decided, a denial is audited, counted and answered (the 403
+// step-up challenge when a scope would lift it, else a tool error or JSON-RPC error at 200: see
+// enforce.ts), and an allowed body is handed to the forwarder together with the rewriting of
 // its list answers. A GET stream's list answers (a resumption replays earlier answers) are filtered too.
 // Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body being unseen.
+// Only POST carries a body: any other method with one is refused, since an upstream that ignores the
+// method (Go's encoding/json reads a GET's body as readily as a POST's) would run a call never decided.
 // Without a policy this module is never built and bodies stream unparsed.
 
+import type { ServerResponse } from 'node:http';
 import type { Audit } from '../audit.ts';
 import { readBody } from '../body.ts';
 import type { Principal } from '../credentials.ts';
-import { insufficientScope } from '../errors.ts';
+import { HttpError, insufficientScope } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
-import { enforceCall, enforcePolicy, type PolicyDenial } from './enforce.ts';
+import { denialAnswer, enforceCall, enforcePolicy, type PolicyDenial } from './enforce.ts';
 import { checkBodyHeaders, type JsonRpcLimits } from './jsonrpc.ts';
 import { filterMessages, SseListRewriter, type ListAnswers } from './list-filter.ts';
 import { callFromHeaders } from './mirror-headers.ts';
@@ -30,10 +34,24 @@ export interface PolicyGateOptions {
   resourceMetadataUrl(): string;
 }
 
+/** A denial answered by the sidecar with a 200 (a tool error, a JSON-RPC error): nothing is forwarded. */
+export interface PolicyAnswer {
+  readonly answer: { readonly body: string };
+}
+
 export interface PolicyGate {
   readonly policy: Policy;
-  /** The forwarding options for an allowed body; throws the HttpError to answer with otherwise. */
-  check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions>;
+  /**
+   * The proxy listener: the forwarding options for a request of any method. A POST's body is decided
+   * (check), a GET's answer filtered (replayed); any other request must carry no body. Throws the
+   * HttpError to answer with otherwise.
+   */
+  decide(req: ProxyRequest, principal: Principal): Promise<ForwardOptions | PolicyAnswer | undefined>;
+  /**
+   * The forwarding options for an allowed body, or the 200 answer to a denial no scope would lift;
+   * throws the HttpError to answer with otherwise (the 403 step-up challenge, a bad body).
+   */
+  check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions | PolicyAnswer>;
   /**
    * The forwarding options for a GET (the stream): its answer is filtered as a replay, since a client
    * resuming with Last-Event-ID gets earlier POSTs' answers there again.
@@ -44,18 +62,29 @@ export interface PolicyGate {
    * never read); throws the HttpError to answer with, a 400 when the headers cannot decide it.
    */
   checkHeaders(req: ProxyRequest, principal: Principal): void;
+  /**
+   * Forward-auth, for a request of any method: a POST is decided by checkHeaders. Any other must show
+   * no body, and only GET (the stream) and DELETE (ending a session) are allowed: ingresses do not pass
+   * a body's framing headers to the check (see refuseForwardAuthMethod).
+   */
+  checkForwardAuth(req: ProxyRequest, principal: Principal, method: string): void;
 }
 
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   const { policy, limits, metrics, audit } = options;
-  return {
+  const gate: PolicyGate = {
     policy,
+    async decide(req, principal) {
+      if (req.method === 'POST') return gate.check(req, principal);
+      refuseBody(req.method ?? '', req.headers);
+      return req.method === 'GET' ? gate.replayed(principal) : undefined;
+    },
     async check(req, principal) {
       checkBodyHeaders(req.headers['content-type'], req.headers['content-encoding']);
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
-      if (outcome.denied) refuse(outcome, principal);
+      if (outcome.denied) return { answer: { body: refuse(outcome, principal) } };
       const lists = outcome.lists;
       const decided = outcome.body;
       return lists === undefined ? { body: decided } : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
@@ -68,24 +97,79 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const outcome = enforceCall(policy, principal, callFromHeaders(req));
       if (outcome.denied) refuse(outcome, principal);
     },
+    checkForwardAuth(req, principal, method) {
+      const upper = method.toUpperCase();
+      if (upper === 'POST') return gate.checkHeaders(req, principal);
+      refuseBody(upper, req.headers);
+      refuseForwardAuthMethod(upper);
+    },
   };
+  return gate;
 
-  /** A denial: counted by rule, audited, answered 403 with the step-up challenge. */
-  function refuse(outcome: PolicyDenial, principal: Principal): never {
+  /**
+   * A denial: counted by rule and audited; a 403 (the step-up challenge, with a scope when one would lift
+   * it) is thrown, a 200 answer's body returned. The audit event's id is the answer's authorization
+   * context, so what the client quotes finds the event.
+   */
+  function refuse(outcome: PolicyDenial, principal: Principal): string {
     metrics.policyDenials.labels(outcome.rule).inc();
-    void audit.recordRepeated(
+    const eventId = audit.recordRepeated(
       {
         who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
         action: 'policy.deny',
-        result: 'insufficient_scope',
+        result: outcome.scope !== undefined ? 'insufficient_scope' : 'insufficient_authorization',
         ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
         subject: principal.subject,
         detail: { method: outcome.call.method, ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}), rule: outcome.rule },
       },
       'warn',
     );
-    throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, outcome.body);
+    const answer = denialAnswer(outcome, eventId);
+    if (answer.status === 403) throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, answer.body);
+    return answer.body;
   }
+}
+
+/**
+ * With a policy, only a POST carries a body to the upstream: a request of another method that declares
+ * one (`Content-Length` above 0, or any `Transfer-Encoding`) is refused. A GET with `Content-Length: 0`
+ * has no body and passes. 400, not 405: GET and DELETE are methods /mcp answers; what is refused is the
+ * body on them (the MCP transport carries JSON-RPC only in a POST's body), and nginx's auth_request
+ * takes a 405 from the check as a failure (500), while the example configuration passes a 400 on.
+ */
+export function refuseBody(method: string, headers: ProxyRequest['headers']): void {
+  const length = headers['content-length'];
+  const declared = (length !== undefined && !/^0+$/.test(length.trim())) || headers['transfer-encoding'] !== undefined;
+  if (declared) throw new HttpError('invalid_request', `with a per-tool policy only a POST carries a body on /mcp: a ${method} with a body is refused`);
+}
+
+/**
+ * Forward-auth, any method but POST: the ingress forwards the body itself, and neither nginx's
+ * auth_request nor Caddy's forward_auth passes the client's `Content-Length` / `Transfer-Encoding` to
+ * the check, so a body is not always visible here. What MCP uses passes: GET (the server's stream) and
+ * DELETE (ending a session); every other method is refused, body or not.
+ */
+function refuseForwardAuthMethod(method: string): void {
+  if (method === 'GET' || method === 'DELETE') return;
+  throw new HttpError('invalid_request', `with a per-tool policy /mcp answers POST, GET and DELETE only behind an ingress: ${method} is refused`);
+}
+
+/**
+ * Writes a denial's 200 answer. As JSON, unless the request accepts only `text/event-stream` (a
+ * Streamable HTTP client must accept both, and the SDK's takes a JSON answer to a POST): then as the one
+ * SSE `message` event that answers it.
+ */
+export function writePolicyAnswer(req: ProxyRequest, res: ServerResponse, answer: PolicyAnswer['answer']): void {
+  const sse = acceptsOnlyEventStream(req.headers.accept);
+  const body = sse ? `event: message\ndata: ${answer.body}\n\n` : answer.body;
+  res.writeHead(200, { 'content-type': sse ? 'text/event-stream' : 'application/json', 'cache-control': 'no-store', 'content-length': String(Buffer.byteLength(body)) });
+  res.end(body);
+}
+
+function acceptsOnlyEventStream(accept: string | undefined): boolean {
+  if (accept === undefined) return false;
+  const types = accept.split(',').map((t) => t.split(';')[0]!.trim().toLowerCase());
+  return types.includes('text/event-stream') && !types.some((t) => t === 'application/json' || t === 'application/*' || t === '*/*');
 }
 
 function listRewriter(policy: Policy, who: PolicyPrincipal, lists: ListAnswers, contentType: string): BodyRewriter | undefined {

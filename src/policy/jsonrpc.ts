@@ -30,7 +30,14 @@ export interface ClientMessage {
   /** undefined for a response to a server-initiated request. */
   call: PolicyRequest | undefined;
   id: string | number | null | undefined;
+  /** `tasks/get`, `tasks/result`, `tasks/cancel`: the task it names (`params.taskId`). */
+  taskId?: string;
+  /** A task-augmented request (`params.task` is an object): its answer is a CreateTaskResult. */
+  createsTask?: true;
 }
+
+/** The MCP Tasks methods (2025-11-25) that name one task by `params.taskId`, decided by its owner. */
+export const TASK_METHODS: ReadonlySet<string> = new Set(['tasks/get', 'tasks/result', 'tasks/cancel']);
 
 /** The messages of a body, and the body to forward: the parsed JSON re-serialised (UTF-8). */
 export interface ClientBody {
@@ -154,12 +161,39 @@ function readMessage(item: unknown): ClientMessage {
   }
   if (typeof m.method !== 'string' || m.method.length === 0) throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
   const method = m.method;
+  const message = taskFields(method, m.params, { call: { method }, id: id as ClientMessage['id'] });
   const field = NAME_BEARING_METHODS.get(method);
-  if (field === undefined) return { call: { method }, id: id as ClientMessage['id'] };
+  if (field === undefined) return message;
   const params = m.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[field] : undefined;
   if (typeof name !== 'string') throw new HttpError('invalid_request', `${method} needs params.${field} as a string`);
-  return { call: { method, name }, id: id as ClientMessage['id'] };
+  message.call = { method, name };
+  return message;
+}
+
+/**
+ * What a message says about tasks: the one it names (a string, or it is refused), or that it creates
+ * one. Keys are matched as a case-insensitive parser matches them (`TaskId` is `taskId` to Go's
+ * encoding/json); two keys equal under folding never get here (checkValue).
+ */
+function taskFields(method: string, params: unknown, message: ClientMessage): ClientMessage {
+  if (typeof params !== 'object' || params === null || Array.isArray(params)) {
+    if (TASK_METHODS.has(method)) throw new HttpError('invalid_request', `${method} needs params.taskId as a string`);
+    return message;
+  }
+  let taskId: unknown;
+  let task: unknown;
+  for (const [key, value] of Object.entries(params)) {
+    const folded = fold(key);
+    if (folded === 'taskid') taskId = value;
+    else if (folded === 'task') task = value;
+  }
+  if (TASK_METHODS.has(method)) {
+    if (typeof taskId !== 'string') throw new HttpError('invalid_request', `${method} needs params.taskId as a string`);
+    message.taskId = taskId;
+  }
+  if (typeof task === 'object' && task !== null) message.createsTask = true;
+  return message;
 }
 
 /**

@@ -67,27 +67,23 @@ export function filterMessages(policy: Policy, principal: PolicyPrincipal, answe
 export const MAX_SSE_EVENT_BYTES = 8 * 1024 * 1024;
 
 /**
- * Rewrites an SSE stream that answers list requests, fed chunk by chunk: each event's `data` lines are
- * joined; an event whose data is a response to one of `lists` is rewritten, every other event is passed
- * as it came. Lines end where an SSE client ends them (CRLF, LF or a lone CR), and every line ending is
+ * Rewrites an SSE stream of JSON-RPC messages, fed chunk by chunk: each event's `data` lines are
+ * joined and parsed; what `rewrite` returns for the parsed data (undefined: leave it) replaces it, every
+ * other event is passed as it came. Lines end where an SSE client ends them (CRLF, LF or a lone CR), and every line ending is
  * forwarded as LF: the client then cuts the stream into exactly the events that were decided (an
  * upstream's lone-CR event would otherwise be one event here and two at the client, its list unread).
  * Synchronous, so the caller keeps its own backpressure: what `feed` returns is written where the chunk
  * would have been.
  */
-export class SseListRewriter {
+export class SseMessageRewriter {
   #pending = '';
   /** The text so far ended with CR: a LF that starts the next chunk belongs to it (one CRLF). */
   #endedWithCr = false;
   readonly #decoder = new TextDecoder('utf-8');
-  private readonly policy: Policy;
-  private readonly principal: PolicyPrincipal;
-  private readonly lists: ListAnswers;
+  readonly #rewriteMessages: (parsed: unknown) => string | undefined;
 
-  constructor(policy: Policy, principal: PolicyPrincipal, lists: ListAnswers) {
-    this.policy = policy;
-    this.principal = principal;
-    this.lists = lists;
+  constructor(rewriteMessages: (parsed: unknown) => string | undefined) {
+    this.#rewriteMessages = rewriteMessages;
   }
 
   /** The complete events `chunk` finishes, rewritten; throws past MAX_SSE_EVENT_BYTES. */
@@ -100,7 +96,7 @@ export class SseListRewriter {
       out += this.#rewrite(this.#pending.slice(0, end.at)) + this.#pending.slice(end.at, end.at + end.length);
       this.#pending = this.#pending.slice(end.at + end.length);
     }
-    if (this.#pending.length > MAX_SSE_EVENT_BYTES) throw new Error('an SSE event larger than the list-filter bound');
+    if (this.#pending.length > MAX_SSE_EVENT_BYTES) throw new Error('an SSE event larger than the bound on one read event');
     return out;
   }
 
@@ -130,10 +126,17 @@ export class SseListRewriter {
     } catch {
       return event;
     }
-    const filtered = filterMessages(this.policy, this.principal, this.lists, parsed);
+    const filtered = this.#rewriteMessages(parsed);
     if (filtered === undefined) return event;
     const others = lines.filter((l) => !l.startsWith('data:'));
     return [...others, `data: ${filtered}`].join('\n');
+  }
+}
+
+/** An SSE stream that answers list requests: a response to one of `lists` is filtered (filterMessages). */
+export class SseListRewriter extends SseMessageRewriter {
+  constructor(policy: Policy, principal: PolicyPrincipal, lists: ListAnswers) {
+    super((parsed) => filterMessages(policy, principal, lists, parsed));
   }
 }
 

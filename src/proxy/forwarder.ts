@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import { Pool, errors, type Dispatcher } from 'undici';
-import { HttpError, writeError } from '../errors.ts';
+import { HttpError, StoreUnavailableError, storeUnavailable, writeError } from '../errors.ts';
 import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
 import type { ProxyRequest } from './request.ts';
 
@@ -35,8 +35,8 @@ export interface ForwarderOptions {
  * chunk and what `feed` returns is written in their place. Undefined for a content type: untouched.
  */
 export type BodyRewriter =
-  | { kind: 'whole'; maxBytes: number; rewrite(body: Buffer): string | Buffer }
-  | { kind: 'stream'; feed(chunk: Buffer): string; end(): string };
+  | { kind: 'whole'; maxBytes: number; rewrite(body: Buffer): string | Buffer | Promise<string | Buffer> }
+  | { kind: 'stream'; feed(chunk: Buffer): string | Promise<string>; end(): string };
 
 export interface ForwardOptions {
   /**
@@ -46,6 +46,19 @@ export interface ForwardOptions {
   body?: Buffer;
   /** Chooses a rewriter by the upstream's Content-Type; responses it declines stream untouched. */
   rewriteResponse?: (contentType: string) => BodyRewriter | undefined;
+  /** The request body, already read whole and found fit to pass as it came: sent with the client's own headers. */
+  bodyAsSent?: Buffer;
+  /**
+   * Sees each part of a streamed request body before it goes on; throwing refuses the request: before
+   * anything was sent, the thrown HttpError is the answer; once it streams, the body is cut on both sides.
+   */
+  inspectBody?: (chunk: Buffer) => void;
+  /**
+   * Called with the upstream's status and headers before they go to the client; a promise holds the
+   * response (and pauses the upstream) until it settles, and a rejection answers 503 (a store outage)
+   * or 502 instead of the upstream's answer.
+   */
+  beforeResponse?: (status: number, rawHeaders: readonly Buffer[]) => Promise<void> | undefined;
 }
 
 export interface Forwarder {
@@ -124,7 +137,7 @@ function clientHeaders(raw: Buffer[]): { headers: string[]; eventStream: boolean
  * waits for it and nothing is buffered that Node had not already buffered; a body still arriving
  * (large, or sent slowly) streams as before.
  */
-function arrived(req: IncomingMessage): Buffer | undefined {
+export function arrived(req: IncomingMessage): Buffer | undefined {
   if (!req.complete || req.readableFlowing !== null || req.readableLength === 0) return undefined;
   const body = req.read() as Buffer | null;
   if (body === null) return undefined;
@@ -138,20 +151,33 @@ function arrived(req: IncomingMessage): Buffer | undefined {
  * the request itself, or for a chunked body under a cap, the request through a counter that fails
  * the body (so the upstream's copy is cut, never terminated) and the client's request past the cap.
  */
-export function bodyOf(req: IncomingMessage, maxBodyBytes: number): Readable | Buffer | null {
+export function bodyOf(req: IncomingMessage, maxBodyBytes: number, inspect?: (chunk: Buffer) => void): Readable | Buffer | null {
   const chunked = req.headers['transfer-encoding'] !== undefined;
   if (!chunked) {
     const length = req.headers['content-length'];
     if (length === undefined || length === '0') return null;
-    return arrived(req) ?? req;
-  }
-  if (maxBodyBytes === 0) return req;
+    const whole = arrived(req);
+    if (whole !== undefined) {
+      inspect?.(whole);
+      return whole;
+    }
+    if (inspect === undefined) return req;
+  } else if (maxBodyBytes === 0 && inspect === undefined) return req;
+  const cap = chunked ? maxBodyBytes : 0;
   let seen = 0;
   const counted = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       seen += chunk.length;
-      if (seen <= maxBodyBytes) return done(null, chunk);
-      const err = new Error('request body over the configured limit');
+      let err: Error | undefined;
+      if (cap !== 0 && seen > cap) err = new Error('request body over the configured limit');
+      else {
+        try {
+          inspect?.(chunk);
+        } catch (refused) {
+          err = refused as Error;
+        }
+      }
+      if (err === undefined) return done(null, chunk);
       req.destroy(err);
       done(err);
     },
@@ -183,13 +209,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     upstreamPath,
     forward(req, res, query, options) {
       shared.inFlight.started();
-      const exchange = new Exchange(req, res, shared, options?.rewriteResponse);
+      const exchange = new Exchange(req, res, shared, options?.rewriteResponse, options?.beforeResponse);
       pool.dispatch(
         {
           path: query === '' ? upstreamPath : `${upstreamPath}${query}`,
           method: req.method as Dispatcher.HttpMethod,
           headers: upstreamHeaders(req, options),
-          body: options?.body ?? bodyOf(req, maxBodyBytes),
+          body: options?.body ?? options?.bodyAsSent ?? bodyOf(req, maxBodyBytes, options?.inspectBody),
         },
         exchange,
       );
@@ -271,12 +297,14 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly req: ProxyRequest;
   readonly res: ServerResponse;
   readonly #rewriterFor: ((contentType: string) => BodyRewriter | undefined) | undefined;
+  readonly #beforeResponse: ForwardOptions['beforeResponse'];
 
-  constructor(req: ProxyRequest, res: ServerResponse, shared: Shared, rewriterFor?: (contentType: string) => BodyRewriter | undefined) {
+  constructor(req: ProxyRequest, res: ServerResponse, shared: Shared, rewriterFor?: (contentType: string) => BodyRewriter | undefined, beforeResponse?: ForwardOptions['beforeResponse']) {
     this.req = req;
     this.res = res;
     this.#shared = shared;
     this.#rewriterFor = rewriterFor;
+    this.#beforeResponse = beforeResponse;
     res.once('close', () => {
       shared.inFlight.finished();
       // A client that goes away (an SSE reader closing its tab, a POST cut short) ends the upstream request.
@@ -298,7 +326,20 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, _headers: unknown, statusText = ''): void {
     if (statusCode < 200) return; // interim answers stay on this hop
     // The upstream's own spelling and order of its headers (HTTP/1.1: name, value, ... as received).
-    if (!this.#start(statusCode, controller.rawHeaders as Buffer[], statusText)) controller.pause();
+    const rawHeaders = controller.rawHeaders as Buffer[];
+    const held = this.#beforeResponse?.(statusCode, rawHeaders);
+    if (held === undefined) {
+      if (!this.#start(statusCode, rawHeaders, statusText)) controller.pause();
+      return;
+    }
+    // Nothing goes to the client, and nothing more is read from the upstream, until it has settled.
+    controller.pause();
+    held.then(
+      () => {
+        if (this.#start(statusCode, rawHeaders, statusText)) controller.resume();
+      },
+      (err: Error) => this.#breakOff(err),
+    );
   }
 
   /** False: pause the upstream's body (the client went, or it is being refused). */
@@ -341,14 +382,23 @@ class Exchange implements Dispatcher.DispatchHandler {
     const rewriter = this.#rewriter;
     if (rewriter !== undefined) {
       if (rewriter.kind === 'whole') return this.#hold(chunk, rewriter.maxBytes);
+      let out: string | Promise<string>;
       try {
-        const out = rewriter.feed(chunk);
-        if (out.length === 0) return true;
-        return this.#write(out);
+        out = rewriter.feed(chunk);
       } catch (err) {
         this.#breakOff(err as Error);
         return false;
       }
+      if (typeof out === 'string') return out.length === 0 || this.#write(out);
+      // Held until it settles (the upstream paused meanwhile): what it returns goes out in its place.
+      out.then(
+        (text) => {
+          if (this.res.destroyed || this.res.writableEnded) return;
+          if (text.length === 0 || this.#write(text)) this.#controller?.resume();
+        },
+        (err: Error) => this.#breakOff(err),
+      );
+      return false;
     }
     return this.#write(chunk);
   }
@@ -373,15 +423,20 @@ class Exchange implements Dispatcher.DispatchHandler {
     const rewriter = this.#rewriter;
     const held = this.#held;
     if (rewriter?.kind === 'whole' && held !== undefined) {
-      let body: string | Buffer;
+      let body: string | Buffer | Promise<string | Buffer>;
       try {
         body = rewriter.rewrite(Buffer.concat(held.chunks, held.size));
       } catch (err) {
         this.#breakOff(err as Error);
         return;
       }
-      res.writeHead(held.status, held.statusText, [...held.headers, 'Content-Length', String(Buffer.byteLength(body))]);
-      res.end(body);
+      const send = (text: string | Buffer) => {
+        if (res.destroyed || res.writableEnded) return;
+        res.writeHead(held.status, held.statusText, [...held.headers, 'Content-Length', String(Buffer.byteLength(text))]);
+        res.end(text);
+      };
+      if (typeof body === 'string' || Buffer.isBuffer(body)) send(body);
+      else body.then(send, (err: Error) => this.#breakOff(err));
       return;
     }
     if (rewriter?.kind === 'stream') {
@@ -427,13 +482,19 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A response that cannot be rewritten is not passed on as it is: 502 before the headers, cut after. */
   #breakOff(err: Error): void {
     const { req, res } = this;
-    this.#abort(err);
     if (res.headersSent) {
+      this.#abort(err);
       res.destroy();
       return;
     }
-    this.#shared.options.onError?.(err, req);
-    writeError(res, new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
+    // Answered first: aborting the upstream request reports its error to onResponseError at once, which
+    // must find the response ended (else it would answer its own 502 in place of this one).
+    if (err instanceof StoreUnavailableError) writeError(res, storeUnavailable(err));
+    else {
+      this.#shared.options.onError?.(err, req);
+      writeError(res, err instanceof HttpError ? err : new HttpError('bad_gateway', 'the upstream answer could not be filtered'));
+    }
+    this.#abort(err);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {

@@ -11,7 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { decideToken, hashToken, parseAuthorization, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
-import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, writeJson } from '../errors.ts';
+import { bearerTokenRequired, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../logger.ts';
@@ -19,8 +19,9 @@ import type { Metrics } from '../metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
-import type { PolicyGate } from '../policy/gate.ts';
+import { writePolicyAnswer, type PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
+import type { HandleGuard } from './handle-guard.ts';
 import { createHostCheck } from './host-check.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
@@ -45,12 +46,14 @@ export interface ProxyDeps {
   policyGate?: PolicyGate;
   /** Signs the caller assertion each forwarded request carries (upstream.assertion); undefined when off. */
   assertions?: AssertionSigner;
+  /** Keeps session and task handles to the principal that received them. */
+  handles: HandleGuard;
 }
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 
 export function createProxyServer(deps: ProxyDeps): Server {
-  const { config, store, clock, metrics, masterToken, forwarder, authFailures } = deps;
+  const { config, store, clock, metrics, masterToken, forwarder, authFailures, handles } = deps;
   const addresses = clientAddresses(config.proxy.trustedProxies);
   const access = accessLogger(deps.logger);
   const checkHost = createHostCheck({
@@ -89,12 +92,31 @@ export function createProxyServer(deps: ProxyDeps): Server {
 
   async function mcp(req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
     refuseAmbiguousFraming(req);
+    // The presented session's record is read beside the token lookup: both leave in one write.
+    const sessionRead = handles.readSession(req);
     const principal = await admit(req, req.headers.host);
     checkBodyLimit(req, config.proxy.maxBodyBytes);
-    // With a policy, the body is read and every call in it decided before anything is forwarded; a GET
-    // stream's answer is filtered (a resumption with Last-Event-ID replays earlier list answers there).
-    const gate = deps.policyGate;
-    const decided = gate === undefined ? undefined : req.method === 'POST' ? await gate.check(req, principal) : req.method === 'GET' ? gate.replayed(principal) : undefined;
+    // A session id recorded for another principal: refused as unknown before its body is even read.
+    const session = await handles.checkSession(sessionRead, principal);
+    // With a policy, the body is read and every call in it decided before anything is forwarded, a body
+    // on another method is refused, and a GET stream's answer is filtered (a resumption with
+    // Last-Event-ID replays earlier list answers there).
+    const gated = await deps.policyGate?.decide(req, principal);
+    // A denial no scope would lift is answered here (200, a tool error): nothing is forwarded.
+    if (gated !== undefined && 'answer' in gated) {
+      metrics.policyAnswered.inc();
+      return writePolicyAnswer(req, res, gated.answer);
+    }
+    let decided = gated;
+    if (req.method === 'POST') {
+      const tasks = await handles.checkTasks(req, principal, decided);
+      if (tasks.refusal !== undefined) {
+        writeJsonText(res, 200, tasks.refusal);
+        return;
+      }
+      decided = tasks.options;
+    }
+    decided = handles.watchResponse(req, principal, session, decided);
     rewriteHeaders(req, principal, addresses);
     const signing = addAssertion(principal, req.headers);
     if (signing !== undefined) await signing;
@@ -118,7 +140,8 @@ export function createProxyServer(deps: ProxyDeps): Server {
       throw new HttpError('not_found');
     }
     const principal = await admit(req, original.host);
-    if (deps.policyGate !== undefined && original.method.toUpperCase() === 'POST') deps.policyGate.checkHeaders(req, principal);
+    deps.policyGate?.checkForwardAuth(req, principal, original.method);
+    await handles.bindPresentedSession(req, principal);
     const identity = identityHeaders(principal);
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
@@ -196,11 +219,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
 }
 
 /**
- * Error answers whose outcome is counted where they are decided (a refused token as `denied` with its
- * reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
+ * Error answers whose outcome is counted where they are decided (a missing or refused token as `denied`
+ * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {

@@ -64,6 +64,21 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   touchClient(...a: Args<'touchClient'>) {
     return this.around('touchClient', () => this.inner.touchClient(...a));
   }
+  readHandle(...a: Args<'readHandle'>) {
+    return this.around('readHandle', () => this.inner.readHandle(...a));
+  }
+  useHandle(...a: Args<'useHandle'>) {
+    return this.around('useHandle', () => this.inner.useHandle(...a));
+  }
+  bindHandle(...a: Args<'bindHandle'>) {
+    return this.around('bindHandle', () => this.inner.bindHandle(...a));
+  }
+  forgetHandle(...a: Args<'forgetHandle'>) {
+    return this.around('forgetHandle', () => this.inner.forgetHandle(...a));
+  }
+  forgetSubjectHandles(...a: Args<'forgetSubjectHandles'>) {
+    return this.around('forgetSubjectHandles', () => this.inner.forgetSubjectHandles(...a));
+  }
   getRefreshToken(...a: Args<'getRefreshToken'>) {
     return this.around('getRefreshToken', () => this.inner.getRefreshToken(...a));
   }

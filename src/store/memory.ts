@@ -26,6 +26,10 @@ import {
   consentKey,
   consentValue,
   keyLayout,
+  handleFields,
+  handleMember,
+  handleRenewalDue,
+  subjectDigest,
   profileFields,
   profileFromFields,
   refreshTokenFields,
@@ -51,6 +55,11 @@ import {
   type ConsentRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
+  type HandleBinding,
+  type HandleKind,
+  type HandleOwner,
+  type HandleUse,
+  type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
@@ -77,6 +86,8 @@ interface Entry {
 export class MemoryTokenStore implements TokenStore {
   readonly #hashes = new Map<string, Entry>();
   readonly #sets = new Map<string, Set<string>>();
+  /** Handle indexes (sorted sets in Redis): member -> expiry. */
+  readonly #handleIndexes = new Map<string, Map<string, number>>();
   readonly #keys: KeyLayout;
   readonly #clock: Clock;
   /** In-process notices: every sidecar sharing this store object hears every revocation. */
@@ -219,6 +230,7 @@ export class MemoryTokenStore implements TokenStore {
       }
     }
     members.clear();
+    this.#forgetIndexed(this.#keys.handlesByClient(clientId), 'clientId', clientId);
     this.#notify({ clientIds: [clientId] });
     return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
   }
@@ -226,6 +238,95 @@ export class MemoryTokenStore implements TokenStore {
   async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
     this.#check();
     return this.issueTokens(record);
+  }
+
+  async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
+    this.#check();
+    const fields = this.#get(this.#keys.handle(kind, handleHash));
+    if (!fields?.owner) return null;
+    return fields.renewedAt === undefined ? { owner: fields.owner } : { owner: fields.owner, renewedAt: fields.renewedAt };
+  }
+
+  async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
+    this.#check();
+    return this.#claimHandle(false, kind, handleHash, owner, now, ttlMs, maxPerOwner) as HandleUse;
+  }
+
+  async bindHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleBinding> {
+    this.#check();
+    return this.#claimHandle(true, kind, handleHash, owner, now, ttlMs, maxPerOwner) as HandleBinding;
+  }
+
+  /** The Redis script's steps (CLAIM_HANDLE in redis-scripts.ts), in the same order. */
+  #claimHandle(bind: boolean, kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): HandleUse | HandleBinding {
+    const key = this.#keys.handle(kind, handleHash);
+    const stored = this.#get(key);
+    let outcome: HandleUse | HandleBinding = 'owned';
+    let fields: Fields;
+    if (stored) {
+      if (stored.owner !== owner.id) return 'foreign';
+      fields = stored;
+    } else if (bind) {
+      outcome = 'bound';
+      fields = handleFields(owner);
+    } else {
+      return 'unknown';
+    }
+    const ttl = Math.max(1, Math.trunc(ttlMs));
+    const max = Math.max(1, Math.trunc(maxPerOwner));
+    if (outcome === 'owned' && !handleRenewalDue(fields.renewedAt, now, ttl)) return outcome;
+    this.#put(key, { ...fields, renewedAt: String(now) }, now + ttl);
+    const member = handleMember(kind, handleHash);
+    if (owner.clientId !== undefined) this.#listHandle(this.#keys.handlesByClient(owner.clientId), member, 'clientId', owner.clientId, now, ttl, max);
+    if (owner.subjectHash !== undefined) this.#listHandle(this.#keys.handlesBySubject(owner.subjectHash), member, 'subjectHash', owner.subjectHash, now, ttl, max);
+    return outcome;
+  }
+
+  /** An owner's index of handles: member -> expiry; expired ones dropped, past `max` the least recently used forgotten. */
+  #listHandle(index: string, member: string, field: string, value: string, now: number, ttl: number, max: number): void {
+    let listed = this.#handleIndexes.get(index);
+    if (!listed) this.#handleIndexes.set(index, (listed = new Map()));
+    for (const [m, expiresAt] of listed) if (expiresAt <= now) listed.delete(m);
+    if (!listed.has(member)) {
+      const oldest = [...listed].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1));
+      for (const [m] of oldest.slice(0, Math.max(0, listed.size - max + 1))) {
+        listed.delete(m);
+        const key = this.#keys.handlePrefix() + m;
+        if (this.#get(key)?.[field] === value) this.#hashes.delete(key);
+      }
+    }
+    listed.set(member, now + ttl);
+  }
+
+  async forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.handle(kind, handleHash);
+    const fields = this.#get(key);
+    if (!fields) return false;
+    const member = handleMember(kind, handleHash);
+    if (fields.clientId !== undefined) this.#handleIndexes.get(this.#keys.handlesByClient(fields.clientId))?.delete(member);
+    if (fields.subjectHash !== undefined) this.#handleIndexes.get(this.#keys.handlesBySubject(fields.subjectHash))?.delete(member);
+    this.#hashes.delete(key);
+    return true;
+  }
+
+  async forgetSubjectHandles(subject: string): Promise<number> {
+    this.#check();
+    const subjectHash = subjectDigest(subject);
+    return this.#forgetIndexed(this.#keys.handlesBySubject(subjectHash), 'subjectHash', subjectHash);
+  }
+
+  /** Forgets every handle the index lists that is still its owner's, then the index. */
+  #forgetIndexed(index: string, field: string, value: string): number {
+    let forgotten = 0;
+    for (const member of this.#handleIndexes.get(index)?.keys() ?? []) {
+      const key = this.#keys.handlePrefix() + member;
+      if (this.#get(key)?.[field] !== value) continue;
+      this.#hashes.delete(key);
+      forgotten++;
+    }
+    this.#handleIndexes.delete(index);
+    return forgotten;
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {

@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type { HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -26,6 +26,13 @@ export function keyLayout(prefix: string) {
     consents: (browserHash: string) => `${prefix}{oauth}:oauthConsents:${browserHash}`,
     /** A grant issued under an approval -> where the approval lives (browser, consent). */
     consentGrant: (grantId: string) => `${prefix}{oauth}:oauthConsentGrants:${grantId}`,
+    /** A session or task handle, by the SHA-256 of the handle: its owner (handleFields). */
+    handle: (kind: HandleKind, handleHash: string) => `${prefix}{oauth}:mcpHandles:${handleMember(kind, handleHash)}`,
+    /** What every handle key starts with (followed by its handleMember). */
+    handlePrefix: () => `${prefix}{oauth}:mcpHandles:`,
+    /** The handles of a client / of an IdP subject (by SHA-256): sorted sets, member = handleMember, score = expiry. */
+    handlesByClient: (clientId: string) => `${prefix}{oauth}:mcpHandlesByClient:${clientId}`,
+    handlesBySubject: (subjectHash: string) => `${prefix}{oauth}:mcpHandlesBySubject:${subjectHash}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -41,6 +48,34 @@ export function keyLayout(prefix: string) {
   };
 }
 export type KeyLayout = ReturnType<typeof keyLayout>;
+
+/** A handle as named in its owner's indexes (and at the end of its own key): `<kind>:<sha256>`. */
+export function handleMember(kind: HandleKind, handleHash: string): string {
+  return `${kind}:${handleHash}`;
+}
+
+/** How an IdP subject names its handle index: SHA-256 hex (a `sub` may be long or hold any character). */
+export function subjectDigest(subject: string): string {
+  return createHash('sha256').update(subject).digest('hex');
+}
+
+/**
+ * Whether its owner's use renews a handle (its expiry and index entries): once a sixteenth of the
+ * lifetime has passed since its last renewal (`renewedAt`, epoch ms text), or when that is unreadable
+ * or in the future (another replica's clock ahead). The same rule as the Redis script CLAIM_HANDLE.
+ */
+export function handleRenewalDue(renewedAt: string | null | undefined, now: number, ttlMs: number): boolean {
+  const at = Number(renewedAt ?? NaN);
+  return !Number.isFinite(at) || now < at || now - at >= Math.floor(Math.max(1, Math.trunc(ttlMs)) / 16);
+}
+
+/** A handle's record: its owner's identity and the indexes that list it. */
+export function handleFields(owner: HandleOwner): Fields {
+  const f: Fields = { owner: owner.id };
+  if (owner.clientId !== undefined) f.clientId = owner.clientId;
+  if (owner.subjectHash !== undefined) f.subjectHash = owner.subjectHash;
+  return f;
+}
 
 /** Members of a client's token set: `a:<hash>` for access tokens, `r:<hash>` for refresh tokens. */
 export const ACCESS_MEMBER = 'a:';
@@ -387,6 +422,7 @@ export function orNull(f: Fields): Fields | null {
 /** An audit event as flat stream fields (XADD), and back; `detail` travels as one JSON field. */
 export function auditFields(e: AuditEvent): Fields {
   const f: Fields = { at: String(e.at), who: e.who, action: e.action, result: e.result };
+  if (e.eventId !== undefined) f.eventId = e.eventId;
   if (e.clientId !== undefined) f.clientId = e.clientId;
   if (e.tokenHashPrefix !== undefined) f.tokenHashPrefix = e.tokenHashPrefix;
   if (e.subject !== undefined) f.subject = e.subject;
@@ -396,6 +432,7 @@ export function auditFields(e: AuditEvent): Fields {
 
 export function auditFromFields(id: string, f: Fields): StoredAuditEvent {
   const e: StoredAuditEvent = { id, at: Number(f.at), who: f.who ?? '', action: f.action ?? '', result: f.result ?? '' };
+  if (f.eventId !== undefined) e.eventId = f.eventId;
   if (f.clientId !== undefined) e.clientId = f.clientId;
   if (f.tokenHashPrefix !== undefined) e.tokenHashPrefix = f.tokenHashPrefix;
   if (f.subject !== undefined) e.subject = f.subject;

@@ -232,6 +232,79 @@ if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
 redis.call('DEL', KEYS[1])
 return 1`;
 
+// A session or task handle's owner, read and its life extended in one step (skipped while less than
+// a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
+// handle not recorded yet is recorded for this owner in the same step (so two first presentations
+// cannot both win). Each of the owner's indexes (client, subject) lists it with its expiry as score;
+// an index drops expired members, and past `max` members its least recently used handle is
+// forgotten (only if that handle is still the same owner's: a stale member names nothing).
+// KEYS: handle, clientIndex, subjectIndex
+// ARGV: mode ('use' | 'bind'), owner, clientId ('' none), subjectHash ('' none), now, ttlMs, max, member, handlePrefix
+const CLAIM_HANDLE = `
+local stored = redis.call('HMGET', KEYS[1], 'owner', 'renewedAt')
+local owner = stored[1]
+local outcome = 'owned'
+if owner then
+  if owner ~= ARGV[2] then return 'foreign' end
+elseif ARGV[1] == 'bind' then
+  outcome = 'bound'
+  redis.call('HSET', KEYS[1], 'owner', ARGV[2])
+  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'clientId', ARGV[3]) end
+  if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'subjectHash', ARGV[4]) end
+else
+  return 'unknown'
+end
+local now = tonumber(ARGV[5])
+local ttl = tonumber(ARGV[6])
+local max = tonumber(ARGV[7])
+-- A handle used again within a sixteenth of its lifetime since its last renewal keeps its expiry
+-- and its index entries: the common use is one read, the renewal happens at most sixteen times a lifetime.
+local renewedAt = tonumber(stored[2])
+if outcome == 'owned' and renewedAt and now >= renewedAt and now - renewedAt < math.floor(ttl / 16) then return outcome end
+redis.call('HSET', KEYS[1], 'renewedAt', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ttl)
+local function listed(index, field, value)
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
+  if not redis.call('ZSCORE', index, ARGV[8]) then
+    local over = redis.call('ZCARD', index) - max + 1
+    if over > 0 then
+      local evicted = redis.call('ZPOPMIN', index, over)
+      for i = 1, #evicted, 2 do
+        local key = ARGV[9] .. evicted[i]
+        if redis.call('HGET', key, field) == value then redis.call('DEL', key) end
+      end
+    end
+  end
+  redis.call('ZADD', index, now + ttl, ARGV[8])
+  redis.call('PEXPIRE', index, ttl)
+end
+if ARGV[3] ~= '' then listed(KEYS[2], 'clientId', ARGV[3]) end
+if ARGV[4] ~= '' then listed(KEYS[3], 'subjectHash', ARGV[4]) end
+return outcome`;
+
+// Forgets one handle and its members in its owner's indexes.
+// KEYS: handle. ARGV: clientIndexPrefix, subjectIndexPrefix, member
+const FORGET_HANDLE = `
+local f = redis.call('HMGET', KEYS[1], 'clientId', 'subjectHash')
+if f[1] then redis.call('ZREM', ARGV[1] .. f[1], ARGV[3]) end
+if f[2] then redis.call('ZREM', ARGV[2] .. f[2], ARGV[3]) end
+return redis.call('DEL', KEYS[1])`;
+
+// Forgets every handle an index lists that still belongs to its owner (`field` = `value`), then the index.
+// KEYS: index. ARGV: handlePrefix, field, value
+const FORGET_INDEXED_HANDLES = `
+local members = redis.call('ZRANGE', KEYS[1], 0, -1)
+local forgotten = 0
+for _, member in ipairs(members) do
+  local key = ARGV[1] .. member
+  if redis.call('HGET', key, ARGV[2]) == ARGV[3] then
+    redis.call('DEL', key)
+    forgotten = forgotten + 1
+  end
+end
+redis.call('DEL', KEYS[1])
+return forgotten`;
+
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
@@ -249,6 +322,9 @@ export interface ScriptedClient {
   mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
   mcpPutConsent(key: string, now: string, max: string, field: string, value: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
+  mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
+  mcpForgetHandle(handle: string, clientIndexPrefix: string, subjectIndexPrefix: string, member: string): Promise<number>;
+  mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -266,6 +342,9 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 1, lua: PUT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
+  redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
+  redis.defineCommand('mcpForgetHandle', { numberOfKeys: 1, lua: FORGET_HANDLE });
+  redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
   return redis as unknown as ScriptedClient;
 }
 

@@ -25,6 +25,9 @@ import {
   consentKey,
   consentValue,
   keyLayout,
+  handleMember,
+  handleRenewalDue,
+  subjectDigest,
   orNull,
   profileFields,
   profileFromFields,
@@ -56,6 +59,11 @@ import {
   type ConsentRecord,
   type CreateTokenOutcome,
   type DeleteClientResult,
+  type HandleBinding,
+  type HandleKind,
+  type HandleOwner,
+  type HandleUse,
+  type StoredHandle,
   type ProfileRecord,
   type PublishedSigningKey,
   type RedeemOutcome,
@@ -192,8 +200,9 @@ class RedisOperations implements TokenStore {
     return this.#transaction(async (tx) => {
       const clientKey = this.#keys.client(clientId);
       const setKey = this.#keys.clientTokens(clientId);
+      const handlesKey = this.#keys.handlesByClient(clientId);
       for (let attempt = 0; attempt < MAX_TRANSACTION_ATTEMPTS; attempt++) {
-        await tx.watch(clientKey, setKey);
+        await tx.watch(clientKey, setKey, handlesKey);
         const [revokedAtText, exists] = await Promise.all([tx.hget(clientKey, 'revokedAt'), tx.exists(clientKey)]);
         if (!exists) {
           // UNWATCH names no key: on Cluster it alone would go to any node, not necessarily the one
@@ -209,6 +218,9 @@ class RedisOperations implements TokenStore {
         // Only live, not yet revoked tokens are touched; the expiry is re-applied so a token that
         // expires between this read and EXEC is deleted again rather than left behind without a TTL.
         const states = await Promise.all(tokenKeys.map((k) => tx.hmget(k, 'expiresAt', 'revokedAt')));
+        // The client's session and task handles (a member whose handle is now someone else's is stale).
+        const handleKeys = (await tx.zrange(handlesKey, 0, -1)).map((member) => this.#keys.handlePrefix() + member);
+        const handleOwners = await Promise.all(handleKeys.map((k) => tx.hget(k, 'clientId')));
         const multi = tx.multi();
         if (revokedAtText === null) multi.hset(clientKey, 'revokedAt', String(revokedAt));
         let accessTokensRevoked = 0;
@@ -223,6 +235,10 @@ class RedisOperations implements TokenStore {
           else if (member.startsWith(REFRESH_MEMBER)) refreshTokensRevoked++;
         });
         multi.del(setKey);
+        handleKeys.forEach((key, i) => {
+          if (handleOwners[i] === clientId) multi.del(key);
+        });
+        multi.del(handlesKey);
         const result = await multi.exec();
         if (result === null) {
           // A watched key changed (e.g. a token was created): retry. A steady stream of new tokens
@@ -238,6 +254,57 @@ class RedisOperations implements TokenStore {
       }
       throw new StoreUnavailableError('deleteClient: too much contention, gave up');
     });
+  }
+
+  async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
+    const [owner, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
+    if (owner === null || owner === undefined) return null;
+    return renewedAt === null || renewedAt === undefined ? { owner } : { owner, renewedAt };
+  }
+
+  /**
+   * The common case is one plain read (HMGET: cheaper for Redis than a script); the script runs only
+   * when the owner's use is due a renewal (handleRenewalDue), and decides again atomically.
+   */
+  async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
+    const [stored, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
+    if (stored === null) return 'unknown';
+    if (stored !== owner.id) return 'foreign';
+    if (!handleRenewalDue(renewedAt, now, ttlMs)) return 'owned';
+    return this.#claimHandle('use', kind, handleHash, owner, now, ttlMs, maxPerOwner) as Promise<HandleUse>;
+  }
+
+  bindHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleBinding> {
+    return this.#claimHandle('bind', kind, handleHash, owner, now, ttlMs, maxPerOwner) as Promise<HandleBinding>;
+  }
+
+  async #claimHandle(mode: 'use' | 'bind', kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse | HandleBinding> {
+    const outcome = await this.#scripts.mcpClaimHandle(
+      this.#keys.handle(kind, handleHash),
+      this.#keys.handlesByClient(owner.clientId ?? ''),
+      this.#keys.handlesBySubject(owner.subjectHash ?? ''),
+      mode,
+      owner.id,
+      owner.clientId ?? '',
+      owner.subjectHash ?? '',
+      String(now),
+      String(Math.max(1, Math.trunc(ttlMs))),
+      String(Math.max(1, Math.trunc(maxPerOwner))),
+      handleMember(kind, handleHash),
+      this.#keys.handlePrefix(),
+    );
+    if (outcome === 'owned' || outcome === 'foreign' || (mode === 'use' && outcome === 'unknown') || (mode === 'bind' && outcome === 'bound')) return outcome;
+    throw new TypeError(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
+    const deleted = await this.#scripts.mcpForgetHandle(this.#keys.handle(kind, handleHash), this.#keys.handlesByClient(''), this.#keys.handlesBySubject(''), handleMember(kind, handleHash));
+    return deleted === 1;
+  }
+
+  async forgetSubjectHandles(subject: string): Promise<number> {
+    const subjectHash = subjectDigest(subject);
+    return this.#scripts.mcpForgetIndexedHandles(this.#keys.handlesBySubject(subjectHash), this.#keys.handlePrefix(), 'subjectHash', subjectHash);
   }
 
   async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {

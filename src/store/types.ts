@@ -174,6 +174,11 @@ export type CreateTokenOutcome = 'ok' | 'client_not_found' | 'client_revoked';
  * tokens appear only as the first 8 hex characters of their SHA-256.
  */
 export interface AuditEvent {
+  /**
+   * A random id naming the event (a UUID), set when it is recorded: what a client is given to quote
+   * (a policy denial's `authorizationContextId`). Absent from events written before it existed.
+   */
+  eventId?: string;
   /** Epoch ms. */
   at: number;
   /** `master`, `client:<clientId>`, `user` (the holder of a user-grade token) or `anonymous`. */
@@ -248,7 +253,8 @@ export interface ClientStorage {
   getClient(clientId: string): Promise<ClientRecord | null>;
   listClients(): Promise<ClientRecord[]>;
   /**
-   * Atomically sets revokedAt on the client and every access and refresh token it owns.
+   * Atomically sets revokedAt on the client and every access and refresh token it owns, and forgets
+   * the session and task handles bound to it (HandleStorage).
    * Idempotent: an already deleted client keeps its first revokedAt and revokes nothing new.
    * null when no such client exists.
    */
@@ -445,6 +451,60 @@ export interface SigningKeyStorage {
   listSigningKeys(now: number): Promise<PublishedSigningKey[]>;
 }
 
+/**
+ * What an upstream hands a caller and later takes back as the only proof of whose it is: an MCP
+ * session (`Mcp-Session-Id`) or a task (`taskId`). Stored only as the SHA-256 of the handle.
+ */
+export type HandleKind = 'session' | 'task';
+
+/**
+ * Who a handle belongs to. `id` is the whole identity compared on every use (kind, subject and client
+ * id together: src/proxy/handles.ts); `clientId` and `subjectHash` (SHA-256 hex of an IdP subject) name
+ * the indexes that deleteClient and forgetSubjectHandles find the handle by.
+ */
+export interface HandleOwner {
+  id: string;
+  clientId?: string;
+  subjectHash?: string;
+}
+
+/** `owned`: recorded for this owner (its life extended). `foreign`: for another. `unknown`: not recorded. */
+export type HandleUse = 'owned' | 'foreign' | 'unknown';
+
+/** A handle's record as stored: its owner's identity and its last renewal (epoch ms text, if any). */
+export interface StoredHandle {
+  owner: string;
+  renewedAt?: string;
+}
+
+/** `bound`: recorded now for this owner. */
+export type HandleBinding = 'bound' | 'owned' | 'foreign';
+
+/**
+ * Session and task handles bound to the principal that received them (or, in forward-auth, first
+ * presented them), with a sliding lifetime. An owner holds at most `maxPerOwner` live handles per index
+ * (client, subject): past it, its handle least recently used is forgotten.
+ */
+export interface HandleStorage {
+  /**
+   * The handle's record, read only (one plain read, which a caller can issue beside the token lookup
+   * so both leave in one write); null when none. Its owner's use is then decided by the caller, and
+   * a use due a renewal (handleRenewalDue) goes through useHandle.
+   */
+  readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null>;
+  /**
+   * Whose the handle is, in one round trip; when it is `owner`'s, its life is extended to `now + ttlMs`.
+   * A handle recorded for another owner is left as it is.
+   */
+  useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse>;
+  /** Like useHandle, but a handle not recorded yet is recorded for `owner` (atomically with the read). */
+  bindHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleBinding>;
+  /** Forgets one handle (a session ended by DELETE); false when none was recorded. */
+  forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean>;
+  /** Forgets every handle of an IdP subject (whatever client it came through); returns how many. */
+  forgetSubjectHandles(subject: string): Promise<number>;
+}
+
 /** Whether the store answers at all (readiness, /health). */
 export interface StoreHealth {
   /** Throws when the backing store cannot answer. */
@@ -466,7 +526,7 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
+  extends TokenStorage, ClientStorage, HandleStorage, RefreshTokenStorage, AuthorizationCodeStorage, ConsentStorage, ProfileStorage, CounterStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

@@ -50,6 +50,22 @@ describe('the CLI (src/main.ts)', () => {
     expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toHaveLength(3);
   }, 30_000);
 
+  it('--check-config refuses IDP_AUDIENCE equal to PUBLIC_URL while ID-JAG is on, naming both keys (nothing fetched)', () => {
+    const r = run(['--check-config', '--skip-network-checks'], {
+      BEARER_SECRET_MASTER: MASTER,
+      PUBLIC_URL: 'https://mcp.example.com',
+      IDP_ISSUER: 'https://idp.example',
+      IDP_JWKS_URL: 'https://idp.example/keys',
+      IDP_AUDIENCE: 'https://mcp.example.com',
+      IDP_ID_JAG: 'true',
+    });
+    expect(r.status).toBe(2);
+    const problems = r.stderr.split('\n').filter((l) => l.startsWith('  - '));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain('IDP_AUDIENCE (idp.audience) equals this authorization server\'s issuer PUBLIC_URL (proxy.publicUrl) https://mcp.example.com while IDP_ID_JAG (idp.idJag) is true');
+    expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
   it('--check-config with a valid token exits 0 (config.yaml found in the working directory)', () => {
     const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER });
     expect(r.stderr).toBe('');

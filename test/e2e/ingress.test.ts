@@ -2,7 +2,8 @@
 // examples/nginx/mcp.conf and examples/caddy/Caddyfile, the sidecar as their authorization service and
 // authorization server, the reference MCP server behind them, the official SDK client in front:
 // the 401 challenge, sign-in metadata discovery and the whole browser sign-in through the ingress, the
-// identity headers at the MCP server (client-sent ones stripped in every spelling), revocation from the
+// identity headers at the MCP server (client-sent ones removed or refused in every spelling, also
+// before a WSGI application, which reads X_Mcp-Auth_Scope as X-MCP-Auth-Scope), revocation from the
 // next request, the 403 step-up challenge and a lockout's 429 as the client sees them.
 // Skipped where the ingress is not installed, unless REQUIRE_INGRESS is set (.ci/run sets it).
 
@@ -17,6 +18,11 @@ import { connectedClient, firstConnection, RecordingProvider } from '../support/
 import { startStack, type Stack } from '../support/stack.ts';
 import { initializeRequest } from '../support/http.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { exchange } from '../hostile/raw-http.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
+import { startWsgiUpstream, type WsgiUpstream } from '../support/wsgi-upstream.ts';
+import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 
 const KINDS: IngressKind[] = ['nginx', 'caddy'];
 
@@ -71,6 +77,7 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
 
   it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
     const { token } = await s.stack.issueOAuthToken();
+    const before = s.stack.upstream!.seenHeaders.length;
     const res = await fetch(`${base}/mcp`, {
       method: 'POST',
       headers: {
@@ -87,8 +94,15 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
       },
       body: JSON.stringify(initializeRequest()),
     });
-    expect(res.status).toBe(200);
     await res.text();
+    if (kind === 'nginx') {
+      // nginx removes the underscore spellings but cannot remove X-MCP-Auth-* by pattern: the sidecar's
+      // check sees the dash spellings and refuses the request.
+      expect(res.status).toBe(400);
+      expect(s.stack.upstream!.seenHeaders.length).toBe(before);
+      return;
+    }
+    expect(res.status).toBe(200);
     const seen = s.stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['x-mcp-auth-kind']).toBe('oauth');
     expect(seen['x-mcp-auth-subject']).not.toBe('admin');
@@ -117,8 +131,8 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
 });
 
 // Per-tool policy in forward-auth is decided from the Mcp-Method / Mcp-Name headers of MCP 2026-07-28.
-// The SDK client here speaks 2025-11-25 and sends neither (with a policy, its POSTs are refused), so
-// these requests are written as a 2026-07-28 client sends them.
+// The SDK client here (1.x) speaks 2025-11-25 and sends neither (with a policy, its POSTs are refused),
+// so these requests are written as a 2026-07-28 client sends them, to the SDK 2.x reference upstream.
 describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
   const available = ingressAvailable(kind);
   let stack: Stack;
@@ -160,7 +174,13 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
         'mcp-method': 'tools/call',
         'mcp-name': 'add',
       },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 1, b: 2 } } }),
+      // The per-request `_meta` envelope a 2026-07-28 request carries (the SDK 2.x server requires it).
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'add', arguments: { a: 1, b: 2 }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } },
+      }),
     });
 
   it.skipIf(!available)('a denied call is 403 with the step-up challenge at the client; with the scope it reaches the MCP server', async () => {
@@ -174,8 +194,9 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
     expect(stack.upstream!.seenHeaders.length).toBe(before);
 
     const allowed = await callAdd(math);
-    await allowed.text();
-    expect(allowed.status).not.toBe(403);
+    const answer = await allowed.text();
+    expect(allowed.status, answer).toBe(200);
+    expect(JSON.parse(answer).result.content[0].text).toBe('3');
     const seen = stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['mcp-name']).toBe('add');
     expect(seen['x-mcp-auth-scope']).toBe('mcp:math');
@@ -205,5 +226,184 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
     }
     expect(answer?.status).toBe(429);
     expect(Number(answer?.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+});
+
+// A WSGI application behind the ingress reads headers from its environ, where a CGI-style server
+// (PEP 3333) has turned `-` and `_` alike into `_` and upper-cased the name: X_Mcp-Auth_Scope and
+// X-MCP-Auth-Scope are both HTTP_X_MCP_AUTH_SCOPE. Every spelling a client may forge must either be
+// removed by the ingress (the request then reaches the app with only the sidecar's values) or refused.
+describe.each(KINDS)('%s in front of a WSGI application: forged identity headers in any spelling', (kind) => {
+  const available = ingressAvailable(kind);
+  let wsgi: WsgiUpstream;
+  let stack: Stack;
+  let ingress: Ingress;
+  let user: string;
+
+  beforeAll(async () => {
+    if (!available) return;
+    const port = await freePort();
+    wsgi = await startWsgiUpstream();
+    stack = await startStack({ upstreamUrl: wsgi.url, config: { proxy: behindIngress(port) } });
+    ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: wsgi.url });
+    // A user-grade token without scope: the sidecar states only X-MCP-Auth-Kind and -Subject for it.
+    user = randomBytes(32).toString('hex');
+    const now = stack.clock.now();
+    await stack.store.putUserToken({ tokenHash: hashToken(user), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+  });
+  afterAll(async () => {
+    await ingress?.stop();
+    await stack?.close();
+    await wsgi?.close();
+  });
+
+  /** A GET /mcp through the ingress, written byte for byte so each name keeps its spelling. */
+  const get = async (extra: Array<[string, string]>) => {
+    const lines = [['Host', `127.0.0.1:${ingress.port}`], ['Authorization', `Bearer ${user}`], ['Accept', 'application/json'], ...extra, ['Connection', 'close']];
+    const { responses } = await exchange(ingress.port, `GET /mcp HTTP/1.1\r\n${lines.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
+    expect(responses, ingress.log()).toHaveLength(1);
+    return responses[0]!;
+  };
+
+  /** The HTTP_X_MCP_AUTH_* variables the application saw. */
+  const identityEnviron = (body: string) => Object.fromEntries(Object.entries(JSON.parse(body) as Record<string, string>).filter(([k]) => k.startsWith('HTTP_X_MCP_AUTH_')));
+
+  it.skipIf(!available)('without forged headers the application sees the sidecar\'s identity', async () => {
+    const answer = await get([]);
+    expect(answer.status).toBe(200);
+    expect(identityEnviron(answer.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+  });
+
+  /**
+   * Which forged names the ingress removes itself (the request then reaches the app): Caddy removes
+   * every spelling by prefix; nginx drops every name holding an underscore (underscores_in_headers off)
+   * but cannot remove a name by pattern, so the dash spellings reach the sidecar's check, which refuses.
+   */
+  const removedByIngress = (name: string) => (kind === 'caddy' ? true : name.includes('_'));
+
+  it.skipIf(!available)('no HTTP_X_MCP_AUTH_* variable ever holds a client-sent value', async () => {
+    for (const name of forgedIdentityHeaderNames()) {
+      const answer = await get([[name, 'victim']]);
+      if (removedByIngress(name)) {
+        expect(answer.status, name).toBe(200);
+        expect(identityEnviron(answer.body), name).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+      } else {
+        expect(answer.status, name).toBe(400);
+        expect(JSON.parse(answer.body).error, name).toBe('invalid_request');
+      }
+    }
+    // All at once, as an attack would send them.
+    const all = await get(forgedIdentityHeaderNames().map((name): [string, string] => [name, 'admin']));
+    if (kind === 'caddy') {
+      expect(all.status).toBe(200);
+      expect(identityEnviron(all.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+    } else {
+      expect(all.status).toBe(400);
+    }
+  });
+});
+
+// In forward-auth the sidecar decides a POST from its Mcp-Method / Mcp-Name headers and never sees the
+// body, so a client can name an allowed tool in the headers and call a denied one in the body. The
+// reference upstream (SDK 2.x) compares the two and refuses a mismatch before any tool runs; it also
+// checks the Host it is sent (DNS-rebinding protection, 127.0.0.1 allowed), which the ingress must pass
+// on as the client sent it. The requests are written as a 2026-07-28 client sends them (SEP-2243 headers;
+// the per-request `_meta` envelope with protocolVersion and clientCapabilities that the SDK 2.x client
+// sends and its server requires).
+describe.each(KINDS)('%s in front of the SDK 2.x reference upstream: headers that disagree with the body', (kind) => {
+  const available = ingressAvailable(kind);
+  let upstream: RunningUpstream;
+  let stack: Stack;
+  let ingress: Ingress;
+  let token: string;
+
+  beforeAll(async () => {
+    if (!available) return;
+    const port = await freePort();
+    upstream = await startUpstream({ host: '127.0.0.1', port: 0, allowedHosts: ['127.0.0.1'] });
+    stack = await startStack({
+      upstreamUrl: upstream.url,
+      config: {
+        proxy: behindIngress(port),
+        policy: { default: 'deny', rules: [{ name: 'math', effect: 'allow', requests: { methods: ['tools/call'], names: ['add'] } }] },
+      },
+    });
+    ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: upstream.url });
+    ({ token } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await ingress?.stop();
+    await stack?.close();
+    await upstream?.close();
+  });
+
+  const ENVELOPE = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+  const call = (id: number, name: string, args: Record<string, unknown>, envelope = true) => ({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args, ...(envelope ? { _meta: ENVELOPE } : {}) },
+  });
+  const post = async (headers: Record<string, string>, body: unknown) => {
+    const res = await fetch(`${ingress.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        ...headers,
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+
+  it.skipIf(!available)('headers that agree with the body: the allowed tool runs, the MCP server seeing the public Host', async () => {
+    const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, call(1, 'add', { a: 1, b: 2 }));
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.parse(answer.text).result.content[0].text).toBe('3');
+    expect(upstream.toolCalls.at(-1)).toBe('add');
+    expect(String(upstream.seenHeaders.at(-1)?.host).split(':')[0]).toBe('127.0.0.1');
+  });
+
+  it.skipIf(!available)('Mcp-Name naming the allowed tool while the body calls a denied one: refused by the MCP server, nothing run', async () => {
+    const ran = upstream.toolCalls.length;
+    const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, call(2, 'echo', { text: 'denied' }));
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text).error.code).toBe(-32020);
+    expect(upstream.toolCalls.length).toBe(ran);
+    expect(upstream.toolCalls).not.toContain('echo');
+  });
+
+  it.skipIf(!available)('Mcp-Method naming an always-allowed list while the body calls a denied tool: refused, nothing run', async () => {
+    const ran = upstream.toolCalls.length;
+    const answer = await post({ 'mcp-method': 'tools/list' }, call(3, 'echo', { text: 'denied' }));
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.text).error.code).toBe(-32020);
+    expect(upstream.toolCalls.length).toBe(ran);
+  });
+
+  it.skipIf(!available)('a 2025-era body (no envelope, or a batch) under 2026-07-28 headers: refused, nothing run, even in an open session', async () => {
+    // A 2025-era session opened with the MCP server directly (as one opened through the sidecar's
+    // proxy mode would be): its id must not let a batch, which the SDK routes to 2025-era serving where
+    // the mirror headers are not compared, run under the 2026-07-28 headers the sidecar decided on (the
+    // session transport refuses that protocol version).
+    const init = await fetch(upstream.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(initializeRequest()),
+    });
+    const session = init.headers.get('mcp-session-id');
+    await init.text();
+    expect(session).toBeTruthy();
+    const ran = upstream.toolCalls.length;
+    const headers = { 'mcp-method': 'tools/call', 'mcp-name': 'add' };
+    const bare = await post(headers, call(4, 'echo', { text: 'denied' }, false));
+    expect(bare.status).toBe(400);
+    const batch = await post({ ...headers, 'mcp-session-id': session! }, [call(5, 'echo', { text: 'denied' }, false)]);
+    expect(batch.status).toBe(400);
+    expect(upstream.toolCalls.length).toBe(ran);
+    expect(upstream.toolCalls).not.toContain('echo');
   });
 });

@@ -70,6 +70,15 @@ function toolNamesIn(sse: string, id: string): string[] | undefined {
   return undefined;
 }
 
+/** Where a denial's authorization context travels (`_meta` of a tool result, `data` of an error). */
+const AUTHORIZATION = 'io.modelcontextprotocol/authorization';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** The policy.deny audit events the sidecar logged, oldest first. */
+function denials(stack: Stack): Array<{ eventId: string; action: string; result: string; detail: Record<string, unknown> }> {
+  return stack.logs.map((l) => JSON.parse(l)).filter((l) => l.audit?.action === 'policy.deny').map((l) => l.audit);
+}
+
 function textOf(result: unknown): string {
   return ((result as { content: Array<{ text: string }> }).content[0]?.text) ?? '';
 }
@@ -158,14 +167,79 @@ describe.each([
     expect(JSON.parse(res.text)).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32003, message: 'tools/call add is not allowed for this token' } });
     expect(res.text).not.toContain('math"'); // the rule's name stays in the audit trail
     expect(upstream.seenHeaders.length).toBe(before);
-    // Denied whatever scope: no challenge scope.
-    const big = await post(stack, math, JSON.stringify(call(8, 'big')), session);
-    expect(big.status).toBe(403);
-    expect(big.headers.get('www-authenticate')).not.toContain('scope=');
   });
 
-  it('the SDK client sees the refusal as an error', async () => {
+  it('a call no scope would allow: 200, a tool error carrying the audit event id, no challenge; the upstream sees nothing', async () => {
+    const before = upstream.seenHeaders.length;
+    // Another client's token, so not in this session: a session belongs to the caller that opened it.
+    const big = await post(stack, math, JSON.stringify(call(8, 'big')));
+    expect(big.status).toBe(200);
+    expect(big.headers.get('www-authenticate')).toBeNull();
+    expect(big.headers.get('content-type')).toBe('application/json');
+    const answer = JSON.parse(big.text);
+    const contextId = answer.result?._meta?.[AUTHORIZATION]?.authorizationContextId as string;
+    expect(contextId).toMatch(UUID);
+    expect(answer).toEqual({
+      jsonrpc: '2.0',
+      id: 8,
+      result: {
+        isError: true,
+        content: [{ type: 'text', text: expect.stringContaining('"big" is not available to you') }],
+        _meta: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: contextId } },
+      },
+    });
+    expect(big.text).not.toContain('never-big'); // the rule's name stays in the audit trail
+    expect(upstream.seenHeaders.length).toBe(before);
+    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({ result: 'insufficient_authorization', detail: { method: 'tools/call', name: 'big', rule: 'never-big' } });
+  });
+
+  it('a client that accepts only text/event-stream gets that answer as one SSE event', async () => {
+    const big = await post(stack, plain, JSON.stringify(call('sse-only', 'big')), session, { accept: 'text/event-stream' });
+    expect(big.status).toBe(200);
+    expect(big.headers.get('content-type')).toBe('text/event-stream');
+    const data = /^event: message\ndata: (.+)\n\n$/.exec(big.text)?.[1];
+    expect(JSON.parse(data!)).toMatchObject({ id: 'sse-only', result: { isError: true } });
+  });
+
+  it('the SDK client sees a refusal a scope would lift as an error (the 403 challenge)', async () => {
     await expect(session.client.callTool({ name: 'add', arguments: { a: 1, b: 2 } })).rejects.toThrow(/is not allowed for this token/);
+  });
+
+  it('the SDK client calling a tool no scope allows gets a CallToolResult with isError and the authorization _meta, not an error', async () => {
+    const result = await session.client.callTool({ name: 'big', arguments: {} });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/"big" is not available to you/);
+    const context = (result._meta as Record<string, { reason: string; remediation: string; authorizationContextId: string }>)[AUTHORIZATION]!;
+    expect(context).toMatchObject({ reason: 'insufficient_authorization', remediation: 'unavailable' });
+    // The audit line that records this denial (the first of its kind in the aggregation window) carries the id.
+    expect(denials(stack).find((a) => a.eventId === context.authorizationContextId)).toMatchObject({ action: 'policy.deny', detail: { name: 'big' } });
+    // Counted as refused, not forwarded.
+    const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^mcp_auth_requests_total\{outcome="refused",reason="insufficient_authorization"\} [1-9]/m);
+    // The session goes on: the next call works.
+    expect(textOf(await session.client.callTool({ name: 'echo', arguments: { text: 'after' } }))).toBe('after');
+  });
+
+  it('resources/read, resources/subscribe no scope would allow: 200 with a JSON-RPC error carrying the authorization context', async () => {
+    for (const [id, method, params] of [
+      [21, 'resources/read', { uri: 'ref://other' }],
+      [22, 'resources/subscribe', { uri: 'ref://other' }],
+    ] as const) {
+      const res = await post(stack, plain, JSON.stringify({ jsonrpc: '2.0', id, method, params }), session);
+      expect(res.status, method).toBe(200);
+      expect(res.headers.get('www-authenticate')).toBeNull();
+      const answer = JSON.parse(res.text);
+      expect(answer).toEqual({
+        jsonrpc: '2.0',
+        id,
+        error: {
+          code: -32003,
+          message: `${method} ${Object.values(params)[0]} is not allowed for this token, and no other authorization would allow it`,
+          data: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: expect.stringMatching(UUID) } },
+        },
+      });
+    }
+    await expect(session.client.readResource({ uri: 'ref://other' })).rejects.toThrow(/MCP error -32003: resources\/read ref:\/\/other is not allowed/);
   });
 
   it('step-up: a token with the named scope gets through, and sees the tool listed', async () => {
@@ -177,6 +251,17 @@ describe.each([
     } finally {
       await wider.client.close();
     }
+  });
+
+  it('a batch with a call no scope would allow is denied whole: 403 without a scope, each request answered with the context', async () => {
+    const before = upstream.seenHeaders.length;
+    const res = await post(stack, plain, JSON.stringify([call(1, 'echo', { text: 'a' }), call(2, 'big')]), session);
+    expect(res.status).toBe(403);
+    expect(res.headers.get('www-authenticate')).not.toContain('scope=');
+    const answers = JSON.parse(res.text) as Array<{ id: number; error: { data: Record<string, { authorizationContextId: string }> } }>;
+    expect(answers.map((a) => a.id)).toEqual([1, 2]);
+    expect(answers[0]!.error.data[AUTHORIZATION]!.authorizationContextId).toMatch(UUID);
+    expect(upstream.seenHeaders.length).toBe(before);
   });
 
   it('a batch with one denied call is denied whole', async () => {
@@ -222,7 +307,8 @@ describe('per-tool policy: principals and bad bodies', () => {
       const s = await connect(stack.mcpUrl, t);
       try {
         expect((await s.client.listPrompts()).prompts).toEqual([]);
-        await expect(s.client.getPrompt({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(/is not allowed for this token/);
+        // No scope would allow it (user-grade and master tokens carry none): a JSON-RPC error at 200.
+        await expect(s.client.getPrompt({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(/MCP error -32003: prompts\/get greet is not allowed for this token/);
         expect(textOf(await s.client.callTool({ name: 'echo', arguments: { text: 'y' } }))).toBe('y');
       } finally {
         await s.client.close();
@@ -253,16 +339,54 @@ describe('per-tool policy: principals and bad bodies', () => {
   it('a denial is an audit event naming the rule, and a metric labelled by rule only', async () => {
     const s = await connect(stack.mcpUrl, oauth);
     try {
-      await expect(s.client.callTool({ name: 'big', arguments: {} })).rejects.toThrow(/is not allowed for this token/);
+      expect(await s.client.callTool({ name: 'big', arguments: {} })).toMatchObject({ isError: true });
+      await expect(s.client.callTool({ name: 'add', arguments: {} })).rejects.toThrow(/is not allowed for this token/);
     } finally {
       await s.client.close();
     }
-    const audit = stack.logs.map((l) => JSON.parse(l)).filter((l) => l.audit?.action === 'policy.deny');
-    expect(audit.at(-1)?.audit).toMatchObject({ result: 'insufficient_scope', detail: { method: 'tools/call', name: 'big', rule: 'never-big' } });
+    const audit = denials(stack);
+    expect(audit.at(-2)).toMatchObject({ eventId: expect.stringMatching(UUID), result: 'insufficient_authorization', detail: { method: 'tools/call', name: 'big', rule: 'never-big' } });
+    expect(audit.at(-1)).toMatchObject({ eventId: expect.stringMatching(UUID), result: 'insufficient_scope', detail: { method: 'tools/call', name: 'add', rule: 'default' } });
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/mcp_auth_policy_denials_total\{rule="never-big"\} [1-9]/);
   });
 
+});
+
+describe('per-tool policy behind an ingress (forward-auth): denials stay 403', () => {
+  let stack: Stack;
+  let oauth: string;
+
+  beforeAll(async () => {
+    stack = await startStack({ config: { proxy: { forwardAuth: true }, policy: POLICY } });
+    ({ token: oauth } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  // nginx's auth_request takes any 2xx from the check as "allowed" and forwards the request: a tool
+  // error at 200 cannot reach the client through it, so /authz answers 403 either way.
+  const ask = (name: string) =>
+    fetch(`${stack.proxyUrl}/authz`, {
+      headers: { authorization: `Bearer ${oauth}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name },
+    });
+
+  it('no scope would lift it: 403 without a scope, the JSON-RPC error carrying the audit event id', async () => {
+    const res = await ask('big');
+    expect(res.status).toBe(403);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer error="insufficient_scope", resource_metadata=/);
+    const answer = (await res.json()) as { id: null; error: { data: Record<string, { authorizationContextId: string }> } };
+    expect(answer).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32003, data: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable' } } } });
+    const contextId = answer.error.data[AUTHORIZATION]!.authorizationContextId;
+    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({ result: 'insufficient_authorization', detail: { name: 'big' } });
+  });
+
+  it('a scope would lift it: the step-up challenge', async () => {
+    const res = await ask('add');
+    expect(res.status).toBe(403);
+    expect(res.headers.get('www-authenticate')).toContain('scope="mcp:math"');
+  });
 });
 
 describe('per-tool policy: bad bodies', () => {

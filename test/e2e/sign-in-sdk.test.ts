@@ -77,7 +77,12 @@ describe('per-tool policy sees the signed-in user\'s groups', () => {
     const client = await connectedClient(s.base, provider);
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['echo']);
     expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'hi' } }))).toBe('hi');
-    await expect(client.callTool({ name: 'add', arguments: { a: 1, b: 2 } })).rejects.toThrow();
+    // No scope would allow add for this user: a tool error, not a 403 the client would answer by
+    // starting a new authorization.
+    provider.authorizationUrl = undefined;
+    const denied = await client.callTool({ name: 'add', arguments: { a: 1, b: 2 } });
+    expect(denied).toMatchObject({ isError: true, _meta: { 'io.modelcontextprotocol/authorization': { reason: 'insufficient_authorization', remediation: 'unavailable' } } });
+    expect(provider.authorizationUrl).toBeUndefined();
     await client.close();
   });
 });

@@ -1,5 +1,7 @@
 // The reference upstream on its own, driven by the official SDK client (and raw fetch for the wire-level
-// parts): what the proxy tests later rely on must already hold with no proxy in between.
+// parts): what the proxy tests later rely on must already hold with no proxy in between. The upstream is
+// on the SDK's 2.x server line (examples/upstream/server.ts); the SDK 1.x client (2025-11-25) is run
+// against it and against the 1.x server kept in test/support/upstream-sdk1.ts.
 
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -10,6 +12,8 @@ import {
   type LoggingMessageNotification,
 } from '@modelcontextprotocol/sdk/types.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { startUpstream as startUpstreamSdk1 } from '../support/upstream-sdk1.ts';
+import { exchange } from '../hostile/raw-http.ts';
 import { progressOverSse, rawSession, readSse } from '../support/sse.ts';
 
 const ALL_TOOLS = ['add', 'ask', 'big', 'echo', 'headers', 'log', 'progress'];
@@ -22,14 +26,19 @@ function textOf(result: object): string {
   return first?.text ?? '';
 }
 
-describe('reference upstream through the SDK client', () => {
-  let upstream: RunningUpstream;
+const SERVER_LINES = [
+  ['SDK 2.x', startUpstream],
+  ['SDK 1.x', startUpstreamSdk1],
+] as const;
+
+describe.each(SERVER_LINES)('reference upstream (%s server) through the SDK 1.x client', (_line, start) => {
+  let upstream: Awaited<ReturnType<typeof start>>;
   let client: Client;
   const logs: Array<LoggingMessageNotification['params']> = [];
   let onLog: ((params: LoggingMessageNotification['params']) => void) | undefined;
 
   beforeAll(async () => {
-    upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
+    upstream = await start({ host: '127.0.0.1', port: 0 });
     client = new Client({ name: 'upstream-test', version: '1.0.0' }, { capabilities: { elicitation: {} } });
     client.setRequestHandler(ElicitRequestSchema, async (request) => ({
       action: 'accept',
@@ -219,6 +228,59 @@ describe('reference upstream on the wire', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }),
     });
     expect(after.status).toBe(404);
+  });
+});
+
+// A 2026-07-28 request as the SDK 2.x client sends it: SEP-2243 headers mirroring the body, and the
+// per-request `_meta` envelope (protocolVersion, clientCapabilities) its server requires.
+describe('reference upstream (SDK 2.x server) on protocol 2026-07-28', () => {
+  let upstream: RunningUpstream;
+  const ENVELOPE = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+  const post = async (headers: Record<string, string>, name: string) => {
+    const res = await fetch(upstream.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', ...headers },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { a: 2, b: 3, text: 't' }, _meta: ENVELOPE } }),
+    });
+    return { status: res.status, body: (await res.json()) as { result?: { content: Array<{ text: string }> }; error?: { code: number } } };
+  };
+
+  beforeAll(async () => {
+    upstream = await startUpstream({ port: 0, allowedHosts: ['127.0.0.1'] });
+  });
+  afterAll(async () => {
+    await upstream?.close();
+  });
+
+  it('runs a call whose Mcp-Method / Mcp-Name agree with the body, without a session', async () => {
+    const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, 'add');
+    expect(answer.status).toBe(200);
+    expect(answer.body.result?.content[0]?.text).toBe('5');
+    expect(upstream.toolCalls.at(-1)).toBe('add');
+  });
+
+  it('refuses (-32020) a call whose headers name another tool or method, before the tool runs', async () => {
+    const ran = upstream.toolCalls.length;
+    const mismatches: Array<Record<string, string>> = [{ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, { 'mcp-method': 'tools/list' }, { 'mcp-method': 'tools/call' }];
+    for (const headers of mismatches) {
+      const answer = await post(headers, 'echo');
+      expect(answer.status, JSON.stringify(headers)).toBe(400);
+      expect(answer.body.error?.code, JSON.stringify(headers)).toBe(-32020);
+    }
+    expect(upstream.toolCalls.length).toBe(ran);
+  });
+
+  it('refuses a Host it does not allow (DNS rebinding) with 403, before anything is read', async () => {
+    const ran = upstream.toolCalls.length;
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 1, b: 1 }, _meta: ENVELOPE } });
+    const request = (host: string) =>
+      `POST /mcp HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: add\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+    const refused = await exchange(upstream.port, request('mcp_upstream'));
+    expect(refused.responses[0]?.status).toBe(403);
+    expect(upstream.toolCalls.length).toBe(ran);
+    const allowed = await exchange(upstream.port, request(`127.0.0.1:${upstream.port}`));
+    expect(allowed.responses[0]?.status).toBe(200);
+    expect(upstream.toolCalls.length).toBe(ran + 1);
   });
 });
 

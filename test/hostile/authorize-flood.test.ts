@@ -31,7 +31,7 @@ describe('GET /authorize floods', () => {
     }
   }
 
-  it('requests per address and minute: past the limit a 429 page with Retry-After, nothing looked up or stored; another address goes on', async () => {
+  it('requests for a known client per address and minute: past the limit a 429 page with Retry-After, nothing stored; another address goes on', async () => {
     const { s, clientId } = await signInStack({ authorizeRequestsPerMinute: 4, pendingSignInsPerAddress: 0 });
     const statuses = [];
     for (let i = 0; i < 6; i++) statuses.push((await authorize(s, '127.0.0.2', clientId)).status);
@@ -44,6 +44,34 @@ describe('GET /authorize floods', () => {
     expect((await authorize(s, '127.0.0.3', clientId)).status).toBe(200);
     s.stack.clock.advance(60_000);
     expect((await authorize(s, '127.0.0.2', clientId)).status).toBe(200);
+  });
+
+  // What a scanner, or a broken client, behind the same NAT as real users sends: sign-in requests for
+  // applications this server does not know. Before, each counted towards the limit of real sign-ins.
+  it('requests naming no known client count apart: past their limit they get a 429 page, and a real sign-in from the same address still works', async () => {
+    const { s, clientId } = await signInStack({ authorizeRequestsPerMinute: 60, authorizeUnknownClientsPerMinute: 5 });
+    const junk = (i: number) => sendFrom('127.0.0.2', authorizeUrl(s.base, standardParams(s.base, `mcp_${i.toString(16).padStart(32, '0')}`, pkce())), { method: 'GET' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 60; i++) statuses.push((await junk(i)).status);
+    // The usual error page while within their limit (the sixth is counted over it), then the refusal.
+    expect(statuses).toEqual([...new Array<number>(6).fill(400), ...new Array<number>(54).fill(429)]);
+    const refused = await junk(999);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(refused.text).toContain('Too many sign-in requests for unknown applications from this address');
+    // A request without any client_id is junk too.
+    expect((await sendFrom('127.0.0.2', `${s.base}/authorize?response_type=code`, { method: 'GET' })).status).toBe(429);
+    // The real user behind the same address: the consent page, the sign-in stored.
+    for (let i = 0; i < 3; i++) expect((await authorize(s, '127.0.0.2', clientId)).status).toBe(200);
+    expect(await pendingKeys(s)).toHaveLength(3);
+    // Another address's junk has its own count.
+    expect((await sendFrom('127.0.0.3', authorizeUrl(s.base, standardParams(s.base, 'mcp_unknown', pkce())), { method: 'GET' })).status).toBe(400);
+  });
+
+  it('requests for a known client do not count towards the unknown-client limit', async () => {
+    const { s, clientId } = await signInStack({ authorizeRequestsPerMinute: 60, authorizeUnknownClientsPerMinute: 2, pendingSignInsPerAddress: 0 });
+    for (let i = 0; i < 5; i++) expect((await authorize(s, '127.0.0.2', clientId)).status).toBe(200);
+    expect((await sendFrom('127.0.0.2', authorizeUrl(s.base, standardParams(s.base, 'mcp_unknown', pkce())), { method: 'GET' })).status).toBe(400);
   });
 
   it('pending sign-ins per address: over the bound a 429 page and nothing stored, until the oldest expires', async () => {

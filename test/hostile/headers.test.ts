@@ -175,9 +175,11 @@ describe('hostile headers', () => {
       expect(a.ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 100);
       expect(a.ms).toBeLessThan(REQUEST_TIMEOUT_MS + SLACK_MS);
     }
-    // The trickling bodies reached the upstream as incomplete requests, which were torn down with them.
+    // A trickling body of a declared length within the bound the sidecar reads whole (to find the tasks
+    // it names) never reached the upstream; the chunked one reached it as an incomplete request, torn
+    // down with it.
     const slowPosts = upstream.seen.slice(forwardedBefore).filter((s) => s.method === 'POST');
-    expect(slowPosts).toHaveLength(4);
+    expect(slowPosts).toHaveLength(1);
     for (const p of slowPosts) expect(p.complete).toBe(false);
     await Promise.all(slowPosts.map((p) => p.closed));
     expect(stack.sidecar.forwarder.inFlight()).toBe(1); // the SSE stream, nothing else

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeUpstream } from '../support/fake-upstreams.ts';
 import { startEchoStack, type Stack } from '../support/stack.ts';
 import { cgiView, exchange } from './raw-http.ts';
+import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
 
 const SPOOFED: Array<[string, string]> = [
   ['x_mcp_auth_kind', 'master'],
@@ -63,6 +64,15 @@ describe('identity header look-alikes', () => {
     for (const name of ['X_REAL_IP', 'TRUE_CLIENT_IP', 'X_CLIENT_IP', 'CF_CONNECTING_IP', 'FORWARDED', 'PROXY_AUTHORIZATION', 'AUTHORIZATION']) {
       expect(env.get(name), name).toBeUndefined();
     }
+  });
+
+  it('every -/_ and case spelling of every identity name, set by the sidecar or not, is gone (proxy mode, as in examples/kubernetes)', async () => {
+    const forged = forgedIdentityHeaderNames();
+    const { responses } = await exchange(port, rawRequest(host, token, forged.map((name): [string, string] => [name, 'forged'])));
+    expect(responses[0]?.status).toBe(200);
+    const env = cgiView(echo.seen.at(-1)!.rawHeaders);
+    const identity = [...env].filter(([name]) => name.startsWith('X_MCP_AUTH_'));
+    expect(Object.fromEntries(identity)).toEqual({ X_MCP_AUTH_KIND: ['oauth'], X_MCP_AUTH_SUBJECT: [clientId], X_MCP_AUTH_CLIENT_ID: [clientId] });
   });
 
   it('unrelated headers with underscores pass untouched', async () => {

@@ -130,7 +130,9 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
     ];
     for (const [i, uri] of disguised.entries()) {
       const res = await read(11 + i, uri);
-      expect(res.status, uri).toBe(403);
+      // No scope would allow it: the sidecar's own JSON-RPC error, at 200.
+      expect(res.status, uri).toBe(200);
+      expect(JSON.parse(res.text), uri).toMatchObject({ id: 11 + i, error: { code: -32003, data: { 'io.modelcontextprotocol/authorization': { remediation: 'unavailable' } } } });
       expect(res.text, uri).not.toContain('the text of');
     }
     expect(upstream.executed).toEqual(['resources/read https://docs.example/public/readme']);

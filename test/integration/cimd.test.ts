@@ -29,6 +29,15 @@ const hits = new Map<string, number>();
 /** Paths whose answer the test switches between failing and valid. */
 const failing = new Set<string>();
 const logLines: string[] = [];
+/** /held answers only once the test releases it; `heldArrived` resolves when its request is in. */
+let releaseHeld: () => void = () => {};
+const heldRelease = new Promise<void>((resolve) => {
+  releaseHeld = resolve;
+});
+let heldArrivedNow: () => void = () => {};
+const heldArrived = new Promise<void>((resolve) => {
+  heldArrivedNow = resolve;
+});
 const logger = createLogger('debug', { write: (line: string) => void logLines.push(line) });
 
 function documentFor(req: IncomingMessage, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -169,6 +178,10 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return;
     case '/silent':
       return; // never answers
+    case '/held':
+      heldArrivedNow();
+      void heldRelease.then(() => sendJson(res, documentFor(req)));
+      return;
     case '/jwks.json':
       return sendJson(res, { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' }] });
     case '/jwks-private.json':
@@ -186,6 +199,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  releaseHeld();
   await close?.();
 });
 
@@ -326,6 +340,60 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     await Promise.all(slow);
     // The slots are free again once the slow fetches gave up.
     expect((await r.resolve(at('/client.json?slot=4'))).clientName).toBe('Example MCP Client');
+  });
+
+  it('an address holds at most maxConcurrentFetchesPerAddress slots: its next fetch waits (then 503), another address still finds one', async () => {
+    const r = resolver({ maxConcurrentFetches: 3, maxConcurrentFetchesPerAddress: 1, fetchQueueWaitMs: 200, timeoutMs: 2_000 });
+    const slow = r.resolve(at('/silent?share=1'), { address: '192.0.2.1' }).catch((e: unknown) => e);
+    const over = await rejection(r.resolve(at('/client.json?share=2'), { address: '192.0.2.1' }));
+    expect(over.status).toBe(503);
+    expect(hits.get('/client.json?share=2')).toBeUndefined();
+    expect((await r.resolve(at('/client.json?share=3'), { address: '192.0.2.2' })).clientName).toBe('Example MCP Client');
+    await slow;
+  });
+
+  it("an address's waiting fetch gets its slot once its earlier fetch ends", async () => {
+    const r = resolver({ maxConcurrentFetches: 3, maxConcurrentFetchesPerAddress: 1, fetchQueueWaitMs: 30_000 });
+    const first = r.resolve(at('/held'), { address: '192.0.2.3' });
+    await heldArrived;
+    const waiting = r.resolve(at('/client.json?share=5'), { address: '192.0.2.3' });
+    // Another address is not held up meanwhile.
+    expect((await r.resolve(at('/client.json?share=6'), { address: '192.0.2.4' })).clientName).toBe('Example MCP Client');
+    expect(hits.get('/client.json?share=5')).toBeUndefined();
+    releaseHeld();
+    expect((await first).clientName).toBe('Example MCP Client');
+    expect((await waiting).clientName).toBe('Example MCP Client');
+    expect(hits.get('/client.json?share=5')).toBe(1);
+  });
+
+  it('refetchKeySet and refetchDocument: past the cache once refetchCooldownMs has passed since the last fetch, undefined within it', async () => {
+    const clock = new ManualClock();
+    const r = resolver({ clock, refetchCooldownMs: 30_000 });
+    const keys = at('/jwks.json?refetch=1');
+    expect((await r.keySet(keys)).keys[0]!.kid).toBe('k1');
+    expect(await r.refetchKeySet(keys)).toBeUndefined();
+    expect(hits.get('/jwks.json?refetch=1')).toBe(1);
+    clock.advance(30_000);
+    expect((await r.refetchKeySet(keys))!.keys[0]!.kid).toBe('k1');
+    expect(hits.get('/jwks.json?refetch=1')).toBe(2);
+    // The set fetched again is the cached one from then on.
+    await r.keySet(keys);
+    expect(hits.get('/jwks.json?refetch=1')).toBe(2);
+    // A refetch its admission refuses (an address over its budget) leaves the cached copy in place.
+    clock.advance(30_000);
+    const stop = async () => {
+      throw new HttpError('too_many_requests', 'slow down');
+    };
+    expect((await rejection(r.refetchKeySet(keys, { beforeFetch: stop }))).status).toBe(429);
+    expect((await r.keySet(keys, { beforeFetch: stop })).keys[0]!.kid).toBe('k1');
+    expect(hits.get('/jwks.json?refetch=1')).toBe(2);
+
+    const doc = at('/client.json?refetch=doc');
+    await r.resolve(doc);
+    expect(await r.refetchDocument(doc)).toBeUndefined();
+    clock.advance(30_000);
+    expect((await r.refetchDocument(doc))!.clientId).toBe(doc);
+    expect(hits.get('/client.json?refetch=doc')).toBe(2);
   });
 
   it('beforeFetch runs only when a fetch goes out (not on a cache hit), and can stop it', async () => {
@@ -552,16 +620,32 @@ describe('resolve: the cache', () => {
     expect(hits.get('/no-store.json')).toBe(2);
   });
 
-  it('never caches a failure: the next resolve fetches again and can succeed', async () => {
-    const r = resolver();
+  it('a failure is answered again without a fetch for failureCacheMs (per URL), then the URL is fetched again and can succeed', async () => {
+    const clock = new ManualClock();
+    const r = resolver({ clock, failureCacheMs: 30_000 });
     failing.add('/flaky.json');
     const url = at('/flaky.json');
-    await refusal(r.resolve(url));
-    await refusal(r.resolve(url));
-    expect(hits.get('/flaky.json')).toBe(2);
+    const first = await refusal(r.resolve(url));
+    const again = await refusal(r.resolve(url));
+    expect(again.description).toBe(first.description);
+    expect(hits.get('/flaky.json')).toBe(1);
+    // Another URL of the same host is its own entry.
+    await refusal(r.resolve(at('/flaky.json?other')));
+    expect(hits.get('/flaky.json?other')).toBe(1);
     failing.delete('/flaky.json');
+    clock.advance(29_999);
+    await refusal(r.resolve(url));
+    expect(hits.get('/flaky.json')).toBe(1);
+    clock.advance(1);
     expect((await r.resolve(url)).clientId).toBe(url);
-    expect(hits.get('/flaky.json')).toBe(3);
+    expect(hits.get('/flaky.json')).toBe(2);
+    // failureCacheMs 0: every use fetches again.
+    failing.add('/flaky.json');
+    const uncached = resolver({ clock, failureCacheMs: 0 });
+    await refusal(uncached.resolve(at('/flaky.json?uncached')));
+    await refusal(uncached.resolve(at('/flaky.json?uncached')));
+    expect(hits.get('/flaky.json?uncached')).toBe(2);
+    failing.delete('/flaky.json');
   });
 
   it('keeps at most maxCacheEntries, evicting the least recently used', async () => {

@@ -18,6 +18,7 @@ import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { exchange } from '../hostile/raw-http.ts';
+import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
 
 const POLICY = {
   default: 'deny',
@@ -130,6 +131,20 @@ describe('/authz: forward-auth', () => {
     expect((await ask(authz, { ...auth, 'x-original-method': 'GET', 'x-forwarded-method': 'POST', 'x-original-uri': '/mcp' })).status).toBe(400);
     // Envoy's appended path and a header naming another one.
     expect((await ask(`${authz}/mcp`, { ...auth, 'x-original-uri': '/other' })).status).toBe(400);
+  });
+
+  it('refuses a check request carrying a client-sent X-MCP-Auth-* header, in any spelling, set by the sidecar or not', async () => {
+    // Written raw: fetch lower-cases names, and an ingress passes the client's spelling on as it came.
+    const check: Array<[string, string]> = [['Authorization', `Bearer ${token}`], ['X-Original-URI', '/mcp'], ['X-Original-Method', 'GET']];
+    expect(await rawAsk(stack.proxyUrl, check)).toMatch(/^HTTP\/1\.1 200 /);
+    for (const name of forgedIdentityHeaderNames()) {
+      const raw = await rawAsk(stack.proxyUrl, [...check, [name, 'victim']]);
+      expect(raw, name).toMatch(/^HTTP\/1\.1 400 /);
+      expect(raw, name).toContain('only the authorization service sets those');
+      expect(raw.toLowerCase(), name).not.toContain('x-mcp-auth-kind:');
+    }
+    // Names that only look alike are not identity headers.
+    expect(await rawAsk(stack.proxyUrl, [...check, ['X-MCP-Authority', 'x'], ['X-MCPAuth-Kind', 'x']])).toMatch(/^HTTP\/1\.1 200 /);
   });
 
   it('Traefik and Caddy: X-Forwarded-Method / -Uri / -Host', async () => {

@@ -146,3 +146,47 @@ describe('two sidecar processes on one Redis', () => {
     }
   });
 });
+
+describe('an ID-JAG presented to the token exchange (RFC 8693)', () => {
+  // The exchange's audience is this server's issuer, as an operator might set it with ID-JAG off (the
+  // configuration refuses the two together): the IdP's ID-JAG for this server then carries the
+  // exchange's `iss`, `aud` and keys, and only its `typ` (oauth-id-jag+jwt) tells it apart.
+  const PUBLIC_URL = 'https://mcp.exchange.test';
+  const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+  let idp: TestIdp;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    idp = await startTestIdp({ alg: 'RS256' });
+    stack = await startStack({ config: { proxy: { publicUrl: PUBLIC_URL }, idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: PUBLIC_URL, jwksCooldownMs: 0 } } });
+    serveIdJagIssuance(idp, { 'agent-at-idp': { secret: 'idp-secret', connections: { [PUBLIC_URL]: { clientId: 'mcp_agent', scopes: ['read'] } } } }, USERS);
+  });
+  afterAll(async () => {
+    await stack?.close();
+    await idp?.close();
+  });
+
+  const exchange = (subjectToken: string) =>
+    fetch(`${stack.proxyUrl}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: EXCHANGE, subject_token: subjectToken, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }),
+    });
+
+  it('is invalid_grant: no seven-day user token from a single-use grant bound to another client', async () => {
+    const options: IdJagClientOptions = {
+      mcpUrl: `${PUBLIC_URL}/mcp`,
+      idpTokenUrl: `${idp.url}/token`,
+      idpClient: { id: 'agent-at-idp', secret: 'idp-secret' },
+      user: { name: 'ann', password: 'ann-pw' },
+      asClient: { id: 'mcp_agent', secret: 'unused' },
+    };
+    const idJag = await obtainIdJag(options, { resource: `${PUBLIC_URL}/mcp`, issuer: PUBLIC_URL, tokenEndpoint: `${PUBLIC_URL}/token` });
+    const res = await exchange(idJag);
+    expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([400, 'invalid_grant']);
+    // The same IdP's JWT for that audience with an ID token's type is exchanged: the refusal is the type's.
+    const now = Math.floor(stack.clock.now() / 1000);
+    const idToken = await idp.sign({ iss: idp.issuer, aud: PUBLIC_URL, sub: 'sub-ann', iat: now, exp: now + 300 }, { typ: 'JWT' });
+    expect((await exchange(idToken)).status).toBe(200);
+  });
+});

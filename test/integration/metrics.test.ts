@@ -216,12 +216,18 @@ describe('mcp_auth_requests_total counts every refusal of /mcp, /health and /aut
     ['a method /health does not take', 405, 'method_not_allowed', () => send('/health', 'POST', {})],
     ['a body over proxy.maxBodyBytes', 413, 'payload_too_large', () => send('/mcp', 'POST', { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, 'x'.repeat(2048))],
     ['an /authz request for another path', 404, 'not_found', () => send('/authz', 'GET', { 'x-original-method': 'GET', 'x-original-uri': '/elsewhere' })],
-  ])('%s: %i, counted under its code', async (_label, status, code, request) => {
-    const outcome: Record<string, string> = code === 'not_found' ? { outcome: 'not_found' } : { outcome: 'refused', reason: code };
-    const before = value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', outcome);
+    ['no token', 401, 'missing', () => send('/mcp', 'GET', {})],
+    ['an unknown token', 401, 'unknown', () => send('/mcp', 'GET', { authorization: `Bearer ${'0'.repeat(64)}` })],
+  ])('%s: %i, counted once, under its code', async (_label, status, code, request) => {
+    const outcome: Record<string, string> =
+      code === 'not_found' ? { outcome: 'not_found' } : code === 'missing' || code === 'unknown' ? { outcome: 'denied', reason: code } : { outcome: 'refused', reason: code };
+    const samples = (await scrape(stack.adminUrl)).samples;
+    const [before, totalBefore] = [value(samples, 'mcp_auth_requests_total', outcome), value(samples, 'mcp_auth_requests_total')];
     expect(await request()).toBe(status);
-    const after = value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', outcome);
-    expect(after - before).toBe(1);
+    const after = (await scrape(stack.adminUrl)).samples;
+    expect(value(after, 'mcp_auth_requests_total', outcome) - before).toBe(1);
+    // Once: no other outcome moved with it.
+    expect(value(after, 'mcp_auth_requests_total') - totalBefore).toBe(1);
     // Counted once: never also as a refused token or an outage.
     expect(value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', { outcome: 'refused', reason: 'not_found' })).toBe(0);
   });

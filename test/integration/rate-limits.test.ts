@@ -146,4 +146,74 @@ describe('rate limits', () => {
     expect((await register('[2001:db8::1]:444')).status).toBe(429);
     expect((await register('2001:db8::1')).status).toBe(429);
   });
+
+  // One host given a /64 (as ISPs, clouds and container hosts give them) can send from any of its
+  // addresses; every per-address limit counts the /64 together. The addresses reach the sidecar as a
+  // trusted ingress forwards them, last in X-Forwarded-For.
+  describe('IPv6: the addresses of one /64 count together', () => {
+    const inNetwork = (i: number) => `2001:db8:1:2::${i.toString(16)}`;
+
+    it('failed authentications on /mcp from ever new addresses of one /64 are refused together; a valid token and another /64 are not', async () => {
+      const echo = await startEchoUpstream();
+      const stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { failedAuthPerMinute: 5 } } });
+      cleanups.push(() => echo.close(), () => stack.close());
+      const { token } = await stack.issueOAuthToken();
+      const from = (address: string, auth: string) => fetch(stack.mcpUrl, { method: 'POST', headers: { 'x-forwarded-for': address, authorization: `Bearer ${auth}` }, body: '{}' });
+      // Each request from an address never used before; bounded well past the limit of 5.
+      let refusedAfter = 0;
+      for (let i = 1; i <= 300 && refusedAfter === 0; i++) if ((await from(inNetwork(i), WRONG)).status === 429) refusedAfter = i;
+      expect(refusedAfter).toBeGreaterThan(5);
+      expect(refusedAfter).toBeLessThan(300);
+      expect((await from(inNetwork(0xfff0), WRONG)).status).toBe(429);
+      expect((await from(inNetwork(0xfff1), token)).status).toBe(200);
+      expect((await from('2001:db8:1:3::1', WRONG)).status).toBe(401);
+    });
+
+    const register = (stack: Stack, address: string) =>
+      fetch(`${stack.proxyUrl}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
+        body: JSON.stringify({ client_name: 'x', redirect_uris: ['http://127.0.0.1:9/cb'] }),
+      });
+
+    it('registrations, /authorize, /revoke: one count for the /64; the IPv4-mapped forms of an IPv4 address are that address', async () => {
+      const stack = await startStack({
+        config: {
+          proxy: { trustedProxies: ['127.0.0.1', '::1'] },
+          rateLimits: { authorizeUnknownClientsPerMinute: 2, revocationRequestsPerMinute: 2 },
+          oauth: { registrationRateLimitPerMinute: 2 },
+        },
+      });
+      cleanups.push(() => stack.close());
+      expect((await register(stack, inNetwork(1))).status).toBe(201);
+      expect((await register(stack, inNetwork(2))).status).toBe(201);
+      expect((await register(stack, inNetwork(3))).status).toBe(429);
+      expect((await register(stack, '2001:db8:1:3::1')).status).toBe(201);
+      // IPv4-mapped, as a dual-stack ingress may write it (dotted, or in hex), is the IPv4 host.
+      expect((await register(stack, '198.51.100.7')).status).toBe(201);
+      expect((await register(stack, '::ffff:198.51.100.7')).status).toBe(201);
+      expect((await register(stack, '::ffff:c633:6407')).status).toBe(429);
+
+      // Sign-in requests for an unknown client: the third is counted over the limit, the fourth refused.
+      const authorize = (address: string) => fetch(`${stack.proxyUrl}/authorize?client_id=unknown`, { headers: { 'x-forwarded-for': address } });
+      expect((await authorize('2001:db8:9:9::1')).status).toBe(400);
+      expect((await authorize('2001:db8:9:9::2')).status).toBe(400);
+      expect((await authorize('2001:db8:9:9::3')).status).toBe(400);
+      expect((await authorize('2001:db8:9:9::4')).status).toBe(429);
+
+      const revoke = (address: string) =>
+        fetch(`${stack.proxyUrl}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address }, body: 'token=x' });
+      expect((await revoke('2001:db8:7:7::1')).status).not.toBe(429);
+      expect((await revoke('2001:db8:7:7::2')).status).not.toBe(429);
+      expect((await revoke('2001:db8:7:7::3')).status).toBe(429);
+    });
+
+    it('rateLimits.ipv6PrefixLength 128 counts each address on its own', async () => {
+      const stack = await startStack({ config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { ipv6PrefixLength: 128 }, oauth: { registrationRateLimitPerMinute: 1 } } });
+      cleanups.push(() => stack.close());
+      expect((await register(stack, inNetwork(1))).status).toBe(201);
+      expect((await register(stack, inNetwork(2))).status).toBe(201);
+      expect((await register(stack, inNetwork(1))).status).toBe(429);
+    });
+  });
 });

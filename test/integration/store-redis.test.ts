@@ -8,6 +8,7 @@ import { decideToken, generateToken, hashToken } from '../../src/credentials.ts'
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 import { promisesOf } from '../support/promises.ts';
+import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { redisRawAccess, runStoreContract } from './store-contract.ts';
 
 const HOUR = 3_600_000;
@@ -108,6 +109,32 @@ describe('RedisTokenStore raw key layout', () => {
     // Once the key is gone (Redis drops it at expiresAt), the name is usable again.
     await raw.del(key);
     expect(await store.useOnce('client_assertion:mcp_a:jti-1', expiresAt)).toBe(true);
+  });
+
+  it('a session handle is one hash at <prefix>{oauth}:mcpHandles:session:<sha256>, its owner indexed in sorted sets; its life slides with each use by its owner only', async () => {
+    const owner = handleOwner({ kind: 'oauth', subject: 'alice', clientId: 'mcp_a' });
+    const stranger = handleOwner({ kind: 'oauth', subject: 'bob', clientId: 'mcp_b' });
+    const session = handleDigest('a-session-id');
+    expect(await store.bindHandle('session', session, owner, clock.now(), 60_000, 10)).toBe('bound');
+    const key = `${prefix}{oauth}:mcpHandles:session:${session}`;
+    const byClient = `${prefix}{oauth}:mcpHandlesByClient:mcp_a`;
+    const bySubject = `${prefix}{oauth}:mcpHandlesBySubject:${hashToken('alice')}`;
+    expect(await keysUnder(raw, prefix)).toEqual([key, byClient, bySubject].sort());
+    expect(await raw.type(key)).toBe('hash');
+    expect(await raw.zscore(byClient, `session:${session}`)).toBe(String(clock.now() + 60_000));
+    const first = await raw.pttl(key);
+    expect(first).toBeGreaterThan(0);
+    expect(first).toBeLessThanOrEqual(60_000);
+    // Used by its owner with a longer lifetime, past a sixteenth of it: extended, the indexes too.
+    clock.advance(60_000);
+    expect(await store.useHandle('session', session, owner, clock.now(), 600_000, 10)).toBe('owned');
+    expect(await raw.pttl(key)).toBeGreaterThan(60_000);
+    expect(await raw.pttl(byClient)).toBeGreaterThan(60_000);
+    expect(await raw.pttl(bySubject)).toBeGreaterThan(60_000);
+    // Presented by another principal: refused, and its life is not extended by that.
+    expect(await store.useHandle('session', session, stranger, clock.now(), 6_000_000, 10)).toBe('foreign');
+    expect(await raw.pttl(key)).toBeLessThanOrEqual(600_000);
+    expect(await keysUnder(raw, prefix)).toEqual([key, byClient, bySubject].sort());
   });
 
   it('a record whose expiresAt field is missing (HDEL) is rejected as corrupt', async () => {

@@ -63,7 +63,9 @@ export async function startEchoUpstream(): Promise<FakeUpstream> {
       const entry: Seen = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, bodyBytes };
       seen.push(entry);
       const body = JSON.stringify(entry);
-      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': req.headers['mcp-session-id'] ?? 'none' });
+      // As an MCP server does: the request's session echoed back, none minted for a request without one.
+      const session = req.headers['mcp-session-id'];
+      res.writeHead(200, { 'content-type': 'application/json', ...(session !== undefined ? { 'mcp-session-id': session } : {}) });
       res.end(body);
     });
   });

@@ -17,7 +17,7 @@ export interface SignInStack {
 }
 
 export async function startSignInStack(
-  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; userClaims?: Record<string, unknown>; genericIdp?: boolean } = {},
+  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; clock?: StackOptions['clock']; userClaims?: Record<string, unknown>; genericIdp?: boolean } = {},
 ): Promise<SignInStack> {
   let base = '';
   const clientId = 'mcp-bearer-proxy';
@@ -26,6 +26,7 @@ export async function startSignInStack(
   const stack = await startStack({
     ...(options.store ? { store: options.store } : {}),
     ...(options.cimd ? { cimd: options.cimd } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
     config: { ...options.config, idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000, ...options.idp } },
   });
   base = stack.sidecar.publicUrl();

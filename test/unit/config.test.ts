@@ -229,6 +229,25 @@ describe('buildConfig', () => {
     expect(config.idp).toMatchObject({ idJag: true, issuer: 'https://idp.example', jwksUrl: 'https://idp.example/keys', audience: undefined });
   });
 
+  it.each<[string, Record<string, string>, string]>([
+    ['PUBLIC_URL', { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com' }, 'https://mcp.example.com'],
+    ['PUBLIC_URL, one with a trailing slash', { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com/' }, 'https://mcp.example.com'],
+    ['the default issuer (no PUBLIC_URL)', { PORT: '8080', IDP_AUDIENCE: 'http://localhost:8080' }, 'http://localhost:8080'],
+  ])('IDP_AUDIENCE equal to the issuer (%s) while ID-JAG is on is one problem naming both keys', (_label, env, issuer) => {
+    const problems = problemsOf(() =>
+      buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys', ...env }),
+    );
+    expect(problems).toEqual([
+      `IDP_AUDIENCE (idp.audience) equals this authorization server's issuer PUBLIC_URL (proxy.publicUrl) ${issuer} while IDP_ID_JAG (idp.idJag) is true: identity assertion grants (ID-JAGs) are issued for that audience, and the token exchange must not accept them. Give the token exchange its own audience, or turn idp.idJag off`,
+    ]);
+  });
+
+  it('IDP_AUDIENCE equal to PUBLIC_URL with ID-JAG off, or another audience with it on, is valid', () => {
+    const base = { BEARER_SECRET_MASTER: MASTER, PUBLIC_URL: 'https://mcp.example.com', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys' };
+    expect(buildConfig({}, { ...base, IDP_AUDIENCE: 'https://mcp.example.com' }).idp.audience).toBe('https://mcp.example.com');
+    expect(buildConfig({}, { ...base, IDP_ID_JAG: 'true', IDP_AUDIENCE: 'mcp-token-exchange' }).idp).toMatchObject({ idJag: true, audience: 'mcp-token-exchange' });
+  });
+
   it('browser sign-in alone (issuer, client id, secret) is a valid configuration, exchange stays off', () => {
     const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' });
     expect(config.idp).toMatchObject({ issuer: 'https://idp.example/', clientId: 'mcp', clientSecret: 's3cret', scopes: 'openid email profile', audience: undefined });
@@ -309,9 +328,12 @@ describe('buildConfig', () => {
       timeoutMs: 5000,
       maxBytes: 5120,
       cacheTtlSeconds: 600,
+      failureCacheSeconds: 30,
+      keySetRefetchCooldownSeconds: 30,
       cacheMaxEntries: 1000,
       fetchesPerMinutePerAddress: 20,
       maxConcurrentFetches: 16,
+      maxConcurrentFetchesPerAddress: 4,
       allowPrivateAddresses: false,
     });
     const set = buildConfig({ oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } }, { BEARER_SECRET_MASTER: MASTER });
@@ -399,7 +421,7 @@ describe('unknown keys', () => {
     ['proxy.prot', { proxy: { prot: 1 } }, 'unknown key "proxy.prot" (did you mean "proxy.port"?)'],
     ['snake case', { proxy: { public_url: 'https://x' } }, 'unknown key "proxy.public_url" (did you mean "proxy.publicUrl"?)'],
     ['key in the wrong section', { proxy: { keyPrefix: 'x:' } }, 'unknown key "proxy.keyPrefix" (did you mean "redis.keyPrefix"?)'],
-    ['nothing near', { proxy: { zzzzzzzzzz: 1 } }, 'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, streamRecheckMs)'],
+    ['nothing near', { proxy: { zzzzzzzzzz: 1 } }, 'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, handleIdleMs, streamRecheckMs)'],
   ])('%s is an error naming the key and the nearest known one', (_label, tree, problem) => {
     expect(problemsOf(() => buildConfig(tree, { BEARER_SECRET_MASTER: MASTER }))).toEqual([problem]);
   });

@@ -1,9 +1,10 @@
 // One address module: the SSRF guard's classifier (every special-purpose range of both families,
 // addresses just inside and just outside each boundary, IPv4 embedded in IPv6 judged on the IPv4 it
-// reaches), the loopback rule every caller shares, CIDRs and X-Forwarded-For's `host:port` forms.
+// reaches), the loopback rule every caller shares, CIDRs, X-Forwarded-For's `host:port` forms, and the
+// key a per-address limit counts an address under.
 
 import { describe, expect, it } from 'vitest';
-import { addressList, addressWithOptionalPort, classifyAddress, inAddressList, isLoopbackHost, isLoopbackOrPrivate, parseCidr, type AddressClass } from '../../src/net-address.ts';
+import { addressList, addressWithOptionalPort, classifyAddress, inAddressList, isLoopbackHost, isLoopbackOrPrivate, limitKey, parseCidr, type AddressClass } from '../../src/net-address.ts';
 
 const IPV4: Array<[string, AddressClass]> = [
   ['0.0.0.0', 'unspecified'],
@@ -202,4 +203,43 @@ describe('addressWithOptionalPort', () => {
       expect(addressWithOptionalPort(entry)).toBeUndefined();
     },
   );
+});
+
+describe('limitKey', () => {
+  it.each<[string, string]>([
+    // IPv4, and IPv4-mapped IPv6 in both spellings (a dual-stack socket's, and a proxy's hex form): the host.
+    ['203.0.113.5', '203.0.113.5'],
+    ['::ffff:203.0.113.5', '203.0.113.5'],
+    ['::ffff:cb00:7105', '203.0.113.5'],
+    ['[::FFFF:203.0.113.5]', '203.0.113.5'],
+    // IPv6: the /64 it is in, whichever of its addresses, however written.
+    ['2001:db8:1:2::1', '2001:db8:1:2:0:0:0:0/64'],
+    ['2001:db8:1:2:ffff:ffff:ffff:ffff', '2001:db8:1:2:0:0:0:0/64'],
+    ['2001:0DB8:0001:0002:0000:0000:0000:0abc', '2001:db8:1:2:0:0:0:0/64'],
+    ['[2001:db8:1:2::abc]', '2001:db8:1:2:0:0:0:0/64'],
+    ['2001:db8:1:2::203.0.113.5', '2001:db8:1:2:0:0:0:0/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0:0:0:0:0/64'],
+    ['::1', '0:0:0:0:0:0:0:0/64'],
+    // The neighbouring /64 is another key.
+    ['2001:db8:1:3::1', '2001:db8:1:3:0:0:0:0/64'],
+    // Not an address (a socket without a peer address): unchanged.
+    ['', ''],
+    ['unknown', 'unknown'],
+  ])('%j counts as %j', (address, key) => {
+    expect(limitKey(address)).toBe(key);
+    expect(limitKey(address, 64)).toBe(key);
+  });
+
+  it('the prefix length is configurable: 128 is each address, 48 a site, 56 cuts within a group', () => {
+    expect(limitKey('2001:db8:1:2::1', 128)).toBe('2001:db8:1:2:0:0:0:1/128');
+    expect(limitKey('2001:db8:1:2::2', 128)).toBe('2001:db8:1:2:0:0:0:2/128');
+    expect(limitKey('2001:db8:1:2::1', 48)).toBe('2001:db8:1:0:0:0:0:0/48');
+    expect(limitKey('2001:db8:1:ffff::1', 48)).toBe('2001:db8:1:0:0:0:0:0/48');
+    expect(limitKey('2001:db8:1:2ab::1', 56)).toBe('2001:db8:1:200:0:0:0:0/56');
+    expect(limitKey('203.0.113.5', 128)).toBe('203.0.113.5');
+  });
+
+  it('a key is its own key (callers that key an address already keyed get the same count)', () => {
+    for (const address of ['2001:db8:1:2::1', '203.0.113.5', '::ffff:203.0.113.5']) expect(limitKey(limitKey(address))).toBe(limitKey(address));
+  });
 });

@@ -1,8 +1,13 @@
 // The policy engine as a pure function: validation of config (every problem named), first-match
 // decisions, globs, step-up scopes, JSON-RPC reading within bounds, and list filtering (JSON and SSE).
 
+import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { enforcePolicy } from '../../src/policy/enforce.ts';
+import { Audit, REPEAT_WINDOW_MS } from '../../src/audit.ts';
+import { ManualClock } from '../../src/clock.ts';
+import { createLogger } from '../../src/logger.ts';
+import { denialAnswer, enforceCall, enforcePolicy, type PolicyDenial } from '../../src/policy/enforce.ts';
+import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { checkBodyHeaders, checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClientMessages } from '../../src/policy/jsonrpc.ts';
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
 import { ConfigError, buildConfig } from '../../src/config.ts';
@@ -377,5 +382,119 @@ describe('policy: in config.yaml', () => {
       expect(problems).toMatch(/unknown key "policy\.defualt" \(did you mean "policy\.default"\?\)/);
       expect(problems).toMatch(/unknown key "prot"/);
     }
+  });
+});
+
+describe('policy: the answer to a denial', () => {
+  const policy = compile(POLICY);
+  const CONTEXT = { 'io.modelcontextprotocol/authorization': { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: 'ctx-1' } };
+
+  function denied(body: unknown, who: PolicyPrincipal = alice): PolicyDenial {
+    const outcome = enforcePolicy(policy, who, Buffer.from(JSON.stringify(body)), { method: undefined, name: undefined }, DEFAULT_JSONRPC_LIMITS);
+    expect(outcome.denied).toBe(true);
+    return outcome as PolicyDenial;
+  }
+  const toolCall = (id: unknown, name: string) => ({ jsonrpc: '2.0', ...(id === undefined ? {} : { id }), method: 'tools/call', params: { name } });
+
+  it('a scope would lift it: 403 with the JSON-RPC error (the step-up challenge is the caller\'s)', () => {
+    const d = denied(toolCall(7, 'write_file'));
+    expect(d.scope).toBe('mcp:read mcp:write');
+    expect(denialAnswer(d, 'ctx-1')).toEqual({ status: 403, body: JSON.stringify({ jsonrpc: '2.0', id: 7, error: { code: -32003, message: 'tools/call write_file is not allowed for this token' } }) });
+  });
+
+  it('nothing would lift it, one tools/call: 200, a tool error with the authorization context in _meta', () => {
+    const d = denied(toolCall('a', 'delete_repo'));
+    expect(d.scope).toBeUndefined();
+    const answer = denialAnswer(d, 'ctx-1');
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({
+      jsonrpc: '2.0',
+      id: 'a',
+      result: { isError: true, content: [{ type: 'text', text: expect.stringMatching(/^The tool "delete_repo" is not available to you: .*\(Reference: ctx-1\)$/) }], _meta: CONTEXT },
+    });
+    // The rule's name never reaches the client.
+    expect(answer.body).not.toContain('no-deletes');
+  });
+
+  it('nothing would lift it, one request of another method: 200, a JSON-RPC error with the context in data', () => {
+    const answer = denialAnswer(denied({ jsonrpc: '2.0', id: 3, method: 'resources/read', params: { uri: 'file:///x' } }), 'ctx-1');
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({ jsonrpc: '2.0', id: 3, error: { code: -32003, message: 'resources/read file:///x is not allowed for this token, and no other authorization would allow it', data: CONTEXT } });
+  });
+
+  it.each([
+    ['a batch', [toolCall(1, 'search'), toolCall(2, 'delete_repo')], [1, 2]],
+    ['a one-message batch', [toolCall(1, 'delete_repo')], [1]],
+  ])('nothing would lift it, %s: 403, each request its JSON-RPC error with the context', (_label, body, ids) => {
+    const answer = denialAnswer(denied(body), 'ctx-1');
+    expect(answer.status).toBe(403);
+    expect(JSON.parse(answer.body)).toEqual(ids.map((id) => ({ jsonrpc: '2.0', id, error: { code: -32003, message: expect.stringContaining('no other authorization'), data: CONTEXT } })));
+  });
+
+  it.each([
+    ['a notification (no id)', toolCall(undefined, 'delete_repo')],
+    ['id null', toolCall(null, 'delete_repo')],
+  ])('nothing would lift it, %s: 403 with a JSON-RPC error answering id null (nothing to attach a result to)', (_label, body) => {
+    const answer = denialAnswer(denied(body), 'ctx-1');
+    expect(answer.status).toBe(403);
+    expect(JSON.parse(answer.body)).toMatchObject({ id: null, error: { data: CONTEXT } });
+  });
+
+  it('forward-auth (the body unseen): 403 with id null, the context in data', () => {
+    const outcome = enforceCall(policy, alice, { method: 'tools/call', name: 'delete_repo' });
+    expect(outcome.denied).toBe(true);
+    const answer = denialAnswer(outcome as PolicyDenial, 'ctx-1');
+    expect(answer.status).toBe(403);
+    expect(JSON.parse(answer.body)).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32003, data: CONTEXT } });
+  });
+});
+
+describe('policy: the audit event of a denial names itself', () => {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+  function audit() {
+    const lines: Array<{ audit: Record<string, unknown> }> = [];
+    const logger = createLogger('info', new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }), 'json');
+    const clock = new ManualClock(1_800_000_000_000);
+    const store = new MemoryTokenStore({ clock });
+    return { lines, clock, store, audit: new Audit({ logger, store, clock, stream: true, maxLen: 100 }) };
+  }
+  const denial = (name: string) => ({ who: 'client:c', action: 'policy.deny', result: 'insufficient_authorization', subject: 's', detail: { method: 'tools/call', name, rule: 'r' } });
+
+  it('recordRepeated returns the id of the event that records the denial: logged and in the stream', async () => {
+    const { lines, store, audit: a } = audit();
+    const id = a.recordRepeated(denial('x'), 'warn');
+    expect(id).toMatch(UUID);
+    await a.flushRepeated();
+    expect(lines.filter((l) => l.audit !== undefined).map((l) => l.audit)).toEqual([expect.objectContaining({ eventId: id, action: 'policy.deny' })]);
+    expect((await store.listAuditEvents(10)).map((e) => e.eventId)).toEqual([id]);
+  });
+
+  it('repeats within the window share the first event\'s id; the closing count is an event of its own naming it', async () => {
+    const { lines, clock, audit: a } = audit();
+    const first = a.recordRepeated(denial('x'), 'warn');
+    expect(a.recordRepeated(denial('x'), 'warn')).toBe(first);
+    expect(a.recordRepeated(denial('x'), 'warn')).toBe(first);
+    const other = a.recordRepeated(denial('y'), 'warn');
+    expect(other).not.toBe(first);
+    clock.advance(REPEAT_WINDOW_MS);
+    await a.flushRepeated(clock.now());
+    const events = lines.filter((l) => l.audit !== undefined).map((l) => l.audit);
+    const closing = events.find((e) => (e.detail as Record<string, unknown>).repeated === 2)!;
+    expect(closing.eventId).toMatch(UUID);
+    expect(closing.eventId).not.toBe(first);
+    expect(closing.detail).toMatchObject({ name: 'x', repeated: 2, firstEventId: first });
+    // After the window a repeat starts a new one, with a new id.
+    expect(a.recordRepeated(denial('x'), 'warn')).not.toBe(first);
+  });
+
+  it('every other event gets an id of its own', async () => {
+    const { lines, audit: a } = audit();
+    await a.record({ who: 'master', action: 'createClient', result: 'ok' });
+    await a.record({ who: 'master', action: 'createClient', result: 'ok' });
+    const ids = lines.filter((l) => l.audit !== undefined).map((l) => l.audit.eventId);
+    expect(ids).toHaveLength(2);
+    expect(ids[0]).toMatch(UUID);
+    expect(ids[1]).not.toBe(ids[0]);
   });
 });

@@ -323,10 +323,36 @@ describe('authorization_code', () => {
 });
 
 describe('token exchange (RFC 8693)', () => {
-  const jwt = (claims: Record<string, unknown> = {}) => {
+  const jwt = (claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}) => {
     const now = Math.floor(ep.clock.now() / 1000);
-    return idp.sign({ iss: idp.issuer, aud: AUDIENCE, sub: 'u-9', exp: now + 60, email: 'u9@example.com', ...claims });
+    return idp.sign({ iss: idp.issuer, aud: AUDIENCE, sub: 'u-9', exp: now + 60, email: 'u9@example.com', ...claims }, header);
   };
+
+  // The types of an ID token (none, or JWT) and of an RFC 9068 access token, in the spellings RFC 7515 §4.1.9 allows.
+  it.each([['no typ', {}], ...['JWT', 'jwt', 'application/jwt', 'at+jwt', 'application/at+jwt', 'AT+JWT'].map((typ) => [`typ ${typ}`, { typ }])] as Array<[string, Record<string, unknown>]>)(
+    'a JWT with %s is taken',
+    async (_label, header) => {
+      const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, header), subject_token_type: JWT_TYPE });
+      expect(res.status).toBe(200);
+    },
+  );
+
+  // An ID-JAG (and every JWT made for another purpose) signed by the same IdP for the same audience
+  // is not an identity to exchange: the ID-JAG is a single-use grant bound to one client.
+  it.each(['oauth-id-jag+jwt', 'application/oauth-id-jag+jwt', 'logout+jwt', 'secevent+jwt', 'dpop+jwt', 'client-authentication+jwt', 'jwt+other', ''])(
+    'a JWT with typ %j is invalid_grant, and the reason is logged',
+    async (typ) => {
+      const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({ jti: randomBytes(8).toString('hex'), client_id: 'mcp_x' }, { typ }), subject_token_type: JWT_TYPE });
+      expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+      const refused = ep.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'token exchange refused');
+      expect(refused.at(-1)).toMatchObject({ reason: 'typ not an ID token or access token' });
+    },
+  );
+
+  it('a typ that is not a string is invalid_grant', async () => {
+    const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, { typ: ['JWT'] }), subject_token_type: JWT_TYPE });
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+  });
 
   it('an IdP JWT becomes a seven-day user-grade token, audited as the user', async () => {
     const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE });
@@ -403,6 +429,11 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(streamed).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok', clientId: c.clientId, subject: 'U019488227', detail: { refreshToken: false } });
   });
 
+  it('aud as a one-element array naming this server is taken: it is that string (RFC 7519 §4.1.3)', async () => {
+    const c = await confidential();
+    expect((await present(c, await idJag(c.clientId, { aud: [PUBLIC_URL] }))).status).toBe(200);
+  });
+
   it('client_secret_post works too; without a resource claim the assertion is taken', async () => {
     const c = await confidential();
     const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(c.clientId, { resource: undefined }), client_id: c.clientId, client_secret: c.clientSecret! });
@@ -411,6 +442,9 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
 
   it.each<[string, (c: string) => Promise<string>, string]>([
     ['another aud', (c) => idJag(c, { aud: 'https://other-as.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
+    ['aud naming this server and another', (c) => idJag(c, { aud: [PUBLIC_URL, 'https://other-as.example.test'] }), 'several audiences'],
+    ['aud naming this server twice', (c) => idJag(c, { aud: [PUBLIC_URL, PUBLIC_URL] }), 'several audiences'],
+    ['aud an empty array', (c) => idJag(c, { aud: [] }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
     ['aud with a trailing slash (not this issuer exactly)', (c) => idJag(c, { aud: `${PUBLIC_URL}/` }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
     ['another iss', (c) => idJag(c, { iss: 'https://other-idp.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iss)'],
     ["another client's client_id", () => idJag('mcp_ffffffffffffffffffffffffffffffff'), 'client_id mismatch'],
@@ -485,6 +519,32 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     const res = await present(c, await idp.sign(claims(c.clientId), { typ: ID_JAG_TYP }, rotated));
     expect(res.status).toBe(200);
     expect(idp.jwksFetches).toBeGreaterThan(before);
+  });
+
+  // The extension's §5: the client authenticates with its credentials as registered here, and may use
+  // private_key_jwt. The assertion is built as RFC 7523 §3 asks: iss = sub = the client id, aud this issuer.
+  it('a private_key_jwt client holding the grant gets its token (client authentication by signed assertion)', async () => {
+    const key = await idpKey('ES256', 'agent-key');
+    const c = await confidential({ tokenEndpointAuthMethod: 'private_key_jwt', jwks: JSON.stringify({ keys: [key.jwk] }) });
+    const now = Math.floor(ep.clock.now() / 1000);
+    const clientAssertion = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid })
+      .setIssuer(c.clientId)
+      .setSubject(c.clientId)
+      .setAudience(PUBLIC_URL)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .setJti(randomBytes(8).toString('hex'))
+      .sign(key.privateKey);
+    const res = await ep.token({
+      grant_type: JWT_BEARER,
+      assertion: await idJag(c.clientId),
+      client_id: c.clientId,
+      client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+      client_assertion: clientAssertion,
+    });
+    expect(res.status).toBe(200);
+    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok' });
   });
 
   it('a public client is invalid_client (this grant needs client authentication), whether or not it holds the grant', async () => {

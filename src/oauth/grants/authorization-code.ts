@@ -33,6 +33,7 @@ export const authorizationCodeGrant: Grant = {
   action: ACTION,
   enabled: (ctx) => ctx.signIn !== undefined,
   disabledDescription: 'browser sign-in (authorization_code) is not configured on this server',
+  registration: 'dynamic',
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_AUTHORIZATION_CODE);
     const { form } = request;

@@ -15,6 +15,8 @@ export const clientCredentialsGrant: Grant = {
   action: ACTION,
   enabled: () => true,
   disabledDescription: '',
+  // A client that holds it acts as itself with no user: the operator decides who that is.
+  registration: 'admin',
   async handle(ctx, request) {
     const { client, confidential } = requireClient(request, GRANT_CLIENT_CREDENTIALS);
     if (!confidential) throw new HttpError('unauthorized_client', 'client_credentials needs a confidential client');

@@ -35,8 +35,13 @@ export interface Grant {
   readonly action: string;
   /** Whether this server's configuration offers it; when not, it is `unsupported_grant_type`. */
   enabled(ctx: OAuthContext): boolean;
-  /** Why it is off, for the `unsupported_grant_type` answer. */
+  /** Why it is off, for the `unsupported_grant_type` answer and a registration that asks for it. */
   readonly disabledDescription: string;
+  /**
+   * Who may give a client this grant: `admin` (the admin `createClient` only), or `dynamic` (also
+   * `POST /register`, while `enabled`). See `registrationRefusal` in ./index.ts.
+   */
+  readonly registration: 'admin' | 'dynamic';
   handle(ctx: OAuthContext, request: TokenRequest): Promise<Issued>;
 }
 

@@ -55,6 +55,10 @@ export const idJagGrant: Grant = {
   action: ACTION,
   enabled: (ctx) => ctx.idJag !== undefined,
   disabledDescription: 'identity assertion grants (ID-JAG) are not configured on this server',
+  // The IdP writes this server's client id into every ID-JAG it issues to the client, so the client
+  // must be known to the organisation before it is used: one an administrator created and gave to
+  // the IdP. An anonymous registration's id is known to nobody but its registrant.
+  registration: 'admin',
   async handle(ctx, request) {
     const authenticated = request.client;
     if (!authenticated || !authenticated.confidential) throw clientRefused(request.presented);

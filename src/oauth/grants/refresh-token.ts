@@ -18,6 +18,7 @@ export const refreshTokenGrant: Grant = {
   action: ACTION,
   enabled: () => true,
   disabledDescription: '',
+  registration: 'dynamic',
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_REFRESH_TOKEN);
     const presented = request.form.get('refresh_token');

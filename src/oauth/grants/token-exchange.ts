@@ -1,7 +1,9 @@
 // grant_type=urn:ietf:params:oauth:grant-type:token-exchange (RFC 8693): a JWT of the configured IdP
 // becomes a user-grade token, `userBearerTokens:<hash>`, valid for a fixed seven days (user-grade
 // lifetimes are not configurable). The IdP JWT is the credential, so client authentication is
-// optional, but a client that tries must succeed and hold the grant.
+// optional, but a client that tries must succeed and hold the grant. The JWT must be typed as an ID
+// token or access token (idp.ts, EXCHANGE_JWT_TYPES): an ID-JAG, a single-use grant bound to one
+// client, is refused here even when the exchange's audience matches it.
 
 import { generateToken, hashToken, TTL_7_DAYS } from '../../credentials.ts';
 import { HttpError } from '../../errors.ts';
@@ -18,6 +20,7 @@ export const tokenExchangeGrant: Grant = {
   action: 'token.token_exchange',
   enabled: (ctx) => ctx.idp !== undefined,
   disabledDescription: 'token exchange is not configured on this server (no identity provider)',
+  registration: 'dynamic',
   async handle(ctx, request) {
     const { form } = request;
     const authenticated = request.client;

@@ -1,0 +1,454 @@
+// The reference MCP upstream as it was on the official TypeScript SDK's 1.x line
+// (@modelcontextprotocol/sdk): a stateful Streamable HTTP server speaking up to protocol 2025-11-25,
+// which does not know the Mcp-Method / Mcp-Name headers. Kept so the sidecar is also tested in front
+// of a 1.x server (examples/upstream/server.ts is the 2.x one).
+
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import * as z from 'zod';
+import { customFetch } from 'jose';
+import { createAssertionVerifier, type AssertionVerifierOptions } from '../../examples/assertion/node/verify-assertion.ts';
+
+export interface UpstreamOptions {
+  host?: string;
+  port?: number;
+  /** Defaults to '/mcp'. */
+  path?: string;
+  /**
+   * Benchmark only (off by default): `GET <path>?events=N` answers a plain SSE stream outside MCP with
+   * N small events, one write each, every one stamped with its send time; `events=0` stays open, idle.
+   */
+  syntheticStreams?: boolean;
+  /** Answer POSTs with one JSON body instead of an SSE stream (the transport's enableJsonResponse). */
+  jsonResponses?: boolean;
+  /**
+   * Verify the sidecar's caller assertion (X-MCP-Auth-Assertion) on every request to the MCP path and
+   * refuse (401) any request without a valid one.
+   */
+  assertion?: AssertionVerifierOptions;
+}
+
+/** What the assertion check has seen (with `assertion` on). */
+export interface AssertionChecks {
+  verified: number;
+  /** Why each refused request was refused, oldest first (max 50). */
+  refused: string[];
+  /** Times the JWKS was fetched. */
+  jwksFetches: number;
+}
+
+export interface RunningUpstream {
+  /** e.g. http://127.0.0.1:PORT/mcp */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+  /** Headers of the most recent requests, newest last, max 50, for tests. */
+  seenHeaders: Array<Record<string, string | string[] | undefined>>;
+  /** Currently open SSE (text/event-stream) responses. */
+  openStreams(): number;
+  assertions: AssertionChecks;
+  /** Turns on the assertion check (as the `assertion` option does at start), e.g. once the sidecar's port is known. */
+  requireAssertions(options: AssertionVerifierOptions): void;
+}
+
+const MAX_BODY_BYTES = 8 * 1024 * 1024;
+const MAX_SEEN_HEADERS = 50;
+const MAX_STORED_EVENTS = 10_000;
+
+const log = process.env.UPSTREAM_LOG === '1' ? (...args: unknown[]) => console.error('[upstream]', ...args) : () => {};
+
+/** Resumability for one session; bounded so a long-lived session cannot grow memory without limit. */
+class MemoryEventStore implements EventStore {
+  private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage }>();
+  private seq = 0;
+
+  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    // The sequence number keeps ids ordered across streams; the stream id is kept alongside, not parsed out.
+    const eventId = `${++this.seq}_${streamId}`;
+    this.events.set(eventId, { streamId, message });
+    if (this.events.size > MAX_STORED_EVENTS) {
+      const oldest = this.events.keys().next().value;
+      if (oldest !== undefined) this.events.delete(oldest);
+    }
+    return eventId;
+  }
+
+  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    return this.events.get(eventId)?.streamId;
+  }
+
+  async replayEventsAfter(
+    lastEventId: EventId,
+    { send }: { send: (eventId: EventId, message: JSONRPCMessage) => Promise<void> },
+  ): Promise<StreamId> {
+    const last = this.events.get(lastEventId);
+    if (!last) return '';
+    let after = false;
+    // Map iteration is insertion order, which is the order the events were sent in.
+    for (const [eventId, { streamId, message }] of this.events) {
+      if (eventId === lastEventId) {
+        after = true;
+        continue;
+      }
+      if (after && streamId === last.streamId) await send(eventId, message);
+    }
+    return last.streamId;
+  }
+}
+
+const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
+
+function buildMcpServer(): McpServer {
+  const server = new McpServer(
+    { name: 'reference-upstream', version: '1.0.0' },
+    { capabilities: { logging: {} } },
+  );
+
+  server.registerTool(
+    'echo',
+    { description: 'Echo the given text back.', inputSchema: { text: z.string() } },
+    async ({ text: t }) => text(t),
+  );
+
+  server.registerTool(
+    'add',
+    { description: 'Add two numbers.', inputSchema: { a: z.number(), b: z.number() } },
+    async ({ a, b }) => text(String(a + b)),
+  );
+
+  server.registerTool(
+    'progress',
+    {
+      description: 'Send one progress notification per step (when a progressToken is given), then finish.',
+      inputSchema: {
+        steps: z.number().int().min(1).max(1000).default(5),
+        delayMs: z.number().int().min(0).max(5000).default(10),
+      },
+    },
+    async ({ steps, delayMs }, extra) => {
+      const progressToken = extra._meta?.progressToken;
+      for (let i = 1; i <= steps; i++) {
+        // Rejects on cancellation, so a client abort through the proxy stops the work here.
+        await delay(delayMs, undefined, { signal: extra.signal });
+        if (progressToken !== undefined) {
+          await extra.sendNotification({
+            method: 'notifications/progress',
+            params: { progressToken, progress: i, total: steps, message: `step ${i}/${steps}` },
+          });
+        }
+      }
+      return text(`done ${steps}`);
+    },
+  );
+
+  server.registerTool(
+    'log',
+    {
+      description: 'Emit a logging notification.',
+      inputSchema: { message: z.string(), level: z.enum(['info', 'warning', 'error']).optional() },
+    },
+    async ({ message, level }, extra) => {
+      // Sent through the request (not server.sendLoggingMessage) so it rides this call's SSE stream
+      // rather than the standalone GET stream, which a client may not have open.
+      await extra.sendNotification({
+        method: 'notifications/message',
+        params: { level: level ?? 'info', logger: 'reference-upstream', data: message },
+      });
+      return text(`logged ${level ?? 'info'}: ${message}`);
+    },
+  );
+
+  server.registerTool(
+    'ask',
+    {
+      description: 'Ask the client a question via elicitation, or sampling as a fallback.',
+      inputSchema: { question: z.string() },
+    },
+    async ({ question }, extra) => {
+      const caps = server.server.getClientCapabilities();
+      // relatedRequestId routes the server-to-client request over this call's SSE stream.
+      const options = { relatedRequestId: extra.requestId, signal: extra.signal };
+      if (caps?.elicitation) {
+        const result = await server.server.elicitInput(
+          {
+            mode: 'form',
+            message: question,
+            requestedSchema: { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] },
+          },
+          options,
+        );
+        return text(`answer: ${JSON.stringify({ action: result.action, content: result.content })}`);
+      }
+      if (caps?.sampling) {
+        const result = await server.server.createMessage(
+          { messages: [{ role: 'user', content: { type: 'text', text: question } }], maxTokens: 256 },
+          options,
+        );
+        return text(`answer: ${JSON.stringify({ model: result.model, content: result.content })}`);
+      }
+      return { ...text('the client supports neither elicitation nor sampling'), isError: true };
+    },
+  );
+
+  server.registerTool(
+    'big',
+    {
+      description: 'Return a text of the given number of bytes.',
+      inputSchema: { bytes: z.number().int().min(1).max(16_777_216) },
+    },
+    async ({ bytes }) => text('x'.repeat(bytes)),
+  );
+
+  server.registerTool(
+    'headers',
+    { description: 'Return the HTTP request headers this call arrived with.', inputSchema: {} },
+    async (_args, extra) => text(JSON.stringify(extra.requestInfo?.headers ?? {})),
+  );
+
+  server.registerResource(
+    'hello',
+    'ref://hello',
+    { mimeType: 'text/plain', description: 'A fixed greeting.' },
+    async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello from the reference upstream' }] }),
+  );
+
+  server.registerResource(
+    'echo',
+    new ResourceTemplate('ref://echo/{value}', { list: undefined }),
+    { mimeType: 'text/plain', description: 'Echoes the URI value.' },
+    async (uri, { value }) => ({
+      contents: [{ uri: uri.href, mimeType: 'text/plain', text: Array.isArray(value) ? value.join('/') : String(value) }],
+    }),
+  );
+
+  server.registerPrompt(
+    'greet',
+    { description: 'Greet someone.', argsSchema: { name: z.string() } },
+    ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name}.` } }] }),
+  );
+
+  return server;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+const rpcError = (code: number, message: string) => ({ jsonrpc: '2.0', error: { code, message }, id: null });
+
+class BodyTooLarge extends Error {}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) throw new BodyTooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new BodyTooLarge();
+    chunks.push(chunk);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
+/** Finds the content type a response is being sent with, whether set via setHeader or passed to writeHead. */
+function contentTypeOf(res: ServerResponse, args: unknown[]): string {
+  const fromRes = res.getHeader('content-type');
+  if (fromRes !== undefined) return String(fromRes);
+  const headers = args.find((a) => typeof a === 'object' && a !== null);
+  if (Array.isArray(headers)) {
+    // Raw form: either [k, v, k, v] or [[k, v], ...].
+    const flat = headers.flat() as unknown[];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      if (String(flat[i]).toLowerCase() === 'content-type') return String(flat[i + 1]);
+    }
+  } else if (headers) {
+    for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === 'content-type') return String(v);
+  }
+  return '';
+}
+
+/** Counts a response as an open stream from the moment it is sent as SSE until its socket side closes. */
+function trackSse(res: ServerResponse, onOpen: () => void, onClose: () => void): void {
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+    if (contentTypeOf(this, args).includes('text/event-stream')) {
+      onOpen();
+      res.once('close', onClose);
+    }
+    return result;
+  } as ServerResponse['writeHead'];
+}
+
+/** See UpstreamOptions.syntheticStreams: `id: n`, `data: {"n":n,"t":<epoch ms, sub-ms>}` per event. */
+function syntheticStream(req: IncomingMessage, res: ServerResponse): void {
+  const n = Number(new URL(req.url ?? '/', 'http://upstream').searchParams.get('events'));
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.write(': open\n\n');
+  if (!(n > 0)) return; // idle until the client goes away
+  let sent = 0;
+  const next = () => {
+    if (res.destroyed) return;
+    sent++;
+    const ok = res.write(`id: ${sent}\ndata: {"n":${sent},"t":${performance.timeOrigin + performance.now()}}\n\n`);
+    if (sent === n) res.end();
+    else if (ok) setImmediate(next);
+    else res.once('drain', next);
+  };
+  setImmediate(next);
+}
+
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  server: McpServer;
+}
+
+export async function startUpstream(opts: UpstreamOptions = {}): Promise<RunningUpstream> {
+  const host = opts.host ?? '127.0.0.1';
+  const mcpPath = opts.path ?? '/mcp';
+  const sessions = new Map<string, Session>();
+  const seenHeaders: RunningUpstream['seenHeaders'] = [];
+  let streams = 0;
+  let closing: Promise<void> | undefined;
+  const assertions: AssertionChecks = { verified: 0, refused: [], jwksFetches: 0 };
+  let verifyAssertion: ReturnType<typeof createAssertionVerifier> | undefined;
+  const requireAssertions = (options: AssertionVerifierOptions) => {
+    verifyAssertion = createAssertionVerifier({
+      ...options,
+      jwks: {
+        ...options.jwks,
+        [customFetch]: (url: string, init: RequestInit) => {
+          assertions.jwksFetches++;
+          return fetch(url, init);
+        },
+      },
+    });
+  };
+  if (opts.assertion) requireAssertions(opts.assertion);
+
+  async function newSession(): Promise<StreamableHTTPServerTransport> {
+    const server = buildMcpServer();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      eventStore: new MemoryEventStore(),
+      enableJsonResponse: opts.jsonResponses === true,
+      onsessioninitialized: (id) => {
+        sessions.set(id, { transport, server });
+        log('session opened', id);
+      },
+    });
+    transport.onclose = () => {
+      const id = transport.sessionId;
+      if (id !== undefined && sessions.delete(id)) log('session closed', id);
+    };
+    transport.onerror = (err) => log('transport error:', err.message);
+    await server.connect(transport);
+    return transport;
+  }
+
+  async function handleMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const sessionHeader = req.headers['mcp-session-id'];
+    const sessionId = Array.isArray(sessionHeader) ? sessionHeader[0] : sessionHeader;
+    const session = sessionId !== undefined ? sessions.get(sessionId) : undefined;
+
+    if (req.method === 'POST') {
+      let body: unknown;
+      try {
+        body = await readJson(req);
+      } catch (err) {
+        if (err instanceof BodyTooLarge) return sendJson(res, 413, rpcError(-32000, 'Request body too large'));
+        return sendJson(res, 400, rpcError(-32700, 'Parse error'));
+      }
+      if (session) return session.transport.handleRequest(req, res, body);
+      if (sessionId !== undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
+      if (!isInitializeRequest(body)) {
+        return sendJson(res, 400, rpcError(-32000, 'Bad Request: no session id and not an initialize request'));
+      }
+      const transport = await newSession();
+      return transport.handleRequest(req, res, body);
+    }
+
+    if (req.method === 'GET' || req.method === 'DELETE') {
+      if (session) return session.transport.handleRequest(req, res);
+      if (sessionId !== undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
+      return sendJson(res, 400, rpcError(-32000, 'Bad Request: missing mcp-session-id'));
+    }
+
+    res.setHeader('allow', 'GET, POST, DELETE');
+    return sendJson(res, 405, rpcError(-32000, 'Method not allowed'));
+  }
+
+  const httpServer = createServer((req, res) => {
+    seenHeaders.push({ ...req.headers });
+    if (seenHeaders.length > MAX_SEEN_HEADERS) seenHeaders.shift();
+    log(req.method, req.url);
+
+    trackSse(res, () => void streams++, () => void streams--);
+
+    const path = new URL(req.url ?? '/', 'http://upstream').pathname;
+    if (path !== mcpPath) return sendJson(res, 404, { error: 'not_found', path });
+    if (closing) return sendJson(res, 503, rpcError(-32000, 'Server shutting down'));
+    if (verifyAssertion === undefined) return answer(req, res);
+    // Nothing is read or done for a request whose caller is not proven.
+    verifyAssertion(req.headers['x-mcp-auth-assertion']).then(
+      () => {
+        assertions.verified++;
+        answer(req, res);
+      },
+      (err: unknown) => {
+        assertions.refused.push((err as Error).message);
+        if (assertions.refused.length > MAX_SEEN_HEADERS) assertions.refused.shift();
+        log('assertion refused:', (err as Error).message);
+        sendJson(res, 401, { error: 'invalid_assertion' });
+      },
+    );
+  });
+
+  function answer(req: IncomingMessage, res: ServerResponse): void {
+    if (opts.syntheticStreams && req.method === 'GET' && req.url?.includes('events=')) return syntheticStream(req, res);
+    handleMcp(req, res).catch((err: unknown) => {
+      log('request failed:', err);
+      sendJson(res, 500, rpcError(-32603, 'Internal error'));
+    });
+  }
+
+  httpServer.listen(opts.port ?? 0, host);
+  await once(httpServer, 'listening');
+  const { port } = httpServer.address() as AddressInfo;
+  // IPv6 literals need brackets inside a URL.
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+
+  return {
+    url: `http://${urlHost}:${port}${mcpPath}`,
+    port,
+    seenHeaders,
+    openStreams: () => streams,
+    assertions,
+    requireAssertions,
+    close() {
+      closing ??= (async () => {
+        const all = [...sessions.values()];
+        sessions.clear();
+        await Promise.allSettled(all.map(({ server }) => server.close()));
+        const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+        // Open SSE responses keep their sockets alive; without this, close() would wait on the clients.
+        httpServer.closeAllConnections();
+        await closed;
+      })();
+      return closing;
+    },
+  };
+}
