@@ -93,7 +93,8 @@ export class Audit {
    */
   recordRepeated(input: AuditInput, level: 'info' | 'warn' = 'info'): string {
     const now = this.#options.clock.now();
-    this.#closeWindows(now);
+    // The summaries of windows that closed are written beside this event, not before it (record never rejects).
+    void Promise.all(this.#closeWindows(now));
     const actor = `${input.who}\n${input.action}`;
     let kind = kindOf(input);
     let event = input;

@@ -280,7 +280,6 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
     expect(ok.status).toBe(200);
     expect(stack.logs.filter((l) => l.includes('unexpected error'))).toEqual([]);
     // For the record: how the 10,000 were answered.
-    // eslint-disable-next-line no-console
     console.log([...tally.entries()].sort((a, b) => b[1] - a[1]).map(([s, n]) => `${s}: ${n}`).join(', '));
   }, 60_000);
 });

@@ -115,7 +115,6 @@ describe('hostile input: request smuggling never reaches the upstream as a secon
 
   it('a summary of what the parser made of each shape', () => {
     // Printed for the record (the assertions are above): 400 = refused by the HTTP parser.
-    // eslint-disable-next-line no-console
     console.log(Object.entries(seenStatuses).map(([k, v]) => `${v.join('+') || 'closed'}\t${k}`).join('\n'));
     expect(Object.keys(seenStatuses)).toHaveLength(rows.length);
   });

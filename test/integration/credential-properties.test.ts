@@ -243,7 +243,7 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
     const seen = new Promise<void>((resolve) => monitor.on('monitor', (_time: string, args: unknown[]) => String(args[1]) === marker && resolve()));
     await raw.echo(marker);
     await seen;
-    await monitor.disconnect();
+    monitor.disconnect();
 
     redis = await dumpRedis(raw, stack.prefix);
     allKeyNames = await keysUnder(raw, '');
