@@ -27,51 +27,58 @@ if (processes > 1 && cluster.isPrimary) {
   for (let i = 0; i < processes; i++) cluster.fork();
   const port = await listening;
   serveChild({ url: `http://127.0.0.1:${port}` }, async () => {
-    const exits = Object.values(cluster.workers ?? {}).map((w) => new Promise((resolve) => (w!.process.kill('SIGTERM'), w!.process.once('exit', resolve))));
+    const exits = Object.values(cluster.workers ?? {}).map(
+      (w) => new Promise((resolve) => (w!.process.kill('SIGTERM'), w!.process.once('exit', resolve))),
+    );
     await Promise.all(exits);
   });
 } else await serveAuth();
 
 async function serveAuth(): Promise<void> {
-const redis = new Redis(process.env.BENCH_REDIS_URL!, { enableAutoPipelining: true, lazyConnect: true });
-await redis.connect();
-const keys = keyLayout(process.env.BENCH_KEY_PREFIX ?? 'mcpauth:');
-const BEARER = /^Bearer ([0-9a-f]{64})$/i;
-const EPOCH_MS = /^[0-9]{1,16}$/;
+  const redis = new Redis(process.env.BENCH_REDIS_URL!, { enableAutoPipelining: true, lazyConnect: true });
+  await redis.connect();
+  const keys = keyLayout(process.env.BENCH_KEY_PREFIX ?? 'mcpauth:');
+  const BEARER = /^Bearer ([0-9a-f]{64})$/i;
+  const EPOCH_MS = /^[0-9]{1,16}$/;
 
-function valid(expiresAt: string | undefined, now: number): boolean {
-  return expiresAt !== undefined && EPOCH_MS.test(expiresAt) && now < Number(expiresAt);
-}
-
-const server = createServer((req, res) => {
-  const match = BEARER.exec(req.headers.authorization ?? '');
-  if (!match) {
-    res.writeHead(401).end();
-    return;
+  function valid(expiresAt: string | undefined, now: number): boolean {
+    return expiresAt !== undefined && EPOCH_MS.test(expiresAt) && now < Number(expiresAt);
   }
-  const hash = createHash('sha256').update(match[1]!).digest('hex');
-  Promise.all([redis.hgetall(keys.userToken(hash)), redis.hgetall(keys.accessToken(hash))]).then(
-    ([user, oauth]) => {
-      const now = Date.now();
-      if (user.tokenHash === hash && user.revoked === 'false' && valid(user.expiresAt, now) && oauth.tokenHash === undefined) {
-        res.writeHead(204, { 'x-mcp-auth-kind': 'user', 'x-mcp-auth-subject': encodeURIComponent(user.subject ?? '') }).end();
-      } else if (oauth.tokenHash === hash && oauth.revokedAt === undefined && valid(oauth.expiresAt, now) && user.tokenHash === undefined) {
-        res.writeHead(204, { 'x-mcp-auth-kind': 'oauth', 'x-mcp-auth-subject': oauth.clientId ?? '' }).end();
-      } else {
-        res.writeHead(401).end();
-      }
-    },
-    () => res.writeHead(503).end(),
-  );
-});
-server.keepAliveTimeout = 60_000;
-server.listen(0, '127.0.0.1');
-await once(server, 'listening');
-const { port } = server.address() as AddressInfo;
-if (cluster.isWorker) return;
-serveChild({ url: `http://127.0.0.1:${port}` }, async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-  redis.disconnect();
-});
+
+  const server = createServer((req, res) => {
+    const match = BEARER.exec(req.headers.authorization ?? '');
+    if (!match) {
+      res.writeHead(401).end();
+      return;
+    }
+    const hash = createHash('sha256').update(match[1]!).digest('hex');
+    Promise.all([redis.hgetall(keys.userToken(hash)), redis.hgetall(keys.accessToken(hash))]).then(
+      ([user, oauth]) => {
+        const now = Date.now();
+        if (user.tokenHash === hash && user.revoked === 'false' && valid(user.expiresAt, now) && oauth.tokenHash === undefined) {
+          res.writeHead(204, { 'x-mcp-auth-kind': 'user', 'x-mcp-auth-subject': encodeURIComponent(user.subject ?? '') }).end();
+        } else if (
+          oauth.tokenHash === hash &&
+          oauth.revokedAt === undefined &&
+          valid(oauth.expiresAt, now) &&
+          user.tokenHash === undefined
+        ) {
+          res.writeHead(204, { 'x-mcp-auth-kind': 'oauth', 'x-mcp-auth-subject': oauth.clientId ?? '' }).end();
+        } else {
+          res.writeHead(401).end();
+        }
+      },
+      () => res.writeHead(503).end(),
+    );
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  if (cluster.isWorker) return;
+  serveChild({ url: `http://127.0.0.1:${port}` }, async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    redis.disconnect();
+  });
 }

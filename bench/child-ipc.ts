@@ -27,7 +27,14 @@ export function serveChild(urls: Record<string, string>, stop: () => Promise<voi
       if (message.heapSnapshot) writeHeapSnapshot(message.heapSnapshot);
       const memory = process.memoryUsage();
       const cpu = process.cpuUsage();
-      send({ type: 'stats', id: message.id, rss: memory.rss, heapUsed: memory.heapUsed, external: memory.external, cpuMicros: cpu.user + cpu.system });
+      send({
+        type: 'stats',
+        id: message.id,
+        rss: memory.rss,
+        heapUsed: memory.heapUsed,
+        external: memory.external,
+        cpuMicros: cpu.user + cpu.system,
+      });
     } else if (message.type === 'stop') {
       void stop().finally(() => process.exit(0));
     }

@@ -24,7 +24,22 @@ import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
 /** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
 export const SIDECAR_ENGINE = 'undici';
 
-export type FastKey = 'direct' | 'nginx' | 'peer' | 'forward-auth' | 'forward-auth-cache' | 'http-proxy' | 'undici' | 'sidecar' | 'sidecar-user' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'peer-2w' | 'sidecar-2w';
+export type FastKey =
+  | 'direct'
+  | 'nginx'
+  | 'peer'
+  | 'forward-auth'
+  | 'forward-auth-cache'
+  | 'http-proxy'
+  | 'undici'
+  | 'sidecar'
+  | 'sidecar-user'
+  | 'sidecar-warn'
+  | 'sidecar-cache'
+  | 'sidecar-assertion'
+  | 'baseline'
+  | 'peer-2w'
+  | 'sidecar-2w';
 export const FAST_LABELS: Record<FastKey, string> = {
   direct: 'fast upstream direct',
   nginx: 'nginx proxy_pass, no auth',
@@ -91,7 +106,18 @@ export interface FastContext {
   /** `processes` > 1: one primary and that many workers sharing the port (node:cluster). */
   startAuthService(processes?: number): Promise<Child>;
   startPassthrough(lib: 'http-proxy' | 'undici', upstreamUrl: string): Promise<Child>;
-  startSidecar(key: 'sidecar' | 'sidecar-warn' | 'sidecar-cache' | 'sidecar-assertion' | 'baseline' | 'sidecar-2w' | 'forward-auth' | 'forward-auth-cache', upstreamUrl: string): Promise<Child>;
+  startSidecar(
+    key:
+      | 'sidecar'
+      | 'sidecar-warn'
+      | 'sidecar-cache'
+      | 'sidecar-assertion'
+      | 'baseline'
+      | 'sidecar-2w'
+      | 'forward-auth'
+      | 'forward-auth-cache',
+    upstreamUrl: string,
+  ): Promise<Child>;
   log(line: string): void;
 }
 
@@ -112,7 +138,11 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
     writeWrkScript(ctx.tmp, name, {
       method: 'POST',
       body: BODY,
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...(authorization ? { Authorization: authorization } : {}) },
+      headers: {
+        'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream',
+        ...(authorization ? { Authorization: authorization } : {}),
+      },
     });
   const oauth = `Bearer ${ctx.oauthToken}`;
   if (wanted.has('direct')) targets.push({ key: 'direct', url: upstreamUrl, script: script('direct'), proxyPids: () => [] });
@@ -122,14 +152,29 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
       nginx = await startNginx({ dir: ctx.tmp, upstreamUrl, authUrl: auth.urls.url!, workers: ctx.sidecarProcesses });
       const workers = nginx.workerPids;
       if (wanted.has('nginx')) targets.push({ key: 'nginx', url: nginx.proxyPassUrl, script: script('nginx'), proxyPids: workers });
-      if (wanted.has('peer')) targets.push({ key: 'peer', url: nginx.authRequestUrl, script: script('peer', oauth), authorization: oauth, proxyPids: workers, authPids: () => [auth.pid!] });
+      if (wanted.has('peer'))
+        targets.push({
+          key: 'peer',
+          url: nginx.authRequestUrl,
+          script: script('peer', oauth),
+          authorization: oauth,
+          proxyPids: workers,
+          authPids: () => [auth.pid!],
+        });
     } else skipped.push('nginx and the peer (nginx with auth_request not available)');
   }
   if (wanted.has('peer-2w') && ensureNginx()) {
     const auth = await ctx.startAuthService(2);
     nginx2w = await startNginx({ dir: `${ctx.tmp}/2w`, upstreamUrl, authUrl: auth.urls.url!, workers: 2 });
     const authPids = () => [auth.pid!, ...childPids(auth.pid!)];
-    targets.push({ key: 'peer-2w', url: nginx2w.authRequestUrl, script: script('peer-2w', oauth), authorization: oauth, proxyPids: nginx2w.workerPids, authPids });
+    targets.push({
+      key: 'peer-2w',
+      url: nginx2w.authRequestUrl,
+      script: script('peer-2w', oauth),
+      authorization: oauth,
+      proxyPids: nginx2w.workerPids,
+      authPids,
+    });
   }
   // The same nginx configuration as the peer's, asking the sidecar's /authz instead of the auth service.
   for (const key of ['forward-auth', 'forward-auth-cache'] as const) {
@@ -139,26 +184,54 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
       continue;
     }
     const sidecar = await ctx.startSidecar(key, upstreamUrl);
-    const front = await startNginx({ dir: `${ctx.tmp}/${key}`, upstreamUrl, authUrl: sidecar.urls.proxyUrl!, authPath: '/authz', workers: ctx.sidecarProcesses });
+    const front = await startNginx({
+      dir: `${ctx.tmp}/${key}`,
+      upstreamUrl,
+      authUrl: sidecar.urls.proxyUrl!,
+      authPath: '/authz',
+      workers: ctx.sidecarProcesses,
+    });
     forwardAuthNginx.push(front);
-    targets.push({ key, url: front.authRequestUrl, script: script(key, oauth), authorization: oauth, proxyPids: front.workerPids, authPids: () => [sidecar.pid!] });
+    targets.push({
+      key,
+      url: front.authRequestUrl,
+      script: script(key, oauth),
+      authorization: oauth,
+      proxyPids: front.workerPids,
+      authPids: () => [sidecar.pid!],
+    });
   }
   for (const lib of ['http-proxy', 'undici'] as const) {
     if (!wanted.has(lib)) continue;
     const child = await ctx.startPassthrough(lib, upstreamUrl);
-    targets.push({ key: lib, url: `${child.urls.proxyUrl}/mcp`, script: script(lib), proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
+    targets.push({
+      key: lib,
+      url: `${child.urls.proxyUrl}/mcp`,
+      script: script(lib),
+      proxyPids: () => [child.pid!, ...childPids(child.pid!)],
+    });
   }
   for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'sidecar-cache', 'sidecar-assertion', 'baseline', 'sidecar-2w'] as const) {
     if (!wanted.has(key)) continue;
     const child = await ctx.startSidecar(key === 'sidecar-user' ? 'sidecar' : key, upstreamUrl);
     const authorization = key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth;
-    targets.push({ key, url: `${child.urls.proxyUrl}/mcp`, script: script(key, authorization), authorization, proxyPids: () => [child.pid!, ...childPids(child.pid!)] });
+    targets.push({
+      key,
+      url: `${child.urls.proxyUrl}/mcp`,
+      script: script(key, authorization),
+      authorization,
+      proxyPids: () => [child.pid!, ...childPids(child.pid!)],
+    });
   }
 
   try {
     // Every target must answer 200 before anything is measured (a wrong token would measure 401s).
     for (const t of targets) {
-      const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(t.authorization ? { authorization: t.authorization } : {}) };
+      const headers = {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        ...(t.authorization ? { authorization: t.authorization } : {}),
+      };
       const res = await fetch(t.url, { method: 'POST', headers, body: BODY });
       await res.text();
       if (res.status !== 200) throw new Error(`fast scenario: ${FAST_LABELS[t.key]} answered ${res.status}`);
@@ -183,14 +256,30 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
   }
 }
 
-async function measure(t: FastTarget, connections: number, seconds: number, upstreamPid: number, redisPid: number | undefined): Promise<FastCell> {
+async function measure(
+  t: FastTarget,
+  connections: number,
+  seconds: number,
+  upstreamPid: number,
+  redisPid: number | undefined,
+): Promise<FastCell> {
   const pids = t.proxyPids();
   const authPids = t.authPids?.() ?? [];
-  const before = { proxy: procCpuMicros(pids), auth: procCpuMicros(authPids), up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
+  const before = {
+    proxy: procCpuMicros(pids),
+    auth: procCpuMicros(authPids),
+    up: procCpuMicros([upstreamPid]),
+    redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN,
+  };
   const started = performance.now();
   const r: WrkResult = await runWrk(t.url, t.script, connections, seconds);
   const wall = (performance.now() - started) / 1000;
-  const after = { proxy: procCpuMicros(pids), auth: procCpuMicros(authPids), up: procCpuMicros([upstreamPid]), redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN };
+  const after = {
+    proxy: procCpuMicros(pids),
+    auth: procCpuMicros(authPids),
+    up: procCpuMicros([upstreamPid]),
+    redis: redisPid ? procCpuMicros([redisPid]) : Number.NaN,
+  };
   const n = Math.max(1, r.requests);
   return {
     rps: r.requests / r.seconds,
@@ -244,7 +333,26 @@ export function fastReport(r: FastResults, sidecarProcesses: number): string[] {
       ]);
     }
   }
-  out.push(table(['conns', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'non-2xx + errors', 'proxy CPU µs/req', 'auth service CPU µs/req', 'upstream CPU µs/req', 'redis CPU µs/req', 'wrk CPU'], rows), '');
+  out.push(
+    table(
+      [
+        'conns',
+        'target',
+        'req/s',
+        'p50 ms',
+        'p99 ms',
+        'p99.9 ms',
+        'non-2xx + errors',
+        'proxy CPU µs/req',
+        'auth service CPU µs/req',
+        'upstream CPU µs/req',
+        'redis CPU µs/req',
+        'wrk CPU',
+      ],
+      rows,
+    ),
+    '',
+  );
   out.push(`Ratios (the sidecar with an OAuth token against the others; "same engine" is the ${SIDECAR_ENGINE} pass-through):`, '');
   const ratioRows: string[][] = [];
   for (const [connections, cells] of r.cells) {
@@ -266,7 +374,19 @@ export function fastReport(r: FastResults, sidecarProcesses: number): string[] {
   }
   out.push(
     table(
-      ['conns', 'sidecar / peer', 'sidecar / same-engine pass-through', 'sidecar / direct', 'peer / direct', 'undici / http-proxy pass-through', 'sidecar added p50 vs direct', 'peer added p50 vs direct', 'forward-auth / peer', 'forward-auth cache / peer', 'forward-auth added p50 vs direct'],
+      [
+        'conns',
+        'sidecar / peer',
+        'sidecar / same-engine pass-through',
+        'sidecar / direct',
+        'peer / direct',
+        'undici / http-proxy pass-through',
+        'sidecar added p50 vs direct',
+        'peer added p50 vs direct',
+        'forward-auth / peer',
+        'forward-auth cache / peer',
+        'forward-auth added p50 vs direct',
+      ],
       ratioRows,
     ),
     '',
@@ -280,9 +400,17 @@ export function fastChecks(r: FastResults): string[][] {
   const at = (c: number, k: FastKey) => r.cells.get(c)?.get(k);
   const c32 = r.cells.has(32) ? 32 : r.connections[r.connections.length - 1]!;
   const peerRatio = (at(c32, 'sidecar')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
-  checks.push([`fast upstream: sidecar >= 1.0x the nginx auth_request peer, ${c32} conn`, fmt.ratio(peerRatio), peerRatio >= 1 ? 'met' : 'not met']);
+  checks.push([
+    `fast upstream: sidecar >= 1.0x the nginx auth_request peer, ${c32} conn`,
+    fmt.ratio(peerRatio),
+    peerRatio >= 1 ? 'met' : 'not met',
+  ]);
   const engineRatio = (at(c32, 'sidecar')?.rps ?? NaN) / (at(c32, SIDECAR_ENGINE)?.rps ?? NaN);
-  checks.push([`fast upstream: sidecar >= 0.9x the ${SIDECAR_ENGINE} pass-through, ${c32} conn`, fmt.ratio(engineRatio), engineRatio >= 0.9 ? 'met' : 'not met']);
+  checks.push([
+    `fast upstream: sidecar >= 0.9x the ${SIDECAR_ENGINE} pass-through, ${c32} conn`,
+    fmt.ratio(engineRatio),
+    engineRatio >= 0.9 ? 'met' : 'not met',
+  ]);
   // Forward-auth: the same nginx asking the sidecar instead of the 20-line auth service.
   if (at(c32, 'forward-auth') !== undefined) {
     const ratio = (at(c32, 'forward-auth')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
@@ -290,12 +418,20 @@ export function fastChecks(r: FastResults): string[][] {
   }
   if (at(c32, 'forward-auth-cache') !== undefined) {
     const ratio = (at(c32, 'forward-auth-cache')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
-    checks.push([`fast upstream: forward-auth with the lookup cache >= 1.3x the peer, ${c32} conn`, fmt.ratio(ratio), ratio >= 1.3 ? 'met' : 'not met']);
+    checks.push([
+      `fast upstream: forward-auth with the lookup cache >= 1.3x the peer, ${c32} conn`,
+      fmt.ratio(ratio),
+      ratio >= 1.3 ? 'met' : 'not met',
+    ]);
   }
   if (r.cells.has(1) && at(1, 'forward-auth') !== undefined) {
     const added = (at(1, 'forward-auth')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
     const peerAdded = (at(1, 'peer')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);
-    checks.push(["fast upstream: forward-auth added p50 <= the peer's at 1 conn", `${fmt.signedMs(added)} vs ${fmt.signedMs(peerAdded)} ms`, added <= peerAdded ? 'met' : 'not met']);
+    checks.push([
+      "fast upstream: forward-auth added p50 <= the peer's at 1 conn",
+      `${fmt.signedMs(added)} vs ${fmt.signedMs(peerAdded)} ms`,
+      added <= peerAdded ? 'met' : 'not met',
+    ]);
   }
   if (r.cells.has(1)) {
     const added = (at(1, 'sidecar')?.p50 ?? NaN) - (at(1, 'direct')?.p50 ?? NaN);

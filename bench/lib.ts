@@ -139,7 +139,10 @@ export function aptInstall(pkg: string, why: string): boolean {
   }
   process.stderr.write(`[bench] ${why}: installing ${pkg} with apt-get (apt-get update first)\n`);
   try {
-    execSync(`apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${pkg}`, { stdio: ['ignore', 'ignore', 'inherit'], timeout: 240_000 });
+    execSync(`apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${pkg}`, {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      timeout: 240_000,
+    });
     return true;
   } catch (err) {
     process.stderr.write(`[bench] apt-get install ${pkg} failed: ${(err as Error).message.split('\n')[0]}\n`);

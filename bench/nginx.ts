@@ -48,7 +48,13 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-export async function startNginx(options: { dir: string; upstreamUrl: string; authUrl: string; authPath?: string; workers: number }): Promise<Nginx> {
+export async function startNginx(options: {
+  dir: string;
+  upstreamUrl: string;
+  authUrl: string;
+  authPath?: string;
+  workers: number;
+}): Promise<Nginx> {
   const dir = join(options.dir, 'nginx');
   mkdirSync(dir, { recursive: true });
   const [authPort, passPort] = [await freePort(), await freePort()];
@@ -115,7 +121,9 @@ http {
 `;
   const confFile = join(dir, 'nginx.conf');
   writeFileSync(confFile, conf);
-  const child: ChildProcess = spawn('nginx', ['-p', dir, '-e', join(dir, 'error.log'), '-c', confFile], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child: ChildProcess = spawn('nginx', ['-p', dir, '-e', join(dir, 'error.log'), '-c', confFile], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   const exited = once(child, 'exit');
   const authRequestUrl = `http://127.0.0.1:${authPort}/mcp`;
   // Ready when it answers on both ports (nginx has no readiness signal in the foreground).

@@ -14,7 +14,10 @@ import { runWrk, writeWrkScript } from './wrk.ts';
 
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
 const ALLOW_ALL = { default: 'allow', rules: [{ name: 'echo', effect: 'allow', requests: { methods: ['tools/call'], names: ['echo'] } }] };
-const ONE_QUOTA = { ...ALLOW_ALL, quotas: [{ name: 'echo', match: { tools: ['echo'] }, per: 'subject', limit: 1_000_000_000, windowSeconds: 2_678_400 }] };
+const ONE_QUOTA = {
+  ...ALLOW_ALL,
+  quotas: [{ name: 'echo', match: { tools: ['echo'] }, per: 'subject', limit: 1_000_000_000, windowSeconds: 2_678_400 }],
+};
 
 export interface ObservabilityCell {
   rps: number;
@@ -64,17 +67,28 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
     const traced = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'bench' };
     const variants = [
       { key: 'tracing off', child: await ctx.startSidecar('tracing off', to, {}) },
-      { key: 'tracing sampled', child: await ctx.startSidecar('tracing sampled', to, { env: { ...traced, OTEL_TRACES_SAMPLER: 'always_on' } }) },
-      { key: 'tracing unsampled', child: await ctx.startSidecar('tracing unsampled', to, { env: { ...traced, OTEL_TRACES_SAMPLER: 'always_off' } }) },
+      {
+        key: 'tracing sampled',
+        child: await ctx.startSidecar('tracing sampled', to, { env: { ...traced, OTEL_TRACES_SAMPLER: 'always_on' } }),
+      },
+      {
+        key: 'tracing unsampled',
+        child: await ctx.startSidecar('tracing unsampled', to, { env: { ...traced, OTEL_TRACES_SAMPLER: 'always_off' } }),
+      },
       { key: 'policy, no quota', child: await ctx.startSidecar('policy, no quota', to, { policy: ALLOW_ALL }) },
       { key: 'policy + 1 quota', child: await ctx.startSidecar('policy + 1 quota', to, { policy: ONE_QUOTA }) },
     ];
-    const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${ctx.oauthToken}` };
+    const headers = {
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+      Authorization: `Bearer ${ctx.oauthToken}`,
+    };
     const script = writeWrkScript(ctx.tmp, 'observability', { method: 'POST', headers, body: BODY });
     for (const v of variants) {
       const res = await fetch(`${v.child.urls.proxyUrl}/mcp`, { method: 'POST', headers, body: BODY });
       const text = await res.text();
-      if (res.status !== 200 || text.includes('"isError":true')) throw new Error(`observability scenario: ${v.key} answered ${res.status} ${text.slice(0, 200)}`);
+      if (res.status !== 200 || text.includes('"isError":true'))
+        throw new Error(`observability scenario: ${v.key} answered ${res.status} ${text.slice(0, 200)}`);
       await runWrk(`${v.child.urls.proxyUrl}/mcp`, script, 32, 1);
     }
     const cells = new Map<number, Map<string, ObservabilityCell>>();
@@ -85,8 +99,11 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
           const pids = [v.child.pid!, ...childPids(v.child.pid!)];
           const before = procCpuMicros(pids);
           const r = await runWrk(`${v.child.urls.proxyUrl}/mcp`, script, connections, ctx.seconds);
-          if (r.badStatus + r.socketErrors > 0) throw new Error(`observability scenario: ${r.badStatus + r.socketErrors} failed requests, ${v.key}`);
-          rounds.get(v.key)!.push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests) });
+          if (r.badStatus + r.socketErrors > 0)
+            throw new Error(`observability scenario: ${r.badStatus + r.socketErrors} failed requests, ${v.key}`);
+          rounds
+            .get(v.key)!
+            .push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests) });
         }
       }
       ctx.log(`observability: ${connections} conn done`);
@@ -115,7 +132,15 @@ export function observabilityReport(r: ObservabilityResults): string[] {
     const policy = byVariant.get('policy, no quota')!;
     for (const [key, cell] of byVariant) {
       const base = key.startsWith('tracing') ? off : policy;
-      rows.push([String(connections), key, fmt.int(cell.rps), fmt.ratio(cell.rps / base.rps), fmt.ms(cell.p50), cell.cpuPerRequest.toFixed(0), (cell.cpuPerRequest - base.cpuPerRequest).toFixed(0)]);
+      rows.push([
+        String(connections),
+        key,
+        fmt.int(cell.rps),
+        fmt.ratio(cell.rps / base.rps),
+        fmt.ms(cell.p50),
+        cell.cpuPerRequest.toFixed(0),
+        (cell.cpuPerRequest - base.cpuPerRequest).toFixed(0),
+      ]);
     }
   }
   out.push(table(['conns', 'sidecar', 'req/s', 'vs its base', 'p50 ms', 'sidecar CPU µs/req', 'CPU µs/req over its base'], rows), '');

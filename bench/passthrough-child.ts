@@ -35,7 +35,17 @@ function httpProxyHandler(): { handle: (req: IncomingMessage, res: ServerRespons
 }
 
 // Request headers undici refuses or that belong to this hop only.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'expect', 'host']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'expect',
+  'host',
+]);
 
 function undiciHandler(): { handle: (req: IncomingMessage, res: ServerResponse) => void; close: () => void } {
   const pool = new Pool(target.origin, { connections: 1024, pipelining: 1 });

@@ -51,7 +51,11 @@ export async function policyScenario(ctx: PolicyContext): Promise<PolicyResults>
   const upstreamUrl = upstream.urls.url!;
   const off = await ctx.startSidecar('policy off', upstreamUrl, undefined);
   const on = await ctx.startSidecar('20-rule policy', upstreamUrl, BENCH_POLICY);
-  const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${ctx.oauthToken}` };
+  const headers = {
+    'Content-Type': 'application/json',
+    Accept: 'application/json, text/event-stream',
+    Authorization: `Bearer ${ctx.oauthToken}`,
+  };
   const targets = [
     { key: 'off' as const, child: off, script: writeWrkScript(ctx.tmp, 'policy-off', { method: 'POST', headers, body: BODY }) },
     { key: 'on' as const, child: on, script: writeWrkScript(ctx.tmp, 'policy-on', { method: 'POST', headers, body: BODY }) },
@@ -70,8 +74,13 @@ export async function policyScenario(ctx: PolicyContext): Promise<PolicyResults>
         const pids = [t.child.pid!, ...childPids(t.child.pid!)];
         const before = procCpuMicros(pids);
         const r = await runWrk(`${t.child.urls.proxyUrl}/mcp`, t.script, connections, ctx.seconds);
-        if (r.badStatus + r.socketErrors > 0) throw new Error(`policy scenario: ${r.badStatus + r.socketErrors} failed requests with policy ${t.key}`);
-        rounds[t.key].push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests) });
+        if (r.badStatus + r.socketErrors > 0)
+          throw new Error(`policy scenario: ${r.badStatus + r.socketErrors} failed requests with policy ${t.key}`);
+        rounds[t.key].push({
+          rps: r.requests / r.seconds,
+          p50: r.p50,
+          cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests),
+        });
       }
     }
     ctx.log(`policy: ${connections} conn done`);
@@ -105,7 +114,23 @@ export function policyReport(r: PolicyResults): string[] {
       (on.cpuPerRequest - off.cpuPerRequest).toFixed(0),
     ]);
   }
-  out.push(table(['conns', 'req/s, no policy', 'req/s, 20 rules', 'with / without', 'p50 ms, no policy', 'p50 ms, 20 rules', 'sidecar CPU µs/req, no policy', 'sidecar CPU µs/req, 20 rules', 'policy CPU µs/req'], rows), '');
+  out.push(
+    table(
+      [
+        'conns',
+        'req/s, no policy',
+        'req/s, 20 rules',
+        'with / without',
+        'p50 ms, no policy',
+        'p50 ms, 20 rules',
+        'sidecar CPU µs/req, no policy',
+        'sidecar CPU µs/req, 20 rules',
+        'policy CPU µs/req',
+      ],
+      rows,
+    ),
+    '',
+  );
   return out;
 }
 

@@ -46,7 +46,12 @@ function where(n: ProfileNode): string {
   const url = n.callFrame.url;
   if (!url) return '(native/V8)';
   const nm = url.lastIndexOf('node_modules/');
-  if (nm !== -1) return url.slice(nm + 'node_modules/'.length).split('/').slice(0, url.includes('/@', nm) ? 2 : 1).join('/');
+  if (nm !== -1)
+    return url
+      .slice(nm + 'node_modules/'.length)
+      .split('/')
+      .slice(0, url.includes('/@', nm) ? 2 : 1)
+      .join('/');
   if (url.startsWith('node:')) return url;
   const src = url.indexOf('/src/');
   return src !== -1 ? url.slice(src + 1) : url.replace(/^file:\/\//, '');
@@ -81,9 +86,12 @@ profile.samples.forEach((id, i) => {
 const pct = (v: number) => `${((v / total) * 100).toFixed(1)}%`;
 const print = (title: string, map: Map<string, number>, n: number) => {
   process.stdout.write(`\n${title}\n`);
-  for (const [k, v] of [...map].sort((a, b) => b[1] - a[1]).slice(0, n)) process.stdout.write(`  ${pct(v).padStart(6)}  ${(v / 1000).toFixed(0).padStart(7)} ms  ${k}\n`);
+  for (const [k, v] of [...map].sort((a, b) => b[1] - a[1]).slice(0, n))
+    process.stdout.write(`  ${pct(v).padStart(6)}  ${(v / 1000).toFixed(0).padStart(7)} ms  ${k}\n`);
 };
-process.stdout.write(`${file}: ${((total + idle) / 1e6).toFixed(1)} s sampled, ${(total / 1e6).toFixed(1)} s busy (percentages below are of the busy time)\n`);
+process.stdout.write(
+  `${file}: ${((total + idle) / 1e6).toFixed(1)} s sampled, ${(total / 1e6).toFixed(1)} s busy (percentages below are of the busy time)\n`,
+);
 print('self time by package / file', byPlace, top);
 print('self time by function', byFunction, top);
 print('inclusive time of project functions', inclusive, top);

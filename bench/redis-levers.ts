@@ -47,8 +47,16 @@ type Lookup = () => Promise<unknown>;
 const variants: Array<{ name: string; client: Redis; lookup: (r: Redis) => Lookup }> = [];
 const auto = new Redis(server.url, { enableAutoPipelining: true });
 const plain = new Redis(server.url, { enableAutoPipelining: false });
-variants.push({ name: 'auto-pipelining on, 2 × HGETALL (the sidecar today)', client: auto, lookup: (r) => () => Promise.all([r.hgetall(keys.userToken(hash)), r.hgetall(keys.accessToken(hash))]) });
-variants.push({ name: 'auto-pipelining off, 2 × HGETALL', client: plain, lookup: (r) => () => Promise.all([r.hgetall(keys.userToken(hash)), r.hgetall(keys.accessToken(hash))]) });
+variants.push({
+  name: 'auto-pipelining on, 2 × HGETALL (the sidecar today)',
+  client: auto,
+  lookup: (r) => () => Promise.all([r.hgetall(keys.userToken(hash)), r.hgetall(keys.accessToken(hash))]),
+});
+variants.push({
+  name: 'auto-pipelining off, 2 × HGETALL',
+  client: plain,
+  lookup: (r) => () => Promise.all([r.hgetall(keys.userToken(hash)), r.hgetall(keys.accessToken(hash))]),
+});
 variants.push({
   name: 'auto-pipelining on, 2 × HMGET of the needed fields',
   client: auto,
@@ -57,7 +65,11 @@ variants.push({
     return [zip(USER_FIELDS, u), zip(OAUTH_FIELDS, o)];
   },
 });
-variants.push({ name: 'explicit pipeline (one exec), 2 × HGETALL', client: plain, lookup: (r) => () => r.pipeline().hgetall(keys.userToken(hash)).hgetall(keys.accessToken(hash)).exec() });
+variants.push({
+  name: 'explicit pipeline (one exec), 2 × HGETALL',
+  client: plain,
+  lookup: (r) => () => r.pipeline().hgetall(keys.userToken(hash)).hgetall(keys.accessToken(hash)).exec(),
+});
 
 interface Cell {
   rate: number;
@@ -123,7 +135,11 @@ if (benchmark) {
     for (const proto of ['2', '3']) {
       const r0 = redisCpu();
       const n = 200_000;
-      const out = execFileSync('redis-benchmark', ['-p', String(server.port), '-c', '32', '-n', String(n), '-q', ...(proto === '3' ? ['-3'] : []), 'hgetall', key], { encoding: 'utf8' });
+      const out = execFileSync(
+        'redis-benchmark',
+        ['-p', String(server.port), '-c', '32', '-n', String(n), '-q', ...(proto === '3' ? ['-3'] : []), 'hgetall', key],
+        { encoding: 'utf8' },
+      );
       const rps = Number(/([\d.]+) requests per second/.exec(out)?.[1]);
       respRows.push([`RESP${proto}`, String(round + 1), fmt.int(rps), ((redisCpu() - r0) / n).toFixed(2)]);
     }
@@ -135,7 +151,10 @@ const text = [
   '## Redis cost per token lookup',
   '',
   `- date: ${date}`,
-  `- command: \`${['CONNECTIONS', 'ROUNDS', 'CELL_SECONDS'].filter((k) => process.env[`BENCH_${k}`] !== undefined).map((k) => `BENCH_${k}=${process.env[`BENCH_${k}`]} `).join('')}npx tsx bench/redis-levers.ts\``,
+  `- command: \`${['CONNECTIONS', 'ROUNDS', 'CELL_SECONDS']
+    .filter((k) => process.env[`BENCH_${k}`] !== undefined)
+    .map((k) => `BENCH_${k}=${process.env[`BENCH_${k}`]} `)
+    .join('')}npx tsx bench/redis-levers.ts\``,
   `- machine: nproc ${execSync('nproc', { encoding: 'utf8' }).trim()}, node ${process.version}, ${execSync('redis-server --version', { encoding: 'utf8' }).trim().split(' sha=')[0]}`,
   `- load before: \`${loadBefore}\``,
   `- load after: \`${loadAfter}\``,
@@ -144,7 +163,12 @@ const text = [
   table(['concurrent lookups', 'variant', 'lookups/s', 'p50 ms', 'client CPU µs/lookup', 'redis CPU µs/lookup'], rows),
   '',
   ...(respRows.length > 0
-    ? ['RESP2 vs RESP3 (redis-benchmark, 32 connections, `HGETALL` of the OAuth record, 200,000 commands per run):', '', table(['protocol', 'round', 'commands/s', 'redis CPU µs/command'], respRows), '']
+    ? [
+        'RESP2 vs RESP3 (redis-benchmark, 32 connections, `HGETALL` of the OAuth record, 200,000 commands per run):',
+        '',
+        table(['protocol', 'round', 'commands/s', 'redis CPU µs/command'], respRows),
+        '',
+      ]
     : ['RESP2 vs RESP3: redis-benchmark not found, not measured.', '']),
 ].join('\n');
 process.stdout.write(`${text}\n`);

@@ -21,7 +21,7 @@
 
 import { execSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync, symlinkSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync, symlinkSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage, type ClientRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -53,14 +53,26 @@ const SSE_ROUNDS = QUICK ? 1 : 3;
 const IDLE_STREAMS = Number(env.BENCH_IDLE_STREAMS ?? (QUICK ? 100 : 1000));
 const CPU_PROF = env.BENCH_CPU_PROF === '1';
 const ONLY = new Set((env.BENCH_ONLY ?? 'fast,policy,post,sse,idle,soak').split(',').map((s) => s.trim()));
-const FAST_TARGETS = (env.BENCH_FAST_TARGETS ?? `direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion${env.BENCH_BASELINE ? ',baseline' : ''}`).split(',').map((s) => s.trim()) as FastKey[];
+const FAST_TARGETS = (
+  env.BENCH_FAST_TARGETS ??
+  `direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion${env.BENCH_BASELINE ? ',baseline' : ''}`
+)
+  .split(',')
+  .map((s) => s.trim()) as FastKey[];
 const FAST_CONNECTIONS = (env.BENCH_FAST_CONNECTIONS ?? '1,32').split(',').map(Number);
 const FAST_ROUNDS = Number(env.BENCH_FAST_ROUNDS ?? (QUICK ? 1 : 3));
 // BENCH_BASELINE=<git ref>: a second sidecar built from that commit's src/, measured as target (f).
 // BENCH_TARGETS with g: the same pass-through as (e) on http-proxy-3 (the maintained fork), side by side.
 const BASELINE = env.BENCH_BASELINE;
 const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
-const PARTIAL = QUICK || ONLY.size < 6 || env.BENCH_FAST_TARGETS !== undefined || env.BENCH_FAST_CONNECTIONS !== undefined || TARGETS.size < 5 || BASELINE !== undefined || env.BENCH_CONNECTIONS !== undefined;
+const PARTIAL =
+  QUICK ||
+  ONLY.size < 6 ||
+  env.BENCH_FAST_TARGETS !== undefined ||
+  env.BENCH_FAST_CONNECTIONS !== undefined ||
+  TARGETS.size < 5 ||
+  BASELINE !== undefined ||
+  env.BENCH_CONNECTIONS !== undefined;
 
 type TargetKey = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g';
 interface Target {
@@ -127,7 +139,21 @@ async function setUp() {
     baselineSrc = join(dir, 'src');
   }
   /** A sidecar child (this tree's src/, or the baseline's); its log goes to a file in the temp dir. */
-  const spawnSidecar = async (name: string, options: { srcDir?: string; profile?: boolean; upstreamUrl?: string; logLevel?: string; policy?: object; workers?: number; lookupCache?: string; assertion?: boolean; forwardAuth?: boolean; env?: Record<string, string> } = {}) => {
+  const spawnSidecar = async (
+    name: string,
+    options: {
+      srcDir?: string;
+      profile?: boolean;
+      upstreamUrl?: string;
+      logLevel?: string;
+      policy?: object;
+      workers?: number;
+      lookupCache?: string;
+      assertion?: boolean;
+      forwardAuth?: boolean;
+      env?: Record<string, string>;
+    } = {},
+  ) => {
     const logFd = openSync(join(tmp, 'sidecar.log'), 'a');
     try {
       const child = await Child.start(name, join(BENCH_DIR, 'sidecar-child.ts'), {
@@ -156,7 +182,9 @@ async function setUp() {
     }
   };
   const spawnPassthrough = async (name: string, lib: 'http-proxy' | 'http-proxy-3' | 'undici' = SIDECAR_ENGINE, to = upstreamUrl) => {
-    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), { env: { BENCH_UPSTREAM_URL: to, BENCH_PROXY_LIB: lib } });
+    const child = await Child.start(name, join(BENCH_DIR, 'passthrough-child.ts'), {
+      env: { BENCH_UPSTREAM_URL: to, BENCH_PROXY_LIB: lib },
+    });
     children.push(child);
     return child;
   };
@@ -201,16 +229,56 @@ async function setUp() {
   const sidecarMcp = `${sidecar.urls.proxyUrl}/mcp`;
   const targets: Target[] = [
     { key: 'a', label: '(a) upstream direct', url: upstreamUrl, expectStatus: 200 },
-    { key: 'b', label: '(b) sidecar, OAuth token', url: sidecarMcp, authorization: `Bearer ${oauthToken}`, proxy: sidecar, expectStatus: 200 },
-    { key: 'c', label: '(c) sidecar, user-grade token', url: sidecarMcp, authorization: `Bearer ${userToken}`, proxy: sidecar, expectStatus: 200 },
-    { key: 'd', label: '(d) sidecar, unknown token: 401', url: sidecarMcp, authorization: `Bearer ${randomBytes(32).toString('hex')}`, proxy: sidecar, expectStatus: 401 },
-    { key: 'e', label: `(e) plain ${SIDECAR_ENGINE} pass-through, no auth`, url: `${passthrough.urls.proxyUrl}/mcp`, proxy: passthrough, expectStatus: 200 },
+    {
+      key: 'b',
+      label: '(b) sidecar, OAuth token',
+      url: sidecarMcp,
+      authorization: `Bearer ${oauthToken}`,
+      proxy: sidecar,
+      expectStatus: 200,
+    },
+    {
+      key: 'c',
+      label: '(c) sidecar, user-grade token',
+      url: sidecarMcp,
+      authorization: `Bearer ${userToken}`,
+      proxy: sidecar,
+      expectStatus: 200,
+    },
+    {
+      key: 'd',
+      label: '(d) sidecar, unknown token: 401',
+      url: sidecarMcp,
+      authorization: `Bearer ${randomBytes(32).toString('hex')}`,
+      proxy: sidecar,
+      expectStatus: 401,
+    },
+    {
+      key: 'e',
+      label: `(e) plain ${SIDECAR_ENGINE} pass-through, no auth`,
+      url: `${passthrough.urls.proxyUrl}/mcp`,
+      proxy: passthrough,
+      expectStatus: 200,
+    },
   ];
   if (passthrough3) {
-    targets.push({ key: 'g', label: '(g) plain http-proxy-3, no auth', url: `${passthrough3.urls.proxyUrl}/mcp`, proxy: passthrough3, expectStatus: 200 });
+    targets.push({
+      key: 'g',
+      label: '(g) plain http-proxy-3, no auth',
+      url: `${passthrough3.urls.proxyUrl}/mcp`,
+      proxy: passthrough3,
+      expectStatus: 200,
+    });
   }
   if (baseline) {
-    targets.push({ key: 'f', label: `(f) sidecar at ${BASELINE}, OAuth token`, url: `${baseline.urls.proxyUrl}/mcp`, authorization: `Bearer ${oauthToken}`, proxy: baseline, expectStatus: 200 });
+    targets.push({
+      key: 'f',
+      label: `(f) sidecar at ${BASELINE}, OAuth token`,
+      url: `${baseline.urls.proxyUrl}/mcp`,
+      authorization: `Bearer ${oauthToken}`,
+      proxy: baseline,
+      expectStatus: 200,
+    });
   }
   // One MCP session per target, opened through that target: the upstream is stateful.
   for (const t of targets) {
@@ -247,7 +315,11 @@ async function openSession(t: Target): Promise<string> {
   await init.text();
   if (init.status !== 200 || !sessionId) throw new Error(`${t.label}: initialize answered ${init.status}`);
   const withSession = { ...t, sessionId };
-  const done = await fetch(t.url, { method: 'POST', headers: mcpHeaders(withSession), body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+  const done = await fetch(t.url, {
+    method: 'POST',
+    headers: mcpHeaders(withSession),
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+  });
   await done.text();
   if (done.status !== 202) throw new Error(`${t.label}: notifications/initialized answered ${done.status}`);
   return sessionId;
@@ -271,7 +343,19 @@ interface Cell {
   proxyRss: number;
 }
 
-const emptyCell = (): Cell => ({ requests: 0, unexpected: 0, errors: 0, seconds: 0, allResponses: 0, wallSeconds: 0, latencies: [], proxyCpuMicros: 0, upstreamCpuMicros: 0, redisCpuMicros: 0, proxyRss: 0 });
+const emptyCell = (): Cell => ({
+  requests: 0,
+  unexpected: 0,
+  errors: 0,
+  seconds: 0,
+  allResponses: 0,
+  wallSeconds: 0,
+  latencies: [],
+  proxyCpuMicros: 0,
+  upstreamCpuMicros: 0,
+  redisCpuMicros: 0,
+  proxyRss: 0,
+});
 
 /** redis-server's user + system CPU in µs, from /proc (Linux); NaN elsewhere. */
 function redisCpuMicros(): number {
@@ -392,7 +476,10 @@ function openSse(t: Target, query: string): { req: ClientRequest; response: Prom
   if (t.authorization) headers.authorization = t.authorization;
   let req!: ClientRequest;
   const response = new Promise<IncomingMessage>((resolve, reject) => {
-    req = httpRequest({ host: url.hostname, port: url.port, path: `${url.pathname}?${query}`, method: 'GET', headers, agent: false }, resolve);
+    req = httpRequest(
+      { host: url.hostname, port: url.port, path: `${url.pathname}?${query}`, method: 'GET', headers, agent: false },
+      resolve,
+    );
     req.on('error', reject);
     req.end();
   });
@@ -540,7 +627,8 @@ async function idleScenario(targets: Target[], spawn: Spawn): Promise<Map<Target
     const warm = await holdIdleStreams(t, Math.min(100, IDLE_STREAMS));
     await closeAll(warm.requests, t);
     // BENCH_HEAP_SNAPSHOTS=dir: heap snapshots before and with the streams open (diagnosis only).
-    const snapshot = (when: string) => (env.BENCH_HEAP_SNAPSHOTS ? join(env.BENCH_HEAP_SNAPSHOTS, `${key}-${when}.heapsnapshot`) : undefined);
+    const snapshot = (when: string) =>
+      env.BENCH_HEAP_SNAPSHOTS ? join(env.BENCH_HEAP_SNAPSHOTS, `${key}-${when}.heapsnapshot`) : undefined;
     const before = await proxy.stats(true, snapshot('before'));
     const held = await holdIdleStreams(t, IDLE_STREAMS);
     const open = await proxy.stats(true, snapshot('open'));
@@ -605,7 +693,16 @@ async function soakScenario(targets: Target[], sidecar: Child): Promise<SoakSumm
     [by('d'), 8],
   ] as const;
   const instances = load.map(([t, connections]) => {
-    const instance = autocannon({ url: t.url, connections, duration: SOAK_SECONDS, method: 'POST', headers: mcpHeaders(t), body: ECHO_BODY, idReplacement: true, timeout: 10 });
+    const instance = autocannon({
+      url: t.url,
+      connections,
+      duration: SOAK_SECONDS,
+      method: 'POST',
+      headers: mcpHeaders(t),
+      body: ECHO_BODY,
+      idReplacement: true,
+      timeout: 10,
+    });
     instance.on('response', () => void requests++);
     return instance;
   });
@@ -622,7 +719,10 @@ async function soakScenario(targets: Target[], sidecar: Child): Promise<SoakSumm
   const sampler = setInterval(() => void sample(), Math.max(500, (SOAK_SECONDS * 1000) / 30));
   const heaps = [{ t: 0, heap: heapStart }];
   const quarters = [1, 2, 3].map((q) =>
-    setTimeout(() => void sidecar.stats(true).then((st) => heaps.push({ t: (now() - started) / 1000, heap: st.heapUsed })), (SOAK_SECONDS * 1000 * q) / 4),
+    setTimeout(
+      () => void sidecar.stats(true).then((st) => heaps.push({ t: (now() - started) / 1000, heap: st.heapUsed })),
+      (SOAK_SECONDS * 1000 * q) / 4,
+    ),
   );
   await Promise.all(instances);
   running = false;
@@ -673,7 +773,9 @@ function uptime(): string {
   try {
     return execSync('uptime', { encoding: 'utf8' }).trim();
   } catch {
-    return `load average: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`;
+    return `load average: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(', ')}`;
   }
 }
 
@@ -687,17 +789,38 @@ interface Results {
   soak?: SoakSummary;
 }
 
-function report(targets: Target[], results: Results, meta: { date: string; loadBefore: string; loadAfter: string; wallSeconds: number }): string {
+function report(
+  targets: Target[],
+  results: Results,
+  meta: { date: string; loadBefore: string; loadAfter: string; wallSeconds: number },
+): string {
   const label = (k: TargetKey) => targets.find((t) => t.key === k)!.label;
   const out: string[] = [];
   out.push('## Benchmark results', '');
   out.push(`- date: ${meta.date}`);
-  const settings = ['QUICK', 'ONLY', 'BASELINE', 'FAST_TARGETS', 'FAST_CONNECTIONS', 'FAST_ROUNDS', 'TARGETS', 'CONNECTIONS', 'ROUNDS', 'CELL_SECONDS', 'SOAK_SECONDS', 'LOG_LEVEL', 'CPU_PROF']
+  const settings = [
+    'QUICK',
+    'ONLY',
+    'BASELINE',
+    'FAST_TARGETS',
+    'FAST_CONNECTIONS',
+    'FAST_ROUNDS',
+    'TARGETS',
+    'CONNECTIONS',
+    'ROUNDS',
+    'CELL_SECONDS',
+    'SOAK_SECONDS',
+    'LOG_LEVEL',
+    'CPU_PROF',
+  ]
     .filter((k) => env[`BENCH_${k}`] !== undefined)
     .map((k) => `BENCH_${k}=${env[`BENCH_${k}`]} `)
     .join('');
   out.push(`- command: \`${settings}npm run bench\` (whole run ${meta.wallSeconds.toFixed(0)} s)`);
-  if (results.post || results.sse || results.soak) out.push(`- MCP upstream POSTs: ${ROUNDS} rounds × ${CELL_SECONDS} s per target per connection count, targets alternated round-robin, the first ${RAMP_SECONDS} s of each cell not counted; SSE: ${SSE_ROUNDS} rounds; soak ${SOAK_SECONDS} s`);
+  if (results.post || results.sse || results.soak)
+    out.push(
+      `- MCP upstream POSTs: ${ROUNDS} rounds × ${CELL_SECONDS} s per target per connection count, targets alternated round-robin, the first ${RAMP_SECONDS} s of each cell not counted; SSE: ${SSE_ROUNDS} rounds; soak ${SOAK_SECONDS} s`,
+    );
   for (const m of machine()) out.push(`- machine: ${m}`);
   out.push(`- load before: \`${meta.loadBefore}\``, `- load after: \`${meta.loadAfter}\``);
   out.push(
@@ -711,7 +834,10 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
 
   if (results.post) {
     out.push('### MCP SDK upstream: JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer), the realistic scenario', '');
-    out.push('Latency in ms, measured by the load generator per request; proxy CPU and RSS are those of the process between client and upstream; redis CPU is that of redis-server (from /proc), which shares the same two cores.', '');
+    out.push(
+      'Latency in ms, measured by the load generator per request; proxy CPU and RSS are those of the process between client and upstream; redis CPU is that of redis-server (from /proc), which shares the same two cores.',
+      '',
+    );
     const rows: string[][] = [];
     for (const [connections, cells] of results.post) {
       for (const [key, s] of cells) {
@@ -731,10 +857,42 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
         ]);
       }
     }
-    out.push(table(['conns', 'target', 'req/s', 'p50', 'p99', 'p99.9', 'unexpected', 'proxy CPU', 'proxy CPU µs/req', 'proxy RSS MiB', 'upstream CPU µs/req', 'redis CPU µs/req'], rows), '');
+    out.push(
+      table(
+        [
+          'conns',
+          'target',
+          'req/s',
+          'p50',
+          'p99',
+          'p99.9',
+          'unexpected',
+          'proxy CPU',
+          'proxy CPU µs/req',
+          'proxy RSS MiB',
+          'upstream CPU µs/req',
+          'redis CPU µs/req',
+        ],
+        rows,
+      ),
+      '',
+    );
     out.push('Ratios and added latency (sidecar with an OAuth token, (b), against the others):', '');
     const ratioRows: string[][] = [];
-    const missing: CellSummary = { rps: NaN, p50: NaN, p99: NaN, p999: NaN, requests: 0, unexpected: 0, errors: 0, proxyCpuPercent: NaN, proxyCpuPerRequest: NaN, upstreamCpuPerRequest: NaN, redisCpuPerRequest: NaN, proxyRss: NaN };
+    const missing: CellSummary = {
+      rps: NaN,
+      p50: NaN,
+      p99: NaN,
+      p999: NaN,
+      requests: 0,
+      unexpected: 0,
+      errors: 0,
+      proxyCpuPercent: NaN,
+      proxyCpuPerRequest: NaN,
+      upstreamCpuPerRequest: NaN,
+      redisCpuPerRequest: NaN,
+      proxyRss: NaN,
+    };
     for (const [connections, cells] of results.post) {
       const a = cells.get('a') ?? missing;
       const b = cells.get('b') ?? missing;
@@ -751,11 +909,29 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
         fmt.signedMs(b.p99 - a.p99),
       ]);
     }
-    out.push(table(['conns', '(b)/(a) req/s', '(b)/(e) req/s', '(c)/(e) req/s', 'added p50 vs (e)', 'added p99 vs (e)', 'added p50 vs (a)', 'added p99 vs (a)'], ratioRows), '');
+    out.push(
+      table(
+        [
+          'conns',
+          '(b)/(a) req/s',
+          '(b)/(e) req/s',
+          '(c)/(e) req/s',
+          'added p50 vs (e)',
+          'added p99 vs (e)',
+          'added p50 vs (a)',
+          'added p99 vs (a)',
+        ],
+        ratioRows,
+      ),
+      '',
+    );
   }
 
   if (results.sse) {
-    out.push(`### One SSE stream of ${SSE_EVENTS.toLocaleString('en-US')} small events (median of ${SSE_ROUNDS} runs; gaps and latency over all runs)`, '');
+    out.push(
+      `### One SSE stream of ${SSE_EVENTS.toLocaleString('en-US')} small events (median of ${SSE_ROUNDS} runs; gaps and latency over all runs)`,
+      '',
+    );
     out.push('The upstream writes one event per event-loop turn, stamped with its send time; latency = arrival − send time.', '');
     const rows = [...results.sse].map(([key, s]) => [
       label(key),
@@ -771,7 +947,26 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
       s.eventsPerRead.toFixed(1),
       s.complete ? 'yes' : 'NO',
     ]);
-    out.push(table(['target', 'delivery ms', 'first event ms', 'events/s', 'gap p50 ms', 'gap p99 ms', 'gap max ms', 'latency p50 ms', 'latency p99 ms', 'latency max ms', 'events per read', 'all delivered'], rows), '');
+    out.push(
+      table(
+        [
+          'target',
+          'delivery ms',
+          'first event ms',
+          'events/s',
+          'gap p50 ms',
+          'gap p99 ms',
+          'gap max ms',
+          'latency p50 ms',
+          'latency p99 ms',
+          'latency max ms',
+          'events per read',
+          'all delivered',
+        ],
+        rows,
+      ),
+      '',
+    );
   }
 
   if (results.idle) {
@@ -784,21 +979,47 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
       fmt.kib((s.open.rss - s.before.rss) / s.streams),
       fmt.kib((s.open.heapUsed + s.open.external - s.before.heapUsed - s.before.external) / s.streams),
     ]);
-    out.push(table(['through', 'RSS before MiB', 'RSS with streams open MiB', 'RSS after close MiB', 'RSS per stream KiB', 'JS heap + external per stream KiB'], rows), '');
+    out.push(
+      table(
+        [
+          'through',
+          'RSS before MiB',
+          'RSS with streams open MiB',
+          'RSS after close MiB',
+          'RSS per stream KiB',
+          'JS heap + external per stream KiB',
+        ],
+        rows,
+      ),
+      '',
+    );
   }
 
   if (results.soak) {
     const s = results.soak;
     out.push(`### Soak: ${s.seconds} s through the sidecar`, '');
-    out.push(`(b) 16 + (c) 8 + (d) 8 connections of POSTs, plus 20 SSE streams of 100 events opened and read every second. ${s.requests.toLocaleString('en-US')} requests, ${s.streams.toLocaleString('en-US')} streams.`, '');
+    out.push(
+      `(b) 16 + (c) 8 + (d) 8 connections of POSTs, plus 20 SSE streams of 100 events opened and read every second. ${s.requests.toLocaleString('en-US')} requests, ${s.streams.toLocaleString('en-US')} streams.`,
+      '',
+    );
     out.push(
       table(
-        ['RSS start MiB', `RSS at ${(s.seconds / 2).toFixed(0)} s MiB`, 'RSS end MiB', 'RSS max MiB', 'heap after GC start MiB', 'heap after GC end MiB'],
+        [
+          'RSS start MiB',
+          `RSS at ${(s.seconds / 2).toFixed(0)} s MiB`,
+          'RSS end MiB',
+          'RSS max MiB',
+          'heap after GC start MiB',
+          'heap after GC end MiB',
+        ],
         [[fmt.mib(s.rssStart), fmt.mib(s.rssMid), fmt.mib(s.rssEnd), fmt.mib(s.rssMax), fmt.mib(s.heapStart), fmt.mib(s.heapEnd)]],
       ),
       '',
     );
-    out.push(`Heap after a forced GC along the soak: ${s.heaps.map((h) => `${fmt.mib(h.heap)} MiB at ${h.t.toFixed(0)} s`).join(', ')}.`, '');
+    out.push(
+      `Heap after a forced GC along the soak: ${s.heaps.map((h) => `${fmt.mib(h.heap)} MiB at ${h.t.toFixed(0)} s`).join(', ')}.`,
+      '',
+    );
   }
 
   out.push('### Against the targets', '');
@@ -820,7 +1041,11 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   if (results.sse) {
     const b = results.sse.get('b')!;
     const e = results.sse.get('e')!;
-    checks.push(['SSE: no added batching delay (latency p99, (b) vs (e))', `${fmt.ms(b.latencyP99)} vs ${fmt.ms(e.latencyP99)} ms`, b.complete ? 'see table' : 'events lost']);
+    checks.push([
+      'SSE: no added batching delay (latency p99, (b) vs (e))',
+      `${fmt.ms(b.latencyP99)} vs ${fmt.ms(e.latencyP99)} ms`,
+      b.complete ? 'see table' : 'events lost',
+    ]);
   }
   if (results.idle) {
     const s = results.idle.get('b')!;
@@ -828,7 +1053,11 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
     // or hands back around the forced GC (it has gone down while 1,000 streams opened).
     const heap = (s.open.heapUsed + s.open.external - s.before.heapUsed - s.before.external) / s.streams;
     const rss = (s.open.rss - s.before.rss) / s.streams;
-    checks.push(['< 20 KiB per idle SSE stream (sidecar JS heap + buffers; RSS beside it)', `${fmt.kib(heap)} KiB (RSS ${fmt.kib(rss)} KiB)`, heap < 20 * 1024 ? 'met' : 'not met']);
+    checks.push([
+      '< 20 KiB per idle SSE stream (sidecar JS heap + buffers; RSS beside it)',
+      `${fmt.kib(heap)} KiB (RSS ${fmt.kib(rss)} KiB)`,
+      heap < 20 * 1024 ? 'met' : 'not met',
+    ]);
   }
   if (results.soak) {
     const s = results.soak;
@@ -844,7 +1073,10 @@ function report(targets: Target[], results: Results, meta: { date: string; loadB
   }
   out.push(table(['target', 'measured', 'verdict'], checks), '');
   if (!TARGETS.has('g')) {
-    out.push('`http-proxy-3` (1.23, the maintained fork; 2.x needs Node ≥ 22) side by side with the same pass-through: `BENCH_ONLY=post BENCH_TARGETS=b,e,g npm run bench`.', '');
+    out.push(
+      '`http-proxy-3` (1.23, the maintained fork; 2.x needs Node ≥ 22) side by side with the same pass-through: `BENCH_ONLY=post BENCH_TARGETS=b,e,g npm run bench`.',
+      '',
+    );
   }
   return out.join('\n');
 }
@@ -876,7 +1108,11 @@ async function main(): Promise<void> {
         sidecarProcesses: 1,
         startUpstream: async () => keep(await Child.start('fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
         startAuthService: async (processes = 1) =>
-          keep(await Child.start(`auth service${processes > 1 ? ` ×${processes}` : ''}`, join(BENCH_DIR, 'auth-service-child.ts'), { env: { BENCH_REDIS_URL: redisServer!.url, BENCH_AUTH_PROCESSES: String(processes) } })),
+          keep(
+            await Child.start(`auth service${processes > 1 ? ` ×${processes}` : ''}`, join(BENCH_DIR, 'auth-service-child.ts'), {
+              env: { BENCH_REDIS_URL: redisServer!.url, BENCH_AUTH_PROCESSES: String(processes) },
+            }),
+          ),
         startPassthrough: async (lib, to) => keep(await spawnPassthrough(`fast ${lib} pass-through`, lib, to)),
         startSidecar: async (key, to) =>
           keep(
@@ -934,7 +1170,11 @@ async function main(): Promise<void> {
       await Promise.allSettled(observabilityChildren.map((c) => c.stop()));
     }
   }
-  if (ONLY.has('post')) results.post = await postScenario(targets.filter((t) => TARGETS.has(t.key)), upstream);
+  if (ONLY.has('post'))
+    results.post = await postScenario(
+      targets.filter((t) => TARGETS.has(t.key)),
+      upstream,
+    );
   if (ONLY.has('sse')) results.sse = await sseScenario(targets);
   if (ONLY.has('idle')) {
     results.idle = await idleScenario(targets, {

@@ -23,7 +23,13 @@ const config = buildConfig(
     upstream: { url: env.BENCH_UPSTREAM_URL, ...(env.BENCH_ASSERTION === '1' ? { assertion: true } : {}) },
     // BENCH_FORWARD_AUTH=1: /authz on, for nginx auth_request (the forward-auth targets). Set only when
     // asked, so that a baseline from before the key existed still starts.
-    proxy: { host: '127.0.0.1', port: 0, workers: Number(env.BENCH_WORKERS ?? 1), shutdownGraceMs: 1000, ...(env.BENCH_FORWARD_AUTH === '1' ? { forwardAuth: true } : {}) },
+    proxy: {
+      host: '127.0.0.1',
+      port: 0,
+      workers: Number(env.BENCH_WORKERS ?? 1),
+      shutdownGraceMs: 1000,
+      ...(env.BENCH_FORWARD_AUTH === '1' ? { forwardAuth: true } : {}),
+    },
     admin: { host: '127.0.0.1', port: 0 },
     // The rejected-token scenario sends a stream of bad tokens from one address on purpose: with the
     // limiter on, it would measure 429s after the first 120.
@@ -36,7 +42,9 @@ const config = buildConfig(
 );
 if (config.proxy.workers > 1 || cluster.isWorker) {
   // BENCH_WORKERS: src/workers.ts as main.ts runs it; this process is the primary, billed with its workers.
-  const { groupLogger, runPrimary, runWorker } = (await import(pathToFileURL(join(src, 'workers.ts')).href)) as typeof import('../src/workers.ts');
+  const { groupLogger, runPrimary, runWorker } = (await import(
+    pathToFileURL(join(src, 'workers.ts')).href
+  )) as typeof import('../src/workers.ts');
   const { openStore } = (await import(pathToFileURL(join(src, 'app.ts')).href)) as typeof import('../src/app.ts');
   const { systemClock } = (await import(pathToFileURL(join(src, 'clock.ts')).href)) as typeof import('../src/clock.ts');
   const logger = groupLogger(config);

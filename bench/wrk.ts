@@ -37,7 +37,11 @@ export interface WrkResult {
   cpuMicros: number;
 }
 
-export function writeWrkScript(dir: string, name: string, request: { method: string; headers: Record<string, string>; body?: string }): string {
+export function writeWrkScript(
+  dir: string,
+  name: string,
+  request: { method: string; headers: Record<string, string>; body?: string },
+): string {
   const lua = [
     `wrk.method = ${JSON.stringify(request.method)}`,
     ...(request.body !== undefined ? [`wrk.body = ${luaString(request.body)}`] : []),
@@ -66,9 +70,26 @@ export function runWrk(url: string, script: string, connections: number, seconds
       const line = stdout.split('\n').find((l) => l.startsWith('BENCH '));
       if (!line) return reject(new Error(`wrk printed no summary: ${stdout}`));
       const parts = line.split(' ');
-      const [requests, durationUs, status, socket, p50, p99, p999] = parts.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
+      const [requests, durationUs, status, socket, p50, p99, p999] = parts.slice(1, 8).map(Number) as [
+        number,
+        number,
+        number,
+        number,
+        number,
+        number,
+        number,
+      ];
       const cpuMicros = statCpuMicros(line.slice(line.indexOf(') ') + 2));
-      resolve({ requests, seconds: durationUs / 1e6, badStatus: status, socketErrors: socket, p50: p50 / 1000, p99: p99 / 1000, p999: p999 / 1000, cpuMicros });
+      resolve({
+        requests,
+        seconds: durationUs / 1e6,
+        badStatus: status,
+        socketErrors: socket,
+        p50: p50 / 1000,
+        p99: p99 / 1000,
+        p999: p999 / 1000,
+        cpuMicros,
+      });
     });
   });
 }

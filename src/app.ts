@@ -18,7 +18,13 @@ import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from 
 import * as oidc from 'openid-client';
 import type { Route } from './http.ts';
 import { ConnectLinks } from './upstream-credentials/connect-links.ts';
-import { ConnectFlow, providerConfiguration, providerUnavailable, tokensOf, type ConnectProvider } from './upstream-credentials/connect-flow.ts';
+import {
+  ConnectFlow,
+  providerConfiguration,
+  providerUnavailable,
+  tokensOf,
+  type ConnectProvider,
+} from './upstream-credentials/connect-flow.ts';
 import { exchangeAtIdp, TokenExchangeSource } from './upstream-credentials/token-exchange.ts';
 import { UpstreamCredentialDelivery, type CredentialSource } from './upstream-credentials/delivery.ts';
 import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
@@ -241,7 +247,14 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   });
 
   // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
-  const streams = new StreamRevocation({ store, clock, logger, metrics, recheckMs: config.proxy.streamRecheckMs, endStream: (res) => forwarder.endStream(res) });
+  const streams = new StreamRevocation({
+    store,
+    clock,
+    logger,
+    metrics,
+    recheckMs: config.proxy.streamRecheckMs,
+    endStream: (res) => forwarder.endStream(res),
+  });
   await streams.start();
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
   // When each token was last presented (listGrants, the account page): at most one write per token a minute.
@@ -256,9 +269,14 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
   const tracing = await createTracing(options.env ?? process.env);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
-  const onProxy = upstreamCredentials === undefined ? undefined : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
+  const onProxy =
+    upstreamCredentials === undefined
+      ? undefined
+      : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
-    perMinute > 0 ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength) : undefined;
+    perMinute > 0
+      ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength)
+      : undefined;
   const authFailures = failedAuthLimiter('authfail', config.rateLimits.failedAuthPerMinute, 'proxy');
   const dpop = dpopVerifierFor(config, store, clock);
   const proxyServer = createProxyServer({
@@ -274,7 +292,27 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     dpop,
     assertions: assertions?.signer,
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
-    routes: [...(assertions ? [jwksRoute(assertions.keys)] : []), ...(onProxy?.routes ?? []), ...oauthRoutes({ config, store, clock, logger, metrics, audit, masterToken, idp: createIdpVerifier(config.idp), idJag: createIdJagVerifier(config.idp), signIn, keepIdpTokens: onProxy?.keepIdpTokens, cimd: options.cimd ?? cimdResolverFor(config, clock, logger), authFailures, dpop, publicUrl })],
+    routes: [
+      ...(assertions ? [jwksRoute(assertions.keys)] : []),
+      ...(onProxy?.routes ?? []),
+      ...oauthRoutes({
+        config,
+        store,
+        clock,
+        logger,
+        metrics,
+        audit,
+        masterToken,
+        idp: createIdpVerifier(config.idp),
+        idJag: createIdJagVerifier(config.idp),
+        signIn,
+        keepIdpTokens: onProxy?.keepIdpTokens,
+        cimd: options.cimd ?? cimdResolverFor(config, clock, logger),
+        authFailures,
+        dpop,
+        publicUrl,
+      }),
+    ],
     policyGate,
     tracing,
     lastUse,
@@ -289,7 +327,21 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({ store, clock, logger, metrics, audit, masterToken, maxBodyBytes: config.admin.maxBodyBytes, policy: policyGate?.policy, quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength }, profileLifetimes: config.oauth.profiles, upstreamCredentials, failures: adminFailures, ...options.admin });
+  const adminServer = createAdminServer({
+    store,
+    clock,
+    logger,
+    metrics,
+    audit,
+    masterToken,
+    maxBodyBytes: config.admin.maxBodyBytes,
+    policy: policyGate?.policy,
+    quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength },
+    profileLifetimes: config.oauth.profiles,
+    upstreamCredentials,
+    failures: adminFailures,
+    ...options.admin,
+  });
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
   });
@@ -321,7 +373,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
       // Spans of the last requests are exported before the process goes.
-      return shutDown({ proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit }, graceMs).finally(() => tracing?.shutdown());
+      return shutDown({ proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit }, graceMs).finally(() =>
+        tracing?.shutdown(),
+      );
     },
   };
 }
@@ -338,17 +392,36 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
  * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
  * tokens, and the connect pages a user without a usable credential is sent to.
  */
-function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Clock, logger: Logger, audit: Audit, metrics: Metrics, vault: CredentialVault, signIn: IdpSignIn | undefined, publicUrl: () => string) {
+function upstreamCredentialsOnProxy(
+  config: Config,
+  store: TokenStore,
+  clock: Clock,
+  logger: Logger,
+  audit: Audit,
+  metrics: Metrics,
+  vault: CredentialVault,
+  signIn: IdpSignIn | undefined,
+  publicUrl: () => string,
+) {
   const { mode, header, serviceToken, key, provider: providerSettings, audience } = config.upstream.credentials;
   const { idp } = config;
   const issuer = idp.issuer ?? '';
   const credentialKey = parseCredentialKey(key!) as Buffer;
   const links = new ConnectLinks(credentialKey, clock, store);
-  const idpConfiguration = providerConfiguration({ issuer: idp.issuer, clientId: idp.clientId ?? '', clientSecret: idp.clientSecret, timeoutMs: idp.requestTimeoutMs });
+  const idpConfiguration = providerConfiguration({
+    issuer: idp.issuer,
+    clientId: idp.clientId ?? '',
+    clientSecret: idp.clientSecret,
+    timeoutMs: idp.requestTimeoutMs,
+  });
   let provider: ConnectProvider;
   let source: CredentialSource;
   if (mode === 'oauth') {
-    const configuration = providerConfiguration({ ...providerSettings, clientId: providerSettings.clientId!, timeoutMs: idp.requestTimeoutMs });
+    const configuration = providerConfiguration({
+      ...providerSettings,
+      clientId: providerSettings.clientId!,
+      timeoutMs: idp.requestTimeoutMs,
+    });
     const host = new URL(providerSettings.issuer ?? providerSettings.tokenEndpoint!).host;
     provider = { name: `oauth:${host}`, label: host, scopes: providerSettings.scopes, sameSubject: false, configuration };
     source = new RefreshingCredentialSource({
@@ -357,7 +430,8 @@ function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Cl
       locks: store,
       clock,
       logger,
-      refresh: async (refreshToken) => tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
+      refresh: async (refreshToken) =>
+        tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
       isUnavailable: providerUnavailable,
       onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
     });
@@ -370,14 +444,28 @@ function upstreamCredentialsOnProxy(config: Config, store: TokenStore, clock: Cl
       locks: store,
       clock,
       logger,
-      refresh: (refreshToken) => (signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken)),
+      refresh: (refreshToken) =>
+        signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken),
       isUnavailable: (err) => err instanceof IdpUnavailable,
       onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
     });
-    source = mode === 'token-exchange' ? new TokenExchangeSource({ idpTokens: idpSource, vault, clock, audience: audience!, exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock), isUnavailable: providerUnavailable }) : idpSource;
+    source =
+      mode === 'token-exchange'
+        ? new TokenExchangeSource({
+            idpTokens: idpSource,
+            vault,
+            clock,
+            audience: audience!,
+            exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock),
+            isUnavailable: providerUnavailable,
+          })
+        : idpSource;
   }
   const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, source });
-  const keepIdpTokens = mode === 'idp' || mode === 'token-exchange' ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens) : undefined;
+  const keepIdpTokens =
+    mode === 'idp' || mode === 'token-exchange'
+      ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens)
+      : undefined;
   const flow = new ConnectFlow({
     links,
     vault,
@@ -433,13 +521,23 @@ async function assertionsFor(config: Config, store: TokenStore, clock: Clock, lo
  * The per-tool policy gate, when `policy.rules` or `policy.quotas` is configured. Quotas without rules
  * need the body read too: every call is then allowed, and only counted.
  */
-function policyGateFor(config: Config, store: QuotaStorage, clock: Clock, metrics: Metrics, audit: Audit, publicUrl: () => string): PolicyGate | undefined {
+function policyGateFor(
+  config: Config,
+  store: QuotaStorage,
+  clock: Clock,
+  metrics: Metrics,
+  audit: Audit,
+  publicUrl: () => string,
+): PolicyGate | undefined {
   const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
   if (rules === undefined && quotas === undefined) return undefined;
   const addresses = clientAddresses(config.proxy.trustedProxies);
   return createPolicyGate({
     policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
-    quotas: quotas === undefined ? undefined : { quotas, store, clock, addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength) },
+    quotas:
+      quotas === undefined
+        ? undefined
+        : { quotas, store, clock, addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength) },
     limits: { maxBatch, maxDepth },
     maxBodyBytes,
     metrics,
@@ -472,7 +570,16 @@ function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdReso
  * given `graceMs`, then everything cut and closed.
  */
 async function shutDown(
-  parts: { proxyServer: Server; adminServer: Server; forwarder: Forwarder; streams: StreamRevocation; lastUse: LastUseRecorder; store: { close(): Promise<void> }; logger: Logger; audit: Audit },
+  parts: {
+    proxyServer: Server;
+    adminServer: Server;
+    forwarder: Forwarder;
+    streams: StreamRevocation;
+    lastUse: LastUseRecorder;
+    store: { close(): Promise<void> };
+    logger: Logger;
+    audit: Audit;
+  },
   graceMs: number,
 ): Promise<void> {
   const { proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit } = parts;

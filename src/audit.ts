@@ -139,7 +139,12 @@ export class Audit {
       else this.#kinds.delete(actor);
       if (open.count > 0) {
         const { eventId: firstEventId, ...first } = open.input;
-        const detail = { ...first.detail, repeated: open.count, windowSeconds: REPEAT_WINDOW_MS / 1000, ...(firstEventId !== undefined ? { firstEventId } : {}) };
+        const detail = {
+          ...first.detail,
+          repeated: open.count,
+          windowSeconds: REPEAT_WINDOW_MS / 1000,
+          ...(firstEventId !== undefined ? { firstEventId } : {}),
+        };
         done.push(this.record({ ...first, detail }, open.level));
       }
     }
@@ -169,7 +174,13 @@ export class Audit {
   }
 
   #log(input: AuditInput, level: 'info' | 'warn'): AuditEvent {
-    const event: AuditEvent = { eventId: input.eventId ?? randomUUID(), at: this.#options.clock.now(), who: clip(input.who), action: clip(input.action), result: clip(input.result) };
+    const event: AuditEvent = {
+      eventId: input.eventId ?? randomUUID(),
+      at: this.#options.clock.now(),
+      who: clip(input.who),
+      action: clip(input.action),
+      result: clip(input.result),
+    };
     // Client ids reach here unverified too (the one a refused request presented): only a value shaped
     // like an id this sidecar issues is written down, so a token pasted into that field never is.
     if (input.clientId !== undefined && isClientIdShaped(input.clientId)) event.clientId = input.clientId;
@@ -188,5 +199,13 @@ export class Audit {
 
 /** What makes two events the same kind for aggregation: everything but the time. */
 function kindOf(input: AuditInput): string {
-  return JSON.stringify([input.who, input.action, input.result, input.clientId ?? '', input.subject ?? '', input.tokenHashPrefix ?? '', input.detail ?? {}]);
+  return JSON.stringify([
+    input.who,
+    input.action,
+    input.result,
+    input.clientId ?? '',
+    input.subject ?? '',
+    input.tokenHashPrefix ?? '',
+    input.detail ?? {},
+  ]);
 }

@@ -164,11 +164,18 @@ export function parseAdminArgs(args: string[]): ParsedAdmin {
     const written = `${item.arg.startsWith('--') ? '--' : '-'}${item.name}`;
     if (item.kind === 'unknown') {
       if (FORBIDDEN_FLAGS.has(item.name)) {
-        throw new UsageError('the master token is never taken from a flag (it would be kept in shell history and shown by ps): set BEARER_SECRET_MASTER, or run on a terminal to be asked for it');
+        throw new UsageError(
+          'the master token is never taken from a flag (it would be kept in shell history and shown by ps): set BEARER_SECRET_MASTER, or run on a terminal to be asked for it',
+        );
       }
       const known = fieldsOf(name).map(([field, spec]) => flagOf(field, spec));
       const near = nearestName(item.name, [...flags.keys(), ...Object.keys(COMMON_FLAGS)]);
-      const hint = near !== undefined ? `did you mean --${near}?` : known.length > 0 ? `its flags: ${known.map((k) => `--${k}`).join(', ')}` : 'it takes no flags';
+      const hint =
+        near !== undefined
+          ? `did you mean --${near}?`
+          : known.length > 0
+            ? `its flags: ${known.map((k) => `--${k}`).join(', ')}`
+            : 'it takes no flags';
       throw new UsageError(`unknown flag ${written} for ${kebab(name)} (${hint})`);
     }
     if (item.name === 'json' || item.name === 'help') {
@@ -195,7 +202,12 @@ export function parseAdminArgs(args: string[]): ParsedAdmin {
       }
     } else if (spec.type === 'list') {
       const values = (parsed.body[field] as string[] | undefined) ?? [];
-      values.push(...raw.split(',').map((v) => v.trim()).filter(Boolean));
+      values.push(
+        ...raw
+          .split(',')
+          .map((v) => v.trim())
+          .filter(Boolean),
+      );
       parsed.body[field] = values;
     } else {
       if (parsed.body[field] !== undefined) throw new UsageError(`${written} given twice`);
@@ -256,7 +268,9 @@ async function masterToken(io: CliIo): Promise<string> {
   let token = io.env.BEARER_SECRET_MASTER;
   if (token === undefined || token === '') {
     if (!io.stdin.isTTY || typeof io.stdin.setRawMode !== 'function') {
-      throw new UsageError('BEARER_SECRET_MASTER is not set and there is no terminal to ask for the master token on: export BEARER_SECRET_MASTER');
+      throw new UsageError(
+        'BEARER_SECRET_MASTER is not set and there is no terminal to ask for the master token on: export BEARER_SECRET_MASTER',
+      );
     }
     token = (await promptHidden(io, 'master token (input hidden): ')).trim();
   }
@@ -301,8 +315,13 @@ async function runAdmin(args: string[], io: CliIo): Promise<number> {
     });
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const why = (err as Error).name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (cause?.code ?? cause?.message ?? (err as Error).message);
-    io.stderr.write(`mcp-bearer-proxy: cannot reach the admin listener at ${base} (${why}). Is the sidecar running? Set ADMIN_URL to its admin address.\n`);
+    const why =
+      (err as Error).name === 'TimeoutError'
+        ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s`
+        : (cause?.code ?? cause?.message ?? (err as Error).message);
+    io.stderr.write(
+      `mcp-bearer-proxy: cannot reach the admin listener at ${base} (${why}). Is the sidecar running? Set ADMIN_URL to its admin address.\n`,
+    );
     return EXIT.unavailable;
   }
   const text = await res.text();
@@ -320,7 +339,10 @@ async function runAdmin(args: string[], io: CliIo): Promise<number> {
     }
     return EXIT.ok;
   }
-  const error = body && typeof body.error === 'string' ? `${body.error}${body.error_description ? `: ${body.error_description}` : ''}` : text.slice(0, 200);
+  const error =
+    body && typeof body.error === 'string'
+      ? `${body.error}${body.error_description ? `: ${body.error_description}` : ''}`
+      : text.slice(0, 200);
   if (res.status === 401) {
     io.stderr.write(`mcp-bearer-proxy: the master token was refused by ${base} (401 ${error}). Check BEARER_SECRET_MASTER.\n`);
     return EXIT.unauthorized;
@@ -338,7 +360,9 @@ async function runToken(args: string[], io: CliIo): Promise<number> {
   if (sub === 'hash' && rest.length === 1) {
     const token = rest[0] === '-' ? (await readAll(io.stdin)).trim() : rest[0]!;
     if (!isTokenShaped(token)) {
-      throw new UsageError(`not a token: expected 64 lowercase hex characters (got ${token.length} characters${/[A-F]/.test(token) ? ', with uppercase letters' : ''})`);
+      throw new UsageError(
+        `not a token: expected 64 lowercase hex characters (got ${token.length} characters${/[A-F]/.test(token) ? ', with uppercase letters' : ''})`,
+      );
     }
     io.stdout.write(`${hashToken(token)}\n`);
     return EXIT.ok;
@@ -392,4 +416,3 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     },
   );
 }
-

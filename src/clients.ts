@@ -129,7 +129,14 @@ export function redirectUriMatches(registered: readonly string[], presented: str
     } catch {
       return false;
     }
-    return reg.protocol === 'http:' && reg.hostname === url.hostname && reg.pathname === url.pathname && reg.search === url.search && reg.username === '' && reg.password === '';
+    return (
+      reg.protocol === 'http:' &&
+      reg.hostname === url.hostname &&
+      reg.pathname === url.pathname &&
+      reg.search === url.search &&
+      reg.username === '' &&
+      reg.password === ''
+    );
   });
 }
 
@@ -173,13 +180,19 @@ export function checkKeySet(value: unknown): JSONWebKeySet | undefined {
  * keys kept as JSON text, or an https URL fetched (with the SSRF guard of metadata documents) when an
  * assertion is checked. Other methods take no keys.
  */
-function clientKeys(input: ClientMetadataInput, method: TokenEndpointAuthMethod, metaError: 'invalid_client_metadata' | 'invalid_request'): Pick<ClientRecord, 'jwks' | 'jwksUri'> {
+function clientKeys(
+  input: ClientMetadataInput,
+  method: TokenEndpointAuthMethod,
+  metaError: 'invalid_client_metadata' | 'invalid_request',
+): Pick<ClientRecord, 'jwks' | 'jwksUri'> {
   const given = (v: unknown) => v !== undefined && v !== null;
   if (method !== 'private_key_jwt') {
-    if (given(input.jwks) || given(input.jwksUri)) throw new HttpError(metaError, 'jwks and jwks_uri are only for the private_key_jwt client authentication');
+    if (given(input.jwks) || given(input.jwksUri))
+      throw new HttpError(metaError, 'jwks and jwks_uri are only for the private_key_jwt client authentication');
     return {};
   }
-  if (given(input.jwks) === given(input.jwksUri)) throw new HttpError(metaError, 'private_key_jwt needs the client\'s public keys: jwks or jwks_uri (one of them)');
+  if (given(input.jwks) === given(input.jwksUri))
+    throw new HttpError(metaError, "private_key_jwt needs the client's public keys: jwks or jwks_uri (one of them)");
   if (given(input.jwks)) {
     const set = checkKeySet(input.jwks);
     if (set === undefined) throw new HttpError(metaError, `jwks must be a JSON Web Key Set of 1 to ${MAX_KEYS} public keys`);
@@ -211,7 +224,8 @@ export function checkScope(value: unknown, field = 'scope'): string | undefined 
 
 /** Registrations that ask for a grant a user signs in for (code, device) get the interactive profile (refresh tokens). */
 function defaultProfileName(source: 'admin' | 'dcr', grantTypes: unknown): string {
-  if (Array.isArray(grantTypes) && (grantTypes.includes(GRANT_AUTHORIZATION_CODE) || grantTypes.includes(GRANT_DEVICE_CODE))) return 'interactive';
+  if (Array.isArray(grantTypes) && (grantTypes.includes(GRANT_AUTHORIZATION_CODE) || grantTypes.includes(GRANT_DEVICE_CODE)))
+    return 'interactive';
   return source === 'dcr' ? 'dynamic' : 'default';
 }
 
@@ -253,7 +267,10 @@ export async function provisionClient(
     for (const uri of input.redirectUris) {
       const ok = checkRedirectUri(uri);
       if (ok === null) {
-        throw new HttpError(source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request', 'each redirect URI must be https, or http on a loopback host, with no fragment, space or control character');
+        throw new HttpError(
+          source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request',
+          'each redirect URI must be https, or http on a loopback host, with no fragment, space or control character',
+        );
       }
       redirectUris.push(ok);
     }
@@ -281,7 +298,12 @@ export async function provisionClient(
   for (const grantType of grantTypes) {
     const refusal = refuseGrant?.(grantType, asked);
     if (refusal === undefined) continue;
-    throw new HttpError(metaError, asked ? refusal : `no grant types were asked for, and the default of profile "${profile.name}" (${grantType}) cannot be given here: ${refusal}`);
+    throw new HttpError(
+      metaError,
+      asked
+        ? refusal
+        : `no grant types were asked for, and the default of profile "${profile.name}" (${grantType}) cannot be given here: ${refusal}`,
+    );
   }
 
   let tokenEndpointAuthMethod: TokenEndpointAuthMethod = 'client_secret_basic';
@@ -297,7 +319,10 @@ export async function provisionClient(
     throw new HttpError(metaError, 'a public client (auth method none) cannot use client_credentials');
   }
   if (grantTypes.includes(GRANT_AUTHORIZATION_CODE) && redirectUris.length === 0) {
-    throw new HttpError(source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request', 'the authorization_code grant needs at least one redirect URI');
+    throw new HttpError(
+      source === 'dcr' ? 'invalid_redirect_uri' : 'invalid_request',
+      'the authorization_code grant needs at least one redirect URI',
+    );
   }
 
   let scope: string | undefined;
@@ -333,7 +358,10 @@ export async function provisionClient(
  * they are neither shown as access on the consent page nor granted, so they never reach the upstream
  * in `X-MCP-Auth-Scope`. Without a policy naming scopes, no scope is granted.
  */
-export function splitScopes(requested: string | undefined, supported: readonly string[]): { granted: string | undefined; ignored: string[] } {
+export function splitScopes(
+  requested: string | undefined,
+  supported: readonly string[],
+): { granted: string | undefined; ignored: string[] } {
   const asked = [...new Set(requested?.split(' ') ?? [])];
   const granted = asked.filter((s) => supported.includes(s));
   return { granted: granted.length > 0 ? granted.join(' ') : undefined, ignored: asked.filter((s) => !supported.includes(s)) };

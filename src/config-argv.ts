@@ -38,10 +38,19 @@ export interface CommandLine {
  * a secret's flag is a problem.
  */
 function readCommandLine(argv: readonly string[], commands: boolean): CommandLine {
-  const out: CommandLine = { configPath: undefined, checkOnly: false, skipNetworkChecks: false, help: false, flags: new Map(), problems: [] };
+  const out: CommandLine = {
+    configPath: undefined,
+    checkOnly: false,
+    skipNetworkChecks: false,
+    help: false,
+    flags: new Map(),
+    problems: [],
+  };
   const allowed = new Set(configFlagNames());
   // Secrets are declared too, so that their value is taken with them and never reported on its own.
-  const options: Record<string, FlagOption> = Object.fromEntries(keysOf(CONFIG_KEYS).map(([key]) => [key, { type: 'string' } as FlagOption]));
+  const options: Record<string, FlagOption> = Object.fromEntries(
+    keysOf(CONFIG_KEYS).map(([key]) => [key, { type: 'string' } as FlagOption]),
+  );
   if (commands) Object.assign(options, COMMAND_FLAGS);
   for (const item of scanArgs(argv, options)) {
     if (item.kind === 'flag' && commands && Object.hasOwn(COMMAND_FLAGS, item.name)) {
@@ -57,7 +66,9 @@ function readCommandLine(argv: readonly string[], commands: boolean): CommandLin
       if (item.value === undefined) out.problems.push(`--${item.name} needs a value`);
       else out.flags.set(item.name, item.value);
     } else if (item.kind === 'flag') {
-      out.problems.push(`--${item.name}: a secret is never taken from a flag (it would be kept in shell history and shown by ps); set it in the environment`);
+      out.problems.push(
+        `--${item.name}: a secret is never taken from a flag (it would be kept in shell history and shown by ps); set it in the environment`,
+      );
     } else {
       let near: string | undefined;
       if (item.kind === 'unknown') {

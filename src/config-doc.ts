@@ -63,7 +63,10 @@ export function tableIn(readme: string, markers: Markers = CONFIG_MARKERS): stri
 }
 
 /** A generated README table's command: `--write` (default), `--check` (exit 1 when stale) or `--print`. */
-export function tableCommand(argv: string[], t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string }): number {
+export function tableCommand(
+  argv: string[],
+  t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string },
+): number {
   const readmePath = fileURLToPath(new URL('../README.md', import.meta.url));
   const mode = argv[0] ?? '--write';
   if (mode === '--print') {

@@ -83,7 +83,13 @@ export const CONFIG_KEYS = {
       max: 1500,
       description: 'Bound on every Redis command; a slower Redis answers 503 (fail closed). At most 1500 so the 503 comes within 2 s.',
     }),
-    connectTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Start-up gives up (exit 2) when Redis does not answer within this; a refused connection or refused credentials stop it at once.' }),
+    connectTimeoutMs: integer({
+      default: 5000,
+      min: 100,
+      max: 60000,
+      description:
+        'Start-up gives up (exit 2) when Redis does not answer within this; a refused connection or refused credentials stop it at once.',
+    }),
     lookupCache: choice(['auto', 'off', 'tracking'], {
       default: 'auto',
       env: 'REDIS_LOOKUP_CACHE',
@@ -109,7 +115,7 @@ export const CONFIG_KEYS = {
     url: text({
       default: 'http://127.0.0.1:3000/mcp',
       env: 'UPSTREAM_URL',
-      description: 'Full URL of the upstream MCP endpoint. It must not be the sidecar\'s own proxy listener (that would loop).',
+      description: "Full URL of the upstream MCP endpoint. It must not be the sidecar's own proxy listener (that would loop).",
       check: (url, label, problems) => checkHttpUrl(label, url, problems, true),
     }),
     headersTimeoutMs: integer({
@@ -118,7 +124,12 @@ export const CONFIG_KEYS = {
       max: 3600000,
       description: 'The upstream must send response headers within this (else 504); established streams are never cut.',
     }),
-    healthTimeoutMs: integer({ default: 2000, min: 10, max: 60000, description: 'Bound on the upstream probe of `GET /health` and on the start-up probe of the MCP endpoint.' }),
+    healthTimeoutMs: integer({
+      default: 2000,
+      min: 10,
+      max: 60000,
+      description: 'Bound on the upstream probe of `GET /health` and on the start-up probe of the MCP endpoint.',
+    }),
     maxSockets: integer({ default: 1024, min: 1, max: 65536, description: 'Keep-alive connections to the upstream.' }),
     assertion: boolean({
       default: false,
@@ -142,7 +153,8 @@ export const CONFIG_KEYS = {
       default: 86400,
       min: 600,
       max: 31_536_000,
-      description: 'A generated signing key is replaced this often; the next one is listed in the JWKS two minutes before it signs anything.',
+      description:
+        'A generated signing key is replaced this often; the next one is listed in the JWKS two minutes before it signs anything.',
     }),
     assertionKey: text({
       env: 'UPSTREAM_ASSERTION_KEY',
@@ -165,14 +177,16 @@ export const CONFIG_KEYS = {
       header: text({
         default: 'authorization',
         env: 'UPSTREAM_CREDENTIALS_HEADER',
-        description: 'The request header the credential goes in: `authorization` (value `Bearer <token>`), or another name (value: the raw token), e.g. `x-github-token`.',
+        description:
+          'The request header the credential goes in: `authorization` (value `Bearer <token>`), or another name (value: the raw token), e.g. `x-github-token`.',
         normalise: (name) => name.toLowerCase(),
         check: checkCredentialHeader,
       }),
       serviceToken: text({
         env: 'UPSTREAM_CREDENTIALS_SERVICE_TOKEN',
         secret: true,
-        description: 'Sent in the credential header for tokens that carry no user (client_credentials, master, admin-made tokens); unset: nothing is sent for them.',
+        description:
+          'Sent in the credential header for tokens that carry no user (client_credentials, master, admin-made tokens); unset: nothing is sent for them.',
       }),
       audience: text({
         env: 'UPSTREAM_CREDENTIALS_AUDIENCE',
@@ -181,7 +195,8 @@ export const CONFIG_KEYS = {
       key: text({
         env: 'UPSTREAM_CREDENTIALS_KEY',
         secret: true,
-        description: 'The key the kept tokens are encrypted with (AES-256-GCM): 32 random bytes as 64 hex characters or base64 (`openssl rand -hex 32`). Required by every mode but `none`; the same on every replica.',
+        description:
+          'The key the kept tokens are encrypted with (AES-256-GCM): 32 random bytes as 64 hex characters or base64 (`openssl rand -hex 32`). Required by every mode but `none`; the same on every replica.',
         check: (key, label, problems) => {
           if (key !== undefined) checkCredentialKey(key, label, problems);
         },
@@ -190,13 +205,15 @@ export const CONFIG_KEYS = {
         default: [],
         env: 'UPSTREAM_CREDENTIALS_PREVIOUS_KEYS',
         secret: true,
-        description: 'Older keys (same form, comma-separated in the environment) that still decrypt what they encrypted, for rotation; `reencryptUpstreamCredentials` rewrites everything under `key`.',
+        description:
+          'Older keys (same form, comma-separated in the environment) that still decrypt what they encrypted, for rotation; `reencryptUpstreamCredentials` rewrites everything under `key`.',
         check: (keys, label, problems) => keys.forEach((key, i) => checkCredentialKey(key, `${label}[${i}]`, problems)),
       }),
       provider: {
         issuer: text({
           env: 'UPSTREAM_PROVIDER_ISSUER',
-          description: 'Mode `oauth`: the provider\'s issuer (endpoints from its OpenID discovery document); or set authorizationEndpoint and tokenEndpoint.',
+          description:
+            "Mode `oauth`: the provider's issuer (endpoints from its OpenID discovery document); or set authorizationEndpoint and tokenEndpoint.",
           check: (url, label, problems) => {
             if (url !== undefined) checkHttpUrl(label, url, problems);
           },
@@ -215,15 +232,31 @@ export const CONFIG_KEYS = {
             if (url !== undefined) checkHttpUrl(label, url, problems);
           },
         }),
-        clientId: text({ env: 'UPSTREAM_PROVIDER_CLIENT_ID', description: "Mode `oauth`: the sidecar's client id at the provider (callback `PUBLIC_URL/connect/callback`)." }),
-        clientSecret: text({ env: 'UPSTREAM_PROVIDER_CLIENT_SECRET', secret: true, description: "Mode `oauth`: the sidecar's client secret at the provider. Keep it in the environment." }),
-        scopes: text({ env: 'UPSTREAM_PROVIDER_SCOPES', description: 'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked).' }),
+        clientId: text({
+          env: 'UPSTREAM_PROVIDER_CLIENT_ID',
+          description: "Mode `oauth`: the sidecar's client id at the provider (callback `PUBLIC_URL/connect/callback`).",
+        }),
+        clientSecret: text({
+          env: 'UPSTREAM_PROVIDER_CLIENT_SECRET',
+          secret: true,
+          description: "Mode `oauth`: the sidecar's client secret at the provider. Keep it in the environment.",
+        }),
+        scopes: text({
+          env: 'UPSTREAM_PROVIDER_SCOPES',
+          description: 'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked).',
+        }),
       },
     },
   },
   proxy: {
     host: text({ default: '0.0.0.0', env: 'HOST', description: 'Proxy listener address.' }),
-    port: integer({ default: 8080, min: 0, max: 65535, env: 'PORT', description: 'Proxy listener port (`0`: any free port, printed at start).' }),
+    port: integer({
+      default: 8080,
+      min: 0,
+      max: 65535,
+      env: 'PORT',
+      description: 'Proxy listener port (`0`: any free port, printed at start).',
+    }),
     publicUrl: text({
       env: 'PUBLIC_URL',
       defaultText: '`http://localhost:<port>`',
@@ -237,17 +270,20 @@ export const CONFIG_KEYS = {
     allowedHosts: list({
       default: [],
       description:
-        'Host names `/mcp` and `/health` answer for besides `PUBLIC_URL`\'s (DNS rebinding protection; any other Host gets 421). Loopback names are allowed when the listener is on loopback or `PUBLIC_URL` is unset.',
+        "Host names `/mcp` and `/health` answer for besides `PUBLIC_URL`'s (DNS rebinding protection; any other Host gets 421). Loopback names are allowed when the listener is on loopback or `PUBLIC_URL` is unset.",
     }),
     allowedOrigins: list({
       default: [],
-      description: 'Browser origins allowed on `/mcp` and `/health` besides `PUBLIC_URL`\'s (a request with any other `Origin` gets 403); loopback origins under the same rule as loopback hosts.',
+      description:
+        "Browser origins allowed on `/mcp` and `/health` besides `PUBLIC_URL`'s (a request with any other `Origin` gets 403); loopback origins under the same rule as loopback hosts.",
     }),
     trustedProxies: list({
       default: [],
-      description: 'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client (its last entry: `IP`, `IP:port` or `[IPv6]:port`).',
+      description:
+        'IPs/CIDRs (e.g. your ingress) whose `X-Forwarded-*` headers are kept and whose `X-Forwarded-For` names the client (its last entry: `IP`, `IP:port` or `[IPv6]:port`).',
       check: (entries, label, problems) => {
-        for (const entry of entries) if (parseCidr(entry) === undefined) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
+        for (const entry of entries)
+          if (parseCidr(entry) === undefined) problems.push(`${label} entry "${entry}" is not an IP address or CIDR`);
       },
     }),
     forwardAuth: boolean({
@@ -258,14 +294,24 @@ export const CONFIG_KEYS = {
     }),
     maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
     maxHeaderBytes: integer({ default: 16384, min: 1024, max: 1048576, description: 'Larger request headers get 431.' }),
-    headersTimeoutMs: integer({ default: 10000, min: 100, max: 600000, description: 'A client must send its request headers within this (slowloris bound).' }),
+    headersTimeoutMs: integer({
+      default: 10000,
+      min: 100,
+      max: 600000,
+      description: 'A client must send its request headers within this (slowloris bound).',
+    }),
     requestTimeoutMs: integer({
       default: 300000,
       min: 0,
       max: 86400000,
       description: 'A client must send its whole request body within this; responses are not bounded.',
     }),
-    shutdownGraceMs: integer({ default: 10000, min: 0, max: 600000, description: 'On SIGTERM, in-flight requests get this long to finish.' }),
+    shutdownGraceMs: integer({
+      default: 10000,
+      min: 0,
+      max: 600000,
+      description: 'On SIGTERM, in-flight requests get this long to finish.',
+    }),
     workers: integer({
       default: 1,
       min: 0,
@@ -290,7 +336,11 @@ export const CONFIG_KEYS = {
     }),
   },
   admin: {
-    host: text({ default: '127.0.0.1', env: 'ADMIN_HOST', description: 'Admin listener address (keep it private: loopback or the pod network).' }),
+    host: text({
+      default: '127.0.0.1',
+      env: 'ADMIN_HOST',
+      description: 'Admin listener address (keep it private: loopback or the pod network).',
+    }),
     port: integer({ default: 8081, min: 0, max: 65535, env: 'ADMIN_PORT', description: 'Admin listener port (`0`: any free port).' }),
     maxBodyBytes: integer({ default: 65536, min: 1024, max: 1048576, description: 'Admin request bodies over this get 413.' }),
   },
@@ -315,13 +365,24 @@ export const CONFIG_KEYS = {
       normalise: (algorithms) => (algorithms.length > 0 ? algorithms : [...DEFAULT_IDP_ALGORITHMS]),
       check: (algorithms, label, problems) => {
         for (const alg of algorithms) {
-          if (!ASYMMETRIC_ALGORITHMS.includes(alg)) problems.push(`${label}: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
+          if (!ASYMMETRIC_ALGORITHMS.includes(alg))
+            problems.push(`${label}: "${alg}" is not allowed (use asymmetric algorithms: ${ASYMMETRIC_ALGORITHMS.join(', ')})`);
         }
       },
     }),
     clockToleranceSeconds: integer({ default: 30, min: 0, max: 300, description: 'Clock skew tolerated on `exp`/`nbf`.' }),
-    jwksTimeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Bound on one JWKS fetch; an unreachable JWKS answers 503.' }),
-    jwksCooldownMs: integer({ default: 30000, min: 0, max: 3600000, description: 'An unknown `kid` refetches the JWKS at most this often.' }),
+    jwksTimeoutMs: integer({
+      default: 5000,
+      min: 100,
+      max: 60000,
+      description: 'Bound on one JWKS fetch; an unreachable JWKS answers 503.',
+    }),
+    jwksCooldownMs: integer({
+      default: 30000,
+      min: 0,
+      max: 3600000,
+      description: 'An unknown `kid` refetches the JWKS at most this often.',
+    }),
     allowedEmailDomains: list({
       default: [],
       description: 'When set, only JWTs with a verified `email` in one of these domains may exchange.',
@@ -334,7 +395,8 @@ export const CONFIG_KEYS = {
     }),
     emailVerifiedClaim: text({
       default: 'email_verified',
-      description: 'The boolean claim saying the IdP verified `email` (Entra ID: `xms_edov`, an optional claim to add in the app registration).',
+      description:
+        'The boolean claim saying the IdP verified `email` (Entra ID: `xms_edov`, an optional claim to add in the app registration).',
     }),
     requiredGroup: text({ description: 'When set, only JWTs whose groups claim lists this group may exchange.' }),
     groupsClaim: text({ default: 'groups', description: 'The claim holding the groups list.' }),
@@ -374,7 +436,12 @@ export const CONFIG_KEYS = {
       default: 'open',
       description: '`POST /register`: `open`, or `protected` (the master token as initial access token).',
     }),
-    registrationRateLimitPerMinute: integer({ default: 10, min: 1, max: 100000, description: 'Registrations per client address per minute, across replicas.' }),
+    registrationRateLimitPerMinute: integer({
+      default: 10,
+      min: 1,
+      max: 100000,
+      description: 'Registrations per client address per minute, across replicas.',
+    }),
     unusedClientTtlSeconds: integer({
       default: 30 * 24 * 3600,
       min: 60,
@@ -418,7 +485,8 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 5,
       max: 600,
-      description: 'A DPoP proof is accepted while its `iat` is this close to now, either way; its `jti` is remembered (across replicas) for twice as long.',
+      description:
+        'A DPoP proof is accepted while its `iat` is this close to now, either way; its `jti` is remembered (across replicas) for twice as long.',
     }),
     dpopNonce: boolean({
       default: false,
@@ -439,50 +507,73 @@ export const CONFIG_KEYS = {
     clientMetadataDocuments: {
       enabled: boolean({
         default: true,
-        description: "Accept an https URL as `client_id`: the client's own metadata document, fetched with an SSRF guard (see docs/security.md).",
+        description:
+          "Accept an https URL as `client_id`: the client's own metadata document, fetched with an SSRF guard (see docs/security.md).",
       }),
-      timeoutMs: integer({ default: 5000, min: 100, max: 60000, description: 'Bound on one document fetch, all of it (DNS, connect, TLS, headers, body).' }),
-      maxBytes: integer({ default: 5120, min: 512, max: 1048576, description: 'Larger documents are refused (checked while the body streams in).' }),
+      timeoutMs: integer({
+        default: 5000,
+        min: 100,
+        max: 60000,
+        description: 'Bound on one document fetch, all of it (DNS, connect, TLS, headers, body).',
+      }),
+      maxBytes: integer({
+        default: 5120,
+        min: 512,
+        max: 1048576,
+        description: 'Larger documents are refused (checked while the body streams in).',
+      }),
       cacheTtlSeconds: integer({
         default: 600,
         min: 0,
         max: 86400,
-        description: 'A valid document or key set is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured).',
+        description:
+          'A valid document or key set is reused for at most this long (a shorter `Cache-Control: max-age` wins; `no-store` is honoured).',
       }),
       failureCacheSeconds: integer({
         default: 30,
         min: 0,
         max: 3600,
-        description: 'A document or key-set URL whose fetch failed gives the same failure for this long without being fetched again, per process (`0`: every use fetches again).',
+        description:
+          'A document or key-set URL whose fetch failed gives the same failure for this long without being fetched again, per process (`0`: every use fetches again).',
       }),
       keySetRefetchCooldownSeconds: integer({
         default: 30,
         min: 1,
         max: 3600,
-        description: "A client assertion whose `kid` is not in the client's cached key set (or document `jwks`) fetches it again once, unless it was fetched less than this long ago; a key removed from the set stops working from that fetch on.",
+        description:
+          "A client assertion whose `kid` is not in the client's cached key set (or document `jwks`) fetches it again once, unless it was fetched less than this long ago; a key removed from the set stops working from that fetch on.",
       }),
-      cacheMaxEntries: integer({ default: 1000, min: 0, max: 1_000_000, description: 'Documents and key sets kept in memory per process, least recently used evicted first.' }),
+      cacheMaxEntries: integer({
+        default: 1000,
+        min: 0,
+        max: 1_000_000,
+        description: 'Documents and key sets kept in memory per process, least recently used evicted first.',
+      }),
       fetchesPerMinutePerAddress: integer({
         default: 20,
         min: 0,
         max: 1_000_000,
-        description: 'Document and key-set (`jwks_uri`) fetches one client address may cause per minute, at `/authorize`, `/token`, `/revoke` and `/introspect` together, across replicas (a cached one costs none); then 429. An address over `rateLimits.failedAuthPerMinute` causes none (`0`: off).',
+        description:
+          'Document and key-set (`jwks_uri`) fetches one client address may cause per minute, at `/authorize`, `/token`, `/revoke` and `/introspect` together, across replicas (a cached one costs none); then 429. An address over `rateLimits.failedAuthPerMinute` causes none (`0`: off).',
       }),
       maxConcurrentFetches: integer({
         default: 16,
         min: 1,
         max: 10_000,
-        description: 'Outbound document and key-set (`jwks_uri`) fetches at once per process; a fetch over the cap waits up to 2 s for a slot, then the request gets 503 with `Retry-After`.',
+        description:
+          'Outbound document and key-set (`jwks_uri`) fetches at once per process; a fetch over the cap waits up to 2 s for a slot, then the request gets 503 with `Retry-After`.',
       }),
       maxConcurrentFetchesPerAddress: integer({
         default: 4,
         min: 1,
         max: 10_000,
-        description: "Of `maxConcurrentFetches`, how many one client address may hold at once; its further fetches wait like those over the cap, while other addresses' fetches still find slots.",
+        description:
+          "Of `maxConcurrentFetches`, how many one client address may hold at once; its further fetches wait like those over the cap, while other addresses' fetches still find slots.",
       }),
       allowPrivateAddresses: boolean({
         default: false,
-        description: 'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.',
+        description:
+          'UNSAFE, tests and local development only: fetch documents from loopback, private, link-local and other internal addresses.',
       }),
     },
   },
@@ -498,7 +589,8 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`POST /token` requests per client and client address per minute, across replicas: a confidential client\'s once it authenticated, a public client\'s once its grant succeeded; failures are counted by `failedAuthPerMinute` only (`0`: off).',
+      description:
+        "`POST /token` requests per client and client address per minute, across replicas: a confidential client's once it authenticated, a public client's once its grant succeeded; failures are counted by `failedAuthPerMinute` only (`0`: off).",
     }),
     revocationRequestsPerMinute: integer({
       default: 60,
@@ -516,31 +608,36 @@ export const CONFIG_KEYS = {
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`GET /authorize` requests for a known client (a registered one, or a valid metadata document) per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off). Requests naming no known client count towards `authorizeUnknownClientsPerMinute` instead.',
+      description:
+        '`GET /authorize` requests for a known client (a registered one, or a valid metadata document) per client address per minute, across replicas; then a 429 page with `Retry-After` (`0`: off). Requests naming no known client count towards `authorizeUnknownClientsPerMinute` instead.',
     }),
     authorizeUnknownClientsPerMinute: integer({
       default: 60,
       min: 0,
       max: 1_000_000,
-      description: '`GET /authorize` requests per client address per minute, across replicas, that name no known client (unknown or removed `client_id`, an unusable metadata document, none at all); then such requests get a 429 page with `Retry-After`. They never refuse a request for a known client (`0`: off).',
+      description:
+        '`GET /authorize` requests per client address per minute, across replicas, that name no known client (unknown or removed `client_id`, an unusable metadata document, none at all); then such requests get a 429 page with `Retry-After`. They never refuse a request for a known client (`0`: off).',
     }),
     pendingSignInsPerAddress: integer({
       default: 100,
       min: 0,
       max: 1_000_000,
-      description: 'Sign-ins one client address may have pending at once (started at `/authorize`: a consent page shown, or the IdP step of a remembered consent; each kept 10 minutes); past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
+      description:
+        'Sign-ins one client address may have pending at once (started at `/authorize`: a consent page shown, or the IdP step of a remembered consent; each kept 10 minutes); past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
     }),
     pendingSignInsPerClient: integer({
       default: 10_000,
       min: 0,
       max: 10_000_000,
-      description: 'Sign-ins one client may have pending at once, from all addresses together; past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
+      description:
+        'Sign-ins one client may have pending at once, from all addresses together; past it, `/authorize` answers a 429 page and stores nothing (`0`: no bound).',
     }),
     adminFailedAuthPerMinute: integer({
       default: 20,
       min: 0,
       max: 1_000_000,
-      description: 'Failed master-token attempts per address per minute on the admin listener, across replicas; then further wrong tokens from that address get 429, the right one is still served (`0`: off).',
+      description:
+        'Failed master-token attempts per address per minute on the admin listener, across replicas; then further wrong tokens from that address get 429, the right one is still served (`0`: off).',
     }),
     ipv6PrefixLength: integer({
       default: 64,
@@ -553,28 +650,47 @@ export const CONFIG_KEYS = {
   audit: {
     stream: boolean({
       default: true,
-      description: 'Also append audit events to capped Redis streams: the master token\'s to `<keyPrefix>audit:admin`, the rest to `<keyPrefix>audit` (read together with `listAuditEvents`). They always go to the log.',
+      description:
+        "Also append audit events to capped Redis streams: the master token's to `<keyPrefix>audit:admin`, the rest to `<keyPrefix>audit` (read together with `listAuditEvents`). They always go to the log.",
     }),
-    maxLen: integer({ default: 10000, min: 100, max: 10_000_000, description: 'Approximate length cap of each audit stream (`XADD … MAXLEN ~`).' }),
+    maxLen: integer({
+      default: 10000,
+      min: 100,
+      max: 10_000_000,
+      description: 'Approximate length cap of each audit stream (`XADD … MAXLEN ~`).',
+    }),
   },
   /** Per-tool policy on `POST /mcp` (src/policy/, docs/policy.md); off while `policy.rules` is unset. */
   policy: {
-    rules: structured('list of rules', {
-      description:
-        'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy, `/mcp` bodies are streamed unparsed. Set: every `POST /mcp` body is read as JSON-RPC and decided.',
-    }, (raw, label, problems) => compileRules(raw, label, problems)),
+    rules: structured(
+      'list of rules',
+      {
+        description:
+          'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy, `/mcp` bodies are streamed unparsed. Set: every `POST /mcp` body is read as JSON-RPC and decided.',
+      },
+      (raw, label, problems) => compileRules(raw, label, problems),
+    ),
     default: choice(['allow', 'deny'], { default: 'deny', description: 'What a call no rule matches gets.' }),
-    quotas: structured('list of quota rules', {
-      description:
-        'Per-caller quotas on `/mcp` requests (see docs/quotas.md): `{name?, match: {tools?, methods?, principals?}, per: subject|client|address, limit, windowSeconds}`, the first matching rule counts a request, in Redis (shared by replicas). Over it: a tool error for `tools/call`, 429 with `Retry-After` otherwise. Set without `policy.rules`: every call is allowed and only counted.',
-    }, (raw, label, problems) => compileQuotas(raw, label, problems)),
+    quotas: structured(
+      'list of quota rules',
+      {
+        description:
+          'Per-caller quotas on `/mcp` requests (see docs/quotas.md): `{name?, match: {tools?, methods?, principals?}, per: subject|client|address, limit, windowSeconds}`, the first matching rule counts a request, in Redis (shared by replicas). Over it: a tool error for `tools/call`, 429 with `Retry-After` otherwise. Set without `policy.rules`: every call is allowed and only counted.',
+      },
+      (raw, label, problems) => compileQuotas(raw, label, problems),
+    ),
     maxBodyBytes: integer({
       default: 1048576,
       min: 1024,
       max: 67108864,
       description: 'With a policy, larger `POST /mcp` bodies are refused with 413 (the body must be read whole to be decided).',
     }),
-    maxBatch: integer({ default: 100, min: 1, max: 10000, description: 'With a policy, JSON-RPC batches longer than this are refused with 400.' }),
+    maxBatch: integer({
+      default: 100,
+      min: 1,
+      max: 10000,
+      description: 'With a policy, JSON-RPC batches longer than this are refused with 400.',
+    }),
     maxDepth: integer({ default: 64, min: 2, max: 1024, description: 'With a policy, JSON nested deeper than this is refused with 400.' }),
   },
   logLevel: choice(LOG_LEVELS, { default: 'info', env: 'LOG_LEVEL', description: 'Log level: `debug`, `info`, `warn` or `error`.' }),
@@ -600,7 +716,9 @@ function checkMasterToken(token: string, label: string, problems: Problems): voi
   } else {
     const weak = weakTokenReason(token);
     if (weak !== undefined) {
-      problems.push(`${name} is not a random secret: ${weak}. A placeholder would let anyone who guesses it administer every token; ${GENERATE_HINT}`);
+      problems.push(
+        `${name} is not a random secret: ${weak}. A placeholder would let anyone who guesses it administer every token; ${GENERATE_HINT}`,
+      );
     }
   }
 }
@@ -635,26 +753,52 @@ function checkPublicUrl(name: string, value: string, problems: Problems): void {
   if (url.search !== '' || url.hash !== '' || /[?#]/.test(value)) {
     problems.push(`${name} must be a base URL without a query or fragment (got "${value}")`);
   } else if (/\/mcp$/i.test(url.pathname)) {
-    problems.push(`${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`);
+    problems.push(
+      `${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`,
+    );
   }
 }
 
 /** A credential key: 32 bytes as 64 hex characters or base64 (the problem never repeats the value). */
 function checkCredentialKey(key: string, label: string, problems: Problems): void {
   const parsed = parseCredentialKey(key);
-  if (typeof parsed === 'string') problems.push(`${label} must be 32 random bytes as 64 hex characters or base64: ${parsed} (generate one with \`openssl rand -hex 32\`)`);
+  if (typeof parsed === 'string')
+    problems.push(
+      `${label} must be 32 random bytes as 64 hex characters or base64: ${parsed} (generate one with \`openssl rand -hex 32\`)`,
+    );
 }
 
 /**
  * Headers the credential may not go in: those the proxy itself owns (framing, routing, the MCP
  * session, the identity headers it adds), where a credential would break or spoof the request.
  */
-const RESERVED_CREDENTIAL_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'proxy-authorization', 'cookie', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'content-type', 'accept', 'forwarded', 'traceparent', 'tracestate']);
+const RESERVED_CREDENTIAL_HEADERS = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
+  'proxy-authorization',
+  'cookie',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+  'content-type',
+  'accept',
+  'forwarded',
+  'traceparent',
+  'tracestate',
+]);
 
 function checkCredentialHeader(name: string, label: string, problems: Problems): void {
   if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name)) problems.push(`${label} "${name}" is not a valid header name`);
   else if (RESERVED_CREDENTIAL_HEADERS.has(name) || name.startsWith('x-mcp-auth-') || name.startsWith('x-forwarded-')) {
-    problems.push(`${label} "${name}" is a header the proxy sets or forwards itself: name another one (authorization, or e.g. x-api-token)`);
+    problems.push(
+      `${label} "${name}" is a header the proxy sets or forwards itself: name another one (authorization, or e.g. x-api-token)`,
+    );
   }
 }
 

@@ -19,7 +19,9 @@ export function checkWhole(config: Config, problems: Problems): void {
   if (loop !== undefined) problems.push(loop);
   // Each process would hold its own memory store: a token issued by one worker unknown to the others.
   if (config.store === 'memory' && config.proxy.workers !== 1) {
-    problems.push(`WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`);
+    problems.push(
+      `WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`,
+    );
   }
 }
 
@@ -36,14 +38,16 @@ function checkAssertionKey(upstream: Config['upstream'], problems: Problems): vo
     const problem = signingKeyProblem(given.text);
     if (problem !== undefined) problems.push(`${given.label}: ${problem}`);
   }
-  if (!upstream.assertion) problems.push(`${given.label} is set but upstream.assertion (UPSTREAM_ASSERTION) is not true: nothing would be signed`);
+  if (!upstream.assertion)
+    problems.push(`${given.label} is set but upstream.assertion (UPSTREAM_ASSERTION) is not true: nothing would be signed`);
 }
 
 /** Plain http only to this machine: secrets, codes and tokens travel on these URLs. */
 function requireHttpsOffLoopback(label: string, url: string | undefined, problems: Problems): void {
   if (url === undefined || !URL.canParse(url)) return; // unset, or already reported
   const parsed = new URL(url);
-  if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname)) problems.push(`${label} must be an https:// URL (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])`);
+  if (parsed.protocol === 'http:' && !isLoopbackHost(parsed.hostname))
+    problems.push(`${label} must be an https:// URL (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])`);
 }
 
 /**
@@ -53,36 +57,59 @@ function requireHttpsOffLoopback(label: string, url: string | undefined, problem
 function checkUpstreamCredentials(config: Config, problems: Problems): void {
   const { mode, key, audience, serviceToken, provider } = config.upstream.credentials;
   const signIn = config.idp.issuer !== undefined && config.idp.clientId !== undefined && config.idp.clientSecret !== undefined;
-  const providerSet = Object.entries(provider).filter(([, v]) => v !== undefined).map(([k]) => `upstream.credentials.provider.${k}`);
+  const providerSet = Object.entries(provider)
+    .filter(([, v]) => v !== undefined)
+    .map(([k]) => `upstream.credentials.provider.${k}`);
   if (mode === 'none') {
-    const unused = [...(key !== undefined ? ['UPSTREAM_CREDENTIALS_KEY'] : []), ...(audience !== undefined ? ['UPSTREAM_CREDENTIALS_AUDIENCE'] : []), ...(serviceToken !== undefined ? ['upstream.credentials.serviceToken'] : []), ...providerSet];
-    if (unused.length > 0) problems.push(`${unused.join(', ')} ${unused.length === 1 ? 'is' : 'are'} set but UPSTREAM_CREDENTIALS (upstream.credentials.mode) is none: nothing would use ${unused.length === 1 ? 'it' : 'them'}. Set the mode, or remove ${unused.length === 1 ? 'it' : 'them'}`);
+    const unused = [
+      ...(key !== undefined ? ['UPSTREAM_CREDENTIALS_KEY'] : []),
+      ...(audience !== undefined ? ['UPSTREAM_CREDENTIALS_AUDIENCE'] : []),
+      ...(serviceToken !== undefined ? ['upstream.credentials.serviceToken'] : []),
+      ...providerSet,
+    ];
+    if (unused.length > 0)
+      problems.push(
+        `${unused.join(', ')} ${unused.length === 1 ? 'is' : 'are'} set but UPSTREAM_CREDENTIALS (upstream.credentials.mode) is none: nothing would use ${unused.length === 1 ? 'it' : 'them'}. Set the mode, or remove ${unused.length === 1 ? 'it' : 'them'}`,
+      );
     return;
   }
   if (key === undefined) {
-    problems.push(`UPSTREAM_CREDENTIALS is ${mode} but UPSTREAM_CREDENTIALS_KEY (upstream.credentials.key) is not set: the tokens kept for users are encrypted with it. Generate one with \`openssl rand -hex 32\`, the same on every replica`);
+    problems.push(
+      `UPSTREAM_CREDENTIALS is ${mode} but UPSTREAM_CREDENTIALS_KEY (upstream.credentials.key) is not set: the tokens kept for users are encrypted with it. Generate one with \`openssl rand -hex 32\`, the same on every replica`,
+    );
   }
   if ((mode === 'idp' || mode === 'token-exchange') && !signIn) {
-    problems.push(`UPSTREAM_CREDENTIALS is ${mode} but browser sign-in is not configured (IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET): the user's IdP tokens come from signing in there`);
+    problems.push(
+      `UPSTREAM_CREDENTIALS is ${mode} but browser sign-in is not configured (IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET): the user's IdP tokens come from signing in there`,
+    );
   }
   if (mode === 'token-exchange' && audience === undefined) {
-    problems.push('UPSTREAM_CREDENTIALS is token-exchange but UPSTREAM_CREDENTIALS_AUDIENCE (upstream.credentials.audience) is not set: the IdP must be told which API the exchanged token is for');
+    problems.push(
+      'UPSTREAM_CREDENTIALS is token-exchange but UPSTREAM_CREDENTIALS_AUDIENCE (upstream.credentials.audience) is not set: the IdP must be told which API the exchanged token is for',
+    );
   }
-  if (mode !== 'token-exchange' && audience !== undefined) problems.push(`UPSTREAM_CREDENTIALS_AUDIENCE is set but UPSTREAM_CREDENTIALS is ${mode}: only token-exchange uses it`);
+  if (mode !== 'token-exchange' && audience !== undefined)
+    problems.push(`UPSTREAM_CREDENTIALS_AUDIENCE is set but UPSTREAM_CREDENTIALS is ${mode}: only token-exchange uses it`);
   if (mode !== 'oauth') {
-    if (providerSet.length > 0) problems.push(`${providerSet.join(', ')} set but UPSTREAM_CREDENTIALS is ${mode}: only oauth (connected accounts) uses a provider`);
+    if (providerSet.length > 0)
+      problems.push(`${providerSet.join(', ')} set but UPSTREAM_CREDENTIALS is ${mode}: only oauth (connected accounts) uses a provider`);
     return;
   }
   const endpoints = [provider.authorizationEndpoint, provider.tokenEndpoint].filter((v) => v !== undefined).length;
   if (provider.issuer === undefined && endpoints === 0) {
-    problems.push('UPSTREAM_CREDENTIALS is oauth but no provider is configured: set UPSTREAM_PROVIDER_ISSUER (OpenID discovery), or UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT and UPSTREAM_PROVIDER_TOKEN_ENDPOINT, with UPSTREAM_PROVIDER_CLIENT_ID');
+    problems.push(
+      'UPSTREAM_CREDENTIALS is oauth but no provider is configured: set UPSTREAM_PROVIDER_ISSUER (OpenID discovery), or UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT and UPSTREAM_PROVIDER_TOKEN_ENDPOINT, with UPSTREAM_PROVIDER_CLIENT_ID',
+    );
   } else if (provider.issuer !== undefined && endpoints > 0) {
-    problems.push('UPSTREAM_PROVIDER_ISSUER and UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT/UPSTREAM_PROVIDER_TOKEN_ENDPOINT are both set: give the issuer (discovery) or both endpoints, not both');
+    problems.push(
+      'UPSTREAM_PROVIDER_ISSUER and UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT/UPSTREAM_PROVIDER_TOKEN_ENDPOINT are both set: give the issuer (discovery) or both endpoints, not both',
+    );
   } else if (provider.issuer === undefined && endpoints === 1) {
     problems.push('UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT and UPSTREAM_PROVIDER_TOKEN_ENDPOINT must be set together');
   }
   // Without any provider the problem above already asks for the client id too.
-  if (provider.clientId === undefined && (provider.issuer !== undefined || endpoints > 0)) problems.push("UPSTREAM_CREDENTIALS is oauth but UPSTREAM_PROVIDER_CLIENT_ID is not set: the sidecar's client id at the provider");
+  if (provider.clientId === undefined && (provider.issuer !== undefined || endpoints > 0))
+    problems.push("UPSTREAM_CREDENTIALS is oauth but UPSTREAM_PROVIDER_CLIENT_ID is not set: the sidecar's client id at the provider");
   requireHttpsOffLoopback('UPSTREAM_PROVIDER_ISSUER', provider.issuer, problems);
   requireHttpsOffLoopback('UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT', provider.authorizationEndpoint, problems);
   requireHttpsOffLoopback('UPSTREAM_PROVIDER_TOKEN_ENDPOINT', provider.tokenEndpoint, problems);
@@ -126,13 +153,17 @@ function checkIdp(idp: Config['idp'], problems: Problems): void {
     problems.push('IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together for browser sign-in (or none of them)');
   }
   if (idp.issuer !== undefined && exchangeSet === 0 && signInSet === 0 && !idp.idJag) {
-    problems.push('IDP_ISSUER is set alone: add IDP_AUDIENCE and IDP_JWKS_URL (token exchange) and/or IDP_CLIENT_ID and IDP_CLIENT_SECRET (browser sign-in) and/or IDP_JWKS_URL with IDP_ID_JAG=true (identity assertion grants)');
+    problems.push(
+      'IDP_ISSUER is set alone: add IDP_AUDIENCE and IDP_JWKS_URL (token exchange) and/or IDP_CLIENT_ID and IDP_CLIENT_SECRET (browser sign-in) and/or IDP_JWKS_URL with IDP_ID_JAG=true (identity assertion grants)',
+    );
   }
   if (idp.issuer !== undefined && signInSet === 2) {
     checkHttpUrl('IDP_ISSUER', idp.issuer, problems);
     // The browser sign-in's secrets and codes travel to the IdP: plain http only on this machine.
     if (/^http:/i.test(idp.issuer) && !(URL.canParse(idp.issuer) && isLoopbackHost(new URL(idp.issuer).hostname))) {
-      problems.push('IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])');
+      problems.push(
+        'IDP_ISSUER must be an https:// URL for browser sign-in (plain http only on a loopback host: localhost, 127.0.0.0/8 or [::1])',
+      );
     }
   }
 }

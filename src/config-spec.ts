@@ -42,7 +42,13 @@ export interface KeyTree {
 
 /** The frozen value type of a key tree. */
 export type ValuesOf<S extends KeyTree> = {
-  readonly [K in keyof S]: S[K] extends KeySpec<infer T> ? (T extends Array<infer E> ? readonly E[] : T) : S[K] extends KeyTree ? ValuesOf<S[K]> : never;
+  readonly [K in keyof S]: S[K] extends KeySpec<infer T>
+    ? T extends Array<infer E>
+      ? readonly E[]
+      : T
+    : S[K] extends KeyTree
+      ? ValuesOf<S[K]>
+      : never;
 };
 
 function isSpec(entry: KeySpec<unknown> | KeyTree): entry is KeySpec<unknown> {
@@ -106,7 +112,11 @@ export function integer(doc: KeyDoc<number> & { default: number; min: number; ma
 /** A list of strings: a YAML list, or comma-separated text (environment, flags). */
 export function list(doc: KeyDoc<string[]> & { default: string[] }): KeySpec<string[]> {
   return key('list of strings', doc.default, doc, (raw, label, problems) => {
-    if (typeof raw === 'string') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+    if (typeof raw === 'string')
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
     if (Array.isArray(raw) && raw.every((x) => typeof x === 'string')) return [...raw] as string[];
     problems.push(`${label} must be a list of strings`);
     return INVALID;
@@ -117,7 +127,11 @@ export function list(doc: KeyDoc<string[]> & { default: string[] }): KeySpec<str
  * A structured value (a mapping or list with its own grammar, e.g. the policy rules), read by `read`,
  * which reports its own problems and answers undefined when there is any. Absent: undefined.
  */
-export function structured<T>(type: string, doc: KeyDoc<T | undefined>, read: (raw: unknown, label: string, problems: Problems) => T | undefined): KeySpec<T | undefined> {
+export function structured<T>(
+  type: string,
+  doc: KeyDoc<T | undefined>,
+  read: (raw: unknown, label: string, problems: Problems) => T | undefined,
+): KeySpec<T | undefined> {
   return key(type, undefined, doc, (raw, label, problems) => {
     const before = problems.length;
     const value = read(raw, label, problems);
@@ -166,7 +180,9 @@ export function readTree(schema: KeyTree, input: Tree, overrides: Overrides, pro
     if (Object.hasOwn(schema, name)) continue;
     const dotted = path ? `${path}.${name}` : name;
     const near = nearestKey(dotted, schema, path, root);
-    problems.push(`unknown key "${dotted}"${near ? ` (did you mean "${near}"?)` : ` (${path ? `the keys of ${path}` : 'the top-level keys'}: ${Object.keys(schema).join(', ')})`}`);
+    problems.push(
+      `unknown key "${dotted}"${near ? ` (did you mean "${near}"?)` : ` (${path ? `the keys of ${path}` : 'the top-level keys'}: ${Object.keys(schema).join(', ')})`}`,
+    );
   }
   return out;
 }
@@ -199,7 +215,11 @@ function squash(name: string): string {
  * The name in `candidates` closest to `unknown` (`compared` picks the part of each name to compare),
  * or undefined when none is within a few edits. Case, `-` and `_` do not count as differences.
  */
-export function nearestName(unknown: string, candidates: readonly string[], compared: (name: string) => string = (n) => n): string | undefined {
+export function nearestName(
+  unknown: string,
+  candidates: readonly string[],
+  compared: (name: string) => string = (n) => n,
+): string | undefined {
   const wanted = compared(unknown);
   let best: string | undefined;
   let bestDistance = Infinity;

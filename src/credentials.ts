@@ -99,7 +99,8 @@ export function weakTokenReason(token: string): string | undefined {
 /** `bearer`: RFC 6750; `dpop`: RFC 9449 §7.1, a token bound to a key, presented with a proof. */
 export type AuthorizationScheme = 'bearer' | 'dpop';
 
-export type ParsedAuthorization = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string; scheme: AuthorizationScheme };
+export type ParsedAuthorization =
+  { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string; scheme: AuthorizationScheme };
 
 const MISSING: ParsedAuthorization = { kind: 'missing' };
 const MALFORMED: ParsedAuthorization = { kind: 'malformed' };

@@ -37,9 +37,11 @@ export function demoConfig(input: DemoConfigInput): Config | 'help' {
   const line = parseCommandLine(input.argv);
   if (line.help) return 'help';
   const problems = [...line.problems];
-  if (line.checkOnly || line.skipNetworkChecks) problems.push('--check-config is for npm start; the demo checks its own configuration as it starts');
+  if (line.checkOnly || line.skipNetworkChecks)
+    problems.push('--check-config is for npm start; the demo checks its own configuration as it starts');
   for (const key of line.flags.keys()) {
-    if (DEMO_OWN.some((own) => key === own || key.startsWith(`${own}.`))) problems.push(`--${key}: the demo uses its own ${key} (${DEMO_OWN.join(', ')} are the demo's); run npm start to choose it`);
+    if (DEMO_OWN.some((own) => key === own || key.startsWith(`${own}.`)))
+      problems.push(`--${key}: the demo uses its own ${key} (${DEMO_OWN.join(', ')} are the demo's); run npm start to choose it`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   const path = line.configPath ?? (input.env.MCP_AUTH_CONFIG || undefined);
@@ -49,9 +51,12 @@ export function demoConfig(input: DemoConfigInput): Config | 'help' {
     try {
       parsed = parseYaml(readFileSync(path, 'utf8')) ?? {};
     } catch (err) {
-      throw new ConfigError([`cannot read config file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message.split('\n')[0]}`]);
+      throw new ConfigError([
+        `cannot read config file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message.split('\n')[0]}`,
+      ]);
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError([`config file ${path} must contain a YAML mapping`]);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new ConfigError([`config file ${path} must contain a YAML mapping`]);
     file = interpolate(parsed, input.env) as Record<string, unknown>;
   }
   const fileProxy = (file.proxy ?? {}) as Record<string, unknown>;
@@ -72,7 +77,7 @@ export function demoConfig(input: DemoConfigInput): Config | 'help' {
     forced.set('idp.clientSecret', input.idp.clientSecret);
   }
   // A master token the environment or the file gives is used; otherwise one is generated for this run.
-  if (!input.env.BEARER_SECRET_MASTER && !(typeof file.masterToken === 'string' && file.masterToken !== '')) forced.set('masterToken', input.generatedMasterToken);
+  if (!input.env.BEARER_SECRET_MASTER && !(typeof file.masterToken === 'string' && file.masterToken !== ''))
+    forced.set('masterToken', input.generatedMasterToken);
   return buildConfig(tree, input.env, forced as ConfigFlags);
 }
-

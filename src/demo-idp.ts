@@ -43,9 +43,26 @@ export interface DemoIdpOptions {
 export interface OidcProvider {
   callback(): (req: IncomingMessage, res: ServerResponse) => void;
   use(middleware: (ctx: { path: string; method: string; body: unknown; status: number }, next: () => Promise<void>) => Promise<void>): void;
-  interactionDetails(req: IncomingMessage, res: ServerResponse): Promise<{ uid: string; prompt: { name: string; details: Record<string, unknown> }; params: Record<string, unknown>; session?: { accountId?: string } }>;
-  interactionFinished(req: IncomingMessage, res: ServerResponse, result: Record<string, unknown>, options?: { mergeWithLastSubmission?: boolean }): Promise<void>;
-  Grant: new (init: { accountId: string; clientId: string }) => { addOIDCScope(scope: string): void; addOIDCClaims(claims: string[]): void; save(): Promise<string> };
+  interactionDetails(
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<{
+    uid: string;
+    prompt: { name: string; details: Record<string, unknown> };
+    params: Record<string, unknown>;
+    session?: { accountId?: string };
+  }>;
+  interactionFinished(
+    req: IncomingMessage,
+    res: ServerResponse,
+    result: Record<string, unknown>,
+    options?: { mergeWithLastSubmission?: boolean },
+  ): Promise<void>;
+  Grant: new (init: { accountId: string; clientId: string }) => {
+    addOIDCScope(scope: string): void;
+    addOIDCClaims(claims: string[]): void;
+    save(): Promise<string>;
+  };
 }
 
 export interface DemoIdp {
@@ -109,7 +126,14 @@ function providerConfig(options: DemoIdpOptions, jwk: Record<string, unknown>, c
       if (sub !== DEMO_USER.sub) return undefined;
       return {
         accountId: sub,
-        claims: async () => ({ sub, email: DEMO_USER.email, email_verified: true, name: DEMO_USER.name, groups: [...DEMO_USER.groups], ...options.userClaims }),
+        claims: async () => ({
+          sub,
+          email: DEMO_USER.email,
+          email_verified: true,
+          name: DEMO_USER.name,
+          groups: [...DEMO_USER.groups],
+          ...options.userClaims,
+        }),
       };
     },
   };
@@ -134,7 +158,8 @@ export async function startDemoIdp(options: DemoIdpOptions): Promise<DemoIdp> {
   // Built on first use: the sidecar's callback (the client's redirect URI) may be known only after
   // the sidecar has bound its port, which it does after learning this issuer.
   let built: OidcProvider | undefined;
-  const build = (): OidcProvider => new Provider(issuer, providerConfig(options, jwk, privateKey.export({ format: 'pem', type: 'pkcs8' }).toString().slice(-64)));
+  const build = (): OidcProvider =>
+    new Provider(issuer, providerConfig(options, jwk, privateKey.export({ format: 'pem', type: 'pkcs8' }).toString().slice(-64)));
   const providerOf = (): OidcProvider => (built ??= build());
 
   async function interaction(req: IncomingMessage, res: ServerResponse, uid: string, action: string | undefined): Promise<void> {
@@ -158,7 +183,12 @@ export async function startDemoIdp(options: DemoIdpOptions): Promise<DemoIdp> {
     }
     const form = await readForm(req);
     if (form.get('action') === 'cancel') {
-      await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'the user cancelled sign-in' }, { mergeWithLastSubmission: false });
+      await provider.interactionFinished(
+        req,
+        res,
+        { error: 'access_denied', error_description: 'the user cancelled sign-in' },
+        { mergeWithLastSubmission: false },
+      );
       return;
     }
     if (form.get('username') !== DEMO_USER.username || form.get('password') !== DEMO_USER.password) {

@@ -50,7 +50,9 @@ async function main(): Promise<void> {
     await upstream.close();
     if (typeof idp !== 'string') await idp.close();
     if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`the demo's configuration is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n${USAGE}\n`);
+    process.stderr.write(
+      `the demo's configuration is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n${USAGE}\n`,
+    );
     process.exit(2);
   }
   if (config === 'help') {
@@ -121,7 +123,7 @@ function signInHelp(idp: DemoIdp | string, mcpUrl: string): string[] {
     '  MCP Inspector (2.12): npx @modelcontextprotocol/inspector',
     `    Add Servers -> Add manually -> transport streamable-http, URL ${mcpUrl}, no Authorization header, then Connect:`,
     `    approve on this sidecar's consent page, then sign in as ${DEMO_USER.username} / ${DEMO_USER.password}.`,
-    '  Any MCP client with OAuth (Claude Code, VS Code, the MCP SDK\'s auth()): configure only the URL.',
+    "  Any MCP client with OAuth (Claude Code, VS Code, the MCP SDK's auth()): configure only the URL.",
     `  Device sign-in (RFC 8628, for agents without a browser): POST ${mcpUrl.slice(0, -4)}/device_authorization, then`,
     `    enter the code at ${mcpUrl.slice(0, -4)}/device (docs/device-flow.md).`,
     '  Short-lived tokens to try refresh: npm run demo -- --oauth.profiles.interactive.accessTokenLifetimeSeconds 60',

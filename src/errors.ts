@@ -48,7 +48,11 @@ const STATUS = {
 export type ErrorCode = keyof typeof STATUS;
 
 /** The codes a standard lets answer with another status than STATUS gives, and which. */
-const OTHER_STATUSES: { readonly [C in ErrorCode]?: readonly number[] } = { invalid_client: [400], invalid_dpop_proof: [400], use_dpop_nonce: [400] };
+const OTHER_STATUSES: { readonly [C in ErrorCode]?: readonly number[] } = {
+  invalid_client: [400],
+  invalid_dpop_proof: [400],
+  use_dpop_nonce: [400],
+};
 
 interface HttpErrorOptions {
   headers?: Record<string, string>;
@@ -64,7 +68,11 @@ export class HttpError extends Error {
   readonly headers: Readonly<Record<string, string>> | undefined;
   readonly body: string | undefined;
 
-  constructor(code: 'invalid_client' | 'invalid_dpop_proof' | 'use_dpop_nonce', description?: string, options?: HttpErrorOptions & { status?: 400 | 401 });
+  constructor(
+    code: 'invalid_client' | 'invalid_dpop_proof' | 'use_dpop_nonce',
+    description?: string,
+    options?: HttpErrorOptions & { status?: 400 | 401 },
+  );
   constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions);
   constructor(code: ErrorCode, description?: string, options?: HttpErrorOptions & { status?: number }) {
     super(description ? `${code}: ${description}` : code, options?.cause === undefined ? undefined : { cause: options.cause });
@@ -149,9 +157,16 @@ const DPOP_DESCRIPTIONS = {
  * RFC 9449 §7.1: a refusal at the resource under the DPoP scheme, with the algorithms a proof may use.
  * One description per code, whatever the cause (the log has it). `nonce`: the DPoP-Nonce to sign with.
  */
-export function dpopChallenge(code: keyof typeof DPOP_DESCRIPTIONS | undefined, resourceMetadataUrl: string, algs: string, nonce?: string): HttpError {
+export function dpopChallenge(
+  code: keyof typeof DPOP_DESCRIPTIONS | undefined,
+  resourceMetadataUrl: string,
+  algs: string,
+  nonce?: string,
+): HttpError {
   const error = code === undefined ? '' : `, error="${code}", error_description="${DPOP_DESCRIPTIONS[code]}"`;
-  const headers: Record<string, string> = { 'www-authenticate': `DPoP realm="mcp", resource_metadata="${resourceMetadataUrl}"${error}, algs="${algs}"` };
+  const headers: Record<string, string> = {
+    'www-authenticate': `DPoP realm="mcp", resource_metadata="${resourceMetadataUrl}"${error}, algs="${algs}"`,
+  };
   if (nonce !== undefined) headers['dpop-nonce'] = nonce;
   if (code === undefined) return new HttpError('unauthorized', 'a DPoP-bound access token is required', { headers });
   return new HttpError(code, DPOP_DESCRIPTIONS[code], { headers });
@@ -159,7 +174,8 @@ export function dpopChallenge(code: keyof typeof DPOP_DESCRIPTIONS | undefined, 
 
 /** RFC 9449 §5: a DPoP proof refused at the token endpoint (400, no challenge). */
 export function invalidDpopProofAtToken(nonce?: string): HttpError {
-  if (nonce !== undefined) return new HttpError('use_dpop_nonce', DPOP_DESCRIPTIONS.use_dpop_nonce, { status: 400, headers: { 'dpop-nonce': nonce } });
+  if (nonce !== undefined)
+    return new HttpError('use_dpop_nonce', DPOP_DESCRIPTIONS.use_dpop_nonce, { status: 400, headers: { 'dpop-nonce': nonce } });
   return new HttpError('invalid_dpop_proof', DPOP_DESCRIPTIONS.invalid_dpop_proof, { status: 400 });
 }
 

@@ -83,7 +83,8 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
       // No listener speaks a protocol upgrade (WebSocket, h2c), and Node stops parsing a connection once
       // it has handed an upgrade request over: refuse any request naming one, before anything else, and
       // close the connection, rather than pass it on and leave the client hanging.
-      if (req.headers.upgrade !== undefined) throw new HttpError('invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
+      if (req.headers.upgrade !== undefined)
+        throw new HttpError('invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
       const route = find(path);
       if (route === undefined) {
         options.onNotFound?.();

@@ -76,7 +76,12 @@ export const ATOMIC_WRITE_BYTES = 4096;
  * Only a single line longer than that could (an access log line is a few hundred bytes).
  */
 function stdoutDestination(shared: boolean): DestinationStream {
-  return pino.destination({ dest: 1, sync: false, maxLength: STDOUT_BUFFER_MAX_BYTES, ...(shared ? { maxWrite: ATOMIC_WRITE_BYTES } : {}) });
+  return pino.destination({
+    dest: 1,
+    sync: false,
+    maxLength: STDOUT_BUFFER_MAX_BYTES,
+    ...(shared ? { maxWrite: ATOMIC_WRITE_BYTES } : {}),
+  });
 }
 
 /**
@@ -138,7 +143,9 @@ export function formatPrettyLine(line: string, color = false): string {
     if (HIDDEN.has(key) || value === undefined) continue;
     if (key === 'err' && value !== null && typeof value === 'object') {
       const err = value as { message?: unknown; code?: unknown };
-      fields.push(`${paint('2', 'err=')}${formatValue(String(err.message ?? ''))}${err.code !== undefined ? ` ${paint('2', 'code=')}${formatValue(err.code)}` : ''}`);
+      fields.push(
+        `${paint('2', 'err=')}${formatValue(String(err.message ?? ''))}${err.code !== undefined ? ` ${paint('2', 'code=')}${formatValue(err.code)}` : ''}`,
+      );
       continue;
     }
     fields.push(`${paint('2', `${key}=`)}${formatValue(value)}`);

@@ -23,7 +23,11 @@ const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config [--skip-n
                    with --check-config: the configuration alone, nothing fetched
   --<key> VALUE    any configuration key but the master token (README: Configuration); it wins over
                    the environment and the file. Lists are comma-separated. The keys:
-${wrap(configFlagNames().map((k) => `--${k}`), 100, '                   ')}
+${wrap(
+  configFlagNames().map((k) => `--${k}`),
+  100,
+  '                   ',
+)}
 `;
 
 function wrap(words: string[], width: number, indent: string): string {
@@ -58,7 +62,8 @@ function parseArgs(argv: string[]): Args {
     process.exit(0);
   }
   if (line.problems.length > 0) fail(`${line.problems.join('; ')}.\n${USAGE.split('\n')[0]} (--help lists the keys)`);
-  if (line.skipNetworkChecks && !line.checkOnly) fail(`--skip-network-checks goes with --check-config: at start-up the identity provider is always checked.\n${USAGE.split('\n')[0]}`);
+  if (line.skipNetworkChecks && !line.checkOnly)
+    fail(`--skip-network-checks goes with --check-config: at start-up the identity provider is always checked.\n${USAGE.split('\n')[0]}`);
   const configPath = line.configPath ?? (process.env.MCP_AUTH_CONFIG || (existsSync('config.yaml') ? 'config.yaml' : undefined));
   return { configPath, checkOnly: line.checkOnly, skipNetworkChecks: line.skipNetworkChecks, flags: line.flags };
 }
@@ -70,7 +75,9 @@ async function main(): Promise<void> {
     config = loadConfig(configPath, process.env, flags);
   } catch (err) {
     if (err instanceof ConfigError) {
-      fail(`the configuration${configPath ? ` (${configPath} + environment${flags.size > 0 ? ' + flags' : ''})` : ` (environment${flags.size > 0 ? ' + flags' : ''})`} is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+      fail(
+        `the configuration${configPath ? ` (${configPath} + environment${flags.size > 0 ? ' + flags' : ''})` : ` (environment${flags.size > 0 ? ' + flags' : ''})`} is invalid, fix these and start again:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`,
+      );
     }
     throw err;
   }

@@ -277,7 +277,10 @@ function bound<K>(cache: Map<K, Counter.Internal>, key: K, make: () => Counter.I
 export class InstrumentedStore extends StoreDecorator {
   readonly #metrics: Metrics;
   /** Each operation's children, bound on first use: later calls hash no labels. */
-  readonly #bound = new Map<StoreOperation, { timer: ReturnType<Metrics['storeSeconds']['labels']>; errors: ReturnType<Metrics['storeOperationErrors']['labels']> }>();
+  readonly #bound = new Map<
+    StoreOperation,
+    { timer: ReturnType<Metrics['storeSeconds']['labels']>; errors: ReturnType<Metrics['storeOperationErrors']['labels']> }
+  >();
 
   constructor(store: TokenStore, metrics: Metrics) {
     super(store);

@@ -41,7 +41,8 @@ export const DEFAULT_PROFILES: readonly ProfileDefinition[] = [
   },
   {
     name: 'interactive',
-    description: 'MCP client whose user signs in through the browser: authorization code + PKCE, 1 h access tokens, 30-day rotating refresh tokens',
+    description:
+      'MCP client whose user signs in through the browser: authorization code + PKCE, 1 h access tokens, 30-day rotating refresh tokens',
     accessTokenLifetimeSeconds: 3600,
     refreshTokenLifetimeSeconds: 30 * 24 * 3600,
     grantTypes: [GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN],
@@ -49,7 +50,9 @@ export const DEFAULT_PROFILES: readonly ProfileDefinition[] = [
 ];
 
 /** The configured token lifetimes of the built-in profiles, by name (oauth.profiles). */
-export type ProfileLifetimes = Readonly<Record<string, { readonly accessTokenLifetimeSeconds: number; readonly refreshTokenLifetimeSeconds: number }>>;
+export type ProfileLifetimes = Readonly<
+  Record<string, { readonly accessTokenLifetimeSeconds: number; readonly refreshTokenLifetimeSeconds: number }>
+>;
 
 function configuredLifetimes(lifetimes: ProfileLifetimes | undefined, name: string) {
   // Own keys only: a profile name such as `__proto__` must not find Object.prototype.
@@ -67,7 +70,12 @@ export function defaultProfileRecords(now: number, lifetimes?: ProfileLifetimes)
  * The stored profile, else the built-in one of that name, else null; a built-in name's token
  * lifetimes are the configured ones (`lifetimes`) whatever the store holds.
  */
-export async function resolveProfile(store: ProfileStorage, name: string, now: number, lifetimes?: ProfileLifetimes): Promise<ProfileRecord | null> {
+export async function resolveProfile(
+  store: ProfileStorage,
+  name: string,
+  now: number,
+  lifetimes?: ProfileLifetimes,
+): Promise<ProfileRecord | null> {
   const stored = await store.getProfile(name);
   const builtIn = DEFAULT_PROFILES.find((p) => p.name === name);
   const profile = stored ?? (builtIn ? { ...builtIn, grantTypes: [...builtIn.grantTypes], createdAt: now } : null);
@@ -89,7 +97,9 @@ export async function unusedProfileEdits(store: ProfileStorage, lifetimes: Profi
     if (fields === null) continue;
     const keys = `oauth.profiles.${name}.accessTokenLifetimeSeconds / refreshTokenLifetimeSeconds`;
     if (fields.name !== name) {
-      problems.push(`profile "${name}" in the store is not a complete profile (edited by hand before it was seeded?): it is not read; its token lifetimes come from ${keys} (${configured.accessTokenLifetimeSeconds} s / ${configured.refreshTokenLifetimeSeconds} s)`);
+      problems.push(
+        `profile "${name}" in the store is not a complete profile (edited by hand before it was seeded?): it is not read; its token lifetimes come from ${keys} (${configured.accessTokenLifetimeSeconds} s / ${configured.refreshTokenLifetimeSeconds} s)`,
+      );
       continue;
     }
     const access = fields.accessTokenLifetimeSeconds;

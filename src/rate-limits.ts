@@ -23,7 +23,6 @@ import type { CounterStorage } from './store/types.ts';
 const WINDOW_MS = 60_000;
 const MAX_BLOCKED = 100_000;
 
-
 /** Epoch ms at which the window holding `now` ends. */
 function windowEnd(now: number): number {
   return (Math.floor(now / WINDOW_MS) + 1) * WINDOW_MS;
@@ -133,7 +132,14 @@ export class FailedAuthLimiter {
   /** What the 429 and the log line say is counted (failed authentications, unless told otherwise). */
   private readonly description: string;
 
-  constructor(limit: WindowLimit, clock: Clock, logger: Logger, listener: string, ipv6PrefixLength: number, description: string = FAILED_AUTHENTICATIONS) {
+  constructor(
+    limit: WindowLimit,
+    clock: Clock,
+    logger: Logger,
+    listener: string,
+    ipv6PrefixLength: number,
+    description: string = FAILED_AUTHENTICATIONS,
+  ) {
     this.limit = limit;
     this.clock = clock;
     this.logger = logger;
@@ -183,7 +189,8 @@ export class FailedAuthLimiter {
     return this.limit.hit(key).then(
       (retryAfter) => {
         if (retryAfter === 0) return;
-        if (!this.#blocked.has(key)) this.logger.warn({ address: key, listener: this.listener }, `${this.description}: address refused until the window ends`);
+        if (!this.#blocked.has(key))
+          this.logger.warn({ address: key, listener: this.listener }, `${this.description}: address refused until the window ends`);
         if (this.#blocked.size >= MAX_BLOCKED) this.#blocked.delete(this.#blocked.keys().next().value!);
         this.#blocked.set(key, windowEnd(this.clock.now()));
       },

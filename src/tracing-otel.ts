@@ -6,12 +6,39 @@
 // with their own start and end times. Spans carry HTTP and MCP semantic-convention attributes and the
 // kind of principal; never a token, a hash, a secret or a credential.
 
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, defaultTextMapGetter, defaultTextMapSetter, isSpanContextValid, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  isSpanContextValid,
+  trace,
+  type Context,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type Sampler } from '@opentelemetry/sdk-trace';
-import { ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_HTTP_ROUTE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT, ATTR_SERVICE_NAME, ATTR_URL_FULL } from '@opentelemetry/semantic-conventions';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type Sampler,
+} from '@opentelemetry/sdk-trace';
+import {
+  ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_HTTP_ROUTE,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  ATTR_SERVICE_NAME,
+  ATTR_URL_FULL,
+} from '@opentelemetry/semantic-conventions';
 import type { RequestTrace, TraceAttributes, Tracing } from './tracing.ts';
 
 /** MCP attributes (the OpenTelemetry MCP semantic conventions, in development). */
@@ -146,7 +173,15 @@ class OtelRequestTrace implements RequestTrace {
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
     this.#upstream = this.#tracer.startSpan(
       method,
-      { kind: SpanKind.CLIENT, attributes: { [ATTR_HTTP_REQUEST_METHOD]: method, [ATTR_SERVER_ADDRESS]: url.hostname, [ATTR_SERVER_PORT]: port, [ATTR_URL_FULL]: `${url.origin}${url.pathname}` } },
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          [ATTR_HTTP_REQUEST_METHOD]: method,
+          [ATTR_SERVER_ADDRESS]: url.hostname,
+          [ATTR_SERVER_PORT]: port,
+          [ATTR_URL_FULL]: `${url.origin}${url.pathname}`,
+        },
+      },
       root.context,
     );
     const carrier: Record<string, string> = {};
@@ -158,7 +193,8 @@ class OtelRequestTrace implements RequestTrace {
     const root = this.#ensureRoot();
     if (this.#upstream !== undefined) {
       if (typeof upstreamStatus === 'number') this.#upstream.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, upstreamStatus);
-      if (upstreamStatus === 'error' || (typeof upstreamStatus === 'number' && upstreamStatus >= 400)) this.#upstream.setStatus({ code: SpanStatusCode.ERROR });
+      if (upstreamStatus === 'error' || (typeof upstreamStatus === 'number' && upstreamStatus >= 400))
+        this.#upstream.setStatus({ code: SpanStatusCode.ERROR });
       this.#upstream.end();
     }
     if (status !== undefined) root.span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
@@ -172,7 +208,11 @@ class OtelRequestTrace implements RequestTrace {
     const parent = this.#headerParent ?? this.#bodyParent ?? ROOT_CONTEXT;
     const span = this.#tracer.startSpan(
       `${this.#method} ${this.#route}`,
-      { kind: SpanKind.SERVER, startTime: epochOf(this.#started), attributes: { [ATTR_HTTP_REQUEST_METHOD]: this.#method, [ATTR_HTTP_ROUTE]: this.#route, ...this.#attributes } },
+      {
+        kind: SpanKind.SERVER,
+        startTime: epochOf(this.#started),
+        attributes: { [ATTR_HTTP_REQUEST_METHOD]: this.#method, [ATTR_HTTP_ROUTE]: this.#route, ...this.#attributes },
+      },
       parent,
     );
     this.#root = { span, context: trace.setSpan(parent, span) };
@@ -182,7 +222,11 @@ class OtelRequestTrace implements RequestTrace {
   }
 
   #child(step: { name: string; start: number; end: number; attributes: TraceAttributes | undefined }): void {
-    const span = this.#tracer.startSpan(step.name, { kind: SpanKind.INTERNAL, startTime: epochOf(step.start), ...(step.attributes ? { attributes: step.attributes } : {}) }, this.#root!.context);
+    const span = this.#tracer.startSpan(
+      step.name,
+      { kind: SpanKind.INTERNAL, startTime: epochOf(step.start), ...(step.attributes ? { attributes: step.attributes } : {}) },
+      this.#root!.context,
+    );
     span.end(epochOf(step.end));
   }
 }

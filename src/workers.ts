@@ -71,7 +71,12 @@ interface Group {
  * The primary: admin listener, N workers, restarts, and the group's graceful stop (on SIGTERM or
  * SIGINT). Resolves once every worker listens, with the two listeners' URLs (also printed).
  */
-export async function runPrimary(config: Config, store: TokenStore, logger: Logger, count: number): Promise<{ proxyUrl: string; adminUrl: string }> {
+export async function runPrimary(
+  config: Config,
+  store: TokenStore,
+  logger: Logger,
+  count: number,
+): Promise<{ proxyUrl: string; adminUrl: string }> {
   const group: Group = { count, listening: new Set(), started: new Set(), deaths: [], stopping: false, restarts: new Set() };
   let sidecar: Sidecar | undefined;
   const scrape = () => scrapeGroup(sidecar!, logger);
@@ -91,7 +96,8 @@ export async function runPrimary(config: Config, store: TokenStore, logger: Logg
       group.listening.add(worker.id);
       group.started.add(worker.id);
       logger.info({ pid: worker.process.pid, listeningWorker: worker.id }, 'worker listening');
-      if (group.listening.size === count) resolve(`http://${address.addressType === 6 ? `[${address.address}]` : address.address}:${address.port}`);
+      if (group.listening.size === count)
+        resolve(`http://${address.addressType === 6 ? `[${address.address}]` : address.address}:${address.port}`);
     });
     for (let i = 0; i < count; i++) forkWorker(logger);
   });
@@ -112,7 +118,14 @@ function forkWorker(logger: Logger): Worker {
  * Redis, the port), which restarting would only repeat: the group stops with its exit code. Otherwise
  * it died: restarted after a back-off that grows with the deaths of the last minute.
  */
-function onWorkerExit(group: Group, logger: Logger, worker: Worker, code: number | null, signal: string | null, stopGroup: (signal: string, exitCode: number) => void): void {
+function onWorkerExit(
+  group: Group,
+  logger: Logger,
+  worker: Worker,
+  code: number | null,
+  signal: string | null,
+  stopGroup: (signal: string, exitCode: number) => void,
+): void {
   group.listening.delete(worker.id);
   if (group.stopping) return;
   if (!group.started.has(worker.id)) {

@@ -10,7 +10,9 @@ import { startUpstream } from './server.ts';
 const { UPSTREAM_ASSERTION_JWKS_URL: jwksUrl, UPSTREAM_ASSERTION_ISSUER: issuer, UPSTREAM_ASSERTION_AUDIENCE: audience } = process.env;
 const assertionSettings = [jwksUrl, issuer, audience].filter((v) => v !== undefined && v !== '').length;
 if (assertionSettings !== 0 && assertionSettings !== 3) {
-  process.stderr.write('UPSTREAM_ASSERTION_JWKS_URL, UPSTREAM_ASSERTION_ISSUER and UPSTREAM_ASSERTION_AUDIENCE must be set together (or none of them)\n');
+  process.stderr.write(
+    'UPSTREAM_ASSERTION_JWKS_URL, UPSTREAM_ASSERTION_ISSUER and UPSTREAM_ASSERTION_AUDIENCE must be set together (or none of them)\n',
+  );
   process.exit(2);
 }
 
@@ -25,7 +27,9 @@ const upstream = await startUpstream({
   assertion: assertionSettings === 3 ? { jwksUrl: jwksUrl!, issuer: issuer!, audience: audience! } : undefined,
   ...(allowedHosts.length > 0 ? { allowedHosts } : {}),
 });
-process.stdout.write(`upstream listening on ${upstream.url}${assertionSettings === 3 ? ` (verifying caller assertions from ${issuer})` : ''}\n`);
+process.stdout.write(
+  `upstream listening on ${upstream.url}${assertionSettings === 3 ? ` (verifying caller assertions from ${issuer})` : ''}\n`,
+);
 
 let stopping = false;
 async function stop(): Promise<void> {

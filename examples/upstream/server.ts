@@ -125,10 +125,7 @@ const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
 /** One server instance with every tool, resource and prompt; each tool reports its call to `ran` first. */
 function buildMcpServer(ran: (tool: string) => void): McpServer {
-  const server = new McpServer(
-    { name: 'reference-upstream', version: '1.0.0' },
-    { capabilities: { logging: {} } },
-  );
+  const server = new McpServer({ name: 'reference-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
   server.registerTool(
     'echo',
     { description: 'Echo the given text back.', inputSchema: z.object({ text: z.string() }) },
@@ -245,12 +242,9 @@ function buildMcpServer(ran: (tool: string) => void): McpServer {
     },
   );
 
-  server.registerResource(
-    'hello',
-    'ref://hello',
-    { mimeType: 'text/plain', description: 'A fixed greeting.' },
-    async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello from the reference upstream' }] }),
-  );
+  server.registerResource('hello', 'ref://hello', { mimeType: 'text/plain', description: 'A fixed greeting.' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello from the reference upstream' }],
+  }));
 
   server.registerResource(
     'echo',
@@ -261,11 +255,9 @@ function buildMcpServer(ran: (tool: string) => void): McpServer {
     }),
   );
 
-  server.registerPrompt(
-    'greet',
-    { description: 'Greet someone.', argsSchema: z.object({ name: z.string() }) },
-    ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name}.` } }] }),
-  );
+  server.registerPrompt('greet', { description: 'Greet someone.', argsSchema: z.object({ name: z.string() }) }, ({ name }) => ({
+    messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name}.` } }],
+  }));
 
   return server;
 }
@@ -451,7 +443,11 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     if (seenHeaders.length > MAX_SEEN_HEADERS) seenHeaders.shift();
     log(req.method, req.url);
 
-    trackSse(res, () => void streams++, () => void streams--);
+    trackSse(
+      res,
+      () => void streams++,
+      () => void streams--,
+    );
 
     const path = new URL(req.url ?? '/', 'http://upstream').pathname;
     if (path !== mcpPath) return sendJson(res, 404, { error: 'not_found', path });

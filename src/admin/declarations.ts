@@ -17,7 +17,9 @@ const tokenHash = () => hex64({ description: 'its SHA-256 (see `token hash`)' })
 function subject(o: { description: string; required: true }): Field<string>;
 function subject(o: { description: string }): Field<string | undefined>;
 function subject(o: { description: string; required?: boolean }): Field<string | undefined> {
-  return text({ ...o, min: 1, max: 1024, rule: 'a non-empty string of at most 1024 characters' } as Parameters<typeof text>[0] & { required?: false });
+  return text({ ...o, min: 1, max: 1024, rule: 'a non-empty string of at most 1024 characters' } as Parameters<typeof text>[0] & {
+    required?: false;
+  });
 }
 
 export const ADMIN_OPERATIONS = {
@@ -30,9 +32,12 @@ export const ADMIN_OPERATIONS = {
       grantTypes: list({ description: 'e.g. client_credentials,refresh_token (default: from the profile)', aliases: ['grant-type'] }),
       scope: scope({ description: 'space-separated scopes the client may ask for' }),
       profile: text({ description: 'token profile (default: default)', min: 1, max: 64, rule: 'the name of a profile' }),
-      tokenEndpointAuthMethod: choice(['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'] satisfies TokenEndpointAuthMethod[], {
-        description: 'how the client authenticates at /token',
-      }),
+      tokenEndpointAuthMethod: choice(
+        ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'] satisfies TokenEndpointAuthMethod[],
+        {
+          description: 'how the client authenticates at /token',
+        },
+      ),
       jwks: object({ description: 'private_key_jwt: its public keys, a JSON Web Key Set' }),
       jwksUri: text({ description: 'private_key_jwt: an https URL of its public keys (instead of jwks)' }),
     },
@@ -46,7 +51,15 @@ export const ADMIN_OPERATIONS = {
     render: (body: { clients: Array<Record<string, unknown>> }) =>
       table(
         ['CLIENT ID', 'NAME', 'SOURCE', 'PROFILE', 'GRANTS', 'CREATED', 'REVOKED'],
-        body.clients.map((c) => [c.clientId, c.clientName, c.source, c.profile, (c.grantTypes as string[]).join(','), time(c.createdAt), time(c.revokedAt)]),
+        body.clients.map((c) => [
+          c.clientId,
+          c.clientName,
+          c.source,
+          c.profile,
+          (c.grantTypes as string[]).join(','),
+          time(c.createdAt),
+          time(c.revokedAt),
+        ]),
       ),
   }),
 
@@ -64,7 +77,12 @@ export const ADMIN_OPERATIONS = {
       `created: ${body.created.length > 0 ? body.created.join(', ') : '(none, all existed)'}\n` +
       table(
         ['PROFILE', 'ACCESS TTL (s)', 'REFRESH TTL (s)', 'GRANTS'],
-        body.profiles.map((p) => [p.name, p.accessTokenLifetimeSeconds, p.refreshTokenLifetimeSeconds, (p.grantTypes as string[]).join(',')]),
+        body.profiles.map((p) => [
+          p.name,
+          p.accessTokenLifetimeSeconds,
+          p.refreshTokenLifetimeSeconds,
+          (p.grantTypes as string[]).join(','),
+        ]),
       ),
   }),
 
@@ -86,17 +104,32 @@ export const ADMIN_OPERATIONS = {
   }),
 
   listGrants: operation({
-    description: 'the grants a person (IdP `sub`) or a client holds: one per refresh family, standalone access token or user-grade token (no token, no hash)',
+    description:
+      'the grants a person (IdP `sub`) or a client holds: one per refresh family, standalone access token or user-grade token (no token, no hash)',
     fields: {
       subject: subject({ description: 'the IdP `sub` whose grants to list' }),
-      clientId: text({ description: 'only the grants this client holds', min: 1, max: 128, rule: 'a non-empty string of at most 128 characters' }),
+      clientId: text({
+        description: 'only the grants this client holds',
+        min: 1,
+        max: 128,
+        rule: 'a non-empty string of at most 128 characters',
+      }),
     },
     atLeastOne: [['subject', 'clientId']],
     answer: '`200 {grants:[{grantId, subject, clientId, clientName, scope, createdAt, lastUsedAt, expiresAt}]}`; an unknown client `404`',
     render: (body: { grants: Array<Record<string, unknown>> }) =>
       table(
         ['GRANT', 'SUBJECT', 'CLIENT', 'NAME', 'SCOPE', 'CREATED', 'LAST USED', 'EXPIRES'],
-        body.grants.map((g) => [g.grantId, g.subject, g.clientId, g.clientName, g.scope, time(g.createdAt), time(g.lastUsedAt), time(g.expiresAt)]),
+        body.grants.map((g) => [
+          g.grantId,
+          g.subject,
+          g.clientId,
+          g.clientName,
+          g.scope,
+          time(g.createdAt),
+          time(g.lastUsedAt),
+          time(g.expiresAt),
+        ]),
       ),
   }),
 
@@ -104,7 +137,12 @@ export const ADMIN_OPERATIONS = {
     description: 'offboard a person: revoke every token, approval and session handle an IdP `sub` holds, at once',
     fields: {
       subject: subject({ description: 'the IdP `sub`', required: true }),
-      issuer: text({ description: 'only what this IdP issuer\'s subject holds (default: any issuer)', min: 1, max: 2048, rule: 'a non-empty string of at most 2048 characters' }),
+      issuer: text({
+        description: "only what this IdP issuer's subject holds (default: any issuer)",
+        min: 1,
+        max: 2048,
+        rule: 'a non-empty string of at most 2048 characters',
+      }),
     },
     answer:
       '`200 {subject, accessTokensRevoked, refreshTokensRevoked, userTokensRevoked, consentsForgotten, connectedAccountsDeleted, handlesForgotten}`; open streams end; a second call counts zeros',
@@ -121,14 +159,27 @@ export const ADMIN_OPERATIONS = {
     fields: {
       token: token(),
       tokenHash: tokenHash(),
-      method: text({ description: 'the JSON-RPC method, e.g. tools/call', required: true, min: 1, max: 256, rule: 'a JSON-RPC method name' }),
+      method: text({
+        description: 'the JSON-RPC method, e.g. tools/call',
+        required: true,
+        min: 1,
+        max: 256,
+        rule: 'a JSON-RPC method name',
+      }),
       name: text({ description: 'the tool or prompt name, or the resource URI', max: 4096, rule: 'a string' }),
       address: text({ description: 'the client address, for a quota counted per address', max: 64, rule: 'an IP address' }),
     },
     exactlyOne: [['token', 'tokenHash']],
     answer:
       '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`docs/policy.md`](docs/policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`docs/quotas.md`](docs/quotas.md))',
-    render: (body: { effect: string; decidedBy: string; rule?: string; reason: string; scope?: string; quota?: { rule: string; per: string; limit: number; windowSeconds: number; remaining?: number; resetAt?: string } }) =>
+    render: (body: {
+      effect: string;
+      decidedBy: string;
+      rule?: string;
+      reason: string;
+      scope?: string;
+      quota?: { rule: string; per: string; limit: number; windowSeconds: number; remaining?: number; resetAt?: string };
+    }) =>
       `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}${
         body.quota
           ? `\nquota "${body.quota.rule}": ${body.quota.limit} per ${body.quota.windowSeconds} s per ${body.quota.per}${body.quota.remaining !== undefined ? `, ${body.quota.remaining} left until ${body.quota.resetAt}` : ''}`
@@ -137,9 +188,10 @@ export const ADMIN_OPERATIONS = {
   }),
 
   reencryptUpstreamCredentials: operation({
-    description: "rewrite every kept upstream credential under UPSTREAM_CREDENTIALS_KEY (after a rotation, before retiring the old key)",
+    description: 'rewrite every kept upstream credential under UPSTREAM_CREDENTIALS_KEY (after a rotation, before retiring the old key)',
     fields: {},
-    answer: '`200 {rewritten, alreadyCurrent, unreadable, changedMeanwhile}` (counts, never a token); `400` when upstream credentials are off',
+    answer:
+      '`200 {rewritten, alreadyCurrent, unreadable, changedMeanwhile}` (counts, never a token); `400` when upstream credentials are off',
     render: (body: { rewritten: number; alreadyCurrent: number; unreadable: number; changedMeanwhile: number }) =>
       `rewritten: ${body.rewritten}, already under the current key: ${body.alreadyCurrent}, unreadable (left as they are): ${body.unreadable}, replaced meanwhile: ${body.changedMeanwhile}\n`,
   }),
@@ -158,7 +210,11 @@ export const ADMIN_OPERATIONS = {
           e.result,
           e.clientId,
           e.tokenHashPrefix ?? e.subject,
-          e.detail === undefined ? '' : Object.entries(e.detail as Record<string, unknown>).map(([k, v]) => `${k}=${String(v)}`).join(' '),
+          e.detail === undefined
+            ? ''
+            : Object.entries(e.detail as Record<string, unknown>)
+                .map(([k, v]) => `${k}=${String(v)}`)
+                .join(' '),
         ]),
       ),
   }),

@@ -28,7 +28,9 @@ function bodyCell(spec: OperationSpec): string {
 
 /** The markdown table (no trailing newline), for `specs` (default: every declared operation). */
 export function operationsTable(specs: Readonly<Record<string, OperationSpec>> = ADMIN_OPERATIONS): string {
-  const rows = Object.entries(specs).map(([name, spec]) => [`${code(name)} (${code(kebab(name))})`, spec.description, bodyCell(spec), spec.answer].map(cell).join(' | '));
+  const rows = Object.entries(specs).map(([name, spec]) =>
+    [`${code(name)} (${code(kebab(name))})`, spec.description, bodyCell(spec), spec.answer].map(cell).join(' | '),
+  );
   return ['| operation (CLI) | what it does | body | answer |', '|---|---|---|---|', ...rows.map((r) => `| ${r} |`)].join('\n');
 }
 

@@ -12,7 +12,16 @@ import { provisionClient, publicClient } from '../clients.ts';
 import type { Metrics } from '../metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
-import type { AuditStorage, ClientStorage, HandleStorage, ProfileStorage, QuotaStorage, SubjectStorage, TokenStorage, UpstreamCredentialStorage } from '../store/types.ts';
+import type {
+  AuditStorage,
+  ClientStorage,
+  HandleStorage,
+  ProfileStorage,
+  QuotaStorage,
+  SubjectStorage,
+  TokenStorage,
+  UpstreamCredentialStorage,
+} from '../store/types.ts';
 import { limitKey } from '../net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
 import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../grants.ts';
@@ -21,7 +30,14 @@ import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
 
 /** The parts of the store the admin operations use. */
-export type AdminStore = TokenStorage & ClientStorage & ProfileStorage & AuditStorage & QuotaStorage & SubjectStorage & HandleStorage & UpstreamCredentialStorage;
+export type AdminStore = TokenStorage &
+  ClientStorage &
+  ProfileStorage &
+  AuditStorage &
+  QuotaStorage &
+  SubjectStorage &
+  HandleStorage &
+  UpstreamCredentialStorage;
 
 export interface AdminContext {
   store: AdminStore;
@@ -40,7 +56,11 @@ export interface AdminContext {
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
-export type AdminResult = { status: number; body: unknown; audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'subject' | 'detail'> };
+export type AdminResult = {
+  status: number;
+  body: unknown;
+  audit?: Pick<AuditInput, 'clientId' | 'tokenHashPrefix' | 'subject' | 'detail'>;
+};
 export type AdminOperation = (ctx: AdminContext, body: Record<string, unknown>) => Promise<AdminResult>;
 
 /** A token's SHA-256, from `token` (hashed here) or `tokenHash`: the declaration lets exactly one through. */
@@ -106,9 +126,18 @@ const handlers: Handlers = {
   async listGrants(ctx, { subject, clientId }) {
     const now = ctx.clock.now();
     if (clientId !== undefined && (await ctx.store.getClient(clientId)) === null) throw new HttpError('not_found');
-    const tokens = subject !== undefined ? await ctx.store.listSubjectTokens(subject, now) : await ctx.store.listClientTokens(clientId!, now);
+    const tokens =
+      subject !== undefined ? await ctx.store.listSubjectTokens(subject, now) : await ctx.store.listClientTokens(clientId!, now);
     const grants = await grantsOf(ctx.store, clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId));
-    return { status: 200, body: { grants }, audit: { ...(subject === undefined ? {} : { subject }), ...(clientId === undefined ? {} : { clientId }), detail: { count: grants.length } } };
+    return {
+      status: 200,
+      body: { grants },
+      audit: {
+        ...(subject === undefined ? {} : { subject }),
+        ...(clientId === undefined ? {} : { clientId }),
+        detail: { count: grants.length },
+      },
+    };
   },
 
   /**
@@ -146,17 +175,30 @@ const handlers: Handlers = {
     if (ctx.masterToken?.matchesHash(tokenHash) === true) principal = { kind: 'master', subject: 'master' };
     else {
       const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), ctx.clock.now());
-      if (!decision.ok) return { status: 200, body: { effect: 'deny', decidedBy: 'token', reason: `the token is ${decision.reason}: every request gets 401` }, audit: { tokenHashPrefix: tokenHash } };
+      if (!decision.ok)
+        return {
+          status: 200,
+          body: { effect: 'deny', decidedBy: 'token', reason: `the token is ${decision.reason}: every request gets 401` },
+          audit: { tokenHashPrefix: tokenHash },
+        };
       principal = decision.principal;
     }
     const answer = explainCall(ctx.policy, principal, { method, name });
     const quota = await explainQuota(ctx, principal, { method, name }, args.address);
-    return { status: 200, body: { ...answer, ...(quota ? { quota } : {}) }, audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } } };
+    return {
+      status: 200,
+      body: { ...answer, ...(quota ? { quota } : {}) },
+      audit: { tokenHashPrefix: tokenHash, detail: { method, effect: answer.effect } },
+    };
   },
 
   /** Every kept upstream credential rewritten under the current key: counts only, never a token. */
   async reencryptUpstreamCredentials(ctx) {
-    if (ctx.upstreamCredentials === undefined) throw new HttpError('invalid_request', 'upstream credentials are off (upstream.credentials.mode is none): nothing is kept to re-encrypt');
+    if (ctx.upstreamCredentials === undefined)
+      throw new HttpError(
+        'invalid_request',
+        'upstream credentials are off (upstream.credentials.mode is none): nothing is kept to re-encrypt',
+      );
     const result = await ctx.upstreamCredentials.reencryptAll();
     return { status: 200, body: result, audit: { detail: { ...result } } };
   },
@@ -172,13 +214,23 @@ const handlers: Handlers = {
  * The quota that would count the call (the first matching rule), and what is left of it now: read, never
  * taken. A per-address rule needs the client's `address`; without it only the rule is shown.
  */
-async function explainQuota(ctx: AdminContext, principal: Principal, call: { method: string; name: string | undefined }, address: string | undefined) {
+async function explainQuota(
+  ctx: AdminContext,
+  principal: Principal,
+  call: { method: string; name: string | undefined },
+  address: string | undefined,
+) {
   if (ctx.quotas === undefined) return undefined;
-  const match = quotaFor(ctx.quotas.quotas, { principal, address: address === undefined ? '' : limitKey(address, ctx.quotas.ipv6PrefixLength) }, call);
+  const match = quotaFor(
+    ctx.quotas.quotas,
+    { principal, address: address === undefined ? '' : limitKey(address, ctx.quotas.ipv6PrefixLength) },
+    call,
+  );
   if (match === undefined) return undefined;
   const { label, per, limit, windowSeconds } = match.rule;
   const shown = { rule: label, per, limit, windowSeconds };
-  if (per === 'address' && address === undefined) return { ...shown, note: 'counted per client address: give `address` to see what is left' };
+  if (per === 'address' && address === undefined)
+    return { ...shown, note: 'counted per client address: give `address` to see what is left' };
   const read = await ctx.store.takeQuota(quotaCounterName(match), 0, limit, windowSeconds * 1000, ctx.clock.now());
   return { ...shown, used: read.used, remaining: Math.max(0, limit - read.used), resetAt: new Date(read.resetAt).toISOString() };
 }

@@ -10,7 +10,11 @@ export function table(header: string[], rows: unknown[][]): string {
   if (rows.length === 0) return '(none)\n';
   const text = rows.map((r) => r.map((c) => (c === undefined || c === null ? '' : String(c))));
   const widths = header.map((h, i) => Math.max(h.length, ...text.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return `${[line(header), ...text.map(line)].join('\n')}\n`;
 }
 
@@ -18,7 +22,11 @@ export function table(header: string[], rows: unknown[][]): string {
 export function keyValues(body: Record<string, unknown>): string {
   const lines: string[] = [];
   for (const [key, value] of Object.entries(body)) {
-    let text = Array.isArray(value) ? value.join(', ') : typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+    let text = Array.isArray(value)
+      ? value.join(', ')
+      : typeof value === 'object' && value !== null
+        ? JSON.stringify(value)
+        : String(value);
     if (key.endsWith('At') && typeof value === 'number') text += `  (${time(value)})`;
     if (key === 'clientSecret' || key === 'accessToken') text += '  (shown once: store it now)';
     lines.push(`${key}: ${text}`);

@@ -82,7 +82,19 @@ export function createAdminServer(deps: AdminDeps): Server {
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
       if (!op) throw new HttpError('not_found');
-      const result = await op({ store, clock: deps.clock, metrics, masterToken, policy: deps.policy, quotas: deps.quotas, profileLifetimes: deps.profileLifetimes, upstreamCredentials: deps.upstreamCredentials }, body);
+      const result = await op(
+        {
+          store,
+          clock: deps.clock,
+          metrics,
+          masterToken,
+          policy: deps.policy,
+          quotas: deps.quotas,
+          profileLifetimes: deps.profileLifetimes,
+          upstreamCredentials: deps.upstreamCredentials,
+        },
+        body,
+      );
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);

@@ -43,7 +43,14 @@ export interface Field<T> {
 
 export type Fields = Readonly<Record<string, Field<unknown>>>;
 
-function field<T>(type: FieldType, rule: string, doc: FieldDoc & { required?: boolean }, fallback: T, accept: Field<T>['accept'], bounds?: string): Field<T> {
+function field<T>(
+  type: FieldType,
+  rule: string,
+  doc: FieldDoc & { required?: boolean },
+  fallback: T,
+  accept: Field<T>['accept'],
+  bounds?: string,
+): Field<T> {
   const { required = false, ...rest } = doc;
   return { type, required, bounds, doc: rest, rule, fallback, accept };
 }
@@ -61,7 +68,9 @@ export function text(o: TextOptions & { required?: false }): Field<string | unde
 export function text(o: TextOptions & { required?: boolean }): Field<string | undefined> {
   const { rule, min = 0, max = Infinity, ...doc } = o;
   const wanted = rule ?? (max === Infinity ? 'a string' : `a string of ${min} to ${max} characters`);
-  return field('string', wanted, doc, undefined, (raw) => (typeof raw === 'string' && raw.length >= min && raw.length <= max ? raw : INVALID));
+  return field('string', wanted, doc, undefined, (raw) =>
+    typeof raw === 'string' && raw.length >= min && raw.length <= max ? raw : INVALID,
+  );
 }
 
 /** An integer from `min` to `max`; without `required`, `default` when not given. */
@@ -69,33 +78,55 @@ export function integer(o: FieldDoc & { min: number; max: number } & ({ required
   const { min, max, ...doc } = o;
   const fallback = 'default' in o ? o.default : 0;
   const bounds = `${min}..${max}${'default' in o ? `, default ${o.default}` : ''}`;
-  return field('integer', `an integer from ${min} to ${max}`, doc, fallback, (raw) => (typeof raw === 'number' && Number.isInteger(raw) && raw >= min && raw <= max ? raw : INVALID), bounds);
+  return field(
+    'integer',
+    `an integer from ${min} to ${max}`,
+    doc,
+    fallback,
+    (raw) => (typeof raw === 'number' && Number.isInteger(raw) && raw >= min && raw <= max ? raw : INVALID),
+    bounds,
+  );
 }
 
 /** A list of strings (the CLI: the flag repeated, or comma-separated values). */
 export function list(o: FieldDoc): Field<string[] | undefined> {
-  return field('list', 'a list of strings', o, undefined, (raw) => (Array.isArray(raw) && raw.every((x) => typeof x === 'string') ? [...(raw as string[])] : INVALID));
+  return field('list', 'a list of strings', o, undefined, (raw) =>
+    Array.isArray(raw) && raw.every((x) => typeof x === 'string') ? [...(raw as string[])] : INVALID,
+  );
 }
 
 /** A JSON object (the CLI: its JSON text). */
 export function object(o: FieldDoc): Field<Record<string, unknown> | undefined> {
-  return field('json', 'a JSON object', o, undefined, (raw) => (typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : INVALID));
+  return field('json', 'a JSON object', o, undefined, (raw) =>
+    typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : INVALID,
+  );
 }
 
 /** One of `allowed`. */
 export function choice<const C extends string>(allowed: readonly C[], o: FieldDoc): Field<C | undefined> {
   const rule = allowed.length === 1 ? allowed[0]! : `${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`;
-  return field('string', rule, o, undefined, (raw) => ((allowed as readonly unknown[]).includes(raw) ? (raw as C) : INVALID), `one of ${allowed.join(', ')}`);
+  return field(
+    'string',
+    rule,
+    o,
+    undefined,
+    (raw) => ((allowed as readonly unknown[]).includes(raw) ? (raw as C) : INVALID),
+    `one of ${allowed.join(', ')}`,
+  );
 }
 
 /** A token or a token's SHA-256: exactly 64 lowercase hex characters. */
 export function hex64(o: FieldDoc): Field<string | undefined> {
-  return field('string', '64 lowercase hex characters', o, undefined, (raw) => (typeof raw === 'string' && isTokenShaped(raw) ? raw : INVALID));
+  return field('string', '64 lowercase hex characters', o, undefined, (raw) =>
+    typeof raw === 'string' && isTokenShaped(raw) ? raw : INVALID,
+  );
 }
 
 /** Space-separated OAuth scope tokens; empty is the same as not given. */
 export function scope(o: FieldDoc): Field<string | undefined> {
-  return field('string', 'a space-separated list of scope tokens', o, undefined, (raw) => (raw === '' ? undefined : typeof raw === 'string' && isScopeText(raw) ? raw : INVALID));
+  return field('string', 'a space-separated list of scope tokens', o, undefined, (raw) =>
+    raw === '' ? undefined : typeof raw === 'string' && isScopeText(raw) ? raw : INVALID,
+  );
 }
 
 /** One admin operation: what it does, its fields, and how its answer is shown. */
@@ -115,7 +146,10 @@ export interface OperationSpec<F extends Fields = Fields> {
 
 /** Declares an operation (the identity, for its types: `exactlyOne` names its own fields). */
 export function operation<F extends Fields>(
-  spec: OperationSpec<F> & { exactlyOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]>; atLeastOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]> },
+  spec: OperationSpec<F> & {
+    exactlyOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]>;
+    atLeastOne?: ReadonlyArray<readonly [keyof F & string, keyof F & string]>;
+  },
 ): OperationSpec<F> {
   return spec;
 }

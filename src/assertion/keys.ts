@@ -70,7 +70,9 @@ export function signingKeyProblem(text: string): string | undefined {
 }
 
 /** The operator's signing key as text, with the name it was given by; undefined when none is configured. */
-export function signingKeyText(upstream: Config['upstream']): { text: string; label: string; error?: undefined } | { error: string; label: string } | undefined {
+export function signingKeyText(
+  upstream: Config['upstream'],
+): { text: string; label: string; error?: undefined } | { error: string; label: string } | undefined {
   if (upstream.assertionKey !== undefined) return { text: upstream.assertionKey, label: 'UPSTREAM_ASSERTION_KEY' };
   const path = upstream.assertionKeyFile;
   if (path === undefined) return undefined;
@@ -187,7 +189,10 @@ export class SigningKeys {
     const old = this.#current;
     // Every assertion the old key signed expires by now + lifetime.
     old.listedUntil = Math.max(old.listedUntil, now + this.#options.assertionLifetimeMs + LEEWAY_MS);
-    await this.#options.store.publishSigningKey({ kid: old.key.kid, jwk: JSON.stringify(old.key.publicJwk), expiresAt: old.listedUntil }, now);
+    await this.#options.store.publishSigningKey(
+      { kid: old.key.kid, jwk: JSON.stringify(old.key.publicJwk), expiresAt: old.listedUntil },
+      now,
+    );
     this.#retired.push(old);
     this.#current = next;
     this.#currentSince = now;
@@ -201,7 +206,10 @@ export class SigningKeys {
    */
   async #publish(held: Held, now: number): Promise<void> {
     const listedUntil = now + this.#options.assertionLifetimeMs + LEEWAY_MS + 2 * HEARTBEAT_MS;
-    await this.#options.store.publishSigningKey({ kid: held.key.kid, jwk: JSON.stringify(held.key.publicJwk), expiresAt: listedUntil }, now);
+    await this.#options.store.publishSigningKey(
+      { kid: held.key.kid, jwk: JSON.stringify(held.key.publicJwk), expiresAt: listedUntil },
+      now,
+    );
     held.listedUntil = Math.max(held.listedUntil, listedUntil);
   }
 

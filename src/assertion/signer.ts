@@ -43,7 +43,14 @@ export class AssertionSigner {
     const now = this.#options.clock.now();
     const key = this.#options.keys.current();
     // Every claim the assertion states is in the cache key: two principals never share one.
-    const id = JSON.stringify([principal.kind, principal.subject, principal.clientId ?? null, principal.scope ?? null, principal.groups ?? null, principal.email ?? null]);
+    const id = JSON.stringify([
+      principal.kind,
+      principal.subject,
+      principal.clientId ?? null,
+      principal.scope ?? null,
+      principal.groups ?? null,
+      principal.email ?? null,
+    ]);
     const cached = this.#cache.get(id);
     if (cached !== undefined && now < cached.renewAt && cached.kid === key.kid) return cached.assertion;
     const iat = Math.floor(now / 1000);

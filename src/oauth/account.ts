@@ -43,7 +43,11 @@ export class AccountPageError extends Error {
   }
 }
 
-const FORGED = new AccountPageError(403, 'Request refused', 'This form did not come from your account page (or your session has ended). Open the account page again.');
+const FORGED = new AccountPageError(
+  403,
+  'Request refused',
+  'This form did not come from your account page (or your session has ended). Open the account page again.',
+);
 const BAD_FORM = new AccountPageError(400, 'Bad request', 'The form is incomplete or malformed. Open the account page again.');
 
 /** An approval's id on the page: derived from where it is kept, neither the browser's cookie nor its hash. */
@@ -92,9 +96,19 @@ export class AccountPages {
     if (current === undefined) {
       const { url, login } = await this.#signIn.start();
       const binding = generateToken();
-      const record: AccountSignInRecord = { stage: 'account', browserHash: hashToken(binding), nonce: login.nonce, codeVerifier: login.codeVerifier };
+      const record: AccountSignInRecord = {
+        stage: 'account',
+        browserHash: hashToken(binding),
+        nonce: login.nonce,
+        codeVerifier: login.codeVerifier,
+      };
       await this.#ctx.store.putAuthorizationRequest(hashToken(login.state), record, this.#ctx.clock.now() + ACCOUNT_SIGN_IN_TTL_MS);
-      res.writeHead(303, { location: url.href, 'cache-control': 'no-store', 'set-cookie': this.#cookie(this.#loginCookie, binding, ACCOUNT_SIGN_IN_TTL_MS / 1000), 'content-length': '0' });
+      res.writeHead(303, {
+        location: url.href,
+        'cache-control': 'no-store',
+        'set-cookie': this.#cookie(this.#loginCookie, binding, ACCOUNT_SIGN_IN_TTL_MS / 1000),
+        'content-length': '0',
+      });
       res.end();
       return;
     }
@@ -106,10 +120,20 @@ export class AccountPages {
    * the same code as any sign-in, then a new session (a new random value: nothing set before sign-in
    * becomes the session) and back to the page.
    */
-  async callback(req: IncomingMessage, res: ServerResponse, query: URLSearchParams, state: string, stored: AccountSignInRecord): Promise<void> {
+  async callback(
+    req: IncomingMessage,
+    res: ServerResponse,
+    query: URLSearchParams,
+    state: string,
+    stored: AccountSignInRecord,
+  ): Promise<void> {
     const presented = readCookie(req, this.#loginCookie);
     if (presented === undefined || !timingSafeEqual(Buffer.from(hashToken(presented), 'hex'), Buffer.from(stored.browserHash, 'hex'))) {
-      throw new AccountPageError(403, 'Sign-in refused', 'This sign-in was started in another browser (or its cookie was blocked). Open the account page again in this browser.');
+      throw new AccountPageError(
+        403,
+        'Sign-in refused',
+        'This sign-in was started in another browser (or its cookie was blocked). Open the account page again in this browser.',
+      );
     }
     let user;
     try {
@@ -119,7 +143,11 @@ export class AccountPages {
       // The IdP said no, or its answer broke a claim rule: the same refusal as any sign-in, nothing kept.
       if (!(err instanceof IdpAuthorizationError) && !(err instanceof IdpRejection)) throw err;
       await this.#ctx.audit.record({ who: 'anonymous', action: 'account.sign_in', result: 'access_denied', detail: { by: 'idp' } });
-      throw new AccountPageError(403, 'Sign-in refused', 'Sign-in at the identity provider did not succeed, or this account may not use this server.');
+      throw new AccountPageError(
+        403,
+        'Sign-in refused',
+        'Sign-in at the identity provider did not succeed, or this account may not use this server.',
+      );
     }
     const value = generateToken();
     const now = this.#ctx.clock.now();
@@ -189,7 +217,14 @@ export class AccountPages {
         if (c.clientId === clientId && c.issuer === user.issuer) await store.forgetConsent(c.browserHash, c.key, user.subject);
       }
     }
-    await this.#ctx.audit.record({ who: 'user', action: 'account.revoke', result: 'ok', subject: user.subject, ...(clientId !== undefined ? { clientId } : {}), detail: { tokens: tokens.length } });
+    await this.#ctx.audit.record({
+      who: 'user',
+      action: 'account.revoke',
+      result: 'ok',
+      subject: user.subject,
+      ...(clientId !== undefined ? { clientId } : {}),
+      detail: { tokens: tokens.length },
+    });
     await this.#render(res, value, session, 'Revoked: that application can no longer act for you.');
   }
 
@@ -199,17 +234,32 @@ export class AccountPages {
     const consentId = form.get('consent');
     if (consentId === undefined || !ID.test(consentId)) throw BAD_FORM;
     const { user } = session;
-    const found = (await this.#ctx.store.listSubjectConsents(user.subject, this.#ctx.clock.now())).find((c) => c.issuer === user.issuer && consentIdOf(c) === consentId);
+    const found = (await this.#ctx.store.listSubjectConsents(user.subject, this.#ctx.clock.now())).find(
+      (c) => c.issuer === user.issuer && consentIdOf(c) === consentId,
+    );
     if (found !== undefined) await this.#ctx.store.forgetConsent(found.browserHash, found.key, user.subject);
-    await this.#ctx.audit.record({ who: 'user', action: 'account.forget_consent', result: found ? 'ok' : 'not_found', subject: user.subject, ...(found ? { clientId: found.clientId } : {}) });
-    await this.#render(res, value, session, found ? 'Forgotten: that application will ask for your approval again.' : 'That approval had already been forgotten.');
+    await this.#ctx.audit.record({
+      who: 'user',
+      action: 'account.forget_consent',
+      result: found ? 'ok' : 'not_found',
+      subject: user.subject,
+      ...(found ? { clientId: found.clientId } : {}),
+    });
+    await this.#render(
+      res,
+      value,
+      session,
+      found ? 'Forgotten: that application will ask for your approval again.' : 'That approval had already been forgotten.',
+    );
   }
 
   /** POST /account/sign-out: the session ends here and in the store. */
   async signOut(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { value } = await this.#post(req);
     await this.#ctx.store.deleteAccountSession(hashToken(value));
-    writePage(res, 200, page('Signed out', '<h1>Signed out</h1><p>You are signed out of the account page.</p>'), { 'set-cookie': this.#cookie(this.#sessionCookie, '', 0) });
+    writePage(res, 200, page('Signed out', '<h1>Signed out</h1><p>You are signed out of the account page.</p>'), {
+      'set-cookie': this.#cookie(this.#sessionCookie, '', 0),
+    });
   }
 
   async #render(res: ServerResponse, value: string, session: AccountSession, notice?: string): Promise<void> {
@@ -226,7 +276,20 @@ export class AccountPages {
     const consents = (await store.listSubjectConsents(user.subject, now)).filter((c) => c.issuer === user.issuer);
     const names = new Map<string, string | undefined>();
     for (const c of consents) if (!names.has(c.clientId)) names.set(c.clientId, (await store.getClient(c.clientId))?.clientName);
-    writePage(res, 200, accountPage({ who: user.email ?? user.subject, csrf: csrfOf(value), base: this.#ctx.publicUrl(), grants, hosts, consents, names, notice }));
+    writePage(
+      res,
+      200,
+      accountPage({
+        who: user.email ?? user.subject,
+        csrf: csrfOf(value),
+        base: this.#ctx.publicUrl(),
+        grants,
+        hosts,
+        consents,
+        names,
+        notice,
+      }),
+    );
   }
 }
 
@@ -253,7 +316,12 @@ interface AccountView {
 }
 
 function time(ms: number | null): string {
-  return ms === null ? 'never recorded' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z').replace('T', ' ');
+  return ms === null
+    ? 'never recorded'
+    : new Date(ms)
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z')
+        .replace('T', ' ');
 }
 
 function clientLabel(name: string | null | undefined, clientId: string | null): string {

@@ -25,7 +25,14 @@ import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../cli
 import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
 import { consentKey } from '../store/records.ts';
-import { DuplicateRecordError, type AuthorizationRequest, type AuthorizationRequestRecord, type ConsentLink, type ConsentRecord, type SignedInUser } from '../store/types.ts';
+import {
+  DuplicateRecordError,
+  type AuthorizationRequest,
+  type AuthorizationRequestRecord,
+  type ConsentLink,
+  type ConsentRecord,
+  type SignedInUser,
+} from '../store/types.ts';
 import { isClientIdMetadataUrl, type ResolveOptions } from './cimd.ts';
 import type { Route } from '../http.ts';
 import { describe } from '../logger.ts';
@@ -118,7 +125,11 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     { path: '/authorize', methods: ['GET'], handler: page((req, res) => flow.authorize(req, res)) },
     { path: '/authorize/consent', methods: ['POST'], handler: page((req, res) => flow.consent(req, res)) },
     { path: '/oauth/callback', methods: ['GET'], handler: page((req, res) => flow.callback(req, res)) },
-    { path: '/device', methods: ['GET', 'POST'], handler: page((req, res) => (req.method === 'POST' ? flow.deviceEntry(req, res) : flow.devicePage(req, res))) },
+    {
+      path: '/device',
+      methods: ['GET', 'POST'],
+      handler: page((req, res) => (req.method === 'POST' ? flow.deviceEntry(req, res) : flow.devicePage(req, res))),
+    },
     { path: '/account', methods: ['GET'], handler: page((req, res) => account.show(req, res)) },
     { path: '/account/revoke', methods: ['POST'], handler: page((req, res) => account.revoke(req, res)) },
     { path: '/account/forget', methods: ['POST'], handler: page((req, res) => account.forget(req, res)) },
@@ -166,7 +177,14 @@ class SignInFlow {
     const { authorizeUnknownClientsPerMinute: unknownPerMinute, ipv6PrefixLength } = ctx.config.rateLimits;
     this.#unknownClients =
       unknownPerMinute > 0
-        ? new FailedAuthLimiter(new WindowLimit(ctx.store, ctx.clock, 'authorizeunknown', unknownPerMinute), ctx.clock, ctx.logger, 'proxy /authorize', ipv6PrefixLength, 'too many sign-in requests for unknown applications from this address; try again in a minute')
+        ? new FailedAuthLimiter(
+            new WindowLimit(ctx.store, ctx.clock, 'authorizeunknown', unknownPerMinute),
+            ctx.clock,
+            ctx.logger,
+            'proxy /authorize',
+            ipv6PrefixLength,
+            'too many sign-in requests for unknown applications from this address; try again in a minute',
+          )
         : undefined;
     this.#secureCookie = ctx.publicUrl().startsWith('https:');
     // __Host-: only settable by this origin over https, path /; tossing from a sibling host is refused.
@@ -228,7 +246,12 @@ class SignInFlow {
   }
 
   /** Records the approval `user` just gave in this browser (its cookie set on `res`); where it lives. */
-  async rememberApproval(req: IncomingMessage, res: ServerResponse, request: AuthorizationRequest, user: SignedInUser): Promise<ConsentLink | undefined> {
+  async rememberApproval(
+    req: IncomingMessage,
+    res: ServerResponse,
+    request: AuthorizationRequest,
+    user: SignedInUser,
+  ): Promise<ConsentLink | undefined> {
     const client = await this.ctx.store.getClient(request.clientId);
     if (this.#rememberMs === 0 || !client || client.revokedAt !== undefined) return undefined;
     const binding = this.consentBinding(req);
@@ -256,7 +279,12 @@ class SignInFlow {
   }
 
   /** RFC 6749 §4.1.2.1 with RFC 9207 `iss`: the error goes back to the client, which can show it. */
-  redirectBack(res: ServerResponse, request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>, params: Record<string, string>, status = 303): void {
+  redirectBack(
+    res: ServerResponse,
+    request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>,
+    params: Record<string, string>,
+    status = 303,
+  ): void {
     const url = new URL(request.redirectUri);
     for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
     if (request.state !== undefined) url.searchParams.set('state', request.state);
@@ -273,7 +301,10 @@ class SignInFlow {
    * A registered client, or one described by its own metadata document (its id is the document's
    * URL). A client an administrator deleted stays refused, whatever its document says.
    */
-  async lookUpClient(clientId: string, req: IncomingMessage): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
+  async lookUpClient(
+    clientId: string,
+    req: IncomingMessage,
+  ): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
     if (clientId.length === 0 || clientId.length > 2048) return null;
     const stored = await this.ctx.store.getClient(clientId);
     if (stored?.revokedAt !== undefined) return null;
@@ -285,7 +316,11 @@ class SignInFlow {
       doc = await this.ctx.cimd.resolve(clientId, this.#documentFetches(address));
     } catch (err) {
       if (err instanceof HttpError && err.code === 'invalid_client') {
-        throw new PageError(400, 'Unknown application', `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`);
+        throw new PageError(
+          400,
+          'Unknown application',
+          `The application's metadata document cannot be used: ${err.description ?? 'it is not valid'}.`,
+        );
       }
       throw err;
     }
@@ -338,7 +373,8 @@ class SignInFlow {
     };
     const clientIds = query.getAll('client_id');
     const redirectUris = query.getAll('redirect_uri');
-    if (clientIds.length !== 1 || clientIds[0] === '') return unknown(new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.'));
+    if (clientIds.length !== 1 || clientIds[0] === '')
+      return unknown(new PageError(400, 'Unknown application', 'The sign-in request names no application (client_id), or names several.'));
     let found;
     try {
       found = await this.lookUpClient(clientIds[0]!, req);
@@ -347,31 +383,48 @@ class SignInFlow {
       if (err instanceof PageError) return unknown(err);
       throw err;
     }
-    if (!found) return unknown(new PageError(400, 'Unknown application', 'The application (client_id) of this sign-in request is not registered with this server, or was removed.'));
+    if (!found)
+      return unknown(
+        new PageError(
+          400,
+          'Unknown application',
+          'The application (client_id) of this sign-in request is not registered with this server, or was removed.',
+        ),
+      );
     // A known client: a 429 page with Retry-After past the limit, before anything is stored or sent to the IdP.
     await this.#authorizeRequests.take(address, 'too many sign-in requests from this address; try again in a minute');
-    if (redirectUris.length !== 1 || redirectUris[0] === '') throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
+    if (redirectUris.length !== 1 || redirectUris[0] === '')
+      throw new PageError(400, 'Invalid redirect URI', 'The sign-in request must name exactly one redirect_uri.');
     const { client } = found;
     const redirectUri = redirectUris[0]!;
     if (!redirectUriMatches(client.redirectUris, redirectUri)) {
-      throw new PageError(400, 'Invalid redirect URI', 'The redirect_uri of this sign-in request is not one the application registered. Nothing was sent to it.');
+      throw new PageError(
+        400,
+        'Invalid redirect URI',
+        'The redirect_uri of this sign-in request is not one the application registered. Nothing was sent to it.',
+      );
     }
     // From here on the client and its redirect URI are trusted: errors go back to it.
     const stateValues = query.getAll('state');
-    const state = stateValues.length === 1 && stateValues[0] !== '' && stateValues[0]!.length <= MAX_STATE_LENGTH ? stateValues[0] : undefined;
+    const state =
+      stateValues.length === 1 && stateValues[0] !== '' && stateValues[0]!.length <= MAX_STATE_LENGTH ? stateValues[0] : undefined;
     const back = { redirectUri, state };
     try {
-      if (stateValues.length > 1 || (stateValues[0]?.length ?? 0) > MAX_STATE_LENGTH) throw new RedirectableError('invalid_request', 'state must be sent once, at most 1024 characters');
+      if (stateValues.length > 1 || (stateValues[0]?.length ?? 0) > MAX_STATE_LENGTH)
+        throw new RedirectableError('invalid_request', 'state must be sent once, at most 1024 characters');
       if (!this.signIn) throw new RedirectableError('unsupported_response_type', 'browser sign-in is not configured on this server');
-      if (!client.grantTypes.includes(GRANT_AUTHORIZATION_CODE)) throw new RedirectableError('unauthorized_client', 'this client may not use the authorization code grant');
+      if (!client.grantTypes.includes(GRANT_AUTHORIZATION_CODE))
+        throw new RedirectableError('unauthorized_client', 'this client may not use the authorization code grant');
       const responseType = single('response_type');
       if (responseType === undefined) throw new RedirectableError('invalid_request', 'response_type is required');
       if (responseType !== 'code') throw new RedirectableError('unsupported_response_type', 'only response_type=code is supported');
       const method = single('code_challenge_method');
       const challenge = single('code_challenge');
-      if (challenge === undefined) throw new RedirectableError('invalid_request', 'PKCE is required: code_challenge and code_challenge_method=S256');
+      if (challenge === undefined)
+        throw new RedirectableError('invalid_request', 'PKCE is required: code_challenge and code_challenge_method=S256');
       if (method !== 'S256') throw new RedirectableError('invalid_request', 'code_challenge_method must be S256 (plain is not accepted)');
-      if (!S256_CHALLENGE.test(challenge)) throw new RedirectableError('invalid_request', 'code_challenge must be a base64url SHA-256 (43 characters)');
+      if (!S256_CHALLENGE.test(challenge))
+        throw new RedirectableError('invalid_request', 'code_challenge must be a base64url SHA-256 (43 characters)');
       const resource = single('resource');
       const expected = resourceOf(this.ctx);
       if (resource !== undefined && resource !== expected && resource !== `${expected}/`) {
@@ -398,8 +451,17 @@ class SignInFlow {
         return;
       }
       const requestId = generateToken();
-      await this.holdPendingSignIn(hashToken(requestId), { stage: 'consent', request, browserHash: hashToken(browser.value) }, address, client.clientId);
-      const html = consentPage({ ...this.consentView(request, requestId, client.clientName), ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}), ignoredScopes: ignored });
+      await this.holdPendingSignIn(
+        hashToken(requestId),
+        { stage: 'consent', request, browserHash: hashToken(browser.value) },
+        address,
+        client.clientId,
+      );
+      const html = consentPage({
+        ...this.consentView(request, requestId, client.clientName),
+        ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
+        ignoredScopes: ignored,
+      });
       writePage(res, 200, html, { 'set-cookie': browser.setCookie });
     } catch (err) {
       if (err instanceof RedirectableError) {
@@ -420,10 +482,19 @@ class SignInFlow {
   async holdPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, address: string, clientId: string): Promise<void> {
     const now = this.ctx.clock.now();
     const { pendingSignInsPerAddress: perAddress, pendingSignInsPerClient: perClient } = this.ctx.config.rateLimits;
-    const outcome = await this.ctx.store.putPendingSignIn(requestHash, record, now + SIGN_IN_STEP_TTL_MS, { address, clientId, perAddress, perClient, now });
+    const outcome = await this.ctx.store.putPendingSignIn(requestHash, record, now + SIGN_IN_STEP_TTL_MS, {
+      address,
+      clientId,
+      perAddress,
+      perClient,
+      now,
+    });
     if (outcome.stored) return;
     const holder = outcome.holder === 'address' ? 'this address has' : 'this application has';
-    throw tooManyRequests(Math.ceil((outcome.retryAt - now) / 1000), `${holder} too many sign-ins in progress; finish one or try again later`);
+    throw tooManyRequests(
+      Math.ceil((outcome.retryAt - now) / 1000),
+      `${holder} too many sign-ins in progress; finish one or try again later`,
+    );
   }
 
   /** POST /authorize/consent: one use of the pending request, from the browser it was shown to. */
@@ -438,7 +509,8 @@ class SignInFlow {
     const form = parseForm(req, await readBody(req, CONSENT_MAX_BODY_BYTES));
     const requestId = form.get('request');
     const decision = form.get('decision');
-    if (requestId === undefined || !isTokenShaped(requestId)) throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
+    if (requestId === undefined || !isTokenShaped(requestId))
+      throw new PageError(400, 'Bad request', 'The consent form is incomplete: start signing in again from your application.');
     if (decision !== 'approve' && decision !== 'deny') throw new PageError(400, 'Bad request', 'Choose Approve or Deny.');
     const stored = await this.ctx.store.takeAuthorizationRequest(hashToken(requestId));
     if (!stored || stored === 'corrupt' || stored.stage === 'idp' || stored.stage === 'account') throw STALE;
@@ -446,7 +518,14 @@ class SignInFlow {
     const { request } = stored;
     const user = stored.stage === 'user-consent' ? stored.user : undefined;
     if (decision === 'deny') {
-      await this.ctx.audit.record({ who: user ? 'user' : 'anonymous', action: 'authorize', result: 'access_denied', clientId: request.clientId, ...(user ? { subject: user.subject } : {}), detail: { by: 'user', ...(request.deviceCodeHash !== undefined ? { device: true } : {}) } });
+      await this.ctx.audit.record({
+        who: user ? 'user' : 'anonymous',
+        action: 'authorize',
+        result: 'access_denied',
+        clientId: request.clientId,
+        ...(user ? { subject: user.subject } : {}),
+        detail: { by: 'user', ...(request.deviceCodeHash !== undefined ? { device: true } : {}) },
+      });
       if (request.deviceCodeHash !== undefined) {
         // The device's client learns it at its next poll (access_denied).
         await this.ctx.store.decideDeviceAuthorization(request.deviceCodeHash, this.ctx.clock.now(), undefined);
@@ -471,9 +550,23 @@ class SignInFlow {
    * `startedBy`: the client address of an /authorize that skips the consent page (its request is then
    * bounded as a pending sign-in).
    */
-  async toIdp(res: ServerResponse, request: AuthorizationRequest, browserHash: string, approval: { consent: 'given' | 'remembered'; remember: boolean }, status: number, startedBy?: string): Promise<void> {
+  async toIdp(
+    res: ServerResponse,
+    request: AuthorizationRequest,
+    browserHash: string,
+    approval: { consent: 'given' | 'remembered'; remember: boolean },
+    status: number,
+    startedBy?: string,
+  ): Promise<void> {
     const { url, login } = await this.signIn!.start();
-    const record: AuthorizationRequestRecord = { stage: 'idp', request, browserHash, ...approval, nonce: login.nonce, codeVerifier: login.codeVerifier };
+    const record: AuthorizationRequestRecord = {
+      stage: 'idp',
+      request,
+      browserHash,
+      ...approval,
+      nonce: login.nonce,
+      codeVerifier: login.codeVerifier,
+    };
     if (startedBy !== undefined) await this.holdPendingSignIn(hashToken(login.state), record, startedBy, request.clientId);
     else await this.ctx.store.putAuthorizationRequest(hashToken(login.state), record, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
     res.statusCode = status;
@@ -524,7 +617,10 @@ class SignInFlow {
     const address = this.clientKey(req);
     const now = this.ctx.clock.now();
     if (now < this.#deviceGuessingBlockedUntil) {
-      throw tooManyRequests(Math.ceil((this.#deviceGuessingBlockedUntil - now) / 1000), 'too many wrong device codes were entered on this server; try again in a minute');
+      throw tooManyRequests(
+        Math.ceil((this.#deviceGuessingBlockedUntil - now) / 1000),
+        'too many wrong device codes were entered on this server; try again in a minute',
+      );
     }
     await this.#deviceEntries.take(address, 'too many device codes entered from this address; try again in a minute');
     const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
@@ -539,16 +635,39 @@ class SignInFlow {
         this.ctx.logger.warn({ address }, 'device-code entries refused server-wide for the rest of the minute: too many wrong codes');
       }
       this.ctx.logger.info({ address }, 'a device code was entered that names no waiting device');
-      writePage(res, 400, deviceCodePage({ action, userCode: typed.slice(0, 20), error: 'That code is not valid: it may be mistyped, expired or already used. Check the code on your device.' }));
+      writePage(
+        res,
+        400,
+        deviceCodePage({
+          action,
+          userCode: typed.slice(0, 20),
+          error: 'That code is not valid: it may be mistyped, expired or already used. Check the code on your device.',
+        }),
+      );
       return;
     }
     const looked = await this.lookUpClient(found.clientId, req);
     if (!looked) throw new PageError(400, 'Unknown application', 'The application of this device was removed from this server.');
-    const request: AuthorizationRequest = { clientId: found.clientId, redirectUri: '', codeChallenge: '', state: undefined, scope: found.scope, deviceCodeHash: found.deviceCodeHash };
+    const request: AuthorizationRequest = {
+      clientId: found.clientId,
+      redirectUri: '',
+      codeChallenge: '',
+      state: undefined,
+      scope: found.scope,
+      deviceCodeHash: found.deviceCodeHash,
+    };
     const browser = this.browserBinding(req);
     const requestId = generateToken();
-    await this.holdPendingSignIn(hashToken(requestId), { stage: 'consent', request, browserHash: hashToken(browser.value) }, address, found.clientId);
-    const view = { ...this.consentView(request, requestId, looked.client.clientName), ...(looked.metadataHost !== undefined ? { metadataHost: looked.metadataHost } : {}) };
+    await this.holdPendingSignIn(
+      hashToken(requestId),
+      { stage: 'consent', request, browserHash: hashToken(browser.value) },
+      address,
+      found.clientId,
+    );
+    const view = {
+      ...this.consentView(request, requestId, looked.client.clientName),
+      ...(looked.metadataHost !== undefined ? { metadataHost: looked.metadataHost } : {}),
+    };
     writePage(res, 200, consentPage(view), { 'set-cookie': browser.setCookie });
   }
 
@@ -573,13 +692,27 @@ class SignInFlow {
       await this.ctx.keepIdpTokens?.(user, tokens);
     } catch (err) {
       if (err instanceof IdpUnavailable) throw err;
-      const error = err instanceof IdpAuthorizationError ? relayedIdpError(err.error) : err instanceof IdpRejection ? 'access_denied' : undefined;
+      const error =
+        err instanceof IdpAuthorizationError ? relayedIdpError(err.error) : err instanceof IdpRejection ? 'access_denied' : undefined;
       if (error === undefined) throw err;
-      this.ctx.logger.info({ clientId: request.clientId, reason: (err as Error).message }, 'sign-in at the identity provider refused: nothing issued');
-      await this.ctx.audit.record({ who: 'anonymous', action: 'authorize', result: error, clientId: request.clientId, detail: { by: 'idp' } });
+      this.ctx.logger.info(
+        { clientId: request.clientId, reason: (err as Error).message },
+        'sign-in at the identity provider refused: nothing issued',
+      );
+      await this.ctx.audit.record({
+        who: 'anonymous',
+        action: 'authorize',
+        result: error,
+        clientId: request.clientId,
+        detail: { by: 'idp' },
+      });
       if (request.deviceCodeHash !== undefined) {
         // No redirect to send the error to; the device keeps waiting until its code expires.
-        writePage(res, 403, messagePage('Sign-in did not succeed', 'Sign-in at the identity provider did not succeed: the device is not signed in.'));
+        writePage(
+          res,
+          403,
+          messagePage('Sign-in did not succeed', 'Sign-in at the identity provider did not succeed: the device is not signed in.'),
+        );
         return;
       }
       this.redirectBack(res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
@@ -597,7 +730,13 @@ class SignInFlow {
         writePage(res, 200, consentPage(this.consentView(request, requestId, client?.clientName, user)));
         return;
       }
-      await this.issueCode(req, res, request, user, { remembered: { browserHash: hashToken(readCookie(req, this.#consentCookieName)!), key: consentKey(approval), expiresAt: approval.expiresAt } });
+      await this.issueCode(req, res, request, user, {
+        remembered: {
+          browserHash: hashToken(readCookie(req, this.#consentCookieName)!),
+          key: consentKey(approval),
+          expiresAt: approval.expiresAt,
+        },
+      });
       return;
     }
     await this.issueCode(req, res, request, user, { remember: stored.remember });
@@ -607,25 +746,52 @@ class SignInFlow {
    * The single-use code for the client, tied to the approval it was issued under: one remembered, or
    * the one just given (recorded here when the user asked to remember it).
    */
-  async issueCode(req: IncomingMessage, res: ServerResponse, request: AuthorizationRequest, user: SignedInUser, approval: { remembered: ConsentLink } | { remember: boolean }): Promise<void> {
+  async issueCode(
+    req: IncomingMessage,
+    res: ServerResponse,
+    request: AuthorizationRequest,
+    user: SignedInUser,
+    approval: { remembered: ConsentLink } | { remember: boolean },
+  ): Promise<void> {
     if (this.ctx.cimd && isClientIdMetadataUrl(request.clientId)) {
       // The document is looked up again (cached, as a rule): a client an administrator deleted since
       // the consent page, or whose document went bad, gets no code.
       const found = await this.lookUpClient(request.clientId, req);
-      if (!found) throw new PageError(400, 'Unknown application', 'The application of this sign-in was removed from this server. Nothing was issued.');
+      if (!found)
+        throw new PageError(
+          400,
+          'Unknown application',
+          'The application of this sign-in was removed from this server. Nothing was issued.',
+        );
       if (found.client.source === 'cimd' && !found.stored) await this.rememberDocumentClient(found.client);
     }
     if (request.deviceCodeHash !== undefined) {
       // The approval goes to the device's authorization (taken once, while pending and unexpired):
       // its client's next poll gets the tokens.
       if (!(await this.ctx.store.decideDeviceAuthorization(request.deviceCodeHash, this.ctx.clock.now(), user))) {
-        throw new PageError(400, 'This code has expired', 'The device code expired or was already decided. Start signing in again on your device.');
+        throw new PageError(
+          400,
+          'This code has expired',
+          'The device code expired or was already decided. Start signing in again on your device.',
+        );
       }
-      await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'given', device: true } });
-      writePage(res, 200, messagePage('Device signed in', 'You approved the device: it is signed in within a few seconds. You can close this window.'));
+      await this.ctx.audit.record({
+        who: 'user',
+        action: 'authorize',
+        result: 'ok',
+        clientId: request.clientId,
+        subject: user.subject,
+        detail: { consent: 'given', device: true },
+      });
+      writePage(
+        res,
+        200,
+        messagePage('Device signed in', 'You approved the device: it is signed in within a few seconds. You can close this window.'),
+      );
       return;
     }
-    const consent = 'remembered' in approval ? approval.remembered : approval.remember ? await this.rememberApproval(req, res, request, user) : undefined;
+    const consent =
+      'remembered' in approval ? approval.remembered : approval.remember ? await this.rememberApproval(req, res, request, user) : undefined;
     const code = generateToken();
     const now = this.ctx.clock.now();
     await this.ctx.store.putAuthorizationCode({
@@ -640,7 +806,14 @@ class SignInFlow {
       createdAt: now,
       expiresAt: now + CODE_TTL_MS,
     });
-    await this.ctx.audit.record({ who: 'user', action: 'authorize', result: 'ok', clientId: request.clientId, subject: user.subject, detail: { consent: 'remembered' in approval ? 'remembered' : 'given' } });
+    await this.ctx.audit.record({
+      who: 'user',
+      action: 'authorize',
+      result: 'ok',
+      clientId: request.clientId,
+      subject: user.subject,
+      detail: { consent: 'remembered' in approval ? 'remembered' : 'given' },
+    });
     this.redirectBack(res, request, { code });
   }
 }
@@ -655,11 +828,16 @@ function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<strin
   }
   if (err instanceof IdpUnavailable) {
     ctx.logger.warn({ err: describe(err) }, 'identity provider unreachable during sign-in: answered 503');
-    return [503, messagePage('Sign-in is unavailable', 'The identity provider cannot be reached right now. Try again in a minute.'), { 'retry-after': '30' }];
+    return [
+      503,
+      messagePage('Sign-in is unavailable', 'The identity provider cannot be reached right now. Try again in a minute.'),
+      { 'retry-after': '30' },
+    ];
   }
   const http = httpErrorFor(err);
   if (http.status === 413) return [413, messagePage('Bad request', 'The request is too large.'), {}];
-  if (http.status === 429) return [429, messagePage('Too many requests', `${capitalise(http.description ?? 'too many requests')}.`), { ...http.headers }];
+  if (http.status === 429)
+    return [429, messagePage('Too many requests', `${capitalise(http.description ?? 'too many requests')}.`), { ...http.headers }];
   if (http.code === 'temporarily_unavailable' && http.description !== undefined) {
     return [503, messagePage('Sign-in is busy', `${capitalise(http.description)}.`), { ...http.headers }];
   }
@@ -669,7 +847,11 @@ function pageFor(ctx: OAuthContext, err: unknown): [number, string, Record<strin
     return [500, messagePage('Sign-in failed', 'Something went wrong on this server. Try again; if it persists, tell its operators.'), {}];
   }
   ctx.logger.warn({ err: describe(err) }, 'store unavailable during sign-in: answered 503');
-  return [503, messagePage('Sign-in is unavailable', 'The server cannot complete sign-in right now. Try again in a minute.'), { 'retry-after': '5' }];
+  return [
+    503,
+    messagePage('Sign-in is unavailable', 'The server cannot complete sign-in right now. Try again in a minute.'),
+    { 'retry-after': '5' },
+  ];
 }
 
 function capitalise(text: string): string {

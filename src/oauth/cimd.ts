@@ -280,7 +280,9 @@ function optionalString(doc: Record<string, unknown>, field: string, max: number
   const v = doc[field];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string' || v.length > max || hasControlCharacter(v)) {
-    throw unusableClientDocument(`the metadata document's ${field} must be a string of at most ${max} characters, without control characters`);
+    throw unusableClientDocument(
+      `the metadata document's ${field} must be a string of at most ${max} characters, without control characters`,
+    );
   }
   return v;
 }
@@ -303,7 +305,14 @@ function displayUri(doc: Record<string, unknown>, field: string): string | undef
  */
 function checkDocumentRedirectUri(value: unknown): boolean {
   if (checkRedirectUri(value) !== null) return true;
-  if (typeof value !== 'string' || value.length > MAX_URL_LENGTH || value.includes('#') || value.includes(' ') || hasControlCharacter(value)) return false;
+  if (
+    typeof value !== 'string' ||
+    value.length > MAX_URL_LENGTH ||
+    value.includes('#') ||
+    value.includes(' ') ||
+    hasControlCharacter(value)
+  )
+    return false;
   try {
     const scheme = new URL(value).protocol.slice(0, -1);
     return /^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+$/.test(scheme);
@@ -326,7 +335,13 @@ function strings(doc: Record<string, unknown>, field: string): string[] | undefi
  * to and cannot be tailored to this one, so entries this server does not support are ignored (VS Code's
  * lists the device-code grant, Claude's the jwt-bearer grant); only a list without `required` is refused.
  */
-function supportedEntries(doc: Record<string, unknown>, field: string, fallback: string[], supported: readonly string[], required: string): string[] {
+function supportedEntries(
+  doc: Record<string, unknown>,
+  field: string,
+  fallback: string[],
+  supported: readonly string[],
+  required: string,
+): string[] {
   const listed = strings(doc, field) ?? fallback;
   const kept = [...new Set(listed.filter((x) => supported.includes(x)))];
   if (!kept.includes(required)) throw unusableClientDocument(`the metadata document's ${field} must include ${required}`);
@@ -341,16 +356,21 @@ function supportedEntries(doc: Record<string, unknown>, field: string, fallback:
  */
 function authMethodOf(d: Record<string, unknown>): Pick<ClientMetadataDocument, 'tokenEndpointAuthMethod' | 'jwksUri' | 'jwks'> {
   const declared = d.token_endpoint_auth_method;
-  if (declared !== undefined && declared !== null && typeof declared !== 'string') throw unusableClientDocument("the metadata document's token_endpoint_auth_method must be a string");
+  if (declared !== undefined && declared !== null && typeof declared !== 'string')
+    throw unusableClientDocument("the metadata document's token_endpoint_auth_method must be a string");
   if (typeof declared === 'string' && SECRET_METHODS.includes(declared)) {
-    throw unusableClientDocument(`the metadata document asks for token_endpoint_auth_method ${JSON.stringify(declared)}: a shared secret, which a public document cannot have`);
+    throw unusableClientDocument(
+      `the metadata document asks for token_endpoint_auth_method ${JSON.stringify(declared)}: a shared secret, which a public document cannot have`,
+    );
   }
   const offered = [...(strings(d, 'token_endpoint_auth_methods_supported') ?? []), ...(typeof declared === 'string' ? [declared] : [])];
   if (offered.length === 0) offered.push('none');
   if (offered.includes('private_key_jwt')) {
-    if (d.jwks_uri !== undefined && d.jwks !== undefined) throw unusableClientDocument('the metadata document must not give both jwks_uri and jwks');
+    if (d.jwks_uri !== undefined && d.jwks !== undefined)
+      throw unusableClientDocument('the metadata document must not give both jwks_uri and jwks');
     if (d.jwks_uri !== undefined) {
-      if (!isHttpsUrl(d.jwks_uri)) throw unusableClientDocument("the metadata document's jwks_uri must be an https URL without fragment or user info");
+      if (!isHttpsUrl(d.jwks_uri))
+        throw unusableClientDocument("the metadata document's jwks_uri must be an https URL without fragment or user info");
       return { tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: d.jwks_uri };
     }
     const jwks = checkKeySet(d.jwks);
@@ -359,7 +379,9 @@ function authMethodOf(d: Record<string, unknown>): Pick<ClientMetadataDocument, 
     throw unusableClientDocument('the metadata document asks for private_key_jwt but publishes no keys (jwks_uri or jwks)');
   }
   if (offered.includes('none')) return { tokenEndpointAuthMethod: 'none' };
-  throw unusableClientDocument(`the metadata document offers no client authentication this server supports (none or private_key_jwt; it names ${offered.slice(0, 3).join(', ').slice(0, 120)})`);
+  throw unusableClientDocument(
+    `the metadata document offers no client authentication this server supports (none or private_key_jwt; it names ${offered.slice(0, 3).join(', ').slice(0, 120)})`,
+  );
 }
 
 /** Validates a fetched document against the URL it came from. */
@@ -370,16 +392,20 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
   } catch {
     throw unusableClientDocument('the metadata document is not valid JSON');
   }
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw unusableClientDocument('the metadata document must be a JSON object');
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc))
+    throw unusableClientDocument('the metadata document must be a JSON object');
   const d = doc as Record<string, unknown>;
   if (d.client_id !== url) throw unusableClientDocument("the metadata document's client_id is not exactly the URL it was fetched from");
   const secretField = SECRET_FIELDS.find((f) => d[f] !== undefined);
-  if (secretField !== undefined) throw unusableClientDocument(`the metadata document must not contain ${secretField}: such documents are public`);
+  if (secretField !== undefined)
+    throw unusableClientDocument(`the metadata document must not contain ${secretField}: such documents are public`);
   const auth = authMethodOf(d);
   const redirectUris = d.redirect_uris;
   if (!Array.isArray(redirectUris) || redirectUris.length === 0) throw unusableClientDocument('the metadata document has no redirect_uris');
   if (!redirectUris.every(checkDocumentRedirectUri)) {
-    throw unusableClientDocument("each of the metadata document's redirect_uris must be an absolute https URI, http on a loopback host or a private-use scheme, without fragment");
+    throw unusableClientDocument(
+      "each of the metadata document's redirect_uris must be an absolute https URI, http on a loopback host or a private-use scheme, without fragment",
+    );
   }
   let scope: string | undefined;
   try {
@@ -409,7 +435,10 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
 /** How long a response may be reused: `no-store`, `no-cache` and `max-age=0` mean not at all. */
 export function cacheLifetimeMs(cacheControl: string | undefined, capMs: number): number {
   if (cacheControl === undefined) return capMs;
-  const directives = cacheControl.toLowerCase().split(',').map((d) => d.trim());
+  const directives = cacheControl
+    .toLowerCase()
+    .split(',')
+    .map((d) => d.trim());
   if (directives.includes('no-store') || directives.includes('no-cache')) return 0;
   const maxAge = directives.map((d) => /^max-age\s*=\s*"?(\d+)"?$/.exec(d)).find((m) => m !== null);
   if (!maxAge) return capMs;
@@ -434,7 +463,9 @@ function deepFreeze<T>(value: T): T {
 
 /** Thrown when the process already has its cap of outbound fetches and none freed within the wait. */
 export function fetchCapacityExceeded(): HttpError {
-  return new HttpError('temporarily_unavailable', 'too many client metadata fetches in progress; try again in a few seconds', { headers: { 'retry-after': '5' } });
+  return new HttpError('temporarily_unavailable', 'too many client metadata fetches in progress; try again in a few seconds', {
+    headers: { 'retry-after': '5' },
+  });
 }
 
 /**
@@ -497,7 +528,11 @@ export function createFetchSlots(max: number, waitMs: number, perKeyMax = max): 
 export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
   const { clock, logger } = options;
   const maxFetches = options.maxConcurrentFetches ?? 16;
-  const slots = createFetchSlots(maxFetches, options.fetchQueueWaitMs ?? 2000, options.maxConcurrentFetchesPerAddress ?? Math.max(1, Math.floor(maxFetches / 4)));
+  const slots = createFetchSlots(
+    maxFetches,
+    options.fetchQueueWaitMs ?? 2000,
+    options.maxConcurrentFetchesPerAddress ?? Math.max(1, Math.floor(maxFetches / 4)),
+  );
   const failureCacheMs = options.failureCacheMs ?? 30_000;
   const refetchCooldownMs = options.refetchCooldownMs ?? 30_000;
   // Map order is recency order: a hit moves its entry to the end, the first entry is evicted first.
@@ -511,13 +546,21 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
   // One fetch per URL at a time; its outcome is shared with whoever waited on it.
   const inFlight = new Map<string, Promise<object>>();
   if (options.allowPrivateAddresses) {
-    logger.warn('client metadata documents may be fetched from loopback and private addresses (allowPrivateAddresses): unsafe outside tests');
+    logger.warn(
+      'client metadata documents may be fetched from loopback and private addresses (allowPrivateAddresses): unsafe outside tests',
+    );
   }
   const bound = <V>(map: Map<string, V>) => {
     while (map.size > Math.max(options.maxCacheEntries, MIN_BOOKKEEPING_ENTRIES)) map.delete(map.keys().next().value!);
   };
 
-  async function fetchAndValidate<T extends object>(key: string, url: string, what: string, parse: (body: Buffer) => T, address: string | undefined): Promise<T> {
+  async function fetchAndValidate<T extends object>(
+    key: string,
+    url: string,
+    what: string,
+    parse: (body: Buffer) => T,
+    address: string | undefined,
+  ): Promise<T> {
     try {
       const fetched = await slots(() => {
         lastFetched.delete(key);
@@ -556,7 +599,12 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
     }
   }
 
-  function cachedOrFetch<T extends object>(key: string, fetchIt: () => Promise<T>, fetchOptions: ResolveOptions, pastTheCache = false): Promise<T> {
+  function cachedOrFetch<T extends object>(
+    key: string,
+    fetchIt: () => Promise<T>,
+    fetchOptions: ResolveOptions,
+    pastTheCache = false,
+  ): Promise<T> {
     const hit = pastTheCache ? undefined : cache.get(key);
     if (hit !== undefined) {
       cache.delete(key);
@@ -592,7 +640,9 @@ export function createCimdResolver(options: CimdResolverOptions): CimdResolver {
 
   function checkedDocumentUrl(url: string): void {
     if (!isClientIdMetadataUrl(url)) {
-      throw unusableClientDocument('a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form');
+      throw unusableClientDocument(
+        'a client_id URL must be https, with a path, without fragment, user info or dot segments, in normalised form',
+      );
     }
   }
   const fetchDocumentAt = (url: string, address: string | undefined) => () =>

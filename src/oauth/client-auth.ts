@@ -136,7 +136,11 @@ function secretMatches(client: ClientRecord, secret: string): boolean {
  * identification at all. Throws `invalid_client` for any failed attempt and `invalid_request` for
  * two methods at once. `request.limit` is taken on success, before an assertion's `jti` is recorded.
  */
-export async function authenticateClient(presented: PresentedClient, ctx: ClientAuthContext, request: ClientAuthRequest = {}): Promise<AuthenticatedClient | null> {
+export async function authenticateClient(
+  presented: PresentedClient,
+  ctx: ClientAuthContext,
+  request: ClientAuthRequest = {},
+): Promise<AuthenticatedClient | null> {
   const { usedAssertion } = checkOneMethod(presented);
   if (usedAssertion) return authenticateAssertion(presented, ctx, request);
   const client = await authenticateNamedClient(presented, ctx, request);
@@ -153,7 +157,11 @@ function checkOneMethod(presented: PresentedClient): { usedAssertion: boolean } 
 }
 
 /** A client that names itself (Basic, or `client_id` with or without `client_secret`). */
-async function authenticateNamedClient(presented: PresentedClient, ctx: ClientAuthContext, request: ClientAuthRequest): Promise<AuthenticatedClient | null> {
+async function authenticateNamedClient(
+  presented: PresentedClient,
+  ctx: ClientAuthContext,
+  request: ClientAuthRequest,
+): Promise<AuthenticatedClient | null> {
   const { store } = ctx;
   const { basic: usedBasic, formClientId: postId, formClientSecret: postSecret } = presented;
   let id: string;
@@ -161,7 +169,8 @@ async function authenticateNamedClient(presented: PresentedClient, ctx: ClientAu
   if (usedBasic) {
     const decoded = presented.basicCredentials;
     if (!decoded) throw invalidClient(true);
-    if (postId !== undefined && postId !== decoded.id) throw new HttpError('invalid_request', 'client_id does not match the Basic credentials');
+    if (postId !== undefined && postId !== decoded.id)
+      throw new HttpError('invalid_request', 'client_id does not match the Basic credentials');
     ({ id, secret } = decoded);
   } else if (postId !== undefined) {
     id = postId;
@@ -226,11 +235,16 @@ function refused(ctx: ClientAuthContext, clientId: string | undefined, reason: s
  * fit); and a `jti` accepted once, remembered in the store until the assertion expires (every replica
  * sees it).
  */
-async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuthContext, request: ClientAuthRequest): Promise<AuthenticatedClient> {
+async function authenticateAssertion(
+  presented: PresentedClient,
+  ctx: ClientAuthContext,
+  request: ClientAuthRequest,
+): Promise<AuthenticatedClient> {
   const { assertion, assertionType } = presented;
   const claimed = presented.clientId;
   if (assertionType !== JWT_BEARER_ASSERTION) throw refused(ctx, claimed, 'client_assertion_type is not jwt-bearer');
-  if (assertion === undefined || assertion.length === 0 || assertion.length > MAX_ASSERTION_LENGTH) throw refused(ctx, claimed, 'client_assertion missing or too long');
+  if (assertion === undefined || assertion.length === 0 || assertion.length > MAX_ASSERTION_LENGTH)
+    throw refused(ctx, claimed, 'client_assertion missing or too long');
   let unverified;
   try {
     unverified = decodeJwt(assertion);
@@ -238,8 +252,10 @@ async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuth
     throw refused(ctx, claimed, 'client_assertion is not a JWT');
   }
   const id = unverified.sub;
-  if (typeof id !== 'string' || id.length === 0 || unverified.iss !== id) throw refused(ctx, claimed, 'client_assertion iss and sub must both be the client id');
-  if (presented.formClientId !== undefined && presented.formClientId !== id) throw refused(ctx, claimed, 'client_id differs from the assertion subject');
+  if (typeof id !== 'string' || id.length === 0 || unverified.iss !== id)
+    throw refused(ctx, claimed, 'client_assertion iss and sub must both be the client id');
+  if (presented.formClientId !== undefined && presented.formClientId !== id)
+    throw refused(ctx, claimed, 'client_id differs from the assertion subject');
   if (id.length > 128 && !isClientIdMetadataUrl(id)) throw refused(ctx, id, 'unknown client');
   const client = await ctx.store.getClient(id);
   if (!client || client.revokedAt !== undefined) throw refused(ctx, id, 'unknown or deleted client');
@@ -263,7 +279,8 @@ async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuth
   const audiences = [issuer, `${issuer}/token`];
   const aud = unverified.aud;
   const audience = Array.isArray(aud) && aud.length === 1 ? aud[0] : aud;
-  if (typeof audience !== 'string' || !audiences.includes(audience)) throw refused(ctx, id, 'client_assertion aud is not this server (its issuer or token endpoint), or names several audiences');
+  if (typeof audience !== 'string' || !audiences.includes(audience))
+    throw refused(ctx, id, 'client_assertion aud is not this server (its issuer or token endpoint), or names several audiences');
   const verify = (set: JSONWebKeySet) =>
     jwtVerify(assertion, createLocalJWKSet(set), {
       algorithms: ASSERTION_ALGORITHMS,
@@ -274,7 +291,8 @@ async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuth
       currentDate: new Date(ctx.clock.now()),
       requiredClaims: ['exp', 'iat', 'jti'],
     });
-  const notAccepted = (err: unknown) => refused(ctx, id, `client_assertion not accepted: ${(err as { code?: string }).code ?? (err as Error).message}`);
+  const notAccepted = (err: unknown) =>
+    refused(ctx, id, `client_assertion not accepted: ${(err as { code?: string }).code ?? (err as Error).message}`);
   let payload;
   try {
     ({ payload } = await verify(keys));
@@ -298,8 +316,10 @@ async function authenticateAssertion(presented: PresentedClient, ctx: ClientAuth
   const { exp, iat, jti } = payload as { exp: number; iat: number; jti: unknown };
   const now = ctx.clock.now() / 1000;
   if (iat > now + ASSERTION_SKEW_SECONDS) throw refused(ctx, id, 'client_assertion iat is in the future');
-  if (exp - iat > ASSERTION_MAX_LIFETIME_SECONDS) throw refused(ctx, id, `client_assertion lives longer than ${ASSERTION_MAX_LIFETIME_SECONDS} s`);
-  if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) throw refused(ctx, id, 'client_assertion jti missing or too long');
+  if (exp - iat > ASSERTION_MAX_LIFETIME_SECONDS)
+    throw refused(ctx, id, `client_assertion lives longer than ${ASSERTION_MAX_LIFETIME_SECONDS} s`);
+  if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH)
+    throw refused(ctx, id, 'client_assertion jti missing or too long');
   const authenticated: AuthenticatedClient = { client, confidential: true };
   // The limit first, the jti last: only an assertion that verified and was let through is remembered,
   // so refused requests (over the limit, bad signature) add nothing to the store.
@@ -337,7 +357,11 @@ async function keysOf(ctx: ClientAuthContext, client: ClientRecord, fetches: Res
  * when there is nothing to fetch again (keys stored with the registration) or it was fetched within
  * the refetch cooldown.
  */
-async function refetchKeysOf(ctx: ClientAuthContext, client: ClientRecord, fetches: ResolveOptions | undefined): Promise<JSONWebKeySet | undefined> {
+async function refetchKeysOf(
+  ctx: ClientAuthContext,
+  client: ClientRecord,
+  fetches: ResolveOptions | undefined,
+): Promise<JSONWebKeySet | undefined> {
   if (!ctx.cimd) return undefined;
   if (client.source === 'cimd') {
     const doc = await ctx.cimd.resolve(client.clientId, fetches);

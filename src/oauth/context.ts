@@ -9,7 +9,20 @@ import { parseAuthorization, type MasterToken } from '../credentials.ts';
 import type { Audit } from '../audit.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { AccountSessionStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ClientStorage, ConsentStorage, CounterStorage, OneTimeValueStorage, ProfileStorage, RefreshTokenStorage, SignedInUser, SubjectStorage, TokenStorage } from '../store/types.ts';
+import type {
+  AccountSessionStorage,
+  AuthorizationCodeStorage,
+  DeviceAuthorizationStorage,
+  ClientStorage,
+  ConsentStorage,
+  CounterStorage,
+  OneTimeValueStorage,
+  ProfileStorage,
+  RefreshTokenStorage,
+  SignedInUser,
+  SubjectStorage,
+  TokenStorage,
+} from '../store/types.ts';
 import { WindowLimit, type FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn, IdpTokens } from './oidc-client.ts';
@@ -18,7 +31,17 @@ import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 import type { DpopVerifier } from './dpop.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
-export type OAuthStore = TokenStorage & ClientStorage & RefreshTokenStorage & AuthorizationCodeStorage & DeviceAuthorizationStorage & ConsentStorage & ProfileStorage & CounterStorage & OneTimeValueStorage & SubjectStorage & AccountSessionStorage;
+export type OAuthStore = TokenStorage &
+  ClientStorage &
+  RefreshTokenStorage &
+  AuthorizationCodeStorage &
+  DeviceAuthorizationStorage &
+  ConsentStorage &
+  ProfileStorage &
+  CounterStorage &
+  OneTimeValueStorage &
+  SubjectStorage &
+  AccountSessionStorage;
 
 export interface OAuthContext {
   readonly config: Config;

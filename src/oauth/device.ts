@@ -62,18 +62,36 @@ export function normaliseUserCode(typed: string): string | undefined {
 async function deviceClient(ctx: OAuthContext, request: FormRequest): Promise<ClientRecord> {
   const { presented } = request;
   const id = presented.formClientId;
-  if (ctx.cimd && id !== undefined && isClientIdMetadataUrl(id) && !presented.basic && presented.assertion === undefined && (await ctx.store.getClient(id)) === null) {
+  if (
+    ctx.cimd &&
+    id !== undefined &&
+    isClientIdMetadataUrl(id) &&
+    !presented.basic &&
+    presented.assertion === undefined &&
+    (await ctx.store.getClient(id)) === null
+  ) {
     if (presented.formClientSecret !== undefined) throw invalidClient(false);
     const doc = await ctx.cimd.resolve(id, request.fetches);
-    if (doc.tokenEndpointAuthMethod !== 'none') throw new HttpError('invalid_client', 'this application authenticates with a key: start with browser sign-in first', { status: 400 });
-    if (!doc.grantTypes.includes(GRANT_DEVICE_CODE)) throw new HttpError('unauthorized_client', 'the application\'s metadata document does not list the device_code grant');
-    const client: ClientRecord = { clientId: id, redirectUris: doc.redirectUris, grantTypes: doc.grantTypes, profile: 'interactive', tokenEndpointAuthMethod: 'none', source: 'cimd', createdAt: ctx.clock.now() };
+    if (doc.tokenEndpointAuthMethod !== 'none')
+      throw new HttpError('invalid_client', 'this application authenticates with a key: start with browser sign-in first', { status: 400 });
+    if (!doc.grantTypes.includes(GRANT_DEVICE_CODE))
+      throw new HttpError('unauthorized_client', "the application's metadata document does not list the device_code grant");
+    const client: ClientRecord = {
+      clientId: id,
+      redirectUris: doc.redirectUris,
+      grantTypes: doc.grantTypes,
+      profile: 'interactive',
+      tokenEndpointAuthMethod: 'none',
+      source: 'cimd',
+      createdAt: ctx.clock.now(),
+    };
     if (doc.scope !== undefined) client.scope = doc.scope;
     return client;
   }
   const authenticated = await authenticateClient(presented, ctx, request.fetches ? { fetches: request.fetches } : {});
   if (!authenticated) throw invalidClient(false);
-  if (!authenticated.client.grantTypes.includes(GRANT_DEVICE_CODE)) throw new HttpError('unauthorized_client', 'this client may not use the device_code grant');
+  if (!authenticated.client.grantTypes.includes(GRANT_DEVICE_CODE))
+    throw new HttpError('unauthorized_client', 'this client may not use the device_code grant');
   return authenticated.client;
 }
 
@@ -83,7 +101,8 @@ export async function handleDeviceAuthorization(ctx: OAuthContext, request: Form
   // Counted as the other per-address limits are: an IPv6 client as its network.
   const address = limitKey(clientAddresses(ctx.config.proxy.trustedProxies).client(request.req), ctx.config.rateLimits.ipv6PrefixLength);
   const resource = form.get('resource');
-  if (resource !== undefined && !namesThisResource(ctx, resource)) throw new HttpError('invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
+  if (resource !== undefined && !namesThisResource(ctx, resource))
+    throw new HttpError('invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
   const client = await deviceClient(ctx, request);
   // As at /authorize: within the client's scope, and only scopes this server defines are granted.
   const asked = grantedScope(form.get('scope'), client.scope);
@@ -108,7 +127,10 @@ export async function handleDeviceAuthorization(ctx: OAuthContext, request: Form
     if (!outcome.stored && outcome.holder === 'user_code') continue;
     if (!outcome.stored) {
       const holder = outcome.holder === 'address' ? 'this address has' : 'this server has';
-      throw tooManyRequests(Math.ceil((outcome.retryAt - now) / 1000), `${holder} too many device sign-ins in progress; finish one or try again later`);
+      throw tooManyRequests(
+        Math.ceil((outcome.retryAt - now) / 1000),
+        `${holder} too many device sign-ins in progress; finish one or try again later`,
+      );
     }
     await ctx.audit.record({ who: clientActor(client.clientId), action: 'device_authorization', result: 'ok', clientId: client.clientId });
     const verificationUri = `${ctx.publicUrl()}/device`;

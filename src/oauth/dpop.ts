@@ -25,18 +25,7 @@ const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 
 /** Why a proof was refused: logged and counted, never sent to the client beyond its error code. */
 export type DpopRefusal =
-  | 'missing'
-  | 'malformed'
-  | 'signature'
-  | 'typ'
-  | 'algorithm'
-  | 'key'
-  | 'iat'
-  | 'jti'
-  | 'htm'
-  | 'htu'
-  | 'ath'
-  | 'nonce';
+  'missing' | 'malformed' | 'signature' | 'typ' | 'algorithm' | 'key' | 'iat' | 'jti' | 'htm' | 'htu' | 'ath' | 'nonce';
 
 export class DpopProofError extends Error {
   readonly reason: DpopRefusal;
@@ -146,7 +135,8 @@ export class DpopVerifier {
       throw new DpopProofError('signature', err);
     }
     const { iat, jti, htm, htu, ath, nonce } = payload as Record<string, unknown>;
-    if (typeof iat !== 'number' || !Number.isFinite(iat) || Math.abs(now / 1000 - iat) > this.#options.windowSeconds) throw new DpopProofError('iat');
+    if (typeof iat !== 'number' || !Number.isFinite(iat) || Math.abs(now / 1000 - iat) > this.#options.windowSeconds)
+      throw new DpopProofError('iat');
     if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) throw new DpopProofError('jti');
     if (htm !== target.method) throw new DpopProofError('htm');
     if (typeof htu !== 'string' || !namesOneOf(htu, target.urls)) throw new DpopProofError('htu');
@@ -165,14 +155,22 @@ export class DpopVerifier {
    */
   spend(proof: CheckedProof): Promise<boolean> {
     const keepUntil = (proof.iat + 2 * this.#options.windowSeconds) * 1000;
-    return this.#options.store.useOnce(`dpop:${proof.jkt}:${hash('sha256', proof.jti, 'hex')}`, Math.max(keepUntil, this.#options.clock.now() + 1000));
+    return this.#options.store.useOnce(
+      `dpop:${proof.jkt}:${hash('sha256', proof.jti, 'hex')}`,
+      Math.max(keepUntil, this.#options.clock.now() + 1000),
+    );
   }
 }
 
 /** The verifier the configuration asks for: its window, and server nonces when `oauth.dpopNonce` is on. */
 export function dpopVerifierFor(config: Config, store: OneTimeValueStorage, clock: Clock): DpopVerifier {
   const windowSeconds = config.oauth.dpopProofWindowSeconds;
-  return new DpopVerifier({ store, clock, windowSeconds, nonces: config.oauth.dpopNonce ? new DpopNonces(config.masterToken, windowSeconds) : undefined });
+  return new DpopVerifier({
+    store,
+    clock,
+    windowSeconds,
+    nonces: config.oauth.dpopNonce ? new DpopNonces(config.masterToken, windowSeconds) : undefined,
+  });
 }
 
 /**

@@ -167,7 +167,8 @@ export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefin
       // client assertions are. A one-element array is that string (RFC 7519 §4.1.3) and is taken.
       if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw new IdpRejection('several audiences');
       const { exp, iat, jti, client_id: clientId, resource, scope } = payload;
-      if (typeof exp !== 'number' || typeof iat !== 'number' || exp - iat > ID_JAG_MAX_LIFETIME_SECONDS) throw new IdpRejection('lifetime too long');
+      if (typeof exp !== 'number' || typeof iat !== 'number' || exp - iat > ID_JAG_MAX_LIFETIME_SECONDS)
+        throw new IdpRejection('lifetime too long');
       if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw new IdpRejection('bad jti');
       if (typeof clientId !== 'string' || clientId.length === 0 || clientId.length > 2048) throw new IdpRejection('bad client_id');
       if (resource !== undefined && typeof resource !== 'string') throw new IdpRejection('bad resource');
@@ -207,4 +208,3 @@ export function checkIdentityClaims(idp: Config['idp'], payload: JWTPayload): vo
     if (!Array.isArray(groups) || !groups.includes(idp.requiredGroup)) throw new IdpRejection('required group missing');
   }
 }
-

@@ -17,7 +17,8 @@ import type { DpopBinding, Issued } from './grants/grant.ts';
 export function grantedScope(requested: string | undefined, allowed: string | undefined): string | undefined {
   const scope = checkScope(requested);
   if (scope === undefined) return allowed;
-  if (allowed !== undefined && !scopeWithin(scope, allowed)) throw new HttpError('invalid_scope', 'the requested scope exceeds what this client was granted');
+  if (allowed !== undefined && !scopeWithin(scope, allowed))
+    throw new HttpError('invalid_scope', 'the requested scope exceeds what this client was granted');
   return scope;
 }
 
@@ -54,15 +55,26 @@ export interface PairOptions {
  * Builds an access token (and a refresh token when the client's profile gives them) for `client`,
  * acting for `options.user` when there is one.
  */
-export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: string | undefined, options: PairOptions = {}): Promise<IssuedPair> {
+export async function buildPair(
+  ctx: OAuthContext,
+  client: ClientRecord,
+  scope: string | undefined,
+  options: PairOptions = {},
+): Promise<IssuedPair> {
   const { familyId, user, dpop } = options;
   const now = ctx.clock.now();
   const profile = await resolveProfile(ctx.store, client.profile, now, ctx.config.oauth.profiles);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
   // A stored profile edited by hand may hold anything: never a token that expires at once, or never.
   if (!lifetime(profile.accessTokenLifetimeSeconds, 1) || !lifetime(profile.refreshTokenLifetimeSeconds, 0)) {
-    ctx.logger.error({ profile: client.profile }, 'a stored profile has a token lifetime that is not a whole number of seconds in range: nothing issued to its clients');
-    throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" has no usable token lifetime; an administrator must fix it`);
+    ctx.logger.error(
+      { profile: client.profile },
+      'a stored profile has a token lifetime that is not a whole number of seconds in range: nothing issued to its clients',
+    );
+    throw new HttpError(
+      'unauthorized_client',
+      `the client's profile "${client.profile}" has no usable token lifetime; an administrator must fix it`,
+    );
   }
   const accessRaw = generateToken();
   const access: AccessTokenRecord = {
@@ -75,9 +87,14 @@ export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: 
   if (user !== undefined) access.user = user;
   if (dpop !== undefined) access.dpopJkt = dpop.jkt;
   // RFC 9449 §5: a bound token is of type DPoP, and must be presented so.
-  const body: Record<string, unknown> = { access_token: accessRaw, token_type: dpop === undefined ? 'Bearer' : 'DPoP', expires_in: profile.accessTokenLifetimeSeconds };
+  const body: Record<string, unknown> = {
+    access_token: accessRaw,
+    token_type: dpop === undefined ? 'Bearer' : 'DPoP',
+    expires_in: profile.accessTokenLifetimeSeconds,
+  };
   let refresh: RefreshTokenRecord | undefined;
-  const wantsRefresh = options.refresh !== false && client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
+  const wantsRefresh =
+    options.refresh !== false && client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
   if (familyId !== undefined || wantsRefresh) {
     const refreshRaw = generateToken();
     const family = familyId ?? randomBytes(16).toString('hex');
@@ -103,7 +120,13 @@ export async function buildPair(ctx: OAuthContext, client: ClientRecord, scope: 
  * After a pair is stored: the client's registration kept alive, the metrics, and the answer with
  * the audit event of the issuance.
  */
-export async function issued(ctx: OAuthContext, action: string, client: ClientRecord, pair: IssuedPair, detail: Record<string, string | boolean> = {}): Promise<Issued> {
+export async function issued(
+  ctx: OAuthContext,
+  action: string,
+  client: ClientRecord,
+  pair: IssuedPair,
+  detail: Record<string, string | boolean> = {},
+): Promise<Issued> {
   await keepRegistrationAlive(ctx, client, pair.refresh);
   ctx.metrics.tokensIssued.labels('oauth_access').inc();
   if (pair.refresh) ctx.metrics.tokensIssued.labels('oauth_refresh').inc();

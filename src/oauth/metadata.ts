@@ -34,7 +34,13 @@ const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'priva
  */
 export function authorizationServerMetadata(
   publicUrl: string,
-  options: { grantTypes: readonly string[]; grantProfiles?: readonly string[]; signIn: boolean; clientMetadataDocuments: boolean; scopes?: readonly string[] },
+  options: {
+    grantTypes: readonly string[];
+    grantProfiles?: readonly string[];
+    signIn: boolean;
+    clientMetadataDocuments: boolean;
+    scopes?: readonly string[];
+  },
 ): Record<string, unknown> {
   const profiles = options.grantProfiles ?? [];
   return {

@@ -54,7 +54,8 @@ function idpTokensOf(tokens: oidc.TokenEndpointResponse, now: number, keptRefres
   const out: IdpTokens = { accessToken: tokens.access_token };
   const refreshToken = tokens.refresh_token ?? keptRefreshToken;
   if (refreshToken !== undefined) out.refreshToken = refreshToken;
-  if (typeof tokens.expires_in === 'number' && Number.isFinite(tokens.expires_in)) out.expiresAt = now + Math.trunc(tokens.expires_in * 1000);
+  if (typeof tokens.expires_in === 'number' && Number.isFinite(tokens.expires_in))
+    out.expiresAt = now + Math.trunc(tokens.expires_in * 1000);
   return out;
 }
 
@@ -184,7 +185,10 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
    * token's. Userinfo failing is logged and sign-in goes on with what the ID token says.
    */
   async function withUserinfo(config: oidc.Configuration, accessToken: string, idTokenClaims: oidc.IDToken): Promise<JWTPayload> {
-    const complete = typeof idTokenClaims.email === 'string' && idTokenClaims[idp.emailVerifiedClaim] !== undefined && idTokenClaims[idp.groupsClaim] !== undefined;
+    const complete =
+      typeof idTokenClaims.email === 'string' &&
+      idTokenClaims[idp.emailVerifiedClaim] !== undefined &&
+      idTokenClaims[idp.groupsClaim] !== undefined;
     let userinfoTried = false;
     let claims: JWTPayload = idTokenClaims;
     if (!complete && config.serverMetadata().userinfo_endpoint !== undefined) {
@@ -194,7 +198,10 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
         claims = { ...userinfo, ...idTokenClaims };
       } catch (err) {
         if (unavailable(err)) throw err;
-        options.logger?.warn({ reason: describeRefusal(err) }, 'the identity provider refused the userinfo request: signing in with the ID token claims alone');
+        options.logger?.warn(
+          { reason: describeRefusal(err) },
+          'the identity provider refused the userinfo request: signing in with the ID token claims alone',
+        );
       }
     }
     if (options.groupsNeeded && claims[idp.groupsClaim] === undefined) warnGroupsMissing(config, userinfoTried);
@@ -232,18 +239,30 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
         );
       }
       const jwksUri = config.serverMetadata().jwks_uri;
-      if (jwksUri === undefined) throw new IdpSetupProblem(`the identity provider's discovery document at ${discoveryUrlOf(issuer)} names no jwks_uri: ID tokens cannot be verified`);
+      if (jwksUri === undefined)
+        throw new IdpSetupProblem(
+          `the identity provider's discovery document at ${discoveryUrlOf(issuer)} names no jwks_uri: ID tokens cannot be verified`,
+        );
       try {
         await fetchJwks(jwksUri, idp.requestTimeoutMs);
       } catch (err) {
-        throw new IdpSetupProblem(`cannot read the identity provider's keys at ${jwksUri} (named by ${discoveryUrlOf(issuer)}): ${describeRefusal(err)}`, { cause: err });
+        throw new IdpSetupProblem(
+          `cannot read the identity provider's keys at ${jwksUri} (named by ${discoveryUrlOf(issuer)}): ${describeRefusal(err)}`,
+          { cause: err },
+        );
       }
       try {
         await oidc.genericGrantRequest(config, 'authorization_code', { code: generateToken(), redirect_uri: callbackUrl() });
       } catch (err) {
         const tokenEndpoint = config.serverMetadata().token_endpoint;
-        if (clientRefused(err)) throw new IdpSetupProblem(`${new IdpClientRefused().message} (the token endpoint ${tokenEndpoint} answered invalid_client)`, { cause: err });
-        if (unavailable(err)) throw new IdpSetupProblem(`cannot reach the identity provider's token endpoint ${tokenEndpoint}: ${describeRefusal(err)}`, { cause: err });
+        if (clientRefused(err))
+          throw new IdpSetupProblem(`${new IdpClientRefused().message} (the token endpoint ${tokenEndpoint} answered invalid_client)`, {
+            cause: err,
+          });
+        if (unavailable(err))
+          throw new IdpSetupProblem(`cannot reach the identity provider's token endpoint ${tokenEndpoint}: ${describeRefusal(err)}`, {
+            cause: err,
+          });
         // Anything else (invalid_grant, as expected) means the client authentication passed.
       }
     },
@@ -269,17 +288,19 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
         // address the request reached the sidecar by.
         const currentUrl = new URL(callbackUrl());
         for (const [k, v] of query) currentUrl.searchParams.append(k, v);
-        const tokens = await oidc.authorizationCodeGrant(
-          config,
-          currentUrl,
-          { expectedState: login.state, expectedNonce: login.nonce, pkceCodeVerifier: login.codeVerifier, idTokenExpected: true },
-        );
+        const tokens = await oidc.authorizationCodeGrant(config, currentUrl, {
+          expectedState: login.state,
+          expectedNonce: login.nonce,
+          pkceCodeVerifier: login.codeVerifier,
+          idTokenExpected: true,
+        });
         const idToken = tokens.id_token;
         const idTokenClaims = tokens.claims();
         if (idToken === undefined || idTokenClaims === undefined) throw new IdpRejection('no ID token');
         const { alg } = decodeProtectedHeader(idToken);
         if (alg === undefined || !idp.algorithms.includes(alg)) throw new IdpRejection(`ID token algorithm ${String(alg)} is not allowed`);
-        if (typeof idTokenClaims.sub !== 'string' || idTokenClaims.sub.length === 0 || idTokenClaims.sub.length > 512) throw new IdpRejection('bad sub');
+        if (typeof idTokenClaims.sub !== 'string' || idTokenClaims.sub.length === 0 || idTokenClaims.sub.length > 512)
+          throw new IdpRejection('bad sub');
         const claims = await withUserinfo(config, tokens.access_token, idTokenClaims);
         checkIdentityClaims(idp, claims);
         const user: SignedInUser = { subject: idTokenClaims.sub, issuer: idTokenClaims.iss };

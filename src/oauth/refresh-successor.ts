@@ -24,16 +24,22 @@ function keyOf(rawToken: string): Uint8Array {
 }
 
 export async function sealSuccessor(rawToken: string, pair: SealedPair): Promise<string> {
-  return new CompactEncrypt(new TextEncoder().encode(JSON.stringify(pair))).setProtectedHeader({ alg: 'dir', enc: 'A256GCM' }).encrypt(keyOf(rawToken));
+  return new CompactEncrypt(new TextEncoder().encode(JSON.stringify(pair)))
+    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
+    .encrypt(keyOf(rawToken));
 }
 
 /** The sealed pair, or undefined when it cannot be opened with this token or is not one (fail closed). */
 export async function openSuccessor(rawToken: string, sealed: string): Promise<SealedPair | undefined> {
   if (sealed.length > MAX_SEALED_LENGTH) return undefined;
   try {
-    const { plaintext } = await compactDecrypt(sealed, keyOf(rawToken), { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'] });
+    const { plaintext } = await compactDecrypt(sealed, keyOf(rawToken), {
+      keyManagementAlgorithms: ['dir'],
+      contentEncryptionAlgorithms: ['A256GCM'],
+    });
     const pair = JSON.parse(new TextDecoder().decode(plaintext)) as Partial<SealedPair>;
-    if (typeof pair.access_token !== 'string' || typeof pair.refresh_token !== 'string' || !Number.isSafeInteger(pair.accessExpiresAt)) return undefined;
+    if (typeof pair.access_token !== 'string' || typeof pair.refresh_token !== 'string' || !Number.isSafeInteger(pair.accessExpiresAt))
+      return undefined;
     if (pair.scope !== undefined && typeof pair.scope !== 'string') return undefined;
     return pair as SealedPair;
   } catch {

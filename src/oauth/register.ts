@@ -22,7 +22,8 @@ export const REGISTRATION_MAX_BODY_BYTES = 16 * 1024;
  */
 function refuseControlCharacters(body: Record<string, unknown>): void {
   for (const [field, value] of Object.entries(body)) {
-    const strings = typeof value === 'string' ? [value] : Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+    const strings =
+      typeof value === 'string' ? [value] : Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
     if (!strings.some(hasControlCharacter)) continue;
     const name = field.slice(0, 64).replace(/[^\x21-\x7e]/g, '?');
     if (field === 'redirect_uris') throw new HttpError('invalid_redirect_uri', 'a redirect URI contains a control character');
@@ -42,17 +43,20 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
   try {
     body = parseJsonObject(await readBody(req, REGISTRATION_MAX_BODY_BYTES));
   } catch (err) {
-    if (err instanceof HttpError && err.code === 'invalid_request') throw new HttpError('invalid_client_metadata', err.description ?? 'the body must be a JSON object');
+    if (err instanceof HttpError && err.code === 'invalid_request')
+      throw new HttpError('invalid_client_metadata', err.description ?? 'the body must be a JSON object');
     throw err;
   }
 
-  if (body.client_id !== undefined || body.client_secret !== undefined) throw new HttpError('invalid_client_metadata', 'client_id and client_secret are assigned by the server');
+  if (body.client_id !== undefined || body.client_secret !== undefined)
+    throw new HttpError('invalid_client_metadata', 'client_id and client_secret are assigned by the server');
   refuseControlCharacters(body);
   const grantTypes = body.grant_types;
   // RFC 7591 §2.1: response_types and grant_types must agree; `code` is the only response type.
   const responseTypes = body.response_types;
   if (responseTypes !== undefined && responseTypes !== null) {
-    if (!Array.isArray(responseTypes) || !responseTypes.every((t) => t === 'code')) throw new HttpError('invalid_client_metadata', 'response_types may only contain "code"');
+    if (!Array.isArray(responseTypes) || !responseTypes.every((t) => t === 'code'))
+      throw new HttpError('invalid_client_metadata', 'response_types may only contain "code"');
     if (responseTypes.length > 0 && !(Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE))) {
       throw new HttpError('invalid_client_metadata', 'response_types "code" needs the authorization_code grant');
     }
@@ -60,7 +64,10 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
   // A jwks_uri is fetched when an assertion is checked, by the metadata documents' fetcher (its SSRF
   // guard and bounds); with documents off there is none, and such a client could never authenticate.
   if (body.jwks_uri !== undefined && body.jwks_uri !== null && !ctx.cimd) {
-    throw new HttpError('invalid_client_metadata', 'jwks_uri needs outbound fetches, which are off on this server (oauth.clientMetadataDocuments.enabled); give the public keys inline as jwks');
+    throw new HttpError(
+      'invalid_client_metadata',
+      'jwks_uri needs outbound fetches, which are off on this server (oauth.clientMetadataDocuments.enabled); give the public keys inline as jwks',
+    );
   }
   const { client, clientSecret } = await provisionClient(
     ctx.store,
@@ -80,7 +87,10 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
     (grantType, asked) => registrationRefusal(ctx, grantType, asked),
   );
   // Registrations that are never used (a client that registers anew on every sign-in) go quickly.
-  await ctx.store.touchClient(client.clientId, Math.min(ctx.config.oauth.neverUsedClientTtlSeconds, ctx.config.oauth.unusedClientTtlSeconds) * 1000);
+  await ctx.store.touchClient(
+    client.clientId,
+    Math.min(ctx.config.oauth.neverUsedClientTtlSeconds, ctx.config.oauth.unusedClientTtlSeconds) * 1000,
+  );
   await ctx.audit.record({
     who: ctx.config.oauth.registration === 'protected' ? 'master' : 'anonymous',
     action: 'register',

@@ -62,7 +62,14 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
     if (!refresh || refresh === 'corrupt' || !mayRevoke(refresh.clientId)) return false;
     await ctx.store.revokeRefreshFamily(tokenHash, now);
     ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
-    await ctx.audit.record({ who: actorOf(caller), action: 'revoke.refresh_token', result: 'ok', clientId: refresh.clientId, tokenHashPrefix: tokenHash, detail: { familyRevoked: true } });
+    await ctx.audit.record({
+      who: actorOf(caller),
+      action: 'revoke.refresh_token',
+      result: 'ok',
+      clientId: refresh.clientId,
+      tokenHashPrefix: tokenHash,
+      detail: { familyRevoked: true },
+    });
     return true;
   };
   if (refreshFirst && (await tryRefresh())) return true;
@@ -77,7 +84,13 @@ async function revoke(ctx: OAuthContext, caller: Caller, tokenHash: string, refr
     if (!mayRevoke(found.oauth.clientId)) return false;
     await ctx.store.revokeAccessToken(tokenHash, now);
     ctx.metrics.tokensRevoked.labels('oauth_access').inc();
-    await ctx.audit.record({ who: actorOf(caller), action: 'revoke.access_token', result: 'ok', clientId: found.oauth.clientId, tokenHashPrefix: tokenHash });
+    await ctx.audit.record({
+      who: actorOf(caller),
+      action: 'revoke.access_token',
+      result: 'ok',
+      clientId: found.oauth.clientId,
+      tokenHashPrefix: tokenHash,
+    });
     return true;
   }
   return !refreshFirst && (await tryRefresh());
@@ -95,14 +108,20 @@ export async function handleIntrospect(ctx: OAuthContext, request: FormRequest):
   // client the operator lists: anyone may register a confidential client, and must not learn a
   // stranger's `sub` and `exp` by guessing or holding the stranger's token.
   const visibleTo = (clientId: string | undefined) =>
-    caller.kind === 'master' || (clientId !== undefined && clientId === caller.client.client.clientId) || ctx.config.oauth.introspectionClients.includes(caller.client.client.clientId);
+    caller.kind === 'master' ||
+    (clientId !== undefined && clientId === caller.client.client.clientId) ||
+    ctx.config.oauth.introspectionClients.includes(caller.client.client.clientId);
   const answer = isTokenShaped(token) ? await introspect(ctx, hashToken(token), visibleTo) : { active: false };
   // The master token is not counted: it may look at anything, and refusing its address would lock out the operator.
   if (answer.active !== true && caller.kind !== 'master') await countMiss();
   writeJson(res, 200, answer);
 }
 
-async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clientId: string | undefined) => boolean): Promise<Record<string, unknown>> {
+async function introspect(
+  ctx: OAuthContext,
+  tokenHash: string,
+  visibleTo: (clientId: string | undefined) => boolean,
+): Promise<Record<string, unknown>> {
   const inactive = { active: false };
   const now = ctx.clock.now();
   const seconds = (ms: number | string | undefined) => Math.floor(Number(ms) / 1000);
@@ -111,16 +130,37 @@ async function introspect(ctx: OAuthContext, tokenHash: string, visibleTo: (clie
     const p = decision.principal;
     if (p.kind === 'user') {
       if (!visibleTo(undefined)) return inactive;
-      return { active: true, ...tokenBinding(p.dpopJkt), sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'user' };
+      return {
+        active: true,
+        ...tokenBinding(p.dpopJkt),
+        sub: p.subject,
+        exp: seconds(p.expiresAt),
+        aud: resourceOf(ctx),
+        auth_kind: 'user',
+      };
     }
     if (!visibleTo(p.clientId)) return inactive;
-    const out: Record<string, unknown> = { active: true, ...tokenBinding(p.dpopJkt), client_id: p.clientId, sub: p.subject, exp: seconds(p.expiresAt), aud: resourceOf(ctx), auth_kind: 'oauth' };
+    const out: Record<string, unknown> = {
+      active: true,
+      ...tokenBinding(p.dpopJkt),
+      client_id: p.clientId,
+      sub: p.subject,
+      exp: seconds(p.expiresAt),
+      aud: resourceOf(ctx),
+      auth_kind: 'oauth',
+    };
     if (p.scope !== undefined) out.scope = p.scope;
     return out;
   }
   const refresh = await ctx.store.getRefreshToken(tokenHash);
   if (!refresh || refresh === 'corrupt' || refreshTokenState(refresh, now) !== 'usable' || !visibleTo(refresh.clientId)) return inactive;
-  const out: Record<string, unknown> = { active: true, token_type: 'refresh_token', client_id: refresh.clientId, exp: seconds(refresh.expiresAt), iat: seconds(refresh.createdAt) };
+  const out: Record<string, unknown> = {
+    active: true,
+    token_type: 'refresh_token',
+    client_id: refresh.clientId,
+    exp: seconds(refresh.expiresAt),
+    iat: seconds(refresh.createdAt),
+  };
   if (refresh.scope !== undefined) out.scope = refresh.scope;
   if (refresh.dpopJkt !== undefined) out.cnf = { jkt: refresh.dpopJkt };
   return out;

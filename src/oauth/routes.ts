@@ -85,7 +85,15 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
             publicClientTokens.check(key, description);
             countAfter = key;
           };
-          request = { req, res, form, presented: presentedClient(req, form), countMiss: async () => authFailures?.failed(address), fetches: fetchesFor(address), ...(perClient ? { countClient } : {}) };
+          request = {
+            req,
+            res,
+            form,
+            presented: presentedClient(req, form),
+            countMiss: async () => authFailures?.failed(address),
+            fetches: fetchesFor(address),
+            ...(perClient ? { countClient } : {}),
+          };
           const issued = await handler(ctx, request);
           if (issued && countAfter !== undefined) await publicClientTokens.counted(countAfter);
           return issued;
@@ -97,10 +105,21 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   }
 
   const scopes = ctx.config.policy.rules?.scopes ?? [];
-  const resourceMetadata: Route['handler'] = (_req, res) => writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes, ctx.config.oauth.requireDpop));
+  const resourceMetadata: Route['handler'] = (_req, res) =>
+    writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes, ctx.config.oauth.requireDpop));
   const serverMetadata: Route['handler'] = (_req, res) => {
     const enabled = GRANTS.filter((g) => g.enabled(ctx));
-    writeJson(res, 200, authorizationServerMetadata(ctx.publicUrl(), { grantTypes: enabled.map((g) => g.grantType), grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []), signIn: ctx.signIn !== undefined, clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined, scopes }));
+    writeJson(
+      res,
+      200,
+      authorizationServerMetadata(ctx.publicUrl(), {
+        grantTypes: enabled.map((g) => g.grantType),
+        grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []),
+        signIn: ctx.signIn !== undefined,
+        clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined,
+        scopes,
+      }),
+    );
   };
   const register: Route['handler'] = (req, res, path) => {
     const address = limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength);
@@ -122,7 +141,15 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     // Introspection is neither issuance nor revocation: not audited.
     { path: '/introspect', methods: ['POST'], handler: formEndpoint(handleIntrospect, limits.introspect, false) },
     // RFC 8628: on with browser sign-in (the user approves a device there). Its successes are audited by the handler.
-    ...(ctx.signIn ? [withCors({ path: '/device_authorization', methods: ['POST'], handler: formEndpoint(handleDeviceAuthorization, limits.device, false) })] : []),
+    ...(ctx.signIn
+      ? [
+          withCors({
+            path: '/device_authorization',
+            methods: ['POST'],
+            handler: formEndpoint(handleDeviceAuthorization, limits.device, false),
+          }),
+        ]
+      : []),
     ...signInRoutes(ctx, ctx.signIn),
   ];
 }
@@ -162,7 +189,13 @@ const NO_CACHE = { pragma: 'no-cache' };
  * with the event its grant attached (a replay that revoked what it had issued), else as `anonymous`
  * with the client id presented (unverified) and the answer it gets.
  */
-async function audited(ctx: OAuthContext, res: ServerResponse, path: string, request: () => FormRequest | undefined, work: () => Promise<Issued | void>): Promise<void> {
+async function audited(
+  ctx: OAuthContext,
+  res: ServerResponse,
+  path: string,
+  request: () => FormRequest | undefined,
+  work: () => Promise<Issued | void>,
+): Promise<void> {
   let issued: Issued | void;
   try {
     issued = await work();
@@ -175,9 +208,16 @@ async function audited(ctx: OAuthContext, res: ServerResponse, path: string, req
     } else {
       const answer = httpErrorFor(err);
       const r = request();
-      const action = path === '/token' ? (grantNamed(r?.form.get('grant_type') ?? '')?.action ?? 'token') : path === '/revoke' ? 'revoke' : 'register';
+      const action =
+        path === '/token' ? (grantNamed(r?.form.get('grant_type') ?? '')?.action ?? 'token') : path === '/revoke' ? 'revoke' : 'register';
       const clientId = r?.presented.clientId;
-      const event: AuditInput = { who: 'anonymous', action, result: answer.code, ...(clientId !== undefined ? { clientId } : {}), detail: { status: answer.status } };
+      const event: AuditInput = {
+        who: 'anonymous',
+        action,
+        result: answer.code,
+        ...(clientId !== undefined ? { clientId } : {}),
+        detail: { status: answer.status },
+      };
       await ctx.audit.record(event);
     }
     throw err;

@@ -77,7 +77,10 @@ export function consentPage(view: ConsentView): string {
   // The name is the client's own claim: format characters shown as U+FFFD, and the name isolated
   // (<bdi>) so right-to-left text in it cannot reorder the sentence around it.
   const name = view.clientName ? `“<bdi>${escapeHtml(displayableName(view.clientName))}</bdi>”` : 'An application';
-  const scopes = view.scopes.length > 0 ? view.scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(' ') : 'access to the MCP server (no narrower scope asked)';
+  const scopes =
+    view.scopes.length > 0
+      ? view.scopes.map((s) => `<code>${escapeHtml(s)}</code>`).join(' ')
+      : 'access to the MCP server (no narrower scope asked)';
   const ignored =
     view.ignoredScopes !== undefined && view.ignoredScopes.length > 0
       ? `<p class="note">Also asked for, not defined by this server and not granted: ${escapeHtml(view.ignoredScopes.join(', '))}.</p>`

@@ -88,14 +88,24 @@ export function enforcePolicy(
     if (isAlwaysAllowed(call.method)) continue;
     const decision = decideCall(policy, principal, call);
     if (decision.effect === 'deny') {
-      return { denied: true, rule: decision.rule, call, scope: stepUpScope(policy, principal, call), requestIds: requestIdsOf(messages), batch, trace };
+      return {
+        denied: true,
+        rule: decision.rule,
+        call,
+        scope: stepUpScope(policy, principal, call),
+        requestIds: requestIdsOf(messages),
+        batch,
+        trace,
+      };
     }
   }
   return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch, trace };
 }
 
 function requestsOf(messages: readonly ClientMessage[]): BodyRequest[] {
-  return messages.filter((m) => m.call !== undefined && m.id !== undefined).map((m) => ({ id: m.id as string | number | null, call: m.call! }));
+  return messages
+    .filter((m) => m.call !== undefined && m.id !== undefined)
+    .map((m) => ({ id: m.id as string | number | null, call: m.call! }));
 }
 
 function requestIdsOf(messages: readonly ClientMessage[]): (string | number | null)[] {
@@ -109,14 +119,25 @@ function requestIdsOf(messages: readonly ClientMessage[]): (string | number | nu
 export function denialAnswer(denial: PolicyDenial, contextId: string): DenialAnswer {
   const { call, scope, requestIds, batch } = denial;
   const target = call.name === undefined ? call.method : `${call.method} ${call.name}`;
-  if (scope !== undefined) return { status: 403, body: errors(requestIds, batch, { code: POLICY_DENIED_CODE, message: `${target} is not allowed for this token` }) };
-  const context = { [AUTHORIZATION_META_KEY]: { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: contextId } };
+  if (scope !== undefined)
+    return {
+      status: 403,
+      body: errors(requestIds, batch, { code: POLICY_DENIED_CODE, message: `${target} is not allowed for this token` }),
+    };
+  const context = {
+    [AUTHORIZATION_META_KEY]: { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: contextId },
+  };
   const message = `${target} is not allowed for this token, and no other authorization would allow it`;
   const id = requestIds[0];
-  if (batch || requestIds.length !== 1 || id === null || id === undefined) return { status: 403, body: errors(requestIds, batch, { code: POLICY_DENIED_CODE, message, data: context }) };
-  if (call.method !== 'tools/call') return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, error: { code: POLICY_DENIED_CODE, message, data: context } }) };
+  if (batch || requestIds.length !== 1 || id === null || id === undefined)
+    return { status: 403, body: errors(requestIds, batch, { code: POLICY_DENIED_CODE, message, data: context }) };
+  if (call.method !== 'tools/call')
+    return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, error: { code: POLICY_DENIED_CODE, message, data: context } }) };
   const text = `The tool "${call.name}" is not available to you: this server's access policy does not allow it for your account, whatever you are granted. Do not retry it; continue without it. (Reference: ${contextId})`;
-  return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text }], _meta: context } }) };
+  return {
+    status: 200,
+    body: JSON.stringify({ jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text }], _meta: context } }),
+  };
 }
 
 /** The same JSON-RPC error for each request (id null when the body held none). */

@@ -110,7 +110,9 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       if (over !== undefined) return { answer: { body: refuseOverQuota(over, principal) }, by: 'quota' };
       const lists = outcome.lists;
       const decided = outcome.body;
-      return lists === undefined ? { body: decided } : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
+      return lists === undefined
+        ? { body: decided }
+        : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
     },
     replayed(principal) {
       const who: PolicyPrincipal = principal;
@@ -138,7 +140,12 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
    * taken together (all or nothing), one store script each, in the order they first appear. The first
    * that does not fit is the refusal; what earlier groups took stays taken.
    */
-  async function takeQuotas(req: ProxyRequest, principal: Principal, requests: readonly BodyRequest[], batch: boolean): Promise<QuotaRefusal | undefined> {
+  async function takeQuotas(
+    req: ProxyRequest,
+    principal: Principal,
+    requests: readonly BodyRequest[],
+    batch: boolean,
+  ): Promise<QuotaRefusal | undefined> {
     const counting = options.quotas;
     if (counting === undefined || requests.length === 0) return undefined;
     const caller: QuotaCaller = { principal, address: counting.addressOf(req) };
@@ -176,7 +183,11 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
         result: 'quota_exceeded',
         ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
         subject: principal.subject,
-        detail: { method: refusal.call.method, ...(refusal.call.name !== undefined ? { name: refusal.call.name } : {}), rule: refusal.rule.label },
+        detail: {
+          method: refusal.call.method,
+          ...(refusal.call.name !== undefined ? { name: refusal.call.name } : {}),
+          rule: refusal.rule.label,
+        },
       },
       'warn',
     );
@@ -199,7 +210,11 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
         result: outcome.scope !== undefined ? 'insufficient_scope' : 'insufficient_authorization',
         ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
         subject: principal.subject,
-        detail: { method: outcome.call.method, ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}), rule: outcome.rule },
+        detail: {
+          method: outcome.call.method,
+          ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}),
+          rule: outcome.rule,
+        },
       },
       'warn',
     );
@@ -219,7 +234,8 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
 export function refuseBody(method: string, headers: ProxyRequest['headers']): void {
   const length = headers['content-length'];
   const declared = (length !== undefined && !/^0+$/.test(length.trim())) || headers['transfer-encoding'] !== undefined;
-  if (declared) throw new HttpError('invalid_request', `with a per-tool policy only a POST carries a body on /mcp: a ${method} with a body is refused`);
+  if (declared)
+    throw new HttpError('invalid_request', `with a per-tool policy only a POST carries a body on /mcp: a ${method} with a body is refused`);
 }
 
 /**
@@ -230,7 +246,10 @@ export function refuseBody(method: string, headers: ProxyRequest['headers']): vo
  */
 function refuseForwardAuthMethod(method: string): void {
   if (method === 'GET' || method === 'DELETE') return;
-  throw new HttpError('invalid_request', `with a per-tool policy /mcp answers POST, GET and DELETE only behind an ingress: ${method} is refused`);
+  throw new HttpError(
+    'invalid_request',
+    `with a per-tool policy /mcp answers POST, GET and DELETE only behind an ingress: ${method} is refused`,
+  );
 }
 
 /**
@@ -241,7 +260,11 @@ function refuseForwardAuthMethod(method: string): void {
 export function writePolicyAnswer(req: ProxyRequest, res: ServerResponse, answer: PolicyAnswer['answer']): void {
   const sse = acceptsOnlyEventStream(req.headers.accept);
   const body = sse ? `event: message\ndata: ${answer.body}\n\n` : answer.body;
-  res.writeHead(200, { 'content-type': sse ? 'text/event-stream' : 'application/json', 'cache-control': 'no-store', 'content-length': String(Buffer.byteLength(body)) });
+  res.writeHead(200, {
+    'content-type': sse ? 'text/event-stream' : 'application/json',
+    'cache-control': 'no-store',
+    'content-length': String(Buffer.byteLength(body)),
+  });
   res.end(body);
 }
 

@@ -57,16 +57,23 @@ export function checkBodyHeaders(contentType: string | string[] | undefined, con
   if (contentEncoding !== undefined && (typeof contentEncoding !== 'string' || contentEncoding.trim().toLowerCase() !== 'identity')) {
     throw new HttpError('invalid_request', 'a POST /mcp body is decided by policy only without a Content-Encoding');
   }
-  if (typeof contentType !== 'string') throw new HttpError('invalid_request', 'a POST /mcp body must be sent as Content-Type: application/json');
+  if (typeof contentType !== 'string')
+    throw new HttpError('invalid_request', 'a POST /mcp body must be sent as Content-Type: application/json');
   // Split on every ';', quoted or not: a parameter hidden in a quoted string is seen here too (and refused).
   const [type, ...parameters] = contentType.split(';');
-  if (type!.trim().toLowerCase() !== 'application/json') throw new HttpError('invalid_request', 'a POST /mcp body must be sent as Content-Type: application/json');
+  if (type!.trim().toLowerCase() !== 'application/json')
+    throw new HttpError('invalid_request', 'a POST /mcp body must be sent as Content-Type: application/json');
   for (const parameter of parameters) {
     const eq = parameter.indexOf('=');
     const name = (eq === -1 ? parameter : parameter.slice(0, eq)).trim().toLowerCase();
     if (name !== 'charset') continue;
-    const value = parameter.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
-    if (eq === -1 || value !== 'utf-8') throw new HttpError('invalid_request', 'a POST /mcp body must be UTF-8: a charset other than utf-8 is refused');
+    const value = parameter
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .toLowerCase();
+    if (eq === -1 || value !== 'utf-8')
+      throw new HttpError('invalid_request', 'a POST /mcp body must be UTF-8: a charset other than utf-8 is refused');
   }
 }
 
@@ -85,7 +92,8 @@ export function parseClientMessages(body: Buffer, limits: JsonRpcLimits = DEFAUL
   const batch = Array.isArray(parsed);
   const items = batch ? (parsed as unknown[]) : [parsed];
   if (items.length === 0) throw new HttpError('invalid_request', 'an empty JSON-RPC batch');
-  if (items.length > limits.maxBatch) throw new HttpError('invalid_request', `a JSON-RPC batch may hold at most ${limits.maxBatch} messages`);
+  if (items.length > limits.maxBatch)
+    throw new HttpError('invalid_request', `a JSON-RPC batch may hold at most ${limits.maxBatch} messages`);
   const ids = new Set<string | number>();
   const messages = items.map((item) => {
     const message = readMessage(item);
@@ -136,7 +144,11 @@ function checkValue(value: unknown): number {
     if (!isWellFormed(key)) throw new HttpError('invalid_request', 'a JSON key holds a lone surrogate (not Unicode text)');
     if (folded !== undefined) {
       const f = fold(key);
-      if (folded.has(f)) throw new HttpError('invalid_request', 'two keys of a JSON object differ only in case (parsers that match keys case-insensitively read them as one)');
+      if (folded.has(f))
+        throw new HttpError(
+          'invalid_request',
+          'two keys of a JSON object differ only in case (parsers that match keys case-insensitively read them as one)',
+        );
       folded.add(f);
     }
     members += 1 + checkValue((value as Record<string, unknown>)[key]);
@@ -152,11 +164,13 @@ function isWellFormed(text: string): boolean {
 const MESSAGE_MEMBERS = new Map(['jsonrpc', 'id', 'method', 'params', 'result', 'error'].map((m) => [fold(m), m]));
 
 function readMessage(item: unknown): ClientMessage {
-  if (typeof item !== 'object' || item === null || Array.isArray(item)) throw new HttpError('invalid_request', 'a JSON-RPC message must be an object');
+  if (typeof item !== 'object' || item === null || Array.isArray(item))
+    throw new HttpError('invalid_request', 'a JSON-RPC message must be an object');
   const m = item as Record<string, unknown>;
   for (const key of Object.keys(m)) {
     const member = MESSAGE_MEMBERS.get(fold(key));
-    if (member !== undefined && member !== key) throw new HttpError('invalid_request', `a JSON-RPC message member spelt other than "${member}"`);
+    if (member !== undefined && member !== key)
+      throw new HttpError('invalid_request', `a JSON-RPC message member spelt other than "${member}"`);
   }
   if (m.jsonrpc !== '2.0') throw new HttpError('invalid_request', 'not JSON-RPC 2.0 (jsonrpc must be "2.0")');
   const id = m.id;
@@ -164,10 +178,12 @@ function readMessage(item: unknown): ClientMessage {
     throw new HttpError('invalid_request', 'a JSON-RPC id must be a string or a number');
   }
   if (!('method' in m)) {
-    if (!('result' in m) && !('error' in m)) throw new HttpError('invalid_request', 'a JSON-RPC message needs a method, a result or an error');
+    if (!('result' in m) && !('error' in m))
+      throw new HttpError('invalid_request', 'a JSON-RPC message needs a method, a result or an error');
     return { call: undefined, id: id as ClientMessage['id'] };
   }
-  if (typeof m.method !== 'string' || m.method.length === 0) throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
+  if (typeof m.method !== 'string' || m.method.length === 0)
+    throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
   const method = m.method;
   const message = taskFields(method, m.params, { call: { method }, id: id as ClientMessage['id'] });
   const field = NAME_BEARING_METHODS.get(method);
@@ -215,7 +231,8 @@ function scan(body: Buffer, max: number): number {
   for (let i = 0; i < body.length; i++) {
     const c = body[i]!;
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped byte
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped byte
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) {
@@ -231,15 +248,22 @@ function scan(body: Buffer, max: number): number {
  * route without parsing it. When present they must say what the body says (a mismatch is how a request
  * would be routed one way and executed another); `Mcp-Name` is compared for name-bearing methods only.
  */
-export function checkMirrorHeaders(methodHeader: string | undefined, nameHeader: string | undefined, messages: readonly ClientMessage[]): void {
+export function checkMirrorHeaders(
+  methodHeader: string | undefined,
+  nameHeader: string | undefined,
+  messages: readonly ClientMessage[],
+): void {
   if (methodHeader === undefined && nameHeader === undefined) return;
   const calls = messages.filter((m) => m.call !== undefined);
-  if (calls.length !== 1 || messages.length !== 1) throw new HttpError('invalid_request', 'Mcp-Method and Mcp-Name go with a single JSON-RPC request, not a batch');
+  if (calls.length !== 1 || messages.length !== 1)
+    throw new HttpError('invalid_request', 'Mcp-Method and Mcp-Name go with a single JSON-RPC request, not a batch');
   const call = calls[0]!.call!;
-  if (methodHeader !== undefined && methodHeader !== call.method) throw new HttpError('invalid_request', 'the Mcp-Method header does not match the body');
+  if (methodHeader !== undefined && methodHeader !== call.method)
+    throw new HttpError('invalid_request', 'the Mcp-Method header does not match the body');
   if (nameHeader !== undefined) {
     if (call.name === undefined) throw new HttpError('invalid_request', 'Mcp-Name was sent for a method that names no target');
-    if (nameHeader !== call.name && decodeMirrored(nameHeader) !== call.name) throw new HttpError('invalid_request', 'the Mcp-Name header does not match the body');
+    if (nameHeader !== call.name && decodeMirrored(nameHeader) !== call.name)
+      throw new HttpError('invalid_request', 'the Mcp-Name header does not match the body');
   }
 }
 

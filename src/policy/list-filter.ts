@@ -22,7 +22,9 @@ function listMethodsOf(answers: ListAnswers, message: Record<string, unknown>): 
   if (answers === 'replayed') {
     const result = message.result;
     if (typeof result !== 'object' || result === null) return [];
-    return [...LIST_METHODS].filter(([, shape]) => Array.isArray((result as Record<string, unknown>)[shape.items])).map(([method]) => method);
+    return [...LIST_METHODS]
+      .filter(([, shape]) => Array.isArray((result as Record<string, unknown>)[shape.items]))
+      .map(([method]) => method);
   }
   const id = message.id;
   const method = typeof id === 'string' || typeof id === 'number' ? answers.get(id) : undefined;

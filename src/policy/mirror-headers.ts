@@ -25,7 +25,9 @@ const PRINTABLE = /^[\x20-\x7e]*$/;
 export function callFromHeaders(req: IncomingMessage): PolicyRequest {
   const version = single(req, 'mcp-protocol-version');
   if (version === undefined || !REVISION.test(version) || version < MIRROR_HEADERS_SINCE) {
-    throw undecidable(`forward-auth decides per-tool policy from the Mcp-Method and Mcp-Name headers, which MCP ${MIRROR_HEADERS_SINCE} and later send: this request's MCP-Protocol-Version is ${version === undefined ? 'missing' : 'older'}`);
+    throw undecidable(
+      `forward-auth decides per-tool policy from the Mcp-Method and Mcp-Name headers, which MCP ${MIRROR_HEADERS_SINCE} and later send: this request's MCP-Protocol-Version is ${version === undefined ? 'missing' : 'older'}`,
+    );
   }
   const method = single(req, 'mcp-method');
   if (method === undefined || method === '' || !PRINTABLE.test(method)) throw undecidable('a POST needs the Mcp-Method header');

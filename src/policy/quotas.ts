@@ -133,7 +133,8 @@ export function quotaFor(quotas: Quotas, caller: QuotaCaller, call: PolicyReques
   const scopes = scopesOf(p);
   for (const rule of quotas.rules) {
     if (rule.methods && !rule.methods.test(call.method)) continue;
-    if (rule.tools && !(call.method === 'tools/call' && call.name !== undefined && readingsOf(call).some((n) => rule.tools!.test(n)))) continue;
+    if (rule.tools && !(call.method === 'tools/call' && call.name !== undefined && readingsOf(call).some((n) => rule.tools!.test(n))))
+      continue;
     if (rule.principals && !principalMatches(rule.principals, p, scopes)) continue;
     const who = whoOf(rule.per, caller);
     if (who === undefined) continue;
@@ -153,7 +154,6 @@ function whoOf(per: QuotaPer, caller: QuotaCaller): string | undefined {
 export function quotaCounterName(match: QuotaMatch): string {
   return `${match.rule.label}:${match.rule.windowSeconds}:${match.who}`;
 }
-
 
 /** A request refused by a quota: what its answer needs. */
 export interface QuotaRefusal {
@@ -179,7 +179,9 @@ export function quotaAnswer(
   refusal: QuotaRefusal,
   contextId: string,
   now: number,
-): { readonly status: 200; readonly body: string } | { readonly status: 429; readonly retryAfterSeconds: number; readonly description: string } {
+):
+  | { readonly status: 200; readonly body: string }
+  | { readonly status: 429; readonly retryAfterSeconds: number; readonly description: string } {
   const { call, rule, resetAt, requestIds, batch } = refusal;
   const retryAfterSeconds = Math.max(1, Math.ceil((resetAt - now) / 1000));
   const reset = new Date(resetAt).toISOString();
@@ -187,9 +189,24 @@ export function quotaAnswer(
   const id = requestIds[0];
   if (call.method !== 'tools/call' || batch || requestIds.length !== 1 || id === null || id === undefined) {
     const target = call.name === undefined ? call.method : `${call.method} ${call.name}`;
-    return { status: 429, retryAfterSeconds, description: `${target}: over the quota of ${allowance} for this caller; it resets at ${reset}` };
+    return {
+      status: 429,
+      retryAfterSeconds,
+      description: `${target}: over the quota of ${allowance} for this caller; it resets at ${reset}`,
+    };
   }
-  const context = { [AUTHORIZATION_META_KEY]: { reason: QUOTA_REASON, remediation: 'unavailable', resetAt: reset, retryAfterSeconds, authorizationContextId: contextId } };
+  const context = {
+    [AUTHORIZATION_META_KEY]: {
+      reason: QUOTA_REASON,
+      remediation: 'unavailable',
+      resetAt: reset,
+      retryAfterSeconds,
+      authorizationContextId: contextId,
+    },
+  };
   const text = `The tool "${call.name}" has reached its usage limit for you (${allowance}). It resets at ${reset} (in ${retryAfterSeconds} s). Do not retry it before then; continue without it. (Reference: ${contextId})`;
-  return { status: 200, body: JSON.stringify({ jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text }], _meta: context } }) };
+  return {
+    status: 200,
+    body: JSON.stringify({ jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text }], _meta: context } }),
+  };
 }

@@ -103,7 +103,15 @@ export function compileGlobs(patterns: readonly string[]): Glob {
   const regexes: RegExp[] = [];
   for (const p of patterns) {
     if (!p.includes('*') && !p.includes('?')) exact.add(p);
-    else regexes.push(new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[\\s\\S]*').replace(/\?/g, '[\\s\\S]')}$`));
+    else
+      regexes.push(
+        new RegExp(
+          `^${p
+            .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+            .replace(/\*/g, '[\\s\\S]*')
+            .replace(/\?/g, '[\\s\\S]')}$`,
+        ),
+      );
   }
   return {
     patterns,
@@ -137,7 +145,8 @@ export function compileRules(rawRules: unknown, where: string, problems: string[
     if (!rule) return;
     if (names.has(rule.name)) problems.push(`${at}: the name "${rule.name}" is used by an earlier rule`);
     names.add(rule.name);
-    if (unconditional !== undefined) problems.push(`${at} ("${rule.name}") can never match: rule "${unconditional}" before it matches every request`);
+    if (unconditional !== undefined)
+      problems.push(`${at} ("${rule.name}") can never match: rule "${unconditional}" before it matches every request`);
     if (isUnconditional(rule)) unconditional ??= rule.name;
     rules.push(rule);
   });
@@ -162,7 +171,9 @@ export function compilePolicy(input: unknown, problems: string[]): Policy | unde
   if (defaultEffect !== 'allow' && defaultEffect !== 'deny') problems.push('policy.default must be allow or deny');
   const before = problems.length;
   const compiled = compileRules(input.rules, 'policy.rules', problems);
-  return compiled && problems.length === before && (defaultEffect === 'allow' || defaultEffect === 'deny') ? policyOf(defaultEffect, compiled) : undefined;
+  return compiled && problems.length === before && (defaultEffect === 'allow' || defaultEffect === 'deny')
+    ? policyOf(defaultEffect, compiled)
+    : undefined;
 }
 
 function compileRule(raw: unknown, where: string, problems: string[]): CompiledRule | undefined {
@@ -216,7 +227,8 @@ export function compilePrincipals(p: unknown, at: string, rule: string, into: Pr
   if (clientIds) into.clientIds = compileGlobs(clientIds);
   const scopes = stringList(p.scopes, `${at}.scopes`, problems);
   if (scopes) {
-    for (const s of scopes) if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) problems.push(`${at}.scopes: "${s}" is not a scope token (RFC 6749 §3.3)`);
+    for (const s of scopes)
+      if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) problems.push(`${at}.scopes: "${s}" is not a scope token (RFC 6749 §3.3)`);
     into.scopes = scopes;
   }
   const groups = stringList(p.groups, `${at}.groups`, problems);
@@ -247,11 +259,15 @@ function impossibleRequests(rule: CompiledRule, where: string, problems: string[
   if (!methods) return;
   const reachable = methods.patterns.filter((p) => !isAlwaysAllowedPattern(p));
   if (reachable.length === 0) {
-    problems.push(`${where} can never match: initialize, ping, notifications/* and list methods are always allowed (lists are filtered by the tools/call, prompts/get and resources/read rules)`);
+    problems.push(
+      `${where} can never match: initialize, ping, notifications/* and list methods are always allowed (lists are filtered by the tools/call, prompts/get and resources/read rules)`,
+    );
     return;
   }
   if (rule.names && ![...NAME_BEARING_METHODS.keys()].some((m) => methods.test(m))) {
-    problems.push(`${where} can never match: requests.names applies to ${[...NAME_BEARING_METHODS.keys()].join(', ')}, and requests.methods names none of them`);
+    problems.push(
+      `${where} can never match: requests.names applies to ${[...NAME_BEARING_METHODS.keys()].join(', ')}, and requests.methods names none of them`,
+    );
   }
 }
 
@@ -390,14 +406,17 @@ export function stringList(value: unknown, where: string, problems: string[]): s
   if (value === undefined) return undefined;
   const list = typeof value === 'string' ? [value] : value;
   if (!Array.isArray(list) || list.length === 0 || !list.every((v) => typeof v === 'string' && v.length > 0 && v.length <= MAX_PATTERN)) {
-    problems.push(`${where} must be a non-empty list of non-empty strings (at most ${MAX_PATTERN} characters each); an empty list would never match`);
+    problems.push(
+      `${where} must be a non-empty list of non-empty strings (at most ${MAX_PATTERN} characters each); an empty list would never match`,
+    );
     return undefined;
   }
   return list as string[];
 }
 
 export function unknownFields(obj: Record<string, unknown>, known: ReadonlySet<string>, where: string, problems: string[]): void {
-  for (const key of Object.keys(obj)) if (!known.has(key)) problems.push(`${where}.${key} is not a known field (known: ${[...known].join(', ')})`);
+  for (const key of Object.keys(obj))
+    if (!known.has(key)) problems.push(`${where}.${key} is not a known field (known: ${[...known].join(', ')})`);
 }
 
 export function isObject(value: unknown): value is Record<string, unknown> {
@@ -417,12 +436,33 @@ export interface Explanation {
 /** The decision for one call, explained (the admin operation `explainPolicy` and its CLI command). */
 export function explainCall(policy: Policy | undefined, p: PolicyPrincipal, r: PolicyRequest): Explanation {
   const principal = { ...p };
-  if (policy === undefined) return { effect: 'allow', decidedBy: 'no policy', reason: 'no policy is configured: every call of a valid token is forwarded', principal };
+  if (policy === undefined)
+    return {
+      effect: 'allow',
+      decidedBy: 'no policy',
+      reason: 'no policy is configured: every call of a valid token is forwarded',
+      principal,
+    };
   if (isAlwaysAllowed(r.method)) {
-    return { effect: 'allow', decidedBy: 'always allowed', reason: `${r.method} is never decided by rules (handshake, liveness, notifications; list answers are filtered)`, principal };
+    return {
+      effect: 'allow',
+      decidedBy: 'always allowed',
+      reason: `${r.method} is never decided by rules (handshake, liveness, notifications; list answers are filtered)`,
+      principal,
+    };
   }
   const d = decideCall(policy, p, r);
   const scope = d.effect === 'deny' ? stepUpScope(policy, p, r) : undefined;
-  const reason = d.rule === 'default' ? `no rule matches; the policy's default is ${d.effect}` : `rule "${d.rule}" is the first that matches this principal and call`;
-  return { effect: d.effect, decidedBy: d.rule === 'default' ? 'default' : 'rule', ...(d.rule === 'default' ? {} : { rule: d.rule }), reason, ...(scope ? { scope } : {}), principal };
+  const reason =
+    d.rule === 'default'
+      ? `no rule matches; the policy's default is ${d.effect}`
+      : `rule "${d.rule}" is the first that matches this principal and call`;
+  return {
+    effect: d.effect,
+    decidedBy: d.rule === 'default' ? 'default' : 'rule',
+    ...(d.rule === 'default' ? {} : { rule: d.rule }),
+    reason,
+    ...(scope ? { scope } : {}),
+    principal,
+  };
 }

@@ -28,12 +28,19 @@ export function originalRequest(req: IncomingMessage, path: string, addresses: C
   const appended = path.length > AUTHZ_PATH.length ? (req.url ?? '').slice(AUTHZ_PATH.length) : undefined;
   const target = agreed(req, ['x-original-uri', 'x-forwarded-uri'], appended);
   if (target === undefined) {
-    throw new HttpError('invalid_request', 'the ingress did not say which request it asks about (X-Original-URI, X-Forwarded-Uri, or the path after /authz)');
+    throw new HttpError(
+      'invalid_request',
+      'the ingress did not say which request it asks about (X-Original-URI, X-Forwarded-Uri, or the path after /authz)',
+    );
   }
   // nginx asks with GET whatever the original method was: the method must be stated, except by Envoy,
   // whose check request keeps the original's.
   const method = agreed(req, ['x-original-method', 'x-forwarded-method'], appended === undefined ? undefined : req.method);
-  if (method === undefined) throw new HttpError('invalid_request', 'the ingress did not say which method the request has (X-Original-Method or X-Forwarded-Method)');
+  if (method === undefined)
+    throw new HttpError(
+      'invalid_request',
+      'the ingress did not say which method the request has (X-Original-Method or X-Forwarded-Method)',
+    );
   const trusted = addresses.trusts(addresses.peer(req));
   const forwardedHost = trusted ? agreed(req, ['x-forwarded-host'], undefined) : undefined;
   return { method, path: pathOf(target), host: forwardedHost ?? req.headers.host };
@@ -68,7 +75,8 @@ function agreed(req: IncomingMessage, lowerNames: readonly string[], also: strin
   for (let i = 0; i < raw.length; i += 2) {
     if (!lowerNames.includes(raw[i]!.toLowerCase())) continue;
     const stated = raw[i + 1]!.trim();
-    if (value !== undefined && value !== stated) throw new HttpError('invalid_request', 'the original request is stated twice, differently');
+    if (value !== undefined && value !== stated)
+      throw new HttpError('invalid_request', 'the original request is stated twice, differently');
     value = stated;
   }
   return value;

@@ -77,7 +77,6 @@ export interface Forwarder {
   close(): void;
 }
 
-
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
 
 /**
@@ -299,7 +298,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #rewriterFor: ((contentType: string) => BodyRewriter | undefined) | undefined;
   readonly #beforeResponse: ForwardOptions['beforeResponse'];
 
-  constructor(req: ProxyRequest, res: ServerResponse, shared: Shared, rewriterFor?: (contentType: string) => BodyRewriter | undefined, beforeResponse?: ForwardOptions['beforeResponse']) {
+  constructor(
+    req: ProxyRequest,
+    res: ServerResponse,
+    shared: Shared,
+    rewriterFor?: (contentType: string) => BodyRewriter | undefined,
+    beforeResponse?: ForwardOptions['beforeResponse'],
+  ) {
     this.req = req;
     this.res = res;
     this.#shared = shared;
@@ -515,7 +520,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     // Every cause, connection failures included: they are what a misconfigured UPSTREAM_URL produces.
     // undici wraps a socket's own error (ECONNRESET, ...) in its SocketError: report the socket's.
     const cause = (err as { cause?: unknown }).cause;
-    this.#shared.options.onError?.(code === 'UND_ERR_SOCKET' && cause instanceof Error && (cause as NodeJS.ErrnoException).code ? cause : err, req);
+    this.#shared.options.onError?.(
+      code === 'UND_ERR_SOCKET' && cause instanceof Error && (cause as NodeJS.ErrnoException).code ? cause : err,
+      req,
+    );
     writeError(res, new HttpError('bad_gateway', 'the upstream could not be reached'));
   }
 

@@ -96,7 +96,8 @@ export class HandleGuard {
     let use: HandleUse;
     if (stored === null) use = 'unknown';
     else if (stored.owner !== owner.id) use = 'foreign';
-    else if (handleRenewalDue(stored.renewedAt, this.#options.clock.now(), this.#options.idleMs)) use = await this.#use('session', id, owner);
+    else if (handleRenewalDue(stored.renewedAt, this.#options.clock.now(), this.#options.idleMs))
+      use = await this.#use('session', id, owner);
     else use = 'owned';
     if (use === 'foreign') {
       this.#refuse('session', id, principal);
@@ -158,12 +159,19 @@ export class HandleGuard {
    * them, or its record expired) is bound to this principal, the first the upstream accepted it from;
    * a DELETE that ended the session forgets it.
    */
-  watchResponse(req: IncomingMessage, principal: Principal, session: PresentedSession | undefined, options: ForwardOptions | undefined): ForwardOptions {
+  watchResponse(
+    req: IncomingMessage,
+    principal: Principal,
+    session: PresentedSession | undefined,
+    options: ForwardOptions | undefined,
+  ): ForwardOptions {
     const beforeResponse = (status: number, headers: readonly Buffer[]): Promise<void> | undefined => {
       if (status < 200 || status > 299) return undefined;
-      if (req.method === 'DELETE' && session !== undefined) return this.#options.store.forgetHandle('session', handleDigest(session.id)).then(() => undefined);
+      if (req.method === 'DELETE' && session !== undefined)
+        return this.#options.store.forgetHandle('session', handleDigest(session.id)).then(() => undefined);
       const answered = headerValue(headers, 'mcp-session-id');
-      const toBind = answered !== undefined && answered !== session?.id ? answered : session !== undefined && !session.known ? session.id : undefined;
+      const toBind =
+        answered !== undefined && answered !== session?.id ? answered : session !== undefined && !session.known ? session.id : undefined;
       if (toBind === undefined) return undefined;
       return this.#bind('session', toBind, handleOwner(principal)).then((binding) => {
         if (binding === 'foreign') throw new Error('the upstream answered with a session id bound to another caller');
@@ -177,7 +185,9 @@ export class HandleGuard {
    * name a task (else forwarded as it came); a larger or chunked body streams through a scanner that
    * cuts it if it names one. A coded body (Content-Encoding) cannot be read, so it is refused.
    */
-  async #readUndecided(req: IncomingMessage): Promise<{ options: ForwardOptions | undefined; parsed?: { messages: ClientMessage[]; batch: boolean } }> {
+  async #readUndecided(
+    req: IncomingMessage,
+  ): Promise<{ options: ForwardOptions | undefined; parsed?: { messages: ClientMessage[]; batch: boolean } }> {
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && (typeof encoding !== 'string' || encoding.trim().toLowerCase() !== 'identity')) {
       throw new HttpError('invalid_request', 'a POST /mcp body is read for the task ids it names: send it without a Content-Encoding');
@@ -197,7 +207,11 @@ export class HandleGuard {
     return {
       options: {
         inspectBody(chunk) {
-          if (scanner.feed(chunk)) throw new HttpError('payload_too_large', `a POST /mcp body that names a task is read whole, so it must be at most ${TASK_SCAN_BYTES} bytes`);
+          if (scanner.feed(chunk))
+            throw new HttpError(
+              'payload_too_large',
+              `a POST /mcp body that names a task is read whole, so it must be at most ${TASK_SCAN_BYTES} bytes`,
+            );
         },
       },
     };
@@ -208,7 +222,11 @@ export class HandleGuard {
    * read for their CreateTaskResult, and each task id found is recorded for `owner` before the answer
    * carrying it goes on to the client.
    */
-  #taskRecorder(inner: ForwardOptions['rewriteResponse'], creating: ReadonlySet<string | number>, owner: HandleOwner): (contentType: string) => BodyRewriter | undefined {
+  #taskRecorder(
+    inner: ForwardOptions['rewriteResponse'],
+    creating: ReadonlySet<string | number>,
+    owner: HandleOwner,
+  ): (contentType: string) => BodyRewriter | undefined {
     const record = (taskIds: string[]): Promise<void> =>
       Promise.all(taskIds.map((taskId) => this.#bind('task', taskId, owner))).then((bindings) => {
         if (bindings.includes('foreign')) throw new Error('the upstream answered with a task id bound to another caller');
@@ -320,7 +338,9 @@ function createdTasks(parsed: unknown, creating: ReadonlySet<string | number>): 
 
 /** The upstream's answer to an unknown task, for each request of the body (a batch as a batch). */
 function unknownTaskAnswer(messages: readonly ClientMessage[], batch: boolean): string {
-  const answers = messages.filter((m) => m.call !== undefined && m.id !== undefined).map((m) => ({ jsonrpc: '2.0', id: m.id, error: UNKNOWN_TASK }));
+  const answers = messages
+    .filter((m) => m.call !== undefined && m.id !== undefined)
+    .map((m) => ({ jsonrpc: '2.0', id: m.id, error: UNKNOWN_TASK }));
   if (answers.length === 0) return JSON.stringify({ jsonrpc: '2.0', id: null, error: UNKNOWN_TASK });
   return JSON.stringify(batch ? answers : answers[0]);
 }

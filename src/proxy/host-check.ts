@@ -54,7 +54,10 @@ export function createHostCheck(options: HostCheckOptions): (req: IncomingMessag
     if (host === undefined || !accepted.has(host)) {
       const name = host === undefined ? '' : hostName(host);
       if (!(hosts.has(name) || (loopbackAllowed && isLoopbackHost(name)))) {
-        throw new HttpError('misdirected_request', 'this server does not answer for that Host (DNS rebinding protection; see proxy.allowedHosts)');
+        throw new HttpError(
+          'misdirected_request',
+          'this server does not answer for that Host (DNS rebinding protection; see proxy.allowedHosts)',
+        );
       }
       if (accepted.size < 64) accepted.add(host!);
     }

@@ -12,7 +12,15 @@ import { request as httpsRequest } from 'node:https';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { LastUseRecorder } from './last-use.ts';
-import { decideToken, hashToken, parseAuthorization, type AuthorizationScheme, type DenialReason, type MasterToken, type Principal } from '../credentials.ts';
+import {
+  decideToken,
+  hashToken,
+  parseAuthorization,
+  type AuthorizationScheme,
+  type DenialReason,
+  type MasterToken,
+  type Principal,
+} from '../credentials.ts';
 import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
 import { pathOf, serve, type Route } from '../http.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
@@ -98,10 +106,10 @@ export function createProxyServer(deps: ProxyDeps): Server {
       { path: '/mcp', methods: 'any', handler: mcp },
       { path: '/health', methods: ['GET'], handler: health },
       ...(config.proxy.forwardAuth
-        ? [
+        ? ([
             { path: AUTHZ_PATH, methods: 'any', handler: authz },
             { path: `${AUTHZ_PATH}/*`, methods: 'any', handler: authz },
-          ] satisfies Route<ProxyRequest>[]
+          ] satisfies Route<ProxyRequest>[])
         : []),
       ...(deps.routes ?? []).map((route) => traced(counted(route, metrics.oauth))),
     ],
@@ -215,13 +223,21 @@ export function createProxyServer(deps: ProxyDeps): Server {
    * any header of the credential's name it sent, are gone). True when a user has none usable: then
    * nothing may be forwarded. An unreachable provider with no valid token left is a 503.
    */
-  async function addCredential(principal: Principal, headers: Record<string, string | string[] | undefined>, credentials: UpstreamCredentialsOnProxy): Promise<boolean> {
+  async function addCredential(
+    principal: Principal,
+    headers: Record<string, string | string[] | undefined>,
+    credentials: UpstreamCredentialsOnProxy,
+  ): Promise<boolean> {
     delete headers[credentials.delivery.header];
     let header;
     try {
       header = await credentials.delivery.headerFor(principal);
     } catch (err) {
-      if (err instanceof CredentialRefreshUnavailable) throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', { headers: { 'retry-after': '5' }, cause: err });
+      if (err instanceof CredentialRefreshUnavailable)
+        throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', {
+          headers: { 'retry-after': '5' },
+          cause: err,
+        });
       throw err;
     }
     if (header === MISSING) {
@@ -237,7 +253,13 @@ export function createProxyServer(deps: ProxyDeps): Server {
    * whose URL elicitation sends the user to a single-use link bound to this principal; anything else
    * (a GET stream, a notification, a batch, a body that is not JSON-RPC) gets the 401 challenge.
    */
-  async function answerMissingCredential(req: ProxyRequest, res: ServerResponse, principal: Principal, credentials: UpstreamCredentialsOnProxy, decidedBody: Buffer | undefined): Promise<void> {
+  async function answerMissingCredential(
+    req: ProxyRequest,
+    res: ServerResponse,
+    principal: Principal,
+    credentials: UpstreamCredentialsOnProxy,
+    decidedBody: Buffer | undefined,
+  ): Promise<void> {
     let id: string | number | undefined;
     if (req.method === 'POST') {
       try {
@@ -253,7 +275,9 @@ export function createProxyServer(deps: ProxyDeps): Server {
     }
     if (id === undefined) throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
     const { link, linkId } = await credentials.links.mint(principal);
-    writeJson(res, 200, urlElicitationRequired(id, `${deps.publicUrl()}/connect/${link}`, linkId, credentials.what), { 'cache-control': 'no-store' });
+    writeJson(res, 200, urlElicitationRequired(id, `${deps.publicUrl()}/connect/${link}`, linkId, credentials.what), {
+      'cache-control': 'no-store',
+    });
   }
 
   /**
@@ -377,7 +401,15 @@ export function createProxyServer(deps: ProxyDeps): Server {
  * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
  * /mcp, /health and /authz is counted as `refused` with its code.
  */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set(['unauthorized', 'invalid_token', 'invalid_dpop_proof', 'use_dpop_nonce', 'too_many_requests', 'temporarily_unavailable', 'not_found']);
+const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set([
+  'unauthorized',
+  'invalid_token',
+  'invalid_dpop_proof',
+  'use_dpop_nonce',
+  'too_many_requests',
+  'temporarily_unavailable',
+  'not_found',
+]);
 
 /** The request a token is presented for: its method, path (no query) and Host; for /authz, the ingress's original request. */
 interface RequestTarget {
@@ -435,7 +467,16 @@ function refuseAmbiguousFraming(req: IncomingMessage): void {
 }
 
 /** Headers that state the client's address or the original request: only a trusted proxy may send them. */
-const CLIENT_ADDRESS_HEADERS = new Set(['forwarded', 'x-real-ip', 'true-client-ip', 'x-client-ip', 'x-cluster-client-ip', 'client-ip', 'cf-connecting-ip', 'fastly-client-ip']);
+const CLIENT_ADDRESS_HEADERS = new Set([
+  'forwarded',
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+]);
 
 function isClientAddressHeader(name: string): boolean {
   return name.startsWith('x-forwarded-') || CLIENT_ADDRESS_HEADERS.has(name);
@@ -443,7 +484,12 @@ function isClientAddressHeader(name: string): boolean {
 
 /** Headers whose meaning the sidecar sets or removes (identity, addresses, credentials), by canonical name. */
 function isOwnedHeader(canonical: string): boolean {
-  return canonical.startsWith('x-mcp-auth-') || isClientAddressHeader(canonical) || canonical === 'authorization' || canonical === 'proxy-authorization';
+  return (
+    canonical.startsWith('x-mcp-auth-') ||
+    isClientAddressHeader(canonical) ||
+    canonical === 'authorization' ||
+    canonical === 'proxy-authorization'
+  );
 }
 
 const HEADER_SAFE = /^[\x20-\x7e]*$/;

@@ -66,7 +66,10 @@ export class StreamRevocation {
       revoked: (notice) => this.#revoked(notice),
       // Notices may have been lost while the subscription was down: look at every open stream now.
       missed: () => {
-        this.#options.logger.info({ openStreams: this.#streams.size }, 'revocation notices may have been missed: re-checking every open stream');
+        this.#options.logger.info(
+          { openStreams: this.#streams.size },
+          'revocation notices may have been missed: re-checking every open stream',
+        );
         void this.recheck();
       },
     });
@@ -154,7 +157,10 @@ export class StreamRevocation {
       });
     }
     if (failed > 0 && !this.#stopped) {
-      logger.warn({ failed, tokens: hashes.length }, 'open-stream re-check: some lookups failed; those streams stay open and are re-checked shortly');
+      logger.warn(
+        { failed, tokens: hashes.length },
+        'open-stream re-check: some lookups failed; those streams stay open and are re-checked shortly',
+      );
       clearTimeout(this.#retry);
       this.#retry = setTimeout(() => void this.recheck(), Math.min(RETRY_MS, this.#options.recheckMs));
       this.#retry.unref();
@@ -178,7 +184,11 @@ export class StreamRevocation {
 
   #wasRevoked(t: Tracked): boolean {
     const seen = (key: string) => this.#recent.has(key) || this.#previous.has(key);
-    return seen(`t:${t.tokenHash}`) || (t.clientId !== undefined && seen(`c:${t.clientId}`)) || (t.familyId !== undefined && seen(`f:${t.familyId}`));
+    return (
+      seen(`t:${t.tokenHash}`) ||
+      (t.clientId !== undefined && seen(`c:${t.clientId}`)) ||
+      (t.familyId !== undefined && seen(`f:${t.familyId}`))
+    );
   }
 
   #endAll(set: Set<Tracked> | undefined, reason: StreamEndReason): void {

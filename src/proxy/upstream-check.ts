@@ -31,10 +31,14 @@ export function describeUpstreamFailure(err: Error, upstreamUrl: string): Upstre
   let hint: string | undefined;
   if (code === 'ECONNREFUSED') hint = `nothing listens on ${where}: is the upstream running, and is UPSTREAM_URL's port right?`;
   else if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') hint = `the host name ${url.hostname} does not resolve: check UPSTREAM_URL's host`;
-  else if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'ETIMEDOUT') hint = `${where} cannot be reached from here (routing, firewall)`;
-  else if (url.protocol === 'https:' && tlsToPlain) hint = `the TLS handshake with ${where} failed: if the upstream speaks plain HTTP, UPSTREAM_URL must start with http://`;
-  else if (url.protocol === 'https:' && /^(CERT_|UNABLE_TO_|DEPTH_ZERO|SELF_SIGNED|ERR_TLS_CERT)/.test(code)) hint = `the upstream's TLS certificate is not trusted (${code})`;
-  else if (url.protocol === 'http:' && (code.startsWith('HPE_') || code === 'ECONNRESET')) hint = `${where} did not answer in HTTP: if the upstream speaks TLS, UPSTREAM_URL must start with https://`;
+  else if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'ETIMEDOUT')
+    hint = `${where} cannot be reached from here (routing, firewall)`;
+  else if (url.protocol === 'https:' && tlsToPlain)
+    hint = `the TLS handshake with ${where} failed: if the upstream speaks plain HTTP, UPSTREAM_URL must start with http://`;
+  else if (url.protocol === 'https:' && /^(CERT_|UNABLE_TO_|DEPTH_ZERO|SELF_SIGNED|ERR_TLS_CERT)/.test(code))
+    hint = `the upstream's TLS certificate is not trusted (${code})`;
+  else if (url.protocol === 'http:' && (code.startsWith('HPE_') || code === 'ECONNRESET'))
+    hint = `${where} did not answer in HTTP: if the upstream speaks TLS, UPSTREAM_URL must start with https://`;
   return { code, message: err.message, hint };
 }
 
@@ -42,7 +46,12 @@ export function describeUpstreamFailure(err: Error, upstreamUrl: string): Upstre
  * The forwarder's error callback: one warn line per cause code per UPSTREAM_WARN_INTERVAL_MS, then a
  * count of the failures left out. The client gets its 502 either way.
  */
-export function upstreamFailureLogger(logger: Logger, clock: Clock, upstreamUrl: string, intervalMs = UPSTREAM_WARN_INTERVAL_MS): (err: Error) => void {
+export function upstreamFailureLogger(
+  logger: Logger,
+  clock: Clock,
+  upstreamUrl: string,
+  intervalMs = UPSTREAM_WARN_INTERVAL_MS,
+): (err: Error) => void {
   const upstream = new URL(upstreamUrl);
   const target = `${upstream.origin}${upstream.pathname}`;
   const last = new Map<string, { at: number; suppressed: number }>();
@@ -78,7 +87,9 @@ export function probeMcpEndpoint(upstreamUrl: string, timeoutMs: number): Promis
       res.destroy();
       req.destroy();
       if (res.statusCode === 404) {
-        resolve(`the upstream answers ${target} with 404: UPSTREAM_URL must name the MCP endpoint (often /mcp); every request would get the upstream's 404`);
+        resolve(
+          `the upstream answers ${target} with 404: UPSTREAM_URL must name the MCP endpoint (often /mcp); every request would get the upstream's 404`,
+        );
       } else {
         resolve(undefined);
       }
@@ -86,7 +97,9 @@ export function probeMcpEndpoint(upstreamUrl: string, timeoutMs: number): Promis
     req.once('timeout', () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })));
     req.on('error', (err: Error) => {
       const failure = describeUpstreamFailure(err, upstreamUrl);
-      resolve(`the upstream ${target} cannot be reached (${failure.code}: ${failure.message})${failure.hint ? `: ${failure.hint}` : ''}; requests get 502 until it can`);
+      resolve(
+        `the upstream ${target} cannot be reached (${failure.code}: ${failure.message})${failure.hint ? `: ${failure.hint}` : ''}; requests get 502 until it can`,
+      );
     });
     req.end();
   });

@@ -209,9 +209,16 @@ export class MemoryTokenStore implements TokenStore {
   /** The record a token member of a subject index names, as a SubjectToken; null for any other member. */
   #subjectToken(member: string, now: number, subject?: string): SubjectToken | null {
     const hash = member.slice(2);
-    const kind = member.startsWith(USER_MEMBER) ? 'user' : member.startsWith(ACCESS_MEMBER) ? 'access' : member.startsWith(REFRESH_MEMBER) ? 'refresh' : undefined;
+    const kind = member.startsWith(USER_MEMBER)
+      ? 'user'
+      : member.startsWith(ACCESS_MEMBER)
+        ? 'access'
+        : member.startsWith(REFRESH_MEMBER)
+          ? 'refresh'
+          : undefined;
     if (kind === undefined) return null;
-    const key = kind === 'user' ? this.#keys.userToken(hash) : kind === 'access' ? this.#keys.accessToken(hash) : this.#keys.refreshToken(hash);
+    const key =
+      kind === 'user' ? this.#keys.userToken(hash) : kind === 'access' ? this.#keys.accessToken(hash) : this.#keys.refreshToken(hash);
     return subjectTokenFromFields(kind, hash, this.#get(key), now, subject);
   }
 
@@ -431,18 +438,40 @@ export class MemoryTokenStore implements TokenStore {
     return fields.renewedAt === undefined ? { owner: fields.owner } : { owner: fields.owner, renewedAt: fields.renewedAt };
   }
 
-  async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
+  async useHandle(
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): Promise<HandleUse> {
     this.#check();
     return this.#claimHandle(false, kind, handleHash, owner, now, ttlMs, maxPerOwner) as HandleUse;
   }
 
-  async bindHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleBinding> {
+  async bindHandle(
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): Promise<HandleBinding> {
     this.#check();
     return this.#claimHandle(true, kind, handleHash, owner, now, ttlMs, maxPerOwner) as HandleBinding;
   }
 
   /** The Redis script's steps (CLAIM_HANDLE in redis-scripts.ts), in the same order. */
-  #claimHandle(bind: boolean, kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): HandleUse | HandleBinding {
+  #claimHandle(
+    bind: boolean,
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): HandleUse | HandleBinding {
     const key = this.#keys.handle(kind, handleHash);
     const stored = this.#get(key);
     let outcome: HandleUse | HandleBinding = 'owned';
@@ -461,8 +490,10 @@ export class MemoryTokenStore implements TokenStore {
     if (outcome === 'owned' && !handleRenewalDue(fields.renewedAt, now, ttl)) return outcome;
     this.#put(key, { ...fields, renewedAt: String(now) }, now + ttl);
     const member = handleMember(kind, handleHash);
-    if (owner.clientId !== undefined) this.#listHandle(this.#keys.handlesByClient(owner.clientId), member, 'clientId', owner.clientId, now, ttl, max);
-    if (owner.subjectHash !== undefined) this.#listHandle(this.#keys.handlesBySubject(owner.subjectHash), member, 'subjectHash', owner.subjectHash, now, ttl, max);
+    if (owner.clientId !== undefined)
+      this.#listHandle(this.#keys.handlesByClient(owner.clientId), member, 'clientId', owner.clientId, now, ttl, max);
+    if (owner.subjectHash !== undefined)
+      this.#listHandle(this.#keys.handlesBySubject(owner.subjectHash), member, 'subjectHash', owner.subjectHash, now, ttl, max);
     return outcome;
   }
 
@@ -626,10 +657,16 @@ export class MemoryTokenStore implements TokenStore {
   /** Pending sign-ins by holder key: member -> expiry (the Redis store's sorted sets). */
   readonly #pendingSignIns = new Map<string, Map<string, number>>();
 
-  async putPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
+  async putPendingSignIn(
+    requestHash: string,
+    record: AuthorizationRequestRecord,
+    expiresAt: number,
+    bounds: PendingSignInBounds,
+  ): Promise<PendingSignInOutcome> {
     this.#check();
     const held = (['address', 'client'] as const).map((holder) => {
-      const key = holder === 'address' ? this.#keys.pendingSignInsByAddress(bounds.address) : this.#keys.pendingSignInsByClient(bounds.clientId);
+      const key =
+        holder === 'address' ? this.#keys.pendingSignInsByAddress(bounds.address) : this.#keys.pendingSignInsByClient(bounds.clientId);
       const members = this.#pendingSignIns.get(key) ?? new Map<string, number>();
       for (const [member, until] of members) if (until <= bounds.now) members.delete(member);
       this.#pendingSignIns.set(key, members);
@@ -698,7 +735,11 @@ export class MemoryTokenStore implements TokenStore {
   /** Device authorizations held by a client address and by the server: member -> expiry (the Redis store's sorted sets). */
   readonly #pendingDevices = new Map<string, Map<string, number>>();
 
-  async putDeviceAuthorization(record: DeviceAuthorizationRecord, retainMs: number, bounds: DeviceAuthorizationBounds): Promise<DeviceAuthorizationOutcome> {
+  async putDeviceAuthorization(
+    record: DeviceAuthorizationRecord,
+    retainMs: number,
+    bounds: DeviceAuthorizationBounds,
+  ): Promise<DeviceAuthorizationOutcome> {
     this.#check();
     const held = (['address', 'total'] as const).map((holder) => {
       const key = holder === 'address' ? this.#keys.pendingDevicesByAddress(bounds.address) : this.#keys.pendingDevicesAll();
@@ -877,7 +918,8 @@ export class MemoryTokenStore implements TokenStore {
     this.#check();
     const created: string[] = [];
     for (const profile of profiles) {
-      if (this.#createIndexed(this.#keys.profile(profile.name), this.#keys.profileIndex(), profile.name, profileFields(profile))) created.push(profile.name);
+      if (this.#createIndexed(this.#keys.profile(profile.name), this.#keys.profileIndex(), profile.name, profileFields(profile)))
+        created.push(profile.name);
     }
     return created;
   }

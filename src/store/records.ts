@@ -3,7 +3,33 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../credentials.ts';
-import type { AccountSession, AuthorizationRequest, SubjectToken, HandleKind, HandleOwner, AccessTokenRecord, AuthorizationCodeRecord, AuthorizationRequestRecord, ConsentLink, DeviceAuthorizationRecord, StoredDeviceAuthorization, ConsentRecord, PublishedSigningKey, RevocationNotice, SignedInUser, StoredUpstreamCredential, AuditEvent, ClientRecord, ProfileRecord, RefreshTokenRecord, StoredAuditEvent, StoredAuthorizationCode, StoredRefreshToken, TokenEndpointAuthMethod, UserTokenRecord } from './types.ts';
+import type {
+  AccountSession,
+  AuthorizationRequest,
+  SubjectToken,
+  HandleKind,
+  HandleOwner,
+  AccessTokenRecord,
+  AuthorizationCodeRecord,
+  AuthorizationRequestRecord,
+  ConsentLink,
+  DeviceAuthorizationRecord,
+  StoredDeviceAuthorization,
+  ConsentRecord,
+  PublishedSigningKey,
+  RevocationNotice,
+  SignedInUser,
+  StoredUpstreamCredential,
+  AuditEvent,
+  ClientRecord,
+  ProfileRecord,
+  RefreshTokenRecord,
+  StoredAuditEvent,
+  StoredAuthorizationCode,
+  StoredRefreshToken,
+  TokenEndpointAuthMethod,
+  UserTokenRecord,
+} from './types.ts';
 
 export type Fields = Record<string, string>;
 
@@ -128,7 +154,13 @@ export function parseConsentMember(member: string): { browserHash: string; key: 
  * record of `subject` at `now` (absent, expired, revoked, unreadable, another subject's): such a
  * member is dropped from the index. `lastUsedAt` is read when recorded.
  */
-export function subjectTokenFromFields(kind: SubjectToken['kind'], tokenHash: string, f: Fields | null, now: number, subject?: string): SubjectToken | null {
+export function subjectTokenFromFields(
+  kind: SubjectToken['kind'],
+  tokenHash: string,
+  f: Fields | null,
+  now: number,
+  subject?: string,
+): SubjectToken | null {
   if (f === null || !f.subject || !f.issuer) return null;
   if (subject !== undefined && f.subject !== subject) return null;
   const expiresAt = parseEpochMs(f.expiresAt);
@@ -256,7 +288,13 @@ export function authorizationRequestFromFields(f: Fields): AuthorizationRequestR
   // A device's sign-in has no redirect URI nor challenge: its device code's hash stands for both.
   if (!f.browser || !f.clientId || (f.device === undefined && (!f.redirectUri || !f.codeChallenge))) return 'corrupt';
   if (f.device !== undefined && !/^[0-9a-f]{64}$/.test(f.device)) return 'corrupt';
-  const request: AuthorizationRequest = { clientId: f.clientId, redirectUri: f.redirectUri ?? '', codeChallenge: f.codeChallenge ?? '', state: f.state, scope: f.scope };
+  const request: AuthorizationRequest = {
+    clientId: f.clientId,
+    redirectUri: f.redirectUri ?? '',
+    codeChallenge: f.codeChallenge ?? '',
+    state: f.state,
+    scope: f.scope,
+  };
   if (f.device !== undefined) request.deviceCodeHash = f.device;
   const base = { browserHash: f.browser, request };
   switch (f.stage) {
@@ -268,7 +306,14 @@ export function authorizationRequestFromFields(f: Fields): AuthorizationRequestR
     }
     case 'idp':
       if (f.nonce === undefined || f.codeVerifier === undefined) return 'corrupt';
-      return { ...base, stage: 'idp', nonce: f.nonce, codeVerifier: f.codeVerifier, consent: f.consent === 'remembered' ? 'remembered' : 'given', remember: f.remember === 'yes' };
+      return {
+        ...base,
+        stage: 'idp',
+        nonce: f.nonce,
+        codeVerifier: f.codeVerifier,
+        consent: f.consent === 'remembered' ? 'remembered' : 'given',
+        remember: f.remember === 'yes',
+      };
     default:
       return 'corrupt';
   }
@@ -305,7 +350,9 @@ export function authorizationCodeFromFields(f: Fields): StoredAuthorizationCode 
  * URI (a SHA-256, so that long ids and URIs make short fields).
  */
 export function consentKey(c: Pick<ConsentRecord, 'issuer' | 'subject' | 'clientId' | 'redirectUri'>): string {
-  return createHash('sha256').update(JSON.stringify([c.issuer, c.subject, c.clientId, c.redirectUri])).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([c.issuer, c.subject, c.clientId, c.redirectUri]))
+    .digest('hex');
 }
 
 /** An approval as its hash field's value: JSON, `expiresAt` among its members (the Redis script reads it). */
@@ -398,7 +445,13 @@ export function refreshTokenFields(r: RefreshTokenRecord): Fields {
 export function refreshTokenFromFields(f: Fields): StoredRefreshToken | 'corrupt' {
   const expiresAt = parseEpochMs(f.expiresAt);
   if (!f.clientId || !f.familyId || expiresAt === undefined) return 'corrupt';
-  const r: StoredRefreshToken = { tokenHash: f.tokenHash ?? '', clientId: f.clientId, familyId: f.familyId, createdAt: Number(f.createdAt), expiresAt };
+  const r: StoredRefreshToken = {
+    tokenHash: f.tokenHash ?? '',
+    clientId: f.clientId,
+    familyId: f.familyId,
+    createdAt: Number(f.createdAt),
+    expiresAt,
+  };
   if (f.scope !== undefined) r.scope = f.scope;
   if (f.dpopJkt !== undefined) r.dpopJkt = f.dpopJkt;
   const user = userFromFields(f);
@@ -636,7 +689,15 @@ export function upstreamCredentialField(issuer: string, provider: string): strin
 
 /** The stored value of a kept credential: JSON with the identity, key id, ciphertext and times. */
 export function upstreamCredentialValue(r: StoredUpstreamCredential): string {
-  return JSON.stringify({ subject: r.subject, issuer: r.issuer, provider: r.provider, keyId: r.keyId, sealed: r.sealed, ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}), createdAt: r.createdAt });
+  return JSON.stringify({
+    subject: r.subject,
+    issuer: r.issuer,
+    provider: r.provider,
+    keyId: r.keyId,
+    sealed: r.sealed,
+    ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
+    createdAt: r.createdAt,
+  });
 }
 
 /** A stored value back into a record; `'corrupt'` when it is not one (a hand edit, another version). */
@@ -651,13 +712,25 @@ export function upstreamCredentialFromValue(value: string): StoredUpstreamCreden
   const texts = ['subject', 'issuer', 'provider', 'keyId', 'sealed'] as const;
   if (!texts.every((k) => typeof v[k] === 'string') || !Number.isSafeInteger(v.createdAt)) return 'corrupt';
   if (v.expiresAt !== undefined && !Number.isSafeInteger(v.expiresAt)) return 'corrupt';
-  const record: StoredUpstreamCredential = { subject: v.subject as string, issuer: v.issuer as string, provider: v.provider as string, keyId: v.keyId as string, sealed: v.sealed as string, createdAt: v.createdAt as number };
+  const record: StoredUpstreamCredential = {
+    subject: v.subject as string,
+    issuer: v.issuer as string,
+    provider: v.provider as string,
+    keyId: v.keyId as string,
+    sealed: v.sealed as string,
+    createdAt: v.createdAt as number,
+  };
   if (v.expiresAt !== undefined) record.expiresAt = v.expiresAt as number;
   return record;
 }
 
 /** A record read under (subject, issuer, provider) must say it is that one: a value copied under another field is corrupt. */
-export function sameUpstreamIdentity(read: StoredUpstreamCredential | 'corrupt', subject: string, issuer: string, provider: string): StoredUpstreamCredential | 'corrupt' {
+export function sameUpstreamIdentity(
+  read: StoredUpstreamCredential | 'corrupt',
+  subject: string,
+  issuer: string,
+  provider: string,
+): StoredUpstreamCredential | 'corrupt' {
   if (read === 'corrupt') return read;
   return read.subject === subject && read.issuer === issuer && read.provider === provider ? read : 'corrupt';
 }

@@ -101,7 +101,9 @@ const AUTH_REPLY = /\b(NOAUTH|WRONGPASS|NOPERM)\b|invalid password/;
 function immediateFailure(err: unknown): RedisConnectError | undefined {
   if (!(err instanceof Error)) return undefined;
   if (AUTH_REPLY.test(err.message)) return new RedisConnectError('auth', err.message, err);
-  const refused = [err, (err as { lastNodeError?: unknown }).lastNodeError].some((e) => (e as { code?: unknown } | undefined)?.code === 'ECONNREFUSED');
+  const refused = [err, (err as { lastNodeError?: unknown }).lastNodeError].some(
+    (e) => (e as { code?: unknown } | undefined)?.code === 'ECONNREFUSED',
+  );
   if (refused) return new RedisConnectError('refused', err.message, err);
   return undefined;
 }
@@ -125,8 +127,13 @@ export async function connectRedis(client: RedisClient, timeoutMs: number): Prom
       client.on('error', onError);
       client.once('ready', () => resolve());
       // A client that does not reconnect ends after its first failure: no need to wait the timeout.
-      client.once('end', () => reject(immediateFailure(lastError) ?? new RedisConnectError('timeout', describeLast('connection closed', lastError), lastError)));
-      timer = setTimeout(() => reject(new RedisConnectError('timeout', describeLast(`no answer within ${timeoutMs} ms`, lastError), lastError)), timeoutMs);
+      client.once('end', () =>
+        reject(immediateFailure(lastError) ?? new RedisConnectError('timeout', describeLast('connection closed', lastError), lastError)),
+      );
+      timer = setTimeout(
+        () => reject(new RedisConnectError('timeout', describeLast(`no answer within ${timeoutMs} ms`, lastError), lastError)),
+        timeoutMs,
+      );
       client.connect().catch(onError);
     });
     await client.ping();
@@ -165,7 +172,9 @@ export function asStoreFailure(err: unknown): unknown {
 
 function isSystemError(err: Error): boolean {
   const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && /^E[A-Z]/.test(code) && !code.startsWith('ERR_') && !(err instanceof TypeError || err instanceof RangeError);
+  return (
+    typeof code === 'string' && /^E[A-Z]/.test(code) && !code.startsWith('ERR_') && !(err instanceof TypeError || err instanceof RangeError)
+  );
 }
 
 /**

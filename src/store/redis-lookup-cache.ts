@@ -257,7 +257,14 @@ export class TrackedLookupCache extends EventEmitter {
         () => this.#cut(this.#data, dataIncarnation),
       ),
     ]);
-    if (!subAnswered || marker === undefined || dataIncarnation !== this.#dataIncarnation || subIncarnation !== this.#subIncarnation || !this.#live) return false;
+    if (
+      !subAnswered ||
+      marker === undefined ||
+      dataIncarnation !== this.#dataIncarnation ||
+      subIncarnation !== this.#subIncarnation ||
+      !this.#live
+    )
+      return false;
     if (marker.value !== this.#marker) {
       this.#options.logger?.warn('token lookup cache: the database it was filled from was swapped or flushed; emptied');
       this.#drop('database_changed');
@@ -289,9 +296,13 @@ export class TrackedLookupCache extends EventEmitter {
       ]);
       const found: TokenLookup = { user: freeze(orNull(user)), oauth: freeze(orNull(oauth)) };
       if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
-      const until = Math.min(found.user !== null ? sent + ttlMs(userTtl) : Infinity, found.oauth !== null ? sent + ttlMs(accessTtl) : Infinity);
+      const until = Math.min(
+        found.user !== null ? sent + ttlMs(userTtl) : Infinity,
+        found.oauth !== null ? sent + ttlMs(accessTtl) : Infinity,
+      );
       // Misses are never cached; a reply that an invalidation, a drop or a reconnect overtook neither.
-      if ((found.user !== null || found.oauth !== null) && until > sent && !pending.invalidated && epoch === this.#epoch && this.#live) this.#hold(tokenHash, { found, until });
+      if ((found.user !== null || found.oauth !== null) && until > sent && !pending.invalidated && epoch === this.#epoch && this.#live)
+        this.#hold(tokenHash, { found, until });
       return found;
     } catch (err) {
       // A read that failed or timed out leaves the connection suspect (a reply that never comes holds
@@ -376,7 +387,11 @@ export class TrackedLookupCache extends EventEmitter {
     if (!this.#live) return;
     this.#live = false;
     this.stats.drops++;
-    if (reason !== 'closed') this.#options.logger?.warn({ reason }, 'token lookup cache off: every lookup reads Redis until invalidation tracking is set up again');
+    if (reason !== 'closed')
+      this.#options.logger?.warn(
+        { reason },
+        'token lookup cache off: every lookup reads Redis until invalidation tracking is set up again',
+      );
     this.emit('dropped', reason);
   }
 
@@ -409,7 +424,9 @@ export class TrackedLookupCache extends EventEmitter {
         // A client id means nothing on another server (it may even name a stranger's connection there):
         // both connections start over and find the same server again (e.g. one of them reconnected
         // through Sentinel to a new primary while the other is still on the old one).
-        this.#options.logger?.warn('token lookup cache: its two connections reached different Redis servers (a failover?); reconnecting both');
+        this.#options.logger?.warn(
+          'token lookup cache: its two connections reached different Redis servers (a failover?); reconnecting both',
+        );
         for (const conn of [this.#data, this.#sub]) if (conn.status === 'ready') conn.disconnect(true);
         return;
       }

@@ -12,7 +12,12 @@ import type { RevocationListener, RevocationNotice } from './types.ts';
  * revocation is either delivered or already written when the listener re-checks. Resolves with the
  * function that ends the subscription.
  */
-export async function subscribeNotices(redis: RedisClient, channel: string, listener: RevocationListener, connectTimeoutMs: number): Promise<() => Promise<void>> {
+export async function subscribeNotices(
+  redis: RedisClient,
+  channel: string,
+  listener: RevocationListener,
+  connectTimeoutMs: number,
+): Promise<() => Promise<void>> {
   const sub = duplicateForSubscription(redis);
   let subscribedBefore = false;
   let closing = false;
@@ -54,7 +59,8 @@ export async function publishNotice(redis: RedisClient, channel: string, notice:
 
 /** The subscriber connection: re-subscribed by subscribeNotices itself (to know when it is done). */
 function duplicateForSubscription(redis: RedisClient): RedisClient {
-  if (redis instanceof Cluster) return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, autoResubscribe: false } });
+  if (redis instanceof Cluster)
+    return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, autoResubscribe: false } });
   return redis.duplicate({ autoResubscribe: false });
 }
 

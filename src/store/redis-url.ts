@@ -53,7 +53,8 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   if (variant === '+cluster') return { mode: 'cluster', nodes: hosts, tls, ...creds };
   const [name, db, ...extra] = path.split('/');
   if (!name) throw new Error('REDIS_URL for Sentinel must end with /<masterName>');
-  if (extra.length > 0 || (db !== undefined && !/^\d{1,2}$/.test(db))) throw new Error('REDIS_URL for Sentinel must end with /<masterName> or /<masterName>/<db number>');
+  if (extra.length > 0 || (db !== undefined && !/^\d{1,2}$/.test(db)))
+    throw new Error('REDIS_URL for Sentinel must end with /<masterName> or /<masterName>/<db number>');
   return { mode: 'sentinel', sentinels: hosts, name, db: Number(db ?? 0), tls, ...creds };
 }
 

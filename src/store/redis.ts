@@ -212,11 +212,7 @@ class RedisOperations implements TokenStore {
     // Cluster. Failing between the two leaves a member naming no record (dropped when read), never a
     // token its subject's revocation cannot find.
     await this.#scripts.mcpIndexSubject(this.#subjectIndex(record.subject), USER_MEMBER + record.tokenHash, String(record.expiresAt));
-    const result = await this.#redis
-      .multi()
-      .hset(key, userTokenFields(record))
-      .pexpireat(key, record.expiresAt)
-      .exec();
+    const result = await this.#redis.multi().hset(key, userTokenFields(record)).pexpireat(key, record.expiresAt).exec();
     assertExec(result);
   }
 
@@ -227,7 +223,12 @@ class RedisOperations implements TokenStore {
   }
 
   async createClient(client: ClientRecord): Promise<void> {
-    const created = await this.#scripts.mcpCreateIndexed(this.#keys.client(client.clientId), this.#keys.clientIndex(), client.clientId, ...flattenFields(clientFields(client)));
+    const created = await this.#scripts.mcpCreateIndexed(
+      this.#keys.client(client.clientId),
+      this.#keys.clientIndex(),
+      client.clientId,
+      ...flattenFields(clientFields(client)),
+    );
     if (created !== 1) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
   }
 
@@ -315,7 +316,14 @@ class RedisOperations implements TokenStore {
    * The common case is one plain read (HMGET: cheaper for Redis than a script); the script runs only
    * when the owner's use is due a renewal (handleRenewalDue), and decides again atomically.
    */
-  async useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
+  async useHandle(
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): Promise<HandleUse> {
     const [stored, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
     if (stored === null) return 'unknown';
     if (stored !== owner.id) return 'foreign';
@@ -323,11 +331,26 @@ class RedisOperations implements TokenStore {
     return this.#claimHandle('use', kind, handleHash, owner, now, ttlMs, maxPerOwner) as Promise<HandleUse>;
   }
 
-  bindHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleBinding> {
+  bindHandle(
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): Promise<HandleBinding> {
     return this.#claimHandle('bind', kind, handleHash, owner, now, ttlMs, maxPerOwner) as Promise<HandleBinding>;
   }
 
-  async #claimHandle(mode: 'use' | 'bind', kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse | HandleBinding> {
+  async #claimHandle(
+    mode: 'use' | 'bind',
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): Promise<HandleUse | HandleBinding> {
     const outcome = await this.#scripts.mcpClaimHandle(
       this.#keys.handle(kind, handleHash),
       this.#keys.handlesByClient(owner.clientId ?? ''),
@@ -342,18 +365,34 @@ class RedisOperations implements TokenStore {
       handleMember(kind, handleHash),
       this.#keys.handlePrefix(),
     );
-    if (outcome === 'owned' || outcome === 'foreign' || (mode === 'use' && outcome === 'unknown') || (mode === 'bind' && outcome === 'bound')) return outcome;
+    if (
+      outcome === 'owned' ||
+      outcome === 'foreign' ||
+      (mode === 'use' && outcome === 'unknown') ||
+      (mode === 'bind' && outcome === 'bound')
+    )
+      return outcome;
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }
 
   async forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
-    const deleted = await this.#scripts.mcpForgetHandle(this.#keys.handle(kind, handleHash), this.#keys.handlesByClient(''), this.#keys.handlesBySubject(''), handleMember(kind, handleHash));
+    const deleted = await this.#scripts.mcpForgetHandle(
+      this.#keys.handle(kind, handleHash),
+      this.#keys.handlesByClient(''),
+      this.#keys.handlesBySubject(''),
+      handleMember(kind, handleHash),
+    );
     return deleted === 1;
   }
 
   async forgetSubjectHandles(subject: string): Promise<number> {
     const subjectHash = subjectDigest(subject);
-    return this.#scripts.mcpForgetIndexedHandles(this.#keys.handlesBySubject(subjectHash), this.#keys.handlePrefix(), 'subjectHash', subjectHash);
+    return this.#scripts.mcpForgetIndexedHandles(
+      this.#keys.handlesBySubject(subjectHash),
+      this.#keys.handlePrefix(),
+      'subjectHash',
+      subjectHash,
+    );
   }
 
   /**
@@ -381,9 +420,12 @@ class RedisOperations implements TokenStore {
     return Promise.all(
       members.map(async (member) => {
         const hash = member.slice(2);
-        if (member.startsWith(USER_MEMBER)) return subjectTokenFromFields('user', hash, orNull(await this.#redis.hgetall(this.#keys.userToken(hash))), now, subject);
-        if (member.startsWith(ACCESS_MEMBER)) return subjectTokenFromFields('access', hash, orNull(await this.#redis.hgetall(this.#keys.accessToken(hash))), now, subject);
-        if (member.startsWith(REFRESH_MEMBER)) return subjectTokenFromFields('refresh', hash, orNull(await this.#redis.hgetall(this.#keys.refreshToken(hash))), now, subject);
+        if (member.startsWith(USER_MEMBER))
+          return subjectTokenFromFields('user', hash, orNull(await this.#redis.hgetall(this.#keys.userToken(hash))), now, subject);
+        if (member.startsWith(ACCESS_MEMBER))
+          return subjectTokenFromFields('access', hash, orNull(await this.#redis.hgetall(this.#keys.accessToken(hash))), now, subject);
+        if (member.startsWith(REFRESH_MEMBER))
+          return subjectTokenFromFields('refresh', hash, orNull(await this.#redis.hgetall(this.#keys.refreshToken(hash))), now, subject);
         return null;
       }),
     );
@@ -441,7 +483,16 @@ class RedisOperations implements TokenStore {
       const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
       if (inSlot.length > 0) {
         const [access, refresh, consents, hashes, families] = await this.#revocation((scripts) =>
-          scripts.mcpRevokeSubjectBatch(index, String(now), issuer ?? '', subject, this.#keys.accessToken(''), this.#keys.refreshToken(''), this.#keys.consents(''), ...inSlot),
+          scripts.mcpRevokeSubjectBatch(
+            index,
+            String(now),
+            issuer ?? '',
+            subject,
+            this.#keys.accessToken(''),
+            this.#keys.refreshToken(''),
+            this.#keys.consents(''),
+            ...inSlot,
+          ),
         );
         result.accessTokensRevoked += access;
         result.refreshTokensRevoked += refresh;
@@ -453,7 +504,9 @@ class RedisOperations implements TokenStore {
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       if (users.length > 0) {
         // Outside the {oauth} slot: one small script per token (Cluster routes each to its node).
-        const outcomes = await this.#revocation((scripts) => Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#keys.userToken(m.slice(2)), subject, issuer ?? ''))));
+        const outcomes = await this.#revocation((scripts) =>
+          Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#keys.userToken(m.slice(2)), subject, issuer ?? ''))),
+        );
         const revoked = users.filter((_, i) => outcomes[i] === 1).map((m) => m.slice(2));
         result.userTokensRevoked += revoked.length;
         if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
@@ -505,7 +558,14 @@ class RedisOperations implements TokenStore {
             for (let i = 0; i + 1 < flat.length; i += 2) {
               total.scanned++;
               const consent = consentFromValue(flat[i + 1]!, now);
-              if (consent) writes.push(this.#scripts.mcpIndexSubject(this.#subjectIndex(consent.subject), consentMember(browserHash, flat[i]!), String(consent.expiresAt)));
+              if (consent)
+                writes.push(
+                  this.#scripts.mcpIndexSubject(
+                    this.#subjectIndex(consent.subject),
+                    consentMember(browserHash, flat[i]!),
+                    String(consent.expiresAt),
+                  ),
+                );
             }
             await Promise.all(writes);
             total.indexed += writes.length;
@@ -518,7 +578,12 @@ class RedisOperations implements TokenStore {
 
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
     await Promise.all(
-      uses.map((use) => this.#scripts.mcpRecordLastUse(use.kind === 'user' ? this.#keys.userToken(use.tokenHash) : this.#keys.accessToken(use.tokenHash), String(Math.trunc(use.at)))),
+      uses.map((use) =>
+        this.#scripts.mcpRecordLastUse(
+          use.kind === 'user' ? this.#keys.userToken(use.tokenHash) : this.#keys.accessToken(use.tokenHash),
+          String(Math.trunc(use.at)),
+        ),
+      ),
     );
   }
 
@@ -535,7 +600,13 @@ class RedisOperations implements TokenStore {
   #tokenArgs(access: AccessTokenRecord, refresh?: RefreshTokenRecord): string[] {
     const accessArgs = flattenFields(accessTokenFields(access));
     const user = access.user ?? refresh?.user;
-    const args = [user === undefined ? '' : this.#subjectIndex(user.subject), access.tokenHash, String(access.expiresAt), String(accessArgs.length), ...accessArgs];
+    const args = [
+      user === undefined ? '' : this.#subjectIndex(user.subject),
+      access.tokenHash,
+      String(access.expiresAt),
+      String(accessArgs.length),
+      ...accessArgs,
+    ];
     if (refresh) args.push(refresh.tokenHash, String(refresh.expiresAt), ...flattenFields(refreshTokenFields(refresh)));
     return args;
   }
@@ -611,7 +682,12 @@ class RedisOperations implements TokenStore {
     assertExec(await this.#redis.multi().hset(key, authorizationRequestFields(record)).pexpireat(key, expiresAt).exec());
   }
 
-  async putPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome> {
+  async putPendingSignIn(
+    requestHash: string,
+    record: AuthorizationRequestRecord,
+    expiresAt: number,
+    bounds: PendingSignInBounds,
+  ): Promise<PendingSignInOutcome> {
     const [outcome, oldest] = await this.#scripts.mcpPutPendingSignIn(
       this.#keys.authorizationRequest(requestHash),
       this.#keys.pendingSignInsByAddress(bounds.address),
@@ -676,7 +752,11 @@ class RedisOperations implements TokenStore {
     throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
-  async putDeviceAuthorization(record: DeviceAuthorizationRecord, retainMs: number, bounds: DeviceAuthorizationBounds): Promise<DeviceAuthorizationOutcome> {
+  async putDeviceAuthorization(
+    record: DeviceAuthorizationRecord,
+    retainMs: number,
+    bounds: DeviceAuthorizationBounds,
+  ): Promise<DeviceAuthorizationOutcome> {
     const [outcome, oldest] = await this.#scripts.mcpPutDeviceAuthorization(
       this.#keys.deviceAuthorization(record.deviceCodeHash),
       this.#keys.deviceUserCode(record.userCodeHash),
@@ -715,7 +795,12 @@ class RedisOperations implements TokenStore {
   }
 
   async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
-    const [outcome, ...rest] = await this.#scripts.mcpPollDeviceAuthorization(this.#keys.deviceAuthorization(deviceCodeHash), String(now), clientId, String(DEVICE_SLOW_DOWN_SECONDS));
+    const [outcome, ...rest] = await this.#scripts.mcpPollDeviceAuthorization(
+      this.#keys.deviceAuthorization(deviceCodeHash),
+      String(now),
+      clientId,
+      String(DEVICE_SLOW_DOWN_SECONDS),
+    );
     switch (outcome) {
       case 'invalid':
       case 'expired':
@@ -738,7 +823,15 @@ class RedisOperations implements TokenStore {
 
   async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
     const field = consentKey(consent);
-    await this.#scripts.mcpPutConsent(this.#keys.consents(browserHash), this.#subjectIndex(consent.subject), String(now), String(maxPerBrowser), field, consentValue(consent), consentMember(browserHash, field));
+    await this.#scripts.mcpPutConsent(
+      this.#keys.consents(browserHash),
+      this.#subjectIndex(consent.subject),
+      String(now),
+      String(maxPerBrowser),
+      field,
+      consentValue(consent),
+      consentMember(browserHash, field),
+    );
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
@@ -752,7 +845,13 @@ class RedisOperations implements TokenStore {
   }
 
   async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
-    const forgotten = await this.#scripts.mcpForgetSubjectConsent(this.#keys.consents(browserHash), this.#subjectIndex(subject), key, subject, consentMember(browserHash, key));
+    const forgotten = await this.#scripts.mcpForgetSubjectConsent(
+      this.#keys.consents(browserHash),
+      this.#subjectIndex(subject),
+      key,
+      subject,
+      consentMember(browserHash, key),
+    );
     return forgotten === 1;
   }
 
@@ -774,7 +873,9 @@ class RedisOperations implements TokenStore {
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
-    const revoked = await this.#revocation(async (scripts) => (await scripts.mcpMarkRevoked(this.#keys.accessToken(tokenHash), String(now))) === 1);
+    const revoked = await this.#revocation(
+      async (scripts) => (await scripts.mcpMarkRevoked(this.#keys.accessToken(tokenHash), String(now))) === 1,
+    );
     if (revoked) await this.#publish({ tokenHashes: [tokenHash] });
     return revoked;
   }
@@ -785,7 +886,13 @@ class RedisOperations implements TokenStore {
   }
 
   async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
-    const [allowed, used, resetAt] = await this.#scripts.mcpTakeQuota(this.#keys.quotaCounter(name), String(cost), String(limit), String(windowMs), String(Math.trunc(now)));
+    const [allowed, used, resetAt] = await this.#scripts.mcpTakeQuota(
+      this.#keys.quotaCounter(name),
+      String(cost),
+      String(limit),
+      String(windowMs),
+      String(Math.trunc(now)),
+    );
     return { allowed: allowed === 1, used, resetAt: Number(resetAt) };
   }
 
@@ -800,7 +907,12 @@ class RedisOperations implements TokenStore {
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
     const created: string[] = [];
     for (const profile of profiles) {
-      const done = await this.#scripts.mcpCreateIndexed(this.#keys.profile(profile.name), this.#keys.profileIndex(), profile.name, ...flattenFields(profileFields(profile)));
+      const done = await this.#scripts.mcpCreateIndexed(
+        this.#keys.profile(profile.name),
+        this.#keys.profileIndex(),
+        profile.name,
+        ...flattenFields(profileFields(profile)),
+      );
       if (done === 1) created.push(profile.name);
     }
     return created;
@@ -866,7 +978,14 @@ class RedisOperations implements TokenStore {
 
   async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
     const key = this.#keys.upstreamCredentials(record.subject);
-    return (await this.#scripts.mcpReplaceUpstreamCredential(key, upstreamCredentialField(record.issuer, record.provider), expectedSealed, upstreamCredentialValue(record))) === 1;
+    return (
+      (await this.#scripts.mcpReplaceUpstreamCredential(
+        key,
+        upstreamCredentialField(record.issuer, record.provider),
+        expectedSealed,
+        upstreamCredentialValue(record),
+      )) === 1
+    );
   }
 
   async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
@@ -1073,4 +1192,3 @@ function assertExec(result: Array<[Error | null, unknown]> | null): void {
   if (result === null) throw new StoreUnavailableError('transaction aborted');
   for (const [err] of result) if (err) throw err;
 }
-

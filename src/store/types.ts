@@ -383,7 +383,12 @@ export interface AuthorizationCodeStorage {
    * its client each hold fewer than their bound of pending ones (counted until each expires); the
    * check, the count and the write are one atomic step.
    */
-  putPendingSignIn(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number, bounds: PendingSignInBounds): Promise<PendingSignInOutcome>;
+  putPendingSignIn(
+    requestHash: string,
+    record: AuthorizationRequestRecord,
+    expiresAt: number,
+    bounds: PendingSignInBounds,
+  ): Promise<PendingSignInOutcome>;
   /** Atomically reads and deletes it: each handle is usable once. null when unknown or expired, `'corrupt'` when unreadable. */
   takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>>;
   putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void>;
@@ -394,7 +399,14 @@ export interface AuthorizationCodeStorage {
    * marks it redeemed (remembering what it issued, kept `retainMs` for reuse detection) and stores
    * the tokens. If it was redeemed before, revokes what that redemption issued and answers `reused`.
    */
-  redeemAuthorizationCode(codeHash: string, clientId: string, now: number, retainMs: number, access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<RedeemOutcome>;
+  redeemAuthorizationCode(
+    codeHash: string,
+    clientId: string,
+    now: number,
+    retainMs: number,
+    access: AccessTokenRecord,
+    refresh?: RefreshTokenRecord,
+  ): Promise<RedeemOutcome>;
 }
 
 /**
@@ -434,7 +446,8 @@ export interface DeviceAuthorizationBounds {
  * Stored; or refused, nothing stored: `holder` holds its bound until `retryAt` (epoch ms, its oldest
  * expires), or `user_code`: the user code is one a waiting authorization already has (draw another).
  */
-export type DeviceAuthorizationOutcome = { stored: true } | { stored: false; holder: 'address' | 'total'; retryAt: number } | { stored: false; holder: 'user_code' };
+export type DeviceAuthorizationOutcome =
+  { stored: true } | { stored: false; holder: 'address' | 'total'; retryAt: number } | { stored: false; holder: 'user_code' };
 
 /**
  * One poll of the token endpoint (RFC 8628 §3.5): `invalid` (unknown, another client's, or already
@@ -454,7 +467,11 @@ export interface DeviceAuthorizationStorage {
    * the server hold fewer than their bound (counted until each expires) and no waiting authorization
    * has the same user code: the checks and the writes are one atomic step.
    */
-  putDeviceAuthorization(record: DeviceAuthorizationRecord, retainMs: number, bounds: DeviceAuthorizationBounds): Promise<DeviceAuthorizationOutcome>;
+  putDeviceAuthorization(
+    record: DeviceAuthorizationRecord,
+    retainMs: number,
+    bounds: DeviceAuthorizationBounds,
+  ): Promise<DeviceAuthorizationOutcome>;
   /** The authorization a user code names while it waits for the user's decision; null otherwise. */
   findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>>;
   /**
@@ -670,7 +687,14 @@ export interface HandleStorage {
    */
   useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse>;
   /** Like useHandle, but a handle not recorded yet is recorded for `owner` (atomically with the read). */
-  bindHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleBinding>;
+  bindHandle(
+    kind: HandleKind,
+    handleHash: string,
+    owner: HandleOwner,
+    now: number,
+    ttlMs: number,
+    maxPerOwner: number,
+  ): Promise<HandleBinding>;
   /** Forgets one handle (a session ended by DELETE); false when none was recorded. */
   forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean>;
   /** Forgets every handle of an IdP subject (whatever client it came through); returns how many. */
@@ -770,7 +794,25 @@ export interface StoreWatch {
 
 /** A whole store, as built at start-up and closed at shutdown. */
 export interface TokenStore
-  extends TokenStorage, ClientStorage, HandleStorage, SubjectStorage, AccountSessionStorage, RefreshTokenStorage, AuthorizationCodeStorage, DeviceAuthorizationStorage, ConsentStorage, ProfileStorage, CounterStorage, QuotaStorage, OneTimeValueStorage, AuditStorage, RevocationNotices, SigningKeyStorage, UpstreamCredentialStorage, StoreHealth {
+  extends
+    TokenStorage,
+    ClientStorage,
+    HandleStorage,
+    SubjectStorage,
+    AccountSessionStorage,
+    RefreshTokenStorage,
+    AuthorizationCodeStorage,
+    DeviceAuthorizationStorage,
+    ConsentStorage,
+    ProfileStorage,
+    CounterStorage,
+    QuotaStorage,
+    OneTimeValueStorage,
+    AuditStorage,
+    RevocationNotices,
+    SigningKeyStorage,
+    UpstreamCredentialStorage,
+    StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;
   close(): Promise<void>;

@@ -28,7 +28,14 @@ export interface ConnectProvider {
 }
 
 /** openid-client's configuration of a provider: discovery from `issuer`, or the two endpoints given. */
-export function providerConfiguration(settings: { issuer?: string | undefined; authorizationEndpoint?: string | undefined; tokenEndpoint?: string | undefined; clientId: string; clientSecret?: string | undefined; timeoutMs: number }): () => Promise<oidc.Configuration> {
+export function providerConfiguration(settings: {
+  issuer?: string | undefined;
+  authorizationEndpoint?: string | undefined;
+  tokenEndpoint?: string | undefined;
+  clientId: string;
+  clientSecret?: string | undefined;
+  timeoutMs: number;
+}): () => Promise<oidc.Configuration> {
   const loopbackHttp = (url: string) => url.startsWith('http:') && isLoopbackHost(new URL(url).hostname);
   const auth = settings.clientSecret !== undefined ? oidc.ClientSecretBasic(settings.clientSecret) : oidc.None();
   let pending: Promise<oidc.Configuration> | undefined;
@@ -44,7 +51,12 @@ export function providerConfiguration(settings: { issuer?: string | undefined; a
         const token = settings.tokenEndpoint!;
         // Not an OpenID provider (GitHub OAuth apps): no discovery, no ID token; its token endpoint
         // answers JSON because openid-client asks with `Accept: application/json`.
-        config = new oidc.Configuration({ issuer: new URL(token).origin, authorization_endpoint: settings.authorizationEndpoint!, token_endpoint: token }, settings.clientId, undefined, auth);
+        config = new oidc.Configuration(
+          { issuer: new URL(token).origin, authorization_endpoint: settings.authorizationEndpoint!, token_endpoint: token },
+          settings.clientId,
+          undefined,
+          auth,
+        );
         if (loopbackHttp(token)) oidc.allowInsecureRequests(config);
       }
       config.timeout = settings.timeoutMs / 1000;
@@ -70,7 +82,8 @@ export function tokensOf(tokens: oidc.TokenEndpointResponse, now: number, keptRe
   const out: UpstreamTokens = { accessToken: tokens.access_token };
   const refreshToken = tokens.refresh_token ?? keptRefreshToken;
   if (refreshToken !== undefined) out.refreshToken = refreshToken;
-  if (typeof tokens.expires_in === 'number' && Number.isFinite(tokens.expires_in)) out.expiresAt = now + Math.trunc(tokens.expires_in * 1000);
+  if (typeof tokens.expires_in === 'number' && Number.isFinite(tokens.expires_in))
+    out.expiresAt = now + Math.trunc(tokens.expires_in * 1000);
   return out;
 }
 
@@ -84,8 +97,16 @@ class ConnectPageError extends Error {
   }
 }
 
-const INVALID_LINK = new ConnectPageError(400, 'Link not valid', 'This link is not valid: it has expired, was altered, or was already used. Retry the request in your MCP client to get a new one.');
-const STALE_STATE = new ConnectPageError(400, 'Connection not valid', 'This connection attempt is not valid: it expired, was already completed, or started in another browser. Retry the request in your MCP client to get a new link.');
+const INVALID_LINK = new ConnectPageError(
+  400,
+  'Link not valid',
+  'This link is not valid: it has expired, was altered, or was already used. Retry the request in your MCP client to get a new one.',
+);
+const STALE_STATE = new ConnectPageError(
+  400,
+  'Connection not valid',
+  'This connection attempt is not valid: it expired, was already completed, or started in another browser. Retry the request in your MCP client to get a new link.',
+);
 
 export interface ConnectFlowOptions {
   links: ConnectLinks;
@@ -131,7 +152,8 @@ export class ConnectFlow {
       else await this.#start(res, path.slice('/connect/'.length));
     } catch (err) {
       if (err instanceof ConnectPageError) {
-        if (err.cause !== undefined) this.#o.logger.info({ reason: (err.cause as Error).message, provider: this.#o.provider.name }, `connect: ${err.title}`);
+        if (err.cause !== undefined)
+          this.#o.logger.info({ reason: (err.cause as Error).message, provider: this.#o.provider.name }, `connect: ${err.title}`);
         writePage(res, err.status, messagePage(err.title, err.message));
         return;
       }
@@ -166,8 +188,19 @@ export class ConnectFlow {
       code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
       code_challenge_method: 'S256',
     });
-    const attributes = ['Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${CONNECT_LINK_TTL_MS / 1000}`, ...(this.#secure() ? ['Secure'] : [])];
-    res.writeHead(303, { location: url.href, 'set-cookie': `${this.#cookieName()}=${browser}; ${attributes.join('; ')}`, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' });
+    const attributes = [
+      'Path=/',
+      'HttpOnly',
+      'SameSite=Lax',
+      `Max-Age=${CONNECT_LINK_TTL_MS / 1000}`,
+      ...(this.#secure() ? ['Secure'] : []),
+    ];
+    res.writeHead(303, {
+      location: url.href,
+      'set-cookie': `${this.#cookieName()}=${browser}; ${attributes.join('; ')}`,
+      'cache-control': 'no-store',
+      'referrer-policy': 'no-referrer',
+    });
     res.end();
   }
 
@@ -178,25 +211,60 @@ export class ConnectFlow {
     let claims: { sub: string; b: string; v: string; n: string; jti: string; exp: number };
     try {
       const { payload } = await jwtDecrypt(state, this.#stateKey, { currentDate: new Date(this.#o.clock.now()), clockTolerance: 0 });
-      if (typeof payload.sub !== 'string' || typeof payload.b !== 'string' || typeof payload.v !== 'string' || typeof payload.n !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number') throw new Error('claims');
+      if (
+        typeof payload.sub !== 'string' ||
+        typeof payload.b !== 'string' ||
+        typeof payload.v !== 'string' ||
+        typeof payload.n !== 'string' ||
+        typeof payload.jti !== 'string' ||
+        typeof payload.exp !== 'number'
+      )
+        throw new Error('claims');
       claims = payload as typeof claims;
     } catch (err) {
       throw new ConnectPageError(STALE_STATE.status, STALE_STATE.title, STALE_STATE.message, { cause: err });
     }
     const browser = cookieOf(req, this.#cookieName());
-    if (browser === undefined || !timingSafeEqual(Buffer.from(sha256(browser)), Buffer.from(claims.b.padEnd(64).slice(0, 64)))) throw STALE_STATE;
+    if (browser === undefined || !timingSafeEqual(Buffer.from(sha256(browser)), Buffer.from(claims.b.padEnd(64).slice(0, 64))))
+      throw STALE_STATE;
     if (!(await this.#o.used.useOnce(`connect-state:${claims.jti}`, claims.exp * 1000))) throw STALE_STATE;
-    if (query.get('error') !== null) throw new ConnectPageError(400, 'Not connected', `${this.#o.provider.label} did not grant access (${query.get('error')!.slice(0, 64)}). Nothing was kept.`);
+    if (query.get('error') !== null)
+      throw new ConnectPageError(
+        400,
+        'Not connected',
+        `${this.#o.provider.label} did not grant access (${query.get('error')!.slice(0, 64)}). Nothing was kept.`,
+      );
     const config = await this.#provider(() => this.#o.provider.configuration());
     const current = new URL(this.callbackUrl());
     for (const [k, v] of query) current.searchParams.append(k, v);
-    const response = await this.#provider(() => oidc.authorizationCodeGrant(config, current, { expectedState: state, pkceCodeVerifier: claims.v, expectedNonce: claims.n, idTokenExpected: this.#o.provider.sameSubject }));
+    const response = await this.#provider(() =>
+      oidc.authorizationCodeGrant(config, current, {
+        expectedState: state,
+        pkceCodeVerifier: claims.v,
+        expectedNonce: claims.n,
+        idTokenExpected: this.#o.provider.sameSubject,
+      }),
+    );
     if (this.#o.provider.sameSubject && response.claims()?.sub !== claims.sub) {
-      throw new ConnectPageError(403, 'Another account', 'You signed in as another user than the one your MCP client acts for. Nothing was kept; sign in as that user.');
+      throw new ConnectPageError(
+        403,
+        'Another account',
+        'You signed in as another user than the one your MCP client acts for. Nothing was kept; sign in as that user.',
+      );
     }
-    await this.#o.vault.save({ subject: claims.sub, issuer: this.#o.issuer, provider: this.#o.provider.name }, tokensOf(response, this.#o.clock.now()));
+    await this.#o.vault.save(
+      { subject: claims.sub, issuer: this.#o.issuer, provider: this.#o.provider.name },
+      tokensOf(response, this.#o.clock.now()),
+    );
     await this.#o.onConnected?.(claims.sub, this.#o.provider.name);
-    writePage(res, 200, messagePage('Connected', `Your account at ${this.#o.provider.label} is connected. Go back to your MCP client and retry: the request will now go through.`));
+    writePage(
+      res,
+      200,
+      messagePage(
+        'Connected',
+        `Your account at ${this.#o.provider.label} is connected. Go back to your MCP client and retry: the request will now go through.`,
+      ),
+    );
   }
 
   /** A provider call: unreachable is a 503 page, a refusal a 400 page (causes in the log). */
@@ -204,8 +272,19 @@ export class ConnectFlow {
     try {
       return await work();
     } catch (err) {
-      if (providerUnavailable(err)) throw new ConnectPageError(503, 'Provider unavailable', `${this.#o.provider.label} cannot be reached right now. Nothing was kept; retry in a moment.`, { cause: err });
-      throw new ConnectPageError(400, 'Not connected', `${this.#o.provider.label} refused the connection. Nothing was kept; retry the request in your MCP client to get a new link.`, { cause: err });
+      if (providerUnavailable(err))
+        throw new ConnectPageError(
+          503,
+          'Provider unavailable',
+          `${this.#o.provider.label} cannot be reached right now. Nothing was kept; retry in a moment.`,
+          { cause: err },
+        );
+      throw new ConnectPageError(
+        400,
+        'Not connected',
+        `${this.#o.provider.label} refused the connection. Nothing was kept; retry the request in your MCP client to get a new link.`,
+        { cause: err },
+      );
     }
   }
 }

@@ -60,7 +60,12 @@ export class ConnectLinks {
     let claims: ConnectLinkClaims;
     try {
       if (link.length > 2048) throw new Error('too long');
-      const { payload } = await jwtVerify(link, this.#key, { algorithms: ['HS256'], audience: AUDIENCE, currentDate: new Date(this.#clock.now()), clockTolerance: 0 });
+      const { payload } = await jwtVerify(link, this.#key, {
+        algorithms: ['HS256'],
+        audience: AUDIENCE,
+        currentDate: new Date(this.#clock.now()),
+        clockTolerance: 0,
+      });
       if (typeof payload.sub !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number') throw new Error('claims');
       if (payload.kind !== 'user' && payload.kind !== 'oauth') throw new Error('kind');
       claims = { subject: payload.sub, kind: payload.kind, linkId: payload.jti, expiresAt: payload.exp * 1000 };
@@ -68,7 +73,8 @@ export class ConnectLinks {
     } catch (err) {
       throw new ConnectLinkRefused('this link is not valid (expired, altered or already used)', { cause: err });
     }
-    if (!(await this.#used.useOnce(`connect-link:${claims.linkId}`, claims.expiresAt))) throw new ConnectLinkRefused('this link is not valid (expired, altered or already used)');
+    if (!(await this.#used.useOnce(`connect-link:${claims.linkId}`, claims.expiresAt)))
+      throw new ConnectLinkRefused('this link is not valid (expired, altered or already used)');
     return claims;
   }
 }

@@ -53,7 +53,6 @@ export class UpstreamCredentialDelivery {
     this.header = options.header;
   }
 
-
   /**
    * The header for `principal`'s forwarded request: the user's token, the service token for a caller
    * without a user (or null when none is configured), or MISSING when the user has none usable.

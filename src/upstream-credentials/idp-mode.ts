@@ -67,24 +67,37 @@ export class RefreshingCredentialSource {
     return (await this.#awaitWinner(who, kept)) ?? stillValid;
   }
 
-  async #refresh(who: CredentialIdentity, kept: UpstreamTokens, stillValid: UpstreamTokens | undefined): Promise<UpstreamTokens | undefined> {
+  async #refresh(
+    who: CredentialIdentity,
+    kept: UpstreamTokens,
+    stillValid: UpstreamTokens | undefined,
+  ): Promise<UpstreamTokens | undefined> {
     let fresh: UpstreamTokens;
     try {
       fresh = await this.#o.refresh(kept.refreshToken!);
     } catch (err) {
       if (this.#o.isUnavailable(err)) {
         this.#o.onRefresh?.('unavailable');
-        this.#o.logger?.warn({ subject: who.subject, provider: who.provider }, 'refreshing an upstream credential failed: the provider cannot be reached');
+        this.#o.logger?.warn(
+          { subject: who.subject, provider: who.provider },
+          'refreshing an upstream credential failed: the provider cannot be reached',
+        );
         if (stillValid !== undefined) return stillValid;
         throw new CredentialRefreshUnavailable('the provider of the upstream credential cannot be reached', { cause: err });
       }
       this.#o.onRefresh?.('refused');
       // The provider refused the refresh token (revoked, expired): once the access token lapses the user
       // must authorize again (the lock keeps retries to one per REFRESH_LOCK_MS meanwhile).
-      this.#o.logger?.info({ subject: who.subject, provider: who.provider, reason: (err as Error).name }, 'the provider refused to refresh an upstream credential: the user must authorize again');
+      this.#o.logger?.info(
+        { subject: who.subject, provider: who.provider, reason: (err as Error).name },
+        'the provider refused to refresh an upstream credential: the user must authorize again',
+      );
       return stillValid;
     }
-    const saved: UpstreamTokens = { ...fresh, ...(fresh.refreshToken === undefined && kept.refreshToken !== undefined ? { refreshToken: kept.refreshToken } : {}) };
+    const saved: UpstreamTokens = {
+      ...fresh,
+      ...(fresh.refreshToken === undefined && kept.refreshToken !== undefined ? { refreshToken: kept.refreshToken } : {}),
+    };
     await this.#o.vault.save(who, saved);
     this.#o.onRefresh?.('ok');
     return saved;

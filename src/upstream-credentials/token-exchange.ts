@@ -15,7 +15,12 @@ const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const UNSTATED_LIFETIME_MS = 5 * 60_000;
 
 /** One RFC 8693 exchange at the IdP (openid-client); the IdP authenticates the sidecar as its client. */
-export async function exchangeAtIdp(configuration: () => Promise<oidc.Configuration>, subjectToken: string, audience: string, clock: Clock): Promise<UpstreamTokens> {
+export async function exchangeAtIdp(
+  configuration: () => Promise<oidc.Configuration>,
+  subjectToken: string,
+  audience: string,
+  clock: Clock,
+): Promise<UpstreamTokens> {
   const response = await oidc.genericGrantRequest(await configuration(), TOKEN_EXCHANGE, {
     subject_token: subjectToken,
     subject_token_type: ACCESS_TOKEN_TYPE,
@@ -56,7 +61,8 @@ export class TokenExchangeSource implements CredentialSource {
     try {
       exchanged = await this.#o.exchange(idp.accessToken);
     } catch (err) {
-      if (this.#o.isUnavailable(err)) throw new CredentialRefreshUnavailable('the identity provider cannot be reached for the token exchange', { cause: err });
+      if (this.#o.isUnavailable(err))
+        throw new CredentialRefreshUnavailable('the identity provider cannot be reached for the token exchange', { cause: err });
       // Refused (the IdP does not allow this audience for this user, or the subject token is no longer
       // accepted): the user is asked to sign in again; nothing is forwarded meanwhile.
       return undefined;

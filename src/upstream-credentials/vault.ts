@@ -52,7 +52,10 @@ export class CredentialVault {
     const record = await this.#store.getUpstreamCredential(who.subject, who.issuer, who.provider);
     if (record === null) return undefined;
     if (record === 'corrupt') {
-      this.#logger?.warn({ subject: who.subject, provider: who.provider }, 'an upstream credential record is unreadable: treated as absent');
+      this.#logger?.warn(
+        { subject: who.subject, provider: who.provider },
+        'an upstream credential record is unreadable: treated as absent',
+      );
       return undefined;
     }
     return this.#open(record);
@@ -97,7 +100,10 @@ export class CredentialVault {
       inside = JSON.parse(this.#cipher.open(record.sealed, record.keyId, record)) as { a?: unknown; r?: unknown };
     } catch (err) {
       const reason = err instanceof CredentialDecryptError ? err.message : 'not the sealed format';
-      this.#logger?.warn({ subject: record.subject, provider: record.provider, keyId: record.keyId, reason }, 'an upstream credential cannot be decrypted: treated as absent (is UPSTREAM_CREDENTIALS_KEY, or a previous key, the one it was written with?)');
+      this.#logger?.warn(
+        { subject: record.subject, provider: record.provider, keyId: record.keyId, reason },
+        'an upstream credential cannot be decrypted: treated as absent (is UPSTREAM_CREDENTIALS_KEY, or a previous key, the one it was written with?)',
+      );
       return undefined;
     }
     if (typeof inside.a !== 'string' || (inside.r !== undefined && typeof inside.r !== 'string')) return undefined;

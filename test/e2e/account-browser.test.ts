@@ -11,11 +11,30 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const SCREENSHOT = fileURLToPath(new URL('../../docs/account-page.png', import.meta.url));
 
 let browser: Browser;
@@ -34,7 +53,9 @@ beforeAll(async () => {
     const action = `${s.base}/account/revoke`.replace(/"/g, '&quot;');
     const grant = (url.searchParams.get('grant') ?? '').replace(/[^0-9a-f]/g, '');
     const csrf = (url.searchParams.get('csrf') ?? '').replace(/[^0-9a-f]/g, '');
-    res.end(`<form method="post" action="${action}"><input type="hidden" name="grant" value="${grant}"><input type="hidden" name="csrf" value="${csrf}"><button id="go">Win a prize</button></form>`);
+    res.end(
+      `<form method="post" action="${action}"><input type="hidden" name="grant" value="${grant}"><input type="hidden" name="csrf" value="${csrf}"><button id="go">Win a prize</button></form>`,
+    );
   });
   attacker.listen(0, '127.0.0.1');
   await once(attacker, 'listening');
@@ -52,8 +73,19 @@ async function signIn(clientId: string): Promise<string> {
   const agent = new UserAgent();
   const p = pkce();
   const pageHop = await agent.request(authorizeUrl(s.base, standardParams(s.base, clientId, p)));
-  const hop = await agent.follow(await agent.request(`${s.base}/authorize/consent`, { form: { request: consentRequestId(pageHop.body), decision: 'approve', remember: 'yes' } }), CLIENT_REDIRECT);
-  const tokens = await tokenRequest(s.base, { grant_type: 'authorization_code', code: clientReceived(hop).get('code')!, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  const hop = await agent.follow(
+    await agent.request(`${s.base}/authorize/consent`, {
+      form: { request: consentRequestId(pageHop.body), decision: 'approve', remember: 'yes' },
+    }),
+    CLIENT_REDIRECT,
+  );
+  const tokens = await tokenRequest(s.base, {
+    grant_type: 'authorization_code',
+    code: clientReceived(hop).get('code')!,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: clientId,
+    code_verifier: p.verifier,
+  });
   return tokens.body.access_token as string;
 }
 
@@ -61,7 +93,12 @@ async function mcpStatus(token: string): Promise<number> {
   const res = await fetch(`${s.base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    }),
   });
   await res.arrayBuffer();
   return res.status;
@@ -87,7 +124,11 @@ describe('the account page in a real browser', () => {
 
       // A page on another site, posting the person's own grant id and even a CSRF token lifted from the page.
       const csrf = await page.locator('input[name="csrf"]').first().getAttribute('value');
-      const grant = await page.getByRole('button', { name: 'Revoke Alpha Editor' }).locator('xpath=..').locator('input[name="grant"]').getAttribute('value');
+      const grant = await page
+        .getByRole('button', { name: 'Revoke Alpha Editor' })
+        .locator('xpath=..')
+        .locator('input[name="grant"]')
+        .getAttribute('value');
       const other = await context.newPage();
       await other.goto(`${attackerUrl}?grant=${grant}&csrf=${csrf}`);
       await Promise.all([other.waitForNavigation(), other.click('#go')]);

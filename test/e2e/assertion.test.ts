@@ -29,7 +29,18 @@ describe('two sidecar processes on one Redis, one upstream', () => {
 
   beforeAll(async () => {
     upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', LOG_FORMAT: 'json', UPSTREAM_URL: upstream.url, UPSTREAM_ASSERTION: 'true', PUBLIC_URL };
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      ADMIN_PORT: '0',
+      LOG_LEVEL: 'info',
+      LOG_FORMAT: 'json',
+      UPSTREAM_URL: upstream.url,
+      UPSTREAM_ASSERTION: 'true',
+      PUBLIC_URL,
+    };
     a = await startSidecarProcess('assertion-a', SIDECAR, env);
     b = await startSidecarProcess('assertion-b', SIDECAR, env, [], a);
   }, 120_000);
@@ -44,7 +55,12 @@ describe('two sidecar processes on one Redis, one upstream', () => {
     const probes = () => upstream.seenHeaders.filter((h) => h['user-agent'] === PROBE_USER_AGENT).length;
     await expect.poll(probes, { timeout: 20_000 }).toBe(2);
     // A cooldown longer than the test: a key missing from the first fetch could not be fetched later.
-    upstream.requireAssertions({ jwksUrl: `${a.proxyUrl}${JWKS_PATH}`, issuer: PUBLIC_URL, audience: new URL(upstream.url).origin, jwks: { cooldownDuration: 600_000 } });
+    upstream.requireAssertions({
+      jwksUrl: `${a.proxyUrl}${JWKS_PATH}`,
+      issuer: PUBLIC_URL,
+      audience: new URL(upstream.url).origin,
+      jwks: { cooldownDuration: 600_000 },
+    });
     const { clientId } = (await a.admin('createClient', { clientName: 'replicas' })).body;
     const { accessToken } = (await a.admin('createAccessToken', { clientId, lifetimeSeconds: 600 })).body;
 
@@ -101,7 +117,8 @@ const GO_ENV = { ...process.env, GO111MODULE: 'off', GOPATH: '/usr/share/gocode'
  */
 function verifierAvailable(binary: string): boolean {
   const found = existsSync(binary);
-  if (!found && process.env.REQUIRE_VERIFIERS) throw new Error(`${binary} is not installed (.ci/run installs python3 with PyJWT and golang-go with go-jose)`);
+  if (!found && process.env.REQUIRE_VERIFIERS)
+    throw new Error(`${binary} is not installed (.ci/run installs python3 with PyJWT and golang-go with go-jose)`);
   return found;
 }
 
@@ -159,16 +176,34 @@ describe('the verification examples, against a real sidecar', () => {
   const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
   const realKey = () => stack.sidecar.assertions!.keys.current();
   const refused: Array<[string, () => Promise<string>]> = [
-    ['expired 10 minutes ago (the real key)', () => new SignJWT({ ...claims(), iat: now() - 660, exp: now() - 600 }).setProtectedHeader({ alg: 'ES256', kid: realKey().kid }).sign(realKey().privateKey)],
-    ['forged (another key, the real kid)', () => new SignJWT(claims()).setProtectedHeader({ alg: 'ES256', kid: realKey().kid }).sign(generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey)],
-    ['for another audience (the real key)', () => new SignJWT({ ...claims(), aud: 'http://another-upstream:3000' }).setProtectedHeader({ alg: 'ES256', kid: realKey().kid }).sign(realKey().privateKey)],
+    [
+      'expired 10 minutes ago (the real key)',
+      () =>
+        new SignJWT({ ...claims(), iat: now() - 660, exp: now() - 600 })
+          .setProtectedHeader({ alg: 'ES256', kid: realKey().kid })
+          .sign(realKey().privateKey),
+    ],
+    [
+      'forged (another key, the real kid)',
+      () =>
+        new SignJWT(claims())
+          .setProtectedHeader({ alg: 'ES256', kid: realKey().kid })
+          .sign(generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey),
+    ],
+    [
+      'for another audience (the real key)',
+      () =>
+        new SignJWT({ ...claims(), aud: 'http://another-upstream:3000' })
+          .setProtectedHeader({ alg: 'ES256', kid: realKey().kid })
+          .sign(realKey().privateKey),
+    ],
     ['alg none', async () => `${b64({ alg: 'none', kid: realKey().kid, typ: 'JWT' })}.${b64(claims())}.`],
   ];
 
   describe.each(examples)('%s', (name, available, argv) => {
     beforeEach(syncClock);
 
-    it.skipIf(!available())('accepts the sidecar\'s assertion and prints its claims', async () => {
+    it.skipIf(!available())("accepts the sidecar's assertion and prints its claims", async () => {
       const real = await realAssertion();
       const ran = await run([...argv(), jwksUrl, issuer, audience], real);
       expect(ran.stderr, name).toBe('');
@@ -178,7 +213,10 @@ describe('the verification examples, against a real sidecar', () => {
     });
 
     it.skipIf(!available())('refuses the real assertion when it expects another audience or issuer', async () => {
-      for (const [iss, aud] of [[issuer, 'http://another-upstream:3000'], ['https://evil.example', audience]]) {
+      for (const [iss, aud] of [
+        [issuer, 'http://another-upstream:3000'],
+        ['https://evil.example', audience],
+      ]) {
         const ran = await run([...argv(), jwksUrl, iss!, aud!], await realAssertion());
         expect(ran.code, `${iss} ${aud}`).toBe(1);
         expect(ran.stderr).toMatch(/^refused: /);

@@ -52,7 +52,11 @@ describe('the CLI (src/main.ts)', () => {
 
   it('--check-config names every incomplete upstream-credential setting, and never the key', () => {
     const key = 'ab'.repeat(16);
-    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER, UPSTREAM_CREDENTIALS: 'token-exchange', UPSTREAM_CREDENTIALS_PREVIOUS_KEYS: key });
+    const r = run(['--check-config'], {
+      BEARER_SECRET_MASTER: MASTER,
+      UPSTREAM_CREDENTIALS: 'token-exchange',
+      UPSTREAM_CREDENTIALS_PREVIOUS_KEYS: key,
+    });
     expect(r.status).toBe(2);
     const lines = r.stderr.split('\n').filter((l) => l.startsWith('  - '));
     expect(lines).toHaveLength(4);
@@ -75,7 +79,9 @@ describe('the CLI (src/main.ts)', () => {
     expect(r.status).toBe(2);
     const problems = r.stderr.split('\n').filter((l) => l.startsWith('  - '));
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toContain('IDP_AUDIENCE (idp.audience) equals this authorization server\'s issuer PUBLIC_URL (proxy.publicUrl) https://mcp.example.com while IDP_ID_JAG (idp.idJag) is true');
+    expect(problems[0]).toContain(
+      "IDP_AUDIENCE (idp.audience) equals this authorization server's issuer PUBLIC_URL (proxy.publicUrl) https://mcp.example.com while IDP_ID_JAG (idp.idJag) is true",
+    );
     expect(r.stdout).not.toContain('configuration OK');
   }, 30_000);
 
@@ -89,7 +95,12 @@ describe('the CLI (src/main.ts)', () => {
 
   it('start with an unreachable REDIS_URL exits 2 with one paragraph naming REDIS_URL, before opening a port', () => {
     const path = join(dir, 'fast-fail.yaml');
-    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', '  connectTimeoutMs: 200', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
+    writeFileSync(
+      path,
+      ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', '  connectTimeoutMs: 200', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join(
+        '\n',
+      ),
+    );
     const r = run(['--config', path], { BEARER_SECRET_MASTER: MASTER, REDIS_URL: 'redis://127.0.0.1:1' });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('REDIS_URL');
@@ -101,7 +112,18 @@ describe('the CLI (src/main.ts)', () => {
 
   it('--check-config reports unknown keys of the file with the other problems, and takes keys as flags', () => {
     const path = join(dir, 'typos.yaml');
-    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'prot: 8080', 'upsteam:', '  url: http://127.0.0.1:3000/mcp', 'redis:', '  uri: redis://127.0.0.1:6379', ''].join('\n'));
+    writeFileSync(
+      path,
+      [
+        'masterToken: ${BEARER_SECRET_MASTER}',
+        'prot: 8080',
+        'upsteam:',
+        '  url: http://127.0.0.1:3000/mcp',
+        'redis:',
+        '  uri: redis://127.0.0.1:6379',
+        '',
+      ].join('\n'),
+    );
     const r = run(['--check-config', '--config', path, '--proxy.port', '99999'], { BEARER_SECRET_MASTER: MASTER });
     expect(r.status).toBe(2);
     expect(r.stderr.split('\n').filter((l) => l.startsWith('  - '))).toEqual([

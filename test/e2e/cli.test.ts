@@ -58,11 +58,15 @@ describe('admin commands against a running sidecar', () => {
     expect(Object.keys(adminOperations)).toEqual(Object.keys(ADMIN_OPERATIONS));
     const help = await cli(['admin', 'help']);
     expect(help.code).toBe(EXIT.ok);
-    for (const [name, spec] of Object.entries(ADMIN_OPERATIONS)) expect(help.stdout).toContain(`${kebab(name)} `.padEnd(25) + spec.description);
+    for (const [name, spec] of Object.entries(ADMIN_OPERATIONS))
+      expect(help.stdout).toContain(`${kebab(name)} `.padEnd(25) + spec.description);
   });
 
   it('create-client (human output), list-clients, create-access-token, delete-client', async () => {
-    const created = await cli(['admin', 'create-client', '--name', 'ci-bot', '--grant-types', 'client_credentials,refresh_token', '--scope', 'mcp:read mcp:write'], { env });
+    const created = await cli(
+      ['admin', 'create-client', '--name', 'ci-bot', '--grant-types', 'client_credentials,refresh_token', '--scope', 'mcp:read mcp:write'],
+      { env },
+    );
     expect(created.stderr).toBe('');
     expect(created.code).toBe(EXIT.ok);
     const clientId = /^clientId: (mcp_[0-9a-f]{32})$/m.exec(created.stdout)?.[1];
@@ -95,7 +99,20 @@ describe('admin commands against a running sidecar', () => {
   });
 
   it('--json prints the sidecar answer as it is', async () => {
-    const created = await cli(['admin', 'create-client', '--client-name', 'json', '--redirect-uri', 'https://a.example/cb', '--redirect-uri', 'https://b.example/cb', '--json'], { env });
+    const created = await cli(
+      [
+        'admin',
+        'create-client',
+        '--client-name',
+        'json',
+        '--redirect-uri',
+        'https://a.example/cb',
+        '--redirect-uri',
+        'https://b.example/cb',
+        '--json',
+      ],
+      { env },
+    );
     expect(created.code).toBe(EXIT.ok);
     const client = JSON.parse(created.stdout) as { clientId: string; clientSecret: string; redirectUris: string[] };
     expect(client.redirectUris).toEqual(['https://a.example/cb', 'https://b.example/cb']);
@@ -126,7 +143,13 @@ describe('admin commands against a running sidecar', () => {
     const now = stack.clock.now();
     const put = async () => {
       const token = randomBytes(32).toString('hex');
-      await stack.store.putUserToken({ tokenHash: hashToken(token), subject: 'bob', issuer: 'https://idp', createdAt: now, expiresAt: now + TTL_7_DAYS });
+      await stack.store.putUserToken({
+        tokenHash: hashToken(token),
+        subject: 'bob',
+        issuer: 'https://idp',
+        createdAt: now,
+        expiresAt: now + TTL_7_DAYS,
+      });
       expect(await mcpStatus(token)).toBe(200);
       return token;
     };
@@ -186,9 +209,21 @@ describe.concurrent('exit codes', () => {
     ['an unknown operation', ['admin', 'drop-everything'], /unknown admin operation "drop-everything"/],
     ['an unknown flag', ['admin', 'list-clients', '--all'], /unknown flag --all for list-clients \(it takes no flags\)/],
     ['a flag without its value', ['admin', 'delete-client', '--client-id'], /--client-id needs a value/],
-    ['a non-integer', ['admin', 'create-access-token', '--client-id', 'x', '--lifetime-seconds', 'soon'], /--lifetime-seconds must be an integer/],
-    ['a value out of its declared bounds', ['admin', 'create-access-token', '--client-id', 'x', '--lifetime-seconds', '0'], /--lifetime-seconds must be an integer from 1 to 31536000/],
-    ['a misspelt flag', ['admin', 'create-access-token', '--lifetime-second', '60'], /unknown flag --lifetime-second for create-access-token \(did you mean --lifetime-seconds\?\)/],
+    [
+      'a non-integer',
+      ['admin', 'create-access-token', '--client-id', 'x', '--lifetime-seconds', 'soon'],
+      /--lifetime-seconds must be an integer/,
+    ],
+    [
+      'a value out of its declared bounds',
+      ['admin', 'create-access-token', '--client-id', 'x', '--lifetime-seconds', '0'],
+      /--lifetime-seconds must be an integer from 1 to 31536000/,
+    ],
+    [
+      'a misspelt flag',
+      ['admin', 'create-access-token', '--lifetime-second', '60'],
+      /unknown flag --lifetime-second for create-access-token \(did you mean --lifetime-seconds\?\)/,
+    ],
     ['the master token as a flag', ['admin', 'list-clients', '--master-token', 'abc'], /never taken from a flag/],
     ["an unknown command (the sidecar's own usage error)", ['frobnicate'], /unknown argument "frobnicate"/],
     ['a bad token to hash', ['token', 'hash', 'ABC'], /not a token: expected 64 lowercase hex characters/],
@@ -232,7 +267,15 @@ describe.concurrent('token helpers and help', () => {
   it('--help lists every operation and the exit codes; <operation> --help its flags', async () => {
     const help = await cli(['--help']);
     expect(help.code).toBe(EXIT.ok);
-    for (const op of ['create-client', 'list-clients', 'delete-client', 'seed-default-profiles', 'create-access-token', 'revoke-user-token', 'list-audit-events']) {
+    for (const op of [
+      'create-client',
+      'list-clients',
+      'delete-client',
+      'seed-default-profiles',
+      'create-access-token',
+      'revoke-user-token',
+      'list-audit-events',
+    ]) {
       expect(help.stdout).toContain(op);
     }
     expect(help.stdout).toContain('exit codes');
@@ -242,7 +285,9 @@ describe.concurrent('token helpers and help', () => {
   });
 
   it('without admin/token the same bin starts the sidecar (here: --check-config)', async () => {
-    const run = await cli(['--check-config'], { env: { BEARER_SECRET_MASTER: randomBytes(32).toString('hex'), MCP_AUTH_CONFIG: 'config.yaml' } });
+    const run = await cli(['--check-config'], {
+      env: { BEARER_SECRET_MASTER: randomBytes(32).toString('hex'), MCP_AUTH_CONFIG: 'config.yaml' },
+    });
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('configuration OK');
   });

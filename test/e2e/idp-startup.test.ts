@@ -91,7 +91,11 @@ describe('--check-config and the identity provider', () => {
   }, 30_000);
 
   it('--skip-network-checks: the configuration alone, an unreachable issuer not fetched', async () => {
-    const r = await run(['--check-config', '--skip-network-checks'], { IDP_ISSUER: `http://127.0.0.1:${refusedPort}`, IDP_CLIENT_ID: 'sidecar', IDP_CLIENT_SECRET: clientSecret });
+    const r = await run(['--check-config', '--skip-network-checks'], {
+      IDP_ISSUER: `http://127.0.0.1:${refusedPort}`,
+      IDP_CLIENT_ID: 'sidecar',
+      IDP_CLIENT_SECRET: clientSecret,
+    });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
   }, 30_000);

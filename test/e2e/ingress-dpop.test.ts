@@ -31,10 +31,15 @@ describe.each(KINDS)('%s in front: DPoP-bound tokens', (kind) => {
   let bound: string;
 
   const now = () => Math.floor(s.stack.clock.now() / 1000);
-  const proof = (claims: Partial<ProofClaims> = {}, k: DpopKey = key) => k.proof({ htm: 'POST', htu: `${base}/mcp`, accessToken: bound, iat: now(), ...claims });
+  const proof = (claims: Partial<ProofClaims> = {}, k: DpopKey = key) =>
+    k.proof({ htm: 'POST', htu: `${base}/mcp`, accessToken: bound, iat: now(), ...claims });
 
   async function post(authorization: string, dpop?: string): Promise<{ status: number; challenge: string | null }> {
-    const headers: Record<string, string> = { authorization, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const headers: Record<string, string> = {
+      authorization,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    };
     if (dpop !== undefined) headers.dpop = dpop;
     const res = await fetch(`${base}/mcp`, { method: 'POST', headers, body: JSON.stringify(initializeRequest()) });
     await res.arrayBuffer();
@@ -44,7 +49,9 @@ describe.each(KINDS)('%s in front: DPoP-bound tokens', (kind) => {
   beforeAll(async () => {
     if (!available) return;
     const port = await freePort();
-    s = await startSignInStack({ config: { proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: `http://127.0.0.1:${port}` } } });
+    s = await startSignInStack({
+      config: { proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: `http://127.0.0.1:${port}` } },
+    });
     ingress = await startIngress(kind, { port, sidecar: s.stack.proxyUrl, upstream: s.stack.upstream!.url });
     base = s.base;
     key = await DpopKey.generate('ES256');
@@ -52,7 +59,11 @@ describe.each(KINDS)('%s in front: DPoP-bound tokens', (kind) => {
     const created = await s.stack.admin('createClient', { clientName: 'dpop-ingress' });
     const res = await fetch(`${base}/token`, {
       method: 'POST',
-      headers: { ...basic(created.body.clientId, created.body.clientSecret), 'content-type': 'application/x-www-form-urlencoded', dpop: await key.proof({ htm: 'POST', htu: `${base}/token`, iat: now() }) },
+      headers: {
+        ...basic(created.body.clientId, created.body.clientSecret),
+        'content-type': 'application/x-www-form-urlencoded',
+        dpop: await key.proof({ htm: 'POST', htu: `${base}/token`, iat: now() }),
+      },
       body: 'grant_type=client_credentials',
     });
     const body = (await res.json()) as { access_token: string; token_type: string };
@@ -72,19 +83,39 @@ describe.each(KINDS)('%s in front: DPoP-bound tokens', (kind) => {
     ['the bound token as Bearer', 'invalid_token', async () => [`Bearer ${bound}`, undefined]],
     ['DPoP without a proof', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, undefined]],
     ['a proof for another URL', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, await proof({ htu: `${base}/other` })]],
-    ['a proof for the sidecar\'s own address instead of the ingress\'s', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, await proof({ htu: `${s.stack.proxyUrl}/authz` })]],
+    [
+      "a proof for the sidecar's own address instead of the ingress's",
+      'invalid_dpop_proof',
+      async () => [`DPoP ${bound}`, await proof({ htu: `${s.stack.proxyUrl}/authz` })],
+    ],
     ['a proof for another method', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, await proof({ htm: 'GET' })]],
     ['a proof of another key', 'invalid_token', async () => [`DPoP ${bound}`, await proof({}, await DpopKey.generate('ES256'))]],
-    ['a proof for another token (ath)', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, await proof({ ath: accessTokenHash('0'.repeat(64)) })]],
-    ['alg none', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, unsignedProof(key.publicJwk, { htm: 'POST', htu: `${base}/mcp`, ath: accessTokenHash(bound) })]],
-    ['HS256', 'invalid_dpop_proof', async () => [`DPoP ${bound}`, await hmacProof({ htm: 'POST', htu: `${base}/mcp`, ath: accessTokenHash(bound) })]],
+    [
+      'a proof for another token (ath)',
+      'invalid_dpop_proof',
+      async () => [`DPoP ${bound}`, await proof({ ath: accessTokenHash('0'.repeat(64)) })],
+    ],
+    [
+      'alg none',
+      'invalid_dpop_proof',
+      async () => [`DPoP ${bound}`, unsignedProof(key.publicJwk, { htm: 'POST', htu: `${base}/mcp`, ath: accessTokenHash(bound) })],
+    ],
+    [
+      'HS256',
+      'invalid_dpop_proof',
+      async () => [`DPoP ${bound}`, await hmacProof({ htm: 'POST', htu: `${base}/mcp`, ath: accessTokenHash(bound) })],
+    ],
   ];
 
   it.skipIf(!available).each(refusals)('%s: 401 with DPoP error="%s" at the client', async (_label, error, make) => {
     const [authorization, dpop] = await make();
     const res = await post(authorization, dpop);
     expect(res.status).toBe(401);
-    expect(res.challenge).toMatch(new RegExp(`^DPoP realm="mcp", resource_metadata="${base}/\\.well-known/oauth-protected-resource/mcp", error="${error}", error_description="[^"]+", ${ALGS}$`));
+    expect(res.challenge).toMatch(
+      new RegExp(
+        `^DPoP realm="mcp", resource_metadata="${base}/\\.well-known/oauth-protected-resource/mcp", error="${error}", error_description="[^"]+", ${ALGS}$`,
+      ),
+    );
   });
 
   it.skipIf(!available)('a replayed proof: the first request is served, the second is 401 invalid_dpop_proof', async () => {
@@ -95,18 +126,22 @@ describe.each(KINDS)('%s in front: DPoP-bound tokens', (kind) => {
     expect(again.challenge).toContain('error="invalid_dpop_proof"');
   });
 
-  it.skipIf(!available)('the SDK 2.x client with DPoP on signs in and calls tools through the ingress', async () => {
-    const provider = new RecordingProvider2({ dpop: true });
-    const { transport, authorizationUrl } = await firstConnection2(base, provider);
-    expect(authorizationUrl.origin).toBe(base);
-    const hop = await approveAndSignIn(new UserAgent(), base, authorizationUrl.href);
-    await transport.finishAuth(clientReceived(hop));
-    expect(provider.tokens()?.token_type).toBe('DPoP');
-    const client = await connectedClient2(base, provider);
-    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'via the ingress' } }))).toBe('via the ingress');
-    const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
-    expect(seen['x-mcp-auth-kind']).toBe('oauth');
-    expect(seen.authorization).toBeUndefined();
-    await client.close();
-  }, 60_000);
+  it.skipIf(!available)(
+    'the SDK 2.x client with DPoP on signs in and calls tools through the ingress',
+    async () => {
+      const provider = new RecordingProvider2({ dpop: true });
+      const { transport, authorizationUrl } = await firstConnection2(base, provider);
+      expect(authorizationUrl.origin).toBe(base);
+      const hop = await approveAndSignIn(new UserAgent(), base, authorizationUrl.href);
+      await transport.finishAuth(clientReceived(hop));
+      expect(provider.tokens()?.token_type).toBe('DPoP');
+      const client = await connectedClient2(base, provider);
+      expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'via the ingress' } }))).toBe('via the ingress');
+      const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
+      expect(seen['x-mcp-auth-kind']).toBe('oauth');
+      expect(seen.authorization).toBeUndefined();
+      await client.close();
+    },
+    60_000,
+  );
 });

@@ -53,27 +53,33 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
     await s?.close();
   });
 
-  it.skipIf(!available)('401 with the challenge, discovery, sign-in and tokens through the ingress; the identity at the MCP server', async () => {
-    expect(base).toBe(ingress.url);
-    const bare = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    expect(bare.status).toBe(401);
-    expect(bare.headers.get('www-authenticate')).toBe(`Bearer realm="mcp", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`);
+  it.skipIf(!available)(
+    '401 with the challenge, discovery, sign-in and tokens through the ingress; the identity at the MCP server',
+    async () => {
+      expect(base).toBe(ingress.url);
+      const bare = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(bare.status).toBe(401);
+      expect(bare.headers.get('www-authenticate')).toBe(
+        `Bearer realm="mcp", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`,
+      );
 
-    const provider = new RecordingProvider();
-    const { transport, authorizationUrl } = await firstConnection(base, provider);
-    expect(authorizationUrl.origin).toBe(base);
-    expect(authorizationUrl.searchParams.get('resource')).toBe(`${base}/mcp`);
-    const hop = await approveAndSignIn(new UserAgent(), base, authorizationUrl.href);
-    await transport.finishAuth(clientReceived(hop).get('code')!);
+      const provider = new RecordingProvider();
+      const { transport, authorizationUrl } = await firstConnection(base, provider);
+      expect(authorizationUrl.origin).toBe(base);
+      expect(authorizationUrl.searchParams.get('resource')).toBe(`${base}/mcp`);
+      const hop = await approveAndSignIn(new UserAgent(), base, authorizationUrl.href);
+      await transport.finishAuth(clientReceived(hop).get('code')!);
 
-    const client = await connectedClient(base, provider);
-    const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
-    expect(seen['x-mcp-auth-kind']).toBe('oauth');
-    expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
-    expect(seen['x-mcp-auth-client-id']).toBe(provider.clientInformation()?.client_id);
-    expect(seen.authorization).toBeUndefined();
-    await client.close();
-  }, 60_000);
+      const client = await connectedClient(base, provider);
+      const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
+      expect(seen['x-mcp-auth-kind']).toBe('oauth');
+      expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+      expect(seen['x-mcp-auth-client-id']).toBe(provider.clientInformation()?.client_id);
+      expect(seen.authorization).toBeUndefined();
+      await client.close();
+    },
+    60_000,
+  );
 
   it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
     const { token } = await s.stack.issueOAuthToken();
@@ -90,7 +96,7 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
         'x-mcp-auth-scope': 'everything',
         'X-MCP-Auth-Assertion': 'forged',
         x_mcp_auth_kind: 'master',
-        'X_MCP_Auth_Subject': 'admin',
+        X_MCP_Auth_Subject: 'admin',
       },
       body: JSON.stringify(initializeRequest()),
     });
@@ -115,16 +121,20 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
   it.skipIf(!available)('a revoked token is refused from the next request on', async () => {
     const { token, clientId } = await s.stack.issueOAuthToken();
     const client = new Client({ name: 'ingress-revocation', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+    );
     expect((await client.listTools()).tools.length).toBeGreaterThan(0);
     expect((await s.stack.admin('deleteClient', { clientId })).status).toBe(200);
     await expect(client.listTools()).rejects.toThrow(/invalid_token|401/);
     await client.close().catch(() => undefined);
   });
 
-  it.skipIf(!available)('the sidecar\'s /authz is not reachable through the ingress', async () => {
+  it.skipIf(!available)("the sidecar's /authz is not reachable through the ingress", async () => {
     const { token } = await s.stack.issueOAuthToken();
-    const res = await fetch(`${base}/authz`, { headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' } });
+    const res = await fetch(`${base}/authz`, {
+      headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' },
+    });
     expect(res.status).toBe(404);
     expect(res.headers.get('x-mcp-auth-kind')).toBeNull();
   });
@@ -149,7 +159,9 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
         rateLimits: { failedAuthPerMinute: 3 },
         policy: {
           default: 'deny',
-          rules: [{ name: 'math', effect: 'allow', principals: { scopes: ['mcp:math'] }, requests: { methods: ['tools/call'], names: ['add'] } }],
+          rules: [
+            { name: 'math', effect: 'allow', principals: { scopes: ['mcp:math'] }, requests: { methods: ['tools/call'], names: ['add'] } },
+          ],
         },
       },
     });
@@ -179,28 +191,35 @@ describe.each(KINDS)('%s in front, with a per-tool policy', (kind) => {
         jsonrpc: '2.0',
         id: 1,
         method: 'tools/call',
-        params: { name: 'add', arguments: { a: 1, b: 2 }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } },
+        params: {
+          name: 'add',
+          arguments: { a: 1, b: 2 },
+          _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} },
+        },
       }),
     });
 
-  it.skipIf(!available)('a denied call is 403 with the step-up challenge at the client; with the scope it reaches the MCP server', async () => {
-    const before = stack.upstream!.seenHeaders.length;
-    const denied = await callAdd(token);
-    expect(denied.status).toBe(403);
-    expect(denied.headers.get('www-authenticate')).toBe(
-      `Bearer error="insufficient_scope", scope="mcp:math", resource_metadata="${ingress.url}/.well-known/oauth-protected-resource/mcp"`,
-    );
-    await denied.text();
-    expect(stack.upstream!.seenHeaders.length).toBe(before);
+  it.skipIf(!available)(
+    'a denied call is 403 with the step-up challenge at the client; with the scope it reaches the MCP server',
+    async () => {
+      const before = stack.upstream!.seenHeaders.length;
+      const denied = await callAdd(token);
+      expect(denied.status).toBe(403);
+      expect(denied.headers.get('www-authenticate')).toBe(
+        `Bearer error="insufficient_scope", scope="mcp:math", resource_metadata="${ingress.url}/.well-known/oauth-protected-resource/mcp"`,
+      );
+      await denied.text();
+      expect(stack.upstream!.seenHeaders.length).toBe(before);
 
-    const allowed = await callAdd(math);
-    const answer = await allowed.text();
-    expect(allowed.status, answer).toBe(200);
-    expect(JSON.parse(answer).result.content[0].text).toBe('3');
-    const seen = stack.upstream!.seenHeaders.at(-1)!;
-    expect(seen['mcp-name']).toBe('add');
-    expect(seen['x-mcp-auth-scope']).toBe('mcp:math');
-  });
+      const allowed = await callAdd(math);
+      const answer = await allowed.text();
+      expect(allowed.status, answer).toBe(200);
+      expect(JSON.parse(answer).result.content[0].text).toBe('3');
+      const seen = stack.upstream!.seenHeaders.at(-1)!;
+      expect(seen['mcp-name']).toBe('add');
+      expect(seen['x-mcp-auth-scope']).toBe('mcp:math');
+    },
+  );
 
   it.skipIf(!available)('a POST from a client of an older revision is refused, not forwarded undecided', async () => {
     const before = stack.upstream!.seenHeaders.length;
@@ -249,7 +268,13 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
     // A user-grade token without scope: the sidecar states only X-MCP-Auth-Kind and -Subject for it.
     user = randomBytes(32).toString('hex');
     const now = stack.clock.now();
-    await stack.store.putUserToken({ tokenHash: hashToken(user), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(user),
+      subject: 'alice',
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
   });
   afterAll(async () => {
     await ingress?.stop();
@@ -259,16 +284,23 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
 
   /** A GET /mcp through the ingress, written byte for byte so each name keeps its spelling. */
   const get = async (extra: Array<[string, string]>) => {
-    const lines = [['Host', `127.0.0.1:${ingress.port}`], ['Authorization', `Bearer ${user}`], ['Accept', 'application/json'], ...extra, ['Connection', 'close']];
+    const lines = [
+      ['Host', `127.0.0.1:${ingress.port}`],
+      ['Authorization', `Bearer ${user}`],
+      ['Accept', 'application/json'],
+      ...extra,
+      ['Connection', 'close'],
+    ];
     const { responses } = await exchange(ingress.port, `GET /mcp HTTP/1.1\r\n${lines.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
     expect(responses, ingress.log()).toHaveLength(1);
     return responses[0]!;
   };
 
   /** The HTTP_X_MCP_AUTH_* variables the application saw. */
-  const identityEnviron = (body: string) => Object.fromEntries(Object.entries(JSON.parse(body) as Record<string, string>).filter(([k]) => k.startsWith('HTTP_X_MCP_AUTH_')));
+  const identityEnviron = (body: string) =>
+    Object.fromEntries(Object.entries(JSON.parse(body) as Record<string, string>).filter(([k]) => k.startsWith('HTTP_X_MCP_AUTH_')));
 
-  it.skipIf(!available)('without forged headers the application sees the sidecar\'s identity', async () => {
+  it.skipIf(!available)("without forged headers the application sees the sidecar's identity", async () => {
     const answer = await get([]);
     expect(answer.status).toBe(200);
     expect(identityEnviron(answer.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
@@ -367,14 +399,17 @@ describe.each(KINDS)('%s in front of the SDK 2.x reference upstream: headers tha
     expect(String(upstream.seenHeaders.at(-1)?.host).split(':')[0]).toBe('127.0.0.1');
   });
 
-  it.skipIf(!available)('Mcp-Name naming the allowed tool while the body calls a denied one: refused by the MCP server, nothing run', async () => {
-    const ran = upstream.toolCalls.length;
-    const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, call(2, 'echo', { text: 'denied' }));
-    expect(answer.status).toBe(400);
-    expect(JSON.parse(answer.text).error.code).toBe(-32020);
-    expect(upstream.toolCalls.length).toBe(ran);
-    expect(upstream.toolCalls).not.toContain('echo');
-  });
+  it.skipIf(!available)(
+    'Mcp-Name naming the allowed tool while the body calls a denied one: refused by the MCP server, nothing run',
+    async () => {
+      const ran = upstream.toolCalls.length;
+      const answer = await post({ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, call(2, 'echo', { text: 'denied' }));
+      expect(answer.status).toBe(400);
+      expect(JSON.parse(answer.text).error.code).toBe(-32020);
+      expect(upstream.toolCalls.length).toBe(ran);
+      expect(upstream.toolCalls).not.toContain('echo');
+    },
+  );
 
   it.skipIf(!available)('Mcp-Method naming an always-allowed list while the body calls a denied tool: refused, nothing run', async () => {
     const ran = upstream.toolCalls.length;
@@ -384,26 +419,29 @@ describe.each(KINDS)('%s in front of the SDK 2.x reference upstream: headers tha
     expect(upstream.toolCalls.length).toBe(ran);
   });
 
-  it.skipIf(!available)('a 2025-era body (no envelope, or a batch) under 2026-07-28 headers: refused, nothing run, even in an open session', async () => {
-    // A 2025-era session opened with the MCP server directly (as one opened through the sidecar's
-    // proxy mode would be): its id must not let a batch, which the SDK routes to 2025-era serving where
-    // the mirror headers are not compared, run under the 2026-07-28 headers the sidecar decided on (the
-    // session transport refuses that protocol version).
-    const init = await fetch(upstream.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify(initializeRequest()),
-    });
-    const session = init.headers.get('mcp-session-id');
-    await init.text();
-    expect(session).toBeTruthy();
-    const ran = upstream.toolCalls.length;
-    const headers = { 'mcp-method': 'tools/call', 'mcp-name': 'add' };
-    const bare = await post(headers, call(4, 'echo', { text: 'denied' }, false));
-    expect(bare.status).toBe(400);
-    const batch = await post({ ...headers, 'mcp-session-id': session! }, [call(5, 'echo', { text: 'denied' }, false)]);
-    expect(batch.status).toBe(400);
-    expect(upstream.toolCalls.length).toBe(ran);
-    expect(upstream.toolCalls).not.toContain('echo');
-  });
+  it.skipIf(!available)(
+    'a 2025-era body (no envelope, or a batch) under 2026-07-28 headers: refused, nothing run, even in an open session',
+    async () => {
+      // A 2025-era session opened with the MCP server directly (as one opened through the sidecar's
+      // proxy mode would be): its id must not let a batch, which the SDK routes to 2025-era serving where
+      // the mirror headers are not compared, run under the 2026-07-28 headers the sidecar decided on (the
+      // session transport refuses that protocol version).
+      const init = await fetch(upstream.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify(initializeRequest()),
+      });
+      const session = init.headers.get('mcp-session-id');
+      await init.text();
+      expect(session).toBeTruthy();
+      const ran = upstream.toolCalls.length;
+      const headers = { 'mcp-method': 'tools/call', 'mcp-name': 'add' };
+      const bare = await post(headers, call(4, 'echo', { text: 'denied' }, false));
+      expect(bare.status).toBe(400);
+      const batch = await post({ ...headers, 'mcp-session-id': session! }, [call(5, 'echo', { text: 'denied' }, false)]);
+      expect(batch.status).toBe(400);
+      expect(upstream.toolCalls.length).toBe(ran);
+      expect(upstream.toolCalls).not.toContain('echo');
+    },
+  );
 });

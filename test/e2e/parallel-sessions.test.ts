@@ -32,7 +32,12 @@ class FileProvider implements OAuthClientProvider {
   // The SDK refreshes only for a provider with a redirect URL (without one it runs the
   // client_credentials path), so the agent names a loopback URL it never uses (redirectToAuthorization throws).
   readonly redirectUrl = 'http://127.0.0.1:9/never-used';
-  readonly clientMetadata: OAuthClientMetadata = { client_name: 'agent', redirect_uris: [], grant_types: [DEVICE_GRANT, 'refresh_token'], token_endpoint_auth_method: 'none' };
+  readonly clientMetadata: OAuthClientMetadata = {
+    client_name: 'agent',
+    redirect_uris: [],
+    grant_types: [DEVICE_GRANT, 'refresh_token'],
+    token_endpoint_auth_method: 'none',
+  };
   constructor(path: string) {
     this.#path = path;
     this.#loaded = JSON.parse(readFileSync(path, 'utf8')) as CredentialsFile;
@@ -92,7 +97,11 @@ describe('parallel sessions on one refresh token', () => {
     const signedIn = await poll(s.base, clientId, d.device_code);
     expect(signedIn.status).toBe(200);
     const file = join(dir, 'credentials.json');
-    const first = { access_token: signedIn.body.access_token as string, token_type: 'Bearer', refresh_token: signedIn.body.refresh_token as string };
+    const first = {
+      access_token: signedIn.body.access_token as string,
+      token_type: 'Bearer',
+      refresh_token: signedIn.body.refresh_token as string,
+    };
     writeFileSync(file, JSON.stringify({ client: { client_id: clientId }, tokens: first }));
     const processes = Array.from({ length: 8 }, () => new FileProvider(file));
 
@@ -100,7 +109,12 @@ describe('parallel sessions on one refresh token', () => {
     s.stack.clock.advance(((signedIn.body.expires_in as number) + 1) * 1000);
     for (const [i, p] of processes.entries()) {
       const seen = await callHeaders(p).catch((err: unknown) => {
-        throw new Error(`process ${i}: ${String(err)}\n${s.stack.logs.filter((l) => l.includes('token')).slice(-5).join('\n')}`);
+        throw new Error(
+          `process ${i}: ${String(err)}\n${s.stack.logs
+            .filter((l) => l.includes('token'))
+            .slice(-5)
+            .join('\n')}`,
+        );
       });
       expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
       s.stack.clock.advance(7_000);
@@ -118,12 +132,25 @@ describe('parallel sessions on one refresh token', () => {
     expect([theft.status, theft.body.error]).toEqual([400, 'invalid_grant']);
     const after = await fetch(`${s.base}/mcp`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${held[0]!.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+      headers: {
+        authorization: `Bearer ${held[0]!.access_token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
     });
     await after.text();
     expect(after.status).toBe(401);
-    const refreshAfter = await tokenRequest(s.base, { grant_type: 'refresh_token', client_id: clientId, refresh_token: held[0]!.refresh_token! });
+    const refreshAfter = await tokenRequest(s.base, {
+      grant_type: 'refresh_token',
+      client_id: clientId,
+      refresh_token: held[0]!.refresh_token!,
+    });
     expect(refreshAfter.body.error).toBe('invalid_grant');
   });
 });

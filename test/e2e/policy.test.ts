@@ -76,11 +76,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{1
 
 /** The policy.deny audit events the sidecar logged, oldest first. */
 function denials(stack: Stack): Array<{ eventId: string; action: string; result: string; detail: Record<string, unknown> }> {
-  return stack.logs.map((l) => JSON.parse(l)).filter((l) => l.audit?.action === 'policy.deny').map((l) => l.audit);
+  return stack.logs
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.audit?.action === 'policy.deny')
+    .map((l) => l.audit);
 }
 
 function textOf(result: unknown): string {
-  return ((result as { content: Array<{ text: string }> }).content[0]?.text) ?? '';
+  return (result as { content: Array<{ text: string }> }).content[0]?.text ?? '';
 }
 
 describe.each([
@@ -120,36 +123,47 @@ describe.each([
   // The reference upstream keeps its SSE events (an SDK EventStore) and, for protocol 2025-11-25,
   // opens each POST answer with a priming event carrying an id; a GET with Last-Event-ID set to it
   // has the SDK replay that answer on the GET stream (webStandardStreamableHttp.js, replayEvents).
-  it.skipIf(jsonResponses)('a stream resumed with Last-Event-ID replays the tools/list answer filtered, as the POST answered it', async () => {
-    const headers = { authorization: `Bearer ${plain}`, 'mcp-session-id': session.transport.sessionId!, 'mcp-protocol-version': '2025-11-25' };
-    const answered = await fetch(stack.mcpUrl, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 'replay-me', method: 'tools/list' }),
-    });
-    const text = await answered.text();
-    const primingId = /^id: (.+)$/m.exec(text)?.[1];
-    expect(primingId, text).toBeDefined();
-    expect(toolNamesIn(text, 'replay-me')).toEqual(['echo', 'headers']);
+  it.skipIf(jsonResponses)(
+    'a stream resumed with Last-Event-ID replays the tools/list answer filtered, as the POST answered it',
+    async () => {
+      const headers = {
+        authorization: `Bearer ${plain}`,
+        'mcp-session-id': session.transport.sessionId!,
+        'mcp-protocol-version': '2025-11-25',
+      };
+      const answered = await fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 'replay-me', method: 'tools/list' }),
+      });
+      const text = await answered.text();
+      const primingId = /^id: (.+)$/m.exec(text)?.[1];
+      expect(primingId, text).toBeDefined();
+      expect(toolNamesIn(text, 'replay-me')).toEqual(['echo', 'headers']);
 
-    const controller = new AbortController();
-    const resumed = await fetch(stack.mcpUrl, { method: 'GET', headers: { ...headers, accept: 'text/event-stream', 'last-event-id': primingId! }, signal: controller.signal });
-    expect(resumed.status).toBe(200);
-    expect(resumed.headers.get('content-type')).toContain('text/event-stream');
-    // The stream stays open after the replay: read until the replayed answer has arrived.
-    const reader = resumed.body!.getReader();
-    const decoder = new TextDecoder();
-    let replayed = '';
-    while (!replayed.includes('"replay-me"') || !/\n\n/.test(replayed.slice(replayed.indexOf('"replay-me"')))) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      replayed += decoder.decode(value, { stream: true });
-    }
-    controller.abort();
-    expect(toolNamesIn(replayed, 'replay-me')).toEqual(['echo', 'headers']);
-    expect(replayed).not.toContain('"add"');
-    expect(replayed).not.toContain('"big"');
-  });
+      const controller = new AbortController();
+      const resumed = await fetch(stack.mcpUrl, {
+        method: 'GET',
+        headers: { ...headers, accept: 'text/event-stream', 'last-event-id': primingId! },
+        signal: controller.signal,
+      });
+      expect(resumed.status).toBe(200);
+      expect(resumed.headers.get('content-type')).toContain('text/event-stream');
+      // The stream stays open after the replay: read until the replayed answer has arrived.
+      const reader = resumed.body!.getReader();
+      const decoder = new TextDecoder();
+      let replayed = '';
+      while (!replayed.includes('"replay-me"') || !/\n\n/.test(replayed.slice(replayed.indexOf('"replay-me"')))) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        replayed += decoder.decode(value, { stream: true });
+      }
+      controller.abort();
+      expect(toolNamesIn(replayed, 'replay-me')).toEqual(['echo', 'headers']);
+      expect(replayed).not.toContain('"add"');
+      expect(replayed).not.toContain('"big"');
+    },
+  );
 
   it('an allowed call goes through', async () => {
     expect(textOf(await session.client.callTool({ name: 'echo', arguments: { text: 'ok' } }))).toBe('ok');
@@ -164,7 +178,11 @@ describe.each([
     expect(res.headers.get('www-authenticate')).toBe(
       `Bearer error="insufficient_scope", scope="mcp:math", resource_metadata="${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/.well-known/oauth-protected-resource/mcp"`,
     );
-    expect(JSON.parse(res.text)).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32003, message: 'tools/call add is not allowed for this token' } });
+    expect(JSON.parse(res.text)).toEqual({
+      jsonrpc: '2.0',
+      id: 7,
+      error: { code: -32003, message: 'tools/call add is not allowed for this token' },
+    });
     expect(res.text).not.toContain('math"'); // the rule's name stays in the audit trail
     expect(upstream.seenHeaders.length).toBe(before);
   });
@@ -190,7 +208,10 @@ describe.each([
     });
     expect(big.text).not.toContain('never-big'); // the rule's name stays in the audit trail
     expect(upstream.seenHeaders.length).toBe(before);
-    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({ result: 'insufficient_authorization', detail: { method: 'tools/call', name: 'big', rule: 'never-big' } });
+    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({
+      result: 'insufficient_authorization',
+      detail: { method: 'tools/call', name: 'big', rule: 'never-big' },
+    });
   });
 
   it('a client that accepts only text/event-stream gets that answer as one SSE event', async () => {
@@ -209,10 +230,15 @@ describe.each([
     const result = await session.client.callTool({ name: 'big', arguments: {} });
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/"big" is not available to you/);
-    const context = (result._meta as Record<string, { reason: string; remediation: string; authorizationContextId: string }>)[AUTHORIZATION]!;
+    const context = (result._meta as Record<string, { reason: string; remediation: string; authorizationContextId: string }>)[
+      AUTHORIZATION
+    ]!;
     expect(context).toMatchObject({ reason: 'insufficient_authorization', remediation: 'unavailable' });
     // The audit line that records this denial (the first of its kind in the aggregation window) carries the id.
-    expect(denials(stack).find((a) => a.eventId === context.authorizationContextId)).toMatchObject({ action: 'policy.deny', detail: { name: 'big' } });
+    expect(denials(stack).find((a) => a.eventId === context.authorizationContextId)).toMatchObject({
+      action: 'policy.deny',
+      detail: { name: 'big' },
+    });
     // Counted as refused, not forwarded.
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/^mcp_auth_requests_total\{outcome="refused",reason="insufficient_authorization"\} [1-9]/m);
@@ -235,11 +261,19 @@ describe.each([
         error: {
           code: -32003,
           message: `${method} ${Object.values(params)[0]} is not allowed for this token, and no other authorization would allow it`,
-          data: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: expect.stringMatching(UUID) } },
+          data: {
+            [AUTHORIZATION]: {
+              reason: 'insufficient_authorization',
+              remediation: 'unavailable',
+              authorizationContextId: expect.stringMatching(UUID),
+            },
+          },
         },
       });
     }
-    await expect(session.client.readResource({ uri: 'ref://other' })).rejects.toThrow(/MCP error -32003: resources\/read ref:\/\/other is not allowed/);
+    await expect(session.client.readResource({ uri: 'ref://other' })).rejects.toThrow(
+      /MCP error -32003: resources\/read ref:\/\/other is not allowed/,
+    );
   });
 
   it('step-up: a token with the named scope gets through, and sees the tool listed', async () => {
@@ -280,9 +314,15 @@ describe.each([
     expect((await post(stack, plain, body, session, { 'mcp-method': 'tools/call', 'mcp-name': 'echo' })).status).toBe(200);
     const wrongMethod = await post(stack, plain, body, session, { 'mcp-method': 'tools/list' });
     expect(wrongMethod.status).toBe(400);
-    expect(JSON.parse(wrongMethod.text)).toMatchObject({ error: 'invalid_request', error_description: 'the Mcp-Method header does not match the body' });
+    expect(JSON.parse(wrongMethod.text)).toMatchObject({
+      error: 'invalid_request',
+      error_description: 'the Mcp-Method header does not match the body',
+    });
     // A header that names an allowed tool cannot carry a denied one past the sidecar.
-    const smuggled = await post(stack, plain, JSON.stringify(call(4, 'add', { a: 1, b: 1 })), session, { 'mcp-method': 'tools/call', 'mcp-name': 'echo' });
+    const smuggled = await post(stack, plain, JSON.stringify(call(4, 'add', { a: 1, b: 1 })), session, {
+      'mcp-method': 'tools/call',
+      'mcp-name': 'echo',
+    });
     expect(smuggled.status).toBe(400);
   });
 });
@@ -302,13 +342,21 @@ describe('per-tool policy: principals and bad bodies', () => {
   it('a user-grade token gets the rules for its kind (no prompts), the master token too', async () => {
     const token = randomBytes(32).toString('hex');
     const now = stack.clock.now();
-    await stack.store.putUserToken({ tokenHash: hashToken(token), subject: 'u-1', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(token),
+      subject: 'u-1',
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
     for (const t of [token, stack.masterToken]) {
       const s = await connect(stack.mcpUrl, t);
       try {
         expect((await s.client.listPrompts()).prompts).toEqual([]);
         // No scope would allow it (user-grade and master tokens carry none): a JSON-RPC error at 200.
-        await expect(s.client.getPrompt({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(/MCP error -32003: prompts\/get greet is not allowed for this token/);
+        await expect(s.client.getPrompt({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(
+          /MCP error -32003: prompts\/get greet is not allowed for this token/,
+        );
         expect(textOf(await s.client.callTool({ name: 'echo', arguments: { text: 'y' } }))).toBe('y');
       } finally {
         await s.client.close();
@@ -325,14 +373,35 @@ describe('per-tool policy: principals and bad bodies', () => {
 
   it('explainPolicy: which rule decides, and why (a dry run over the admin listener)', async () => {
     const explain = (body: Record<string, unknown>) => stack.admin('explainPolicy', body);
-    expect((await explain({ token: oauth, method: 'tools/call', name: 'echo' })).body).toMatchObject({ effect: 'allow', decidedBy: 'rule', rule: 'everyone-echo' });
-    expect((await explain({ token: oauth, method: 'tools/call', name: 'add' })).body).toMatchObject({ effect: 'deny', decidedBy: 'default', scope: 'mcp:math' });
-    expect((await explain({ token: oauth, method: 'tools/call', name: 'big' })).body).toMatchObject({ effect: 'deny', decidedBy: 'rule', rule: 'never-big' });
-    expect((await explain({ token: stack.masterToken, method: 'prompts/get', name: 'greet' })).body).toMatchObject({ effect: 'deny', principal: { kind: 'master' } });
+    expect((await explain({ token: oauth, method: 'tools/call', name: 'echo' })).body).toMatchObject({
+      effect: 'allow',
+      decidedBy: 'rule',
+      rule: 'everyone-echo',
+    });
+    expect((await explain({ token: oauth, method: 'tools/call', name: 'add' })).body).toMatchObject({
+      effect: 'deny',
+      decidedBy: 'default',
+      scope: 'mcp:math',
+    });
+    expect((await explain({ token: oauth, method: 'tools/call', name: 'big' })).body).toMatchObject({
+      effect: 'deny',
+      decidedBy: 'rule',
+      rule: 'never-big',
+    });
+    expect((await explain({ token: stack.masterToken, method: 'prompts/get', name: 'greet' })).body).toMatchObject({
+      effect: 'deny',
+      principal: { kind: 'master' },
+    });
     expect((await explain({ token: oauth, method: 'tools/list' })).body).toMatchObject({ effect: 'allow', decidedBy: 'always allowed' });
-    expect((await explain({ token: randomBytes(32).toString('hex'), method: 'tools/call', name: 'echo' })).body).toMatchObject({ effect: 'deny', decidedBy: 'token' });
+    expect((await explain({ token: randomBytes(32).toString('hex'), method: 'tools/call', name: 'echo' })).body).toMatchObject({
+      effect: 'deny',
+      decidedBy: 'token',
+    });
     const bad = await explain({ token: oauth });
-    expect(bad).toMatchObject({ status: 400, body: { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' } });
+    expect(bad).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' },
+    });
     expect((await explain({ method: 'tools/call' })).status).toBe(400);
   });
 
@@ -345,12 +414,19 @@ describe('per-tool policy: principals and bad bodies', () => {
       await s.client.close();
     }
     const audit = denials(stack);
-    expect(audit.at(-2)).toMatchObject({ eventId: expect.stringMatching(UUID), result: 'insufficient_authorization', detail: { method: 'tools/call', name: 'big', rule: 'never-big' } });
-    expect(audit.at(-1)).toMatchObject({ eventId: expect.stringMatching(UUID), result: 'insufficient_scope', detail: { method: 'tools/call', name: 'add', rule: 'default' } });
+    expect(audit.at(-2)).toMatchObject({
+      eventId: expect.stringMatching(UUID),
+      result: 'insufficient_authorization',
+      detail: { method: 'tools/call', name: 'big', rule: 'never-big' },
+    });
+    expect(audit.at(-1)).toMatchObject({
+      eventId: expect.stringMatching(UUID),
+      result: 'insufficient_scope',
+      detail: { method: 'tools/call', name: 'add', rule: 'default' },
+    });
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/mcp_auth_policy_denials_total\{rule="never-big"\} [1-9]/);
   });
-
 });
 
 describe('per-tool policy behind an ingress (forward-auth): denials stay 403', () => {
@@ -369,7 +445,14 @@ describe('per-tool policy behind an ingress (forward-auth): denials stay 403', (
   // error at 200 cannot reach the client through it, so /authz answers 403 either way.
   const ask = (name: string) =>
     fetch(`${stack.proxyUrl}/authz`, {
-      headers: { authorization: `Bearer ${oauth}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name },
+      headers: {
+        authorization: `Bearer ${oauth}`,
+        'x-original-method': 'POST',
+        'x-original-uri': '/mcp',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': name,
+      },
     });
 
   it('no scope would lift it: 403 without a scope, the JSON-RPC error carrying the audit event id', async () => {
@@ -377,9 +460,16 @@ describe('per-tool policy behind an ingress (forward-auth): denials stay 403', (
     expect(res.status).toBe(403);
     expect(res.headers.get('www-authenticate')).toMatch(/^Bearer error="insufficient_scope", resource_metadata=/);
     const answer = (await res.json()) as { id: null; error: { data: Record<string, { authorizationContextId: string }> } };
-    expect(answer).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32003, data: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable' } } } });
+    expect(answer).toMatchObject({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32003, data: { [AUTHORIZATION]: { reason: 'insufficient_authorization', remediation: 'unavailable' } } },
+    });
     const contextId = answer.error.data[AUTHORIZATION]!.authorizationContextId;
-    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({ result: 'insufficient_authorization', detail: { name: 'big' } });
+    expect(denials(stack).find((a) => a.eventId === contextId)).toMatchObject({
+      result: 'insufficient_authorization',
+      detail: { name: 'big' },
+    });
   });
 
   it('a scope would lift it: the step-up challenge', async () => {
@@ -415,8 +505,18 @@ describe('per-tool policy: bad bodies', () => {
   it.each([
     ['not JSON', '{"jsonrpc":', 400, /not JSON/],
     ['not JSON-RPC', '{"id":1,"method":"ping"}', 400, /JSON-RPC 2\.0/],
-    ['too deep', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":${'['.repeat(70)}${']'.repeat(70)}}}`, 400, /nested deeper/],
-    ['a batch over the bound', JSON.stringify(Array.from({ length: 11 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }))), 400, /at most 10 messages/],
+    [
+      'too deep',
+      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":${'['.repeat(70)}${']'.repeat(70)}}}`,
+      400,
+      /nested deeper/,
+    ],
+    [
+      'a batch over the bound',
+      JSON.stringify(Array.from({ length: 11 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }))),
+      400,
+      /at most 10 messages/,
+    ],
     ['a duplicate id', JSON.stringify([call(1, 'echo', { text: 'a' }), call(1, 'echo', { text: 'b' })]), 400, /duplicate id/],
     ['a method that is not a string', '{"jsonrpc":"2.0","id":1,"method":["tools/call"]}', 400, /method must be a non-empty string/],
     ['a body over policy.maxBodyBytes', JSON.stringify(call(1, 'echo', { text: 'x'.repeat(5000) })), 413, /limited to 4096 bytes/],

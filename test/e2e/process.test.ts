@@ -7,7 +7,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, tokenRequest } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  tokenRequest,
+} from '../support/sign-in.ts';
 import { loginFormAction, UserAgent } from '../support/user-agent.ts';
 import { decide, enterCode, poll, registerDeviceClient, startDevice } from '../support/device.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
@@ -94,21 +103,27 @@ describe('npm run demo (src/demo.ts) as a process', () => {
     // the sources tsx's loader, on a newer one it changes nothing.
     const [node, ...args] = pkg.scripts.demo!.split(' ');
     expect([node, args.at(-1)]).toEqual(['node', 'src/demo.ts']);
-    const demo = await startProcess(
-      [process.execPath, ...args],
-      baseEnv({ PORT: '0', ADMIN_PORT: '0', UPSTREAM_PORT: '0' }),
-      [/MCP URL:\s+(\S+)/, /Authorization:\s+Bearer ([0-9a-f]{64})/, /Ctrl-C stops everything/],
-    );
+    const demo = await startProcess([process.execPath, ...args], baseEnv({ PORT: '0', ADMIN_PORT: '0', UPSTREAM_PORT: '0' }), [
+      /MCP URL:\s+(\S+)/,
+      /Authorization:\s+Bearer ([0-9a-f]{64})/,
+      /Ctrl-C stops everything/,
+    ]);
     try {
       const mcpUrl = /MCP URL:\s+(\S+)/.exec(demo.output())![1]!;
       const token = /Authorization:\s+Bearer ([0-9a-f]{64})/.exec(demo.output())![1]!;
       const out = demo.output();
       const configStart = out.indexOf('MCP client config (type: http):\n') + 'MCP client config (type: http):\n'.length;
       const printed = JSON.parse(out.slice(configStart, out.indexOf('\n\n', configStart)));
-      expect(printed.mcpServers['mcp-bearer-proxy-demo']).toEqual({ type: 'http', url: mcpUrl, headers: { Authorization: `Bearer ${token}` } });
+      expect(printed.mcpServers['mcp-bearer-proxy-demo']).toEqual({
+        type: 'http',
+        url: mcpUrl,
+        headers: { Authorization: `Bearer ${token}` },
+      });
 
       const client = new Client({ name: 'demo-test', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+      );
       const { tools } = await client.listTools();
       expect(tools.map((t) => t.name)).toContain('echo');
       await client.close();
@@ -124,13 +139,23 @@ describe('npm run demo (src/demo.ts) as a process', () => {
       const agent = new UserAgent();
       const atIdp = await approveAndSignIn(agent, base, authorizeUrl(base, standardParams(base, clientId, p)));
       expect(atIdp.body).toContain('DEMO identity provider');
-      const signedIn = await agent.request(loginFormAction(atIdp.body, atIdp.url), { form: { username: 'demo', password: 'demo', action: 'login' } });
+      const signedIn = await agent.request(loginFormAction(atIdp.body, atIdp.url), {
+        form: { username: 'demo', password: 'demo', action: 'login' },
+      });
       const code = clientReceived(await agent.follow(signedIn, CLIENT_REDIRECT)).get('code')!;
-      const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+      const tokens = await tokenRequest(base, {
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: CLIENT_REDIRECT,
+        client_id: clientId,
+        code_verifier: p.verifier,
+      });
       expect(tokens.status).toBe(200);
       const signedInClient = new Client({ name: 'demo-sign-in', version: '1.0.0' });
       await signedInClient.connect(
-        new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${tokens.body.access_token as string}` } } }),
+        new StreamableHTTPClientTransport(new URL(mcpUrl), {
+          requestInit: { headers: { authorization: `Bearer ${tokens.body.access_token as string}` } },
+        }),
       );
       expect((await signedInClient.listTools()).tools.length).toBeGreaterThan(0);
       await signedInClient.close();
@@ -140,7 +165,7 @@ describe('npm run demo (src/demo.ts) as a process', () => {
     expect(await demo.exit).toBe(0);
   });
 
-  it('takes npm start\'s flags: short-lived tokens and the device flow, tried on the demo; a bad flag exits 2 with the reason', async () => {
+  it("takes npm start's flags: short-lived tokens and the device flow, tried on the demo; a bad flag exits 2 with the reason", async () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
     const [, ...args] = pkg.scripts.demo!.split(' ');
     const demo = await startProcess(
@@ -157,7 +182,9 @@ describe('npm run demo (src/demo.ts) as a process', () => {
       const d = await startDevice(base, clientId);
       const agent = new UserAgent();
       const atIdp = await decide(agent, base, await enterCode(agent, base, d.user_code), 'approve');
-      const signedIn = await agent.request(loginFormAction(atIdp.body, atIdp.url), { form: { username: 'demo', password: 'demo', action: 'login' } });
+      const signedIn = await agent.request(loginFormAction(atIdp.body, atIdp.url), {
+        form: { username: 'demo', password: 'demo', action: 'login' },
+      });
       expect((await agent.follow(signedIn)).body).toContain('Device signed in');
       const tokens = await poll(base, clientId, d.device_code);
       expect(tokens.status).toBe(200);
@@ -168,7 +195,11 @@ describe('npm run demo (src/demo.ts) as a process', () => {
     }
     expect(await demo.exit).toBe(0);
 
-    const bad = await startProcess([process.execPath, ...args, '--store', 'redis', '--proxy.port', '0', '--admin.port', '0'], baseEnv({ UPSTREAM_PORT: '0' }), []);
+    const bad = await startProcess(
+      [process.execPath, ...args, '--store', 'redis', '--proxy.port', '0', '--admin.port', '0'],
+      baseEnv({ UPSTREAM_PORT: '0' }),
+      [],
+    );
     expect(await bad.exit).toBe(2);
     expect(bad.output()).toContain('--store: the demo uses its own store');
   });

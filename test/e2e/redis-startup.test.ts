@@ -69,7 +69,11 @@ describe('connectRedis', () => {
   });
 
   it('the right password connects (the server above is a working one)', async () => {
-    const client = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: LONG_CONNECT_TIMEOUT_MS });
+    const client = createRedisClient({
+      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
+      commandTimeoutMs: 1000,
+      connectTimeoutMs: LONG_CONNECT_TIMEOUT_MS,
+    });
     try {
       await connectRedis(client, LONG_CONNECT_TIMEOUT_MS);
       expect(await client.ping()).toBe('PONG');
@@ -80,14 +84,33 @@ describe('connectRedis', () => {
 });
 
 describe('npm start against an unusable Redis', () => {
-  function start(redisUrl: string, extraEnv: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  function start(
+    redisUrl: string,
+    extraEnv: Record<string, string> = {},
+  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const config = join(dir, 'startup.yaml');
-    writeFileSync(config, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', `  connectTimeoutMs: ${LONG_CONNECT_TIMEOUT_MS / 2}`, 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
+    writeFileSync(
+      config,
+      [
+        'masterToken: ${BEARER_SECRET_MASTER}',
+        'redis:',
+        `  connectTimeoutMs: ${LONG_CONNECT_TIMEOUT_MS / 2}`,
+        'proxy:',
+        '  port: 0',
+        'admin:',
+        '  port: 0',
+        '',
+      ].join('\n'),
+    );
     return new Promise((resolve) => {
       execFile(
         process.execPath,
         [...RUN_TS, 'src/main.ts', '--config', config],
-        { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl, ...extraEnv }, timeout: 25_000 },
+        {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl, ...extraEnv },
+          timeout: 25_000,
+        },
         (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
       );
     });
@@ -113,7 +136,11 @@ describe('npm start against an unusable Redis', () => {
   }, 30_000);
 
   it('the lookup cache on, with an ACL user that may not run CLIENT: exit 2, one paragraph saying what tracking needs', async () => {
-    const admin = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: 5000 });
+    const admin = createRedisClient({
+      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
+      commandTimeoutMs: 1000,
+      connectTimeoutMs: 5000,
+    });
     await connectRedis(admin, 5000);
     try {
       await admin.call('ACL', 'SETUSER', 'nocache', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-client');
@@ -130,7 +157,11 @@ describe('npm start against an unusable Redis', () => {
   }, 30_000);
 
   it('the lookup cache left at its default (auto), with an ACL user that may not run CLIENT: starts strict, says so once, and the metric shows why', async () => {
-    const admin = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: 5000 });
+    const admin = createRedisClient({
+      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
+      commandTimeoutMs: 1000,
+      connectTimeoutMs: 5000,
+    });
     await connectRedis(admin, 5000);
     try {
       await admin.call('ACL', 'SETUSER', 'nocache-auto', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-client');
@@ -142,21 +173,31 @@ describe('npm start against an unusable Redis', () => {
     const master = generateToken();
     const started = await startProcess(
       [process.execPath, ...RUN_TS, 'src/main.ts', '--config', config],
-      { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: master, REDIS_URL: `redis://nocache-auto:${PASSWORD}@127.0.0.1:${redis.port}`, LOG_FORMAT: 'json', UPSTREAM_URL: 'http://127.0.0.1:9/mcp' },
+      {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        BEARER_SECRET_MASTER: master,
+        REDIS_URL: `redis://nocache-auto:${PASSWORD}@127.0.0.1:${redis.port}`,
+        LOG_FORMAT: 'json',
+        UPSTREAM_URL: 'http://127.0.0.1:9/mcp',
+      },
       [/proxy listening on (\S+)/, /admin listening on (\S+)/],
     );
     try {
       const out = started.output();
       const warnings = out.split('\n').filter((l) => l.includes('token lookup cache off (redis.lookupCache: auto)'));
       expect(warnings).toHaveLength(1);
-      expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 40, reason: 'tracking_refused' }) // pino's warn;
+      expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 40, reason: 'tracking_refused' }); // pino's warn;
       expect(out).not.toContain(PASSWORD);
       const adminUrl = /admin listening on (\S+)/.exec(out)![1]!;
       const scrape = await (await fetch(`${adminUrl}/metrics`)).text();
       expect(scrape).toContain('mcp_auth_lookup_cache_unavailable{reason="tracking_refused"} 1');
       expect(scrape).toContain('mcp_auth_lookup_cache_live 0');
       // The store works without the cache: an admin operation writes and reads Redis.
-      const created = await fetch(`${adminUrl}/oauth/createClient`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` }, body: JSON.stringify({ clientName: 'auto-strict' }) });
+      const created = await fetch(`${adminUrl}/oauth/createClient`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
+        body: JSON.stringify({ clientName: 'auto-strict' }),
+      });
       expect(created.status).toBe(201);
     } finally {
       started.child.kill('SIGKILL');

@@ -8,7 +8,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CancelTaskResultSchema, CreateTaskResultSchema, GetTaskPayloadResultSchema, GetTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CancelTaskResultSchema,
+  CreateTaskResultSchema,
+  GetTaskPayloadResultSchema,
+  GetTaskResultSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
 import { handleDigest } from '../../src/proxy/handles.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
@@ -19,11 +25,24 @@ import { startStack, type Stack } from '../support/stack.ts';
 const SIDECAR = nodeTs('src/main.ts');
 
 function processEnv(upstreamUrl: string): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'warn', LOG_FORMAT: 'json', UPSTREAM_URL: upstreamUrl };
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    ADMIN_PORT: '0',
+    LOG_LEVEL: 'warn',
+    LOG_FORMAT: 'json',
+    UPSTREAM_URL: upstreamUrl,
+  };
 }
 
 /** An SDK client with `token` on `mcpUrl`; with `sessionId`, it resumes that session (no initialize, as the SDK reconnects). */
-async function connect(mcpUrl: string, token: string, sessionId?: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+async function connect(
+  mcpUrl: string,
+  token: string,
+  sessionId?: string,
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: 'sessions-e2e', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
     requestInit: { headers: { authorization: `Bearer ${token}` } },
@@ -54,7 +73,10 @@ describe('MCP sessions are bound to the caller that initialized them', () => {
     a = await stack.issueOAuthToken();
     b = await stack.issueOAuthToken();
     // A second sidecar process on the same Redis and key prefix: another replica.
-    second = await startSidecarProcess('sessions', SIDECAR, processEnv(stack.upstream!.url), [], { prefix: stack.prefix, master: stack.masterToken } as SidecarProcess);
+    second = await startSidecarProcess('sessions', SIDECAR, processEnv(stack.upstream!.url), [], {
+      prefix: stack.prefix,
+      master: stack.masterToken,
+    } as SidecarProcess);
   });
   afterAll(async () => {
     await second?.cleanup();
@@ -86,7 +108,12 @@ describe('MCP sessions are bound to the caller that initialized them', () => {
     // The same answer, byte for byte, as the upstream gives an unknown session.
     const direct = await fetch(`${stack.mcpUrl}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sessionId },
+      headers: {
+        authorization: `Bearer ${b.token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': sessionId,
+      },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
     });
     expect(direct.status).toBe(404);
@@ -115,7 +142,9 @@ describe('MCP sessions are bound to the caller that initialized them', () => {
     expect(seenFrom(b.clientId).length).toBe(fromB);
     // A itself, through the second process, keeps its session.
     const aliceElsewhere = await connect(`${second.proxyUrl}/mcp`, a.token, alice.transport.sessionId!);
-    expect((await aliceElsewhere.client.callTool({ name: 'echo', arguments: { text: 'via the other replica' } })).content).toEqual([{ type: 'text', text: 'via the other replica' }]);
+    expect((await aliceElsewhere.client.callTool({ name: 'echo', arguments: { text: 'via the other replica' } })).content).toEqual([
+      { type: 'text', text: 'via the other replica' },
+    ]);
 
     // Initialized through the second process, presented by B to the first: refused too.
     const aliceOnSecond = await connect(`${second.proxyUrl}/mcp`, a.token);
@@ -135,7 +164,10 @@ describe('MCP sessions are bound to the caller that initialized them', () => {
     try {
       expect(await raw.exists(key)).toBe(1);
       // B's DELETE of A's session is refused like any other request, and ends nothing.
-      const foreign = await fetch(stack.mcpUrl, { method: 'DELETE', headers: { authorization: `Bearer ${b.token}`, 'mcp-session-id': alice.transport.sessionId! } });
+      const foreign = await fetch(stack.mcpUrl, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${b.token}`, 'mcp-session-id': alice.transport.sessionId! },
+      });
       expect(foreign.status).toBe(404);
       expect(await raw.exists(key)).toBe(1);
       await alice.transport.terminateSession();
@@ -175,7 +207,8 @@ async function startTaskUpstream() {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const session = req.headers['mcp-session-id'] as string | undefined;
-      if (req.method === 'GET') return json(res, 405, { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null });
+      if (req.method === 'GET')
+        return json(res, 405, { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null });
       if (req.method === 'DELETE') {
         if (session !== undefined) sessions.delete(session);
         return json(res, 200, {});
@@ -188,11 +221,20 @@ async function startTaskUpstream() {
         return json(
           res,
           200,
-          { jsonrpc: '2.0', id: message.id, result: { protocolVersion: message.params.protocolVersion, capabilities: { tools: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } }, serverInfo: { name: 'task-upstream', version: '1.0.0' } } },
+          {
+            jsonrpc: '2.0',
+            id: message.id,
+            result: {
+              protocolVersion: message.params.protocolVersion,
+              capabilities: { tools: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+              serverInfo: { name: 'task-upstream', version: '1.0.0' },
+            },
+          },
           { 'mcp-session-id': id },
         );
       }
-      if (session === undefined || !sessions.has(session)) return json(res, 404, { jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+      if (session === undefined || !sessions.has(session))
+        return json(res, 404, { jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
       if (message.id === undefined) {
         res.writeHead(202).end();
         return;
@@ -211,7 +253,8 @@ async function startTaskUpstream() {
       }
       const task = typeof params.taskId === 'string' ? tasks.get(params.taskId) : undefined;
       if (message.method === 'tasks/get') return json(res, 200, task ? answer(taskView(task)) : unknown);
-      if (message.method === 'tasks/result') return json(res, 200, task ? answer({ content: [{ type: 'text', text: `result of ${task.taskId}` }] }) : unknown);
+      if (message.method === 'tasks/result')
+        return json(res, 200, task ? answer({ content: [{ type: 'text', text: `result of ${task.taskId}` }] }) : unknown);
       if (message.method === 'tasks/cancel') {
         if (!task) return json(res, 200, unknown);
         task.status = 'cancelled';
@@ -273,19 +316,27 @@ describe.each([
     }
   }
 
-  it.each(['json', 'sse'])('a task created by A (its answer over %s) is refused to B for tasks/get, tasks/result and tasks/cancel, never forwarded; A gets all three', async (tool) => {
-    const created = await alice.request({ method: 'tools/call', params: { name: tool, arguments: {}, task: { ttl: 60000 } } }, CreateTaskResultSchema);
-    const taskId = created.task.taskId;
-    expect(created.task.status).toBe('working');
+  it.each(['json', 'sse'])(
+    'a task created by A (its answer over %s) is refused to B for tasks/get, tasks/result and tasks/cancel, never forwarded; A gets all three',
+    async (tool) => {
+      const created = await alice.request(
+        { method: 'tools/call', params: { name: tool, arguments: {}, task: { ttl: 60000 } } },
+        CreateTaskResultSchema,
+      );
+      const taskId = created.task.taskId;
+      expect(created.task.status).toBe('working');
 
-    const before = taskRequestsFromB().length;
-    await expectRefusedToB(taskId);
-    expect(taskRequestsFromB().length).toBe(before);
+      const before = taskRequestsFromB().length;
+      await expectRefusedToB(taskId);
+      expect(taskRequestsFromB().length).toBe(before);
 
-    expect((await alice.request({ method: 'tasks/get', params: { taskId } }, GetTaskResultSchema)).taskId).toBe(taskId);
-    expect(await alice.request({ method: 'tasks/result', params: { taskId } }, GetTaskPayloadResultSchema)).toMatchObject({ content: [{ type: 'text', text: `result of ${taskId}` }] });
-    expect((await alice.request({ method: 'tasks/cancel', params: { taskId } }, CancelTaskResultSchema)).status).toBe('cancelled');
-  });
+      expect((await alice.request({ method: 'tasks/get', params: { taskId } }, GetTaskResultSchema)).taskId).toBe(taskId);
+      expect(await alice.request({ method: 'tasks/result', params: { taskId } }, GetTaskPayloadResultSchema)).toMatchObject({
+        content: [{ type: 'text', text: `result of ${taskId}` }],
+      });
+      expect((await alice.request({ method: 'tasks/cancel', params: { taskId } }, CancelTaskResultSchema)).status).toBe('cancelled');
+    },
+  );
 
   it('B asking about a task nobody recorded reaches the upstream, which answers it as unknown', async () => {
     const before = taskRequestsFromB().length;

@@ -6,11 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import {
-  ElicitRequestSchema,
-  LoggingMessageNotificationSchema,
-  type LoggingMessageNotification,
-} from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
 import { TTL_7_DAYS, hashToken } from '../../src/credentials.ts';
 import { rawRedis } from '../support/redis.ts';
 import { progressOverSse, rawSession, readSse } from '../support/sse.ts';
@@ -35,7 +31,13 @@ afterAll(async () => {
 async function userToken(subject: string): Promise<string> {
   const token = randomBytes(32).toString('hex');
   const now = stack.clock.now();
-  await stack.store.putUserToken({ tokenHash: hashToken(token), subject, issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+  await stack.store.putUserToken({
+    tokenHash: hashToken(token),
+    subject,
+    issuer: 'https://idp.example',
+    createdAt: now,
+    expiresAt: now + TTL_7_DAYS,
+  });
   return token;
 }
 
@@ -48,7 +50,10 @@ interface Connected {
 async function connect(token: string | undefined): Promise<Connected> {
   const client = new Client({ name: 'sidecar-e2e', version: '1.0.0' }, { capabilities: { elicitation: {} } });
   const logs: Connected['logs'] = [];
-  client.setRequestHandler(ElicitRequestSchema, async (request) => ({ action: 'accept', content: { answer: `yes to: ${request.params.message}` } }));
+  client.setRequestHandler(ElicitRequestSchema, async (request) => ({
+    action: 'accept',
+    content: { answer: `yes to: ${request.params.message}` },
+  }));
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
   const transport = new StreamableHTTPClientTransport(new URL(stack.mcpUrl), {
     requestInit: token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } },
@@ -187,7 +192,11 @@ describe('Streamable HTTP on the wire through the sidecar', () => {
     const session = await rawSession(stack.mcpUrl, auth);
     const del = await fetch(stack.mcpUrl, { method: 'DELETE', headers: session.headers() });
     expect(del.status).toBe(200);
-    const after = await fetch(stack.mcpUrl, { method: 'POST', headers: session.headers(), body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }) });
+    const after = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: session.headers(),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }),
+    });
     expect(after.status).toBe(404);
   });
 });

@@ -18,7 +18,16 @@ import { connectedClient, firstConnection, RecordingProvider } from '../support/
 import { poll, registerDeviceClient, startDevice } from '../support/device.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 let browser: Browser;
 let s: SignInStack;
@@ -97,7 +106,9 @@ describe('sign-in in a real browser', () => {
     const transport = new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { authProvider: provider });
     await transport.finishAuth(code!);
     const client = await connectedClient(s.base, provider);
-    const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text);
+    const seen = JSON.parse(
+      ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
+    );
     expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
     await client.close();
   });
@@ -202,9 +213,15 @@ describe('device sign-in (RFC 8628) in a real browser', () => {
     // The official SDK client, holding the device's tokens as an agent's credentials file would.
     const provider = new RecordingProvider(receiverUrl);
     provider.saveClientInformation({ client_id: clientId });
-    provider.saveTokens({ access_token: tokens.body.access_token as string, token_type: 'Bearer', refresh_token: tokens.body.refresh_token as string });
+    provider.saveTokens({
+      access_token: tokens.body.access_token as string,
+      token_type: 'Bearer',
+      refresh_token: tokens.body.refresh_token as string,
+    });
     const client = await connectedClient(s.base, provider);
-    const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text);
+    const seen = JSON.parse(
+      ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
+    );
     expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
     expect(seen['x-mcp-auth-client-id']).toBe(clientId);
     await client.close();

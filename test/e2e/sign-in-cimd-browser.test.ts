@@ -26,7 +26,16 @@ import { authorizeUrl, pkce, standardParams, startSignInStack, tokenRequest, typ
 import { createTestCertificate } from '../support/test-cert.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 let browser: Browser;
 let s: SignInStack;
@@ -68,7 +77,16 @@ beforeAll(async () => {
   const cert = createTestCertificate();
   docs = await serveOnLoopback(createHttpsServer({ cert: cert.cert, key: cert.key }, serveDocuments));
   const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
-  const cimd = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 600_000, maxCacheEntries: 100, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: cert.cert });
+  const cimd = createCimdResolver({
+    timeoutMs: 10_000,
+    maxBytes: 5120,
+    cacheTtlMs: 600_000,
+    maxCacheEntries: 100,
+    allowPrivateAddresses: true,
+    clock: new ManualClock(),
+    logger: quiet,
+    ca: cert.cert,
+  });
   s = await startSignInStack({ autoLogin: false, cimd });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
 }, 120_000);
@@ -90,44 +108,75 @@ function redirectFor(f: ClientDocumentFixture): string {
 /** The client's assertion for one token request: iss = sub = its client id, aud this server's issuer. */
 function clientAssertion(clientId: string, jti = randomUUID()): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({}).setProtectedHeader({ alg: 'RS256', kid: 'chatgpt-test-key' }).setIssuer(clientId).setSubject(clientId).setAudience(s.base).setIssuedAt(now).setExpirationTime(now + 60).setJti(jti).sign(signing.privateKey);
+  return new SignJWT({})
+    .setProtectedHeader({ alg: 'RS256', kid: 'chatgpt-test-key' })
+    .setIssuer(clientId)
+    .setSubject(clientId)
+    .setAudience(s.base)
+    .setIssuedAt(now)
+    .setExpirationTime(now + 60)
+    .setJti(jti)
+    .sign(signing.privateKey);
 }
 
-describe('real clients\' metadata documents sign in through a browser and trade their code as the client does', () => {
-  it.each(CLIENT_DOCUMENTS.map((f) => [f.name, f] as const))('%s', async (_name, fixture) => {
-    const clientId = `${docsOrigin()}${documentPath(fixture)}`;
-    const redirectUri = redirectFor(fixture);
-    const p = pkce();
-    const context = await browser.newContext({ javaScriptEnabled: false });
-    const page = await context.newPage();
-    const arrived = new Promise<URLSearchParams>((resolve) => (received = resolve));
-    await page.goto(authorizeUrl(s.base, standardParams(s.base, clientId, p, { redirect_uri: redirectUri })));
-    expect(await page.locator('body').textContent()).toContain(fixture.published.client_name as string);
-    await page.getByRole('button', { name: 'Approve' }).click();
-    await page.getByLabel('Password').fill(DEMO_USER.password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    const query = await arrived;
-    await context.close();
-    const code = query.get('code');
-    expect(code, query.toString()).toMatch(/^[0-9a-f]{64}$/);
+describe("real clients' metadata documents sign in through a browser and trade their code as the client does", () => {
+  it.each(CLIENT_DOCUMENTS.map((f) => [f.name, f] as const))(
+    '%s',
+    async (_name, fixture) => {
+      const clientId = `${docsOrigin()}${documentPath(fixture)}`;
+      const redirectUri = redirectFor(fixture);
+      const p = pkce();
+      const context = await browser.newContext({ javaScriptEnabled: false });
+      const page = await context.newPage();
+      const arrived = new Promise<URLSearchParams>((resolve) => (received = resolve));
+      await page.goto(authorizeUrl(s.base, standardParams(s.base, clientId, p, { redirect_uri: redirectUri })));
+      expect(await page.locator('body').textContent()).toContain(fixture.published.client_name as string);
+      await page.getByRole('button', { name: 'Approve' }).click();
+      await page.getByLabel('Password').fill(DEMO_USER.password);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      const query = await arrived;
+      await context.close();
+      const code = query.get('code');
+      expect(code, query.toString()).toMatch(/^[0-9a-f]{64}$/);
 
-    const exchange: Record<string, string> = { grant_type: 'authorization_code', code: code!, redirect_uri: redirectUri, code_verifier: p.verifier };
-    if (fixture.tokenAuth === 'none') {
-      const tokens = await tokenRequest(s.base, { ...exchange, client_id: clientId });
+      const exchange: Record<string, string> = {
+        grant_type: 'authorization_code',
+        code: code!,
+        redirect_uri: redirectUri,
+        code_verifier: p.verifier,
+      };
+      if (fixture.tokenAuth === 'none') {
+        const tokens = await tokenRequest(s.base, { ...exchange, client_id: clientId });
+        expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
+        expect(tokens.body.token_type).toBe('Bearer');
+        return;
+      }
+      // private_key_jwt: the client id alone is not enough, nor is an assertion for another audience.
+      expect((await tokenRequest(s.base, { ...exchange, client_id: clientId })).status).toBe(401);
+      const jti = randomUUID();
+      const tokens = await tokenRequest(s.base, {
+        ...exchange,
+        client_assertion_type: JWT_BEARER_ASSERTION,
+        client_assertion: await clientAssertion(clientId, jti),
+      });
       expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
-      expect(tokens.body.token_type).toBe('Bearer');
-      return;
-    }
-    // private_key_jwt: the client id alone is not enough, nor is an assertion for another audience.
-    expect((await tokenRequest(s.base, { ...exchange, client_id: clientId })).status).toBe(401);
-    const jti = randomUUID();
-    const tokens = await tokenRequest(s.base, { ...exchange, client_assertion_type: JWT_BEARER_ASSERTION, client_assertion: await clientAssertion(clientId, jti) });
-    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
-    const refresh = tokens.body.refresh_token as string;
-    // The same assertion again (a replay), then a fresh one: only the fresh one refreshes.
-    const replay = await tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: refresh, client_assertion_type: JWT_BEARER_ASSERTION, client_assertion: await clientAssertion(clientId, jti) });
-    expect([replay.status, replay.body.error]).toEqual([401, 'invalid_client']);
-    const refreshed = await tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: refresh, client_assertion_type: JWT_BEARER_ASSERTION, client_assertion: await clientAssertion(clientId) });
-    expect(refreshed.status, JSON.stringify(refreshed.body)).toBe(200);
-  }, 60_000);
+      const refresh = tokens.body.refresh_token as string;
+      // The same assertion again (a replay), then a fresh one: only the fresh one refreshes.
+      const replay = await tokenRequest(s.base, {
+        grant_type: 'refresh_token',
+        refresh_token: refresh,
+        client_assertion_type: JWT_BEARER_ASSERTION,
+        client_assertion: await clientAssertion(clientId, jti),
+      });
+      expect([replay.status, replay.body.error]).toEqual([401, 'invalid_client']);
+      const refreshed = await tokenRequest(s.base, {
+        grant_type: 'refresh_token',
+        refresh_token: refresh,
+        client_assertion_type: JWT_BEARER_ASSERTION,
+        client_assertion: await clientAssertion(clientId),
+      });
+      expect(refreshed.status, JSON.stringify(refreshed.body)).toBe(200);
+    },
+    60_000,
+  );
 });

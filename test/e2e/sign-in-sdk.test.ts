@@ -50,7 +50,7 @@ describe('browser sign-in with the SDK OAuth client', () => {
   });
 });
 
-describe('per-tool policy sees the signed-in user\'s groups', () => {
+describe("per-tool policy sees the signed-in user's groups", () => {
   let s: SignInStack;
   beforeAll(async () => {
     s = await startSignInStack({
@@ -58,8 +58,18 @@ describe('per-tool policy sees the signed-in user\'s groups', () => {
         policy: {
           default: 'deny',
           rules: [
-            { name: 'users-echo', effect: 'allow', principals: { groups: ['mcp-users'] }, requests: { methods: ['tools/call'], names: ['echo'] } },
-            { name: 'admins-add', effect: 'allow', principals: { groups: ['admins'] }, requests: { methods: ['tools/call'], names: ['add'] } },
+            {
+              name: 'users-echo',
+              effect: 'allow',
+              principals: { groups: ['mcp-users'] },
+              requests: { methods: ['tools/call'], names: ['echo'] },
+            },
+            {
+              name: 'admins-add',
+              effect: 'allow',
+              principals: { groups: ['admins'] },
+              requests: { methods: ['tools/call'], names: ['add'] },
+            },
           ],
         },
       },
@@ -81,7 +91,10 @@ describe('per-tool policy sees the signed-in user\'s groups', () => {
     // starting a new authorization.
     provider.authorizationUrl = undefined;
     const denied = await client.callTool({ name: 'add', arguments: { a: 1, b: 2 } });
-    expect(denied).toMatchObject({ isError: true, _meta: { 'io.modelcontextprotocol/authorization': { reason: 'insufficient_authorization', remediation: 'unavailable' } } });
+    expect(denied).toMatchObject({
+      isError: true,
+      _meta: { 'io.modelcontextprotocol/authorization': { reason: 'insufficient_authorization', remediation: 'unavailable' } },
+    });
     expect(provider.authorizationUrl).toBeUndefined();
     await client.close();
   });
@@ -100,7 +113,11 @@ describe('without an IdP: the SDK still reads the metadata, and client_credentia
   it('ClientCredentialsProvider + auth() gets a token, and the SDK client lists tools with it', async () => {
     const created = await stack.admin('createClient', { clientName: 'machine' });
     const base = stack.sidecar.publicUrl();
-    const provider = new ClientCredentialsProvider({ clientId: created.body.clientId, clientSecret: created.body.clientSecret, expectedIssuer: base });
+    const provider = new ClientCredentialsProvider({
+      clientId: created.body.clientId,
+      clientSecret: created.body.clientSecret,
+      expectedIssuer: base,
+    });
     expect(await auth(provider, { serverUrl: new URL(`${base}/mcp`) })).toBe('AUTHORIZED');
     const client = new Client({ name: 'cc', version: '1' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider }));
@@ -117,7 +134,12 @@ describe('without an IdP: the SDK still reads the metadata, and client_credentia
   it('/authorize answers a known client with unsupported_response_type, state and iss', async () => {
     const created = await stack.admin('createClient', { redirectUris: [CLIENT_REDIRECT], grantTypes: ['authorization_code'] });
     const url = new URL(`${stack.proxyUrl}/authorize`);
-    url.search = new URLSearchParams({ response_type: 'code', client_id: created.body.clientId, redirect_uri: CLIENT_REDIRECT, state: 's1' }).toString();
+    url.search = new URLSearchParams({
+      response_type: 'code',
+      client_id: created.body.clientId,
+      redirect_uri: CLIENT_REDIRECT,
+      state: 's1',
+    }).toString();
     const res = await fetch(url, { redirect: 'manual' });
     expect(res.status).toBe(302);
     const back = new URL(res.headers.get('location')!);

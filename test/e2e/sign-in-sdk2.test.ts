@@ -50,7 +50,7 @@ describe('the SDK 2.x client', () => {
     await client.close();
   });
 
-  it('with DPoP: the tokens are bound to the SDK\'s key, tools are called with proofs, and the stolen token alone is refused', async () => {
+  it("with DPoP: the tokens are bound to the SDK's key, tools are called with proofs, and the stolen token alone is refused", async () => {
     const provider = new RecordingProvider2({ dpop: true });
     const client = await signedIn(s, provider);
     const tokens = provider.tokens()!;
@@ -68,9 +68,15 @@ describe('the SDK 2.x client', () => {
 
     // The same access token without the key: as Bearer, and as DPoP without a proof.
     for (const authorization of [`Bearer ${tokens.access_token}`, `DPoP ${tokens.access_token}`]) {
-      const res = await fetch(`${s.base}/mcp`, { method: 'POST', headers: { authorization, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(initializeRequest()) });
+      const res = await fetch(`${s.base}/mcp`, {
+        method: 'POST',
+        headers: { authorization, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify(initializeRequest()),
+      });
       expect(res.status).toBe(401);
-      expect(res.headers.get('www-authenticate')).toMatch(/^DPoP realm="mcp", .*error="invalid_(token|dpop_proof)".*algs="ES256 RS256 PS256 EdDSA"$/);
+      expect(res.headers.get('www-authenticate')).toMatch(
+        /^DPoP realm="mcp", .*error="invalid_(token|dpop_proof)".*algs="ES256 RS256 PS256 EdDSA"$/,
+      );
     }
     await client.close();
   });

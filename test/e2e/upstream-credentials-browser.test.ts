@@ -16,7 +16,16 @@ import { DEMO_USER, startDemoIdp, type DemoIdp } from '../../src/demo-idp.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const PROVIDER_SECRET = randomBytes(32).toString('hex');
 
 let browser: Browser;
@@ -27,9 +36,22 @@ beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
   let callback = '';
-  provider = await startDemoIdp({ clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, redirectUri: () => callback, autoLogin: false });
+  provider = await startDemoIdp({
+    clientId: 'third-party-app',
+    clientSecret: PROVIDER_SECRET,
+    redirectUri: () => callback,
+    autoLogin: false,
+  });
   s = await startSignInStack({
-    config: { upstream: { credentials: { mode: 'oauth', key: randomBytes(32).toString('hex'), provider: { issuer: provider.issuer, clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, scopes: 'openid' } } } },
+    config: {
+      upstream: {
+        credentials: {
+          mode: 'oauth',
+          key: randomBytes(32).toString('hex'),
+          provider: { issuer: provider.issuer, clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, scopes: 'openid' },
+        },
+      },
+    },
   });
   callback = `${s.base}/connect/callback`;
 }, 90_000);
@@ -41,7 +63,9 @@ afterAll(async () => {
 
 async function sdkClient(token: string): Promise<Client> {
   const client = new Client({ name: 'upstream-credentials-e2e', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+  );
   return client;
 }
 
@@ -49,7 +73,13 @@ describe('connected accounts, end to end', () => {
   it('the SDK gets UrlElicitationRequiredError; chromium connects at the provider; the SDK then calls a tool with the provider token upstream', async () => {
     const token = generateToken();
     const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({ tokenHash: hashToken(token), subject: 'browser-user', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(token),
+      subject: 'browser-user',
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
 
     const refused = await sdkClient(token).then(
       () => new Error('connected without a credential'),
@@ -70,7 +100,9 @@ describe('connected accounts, end to end', () => {
     await context.close();
 
     const client = await sdkClient(token);
-    const seen = JSON.parse(((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text) as Record<string, string>;
+    const seen = JSON.parse(
+      ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
+    ) as Record<string, string>;
     await client.close();
     expect(seen['x-mcp-auth-subject']).toBe('browser-user');
     expect(seen.authorization).toMatch(/^Bearer \S+$/);

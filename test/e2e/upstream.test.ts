@@ -6,11 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import {
-  ElicitRequestSchema,
-  LoggingMessageNotificationSchema,
-  type LoggingMessageNotification,
-} from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { startUpstream as startUpstreamSdk1 } from '../support/upstream-sdk1.ts';
 import { exchange } from '../hostile/raw-http.ts';
@@ -239,8 +235,18 @@ describe('reference upstream (SDK 2.x server) on protocol 2026-07-28', () => {
   const post = async (headers: Record<string, string>, name: string) => {
     const res = await fetch(upstream.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', ...headers },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { a: 2, b: 3, text: 't' }, _meta: ENVELOPE } }),
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        ...headers,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name, arguments: { a: 2, b: 3, text: 't' }, _meta: ENVELOPE },
+      }),
     });
     return { status: res.status, body: (await res.json()) as { result?: { content: Array<{ text: string }> }; error?: { code: number } } };
   };
@@ -261,7 +267,11 @@ describe('reference upstream (SDK 2.x server) on protocol 2026-07-28', () => {
 
   it('refuses (-32020) a call whose headers name another tool or method, before the tool runs', async () => {
     const ran = upstream.toolCalls.length;
-    const mismatches: Array<Record<string, string>> = [{ 'mcp-method': 'tools/call', 'mcp-name': 'add' }, { 'mcp-method': 'tools/list' }, { 'mcp-method': 'tools/call' }];
+    const mismatches: Array<Record<string, string>> = [
+      { 'mcp-method': 'tools/call', 'mcp-name': 'add' },
+      { 'mcp-method': 'tools/list' },
+      { 'mcp-method': 'tools/call' },
+    ];
     for (const headers of mismatches) {
       const answer = await post(headers, 'echo');
       expect(answer.status, JSON.stringify(headers)).toBe(400);
@@ -272,7 +282,12 @@ describe('reference upstream (SDK 2.x server) on protocol 2026-07-28', () => {
 
   it('refuses a Host it does not allow (DNS rebinding) with 403, before anything is read', async () => {
     const ran = upstream.toolCalls.length;
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 1, b: 1 }, _meta: ENVELOPE } });
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'add', arguments: { a: 1, b: 1 }, _meta: ENVELOPE },
+    });
     const request = (host: string) =>
       `POST /mcp HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: add\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
     const refused = await exchange(upstream.port, request('mcp_upstream'));

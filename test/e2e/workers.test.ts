@@ -18,7 +18,16 @@ import { nodeTs } from '../support/node-ts.ts';
 const SIDECAR = nodeTs('src/main.ts');
 
 function env(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'info', LOG_FORMAT: 'json', ...extra };
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    ADMIN_PORT: '0',
+    LOG_LEVEL: 'info',
+    LOG_FORMAT: 'json',
+    ...extra,
+  };
 }
 
 /** The JSON log lines of the output (other lines: the two "listening" lines). */
@@ -82,7 +91,11 @@ describe('WORKERS=2 against real Redis', () => {
     expect((await fetch(`${adminUrl}/readyz`)).status).toBe(200);
     const { accessToken } = await newToken();
     const client = new Client({ name: 'workers-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${accessToken}` } },
+      }),
+    );
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('echo');
     const result = await client.callTool({ name: 'echo', arguments: { text: 'through a worker' } });
     expect(JSON.stringify(result.content)).toContain('through a worker');
@@ -125,7 +138,9 @@ describe('WORKERS=2 against real Redis', () => {
     await admin('deleteClient', { clientId });
     expect(await ended).toBe('ended');
     // The worker that held the stream says why it ended (its access log line is written as it closes).
-    await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'request' && l.endedBy === 'revoked' && (l.worker === 1 || l.worker === 2)));
+    await sidecar.waitFor((out) =>
+      logLines(out).some((l) => l.msg === 'request' && l.endedBy === 'revoked' && (l.worker === 1 || l.worker === 2)),
+    );
   });
 
   it('answers /metrics 503 while a worker cannot send its metrics (stopped), not a partial sum', async () => {
@@ -152,14 +167,22 @@ describe('WORKERS=2 against real Redis', () => {
     const second = logLines(sidecar.output()).find((l) => l.msg === 'worker listening' && l.listeningWorker === 3)!;
     process.kill(second.pid as number, 'SIGKILL');
     await sidecar.waitFor((out) => logLines(out).some((l) => l.msg === 'worker listening' && l.listeningWorker === 4));
-    expect(logLines(sidecar.output()).filter((l) => l.msg === 'worker died: restarting it').map((l) => [l.exitedWorker, l.restartInMs])).toEqual([
+    expect(
+      logLines(sidecar.output())
+        .filter((l) => l.msg === 'worker died: restarting it')
+        .map((l) => [l.exitedWorker, l.restartInMs]),
+    ).toEqual([
       [1, 100],
       [3, 200],
     ]);
     expect((await fetch(`${adminUrl}/readyz`)).status).toBe(200);
     const { accessToken } = await newToken();
     const client = new Client({ name: 'workers-after-kill', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${accessToken}` } },
+      }),
+    );
     expect((await client.listTools()).tools.length).toBeGreaterThan(0);
     await client.close();
     for (let i = 0; i < 4; i++) expect(await getOnNewConnection(`${proxyUrl}/mcp`)).toBe(401);
@@ -172,8 +195,18 @@ describe('WORKERS=2 against real Redis', () => {
     expect(await sidecar.exit).toBe(0);
     const lines = logLines(sidecar.output());
     // Every worker and the primary stopped gracefully; no line of any process was cut by another's.
-    expect(lines.filter((l) => l.msg === 'shut down').map((l) => l.worker).sort()).toEqual([0, 2, 4]);
-    expect(sidecar.output().split('\n').filter((l) => l !== '' && !l.startsWith('{') && !/^(proxy|admin) listening on /.test(l))).toEqual([]);
+    expect(
+      lines
+        .filter((l) => l.msg === 'shut down')
+        .map((l) => l.worker)
+        .sort(),
+    ).toEqual([0, 2, 4]);
+    expect(
+      sidecar
+        .output()
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('{') && !/^(proxy|admin) listening on /.test(l)),
+    ).toEqual([]);
     await expect(fetch(`${proxyUrl}/mcp`)).rejects.toThrow();
   });
 });
@@ -182,14 +215,21 @@ describe('WORKERS=2: failures that stop the group', () => {
   const base = () => env({ BEARER_SECRET_MASTER: generateToken(), UPSTREAM_URL: 'http://127.0.0.1:9/mcp', WORKERS: '2' });
 
   it('on SIGTERM a worker that does not stop is killed after the grace period and the group exits 1', async () => {
-    const run = await startProcess([...SIDECAR, '--proxy.shutdownGraceMs', '0'], { ...base(), REDIS_URL: redisUrl() }, [/admin listening on/]);
+    const run = await startProcess([...SIDECAR, '--proxy.shutdownGraceMs', '0'], { ...base(), REDIS_URL: redisUrl() }, [
+      /admin listening on/,
+    ]);
     const worker = logLines(run.output()).find((l) => l.msg === 'worker listening')!;
     process.kill(worker.pid as number, 'SIGSTOP');
     run.child.kill('SIGTERM');
     expect(await run.exit).toBe(1);
     const lines = logLines(run.output());
     expect(lines.filter((l) => l.msg === 'workers did not stop within the grace period: killing them')).toHaveLength(1);
-    expect(lines.filter((l) => l.msg === 'shut down').map((l) => l.worker).sort()).toEqual([0, worker.listeningWorker === 1 ? 2 : 1]);
+    expect(
+      lines
+        .filter((l) => l.msg === 'shut down')
+        .map((l) => l.worker)
+        .sort(),
+    ).toEqual([0, worker.listeningWorker === 1 ? 2 : 1]);
   });
 
   it('Redis refused: exit 2 with one paragraph, before any worker is started', async () => {

@@ -77,12 +77,17 @@ describe('clients that leave early', () => {
 
   /** Access-log lines written from `from` on. */
   function accessLines(from: number): Array<Record<string, unknown>> {
-    return stack.logs.slice(from).map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+    return stack.logs
+      .slice(from)
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'request');
   }
 
   /** The sidecar's side of the next request: resolves when its response closes. */
   function nextServerResponse(): Promise<ServerResponse> {
-    return new Promise((resolve) => stack.sidecar.proxyServer.once('request', (_req: IncomingMessage, res: ServerResponse) => resolve(res)));
+    return new Promise((resolve) =>
+      stack.sidecar.proxyServer.once('request', (_req: IncomingMessage, res: ServerResponse) => resolve(res)),
+    );
   }
 
   it('a client that drops during the token lookup: nothing forwarded, logged as aborted, in-flight back to 0', async () => {
@@ -126,7 +131,9 @@ describe('clients that leave early', () => {
     socket.on('data', (c: Buffer) => received.push(c));
     const closed = once(socket, 'close');
     const forwarded = upstream.next();
-    socket.write(`POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n{"jsonrpc":\r\n`);
+    socket.write(
+      `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n{"jsonrpc":\r\n`,
+    );
     const held = await forwarded;
     socket.write('zz\r\nnot a chunk\r\n');
     await closed;

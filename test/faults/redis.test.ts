@@ -61,7 +61,12 @@ async function rig(options: { commandTimeoutMs?: number; persist?: boolean; look
   const stack = await startStack({
     upstreamUrl: echo.url,
     redisUrl: fault.url('redis'),
-    config: { redis: { commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS, ...(options.lookupCache ? { lookupCache: options.lookupCache } : {}) } },
+    config: {
+      redis: {
+        commandTimeoutMs: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
+        ...(options.lookupCache ? { lookupCache: options.lookupCache } : {}),
+      },
+    },
   });
   const { token, clientId } = await stack.issueOAuthToken();
   return {

@@ -66,7 +66,9 @@ async function startHoldingUpstream() {
 }
 
 /** Starts the sidecar process; resolves with its URLs once it printed both "listening" lines. */
-async function startSidecar(env: Record<string, string>): Promise<{ child: ChildProcess; proxyUrl: string; adminUrl: string; output: () => string }> {
+async function startSidecar(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; proxyUrl: string; adminUrl: string; output: () => string }> {
   const child = spawn(process.execPath, [...RUN_TS, 'src/main.ts'], {
     cwd: process.cwd(),
     env: { PATH: process.env.PATH ?? '', ...env },
@@ -119,7 +121,12 @@ describe('SIGTERM on the real process', () => {
   it(`drains ${STREAMS} open SSE streams and in-flight POSTs, then exits 0`, async () => {
     const upstream = await startHoldingUpstream();
     const master = randomBytes(32).toString('hex');
-    const sidecar = await startSidecarWith('config.yaml', 'redis:\n  keyPrefix: "sigterm:"\nproxy:\n  shutdownGraceMs: 20000\n', master, upstream.url);
+    const sidecar = await startSidecarWith(
+      'config.yaml',
+      'redis:\n  keyPrefix: "sigterm:"\nproxy:\n  shutdownGraceMs: 20000\n',
+      master,
+      upstream.url,
+    );
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       sidecar.child.once('exit', (code, signal) => resolve({ code, signal })),
     );
@@ -141,7 +148,11 @@ describe('SIGTERM on the real process', () => {
       const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
       const open = (method: string, token: string, headers: Record<string, string> = {}) =>
         new Promise<IncomingMessage>((resolve, reject) => {
-          const req = request(`${sidecar.proxyUrl}/mcp`, { method, agent, headers: { authorization: `Bearer ${token}`, ...headers } }, resolve);
+          const req = request(
+            `${sidecar.proxyUrl}/mcp`,
+            { method, agent, headers: { authorization: `Bearer ${token}`, ...headers } },
+            resolve,
+          );
           req.on('error', reject);
           req.end(method === 'POST' ? '{"jsonrpc":"2.0","id":1,"method":"tools/call"}' : undefined);
         });
@@ -163,7 +174,9 @@ describe('SIGTERM on the real process', () => {
       const streamResults = streams.map(collect);
       // In-flight POSTs: some still waiting for headers, some streaming an SSE reply.
       const plain = Array.from({ length: PLAIN_POSTS }, () => open('POST', accessToken).then(collect));
-      const streamed = Array.from({ length: STREAMED_POSTS }, () => open('POST', master, { 'x-test-reply': 'sse', accept: 'text/event-stream' }).then(collect));
+      const streamed = Array.from({ length: STREAMED_POSTS }, () =>
+        open('POST', master, { 'x-test-reply': 'sse', accept: 'text/event-stream' }).then(collect),
+      );
       await upstream.until(() => upstream.posts.length === PLAIN_POSTS + STREAMED_POSTS);
 
       sidecar.child.kill('SIGTERM');
@@ -217,11 +230,15 @@ describe('SIGTERM on the real process', () => {
     const exited = new Promise<number | null>((resolve) => sidecar.child.once('exit', (code) => resolve(code)));
     try {
       const answer = new Promise<string>((resolve) => {
-        const req = request(`${sidecar.proxyUrl}/mcp`, { method: 'POST', agent: false, headers: { authorization: `Bearer ${master}` } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(`complete ${res.statusCode}`));
-          res.on('error', () => resolve('cut'));
-        });
+        const req = request(
+          `${sidecar.proxyUrl}/mcp`,
+          { method: 'POST', agent: false, headers: { authorization: `Bearer ${master}` } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(`complete ${res.statusCode}`));
+            res.on('error', () => resolve('cut'));
+          },
+        );
         req.on('error', () => resolve('cut'));
         req.end('{}');
       });

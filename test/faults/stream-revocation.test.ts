@@ -71,7 +71,13 @@ async function openStream(stack: Stack, upstream: SseUpstream, token: string, me
 async function userToken(stack: Stack, lifetimeMs = 3_600_000): Promise<string> {
   const token = randomBytes(32).toString('hex');
   const now = stack.clock.now();
-  await stack.store.putUserToken({ tokenHash: hashToken(token), subject: 'user-7', issuer: 'https://idp.example/', createdAt: now, expiresAt: now + lifetimeMs });
+  await stack.store.putUserToken({
+    tokenHash: hashToken(token),
+    subject: 'user-7',
+    issuer: 'https://idp.example/',
+    createdAt: now,
+    expiresAt: now + lifetimeMs,
+  });
   return token;
 }
 
@@ -118,7 +124,13 @@ describe('revocation reaches open streams (one sidecar, Redis)', () => {
     await a.upstream.closed;
     await stillFlowing(b, 'after-revocation');
     expect(endedLines(stack, 'revoked')).toHaveLength(1);
-    expect(endedLines(stack, 'revoked')[0]).toMatchObject({ method: 'GET', path: '/mcp', status: 200, authKind: 'user', subject: 'user-7' });
+    expect(endedLines(stack, 'revoked')[0]).toMatchObject({
+      method: 'GET',
+      path: '/mcp',
+      status: 200,
+      authKind: 'user',
+      subject: 'user-7',
+    });
     expect(endedLines(stack, 'revoked')[0]!.aborted).toBeUndefined();
     expect(await endedCount(stack, 'revoked')).toBe(1);
     b.upstream.res.end();
@@ -145,11 +157,21 @@ describe('revocation reaches open streams (one sidecar, Redis)', () => {
     const byAccess = await openStream(stack, upstream, first.body.access_token);
     const byFamily = await openStream(stack, upstream, second.body.access_token);
 
-    expect((await postForm(`${stack.proxyUrl}/revoke`, { token: first.body.access_token }, basic(client.id, client.secret))).status).toBe(200);
+    expect((await postForm(`${stack.proxyUrl}/revoke`, { token: first.body.access_token }, basic(client.id, client.secret))).status).toBe(
+      200,
+    );
     expect(await byAccess.ended).toBe('clean');
     await stillFlowing(byFamily, 'family-still-valid');
 
-    expect((await postForm(`${stack.proxyUrl}/revoke`, { token: second.body.refresh_token, token_type_hint: 'refresh_token' }, basic(client.id, client.secret))).status).toBe(200);
+    expect(
+      (
+        await postForm(
+          `${stack.proxyUrl}/revoke`,
+          { token: second.body.refresh_token, token_type_hint: 'refresh_token' },
+          basic(client.id, client.secret),
+        )
+      ).status,
+    ).toBe(200);
     expect(await byFamily.ended).toBe('clean');
     await byFamily.upstream.closed;
   });
@@ -303,7 +325,11 @@ describe('revocations no notice announces', () => {
 
   it('a revocation sent while the notice connection was down is not lost: the reconnect re-checks every open stream', async () => {
     const redis = await startFaultProxy(addressOf(redisUrl()));
-    const stack = await startStack({ upstreamUrl: upstream.url, redisUrl: redis.url('redis'), config: { proxy: { streamRecheckMs: 3_600_000 } } });
+    const stack = await startStack({
+      upstreamUrl: upstream.url,
+      redisUrl: redis.url('redis'),
+      config: { proxy: { streamRecheckMs: 3_600_000 } },
+    });
     // Revoked through another sidecar's store, straight on Redis: its notice goes out while this
     // sidecar's connections are down, and nobody of this sidecar hears it.
     const elsewhere: RedisTokenStore = await openRedisStore(stack.prefix);

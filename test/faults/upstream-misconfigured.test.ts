@@ -126,7 +126,9 @@ describe('the start-up probe', () => {
     missing.server.on('request', (req: import('node:http').IncomingMessage) => (userAgent = req.headers['user-agent']));
     const there = await answering(400);
     servers.push(missing.server, there.server);
-    expect(await probeMcpEndpoint(`${missing.origin}/mpc`, 2000)).toMatch(/answers http:\/\/127\.0\.0\.1:\d+\/mpc with 404: UPSTREAM_URL must name the MCP endpoint/);
+    expect(await probeMcpEndpoint(`${missing.origin}/mpc`, 2000)).toMatch(
+      /answers http:\/\/127\.0\.0\.1:\d+\/mpc with 404: UPSTREAM_URL must name the MCP endpoint/,
+    );
     expect(await probeMcpEndpoint(`${there.origin}/mcp`, 2000)).toBeUndefined();
     expect(userAgent).toBe(PROBE_USER_AGENT);
   });
@@ -143,15 +145,34 @@ describe('the start-up probe', () => {
 
   it('an unreachable upstream is reported with the cause', async () => {
     const port = await closedPort();
-    expect(await probeMcpEndpoint(`http://127.0.0.1:${port}/mcp`, 2000)).toMatch(/cannot be reached \(ECONNREFUSED: .*nothing listens on 127\.0\.0\.1:\d+/);
+    expect(await probeMcpEndpoint(`http://127.0.0.1:${port}/mcp`, 2000)).toMatch(
+      /cannot be reached \(ECONNREFUSED: .*nothing listens on 127\.0\.0\.1:\d+/,
+    );
   });
 
   it('the sidecar process warns at start-up, and serves anyway', async () => {
     const port = await closedPort();
     const child = spawn(
       process.execPath,
-      [...RUN_TS, 'src/main.ts', '--store', 'memory', '--proxy.host', '127.0.0.1', '--proxy.port', '0', '--admin.port', '0', '--upstream.url', `http://127.0.0.1:${port}/mcp`],
-      { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'pipe'] },
+      [
+        ...RUN_TS,
+        'src/main.ts',
+        '--store',
+        'memory',
+        '--proxy.host',
+        '127.0.0.1',
+        '--proxy.port',
+        '0',
+        '--admin.port',
+        '0',
+        '--upstream.url',
+        `http://127.0.0.1:${port}/mcp`,
+      ],
+      {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), LOG_FORMAT: 'json' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
     );
     try {
       let out = '';

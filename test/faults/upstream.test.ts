@@ -19,16 +19,29 @@ interface RawAnswer {
 }
 
 /** One request on its own connection (Connection: close), so that nothing is pooled on the client side. */
-function send(url: string, token: string, options: { method?: string; body?: string; headers?: Record<string, string> } = {}): Promise<RawAnswer> {
+function send(
+  url: string,
+  token: string,
+  options: { method?: string; body?: string; headers?: Record<string, string> } = {},
+): Promise<RawAnswer> {
   return new Promise((resolve) => {
     const req = request(
       url,
-      { method: options.method ?? 'POST', agent: false, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...options.headers } },
+      {
+        method: options.method ?? 'POST',
+        agent: false,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...options.headers },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         const done = (error?: string) =>
-          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), complete: res.complete, ...(error ? { error } : {}) });
+          resolve({
+            status: res.statusCode ?? 0,
+            body: Buffer.concat(chunks).toString('utf8'),
+            complete: res.complete,
+            ...(error ? { error } : {}),
+          });
         res.on('end', () => done());
         res.on('error', (err) => done(err.message));
         res.on('aborted', () => done('aborted'));
@@ -230,7 +243,11 @@ describe('upstream faults: SSE streams', () => {
     const streams = await Promise.all(
       Array.from({ length: n }, async () => {
         const clientSide = new Promise<IncomingMessage>((resolve, reject) => {
-          const req = request(stack.mcpUrl, { method: 'GET', agent: false, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, resolve);
+          const req = request(
+            stack.mcpUrl,
+            { method: 'GET', agent: false, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } },
+            resolve,
+          );
           req.on('error', reject);
           req.end();
         });

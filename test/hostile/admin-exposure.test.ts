@@ -18,7 +18,10 @@ describe('admin listener exposure', () => {
   });
 
   const op = (from: string, adminUrl: string, token: string) =>
-    sendFrom(from, `${adminUrl}/oauth/listClients`, { headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: '{}' });
+    sendFrom(from, `${adminUrl}/oauth/listClients`, {
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: '{}',
+    });
 
   it('failed master-token attempts past the limit: 429 with Retry-After for that address; the right token is still served', async () => {
     const stack: Stack = await startStack({ config: { rateLimits: { adminFailedAuthPerMinute: LIMIT } } });
@@ -43,7 +46,13 @@ describe('admin listener exposure', () => {
     expect(stack.logs.some((l) => l.includes('too many failed authentications') && l.includes('"listener":"admin"'))).toBe(true);
 
     // A replica on the same Redis counts with it: one more failure there and the address is refused there too.
-    const replica = await createSidecar({ config: stack.sidecar.config, store: await openRedisStore(stack.prefix), clock: stack.clock, logger: stack.sidecar.logger, defaultMetrics: false });
+    const replica = await createSidecar({
+      config: stack.sidecar.config,
+      store: await openRedisStore(stack.prefix),
+      clock: stack.clock,
+      logger: stack.sidecar.logger,
+      defaultMetrics: false,
+    });
     const { adminUrl } = await replica.listen();
     cleanups.push(() => replica.shutdown(1000));
     expect((await op('127.0.0.3', adminUrl, wrong)).status).toBe(401);
@@ -57,9 +66,16 @@ describe('admin listener exposure', () => {
   });
 
   it('start-up warns loudly when the admin listener is reachable on a public address', () => {
-    const iface = (address: string, family: 'IPv4' | 'IPv6', internal = false) => ({ address, family, internal, netmask: '', mac: '', cidr: null, ...(family === 'IPv6' ? { scopeid: 0 } : {}) }) as never;
-    const pod = { lo: [iface('127.0.0.1', 'IPv4', true), iface('::1', 'IPv6', true)], eth0: [iface('10.1.2.3', 'IPv4'), iface('fe80::1', 'IPv6')] };
-    const vm = { lo: [iface('127.0.0.1', 'IPv4', true)], eth0: [iface('203.0.113.7', 'IPv4'), iface('2001:db8::7', 'IPv6'), iface('192.168.1.5', 'IPv4')] };
+    const iface = (address: string, family: 'IPv4' | 'IPv6', internal = false) =>
+      ({ address, family, internal, netmask: '', mac: '', cidr: null, ...(family === 'IPv6' ? { scopeid: 0 } : {}) }) as never;
+    const pod = {
+      lo: [iface('127.0.0.1', 'IPv4', true), iface('::1', 'IPv6', true)],
+      eth0: [iface('10.1.2.3', 'IPv4'), iface('fe80::1', 'IPv6')],
+    };
+    const vm = {
+      lo: [iface('127.0.0.1', 'IPv4', true)],
+      eth0: [iface('203.0.113.7', 'IPv4'), iface('2001:db8::7', 'IPv6'), iface('192.168.1.5', 'IPv4')],
+    };
     expect(publicReach('127.0.0.1', vm)).toEqual([]);
     expect(publicReach('::1', vm)).toEqual([]);
     expect(publicReach('10.0.0.5', vm)).toEqual([]);

@@ -32,7 +32,13 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     const created = await stack.admin('createClient', { clientName: 'precious' });
     expect(created.status).toBe(201);
     const flooder = (await register(stack, '127.0.0.2')).json();
-    const revoke = () => formFrom('127.0.0.2', `${stack.proxyUrl}/revoke`, { token: randomBytes(32).toString('hex') }, basicAuth(flooder.client_id, flooder.client_secret));
+    const revoke = () =>
+      formFrom(
+        '127.0.0.2',
+        `${stack.proxyUrl}/revoke`,
+        { token: randomBytes(32).toString('hex') },
+        basicAuth(flooder.client_id, flooder.client_secret),
+      );
     const batch = async (n: number, send: () => Promise<{ status: number }>) => {
       for (let i = 0; i < n; i++) expect((await send()).status).toBeLessThan(300);
     };
@@ -40,7 +46,11 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     await batch(400, revoke);
     await batch(150, () => register(stack, '127.0.0.3'));
 
-    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string }>;
+    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{
+      action: string;
+      clientId?: string;
+      who: string;
+    }>;
     expect(events.find((e) => e.action === 'createClient' && e.clientId === created.body.clientId)).toMatchObject({ who: 'master' });
     expect(events.filter((e) => e.action === 'revoke' || e.action === 'register')).toEqual([]);
     // Still the complete trail in the log.
@@ -50,7 +60,10 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
   });
 
   it('a flood of policy denials is aggregated and cannot evict an earlier admin event', async () => {
-    const stack = await stackWith({ audit: { maxLen: 100 }, policy: { default: 'deny', rules: [{ name: 'echo', effect: 'allow', requests: { methods: ['tools/call'], names: ['echo'] } }] } });
+    const stack = await stackWith({
+      audit: { maxLen: 100 },
+      policy: { default: 'deny', rules: [{ name: 'echo', effect: 'allow', requests: { methods: ['tools/call'], names: ['echo'] } }] },
+    });
     const created = await stack.admin('createClient', { clientName: 'precious' });
     expect(created.status).toBe(201);
     const { token, clientId } = await stack.issueOAuthToken();
@@ -64,7 +77,15 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     // tool error at 200, nothing forwarded.
     for (let i = 0; i < 300; i++) expect((await call('delete_repo')).status).toBe(200);
     for (let i = 0; i < 100; i++) expect((await call(`tool_${i}`)).status).toBe(200);
-    const denials = async () => ((await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string; detail?: Record<string, unknown> }>).filter((e) => e.action === 'policy.deny');
+    const denials = async () =>
+      (
+        (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{
+          action: string;
+          clientId?: string;
+          who: string;
+          detail?: Record<string, unknown>;
+        }>
+      ).filter((e) => e.action === 'policy.deny');
     // The first of each kind is recorded at once: 20 kinds a principal (delete_repo and the first 19
     // other names), the other 81 names folded into one kind named `*`.
     const first = await denials();
@@ -75,11 +96,18 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     stack.clock.advance(REPEAT_WINDOW_MS);
     await stack.sidecar.audit.flushRepeated(stack.clock.now());
     const after = await denials();
-    expect(after.find((e) => e.detail?.name === 'delete_repo' && e.detail.repeated !== undefined)?.detail).toMatchObject({ repeated: 299, rule: 'default' });
+    expect(after.find((e) => e.detail?.name === 'delete_repo' && e.detail.repeated !== undefined)?.detail).toMatchObject({
+      repeated: 299,
+      rule: 'default',
+    });
     expect(after.find((e) => e.detail?.name === '*' && e.detail.repeated !== undefined)?.detail).toMatchObject({ repeated: 81 - 1 });
     expect(after.every((e) => e.clientId === clientId)).toBe(true);
     // The admin event is still there.
-    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string }>;
+    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{
+      action: string;
+      clientId?: string;
+      who: string;
+    }>;
     expect(events.find((e) => e.action === 'createClient' && e.clientId === created.body.clientId)).toMatchObject({ who: 'master' });
   });
 
@@ -88,8 +116,22 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     const created = await stack.admin('createClient', { clientName: 'precious' });
     const client = (await stack.admin('createClient', { clientName: 'busy' })).body;
     // Successful issuances: each one an event of the requests trail, as it must be.
-    for (let i = 0; i < 250; i++) expect((await formFrom(`127.0.${1 + (i % 200)}.9`, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(client.clientId, client.clientSecret))).status).toBe(200);
-    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{ action: string; clientId?: string; who: string }>;
+    for (let i = 0; i < 250; i++)
+      expect(
+        (
+          await formFrom(
+            `127.0.${1 + (i % 200)}.9`,
+            `${stack.proxyUrl}/token`,
+            { grant_type: 'client_credentials' },
+            basicAuth(client.clientId, client.clientSecret),
+          )
+        ).status,
+      ).toBe(200);
+    const events = (await stack.admin('listAuditEvents', { count: 1000 })).body.events as Array<{
+      action: string;
+      clientId?: string;
+      who: string;
+    }>;
     expect(events.filter((e) => e.action === 'token.client_credentials').length).toBeLessThan(250);
     expect(events.find((e) => e.action === 'createClient' && e.clientId === created.body.clientId)).toMatchObject({ who: 'master' });
   });
@@ -98,7 +140,13 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
     const stack = await stackWith({ rateLimits: { revocationRequestsPerMinute: 3, introspectionRequestsPerMinute: 2 } });
     const client = (await stack.admin('createClient', { clientName: 'rs' })).body;
     const revoke = (from: string) => formFrom(from, `${stack.proxyUrl}/revoke`, { token: randomBytes(32).toString('hex') });
-    const introspect = (from: string) => formFrom(from, `${stack.proxyUrl}/introspect`, { token: randomBytes(32).toString('hex') }, basicAuth(client.clientId, client.clientSecret));
+    const introspect = (from: string) =>
+      formFrom(
+        from,
+        `${stack.proxyUrl}/introspect`,
+        { token: randomBytes(32).toString('hex') },
+        basicAuth(client.clientId, client.clientSecret),
+      );
     const revoked = [];
     for (let i = 0; i < 4; i++) revoked.push(await revoke('127.0.0.2'));
     expect(revoked.map((r) => r.status)).toEqual([200, 200, 200, 429]);
@@ -114,12 +162,21 @@ describe('audit flooding and the OAuth endpoints’ rate limits', () => {
 
   it('the registration limit is counted across replicas', async () => {
     const stack = await stackWith({ oauth: { registrationRateLimitPerMinute: 2 } });
-    const replica = await createSidecar({ config: stack.sidecar.config, store: await openRedisStore(stack.prefix), clock: stack.clock, logger: stack.sidecar.logger, defaultMetrics: false });
+    const replica = await createSidecar({
+      config: stack.sidecar.config,
+      store: await openRedisStore(stack.prefix),
+      clock: stack.clock,
+      logger: stack.sidecar.logger,
+      defaultMetrics: false,
+    });
     const { proxyUrl } = await replica.listen();
     cleanups.push(() => replica.shutdown(1000));
     expect((await register(stack, '127.0.0.2')).status).toBe(201);
     expect((await register(stack, '127.0.0.2')).status).toBe(201);
-    const third = await sendFrom('127.0.0.2', `${proxyUrl}/register`, { headers: { 'content-type': 'application/json' }, body: '{"client_name":"x"}' });
+    const third = await sendFrom('127.0.0.2', `${proxyUrl}/register`, {
+      headers: { 'content-type': 'application/json' },
+      body: '{"client_name":"x"}',
+    });
     expect(third.status).toBe(429);
     expect(Number(third.headers['retry-after'])).toBeGreaterThan(0);
     expect((await register(stack, '127.0.0.3')).status).toBe(201);

@@ -6,7 +6,15 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { rawRedis, keysUnder } from '../support/redis.ts';
-import { authorizeUrl, CLIENT_REDIRECT, pkce, registerPublicClient, standardParams, startSignInStack, type SignInStack } from '../support/sign-in.ts';
+import {
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 import { sendFrom } from './from-address.ts';
 
@@ -50,7 +58,10 @@ describe('GET /authorize floods', () => {
   // applications this server does not know. Before, each counted towards the limit of real sign-ins.
   it('requests naming no known client count apart: past their limit they get a 429 page, and a real sign-in from the same address still works', async () => {
     const { s, clientId } = await signInStack({ authorizeRequestsPerMinute: 60, authorizeUnknownClientsPerMinute: 5 });
-    const junk = (i: number) => sendFrom('127.0.0.2', authorizeUrl(s.base, standardParams(s.base, `mcp_${i.toString(16).padStart(32, '0')}`, pkce())), { method: 'GET' });
+    const junk = (i: number) =>
+      sendFrom('127.0.0.2', authorizeUrl(s.base, standardParams(s.base, `mcp_${i.toString(16).padStart(32, '0')}`, pkce())), {
+        method: 'GET',
+      });
     const statuses: number[] = [];
     for (let i = 0; i < 60; i++) statuses.push((await junk(i)).status);
     // The usual error page while within their limit (the sixth is counted over it), then the refusal.
@@ -65,13 +76,21 @@ describe('GET /authorize floods', () => {
     for (let i = 0; i < 3; i++) expect((await authorize(s, '127.0.0.2', clientId)).status).toBe(200);
     expect(await pendingKeys(s)).toHaveLength(3);
     // Another address's junk has its own count.
-    expect((await sendFrom('127.0.0.3', authorizeUrl(s.base, standardParams(s.base, 'mcp_unknown', pkce())), { method: 'GET' })).status).toBe(400);
+    expect(
+      (await sendFrom('127.0.0.3', authorizeUrl(s.base, standardParams(s.base, 'mcp_unknown', pkce())), { method: 'GET' })).status,
+    ).toBe(400);
   });
 
   it('requests for a known client do not count towards the unknown-client limit', async () => {
-    const { s, clientId } = await signInStack({ authorizeRequestsPerMinute: 60, authorizeUnknownClientsPerMinute: 2, pendingSignInsPerAddress: 0 });
+    const { s, clientId } = await signInStack({
+      authorizeRequestsPerMinute: 60,
+      authorizeUnknownClientsPerMinute: 2,
+      pendingSignInsPerAddress: 0,
+    });
     for (let i = 0; i < 5; i++) expect((await authorize(s, '127.0.0.2', clientId)).status).toBe(200);
-    expect((await sendFrom('127.0.0.2', authorizeUrl(s.base, standardParams(s.base, 'mcp_unknown', pkce())), { method: 'GET' })).status).toBe(400);
+    expect(
+      (await sendFrom('127.0.0.2', authorizeUrl(s.base, standardParams(s.base, 'mcp_unknown', pkce())), { method: 'GET' })).status,
+    ).toBe(400);
   });
 
   it('pending sign-ins per address: over the bound a 429 page and nothing stored, until the oldest expires', async () => {
@@ -97,7 +116,12 @@ describe('GET /authorize floods', () => {
     const url = () => authorizeUrl(s.base, standardParams(s.base, clientId, pkce()));
     const page = await agent.request(url());
     expect(page.status).toBe(200);
-    await agent.follow(await agent.request(`${s.base}/authorize/consent`, { form: { request: consentRequestId(page.body), decision: 'approve', remember: 'yes' } }), CLIENT_REDIRECT);
+    await agent.follow(
+      await agent.request(`${s.base}/authorize/consent`, {
+        form: { request: consentRequestId(page.body), decision: 'approve', remember: 'yes' },
+      }),
+      CLIENT_REDIRECT,
+    );
     // One pending sign-in so far (the consent page's); two more, remembered, go to the IdP; the next is refused.
     for (let i = 0; i < 2; i++) {
       const hop = await agent.request(url());
@@ -135,10 +159,15 @@ describe('the size of a pending sign-in in Redis', () => {
     const raw = await rawRedis();
     try {
       const before = new Set(await keysUnder(raw, s.stack.prefix));
-      expect((await sendFrom('127.0.0.1', authorizeUrl(s.base, standardParams(s.base, clientId, pkce(), extra)), { method: 'GET' })).status).toBe(200);
+      expect(
+        (await sendFrom('127.0.0.1', authorizeUrl(s.base, standardParams(s.base, clientId, pkce(), extra)), { method: 'GET' })).status,
+      ).toBe(200);
       const added = (await keysUnder(raw, s.stack.prefix)).filter((k) => !before.has(k) && k.includes(':oauthAuthorizationRequests:'));
       expect(added).toHaveLength(1);
-      return { bytes: Number(await raw.memory('USAGE', added[0]!, 'SAMPLES', '0')), fields: Object.keys(await raw.hgetall(added[0]!)).sort() };
+      return {
+        bytes: Number(await raw.memory('USAGE', added[0]!, 'SAMPLES', '0')),
+        fields: Object.keys(await raw.hgetall(added[0]!)).sort(),
+      };
     } finally {
       await raw.quit();
     }

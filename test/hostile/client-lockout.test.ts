@@ -4,7 +4,18 @@
 // untouched, at another address and at the guessing one too; the guesser's failures get 429.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { basicAuth, formFrom, sendFrom } from './from-address.ts';
@@ -24,7 +35,8 @@ describe('client lockout through /token', () => {
     await stack.close();
   });
 
-  const token = (from: string, secret: string) => formFrom(from, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(client.clientId, secret));
+  const token = (from: string, secret: string) =>
+    formFrom(from, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(client.clientId, secret));
 
   it('65 wrong secrets from one address: those failures are refused, the client with its secret is not, wherever it is', async () => {
     const statuses: number[] = [];
@@ -46,11 +58,17 @@ describe('client lockout through /token', () => {
     const refused = await token(ATTACKER, 'f'.repeat(64));
     expect(refused.status).toBe(429);
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
-    const mcpWrong = await sendFrom(ATTACKER, stack.mcpUrl, { headers: { authorization: `Bearer ${'e'.repeat(64)}`, 'content-type': 'application/json' }, body: '{}' });
+    const mcpWrong = await sendFrom(ATTACKER, stack.mcpUrl, {
+      headers: { authorization: `Bearer ${'e'.repeat(64)}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(mcpWrong.status).toBe(429);
     expect((await token(ATTACKER, client.clientSecret)).status).toBe(200);
     // The reference upstream answers (400 for a body that is no JSON-RPC: it was forwarded).
-    const mcp = await sendFrom(ATTACKER, stack.mcpUrl, { headers: { authorization: `Bearer ${owner.json().access_token}`, 'content-type': 'application/json' }, body: '{}' });
+    const mcp = await sendFrom(ATTACKER, stack.mcpUrl, {
+      headers: { authorization: `Bearer ${owner.json().access_token}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(mcp.status).toBe(400);
 
     // The window ends: failures are answered 401 again.
@@ -60,7 +78,8 @@ describe('client lockout through /token', () => {
 
   it('token requests are limited per client and address: one address using up its requests leaves the client free elsewhere', async () => {
     const other = (await stack.admin('createClient', { clientName: 'busy' })).body;
-    const ask = (from: string) => formFrom(from, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(other.clientId, other.clientSecret));
+    const ask = (from: string) =>
+      formFrom(from, `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(other.clientId, other.clientSecret));
     const statuses: number[] = [];
     for (let i = 0; i < 31; i++) statuses.push((await ask('127.0.0.3')).status);
     expect(statuses.slice(0, 30).every((s) => s === 200)).toBe(true);
@@ -82,14 +101,21 @@ describe('a public client through /token', () => {
 
   it('failed grants naming its id use up none of its requests; its successful ones do', async () => {
     const publicId = await registerPublicClient(s.base);
-    const guess = () => formFrom(OWNER, `${s.base}/token`, { grant_type: 'refresh_token', refresh_token: 'f'.repeat(64), client_id: publicId });
+    const guess = () =>
+      formFrom(OWNER, `${s.base}/token`, { grant_type: 'refresh_token', refresh_token: 'f'.repeat(64), client_id: publicId });
     for (let i = 0; i < 10; i++) expect((await guess()).status).toBe(400);
 
     // The user behind the same address signs in and refreshes: 4 token requests, the limit.
     const p = pkce();
     const params = standardParams(s.base, publicId, p);
     const code = clientReceived(await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, params))).get('code')!;
-    const redeemed = await tokenRequest(s.base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: publicId, code_verifier: p.verifier });
+    const redeemed = await tokenRequest(s.base, {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: CLIENT_REDIRECT,
+      client_id: publicId,
+      code_verifier: p.verifier,
+    });
     expect(redeemed.status).toBe(200);
     let refresh = (redeemed.body as { refresh_token: string }).refresh_token;
     const refreshOnce = () => tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: refresh, client_id: publicId });

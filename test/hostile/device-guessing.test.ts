@@ -49,7 +49,11 @@ describe('user-code guessing', () => {
     let sent = 0;
     let firstRefusal: number | undefined;
     // Each address stays under its own limit; only the server-wide one can stop them.
-    for (let address = 0; firstRefusal === undefined && address < Math.ceil(DEVICE_FAILED_ENTRIES_PER_MINUTE / (perAddress - 1)) + 2; address++) {
+    for (
+      let address = 0;
+      firstRefusal === undefined && address < Math.ceil(DEVICE_FAILED_ENTRIES_PER_MINUTE / (perAddress - 1)) + 2;
+      address++
+    ) {
       for (let i = 0; i < perAddress - 1 && firstRefusal === undefined; i++) {
         const answer = await enter(`127.0.1.${address + 1}`, wrongCode(1000 + sent));
         sent++;

@@ -10,7 +10,11 @@ export interface Answer {
   json(): any;
 }
 
-export function sendFrom(from: string, url: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
+export function sendFrom(
+  from: string,
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: options.method ?? 'POST', headers: options.headers, localAddress: from, agent: false }, (res) => {
       const chunks: Buffer[] = [];
@@ -27,7 +31,10 @@ export function sendFrom(from: string, url: string, options: { method?: string; 
 }
 
 export function formFrom(from: string, url: string, params: Record<string, string>, headers: Record<string, string> = {}): Promise<Answer> {
-  return sendFrom(from, url, { headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(params).toString() });
+  return sendFrom(from, url, {
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    body: new URLSearchParams(params).toString(),
+  });
 }
 
 export function basicAuth(id: string, secret: string): Record<string, string> {

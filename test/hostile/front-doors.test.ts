@@ -20,7 +20,8 @@ type Door = 'mcp' | 'authz';
 
 /** The request line and headers that ask `door` about a POST /mcp carrying `headers`. */
 function through(door: Door, headers: Array<[string, string]>): { target: string; method: string; headers: Array<[string, string]> } {
-  if (door === 'mcp') return { method: 'POST', target: '/mcp', headers: [['Content-Type', 'application/json'], ['Content-Length', '2'], ...headers] };
+  if (door === 'mcp')
+    return { method: 'POST', target: '/mcp', headers: [['Content-Type', 'application/json'], ['Content-Length', '2'], ...headers] };
   return { method: 'GET', target: '/authz', headers: [['X-Original-Method', 'POST'], ['X-Original-URI', '/mcp'], ...headers] };
 }
 
@@ -58,7 +59,12 @@ describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => 
 
   async function send(headers: Array<[string, string]>, hostHeader = host) {
     const r = through(door, headers);
-    const lines = [`${r.method} ${r.target} HTTP/1.1`, `Host: ${hostHeader}`, 'Connection: close', ...r.headers.map(([n, v]) => `${n}: ${v}`)];
+    const lines = [
+      `${r.method} ${r.target} HTTP/1.1`,
+      `Host: ${hostHeader}`,
+      'Connection: close',
+      ...r.headers.map(([n, v]) => `${n}: ${v}`),
+    ];
     const before = echo.seen.length;
     const { responses, raw } = await exchange(port, `${lines.join('\r\n')}\r\n\r\n${door === 'mcp' ? '{}' : ''}`);
     return { status: responses[0]?.status, body: responses[0]?.body ?? '', lines: headerLines(raw), forwarded: echo.seen.length > before };
@@ -67,23 +73,53 @@ describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => 
   it('one answer for unknown, revoked, expired and malformed tokens: no oracle', async () => {
     const now = stack.clock.now();
     const revoked = guess();
-    await stack.store.putUserToken({ tokenHash: hashToken(revoked), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(revoked),
+      subject: 'alice',
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
     await stack.store.revokeUserToken(hashToken(revoked));
     const expired = guess();
-    await stack.store.putUserToken({ tokenHash: hashToken(expired), subject: 'bob', issuer: 'https://idp.example', createdAt: now - 2000, expiresAt: now - 1000 });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(expired),
+      subject: 'bob',
+      issuer: 'https://idp.example',
+      createdAt: now - 2000,
+      expiresAt: now - 1000,
+    });
     const { clientId: deleted, token: ofDeleted } = await stack.issueOAuthToken();
     await stack.admin('deleteClient', { clientId: deleted });
     const answers = [];
-    for (const authorization of [`Bearer ${guess()}`, `Bearer ${revoked}`, `Bearer ${expired}`, `Bearer ${ofDeleted}`, 'Bearer abc', `Basic ${guess()}`, `Bearer ${guess().toUpperCase()}`]) {
+    for (const authorization of [
+      `Bearer ${guess()}`,
+      `Bearer ${revoked}`,
+      `Bearer ${expired}`,
+      `Bearer ${ofDeleted}`,
+      'Bearer abc',
+      `Basic ${guess()}`,
+      `Bearer ${guess().toUpperCase()}`,
+    ]) {
       // Each from its own address: the lockout must not decide this test.
       const from = `127.0.${door === 'mcp' ? 1 : 2}.${answers.length + 10}`;
       const r = through(door, [['Authorization', authorization]]);
-      const answer = await sendFrom(from, `${stack.proxyUrl}${r.target}`, { method: r.method, headers: Object.fromEntries(r.headers), ...(door === 'mcp' ? { body: '{}' } : {}) });
-      answers.push({ status: answer.status, challenge: answer.headers['www-authenticate'], body: answer.text, identity: Object.keys(answer.headers).filter((n) => n.startsWith('x-mcp-auth')) });
+      const answer = await sendFrom(from, `${stack.proxyUrl}${r.target}`, {
+        method: r.method,
+        headers: Object.fromEntries(r.headers),
+        ...(door === 'mcp' ? { body: '{}' } : {}),
+      });
+      answers.push({
+        status: answer.status,
+        challenge: answer.headers['www-authenticate'],
+        body: answer.text,
+        identity: Object.keys(answer.headers).filter((n) => n.startsWith('x-mcp-auth')),
+      });
     }
     expect(answers[0]).toEqual({
       status: 401,
-      challenge: 'Bearer realm="mcp", resource_metadata="https://mcp.example.test/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the access token is invalid, expired or revoked"',
+      challenge:
+        'Bearer realm="mcp", resource_metadata="https://mcp.example.test/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the access token is invalid, expired or revoked"',
       body: JSON.stringify({ error: 'invalid_token', error_description: 'the access token is invalid, expired or revoked' }),
       identity: [],
     });
@@ -93,7 +129,12 @@ describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => 
   it('failures from an address past the limit get 429; a valid token from that address is still served', async () => {
     const from = door === 'mcp' ? '127.0.3.1' : '127.0.3.2';
     const r = (t: string) => through(door, [['Authorization', `Bearer ${t}`]]);
-    const ask = (address: string, t: string) => sendFrom(address, `${stack.proxyUrl}${r(t).target}`, { method: r(t).method, headers: Object.fromEntries(r(t).headers), ...(door === 'mcp' ? { body: '{}' } : {}) });
+    const ask = (address: string, t: string) =>
+      sendFrom(address, `${stack.proxyUrl}${r(t).target}`, {
+        method: r(t).method,
+        headers: Object.fromEntries(r(t).headers),
+        ...(door === 'mcp' ? { body: '{}' } : {}),
+      });
     let refusedAt = -1;
     // The proxy does not wait for the count to land: the refusal comes at the limit or soon after.
     for (let i = 0; i < LIMIT + 10 && refusedAt === -1; i++) if ((await ask(from, guess())).status === 429) refusedAt = i;
@@ -116,12 +157,15 @@ describe.each<Door>(['mcp', 'authz'])('hostile requests through /%s', (door) => 
   });
 
   it('a foreign Origin is 403', async () => {
-    const answer = await send([['Authorization', `Bearer ${token}`], ['Origin', 'https://evil.example']]);
+    const answer = await send([
+      ['Authorization', `Bearer ${token}`],
+      ['Origin', 'https://evil.example'],
+    ]);
     expect(answer.status).toBe(403);
     expect(answer.forwarded).toBe(false);
   });
 
-  it('no spelling of a client-sent identity header stands in for the sidecar\'s', async () => {
+  it("no spelling of a client-sent identity header stands in for the sidecar's", async () => {
     const spoofed: Array<[string, string]> = [
       ['X-MCP-Auth-Kind', 'master'],
       ['x-mcp-auth-subject', 'admin'],

@@ -50,7 +50,8 @@ const UPGRADES: Record<FuzzRequest['upgrade'], string[]> = {
 };
 
 const latin1 = (max: number) => fc.string({ unit: fc.integer({ min: 0, max: 255 }).map((c) => String.fromCharCode(c)), maxLength: max });
-const printable = (max: number) => fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: max });
+const printable = (max: number) =>
+  fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: max });
 const hex64 = fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 });
 
 const authArb: fc.Arbitrary<AuthSpec> = fc.oneof(
@@ -63,7 +64,10 @@ const authArb: fc.Arbitrary<AuthSpec> = fc.oneof(
       pad: fc.constantFrom('', ' ', '\t', 'x', '\u00a0'),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('mutated' as const), at: fc.nat(63), char: latin1(1).filter((c) => c.length === 1) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('mutated' as const), at: fc.nat(63), char: latin1(1).filter((c) => c.length === 1) }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('suffixed' as const), suffix: latin1(4).filter((s) => s.length > 0) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('raw' as const), value: latin1(80) }) },
   {
@@ -109,14 +113,51 @@ const headerName = fc.oneof(
   printable(12).filter((s) => s.length > 0),
   latin1(8).filter((s) => s.length > 0),
 );
-const headerValue = fc.oneof(latin1(40), fc.constantFrom('0', '-1', 'abc', 'chunked', 'gzip', 'identity', 'close', 'keep-alive', '100-continue', 'websocket', 'h2c', 'upgrade', 'Upgrade, HTTP2-Settings', 'master', 'user',
-  // Connection option lists naming headers the sidecar sets or needs (hop-by-hop removal must not touch them).
-  'x-mcp-auth-kind', 'keep-alive, X-MCP-Auth-Subject, X-Forwarded-For', 'close, Content-Length', 'Transfer-Encoding, x-mcp-auth-client-id'));
+const headerValue = fc.oneof(
+  latin1(40),
+  fc.constantFrom(
+    '0',
+    '-1',
+    'abc',
+    'chunked',
+    'gzip',
+    'identity',
+    'close',
+    'keep-alive',
+    '100-continue',
+    'websocket',
+    'h2c',
+    'upgrade',
+    'Upgrade, HTTP2-Settings',
+    'master',
+    'user',
+    // Connection option lists naming headers the sidecar sets or needs (hop-by-hop removal must not touch them).
+    'x-mcp-auth-kind',
+    'keep-alive, X-MCP-Auth-Subject, X-Forwarded-For',
+    'close, Content-Length',
+    'Transfer-Encoding, x-mcp-auth-client-id',
+  ),
+);
 
 const requestArb: fc.Arbitrary<FuzzRequest> = fc.record({
-  method: fc.oneof(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'), printable(8).filter((s) => s.length > 0)),
+  method: fc.oneof(
+    fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD'),
+    printable(8).filter((s) => s.length > 0),
+  ),
   path: fc.oneof(
-    fc.constantFrom('/mcp', '/mcp?x=1', '/mcp?access_token=TOKEN', '/health', '/mcp/', '//mcp', '/MCP', '/mcp%00', '/mcp#f', '*', '/mcp/../mcp'),
+    fc.constantFrom(
+      '/mcp',
+      '/mcp?x=1',
+      '/mcp?access_token=TOKEN',
+      '/health',
+      '/mcp/',
+      '//mcp',
+      '/MCP',
+      '/mcp%00',
+      '/mcp#f',
+      '*',
+      '/mcp/../mcp',
+    ),
     printable(30).map((s) => `/x${s}`),
   ),
   auth: authArb,
@@ -124,7 +165,17 @@ const requestArb: fc.Arbitrary<FuzzRequest> = fc.record({
   framing: fc.constantFrom('none' as const, 'length' as const, 'chunked' as const, 'short-length' as const),
   body: latin1(200),
   version: fc.constantFrom('HTTP/1.1', 'HTTP/1.1', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/2.0', 'HTTP/1.1 '),
-  upgrade: fc.constantFrom('none' as const, 'none' as const, 'none' as const, 'none' as const, 'none' as const, 'none' as const, 'websocket' as const, 'h2c' as const, 'bare' as const),
+  upgrade: fc.constantFrom(
+    'none' as const,
+    'none' as const,
+    'none' as const,
+    'none' as const,
+    'none' as const,
+    'none' as const,
+    'websocket' as const,
+    'h2c' as const,
+    'bare' as const,
+  ),
 });
 
 function tokenOf(kind: 'valid' | 'master' | 'revoked' | 'unknown', t: Tokens, unknown: string): string {
@@ -199,7 +250,10 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
 
   beforeAll(async () => {
     echo = await startEchoUpstream();
-    stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { headersTimeoutMs: 2000, requestTimeoutMs: 3000, allowedHosts: ['fuzz'] } } });
+    stack = await startStack({
+      upstreamUrl: echo.url,
+      config: { proxy: { headersTimeoutMs: 2000, requestTimeoutMs: 3000, allowedHosts: ['fuzz'] } },
+    });
     port = Number(new URL(stack.proxyUrl).port);
     const valid = await stack.issueOAuthToken();
     const revoked = await stack.issueOAuthToken();
@@ -227,8 +281,10 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
         conn.c = undefined;
         return;
       }
-      if (res.status >= 500 && res.status !== 502 && res.status !== 503 && res.status !== 504) failures.push(`${res.status} for ${JSON.stringify(bytes.toString('latin1'))}`);
-      if (res.status >= 200 && res.status < 300 && !authorized) failures.push(`${res.status} without a valid token for ${JSON.stringify(bytes.toString('latin1'))}`);
+      if (res.status >= 500 && res.status !== 502 && res.status !== 503 && res.status !== 504)
+        failures.push(`${res.status} for ${JSON.stringify(bytes.toString('latin1'))}`);
+      if (res.status >= 200 && res.status < 300 && !authorized)
+        failures.push(`${res.status} without a valid token for ${JSON.stringify(bytes.toString('latin1'))}`);
       const upgrading = r.upgrade !== 'none' || r.headers.some(([name]) => name.toLowerCase() === 'upgrade');
       if (upgrading && res.status < 300) failures.push(`${res.status} to an upgrade request ${JSON.stringify(bytes.toString('latin1'))}`);
       // Whatever happened, the next request on this connection starts clean only if the server kept it.
@@ -273,13 +329,20 @@ describe('fuzzing the proxy listener (fast-check, 10,000 raw requests)', () => {
       for (const hop of ['keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade']) expect(seen.headers[hop]).toBeUndefined();
       expect(String(seen.headers.connection ?? 'keep-alive')).toMatch(/^(keep-alive|close)$/);
       // No underscore spelling of an identity, address or credential header (CGI reads them as the real one).
-      expect(Object.keys(seen.headers).filter((n) => /^(x_mcp_auth_|x_forwarded_|x_real_ip$|true_client_ip$|proxy_authorization$)/.test(n))).toEqual([]);
+      expect(
+        Object.keys(seen.headers).filter((n) => /^(x_mcp_auth_|x_forwarded_|x_real_ip$|true_client_ip$|proxy_authorization$)/.test(n)),
+      ).toEqual([]);
     }
     // Still serving, and no handler ever failed unexpectedly.
     const ok = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${tokens.valid}` }, body: '{}' });
     expect(ok.status).toBe(200);
     expect(stack.logs.filter((l) => l.includes('unexpected error'))).toEqual([]);
     // For the record: how the 10,000 were answered.
-    console.log([...tally.entries()].sort((a, b) => b[1] - a[1]).map(([s, n]) => `${s}: ${n}`).join(', '));
+    console.log(
+      [...tally.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .map(([s, n]) => `${s}: ${n}`)
+        .join(', '),
+    );
   }, 60_000);
 });

@@ -25,16 +25,26 @@ describe('token guessing through /introspect and /revoke', () => {
     stack = await startStack({ upstreamUrl: echo.url, config: { rateLimits: { failedAuthPerMinute: LIMIT } } });
     client = (await stack.admin('createClient', { clientName: 'resource-server' })).body;
     ({ token: validToken } = await stack.issueOAuthToken());
-    ownToken = (await formFrom('127.0.0.1', `${stack.proxyUrl}/token`, { grant_type: 'client_credentials' }, basicAuth(client.clientId, client.clientSecret))).json().access_token;
+    ownToken = (
+      await formFrom(
+        '127.0.0.1',
+        `${stack.proxyUrl}/token`,
+        { grant_type: 'client_credentials' },
+        basicAuth(client.clientId, client.clientSecret),
+      )
+    ).json().access_token;
   });
   afterAll(async () => {
     await stack.close();
     await echo.close();
   });
 
-  const mcp = (from: string, token: string) => sendFrom(from, stack.mcpUrl, { headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
-  const introspect = (from: string, token: string) => formFrom(from, `${stack.proxyUrl}/introspect`, { token }, basicAuth(client.clientId, client.clientSecret));
-  const revoke = (from: string, token: string, headers: Record<string, string> = {}) => formFrom(from, `${stack.proxyUrl}/revoke`, { token }, headers);
+  const mcp = (from: string, token: string) =>
+    sendFrom(from, stack.mcpUrl, { headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+  const introspect = (from: string, token: string) =>
+    formFrom(from, `${stack.proxyUrl}/introspect`, { token }, basicAuth(client.clientId, client.clientSecret));
+  const revoke = (from: string, token: string, headers: Record<string, string> = {}) =>
+    formFrom(from, `${stack.proxyUrl}/revoke`, { token }, headers);
 
   /** Sends `attempt` until the address is refused; bounded. Returns how many were answered before the 429. */
   async function untilRefused(attempt: () => Promise<Answer>, bound = 20): Promise<number> {

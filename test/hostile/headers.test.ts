@@ -116,9 +116,15 @@ describe('hostile headers', () => {
     const big = (n: number) => 'a'.repeat(n);
     it.each([
       ['one 20 KiB header', () => request(`Authorization: Bearer ${token}\r\nX-Big: ${big(20 * 1024)}\r\n`)],
-      ['1000 small headers', () => request(`Authorization: Bearer ${token}\r\n${Array.from({ length: 1000 }, (_, i) => `X-H${i}: ${big(20)}\r\n`).join('')}`)],
+      [
+        '1000 small headers',
+        () => request(`Authorization: Bearer ${token}\r\n${Array.from({ length: 1000 }, (_, i) => `X-H${i}: ${big(20)}\r\n`).join('')}`),
+      ],
       ['a 20 KiB Authorization value', () => request(`Authorization: Bearer ${big(20 * 1024)}\r\n`)],
-      ['a 20 KiB URL', () => `GET /mcp?${big(20 * 1024)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`],
+      [
+        'a 20 KiB URL',
+        () => `GET /mcp?${big(20 * 1024)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+      ],
     ])('%s', async (_name, build) => {
       const before = upstream.seen.length;
       expect(await statusOf(build())).toBe(431);
@@ -160,9 +166,16 @@ describe('hostile headers', () => {
       // A request line that never ends, one byte every 100 ms.
       slowloris(port, 'GET /mcp?', 'a', 100),
       // An authorized POST whose declared body trickles in: 1 byte every 100 ms of 100000.
-      ...Array.from({ length: 3 }, () => slowloris(port, `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: 100000\r\n\r\n`, 'x', 100)),
+      ...Array.from({ length: 3 }, () =>
+        slowloris(port, `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: 100000\r\n\r\n`, 'x', 100),
+      ),
       // The same, chunked.
-      slowloris(port, `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nTransfer-Encoding: chunked\r\n\r\n`, '1\r\nx\r\n', 100),
+      slowloris(
+        port,
+        `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+        '1\r\nx\r\n',
+        100,
+      ),
     ]);
     const headerAttacks = attacks.slice(0, 6);
     const bodyAttacks = attacks.slice(6);
@@ -249,7 +262,11 @@ describe('hostile headers', () => {
     it.each(rows)('%s: refused (400 or 401), nothing forwarded', async (_name, value, encoding) => {
       const before = upstream.seen.length;
       const head = `POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\nAuthorization: `;
-      const bytes = Buffer.concat([Buffer.from(head, 'latin1'), Buffer.from(value(), encoding ?? 'latin1'), Buffer.from('\r\n\r\n{}', 'latin1')]);
+      const bytes = Buffer.concat([
+        Buffer.from(head, 'latin1'),
+        Buffer.from(value(), encoding ?? 'latin1'),
+        Buffer.from('\r\n\r\n{}', 'latin1'),
+      ]);
       const status = await statusOf(bytes);
       expect([400, 401]).toContain(status);
       expect(upstream.seen.length).toBe(before);

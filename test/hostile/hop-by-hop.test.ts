@@ -8,7 +8,14 @@ import { startEchoStack, type Stack } from '../support/stack.ts';
 import { exchange } from './raw-http.ts';
 
 function rawPost(host: string, token: string, headers: string[], body = '{}'): string {
-  const lines = [`POST /mcp HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, ...headers];
+  const lines = [
+    `POST /mcp HTTP/1.1`,
+    `Host: ${host}`,
+    `Authorization: Bearer ${token}`,
+    'Content-Type: application/json',
+    `Content-Length: ${body.length}`,
+    ...headers,
+  ];
   return `${lines.join('\r\n')}\r\n\r\n${body}`;
 }
 
@@ -62,7 +69,9 @@ describe('hop-by-hop headers', () => {
   it('Connection naming the identity and forwarding headers cannot remove or change what the sidecar sets', async () => {
     const { responses } = await exchange(
       port,
-      rawPost(host, token, ['Connection: X-MCP-Auth-Kind, x-mcp-auth-subject, X-MCP-Auth-Client-Id, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, close']),
+      rawPost(host, token, [
+        'Connection: X-MCP-Auth-Kind, x-mcp-auth-subject, X-MCP-Auth-Client-Id, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, close',
+      ]),
     );
     expect(responses[0]?.status).toBe(200);
     const { names, headers } = sent();

@@ -19,7 +19,9 @@ describe('Host and Origin checks (DNS rebinding)', () => {
     echo = await startEchoUpstream();
     stack = await startStack({
       upstreamUrl: echo.url,
-      config: { proxy: { publicUrl: 'https://mcp.example.test', allowedHosts: ['mcp.internal'], allowedOrigins: ['https://app.example.test'] } },
+      config: {
+        proxy: { publicUrl: 'https://mcp.example.test', allowedHosts: ['mcp.internal'], allowedOrigins: ['https://app.example.test'] },
+      },
     });
     ({ token } = await stack.issueOAuthToken());
     port = Number(new URL(stack.proxyUrl).port);
@@ -30,23 +32,33 @@ describe('Host and Origin checks (DNS rebinding)', () => {
   });
 
   async function send(path: string, host: string, extra: string[] = [], auth = token) {
-    const lines = [`${path === '/health' ? 'GET' : 'POST'} ${path} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${auth}`, 'Content-Length: 2', 'Connection: close', ...extra];
+    const lines = [
+      `${path === '/health' ? 'GET' : 'POST'} ${path} HTTP/1.1`,
+      `Host: ${host}`,
+      `Authorization: Bearer ${auth}`,
+      'Content-Length: 2',
+      'Connection: close',
+      ...extra,
+    ];
     const before = echo.seen.length;
     const { responses } = await exchange(port, `${lines.join('\r\n')}\r\n\r\n{}`);
     return { status: responses[0]?.status, body: responses[0]?.body ?? '', forwarded: echo.seen.length > before };
   }
 
-  it.each(['evil.example', 'evil.example:8080', 'mcp.example.test.evil.example', '10.0.0.1'])('Host %s: 421 before any token lookup, nothing forwarded', async (host) => {
-    const lookups = stack.logs.length;
-    const res = await send('/mcp', host);
-    expect(res.status).toBe(421);
-    expect(JSON.parse(res.body).error).toBe('misdirected_request');
-    expect(res.forwarded).toBe(false);
-    // Even a bad token is not looked at (no denial counted): the Host decides first.
-    expect((await send('/mcp', host, [], 'f'.repeat(64))).status).toBe(421);
-    expect(stack.logs.slice(lookups).some((l) => l.includes('"denial"'))).toBe(false);
-    expect((await send('/health', host)).status).toBe(421);
-  });
+  it.each(['evil.example', 'evil.example:8080', 'mcp.example.test.evil.example', '10.0.0.1'])(
+    'Host %s: 421 before any token lookup, nothing forwarded',
+    async (host) => {
+      const lookups = stack.logs.length;
+      const res = await send('/mcp', host);
+      expect(res.status).toBe(421);
+      expect(JSON.parse(res.body).error).toBe('misdirected_request');
+      expect(res.forwarded).toBe(false);
+      // Even a bad token is not looked at (no denial counted): the Host decides first.
+      expect((await send('/mcp', host, [], 'f'.repeat(64))).status).toBe(421);
+      expect(stack.logs.slice(lookups).some((l) => l.includes('"denial"'))).toBe(false);
+      expect((await send('/health', host)).status).toBe(421);
+    },
+  );
 
   it.each([
     ['PUBLIC_URL host', 'mcp.example.test'],
@@ -75,11 +87,20 @@ describe('Host and Origin checks (DNS rebinding)', () => {
 describe('Host check on a public listener', () => {
   it('loopback names are not allowed when PUBLIC_URL is set and the listener is not loopback', async () => {
     const echo = await startEchoUpstream();
-    const stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { host: '0.0.0.0', publicUrl: 'https://mcp.example.test' } } });
+    const stack = await startStack({
+      upstreamUrl: echo.url,
+      config: { proxy: { host: '0.0.0.0', publicUrl: 'https://mcp.example.test' } },
+    });
     try {
       const { token } = await stack.issueOAuthToken();
       const port = Number(new URL(stack.proxyUrl).port);
-      const ask = async (host: string) => (await exchange(port, `POST /mcp HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`)).responses[0]?.status;
+      const ask = async (host: string) =>
+        (
+          await exchange(
+            port,
+            `POST /mcp HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+          )
+        ).responses[0]?.status;
       expect(await ask('localhost')).toBe(421);
       expect(await ask('mcp.example.test')).toBe(200);
     } finally {

@@ -11,7 +11,11 @@ import { startStack, type Stack } from '../support/stack.ts';
 const basic = (id: string, secret: string) => ({ authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}` });
 
 async function introspect(stack: Stack, token: string, headers: Record<string, string>) {
-  const res = await fetch(`${stack.proxyUrl}/introspect`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams({ token }).toString() });
+  const res = await fetch(`${stack.proxyUrl}/introspect`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    body: new URLSearchParams({ token }).toString(),
+  });
   return (await res.json()) as Record<string, unknown>;
 }
 
@@ -39,7 +43,13 @@ describe('/introspect: a token is active only to its own client, the master toke
     allowedStack = await startStack({ prefix: stack.prefix, config: { oauth: { introspectionClients: [resourceServer.clientId] } } });
     userToken = randomBytes(32).toString('hex');
     const now = stack.clock.now();
-    await stack.store.putUserToken({ tokenHash: hashToken(userToken), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(userToken),
+      subject: 'alice',
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
     ({ token: oauthToken } = await stack.issueOAuthToken());
   });
   afterAll(async () => {
@@ -57,9 +67,20 @@ describe('/introspect: a token is active only to its own client, the master toke
   });
 
   it('the master token, and a client listed in oauth.introspectionClients, see them active', async () => {
-    expect(await introspect(stack, userToken, { authorization: `Bearer ${stack.masterToken}` })).toMatchObject({ active: true, sub: 'alice', auth_kind: 'user' });
-    expect(await introspect(allowedStack, userToken, basic(resourceServer.clientId, resourceServer.clientSecret))).toMatchObject({ active: true, sub: 'alice', auth_kind: 'user' });
-    expect(await introspect(allowedStack, oauthToken, basic(resourceServer.clientId, resourceServer.clientSecret))).toMatchObject({ active: true, auth_kind: 'oauth' });
+    expect(await introspect(stack, userToken, { authorization: `Bearer ${stack.masterToken}` })).toMatchObject({
+      active: true,
+      sub: 'alice',
+      auth_kind: 'user',
+    });
+    expect(await introspect(allowedStack, userToken, basic(resourceServer.clientId, resourceServer.clientSecret))).toMatchObject({
+      active: true,
+      sub: 'alice',
+      auth_kind: 'user',
+    });
+    expect(await introspect(allowedStack, oauthToken, basic(resourceServer.clientId, resourceServer.clientSecret))).toMatchObject({
+      active: true,
+      auth_kind: 'oauth',
+    });
     // The listing is per client: the stranger stays blind on that replica too.
     expect(await introspect(allowedStack, userToken, basic(stranger.clientId, stranger.clientSecret))).toEqual({ active: false });
   });

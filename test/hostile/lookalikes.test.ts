@@ -29,7 +29,14 @@ const SPOOFED: Array<[string, string]> = [
 ];
 
 function rawRequest(host: string, token: string, headers: Array<[string, string]>): string {
-  const lines = [`POST /mcp HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${token}`, 'Content-Type: application/json', 'Content-Length: 2', 'Connection: close'];
+  const lines = [
+    `POST /mcp HTTP/1.1`,
+    `Host: ${host}`,
+    `Authorization: Bearer ${token}`,
+    'Content-Type: application/json',
+    'Content-Length: 2',
+    'Connection: close',
+  ];
   for (const [name, value] of headers) lines.push(`${name}: ${value}`);
   return `${lines.join('\r\n')}\r\n\r\n{}`;
 }
@@ -61,22 +68,47 @@ describe('identity header look-alikes', () => {
     expect(env.get('X_FORWARDED_FOR')).toEqual(['127.0.0.1']);
     expect(env.get('X_FORWARDED_HOST')).toEqual([host]);
     expect(env.get('X_FORWARDED_PROTO')).toEqual(['http']);
-    for (const name of ['X_REAL_IP', 'TRUE_CLIENT_IP', 'X_CLIENT_IP', 'CF_CONNECTING_IP', 'FORWARDED', 'PROXY_AUTHORIZATION', 'AUTHORIZATION']) {
+    for (const name of [
+      'X_REAL_IP',
+      'TRUE_CLIENT_IP',
+      'X_CLIENT_IP',
+      'CF_CONNECTING_IP',
+      'FORWARDED',
+      'PROXY_AUTHORIZATION',
+      'AUTHORIZATION',
+    ]) {
       expect(env.get(name), name).toBeUndefined();
     }
   });
 
   it('every -/_ and case spelling of every identity name, set by the sidecar or not, is gone (proxy mode, as in examples/kubernetes)', async () => {
     const forged = forgedIdentityHeaderNames();
-    const { responses } = await exchange(port, rawRequest(host, token, forged.map((name): [string, string] => [name, 'forged'])));
+    const { responses } = await exchange(
+      port,
+      rawRequest(
+        host,
+        token,
+        forged.map((name): [string, string] => [name, 'forged']),
+      ),
+    );
     expect(responses[0]?.status).toBe(200);
     const env = cgiView(echo.seen.at(-1)!.rawHeaders);
     const identity = [...env].filter(([name]) => name.startsWith('X_MCP_AUTH_'));
-    expect(Object.fromEntries(identity)).toEqual({ X_MCP_AUTH_KIND: ['oauth'], X_MCP_AUTH_SUBJECT: [clientId], X_MCP_AUTH_CLIENT_ID: [clientId] });
+    expect(Object.fromEntries(identity)).toEqual({
+      X_MCP_AUTH_KIND: ['oauth'],
+      X_MCP_AUTH_SUBJECT: [clientId],
+      X_MCP_AUTH_CLIENT_ID: [clientId],
+    });
   });
 
   it('unrelated headers with underscores pass untouched', async () => {
-    const { responses } = await exchange(port, rawRequest(host, token, [['x_custom_trace', 'abc'], ['X_Request_Id', 'r-1']]));
+    const { responses } = await exchange(
+      port,
+      rawRequest(host, token, [
+        ['x_custom_trace', 'abc'],
+        ['X_Request_Id', 'r-1'],
+      ]),
+    );
     expect(responses[0]?.status).toBe(200);
     const seen = echo.seen.at(-1)!;
     expect(seen.headers['x_custom_trace']).toBe('abc');

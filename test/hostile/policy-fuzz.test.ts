@@ -36,7 +36,8 @@ const alwaysAllowed = (method: string) => ALWAYS_ALLOWED.has(method) || method.s
 const PROTOTYPE_METHODS = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf'];
 /** The key `params[table[method]]` reads when a plain object table's prototype answers for `method`. */
 const prototypeKey = (method: string) => String(({} as Record<string, unknown>)[method]);
-const targetField = (method: string) => (PROTOTYPE_METHODS.includes(method) ? prototypeKey(method) : NAME_BEARING_METHODS.get(method) === 'uri' ? 'uri' : 'name');
+const targetField = (method: string) =>
+  PROTOTYPE_METHODS.includes(method) ? prototypeKey(method) : NAME_BEARING_METHODS.get(method) === 'uri' ? 'uri' : 'name';
 
 describe('policy under generated traffic', () => {
   const received: Array<{ body: string; scope: string | undefined; clientId: string }> = [];
@@ -49,7 +50,11 @@ describe('policy under generated traffic', () => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        received.push({ body: Buffer.concat(chunks).toString('utf8'), scope: req.headers['x-mcp-auth-scope'] as string | undefined, clientId: String(req.headers['x-mcp-auth-client-id']) });
+        received.push({
+          body: Buffer.concat(chunks).toString('utf8'),
+          scope: req.headers['x-mcp-auth-scope'] as string | undefined,
+          clientId: String(req.headers['x-mcp-auth-client-id']),
+        });
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end('{"jsonrpc":"2.0","id":0,"result":{}}');
       });
@@ -68,10 +73,23 @@ describe('policy under generated traffic', () => {
     await close?.();
   });
 
-  const method = fc.constantFrom('tools/call', 'prompts/get', 'resources/read', 'resources/subscribe', 'initialize', 'ping', 'notifications/initialized', 'tools/list', 'completion/complete', 'tools/call ', ...PROTOTYPE_METHODS);
+  const method = fc.constantFrom(
+    'tools/call',
+    'prompts/get',
+    'resources/read',
+    'resources/subscribe',
+    'initialize',
+    'ping',
+    'notifications/initialized',
+    'tools/list',
+    'completion/complete',
+    'tools/call ',
+    ...PROTOTYPE_METHODS,
+  );
   const name = fc.constantFrom('echo', 'add', 'big', 'bigger', 'ref://hello', 'ref://other', 'ECHO', 'echo\u0000', '');
   /** `undefined` `weight` times as often as a value of `arb`. */
-  const sometimes = <T>(arb: fc.Arbitrary<T>, weight: number) => fc.oneof({ arbitrary: fc.constant(undefined), weight }, { arbitrary: arb, weight: 1 });
+  const sometimes = <T>(arb: fc.Arbitrary<T>, weight: number) =>
+    fc.oneof({ arbitrary: fc.constant(undefined), weight }, { arbitrary: arb, weight: 1 });
   const message = fc.record({
     id: sometimes(fc.oneof(fc.integer({ min: 0, max: 9 }), fc.constantFrom('a', 'b')), 1),
     method,
@@ -86,7 +104,16 @@ describe('policy under generated traffic', () => {
     token: fc.integer({ min: 0, max: 2 }),
     mirrorMethod: sometimes(method, 3),
     mirrorName: sometimes(name, 3),
-    garbage: sometimes(fc.constantFrom('{', '[]', 'null', '{"jsonrpc":"2.0","method":1}', '[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}'), 8),
+    garbage: sometimes(
+      fc.constantFrom(
+        '{',
+        '[]',
+        'null',
+        '{"jsonrpc":"2.0","method":1}',
+        '[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}',
+      ),
+      8,
+    ),
   });
 
   it(`${RUNS} generated requests: every call the upstream received is one the policy allows for its token`, async () => {

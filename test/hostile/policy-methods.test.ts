@@ -31,12 +31,16 @@ interface Answer {
  */
 function send(url: string, method: string, headers: Record<string, string>, body?: { text: string; chunked: boolean }): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method, headers: body && !body.chunked ? { ...headers, 'content-length': String(Buffer.byteLength(body.text)) } : headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = request(
+      url,
+      { method, headers: body && !body.chunked ? { ...headers, 'content-length': String(Buffer.byteLength(body.text)) } : headers },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     if (body?.chunked) req.setHeader('transfer-encoding', 'chunked');
     if (body !== undefined) req.write(body.text);
@@ -66,7 +70,12 @@ describe('proxy mode: a tools/call body on a method other than POST', () => {
   });
 
   it('the Go upstream runs what it is sent: an allowed POST runs echo', async () => {
-    const res = await send(stack.mcpUrl, 'POST', { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, { text: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}', chunked: false });
+    const res = await send(
+      stack.mcpUrl,
+      'POST',
+      { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      { text: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}', chunked: false },
+    );
     expect(res.status).toBe(200);
     expect(upstream.executed()).toContain('tools/call echo');
   });
@@ -74,9 +83,17 @@ describe('proxy mode: a tools/call body on a method other than POST', () => {
   describe.each(FRAMINGS)('body framed by $framing', ({ chunked }) => {
     it.each(METHODS)('%s: 400 with a clear error, and delete_repo never runs', async (method) => {
       const before = upstream.executed().length;
-      const res = await send(stack.mcpUrl, method, { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, { text: DENIED_CALL, chunked });
+      const res = await send(
+        stack.mcpUrl,
+        method,
+        { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        { text: DENIED_CALL, chunked },
+      );
       expect(res.status, res.text).toBe(400);
-      expect(JSON.parse(res.text)).toMatchObject({ error: 'invalid_request', error_description: expect.stringMatching(/only a POST carries a body on \/mcp/) });
+      expect(JSON.parse(res.text)).toMatchObject({
+        error: 'invalid_request',
+        error_description: expect.stringMatching(/only a POST carries a body on \/mcp/),
+      });
       expect(upstream.executed().slice(before)).toEqual([]);
     });
   });
@@ -122,7 +139,10 @@ describe('forward-auth: /authz for a method other than POST', () => {
   it.each(['PUT', 'PATCH', 'OPTIONS', 'HEAD', 'TRACE', 'PROPFIND'])('%s: refused whether or not the check shows a body', async (method) => {
     const res = await ask(method);
     expect(res.status).toBe(400);
-    expect(JSON.parse(res.text)).toMatchObject({ error: 'invalid_request', error_description: `with a per-tool policy /mcp answers POST, GET and DELETE only behind an ingress: ${method} is refused` });
+    expect(JSON.parse(res.text)).toMatchObject({
+      error: 'invalid_request',
+      error_description: `with a per-tool policy /mcp answers POST, GET and DELETE only behind an ingress: ${method} is refused`,
+    });
   });
 
   // An ingress that passes the client's framing headers to the check (Envoy's ext_authz with the body
@@ -131,7 +151,9 @@ describe('forward-auth: /authz for a method other than POST', () => {
     for (const method of ['GET', 'DELETE']) {
       const res = await ask(method, {}, { text: DENIED_CALL, chunked });
       expect(res.status, method).toBe(400);
-      expect(JSON.parse(res.text).error_description).toBe(`with a per-tool policy only a POST carries a body on /mcp: a ${method} with a body is refused`);
+      expect(JSON.parse(res.text).error_description).toBe(
+        `with a per-tool policy only a POST carries a body on /mcp: a ${method} with a body is refused`,
+      );
     }
   });
 
@@ -153,7 +175,10 @@ describe.each(KINDS)('forward-auth behind %s, the Go upstream behind it', (kind)
     if (!available) return;
     upstream = await startGoUpstream();
     const port = await freePort();
-    stack = await startStack({ upstreamUrl: upstream.url, config: { proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: `http://127.0.0.1:${port}` }, policy: POLICY } });
+    stack = await startStack({
+      upstreamUrl: upstream.url,
+      config: { proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: `http://127.0.0.1:${port}` }, policy: POLICY },
+    });
     ({ token } = await stack.issueOAuthToken());
     ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: upstream.url });
   }, 120_000);
@@ -163,14 +188,22 @@ describe.each(KINDS)('forward-auth behind %s, the Go upstream behind it', (kind)
     await upstream?.close();
   });
 
-  it.skipIf(!available).each(['PUT', 'PATCH', 'OPTIONS'])('%s with a tools/call body: refused at the ingress, delete_repo never runs', async (method) => {
-    for (const { chunked } of FRAMINGS) {
-      const before = upstream.executed().length;
-      const res = await send(`${ingress.url}/mcp`, method, { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, { text: DENIED_CALL, chunked });
-      expect(res.status, `${res.text}\n${ingress.log()}`).toBe(400);
-      expect(upstream.executed().slice(before)).toEqual([]);
-    }
-  });
+  it.skipIf(!available).each(['PUT', 'PATCH', 'OPTIONS'])(
+    '%s with a tools/call body: refused at the ingress, delete_repo never runs',
+    async (method) => {
+      for (const { chunked } of FRAMINGS) {
+        const before = upstream.executed().length;
+        const res = await send(
+          `${ingress.url}/mcp`,
+          method,
+          { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          { text: DENIED_CALL, chunked },
+        );
+        expect(res.status, `${res.text}\n${ingress.log()}`).toBe(400);
+        expect(upstream.executed().slice(before)).toEqual([]);
+      }
+    },
+  );
 
   it.skipIf(!available)('a GET without a body still reaches the upstream', async () => {
     const res = await send(`${ingress.url}/mcp`, 'GET', { authorization: `Bearer ${token}` });

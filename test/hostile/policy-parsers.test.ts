@@ -87,7 +87,12 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
   });
 
   it('the allowed tool runs and tools/list is filtered (charset=utf-8 is fine)', async () => {
-    const call = await post(stack, token, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}', 'application/json; charset=utf-8');
+    const call = await post(
+      stack,
+      token,
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}',
+      'application/json; charset=utf-8',
+    );
     expect(call.status).toBe(200);
     expect(call.text).toContain('ran echo');
     const list = await post(stack, token, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
@@ -99,7 +104,12 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
   // `+ACIAOgAi-` is `":"`. express decodes the declared charset; the second "name" wins in JSON.parse.
   it('charset=utf-7: a call of echo that UTF-7 reads as delete_repo is refused; nothing runs', async () => {
     upstream.executed.length = 0;
-    const res = await post(stack, token, '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{},"name":"echo","x":"+ACIALAAi-name+ACIAOgAi-delete_repo"}}', 'application/json; charset=utf-7');
+    const res = await post(
+      stack,
+      token,
+      '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{},"name":"echo","x":"+ACIALAAi-name+ACIAOgAi-delete_repo"}}',
+      'application/json; charset=utf-7',
+    );
     expect(res.status).toBe(400);
     expect(res.text).toMatch(/charset other than utf-8/);
     expect(upstream.executed).toEqual([]);
@@ -108,7 +118,12 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
   // Here UTF-7 reads `{..."method":"ping","params":{"x":""},"method":"tools/list","params":{"x":""}}`.
   it('charset=utf-7: a ping that UTF-7 reads as tools/list is refused, never answered unfiltered', async () => {
     const disguised = '+ACIAfQ-,+ACI-method+ACI-:+ACI-tools/list+ACI-,+ACI-params+ACI-:+AHsAIg-x+ACI-:+ACI-';
-    const res = await post(stack, token, `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"${disguised}"}}`, 'application/json; charset=UTF-7');
+    const res = await post(
+      stack,
+      token,
+      `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"${disguised}"}}`,
+      'application/json; charset=UTF-7',
+    );
     expect(res.status).toBe(400);
     expect(res.text).not.toContain('delete_repo');
   });
@@ -117,7 +132,8 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
   // are resolved before it looks the resource up.
   it('resources/read: the public resource is read; every spelling that resolves to the internal one is refused', async () => {
     upstream.executed.length = 0;
-    const read = (id: number, uri: string) => post(stack, token, JSON.stringify({ jsonrpc: '2.0', id, method: 'resources/read', params: { uri } }));
+    const read = (id: number, uri: string) =>
+      post(stack, token, JSON.stringify({ jsonrpc: '2.0', id, method: 'resources/read', params: { uri } }));
     const ok = await read(10, 'https://docs.example/public/readme');
     expect(ok.status).toBe(200);
     expect(ok.text).toContain('the text of https://docs.example/public/readme');
@@ -132,7 +148,10 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
       const res = await read(11 + i, uri);
       // No scope would allow it: the sidecar's own JSON-RPC error, at 200.
       expect(res.status, uri).toBe(200);
-      expect(JSON.parse(res.text), uri).toMatchObject({ id: 11 + i, error: { code: -32003, data: { 'io.modelcontextprotocol/authorization': { remediation: 'unavailable' } } } });
+      expect(JSON.parse(res.text), uri).toMatchObject({
+        id: 11 + i,
+        error: { code: -32003, data: { 'io.modelcontextprotocol/authorization': { remediation: 'unavailable' } } },
+      });
       expect(res.text, uri).not.toContain('the text of');
     }
     expect(upstream.executed).toEqual(['resources/read https://docs.example/public/readme']);
@@ -172,8 +191,14 @@ describe('policy against a Go upstream (encoding/json, case-insensitive keys)', 
     ['"Name" beside "name"', '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","Name":"delete_repo"}}'],
     ['"NAME" beside "name"', '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","NAME":"delete_repo"}}'],
     ['"Method" beside a ping', '{"jsonrpc":"2.0","id":3,"method":"ping","Method":"tools/call","params":{"name":"delete_repo"}}'],
-    ['"Method" in a message JavaScript reads as a response', '{"jsonrpc":"2.0","id":3,"Method":"tools/call","params":{"name":"delete_repo"},"result":{}}'],
-    ['"paramſ" (long s folds to s) after the params', '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"},"param\\u017f":{"name":"delete_repo"}}'],
+    [
+      '"Method" in a message JavaScript reads as a response',
+      '{"jsonrpc":"2.0","id":3,"Method":"tools/call","params":{"name":"delete_repo"},"result":{}}',
+    ],
+    [
+      '"paramſ" (long s folds to s) after the params',
+      '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"},"param\\u017f":{"name":"delete_repo"}}',
+    ],
   ])('%s: refused, and delete_repo never runs', async (_label, body) => {
     const before = upstream.executed().length;
     const res = await post(stack, token, body);

@@ -86,7 +86,11 @@ function parseResponses(buf: Buffer, ended: boolean, head = false): { responses:
  * caller ends `bytes` with a request that carries `Connection: close` (a client that half-closes gets
  * no answer at all: Node's server aborts requests in progress when the client's side ends).
  */
-export async function exchange(port: number, bytes: Buffer | string, options: { halfClose?: boolean; timeoutMs?: number } = {}): Promise<{ responses: RawResponse[]; raw: string; timedOut: boolean }> {
+export async function exchange(
+  port: number,
+  bytes: Buffer | string,
+  options: { halfClose?: boolean; timeoutMs?: number } = {},
+): Promise<{ responses: RawResponse[]; raw: string; timedOut: boolean }> {
   const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
   await once(socket, 'connect');
   const chunks: Buffer[] = [];

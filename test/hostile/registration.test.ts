@@ -16,7 +16,11 @@ describe('registered metadata: no control characters', () => {
   });
 
   const register = async (body: Record<string, unknown>) => {
-    const res = await fetch(`${stack.proxyUrl}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${stack.proxyUrl}/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: res.status, body: (await res.json()) as { error: string; error_description?: string } };
   };
   const clientCount = async () => ((await stack.admin('listClients')).body.clients as unknown[]).length;

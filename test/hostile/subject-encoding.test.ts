@@ -21,7 +21,13 @@ describe('identity header encoding', () => {
   async function subjectSeen(subject: string): Promise<string> {
     const token = randomBytes(32).toString('hex');
     const now = stack.clock.now();
-    await stack.store.putUserToken({ tokenHash: hashToken(token), subject, issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(token),
+      subject,
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
     const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: '{}' });
     expect(res.status).toBe(200);
     await res.text();

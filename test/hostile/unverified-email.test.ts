@@ -7,13 +7,31 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEMO_USER } from '../../src/demo-idp.ts';
-import { approveAndSignIn, authorizeUrl, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, CLIENT_REDIRECT, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  CLIENT_REDIRECT,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 /** Allows tools/call only to people at the demo user's domain. */
 const POLICY = {
   default: 'deny',
-  rules: [{ name: 'example-staff', effect: 'allow', principals: { kinds: ['oauth', 'user'], emailDomains: ['example.com'] }, requests: { methods: ['tools/call'] } }],
+  rules: [
+    {
+      name: 'example-staff',
+      effect: 'allow',
+      principals: { kinds: ['oauth', 'user'], emailDomains: ['example.com'] },
+      requests: { methods: ['tools/call'] },
+    },
+  ],
 };
 
 describe('browser sign-in: the IdP email counts only when verified', () => {
@@ -27,15 +45,26 @@ describe('browser sign-in: the IdP email counts only when verified', () => {
   async function signIn(stack: SignInStack): Promise<{ token?: string; error?: string }> {
     const p = pkce();
     const clientId = await registerPublicClient(stack.base);
-    const back = clientReceived(await approveAndSignIn(new UserAgent(), stack.base, authorizeUrl(stack.base, standardParams(stack.base, clientId, p))));
+    const back = clientReceived(
+      await approveAndSignIn(new UserAgent(), stack.base, authorizeUrl(stack.base, standardParams(stack.base, clientId, p))),
+    );
     const code = back.get('code');
     if (code === null) return { error: back.get('error') ?? 'none' };
-    const res = await tokenRequest(stack.base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+    const res = await tokenRequest(stack.base, {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: CLIENT_REDIRECT,
+      client_id: clientId,
+      code_verifier: p.verifier,
+    });
     return { token: res.body.access_token as string };
   }
 
   async function decision(stack: SignInStack, token: string) {
-    return (await stack.stack.admin('explainPolicy', { token, method: 'tools/call', name: 'delete_repo' })).body as { effect: string; principal: { email?: string } };
+    return (await stack.stack.admin('explainPolicy', { token, method: 'tools/call', name: 'delete_repo' })).body as {
+      effect: string;
+      principal: { email?: string };
+    };
   }
 
   it.each([
@@ -43,7 +72,12 @@ describe('browser sign-in: the IdP email counts only when verified', () => {
     ['no email_verified claim', { email_verified: undefined }, {}, 'deny'],
     ['email_verified: "true" (a string, not the boolean)', { email_verified: 'true' }, {}, 'deny'],
     ['email_verified: true', {}, {}, 'allow'],
-    ['no email_verified claim, the IdP trusted with requireVerifiedEmail: false', { email_verified: undefined }, { requireVerifiedEmail: false }, 'allow'],
+    [
+      'no email_verified claim, the IdP trusted with requireVerifiedEmail: false',
+      { email_verified: undefined },
+      { requireVerifiedEmail: false },
+      'allow',
+    ],
     ['email_verified: false, even with requireVerifiedEmail: false', { email_verified: false }, { requireVerifiedEmail: false }, 'deny'],
   ])('%s', async (_name, userClaims, idp, effect) => {
     s = await startSignInStack({ userClaims, idp, config: { policy: POLICY } });

@@ -8,7 +8,8 @@ import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.
 import { startStack, type Stack } from '../support/stack.ts';
 import { exchange } from './raw-http.ts';
 
-const WEBSOCKET = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n';
+const WEBSOCKET =
+  'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n';
 const H2C = 'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n';
 // An Upgrade header the client did not name in Connection: not an upgrade to Node, but nothing an MCP
 // upstream should be handed either.
@@ -45,13 +46,20 @@ describe('upgrade requests', () => {
     const body = method === 'POST' ? '{"jsonrpc":"2.0","id":1,"method":"ping"}' : '';
     const framing = method === 'POST' ? `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n` : '';
     // No `Connection: close` of the client's own: the server must close by itself.
-    const r = await exchange(port, `${method} ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n${upgrade}${framing}\r\n${body}`, { timeoutMs: 20_000 });
+    const r = await exchange(
+      port,
+      `${method} ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n${upgrade}${framing}\r\n${body}`,
+      { timeoutMs: 20_000 },
+    );
     expect(r.timedOut).toBe(false);
     expect(r.responses.map((x) => x.status)).toEqual([400]);
     expect(r.responses[0]!.headers.connection?.toLowerCase()).toBe('close');
     expect(JSON.parse(r.responses[0]!.body)).toMatchObject({ error: 'invalid_request' });
     expect(echo.seen.length).toBe(before);
-    const line = stack.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request' && l.path === path).at(-1);
+    const line = stack.logs
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'request' && l.path === path)
+      .at(-1);
     expect(line).toMatchObject({ method, status: 400 });
     expect(line.upstreamStatus).toBeUndefined();
   });

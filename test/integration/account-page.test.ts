@@ -7,7 +7,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../src/credentials.ts';
 import { DEMO_USER } from '../../src/demo-idp.ts';
-import { authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { consentRequestId, UserAgent, type Hop } from '../support/user-agent.ts';
 
 let s: SignInStack;
@@ -28,7 +38,13 @@ async function signIn(clientId: string, remember: boolean): Promise<{ access: st
   if (remember) form.remember = 'yes';
   const hop = await agent.follow(await agent.request(`${s.base}/authorize/consent`, { form }), CLIENT_REDIRECT);
   const code = clientReceived(hop).get('code')!;
-  const tokens = await tokenRequest(s.base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  const tokens = await tokenRequest(s.base, {
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: clientId,
+    code_verifier: p.verifier,
+  });
   expect(tokens.status).toBe(200);
   return { access: tokens.body.access_token as string, refresh: tokens.body.refresh_token as string };
 }
@@ -37,7 +53,12 @@ async function mcpStatus(token: string): Promise<number> {
   const res = await fetch(`${s.base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    }),
   });
   await res.arrayBuffer();
   return res.status;
@@ -93,9 +114,14 @@ describe('the account page', () => {
     // The session cookie: random, HttpOnly, SameSite=Lax (no Secure on this http test origin).
     const session = browser.jar.get(new URL(s.base).host)!.get('mcp-account')!;
     expect(session).toMatch(/^[0-9a-f]{64}$/);
-    expect(await s.stack.store.getAccountSession(hashToken(session), s.stack.clock.now())).toMatchObject({ user: { subject: DEMO_USER.sub } });
+    expect(await s.stack.store.getAccountSession(hashToken(session), s.stack.clock.now())).toMatchObject({
+      user: { subject: DEMO_USER.sub },
+    });
 
-    const revoked = await browser.request(`${s.base}/account/revoke`, { form: { csrf: csrfOf(page.body), grant: rowId(page.body, 'Alpha Editor', 'grant') }, headers: { origin: new URL(s.base).origin } });
+    const revoked = await browser.request(`${s.base}/account/revoke`, {
+      form: { csrf: csrfOf(page.body), grant: rowId(page.body, 'Alpha Editor', 'grant') },
+      headers: { origin: new URL(s.base).origin },
+    });
     expect(revoked.status).toBe(200);
     expect(revoked.body).toContain('Revoked');
     expect(await mcpStatus(alpha.access)).toBe(401);
@@ -112,7 +138,9 @@ describe('the account page', () => {
     const gamma = await signIn(client, true);
     const browser = new UserAgent();
     const page = await openAccount(browser);
-    const forgot = await browser.request(`${s.base}/account/forget`, { form: { csrf: csrfOf(page.body), consent: rowId(page.body, 'Gamma Notes', 'consent') } });
+    const forgot = await browser.request(`${s.base}/account/forget`, {
+      form: { csrf: csrfOf(page.body), consent: rowId(page.body, 'Gamma Notes', 'consent') },
+    });
     expect(forgot.status).toBe(200);
     expect(forgot.body).toContain('Forgotten');
     expect((await s.stack.store.listSubjectConsents(DEMO_USER.sub, s.stack.clock.now())).filter((c) => c.clientId === client)).toEqual([]);
@@ -126,7 +154,8 @@ describe('the account page', () => {
     const page = await openAccount(browser);
     const csrf = csrfOf(page.body);
     const grant = rowId(page.body, 'Delta Tool', 'grant');
-    const post = (agent: UserAgent, form: Record<string, string>, headers: Record<string, string> = {}) => agent.request(`${s.base}/account/revoke`, { form, headers });
+    const post = (agent: UserAgent, form: Record<string, string>, headers: Record<string, string> = {}) =>
+      agent.request(`${s.base}/account/revoke`, { form, headers });
 
     expect((await post(browser, { grant })).status).toBe(403);
     expect((await post(browser, { grant, csrf: '0'.repeat(64) })).status).toBe(403);

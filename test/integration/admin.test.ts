@@ -25,18 +25,31 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: string | Buffer | undefined, headers: Record<string, string> = {}) {
-  const res = await fetch(`${stack.adminUrl}${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+  const res = await fetch(`${stack.adminUrl}${path}`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
 
 describe('admin operations', () => {
   it('createClient returns the secret once; listClients shows no secret and no hash', async () => {
-    const created = await stack.admin('createClient', { clientName: 'ci bot', scope: 'mcp:read mcp:write', grantTypes: ['client_credentials'] });
+    const created = await stack.admin('createClient', {
+      clientName: 'ci bot',
+      scope: 'mcp:read mcp:write',
+      grantTypes: ['client_credentials'],
+    });
     expect(created.status).toBe(201);
     expect(created.body.clientId).toMatch(/^mcp_[0-9a-f]{32}$/);
     expect(created.body.clientSecret).toMatch(/^[0-9a-f]{64}$/);
-    expect(created.body).toMatchObject({ clientName: 'ci bot', scope: 'mcp:read mcp:write', grantTypes: ['client_credentials'], profile: 'default' });
+    expect(created.body).toMatchObject({
+      clientName: 'ci bot',
+      scope: 'mcp:read mcp:write',
+      grantTypes: ['client_credentials'],
+      profile: 'default',
+    });
     const listed = await stack.admin('listClients');
     expect(listed.status).toBe(200);
     const mine = listed.body.clients.find((c: { clientId: string }) => c.clientId === created.body.clientId);
@@ -64,10 +77,16 @@ describe('admin operations', () => {
   it('deleteClient revokes the client and every token it has, atomically, and is idempotent', async () => {
     const client = await stack.admin('createClient', {});
     const tokens: string[] = [];
-    for (let i = 0; i < 3; i++) tokens.push((await stack.admin('createAccessToken', { clientId: client.body.clientId, lifetimeSeconds: 600 })).body.accessToken);
+    for (let i = 0; i < 3; i++)
+      tokens.push((await stack.admin('createAccessToken', { clientId: client.body.clientId, lifetimeSeconds: 600 })).body.accessToken);
     const deleted = await stack.admin('deleteClient', { clientId: client.body.clientId });
     expect(deleted.status).toBe(200);
-    expect(deleted.body).toEqual({ clientId: client.body.clientId, revokedAt: stack.clock.now(), accessTokensRevoked: 3, refreshTokensRevoked: 0 });
+    expect(deleted.body).toEqual({
+      clientId: client.body.clientId,
+      revokedAt: stack.clock.now(),
+      accessTokensRevoked: 3,
+      refreshTokensRevoked: 0,
+    });
     for (const token of tokens) {
       const res = await fetch(stack.mcpUrl, { method: 'POST', body: '{}', headers: { authorization: `Bearer ${token}` } });
       expect(res.status).toBe(401);
@@ -77,7 +96,9 @@ describe('admin operations', () => {
     const afterDelete = await stack.admin('createAccessToken', { clientId: client.body.clientId, lifetimeSeconds: 60 });
     expect(afterDelete.status).toBe(400);
     const listed = await stack.admin('listClients');
-    expect(listed.body.clients.find((c: { clientId: string }) => c.clientId === client.body.clientId).revokedAt).toBe(deleted.body.revokedAt);
+    expect(listed.body.clients.find((c: { clientId: string }) => c.clientId === client.body.clientId).revokedAt).toBe(
+      deleted.body.revokedAt,
+    );
   });
 
   it('seedDefaultProfiles is idempotent and never overwrites an edited profile', async () => {
@@ -97,7 +118,13 @@ describe('admin operations', () => {
     for (const form of ['token', 'tokenHash'] as const) {
       const token = randomBytes(32).toString('hex');
       const now = stack.clock.now();
-      await stack.store.putUserToken({ tokenHash: hashToken(token), subject: 'bob', issuer: 'https://idp', createdAt: now, expiresAt: now + TTL_7_DAYS });
+      await stack.store.putUserToken({
+        tokenHash: hashToken(token),
+        subject: 'bob',
+        issuer: 'https://idp',
+        createdAt: now,
+        expiresAt: now + TTL_7_DAYS,
+      });
       const res = await stack.admin('revokeUserToken', form === 'token' ? { token } : { tokenHash: hashToken(token) });
       expect(res.status).toBe(200);
       expect(res.body).toEqual({ tokenHash: hashToken(token), revoked: true });
@@ -122,23 +149,106 @@ describe('admin error rows', () => {
     ['unknown operation without the master token (nothing revealed)', () => post('/oauth/nope', '{}'), 401, { error: 'unauthorized' }],
     ['unknown operation', () => stack.admin('nope'), 404, { error: 'not_found' }],
     ['prototype name as operation', () => stack.admin('constructor'), 404, { error: 'not_found' }],
-    ['bad JSON', () => post('/oauth/listClients', '{"callerToken":'), 400, { error: 'invalid_request', error_description: 'the body is not valid JSON' }],
-    ['JSON that is not an object', () => post('/oauth/listClients', '[1,2]'), 400, { error: 'invalid_request', error_description: 'the body must be a JSON object' }],
-    ['deleteClient without clientId', () => stack.admin('deleteClient'), 400, { error: 'invalid_request', error_description: 'clientId must be a non-empty string' }],
+    [
+      'bad JSON',
+      () => post('/oauth/listClients', '{"callerToken":'),
+      400,
+      { error: 'invalid_request', error_description: 'the body is not valid JSON' },
+    ],
+    [
+      'JSON that is not an object',
+      () => post('/oauth/listClients', '[1,2]'),
+      400,
+      { error: 'invalid_request', error_description: 'the body must be a JSON object' },
+    ],
+    [
+      'deleteClient without clientId',
+      () => stack.admin('deleteClient'),
+      400,
+      { error: 'invalid_request', error_description: 'clientId must be a non-empty string' },
+    ],
     ['deleteClient of an unknown client', () => stack.admin('deleteClient', { clientId: 'mcp_unknown' }), 404, { error: 'not_found' }],
-    ['createAccessToken for an unknown client', () => stack.admin('createAccessToken', { clientId: 'mcp_unknown', lifetimeSeconds: 60 }), 404, { error: 'not_found' }],
-    ['createClient with a bad redirect URI', () => stack.admin('createClient', { redirectUris: ['http://evil.example/cb'] }), 400, expect.objectContaining({ error: 'invalid_request' })],
-    ['createClient with an unknown grant type', () => stack.admin('createClient', { grantTypes: ['password'] }), 400, expect.objectContaining({ error: 'invalid_request' })],
-    ['createClient with an unknown profile', () => stack.admin('createClient', { profile: 'nope' }), 400, expect.objectContaining({ error: 'invalid_request' })],
-    ['revokeUserToken without token', () => stack.admin('revokeUserToken'), 400, { error: 'invalid_request', error_description: 'token or tokenHash is required' }],
-    ['revokeUserToken with a malformed token', () => stack.admin('revokeUserToken', { token: 'abc' }), 400, expect.objectContaining({ error: 'invalid_request' })],
-    ['revokeUserToken of an unknown token', () => stack.admin('revokeUserToken', { tokenHash: 'a'.repeat(64) }), 404, { error: 'not_found' }],
-    ['revokeUserToken with token and tokenHash', () => stack.admin('revokeUserToken', { token: 'a'.repeat(64), tokenHash: 'a'.repeat(64) }), 400, { error: 'invalid_request', error_description: 'give either token or tokenHash, not both' }],
-    ['explainPolicy without method', () => stack.admin('explainPolicy', { tokenHash: 'a'.repeat(64) }), 400, { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' }],
-    ['listAuditEvents with count over its bound', () => stack.admin('listAuditEvents', { count: 1001 }), 400, { error: 'invalid_request', error_description: 'count must be an integer from 1 to 1000' }],
-    ['createClient with an unknown auth method', () => stack.admin('createClient', { tokenEndpointAuthMethod: 'tls_client_auth' }), 400, { error: 'invalid_request', error_description: 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none' }],
-    ['createClient with jwks that is not an object', () => stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt', jwks: '{"keys":[]}' }), 400, { error: 'invalid_request', error_description: 'jwks must be a JSON object' }],
-    ['createClient with a name that is not a string', () => stack.admin('createClient', { clientName: 5 }), 400, { error: 'invalid_request', error_description: 'clientName must be a string' }],
+    [
+      'createAccessToken for an unknown client',
+      () => stack.admin('createAccessToken', { clientId: 'mcp_unknown', lifetimeSeconds: 60 }),
+      404,
+      { error: 'not_found' },
+    ],
+    [
+      'createClient with a bad redirect URI',
+      () => stack.admin('createClient', { redirectUris: ['http://evil.example/cb'] }),
+      400,
+      expect.objectContaining({ error: 'invalid_request' }),
+    ],
+    [
+      'createClient with an unknown grant type',
+      () => stack.admin('createClient', { grantTypes: ['password'] }),
+      400,
+      expect.objectContaining({ error: 'invalid_request' }),
+    ],
+    [
+      'createClient with an unknown profile',
+      () => stack.admin('createClient', { profile: 'nope' }),
+      400,
+      expect.objectContaining({ error: 'invalid_request' }),
+    ],
+    [
+      'revokeUserToken without token',
+      () => stack.admin('revokeUserToken'),
+      400,
+      { error: 'invalid_request', error_description: 'token or tokenHash is required' },
+    ],
+    [
+      'revokeUserToken with a malformed token',
+      () => stack.admin('revokeUserToken', { token: 'abc' }),
+      400,
+      expect.objectContaining({ error: 'invalid_request' }),
+    ],
+    [
+      'revokeUserToken of an unknown token',
+      () => stack.admin('revokeUserToken', { tokenHash: 'a'.repeat(64) }),
+      404,
+      { error: 'not_found' },
+    ],
+    [
+      'revokeUserToken with token and tokenHash',
+      () => stack.admin('revokeUserToken', { token: 'a'.repeat(64), tokenHash: 'a'.repeat(64) }),
+      400,
+      { error: 'invalid_request', error_description: 'give either token or tokenHash, not both' },
+    ],
+    [
+      'explainPolicy without method',
+      () => stack.admin('explainPolicy', { tokenHash: 'a'.repeat(64) }),
+      400,
+      { error: 'invalid_request', error_description: 'method must be a JSON-RPC method name' },
+    ],
+    [
+      'listAuditEvents with count over its bound',
+      () => stack.admin('listAuditEvents', { count: 1001 }),
+      400,
+      { error: 'invalid_request', error_description: 'count must be an integer from 1 to 1000' },
+    ],
+    [
+      'createClient with an unknown auth method',
+      () => stack.admin('createClient', { tokenEndpointAuthMethod: 'tls_client_auth' }),
+      400,
+      {
+        error: 'invalid_request',
+        error_description: 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none',
+      },
+    ],
+    [
+      'createClient with jwks that is not an object',
+      () => stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt', jwks: '{"keys":[]}' }),
+      400,
+      { error: 'invalid_request', error_description: 'jwks must be a JSON object' },
+    ],
+    [
+      'createClient with a name that is not a string',
+      () => stack.admin('createClient', { clientName: 5 }),
+      400,
+      { error: 'invalid_request', error_description: 'clientName must be a string' },
+    ],
     ['unknown path', () => post('/other', '{}'), 404, { error: 'not_found' }],
   ];
   it.each(rows)('%s', async (_name, send, status, body) => {
@@ -157,7 +267,11 @@ describe('admin error rows', () => {
   it('createClient takes a private_key_jwt client with its public keys (jwks)', async () => {
     const { publicKey } = await generateKeyPair('ES256');
     const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] };
-    const created = await stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt', jwks, grantTypes: ['client_credentials'] });
+    const created = await stack.admin('createClient', {
+      tokenEndpointAuthMethod: 'private_key_jwt',
+      jwks,
+      grantTypes: ['client_credentials'],
+    });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ tokenEndpointAuthMethod: 'private_key_jwt', jwks });
   });
@@ -193,10 +307,14 @@ describe('admin error rows', () => {
 
   it('a chunked body over 64 KiB: 413 without reading it all', async () => {
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request(`${stack.adminUrl}/oauth/createClient`, { method: 'POST', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        `${stack.adminUrl}/oauth/createClient`,
+        { method: 'POST', headers: { 'transfer-encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       req.write(Buffer.alloc(40_000, 0x20));
       req.write(Buffer.alloc(40_000, 0x20));
@@ -222,14 +340,23 @@ describe('admin error rows', () => {
 describe('the admin listener of a primary of worker processes (src/workers.ts)', () => {
   it('answers /readyz 503 until every worker listens, and /metrics with the group scrape', async () => {
     const config = buildConfig(
-      { store: 'memory', upstream: { url: echo.url }, proxy: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, logLevel: 'error' },
+      {
+        store: 'memory',
+        upstream: { url: echo.url },
+        proxy: { host: '127.0.0.1', port: 0 },
+        admin: { host: '127.0.0.1', port: 0 },
+        logLevel: 'error',
+      },
       { BEARER_SECRET_MASTER: generateToken() },
     );
     let listening = 1;
     const sidecar = await createSidecar({
       config,
       defaultMetrics: false,
-      admin: { notReady: () => (listening < 2 ? `${listening} of 2 workers listening` : undefined), scrape: async () => 'mcp_auth_group_sample 7\n' },
+      admin: {
+        notReady: () => (listening < 2 ? `${listening} of 2 workers listening` : undefined),
+        scrape: async () => 'mcp_auth_group_sample 7\n',
+      },
     });
     try {
       const adminUrl = await sidecar.listenAdmin();

@@ -19,7 +19,10 @@ import { startEchoStack, startStack, type EchoStack, type Stack } from '../suppo
 const LIFETIME_S = 60;
 
 /** The stack's reference upstream verifying assertions against its sidecar, on the stack's clock. */
-function requireAssertions(stack: Stack, jwks: { cooldownDuration?: number; cacheMaxAge?: number } = {}): { issuer: string; audience: string; jwksUrl: string } {
+function requireAssertions(
+  stack: Stack,
+  jwks: { cooldownDuration?: number; cacheMaxAge?: number } = {},
+): { issuer: string; audience: string; jwksUrl: string } {
   const upstream = stack.upstream!;
   const settings = { jwksUrl: `${stack.proxyUrl}${JWKS_PATH}`, issuer: stack.sidecar.publicUrl(), audience: new URL(upstream.url).origin };
   upstream.requireAssertions({ ...settings, jwks, currentDate: () => new Date(stack.clock.now()) });
@@ -28,7 +31,9 @@ function requireAssertions(stack: Stack, jwks: { cooldownDuration?: number; cach
 
 async function connect(stack: Stack, token: string): Promise<Client> {
   const client = new Client({ name: 'assertion-test', version: '1' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(stack.mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(stack.mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+  );
   return client;
 }
 
@@ -97,7 +102,15 @@ describe('caller assertion, verified by the reference upstream', () => {
     const now = stack.clock.now();
     const { hashToken, generateToken } = await import('../../src/credentials.ts');
     const raw = generateToken();
-    await stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + 3_600_000, email: 'alice@example.com', groups: ['eng', 'ops'] });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject: 'alice',
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+      email: 'alice@example.com',
+      groups: ['eng', 'ops'],
+    });
     expect((await postMcp(stack.mcpUrl, raw)).status).not.toBe(401);
     const claims = decodeJwt(lastAssertion(stack));
     expect(claims).toMatchObject({ sub: 'alice', mcp_kind: 'user', email: 'alice@example.com', groups: ['eng', 'ops'] });
@@ -119,7 +132,15 @@ describe('caller assertion, verified by the reference upstream', () => {
     expect(answer.cacheControl).toBe('public, max-age=60');
     const current = stack.sidecar.assertions!.keys.current();
     expect(answer.keys).toEqual([current.publicJwk]);
-    expect(answer.keys[0]).toEqual({ kty: 'EC', crv: 'P-256', x: expect.any(String), y: expect.any(String), kid: current.kid, alg: 'ES256', use: 'sig' });
+    expect(answer.keys[0]).toEqual({
+      kty: 'EC',
+      crv: 'P-256',
+      x: expect.any(String),
+      y: expect.any(String),
+      kid: current.kid,
+      alg: 'ES256',
+      use: 'sig',
+    });
     const head = await fetch(`${stack.proxyUrl}${JWKS_PATH}`, { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect((await fetch(`${stack.proxyUrl}${JWKS_PATH}`, { method: 'POST' })).status).toBe(405);
@@ -146,7 +167,15 @@ describe('caller assertion, verified by the reference upstream', () => {
     let realKey: KeyObject;
     let kid: string;
     const now = () => Math.floor(stack.clock.now() / 1000);
-    const claims = () => ({ iss: settings.issuer, aud: settings.audience, sub: 'mallory', mcp_kind: 'master', iat: now(), exp: now() + 60, jti: 'x' });
+    const claims = () => ({
+      iss: settings.issuer,
+      aud: settings.audience,
+      sub: 'mallory',
+      mcp_kind: 'master',
+      iat: now(),
+      exp: now() + 60,
+      jti: 'x',
+    });
 
     beforeAll(() => {
       ({ privateKey: realKey, kid } = stack.sidecar.assertions!.keys.current());
@@ -155,16 +184,34 @@ describe('caller assertion, verified by the reference upstream', () => {
     const cases: Array<[string, () => Promise<string | undefined>]> = [
       ['no assertion', async () => undefined],
       ['an empty one', async () => ''],
-      ['an expired one (signed with the real key, exp 10 minutes ago)', () => new SignJWT({ ...claims(), iat: now() - 660, exp: now() - 600 }).setProtectedHeader({ alg: 'ES256', kid }).sign(realKey)],
-      ['a forged one (another key, the real kid)', () => new SignJWT(claims()).setProtectedHeader({ alg: 'ES256', kid }).sign(generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey)],
-      ['a wrong audience (signed with the real key)', () => new SignJWT({ ...claims(), aud: 'http://another-upstream:3000' }).setProtectedHeader({ alg: 'ES256', kid }).sign(realKey)],
-      ['a wrong issuer (signed with the real key)', () => new SignJWT({ ...claims(), iss: 'https://evil.example' }).setProtectedHeader({ alg: 'ES256', kid }).sign(realKey)],
+      [
+        'an expired one (signed with the real key, exp 10 minutes ago)',
+        () => new SignJWT({ ...claims(), iat: now() - 660, exp: now() - 600 }).setProtectedHeader({ alg: 'ES256', kid }).sign(realKey),
+      ],
+      [
+        'a forged one (another key, the real kid)',
+        () =>
+          new SignJWT(claims())
+            .setProtectedHeader({ alg: 'ES256', kid })
+            .sign(generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey),
+      ],
+      [
+        'a wrong audience (signed with the real key)',
+        () => new SignJWT({ ...claims(), aud: 'http://another-upstream:3000' }).setProtectedHeader({ alg: 'ES256', kid }).sign(realKey),
+      ],
+      [
+        'a wrong issuer (signed with the real key)',
+        () => new SignJWT({ ...claims(), iss: 'https://evil.example' }).setProtectedHeader({ alg: 'ES256', kid }).sign(realKey),
+      ],
       ['alg none', async () => `${b64({ alg: 'none', kid })}.${b64(claims())}.`],
-      ['a real assertion with its payload swapped', async () => {
-        await postMcp(stack.mcpUrl, oauth.token);
-        const [h, , s] = lastAssertion(stack).split('.');
-        return `${h}.${b64(claims())}.${s}`;
-      }],
+      [
+        'a real assertion with its payload swapped',
+        async () => {
+          await postMcp(stack.mcpUrl, oauth.token);
+          const [h, , s] = lastAssertion(stack).split('.');
+          return `${h}.${b64(claims())}.${s}`;
+        },
+      ],
     ];
 
     it.each(cases)('%s: 401, nothing served', async (_name, make) => {
@@ -191,7 +238,16 @@ describe('caller assertion, verified by the reference upstream', () => {
       for (const key of keys) {
         expect(key).not.toContain(d);
         const type = await raw.type(key);
-        const dump = type === 'hash' ? JSON.stringify(await raw.hgetall(key)) : type === 'string' ? String(await raw.get(key)) : type === 'set' ? JSON.stringify(await raw.smembers(key)) : type === 'stream' ? JSON.stringify(await raw.xrange(key, '-', '+')) : JSON.stringify(await raw.dump(key));
+        const dump =
+          type === 'hash'
+            ? JSON.stringify(await raw.hgetall(key))
+            : type === 'string'
+              ? String(await raw.get(key))
+              : type === 'set'
+                ? JSON.stringify(await raw.smembers(key))
+                : type === 'stream'
+                  ? JSON.stringify(await raw.xrange(key, '-', '+'))
+                  : JSON.stringify(await raw.dump(key));
         expect(dump, key).not.toContain(d);
         expect(dump, key).not.toContain(pemBody);
       }
@@ -226,7 +282,14 @@ describe('a client-sent X-MCP-Auth-Assertion never reaches the upstream', () => 
   ];
 
   function rawRequest(s: EchoStack): string {
-    const lines = ['POST /mcp HTTP/1.1', `Host: ${s.host}`, `Authorization: Bearer ${s.token}`, 'Content-Type: application/json', 'Content-Length: 2', 'Connection: close'];
+    const lines = [
+      'POST /mcp HTTP/1.1',
+      `Host: ${s.host}`,
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      'Content-Length: 2',
+      'Connection: close',
+    ];
     for (const [name, value] of SPELLINGS) lines.push(`${name}: ${value}`);
     return `${lines.join('\r\n')}\r\n\r\n{}`;
   }
@@ -235,11 +298,12 @@ describe('a client-sent X-MCP-Auth-Assertion never reaches the upstream', () => 
   function assertionHeaders(s: EchoStack): string[] {
     const raw = s.echo.seen.at(-1)!.rawHeaders;
     const out: string[] = [];
-    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toUpperCase().replaceAll('-', '_') === 'X_MCP_AUTH_ASSERTION') out.push(raw[i + 1]!);
+    for (let i = 0; i < raw.length; i += 2)
+      if (raw[i]!.toUpperCase().replaceAll('-', '_') === 'X_MCP_AUTH_ASSERTION') out.push(raw[i + 1]!);
     return out;
   }
 
-  it('assertions on: the upstream sees one, the sidecar\'s, in every spelling the client tried', async () => {
+  it("assertions on: the upstream sees one, the sidecar's, in every spelling the client tried", async () => {
     const { responses } = await exchange(on.port, rawRequest(on));
     expect(responses[0]?.status).toBe(200);
     const seen = assertionHeaders(on);
@@ -266,7 +330,9 @@ describe('key rotation', () => {
 
   it('the next key is listed ANNOUNCE_MS before it signs, the old one until its last assertion expired: no verification fails', async () => {
     const ROTATION_MS = 600_000;
-    stack = await startStack({ config: { upstream: { assertion: true, assertionLifetimeSeconds: LIFETIME_S, assertionKeyRotationSeconds: ROTATION_MS / 1000 } } });
+    stack = await startStack({
+      config: { upstream: { assertion: true, assertionLifetimeSeconds: LIFETIME_S, assertionKeyRotationSeconds: ROTATION_MS / 1000 } },
+    });
     // The upstream refetches the set for every verification: what it accepts is exactly what is listed then.
     requireAssertions(stack, { cacheMaxAge: 0, cooldownDuration: 0 });
     const { token } = await stack.issueOAuthToken();
@@ -323,7 +389,9 @@ describe('key rotation', () => {
       wrapStore: (store) =>
         new Proxy(store, {
           get(target, prop) {
-            if (prop === 'publishSigningKey') return (...args: Parameters<typeof store.publishSigningKey>) => (failPublish ? Promise.reject(new Error('store down')) : target.publishSigningKey(...args));
+            if (prop === 'publishSigningKey')
+              return (...args: Parameters<typeof store.publishSigningKey>) =>
+                failPublish ? Promise.reject(new Error('store down')) : target.publishSigningKey(...args);
             const value = Reflect.get(target, prop, target) as unknown;
             return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
           },
@@ -362,7 +430,8 @@ describe('the JWKS when the store cannot answer', () => {
       wrapStore: (store) =>
         new Proxy(store, {
           get(target, prop) {
-            if (prop === 'listSigningKeys') return (now: number) => (down ? Promise.reject(new StoreUnavailableError('down')) : target.listSigningKeys(now));
+            if (prop === 'listSigningKeys')
+              return (now: number) => (down ? Promise.reject(new StoreUnavailableError('down')) : target.listSigningKeys(now));
             const value = Reflect.get(target, prop, target) as unknown;
             return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
           },
@@ -402,7 +471,15 @@ describe('a pinned key (upstream.assertionKey)', () => {
   let stack: Stack;
   const given = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey;
   beforeAll(async () => {
-    stack = await startStack({ config: { upstream: { assertion: true, assertionKey: given.export({ format: 'pem', type: 'pkcs8' }).toString(), assertionKeyRotationSeconds: 600 } } });
+    stack = await startStack({
+      config: {
+        upstream: {
+          assertion: true,
+          assertionKey: given.export({ format: 'pem', type: 'pkcs8' }).toString(),
+          assertionKeyRotationSeconds: 600,
+        },
+      },
+    });
     requireAssertions(stack);
   });
   afterAll(() => stack?.close());

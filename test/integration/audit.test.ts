@@ -44,12 +44,20 @@ describe('audit events of a full run', () => {
     expect(find('token.refresh_token', 'reuse_detected')[0]).toMatchObject({ who: `client:${id}`, detail: { familyRevoked: true } });
     expect(find('createAccessToken')[0]).toMatchObject({ who: 'master', clientId: id, detail: { status: 201, lifetimeSeconds: 600 } });
     expect(find('revoke.access_token')[0]).toMatchObject({ who: `client:${id}`, clientId: id });
-    expect(find('token.token_exchange').map((e) => e.subject).sort()).toEqual(['alice', 'bob']);
+    expect(
+      find('token.token_exchange')
+        .map((e) => e.subject)
+        .sort(),
+    ).toEqual(['alice', 'bob']);
     expect(find('token.token_exchange')[0]).toMatchObject({ who: 'user' });
     expect(find('revokeUserToken')[0]).toMatchObject({ who: 'master' });
     expect(find('revoke.user_token')[0]).toMatchObject({ who: 'user' });
     expect(find('listClients')[0]).toMatchObject({ who: 'master' });
-    expect(find('deleteClient')[0]).toMatchObject({ who: 'master', clientId: id, detail: { status: 200, accessTokensRevoked: expect.any(Number) } });
+    expect(find('deleteClient')[0]).toMatchObject({
+      who: 'master',
+      clientId: id,
+      detail: { status: 200, accessTokensRevoked: expect.any(Number) },
+    });
     // Newest first: the traffic ended with deleteClient, then a listAuditEvents of its own.
     expect(events.slice(0, 2).map((e) => e.action)).toEqual(['listAuditEvents', 'deleteClient']);
     for (let i = 1; i < events.length; i++) expect(events[i - 1]!.at).toBeGreaterThanOrEqual(events[i]!.at);
@@ -127,7 +135,12 @@ describe('listAuditEvents', () => {
       expect(two.body.events).toHaveLength(2);
       expect(two.body.events.map((e: StoredAuditEvent) => e.action)).toEqual(['createClient', 'createClient']);
       const all = await stack.admin('listAuditEvents');
-      expect(all.body.events.map((e: StoredAuditEvent) => e.action)).toEqual(['listAuditEvents', 'createClient', 'createClient', 'createClient']);
+      expect(all.body.events.map((e: StoredAuditEvent) => e.action)).toEqual([
+        'listAuditEvents',
+        'createClient',
+        'createClient',
+        'createClient',
+      ]);
       for (const count of [0, 1001, 1.5, '5', -1]) {
         const bad = await stack.admin('listAuditEvents', { count });
         expect(bad.status).toBe(400);
@@ -138,7 +151,13 @@ describe('listAuditEvents', () => {
       const missing = await stack.admin('deleteClient', { clientId: nobody });
       expect(missing.status).toBe(404);
       const latest = (await stack.admin('listAuditEvents', { count: 1 })).body.events[0];
-      expect(latest).toMatchObject({ who: 'master', action: 'deleteClient', result: 'not_found', clientId: nobody, detail: { status: 404 } });
+      expect(latest).toMatchObject({
+        who: 'master',
+        action: 'deleteClient',
+        result: 'not_found',
+        clientId: nobody,
+        detail: { status: 404 },
+      });
       // A clientId that is not shaped like one (an operator pasted a token there) is not written down.
       const pasted = randomBytes(32).toString('hex');
       expect((await stack.admin('deleteClient', { clientId: pasted })).status).toBe(404);
@@ -175,7 +194,9 @@ describe('listAuditEvents', () => {
       const raw = await rawRedis();
       expect(await raw.exists(`${stack.prefix}audit`)).toBe(0);
       await raw.quit();
-      expect(auditLines(stack.logs).some((l) => l.audit.action === 'createClient' && l.audit.clientId === created.body.clientId)).toBe(true);
+      expect(auditLines(stack.logs).some((l) => l.audit.action === 'createClient' && l.audit.clientId === created.body.clientId)).toBe(
+        true,
+      );
     } finally {
       await stack.close();
     }
@@ -189,7 +210,12 @@ describe('listAuditEvents', () => {
       await stack.store.putUserToken({ tokenHash: hashToken(token), subject: 's', issuer: 'i', createdAt: now, expiresAt: now + 60_000 });
       expect((await stack.admin('revokeUserToken', { token })).status).toBe(200);
       const events = (await stack.admin('listAuditEvents')).body.events;
-      expect(events[0]).toMatchObject({ who: 'master', action: 'revokeUserToken', result: 'ok', tokenHashPrefix: hashToken(token).slice(0, 8) });
+      expect(events[0]).toMatchObject({
+        who: 'master',
+        action: 'revokeUserToken',
+        result: 'ok',
+        tokenHashPrefix: hashToken(token).slice(0, 8),
+      });
     } finally {
       await stack.close();
     }

@@ -124,17 +124,41 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
     case '/private-key-jwt-no-keys.json':
       return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt' }));
     case '/private-key-jwt-both-keys.json':
-      return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://client.example/jwks', jwks: { keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y' }] } }));
+      return sendJson(
+        res,
+        documentFor(req, {
+          token_endpoint_auth_method: 'private_key_jwt',
+          jwks_uri: 'https://client.example/jwks',
+          jwks: { keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y' }] },
+        }),
+      );
     case '/private-key-jwt-http-jwks.json':
       return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'http://client.example/jwks' }));
     case '/private-key-jwt-secret-key.json':
-      return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } }));
+      return sendJson(
+        res,
+        documentFor(req, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } }),
+      );
     case '/methods-supported.json':
-      return sendJson(res, documentFor(req, { token_endpoint_auth_methods_supported: ['none', 'private_key_jwt'], jwks_uri: 'https://client.example/jwks' }));
+      return sendJson(
+        res,
+        documentFor(req, { token_endpoint_auth_methods_supported: ['none', 'private_key_jwt'], jwks_uri: 'https://client.example/jwks' }),
+      );
     case '/secret-methods-only.json':
       return sendJson(res, documentFor(req, { token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'] }));
     case '/extra-grants.json':
-      return sendJson(res, documentFor(req, { grant_types: ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:jwt-bearer'], response_types: ['code', 'token'] }));
+      return sendJson(
+        res,
+        documentFor(req, {
+          grant_types: [
+            'authorization_code',
+            'urn:ietf:params:oauth:grant-type:device_code',
+            'refresh_token',
+            'urn:ietf:params:oauth:grant-type:jwt-bearer',
+          ],
+          response_types: ['code', 'token'],
+        }),
+      );
     case '/secret-basic.json':
       return sendJson(res, documentFor(req, { token_endpoint_auth_method: 'client_secret_basic' }));
     case '/with-secret.json':
@@ -183,7 +207,17 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       void heldRelease.then(() => sendJson(res, documentFor(req)));
       return;
     case '/jwks.json':
-      return sendJson(res, { keys: [{ kty: 'EC', crv: 'P-256', kid: 'k1', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' }] });
+      return sendJson(res, {
+        keys: [
+          {
+            kty: 'EC',
+            crv: 'P-256',
+            kid: 'k1',
+            x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU',
+            y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0',
+          },
+        ],
+      });
     case '/jwks-private.json':
       return sendJson(res, { keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y', d: 'private' }] });
     default:
@@ -314,8 +348,14 @@ describe('resolve: a valid document (private addresses allowed for the test serv
   });
 
   it('private_key_jwt when the document offers it, as its method or in token_endpoint_auth_methods_supported', async () => {
-    expect(await resolver().resolve(at('/private-key-jwt.json'))).toMatchObject({ tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: 'https://client.example/jwks' });
-    expect(await resolver().resolve(at('/methods-supported.json'))).toMatchObject({ tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: 'https://client.example/jwks' });
+    expect(await resolver().resolve(at('/private-key-jwt.json'))).toMatchObject({
+      tokenEndpointAuthMethod: 'private_key_jwt',
+      jwksUri: 'https://client.example/jwks',
+    });
+    expect(await resolver().resolve(at('/methods-supported.json'))).toMatchObject({
+      tokenEndpointAuthMethod: 'private_key_jwt',
+      jwksUri: 'https://client.example/jwks',
+    });
     expect((await resolver().resolve(at('/client.json'))).tokenEndpointAuthMethod).toBe('none');
   });
 
@@ -325,8 +365,12 @@ describe('resolve: a valid document (private addresses allowed for the test serv
     expect(set.keys[0]).toMatchObject({ kid: 'k1' });
     await r.keySet(at('/jwks.json'));
     expect(hits.get('/jwks.json')).toBe(1);
-    expect((await refusal(r.keySet(at('/jwks-private.json')))).description).toMatch(/key set \(jwks_uri\) must be a set of 1 to 32 public keys/);
-    expect((await refusal(resolver({ allowPrivateAddresses: false }).keySet(at('/jwks.json?guard=1')))).description).toMatch(/has no public address/);
+    expect((await refusal(r.keySet(at('/jwks-private.json')))).description).toMatch(
+      /key set \(jwks_uri\) must be a set of 1 to 32 public keys/,
+    );
+    expect((await refusal(resolver({ allowPrivateAddresses: false }).keySet(at('/jwks.json?guard=1')))).description).toMatch(
+      /has no public address/,
+    );
     expect(hits.get('/jwks.json?guard=1')).toBeUndefined();
   });
 
@@ -483,7 +527,11 @@ describe('resolve: the SSRF guard (allowPrivateAddresses off, the default)', () 
       expect((await look('::ffff:169.254.169.254', all)).err?.message).toBe('refused address: link-local');
     }
     expect(await look('8.8.8.8', false)).toEqual({ err: null, address: '8.8.8.8', family: 4 });
-    expect(await look('2606:4700:4700::1111', true)).toEqual({ err: null, address: [{ address: '2606:4700:4700::1111', family: 6 }], family: undefined });
+    expect(await look('2606:4700:4700::1111', true)).toEqual({
+      err: null,
+      address: [{ address: '2606:4700:4700::1111', family: 6 }],
+      family: undefined,
+    });
   });
 
   it('destroys a socket whose connected peer is not public, whoever resolved the name', async () => {

@@ -25,7 +25,16 @@ import { createCimdResolver, type CimdResolverOptions } from '../../src/oauth/ci
 import { JWT_BEARER_ASSERTION } from '../../src/oauth/client-auth.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, standardParams, startSignInStack, tokenRequest } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+} from '../support/sign-in.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { createTestCertificate, type TestCertificate } from '../support/test-cert.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -89,7 +98,9 @@ function serveKeys(req: IncomingMessage, res: ServerResponse): void {
   }
   if (kind === 'hold') {
     held.get(name!)?.arrived();
-    void released.then(() => res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ keys: [k1.jwk] })));
+    void released.then(() =>
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify({ keys: [k1.jwk] })),
+    );
     return;
   }
   // /fail/<name> and anything unknown.
@@ -121,7 +132,17 @@ afterAll(async () => {
 const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
 
 function resolver(clock: ManualClock, options: Partial<CimdResolverOptions> = {}) {
-  return createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 600_000, maxCacheEntries: 100, allowPrivateAddresses: true, clock, logger: quiet, ca: cert.cert, ...options });
+  return createCimdResolver({
+    timeoutMs: 10_000,
+    maxBytes: 5120,
+    cacheTtlMs: 600_000,
+    maxCacheEntries: 100,
+    allowPrivateAddresses: true,
+    clock,
+    logger: quiet,
+    ca: cert.cert,
+    ...options,
+  });
 }
 
 /** A client assertion: iss = sub = the client id, aud the issuer, a fresh jti. */
@@ -143,7 +164,12 @@ async function registerWithKeysAt(stack: Stack, path: string): Promise<string> {
   const res = await fetch(`${stack.proxyUrl}/register`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['refresh_token'], token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `${origin}${path}` }),
+    body: JSON.stringify({
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['refresh_token'],
+      token_endpoint_auth_method: 'private_key_jwt',
+      jwks_uri: `${origin}${path}`,
+    }),
   });
   const body = (await res.json()) as { client_id?: string };
   if (res.status !== 201 || !body.client_id) throw new Error(`register: ${res.status} ${JSON.stringify(body)}`);
@@ -167,7 +193,12 @@ async function machineClientWithKeysAt(stack: Stack, path: string): Promise<stri
 }
 
 /** POST /token from `from` with a client assertion (a refresh_token grant with a made-up token). */
-async function tokenWith(stack: Stack, from: string, jwt: string, grant: Record<string, string> = { grant_type: 'refresh_token', refresh_token: 'a'.repeat(64) }): Promise<Answer> {
+async function tokenWith(
+  stack: Stack,
+  from: string,
+  jwt: string,
+  grant: Record<string, string> = { grant_type: 'refresh_token', refresh_token: 'a'.repeat(64) },
+): Promise<Answer> {
   return formFrom(from, `${stack.proxyUrl}/token`, { ...grant, client_assertion_type: JWT_BEARER_ASSERTION, client_assertion: jwt });
 }
 
@@ -177,7 +208,11 @@ describe('jwks_uri fetches are bounded per client address', () => {
   it('N /token requests from one address cause at most fetchesPerMinutePerAddress fetches, then 429 without a fetch', async () => {
     keySets.set('budget', { keys: [k1.jwk], cacheControl: 'no-store' });
     const clock = new ManualClock();
-    const stack = await startStack({ clock, cimd: resolver(clock), config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 5 } } } });
+    const stack = await startStack({
+      clock,
+      cimd: resolver(clock),
+      config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 5 } } },
+    });
     try {
       const clientId = await registerWithKeysAt(stack, '/keys/budget');
       const statuses: number[] = [];
@@ -203,7 +238,11 @@ describe('jwks_uri fetches are bounded per client address', () => {
   it('an address over the failed-authentication limit causes no fetch: it gets the bare 429 of its failures', async () => {
     keySets.set('lockout', { keys: [k1.jwk], cacheControl: 'no-store' });
     const clock = new ManualClock();
-    const stack = await startStack({ clock, cimd: resolver(clock), config: { rateLimits: { failedAuthPerMinute: 3 }, oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 1000 } } } });
+    const stack = await startStack({
+      clock,
+      cimd: resolver(clock),
+      config: { rateLimits: { failedAuthPerMinute: 3 }, oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 1000 } } },
+    });
     try {
       const clientId = await registerWithKeysAt(stack, '/keys/lockout');
       const answers: Answer[] = [];
@@ -226,7 +265,11 @@ describe('jwks_uri fetches are bounded per client address', () => {
 
   it('a jwks_uri that fails is fetched once per failure-cache period, however often it is named', async () => {
     const clock = new ManualClock();
-    const stack = await startStack({ clock, cimd: resolver(clock, { failureCacheMs: 30_000 }), config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 1000 } } } });
+    const stack = await startStack({
+      clock,
+      cimd: resolver(clock, { failureCacheMs: 30_000 }),
+      config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 1000 } } },
+    });
     try {
       const clientId = await registerWithKeysAt(stack, '/fail/negative');
       for (let i = 0; i < 10; i++) expect((await tokenWith(stack, '127.0.0.6', await assertion(stack, clientId, k1))).status).toBe(401);
@@ -277,10 +320,12 @@ describe('a refused client assertion leaves nothing in Redis', () => {
       const usedOnceKeys = async () => (await keysUnder(redis, stack.prefix)).filter((k) => k.includes(':usedOnce:'));
       expect(await usedOnceKeys()).toEqual([]);
       const statuses: number[] = [];
-      for (let i = 0; i < 10; i++) statuses.push((await tokenWith(stack, '127.0.0.9', await assertion(stack, clientId, k1), CLIENT_CREDENTIALS)).status);
+      for (let i = 0; i < 10; i++)
+        statuses.push((await tokenWith(stack, '127.0.0.9', await assertion(stack, clientId, k1), CLIENT_CREDENTIALS)).status);
       expect(statuses).toEqual([...Array(3).fill(200), ...Array(7).fill(429)]);
       expect(await usedOnceKeys()).toHaveLength(3);
-      for (let i = 0; i < 5; i++) expect((await tokenWith(stack, '127.0.0.10', await assertion(stack, clientId, stranger), CLIENT_CREDENTIALS)).status).toBe(401);
+      for (let i = 0; i < 5; i++)
+        expect((await tokenWith(stack, '127.0.0.10', await assertion(stack, clientId, stranger), CLIENT_CREDENTIALS)).status).toBe(401);
       expect(await usedOnceKeys()).toHaveLength(3);
     } finally {
       await redis.quit();
@@ -296,7 +341,8 @@ describe('an unknown kid refetches the key set, at most once per cooldown', () =
     const stack = await startStack({ clock, cimd: resolver(clock, { refetchCooldownMs: 30_000 }) });
     try {
       const clientId = await machineClientWithKeysAt(stack, '/keys/rotating');
-      const token = async (key: Key, kid?: string) => (await tokenWith(stack, '127.0.0.11', await assertion(stack, clientId, key, kid), CLIENT_CREDENTIALS)).status;
+      const token = async (key: Key, kid?: string) =>
+        (await tokenWith(stack, '127.0.0.11', await assertion(stack, clientId, key, kid), CLIENT_CREDENTIALS)).status;
       expect(await token(k1)).toBe(200);
       expect(hits.get('/keys/rotating')).toBe(1);
       clock.advance(30_000);
@@ -329,7 +375,15 @@ describe('an unknown kid re-reads a document whose keys are inline, at most once
     try {
       // The record a document's client gets when its first code is issued (authorize.ts rememberDocumentClient).
       const clientId = `${origin}/doc/inline-keys.json`;
-      await stack.store.createClient({ clientId, redirectUris: [CLIENT_REDIRECT], grantTypes: ['authorization_code', 'refresh_token'], profile: 'interactive', tokenEndpointAuthMethod: 'none', source: 'cimd', createdAt: clock.now() });
+      await stack.store.createClient({
+        clientId,
+        redirectUris: [CLIENT_REDIRECT],
+        grantTypes: ['authorization_code', 'refresh_token'],
+        profile: 'interactive',
+        tokenEndpointAuthMethod: 'none',
+        source: 'cimd',
+        createdAt: clock.now(),
+      });
       // Client authentication passes: the made-up refresh token is then invalid_grant.
       const outcome = async (key: Key) => (await tokenWith(stack, '127.0.0.12', await assertion(stack, clientId, key))).json().error;
       expect(await outcome(k1)).toBe('invalid_grant');
@@ -361,7 +415,13 @@ describe("a metadata-document client is held to its document's current method", 
         return { code: clientReceived(hop).get('code')!, verifier: p.verifier };
       };
       const first = await signIn();
-      const issued = await tokenRequest(s.base, { grant_type: 'authorization_code', code: first.code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: first.verifier });
+      const issued = await tokenRequest(s.base, {
+        grant_type: 'authorization_code',
+        code: first.code,
+        redirect_uri: CLIENT_REDIRECT,
+        client_id: clientId,
+        code_verifier: first.verifier,
+      });
       expect(issued.status).toBe(200);
       const refreshToken = issued.body.refresh_token as string;
       const second = await signIn();
@@ -369,17 +429,31 @@ describe("a metadata-document client is held to its document's current method", 
       documentMethods.set('switching', 'private_key_jwt');
       // The cached document (10 s) expires: the next use reads the document anew.
       clock.advance(10_000);
-      const codeGrant = { grant_type: 'authorization_code', code: second.code, redirect_uri: CLIENT_REDIRECT, code_verifier: second.verifier };
+      const codeGrant = {
+        grant_type: 'authorization_code',
+        code: second.code,
+        redirect_uri: CLIENT_REDIRECT,
+        code_verifier: second.verifier,
+      };
       const refreshGrant = { grant_type: 'refresh_token', refresh_token: refreshToken };
       for (const grant of [codeGrant, refreshGrant]) {
         const bare = await tokenRequest(s.base, { ...grant, client_id: clientId });
         expect([bare.status, bare.body.error]).toEqual([401, 'invalid_client']);
       }
-      const revoke = await fetch(`${s.base}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: refreshToken, client_id: clientId }).toString() });
+      const revoke = await fetch(`${s.base}/revoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: refreshToken, client_id: clientId }).toString(),
+      });
       expect(revoke.status).toBe(401);
       // With an assertion signed by the document's key, both work.
       for (const grant of [codeGrant, refreshGrant]) {
-        const signed = await tokenRequest(s.base, { ...grant, client_id: clientId, client_assertion_type: JWT_BEARER_ASSERTION, client_assertion: await assertion(s.stack, clientId, k1) });
+        const signed = await tokenRequest(s.base, {
+          ...grant,
+          client_id: clientId,
+          client_assertion_type: JWT_BEARER_ASSERTION,
+          client_assertion: await assertion(s.stack, clientId, k1),
+        });
         expect(signed.status, JSON.stringify(signed.body)).toBe(200);
       }
     } finally {

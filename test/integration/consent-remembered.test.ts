@@ -9,13 +9,29 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_USER } from '../../src/demo-idp.ts';
 import { hashToken } from '../../src/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
-import { authorizeUrl, CLIENT_REDIRECT, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { consentRequestId, UserAgent, type Hop } from '../support/user-agent.ts';
 
 const OTHER_REDIRECT = 'http://127.0.0.1:7777/other';
 const POLICY = {
   default: 'allow',
-  rules: [{ name: 'writers', effect: 'allow', principals: { scopes: ['mcp:read', 'mcp:write'] }, requests: { methods: ['tools/call'], names: ['echo'] } }],
+  rules: [
+    {
+      name: 'writers',
+      effect: 'allow',
+      principals: { scopes: ['mcp:read', 'mcp:write'] },
+      requests: { methods: ['tools/call'], names: ['echo'] },
+    },
+  ],
 };
 
 /** Re-signs the IdP's next ID token with other claims (its own key: only the user differs). */
@@ -52,10 +68,18 @@ function isConsentPage(hop: Hop): boolean {
  * One sign-in as a browser does it: /authorize, then the consent page when shown (Approve, with the
  * "remember" checkbox as `remember` says), the IdP (auto-login), and the callback.
  */
-async function signIn(s: SignInStack, agent: UserAgent, clientId: string, options: { scope?: string; redirectUri?: string; remember?: boolean; decision?: 'approve' | 'deny' } = {}): Promise<SignIn> {
+async function signIn(
+  s: SignInStack,
+  agent: UserAgent,
+  clientId: string,
+  options: { scope?: string; redirectUri?: string; remember?: boolean; decision?: 'approve' | 'deny' } = {},
+): Promise<SignIn> {
   const p = pkce();
   const redirectUri = options.redirectUri ?? CLIENT_REDIRECT;
-  const params = standardParams(s.base, clientId, p, { redirect_uri: redirectUri, ...(options.scope !== undefined ? { scope: options.scope } : {}) });
+  const params = standardParams(s.base, clientId, p, {
+    redirect_uri: redirectUri,
+    ...(options.scope !== undefined ? { scope: options.scope } : {}),
+  });
   let hop = await agent.request(authorizeUrl(s.base, params));
   let asked: SignIn['asked'] = false;
   const answer = async (page: Hop): Promise<Hop> => {
@@ -81,7 +105,13 @@ async function signIn(s: SignInStack, agent: UserAgent, clientId: string, option
 }
 
 async function redeem(s: SignInStack, clientId: string, done: SignIn, redirectUri = CLIENT_REDIRECT) {
-  const tokens = await tokenRequest(s.base, { grant_type: 'authorization_code', code: done.code!, redirect_uri: redirectUri, client_id: clientId, code_verifier: done.verifier });
+  const tokens = await tokenRequest(s.base, {
+    grant_type: 'authorization_code',
+    code: done.code!,
+    redirect_uri: redirectUri,
+    client_id: clientId,
+    code_verifier: done.verifier,
+  });
   expect(tokens.status).toBe(200);
   return tokens.body as { access_token: string; refresh_token: string };
 }
@@ -173,12 +203,20 @@ describe('remembered consent (oauth.consentRememberSeconds, 30 days by default)'
     const agent = new UserAgent();
     const tokens = await redeem(s, clientId, await signIn(s, agent, clientId));
     // Revoking an access token alone leaves it: the refresh token still acts under the approval.
-    const revokeAccess = await fetch(`${s.base}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: tokens.access_token, client_id: clientId }) });
+    const revokeAccess = await fetch(`${s.base}/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: tokens.access_token, client_id: clientId }),
+    });
     expect(revokeAccess.status).toBe(200);
     const stillRemembered = await signIn(s, agent, clientId);
     expect(stillRemembered.asked).toBe(false);
     const latest = await redeem(s, clientId, stillRemembered);
-    const revoked = await fetch(`${s.base}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: latest.refresh_token, client_id: clientId }) });
+    const revoked = await fetch(`${s.base}/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: latest.refresh_token, client_id: clientId }),
+    });
     expect(revoked.status).toBe(200);
     expect((await signIn(s, agent, clientId)).asked).toBe('before');
   });
@@ -227,7 +265,12 @@ describe('oauth.consentRememberSeconds: 0', () => {
     const page = await agent.request(authorizeUrl(s.base, standardParams(s.base, clientId, pkce())));
     expect(isConsentPage(page)).toBe(true);
     expect(page.body).not.toContain('name="remember"');
-    const approved = await agent.follow(await agent.request(`${s.base}/authorize/consent`, { form: { request: consentRequestId(page.body), decision: 'approve', remember: 'yes' } }), CLIENT_REDIRECT);
+    const approved = await agent.follow(
+      await agent.request(`${s.base}/authorize/consent`, {
+        form: { request: consentRequestId(page.body), decision: 'approve', remember: 'yes' },
+      }),
+      CLIENT_REDIRECT,
+    );
     expect(approved.location).toContain('code=');
     expect([...(agent.jar.get(new URL(s.base).host)?.keys() ?? [])]).not.toContain('mcp-consent');
     expect((await signIn(s, agent, clientId)).asked).toBe('before');

@@ -120,7 +120,13 @@ class CreateAccessToken implements fc.AsyncCommand<Model, Real> {
       return;
     }
     expect(res.status).toBe(201);
-    m.tokens.push({ raw: res.body.accessToken, kind: 'access', clientIdx: m.clients.indexOf(c), expiresAt: m.now + this.lifetimeSeconds * 1000, revoked: false });
+    m.tokens.push({
+      raw: res.body.accessToken,
+      kind: 'access',
+      clientIdx: m.clients.indexOf(c),
+      expiresAt: m.now + this.lifetimeSeconds * 1000,
+      revoked: false,
+    });
   }
   toString = () => `createAccessToken(${this.n}, ${this.lifetimeSeconds}s)`;
 }
@@ -177,8 +183,22 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
     expect(res.status).toBe(200);
     old.rotatedAt = m.now;
     old.successor = { access: res.body.access_token, refresh: res.body.refresh_token };
-    m.tokens.push({ raw: res.body.access_token, kind: 'access', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + HOUR, revoked: false });
-    m.tokens.push({ raw: res.body.refresh_token, kind: 'refresh', clientIdx: old.clientIdx, family: old.family, expiresAt: m.now + 30 * DAY, revoked: false });
+    m.tokens.push({
+      raw: res.body.access_token,
+      kind: 'access',
+      clientIdx: old.clientIdx,
+      family: old.family,
+      expiresAt: m.now + HOUR,
+      revoked: false,
+    });
+    m.tokens.push({
+      raw: res.body.refresh_token,
+      kind: 'refresh',
+      clientIdx: old.clientIdx,
+      family: old.family,
+      expiresAt: m.now + 30 * DAY,
+      revoked: false,
+    });
   }
   toString = () => `refresh(${this.n})`;
 }
@@ -300,7 +320,14 @@ describe('credential state machine (model-based, real Redis)', () => {
     echo = await startEchoUpstream();
     stack = await startStack({
       upstreamUrl: echo.url,
-      config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/`, algorithms: ['ES256'] } },
+      config: {
+        idp: {
+          issuer: ISSUER,
+          audience: AUDIENCE,
+          jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/`,
+          algorithms: ['ES256'],
+        },
+      },
     });
     redis = await rawRedis();
     // The model's clock runs ahead of real time, so Redis's own PEXPIREAT (real time) never drops a
@@ -317,7 +344,9 @@ describe('credential state machine (model-based, real Redis)', () => {
   it('every answer matches the model of the credential state table', async () => {
     const sign = (now: number) => {
       const s = Math.floor(now / 1000);
-      return new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: `user-${s}`, iat: s, exp: s + 300 }).setProtectedHeader({ alg: 'ES256', kid: 'model' }).sign(privateKey);
+      return new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: `user-${s}`, iat: s, exp: s + 300 })
+        .setProtectedHeader({ alg: 'ES256', kid: 'model' })
+        .sign(privateKey);
     };
     await fc.assert(
       fc.asyncProperty(fc.commands(allCommands, { maxCommands: 40, size: 'large' }), async (cmds) => {

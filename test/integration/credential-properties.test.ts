@@ -107,7 +107,12 @@ describe('master-token check: the same operations for every candidate', () => {
       trace.length = 0;
       hashInputs.length = 0;
       const result = master.matches(candidate);
-      return { label, result, path: [...trace], hashedWholeCandidate: hashInputs.length === 1 && hashInputs[0] === (typeof candidate === 'string' ? candidate : '') };
+      return {
+        label,
+        result,
+        path: [...trace],
+        hashedWholeCandidate: hashInputs.length === 1 && hashInputs[0] === (typeof candidate === 'string' ? candidate : ''),
+      };
     });
     // The whole candidate is hashed (no truncation, no length or prefix test first), the same two
     // operations run in the same order on the same sizes, and only `result` tells the candidates apart.
@@ -124,7 +129,9 @@ describe('master-token check: the same operations for every candidate', () => {
         return { label, result, path: [...trace] };
       });
     expect(observed).toEqual(
-      candidates.filter(([, c]) => typeof c === 'string').map(([label, , matches]) => ({ label, result: matches, path: ['timingSafeEqual(32 B candidate, 32 B secret)'] })),
+      candidates
+        .filter(([, c]) => typeof c === 'string')
+        .map(([label, , matches]) => ({ label, result: matches, path: ['timingSafeEqual(32 B candidate, 32 B secret)'] })),
     );
     // No second digest: the proxy hashes each request once.
     expect(hashInputs).toEqual([]);
@@ -165,7 +172,10 @@ function holds(text: string, secret: string): boolean {
 }
 
 /** Every key under `prefix` with everything it holds, one string per key, whatever its type. */
-async function dumpRedis(client: Redis, prefix: string): Promise<{ entries: Array<{ key: string; type: string; text: string }>; types: Set<string> }> {
+async function dumpRedis(
+  client: Redis,
+  prefix: string,
+): Promise<{ entries: Array<{ key: string; type: string; text: string }>; types: Set<string> }> {
   const entries: Array<{ key: string; type: string; text: string }> = [];
   const types = new Set<string>();
   for (const key of await keysUnder(client, prefix)) {
@@ -177,7 +187,8 @@ async function dumpRedis(client: Redis, prefix: string): Promise<{ entries: Arra
     else if (type === 'zset') values = await client.zrange(key, 0, -1, 'WITHSCORES');
     else if (type === 'list') values = await client.lrange(key, 0, -1);
     else if (type === 'stream') values = await client.xrange(key, '-', '+');
-    else if (type === 'none') continue; // expired between SCAN and TYPE
+    else if (type === 'none')
+      continue; // expired between SCAN and TYPE
     else throw new Error(`unexpected Redis type ${type} at ${key}: teach dumpRedis to read it`);
     types.add(type);
     entries.push({ key, type, text: `${key}\n${JSON.stringify(values)}` });
@@ -220,8 +231,16 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
       if (!origins.includes(url.origin)) return res;
       const body = await res.text();
       const headers = [...res.headers].map(([k, v]) => `${k}: ${v}`).join('\n');
-      responses.push({ what: `${init?.method ?? 'GET'} ${url.pathname} -> ${res.status}`, status: res.status, text: `${headers}\n\n${body}` });
-      return new Response([204, 205, 304].includes(res.status) ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      responses.push({
+        what: `${init?.method ?? 'GET'} ${url.pathname} -> ${res.status}`,
+        status: res.status,
+        text: `${headers}\n\n${body}`,
+      });
+      return new Response([204, 205, 304].includes(res.status) ? null : body, {
+        status: res.status,
+        statusText: res.statusText,
+        headers: res.headers,
+      });
     });
 
     try {
@@ -240,7 +259,9 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
 
     // MONITOR output is in order: once our marker arrives, every command the sidecar sent has too.
     const marker = `properties-marker-${randomBytes(8).toString('hex')}`;
-    const seen = new Promise<void>((resolve) => monitor.on('monitor', (_time: string, args: unknown[]) => String(args[1]) === marker && resolve()));
+    const seen = new Promise<void>((resolve) =>
+      monitor.on('monitor', (_time: string, args: unknown[]) => String(args[1]) === marker && resolve()),
+    );
     await raw.echo(marker);
     await seen;
     monitor.disconnect();
@@ -258,7 +279,8 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
 
   function leaks(places: Array<{ where: string; text: string }>): string[] {
     const found: string[] = [];
-    for (const s of secrets) for (const p of places) if (holds(p.text, s.value)) found.push(`${s.label} (${s.value.slice(0, 4)}…) in ${p.where}`);
+    for (const s of secrets)
+      for (const p of places) if (holds(p.text, s.value)) found.push(`${s.label} (${s.value.slice(0, 4)}…) in ${p.where}`);
     return found;
   }
 
@@ -294,7 +316,11 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
   it('error responses: no body or header holds a raw secret', () => {
     const errors = responses.filter((r) => r.status >= 400);
     expect(errors.length).toBeGreaterThan(25);
-    for (const status of [400, 401, 404, 405, 413]) expect(errors.some((r) => r.status === status), `a ${status} response`).toBe(true);
+    for (const status of [400, 401, 404, 405, 413])
+      expect(
+        errors.some((r) => r.status === status),
+        `a ${status} response`,
+      ).toBe(true);
     expect(leaks(errors.map((r) => ({ where: r.what, text: r.text })))).toEqual([]);
   });
 
@@ -308,7 +334,8 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
       // Parallel sessions: the rotated token presented again within the grace window gets the pair
       // its rotation issued again (the traffic does so twice), and nothing else is delivered twice.
       const deliveries = gracePair.tokens.includes(s.value) ? gracePair.deliveries : 1;
-      if (issuedBy.length > deliveries) found.push(`${s.label} delivered ${issuedBy.length} times: ${issuedBy.map((r) => r.what).join(', ')}`);
+      if (issuedBy.length > deliveries)
+        found.push(`${s.label} delivered ${issuedBy.length} times: ${issuedBy.map((r) => r.what).join(', ')}`);
       for (const r of elsewhere) found.push(`${s.label} (${s.value.slice(0, 4)}…) in ${r.what}`);
       if (s.value === t.stack.masterToken && hits.length > 0) found.push('the master token in a response');
     }
@@ -326,7 +353,9 @@ describe('no raw credential in Redis, error bodies, metrics or logs', () => {
   it('logs: no line holds a raw secret nor its first 16 hex, misuse traffic included', () => {
     const logs = t.stack.logs;
     expect(logs.length).toBeGreaterThan(60);
-    expect(leaks(logs.map((line, i) => ({ where: `log line #${i}: ${(JSON.parse(line) as { msg: string }).msg}`, text: line })))).toEqual([]);
+    expect(leaks(logs.map((line, i) => ({ where: `log line #${i}: ${(JSON.parse(line) as { msg: string }).msg}`, text: line })))).toEqual(
+      [],
+    );
   });
 });
 
@@ -350,7 +379,11 @@ async function misuse(t: TrafficStack, secret: (label: string, value: string) =>
     return res.status;
   };
   const adminRaw = (op: string, body: string, headers: Record<string, string> = {}, method = 'POST') =>
-    send(`${stack.adminUrl}/oauth/${op}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(method === 'POST' ? { body } : {}) });
+    send(`${stack.adminUrl}/oauth/${op}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...headers },
+      ...(method === 'POST' ? { body } : {}),
+    });
   const issued = (label: string, value: string) => {
     storedHashes.push(hashToken(value));
     return secret(label, value);
@@ -383,51 +416,139 @@ async function misuse(t: TrafficStack, secret: (label: string, value: string) =>
   // Admin listener: bad JSON, wrong master, unknown operation, bad arguments, wrong method, oversized body.
   await step('admin bad JSON with the master token', 400, adminRaw('listClients', `{"callerToken":"${master}",`));
   await step('admin bad JSON with a token', 400, adminRaw('revokeUserToken', `{"callerToken":"${master}","token":"${user}"`));
-  await step('admin a token as the master token', 401, adminRaw('listClients', JSON.stringify({ callerToken: access }), { authorization: `Bearer ${adminToken}` }));
+  await step(
+    'admin a token as the master token',
+    401,
+    adminRaw('listClients', JSON.stringify({ callerToken: access }), { authorization: `Bearer ${adminToken}` }),
+  );
   await step('admin the uppercase master token', 401, adminRaw('listClients', JSON.stringify({ callerToken: master.toUpperCase() })));
   await step('admin unknown operation', 404, adminRaw('noSuchOperation', JSON.stringify({ callerToken: master, token: user })));
   await step('admin unauthenticated unknown operation', 401, adminRaw('noSuchOperation', JSON.stringify({ callerToken: user })));
-  await step('createAccessToken bad lifetime', 400, stack.admin('createAccessToken', { clientId, lifetimeSeconds: 'forever', token: access }));
-  await step('createAccessToken unknown client', 404, stack.admin('createAccessToken', { clientId: `mcp_${randomBytes(16).toString('hex')}`, lifetimeSeconds: 60 }));
+  await step(
+    'createAccessToken bad lifetime',
+    400,
+    stack.admin('createAccessToken', { clientId, lifetimeSeconds: 'forever', token: access }),
+  );
+  await step(
+    'createAccessToken unknown client',
+    404,
+    stack.admin('createAccessToken', { clientId: `mcp_${randomBytes(16).toString('hex')}`, lifetimeSeconds: 60 }),
+  );
   await step('revokeUserToken uppercase token', 400, stack.admin('revokeUserToken', { token: user.toUpperCase() }));
   await step('revokeUserToken an OAuth token', 404, stack.admin('revokeUserToken', { token: access }));
   await step('revokeUserToken an unknown token', 404, stack.admin('revokeUserToken', { token: unknown }));
   await step('revokeUserToken token and tokenHash', 400, stack.admin('revokeUserToken', { token: user, tokenHash: hashToken(user) }));
   await step('admin GET', 405, adminRaw('listClients', '', { authorization: `Bearer ${master}` }, 'GET'));
-  await step('admin body over 64 KiB', 413, adminRaw('listClients', JSON.stringify({ callerToken: master, token: user, padding: 'x'.repeat(70_000) })));
+  await step(
+    'admin body over 64 KiB',
+    413,
+    adminRaw('listClients', JSON.stringify({ callerToken: master, token: user, padding: 'x'.repeat(70_000) })),
+  );
 
   // /token with the wrong kind of credential in each place.
-  await step('refresh grant with an access token', 400, postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: access }, basic(clientId, clientSecret)));
-  await step('refresh grant with an unknown token', 400, postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: unknown }, basic(clientId, clientSecret)));
-  await step('client_credentials with a token as the secret', 401, postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, access)));
-  await step('client_credentials with the master token as the secret', 401, postForm(`${base}/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: master }));
-  await step('exchange of an access token', 400, postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: access, subject_token_type: JWT_TYPE }));
-  await step('exchange with a JWT as the wrong type', 400, postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: 'urn:x' }));
-  await step('unsupported grant with a token aside', 400, postForm(`${base}/token`, { grant_type: 'password', refresh_token: refresh2, password: clientSecret }));
+  await step(
+    'refresh grant with an access token',
+    400,
+    postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: access }, basic(clientId, clientSecret)),
+  );
+  await step(
+    'refresh grant with an unknown token',
+    400,
+    postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: unknown }, basic(clientId, clientSecret)),
+  );
+  await step(
+    'client_credentials with a token as the secret',
+    401,
+    postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, access)),
+  );
+  await step(
+    'client_credentials with the master token as the secret',
+    401,
+    postForm(`${base}/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: master }),
+  );
+  await step(
+    'exchange of an access token',
+    400,
+    postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: access, subject_token_type: JWT_TYPE }),
+  );
+  await step(
+    'exchange with a JWT as the wrong type',
+    400,
+    postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: 'urn:x' }),
+  );
+  await step(
+    'unsupported grant with a token aside',
+    400,
+    postForm(`${base}/token`, { grant_type: 'password', refresh_token: refresh2, password: clientSecret }),
+  );
 
   // /introspect and /revoke.
-  await step('introspect with a token as the caller', 401, postForm(`${base}/introspect`, { token: refresh2 }, { authorization: `Bearer ${access}` }));
-  await step('introspect of an uppercase token', 200, postForm(`${base}/introspect`, { token: user.toUpperCase() }, { authorization: `Bearer ${master}` }));
+  await step(
+    'introspect with a token as the caller',
+    401,
+    postForm(`${base}/introspect`, { token: refresh2 }, { authorization: `Bearer ${access}` }),
+  );
+  await step(
+    'introspect of an uppercase token',
+    200,
+    postForm(`${base}/introspect`, { token: user.toUpperCase() }, { authorization: `Bearer ${master}` }),
+  );
   await step('introspect of a refresh token', 200, postForm(`${base}/introspect`, { token: refresh2 }, basic(clientId, clientSecret)));
   await step('revoke an unknown token', 200, postForm(`${base}/revoke`, { token: unknown }));
-  await step('revoke an access token anonymously (same 200 as an unknown token, nothing revoked)', 200, postForm(`${base}/revoke`, { token: adminToken }));
+  await step(
+    'revoke an access token anonymously (same 200 as an unknown token, nothing revoked)',
+    200,
+    postForm(`${base}/revoke`, { token: adminToken }),
+  );
 
   // /mcp, /health and unknown paths: tokens in the query string, in the wrong scheme, misshapen.
   const jsonHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-  await step('mcp token in the query string', 401, send(`${base}/mcp?access_token=${access}`, { method: 'POST', headers: jsonHeaders, body: '{}' }));
-  await step('mcp uppercase token', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${access.toUpperCase()}` }, body: '{}' }));
-  await step('mcp token with a trailing character', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${access}0` }, body: '{}' }));
-  await step('mcp Basic client credentials', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, ...basic(clientId, clientSecret) }, body: '{}' }));
+  await step(
+    'mcp token in the query string',
+    401,
+    send(`${base}/mcp?access_token=${access}`, { method: 'POST', headers: jsonHeaders, body: '{}' }),
+  );
+  await step(
+    'mcp uppercase token',
+    401,
+    send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${access.toUpperCase()}` }, body: '{}' }),
+  );
+  await step(
+    'mcp token with a trailing character',
+    401,
+    send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${access}0` }, body: '{}' }),
+  );
+  await step(
+    'mcp Basic client credentials',
+    401,
+    send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, ...basic(clientId, clientSecret) }, body: '{}' }),
+  );
   await step('mcp the refresh token', 401, initializeStatus(stack, refresh2));
-  await step('mcp a JWT', 401, send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${jwt}` }, body: '{}' }));
+  await step(
+    'mcp a JWT',
+    401,
+    send(`${base}/mcp`, { method: 'POST', headers: { ...jsonHeaders, authorization: `Bearer ${jwt}` }, body: '{}' }),
+  );
   await step('health unknown token', 401, send(`${base}/health`, { headers: { authorization: `Bearer ${unknown}` } }));
-  await step('unknown path with a token', 404, send(`${base}/nothing-here?token=${user}`, { headers: { authorization: `Bearer ${user}` } }));
+  await step(
+    'unknown path with a token',
+    404,
+    send(`${base}/nothing-here?token=${user}`, { headers: { authorization: `Bearer ${user}` } }),
+  );
 
   // Revocation, then every revoked credential used again.
   await step('revoke the user token by its holder', 200, postForm(`${base}/revoke`, { token: user }));
   await step('mcp revoked user token', 401, initializeStatus(stack, user));
   await step('deleteClient', 200, stack.admin('deleteClient', { clientId }));
   await step('mcp after deleteClient', 401, initializeStatus(stack, adminToken));
-  await step('client_credentials after deleteClient', 401, postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, clientSecret)));
-  await step('refresh after deleteClient', 401, postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh2 }, basic(clientId, clientSecret)));
+  await step(
+    'client_credentials after deleteClient',
+    401,
+    postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, clientSecret)),
+  );
+  await step(
+    'refresh after deleteClient',
+    401,
+    postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh2 }, basic(clientId, clientSecret)),
+  );
 }

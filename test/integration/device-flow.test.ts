@@ -34,7 +34,12 @@ async function mcpSubject(token: string): Promise<number> {
   const res = await fetch(`${base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    }),
   });
   await res.text();
   return res.status;
@@ -65,9 +70,15 @@ describe('device authorization: discovery and registration', () => {
       expect(meta.device_authorization_endpoint).toBeUndefined();
       expect(meta.grant_types_supported).not.toContain(DEVICE_GRANT);
       expect((await deviceAuthorizationRequest(publicUrl, { client_id: 'any' })).status).toBe(404);
-      const res = await fetch(`${publicUrl}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ grant_types: [DEVICE_GRANT], token_endpoint_auth_method: 'none' }) });
+      const res = await fetch(`${publicUrl}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ grant_types: [DEVICE_GRANT], token_endpoint_auth_method: 'none' }),
+      });
       expect(res.status).toBe(400);
-      expect(((await res.json()) as { error_description: string }).error_description).toMatch(/device sign-in is not configured on this server \(it needs browser sign-in\)/);
+      expect(((await res.json()) as { error_description: string }).error_description).toMatch(
+        /device sign-in is not configured on this server \(it needs browser sign-in\)/,
+      );
     } finally {
       await plain.close();
     }
@@ -221,7 +232,11 @@ describe('the user approves on /device; the client polls', () => {
     expect(await poll(base, other, d.device_code)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     expect(await poll(base, clientId, 'not-a-code')).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     expect(await poll(base, clientId, 'ab'.repeat(32))).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
-    const missing = await fetch(`${base}/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ grant_type: DEVICE_GRANT, client_id: clientId }).toString() });
+    const missing = await fetch(`${base}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: DEVICE_GRANT, client_id: clientId }).toString(),
+    });
     expect(missing.status).toBe(400);
     expect(((await missing.json()) as { error: string }).error).toBe('invalid_request');
     // The other client's poll did not disturb the real one.
@@ -260,7 +275,10 @@ describe('guessing user codes', () => {
   });
 
   it('a code entry posted from another origin is refused before it counts', async () => {
-    const res = await new UserAgent().request(`${base}/device`, { form: { user_code: 'BBBB-BBBB' }, headers: { origin: 'https://evil.example' } });
+    const res = await new UserAgent().request(`${base}/device`, {
+      form: { user_code: 'BBBB-BBBB' },
+      headers: { origin: 'https://evil.example' },
+    });
     expect(res.status).toBe(403);
   });
 });

@@ -41,7 +41,8 @@ function clientOf(stack: Stack) {
       const created = await stack.admin('createClient', { clientName: 'dpop' });
       const auth = basic(created.body.clientId, created.body.clientSecret);
       const headers: Record<string, string> = { ...auth, 'content-type': 'application/x-www-form-urlencoded' };
-      if (key) headers.dpop = await key.proof({ htm: 'POST', htu: `${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/token`, iat: now() });
+      if (key)
+        headers.dpop = await key.proof({ htm: 'POST', htu: `${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/token`, iat: now() });
       const res = await fetch(`${stack.proxyUrl}/token`, { method: 'POST', headers, body: 'grant_type=client_credentials' });
       const body = (await res.json()) as Record<string, string>;
       if (res.status !== 200) throw new Error(`/token: ${res.status} ${JSON.stringify(body)}`);
@@ -54,7 +55,11 @@ function clientOf(stack: Stack) {
       if (p.proof !== undefined) headers.dpop = p.proof;
       let res: Response;
       if (endpoint === 'mcp') {
-        res = await fetch(urlOf('mcp'), { method: 'POST', headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(initializeRequest()) });
+        res = await fetch(urlOf('mcp'), {
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          body: JSON.stringify(initializeRequest()),
+        });
       } else if (endpoint === 'health') {
         res = await fetch(urlOf('health'), { headers });
       } else {
@@ -102,23 +107,85 @@ describe('DPoP at the resource', () => {
     const other = DpopKey.generate('ES256');
     const refusals: Array<[string, 'invalid_dpop_proof' | 'invalid_token', () => Promise<Presentation>]> = [
       ['a bound token presented as Bearer', 'invalid_token', async () => ({ token: bound, scheme: 'Bearer' })],
-      ['a bound token presented as Bearer with a good proof', 'invalid_token', async () => ({ token: bound, scheme: 'Bearer', proof: await client.proof(key, endpoint, bound) })],
+      [
+        'a bound token presented as Bearer with a good proof',
+        'invalid_token',
+        async () => ({ token: bound, scheme: 'Bearer', proof: await client.proof(key, endpoint, bound) }),
+      ],
       ['DPoP without a proof', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP' })],
-      ['a proof for another URL', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(key, endpoint, bound, { htu: `${stack.proxyUrl}/elsewhere` }) })],
-      ['a proof for another method', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(key, endpoint, bound, { htm: 'PUT' }) })],
-      ['a proof of another key', 'invalid_token', async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(await other, endpoint, bound) })],
-      ['a proof whose ath is another token\'s', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(key, endpoint, unbound) })],
-      ['a proof without ath', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP', proof: await key.proof({ htm: client.methodOf(endpoint), htu: client.urlOf(endpoint), iat: Math.floor(stack.clock.now() / 1000) }) })],
-      ['an unsigned proof (alg none)', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP', proof: unsignedProof(key.publicJwk, { htm: client.methodOf(endpoint), htu: client.urlOf(endpoint), ath: accessTokenHash(bound) }) })],
-      ['an HS256 proof', 'invalid_dpop_proof', async () => ({ token: bound, scheme: 'DPoP', proof: await hmacProof({ htm: client.methodOf(endpoint), htu: client.urlOf(endpoint), ath: accessTokenHash(bound) }) })],
-      ['an unbound token presented as DPoP with a proof', 'invalid_token', async () => ({ token: unbound, scheme: 'DPoP', proof: await client.proof(key, endpoint, unbound) })],
-      ['the master token presented as DPoP with a proof', 'invalid_token', async () => ({ token: stack.masterToken, scheme: 'DPoP', proof: await client.proof(key, endpoint, stack.masterToken) })],
+      [
+        'a proof for another URL',
+        'invalid_dpop_proof',
+        async () => ({
+          token: bound,
+          scheme: 'DPoP',
+          proof: await client.proof(key, endpoint, bound, { htu: `${stack.proxyUrl}/elsewhere` }),
+        }),
+      ],
+      [
+        'a proof for another method',
+        'invalid_dpop_proof',
+        async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(key, endpoint, bound, { htm: 'PUT' }) }),
+      ],
+      [
+        'a proof of another key',
+        'invalid_token',
+        async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(await other, endpoint, bound) }),
+      ],
+      [
+        "a proof whose ath is another token's",
+        'invalid_dpop_proof',
+        async () => ({ token: bound, scheme: 'DPoP', proof: await client.proof(key, endpoint, unbound) }),
+      ],
+      [
+        'a proof without ath',
+        'invalid_dpop_proof',
+        async () => ({
+          token: bound,
+          scheme: 'DPoP',
+          proof: await key.proof({
+            htm: client.methodOf(endpoint),
+            htu: client.urlOf(endpoint),
+            iat: Math.floor(stack.clock.now() / 1000),
+          }),
+        }),
+      ],
+      [
+        'an unsigned proof (alg none)',
+        'invalid_dpop_proof',
+        async () => ({
+          token: bound,
+          scheme: 'DPoP',
+          proof: unsignedProof(key.publicJwk, { htm: client.methodOf(endpoint), htu: client.urlOf(endpoint), ath: accessTokenHash(bound) }),
+        }),
+      ],
+      [
+        'an HS256 proof',
+        'invalid_dpop_proof',
+        async () => ({
+          token: bound,
+          scheme: 'DPoP',
+          proof: await hmacProof({ htm: client.methodOf(endpoint), htu: client.urlOf(endpoint), ath: accessTokenHash(bound) }),
+        }),
+      ],
+      [
+        'an unbound token presented as DPoP with a proof',
+        'invalid_token',
+        async () => ({ token: unbound, scheme: 'DPoP', proof: await client.proof(key, endpoint, unbound) }),
+      ],
+      [
+        'the master token presented as DPoP with a proof',
+        'invalid_token',
+        async () => ({ token: stack.masterToken, scheme: 'DPoP', proof: await client.proof(key, endpoint, stack.masterToken) }),
+      ],
     ];
 
     it.each(refusals)('%s: 401, DPoP error="%s" with algs', async (_label, error, present) => {
       const res = await client.send(endpoint, await present());
       expect(res.status).toBe(401);
-      expect(res.challenge).toMatch(new RegExp(`^DPoP realm="mcp", resource_metadata="[^"]+", error="${error}", error_description="[^"]+", ${ALGS}$`));
+      expect(res.challenge).toMatch(
+        new RegExp(`^DPoP realm="mcp", resource_metadata="[^"]+", error="${error}", error_description="[^"]+", ${ALGS}$`),
+      );
     });
 
     it('a proof used a second time (replayed): 401 invalid_dpop_proof', async () => {
@@ -142,7 +209,9 @@ describe('DPoP at the resource', () => {
   it('each refusal is counted once, as denied with its DPoP reason (never also as refused)', async () => {
     const count = async (outcome: string, reason: string) => {
       const text = await (await fetch(`${stack.adminUrl}/metrics`)).text();
-      const line = text.split('\n').find((l) => l.startsWith('mcp_auth_requests_total{') && l.includes(`outcome="${outcome}"`) && l.includes(`reason="${reason}"`));
+      const line = text
+        .split('\n')
+        .find((l) => l.startsWith('mcp_auth_requests_total{') && l.includes(`outcome="${outcome}"`) && l.includes(`reason="${reason}"`));
       return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
     };
     const reasons = ['dpop_proof', 'dpop_binding', 'dpop_replay'];
@@ -160,19 +229,31 @@ describe('DPoP at the resource', () => {
   it('a refused proof is logged with the rule it broke, never with the proof', async () => {
     const proof = await client.proof(key, 'mcp', bound, { htm: 'PUT' });
     await client.send('mcp', { token: bound, scheme: 'DPoP', proof });
-    const line = stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).findLast((l) => l.msg === 'request' && l.dpopRefusal !== undefined);
+    const line = stack.logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .findLast((l) => l.msg === 'request' && l.dpopRefusal !== undefined);
     expect(line).toMatchObject({ status: 401, denial: 'dpop_proof', dpopRefusal: 'htm' });
     expect(stack.logs.join('\n')).not.toContain(proof);
     await client.send('mcp', { token: bound, scheme: 'DPoP' });
-    const missing = stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).findLast((l) => l.msg === 'request' && l.dpopRefusal !== undefined);
+    const missing = stack.logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .findLast((l) => l.msg === 'request' && l.dpopRefusal !== undefined);
     expect(missing).toMatchObject({ status: 401, denial: 'dpop_proof', dpopRefusal: 'missing' });
   });
 
   it('a revoked bound token is refused from the next request (RFC 7009 /revoke by its client)', async () => {
     const created = await stack.admin('createClient', { clientName: 'revoking' });
     const auth = { ...basic(created.body.clientId, created.body.clientSecret), 'content-type': 'application/x-www-form-urlencoded' };
-    const tokenProof = await key.proof({ htm: 'POST', htu: `${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/token`, iat: Math.floor(stack.clock.now() / 1000) });
-    const issued = await fetch(`${stack.proxyUrl}/token`, { method: 'POST', headers: { ...auth, dpop: tokenProof }, body: 'grant_type=client_credentials' });
+    const tokenProof = await key.proof({
+      htm: 'POST',
+      htu: `${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/token`,
+      iat: Math.floor(stack.clock.now() / 1000),
+    });
+    const issued = await fetch(`${stack.proxyUrl}/token`, {
+      method: 'POST',
+      headers: { ...auth, dpop: tokenProof },
+      body: 'grant_type=client_credentials',
+    });
     const token = ((await issued.json()) as { access_token: string }).access_token;
     expect((await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token) })).status).toBe(200);
     const revoked = await fetch(`${stack.proxyUrl}/revoke`, { method: 'POST', headers: auth, body: new URLSearchParams({ token }) });
@@ -244,10 +325,18 @@ describe('server nonces (oauth.dpopNonce: true)', () => {
     const auth = { ...basic(created.body.clientId, created.body.clientSecret), 'content-type': 'application/x-www-form-urlencoded' };
     const tokenUrl = `${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/token`;
     const iat = Math.floor(stack.clock.now() / 1000);
-    const first = await fetch(`${stack.proxyUrl}/token`, { method: 'POST', headers: { ...auth, dpop: await key.proof({ htm: 'POST', htu: tokenUrl, iat }) }, body: 'grant_type=client_credentials' });
+    const first = await fetch(`${stack.proxyUrl}/token`, {
+      method: 'POST',
+      headers: { ...auth, dpop: await key.proof({ htm: 'POST', htu: tokenUrl, iat }) },
+      body: 'grant_type=client_credentials',
+    });
     expect([first.status, ((await first.json()) as { error: string }).error]).toEqual([400, 'use_dpop_nonce']);
     const nonce = first.headers.get('dpop-nonce')!;
-    const issued = await fetch(`${stack.proxyUrl}/token`, { method: 'POST', headers: { ...auth, dpop: await key.proof({ htm: 'POST', htu: tokenUrl, iat, nonce }) }, body: 'grant_type=client_credentials' });
+    const issued = await fetch(`${stack.proxyUrl}/token`, {
+      method: 'POST',
+      headers: { ...auth, dpop: await key.proof({ htm: 'POST', htu: tokenUrl, iat, nonce }) },
+      body: 'grant_type=client_credentials',
+    });
     const token = ((await issued.json()) as { access_token: string }).access_token;
 
     const without = await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token) });
@@ -255,7 +344,9 @@ describe('server nonces (oauth.dpopNonce: true)', () => {
     expect(without.challenge).toContain('error="use_dpop_nonce"');
     const resourceNonce = without.headers.get('dpop-nonce')!;
     expect(resourceNonce).toMatch(/^[A-Za-z0-9_-]{32}$/);
-    expect((await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token, { nonce: resourceNonce }) })).status).toBe(200);
+    expect(
+      (await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token, { nonce: resourceNonce }) })).status,
+    ).toBe(200);
   });
 });
 
@@ -279,7 +370,8 @@ describe('the lookup cache (redis.lookupCache: tracking) with bound tokens', () 
     const key = await DpopKey.generate();
     const token = await client.token(key);
     const hitsBefore = cache.stats.hits;
-    for (let i = 0; i < 2; i++) expect((await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token) })).status).toBe(200);
+    for (let i = 0; i < 2; i++)
+      expect((await client.send('mcp', { token, scheme: 'DPoP', proof: await client.proof(key, 'mcp', token) })).status).toBe(200);
     expect(cache.stats.hits).toBeGreaterThan(hitsBefore);
     const hitsNow = cache.stats.hits;
     const asBearer = await client.send('mcp', { token, scheme: 'Bearer' });

@@ -48,7 +48,11 @@ function tokenRequest() {
 }
 
 function registerRequest() {
-  return postJson(`${stack.proxyUrl}/register`, { client_name: 'x', redirect_uris: ['https://client.example/cb'], token_endpoint_auth_method: 'none' });
+  return postJson(`${stack.proxyUrl}/register`, {
+    client_name: 'x',
+    redirect_uris: ['https://client.example/cb'],
+    token_endpoint_auth_method: 'none',
+  });
 }
 
 function mcpRequest() {

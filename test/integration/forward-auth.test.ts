@@ -59,7 +59,8 @@ describe('/authz: forward-auth', () => {
   let authz: string;
 
   /** nginx's auth_request subrequest: GET, the original request in X-Original-*, the client's headers. */
-  const nginx = (uri: string, method: string, headers: Record<string, string> = {}) => ask(authz, { 'x-original-uri': uri, 'x-original-method': method, ...headers });
+  const nginx = (uri: string, method: string, headers: Record<string, string> = {}) =>
+    ask(authz, { 'x-original-uri': uri, 'x-original-method': method, ...headers });
 
   beforeAll(async () => {
     echo = await startEchoUpstream();
@@ -80,7 +81,11 @@ describe('/authz: forward-auth', () => {
     expect(answer.status).toBe(200);
     expect(answer.text).toBe('');
     expect(answer.headers.get('cache-control')).toBe('no-store');
-    expect(identity(answer.headers)).toEqual({ 'x-mcp-auth-kind': 'oauth', 'x-mcp-auth-subject': clientId, 'x-mcp-auth-client-id': clientId });
+    expect(identity(answer.headers)).toEqual({
+      'x-mcp-auth-kind': 'oauth',
+      'x-mcp-auth-subject': clientId,
+      'x-mcp-auth-client-id': clientId,
+    });
     expect(echo.seen.length).toBe(before);
   });
 
@@ -103,7 +108,13 @@ describe('/authz: forward-auth', () => {
   it('a user-grade token revoked by hand in Redis is refused from the next request on', async () => {
     const user = randomBytes(32).toString('hex');
     const now = stack.clock.now();
-    await stack.store.putUserToken({ tokenHash: hashToken(user), subject: 'alice', issuer: 'https://idp.example', createdAt: now, expiresAt: now + TTL_7_DAYS });
+    await stack.store.putUserToken({
+      tokenHash: hashToken(user),
+      subject: 'alice',
+      issuer: 'https://idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
     const first = await nginx('/mcp', 'GET', { authorization: `Bearer ${user}` });
     expect(first.status).toBe(200);
     expect(identity(first.headers)).toEqual({ 'x-mcp-auth-kind': 'user', 'x-mcp-auth-subject': 'alice' });
@@ -128,14 +139,20 @@ describe('/authz: forward-auth', () => {
     const twice = await ask(authz, { ...auth, 'x-original-method': 'GET', 'x-original-uri': '/admin', 'x-forwarded-uri': '/mcp' });
     expect(twice.status).toBe(400);
     expect(identity(twice.headers)).toEqual({});
-    expect((await ask(authz, { ...auth, 'x-original-method': 'GET', 'x-forwarded-method': 'POST', 'x-original-uri': '/mcp' })).status).toBe(400);
+    expect((await ask(authz, { ...auth, 'x-original-method': 'GET', 'x-forwarded-method': 'POST', 'x-original-uri': '/mcp' })).status).toBe(
+      400,
+    );
     // Envoy's appended path and a header naming another one.
     expect((await ask(`${authz}/mcp`, { ...auth, 'x-original-uri': '/other' })).status).toBe(400);
   });
 
   it('refuses a check request carrying a client-sent X-MCP-Auth-* header, in any spelling, set by the sidecar or not', async () => {
     // Written raw: fetch lower-cases names, and an ingress passes the client's spelling on as it came.
-    const check: Array<[string, string]> = [['Authorization', `Bearer ${token}`], ['X-Original-URI', '/mcp'], ['X-Original-Method', 'GET']];
+    const check: Array<[string, string]> = [
+      ['Authorization', `Bearer ${token}`],
+      ['X-Original-URI', '/mcp'],
+      ['X-Original-Method', 'GET'],
+    ];
     expect(await rawAsk(stack.proxyUrl, check)).toMatch(/^HTTP\/1\.1 200 /);
     for (const name of forgedIdentityHeaderNames()) {
       const raw = await rawAsk(stack.proxyUrl, [...check, [name, 'victim']]);
@@ -165,12 +182,17 @@ describe('/authz: forward-auth', () => {
     expect(identity(ok.headers)['x-mcp-auth-client-id']).toBe(clientId);
     expect((await ask(`${authz}/health`, { authorization: `Bearer ${token}` })).status).toBe(404);
     // Envoy keeps the POST: the policy applies, decided from the mirror headers it was told to send.
-    const denied = await ask(`${authz}/mcp`, { authorization: `Bearer ${token}`, 'mcp-protocol-version': MIRROR_REVISION, 'mcp-method': 'tools/call', 'mcp-name': 'add' }, 'POST');
+    const denied = await ask(
+      `${authz}/mcp`,
+      { authorization: `Bearer ${token}`, 'mcp-protocol-version': MIRROR_REVISION, 'mcp-method': 'tools/call', 'mcp-name': 'add' },
+      'POST',
+    );
     expect(denied.status).toBe(403);
   });
 
   describe('per-tool policy from Mcp-Method / Mcp-Name', () => {
-    const post = (t: string, headers: Record<string, string>) => nginx('/mcp', 'POST', { authorization: `Bearer ${t}`, 'mcp-protocol-version': MIRROR_REVISION, ...headers });
+    const post = (t: string, headers: Record<string, string>) =>
+      nginx('/mcp', 'POST', { authorization: `Bearer ${t}`, 'mcp-protocol-version': MIRROR_REVISION, ...headers });
 
     it('allows what the policy allows and answers 403 with the step-up challenge otherwise', async () => {
       expect((await post(token, { 'mcp-method': 'tools/call', 'mcp-name': 'echo' })).status).toBe(200);
@@ -182,7 +204,11 @@ describe('/authz: forward-auth', () => {
       expect(denied.headers.get('www-authenticate')).toBe(
         `Bearer error="insufficient_scope", scope="mcp:math", resource_metadata="${stack.proxyUrl.replace('127.0.0.1', 'localhost')}/.well-known/oauth-protected-resource/mcp"`,
       );
-      expect(JSON.parse(denied.text)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32003, message: 'tools/call add is not allowed for this token' } });
+      expect(JSON.parse(denied.text)).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32003, message: 'tools/call add is not allowed for this token' },
+      });
       expect(identity(denied.headers)).toEqual({});
       expect((await post(math, { 'mcp-method': 'tools/call', 'mcp-name': 'add' })).status).toBe(200);
     });
@@ -196,7 +222,10 @@ describe('/authz: forward-auth', () => {
       expect((await post(token, { 'mcp-method': 'tools/call', 'mcp-name': '=?base64?ZWNobw?=' })).status).toBe(400);
       expect((await post(token, { 'mcp-method': 'tools/call', 'mcp-name': '=?base64?ZWNobw==?= ' })).status).toBe(200);
       expect((await post(token, { 'mcp-method': 'tools/call', 'mcp-name': '=?BASE64?ZWNobw==?=' })).status).toBe(403);
-      expect((await post(token, { 'mcp-method': 'tools/call', 'mcp-name': `=?base64?${Buffer.from([0xff, 0xfe]).toString('base64')}?=` })).status).toBe(400);
+      expect(
+        (await post(token, { 'mcp-method': 'tools/call', 'mcp-name': `=?base64?${Buffer.from([0xff, 0xfe]).toString('base64')}?=` }))
+          .status,
+      ).toBe(400);
     });
 
     it('a POST that cannot be decided from its headers is refused, never allowed undecided', async () => {
@@ -214,7 +243,9 @@ describe('/authz: forward-auth', () => {
         expect(identity(answer.headers), what).toEqual({});
       }
       // Without any MCP-Protocol-Version at all (a client of a revision before the header existed).
-      expect((await nginx('/mcp', 'POST', { authorization: `Bearer ${token}`, 'mcp-method': 'tools/call', 'mcp-name': 'echo' })).status).toBe(400);
+      expect(
+        (await nginx('/mcp', 'POST', { authorization: `Bearer ${token}`, 'mcp-method': 'tools/call', 'mcp-name': 'echo' })).status,
+      ).toBe(400);
       // GET and DELETE carry no call: decided on the token alone, as on /mcp.
       expect((await nginx('/mcp', 'GET', { authorization: `Bearer ${token}` })).status).toBe(200);
     });
@@ -245,7 +276,10 @@ describe('/authz: forward-auth', () => {
     const auth = { authorization: `Bearer ${token}` };
     const port = Number(new URL(stack.proxyUrl).port);
     const withHost = async (host: string) => {
-      const { responses } = await exchange(port, `GET /authz HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nX-Original-URI: /mcp\r\nX-Original-Method: GET\r\nConnection: close\r\n\r\n`);
+      const { responses } = await exchange(
+        port,
+        `GET /authz HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nX-Original-URI: /mcp\r\nX-Original-Method: GET\r\nConnection: close\r\n\r\n`,
+      );
       return responses[0]?.status;
     };
     expect(await withHost('evil.example')).toBe(421);
@@ -262,7 +296,10 @@ describe('/authz behind a trusted ingress', () => {
 
   beforeAll(async () => {
     stack = await startStack({
-      config: { proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: 'https://mcp.example' }, rateLimits: { failedAuthPerMinute: 2 } },
+      config: {
+        proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: 'https://mcp.example' },
+        rateLimits: { failedAuthPerMinute: 2 },
+      },
     });
     ({ token } = await stack.issueOAuthToken());
   });
@@ -272,8 +309,12 @@ describe('/authz behind a trusted ingress', () => {
     ask(`${stack.proxyUrl}/authz`, { 'x-forwarded-method': 'GET', 'x-forwarded-uri': '/mcp', 'x-forwarded-proto': 'https', ...headers });
 
   it('checks the X-Forwarded-Host it states (Caddy sends the auth service its own Host)', async () => {
-    expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.1' })).status).toBe(200);
-    expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'evil.example', 'x-forwarded-for': '198.51.100.1' })).status).toBe(421);
+    expect(
+      (await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.1' })).status,
+    ).toBe(200);
+    expect(
+      (await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'evil.example', 'x-forwarded-for': '198.51.100.1' })).status,
+    ).toBe(421);
   });
 
   it('refuses the failures of the client address the ingress names, not of the ingress; valid tokens pass', async () => {
@@ -293,8 +334,12 @@ describe('/authz behind a trusted ingress', () => {
     // the same ingress, pass.
     expect((await caddy({ ...bad, 'x-forwarded-for': '198.51.100.7' })).status).toBe(429);
     expect((await caddy({ ...bad, 'x-forwarded-for': '198.51.100.8' })).status).toBe(401);
-    expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.7' })).status).toBe(200);
-    expect((await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.8' })).status).toBe(200);
+    expect(
+      (await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.7' })).status,
+    ).toBe(200);
+    expect(
+      (await caddy({ authorization: `Bearer ${token}`, 'x-forwarded-host': 'mcp.example', 'x-forwarded-for': '198.51.100.8' })).status,
+    ).toBe(200);
   });
 });
 
@@ -307,13 +352,21 @@ describe('/authz with the signed caller assertion on', () => {
 
   it('a 200 carries X-MCP-Auth-Assertion for the ingress to copy, naming the caller', async () => {
     const { token, clientId } = await stack.issueOAuthToken();
-    const answer = await ask(`${stack.proxyUrl}/authz`, { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' });
+    const answer = await ask(`${stack.proxyUrl}/authz`, {
+      authorization: `Bearer ${token}`,
+      'x-original-uri': '/mcp',
+      'x-original-method': 'GET',
+    });
     expect(answer.status).toBe(200);
     const jws = answer.headers.get('x-mcp-auth-assertion') ?? '';
     expect(jws.split('.')).toHaveLength(3);
     const claims = JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8'));
     expect(claims).toMatchObject({ sub: clientId, mcp_kind: 'oauth', client_id: clientId });
-    const refused = await ask(`${stack.proxyUrl}/authz`, { authorization: `Bearer ${guessToken()}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' });
+    const refused = await ask(`${stack.proxyUrl}/authz`, {
+      authorization: `Bearer ${guessToken()}`,
+      'x-original-uri': '/mcp',
+      'x-original-method': 'GET',
+    });
     expect(refused.headers.get('x-mcp-auth-assertion')).toBeNull();
   });
 });
@@ -331,7 +384,10 @@ describe('/authz while forward-auth is off', () => {
 
   it('is not found', async () => {
     const { token } = await stack.issueOAuthToken();
-    expect((await ask(`${stack.proxyUrl}/authz`, { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' })).status).toBe(404);
+    expect(
+      (await ask(`${stack.proxyUrl}/authz`, { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'GET' }))
+        .status,
+    ).toBe(404);
     expect((await ask(`${stack.proxyUrl}/authz/mcp`, { authorization: `Bearer ${token}` })).status).toBe(404);
   });
 });
@@ -339,6 +395,9 @@ describe('/authz while forward-auth is off', () => {
 /** One request with exactly these header lines (fetch merges repeated names); answers the raw status line. */
 async function rawAsk(proxyUrl: string, headers: Array<[string, string]>): Promise<string> {
   const url = new URL(proxyUrl);
-  const { raw } = await exchange(Number(url.port), `GET /authz HTTP/1.1\r\nHost: ${url.host}\r\nConnection: close\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
+  const { raw } = await exchange(
+    Number(url.port),
+    `GET /authz HTTP/1.1\r\nHost: ${url.host}\r\nConnection: close\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`,
+  );
   return raw;
 }

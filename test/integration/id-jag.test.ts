@@ -9,7 +9,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { serveIdJagIssuance, startTestIdp, type TestIdp } from '../support/test-idp.ts';
-import { connectWithToken, discover, JWT_BEARER, obtainIdJag, presentIdJag, runIdJagFlow, type IdJagClientOptions } from '../support/id-jag-client.ts';
+import {
+  connectWithToken,
+  discover,
+  JWT_BEARER,
+  obtainIdJag,
+  presentIdJag,
+  runIdJagFlow,
+  type IdJagClientOptions,
+} from '../support/id-jag-client.ts';
 import { startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { nodeTs } from '../support/node-ts.ts';
 
@@ -28,10 +36,21 @@ describe('one sidecar', () => {
   beforeAll(async () => {
     idp = await startTestIdp({ alg: 'RS256' });
     stack = await startStack({ config: { idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, idJag: true, jwksCooldownMs: 0 } } });
-    const created = await stack.admin('createClient', { clientName: 'enterprise agent', grantTypes: [JWT_BEARER], profile: 'service', scope: 'read write' });
+    const created = await stack.admin('createClient', {
+      clientName: 'enterprise agent',
+      grantTypes: [JWT_BEARER],
+      profile: 'service',
+      scope: 'read write',
+    });
     expect(created.status).toBe(201);
     const { issuer } = await discover(stack.mcpUrl);
-    serveIdJagIssuance(idp, { 'agent-at-idp': { secret: 'idp-secret', connections: { [issuer]: { clientId: created.body.clientId, scopes: ['read', 'admin'] } } } }, USERS);
+    serveIdJagIssuance(
+      idp,
+      {
+        'agent-at-idp': { secret: 'idp-secret', connections: { [issuer]: { clientId: created.body.clientId, scopes: ['read', 'admin'] } } },
+      },
+      USERS,
+    );
     options = {
       mcpUrl: stack.mcpUrl,
       idpTokenUrl: `${idp.url}/token`,
@@ -112,8 +131,18 @@ describe('two sidecar processes on one Redis', () => {
     const created = await a.admin('createClient', { clientName: 'enterprise agent', grantTypes: [JWT_BEARER], profile: 'service' });
     expect(created.status).toBe(201);
     asClient = { id: created.body.clientId!, secret: created.body.clientSecret! };
-    serveIdJagIssuance(idp, { 'agent-at-idp': { secret: 'idp-secret', connections: { [PUBLIC_URL]: { clientId: asClient.id, scopes: [] } } } }, USERS);
-    options = { mcpUrl: `${a.proxyUrl}/mcp`, idpTokenUrl: `${idp.url}/token`, idpClient: { id: 'agent-at-idp', secret: 'idp-secret' }, user: { name: 'ann', password: 'ann-pw' }, asClient };
+    serveIdJagIssuance(
+      idp,
+      { 'agent-at-idp': { secret: 'idp-secret', connections: { [PUBLIC_URL]: { clientId: asClient.id, scopes: [] } } } },
+      USERS,
+    );
+    options = {
+      mcpUrl: `${a.proxyUrl}/mcp`,
+      idpTokenUrl: `${idp.url}/token`,
+      idpClient: { id: 'agent-at-idp', secret: 'idp-secret' },
+      user: { name: 'ann', password: 'ann-pw' },
+      asClient,
+    };
   }, 60_000);
   afterAll(async () => {
     await a?.cleanup();
@@ -141,7 +170,10 @@ describe('two sidecar processes on one Redis', () => {
   it('presented to both replicas at once: exactly one token', async () => {
     for (let round = 0; round < 5; round++) {
       const idJag = await obtainIdJag(options, discovered);
-      const answers = await Promise.all([presentIdJag(`${a.proxyUrl}/token`, asClient, idJag), presentIdJag(`${b.proxyUrl}/token`, asClient, idJag)]);
+      const answers = await Promise.all([
+        presentIdJag(`${a.proxyUrl}/token`, asClient, idJag),
+        presentIdJag(`${b.proxyUrl}/token`, asClient, idJag),
+      ]);
       expect(answers.map((r) => r.status).sort()).toEqual([200, 400]);
     }
   });
@@ -158,8 +190,17 @@ describe('an ID-JAG presented to the token exchange (RFC 8693)', () => {
 
   beforeAll(async () => {
     idp = await startTestIdp({ alg: 'RS256' });
-    stack = await startStack({ config: { proxy: { publicUrl: PUBLIC_URL }, idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: PUBLIC_URL, jwksCooldownMs: 0 } } });
-    serveIdJagIssuance(idp, { 'agent-at-idp': { secret: 'idp-secret', connections: { [PUBLIC_URL]: { clientId: 'mcp_agent', scopes: ['read'] } } } }, USERS);
+    stack = await startStack({
+      config: {
+        proxy: { publicUrl: PUBLIC_URL },
+        idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, audience: PUBLIC_URL, jwksCooldownMs: 0 },
+      },
+    });
+    serveIdJagIssuance(
+      idp,
+      { 'agent-at-idp': { secret: 'idp-secret', connections: { [PUBLIC_URL]: { clientId: 'mcp_agent', scopes: ['read'] } } } },
+      USERS,
+    );
   });
   afterAll(async () => {
     await stack?.close();
@@ -170,7 +211,11 @@ describe('an ID-JAG presented to the token exchange (RFC 8693)', () => {
     fetch(`${stack.proxyUrl}/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: EXCHANGE, subject_token: subjectToken, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }),
+      body: new URLSearchParams({
+        grant_type: EXCHANGE,
+        subject_token: subjectToken,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      }),
     });
 
   it('is invalid_grant: no seven-day user token from a single-use grant bound to another client', async () => {

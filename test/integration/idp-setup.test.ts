@@ -10,13 +10,24 @@ import { buildConfig } from '../../src/config.ts';
 import { startDemoIdp, type DemoIdp } from '../../src/demo-idp.ts';
 import { checkIdentityProvider } from '../../src/oauth/idp-check.ts';
 import { freePort } from '../support/redis-server.ts';
-import { approveAndSignIn, authorizeUrl, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+} from '../support/sign-in.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 
 const CREDENTIALS_REFUSED = "the identity provider refused the sidecar's client credentials: check IDP_CLIENT_ID / IDP_CLIENT_SECRET";
 
 function configFor(idp: Record<string, unknown>) {
-  return buildConfig({ masterToken: randomBytes(32).toString('hex'), proxy: { publicUrl: 'http://127.0.0.1:9' }, idp: { requestTimeoutMs: 10_000, ...idp } }, {});
+  return buildConfig(
+    { masterToken: randomBytes(32).toString('hex'), proxy: { publicUrl: 'http://127.0.0.1:9' }, idp: { requestTimeoutMs: 10_000, ...idp } },
+    {},
+  );
 }
 
 describe('the start-up check of the identity provider', () => {
@@ -35,7 +46,9 @@ describe('the start-up check of the identity provider', () => {
 
   it('an unreachable issuer: the discovery URL tried, and IDP_ISSUER named', async () => {
     const port = await freePort(); // bound and closed again: nothing listens there
-    const problems = await checkIdentityProvider(configFor({ issuer: `http://127.0.0.1:${port}/realms/main`, clientId: 'sidecar', clientSecret }));
+    const problems = await checkIdentityProvider(
+      configFor({ issuer: `http://127.0.0.1:${port}/realms/main`, clientId: 'sidecar', clientSecret }),
+    );
     expect(problems).toHaveLength(1);
     expect(problems[0]).toContain(`discovery document at http://127.0.0.1:${port}/realms/main/.well-known/openid-configuration`);
     expect(problems[0]).toContain('IDP_ISSUER');
@@ -77,7 +90,9 @@ describe('a wrong client secret at sign-in', () => {
       const id = await registerPublicClient(s.base);
       const agent = new UserAgent();
       const page = await agent.request(authorizeUrl(s.base, standardParams(s.base, id, pkce())));
-      const approved = await agent.request(`${s.base}/authorize/consent`, { form: { request: consentRequestId(page.body), decision: 'approve' } });
+      const approved = await agent.request(`${s.base}/authorize/consent`, {
+        form: { request: consentRequestId(page.body), decision: 'approve' },
+      });
       const hop = await agent.follow(approved, 'http://127.0.0.1:7777');
       expect(hop.status).toBe(502);
       expect(hop.location).toBeUndefined();
@@ -94,7 +109,9 @@ describe('a generic OpenID provider that releases email and groups only at useri
     const s = await startSignInStack({ genericIdp: true, ...options });
     try {
       const id = await registerPublicClient(s.base);
-      const back = clientReceived(await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, standardParams(s.base, id, pkce()))));
+      const back = clientReceived(
+        await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, standardParams(s.base, id, pkce()))),
+      );
       return { back, logs: s.stack.logs };
     } finally {
       await s.close();
@@ -102,7 +119,9 @@ describe('a generic OpenID provider that releases email and groups only at useri
   }
 
   it('with the groups scope asked: the email domain and the required group are read from userinfo, and sign-in works', async () => {
-    const { back } = await signIn({ idp: { scopes: 'openid email profile groups', requiredGroup: 'mcp-users', allowedEmailDomains: ['example.com'] } });
+    const { back } = await signIn({
+      idp: { scopes: 'openid email profile groups', requiredGroup: 'mcp-users', allowedEmailDomains: ['example.com'] },
+    });
     expect(back.get('error')).toBeNull();
     expect(back.get('code')).toMatch(/^[0-9a-f]{64}$/);
   });
@@ -115,7 +134,9 @@ describe('a generic OpenID provider that releases email and groups only at useri
   });
 
   it('a claim the IdP never releases: the log names the cause (claim not released) and what to set', async () => {
-    const { back, logs } = await signIn({ idp: { scopes: 'openid email profile groups', requiredGroup: 'mcp-users', groupsClaim: 'roles' } });
+    const { back, logs } = await signIn({
+      idp: { scopes: 'openid email profile groups', requiredGroup: 'mcp-users', groupsClaim: 'roles' },
+    });
     expect(back.get('error')).toBe('access_denied');
     const line = logs.find((l) => l.includes('"cause":"claim not released"'));
     expect(line).toContain('"roles"');

@@ -58,7 +58,17 @@ describe('no secret in any log line of a full run', () => {
       expect(typeof e.status).toBe('number');
       expect(typeof e.durationMs).toBe('number');
     }
-    expect(access.some((e) => e.path === '/mcp' && e.status === 200 && e.authKind === 'oauth' && e.subject === traffic.clientId && e.clientId === traffic.clientId && e.upstreamStatus === 200)).toBe(true);
+    expect(
+      access.some(
+        (e) =>
+          e.path === '/mcp' &&
+          e.status === 200 &&
+          e.authKind === 'oauth' &&
+          e.subject === traffic.clientId &&
+          e.clientId === traffic.clientId &&
+          e.upstreamStatus === 200,
+      ),
+    ).toBe(true);
     // Refused requests never reached the upstream: no upstream status on their lines.
     expect(access.filter((e) => e.status === 401).every((e) => e.upstreamStatus === undefined)).toBe(true);
     expect(access.some((e) => e.path === '/mcp' && e.status === 200 && e.authKind === 'user' && e.subject === 'alice')).toBe(true);
@@ -119,9 +129,14 @@ describe('output formats', () => {
     expect(JSON.parse(json.lines[0]!)).toMatchObject({ msg: 'request', status: 200, service: 'mcp-bearer-proxy' });
 
     const pretty = capture();
-    createLogger('info', pretty.stream, 'pretty').info({ method: 'POST', path: '/mcp', status: 401, denial: 'unknown', callerToken: 'a'.repeat(64) }, 'request');
+    createLogger('info', pretty.stream, 'pretty').info(
+      { method: 'POST', path: '/mcp', status: 401, denial: 'unknown', callerToken: 'a'.repeat(64) },
+      'request',
+    );
     expect(pretty.lines).toHaveLength(1);
-    expect(pretty.lines[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO {2}request method=POST path=\/mcp status=401 denial=unknown callerToken="\[redacted\]"$/);
+    expect(pretty.lines[0]).toMatch(
+      /^\d\d:\d\d:\d\d\.\d{3} INFO {2}request method=POST path=\/mcp status=401 denial=unknown callerToken="\[redacted\]"$/,
+    );
   });
 
   it('auto on a terminal stdout is pretty', () => {
@@ -148,7 +163,12 @@ describe('output formats', () => {
 
   it('formatPrettyLine passes a non-JSON line through and shows nested objects compactly', () => {
     expect(formatPrettyLine('plain text')).toBe('plain text\n');
-    const line = JSON.stringify({ level: 30, time: '2026-01-01T12:34:56.789Z', msg: 'audit', audit: { who: 'master', action: 'createClient', result: 'ok' } });
+    const line = JSON.stringify({
+      level: 30,
+      time: '2026-01-01T12:34:56.789Z',
+      msg: 'audit',
+      audit: { who: 'master', action: 'createClient', result: 'ok' },
+    });
     expect(formatPrettyLine(line)).toBe('12:34:56.789 INFO  audit audit={who:master,action:createClient,result:ok}\n');
   });
 });

@@ -59,7 +59,11 @@ async function after<T>(cache: TrackedLookupCache, event: 'live' | 'dropped' | '
 describe('the lookup cache off (redis.lookupCache: off)', () => {
   // First in the file: no cache connection of an earlier test can still be closing.
   it('opens no connection of its own and reads Redis on every lookup', async () => {
-    const stack = await startStack({ redisUrl: redis.url, prefix: uniquePrefix('lookup-cache-off'), config: { redis: { lookupCache: 'off' } } });
+    const stack = await startStack({
+      redisUrl: redis.url,
+      prefix: uniquePrefix('lookup-cache-off'),
+      config: { redis: { lookupCache: 'off' } },
+    });
     try {
       expect((stack.store as RedisTokenStore).lookupCache).toBeUndefined();
       expect(await raw.client('LIST')).not.toContain('name=mcpauth-lookup');
@@ -341,7 +345,11 @@ describe('the lookup cache when Redis cannot be reached (through a fault proxy)'
 
   async function open(pingIntervalMs: number): Promise<void> {
     proxy = await startFaultProxy(addressOf(redis.url));
-    store = await openRedisStore(uniquePrefix('lookup-cache-faults'), { url: proxy.url('redis'), commandTimeoutMs: 200, lookupCache: options({ pingIntervalMs }) });
+    store = await openRedisStore(uniquePrefix('lookup-cache-faults'), {
+      url: proxy.url('redis'),
+      commandTimeoutMs: 200,
+      lookupCache: options({ pingIntervalMs }),
+    });
     cache = store.lookupCache!;
   }
   afterEach(async () => {
@@ -433,7 +441,14 @@ describe('the lookup cache when its connections reach two different servers (a f
       const tokenHash = hashToken(generateToken());
       const key = store.keys.userToken(tokenHash);
       const now = Date.now();
-      await otherRaw.hset(key, { tokenHash, subject: 's', issuer: 'i', revoked: 'false', createdAt: String(now), expiresAt: String(now + HOUR) });
+      await otherRaw.hset(key, {
+        tokenHash,
+        subject: 's',
+        issuer: 'i',
+        revoked: 'false',
+        createdAt: String(now),
+        expiresAt: String(now + HOUR),
+      });
       await cache.lookup(tokenHash, () => Promise.reject(new Error('not live')));
       expect(cache.size).toBe(1);
       await after(cache, 'invalidated', () => otherRaw.hset(key, 'revoked', 'true'));
@@ -451,7 +466,11 @@ describe('the lookup cache through the sidecar', () => {
   let stack: Stack;
 
   beforeEach(async () => {
-    stack = await startStack({ redisUrl: redis.url, prefix: uniquePrefix('lookup-cache-stack'), config: { redis: { lookupCache: 'tracking' } } });
+    stack = await startStack({
+      redisUrl: redis.url,
+      prefix: uniquePrefix('lookup-cache-stack'),
+      config: { redis: { lookupCache: 'tracking' } },
+    });
   });
   afterEach(async () => {
     await stack.close();
@@ -488,7 +507,11 @@ describe('the lookup cache through the sidecar', () => {
     }
     expect(cacheOf(stack).stats.hits).toBe(3);
     const revoke = (token: string, headers: Record<string, string> = {}) =>
-      fetch(`${stack.proxyUrl}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams({ token }) });
+      fetch(`${stack.proxyUrl}/revoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+        body: new URLSearchParams({ token }),
+      });
     expect((await revoke(user.raw)).status).toBe(200);
     expect(await initializeStatus(stack, user.raw)).toBe(401);
     expect((await revoke(one.token, { authorization: `Bearer ${stack.masterToken}` })).status).toBe(200);
@@ -509,7 +532,9 @@ describe('the lookup cache through the sidecar', () => {
     const { raw: token, tokenHash } = await putUser(stack.store as RedisTokenStore, stack.clock.now());
     await initializeStatus(stack, token);
     await initializeStatus(stack, token);
-    await after(cacheOf(stack), 'invalidated', () => raw.hset((stack.store as RedisTokenStore).keys.userToken(tokenHash), 'revoked', 'true'));
+    await after(cacheOf(stack), 'invalidated', () =>
+      raw.hset((stack.store as RedisTokenStore).keys.userToken(tokenHash), 'revoked', 'true'),
+    );
     const text = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     expect(text).toContain('mcp_auth_lookup_cache_lookups_total{result="hit"} 1');
     expect(text).toContain('mcp_auth_lookup_cache_lookups_total{result="miss"} 1');

@@ -164,7 +164,12 @@ describe('metrics of one sidecar process', () => {
     try {
       const { adminUrl } = await sidecar.listen();
       const { samples, text } = await scrape(adminUrl);
-      for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds']) {
+      for (const name of [
+        'process_cpu_user_seconds_total',
+        'process_resident_memory_bytes',
+        'nodejs_heap_size_used_bytes',
+        'nodejs_eventloop_lag_seconds',
+      ]) {
         expect(text, name).toContain(`# TYPE ${name} `);
       }
       expect(value(samples, 'process_resident_memory_bytes')).toBeGreaterThan(0);
@@ -210,17 +215,46 @@ describe('mcp_auth_requests_total counts every refusal of /mcp, /health and /aut
   }
 
   it.each<[string, number, string, () => Promise<number>]>([
-    ['a Transfer-Encoding other than chunked', 400, 'invalid_request', () => send('/mcp', 'POST', { 'transfer-encoding': 'gzip, chunked' }, '0\r\n\r\n')],
-    ['an Origin the sidecar does not serve', 403, 'forbidden', () => send('/mcp', 'POST', { origin: 'https://elsewhere.example', 'content-type': 'application/json' }, PING)],
-    ['a Host the sidecar does not answer for', 421, 'misdirected_request', () => send('/mcp', 'POST', { host: 'elsewhere.example', 'content-type': 'application/json' }, PING)],
+    [
+      'a Transfer-Encoding other than chunked',
+      400,
+      'invalid_request',
+      () => send('/mcp', 'POST', { 'transfer-encoding': 'gzip, chunked' }, '0\r\n\r\n'),
+    ],
+    [
+      'an Origin the sidecar does not serve',
+      403,
+      'forbidden',
+      () => send('/mcp', 'POST', { origin: 'https://elsewhere.example', 'content-type': 'application/json' }, PING),
+    ],
+    [
+      'a Host the sidecar does not answer for',
+      421,
+      'misdirected_request',
+      () => send('/mcp', 'POST', { host: 'elsewhere.example', 'content-type': 'application/json' }, PING),
+    ],
     ['a method /health does not take', 405, 'method_not_allowed', () => send('/health', 'POST', {})],
-    ['a body over proxy.maxBodyBytes', 413, 'payload_too_large', () => send('/mcp', 'POST', { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, 'x'.repeat(2048))],
-    ['an /authz request for another path', 404, 'not_found', () => send('/authz', 'GET', { 'x-original-method': 'GET', 'x-original-uri': '/elsewhere' })],
+    [
+      'a body over proxy.maxBodyBytes',
+      413,
+      'payload_too_large',
+      () => send('/mcp', 'POST', { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, 'x'.repeat(2048)),
+    ],
+    [
+      'an /authz request for another path',
+      404,
+      'not_found',
+      () => send('/authz', 'GET', { 'x-original-method': 'GET', 'x-original-uri': '/elsewhere' }),
+    ],
     ['no token', 401, 'missing', () => send('/mcp', 'GET', {})],
     ['an unknown token', 401, 'unknown', () => send('/mcp', 'GET', { authorization: `Bearer ${'0'.repeat(64)}` })],
   ])('%s: %i, counted once, under its code', async (_label, status, code, request) => {
     const outcome: Record<string, string> =
-      code === 'not_found' ? { outcome: 'not_found' } : code === 'missing' || code === 'unknown' ? { outcome: 'denied', reason: code } : { outcome: 'refused', reason: code };
+      code === 'not_found'
+        ? { outcome: 'not_found' }
+        : code === 'missing' || code === 'unknown'
+          ? { outcome: 'denied', reason: code }
+          : { outcome: 'refused', reason: code };
     const samples = (await scrape(stack.adminUrl)).samples;
     const [before, totalBefore] = [value(samples, 'mcp_auth_requests_total', outcome), value(samples, 'mcp_auth_requests_total')];
     expect(await request()).toBe(status);

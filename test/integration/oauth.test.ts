@@ -109,7 +109,9 @@ describe('OAuth authorization server', () => {
 
   describe('discovery', () => {
     it('RFC 8414 metadata names every endpoint under PUBLIC_URL, whatever the Host header says', async () => {
-      const res = await fetch(`${base}/.well-known/oauth-authorization-server`, { headers: { host: 'evil.example', 'x-forwarded-host': 'evil.example' } });
+      const res = await fetch(`${base}/.well-known/oauth-authorization-server`, {
+        headers: { host: 'evil.example', 'x-forwarded-host': 'evil.example' },
+      });
       expect(res.status).toBe(200);
       const meta = (await res.json()) as Record<string, unknown>;
       expect(meta).toMatchObject({
@@ -131,7 +133,9 @@ describe('OAuth authorization server', () => {
       }
       const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { host: 'mcp.example.test' } });
       expect(res.status).toBe(401);
-      expect(res.headers.get('www-authenticate')).toBe(`Bearer realm="mcp", resource_metadata="${PUBLIC_URL}/.well-known/oauth-protected-resource/mcp"`);
+      expect(res.headers.get('www-authenticate')).toBe(
+        `Bearer realm="mcp", resource_metadata="${PUBLIC_URL}/.well-known/oauth-protected-resource/mcp"`,
+      );
     });
 
     it('a POST to a discovery document is 405; a GET to /token is 405', async () => {
@@ -181,7 +185,10 @@ describe('OAuth authorization server', () => {
     });
 
     const bad: Array<[string, () => Promise<string>]> = [
-      ['alg none', async () => `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ iss: ISSUER, aud: AUDIENCE, sub: 'x', exp: 9999999999 })}.`],
+      [
+        'alg none',
+        async () => `${b64url({ alg: 'none', typ: 'JWT' })}.${b64url({ iss: ISSUER, aud: AUDIENCE, sub: 'x', exp: 9999999999 })}.`,
+      ],
       [
         'HS256 signed with the public key text as secret (algorithm confusion)',
         async () => {
@@ -200,10 +207,13 @@ describe('OAuth authorization server', () => {
       ['missing exp', () => jwt(rsa, { exp: undefined })],
       ['not yet valid (nbf an hour ahead)', () => jwt(rsa, { nbf: Math.floor(stack.clock.now() / 1000) + 3600 })],
       ['missing sub', () => jwt(rsa, { sub: undefined })],
-      ['a tampered payload', async () => {
-        const [h, , s] = (await jwt(rsa)).split('.');
-        return `${h}.${b64url({ iss: ISSUER, aud: AUDIENCE, sub: 'admin', exp: 9999999999 })}.${s}`;
-      }],
+      [
+        'a tampered payload',
+        async () => {
+          const [h, , s] = (await jwt(rsa)).split('.');
+          return `${h}.${b64url({ iss: ISSUER, aud: AUDIENCE, sub: 'admin', exp: 9999999999 })}.${s}`;
+        },
+      ],
       ['garbage', async () => 'this is not a jwt'],
       ['three dots of nothing', async () => '..'],
       ['empty', async () => ''],
@@ -234,11 +244,36 @@ describe('OAuth authorization server', () => {
     const requestErrors: Array<[string, Record<string, string>, string]> = [
       ['no subject_token', { grant_type: EXCHANGE, subject_token_type: JWT_TYPE }, 'invalid_request'],
       ['no subject_token_type', { grant_type: EXCHANGE, subject_token: 'x.y.z' }, 'invalid_request'],
-      ['an unsupported subject_token_type', { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: 'urn:ietf:params:oauth:token-type:saml2' }, 'invalid_request'],
-      ['an actor token (delegation)', { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, actor_token: 'a', actor_token_type: JWT_TYPE }, 'invalid_request'],
-      ['a requested_token_type other than access_token', { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, requested_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' }, 'invalid_request'],
-      ['a resource naming another server', { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, resource: 'https://other.example/mcp' }, 'invalid_target'],
-      ['an audience naming another server', { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, audience: 'https://other.example' }, 'invalid_target'],
+      [
+        'an unsupported subject_token_type',
+        { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: 'urn:ietf:params:oauth:token-type:saml2' },
+        'invalid_request',
+      ],
+      [
+        'an actor token (delegation)',
+        { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, actor_token: 'a', actor_token_type: JWT_TYPE },
+        'invalid_request',
+      ],
+      [
+        'a requested_token_type other than access_token',
+        {
+          grant_type: EXCHANGE,
+          subject_token: 'x.y.z',
+          subject_token_type: JWT_TYPE,
+          requested_token_type: 'urn:ietf:params:oauth:token-type:refresh_token',
+        },
+        'invalid_request',
+      ],
+      [
+        'a resource naming another server',
+        { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, resource: 'https://other.example/mcp' },
+        'invalid_target',
+      ],
+      [
+        'an audience naming another server',
+        { grant_type: EXCHANGE, subject_token: 'x.y.z', subject_token_type: JWT_TYPE, audience: 'https://other.example' },
+        'invalid_target',
+      ],
     ];
     it.each(requestErrors)('%s: 400 %s', async (_name, params, code) => {
       const res = await form(`${base}/token`, params);
@@ -282,11 +317,21 @@ describe('OAuth authorization server', () => {
 
     it('client_secret_post works; the service profile gives no refresh token; scope is narrowed, never widened', async () => {
       const c = await adminClient({ profile: 'service', scope: 'mcp:read mcp:write' });
-      const res = await form(`${base}/token`, { grant_type: 'client_credentials', client_id: c.id, client_secret: c.secret, scope: 'mcp:read' });
+      const res = await form(`${base}/token`, {
+        grant_type: 'client_credentials',
+        client_id: c.id,
+        client_secret: c.secret,
+        scope: 'mcp:read',
+      });
       expect(res.status).toBe(200);
       expect(res.body.refresh_token).toBeUndefined();
       expect(res.body.scope).toBe('mcp:read');
-      const wider = await form(`${base}/token`, { grant_type: 'client_credentials', client_id: c.id, client_secret: c.secret, scope: 'mcp:admin' });
+      const wider = await form(`${base}/token`, {
+        grant_type: 'client_credentials',
+        client_id: c.id,
+        client_secret: c.secret,
+        scope: 'mcp:admin',
+      });
       expect(wider.status).toBe(400);
       expect(wider.body.error).toBe('invalid_scope');
     });
@@ -299,18 +344,54 @@ describe('OAuth authorization server', () => {
       const cc = { grant_type: 'client_credentials' };
       const rows: Array<[string, Promise<Awaited<ReturnType<typeof form>>>, number, string, boolean]> = [
         ['wrong secret (Basic)', form(`${base}/token`, cc, basic(c.id, 'a'.repeat(64))), 401, 'invalid_client', true],
-        ['wrong secret (post)', form(`${base}/token`, { ...cc, client_id: c.id, client_secret: 'a'.repeat(64) }), 401, 'invalid_client', false],
-        ['secret of another length', form(`${base}/token`, { ...cc, client_id: c.id, client_secret: 'short' }), 401, 'invalid_client', false],
+        [
+          'wrong secret (post)',
+          form(`${base}/token`, { ...cc, client_id: c.id, client_secret: 'a'.repeat(64) }),
+          401,
+          'invalid_client',
+          false,
+        ],
+        [
+          'secret of another length',
+          form(`${base}/token`, { ...cc, client_id: c.id, client_secret: 'short' }),
+          401,
+          'invalid_client',
+          false,
+        ],
         ['unknown client', form(`${base}/token`, cc, basic('mcp_unknown', c.secret)), 401, 'invalid_client', true],
         ['no client authentication', form(`${base}/token`, cc), 401, 'invalid_client', false],
         ['malformed Basic header', form(`${base}/token`, cc, { authorization: 'Basic !!!' }), 401, 'invalid_client', true],
-        ['Basic and post at once', form(`${base}/token`, { ...cc, client_secret: c.secret }, basic(c.id, c.secret)), 400, 'invalid_request', false],
+        [
+          'Basic and post at once',
+          form(`${base}/token`, { ...cc, client_secret: c.secret }, basic(c.id, c.secret)),
+          400,
+          'invalid_request',
+          false,
+        ],
         ['a client without the grant', form(`${base}/token`, cc, basic(exchanger.id, exchanger.secret)), 400, 'unauthorized_client', false],
         ['a deleted client', form(`${base}/token`, cc, basic(deleted.id, deleted.secret)), 401, 'invalid_client', true],
-        ['a resource naming another server', form(`${base}/token`, { ...cc, resource: 'https://elsewhere.example/mcp' }, basic(c.id, c.secret)), 400, 'invalid_target', false],
+        [
+          'a resource naming another server',
+          form(`${base}/token`, { ...cc, resource: 'https://elsewhere.example/mcp' }, basic(c.id, c.secret)),
+          400,
+          'invalid_target',
+          false,
+        ],
         ['no grant_type', form(`${base}/token`, {}, basic(c.id, c.secret)), 400, 'invalid_request', false],
-        ['an unsupported grant_type', form(`${base}/token`, { grant_type: 'password' }, basic(c.id, c.secret)), 400, 'unsupported_grant_type', false],
-        ['authorization_code (browser sign-in not configured)', form(`${base}/token`, { grant_type: 'authorization_code', code: 'x' }, basic(c.id, c.secret)), 400, 'unsupported_grant_type', false],
+        [
+          'an unsupported grant_type',
+          form(`${base}/token`, { grant_type: 'password' }, basic(c.id, c.secret)),
+          400,
+          'unsupported_grant_type',
+          false,
+        ],
+        [
+          'authorization_code (browser sign-in not configured)',
+          form(`${base}/token`, { grant_type: 'authorization_code', code: 'x' }, basic(c.id, c.secret)),
+          400,
+          'unsupported_grant_type',
+          false,
+        ],
       ];
       for (const [name, pending, status, error, challenge] of rows) {
         const res = await pending;
@@ -342,7 +423,8 @@ describe('OAuth authorization server', () => {
       expect(res.status).toBe(200);
       return { client: c, access: res.body.access_token as string, refresh: res.body.refresh_token as string };
     }
-    const refresh = (c: { id: string; secret: string }, token: string) => form(`${base}/token`, { grant_type: 'refresh_token', refresh_token: token }, basic(c.id, c.secret));
+    const refresh = (c: { id: string; secret: string }, token: string) =>
+      form(`${base}/token`, { grant_type: 'refresh_token', refresh_token: token }, basic(c.id, c.secret));
 
     const graceMs = () => stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000;
 
@@ -367,7 +449,8 @@ describe('OAuth authorization server', () => {
       const replay = await refresh(first.client, first.refresh);
       expect(replay.status).toBe(400);
       expect(replay.body.error).toBe('invalid_grant');
-      for (const token of [first.access, second.body.access_token, third.body.access_token]) expect(await mcpStatus(stack, token)).toBe(401);
+      for (const token of [first.access, second.body.access_token, third.body.access_token])
+        expect(await mcpStatus(stack, token)).toBe(401);
       expect((await refresh(first.client, third.body.refresh_token)).body.error).toBe('invalid_grant');
       expect(stack.logs.some((l) => l.includes('refresh token reused after rotation'))).toBe(true);
     });
@@ -383,7 +466,9 @@ describe('OAuth authorization server', () => {
       const pair = results[0]!.body;
       expect(await mcpStatus(stack, pair.access_token)).toBe(200);
       expect(await graceReuses()).toBe(before + 7);
-      const audited = stack.logs.filter((l) => l.includes('"msg":"audit"') && l.includes(first.client.id) && l.includes('token.refresh_token'));
+      const audited = stack.logs.filter(
+        (l) => l.includes('"msg":"audit"') && l.includes(first.client.id) && l.includes('token.refresh_token'),
+      );
       expect(audited.filter((l) => l.includes('"graceReuse":true'))).toHaveLength(7);
       expect(stack.logs.some((l) => l.includes('presented again within the grace window'))).toBe(true);
       // The shared pair rotates on, once for all of them.
@@ -459,7 +544,13 @@ describe('OAuth authorization server', () => {
         const c = { id: created.body.clientId as string, secret: created.body.clientSecret as string };
         const issued = await form(`${strict.proxyUrl}/token`, { grant_type: 'client_credentials' }, basic(c.id, c.secret));
         const results = await Promise.all(
-          Array.from({ length: 6 }, () => form(`${strict.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: issued.body.refresh_token }, basic(c.id, c.secret))),
+          Array.from({ length: 6 }, () =>
+            form(
+              `${strict.proxyUrl}/token`,
+              { grant_type: 'refresh_token', refresh_token: issued.body.refresh_token },
+              basic(c.id, c.secret),
+            ),
+          ),
         );
         expect(results.filter((r) => r.status === 200)).toHaveLength(1);
         for (const r of results.filter((r) => r.status !== 200)) expect(r.body.error).toBe('invalid_grant');
@@ -486,7 +577,11 @@ describe('OAuth authorization server', () => {
 
   describe('dynamic client registration (RFC 7591)', () => {
     it('registers a confidential client: snake_case metadata, secret once, listed by admin, removed by deleteClient, expires when unused', async () => {
-      const res = await json(`${base}/register`, { client_name: 'Claude', redirect_uris: ['http://127.0.0.1:3333/cb', 'https://app.example/cb'], unknown_field: 1 });
+      const res = await json(`${base}/register`, {
+        client_name: 'Claude',
+        redirect_uris: ['http://127.0.0.1:3333/cb', 'https://app.example/cb'],
+        unknown_field: 1,
+      });
       expect(res.status).toBe(201);
       expect(res.headers.get('cache-control')).toBe('no-store');
       expect(res.body).toEqual({
@@ -576,7 +671,9 @@ describe('OAuth authorization server', () => {
       // Revoking a refresh token takes its family (the access token issued with it) along.
       expect((await revoke({ token: tb.refresh_token, token_type_hint: 'refresh_token' }, basic(b.id, b.secret))).status).toBe(200);
       expect(await mcpStatus(stack, tb.access_token)).toBe(401);
-      expect((await form(`${base}/token`, { grant_type: 'refresh_token', refresh_token: tb.refresh_token }, basic(b.id, b.secret))).body.error).toBe('invalid_grant');
+      expect(
+        (await form(`${base}/token`, { grant_type: 'refresh_token', refresh_token: tb.refresh_token }, basic(b.id, b.secret))).body.error,
+      ).toBe('invalid_grant');
     });
 
     it('the master token revokes anything; a user-grade token is revoked by its holder', async () => {
@@ -629,7 +726,11 @@ describe('OAuth authorization server', () => {
         aud: `${PUBLIC_URL}/mcp`,
         auth_kind: 'oauth',
       });
-      expect((await introspect(issued.refresh_token, master())).body).toMatchObject({ active: true, token_type: 'refresh_token', client_id: c.id });
+      expect((await introspect(issued.refresh_token, master())).body).toMatchObject({
+        active: true,
+        token_type: 'refresh_token',
+        client_id: c.id,
+      });
       const user = (await exchange(await jwt(rsa, { sub: 'alice' }))).body.access_token;
       expect((await introspect(user, master())).body).toMatchObject({ active: true, sub: 'alice', auth_kind: 'user' });
       for (const inactive of [randomBytes(32).toString('hex'), 'garbage', stack.masterToken]) {
@@ -659,7 +760,9 @@ describe('OAuth authorization server', () => {
   describe('the official SDK client with issued tokens', () => {
     async function connect(token: string): Promise<string[]> {
       const client = new Client({ name: 'oauth-test', version: '1.0.0' });
-      const transport = new StreamableHTTPClientTransport(new URL(stack.mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+      const transport = new StreamableHTTPClientTransport(new URL(stack.mcpUrl), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      });
       await client.connect(transport);
       try {
         return (await client.listTools()).tools.map((t) => t.name);
@@ -696,12 +799,23 @@ describe('OAuth settings', () => {
     const key = await signingKey('ES256', 'rules');
     const idpKeys = await startJwks([key.jwk]);
     const stack = await startStack({
-      config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, allowedEmailDomains: ['Example.COM'], requiredGroup: 'mcp-users', groupsClaim: 'roles' } },
+      config: {
+        idp: {
+          issuer: ISSUER,
+          audience: AUDIENCE,
+          jwksUrl: idpKeys.url,
+          allowedEmailDomains: ['Example.COM'],
+          requiredGroup: 'mcp-users',
+          groupsClaim: 'roles',
+        },
+      },
     });
     try {
       const now = Math.floor(stack.clock.now() / 1000);
       const sign = (claims: Record<string, unknown>) =>
-        new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u', exp: now + 60, ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'rules' }).sign(key.privateKey);
+        new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u', exp: now + 60, ...claims })
+          .setProtectedHeader({ alg: 'ES256', kid: 'rules' })
+          .sign(key.privateKey);
       const rows: Array<[string, Record<string, unknown>, number]> = [
         ['allowed domain and group', { email: 'ann@example.com', email_verified: true, roles: ['mcp-users'] }, 200],
         ['domain compared case-insensitively', { email: 'Ann@EXAMPLE.com', email_verified: true, roles: ['mcp-users'] }, 200],
@@ -714,7 +828,11 @@ describe('OAuth settings', () => {
         ['groups claim not a list', { email: 'ann@example.com', email_verified: true, roles: 'mcp-users' }, 400],
       ];
       for (const [name, claims, status] of rows) {
-        const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: await sign(claims), subject_token_type: JWT_TYPE });
+        const res = await form(`${stack.proxyUrl}/token`, {
+          grant_type: EXCHANGE,
+          subject_token: await sign(claims),
+          subject_token_type: JWT_TYPE,
+        });
         expect([name, res.status, res.body.error]).toEqual([name, status, status === 200 ? undefined : 'invalid_grant']);
       }
     } finally {
@@ -728,22 +846,40 @@ describe('OAuth settings', () => {
     const idpKeys = await startJwks([key.jwk]);
     const policy = {
       default: 'deny',
-      rules: [{ name: 'eng-at-example', effect: 'allow', principals: { kinds: ['user'], groups: ['eng'], emailDomains: ['example.com'] }, requests: { methods: ['tools/call'] } }],
+      rules: [
+        {
+          name: 'eng-at-example',
+          effect: 'allow',
+          principals: { kinds: ['user'], groups: ['eng'], emailDomains: ['example.com'] },
+          requests: { methods: ['tools/call'] },
+        },
+      ],
     };
-    const stack = await startStack({ config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, groupsClaim: 'roles' }, policy } });
+    const stack = await startStack({
+      config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, groupsClaim: 'roles' }, policy },
+    });
     try {
       const now = Math.floor(stack.clock.now() / 1000);
       const exchange = async (claims: Record<string, unknown>) => {
-        const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u-facts', exp: now + 60, ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'facts' }).sign(key.privateKey);
+        const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'u-facts', exp: now + 60, ...claims })
+          .setProtectedHeader({ alg: 'ES256', kid: 'facts' })
+          .sign(key.privateKey);
         const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: JWT_TYPE });
         expect(res.status).toBe(200);
         return res.body.access_token as string;
       };
       const eng = await exchange({ email: 'Ann@Example.com', email_verified: true, roles: ['eng', 7] });
       const explained = await stack.admin('explainPolicy', { token: eng, method: 'tools/call', name: 'x' });
-      expect(explained.body).toMatchObject({ effect: 'allow', rule: 'eng-at-example', principal: { kind: 'user', email: 'Ann@Example.com', groups: ['eng'] } });
+      expect(explained.body).toMatchObject({
+        effect: 'allow',
+        rule: 'eng-at-example',
+        principal: { kind: 'user', email: 'Ann@Example.com', groups: ['eng'] },
+      });
       const other = await exchange({ email: 'bob@example.com', email_verified: true, roles: ['ops'] });
-      expect((await stack.admin('explainPolicy', { token: other, method: 'tools/call', name: 'x' })).body).toMatchObject({ effect: 'deny', decidedBy: 'default' });
+      expect((await stack.admin('explainPolicy', { token: other, method: 'tools/call', name: 'x' })).body).toMatchObject({
+        effect: 'deny',
+        decidedBy: 'default',
+      });
     } finally {
       await stack.close();
       await idpKeys.close();
@@ -763,11 +899,16 @@ describe('OAuth settings', () => {
   ])("an exchanged JWT's email counts for the policy only when verified: %s", async (_name, claims, idp, effect) => {
     const key = await signingKey('ES256', 'verified');
     const idpKeys = await startJwks([key.jwk]);
-    const policy = { default: 'deny', rules: [{ name: 'staff', effect: 'allow', principals: { emailDomains: ['example.com'] }, requests: { methods: ['tools/call'] } }] };
+    const policy = {
+      default: 'deny',
+      rules: [{ name: 'staff', effect: 'allow', principals: { emailDomains: ['example.com'] }, requests: { methods: ['tools/call'] } }],
+    };
     const stack = await startStack({ config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: idpKeys.url, ...idp }, policy } });
     try {
       const now = Math.floor(stack.clock.now() / 1000);
-      const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'mallory', exp: now + 60, email: 'mallory@example.com', ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'verified' }).sign(key.privateKey);
+      const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'mallory', exp: now + 60, email: 'mallory@example.com', ...claims })
+        .setProtectedHeader({ alg: 'ES256', kid: 'verified' })
+        .sign(key.privateKey);
       const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: jwt, subject_token_type: JWT_TYPE });
       expect(res.status).toBe(200);
       const explained = await stack.admin('explainPolicy', { token: res.body.access_token, method: 'tools/call', name: 'delete_repo' });
@@ -786,10 +927,14 @@ describe('OAuth settings', () => {
     await once(closed, 'listening');
     const port = (closed.address() as AddressInfo).port;
     await new Promise((r) => closed.close(r));
-    const stack = await startStack({ config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${port}/jwks`, jwksTimeoutMs: 1000 } } });
+    const stack = await startStack({
+      config: { idp: { issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${port}/jwks`, jwksTimeoutMs: 1000 } },
+    });
     try {
       const now = Math.floor(Date.now() / 1000);
-      const token = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 's', exp: now + 60 }).setProtectedHeader({ alg: 'RS256', kid: 'k' }).sign(key.privateKey);
+      const token = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 's', exp: now + 60 })
+        .setProtectedHeader({ alg: 'RS256', kid: 'k' })
+        .sign(key.privateKey);
       const res = await form(`${stack.proxyUrl}/token`, { grant_type: EXCHANGE, subject_token: token, subject_token_type: JWT_TYPE });
       expect([res.status, res.body.error]).toEqual([503, 'temporarily_unavailable']);
       expect(res.headers.get('retry-after')).toBeTruthy();

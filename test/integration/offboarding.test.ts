@@ -7,7 +7,18 @@ import { DEMO_USER } from '../../src/demo-idp.ts';
 import { generateToken, hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { grantIdOf } from '../../src/grants.ts';
 import { rawRedis } from '../support/redis.ts';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 
@@ -20,14 +31,27 @@ afterAll(async () => {
   await s?.close();
 });
 
-const ZERO = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0, connectedAccountsDeleted: 0, handlesForgotten: 0 };
+const ZERO = {
+  accessTokensRevoked: 0,
+  refreshTokensRevoked: 0,
+  userTokensRevoked: 0,
+  consentsForgotten: 0,
+  connectedAccountsDeleted: 0,
+  handlesForgotten: 0,
+};
 
 /** A browser sign-in of the demo user through `clientId`, and the code redeemed as the client does: its access and refresh tokens. */
 async function signIn(clientId: string): Promise<{ access: string; refresh: string }> {
   const p = pkce();
   const hop = await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, standardParams(s.base, clientId, p)));
   const code = clientReceived(hop).get('code')!;
-  const tokens = await tokenRequest(s.base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  const tokens = await tokenRequest(s.base, {
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: clientId,
+    code_verifier: p.verifier,
+  });
   expect(tokens.status).toBe(200);
   return { access: tokens.body.access_token as string, refresh: tokens.body.refresh_token as string };
 }
@@ -45,7 +69,12 @@ async function mcpStatus(token: string): Promise<number> {
   const res = await fetch(`${s.base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    }),
   });
   await res.arrayBuffer();
   return res.status;
@@ -64,13 +93,29 @@ describe('listGrants and revokeSubject', () => {
     // An ID-JAG grant is an access token alone, acting for the user (as src/oauth/grants/id-jag.ts issues it).
     const jag = generateToken();
     const now = s.stack.clock.now();
-    expect(await s.stack.store.createAccessToken({ tokenHash: hashToken(jag), clientId: first, user: { subject: DEMO_USER.sub, issuer: s.idp.issuer }, createdAt: now, expiresAt: now + 600_000 })).toBe('ok');
+    expect(
+      await s.stack.store.createAccessToken({
+        tokenHash: hashToken(jag),
+        clientId: first,
+        user: { subject: DEMO_USER.sub, issuer: s.idp.issuer },
+        createdAt: now,
+        expiresAt: now + 600_000,
+      }),
+    ).toBe('ok');
     const exchanged = await userToken(DEMO_USER.sub);
     const handEdited = await userToken(DEMO_USER.sub);
     // Someone else, through the same clients.
     const bobUser = await userToken('bob-0002');
     const bobJag = generateToken();
-    expect(await s.stack.store.createAccessToken({ tokenHash: hashToken(bobJag), clientId: first, user: { subject: 'bob-0002', issuer: s.idp.issuer }, createdAt: now, expiresAt: now + 600_000 })).toBe('ok');
+    expect(
+      await s.stack.store.createAccessToken({
+        tokenHash: hashToken(bobJag),
+        clientId: first,
+        user: { subject: 'bob-0002', issuer: s.idp.issuer },
+        createdAt: now,
+        expiresAt: now + 600_000,
+      }),
+    ).toBe('ok');
 
     for (const token of [one.access, twoNow.access, jag, exchanged, handEdited, bobUser, bobJag]) expect(await mcpStatus(token)).toBe(200);
 
@@ -78,16 +123,33 @@ describe('listGrants and revokeSubject', () => {
     await s.stack.sidecar.lastUse.flush();
     const listed = await s.stack.admin('listGrants', { subject: DEMO_USER.sub });
     expect(listed.status).toBe(200);
-    const exchangedGrant = listed.body.grants.find((g: { grantId: string }) => g.grantId === grantIdOf({ tokenHash: hashToken(exchanged) }));
+    const exchangedGrant = listed.body.grants.find(
+      (g: { grantId: string }) => g.grantId === grantIdOf({ tokenHash: hashToken(exchanged) }),
+    );
     expect(exchangedGrant.lastUsedAt).toBe(s.stack.clock.now());
     expect(exchangedGrant.clientId).toBeNull();
     // Five grants: two sign-in families (the refreshed one counted once), the ID-JAG token, two user-grade tokens.
     expect(listed.body.grants).toHaveLength(5);
     for (const g of listed.body.grants) {
-      expect(Object.keys(g).sort()).toEqual(['clientId', 'clientName', 'createdAt', 'expiresAt', 'grantId', 'lastUsedAt', 'scope', 'subject']);
+      expect(Object.keys(g).sort()).toEqual([
+        'clientId',
+        'clientName',
+        'createdAt',
+        'expiresAt',
+        'grantId',
+        'lastUsedAt',
+        'scope',
+        'subject',
+      ]);
       expect(g.subject).toBe(DEMO_USER.sub);
     }
-    expect(listed.body.grants.map((g: { clientName: string | null }) => g.clientName).sort()).toEqual(['Editor one', 'Editor one', 'Editor two', null, null]);
+    expect(listed.body.grants.map((g: { clientName: string | null }) => g.clientName).sort()).toEqual([
+      'Editor one',
+      'Editor one',
+      'Editor two',
+      null,
+      null,
+    ]);
     const text = JSON.stringify(listed.body);
     for (const raw of [one.access, one.refresh, twoNow.access, twoNow.refresh, jag, exchanged, handEdited]) {
       expect(text).not.toContain(raw);
@@ -107,7 +169,14 @@ describe('listGrants and revokeSubject', () => {
     expect(await mcpStatus(handEdited)).toBe(401);
 
     // A credential kept for the person at the upstream (a connected account: sealed, never in clear).
-    const kept = { subject: DEMO_USER.sub, issuer: s.idp.issuer, provider: 'oauth:github', keyId: 'k1', sealed: 'c2VhbGVk', createdAt: Date.now() };
+    const kept = {
+      subject: DEMO_USER.sub,
+      issuer: s.idp.issuer,
+      provider: 'oauth:github',
+      keyId: 'k1',
+      sealed: 'c2VhbGVk',
+      createdAt: Date.now(),
+    };
     await s.stack.store.putUpstreamCredential(kept);
     await s.stack.store.putUpstreamCredential({ ...kept, subject: 'bob-0002' });
 
@@ -129,7 +198,15 @@ describe('listGrants and revokeSubject', () => {
     expect(await s.stack.store.getUpstreamCredential('bob-0002', s.idp.issuer, 'oauth:github')).toMatchObject({ subject: 'bob-0002' });
     for (const token of [one.access, two.access, twoNow.access, jag, exchanged, handEdited]) expect(await mcpStatus(token)).toBe(401);
     for (const refresh of [one.refresh, twoNow.refresh]) {
-      expect((await tokenRequest(s.base, { grant_type: 'refresh_token', refresh_token: refresh, client_id: refresh === one.refresh ? first : second })).status).toBe(400);
+      expect(
+        (
+          await tokenRequest(s.base, {
+            grant_type: 'refresh_token',
+            refresh_token: refresh,
+            client_id: refresh === one.refresh ? first : second,
+          })
+        ).status,
+      ).toBe(400);
     }
     expect(await raw.hget(handKey, 'revoked')).toBe('true');
     expect(await mcpStatus(bobUser)).toBe(200);
@@ -147,11 +224,18 @@ describe('listGrants and revokeSubject', () => {
 
     const events = await s.stack.admin('listAuditEvents', { count: 20 });
     // Newest first: the first call's event is the older of the two.
-    const event = events.body.events.filter((e: { action: string; subject?: string }) => e.action === 'revokeSubject' && e.subject === DEMO_USER.sub).at(-1);
-    expect(event).toMatchObject({ who: 'master', result: 'ok', subject: DEMO_USER.sub, detail: { accessTokensRevoked: 4, userTokensRevoked: 1 } });
+    const event = events.body.events
+      .filter((e: { action: string; subject?: string }) => e.action === 'revokeSubject' && e.subject === DEMO_USER.sub)
+      .at(-1);
+    expect(event).toMatchObject({
+      who: 'master',
+      result: 'ok',
+      subject: DEMO_USER.sub,
+      detail: { accessTokensRevoked: 4, userTokensRevoked: 1 },
+    });
   });
 
-  it('issuer narrows revokeSubject to that IdP\'s subject', async () => {
+  it("issuer narrows revokeSubject to that IdP's subject", async () => {
     const here = await userToken('carol-0003');
     const elsewhere = await userToken('carol-0003', 'https://other-idp.example.com/');
     const result = await s.stack.admin('revokeSubject', { subject: 'carol-0003', issuer: s.idp.issuer });
@@ -166,7 +250,14 @@ describe('listGrants and revokeSubject', () => {
     const now = s.stack.clock.now();
     const key = (s.stack.store as RedisTokenStore).keys.userToken(hashToken(token));
     // The documented layout, written as an older version wrote it (no index member).
-    await raw.hset(key, { tokenHash: hashToken(token), subject: 'dave-0004', issuer: s.idp.issuer, revoked: 'false', createdAt: String(now), expiresAt: String(now + TTL_7_DAYS) });
+    await raw.hset(key, {
+      tokenHash: hashToken(token),
+      subject: 'dave-0004',
+      issuer: s.idp.issuer,
+      revoked: 'false',
+      createdAt: String(now),
+      expiresAt: String(now + TTL_7_DAYS),
+    });
     await raw.pexpireat(key, now + TTL_7_DAYS);
     expect(await mcpStatus(token)).toBe(200);
     expect((await s.stack.admin('revokeSubject', { subject: 'dave-0004' })).body.userTokensRevoked).toBe(0);
@@ -179,15 +270,26 @@ describe('listGrants and revokeSubject', () => {
   });
 
   it('bad arguments are 400 with the field named; an unknown client 404; no master token 401', async () => {
-    expect((await s.stack.admin('listGrants', {})).body).toEqual({ error: 'invalid_request', error_description: 'subject or clientId (or both) is required' });
+    expect((await s.stack.admin('listGrants', {})).body).toEqual({
+      error: 'invalid_request',
+      error_description: 'subject or clientId (or both) is required',
+    });
     expect((await s.stack.admin('listGrants', { subject: '' })).status).toBe(400);
-    expect((await s.stack.admin('listGrants', { subject: 'x'.repeat(1025) })).body.error_description).toBe('subject must be a non-empty string of at most 1024 characters');
+    expect((await s.stack.admin('listGrants', { subject: 'x'.repeat(1025) })).body.error_description).toBe(
+      'subject must be a non-empty string of at most 1024 characters',
+    );
     expect((await s.stack.admin('listGrants', { subject: 42 })).status).toBe(400);
-    expect((await s.stack.admin('revokeSubject', {})).body.error_description).toBe('subject must be a non-empty string of at most 1024 characters');
+    expect((await s.stack.admin('revokeSubject', {})).body.error_description).toBe(
+      'subject must be a non-empty string of at most 1024 characters',
+    );
     expect((await s.stack.admin('revokeSubject', { subject: ['a'] })).status).toBe(400);
     expect((await s.stack.admin('revokeSubject', { subject: 'a', issuer: '' })).status).toBe(400);
     expect((await s.stack.admin('listGrants', { clientId: 'mcp_unknown' })).status).toBe(404);
-    const res = await fetch(`${s.stack.adminUrl}/oauth/revokeSubject`, { method: 'POST', body: JSON.stringify({ subject: DEMO_USER.sub }), headers: { 'content-type': 'application/json' } });
+    const res = await fetch(`${s.stack.adminUrl}/oauth/revokeSubject`, {
+      method: 'POST',
+      body: JSON.stringify({ subject: DEMO_USER.sub }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(401);
   });
 });

@@ -42,14 +42,21 @@ describe('profile lifetimes: stored edits the sidecar does not use are logged at
     stacks.push(stack);
     const logged = warnings(stack);
     expect(logged).toHaveLength(2);
-    expect(logged.find((l) => l.includes('profile \\"interactive\\"'))).toMatch(/not a complete profile.*it is not read.*oauth\.profiles\.interactive\.accessTokenLifetimeSeconds.*\(900 s \/ 86400 s\)/);
-    expect(logged.find((l) => l.includes('profile \\"default\\"'))).toMatch(/stored with token lifetimes \\"60\\" s \/ \\"2592000\\" s, which are not used: oauth\.profiles\.default\..*\(3600 s \/ 2592000 s\)/);
+    expect(logged.find((l) => l.includes('profile \\"interactive\\"'))).toMatch(
+      /not a complete profile.*it is not read.*oauth\.profiles\.interactive\.accessTokenLifetimeSeconds.*\(900 s \/ 86400 s\)/,
+    );
+    expect(logged.find((l) => l.includes('profile \\"default\\"'))).toMatch(
+      /stored with token lifetimes \\"60\\" s \/ \\"2592000\\" s, which are not used: oauth\.profiles\.default\..*\(3600 s \/ 2592000 s\)/,
+    );
 
     // The configured lifetime is what a client of the profile gets.
     const created = await stack.admin('createClient', { clientName: 'machine' });
     const res = await fetch(`${stack.proxyUrl}/token`, {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${created.body.clientId}:${created.body.clientSecret}`).toString('base64')}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${created.body.clientId}:${created.body.clientSecret}`).toString('base64')}`,
+      },
       body: 'grant_type=client_credentials',
     });
     expect(((await res.json()) as { expires_in: number }).expires_in).toBe(3600);
@@ -61,7 +68,9 @@ describe('profile lifetimes: stored edits the sidecar does not use are logged at
     stacks.push(first);
     expect(warnings(first)).toEqual([]);
     const seeded = await first.admin('seedDefaultProfiles');
-    const interactive = (seeded.body.profiles as Array<{ name: string; accessTokenLifetimeSeconds: number; refreshTokenLifetimeSeconds: number }>).find((p) => p.name === 'interactive');
+    const interactive = (
+      seeded.body.profiles as Array<{ name: string; accessTokenLifetimeSeconds: number; refreshTokenLifetimeSeconds: number }>
+    ).find((p) => p.name === 'interactive');
     expect(interactive).toMatchObject({ accessTokenLifetimeSeconds: 900, refreshTokenLifetimeSeconds: 86400 });
     const second = await startStack({ prefix, config: CONFIG });
     stacks.push(second);

@@ -7,7 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
-import { refusedUrl, startEchoUpstream, startResettingUpstream, startSilentUpstream, startSseUpstream, type FakeUpstream, type SseUpstream } from '../support/fake-upstreams.ts';
+import {
+  refusedUrl,
+  startEchoUpstream,
+  startResettingUpstream,
+  startSilentUpstream,
+  startSseUpstream,
+  type FakeUpstream,
+  type SseUpstream,
+} from '../support/fake-upstreams.ts';
 import { rawRedis } from '../support/redis.ts';
 
 const INVALID = { error: 'invalid_token', error_description: 'the access token is invalid, expired or revoked' };
@@ -154,10 +162,26 @@ describe('proxy listener: authentication rows', () => {
 
   it('two Authorization headers are refused', async () => {
     const res = await new Promise<number>((resolve, reject) => {
-      const req = request(stack.mcpUrl, { method: 'POST', headers: ['host', new URL(stack.proxyUrl).host, 'authorization', `Bearer ${oauthToken}`, 'authorization', `Bearer ${hex()}`, 'content-length', '2'] }, (r) => {
-        r.resume();
-        resolve(r.statusCode ?? 0);
-      });
+      const req = request(
+        stack.mcpUrl,
+        {
+          method: 'POST',
+          headers: [
+            'host',
+            new URL(stack.proxyUrl).host,
+            'authorization',
+            `Bearer ${oauthToken}`,
+            'authorization',
+            `Bearer ${hex()}`,
+            'content-length',
+            '2',
+          ],
+        },
+        (r) => {
+          r.resume();
+          resolve(r.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       req.end('{}');
     });
@@ -209,7 +233,12 @@ describe('proxy listener: authentication rows', () => {
   it('an OAuth token with a scope: X-MCP-Auth-Scope carries it; a client-sent one never passes', async () => {
     const issued = await stack.admin('createAccessToken', { clientId, lifetimeSeconds: 60, scope: 'tools:read tools:call' });
     expect(issued.status).toBe(201);
-    const res = await call(stack.mcpUrl, { method: 'POST', token: issued.body.accessToken, body: '{}', headers: { 'x-mcp-auth-scope': 'admin' } });
+    const res = await call(stack.mcpUrl, {
+      method: 'POST',
+      token: issued.body.accessToken,
+      body: '{}',
+      headers: { 'x-mcp-auth-scope': 'admin' },
+    });
     expect(res.status).toBe(200);
     expect(res.body.headers['x-mcp-auth-scope']).toBe('tools:read tools:call');
     const unscoped = await call(stack.mcpUrl, { method: 'POST', token: oauthToken, body: '{}', headers: { 'x-mcp-auth-scope': 'admin' } });
@@ -343,11 +372,15 @@ describe('proxy listener: proxy.maxBodyBytes', () => {
   it('a chunked body that grows past the limit is cut: the upstream never gets a complete request', async () => {
     const seen = echo.seen.length;
     const outcome = await new Promise<string>((resolve) => {
-      const req = request(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(`status ${res.statusCode}`));
-        res.on('error', () => resolve('response cut'));
-      });
+      const req = request(
+        stack.mcpUrl,
+        { method: 'POST', headers: { authorization: `Bearer ${token}`, 'transfer-encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(`status ${res.statusCode}`));
+          res.on('error', () => resolve('response cut'));
+        },
+      );
       req.on('error', () => resolve('connection cut'));
       // Written in pieces, each after the previous one is flushed, until the sidecar cuts the request.
       let sent = 0;
@@ -382,7 +415,10 @@ describe('proxy listener: SSE', () => {
 
   it('events arrive one by one, unbuffered, and a client abort closes the upstream stream', async () => {
     const controller = new AbortController();
-    const res = await fetch(stack.mcpUrl, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' }, signal: controller.signal });
+    const res = await fetch(stack.mcpUrl, {
+      headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+      signal: controller.signal,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     const upstream = await sse.nextStream();

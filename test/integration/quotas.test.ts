@@ -31,7 +31,12 @@ function windowStart(n: number): number {
 async function post(stack: Stack, token: string, body: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(stack.mcpUrl, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
     body: JSON.stringify(body),
   });
   return { status: res.status, headers: res.headers, text: await res.text() };
@@ -65,7 +70,10 @@ describe('quotas: two sidecars on one Redis', () => {
     await fc.assert(
       fc.asyncProperty(
         // Each call: which replica, and which wave it is sent in (calls of a wave are concurrent).
-        fc.array(fc.record({ replica: fc.integer({ min: 0, max: 1 }), wave: fc.integer({ min: 0, max: 2 }) }), { minLength: 1, maxLength: 3 * LIMIT }),
+        fc.array(fc.record({ replica: fc.integer({ min: 0, max: 1 }), wave: fc.integer({ min: 0, max: 2 }) }), {
+          minLength: 1,
+          maxLength: 3 * LIMIT,
+        }),
         async (calls) => {
           // A fresh window per run: the count starts at 0.
           clock.set(windowStart(1 + run++) + 1234);
@@ -81,7 +89,11 @@ describe('quotas: two sidecars on one Redis', () => {
           expect(echo.seen.length - forwardedBefore).toBe(Math.min(LIMIT, calls.length));
           for (const r of refused) {
             const meta = JSON.parse(r.text).result._meta[AUTHORIZATION];
-            expect(meta).toMatchObject({ reason: 'quota_exceeded', remediation: 'unavailable', resetAt: new Date(Math.ceil(clock.now() / WINDOW_MS) * WINDOW_MS).toISOString() });
+            expect(meta).toMatchObject({
+              reason: 'quota_exceeded',
+              remediation: 'unavailable',
+              resetAt: new Date(Math.ceil(clock.now() / WINDOW_MS) * WINDOW_MS).toISOString(),
+            });
           }
         },
       ),
@@ -100,11 +112,26 @@ describe('quotas: two sidecars on one Redis', () => {
     const reset = new Date(start + WINDOW_MS).toISOString();
     expect(body.id).toBe('over');
     expect(body.result.isError).toBe(true);
-    expect(body.result.content[0].text).toContain(`The tool "search" has reached its usage limit for you (${LIMIT} per ${WINDOW_SECONDS} s). It resets at ${reset} (in 45 s).`);
-    expect(body.result._meta[AUTHORIZATION]).toEqual({ reason: 'quota_exceeded', remediation: 'unavailable', resetAt: reset, retryAfterSeconds: 45, authorizationContextId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(body.result.content[0].text).toContain(
+      `The tool "search" has reached its usage limit for you (${LIMIT} per ${WINDOW_SECONDS} s). It resets at ${reset} (in 45 s).`,
+    );
+    expect(body.result._meta[AUTHORIZATION]).toEqual({
+      reason: 'quota_exceeded',
+      remediation: 'unavailable',
+      resetAt: reset,
+      retryAfterSeconds: 45,
+      authorizationContextId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+    });
     // The reference is the id of the audit event that records this kind of refusal (repeats are aggregated).
-    const event = a.logs.map((l) => JSON.parse(l)).find((l) => l.audit?.eventId === body.result._meta[AUTHORIZATION].authorizationContextId);
-    expect(event?.audit).toMatchObject({ action: 'quota.refuse', result: 'quota_exceeded', clientId, detail: { method: 'tools/call', name: 'search', rule: 'search' } });
+    const event = a.logs
+      .map((l) => JSON.parse(l))
+      .find((l) => l.audit?.eventId === body.result._meta[AUTHORIZATION].authorizationContextId);
+    expect(event?.audit).toMatchObject({
+      action: 'quota.refuse',
+      result: 'quota_exceeded',
+      clientId,
+      detail: { method: 'tools/call', name: 'search', rule: 'search' },
+    });
 
     clock.set(start + WINDOW_MS - 1);
     expect((await post(b, token, search('edge'))).text).toContain('"isError":true');
@@ -125,7 +152,11 @@ describe('quotas: two sidecars on one Redis', () => {
 
     // A batch of LIMIT + 1 searches: all or nothing, so nothing is forwarded and nothing counted.
     const forwarded = echo.seen.length;
-    const batch = await post(a, token, Array.from({ length: LIMIT + 1 }, (_, i) => search(i)));
+    const batch = await post(
+      a,
+      token,
+      Array.from({ length: LIMIT + 1 }, (_, i) => search(i)),
+    );
     expect(batch.status).toBe(429);
     expect(echo.seen.length).toBe(forwarded);
     expect((await post(a, token, search('after-batch'))).text).not.toContain('isError');
@@ -135,13 +166,17 @@ describe('quotas: two sidecars on one Redis', () => {
     const metricsB = await (await fetch(`${b.adminUrl}/metrics`)).text();
     expect(metricsB).toMatch(/mcp_auth_quota_refusals_total\{rule="prompts"\} 1\n/);
     // Each refusal is one request outcome, refused for its quota: never a policy denial, never counted twice.
-    const outcome = (text: string) => Number(/mcp_auth_requests_total\{outcome="refused",reason="quota_exceeded"\} (\d+)/.exec(text)?.[1] ?? 0);
-    const refusals = (text: string) => [...text.matchAll(/mcp_auth_quota_refusals_total\{rule="[^"]+"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    const outcome = (text: string) =>
+      Number(/mcp_auth_requests_total\{outcome="refused",reason="quota_exceeded"\} (\d+)/.exec(text)?.[1] ?? 0);
+    const refusals = (text: string) =>
+      [...text.matchAll(/mcp_auth_quota_refusals_total\{rule="[^"]+"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
     const metricsA = await (await fetch(`${a.adminUrl}/metrics`)).text();
     for (const text of [metricsA, metricsB]) {
       expect(outcome(text)).toBeGreaterThan(0);
       expect(outcome(text)).toBe(refusals(text));
-      expect(text).not.toMatch(/mcp_auth_requests_total\{outcome="refused",reason="(insufficient_authorization|too_many_requests)"\} [1-9]/);
+      expect(text).not.toMatch(
+        /mcp_auth_requests_total\{outcome="refused",reason="(insufficient_authorization|too_many_requests)"\} [1-9]/,
+      );
     }
   });
 
@@ -150,7 +185,14 @@ describe('quotas: two sidecars on one Redis', () => {
     clock.set(start);
     const ask = (s: Stack) =>
       fetch(`${s.proxyUrl}/authz`, {
-        headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST', 'mcp-protocol-version': MIRROR_REVISION, 'mcp-method': 'tools/call', 'mcp-name': 'search' },
+        headers: {
+          authorization: `Bearer ${token}`,
+          'x-original-uri': '/mcp',
+          'x-original-method': 'POST',
+          'mcp-protocol-version': MIRROR_REVISION,
+          'mcp-method': 'tools/call',
+          'mcp-name': 'search',
+        },
       });
     for (let i = 0; i < LIMIT; i++) expect((await ask(i % 2 ? a : b)).status).toBe(200);
     const over = await ask(a);
@@ -165,7 +207,15 @@ describe('quotas: two sidecars on one Redis', () => {
     await post(a, token, search(1));
     const explained = await a.admin('explainPolicy', { token, method: 'tools/call', name: 'search' });
     expect(explained.status).toBe(200);
-    expect(explained.body.quota).toEqual({ rule: 'search', per: 'subject', limit: LIMIT, windowSeconds: WINDOW_SECONDS, used: 1, remaining: LIMIT - 1, resetAt: new Date(start + WINDOW_MS).toISOString() });
+    expect(explained.body.quota).toEqual({
+      rule: 'search',
+      per: 'subject',
+      limit: LIMIT,
+      windowSeconds: WINDOW_SECONDS,
+      used: 1,
+      remaining: LIMIT - 1,
+      resetAt: new Date(start + WINDOW_MS).toISOString(),
+    });
     const none = await a.admin('explainPolicy', { token, method: 'tools/call', name: 'other' });
     expect(none.body.quota).toBeUndefined();
   });
@@ -195,7 +245,9 @@ describe('quotas: a Redis that cannot answer', () => {
     expect(answer.status).toBe(503);
     expect(echo.seen.length).toBe(1);
     // A request no quota counts needs no store: it is forwarded.
-    expect((await post(stack, stack.masterToken, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'uncounted' } })).status).toBe(200);
+    expect(
+      (await post(stack, stack.masterToken, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'uncounted' } })).status,
+    ).toBe(200);
     expect(echo.seen.length).toBe(2);
   });
 });

@@ -13,7 +13,11 @@ const WRONG = 'e'.repeat(64);
 async function status(url: string, token?: string): Promise<{ status: number; retryAfter: string | null; error?: string }> {
   const res = await fetch(url, { method: 'POST', headers: token ? { authorization: `Bearer ${token}` } : {}, body: '{}' });
   const text = await res.text();
-  return { status: res.status, retryAfter: res.headers.get('retry-after'), error: text.startsWith('{') ? JSON.parse(text).error : undefined };
+  return {
+    status: res.status,
+    retryAfter: res.headers.get('retry-after'),
+    error: text.startsWith('{') ? JSON.parse(text).error : undefined,
+  };
 }
 
 /** Sends bad tokens until the limiter (updated just after each 401) refuses the address; bounded. */
@@ -31,7 +35,10 @@ describe('rate limits', () => {
   async function stackWith(rateLimits: Record<string, number>): Promise<{ stack: Stack; echo: FakeUpstream }> {
     const echo = await startEchoUpstream();
     const stack = await startStack({ upstreamUrl: echo.url, config: { rateLimits } });
-    cleanups.push(() => echo.close(), () => stack.close());
+    cleanups.push(
+      () => echo.close(),
+      () => stack.close(),
+    );
     return { stack, echo };
   }
 
@@ -67,7 +74,13 @@ describe('rate limits', () => {
     const { stack } = await stackWith({ failedAuthPerMinute: 4 });
     const { token } = await stack.issueOAuthToken();
     const store = await openRedisStore(stack.prefix);
-    const replica: Sidecar = await createSidecar({ config: stack.sidecar.config, store, clock: stack.clock, logger: stack.sidecar.logger, defaultMetrics: false });
+    const replica: Sidecar = await createSidecar({
+      config: stack.sidecar.config,
+      store,
+      clock: stack.clock,
+      logger: stack.sidecar.logger,
+      defaultMetrics: false,
+    });
     const { proxyUrl } = await replica.listen();
     cleanups.push(() => replica.shutdown(1000));
     for (let i = 0; i < 4; i++) expect((await status(stack.mcpUrl, WRONG)).status).toBe(401);
@@ -100,12 +113,23 @@ describe('rate limits', () => {
     const echo = await startEchoUpstream();
     const stack = await startStack({
       upstreamUrl: echo.url,
-      config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { failedAuthPerMinute: 2 }, oauth: { registrationRateLimitPerMinute: 1 } },
+      config: {
+        proxy: { trustedProxies: ['127.0.0.1', '::1'] },
+        rateLimits: { failedAuthPerMinute: 2 },
+        oauth: { registrationRateLimitPerMinute: 1 },
+      },
     });
-    cleanups.push(() => echo.close(), () => stack.close());
+    cleanups.push(
+      () => echo.close(),
+      () => stack.close(),
+    );
     const { token } = await stack.issueOAuthToken();
     const from = (address: string, auth?: string) =>
-      fetch(stack.mcpUrl, { method: 'POST', headers: { 'x-forwarded-for': `203.0.113.9, ${address}`, ...(auth ? { authorization: `Bearer ${auth}` } : {}) }, body: '{}' });
+      fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { 'x-forwarded-for': `203.0.113.9, ${address}`, ...(auth ? { authorization: `Bearer ${auth}` } : {}) },
+        body: '{}',
+      });
     // One client behind the ingress fails until refused...
     let refusedAfter = 0;
     for (let i = 1; i <= 50 && refusedAfter === 0; i++) if ((await from('198.51.100.1', WRONG)).status === 429) refusedAfter = i;
@@ -131,7 +155,9 @@ describe('rate limits', () => {
   // `[IPv6]:port`), per its documented X-Forwarded-For format: the port is dropped, so each client
   // counts on its own (not in the gateway's bucket) and a new source port is not a new bucket.
   it('behind a gateway that appends the client port to X-Forwarded-For, registrations count per client address', async () => {
-    const stack = await startStack({ config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, oauth: { registrationRateLimitPerMinute: 1 } } });
+    const stack = await startStack({
+      config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, oauth: { registrationRateLimitPerMinute: 1 } },
+    });
     cleanups.push(() => stack.close());
     const register = (forwardedFor: string) =>
       fetch(`${stack.proxyUrl}/register`, {
@@ -155,10 +181,17 @@ describe('rate limits', () => {
 
     it('failed authentications on /mcp from ever new addresses of one /64 are refused together; a valid token and another /64 are not', async () => {
       const echo = await startEchoUpstream();
-      const stack = await startStack({ upstreamUrl: echo.url, config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { failedAuthPerMinute: 5 } } });
-      cleanups.push(() => echo.close(), () => stack.close());
+      const stack = await startStack({
+        upstreamUrl: echo.url,
+        config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { failedAuthPerMinute: 5 } },
+      });
+      cleanups.push(
+        () => echo.close(),
+        () => stack.close(),
+      );
       const { token } = await stack.issueOAuthToken();
-      const from = (address: string, auth: string) => fetch(stack.mcpUrl, { method: 'POST', headers: { 'x-forwarded-for': address, authorization: `Bearer ${auth}` }, body: '{}' });
+      const from = (address: string, auth: string) =>
+        fetch(stack.mcpUrl, { method: 'POST', headers: { 'x-forwarded-for': address, authorization: `Bearer ${auth}` }, body: '{}' });
       // Each request from an address never used before; bounded well past the limit of 5.
       let refusedAfter = 0;
       for (let i = 1; i <= 300 && refusedAfter === 0; i++) if ((await from(inNetwork(i), WRONG)).status === 429) refusedAfter = i;
@@ -195,21 +228,32 @@ describe('rate limits', () => {
       expect((await register(stack, '::ffff:c633:6407')).status).toBe(429);
 
       // Sign-in requests for an unknown client: the third is counted over the limit, the fourth refused.
-      const authorize = (address: string) => fetch(`${stack.proxyUrl}/authorize?client_id=unknown`, { headers: { 'x-forwarded-for': address } });
+      const authorize = (address: string) =>
+        fetch(`${stack.proxyUrl}/authorize?client_id=unknown`, { headers: { 'x-forwarded-for': address } });
       expect((await authorize('2001:db8:9:9::1')).status).toBe(400);
       expect((await authorize('2001:db8:9:9::2')).status).toBe(400);
       expect((await authorize('2001:db8:9:9::3')).status).toBe(400);
       expect((await authorize('2001:db8:9:9::4')).status).toBe(429);
 
       const revoke = (address: string) =>
-        fetch(`${stack.proxyUrl}/revoke`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address }, body: 'token=x' });
+        fetch(`${stack.proxyUrl}/revoke`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
+          body: 'token=x',
+        });
       expect((await revoke('2001:db8:7:7::1')).status).not.toBe(429);
       expect((await revoke('2001:db8:7:7::2')).status).not.toBe(429);
       expect((await revoke('2001:db8:7:7::3')).status).toBe(429);
     });
 
     it('rateLimits.ipv6PrefixLength 128 counts each address on its own', async () => {
-      const stack = await startStack({ config: { proxy: { trustedProxies: ['127.0.0.1', '::1'] }, rateLimits: { ipv6PrefixLength: 128 }, oauth: { registrationRateLimitPerMinute: 1 } } });
+      const stack = await startStack({
+        config: {
+          proxy: { trustedProxies: ['127.0.0.1', '::1'] },
+          rateLimits: { ipv6PrefixLength: 128 },
+          oauth: { registrationRateLimitPerMinute: 1 },
+        },
+      });
       cleanups.push(() => stack.close());
       expect((await register(stack, inNetwork(1))).status).toBe(201);
       expect((await register(stack, inNetwork(2))).status).toBe(201);

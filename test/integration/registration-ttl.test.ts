@@ -21,7 +21,11 @@ describe('a registration never used', () => {
   });
 
   it('expires after oauth.neverUsedClientTtlSeconds, not the 30-day idle TTL', async () => {
-    const res = await fetch(`${stack.proxyUrl}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'claude-code-like', token_endpoint_auth_method: 'client_secret_basic' }) });
+    const res = await fetch(`${stack.proxyUrl}/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'claude-code-like', token_endpoint_auth_method: 'client_secret_basic' }),
+    });
     expect(res.status).toBe(201);
     const { client_id: clientId } = (await res.json()) as { client_id: string };
     const ttl = await redis.pttl(`${stack.prefix}{oauth}:oauthClients:${clientId}`);

@@ -5,12 +5,30 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../src/credentials.ts';
-import { approveAndSignIn, authorizeUrl, clientReceived, CLIENT_REDIRECT, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  clientReceived,
+  CLIENT_REDIRECT,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 const POLICY = {
   default: 'allow',
-  rules: [{ name: 'writers', effect: 'allow', principals: { scopes: ['mcp:read', 'mcp:write'] }, requests: { methods: ['tools/call'], names: ['echo'] } }],
+  rules: [
+    {
+      name: 'writers',
+      effect: 'allow',
+      principals: { scopes: ['mcp:read', 'mcp:write'] },
+      requests: { methods: ['tools/call'], names: ['echo'] },
+    },
+  ],
 };
 
 async function metadata(base: string) {
@@ -23,8 +41,16 @@ async function metadata(base: string) {
 async function grantedScope(s: SignInStack, scope: string | undefined, registered: Record<string, unknown> = {}) {
   const clientId = await registerPublicClient(s.base, registered);
   const p = pkce();
-  const received = clientReceived(await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, standardParams(s.base, clientId, p, { scope }))));
-  const tokens = await tokenRequest(s.base, { grant_type: 'authorization_code', code: received.get('code')!, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  const received = clientReceived(
+    await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, standardParams(s.base, clientId, p, { scope }))),
+  );
+  const tokens = await tokenRequest(s.base, {
+    grant_type: 'authorization_code',
+    code: received.get('code')!,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: clientId,
+    code_verifier: p.verifier,
+  });
   expect(tokens.status).toBe(200);
   const record = await s.stack.store.lookupToken(hashToken(tokens.body.access_token as string));
   return { response: tokens.body.scope, stored: record.oauth?.scope };
@@ -47,7 +73,9 @@ describe('without a policy naming scopes', () => {
 
   it("mcp-remote's openid email profile: named as not granted on the consent page, and no scope granted", async () => {
     const clientId = await registerPublicClient(s.base);
-    const page = await new UserAgent().request(authorizeUrl(s.base, standardParams(s.base, clientId, pkce(), { scope: 'openid email profile' })));
+    const page = await new UserAgent().request(
+      authorizeUrl(s.base, standardParams(s.base, clientId, pkce(), { scope: 'openid email profile' })),
+    );
     expect(page.status).toBe(200);
     expect(page.body).not.toContain('<code>openid</code>');
     expect(page.body).toContain('not defined by this server and not granted: openid, email, profile');
@@ -73,7 +101,9 @@ describe('with a policy naming scopes', () => {
 
   it('the consent page shows the defined scopes as access and the others as ignored', async () => {
     const clientId = await registerPublicClient(s.base);
-    const page = await new UserAgent().request(authorizeUrl(s.base, standardParams(s.base, clientId, pkce(), { scope: 'openid mcp:read email' })));
+    const page = await new UserAgent().request(
+      authorizeUrl(s.base, standardParams(s.base, clientId, pkce(), { scope: 'openid mcp:read email' })),
+    );
     expect(page.body).toContain('<code>mcp:read</code>');
     expect(page.body).not.toContain('<code>openid</code>');
     expect(page.body).toContain('not granted: openid, email.');

@@ -90,7 +90,11 @@ describe('serve', () => {
   it('maps errors once: a refusal as it is, a store outage 503 with Retry-After, a bug 500 with an error log', async () => {
     expect(await call('/refuse')).toMatchObject({ status: 400, body: { error: 'invalid_grant', error_description: 'no' } });
     const outage = await fetch(`${base}/outage`);
-    expect([outage.status, outage.headers.get('retry-after'), await outage.json()]).toEqual([503, '2', { error: 'temporarily_unavailable' }]);
+    expect([outage.status, outage.headers.get('retry-after'), await outage.json()]).toEqual([
+      503,
+      '2',
+      { error: 'temporarily_unavailable' },
+    ]);
     expect(counts.storeUnavailable).toBe(1);
     expect(await call('/bug')).toMatchObject({ status: 500, body: { error: 'server_error' } });
     const bug = logs.find((l) => l.msg === 'unexpected error on the test listener: answering 500');

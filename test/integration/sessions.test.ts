@@ -28,7 +28,12 @@ async function answerOf(res: Response): Promise<{ status: number; body: any }> {
 function post(stack: Stack, token: string, message: unknown, headers: Record<string, string> = {}) {
   return fetch(stack.mcpUrl, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
     body: JSON.stringify(message),
   }).then(answerOf);
 }
@@ -50,7 +55,9 @@ describe('forward-auth: a session id is bound to the first principal that presen
 
   /** nginx's auth_request subrequest (examples/nginx/): GET, the original request in X-Original-*, the client's headers. */
   const nginx = (token: string, headers: Record<string, string>) =>
-    fetch(authz, { headers: { 'x-original-uri': '/mcp', 'x-original-method': 'POST', authorization: `Bearer ${token}`, ...headers } }).then(answerOf);
+    fetch(authz, { headers: { 'x-original-uri': '/mcp', 'x-original-method': 'POST', authorization: `Bearer ${token}`, ...headers } }).then(
+      answerOf,
+    );
 
   it("binds on first presentation; another principal gets /mcp's unknown-session 404 from /authz, the first keeps 200", async () => {
     const a = await stack.issueOAuthToken();
@@ -79,7 +86,10 @@ describe('forward-auth: a session id is bound to the first principal that presen
     const a = await stack.issueOAuthToken();
     const port = Number(new URL(stack.proxyUrl).port);
     const twice = (target: string, extra: string) =>
-      exchange(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${a.token}\r\n${extra}Mcp-Session-Id: s1\r\nMcp-Session-Id: s2\r\nConnection: close\r\n\r\n`);
+      exchange(
+        port,
+        `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${a.token}\r\n${extra}Mcp-Session-Id: s1\r\nMcp-Session-Id: s2\r\nConnection: close\r\n\r\n`,
+      );
     const viaAuthz = await twice('/authz', 'X-Original-URI: /mcp\r\nX-Original-Method: GET\r\n');
     expect(viaAuthz.responses[0]?.status).toBe(400);
     const direct = await twice('/mcp', '');
@@ -119,7 +129,10 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
     const before = echo.seen.length;
     expect((await post(stack, a.token, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-session-id': session })).status).toBe(200);
     expect(echo.seen.length).toBe(before + 1);
-    expect(await post(stack, b.token, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-session-id': session })).toEqual({ status: 404, body: UNKNOWN_SESSION });
+    expect(await post(stack, b.token, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-session-id': session })).toEqual({
+      status: 404,
+      body: UNKNOWN_SESSION,
+    });
     expect(echo.seen.length).toBe(before + 1);
 
     const key = `${stack.prefix}{oauth}:mcpHandles:session:${handleDigest(session)}`;
@@ -160,7 +173,11 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
 
   it('a request without a credential is refused (401) without reading the record of the session id it presents', async () => {
     const before = reads.count;
-    const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'mcp-session-id': randomUUID() }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    const res = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'mcp-session-id': randomUUID() },
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+    });
     expect(res.status).toBe(401);
     expect(reads.count).toBe(before);
     const a = await stack.issueOAuthToken();
@@ -171,10 +188,20 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
   it('forgetSubjectHandles (what revoking a subject calls) frees the handles of an IdP user', async () => {
     const b = await stack.issueOAuthToken();
     const taskId = randomUUID();
-    await stack.store.bindHandle('task', handleDigest(taskId), handleOwner({ kind: 'user', subject: 'carol' }), stack.clock.now(), 60_000, 10);
+    await stack.store.bindHandle(
+      'task',
+      handleDigest(taskId),
+      handleOwner({ kind: 'user', subject: 'carol' }),
+      stack.clock.now(),
+      60_000,
+      10,
+    );
     const getTask = { jsonrpc: '2.0', id: 5, method: 'tasks/get', params: { taskId } };
     const before = echo.seen.length;
-    expect(await post(stack, b.token, getTask)).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 5, error: { code: -32602, message: 'Failed to retrieve task: Task not found' } } });
+    expect(await post(stack, b.token, getTask)).toEqual({
+      status: 200,
+      body: { jsonrpc: '2.0', id: 5, error: { code: -32602, message: 'Failed to retrieve task: Task not found' } },
+    });
     expect(echo.seen.length).toBe(before);
     expect(await stack.store.forgetSubjectHandles('carol')).toBe(1);
     expect((await post(stack, b.token, getTask)).status).toBe(200);
@@ -194,7 +221,11 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
     it('escaped (\\u0074asks/get, t\\u0061skId), in a batch: refused, each request answered', async () => {
       const before = echo.seen.length;
       const body = `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"\\u0074asks/get","params":{"t\\u0061skId":"${taskId}"}}]`;
-      const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body });
+      const res = await fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+        body,
+      });
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual([
         { jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'Failed to retrieve task: Task not found' } },
@@ -206,9 +237,15 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
     it('a taskId key spelt in another case (Go reads TaskId as taskId) is read as the taskId: refused, nothing forwarded', async () => {
       const before = echo.seen.length;
       const answer = await post(stack, b.token, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { TaskId: taskId } });
-      expect(answer).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'Failed to retrieve task: Task not found' } } });
+      expect(answer).toEqual({
+        status: 200,
+        body: { jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'Failed to retrieve task: Task not found' } },
+      });
       // Two spellings of it in one object: refused whole (which one an upstream reads is its choice).
-      expect((await post(stack, b.token, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { taskId: randomUUID(), TASKID: taskId } })).status).toBe(400);
+      expect(
+        (await post(stack, b.token, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { taskId: randomUUID(), TASKID: taskId } }))
+          .status,
+      ).toBe(400);
       // Not a string: nothing to decide on.
       expect((await post(stack, b.token, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { taskId: 7 } })).status).toBe(400);
       expect(echo.seen.length).toBe(before);
@@ -216,7 +253,11 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
 
     it('a body that names a task and is not JSON-RPC is refused 400, nothing forwarded', async () => {
       const before = echo.seen.length;
-      const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: `{"method":"tasks/get","params":{"taskId":"${taskId}"}` });
+      const res = await fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+        body: `{"method":"tasks/get","params":{"taskId":"${taskId}"}`,
+      });
       expect(res.status).toBe(400);
       expect(echo.seen.length).toBe(before);
     });
@@ -236,7 +277,11 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
       const padding = ' '.repeat(TASK_SCAN_BYTES);
       const naming = `{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"${taskId}"}${padding}}`;
       const before = echo.seen.length;
-      const cut = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: naming }).then(
+      const cut = await fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+        body: naming,
+      }).then(
         (res) => res.status,
         () => 'cut',
       );
@@ -244,7 +289,11 @@ describe('proxy mode: unrecorded session ids, deleteClient, and what cannot be r
       expect([413, 'cut']).toContain(cut);
       expect(echo.seen.slice(before).every((s) => s.bodyBytes < Buffer.byteLength(naming))).toBe(true);
       const plain = `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"note":"caf\\u00e9 ${padding}"}}`;
-      const passed = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: plain });
+      const passed = await fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+        body: plain,
+      });
       expect(passed.status).toBe(200);
       expect(((await passed.json()) as { bodyBytes: number }).bodyBytes).toBe(Buffer.byteLength(plain));
     });
@@ -281,7 +330,11 @@ describe('Redis down: a request with a session id fails closed', () => {
     expect(await res.json()).toEqual({ error: 'temporarily_unavailable' });
     expect(echo.seen.length).toBe(before);
     // The same request without a session id needs no store: forwarded.
-    const without = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":2,"method":"ping"}' });
+    const without = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.masterToken}`, 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":2,"method":"ping"}',
+    });
     expect(without.status).toBe(200);
   });
 });
@@ -298,10 +351,28 @@ async function startSameHandleUpstream() {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       requests++;
-      const message = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { id?: number; method?: string; params?: { task?: unknown } };
-      const result = message.params?.task ? { task: { taskId: 'the-only-task', status: 'working', createdAt: '2025-11-25T10:30:00Z', lastUpdatedAt: '2025-11-25T10:30:00Z', ttl: 60000, pollInterval: 5000 } } : {};
+      const message = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as {
+        id?: number;
+        method?: string;
+        params?: { task?: unknown };
+      };
+      const result = message.params?.task
+        ? {
+            task: {
+              taskId: 'the-only-task',
+              status: 'working',
+              createdAt: '2025-11-25T10:30:00Z',
+              lastUpdatedAt: '2025-11-25T10:30:00Z',
+              ttl: 60000,
+              pollInterval: 5000,
+            },
+          }
+        : {};
       // The session id minted in the answer to initialize; no session checked after that.
-      res.writeHead(200, { 'content-type': 'application/json', ...(message.method === 'initialize' ? { 'mcp-session-id': 'the-only-session' } : {}) });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        ...(message.method === 'initialize' ? { 'mcp-session-id': 'the-only-session' } : {}),
+      });
       res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id ?? null, result }));
     });
   });
@@ -309,7 +380,7 @@ async function startSameHandleUpstream() {
   return { url, close, requests: () => requests };
 }
 
-describe('an upstream that hands one caller\'s handle to another', () => {
+describe("an upstream that hands one caller's handle to another", () => {
   let upstream: Awaited<ReturnType<typeof startSameHandleUpstream>>;
   let stack: Stack;
 
@@ -322,23 +393,39 @@ describe('an upstream that hands one caller\'s handle to another', () => {
     await upstream.close();
   });
 
-  it('its answer is not passed on (502): the second caller never learns the first one\'s session or task id', async () => {
+  it("its answer is not passed on (502): the second caller never learns the first one's session or task id", async () => {
     const a = await stack.issueOAuthToken();
     const b = await stack.issueOAuthToken();
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: {} };
-    const first = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    const first = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(init),
+    });
     expect(first.status).toBe(200);
     expect(first.headers.get('mcp-session-id')).toBe('the-only-session');
-    const second = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: JSON.stringify(init) });
+    const second = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(init),
+    });
     expect(second.status).toBe(502);
     expect(second.headers.get('mcp-session-id')).toBeNull();
 
     const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'x', arguments: {}, task: { ttl: 60000 } } };
-    const created = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' }, body: JSON.stringify(call) });
+    const created = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(call),
+    });
     expect(created.status).toBe(200);
     expect(await created.text()).toContain('the-only-task');
     // B creates a task and is answered with A's task id: 502, nothing of the answer passes.
-    const again = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' }, body: JSON.stringify(call) });
+    const again = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(call),
+    });
     expect(again.status).toBe(502);
     expect(await again.text()).not.toContain('the-only-task');
   });
@@ -367,7 +454,11 @@ describe('the record of a new session cannot be written', () => {
 
   it('the upstream accepted an unrecorded session id, but its answer is withheld: 503 with Retry-After, not passed on unbound', async () => {
     const a = await stack.issueOAuthToken();
-    const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json', 'mcp-session-id': randomUUID() }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    const res = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${a.token}`, 'content-type': 'application/json', 'mcp-session-id': randomUUID() },
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+    });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('2');
     expect(await res.json()).toEqual({ error: 'temporarily_unavailable' });

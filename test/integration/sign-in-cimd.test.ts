@@ -12,7 +12,17 @@ import { createLogger } from '../../src/logger.ts';
 import { createCimdResolver } from '../../src/oauth/cimd.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { createTestCertificate } from '../support/test-cert.ts';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { decide, deviceAuthorizationRequest, enterCode, poll, startDevice } from '../support/device.ts';
 
@@ -31,7 +41,8 @@ function serveDocument(req: IncomingMessage, res: ServerResponse): void {
     token_endpoint_auth_method: 'none',
   };
   // VS Code's document lists the device grant besides the code grant.
-  if (req.url?.startsWith('/device.json')) body.grant_types = ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'];
+  if (req.url?.startsWith('/device.json'))
+    body.grant_types = ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'];
   if (req.url === '/wrong-id.json') body.client_id = `${docsBase()}/someone-else.json`;
   // A right-to-left override and a zero-width space: shown as "Document Client file.exe" unneutralised.
   if (req.url === '/bidi-name.json') body.client_name = 'Document\u200B Client \u202Eexe.elif';
@@ -66,7 +77,16 @@ beforeAll(async () => {
   docsCert = cert.cert;
   docs = await serveOnLoopback(createHttpsServer({ cert: cert.cert, key: cert.key }, serveDocument));
   const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
-  const cimd = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: cert.cert });
+  const cimd = createCimdResolver({
+    timeoutMs: 10_000,
+    maxBytes: 5120,
+    cacheTtlMs: 0,
+    maxCacheEntries: 10,
+    allowPrivateAddresses: true,
+    clock: new ManualClock(),
+    logger: quiet,
+    ca: cert.cert,
+  });
   s = await startSignInStack({ cimd });
   base = s.base;
 }, 60_000);
@@ -99,10 +119,19 @@ describe('a Client ID Metadata Document as client_id', () => {
     expect(page.body).toContain(new URL(docsBase()).host);
     const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
     const code = clientReceived(hop).get('code')!;
-    const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+    const tokens = await tokenRequest(base, {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: CLIENT_REDIRECT,
+      client_id: clientId,
+      code_verifier: p.verifier,
+    });
     expect(tokens.status).toBe(200);
     const listed = await s.stack.admin('listClients');
-    expect(listed.body.clients.find((c: { clientId: string }) => c.clientId === clientId)).toMatchObject({ source: 'cimd', tokenEndpointAuthMethod: 'none' });
+    expect(listed.body.clients.find((c: { clientId: string }) => c.clientId === clientId)).toMatchObject({
+      source: 'cimd',
+      tokenEndpointAuthMethod: 'none',
+    });
     expect((await s.stack.admin('deleteClient', { clientId })).body).toMatchObject({ accessTokensRevoked: 1 });
     const again = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, pkce())));
     expect(again.status).toBe(400);
@@ -123,7 +152,7 @@ describe('a Client ID Metadata Document as client_id', () => {
 
   it.each([
     ['a redirect_uri the document does not list', '/client.json', { redirect_uri: 'http://127.0.0.1:7777/elsewhere' }],
-    ["a document whose client_id is not its URL", '/wrong-id.json', {}],
+    ['a document whose client_id is not its URL', '/wrong-id.json', {}],
     ['a document that is not there', '/missing.json', {}],
     ['an http:// client_id (not a document URL, not registered)', 'http', {}],
   ])('%s: an error page, never a redirect', async (_name, path, extra) => {
@@ -143,13 +172,34 @@ describe('bounds on the fetches /authorize causes (each stack its own, so that o
       createHttpsServer({ cert: cert.cert, key: cert.key }, (req, res) => {
         fetches++;
         const self = `${new URL(counted.url).origin}${req.url}`;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: self, client_name: 'Counted', redirect_uris: [CLIENT_REDIRECT], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none' }));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            client_id: self,
+            client_name: 'Counted',
+            redirect_uris: [CLIENT_REDIRECT],
+            grant_types: ['authorization_code'],
+            token_endpoint_auth_method: 'none',
+          }),
+        );
       }),
     );
-    const cimd = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: cert.cert });
-    const limited = await startSignInStack({ cimd, config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 2, allowPrivateAddresses: true } } } });
+    const cimd = createCimdResolver({
+      timeoutMs: 10_000,
+      maxBytes: 5120,
+      cacheTtlMs: 0,
+      maxCacheEntries: 10,
+      allowPrivateAddresses: true,
+      clock: new ManualClock(),
+      logger: quiet,
+      ca: cert.cert,
+    });
+    const limited = await startSignInStack({
+      cimd,
+      config: { oauth: { clientMetadataDocuments: { fetchesPerMinutePerAddress: 2, allowPrivateAddresses: true } } },
+    });
     try {
-      const at = (n: number) => authorizeUrl(limited.base, standardParams(limited.base, `${new URL(counted.url).origin}/client-${n}.json`, pkce()));
+      const at = (n: number) =>
+        authorizeUrl(limited.base, standardParams(limited.base, `${new URL(counted.url).origin}/client-${n}.json`, pkce()));
       for (const n of [1, 2]) expect((await new UserAgent().request(at(n))).status).toBe(200);
       const refused = await new UserAgent().request(at(3));
       expect(refused.status).toBe(429);
@@ -164,13 +214,26 @@ describe('bounds on the fetches /authorize causes (each stack its own, so that o
 
   it('maxConcurrentFetches: a fetch over the cap waits its bound, then a 503 page with Retry-After; the held one completes', async () => {
     const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
-    const capped = createCimdResolver({ timeoutMs: 10_000, maxBytes: 5120, cacheTtlMs: 0, maxCacheEntries: 10, allowPrivateAddresses: true, clock: new ManualClock(), logger: quiet, ca: docsCert, maxConcurrentFetches: 1, fetchQueueWaitMs: 200 });
+    const capped = createCimdResolver({
+      timeoutMs: 10_000,
+      maxBytes: 5120,
+      cacheTtlMs: 0,
+      maxCacheEntries: 10,
+      allowPrivateAddresses: true,
+      clock: new ManualClock(),
+      logger: quiet,
+      ca: docsCert,
+      maxConcurrentFetches: 1,
+      fetchQueueWaitMs: 200,
+    });
     const stack = await startSignInStack({ cimd: capped });
     try {
       const held = new UserAgent().request(authorizeUrl(stack.base, standardParams(stack.base, `${docsBase()}/slow.json`, pkce())));
       // The slow fetch holds the only slot once the document server has its request.
       await slowRequested;
-      const busy = await new UserAgent().request(authorizeUrl(stack.base, standardParams(stack.base, `${docsBase()}/client.json?busy`, pkce())));
+      const busy = await new UserAgent().request(
+        authorizeUrl(stack.base, standardParams(stack.base, `${docsBase()}/client.json?busy`, pkce())),
+      );
       expect(busy.status).toBe(503);
       expect(busy.headers.get('retry-after')).toBe('5');
       expect(busy.body).toMatch(/too many client metadata fetches in progress/i);
@@ -186,7 +249,7 @@ describe('device sign-in (RFC 8628) for a metadata-document client', () => {
   it('a document that lists the device grant may use it: consent names the document host; the client record is made at approval; its poll gets tokens', async () => {
     const clientId = `${docsBase()}/device.json?run=${Date.now()}`;
     const d = await startDevice(base, clientId);
-    expect((await s.stack.store.getClient(clientId))).toBeNull();
+    expect(await s.stack.store.getClient(clientId)).toBeNull();
     const agent = new UserAgent();
     const consent = await enterCode(agent, base, d.user_code);
     expect(consent.status, consent.body).toBe(200);

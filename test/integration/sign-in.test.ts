@@ -54,7 +54,12 @@ async function mcp(token: string): Promise<{ status: number; headers?: Record<st
   const res = await fetch(`${base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    }),
   });
   await res.text();
   return { status: res.status };
@@ -69,7 +74,14 @@ async function signedInCode(extra: Record<string, string | undefined> = {}, id =
 }
 
 function redeem(code: string, verifier: string, overrides: Record<string, string> = {}, id = clientId) {
-  return tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: id, code_verifier: verifier, ...overrides });
+  return tokenRequest(base, {
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: id,
+    code_verifier: verifier,
+    ...overrides,
+  });
 }
 
 describe('discovery and registration', () => {
@@ -86,7 +98,10 @@ describe('discovery and registration', () => {
   });
 
   it('browser-based clients (the MCP Inspector) may call discovery, /register and /token cross-origin, without credentials', async () => {
-    const preflight = await fetch(`${base}/token`, { method: 'OPTIONS', headers: { origin: 'http://localhost:6274', 'access-control-request-method': 'POST' } });
+    const preflight = await fetch(`${base}/token`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://localhost:6274', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
     expect(preflight.headers.get('access-control-allow-methods')).toBe('POST');
@@ -105,11 +120,20 @@ describe('discovery and registration', () => {
     const res = await fetch(`${base}/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ redirect_uris: ['http://localhost:6274/oauth/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' }),
+      body: JSON.stringify({
+        redirect_uris: ['http://localhost:6274/oauth/callback'],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      }),
     });
     const body = (await res.json()) as Record<string, unknown>;
     expect(res.status).toBe(201);
-    expect(body).toMatchObject({ response_types: ['code'], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] });
+    expect(body).toMatchObject({
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token'],
+    });
     expect(body.client_secret).toBeUndefined();
   });
 
@@ -123,7 +147,13 @@ describe('discovery and registration', () => {
     const res = await fetch(`${base}/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ redirect_uris: [CLIENT_REDIRECT], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none', ...extra }),
+      body: JSON.stringify({
+        redirect_uris: [CLIENT_REDIRECT],
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+        ...extra,
+      }),
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toBe(error);
@@ -138,9 +168,17 @@ describe('GET /authorize: a bad client_id or redirect_uri is an error page, neve
     ['no redirect_uri', (id) => ({ ...standardParams('', id, p), redirect_uri: undefined }), 400],
     ['an unregistered redirect_uri', (id) => standardParams('', id, p, { redirect_uri: 'https://evil.example/callback' }), 400],
     ['a redirect_uri with a fragment', (id) => standardParams('', id, p, { redirect_uri: `${CLIENT_REDIRECT}#frag` }), 400],
-    ['another loopback host (localhost for 127.0.0.1)', (id) => standardParams('', id, p, { redirect_uri: 'http://localhost:7777/callback' }), 400],
+    [
+      'another loopback host (localhost for 127.0.0.1)',
+      (id) => standardParams('', id, p, { redirect_uri: 'http://localhost:7777/callback' }),
+      400,
+    ],
     ['another path on the loopback host', (id) => standardParams('', id, p, { redirect_uri: 'http://127.0.0.1:7777/other' }), 400],
-    ['https instead of http on the loopback host', (id) => standardParams('', id, p, { redirect_uri: 'https://127.0.0.1:7777/callback' }), 400],
+    [
+      'https instead of http on the loopback host',
+      (id) => standardParams('', id, p, { redirect_uri: 'https://127.0.0.1:7777/callback' }),
+      400,
+    ],
   ];
   it.each(rows)('%s', async (_name, params, status) => {
     const res = await new UserAgent().request(authorizeUrl(base, params(clientId)));
@@ -158,7 +196,9 @@ describe('GET /authorize: a bad client_id or redirect_uri is an error page, neve
   });
 
   it('a loopback redirect URI matches on any port (RFC 8252 §7.3)', async () => {
-    const res = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, p, { redirect_uri: 'http://127.0.0.1:51234/callback' })));
+    const res = await new UserAgent().request(
+      authorizeUrl(base, standardParams(base, clientId, p, { redirect_uri: 'http://127.0.0.1:51234/callback' })),
+    );
     expect(res.status).toBe(200);
     expect(res.body).toContain('http://127.0.0.1:51234');
   });
@@ -187,7 +227,7 @@ describe('GET /authorize: other errors go back to the client with error, state a
     expect(back.searchParams.get('code')).toBeNull();
   });
 
-  it('a scope beyond the client\'s is invalid_scope', async () => {
+  it("a scope beyond the client's is invalid_scope", async () => {
     const narrow = await registerPublicClient(base, { scope: 'mcp:read' });
     const res = await new UserAgent().request(authorizeUrl(base, standardParams(base, narrow, p, { scope: 'mcp:read mcp:write' })));
     expect(new URL(res.location!).searchParams.get('error')).toBe('invalid_scope');
@@ -232,7 +272,12 @@ describe('the consent page', () => {
     const res = await agent.request(`${base}/authorize/consent`, { form: { request: requestId, decision: 'deny' } });
     expect(res.status).toBe(303);
     const back = new URL(res.location!);
-    expect(Object.fromEntries(back.searchParams)).toEqual({ error: 'access_denied', error_description: 'the user denied access', state: params.state, iss: base });
+    expect(Object.fromEntries(back.searchParams)).toEqual({
+      error: 'access_denied',
+      error_description: 'the user denied access',
+      state: params.state,
+      iss: base,
+    });
     const again = await agent.request(`${base}/authorize/consent`, { form: { request: requestId, decision: 'approve' } });
     expect(again.status).toBe(400);
     expect(again.location).toBeUndefined();
@@ -254,7 +299,10 @@ describe('the consent page', () => {
 
   it('a consent POST from another origin is refused', async () => {
     const { agent, requestId } = await pending();
-    const res = await agent.request(`${base}/authorize/consent`, { form: { request: requestId, decision: 'approve' }, headers: { origin: 'https://evil.example' } });
+    const res = await agent.request(`${base}/authorize/consent`, {
+      form: { request: requestId, decision: 'approve' },
+      headers: { origin: 'https://evil.example' },
+    });
     expect(res.status).toBe(403);
   });
 
@@ -282,12 +330,23 @@ describe('codes and tokens', () => {
     const access = tokens.body.access_token as string;
     expect((await mcp(access)).status).toBe(200);
     const introspected = await s.stack.store.lookupToken((await import('../../src/credentials.ts')).hashToken(access));
-    expect(introspected.oauth).toMatchObject({ clientId, subject: DEMO_USER.sub, email: DEMO_USER.email, groups: JSON.stringify(DEMO_USER.groups) });
+    expect(introspected.oauth).toMatchObject({
+      clientId,
+      subject: DEMO_USER.sub,
+      email: DEMO_USER.email,
+      groups: JSON.stringify(DEMO_USER.groups),
+    });
     // The code itself is stored only as its hash.
     expect(s.stack.logs.join('\n')).not.toContain(code);
-    const refreshed = await tokenRequest(base, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token as string, client_id: clientId });
+    const refreshed = await tokenRequest(base, {
+      grant_type: 'refresh_token',
+      refresh_token: tokens.body.refresh_token as string,
+      client_id: clientId,
+    });
     expect(refreshed.status).toBe(200);
-    const after = await s.stack.store.lookupToken((await import('../../src/credentials.ts')).hashToken(refreshed.body.access_token as string));
+    const after = await s.stack.store.lookupToken(
+      (await import('../../src/credentials.ts')).hashToken(refreshed.body.access_token as string),
+    );
     expect(after.oauth?.subject).toBe(DEMO_USER.sub);
   });
 
@@ -331,20 +390,35 @@ describe('codes and tokens', () => {
     const second = await redeem(code!, p.verifier);
     expect(second.body.error).toBe('invalid_grant');
     expect((await mcp(first.body.access_token as string)).status).toBe(401);
-    const refresh = await tokenRequest(base, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token as string, client_id: clientId });
+    const refresh = await tokenRequest(base, {
+      grant_type: 'refresh_token',
+      refresh_token: first.body.refresh_token as string,
+      client_id: clientId,
+    });
     expect(refresh.body.error).toBe('invalid_grant');
   });
 
   it('a confidential client authenticates with its secret; a wrong secret is invalid_client', async () => {
-    const created = await s.stack.admin('createClient', { redirectUris: [CLIENT_REDIRECT], grantTypes: ['authorization_code', 'refresh_token'] });
+    const created = await s.stack.admin('createClient', {
+      redirectUris: [CLIENT_REDIRECT],
+      grantTypes: ['authorization_code', 'refresh_token'],
+    });
     expect(created.status).toBe(201);
     const { clientId: id, clientSecret } = created.body as { clientId: string; clientSecret: string };
     const basic = (secret: string) => ({ authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}` });
     const one = await signedInCode({}, id);
-    const wrong = await tokenRequest(base, { grant_type: 'authorization_code', code: one.code!, redirect_uri: CLIENT_REDIRECT, code_verifier: one.p.verifier }, basic('f'.repeat(64)));
+    const wrong = await tokenRequest(
+      base,
+      { grant_type: 'authorization_code', code: one.code!, redirect_uri: CLIENT_REDIRECT, code_verifier: one.p.verifier },
+      basic('f'.repeat(64)),
+    );
     expect(wrong.status).toBe(401);
     expect(wrong.body.error).toBe('invalid_client');
-    const right = await tokenRequest(base, { grant_type: 'authorization_code', code: one.code!, redirect_uri: CLIENT_REDIRECT, code_verifier: one.p.verifier }, basic(clientSecret));
+    const right = await tokenRequest(
+      base,
+      { grant_type: 'authorization_code', code: one.code!, redirect_uri: CLIENT_REDIRECT, code_verifier: one.p.verifier },
+      basic(clientSecret),
+    );
     expect(right.status).toBe(200);
   });
 
@@ -368,7 +442,9 @@ describe('the IdP callback', () => {
     const agent = new UserAgent();
     const params = standardParams(base, clientId, pkce());
     const page = await agent.request(authorizeUrl(base, params));
-    const approved = await agent.request(`${base}/authorize/consent`, { form: { request: consentRequestId(page.body), decision: 'approve' } });
+    const approved = await agent.request(`${base}/authorize/consent`, {
+      form: { request: consentRequestId(page.body), decision: 'approve' },
+    });
     const toIdp = new URL(approved.location!);
     expect(toIdp.origin).toBe(s.idp.issuer);
     return { agent, params, approved, idpState: toIdp.searchParams.get('state')! };
@@ -401,7 +477,9 @@ describe('the IdP callback', () => {
 
   it('an IdP error goes back to the client as access_denied with state and iss; no code', async () => {
     const { agent, params, idpState } = await atTheIdp();
-    const res = await agent.request(`${base}/oauth/callback?error=access_denied&state=${encodeURIComponent(idpState)}&iss=${encodeURIComponent(s.idp.issuer)}`);
+    const res = await agent.request(
+      `${base}/oauth/callback?error=access_denied&state=${encodeURIComponent(idpState)}&iss=${encodeURIComponent(s.idp.issuer)}`,
+    );
     expect(res.status).toBe(303);
     const back = new URL(res.location!);
     expect(back.searchParams.get('error')).toBe('access_denied');
@@ -414,7 +492,11 @@ describe('the IdP callback', () => {
     ['a wrong aud', (c: Record<string, unknown>) => ({ ...c, aud: 'someone-else' }), 'aud'],
     ['a wrong nonce', (c: Record<string, unknown>) => ({ ...c, nonce: 'not-the-nonce' }), 'nonce'],
     ['a wrong iss', (c: Record<string, unknown>) => ({ ...c, iss: 'https://evil.example' }), 'iss'],
-    ['an expired token', (c: Record<string, unknown>) => ({ ...c, exp: Math.floor(Date.now() / 1000) - 3600, iat: Math.floor(Date.now() / 1000) - 7200 }), 'exp'],
+    [
+      'an expired token',
+      (c: Record<string, unknown>) => ({ ...c, exp: Math.floor(Date.now() / 1000) - 3600, iat: Math.floor(Date.now() / 1000) - 7200 }),
+      'exp',
+    ],
   ])('an ID token with %s: error redirect, nothing issued', async (_name, change, claim) => {
     tamper = change;
     const logged = s.stack.logs.length;
@@ -462,7 +544,9 @@ describe('sign-in refused by configuration, and an IdP that is down', () => {
         await new Promise((r) => silent!.close(r));
         silent = undefined;
       }
-      stack = await startStack({ config: { idp: { issuer: `http://127.0.0.1:${port}`, clientId: 'x', clientSecret: 'y', requestTimeoutMs: 300 } } });
+      stack = await startStack({
+        config: { idp: { issuer: `http://127.0.0.1:${port}`, clientId: 'x', clientSecret: 'y', requestTimeoutMs: 300 } },
+      });
     });
     afterAll(async () => {
       await stack?.close();

@@ -11,7 +11,21 @@ import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/errors.ts';
 import type { StoreOperation } from '../../src/store/decorator.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { DuplicateRecordError, type AccessTokenRecord, type AuthorizationCodeRecord, type DeviceAuthorizationRecord, type AuthorizationRequestRecord, type ClientRecord, type ConsentRecord, type ProfileRecord, type RefreshTokenRecord, type RevocationNotice, type StoredUpstreamCredential, type TokenStore, type UserTokenRecord } from '../../src/store/types.ts';
+import {
+  DuplicateRecordError,
+  type AccessTokenRecord,
+  type AuthorizationCodeRecord,
+  type DeviceAuthorizationRecord,
+  type AuthorizationRequestRecord,
+  type ClientRecord,
+  type ConsentRecord,
+  type ProfileRecord,
+  type RefreshTokenRecord,
+  type RevocationNotice,
+  type StoredUpstreamCredential,
+  type TokenStore,
+  type UserTokenRecord,
+} from '../../src/store/types.ts';
 
 export interface StoreHarness {
   store: TokenStore;
@@ -54,7 +68,13 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
     /** A sign-in in progress at its consent step, of `clientId`. */
     function pendingRequest(clientId = 'c-1', state?: string, scope?: string): Extract<AuthorizationRequestRecord, { stage: 'consent' }> {
-      const request = { clientId, redirectUri: 'http://127.0.0.1:9999/cb', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', state, scope };
+      const request = {
+        clientId,
+        redirectUri: 'http://127.0.0.1:9999/cb',
+        codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+        state,
+        scope,
+      };
       return { stage: 'consent', browserHash: hashToken('browser cookie'), request };
     }
 
@@ -70,7 +90,14 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       const now = clock.now();
       return {
         raw,
-        record: { tokenHash: hashToken(raw), subject: 'user-123', issuer: 'https://idp.example.com/', createdAt: now, expiresAt: now + HOUR, ...overrides },
+        record: {
+          tokenHash: hashToken(raw),
+          subject: 'user-123',
+          issuer: 'https://idp.example.com/',
+          createdAt: now,
+          expiresAt: now + HOUR,
+          ...overrides,
+        },
       };
     }
 
@@ -105,7 +132,15 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     }
 
     function upstreamCredential(overrides: Partial<StoredUpstreamCredential> = {}): StoredUpstreamCredential {
-      return { subject: 'alice', issuer: 'https://idp.example/', provider: 'idp', keyId: '0123456789abcdef', sealed: 'c2VhbGVk', createdAt: clock.now(), ...overrides };
+      return {
+        subject: 'alice',
+        issuer: 'https://idp.example/',
+        provider: 'idp',
+        keyId: '0123456789abcdef',
+        sealed: 'c2VhbGVk',
+        createdAt: clock.now(),
+        ...overrides,
+      };
     }
 
     async function decide(tokenHash: string) {
@@ -301,7 +336,14 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         });
         expect(decideToken(t.record.tokenHash, found, clock.now())).toEqual({
           ok: true,
-          principal: { kind: 'oauth', subject: 'c-ok', clientId: 'c-ok', tokenHash: t.record.tokenHash, expiresAt: t.record.expiresAt, scope: 'mcp:read' },
+          principal: {
+            kind: 'oauth',
+            subject: 'c-ok',
+            clientId: 'c-ok',
+            tokenHash: t.record.tokenHash,
+            expiresAt: t.record.expiresAt,
+            scope: 'mcp:read',
+          },
         });
 
         const orphan = accessToken('c-missing');
@@ -404,7 +446,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
         // Idempotent: same revokedAt, nothing new revoked.
         clock.advance(60_000);
-        expect(await store.deleteClient('c-del', clock.now())).toEqual({ clientId: 'c-del', revokedAt: now, accessTokensRevoked: 0, refreshTokensRevoked: 0 });
+        expect(await store.deleteClient('c-del', clock.now())).toEqual({
+          clientId: 'c-del',
+          revokedAt: now,
+          accessTokensRevoked: 0,
+          refreshTokensRevoked: 0,
+        });
         expect((await store.getClient('c-del'))?.revokedAt).toBe(now);
         for (const t of [...mine, familyAccess]) expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
 
@@ -421,7 +468,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       it('a client without tokens is deleted with zero counts', async () => {
         await store.createClient(client('c-empty').record);
         const now = clock.now();
-        expect(await store.deleteClient('c-empty', now)).toEqual({ clientId: 'c-empty', revokedAt: now, accessTokensRevoked: 0, refreshTokensRevoked: 0 });
+        expect(await store.deleteClient('c-empty', now)).toEqual({
+          clientId: 'c-empty',
+          revokedAt: now,
+          accessTokensRevoked: 0,
+          refreshTokensRevoked: 0,
+        });
       });
 
       it('race: deleteClient concurrent with 50 createAccessToken calls leaves no working token (5 rounds)', async () => {
@@ -530,7 +582,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const first = await family('c-rot', 'fam-b');
         const next = { access: accessToken('c-rot', { familyId: 'fam-b' }), refresh: refreshToken('c-rot', 'fam-b') };
         clock.advance(1000);
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rot', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rot', clock.now(), next.access.record, next.refresh.record),
+        ).toBe('ok');
         expect((await refreshOf(first.refresh.record.tokenHash))?.rotatedAt).toBe(clock.now());
         expect(await reasonOf(next.access.record.tokenHash)).toBe('ok');
         expect((await refreshOf(next.refresh.record.tokenHash))?.familyId).toBe('fam-b');
@@ -542,11 +596,27 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await store.createClient(client('c-reuse').record);
         const first = await family('c-reuse', 'fam-c');
         const second = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-reuse', clock.now(), second.access.record, second.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(
+            first.refresh.record.tokenHash,
+            'c-reuse',
+            clock.now(),
+            second.access.record,
+            second.refresh.record,
+          ),
+        ).toBe('ok');
         const other = await family('c-reuse', 'fam-other');
         clock.advance(1000);
         const attempt = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-reuse', clock.now(), attempt.access.record, attempt.refresh.record)).toBe('reused');
+        expect(
+          await store.rotateRefreshToken(
+            first.refresh.record.tokenHash,
+            'c-reuse',
+            clock.now(),
+            attempt.access.record,
+            attempt.refresh.record,
+          ),
+        ).toBe('reused');
         for (const hash of [first.access.record.tokenHash, second.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
         expect((await refreshOf(second.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
         // Nothing of the attempt was stored, and another family of the same client is untouched.
@@ -555,15 +625,28 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await reasonOf(other.access.record.tokenHash)).toBe('ok');
         // The revoked current token cannot be rotated either.
         const after = { access: accessToken('c-reuse', { familyId: 'fam-c' }), refresh: refreshToken('c-reuse', 'fam-c') };
-        expect(await store.rotateRefreshToken(second.refresh.record.tokenHash, 'c-reuse', clock.now(), after.access.record, after.refresh.record)).toBe('invalid');
+        expect(
+          await store.rotateRefreshToken(
+            second.refresh.record.tokenHash,
+            'c-reuse',
+            clock.now(),
+            after.access.record,
+            after.refresh.record,
+          ),
+        ).toBe('invalid');
       });
 
       it('two concurrent rotations of one token: exactly one ok, and the family ends revoked', async () => {
         await store.createClient(client('c-conc').record);
         const first = await family('c-conc', 'fam-d');
-        const attempts = Array.from({ length: 8 }, () => ({ access: accessToken('c-conc', { familyId: 'fam-d' }), refresh: refreshToken('c-conc', 'fam-d') }));
+        const attempts = Array.from({ length: 8 }, () => ({
+          access: accessToken('c-conc', { familyId: 'fam-d' }),
+          refresh: refreshToken('c-conc', 'fam-d'),
+        }));
         const outcomes = await Promise.all(
-          attempts.map((a) => store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-conc', clock.now(), a.access.record, a.refresh.record)),
+          attempts.map((a) =>
+            store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-conc', clock.now(), a.access.record, a.refresh.record),
+          ),
         );
         expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
         // The first loser finds the token rotated and revokes the family; later losers find it revoked.
@@ -574,7 +657,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       describe('grace window: the client racing itself gets working tokens, a late replay still revokes', () => {
         const GRACE = 5_000;
-        const pairOf = (clientId: string, familyId: string) => ({ access: accessToken(clientId, { familyId }), refresh: refreshToken(clientId, familyId) });
+        const pairOf = (clientId: string, familyId: string) => ({
+          access: accessToken(clientId, { familyId }),
+          refresh: refreshToken(clientId, familyId),
+        });
         const rotate = (oldHash: string, clientId: string, p: ReturnType<typeof pairOf>, now = clock.now(), graceMs = GRACE) =>
           store.rotateRefreshToken(oldHash, clientId, now, p.access.record, p.refresh.record, graceMs);
 
@@ -584,7 +670,17 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           const oldHash = first.refresh.record.tokenHash;
           const rotatedAt = clock.now();
           const second = pairOf('c-grace', 'fam-g');
-          expect(await store.rotateRefreshToken(oldHash, 'c-grace', clock.now(), second.access.record, second.refresh.record, GRACE, 'sealed-successor')).toBe('ok');
+          expect(
+            await store.rotateRefreshToken(
+              oldHash,
+              'c-grace',
+              clock.now(),
+              second.access.record,
+              second.refresh.record,
+              GRACE,
+              'sealed-successor',
+            ),
+          ).toBe('ok');
           expect(await store.getRefreshToken(oldHash)).toMatchObject({ rotatedAt, successor: 'sealed-successor' });
           clock.advance(GRACE - 1);
           // Presented again and again within the window: `grace` each time, no new token stored.
@@ -693,12 +789,18 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const first = await family('c-own', 'fam-e');
         const next = () => ({ access: accessToken('c-own', { familyId: 'fam-e' }), refresh: refreshToken('c-own', 'fam-e') });
         let n = next();
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-thief', clock.now(), n.access.record, n.refresh.record)).toBe('invalid');
+        expect(
+          await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-thief', clock.now(), n.access.record, n.refresh.record),
+        ).toBe('invalid');
         n = next();
-        expect(await store.rotateRefreshToken(hashToken(generateToken()), 'c-own', clock.now(), n.access.record, n.refresh.record)).toBe('invalid');
+        expect(await store.rotateRefreshToken(hashToken(generateToken()), 'c-own', clock.now(), n.access.record, n.refresh.record)).toBe(
+          'invalid',
+        );
         await store.deleteClient('c-own', clock.now());
         n = next();
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-own', clock.now(), n.access.record, n.refresh.record)).toBe('invalid');
+        expect(
+          await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-own', clock.now(), n.access.record, n.refresh.record),
+        ).toBe('invalid');
         expect(await reasonOf(n.access.record.tokenHash)).toBe('unknown');
       });
 
@@ -706,7 +808,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await store.createClient(client('c-rev').record);
         const first = await family('c-rev', 'fam-f');
         const second = { access: accessToken('c-rev', { familyId: 'fam-f' }), refresh: refreshToken('c-rev', 'fam-f') };
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rev', clock.now(), second.access.record, second.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-rev', clock.now(), second.access.record, second.refresh.record),
+        ).toBe('ok');
         expect(await store.revokeRefreshFamily(hashToken(generateToken()), clock.now())).toBe(false);
         expect(await store.revokeRefreshFamily(second.refresh.record.tokenHash, clock.now())).toBe(true);
         for (const hash of [first.access.record.tokenHash, second.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
@@ -728,7 +832,16 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       function device(clientId = 'c-dev', overrides: Partial<DeviceAuthorizationRecord> = {}): DeviceAuthorizationRecord {
         const now = clock.now();
-        return { deviceCodeHash: hashToken(generateToken()), userCodeHash: hashToken(generateToken()), clientId, scope: 'mcp:read', interval: 5, createdAt: now, expiresAt: now + 600_000, ...overrides };
+        return {
+          deviceCodeHash: hashToken(generateToken()),
+          userCodeHash: hashToken(generateToken()),
+          clientId,
+          scope: 'mcp:read',
+          interval: 5,
+          createdAt: now,
+          expiresAt: now + 600_000,
+          ...overrides,
+        };
       }
       const bounds = (address = '198.51.100.7', perAddress = 10, total = 100) => ({ address, perAddress, total, now: clock.now() });
 
@@ -743,7 +856,11 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         // Decided once: the code finds nothing, and a second decision changes nothing.
         expect(await store.findDeviceAuthorization(r.userCodeHash)).toBeNull();
         expect(await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), undefined)).toBe(false);
-        expect(await h.rawHash(h.keys.deviceAuthorization(r.deviceCodeHash))).toMatchObject({ status: 'approved', subject: user.subject, issuer: user.issuer });
+        expect(await h.rawHash(h.keys.deviceAuthorization(r.deviceCodeHash))).toMatchObject({
+          status: 'approved',
+          subject: user.subject,
+          issuer: user.issuer,
+        });
       });
 
       it('polls: pending, then slow_down when sooner than the interval (which grows by 5 s), then the approval is taken once', async () => {
@@ -761,7 +878,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user);
         clock.advance(15_000);
         const approved = await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now());
-        expect(approved).toMatchObject({ outcome: 'approved', authorization: { clientId: 'c-dev', scope: 'mcp:read', user, status: 'redeemed' } });
+        expect(approved).toMatchObject({
+          outcome: 'approved',
+          authorization: { clientId: 'c-dev', scope: 'mcp:read', user, status: 'redeemed' },
+        });
         clock.advance(15_000);
         expect(await store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())).toEqual({ outcome: 'invalid' });
       });
@@ -770,7 +890,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const r = device();
         await store.putDeviceAuthorization(r, RETAIN, bounds());
         await store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user);
-        const polls = await Promise.all(Array.from({ length: 8 }, () => store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())));
+        const polls = await Promise.all(
+          Array.from({ length: 8 }, () => store.pollDeviceAuthorization(r.deviceCodeHash, 'c-dev', clock.now())),
+        );
         expect(polls.filter((p) => p.outcome === 'approved')).toHaveLength(1);
         expect(polls.filter((p) => p.outcome === 'invalid')).toHaveLength(7);
       });
@@ -793,12 +915,23 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.putDeviceAuthorization(first, RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({ stored: true });
         expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({ stored: true });
         const refused = device();
-        expect(await store.putDeviceAuthorization(refused, RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({ stored: false, holder: 'address', retryAt: first.expiresAt });
+        expect(await store.putDeviceAuthorization(refused, RETAIN, bounds('198.51.100.8', 2, 3))).toEqual({
+          stored: false,
+          holder: 'address',
+          retryAt: first.expiresAt,
+        });
         expect(await h.rawHash(h.keys.deviceAuthorization(refused.deviceCodeHash))).toBeNull();
         expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.9', 2, 3))).toEqual({ stored: true });
-        expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.10', 2, 3))).toEqual({ stored: false, holder: 'total', retryAt: first.expiresAt });
+        expect(await store.putDeviceAuthorization(device(), RETAIN, bounds('198.51.100.10', 2, 3))).toEqual({
+          stored: false,
+          holder: 'total',
+          retryAt: first.expiresAt,
+        });
         const sameCode = device('c-dev', { userCodeHash: first.userCodeHash });
-        expect(await store.putDeviceAuthorization(sameCode, RETAIN, bounds('198.51.100.11', 0, 0))).toEqual({ stored: false, holder: 'user_code' });
+        expect(await store.putDeviceAuthorization(sameCode, RETAIN, bounds('198.51.100.11', 0, 0))).toEqual({
+          stored: false,
+          holder: 'user_code',
+        });
         expect(await h.rawHash(h.keys.deviceAuthorization(sameCode.deviceCodeHash))).toBeNull();
       });
 
@@ -876,7 +1009,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       it('pending sign-ins are bounded per client address and per client: over a bound nothing is stored, and a slot frees when its request expires', async () => {
         const put = (address: string, clientId: string, bounds = { perAddress: 3, perClient: 4 }) => {
           const handle = hashToken(generateToken());
-          return store.putPendingSignIn(handle, pendingRequest(clientId), clock.now() + 600_000, { address, clientId, ...bounds, now: clock.now() }).then((outcome) => ({ handle, outcome }));
+          return store
+            .putPendingSignIn(handle, pendingRequest(clientId), clock.now() + 600_000, { address, clientId, ...bounds, now: clock.now() })
+            .then((outcome) => ({ handle, outcome }));
         };
         const firstAt = clock.now() + 600_000;
         const held = [];
@@ -904,7 +1039,11 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       it('concurrent pending sign-ins from one address: never more stored than the bound', async () => {
         const bounds = { address: '198.51.100.9', clientId: 'c-race', perAddress: 5, perClient: 0, now: clock.now() };
-        const outcomes = await Promise.all(Array.from({ length: 20 }, () => store.putPendingSignIn(hashToken(generateToken()), pendingRequest('c-race'), clock.now() + 600_000, bounds)));
+        const outcomes = await Promise.all(
+          Array.from({ length: 20 }, () =>
+            store.putPendingSignIn(hashToken(generateToken()), pendingRequest('c-race'), clock.now() + 600_000, bounds),
+          ),
+        );
         expect(outcomes.filter((o) => o.stored)).toHaveLength(5);
       });
 
@@ -923,15 +1062,30 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(key).toContain('{oauth}');
         expect(key).not.toContain(c.raw);
         const raw = await h.rawHash(key);
-        expect(raw).toMatchObject({ clientId: 'c-code', redirectUri: 'http://127.0.0.1:9999/cb', subject: 'idp-user-1', email: 'ada@example.com', groups: '["mcp-users","eng"]' });
+        expect(raw).toMatchObject({
+          clientId: 'c-code',
+          redirectUri: 'http://127.0.0.1:9999/cb',
+          subject: 'idp-user-1',
+          email: 'ada@example.com',
+          groups: '["mcp-users","eng"]',
+        });
         expect(JSON.stringify(raw)).not.toContain(c.raw);
         expect(await store.getAuthorizationCode(c.record.codeHash)).toEqual(c.record);
         const pair = pairFor('c-code', 'fam-code');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-code', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
+        expect(
+          await store.redeemAuthorizationCode(c.record.codeHash, 'c-code', clock.now(), 600_000, pair.access.record, pair.refresh.record),
+        ).toBe('ok');
         const d = await decide(pair.access.record.tokenHash);
         expect(d.ok && d.principal).toMatchObject({ kind: 'oauth', subject: 'idp-user-1', clientId: 'c-code' });
-        expect(await store.getRefreshToken(pair.refresh.record.tokenHash)).toMatchObject({ user: { subject: 'idp-user-1' }, familyId: 'fam-code' });
-        expect(await store.getAuthorizationCode(c.record.codeHash)).toMatchObject({ redeemedAt: clock.now(), accessTokenHash: pair.access.record.tokenHash, familyId: 'fam-code' });
+        expect(await store.getRefreshToken(pair.refresh.record.tokenHash)).toMatchObject({
+          user: { subject: 'idp-user-1' },
+          familyId: 'fam-code',
+        });
+        expect(await store.getAuthorizationCode(c.record.codeHash)).toMatchObject({
+          redeemedAt: clock.now(),
+          accessTokenHash: pair.access.record.tokenHash,
+          familyId: 'fam-code',
+        });
         // A hand edit that takes away a binding the redemption checks reads as corrupt, never as a code.
         await h.setRawField(key, 'clientId', '');
         expect(await store.getAuthorizationCode(c.record.codeHash)).toBe('corrupt');
@@ -942,15 +1096,41 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const c = code('c-twice');
         await store.putAuthorizationCode(c.record);
         const first = pairFor('c-twice', 'fam-1');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-twice', clock.now(), 600_000, first.access.record, first.refresh.record)).toBe('ok');
+        expect(
+          await store.redeemAuthorizationCode(
+            c.record.codeHash,
+            'c-twice',
+            clock.now(),
+            600_000,
+            first.access.record,
+            first.refresh.record,
+          ),
+        ).toBe('ok');
         // The first family rotated once: the rotated-to tokens are revoked too.
         const rotated = pairFor('c-twice', 'fam-1');
-        expect(await store.rotateRefreshToken(first.refresh.record.tokenHash, 'c-twice', clock.now(), rotated.access.record, rotated.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(
+            first.refresh.record.tokenHash,
+            'c-twice',
+            clock.now(),
+            rotated.access.record,
+            rotated.refresh.record,
+          ),
+        ).toBe('ok');
         const other = pairFor('c-twice', 'fam-other');
         expect(await store.issueTokens(other.access.record, other.refresh.record)).toBe('ok');
         clock.advance(1000);
         const second = pairFor('c-twice', 'fam-2');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-twice', clock.now(), 600_000, second.access.record, second.refresh.record)).toBe('reused');
+        expect(
+          await store.redeemAuthorizationCode(
+            c.record.codeHash,
+            'c-twice',
+            clock.now(),
+            600_000,
+            second.access.record,
+            second.refresh.record,
+          ),
+        ).toBe('reused');
         for (const hash of [first.access.record.tokenHash, rotated.access.record.tokenHash]) expect(await reasonOf(hash)).toBe('revoked');
         expect((await refreshOf(rotated.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
         expect(await reasonOf(second.access.record.tokenHash)).toBe('unknown');
@@ -963,7 +1143,16 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const c = code('c-announce');
         await store.putAuthorizationCode(c.record);
         const first = pairFor('c-announce', 'fam-announce');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-announce', clock.now(), 600_000, first.access.record, first.refresh.record)).toBe('ok');
+        expect(
+          await store.redeemAuthorizationCode(
+            c.record.codeHash,
+            'c-announce',
+            clock.now(),
+            600_000,
+            first.access.record,
+            first.refresh.record,
+          ),
+        ).toBe('ok');
         const heard: RevocationNotice[] = [];
         let wake: (() => void) | undefined;
         const unsubscribe = await store.subscribeRevocations({
@@ -974,7 +1163,16 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           missed: () => undefined,
         });
         const again = pairFor('c-announce', 'fam-again');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-announce', clock.now(), 600_000, again.access.record, again.refresh.record)).toBe('reused');
+        expect(
+          await store.redeemAuthorizationCode(
+            c.record.codeHash,
+            'c-announce',
+            clock.now(),
+            600_000,
+            again.access.record,
+            again.refresh.record,
+          ),
+        ).toBe('reused');
         while (heard.length === 0) await new Promise<void>((r) => (wake = r));
         await unsubscribe();
         expect(heard[0]).toEqual({ tokenHashes: [first.access.record.tokenHash], familyIds: ['fam-announce'] });
@@ -986,7 +1184,15 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await store.putAuthorizationCode(c.record);
         const access = accessToken('c-norefresh', { user });
         expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-norefresh', clock.now(), 600_000, access.record)).toBe('ok');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-norefresh', clock.now(), 600_000, accessToken('c-norefresh', { user }).record)).toBe('reused');
+        expect(
+          await store.redeemAuthorizationCode(
+            c.record.codeHash,
+            'c-norefresh',
+            clock.now(),
+            600_000,
+            accessToken('c-norefresh', { user }).record,
+          ),
+        ).toBe('reused');
         expect(await reasonOf(access.record.tokenHash)).toBe('revoked');
       });
 
@@ -996,17 +1202,39 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const c = code('c-owner');
         await store.putAuthorizationCode(c.record);
         let pair = pairFor('c-other', 'fam-x');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-other', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('invalid');
+        expect(
+          await store.redeemAuthorizationCode(c.record.codeHash, 'c-other', clock.now(), 600_000, pair.access.record, pair.refresh.record),
+        ).toBe('invalid');
         expect(await reasonOf(pair.access.record.tokenHash)).toBe('unknown');
         pair = pairFor('c-owner', 'fam-y');
-        expect(await store.redeemAuthorizationCode(hashToken(generateToken()), 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('invalid');
+        expect(
+          await store.redeemAuthorizationCode(
+            hashToken(generateToken()),
+            'c-owner',
+            clock.now(),
+            600_000,
+            pair.access.record,
+            pair.refresh.record,
+          ),
+        ).toBe('invalid');
         clock.advance(60_000);
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('invalid');
+        expect(
+          await store.redeemAuthorizationCode(c.record.codeHash, 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record),
+        ).toBe('invalid');
         expect(await reasonOf(pair.access.record.tokenHash)).toBe('unknown');
         const fresh = code('c-owner');
         await store.putAuthorizationCode(fresh.record);
         await store.deleteClient('c-owner', clock.now());
-        expect(await store.redeemAuthorizationCode(fresh.record.codeHash, 'c-owner', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('client_revoked');
+        expect(
+          await store.redeemAuthorizationCode(
+            fresh.record.codeHash,
+            'c-owner',
+            clock.now(),
+            600_000,
+            pair.access.record,
+            pair.refresh.record,
+          ),
+        ).toBe('client_revoked');
         expect(await reasonOf(pair.access.record.tokenHash)).toBe('unknown');
       });
 
@@ -1016,19 +1244,23 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await store.putAuthorizationCode(c.record);
         const attempts = Array.from({ length: 8 }, (_, i) => pairFor('c-race', `fam-race-${i}`));
         const outcomes = await Promise.all(
-          attempts.map((a) => store.redeemAuthorizationCode(c.record.codeHash, 'c-race', clock.now(), 600_000, a.access.record, a.refresh.record)),
+          attempts.map((a) =>
+            store.redeemAuthorizationCode(c.record.codeHash, 'c-race', clock.now(), 600_000, a.access.record, a.refresh.record),
+          ),
         );
         expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
         expect(outcomes.filter((o) => o === 'reused')).toHaveLength(7);
         for (const a of attempts) expect(await reasonOf(a.access.record.tokenHash)).not.toBe('ok');
       });
 
-      it('deleteClient revokes the tokens a code issued, with the client\'s other tokens', async () => {
+      it("deleteClient revokes the tokens a code issued, with the client's other tokens", async () => {
         await store.createClient(client('c-del').record);
         const c = code('c-del');
         await store.putAuthorizationCode(c.record);
         const pair = pairFor('c-del', 'fam-del');
-        expect(await store.redeemAuthorizationCode(c.record.codeHash, 'c-del', clock.now(), 600_000, pair.access.record, pair.refresh.record)).toBe('ok');
+        expect(
+          await store.redeemAuthorizationCode(c.record.codeHash, 'c-del', clock.now(), 600_000, pair.access.record, pair.refresh.record),
+        ).toBe('ok');
         expect(await store.deleteClient('c-del', clock.now())).toMatchObject({ accessTokensRevoked: 1, refreshTokensRevoked: 1 });
         expect(await reasonOf(pair.access.record.tokenHash)).toBe('revoked');
         expect((await refreshOf(pair.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
@@ -1069,7 +1301,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const listed = await store.listConsents(browser, clock.now());
         expect(listed).toHaveLength(4);
         expect(listed).toEqual(expect.arrayContaining([wider, otherRedirect, otherUser, noScope]));
-        expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!).sort()).toEqual([wider, otherRedirect, otherUser, noScope].map(consentKey).sort());
+        expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!).sort()).toEqual(
+          [wider, otherRedirect, otherUser, noScope].map(consentKey).sort(),
+        );
         // Another browser sees none of them.
         expect(await store.listConsents(hashToken(generateToken()), clock.now())).toEqual([]);
         // Past its expiry an approval is not listed, whatever storage still holds.
@@ -1134,9 +1368,19 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const c = approval({ clientId: 'c-reuse' });
         const { refresh } = await linked('fam-reuse', c);
         const next = { access: accessToken('c-reuse', { familyId: 'fam-reuse' }), refresh: refreshToken('c-reuse', 'fam-reuse') };
-        expect(await store.rotateRefreshToken(refresh!.record.tokenHash, 'c-reuse', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(refresh!.record.tokenHash, 'c-reuse', clock.now(), next.access.record, next.refresh.record),
+        ).toBe('ok');
         const again = { access: accessToken('c-reuse', { familyId: 'fam-reuse' }), refresh: refreshToken('c-reuse', 'fam-reuse') };
-        expect(await store.rotateRefreshToken(refresh!.record.tokenHash, 'c-reuse', clock.now() + 1000, again.access.record, again.refresh.record)).toBe('reused');
+        expect(
+          await store.rotateRefreshToken(
+            refresh!.record.tokenHash,
+            'c-reuse',
+            clock.now() + 1000,
+            again.access.record,
+            again.refresh.record,
+          ),
+        ).toBe('reused');
         expect(await store.listConsents(browser, clock.now())).toEqual([]);
       });
 
@@ -1161,10 +1405,14 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(stored !== 'corrupt' && stored?.consent).toEqual(link);
         const first = { access: accessToken('c-code', { familyId: 'fam-code' }), refresh: refreshToken('c-code', 'fam-code') };
         await store.linkConsentGrant('fam-code', browser, link.key, link.expiresAt);
-        expect(await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, first.access.record, first.refresh.record)).toBe('ok');
+        expect(
+          await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, first.access.record, first.refresh.record),
+        ).toBe('ok');
         expect(await store.listConsents(browser, clock.now())).toEqual([c]);
         const second = { access: accessToken('c-code', { familyId: 'fam-code-2' }), refresh: refreshToken('c-code', 'fam-code-2') };
-        expect(await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, second.access.record, second.refresh.record)).toBe('reused');
+        expect(
+          await store.redeemAuthorizationCode(hashToken(raw), 'c-code', clock.now(), HOUR, second.access.record, second.refresh.record),
+        ).toBe('reused');
         expect(await store.listConsents(browser, clock.now())).toEqual([]);
       });
     });
@@ -1220,7 +1468,11 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const name = `q-${generateToken().slice(0, 8)}`;
         const start = nextWindow();
         expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE)).toMatchObject({ used: 1, resetAt: start + 2 * MINUTE });
-        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 5)).toEqual({ allowed: true, used: 2, resetAt: start + 2 * MINUTE });
+        expect(await store.takeQuota(name, 1, 2, MINUTE, start + MINUTE - 5)).toEqual({
+          allowed: true,
+          used: 2,
+          resetAt: start + 2 * MINUTE,
+        });
         expect((await store.takeQuota(name, 1, 2, MINUTE, start)).allowed).toBe(false);
       });
 
@@ -1229,7 +1481,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const start = nextWindow();
         const results = await Promise.all(Array.from({ length: 40 }, () => store.takeQuota(name, 1, 7, MINUTE, start)));
         expect(results.filter((r) => r.allowed)).toHaveLength(7);
-        expect(results.filter((r) => r.allowed).map((r) => r.used).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+        expect(
+          results
+            .filter((r) => r.allowed)
+            .map((r) => r.used)
+            .sort((a, b) => a - b),
+        ).toEqual([1, 2, 3, 4, 5, 6, 7]);
         // Kept under a fixed-length hashed key, whatever the caller's identity.
         expect(h.keys.quotaCounter(`r:60:subject:user:${'x'.repeat(5000)}`)).toMatch(/quotas:[0-9a-f]{64}$/);
       });
@@ -1285,7 +1542,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await h.setRawField(h.keys.profile('default'), 'description', 'edited by an admin');
         clock.advance(1000);
         const c = profile('dynamic', { grantTypes: ['urn:ietf:params:oauth:grant-type:token-exchange'] });
-        expect(await store.seedProfiles([profile('service'), profile('default', { accessTokenLifetimeSeconds: 7200 }), c])).toEqual(['dynamic']);
+        expect(await store.seedProfiles([profile('service'), profile('default', { accessTokenLifetimeSeconds: 7200 }), c])).toEqual([
+          'dynamic',
+        ]);
 
         const edited = await store.getProfile('default');
         expect(edited).toEqual({ ...b, accessTokenLifetimeSeconds: 60, description: 'edited by an admin' });
@@ -1308,7 +1567,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.getProfileFields('interactive')).toBeNull();
         const p = profile('interactive');
         await store.seedProfiles([p]);
-        expect(await store.getProfileFields('interactive')).toMatchObject({ name: 'interactive', accessTokenLifetimeSeconds: String(p.accessTokenLifetimeSeconds) });
+        expect(await store.getProfileFields('interactive')).toMatchObject({
+          name: 'interactive',
+          accessTokenLifetimeSeconds: String(p.accessTokenLifetimeSeconds),
+        });
         // HSET on a profile that was never seeded: a hash without a name, which getProfile does not read.
         await h.setRawField(h.keys.profile('service'), 'accessTokenLifetimeSeconds', '600');
         expect(await store.getProfile('service')).toBeNull();
@@ -1329,7 +1591,14 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           tokenHashPrefix: 'deadbeef',
           detail: { refresh: true, status: 200, grant: 'client_credentials' },
         };
-        const third = { at: clock.now() + 2, who: 'user', action: 'token.token_exchange', result: 'ok', subject: 'alice@example.com', tokenHashPrefix: '0123abcd' };
+        const third = {
+          at: clock.now() + 2,
+          who: 'user',
+          action: 'token.token_exchange',
+          result: 'ok',
+          subject: 'alice@example.com',
+          tokenHashPrefix: '0123abcd',
+        };
         const ids = [await store.appendAudit(first, 1000), await store.appendAudit(second, 1000), await store.appendAudit(third, 1000)];
         for (const id of ids) expect(id).toMatch(/^\d+-\d+$/);
         const order = (id: string) => id.split('-').map(Number) as [number, number];
@@ -1349,7 +1618,8 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       it('is capped near maxLen (MAXLEN ~): the newest events are kept, the oldest dropped', async () => {
         const appended: string[] = [];
-        for (let i = 0; i < 300; i++) appended.push(await store.appendAudit({ at: clock.now(), who: 'master', action: `op-${i}`, result: 'ok' }, 100));
+        for (let i = 0; i < 300; i++)
+          appended.push(await store.appendAudit({ at: clock.now(), who: 'master', action: `op-${i}`, result: 'ok' }, 100));
         const kept = await store.listAuditEvents(1000);
         // Redis trims whole stream nodes (`~`), so it may keep somewhat more than maxLen, never fewer.
         expect(kept.length).toBeGreaterThanOrEqual(100);
@@ -1361,7 +1631,14 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       it('the admin trail is capped on its own: a flood of request events leaves admin events in place; both read back merged by time', async () => {
         const admin1 = await store.appendAudit({ at: clock.now(), who: 'master', action: 'createClient', result: 'ok' }, 100, 'admin');
         const flood: string[] = [];
-        for (let i = 0; i < 300; i++) flood.push(await store.appendAudit({ at: clock.now(), who: 'client:mcp_x', action: 'policy.deny', result: 'insufficient_scope' }, 100, 'requests'));
+        for (let i = 0; i < 300; i++)
+          flood.push(
+            await store.appendAudit(
+              { at: clock.now(), who: 'client:mcp_x', action: 'policy.deny', result: 'insufficient_scope' },
+              100,
+              'requests',
+            ),
+          );
         const admin2 = await store.appendAudit({ at: clock.now(), who: 'master', action: 'deleteClient', result: 'ok' }, 100, 'admin');
         const all = await store.listAuditEvents(1000);
         expect(all.filter((e) => e.who === 'master').map((e) => e.id)).toEqual([admin2, admin1]);
@@ -1416,9 +1693,25 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.issueTokens(reusedFirst.access.record, reusedFirst.refresh.record)).toBe('ok');
         const next = () => ({ access: accessToken('c-note', { familyId: 'fam-reuse' }), refresh: refreshToken('c-note', 'fam-reuse') });
         const second = next();
-        expect(await store.rotateRefreshToken(reusedFirst.refresh.record.tokenHash, 'c-note', clock.now(), second.access.record, second.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(
+            reusedFirst.refresh.record.tokenHash,
+            'c-note',
+            clock.now(),
+            second.access.record,
+            second.refresh.record,
+          ),
+        ).toBe('ok');
         const third = next();
-        expect(await store.rotateRefreshToken(reusedFirst.refresh.record.tokenHash, 'c-note', clock.now(), third.access.record, third.refresh.record)).toBe('reused');
+        expect(
+          await store.rotateRefreshToken(
+            reusedFirst.refresh.record.tokenHash,
+            'c-note',
+            clock.now(),
+            third.access.record,
+            third.refresh.record,
+          ),
+        ).toBe('reused');
         await until(4);
         expect(await store.deleteClient('c-unknown', clock.now())).toBeNull();
         expect(await store.deleteClient('c-note', clock.now())).not.toBeNull();
@@ -1452,7 +1745,8 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     });
 
     describe('assertion signing keys', () => {
-      const jwk = (kid: string, extra: Record<string, string> = {}) => JSON.stringify({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}`, kid, ...extra });
+      const jwk = (kid: string, extra: Record<string, string> = {}) =>
+        JSON.stringify({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}`, kid, ...extra });
 
       it('a published key is listed until its expiresAt (by the clock), sorted by kid, as published', async () => {
         const now = clock.now();
@@ -1510,7 +1804,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toEqual(later);
       });
 
-      it('a value copied under another user or provider reads as corrupt, never as that one\'s credential', async () => {
+      it("a value copied under another user or provider reads as corrupt, never as that one's credential", async () => {
         await store.putUpstreamCredential(upstreamCredential());
         const alice = (await h.rawHash(h.keys.upstreamCredentials('alice')))!;
         const value = Object.values(alice)[0]!;
@@ -1526,7 +1820,10 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const first = upstreamCredential({ sealed: 'first' });
         await store.putUpstreamCredential(first);
         expect(await store.replaceUpstreamCredential({ ...first, sealed: 'rewrapped', keyId: 'k2' }, 'first')).toBe(true);
-        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({ sealed: 'rewrapped', keyId: 'k2' });
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({
+          sealed: 'rewrapped',
+          keyId: 'k2',
+        });
         // A refresh wrote 'refreshed' after the re-encryption read 'rewrapped': its stale write is refused.
         await store.putUpstreamCredential({ ...first, sealed: 'refreshed' });
         expect(await store.replaceUpstreamCredential({ ...first, sealed: 'stale' }, 'rewrapped')).toBe(false);
@@ -1614,7 +1911,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await h.rawHash(h.keys.handle('session', mine[0]!))).toBeNull();
       });
 
-      it('forgetSubjectHandles forgets every handle of an IdP subject through any client, and no one else\'s', async () => {
+      it("forgetSubjectHandles forgets every handle of an IdP subject through any client, and no one else's", async () => {
         await store.bindHandle('session', handleDigest('x1'), alice, clock.now(), TTL, MAX);
         await store.bindHandle('task', handleDigest('x2'), aliceOtherClient, clock.now(), TTL, MAX);
         const aliceUser = handleOwner({ kind: 'user', subject: 'alice' });
@@ -1648,7 +1945,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect((await h.rawHash(h.keys.handle('session', session)))?.renewedAt).toBe(String(clock.now() - TTL / 8));
       });
 
-      it('a forget does not reach a handle that has since become someone else\'s (a stale index member)', async () => {
+      it("a forget does not reach a handle that has since become someone else's (a stale index member)", async () => {
         const session = handleDigest('moved');
         await store.bindHandle('session', session, alice, clock.now(), TTL, MAX);
         await store.forgetHandle('session', session);
@@ -1681,7 +1978,16 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       const bob = { subject: 'bob', issuer: ISS };
 
       function approval(subject: string, clientId: string, overrides: Partial<ConsentRecord> = {}): ConsentRecord {
-        return { clientId, clientCreatedAt: 1, redirectUri: 'http://127.0.0.1:9999/cb', issuer: ISS, subject, approvedAt: clock.now(), expiresAt: clock.now() + HOUR, ...overrides };
+        return {
+          clientId,
+          clientCreatedAt: 1,
+          redirectUri: 'http://127.0.0.1:9999/cb',
+          issuer: ISS,
+          subject,
+          approvedAt: clock.now(),
+          expiresAt: clock.now() + HOUR,
+          ...overrides,
+        };
       }
 
       /** A refresh-family grant for a signed-in user: the access and refresh tokens, as sign-in issues them. */
@@ -1708,12 +2014,22 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.createAccessToken(machine.record)).toBe('ok');
 
         const listed = await store.listSubjectTokens('alice', clock.now());
-        expect(hashesOf(listed)).toEqual([user.record.tokenHash, one.access.record.tokenHash, one.refresh.record.tokenHash, jag.record.tokenHash].sort());
-        expect(listed.find((t) => t.tokenHash === one.refresh.record.tokenHash)).toMatchObject({ kind: 'refresh', subject: 'alice', issuer: ISS, clientId: 'c-one', familyId: 'fam-one' });
+        expect(hashesOf(listed)).toEqual(
+          [user.record.tokenHash, one.access.record.tokenHash, one.refresh.record.tokenHash, jag.record.tokenHash].sort(),
+        );
+        expect(listed.find((t) => t.tokenHash === one.refresh.record.tokenHash)).toMatchObject({
+          kind: 'refresh',
+          subject: 'alice',
+          issuer: ISS,
+          clientId: 'c-one',
+          familyId: 'fam-one',
+        });
         expect(listed.find((t) => t.tokenHash === user.record.tokenHash)).toMatchObject({ kind: 'user', subject: 'alice' });
         expect(listed.find((t) => t.tokenHash === user.record.tokenHash)?.clientId).toBeUndefined();
         expect(listed.find((t) => t.tokenHash === one.access.record.tokenHash)).toMatchObject({ kind: 'access', scope: 'mcp:read' });
-        expect(hashesOf(await store.listSubjectTokens('bob', clock.now()))).toEqual([bobs.access.record.tokenHash, bobs.refresh.record.tokenHash].sort());
+        expect(hashesOf(await store.listSubjectTokens('bob', clock.now()))).toEqual(
+          [bobs.access.record.tokenHash, bobs.refresh.record.tokenHash].sort(),
+        );
         expect(await store.listSubjectTokens('alice', clock.now(), 'https://other-idp.example.com/')).toEqual([]);
         expect(await store.listSubjectTokens('nobody', clock.now())).toEqual([]);
         // By client: its access and refresh tokens, whoever they act for.
@@ -1731,13 +2047,26 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         // Rotation: the new pair joins the index; the rotated refresh token stays until it expires (reuse detection).
         const next = { access: accessToken('c-ex', { familyId: 'fam-ex', user: alice }), refresh: refreshToken('c-ex', 'fam-ex') };
         next.refresh.record.user = alice;
-        expect(await store.rotateRefreshToken(grant.refresh.record.tokenHash, 'c-ex', clock.now(), next.access.record, next.refresh.record)).toBe('ok');
+        expect(
+          await store.rotateRefreshToken(grant.refresh.record.tokenHash, 'c-ex', clock.now(), next.access.record, next.refresh.record),
+        ).toBe('ok');
         // A code redemption indexes its tokens too.
         const codeHash = hashToken(generateToken());
-        await store.putAuthorizationCode({ codeHash, clientId: 'c-ex', redirectUri: 'http://127.0.0.1/cb', codeChallenge: 'c', resource: 'r', user: alice, createdAt: clock.now(), expiresAt: clock.now() + 60_000 });
+        await store.putAuthorizationCode({
+          codeHash,
+          clientId: 'c-ex',
+          redirectUri: 'http://127.0.0.1/cb',
+          codeChallenge: 'c',
+          resource: 'r',
+          user: alice,
+          createdAt: clock.now(),
+          expiresAt: clock.now() + 60_000,
+        });
         const redeemed = accessToken('c-ex', { user: alice });
         expect(await store.redeemAuthorizationCode(codeHash, 'c-ex', clock.now(), HOUR, redeemed.record)).toBe('ok');
-        const all = [short.record, grant.access.record, grant.refresh.record, next.access.record, next.refresh.record, redeemed.record].map((r) => r.tokenHash);
+        const all = [short.record, grant.access.record, grant.refresh.record, next.access.record, next.refresh.record, redeemed.record].map(
+          (r) => r.tokenHash,
+        );
         expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual([...all].sort());
 
         clock.advance(1000);
@@ -1749,14 +2078,17 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.listClientTokens('c-ex', clock.now())).toEqual([]);
       });
 
-      it('lists the subject\'s remembered approvals, across browsers, only while kept', async () => {
+      it("lists the subject's remembered approvals, across browsers, only while kept", async () => {
         const browserA = hashToken('browser a');
         const browserB = hashToken('browser b');
         await store.putConsent(browserA, approval('alice', 'c-1'), clock.now(), 20);
         await store.putConsent(browserB, approval('alice', 'c-2', { expiresAt: clock.now() + 1000 }), clock.now(), 20);
         await store.putConsent(browserA, approval('bob', 'c-1'), clock.now(), 20);
         const listed = await store.listSubjectConsents('alice', clock.now());
-        expect(listed.map((c) => [c.clientId, c.browserHash]).sort()).toEqual([['c-1', browserA], ['c-2', browserB]]);
+        expect(listed.map((c) => [c.clientId, c.browserHash]).sort()).toEqual([
+          ['c-1', browserA],
+          ['c-2', browserB],
+        ]);
         clock.advance(1000);
         expect((await store.listSubjectConsents('alice', clock.now())).map((c) => c.clientId)).toEqual(['c-1']);
         // Evicted from its browser (the per-browser bound): no longer listed.
@@ -1786,7 +2118,11 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const unsubscribe = await store.subscribeRevocations({ revoked: (n) => heard.push(n), missed: () => undefined });
         const result = await store.revokeSubject('alice', undefined, clock.now(), 2);
         expect(result).toEqual({ accessTokensRevoked: 3, refreshTokensRevoked: 2, userTokensRevoked: 2, consentsForgotten: 1 });
-        for (const hash of [...users.map((u) => u.record.tokenHash), jag.record.tokenHash, ...grants.map((g) => g.access.record.tokenHash)]) {
+        for (const hash of [
+          ...users.map((u) => u.record.tokenHash),
+          jag.record.tokenHash,
+          ...grants.map((g) => g.access.record.tokenHash),
+        ]) {
           expect(await reasonOf(hash)).toBe('revoked');
         }
         for (const g of grants) expect((await refreshOf(g.refresh.record.tokenHash))?.revokedAt).toBe(clock.now());
@@ -1798,7 +2134,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await reasonOf(bobGrant.access.record.tokenHash)).toBe('ok');
         expect((await refreshOf(bobGrant.refresh.record.tokenHash))?.revokedAt).toBeUndefined();
         // Every sidecar hears which tokens and families ended (open streams end on them).
-        const wanted = [users[0]!.record.tokenHash, users[1]!.record.tokenHash, jag.record.tokenHash, ...grants.map((g) => g.access.record.tokenHash)];
+        const wanted = [
+          users[0]!.record.tokenHash,
+          users[1]!.record.tokenHash,
+          jag.record.tokenHash,
+          ...grants.map((g) => g.access.record.tokenHash),
+        ];
         while (heard.flatMap((n) => n.tokenHashes ?? []).length < wanted.length || heard.flatMap((n) => n.familyIds ?? []).length < 2) {
           await new Promise((r) => setImmediate(r));
         }
@@ -1806,12 +2147,22 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(heard.flatMap((n) => n.familyIds ?? []).sort()).toEqual(['fam-r1', 'fam-r2']);
         await unsubscribe();
 
-        expect(await store.revokeSubject('alice', undefined, clock.now(), 2)).toEqual({ accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 });
-        expect(await store.revokeSubject('nobody', undefined, clock.now(), 2)).toEqual({ accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 });
+        expect(await store.revokeSubject('alice', undefined, clock.now(), 2)).toEqual({
+          accessTokensRevoked: 0,
+          refreshTokensRevoked: 0,
+          userTokensRevoked: 0,
+          consentsForgotten: 0,
+        });
+        expect(await store.revokeSubject('nobody', undefined, clock.now(), 2)).toEqual({
+          accessTokensRevoked: 0,
+          refreshTokensRevoked: 0,
+          userTokensRevoked: 0,
+          consentsForgotten: 0,
+        });
         expect((await h.rawHash(h.keys.userToken(users[2]!.record.tokenHash)))?.revoked).toBe('true');
       });
 
-      it('revokeSubject with an issuer revokes only what that issuer\'s subject holds', async () => {
+      it("revokeSubject with an issuer revokes only what that issuer's subject holds", async () => {
         await store.createClient(client('c-iss').record);
         const here = userRecord({ subject: 'alice', issuer: ISS });
         const elsewhere = userRecord({ subject: 'alice', issuer: 'https://other-idp.example.com/' });
@@ -1823,17 +2174,31 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await reasonOf(here.record.tokenHash)).toBe('revoked');
         expect(await reasonOf(elsewhere.record.tokenHash)).toBe('ok');
         expect(await reasonOf(grant.access.record.tokenHash)).toBe('ok');
-        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual([elsewhere.record.tokenHash, grant.access.record.tokenHash, grant.refresh.record.tokenHash].sort());
+        expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual(
+          [elsewhere.record.tokenHash, grant.access.record.tokenHash, grant.refresh.record.tokenHash].sort(),
+        );
       });
 
       it('rebuildSubjectIndex indexes records written before the index existed', async () => {
         // A user-grade record as an older version wrote it: the hash alone, no index member.
         const old = userRecord({ subject: 'alice' });
-        for (const [field, value] of Object.entries({ tokenHash: old.record.tokenHash, subject: 'alice', issuer: ISS, revoked: 'false', createdAt: String(clock.now()), expiresAt: String(clock.now() + HOUR) })) {
+        for (const [field, value] of Object.entries({
+          tokenHash: old.record.tokenHash,
+          subject: 'alice',
+          issuer: ISS,
+          revoked: 'false',
+          createdAt: String(clock.now()),
+          expiresAt: String(clock.now() + HOUR),
+        })) {
           await h.setRawField(h.keys.userToken(old.record.tokenHash), field, value);
         }
         const gone = userRecord({ subject: 'alice' });
-        for (const [field, value] of Object.entries({ subject: 'alice', issuer: ISS, revoked: 'false', expiresAt: String(clock.now() - 1) })) {
+        for (const [field, value] of Object.entries({
+          subject: 'alice',
+          issuer: ISS,
+          revoked: 'false',
+          expiresAt: String(clock.now() - 1),
+        })) {
           await h.setRawField(h.keys.userToken(gone.record.tokenHash), field, value);
         }
         expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
@@ -1859,7 +2224,11 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
 
       it('an account session is kept under its hash until it expires, and ends on delete', async () => {
         const session = hashToken(generateToken());
-        const record = { user: { subject: 'alice', issuer: ISS, email: 'a@example.com' }, createdAt: clock.now(), expiresAt: clock.now() + 1000 };
+        const record = {
+          user: { subject: 'alice', issuer: ISS, email: 'a@example.com' },
+          createdAt: clock.now(),
+          expiresAt: clock.now() + 1000,
+        };
         await store.putAccountSession(session, record);
         expect(await store.getAccountSession(session, clock.now())).toEqual(record);
         expect(h.keys.accountSession(session)).toContain('{oauth}');
@@ -1906,11 +2275,25 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         deleteClient: (s) => s.deleteClient('mcp_gone', clock.now()),
         touchClient: (s) => s.touchClient('mcp_gone', HOUR),
         getRefreshToken: (s) => s.getRefreshToken(hashToken('x')),
-        rotateRefreshToken: (s) => s.rotateRefreshToken(hashToken('x'), 'mcp_gone', clock.now(), accessToken('mcp_gone').record, refreshToken('mcp_gone', 'fam').record),
+        rotateRefreshToken: (s) =>
+          s.rotateRefreshToken(
+            hashToken('x'),
+            'mcp_gone',
+            clock.now(),
+            accessToken('mcp_gone').record,
+            refreshToken('mcp_gone', 'fam').record,
+          ),
         revokeRefreshFamily: (s) => s.revokeRefreshFamily(hashToken('x'), clock.now()),
         putAuthorizationRequest: (s) => s.putAuthorizationRequest(hashToken('x'), pendingRequest(), clock.now() + HOUR),
         takeAuthorizationRequest: (s) => s.takeAuthorizationRequest(hashToken('x')),
-        putPendingSignIn: (s) => s.putPendingSignIn(hashToken('x'), pendingRequest(), clock.now() + HOUR, { address: '192.0.2.1', clientId: 'c', perAddress: 1, perClient: 1, now: clock.now() }),
+        putPendingSignIn: (s) =>
+          s.putPendingSignIn(hashToken('x'), pendingRequest(), clock.now() + HOUR, {
+            address: '192.0.2.1',
+            clientId: 'c',
+            perAddress: 1,
+            perClient: 1,
+            now: clock.now(),
+          }),
         putAuthorizationCode: (s) =>
           s.putAuthorizationCode({
             codeHash: hashToken('x'),
@@ -1923,11 +2306,37 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
             expiresAt: clock.now() + 60_000,
           }),
         getAuthorizationCode: (s) => s.getAuthorizationCode(hashToken('x')),
-        redeemAuthorizationCode: (s) => s.redeemAuthorizationCode(hashToken('x'), 'mcp_gone', clock.now(), HOUR, accessToken('mcp_gone').record),
+        redeemAuthorizationCode: (s) =>
+          s.redeemAuthorizationCode(hashToken('x'), 'mcp_gone', clock.now(), HOUR, accessToken('mcp_gone').record),
         putConsent: (s) =>
-          s.putConsent(hashToken('x'), { clientId: 'c', clientCreatedAt: 1, redirectUri: 'r', issuer: 'i', subject: 's', approvedAt: 1, expiresAt: clock.now() + HOUR }, clock.now(), 20),
+          s.putConsent(
+            hashToken('x'),
+            {
+              clientId: 'c',
+              clientCreatedAt: 1,
+              redirectUri: 'r',
+              issuer: 'i',
+              subject: 's',
+              approvedAt: 1,
+              expiresAt: clock.now() + HOUR,
+            },
+            clock.now(),
+            20,
+          ),
         listConsents: (s) => s.listConsents(hashToken('x'), clock.now()),
-        putDeviceAuthorization: (s) => s.putDeviceAuthorization({ deviceCodeHash: hashToken('d'), userCodeHash: hashToken('u'), clientId: 'c', interval: 5, createdAt: clock.now(), expiresAt: clock.now() + 60_000 }, 60_000, { address: 'a', perAddress: 1, total: 1, now: clock.now() }),
+        putDeviceAuthorization: (s) =>
+          s.putDeviceAuthorization(
+            {
+              deviceCodeHash: hashToken('d'),
+              userCodeHash: hashToken('u'),
+              clientId: 'c',
+              interval: 5,
+              createdAt: clock.now(),
+              expiresAt: clock.now() + 60_000,
+            },
+            60_000,
+            { address: 'a', perAddress: 1, total: 1, now: clock.now() },
+          ),
         findDeviceAuthorization: (s) => s.findDeviceAuthorization(hashToken('u')),
         decideDeviceAuthorization: (s) => s.decideDeviceAuthorization(hashToken('d'), clock.now(), undefined),
         pollDeviceAuthorization: (s) => s.pollDeviceAuthorization(hashToken('d'), 'c', clock.now()),
@@ -1935,7 +2344,17 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         hitCounter: (s) => s.hitCounter('gone', 60_000),
         useOnce: (s) => s.useOnce('gone', clock.now() + 60_000),
         takeQuota: (s) => s.takeQuota('gone', 1, 1, 60_000, clock.now()),
-        seedProfiles: (s) => s.seedProfiles([{ name: 'gone', description: '', accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 0, grantTypes: [], createdAt: clock.now() }]),
+        seedProfiles: (s) =>
+          s.seedProfiles([
+            {
+              name: 'gone',
+              description: '',
+              accessTokenLifetimeSeconds: 60,
+              refreshTokenLifetimeSeconds: 0,
+              grantTypes: [],
+              createdAt: clock.now(),
+            },
+          ]),
         getProfile: (s) => s.getProfile('gone'),
         getProfileFields: (s) => s.getProfileFields('gone'),
         listProfiles: (s) => s.listProfiles(),
@@ -1961,7 +2380,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         revokeSubject: (s) => s.revokeSubject('s', undefined, clock.now(), 10),
         rebuildSubjectIndex: (s) => s.rebuildSubjectIndex(clock.now(), 10),
         recordLastUse: (s) => s.recordLastUse([{ tokenHash: hashToken('x'), kind: 'user', at: clock.now() }]),
-        putAccountSession: (s) => s.putAccountSession(hashToken('x'), { user: { subject: 's', issuer: 'i' }, createdAt: clock.now(), expiresAt: clock.now() + HOUR }),
+        putAccountSession: (s) =>
+          s.putAccountSession(hashToken('x'), {
+            user: { subject: 's', issuer: 'i' },
+            createdAt: clock.now(),
+            expiresAt: clock.now() + HOUR,
+          }),
         getAccountSession: (s) => s.getAccountSession(hashToken('x'), clock.now()),
         deleteAccountSession: (s) => s.deleteAccountSession(hashToken('x')),
         forgetConsent: (s) => s.forgetConsent(hashToken('x'), hashToken('k'), 's'),

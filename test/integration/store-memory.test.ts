@@ -48,7 +48,14 @@ describe('MemoryTokenStore specifics', () => {
   it('expired records that are never read again are swept as more are written (bounded memory)', async () => {
     const clock = new ManualClock(Date.now());
     const store = new MemoryTokenStore({ clock });
-    const issue = (lifetimeMs: number) => store.putUserToken({ tokenHash: hashToken(generateToken()), subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + lifetimeMs });
+    const issue = (lifetimeMs: number) =>
+      store.putUserToken({
+        tokenHash: hashToken(generateToken()),
+        subject: 's',
+        issuer: 'i',
+        createdAt: clock.now(),
+        expiresAt: clock.now() + lifetimeMs,
+      });
     for (let i = 0; i < 1000; i++) await issue(1000);
     const kept = hashToken(generateToken());
     await store.putUserToken({ tokenHash: kept, subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + 60_000 });

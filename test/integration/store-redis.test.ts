@@ -159,7 +159,13 @@ describe('RedisTokenStore raw key layout', () => {
       hashes.push(hashToken(t));
       return hashToken(t);
     };
-    await store.putUserToken({ tokenHash: fresh(), subject: 'alice', issuer: 'iss', createdAt: clock.now(), expiresAt: clock.now() + HOUR });
+    await store.putUserToken({
+      tokenHash: fresh(),
+      subject: 'alice',
+      issuer: 'iss',
+      createdAt: clock.now(),
+      expiresAt: clock.now() + HOUR,
+    });
     for (const clientId of ['c-one', 'c-two']) {
       await store.createClient({
         clientId,
@@ -172,7 +178,9 @@ describe('RedisTokenStore raw key layout', () => {
         createdAt: clock.now(),
       });
       const accessHash = fresh();
-      expect(await store.createAccessToken({ tokenHash: accessHash, clientId, createdAt: clock.now(), expiresAt: clock.now() + HOUR })).toBe('ok');
+      expect(
+        await store.createAccessToken({ tokenHash: accessHash, clientId, createdAt: clock.now(), expiresAt: clock.now() + HOUR }),
+      ).toBe('ok');
       const accessKey = store.keys.accessToken(accessHash);
       const pttl = await raw.pttl(accessKey);
       expect(pttl).toBeGreaterThan(0);
@@ -185,7 +193,14 @@ describe('RedisTokenStore raw key layout', () => {
       ).toBe('ok');
     }
     await store.seedProfiles([
-      { name: 'default', description: 'd', accessTokenLifetimeSeconds: 3600, refreshTokenLifetimeSeconds: 0, grantTypes: ['client_credentials'], createdAt: clock.now() },
+      {
+        name: 'default',
+        description: 'd',
+        accessTokenLifetimeSeconds: 3600,
+        refreshTokenLifetimeSeconds: 0,
+        grantTypes: ['client_credentials'],
+        createdAt: clock.now(),
+      },
     ]);
     expect(await store.deleteClient('c-two', clock.now())).toMatchObject({ accessTokensRevoked: 2, refreshTokensRevoked: 1 });
 
@@ -215,7 +230,8 @@ describe('RedisTokenStore raw key layout', () => {
     for (const k of keys) {
       if ((await raw.type(k)) !== 'hash') continue;
       const fields = await raw.hgetall(k);
-      for (const f of ['createdAt', 'expiresAt', 'revokedAt', 'rotatedAt']) if (fields[f] !== undefined) expect(fields[f]).toMatch(/^[0-9]+$/);
+      for (const f of ['createdAt', 'expiresAt', 'revokedAt', 'rotatedAt'])
+        if (fields[f] !== undefined) expect(fields[f]).toMatch(/^[0-9]+$/);
     }
   });
 });

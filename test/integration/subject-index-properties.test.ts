@@ -57,7 +57,15 @@ async function runAndCompare(store: TokenStore, clock: ManualClock, commands: Co
   const deleted = new Set<string>();
   let families = 0;
   for (const client of CLIENTS) {
-    await store.createClient({ clientId: client, redirectUris: [], grantTypes: [], profile: 'default', tokenEndpointAuthMethod: 'none', source: 'admin', createdAt: clock.now() });
+    await store.createClient({
+      clientId: client,
+      redirectUris: [],
+      grantTypes: [],
+      profile: 'default',
+      tokenEndpointAuthMethod: 'none',
+      source: 'admin',
+      createdAt: clock.now(),
+    });
   }
   const live = (t: ModelToken) => !t.revoked && t.expiresAt > clock.now();
   const newHash = () => hashToken(generateToken());
@@ -83,7 +91,15 @@ async function runAndCompare(store: TokenStore, clock: ManualClock, commands: Co
         expect(outcome).toBe(deleted.has(clientId) ? 'client_revoked' : 'ok');
         if (outcome === 'ok') {
           tokens.push({ hash: access.tokenHash, subject, clientId, kind: 'access', familyId, expiresAt, revoked: false });
-          tokens.push({ hash: refresh.tokenHash, subject, clientId, kind: 'refresh', familyId, expiresAt: refresh.expiresAt, revoked: false });
+          tokens.push({
+            hash: refresh.tokenHash,
+            subject,
+            clientId,
+            kind: 'refresh',
+            familyId,
+            expiresAt: refresh.expiresAt,
+            revoked: false,
+          });
         }
         break;
       }
@@ -103,7 +119,14 @@ async function runAndCompare(store: TokenStore, clock: ManualClock, commands: Co
         const user = { subject: old.subject, issuer: ISSUER };
         const expiresAt = now + LIFETIMES[c.lifetime]!;
         const access = { tokenHash: newHash(), clientId: old.clientId!, familyId: old.familyId!, user, createdAt: now, expiresAt };
-        const refresh = { tokenHash: newHash(), clientId: old.clientId!, familyId: old.familyId!, user, createdAt: now, expiresAt: expiresAt + 1_000 };
+        const refresh = {
+          tokenHash: newHash(),
+          clientId: old.clientId!,
+          familyId: old.familyId!,
+          user,
+          createdAt: now,
+          expiresAt: expiresAt + 1_000,
+        };
         const outcome = await store.rotateRefreshToken(old.hash, old.clientId!, now, access, refresh, 0);
         if (old.rotated) {
           expect(outcome).toBe('reused');
@@ -111,8 +134,24 @@ async function runAndCompare(store: TokenStore, clock: ManualClock, commands: Co
         } else {
           expect(outcome).toBe('ok');
           old.rotated = true;
-          tokens.push({ hash: access.tokenHash, subject: old.subject, clientId: old.clientId!, kind: 'access', familyId: old.familyId!, expiresAt, revoked: false });
-          tokens.push({ hash: refresh.tokenHash, subject: old.subject, clientId: old.clientId!, kind: 'refresh', familyId: old.familyId!, expiresAt: refresh.expiresAt, revoked: false });
+          tokens.push({
+            hash: access.tokenHash,
+            subject: old.subject,
+            clientId: old.clientId!,
+            kind: 'access',
+            familyId: old.familyId!,
+            expiresAt,
+            revoked: false,
+          });
+          tokens.push({
+            hash: refresh.tokenHash,
+            subject: old.subject,
+            clientId: old.clientId!,
+            kind: 'refresh',
+            familyId: old.familyId!,
+            expiresAt: refresh.expiresAt,
+            revoked: false,
+          });
         }
         break;
       }
@@ -146,7 +185,10 @@ async function runAndCompare(store: TokenStore, clock: ManualClock, commands: Co
   }
   for (const subject of SUBJECTS) {
     const listed = (await store.listSubjectTokens(subject, clock.now())).map((t) => t.tokenHash).sort();
-    const expected = tokens.filter((t) => t.subject === subject && live(t)).map((t) => t.hash).sort();
+    const expected = tokens
+      .filter((t) => t.subject === subject && live(t))
+      .map((t) => t.hash)
+      .sort();
     expect(listed).toEqual(expected);
   }
 }

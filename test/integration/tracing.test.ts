@@ -91,8 +91,18 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
       const before = echo.seen.length;
       const res = await fetch(stack.mcpUrl, {
         method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-        body: JSON.stringify({ jsonrpc: '2.0', id: label, method: 'tools/call', params: { name: 'search', arguments: { q: label }, ...(meta ? { _meta: meta } : {}) } }),
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: label,
+          method: 'tools/call',
+          params: { name: 'search', arguments: { q: label }, ...(meta ? { _meta: meta } : {}) },
+        }),
       });
       await res.text();
       statuses[label] = res.status;
@@ -103,14 +113,22 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     await send('malformed', { traceparent: `00-${'z'.repeat(32)}-${CLIENT_SPAN}-01` });
     await send('none', {});
     // A refused token: its trace too, with no token in it.
-    await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${'ab'.repeat(32)}`, 'content-type': 'application/json' }, body: '{}' });
+    await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${'ab'.repeat(32)}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
     // An RFC 8693 exchange of an IdP token: the /token request's trace holds the IdP call.
     const now = Math.floor(stack.clock.now() / 1000);
     idToken = await idp.sign({ iss: idp.issuer, aud: 'mcp-tracing-test', sub: 'traced-user', iat: now, exp: now + 300 });
     const exchanged = await fetch(`${stack.proxyUrl}/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', traceparent: `00-${EXCHANGE_TRACE}-${CLIENT_SPAN}-01` },
-      body: new URLSearchParams({ grant_type: TOKEN_EXCHANGE, subject_token: idToken, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' }),
+      body: new URLSearchParams({
+        grant_type: TOKEN_EXCHANGE,
+        subject_token: idToken,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      }),
     });
     exchangeStatus = exchanged.status;
     exchangedToken = ((await exchanged.json()) as { access_token?: string }).access_token ?? '';
@@ -119,7 +137,14 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     spans = bodies.flatMap((text) =>
       (JSON.parse(text).resourceSpans as Array<{ scopeSpans: Array<{ spans: Array<Record<string, any>> }> }>).flatMap((rs) =>
         rs.scopeSpans.flatMap((ss) =>
-          ss.spans.map((s) => ({ traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, kind: s.kind, attributes: attributesOf(s.attributes) })),
+          ss.spans.map((s) => ({
+            traceId: s.traceId,
+            spanId: s.spanId,
+            parentSpanId: s.parentSpanId || undefined,
+            name: s.name,
+            kind: s.kind,
+            attributes: attributesOf(s.attributes),
+          })),
         ),
       ),
     );
@@ -147,11 +172,21 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     expect(statuses.header).toBe(200);
     const { root, children } = traceOf(CLIENT_TRACE);
     expect(root).toMatchObject({ name: 'POST /mcp', kind: SERVER, parentSpanId: CLIENT_SPAN });
-    expect(root.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.route': '/mcp', 'http.response.status_code': 200, 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'search' });
+    expect(root.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.route': '/mcp',
+      'http.response.status_code': 200,
+      'mcp.method.name': 'tools/call',
+      'gen_ai.tool.name': 'search',
+    });
     expect(children.map((c) => c.name).sort()).toEqual(['POST', 'policy decision', 'quota', 'token lookup']);
     for (const c of children) expect(c.kind).toBe(c.name === 'POST' ? CLIENT : INTERNAL);
     const upstream = children.find((c) => c.name === 'POST')!;
-    expect(upstream.attributes).toMatchObject({ 'http.request.method': 'POST', 'server.address': '127.0.0.1', 'http.response.status_code': 200 });
+    expect(upstream.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'server.address': '127.0.0.1',
+      'http.response.status_code': 200,
+    });
     // The upstream is told the sidecar's client span as its parent, in the client's trace.
     expect(upstreamTraceparents.header).toBe(`00-${CLIENT_TRACE}-${upstream.spanId}-01`);
     expect(spans.filter((s) => s.traceId === CLIENT_TRACE)).toHaveLength(5);
@@ -195,7 +230,18 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     const exported = bodies.join('\n');
     expect(exchangedToken).toMatch(/^[0-9a-f]{64}$/);
     for (const part of idToken.split('.')) expect(exported).not.toContain(part);
-    const secrets = [exchangedToken, hashToken(exchangedToken), token, hashToken(token), clientSecret, hashToken(clientSecret), masterToken, hashToken(masterToken), 'ab'.repeat(32), hashToken('ab'.repeat(32))];
+    const secrets = [
+      exchangedToken,
+      hashToken(exchangedToken),
+      token,
+      hashToken(token),
+      clientSecret,
+      hashToken(clientSecret),
+      masterToken,
+      hashToken(masterToken),
+      'ab'.repeat(32),
+      hashToken('ab'.repeat(32)),
+    ];
     for (const secret of secrets) expect(exported).not.toContain(secret);
     // Nor the first 8 hex of a hash, as audit events name tokens.
     for (const secret of [token, 'ab'.repeat(32)]) expect(exported).not.toContain(hashToken(secret).slice(0, 8));

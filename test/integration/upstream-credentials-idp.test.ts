@@ -9,7 +9,18 @@ import { generateToken, hashToken } from '../../src/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { DEMO_USER } from '../../src/demo-idp.ts';
 
@@ -20,7 +31,10 @@ let base: string;
 let userToken: string;
 
 /** A call as an MCP client makes it (Streamable HTTP: JSON-RPC POST, both media types accepted). */
-function call(token: string, body: unknown = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } }) {
+function call(
+  token: string,
+  body: unknown = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } },
+) {
   return fetch(`${base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -30,13 +44,23 @@ function call(token: string, body: unknown = { jsonrpc: '2.0', id: 7, method: 't
 
 beforeAll(async () => {
   echo = await startEchoUpstream();
-  s = await startSignInStack({ upstreamUrl: echo.url, connectCallback: true, config: { upstream: { credentials: { mode: 'idp', key: KEY } }, proxy: { forwardAuth: true } } });
+  s = await startSignInStack({
+    upstreamUrl: echo.url,
+    connectCallback: true,
+    config: { upstream: { credentials: { mode: 'idp', key: KEY } }, proxy: { forwardAuth: true } },
+  });
   base = s.base;
   const clientId = await registerPublicClient(base);
   const p = pkce();
   const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
   const code = clientReceived(hop).get('code')!;
-  const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  const tokens = await tokenRequest(base, {
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: clientId,
+    code_verifier: p.verifier,
+  });
   userToken = tokens.body.access_token as string;
 });
 afterAll(async () => {
@@ -65,7 +89,8 @@ describe('upstream credentials, mode idp', () => {
     const raw = await rawRedis();
     try {
       const dump: string[] = [];
-      for (const key of await keysUnder(raw, s.stack.prefix)) dump.push(((await raw.dumpBuffer(key)) ?? Buffer.alloc(0)).toString('latin1'));
+      for (const key of await keysUnder(raw, s.stack.prefix))
+        dump.push(((await raw.dumpBuffer(key)) ?? Buffer.alloc(0)).toString('latin1'));
       expect(dump.join('\n')).not.toContain(idpToken);
       expect((await keysUnder(raw, s.stack.prefix)).some((k) => k.includes('upstreamCredentials:'))).toBe(true);
     } finally {
@@ -84,15 +109,29 @@ describe('upstream credentials, mode idp', () => {
   it('a user with no IdP token kept gets HTTP 200 with the MCP error -32042, a link bound to them, and nothing is forwarded', async () => {
     const raw = generateToken();
     const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject: 'exchanged-user',
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
     const before = echo.seen.length;
     const res = await call(raw);
     expect(res.status).toBe(200);
     // The shape of MCP 2025-11-25's URLElicitationRequiredError (the SDK's UrlElicitationRequiredError).
-    const body = (await res.json()) as { jsonrpc: string; id: number; error: { code: number; message: string; data: { elicitations: Array<Record<string, string>> } } };
+    const body = (await res.json()) as {
+      jsonrpc: string;
+      id: number;
+      error: { code: number; message: string; data: { elicitations: Array<Record<string, string>> } };
+    };
     expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: URL_ELICITATION_REQUIRED } });
     const [elicitation] = body.error.data.elicitations;
-    expect(elicitation).toMatchObject({ mode: 'url', elicitationId: expect.stringMatching(/^[0-9a-f]{32}$/), url: expect.stringMatching(new RegExp(`^${base}/connect/`)) });
+    expect(elicitation).toMatchObject({
+      mode: 'url',
+      elicitationId: expect.stringMatching(/^[0-9a-f]{32}$/),
+      url: expect.stringMatching(new RegExp(`^${base}/connect/`)),
+    });
     expect(body.error.message).toContain(elicitation!.url);
     expect(echo.seen.length).toBe(before);
     // Two refusals, two links: each is single use.
@@ -103,7 +142,13 @@ describe('upstream credentials, mode idp', () => {
   it('for that user, a request that is not a JSON-RPC call (a GET stream, a notification) gets the 401 challenge; nothing forwarded', async () => {
     const raw = generateToken();
     const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user-2', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject: 'exchanged-user-2',
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
     const before = echo.seen.length;
     const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${raw}`, accept: 'text/event-stream' } });
     expect(get.status).toBe(401);
@@ -124,7 +169,8 @@ describe('upstream credentials, mode idp', () => {
 
   it("forward-auth: /authz's 200 carries the same credential header for the ingress to copy; a user without one gets the 401", async () => {
     // What nginx's auth_request sends (examples/nginx/mcp.conf): the client's headers plus the original request.
-    const ask = (token: string) => fetch(`${base}/authz`, { headers: { authorization: `Bearer ${token}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' } });
+    const ask = (token: string) =>
+      fetch(`${base}/authz`, { headers: { authorization: `Bearer ${token}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' } });
     const allowed = await ask(userToken);
     expect(allowed.status).toBe(200);
     const header = allowed.headers.get('authorization');
@@ -134,7 +180,13 @@ describe('upstream credentials, mode idp', () => {
     expect(userinfo.status).toBe(200);
     const raw = generateToken();
     const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: 'exchanged-user-3', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject: 'exchanged-user-3',
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
@@ -144,8 +196,15 @@ describe('upstream credentials, mode idp', () => {
     // Another user's link: the IdP signs in the demo user, who is not that user.
     const other = generateToken();
     const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({ tokenHash: hashToken(other), subject: 'someone-else', issuer: s.idp.issuer, createdAt: now, expiresAt: now + 3_600_000 });
-    const otherLink = ((await (await call(other)).json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(other),
+      subject: 'someone-else',
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
+    const otherLink = ((await (await call(other)).json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data
+      .elicitations[0]!.url;
     const agent = new UserAgent();
     const refused = await agent.follow(await agent.request(otherLink));
     expect(refused.status).toBe(403);

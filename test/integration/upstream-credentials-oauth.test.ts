@@ -10,7 +10,18 @@ import { startDemoIdp, DEMO_USER, type DemoIdp } from '../../src/demo-idp.ts';
 import { generateToken, hashToken } from '../../src/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
-import { approveAndSignIn, authorizeUrl, CLIENT_REDIRECT, clientReceived, pkce, registerPublicClient, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
+import {
+  approveAndSignIn,
+  authorizeUrl,
+  CLIENT_REDIRECT,
+  clientReceived,
+  pkce,
+  registerPublicClient,
+  standardParams,
+  startSignInStack,
+  tokenRequest,
+  type SignInStack,
+} from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 const KEY = randomBytes(32).toString('hex');
@@ -34,7 +45,13 @@ async function signIn(): Promise<string> {
   const clientId = await registerPublicClient(base);
   const p = pkce();
   const hop = await approveAndSignIn(new UserAgent(), base, authorizeUrl(base, standardParams(base, clientId, p)));
-  const tokens = await tokenRequest(base, { grant_type: 'authorization_code', code: clientReceived(hop).get('code')!, redirect_uri: CLIENT_REDIRECT, client_id: clientId, code_verifier: p.verifier });
+  const tokens = await tokenRequest(base, {
+    grant_type: 'authorization_code',
+    code: clientReceived(hop).get('code')!,
+    redirect_uri: CLIENT_REDIRECT,
+    client_id: clientId,
+    code_verifier: p.verifier,
+  });
   return tokens.body.access_token as string;
 }
 
@@ -42,7 +59,13 @@ async function signIn(): Promise<string> {
 async function freshUser(): Promise<string> {
   const raw = generateToken();
   const now = s.stack.clock.now();
-  await s.stack.store.putUserToken({ tokenHash: hashToken(raw), subject: `user-${randomBytes(4).toString('hex')}`, issuer: s.idp.issuer, createdAt: now, expiresAt: now + 24 * 3_600_000 });
+  await s.stack.store.putUserToken({
+    tokenHash: hashToken(raw),
+    subject: `user-${randomBytes(4).toString('hex')}`,
+    issuer: s.idp.issuer,
+    createdAt: now,
+    expiresAt: now + 24 * 3_600_000,
+  });
   return raw;
 }
 
@@ -57,12 +80,21 @@ async function elicitationUrl(token: string): Promise<string> {
 beforeAll(async () => {
   echo = await startEchoUpstream();
   let connectCallback = '';
-  provider = await startDemoIdp({ clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, redirectUri: () => connectCallback, autoLogin: true });
+  provider = await startDemoIdp({
+    clientId: 'third-party-app',
+    clientSecret: PROVIDER_SECRET,
+    redirectUri: () => connectCallback,
+    autoLogin: true,
+  });
   s = await startSignInStack({
     upstreamUrl: echo.url,
     config: {
       upstream: {
-        credentials: { mode: 'oauth', key: KEY, provider: { issuer: provider.issuer, clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, scopes: 'openid email' } },
+        credentials: {
+          mode: 'oauth',
+          key: KEY,
+          provider: { issuer: provider.issuer, clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, scopes: 'openid email' },
+        },
       },
     },
   });
@@ -144,10 +176,12 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     const [a, b] = await Promise.all([freshUser(), freshUser()]);
     const [urlA, urlB] = await Promise.all([elicitationUrl(a), elicitationUrl(b)]);
     expect(urlA).not.toBe(urlB);
-    await Promise.all([urlA, urlB].map(async (u) => {
-      const agent = new UserAgent();
-      expect((await agent.follow(await agent.request(u))).status).toBe(200);
-    }));
+    await Promise.all(
+      [urlA, urlB].map(async (u) => {
+        const agent = new UserAgent();
+        expect((await agent.follow(await agent.request(u))).status).toBe(200);
+      }),
+    );
     const forwarded: string[] = [];
     for (const t of [a, b]) {
       const res = await call(t, 3);

@@ -86,7 +86,10 @@ describe('upstream credentials at rest (Redis)', () => {
 
   it('a record under a key this process does not hold is absent, logged by identity and key id, never with the token', async () => {
     const oldKey = randomBytes(32);
-    await new CredentialVault({ store, cipher: new CredentialCipher(oldKey), clock }).save(ALICE, { accessToken: ACCESS, refreshToken: REFRESH });
+    await new CredentialVault({ store, cipher: new CredentialCipher(oldKey), clock }).save(ALICE, {
+      accessToken: ACCESS,
+      refreshToken: REFRESH,
+    });
     const { lines, logger } = captureLogs();
     const wrong = new CredentialVault({ store, cipher: new CredentialCipher(randomBytes(32)), clock, logger });
     expect(await wrong.load(ALICE)).toBeUndefined();
@@ -102,7 +105,11 @@ describe('upstream credentials at rest (Redis)', () => {
     const cipher = new CredentialCipher(randomBytes(32));
     const vault = new CredentialVault({ store, cipher, clock });
     await vault.save(ALICE, { accessToken: ACCESS });
-    const stored = (await store.getUpstreamCredential('alice', ALICE.issuer, 'idp')) as { sealed: string; keyId: string; createdAt: number };
+    const stored = (await store.getUpstreamCredential('alice', ALICE.issuer, 'idp')) as {
+      sealed: string;
+      keyId: string;
+      createdAt: number;
+    };
     // The attacker writes alice's ciphertext into mallory's record, identity fields and all consistent.
     await store.putUpstreamCredential({ ...stored, subject: 'mallory', issuer: ALICE.issuer, provider: 'idp' });
     expect(await vault.load({ ...ALICE, subject: 'mallory' })).toBeUndefined();
@@ -112,13 +119,22 @@ describe('upstream credentials at rest (Redis)', () => {
   it('rotation: records under the previous key still load; re-encryption (the admin operation) moves them to the new key', async () => {
     const oldKey = randomBytes(32);
     const newKey = randomBytes(32);
-    await new CredentialVault({ store, cipher: new CredentialCipher(oldKey), clock }).save(ALICE, { accessToken: ACCESS, refreshToken: REFRESH });
-    await new CredentialVault({ store, cipher: new CredentialCipher(oldKey), clock }).save({ ...ALICE, subject: 'bob' }, { accessToken: 'bob-token' });
+    await new CredentialVault({ store, cipher: new CredentialCipher(oldKey), clock }).save(ALICE, {
+      accessToken: ACCESS,
+      refreshToken: REFRESH,
+    });
+    await new CredentialVault({ store, cipher: new CredentialCipher(oldKey), clock }).save(
+      { ...ALICE, subject: 'bob' },
+      { accessToken: 'bob-token' },
+    );
     const rotated = new CredentialVault({ store, cipher: new CredentialCipher(newKey, [oldKey]), clock });
     expect(await rotated.load(ALICE)).toMatchObject({ accessToken: ACCESS, refreshToken: REFRESH });
     // A record already under the new key, and one under a key nobody holds any more.
     await rotated.save({ ...ALICE, subject: 'carol' }, { accessToken: 'carol-token' });
-    await new CredentialVault({ store, cipher: new CredentialCipher(randomBytes(32)), clock }).save({ ...ALICE, subject: 'dave' }, { accessToken: 'dave-token' });
+    await new CredentialVault({ store, cipher: new CredentialCipher(randomBytes(32)), clock }).save(
+      { ...ALICE, subject: 'dave' },
+      { accessToken: 'dave-token' },
+    );
     const ctx = { store, clock, metrics: new Metrics({ defaultMetrics: false }), upstreamCredentials: rotated };
     const answer = await adminOperations.reencryptUpstreamCredentials!(ctx, {});
     expect(answer).toMatchObject({ status: 200, body: { rewritten: 2, alreadyCurrent: 1, unreadable: 1, changedMeanwhile: 0 } });
@@ -126,11 +142,16 @@ describe('upstream credentials at rest (Redis)', () => {
     const newOnly = new CredentialVault({ store, cipher: new CredentialCipher(newKey), clock });
     expect(await newOnly.load(ALICE)).toMatchObject({ accessToken: ACCESS, refreshToken: REFRESH });
     expect(await newOnly.load({ ...ALICE, subject: 'bob' })).toMatchObject({ accessToken: 'bob-token' });
-    expect(await adminOperations.reencryptUpstreamCredentials!(ctx, {})).toMatchObject({ body: { rewritten: 0, alreadyCurrent: 3, unreadable: 1 } });
+    expect(await adminOperations.reencryptUpstreamCredentials!(ctx, {})).toMatchObject({
+      body: { rewritten: 0, alreadyCurrent: 3, unreadable: 1 },
+    });
   });
 
   it('re-encryption with upstream credentials off is a clear 400', async () => {
     const ctx = { store, clock, metrics: new Metrics({ defaultMetrics: false }) };
-    await expect(adminOperations.reencryptUpstreamCredentials!(ctx, {})).rejects.toMatchObject({ code: 'invalid_request', message: expect.stringContaining('upstream credentials are off') });
+    await expect(adminOperations.reencryptUpstreamCredentials!(ctx, {})).rejects.toMatchObject({
+      code: 'invalid_request',
+      message: expect.stringContaining('upstream credentials are off'),
+    });
   });
 });

@@ -26,7 +26,12 @@ beforeAll(async () => {
       res.end(
         form.get('audience') === 'forbidden'
           ? JSON.stringify({ error: 'invalid_target' })
-          : JSON.stringify({ access_token: `exchanged-for-${form.get('audience')}`, issued_token_type: 'urn:ietf:params:oauth:token-type:access_token', token_type: 'Bearer', expires_in: 300 }),
+          : JSON.stringify({
+              access_token: `exchanged-for-${form.get('audience')}`,
+              issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+              token_type: 'Bearer',
+              expires_in: 300,
+            }),
       );
     });
   });
@@ -40,7 +45,14 @@ afterAll(async () => {
 
 describe('RFC 8693 exchange at the IdP', () => {
   const clock = new ManualClock(Date.now());
-  const configuration = () => providerConfiguration({ authorizationEndpoint: `${base}/authorize`, tokenEndpoint: `${base}/token`, clientId: 'sidecar', clientSecret: 's3cret', timeoutMs: 2000 });
+  const configuration = () =>
+    providerConfiguration({
+      authorizationEndpoint: `${base}/authorize`,
+      tokenEndpoint: `${base}/token`,
+      clientId: 'sidecar',
+      clientSecret: 's3cret',
+      timeoutMs: 2000,
+    });
 
   it('sends the user token as subject_token with the audience, authenticated as the client; keeps the answer and its expiry', async () => {
     const tokens = await exchangeAtIdp(configuration(), 'user-idp-token', 'https://api.internal', clock);

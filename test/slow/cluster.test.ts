@@ -92,13 +92,21 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     expect(first.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
     expect(await mcp(first.body.access_token)).toBe(200);
 
-    const second = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    const second = await postForm(
+      `${stack.proxyUrl}/token`,
+      { grant_type: 'refresh_token', refresh_token: first.body.refresh_token },
+      basic(c.id, c.secret),
+    );
     expect(second.status).toBe(200);
     expect(await mcp(second.body.access_token)).toBe(200);
     // Presented again within the grace window (the rotation script's grace path, on Cluster): the
     // rotation's own pair again, as often as asked; the family alive.
     for (let i = 0; i < 2; i++) {
-      const racing = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+      const racing = await postForm(
+        `${stack.proxyUrl}/token`,
+        { grant_type: 'refresh_token', refresh_token: first.body.refresh_token },
+        basic(c.id, c.secret),
+      );
       expect(racing.status).toBe(200);
       expect([racing.body.access_token, racing.body.refresh_token]).toEqual([second.body.access_token, second.body.refresh_token]);
     }
@@ -106,7 +114,11 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     expect(await mcp(racing.body.access_token)).toBe(200);
     // Replaying the rotated refresh token after the window revokes the whole family.
     stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000);
-    const replay = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token }, basic(c.id, c.secret));
+    const replay = await postForm(
+      `${stack.proxyUrl}/token`,
+      { grant_type: 'refresh_token', refresh_token: first.body.refresh_token },
+      basic(c.id, c.secret),
+    );
     expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
     for (const t of [first, second, racing]) expect(await mcp(t.body.access_token)).toBe(401);
     // Untouched by the family revocation.
@@ -120,7 +132,11 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     expect(deleted.body).toMatchObject({ clientId: c.id, accessTokensRevoked: 2, refreshTokensRevoked: 1 });
     expect(await mcp(issued.body.accessToken)).toBe(401);
     expect(await mcp(third.body.access_token)).toBe(401);
-    const afterDelete = await postForm(`${stack.proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: third.body.refresh_token }, basic(c.id, c.secret));
+    const afterDelete = await postForm(
+      `${stack.proxyUrl}/token`,
+      { grant_type: 'refresh_token', refresh_token: third.body.refresh_token },
+      basic(c.id, c.secret),
+    );
     expect(afterDelete.status).not.toBe(200);
     expect((await stack.admin('createAccessToken', { clientId: c.id, lifetimeSeconds: 600 })).status).not.toBe(201);
   });
@@ -129,10 +145,19 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     const store = stack.store as RedisTokenStore;
     const tokens = Array.from({ length: 12 }, () => generateToken());
     const now = Date.now();
-    for (const t of tokens) await store.putUserToken({ tokenHash: hashToken(t), subject: 'alice', issuer: 'https://idp.example/', createdAt: now, expiresAt: now + 3_600_000 });
+    for (const t of tokens)
+      await store.putUserToken({
+        tokenHash: hashToken(t),
+        subject: 'alice',
+        issuer: 'https://idp.example/',
+        createdAt: now,
+        expiresAt: now + 3_600_000,
+      });
     for (const t of tokens) expect(await mcp(t)).toBe(200);
     // Spread over the cluster (12 random slots on 3 masters all on one master: 3 * (1/3)^12, negligible).
-    const slots = await Promise.all(tokens.map((t) => raw.call('CLUSTER', 'KEYSLOT', store.keys.userToken(hashToken(t))) as Promise<number>));
+    const slots = await Promise.all(
+      tokens.map((t) => raw.call('CLUSTER', 'KEYSLOT', store.keys.userToken(hashToken(t))) as Promise<number>),
+    );
     const owners = new Set(await Promise.all(slots.map(async (slot) => ownerOf(raw, slot))));
     expect(owners.size).toBeGreaterThan(1);
 

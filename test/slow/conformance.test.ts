@@ -170,33 +170,43 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
   let proxied: SuiteRun;
   let policed: SuiteRun;
 
-  beforeAll(async () => {
-    workDir = mkdtempSync(join(tmpdir(), 'mcp-conformance-'));
-    upstream = await startConformanceUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url });
-    const { token } = await stack.issueOAuthToken();
-    forwarder = await startCredentialForwarder(stack.mcpUrl, token);
-    // Deny by default, as a policed deployment would, with one rule that lets OAuth tokens make every
-    // call: nothing the scenarios do is refused, and every body and list answer goes through the policy.
-    policedStack = await startStack({
-      upstreamUrl: upstream.url,
-      config: { policy: { default: 'deny', rules: [{ name: 'oauth-clients', effect: 'allow', principals: { kinds: ['oauth'] } }] } },
-    });
-    const { token: policedToken } = await policedStack.issueOAuthToken();
-    policedForwarder = await startCredentialForwarder(policedStack.mcpUrl, policedToken);
-    // One after the other: a few scenarios give the server a fixed time (server-sse-multiple-streams
-    // waits 2 s for each stream's first event), so the runs do not compete for the machine.
-    direct = await runSuite(upstream.url, mkdtempSync(join(workDir, 'direct-')));
-    proxied = await runSuite(forwarder.url, mkdtempSync(join(workDir, 'sidecar-')));
-    policed = await runSuite(policedForwarder.url, mkdtempSync(join(workDir, 'policy-')));
-  }, 3 * RUN_TIMEOUT_MS + 60_000);
+  beforeAll(
+    async () => {
+      workDir = mkdtempSync(join(tmpdir(), 'mcp-conformance-'));
+      upstream = await startConformanceUpstream();
+      stack = await startStack({ upstreamUrl: upstream.url });
+      const { token } = await stack.issueOAuthToken();
+      forwarder = await startCredentialForwarder(stack.mcpUrl, token);
+      // Deny by default, as a policed deployment would, with one rule that lets OAuth tokens make every
+      // call: nothing the scenarios do is refused, and every body and list answer goes through the policy.
+      policedStack = await startStack({
+        upstreamUrl: upstream.url,
+        config: { policy: { default: 'deny', rules: [{ name: 'oauth-clients', effect: 'allow', principals: { kinds: ['oauth'] } }] } },
+      });
+      const { token: policedToken } = await policedStack.issueOAuthToken();
+      policedForwarder = await startCredentialForwarder(policedStack.mcpUrl, policedToken);
+      // One after the other: a few scenarios give the server a fixed time (server-sse-multiple-streams
+      // waits 2 s for each stream's first event), so the runs do not compete for the machine.
+      direct = await runSuite(upstream.url, mkdtempSync(join(workDir, 'direct-')));
+      proxied = await runSuite(forwarder.url, mkdtempSync(join(workDir, 'sidecar-')));
+      policed = await runSuite(policedForwarder.url, mkdtempSync(join(workDir, 'policy-')));
+    },
+    3 * RUN_TIMEOUT_MS + 60_000,
+  );
 
   afterAll(async () => {
     if (direct && proxied && policed) {
       // The table for the CI log: scenario, directly, through the sidecar, through the policed
       // sidecar, why a failure is expected.
       const header = ['scenario', 'directly', 'sidecar', 'sidecar + policy', ''];
-      const rows = [header, ...SERVER_SCENARIOS.map((s) => [s, ...[direct, proxied, policed].map((run) => verdict(run.checks.get(s))), EXPECTED_FAILURES[s] ?? ''])];
+      const rows = [
+        header,
+        ...SERVER_SCENARIOS.map((s) => [
+          s,
+          ...[direct, proxied, policed].map((run) => verdict(run.checks.get(s))),
+          EXPECTED_FAILURES[s] ?? '',
+        ]),
+      ];
       const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i]!.length)));
       console.log(rows.map((r) => r.map((cell, i) => (i < 4 ? cell.padEnd(widths[i]!) : cell)).join('  ')).join('\n'));
     }
@@ -244,7 +254,8 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
   });
 
   it('dns-rebinding-protection: the sidecar itself refuses the foreign Host (421), the upstream never sees it', () => {
-    const rejected = (run: SuiteRun) => run.checks.get('dns-rebinding-protection')!.find((c) => c.id === 'localhost-host-rebinding-rejected')!;
+    const rejected = (run: SuiteRun) =>
+      run.checks.get('dns-rebinding-protection')!.find((c) => c.id === 'localhost-host-rebinding-rejected')!;
     // Directly, the upstream's own check answers (403); through the sidecar, its DNS rebinding check
     // does (421), which it can only do if Host: evil.example.com reached it unchanged.
     expect(rejected(direct).details?.statusCode).toBe(403);
@@ -300,7 +311,10 @@ describe('the loopback-only guard the CLI runs under', () => {
       const code = await new Promise<number | null>((done) => child.on('exit', done));
       expect(code, output).toBe(0);
       expect(output).toContain('loopback-only: refused a connection to 192.0.2.1:8080');
-      const recorded = readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+      const recorded = readFileSync(log, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
       expect(recorded).toEqual([{ host: '192.0.2.1', port: 8080, allowed: false }]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

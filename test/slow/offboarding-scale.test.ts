@@ -43,7 +43,15 @@ it('a person with 100,000 tokens is revoked in batches: no command carries more 
   const clock = new ManualClock(Date.now());
   const now = clock.now();
   const user = { subject: 'leaver', issuer: 'https://idp.example.com/' };
-  await store.createClient({ clientId: 'c-scale', redirectUris: [], grantTypes: [], profile: 'default', tokenEndpointAuthMethod: 'none', source: 'admin', createdAt: now });
+  await store.createClient({
+    clientId: 'c-scale',
+    redirectUris: [],
+    grantTypes: [],
+    profile: 'default',
+    tokenEndpointAuthMethod: 'none',
+    source: 'admin',
+    createdAt: now,
+  });
   const sample: string[] = [];
   for (let i = 0; i < HALF; i += 1000) {
     const writes: Array<Promise<unknown>> = [];
@@ -73,7 +81,10 @@ it('a person with 100,000 tokens is revoked in batches: no command carries more 
   // A batch script: EVALSHA, sha, numkeys, the index, six arguments, then the batch's members.
   expect(widest).toBeLessThanOrEqual(SUBJECT_REVOCATION_BATCH + 10);
   const longest = commands.reduce((a, b) => (b[2] > a[2] ? b : a));
-  const scripts = commands.filter(([, , , args]) => args[0]?.toUpperCase() === 'EVALSHA').map(([, , us]) => us).sort((a, b) => a - b);
+  const scripts = commands
+    .filter(([, , , args]) => args[0]?.toUpperCase() === 'EVALSHA')
+    .map(([, , us]) => us)
+    .sort((a, b) => a - b);
   const p = (q: number) => scripts[Math.min(scripts.length - 1, Math.floor(q * scripts.length))];
   console.log(
     `revokeSubject of ${2 * HALF} tokens: ${elapsedMs.toFixed(0)} ms in all, ${commands.length} commands; ` +
@@ -83,5 +94,10 @@ it('a person with 100,000 tokens is revoked in batches: no command carries more 
 
   for (const hash of sample) expect(decideToken(hash, await store.lookupToken(hash), now)).toEqual({ ok: false, reason: 'revoked' });
   expect(decideToken(other, await store.lookupToken(other), now).ok).toBe(true);
-  expect(await store.revokeSubject('leaver', undefined, now, SUBJECT_REVOCATION_BATCH)).toEqual({ accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 });
+  expect(await store.revokeSubject('leaver', undefined, now, SUBJECT_REVOCATION_BATCH)).toEqual({
+    accessTokensRevoked: 0,
+    refreshTokensRevoked: 0,
+    userTokensRevoked: 0,
+    consentsForgotten: 0,
+  });
 }, 300_000);

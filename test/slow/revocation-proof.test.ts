@@ -57,16 +57,27 @@ const REVOCATIONS: Record<string, Revocation> = {
  * would type it): `revoked` must be exactly "false" for the token to be good, so removing it revokes.
  */
 function userRecord(tokenHash: string, now: number): Record<string, string> {
-  return { tokenHash, subject: 'proof', issuer: 'https://idp.example.com/', revoked: 'false', createdAt: String(now), expiresAt: String(now + HOUR) };
+  return {
+    tokenHash,
+    subject: 'proof',
+    issuer: 'https://idp.example.com/',
+    revoked: 'false',
+    createdAt: String(now),
+    expiresAt: String(now + HOUR),
+  };
 }
 
 /** GET /authz as nginx auth_request sends it (X-Original-* plus the client's Authorization). */
 function authz(url: string, token: string, agent: Agent | false): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/authz`, { agent, headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode!));
-    });
+    const req = request(
+      `${url}/authz`,
+      { agent, headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -81,7 +92,12 @@ function summary(values: number[]): { n: number; p50: number; p99: number; max: 
 
 /** 32 connections of /authz traffic with a token of its own, until stopped. */
 function load(url: string, token: string): { stop(): Promise<number> } {
-  const instance = autocannon({ url: `${url}/authz`, connections: 32, duration: 3600, headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' } });
+  const instance = autocannon({
+    url: `${url}/authz`,
+    connections: 32,
+    duration: 3600,
+    headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' },
+  });
   return {
     async stop() {
       instance.stop();
@@ -105,7 +121,11 @@ describe('next-request revocation with the lookup cache, one process (windows me
   beforeAll(async () => {
     redis = await startRedisServer();
     echo = await startEchoUpstream();
-    stack = await startStack({ redisUrl: redis.url, upstreamUrl: echo.url, config: { proxy: { forwardAuth: true }, redis: { lookupCache: 'tracking', commandTimeoutMs: 1500 } } });
+    stack = await startStack({
+      redisUrl: redis.url,
+      upstreamUrl: echo.url,
+      config: { proxy: { forwardAuth: true }, redis: { lookupCache: 'tracking', commandTimeoutMs: 1500 } },
+    });
     operator = await rawRedis(redis.url);
     agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const cache = (stack.store as RedisTokenStore).lookupCache!;
@@ -122,7 +142,8 @@ describe('next-request revocation with the lookup cache, one process (windows me
     await stack?.close();
     await echo?.close();
     await redis?.stop();
-    for (const [name, values] of Object.entries(windows)) console.log(`revocation window (ms, write reply -> invalidation read), one process, ${name}:`, summary(values));
+    for (const [name, values] of Object.entries(windows))
+      console.log(`revocation window (ms, write reply -> invalidation read), one process, ${name}:`, summary(values));
   });
 
   /**
@@ -204,11 +225,19 @@ for (const workers of [1, 2]) {
 
     beforeAll(async () => {
       echo = await startEchoUpstream();
-      sidecar = await startSidecarProcess(
-        `revocation-proof-${workers}`,
-        SIDECAR,
-        { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ADMIN_PORT: '0', LOG_LEVEL: 'warn', LOG_FORMAT: 'json', UPSTREAM_URL: echo.url, WORKERS: String(workers), FORWARD_AUTH: 'true', REDIS_LOOKUP_CACHE: 'tracking' },
-      );
+      sidecar = await startSidecarProcess(`revocation-proof-${workers}`, SIDECAR, {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        ADMIN_PORT: '0',
+        LOG_LEVEL: 'warn',
+        LOG_FORMAT: 'json',
+        UPSTREAM_URL: echo.url,
+        WORKERS: String(workers),
+        FORWARD_AUTH: 'true',
+        REDIS_LOOKUP_CACHE: 'tracking',
+      });
       operator = await rawRedis(redisUrl());
     });
     afterAll(async () => {

@@ -36,7 +36,9 @@ let store: RedisTokenStore;
 beforeAll(async () => {
   const started = performance.now();
   ha = await startSentinelSet('mcpauth', { downAfterMs: 1000, failoverTimeoutMs: 3000 });
-  console.log(`Sentinel set (primary ${ha.primary.port}, replica ${ha.replica.port}, 3 Sentinels) ready in ${Math.round(performance.now() - started)} ms`);
+  console.log(
+    `Sentinel set (primary ${ha.primary.port}, replica ${ha.replica.port}, 3 Sentinels) ready in ${Math.round(performance.now() - started)} ms`,
+  );
   echo = await startEchoUpstream();
   stack = await startStack({ redisUrl: ha.url, upstreamUrl: echo.url, config: { redis: { commandTimeoutMs: COMMAND_TIMEOUT_MS } } });
   store = stack.store as RedisTokenStore;
@@ -61,7 +63,15 @@ async function waitCalls(port: number): Promise<number> {
 function putUserToken(): Promise<string> {
   const token = generateToken();
   const now = Date.now();
-  return store.putUserToken({ tokenHash: hashToken(token), subject: 'alice', issuer: 'https://idp.example/', createdAt: now, expiresAt: now + 3_600_000 }).then(() => token);
+  return store
+    .putUserToken({
+      tokenHash: hashToken(token),
+      subject: 'alice',
+      issuer: 'https://idp.example/',
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    })
+    .then(() => token);
 }
 
 describe('Redis Sentinel', () => {
@@ -104,7 +114,8 @@ describe('Redis Sentinel', () => {
     // Refresh-token reuse revokes the family: that revocation is WAITed for as well.
     expect((await stack.admin('seedDefaultProfiles')).status).toBe(200);
     const created = await stack.admin('createClient', { clientName: 'refresher' });
-    const token = (params: Record<string, string>) => postForm(`${stack.proxyUrl}/token`, params, basic(created.body.clientId, created.body.clientSecret));
+    const token = (params: Record<string, string>) =>
+      postForm(`${stack.proxyUrl}/token`, params, basic(created.body.clientId, created.body.clientSecret));
     const first = await token({ grant_type: 'client_credentials' });
     expect(first.body.refresh_token).toMatch(/^[0-9a-f]{64}$/);
     const second = await token({ grant_type: 'refresh_token', refresh_token: first.body.refresh_token! });
@@ -136,7 +147,9 @@ describe('Redis Sentinel', () => {
     } finally {
       ha.replica.process.kill('SIGCONT');
     }
-    console.log(`revocation with the replica stopped: ${Math.round(revocationMs!)} ms (WAIT timeout ${Math.floor(COMMAND_TIMEOUT_MS * 0.8)} ms); ${during.length} lookups answered meanwhile, slowest ${Math.round(Math.max(...during.map((a) => a.ms)))} ms`);
+    console.log(
+      `revocation with the replica stopped: ${Math.round(revocationMs!)} ms (WAIT timeout ${Math.floor(COMMAND_TIMEOUT_MS * 0.8)} ms); ${during.length} lookups answered meanwhile, slowest ${Math.round(Math.max(...during.map((a) => a.ms)))} ms`,
+    );
     expect(revocationMs!).toBeGreaterThanOrEqual(Math.floor(COMMAND_TIMEOUT_MS * 0.8) - 5);
     expect(store.replicationStats).toEqual({ waits: 4, unacknowledged: 1 });
     // The same counts at /metrics, for an alert on revocations no replica has confirmed.
@@ -152,7 +165,10 @@ describe('Redis Sentinel', () => {
     // Back in sync before the failover test: the primary sees the replica online, every Sentinel
     // sees it up (a failover needs a good replica).
     await until('the replica to be online again', async () => /slave0:.*state=online/.test(await info(ha.primary.port, 'replication')));
-    await until('the replica link to be up', async () => infoField(await info(ha.replica.port, 'replication'), 'master_link_status') === 'up');
+    await until(
+      'the replica link to be up',
+      async () => infoField(await info(ha.replica.port, 'replication'), 'master_link_status') === 'up',
+    );
   });
 
   it('primary SIGKILLed: 503 within the bound during the failover, never 200 for a revoked token; recovers to the promoted replica by itself', async () => {
@@ -174,7 +190,12 @@ describe('Redis Sentinel', () => {
     let caught: { status: number; body: any };
     try {
       const pending = stack.admin('revokeUserToken', { token: inFlight });
-      await until('the revocation WAIT to block on the primary', async () => Number(infoField(await info(ha.primary.port, 'clients'), 'blocked_clients')) >= 1, 5000, 5);
+      await until(
+        'the revocation WAIT to block on the primary',
+        async () => Number(infoField(await info(ha.primary.port, 'clients'), 'blocked_clients')) >= 1,
+        5000,
+        5,
+      );
       killedAt = performance.now();
       await ha.primary.kill();
       caught = await pending;
@@ -245,7 +266,11 @@ describe('Redis Sentinel with the lookup cache (redis.lookupCache: tracking)', (
   it('a failover (SENTINEL FAILOVER: the old primary stays up, demoted) drops the cache; it is live again on the new primary, where a hand edit is seen', async () => {
     const set = await startSentinelSet('mcpcache', { downAfterMs: 1000, failoverTimeoutMs: 3000 });
     const up = await startEchoUpstream();
-    const cached = await startStack({ redisUrl: set.url, upstreamUrl: up.url, config: { redis: { commandTimeoutMs: COMMAND_TIMEOUT_MS, lookupCache: 'tracking' } } });
+    const cached = await startStack({
+      redisUrl: set.url,
+      upstreamUrl: up.url,
+      config: { redis: { commandTimeoutMs: COMMAND_TIMEOUT_MS, lookupCache: 'tracking' } },
+    });
     const newPrimary = await rawRedis(`redis://127.0.0.1:${set.replica.port}`);
     try {
       const cache = (cached.store as RedisTokenStore).lookupCache!;
@@ -265,7 +290,11 @@ describe('Redis Sentinel with the lookup cache (redis.lookupCache: tracking)', (
       await until('the cache to be live on the promoted replica', async () => {
         if (!cache.live) return false;
         const clients = (await newPrimary.client('LIST')) as string;
-        return clients.includes(`id=${cache.clientIds.subscriber} `) && clients.includes(`id=${cache.clientIds.data} `) && clients.includes('name=mcpauth-lookup-invalidations');
+        return (
+          clients.includes(`id=${cache.clientIds.subscriber} `) &&
+          clients.includes(`id=${cache.clientIds.data} `) &&
+          clients.includes('name=mcpauth-lookup-invalidations')
+        );
       });
       expect(await set.currentPrimaryPort()).toBe(set.replica.port);
       // Filled again on the new primary, then revoked there by hand: refused once the invalidation arrives.
@@ -300,7 +329,11 @@ describe('rediss+sentinel://', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as { port: number }).port;
-    const client = createRedisClient({ url: `rediss+sentinel://:secret@127.0.0.1:${port}/mcpauth`, commandTimeoutMs: 500, connectTimeoutMs: 1000 });
+    const client = createRedisClient({
+      url: `rediss+sentinel://:secret@127.0.0.1:${port}/mcpauth`,
+      commandTimeoutMs: 500,
+      connectTimeoutMs: 1000,
+    });
     client.on('error', () => undefined);
     try {
       client.connect().catch(() => undefined);

@@ -73,7 +73,8 @@ export const CLIENT_DOCUMENTS: ClientDocumentFixture[] = [
   },
   {
     name: 'Claude',
-    source: 'https://claude.ai/oauth/mcp-oauth-client-metadata, as fetched and quoted in anthropics/claude-ai-mcp#487 and django-oauth/django-oauth-toolkit#1856 (jwt-bearer grant listed)',
+    source:
+      'https://claude.ai/oauth/mcp-oauth-client-metadata, as fetched and quoted in anthropics/claude-ai-mcp#487 and django-oauth/django-oauth-toolkit#1856 (jwt-bearer grant listed)',
     published: {
       client_id: 'https://claude.ai/oauth/mcp-oauth-client-metadata',
       client_name: 'Claude',
@@ -88,7 +89,8 @@ export const CLIENT_DOCUMENTS: ClientDocumentFixture[] = [
   },
   {
     name: 'Claude Code',
-    source: 'https://claude.ai/oauth/claude-code-client-metadata, as quoted in anthropics/claude-code#44429 and openstatusHQ/openstatus#2733',
+    source:
+      'https://claude.ai/oauth/claude-code-client-metadata, as quoted in anthropics/claude-code#44429 and openstatusHQ/openstatus#2733',
     published: {
       client_id: 'https://claude.ai/oauth/claude-code-client-metadata',
       client_name: 'Claude Code',

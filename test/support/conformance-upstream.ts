@@ -115,7 +115,11 @@ function buildServer(): McpServer {
       { type: 'image' as const, data: PNG, mimeType: 'image/png' },
       {
         type: 'resource' as const,
-        resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: JSON.stringify({ test: 'data', value: 123 }) },
+        resource: {
+          uri: 'test://mixed-content-resource',
+          mimeType: 'application/json',
+          text: JSON.stringify({ test: 'data', value: 123 }),
+        },
       },
     ],
   }));
@@ -167,7 +171,10 @@ function buildServer(): McpServer {
     requestedSchema: ElicitRequestFormParams['requestedSchema'],
   ) => {
     if (!server.server.getClientCapabilities()?.elicitation) return { ...text('the client does not support elicitation'), isError: true };
-    const result = await server.server.elicitInput({ mode: 'form', message, requestedSchema }, { relatedRequestId: extra.requestId, signal: extra.signal });
+    const result = await server.server.elicitInput(
+      { mode: 'form', message, requestedSchema },
+      { relatedRequestId: extra.requestId, signal: extra.signal },
+    );
     return text(`Elicitation completed: action=${result.action}, content=${JSON.stringify(result.content ?? {})}`);
   };
 
@@ -201,36 +208,33 @@ function buildServer(): McpServer {
       }),
   );
 
-  server.registerTool(
-    'test_elicitation_sep1330_enums',
-    { description: 'Elicitation whose schema has every enum form.' },
-    async (extra) =>
-      elicit(extra, 'Please choose', {
-        type: 'object',
-        properties: {
-          untitledSingle: { type: 'string', enum: ['option1', 'option2', 'option3'] },
-          titledSingle: {
-            type: 'string',
-            oneOf: [
-              { const: 'value1', title: 'First Option' },
-              { const: 'value2', title: 'Second Option' },
-              { const: 'value3', title: 'Third Option' },
+  server.registerTool('test_elicitation_sep1330_enums', { description: 'Elicitation whose schema has every enum form.' }, async (extra) =>
+    elicit(extra, 'Please choose', {
+      type: 'object',
+      properties: {
+        untitledSingle: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+        titledSingle: {
+          type: 'string',
+          oneOf: [
+            { const: 'value1', title: 'First Option' },
+            { const: 'value2', title: 'Second Option' },
+            { const: 'value3', title: 'Third Option' },
+          ],
+        },
+        legacyEnum: { type: 'string', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+        untitledMulti: { type: 'array', items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
+        titledMulti: {
+          type: 'array',
+          items: {
+            anyOf: [
+              { const: 'value1', title: 'First Choice' },
+              { const: 'value2', title: 'Second Choice' },
+              { const: 'value3', title: 'Third Choice' },
             ],
           },
-          legacyEnum: { type: 'string', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
-          untitledMulti: { type: 'array', items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
-          titledMulti: {
-            type: 'array',
-            items: {
-              anyOf: [
-                { const: 'value1', title: 'First Choice' },
-                { const: 'value2', title: 'Second Choice' },
-                { const: 'value3', title: 'Third Choice' },
-              ],
-            },
-          },
         },
-      }),
+      },
+    }),
   );
 
   // json-schema-2020-12: the listing must carry $schema (2020-12), $defs and additionalProperties
@@ -283,7 +287,9 @@ function buildServer(): McpServer {
     new ResourceTemplate('test://template/{id}/data', { list: undefined }),
     { mimeType: 'application/json', description: 'Data for the id in the URI.' },
     async (uri, { id }) => ({
-      contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
+      contents: [
+        { uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) },
+      ],
     }),
   );
   server.registerResource(
@@ -326,7 +332,13 @@ function buildServer(): McpServer {
     { description: 'A prompt that embeds a resource.', argsSchema: { resourceUri: z.string() } },
     ({ resourceUri }) => ({
       messages: [
-        { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
+        {
+          role: 'user',
+          content: {
+            type: 'resource',
+            resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' },
+          },
+        },
         { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
       ],
     }),
@@ -443,7 +455,8 @@ export async function startConformanceUpstream(): Promise<ConformanceUpstream> {
         return session.transport.handleRequest(req, res, body);
       }
       if (sessionId !== undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
-      if (!isInitializeRequest(body)) return sendJson(res, 400, rpcError(-32000, 'Bad Request: no session id and not an initialize request'));
+      if (!isInitializeRequest(body))
+        return sendJson(res, 400, rpcError(-32000, 'Bad Request: no session id and not an initialize request'));
       return (await newSession(body.params.protocolVersion)).handleRequest(req, res, body);
     }
     if (req.method === 'GET' || req.method === 'DELETE') {

@@ -16,14 +16,21 @@ export interface DeviceAuthorization {
   interval: number;
 }
 
-export async function deviceAuthorizationRequest(base: string, params: Record<string, string>): Promise<{ status: number; headers: Headers; body: Record<string, unknown> }> {
+export async function deviceAuthorizationRequest(
+  base: string,
+  params: Record<string, string>,
+): Promise<{ status: number; headers: Headers; body: Record<string, unknown> }> {
   const res = await fetch(`${base}/device_authorization`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams(params).toString(),
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text.startsWith('{') ? (JSON.parse(text) as Record<string, unknown>) : { text } };
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: text.startsWith('{') ? (JSON.parse(text) as Record<string, unknown>) : { text },
+  };
 }
 
 export async function startDevice(base: string, clientId: string, extra: Record<string, string> = {}): Promise<DeviceAuthorization> {
@@ -41,7 +48,12 @@ export async function registerDeviceClient(base: string, extra: Record<string, u
   const res = await fetch(`${base}/register`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ client_name: 'Headless agent', grant_types: [DEVICE_GRANT, 'refresh_token'], token_endpoint_auth_method: 'none', ...extra }),
+    body: JSON.stringify({
+      client_name: 'Headless agent',
+      grant_types: [DEVICE_GRANT, 'refresh_token'],
+      token_endpoint_auth_method: 'none',
+      ...extra,
+    }),
   });
   const body = (await res.json()) as { client_id?: string };
   if (res.status !== 201 || !body.client_id) throw new Error(`register: ${res.status} ${JSON.stringify(body)}`);

@@ -63,7 +63,11 @@ export class DpopKey {
     if (claims.ath !== undefined) payload.ath = claims.ath;
     if (claims.nonce !== undefined) payload.nonce = claims.nonce;
     for (const name of options.omit ?? []) delete payload[name];
-    const jwt = new SignJWT(payload).setProtectedHeader({ alg: this.alg, typ: options.typ ?? 'dpop+jwt', jwk: options.jwk ?? this.publicJwk });
+    const jwt = new SignJWT(payload).setProtectedHeader({
+      alg: this.alg,
+      typ: options.typ ?? 'dpop+jwt',
+      jwk: options.jwk ?? this.publicJwk,
+    });
     if (!options.omit?.includes('iat')) jwt.setIssuedAt(claims.iat ?? Math.floor(Date.now() / 1000));
     return jwt.sign(this.privateKey);
   }
@@ -79,5 +83,8 @@ export function unsignedProof(jwk: JWK, claims: Record<string, unknown>): string
 export async function hmacProof(claims: Record<string, unknown>): Promise<string> {
   const secret = new TextEncoder().encode('a shared secret of thirty-two by');
   const jwk = { kty: 'oct', k: Buffer.from(secret).toString('base64url') };
-  return new SignJWT({ jti: randomUUID(), ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk }).setIssuedAt().sign(secret);
+  return new SignJWT({ jti: randomUUID(), ...claims })
+    .setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk })
+    .setIssuedAt()
+    .sign(secret);
 }

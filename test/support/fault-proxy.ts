@@ -70,7 +70,11 @@ interface LinkState extends Link {
   closed: boolean;
 }
 
-export async function startFaultProxy(target: { host: string; port: number }, initial: FaultMode = 'pass', options: { slowMs?: number } = {}): Promise<FaultProxy> {
+export async function startFaultProxy(
+  target: { host: string; port: number },
+  initial: FaultMode = 'pass',
+  options: { slowMs?: number } = {},
+): Promise<FaultProxy> {
   let mode: FaultMode = initial;
   let slowMs = options.slowMs ?? 500;
   let interceptor: Interceptor | undefined;
@@ -257,7 +261,9 @@ export async function startFaultProxy(target: { host: string; port: number }, in
       return links.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => emptyWaiters.push(resolve));
     },
     whenDelivered() {
-      return [...links].every((l) => l.late.length === 0) ? Promise.resolve() : new Promise<void>((resolve) => deliveredWaiters.push(resolve));
+      return [...links].every((l) => l.late.length === 0)
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => deliveredWaiters.push(resolve));
     },
     async close() {
       interceptor = undefined;

@@ -20,14 +20,27 @@ export async function startGoUpstream(): Promise<GoUpstream> {
   const dir = mkdtempSync(join(tmpdir(), 'go-upstream-'));
   const binary = join(dir, 'upstream');
   // cgo as the toolchain ships it: the standard library comes prebuilt, so the build takes seconds.
-  const env = { PATH: process.env.PATH, HOME: dir, GOCACHE: join(dir, 'cache'), GOPATH: join(dir, 'gopath'), GO111MODULE: 'off', GOPROXY: 'off', GOTOOLCHAIN: 'local' };
+  const env = {
+    PATH: process.env.PATH,
+    HOME: dir,
+    GOCACHE: join(dir, 'cache'),
+    GOPATH: join(dir, 'gopath'),
+    GO111MODULE: 'off',
+    GOPROXY: 'off',
+    GOTOOLCHAIN: 'local',
+  };
   await promisify(execFile)('go', ['build', '-o', binary, join(process.cwd(), 'test/support/go-upstream/main.go')], { env });
   const started = spawnProcess([binary], {});
   await started.waitFor((out) => out.includes('\n'));
   const address = started.output().split('\n')[0]!;
   return {
     url: `http://${address}/mcp`,
-    executed: () => started.output().split('\n').filter((l) => l.startsWith('EXEC ')).map((l) => l.slice(5)),
+    executed: () =>
+      started
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('EXEC '))
+        .map((l) => l.slice(5)),
     async close() {
       started.child.kill();
       await started.exit;

@@ -31,7 +31,8 @@ export interface IdJagClientOptions {
   scope?: string;
 }
 
-const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
+const basic = (id: string, secret: string) =>
+  `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
 
 async function json(res: Response, step: string): Promise<Record<string, any>> {
   const body = (await res.json()) as Record<string, any>;
@@ -67,7 +68,14 @@ export async function discover(mcpUrl: string): Promise<Discovered> {
 /** Steps 2 and 3: an ID token from the IdP, exchanged there for an ID-JAG for `discovered`. */
 export async function obtainIdJag(options: IdJagClientOptions, discovered: Discovered): Promise<string> {
   const auth = basic(options.idpClient.id, options.idpClient.secret);
-  const signIn = await json(await form(options.idpTokenUrl, { grant_type: 'password', username: options.user.name, password: options.user.password, scope: 'openid' }, auth), 'IdP sign-in');
+  const signIn = await json(
+    await form(
+      options.idpTokenUrl,
+      { grant_type: 'password', username: options.user.name, password: options.user.password, scope: 'openid' },
+      auth,
+    ),
+    'IdP sign-in',
+  );
   const exchanged = await json(
     await form(
       options.idpTokenUrl,
@@ -96,7 +104,9 @@ export function presentIdJag(tokenEndpoint: string, asClient: { id: string; secr
 /** Step 5: an MCP SDK client connected to `mcpUrl` with the access token. */
 export async function connectWithToken(mcpUrl: string, accessToken: string): Promise<Client> {
   const client = new Client({ name: 'id-jag-test-client', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${accessToken}` } } }),
+  );
   return client;
 }
 

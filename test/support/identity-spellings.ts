@@ -3,7 +3,13 @@
 // case, so `X_Mcp-Auth_Scope` is HTTP_X_MCP_AUTH_SCOPE to the application.
 
 /** The identity headers the sidecar itself sets (src/proxy/server.ts identityHeaders, and the assertion). */
-export const SIDECAR_IDENTITY_HEADERS = ['X-MCP-Auth-Kind', 'X-MCP-Auth-Subject', 'X-MCP-Auth-Client-Id', 'X-MCP-Auth-Scope', 'X-MCP-Auth-Assertion'] as const;
+export const SIDECAR_IDENTITY_HEADERS = [
+  'X-MCP-Auth-Kind',
+  'X-MCP-Auth-Subject',
+  'X-MCP-Auth-Client-Id',
+  'X-MCP-Auth-Scope',
+  'X-MCP-Auth-Assertion',
+] as const;
 
 /** Names in the same family the sidecar never sets: an upstream may still read them. */
 export const UNSET_IDENTITY_HEADERS = ['X-MCP-Auth-Email', 'X_MCP_AUTH_ROLE', 'x-Mcp_aUTH-Groups', 'X-MCP-AUTH-'] as const;

@@ -67,7 +67,9 @@ export async function startIngress(kind: IngressKind, options: { port: number; s
       join(dir, 'nginx.conf'),
       `daemon off;\nworker_processes 1;\npid ${dir}/nginx.pid;\nerror_log ${dir}/error.log info;\n${process.getuid?.() === 0 ? 'user root;\n' : ''}events { worker_connections 256; }\nhttp {\n  access_log ${dir}/access.log;\n${temp}\n  include ${dir}/mcp.conf;\n}\n`,
     );
-    child = spawn(BINARIES.nginx, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn(BINARIES.nginx, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
   } else {
     const site = readFileSync(new URL('../../examples/caddy/Caddyfile', import.meta.url), 'utf8')
       .replaceAll('127.0.0.1:8080', sidecar)

@@ -55,7 +55,16 @@ const SIGN_IN_CONFIGURED: IdpSignIn = {
 export async function startOAuthEndpoints(options: { config?: Record<string, unknown>; signIn?: boolean } = {}): Promise<OAuthEndpoints> {
   const clock = new ManualClock();
   const logs: string[] = [];
-  const logger = createLogger('debug', new Writable({ write(chunk, _enc, done) { logs.push(String(chunk)); done(); } }), 'json');
+  const logger = createLogger(
+    'debug',
+    new Writable({
+      write(chunk, _enc, done) {
+        logs.push(String(chunk));
+        done();
+      },
+    }),
+    'json',
+  );
   const config: Config = buildConfig(
     {
       masterToken: randomBytes(32).toString('hex'),
@@ -94,9 +103,17 @@ export async function startOAuthEndpoints(options: { config?: Record<string, unk
     store,
     clock,
     logs,
-    auditEvents: () => logs.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined).map((l) => l.audit),
+    auditEvents: () =>
+      logs
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.audit !== undefined)
+        .map((l) => l.audit),
     async token(params, headers = {}) {
-      const res = await fetch(`${url}/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(params).toString() });
+      const res = await fetch(`${url}/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+        body: new URLSearchParams(params).toString(),
+      });
       const text = await res.text();
       return { status: res.status, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) };
     },

@@ -79,7 +79,13 @@ export interface SidecarProcess extends Started {
  * `configLines`), the master token and REDIS_URL in the environment on top of `env`, and waits until it
  * prints both listeners. `replicaOf`: another sidecar's key prefix and master token (one more replica).
  */
-export async function startSidecarProcess(label: string, argv: string[], env: NodeJS.ProcessEnv, configLines: string[] = [], replicaOf?: SidecarProcess): Promise<SidecarProcess> {
+export async function startSidecarProcess(
+  label: string,
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  configLines: string[] = [],
+  replicaOf?: SidecarProcess,
+): Promise<SidecarProcess> {
   const dir = mkdtempSync(join(tmpdir(), `mcp-bearer-proxy-${label}-`));
   const prefix = replicaOf?.prefix ?? uniquePrefix(label);
   const master = replicaOf?.master ?? generateToken();

@@ -72,7 +72,12 @@ function spawnRedis(args: string[], port: number, dir: string, readyLine: string
 const COMMON = ['--bind', '127.0.0.1', '--protected-mode', 'no', '--logfile', '', '--save', '', '--appendonly', 'no'];
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws with `what`). */
-export async function until<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+export async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined | null | false>,
+  timeoutMs = 15_000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -92,7 +97,15 @@ export async function until<T>(what: string, check: () => Promise<T | undefined 
 
 /** A short-lived plain client for a one-off command; never retries, never queues. */
 async function withClient<T>(port: number, fn: (c: Redis) => Promise<T>): Promise<T> {
-  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 2000 });
+  const c = new Redis({
+    host: '127.0.0.1',
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 1000,
+    commandTimeout: 2000,
+  });
   c.on('error', () => undefined);
   try {
     await c.connect();
@@ -185,14 +198,20 @@ export interface SentinelSet {
  * Primary + one replica + three Sentinels (quorum 2). Resolves once the replica's link is up and every
  * Sentinel knows the replica and the two other Sentinels, i.e. a failover can actually happen.
  */
-export async function startSentinelSet(masterName = 'mcpauth', timing: SentinelTiming = { downAfterMs: 1000, failoverTimeoutMs: 3000 }): Promise<SentinelSet> {
+export async function startSentinelSet(
+  masterName = 'mcpauth',
+  timing: SentinelTiming = { downAfterMs: 1000, failoverTimeoutMs: 3000 },
+): Promise<SentinelSet> {
   const started: RedisProcess[] = [];
   try {
     const primary = await startDataNode([]);
     started.push(primary);
     const replica = await startDataNode(['--replicaof', '127.0.0.1', String(primary.port)]);
     started.push(replica);
-    await until('the replica to sync with the primary', async () => infoField(await info(replica.port, 'replication'), 'master_link_status') === 'up');
+    await until(
+      'the replica to sync with the primary',
+      async () => infoField(await info(replica.port, 'replication'), 'master_link_status') === 'up',
+    );
     const sentinels: RedisProcess[] = [];
     for (let i = 0; i < 3; i++) {
       const s = await startSentinel(masterName, primary.port, timing);
@@ -206,7 +225,9 @@ export async function startSentinelSet(masterName = 'mcpauth', timing: SentinelT
         withClient(s.port, async (c) => {
           const master = toObject((await c.call('SENTINEL', 'MASTER', masterName)) as string[]);
           const replicas = ((await c.call('SENTINEL', 'REPLICAS', masterName)) as string[][]).map(toObject);
-          return master['num-other-sentinels'] === '2' && replicas.some((r) => r.port === String(replica.port) && !r.flags?.includes('down'));
+          return (
+            master['num-other-sentinels'] === '2' && replicas.some((r) => r.port === String(replica.port) && !r.flags?.includes('down'))
+          );
         }),
       );
     }
@@ -220,7 +241,10 @@ export async function startSentinelSet(masterName = 'mcpauth', timing: SentinelT
       async currentPrimaryPort() {
         for (const s of sentinels) {
           try {
-            const addr = await withClient(s.port, (c) => c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName) as Promise<[string, string]>);
+            const addr = await withClient(
+              s.port,
+              (c) => c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName) as Promise<[string, string]>,
+            );
             return Number(addr[1]);
           } catch {
             // try the next one
@@ -263,7 +287,9 @@ export async function startRedisCluster(): Promise<RedisClusterSet> {
   const nodes: RedisProcess[] = [];
   try {
     for (let i = 0; i < 3; i++) {
-      nodes.push(await startDataNode(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']));
+      nodes.push(
+        await startDataNode(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']),
+      );
     }
     const created = spawnSync(
       'redis-cli',

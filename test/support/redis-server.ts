@@ -37,7 +37,23 @@ function launch(binary: string, port: number, dir: string, extraArgs: string[]):
   return new Promise((resolve, reject) => {
     const child = spawn(
       binary,
-      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--logfile', '', ...extraArgs],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--protected-mode',
+        'no',
+        '--logfile',
+        '',
+        ...extraArgs,
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';

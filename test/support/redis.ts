@@ -29,7 +29,11 @@ export async function openRedisStore(
   prefix: string,
   options: { url?: string; commandTimeoutMs?: number; lookupCache?: LookupCacheOptions | undefined } = {},
 ): Promise<RedisTokenStore> {
-  const client = createRedisClient({ url: options.url ?? redisUrl(), commandTimeoutMs: options.commandTimeoutMs ?? 1000, connectTimeoutMs: 5000 });
+  const client = createRedisClient({
+    url: options.url ?? redisUrl(),
+    commandTimeoutMs: options.commandTimeoutMs ?? 1000,
+    connectTimeoutMs: 5000,
+  });
   client.on('error', () => undefined);
   await connectRedis(client, 5000);
   const store = new RedisTokenStore(client, { keyPrefix: prefix });

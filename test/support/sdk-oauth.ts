@@ -50,7 +50,10 @@ export class RecordingProvider implements OAuthClientProvider {
  * The SDK client's first connection: the sidecar's 401, discovery, registration, and the authorization
  * URL the client would open in a browser. The transport is the one to call finishAuth(code) on.
  */
-export async function firstConnection(base: string, provider: RecordingProvider): Promise<{ transport: StreamableHTTPClientTransport; authorizationUrl: URL }> {
+export async function firstConnection(
+  base: string,
+  provider: RecordingProvider,
+): Promise<{ transport: StreamableHTTPClientTransport; authorizationUrl: URL }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider });
   const refused = await new Client({ name: 'sign-in-test', version: '1' }).connect(transport).then(
     () => new Error('the first connection was not refused'),

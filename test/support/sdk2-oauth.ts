@@ -3,7 +3,13 @@
 // for a test to drive, and, when asked for, a DpopSession (RFC 9449) that the SDK signs its token
 // requests and every request to the MCP server with. test/support/sdk-oauth.ts is the same for 1.x.
 
-import { Client, DpopSession, StreamableHTTPClientTransport, UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/client';
+import {
+  Client,
+  DpopSession,
+  StreamableHTTPClientTransport,
+  UnauthorizedError,
+  type OAuthClientProvider,
+} from '@modelcontextprotocol/client';
 import { CLIENT_REDIRECT } from './sign-in.ts';
 
 type Provider2 = Required<Pick<OAuthClientProvider, 'saveClientInformation'>> & OAuthClientProvider;
@@ -68,7 +74,10 @@ export class RecordingProvider2 implements Provider2 {
  * The 2.x client's first connection: the sidecar's 401, discovery, registration, and the authorization
  * URL the client would open in a browser. The transport is the one to call finishAuth(code) on.
  */
-export async function firstConnection2(base: string, provider: RecordingProvider2): Promise<{ transport: StreamableHTTPClientTransport; authorizationUrl: URL }> {
+export async function firstConnection2(
+  base: string,
+  provider: RecordingProvider2,
+): Promise<{ transport: StreamableHTTPClientTransport; authorizationUrl: URL }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider });
   const refused = await new Client({ name: 'sign-in-test-2x', version: '1' }).connect(transport).then(
     () => new Error('the first connection was not refused'),

@@ -17,12 +17,31 @@ export interface SignInStack {
 }
 
 export async function startSignInStack(
-  options: { autoLogin?: boolean; idp?: Record<string, unknown>; store?: StackOptions['store']; config?: Record<string, unknown>; cimd?: StackOptions['cimd']; clock?: StackOptions['clock']; userClaims?: Record<string, unknown>; genericIdp?: boolean; upstreamUrl?: string; connectCallback?: boolean } = {},
+  options: {
+    autoLogin?: boolean;
+    idp?: Record<string, unknown>;
+    store?: StackOptions['store'];
+    config?: Record<string, unknown>;
+    cimd?: StackOptions['cimd'];
+    clock?: StackOptions['clock'];
+    userClaims?: Record<string, unknown>;
+    genericIdp?: boolean;
+    upstreamUrl?: string;
+    connectCallback?: boolean;
+  } = {},
 ): Promise<SignInStack> {
   let base = '';
   const clientId = 'mcp-bearer-proxy';
   const clientSecret = randomBytes(32).toString('hex');
-  const idp = await startDemoIdp({ clientId, clientSecret, redirectUri: () => `${base}/oauth/callback`, ...(options.connectCallback ? { moreRedirectUris: () => [`${base}/connect/callback`] } : {}), autoLogin: options.autoLogin ?? true, generic: options.genericIdp === true, ...(options.userClaims ? { userClaims: options.userClaims } : {}) });
+  const idp = await startDemoIdp({
+    clientId,
+    clientSecret,
+    redirectUri: () => `${base}/oauth/callback`,
+    ...(options.connectCallback ? { moreRedirectUris: () => [`${base}/connect/callback`] } : {}),
+    autoLogin: options.autoLogin ?? true,
+    generic: options.genericIdp === true,
+    ...(options.userClaims ? { userClaims: options.userClaims } : {}),
+  });
   const stack = await startStack({
     ...(options.store ? { store: options.store } : {}),
     ...(options.cimd ? { cimd: options.cimd } : {}),
@@ -77,7 +96,12 @@ export function authorizeUrl(base: string, params: Record<string, string | undef
   return url.href;
 }
 
-export function standardParams(base: string, clientId: string, p: Pkce, extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
+export function standardParams(
+  base: string,
+  clientId: string,
+  p: Pkce,
+  extra: Record<string, string | undefined> = {},
+): Record<string, string | undefined> {
   return {
     response_type: 'code',
     client_id: clientId,
@@ -94,7 +118,9 @@ export function standardParams(base: string, clientId: string, p: Pkce, extra: R
 export async function approveAndSignIn(agent: UserAgent, base: string, authorizeHref: string, redirectUri = CLIENT_REDIRECT): Promise<Hop> {
   const page = await agent.request(authorizeHref);
   if (page.status !== 200) throw new Error(`authorize: ${page.status} ${page.location ?? page.body.slice(0, 200)}`);
-  const approved = await agent.request(`${base}/authorize/consent`, { form: { request: consentRequestId(page.body), decision: 'approve' } });
+  const approved = await agent.request(`${base}/authorize/consent`, {
+    form: { request: consentRequestId(page.body), decision: 'approve' },
+  });
   return agent.follow(approved, redirectUri);
 }
 

@@ -69,12 +69,25 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       ...extra,
       masterToken,
       store: options.store ?? 'redis',
-      redis: { url: options.redisUrl ?? redisUrl(), keyPrefix: prefix, commandTimeoutMs: 500, connectTimeoutMs: 5000, ...(extra.redis as object) },
+      redis: {
+        url: options.redisUrl ?? redisUrl(),
+        keyPrefix: prefix,
+        commandTimeoutMs: 500,
+        connectTimeoutMs: 5000,
+        ...(extra.redis as object),
+      },
       upstream: { url: upstreamUrl, ...(extra.upstream as object) },
       proxy: { host: '127.0.0.1', port: 0, ...(extra.proxy as object) },
       admin: { host: '127.0.0.1', port: 0, ...(extra.admin as object) },
       // Off unless a test turns them on: many tests fail authentication on purpose from one address.
-      rateLimits: { failedAuthPerMinute: 0, tokenRequestsPerMinute: 0, revocationRequestsPerMinute: 0, introspectionRequestsPerMinute: 0, adminFailedAuthPerMinute: 0, ...(extra.rateLimits as object) },
+      rateLimits: {
+        failedAuthPerMinute: 0,
+        tokenRequestsPerMinute: 0,
+        revocationRequestsPerMinute: 0,
+        introspectionRequestsPerMinute: 0,
+        adminFailedAuthPerMinute: 0,
+        ...(extra.rateLimits as object),
+      },
       logLevel: 'debug',
     },
     {},
@@ -91,11 +104,21 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   if ((options.store ?? 'redis') === 'memory') store = new MemoryTokenStore({ clock, keyPrefix: prefix });
   else {
     // As production: the cache with `tracking`, and with `auto` (the default) wherever it is possible.
-    const cached = config.redis.lookupCache === 'tracking' || (config.redis.lookupCache === 'auto' && parseRedisUrl(config.redis.url).mode !== 'cluster');
+    const cached =
+      config.redis.lookupCache === 'tracking' ||
+      (config.redis.lookupCache === 'auto' && parseRedisUrl(config.redis.url).mode !== 'cluster');
     const lookupCache = cached ? { ...lookupCacheOptions(config, logger), ...options.lookupCache } : undefined;
     store = await openRedisStore(prefix, { url: config.redis.url, commandTimeoutMs: config.redis.commandTimeoutMs, lookupCache });
   }
-  const sidecar = await createSidecar({ config, store: options.wrapStore ? options.wrapStore(store) : store, clock: clock as Clock, logger, defaultMetrics: false, env: options.env ?? {}, ...(options.cimd ? { cimd: options.cimd } : {}) });
+  const sidecar = await createSidecar({
+    config,
+    store: options.wrapStore ? options.wrapStore(store) : store,
+    clock: clock as Clock,
+    logger,
+    defaultMetrics: false,
+    env: options.env ?? {},
+    ...(options.cimd ? { cimd: options.cimd } : {}),
+  });
   const { proxyUrl, adminUrl } = await sidecar.listen();
 
   const admin: Stack['admin'] = async (op, body = {}) => {

@@ -138,7 +138,11 @@ export const TOKEN_TYPE_ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
  *    ID-JAG carries the client id at that authorization server and the asked scopes the policy allows.
  * Every refusal is an RFC 6749 §5.2 error. `issued` counts the ID-JAGs it issued.
  */
-export function serveIdJagIssuance(idp: TestIdp, clients: Record<string, IdpClient>, users: Record<string, IdpUser>): { readonly issued: number } {
+export function serveIdJagIssuance(
+  idp: TestIdp,
+  clients: Record<string, IdpClient>,
+  users: Record<string, IdpUser>,
+): { readonly issued: number } {
   let issued = 0;
   const reply = (res: ServerResponse, status: number, body: Record<string, unknown>) => {
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -158,21 +162,35 @@ export function serveIdJagIssuance(idp: TestIdp, clients: Record<string, IdpClie
       const name = form.get('username') ?? '';
       const user = users[name];
       if (!user || user.password !== form.get('password')) return reply(res, 400, { error: 'invalid_grant' });
-      const idToken = await idp.sign({ iss: idp.issuer, sub: `sub-${name}`, aud: id, iat: now, exp: now + 3600, email: user.email, email_verified: user.emailVerified, groups: user.groups });
+      const idToken = await idp.sign({
+        iss: idp.issuer,
+        sub: `sub-${name}`,
+        aud: id,
+        iat: now,
+        exp: now + 3600,
+        email: user.email,
+        email_verified: user.emailVerified,
+        groups: user.groups,
+      });
       return reply(res, 200, { id_token: idToken, access_token: randomBytes(16).toString('hex'), token_type: 'Bearer', scope: 'openid' });
     }
     if (grantType !== TOKEN_EXCHANGE) return reply(res, 400, { error: 'unsupported_grant_type' });
-    if (form.get('requested_token_type') !== TOKEN_TYPE_ID_JAG || form.get('subject_token_type') !== TOKEN_TYPE_ID_TOKEN) return reply(res, 400, { error: 'invalid_request' });
+    if (form.get('requested_token_type') !== TOKEN_TYPE_ID_JAG || form.get('subject_token_type') !== TOKEN_TYPE_ID_TOKEN)
+      return reply(res, 400, { error: 'invalid_request' });
     let subject: JWTPayload;
     try {
-      ({ payload: subject } = await jwtVerify(form.get('subject_token') ?? '', createLocalJWKSet({ keys: idp.publishedKeys() }), { issuer: idp.issuer, audience: id! }));
+      ({ payload: subject } = await jwtVerify(form.get('subject_token') ?? '', createLocalJWKSet({ keys: idp.publishedKeys() }), {
+        issuer: idp.issuer,
+        audience: id!,
+      }));
     } catch {
       return reply(res, 400, { error: 'invalid_grant' });
     }
     const audience = form.get('audience') ?? '';
     const connection = client.connections[audience];
     const resource = form.get('resource') ?? undefined;
-    if (!connection || (connection.resource !== undefined && resource !== connection.resource)) return reply(res, 400, { error: 'invalid_target' });
+    if (!connection || (connection.resource !== undefined && resource !== connection.resource))
+      return reply(res, 400, { error: 'invalid_target' });
     const asked = (form.get('scope') ?? '').split(' ').filter(Boolean);
     const scope = asked.filter((s) => connection.scopes.includes(s)).join(' ');
     const idJag = await idp.sign(
@@ -193,7 +211,13 @@ export function serveIdJagIssuance(idp: TestIdp, clients: Record<string, IdpClie
       { typ: 'oauth-id-jag+jwt' },
     );
     issued++;
-    return reply(res, 200, { issued_token_type: TOKEN_TYPE_ID_JAG, access_token: idJag, token_type: 'N_A', ...(scope !== '' ? { scope } : {}), expires_in: 300 });
+    return reply(res, 200, {
+      issued_token_type: TOKEN_TYPE_ID_JAG,
+      access_token: idJag,
+      token_type: 'N_A',
+      ...(scope !== '' ? { scope } : {}),
+      expires_in: 300,
+    });
   });
   return {
     get issued() {

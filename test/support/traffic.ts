@@ -104,7 +104,12 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   const refresh1 = issued(cc.body!.refresh_token);
   const wrong = randomBytes(32).toString('hex');
   secrets.push(wrong);
-  expectStatus(statuses, 'client_credentials wrong secret', (await postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, wrong))).status, 401);
+  expectStatus(
+    statuses,
+    'client_credentials wrong secret',
+    (await postForm(`${base}/token`, { grant_type: 'client_credentials' }, basic(clientId, wrong))).status,
+    401,
+  );
   const viaPost = await postForm(`${base}/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret });
   expectStatus(statuses, 'client_credentials secret in body', viaPost.status, 200);
   issued(viaPost.body!.access_token);
@@ -124,7 +129,8 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   for (let i = 0; i < 2; i++) {
     const raced = await postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh1 }, basic(clientId, clientSecret));
     expectStatus(statuses, 'refresh_token within the grace window', raced.status, 200);
-    if (raced.body!.refresh_token !== rotated.body!.refresh_token) throw new Error('traffic step refresh_token within the grace window: a pair other than the rotation\'s');
+    if (raced.body!.refresh_token !== rotated.body!.refresh_token)
+      throw new Error("traffic step refresh_token within the grace window: a pair other than the rotation's");
   }
   stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000);
   const reuse = await postForm(`${base}/token`, { grant_type: 'refresh_token', refresh_token: refresh1 }, basic(clientId, clientSecret));
@@ -137,7 +143,12 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   expectStatus(statuses, 'mcp admin-issued', await initializeStatus(stack, access3), 200);
   const introspected = await postForm(`${base}/introspect`, { token: access3 }, { authorization: `Bearer ${stack.masterToken}` });
   expectStatus(statuses, 'introspect', introspected.status, 200);
-  expectStatus(statuses, 'revoke access', (await postForm(`${base}/revoke`, { token: access3 }, basic(clientId, clientSecret))).status, 200);
+  expectStatus(
+    statuses,
+    'revoke access',
+    (await postForm(`${base}/revoke`, { token: access3 }, basic(clientId, clientSecret))).status,
+    200,
+  );
   expectStatus(statuses, 'mcp revoked', await initializeStatus(stack, access3), 401);
 
   // The IdP exchange: a user-grade token, revoked by the admin operation; another revoked by its holder.
@@ -156,7 +167,12 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   expectStatus(statuses, 'revoke user', (await postForm(`${base}/revoke`, { token: user2 })).status, 200);
   const badJwt = `${jwt2.slice(0, -4)}AAAA`;
   secrets.push(badJwt);
-  expectStatus(statuses, 'token_exchange bad jwt', (await postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: badJwt, subject_token_type: JWT_TYPE })).status, 400);
+  expectStatus(
+    statuses,
+    'token_exchange bad jwt',
+    (await postForm(`${base}/token`, { grant_type: EXCHANGE, subject_token: badJwt, subject_token_type: JWT_TYPE })).status,
+    400,
+  );
 
   // Dynamic registration (its secret is shown once).
   const registered = await fetch(`${base}/register`, {
@@ -177,11 +193,21 @@ export async function runTraffic(t: TrafficStack): Promise<TrafficResult> {
   const refused = await fetch(`${stack.adminUrl}/oauth/listClients`, { method: 'POST', body: JSON.stringify({ callerToken: wrong }) });
   await refused.arrayBuffer();
   expectStatus(statuses, 'admin wrong master', refused.status, 401);
-  const viaHeader = await fetch(`${stack.adminUrl}/oauth/listClients`, { method: 'POST', headers: { authorization: `Bearer ${stack.masterToken}` }, body: '{}' });
+  const viaHeader = await fetch(`${stack.adminUrl}/oauth/listClients`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${stack.masterToken}` },
+    body: '{}',
+  });
   await viaHeader.arrayBuffer();
   expectStatus(statuses, 'admin master header', viaHeader.status, 200);
 
   expectStatus(statuses, 'deleteClient', (await stack.admin('deleteClient', { clientId })).status, 200);
   expectStatus(statuses, 'listAuditEvents', (await stack.admin('listAuditEvents', { count: 1000 })).status, 200);
-  return { secrets, hashes, clientId, statuses, gracePair: { tokens: [rotated.body!.access_token, rotated.body!.refresh_token], deliveries: 3 } };
+  return {
+    secrets,
+    hashes,
+    clientId,
+    statuses,
+    gracePair: { tokens: [rotated.body!.access_token, rotated.body!.refresh_token], deliveries: 3 },
+  };
 }

@@ -106,21 +106,14 @@ class MemoryEventStore implements EventStore {
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
 function buildMcpServer(): McpServer {
-  const server = new McpServer(
-    { name: 'reference-upstream', version: '1.0.0' },
-    { capabilities: { logging: {} } },
+  const server = new McpServer({ name: 'reference-upstream', version: '1.0.0' }, { capabilities: { logging: {} } });
+
+  server.registerTool('echo', { description: 'Echo the given text back.', inputSchema: { text: z.string() } }, async ({ text: t }) =>
+    text(t),
   );
 
-  server.registerTool(
-    'echo',
-    { description: 'Echo the given text back.', inputSchema: { text: z.string() } },
-    async ({ text: t }) => text(t),
-  );
-
-  server.registerTool(
-    'add',
-    { description: 'Add two numbers.', inputSchema: { a: z.number(), b: z.number() } },
-    async ({ a, b }) => text(String(a + b)),
+  server.registerTool('add', { description: 'Add two numbers.', inputSchema: { a: z.number(), b: z.number() } }, async ({ a, b }) =>
+    text(String(a + b)),
   );
 
   server.registerTool(
@@ -212,12 +205,9 @@ function buildMcpServer(): McpServer {
     async (_args, extra) => text(JSON.stringify(extra.requestInfo?.headers ?? {})),
   );
 
-  server.registerResource(
-    'hello',
-    'ref://hello',
-    { mimeType: 'text/plain', description: 'A fixed greeting.' },
-    async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello from the reference upstream' }] }),
-  );
+  server.registerResource('hello', 'ref://hello', { mimeType: 'text/plain', description: 'A fixed greeting.' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello from the reference upstream' }],
+  }));
 
   server.registerResource(
     'echo',
@@ -228,11 +218,9 @@ function buildMcpServer(): McpServer {
     }),
   );
 
-  server.registerPrompt(
-    'greet',
-    { description: 'Greet someone.', argsSchema: { name: z.string() } },
-    ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name}.` } }] }),
-  );
+  server.registerPrompt('greet', { description: 'Greet someone.', argsSchema: { name: z.string() } }, ({ name }) => ({
+    messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name}.` } }],
+  }));
 
   return server;
 }
@@ -396,7 +384,11 @@ export async function startUpstream(opts: UpstreamOptions = {}): Promise<Running
     if (seenHeaders.length > MAX_SEEN_HEADERS) seenHeaders.shift();
     log(req.method, req.url);
 
-    trackSse(res, () => void streams++, () => void streams--);
+    trackSse(
+      res,
+      () => void streams++,
+      () => void streams--,
+    );
 
     const path = new URL(req.url ?? '/', 'http://upstream').pathname;
     if (path !== mcpPath) return sendJson(res, 404, { error: 'not_found', path });

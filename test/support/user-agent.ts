@@ -30,7 +30,10 @@ export class UserAgent {
     }
   }
 
-  async request(url: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {}): Promise<Hop> {
+  async request(
+    url: string,
+    init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {},
+  ): Promise<Hop> {
     const headers: Record<string, string> = { ...init.headers };
     const cookie = this.cookieHeader(url);
     if (cookie !== undefined) headers.cookie = cookie;

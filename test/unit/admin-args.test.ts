@@ -69,7 +69,12 @@ async function runInProcess(argv: string[]): Promise<{ code: number; stdout: str
   let stderr = '';
   const stdin = new PassThrough();
   stdin.end();
-  const code = await runCli(argv, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, stdin, env: {} });
+  const code = await runCli(argv, {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    stdin,
+    env: {},
+  });
   return { code, stdout, stderr };
 }
 
@@ -106,13 +111,20 @@ describe('parseAdminArgs', () => {
       ]),
     ).toEqual({
       name: 'createClient',
-      body: { clientName: 'ci bot', redirectUris: ['https://a.example/cb', 'https://b.example/cb', 'https://c.example/cb'], grantTypes: ['client_credentials'] },
+      body: {
+        clientName: 'ci bot',
+        redirectUris: ['https://a.example/cb', 'https://b.example/cb', 'https://c.example/cb'],
+        grantTypes: ['client_credentials'],
+      },
       json: true,
       adminUrl: undefined,
       help: false,
       stdinFields: [],
     });
-    expect(parseAdminArgs(['create-access-token', '--client-id', 'mcp_1', '--lifetime-seconds=3600']).body).toEqual({ clientId: 'mcp_1', lifetimeSeconds: 3600 });
+    expect(parseAdminArgs(['create-access-token', '--client-id', 'mcp_1', '--lifetime-seconds=3600']).body).toEqual({
+      clientId: 'mcp_1',
+      lifetimeSeconds: 3600,
+    });
     expect(parseAdminArgs(['list-clients', '--admin-url', 'http://127.0.0.1:9'])).toMatchObject({ adminUrl: 'http://127.0.0.1:9' });
     expect(parseAdminArgs(['list-clients', '--help'])).toMatchObject({ help: true });
   });
@@ -129,8 +141,16 @@ describe('parseAdminArgs', () => {
     ['--help instead of an operation', ['--help'], /name an operation/],
     ['an unknown operation', ['drop-database'], /unknown admin operation "drop-database"/],
     ['a positional argument', ['list-clients', 'extra'], /unexpected argument "extra"/],
-    ['an unknown flag, listing the known ones', ['delete-client', '--id', 'x'], /unknown flag --id for delete-client \(its flags: --client-id\)/],
-    ['a flag of an operation without flags', ['list-clients', '--count', '1'], /unknown flag --count for list-clients \(it takes no flags\)/],
+    [
+      'an unknown flag, listing the known ones',
+      ['delete-client', '--id', 'x'],
+      /unknown flag --id for delete-client \(its flags: --client-id\)/,
+    ],
+    [
+      'a flag of an operation without flags',
+      ['list-clients', '--count', '1'],
+      /unknown flag --count for list-clients \(it takes no flags\)/,
+    ],
     ['a missing value', ['delete-client', '--client-id'], /--client-id needs a value/],
     ['a flag where the value should be', ['delete-client', '--client-id', '--json'], /--client-id needs a value/],
     ['a non-integer', ['create-access-token', '--lifetime-seconds', '1h'], /--lifetime-seconds must be an integer \(got "1h"\)/],
@@ -142,24 +162,36 @@ describe('parseAdminArgs', () => {
 
   it('a JSON field takes JSON text (createClient --jwks)', () => {
     const jwks = { keys: [{ kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo' }] };
-    expect(parseAdminArgs(['create-client', '--token-endpoint-auth-method', 'private_key_jwt', '--jwks', JSON.stringify(jwks)]).body).toEqual({ tokenEndpointAuthMethod: 'private_key_jwt', jwks });
+    expect(
+      parseAdminArgs(['create-client', '--token-endpoint-auth-method', 'private_key_jwt', '--jwks', JSON.stringify(jwks)]).body,
+    ).toEqual({ tokenEndpointAuthMethod: 'private_key_jwt', jwks });
     expect(() => parseAdminArgs(['create-client', '--jwks', 'keys'])).toThrow(/^--jwks must be JSON text$/);
     expect(() => parseAdminArgs(['create-client', '--jwks', '[1]'])).toThrow(/^--jwks must be a JSON object$/);
   });
 
   it('a did-you-mean for a misspelt operation or flag', () => {
-    expect(() => parseAdminArgs(['create-acess-token'])).toThrow('unknown admin operation "create-acess-token" (did you mean create-access-token?)');
-    expect(() => parseAdminArgs(['delete-client', '--clientid', 'x'])).toThrow('unknown flag --clientid for delete-client (did you mean --client-id?)');
-    expect(() => parseAdminArgs(['list-audit-events', '--cout', '3'])).toThrow('unknown flag --cout for list-audit-events (did you mean --count?)');
+    expect(() => parseAdminArgs(['create-acess-token'])).toThrow(
+      'unknown admin operation "create-acess-token" (did you mean create-access-token?)',
+    );
+    expect(() => parseAdminArgs(['delete-client', '--clientid', 'x'])).toThrow(
+      'unknown flag --clientid for delete-client (did you mean --client-id?)',
+    );
+    expect(() => parseAdminArgs(['list-audit-events', '--cout', '3'])).toThrow(
+      'unknown flag --cout for list-audit-events (did you mean --count?)',
+    );
   });
 
   it('exactly one of --token and --token-hash, checked as the admin listener checks token and tokenHash', async () => {
     const hash = 'a'.repeat(64);
     expect(() => parseAdminArgs(['revoke-user-token'])).toThrow(/^--token or --token-hash is required$/);
-    expect(() => parseAdminArgs(['revoke-user-token', '--token', hash, '--token-hash', hash])).toThrow(/^give either --token or --token-hash, not both$/);
+    expect(() => parseAdminArgs(['revoke-user-token', '--token', hash, '--token-hash', hash])).toThrow(
+      /^give either --token or --token-hash, not both$/,
+    );
     expect(await httpProblem('revokeUserToken', {})).toBe('token or tokenHash is required');
     expect(await httpProblem('revokeUserToken', { token: hash, tokenHash: hash })).toBe('give either token or tokenHash, not both');
-    expect(() => parseAdminArgs(['explain-policy', '--token-hash', 'ABC', '--method', 'tools/call'])).toThrow(/^--token-hash must be 64 lowercase hex characters$/);
+    expect(() => parseAdminArgs(['explain-policy', '--token-hash', 'ABC', '--method', 'tools/call'])).toThrow(
+      /^--token-hash must be 64 lowercase hex characters$/,
+    );
   });
 
   it.each(['--master-token', '--master-token=x', '--caller-token', '--masterToken', '--bearer-secret-master', '--secret'])(
@@ -226,10 +258,18 @@ describe('help, from the declarations', () => {
     for (const name of NAMES) expect(USAGE).toContain(`  ${kebab(name).padEnd(24)} ${ADMIN_OPERATIONS[name].description}`);
   });
 
-  it('`admin help` is the usage, `admin help <operation>` that operation\'s help (exit 0)', async () => {
+  it("`admin help` is the usage, `admin help <operation>` that operation's help (exit 0)", async () => {
     expect(await runInProcess(['admin', 'help'])).toEqual({ code: EXIT.ok, stdout: USAGE, stderr: '' });
-    expect(await runInProcess(['admin', 'help', 'list-audit-events'])).toEqual({ code: EXIT.ok, stdout: operationUsage('listAuditEvents'), stderr: '' });
-    expect(await runInProcess(['admin', 'create-access-token', '--help'])).toEqual({ code: EXIT.ok, stdout: operationUsage('createAccessToken'), stderr: '' });
+    expect(await runInProcess(['admin', 'help', 'list-audit-events'])).toEqual({
+      code: EXIT.ok,
+      stdout: operationUsage('listAuditEvents'),
+      stderr: '',
+    });
+    expect(await runInProcess(['admin', 'create-access-token', '--help'])).toEqual({
+      code: EXIT.ok,
+      stdout: operationUsage('createAccessToken'),
+      stderr: '',
+    });
   });
 
   it('a bound is a usage error before any master token is asked for (exit 2)', async () => {

@@ -11,7 +11,14 @@ import { AssertionSigner } from '../../src/assertion/signer.ts';
 async function signer(maxEntries = 10) {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   let key: SigningKey = await generateSigningKey();
-  const s = new AssertionSigner({ keys: { current: () => key }, clock, issuer: () => 'https://mcp.example.com', audience: 'http://upstream:3000', lifetimeSeconds: 60, maxEntries });
+  const s = new AssertionSigner({
+    keys: { current: () => key },
+    clock,
+    issuer: () => 'https://mcp.example.com',
+    audience: 'http://upstream:3000',
+    lifetimeSeconds: 60,
+    maxEntries,
+  });
   return { s, clock, rotate: async () => void (key = await generateSigningKey()) };
 }
 
@@ -38,7 +45,15 @@ describe('AssertionSigner', () => {
     const first = await s.assertionFor(alice);
     const other = await s.assertionFor({ ...alice, ...change });
     expect(other).not.toBe(first);
-    expect(decodeJwt(other)).toMatchObject(change.subject ? { sub: change.subject } : change.kind ? { mcp_kind: change.kind } : change.clientId ? { client_id: change.clientId } : change);
+    expect(decodeJwt(other)).toMatchObject(
+      change.subject
+        ? { sub: change.subject }
+        : change.kind
+          ? { mcp_kind: change.kind }
+          : change.clientId
+            ? { client_id: change.clientId }
+            : change,
+    );
   });
 
   it('signed anew at half its life, and after a key rotation', async () => {

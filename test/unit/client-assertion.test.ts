@@ -63,10 +63,18 @@ async function assertion(clientId: string, o: AssertionOptions = {}): Promise<st
   return jwt.sign(o.key ?? rsa.privateKey);
 }
 
-const form = (jwt: string, extra: Record<string, string> = {}) => ({ client_assertion_type: JWT_BEARER_ASSERTION, client_assertion: jwt, ...extra });
+const form = (jwt: string, extra: Record<string, string> = {}) => ({
+  client_assertion_type: JWT_BEARER_ASSERTION,
+  client_assertion: jwt,
+  ...extra,
+});
 
 async function post(path: string, params: Record<string, string>) {
-  const res = await fetch(`${ep.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(params).toString() });
+  const res = await fetch(`${ep.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(params).toString(),
+  });
   const text = await res.text();
   return { status: res.status, body: text === '' ? undefined : JSON.parse(text) };
 }
@@ -98,16 +106,36 @@ describe('private_key_jwt at /token', () => {
     ['replayed (the same jti twice)', async (id) => form(await assertion(id, { jti: 'once-only' }))],
     ['forged (signed by another key under the same kid)', async (id) => form(await assertion(id, { key: stranger.privateKey }))],
     ['for another audience', async (id) => form(await assertion(id, { aud: 'https://other-server.example' }))],
-    ['for several audiences, this server among them', async (id) => form(await assertion(id, { aud: [PUBLIC_URL, 'https://other-server.example'] }))],
-    ['for this server\'s /mcp instead of the issuer', async (id) => form(await assertion(id, { aud: `${PUBLIC_URL}/mcp` }))],
-    ['expired', async (id) => form(await assertion(id, { iat: Math.floor(ep.clock.now() / 1000) - 600, exp: Math.floor(ep.clock.now() / 1000) - 300 }))],
-    ['living longer than the limit', async (id) => form(await assertion(id, { exp: Math.floor(ep.clock.now() / 1000) + ASSERTION_MAX_LIFETIME_SECONDS + 60 }))],
-    ['issued in the future', async (id) => form(await assertion(id, { iat: Math.floor(ep.clock.now() / 1000) + 120, exp: Math.floor(ep.clock.now() / 1000) + 180 }))],
+    [
+      'for several audiences, this server among them',
+      async (id) => form(await assertion(id, { aud: [PUBLIC_URL, 'https://other-server.example'] })),
+    ],
+    ["for this server's /mcp instead of the issuer", async (id) => form(await assertion(id, { aud: `${PUBLIC_URL}/mcp` }))],
+    [
+      'expired',
+      async (id) =>
+        form(await assertion(id, { iat: Math.floor(ep.clock.now() / 1000) - 600, exp: Math.floor(ep.clock.now() / 1000) - 300 })),
+    ],
+    [
+      'living longer than the limit',
+      async (id) => form(await assertion(id, { exp: Math.floor(ep.clock.now() / 1000) + ASSERTION_MAX_LIFETIME_SECONDS + 60 })),
+    ],
+    [
+      'issued in the future',
+      async (id) =>
+        form(await assertion(id, { iat: Math.floor(ep.clock.now() / 1000) + 120, exp: Math.floor(ep.clock.now() / 1000) + 180 })),
+    ],
     ['without jti', async (id) => form(await assertion(id, { jti: null }))],
     ['iss other than sub', async (id) => form(await assertion(id, { iss: 'someone-else' }))],
     ['alg none (unsigned)', async (id) => form(unsigned(id))],
-    ['HS256 keyed with the client\'s public key', async (id) => form(await assertion(id, { alg: 'HS256', key: new TextEncoder().encode(JSON.stringify(rsa.jwk)) }))],
-    ['the wrong client_assertion_type', async (id) => ({ ...form(await assertion(id)), client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:saml2-bearer' })],
+    [
+      "HS256 keyed with the client's public key",
+      async (id) => form(await assertion(id, { alg: 'HS256', key: new TextEncoder().encode(JSON.stringify(rsa.jwk)) })),
+    ],
+    [
+      'the wrong client_assertion_type',
+      async (id) => ({ ...form(await assertion(id)), client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:saml2-bearer' }),
+    ],
     ['not a JWT', async () => form('not.a.jwt')],
     ['only the client id, no assertion', async (id) => ({ client_id: id })],
     ['a client secret instead of an assertion', async (id) => ({ client_id: id, client_secret: 'guess' })],
@@ -127,7 +155,9 @@ describe('private_key_jwt at /token', () => {
     const second = await keyPair('RS256', 'rsa-2');
     const clientId = await keyClient([rsa.jwk, second.jwk]);
     expect((await ep.token({ grant_type: CC, ...form(await assertion(clientId, { kid: null })) })).status).toBe(401);
-    expect((await ep.token({ grant_type: CC, ...form(await assertion(clientId, { kid: 'rsa-2', key: second.privateKey })) })).status).toBe(200);
+    expect((await ep.token({ grant_type: CC, ...form(await assertion(clientId, { kid: 'rsa-2', key: second.privateKey })) })).status).toBe(
+      200,
+    );
     // One key: kid may be left out.
     const single = await keyClient([rsa.jwk]);
     expect((await ep.token({ grant_type: CC, ...form(await assertion(single, { kid: null })) })).status).toBe(200);
@@ -175,17 +205,35 @@ describe('registration and discovery', () => {
     const ok = await fetch(`${ep.url}/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['refresh_token'], token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [rsa.jwk] } }),
+      body: JSON.stringify({
+        redirect_uris: ['http://127.0.0.1/cb'],
+        grant_types: ['refresh_token'],
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks: { keys: [rsa.jwk] },
+      }),
     });
     const body = (await ok.json()) as Record<string, unknown>;
     expect(ok.status, JSON.stringify(body)).toBe(201);
-    expect(body).toMatchObject({ token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [expect.objectContaining({ kid: 'rsa-1' })] } });
+    expect(body).toMatchObject({
+      token_endpoint_auth_method: 'private_key_jwt',
+      jwks: { keys: [expect.objectContaining({ kid: 'rsa-1' })] },
+    });
     expect(body.client_secret).toBeUndefined();
-    for (const extra of [{}, { jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } }, { jwks_uri: 'http://keys.example/jwks' }, { jwks: { keys: [rsa.jwk] }, jwks_uri: 'https://keys.example/jwks' }]) {
+    for (const extra of [
+      {},
+      { jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } },
+      { jwks_uri: 'http://keys.example/jwks' },
+      { jwks: { keys: [rsa.jwk] }, jwks_uri: 'https://keys.example/jwks' },
+    ]) {
       const bad = await fetch(`${ep.url}/register`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['refresh_token'], token_endpoint_auth_method: 'private_key_jwt', ...extra }),
+        body: JSON.stringify({
+          redirect_uris: ['http://127.0.0.1/cb'],
+          grant_types: ['refresh_token'],
+          token_endpoint_auth_method: 'private_key_jwt',
+          ...extra,
+        }),
       });
       expect(bad.status, JSON.stringify(extra)).toBe(400);
       expect(((await bad.json()) as Record<string, unknown>).error).toBe('invalid_client_metadata');
@@ -196,7 +244,12 @@ describe('registration and discovery', () => {
     const res = await fetch(`${ep.url}/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ redirect_uris: ['http://127.0.0.1/cb'], grant_types: ['refresh_token'], token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://keys.example/jwks' }),
+      body: JSON.stringify({
+        redirect_uris: ['http://127.0.0.1/cb'],
+        grant_types: ['refresh_token'],
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks_uri: 'https://keys.example/jwks',
+      }),
     });
     const body = (await res.json()) as Record<string, unknown>;
     expect(res.status).toBe(400);

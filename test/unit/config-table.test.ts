@@ -88,7 +88,9 @@ describe('configuration table', () => {
       const parts = key.split('.');
       const leaf = parts.at(-1)!;
       // Walk nested sections (oauth.clientMetadataDocuments.enabled).
-      const section = parts.slice(0, -1).reduce<Record<string, unknown> | undefined>((node, part) => node?.[part] as Record<string, unknown> | undefined, tree);
+      const section = parts
+        .slice(0, -1)
+        .reduce<Record<string, unknown> | undefined>((node, part) => node?.[part] as Record<string, unknown> | undefined, tree);
       const present = section !== undefined && section !== null && Object.hasOwn(section, leaf);
       const commented = new RegExp(`^\\s*#\\s*${leaf}:`, 'm').test(CONFIG_YAML);
       expect(present || commented, `${key} is missing from config.yaml`).toBe(true);
@@ -106,7 +108,9 @@ describe('configuration table', () => {
 // the same way: an operation or field added to the code without `npm run docs:admin` fails here.
 describe('admin operations table', () => {
   it('README.md holds exactly the generated table (run `npm run docs:admin` to regenerate)', () => {
-    expect(tableIn(README, OPERATIONS_MARKERS), 'README.md admin operations table is stale: run `npm run docs:admin`').toBe(operationsTable());
+    expect(tableIn(README, OPERATIONS_MARKERS), 'README.md admin operations table is stale: run `npm run docs:admin`').toBe(
+      operationsTable(),
+    );
   });
 
   it('an operation added to the declarations changes the table, so the README check above fails until it is regenerated', () => {
@@ -120,7 +124,9 @@ describe('admin operations table', () => {
     };
     const table = operationsTable(added);
     expect(table).not.toBe(tableIn(README, OPERATIONS_MARKERS));
-    expect(table.split('\n').at(-1)).toBe('| `rotateMasterToken` (`rotate-master-token`) | a test-only operation | `graceSeconds?` (0..3600, default 60) | `200 {}` |');
+    expect(table.split('\n').at(-1)).toBe(
+      '| `rotateMasterToken` (`rotate-master-token`) | a test-only operation | `graceSeconds?` (0..3600, default 60) | `200 {}` |',
+    );
   });
 
   it('has one row per declared operation, each naming its fields', () => {

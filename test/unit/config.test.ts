@@ -121,13 +121,19 @@ describe('buildConfig', () => {
   });
 
   it('IDP_* set together enable the exchange', () => {
-    const c = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp/', IDP_AUDIENCE: 'mcp', IDP_JWKS_URL: 'https://idp/jwks' });
+    const c = buildConfig(
+      {},
+      { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp/', IDP_AUDIENCE: 'mcp', IDP_JWKS_URL: 'https://idp/jwks' },
+    );
     expect(c.idp).toMatchObject({ issuer: 'https://idp/', audience: 'mcp', jwksUrl: 'https://idp/jwks' });
   });
 
   it('reports every problem at once', () => {
     const problems = problemsOf(() =>
-      buildConfig({}, { BEARER_SECRET_MASTER: 'bad', UPSTREAM_URL: 'ftp://h/mcp', LOG_LEVEL: 'verbose', REDIS_URL: 'http://127.0.0.1:6379' }),
+      buildConfig(
+        {},
+        { BEARER_SECRET_MASTER: 'bad', UPSTREAM_URL: 'ftp://h/mcp', LOG_LEVEL: 'verbose', REDIS_URL: 'http://127.0.0.1:6379' },
+      ),
     );
     expect(problems).toHaveLength(4);
     expect(problems.some((p) => /BEARER_SECRET_MASTER/.test(p))).toBe(true);
@@ -176,12 +182,15 @@ describe('buildConfig', () => {
     expect(problems[0]).toMatch(pattern);
   });
 
-  it.each(['http://127.0.0.1:6379', 'tcp://h:1', 'localhost:6379', 'mysql://user:hunter2@db:3306'])('REDIS_URL %s (bad scheme) is rejected', (value) => {
-    const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, REDIS_URL: value }));
-    expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatch(/^REDIS_URL .*must start with redis:\/\//);
-    expect(problems[0]).not.toContain('hunter2');
-  });
+  it.each(['http://127.0.0.1:6379', 'tcp://h:1', 'localhost:6379', 'mysql://user:hunter2@db:3306'])(
+    'REDIS_URL %s (bad scheme) is rejected',
+    (value) => {
+      const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, REDIS_URL: value }));
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(/^REDIS_URL .*must start with redis:\/\//);
+      expect(problems[0]).not.toContain('hunter2');
+    },
+  );
 
   it.each([
     'redis://127.0.0.1:6379',
@@ -202,12 +211,36 @@ describe('buildConfig', () => {
 
   it.each([
     ['issuer only', { IDP_ISSUER: 'https://idp/' }, 'IDP_ISSUER is set alone'],
-    ['a sign-in client id without its secret', { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp' }, 'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together'],
-    ['a sign-in client without an issuer', { IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together'],
-    ['a plain-http issuer off loopback', { IDP_ISSUER: 'http://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
-    ['a plain-http issuer on a private address', { IDP_ISSUER: 'http://10.0.0.5:8080/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
-    ['a plain-http issuer on a subdomain of localhost', { IDP_ISSUER: 'http://idp.localhost/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }, 'IDP_ISSUER must be an https:// URL'],
-    ['IDP_SCOPES without openid', { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's', IDP_SCOPES: 'email profile' }, 'IDP_SCOPES must include openid'],
+    [
+      'a sign-in client id without its secret',
+      { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp' },
+      'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together',
+    ],
+    [
+      'a sign-in client without an issuer',
+      { IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' },
+      'IDP_ISSUER, IDP_CLIENT_ID and IDP_CLIENT_SECRET must be set together',
+    ],
+    [
+      'a plain-http issuer off loopback',
+      { IDP_ISSUER: 'http://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' },
+      'IDP_ISSUER must be an https:// URL',
+    ],
+    [
+      'a plain-http issuer on a private address',
+      { IDP_ISSUER: 'http://10.0.0.5:8080/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' },
+      'IDP_ISSUER must be an https:// URL',
+    ],
+    [
+      'a plain-http issuer on a subdomain of localhost',
+      { IDP_ISSUER: 'http://idp.localhost/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' },
+      'IDP_ISSUER must be an https:// URL',
+    ],
+    [
+      'IDP_SCOPES without openid',
+      { IDP_ISSUER: 'https://idp/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's', IDP_SCOPES: 'email profile' },
+      'IDP_SCOPES must include openid',
+    ],
   ])('browser sign-in settings: %s is a problem', (_label, idpEnv, problem) => {
     const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
     expect(problems).toHaveLength(1);
@@ -215,8 +248,16 @@ describe('buildConfig', () => {
   });
 
   it.each<[string, Record<string, string>, string]>([
-    ['IDP_ID_JAG without an issuer', { IDP_ID_JAG: 'true', IDP_JWKS_URL: 'https://idp.example/keys' }, 'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set'],
-    ['IDP_ID_JAG without keys', { IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example' }, 'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set'],
+    [
+      'IDP_ID_JAG without an issuer',
+      { IDP_ID_JAG: 'true', IDP_JWKS_URL: 'https://idp.example/keys' },
+      'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set',
+    ],
+    [
+      'IDP_ID_JAG without keys',
+      { IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example' },
+      'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set',
+    ],
     ['IDP_ID_JAG alone', { IDP_ID_JAG: 'true' }, 'idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set'],
   ])('identity assertion grants: %s is one problem', (_label, idpEnv, problem) => {
     const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, ...idpEnv }));
@@ -225,17 +266,38 @@ describe('buildConfig', () => {
   });
 
   it('identity assertion grants with an issuer and keys alone (no audience) are a valid configuration, the exchange stays off', () => {
-    const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys' });
-    expect(config.idp).toMatchObject({ idJag: true, issuer: 'https://idp.example', jwksUrl: 'https://idp.example/keys', audience: undefined });
+    const config = buildConfig(
+      {},
+      { BEARER_SECRET_MASTER: MASTER, IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys' },
+    );
+    expect(config.idp).toMatchObject({
+      idJag: true,
+      issuer: 'https://idp.example',
+      jwksUrl: 'https://idp.example/keys',
+      audience: undefined,
+    });
   });
 
   it.each<[string, Record<string, string>, string]>([
     ['PUBLIC_URL', { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com' }, 'https://mcp.example.com'],
-    ['PUBLIC_URL, one with a trailing slash', { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com/' }, 'https://mcp.example.com'],
+    [
+      'PUBLIC_URL, one with a trailing slash',
+      { PUBLIC_URL: 'https://mcp.example.com', IDP_AUDIENCE: 'https://mcp.example.com/' },
+      'https://mcp.example.com',
+    ],
     ['the default issuer (no PUBLIC_URL)', { PORT: '8080', IDP_AUDIENCE: 'http://localhost:8080' }, 'http://localhost:8080'],
   ])('IDP_AUDIENCE equal to the issuer (%s) while ID-JAG is on is one problem naming both keys', (_label, env, issuer) => {
     const problems = problemsOf(() =>
-      buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ID_JAG: 'true', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys', ...env }),
+      buildConfig(
+        {},
+        {
+          BEARER_SECRET_MASTER: MASTER,
+          IDP_ID_JAG: 'true',
+          IDP_ISSUER: 'https://idp.example',
+          IDP_JWKS_URL: 'https://idp.example/keys',
+          ...env,
+        },
+      ),
     );
     expect(problems).toEqual([
       `IDP_AUDIENCE (idp.audience) equals this authorization server's issuer PUBLIC_URL (proxy.publicUrl) ${issuer} while IDP_ID_JAG (idp.idJag) is true: identity assertion grants (ID-JAGs) are issued for that audience, and the token exchange must not accept them. Give the token exchange its own audience, or turn idp.idJag off`,
@@ -243,19 +305,41 @@ describe('buildConfig', () => {
   });
 
   it('IDP_AUDIENCE equal to PUBLIC_URL with ID-JAG off, or another audience with it on, is valid', () => {
-    const base = { BEARER_SECRET_MASTER: MASTER, PUBLIC_URL: 'https://mcp.example.com', IDP_ISSUER: 'https://idp.example', IDP_JWKS_URL: 'https://idp.example/keys' };
+    const base = {
+      BEARER_SECRET_MASTER: MASTER,
+      PUBLIC_URL: 'https://mcp.example.com',
+      IDP_ISSUER: 'https://idp.example',
+      IDP_JWKS_URL: 'https://idp.example/keys',
+    };
     expect(buildConfig({}, { ...base, IDP_AUDIENCE: 'https://mcp.example.com' }).idp.audience).toBe('https://mcp.example.com');
-    expect(buildConfig({}, { ...base, IDP_ID_JAG: 'true', IDP_AUDIENCE: 'mcp-token-exchange' }).idp).toMatchObject({ idJag: true, audience: 'mcp-token-exchange' });
+    expect(buildConfig({}, { ...base, IDP_ID_JAG: 'true', IDP_AUDIENCE: 'mcp-token-exchange' }).idp).toMatchObject({
+      idJag: true,
+      audience: 'mcp-token-exchange',
+    });
   });
 
   it('browser sign-in alone (issuer, client id, secret) is a valid configuration, exchange stays off', () => {
-    const config = buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' });
-    expect(config.idp).toMatchObject({ issuer: 'https://idp.example/', clientId: 'mcp', clientSecret: 's3cret', scopes: 'openid email profile', audience: undefined });
+    const config = buildConfig(
+      {},
+      { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: 'https://idp.example/', IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's3cret' },
+    );
+    expect(config.idp).toMatchObject({
+      issuer: 'https://idp.example/',
+      clientId: 'mcp',
+      clientSecret: 's3cret',
+      scopes: 'openid email profile',
+      audience: undefined,
+    });
   });
 
-  it.each(['http://127.0.0.1:8080/', 'http://127.0.0.2:8080/', 'http://localhost/', 'http://[::1]:8080/'])('browser sign-in over plain http on the loopback host %s is valid', (issuer) => {
-    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: issuer, IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }).idp.issuer).toBe(issuer);
-  });
+  it.each(['http://127.0.0.1:8080/', 'http://127.0.0.2:8080/', 'http://localhost/', 'http://[::1]:8080/'])(
+    'browser sign-in over plain http on the loopback host %s is valid',
+    (issuer) => {
+      expect(
+        buildConfig({}, { BEARER_SECRET_MASTER: MASTER, IDP_ISSUER: issuer, IDP_CLIENT_ID: 'mcp', IDP_CLIENT_SECRET: 's' }).idp.issuer,
+      ).toBe(issuer);
+    },
+  );
 
   it.each(['verbose', 'INFO', 'trace', 'warning'])('LOG_LEVEL %s is rejected', (level) => {
     const problems = problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, LOG_LEVEL: level }));
@@ -265,10 +349,9 @@ describe('buildConfig', () => {
   it('trustedProxies accepts IPs and CIDRs (v4 and v6), as a list or a comma string', () => {
     const list = ['10.0.0.0/8', '192.168.1.1', '::1', 'fd00::/64', '0.0.0.0/0', '2001:db8::/128'];
     expect(buildConfig({ proxy: { trustedProxies: list } }, { BEARER_SECRET_MASTER: MASTER }).proxy.trustedProxies).toEqual(list);
-    expect(buildConfig({ proxy: { trustedProxies: '10.0.0.1, 10.0.0.0/24' } }, { BEARER_SECRET_MASTER: MASTER }).proxy.trustedProxies).toEqual([
-      '10.0.0.1',
-      '10.0.0.0/24',
-    ]);
+    expect(
+      buildConfig({ proxy: { trustedProxies: '10.0.0.1, 10.0.0.0/24' } }, { BEARER_SECRET_MASTER: MASTER }).proxy.trustedProxies,
+    ).toEqual(['10.0.0.1', '10.0.0.0/24']);
   });
 
   it('trustedProxies reports every invalid entry', () => {
@@ -292,13 +375,19 @@ describe('buildConfig', () => {
   });
 
   it('a section that is not a mapping is a problem', () => {
-    expect(problemsOf(() => buildConfig({ redis: 'redis://x:1' }, { BEARER_SECRET_MASTER: MASTER }))).toEqual(['"redis" must be a mapping']);
+    expect(problemsOf(() => buildConfig({ redis: 'redis://x:1' }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      '"redis" must be a mapping',
+    ]);
   });
 
   it('refresh reuse grace: 5 minutes by default (parallel sessions), 0 turns it off, at most an hour, from the environment too', () => {
     expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(300);
-    expect(buildConfig({ oauth: { refreshReuseGraceSeconds: 0 } }, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(0);
-    expect(buildConfig({}, { BEARER_SECRET_MASTER: MASTER, OAUTH_REFRESH_REUSE_GRACE_SECONDS: '3600' }).oauth.refreshReuseGraceSeconds).toBe(3600);
+    expect(buildConfig({ oauth: { refreshReuseGraceSeconds: 0 } }, { BEARER_SECRET_MASTER: MASTER }).oauth.refreshReuseGraceSeconds).toBe(
+      0,
+    );
+    expect(
+      buildConfig({}, { BEARER_SECRET_MASTER: MASTER, OAUTH_REFRESH_REUSE_GRACE_SECONDS: '3600' }).oauth.refreshReuseGraceSeconds,
+    ).toBe(3600);
     expect(problemsOf(() => buildConfig({ oauth: { refreshReuseGraceSeconds: 3601 } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
       'oauth.refreshReuseGraceSeconds must be an integer from 0 to 3600 (got 3601)',
     ]);
@@ -312,10 +401,14 @@ describe('buildConfig', () => {
     expect(buildConfig({}, { ...env, REDIS_LOOKUP_CACHE: 'off' }).redis.lookupCache).toBe('off');
     const fromEnv = buildConfig({}, { ...env, REDIS_LOOKUP_CACHE: 'tracking', REDIS_LOOKUP_CACHE_MAX_ENTRIES: '500' }).redis;
     expect([fromEnv.lookupCache, fromEnv.lookupCacheMaxEntries]).toEqual(['tracking', 500]);
-    expect(buildConfig({ redis: { url: 'redis+sentinel://s1:26379,s2:26379/mymaster', lookupCache: 'tracking' } }, env).redis.lookupCache).toBe('tracking');
+    expect(
+      buildConfig({ redis: { url: 'redis+sentinel://s1:26379,s2:26379/mymaster', lookupCache: 'tracking' } }, env).redis.lookupCache,
+    ).toBe('tracking');
     const cluster = problemsOf(() => buildConfig({ redis: { url: 'redis+cluster://n1:7000,n2:7001', lookupCache: 'tracking' } }, env));
     expect(cluster).toHaveLength(1);
-    expect(cluster[0]).toMatch(/^redis\.lookupCache \(REDIS_LOOKUP_CACHE\) "tracking" is not supported on Redis Cluster .*invalidation tracking is per node; use "off"/);
+    expect(cluster[0]).toMatch(
+      /^redis\.lookupCache \(REDIS_LOOKUP_CACHE\) "tracking" is not supported on Redis Cluster .*invalidation tracking is per node; use "off"/,
+    );
     // The memory store has no Redis to track: the key is ignored there.
     expect(buildConfig({ store: 'memory', redis: { url: 'redis+cluster://n1:7000', lookupCache: 'tracking' } }, env).store).toBe('memory');
     expect(problemsOf(() => buildConfig({ redis: { lookupCache: 'yes', lookupCacheMaxEntries: 0 } }, env))).toEqual([
@@ -338,9 +431,16 @@ describe('buildConfig', () => {
       maxConcurrentFetchesPerAddress: 4,
       allowPrivateAddresses: false,
     });
-    const set = buildConfig({ oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } }, { BEARER_SECRET_MASTER: MASTER });
+    const set = buildConfig(
+      { oauth: { clientMetadataDocuments: { enabled: 'false', allowPrivateAddresses: true } } },
+      { BEARER_SECRET_MASTER: MASTER },
+    );
     expect(set.oauth.clientMetadataDocuments).toMatchObject({ enabled: false, allowPrivateAddresses: true });
-    expect(problemsOf(() => buildConfig({ oauth: { clientMetadataDocuments: { timeoutMs: 5, maxBytes: 'big' } } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+    expect(
+      problemsOf(() =>
+        buildConfig({ oauth: { clientMetadataDocuments: { timeoutMs: 5, maxBytes: 'big' } } }, { BEARER_SECRET_MASTER: MASTER }),
+      ),
+    ).toEqual([
       'oauth.clientMetadataDocuments.timeoutMs must be an integer from 100 to 60000 (got 5)',
       'oauth.clientMetadataDocuments.maxBytes must be an integer from 512 to 1048576 (got "big")',
     ]);
@@ -378,21 +478,34 @@ describe('loadConfig', () => {
   it('a YAML list at the top is not a mapping', () => {
     const path = join(dir, 'list.yaml');
     writeFileSync(path, '- a\n- b\n');
-    expect(problemsOf(() => loadConfig(path, { BEARER_SECRET_MASTER: MASTER }))).toEqual([`config file ${path} must contain a YAML mapping`]);
+    expect(problemsOf(() => loadConfig(path, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
+      `config file ${path} must contain a YAML mapping`,
+    ]);
   });
 
   it('interpolates the file from the environment, and the environment still overrides', () => {
     const path = join(dir, 'ok.yaml');
     writeFileSync(
       path,
-      ['masterToken: ${MY_MASTER}', 'upstream:', '  url: ${UP:-http://default-up:3000/mcp}', 'proxy:', '  port: ${MY_PORT:-7000}', 'logLevel: warn', ''].join('\n'),
+      [
+        'masterToken: ${MY_MASTER}',
+        'upstream:',
+        '  url: ${UP:-http://default-up:3000/mcp}',
+        'proxy:',
+        '  port: ${MY_PORT:-7000}',
+        'logLevel: warn',
+        '',
+      ].join('\n'),
     );
     const c = loadConfig(path, { MY_MASTER: MASTER, MY_PORT: '7100' });
     expect(c.masterToken).toBe(MASTER);
     expect(c.upstream.url).toBe('http://default-up:3000/mcp');
     expect(c.proxy.port).toBe(7100);
     expect(c.logLevel).toBe('warn');
-    expect(loadConfig(path, { MY_MASTER: MASTER, PORT: '7200', LOG_LEVEL: 'error' })).toMatchObject({ proxy: { port: 7200 }, logLevel: 'error' });
+    expect(loadConfig(path, { MY_MASTER: MASTER, PORT: '7200', LOG_LEVEL: 'error' })).toMatchObject({
+      proxy: { port: 7200 },
+      logLevel: 'error',
+    });
   });
 
   it('an empty file means all defaults', () => {
@@ -407,7 +520,9 @@ describe('keys named as the user wrote them', () => {
     expect(problemsOf(() => buildConfig({ proxy: { port: 70000 } }, { BEARER_SECRET_MASTER: MASTER }))).toEqual([
       'proxy.port must be an integer from 0 to 65535 (got 70000)',
     ]);
-    expect(problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, PORT: '70000' }))).toEqual(['PORT must be an integer from 0 to 65535 (got "70000")']);
+    expect(problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER, PORT: '70000' }))).toEqual([
+      'PORT must be an integer from 0 to 65535 (got "70000")',
+    ]);
     expect(problemsOf(() => buildConfig({}, { BEARER_SECRET_MASTER: MASTER }, new Map([['proxy.port', '70000']])))).toEqual([
       '--proxy.port must be an integer from 0 to 65535 (got "70000")',
     ]);
@@ -423,7 +538,11 @@ describe('unknown keys', () => {
     ['proxy.prot', { proxy: { prot: 1 } }, 'unknown key "proxy.prot" (did you mean "proxy.port"?)'],
     ['snake case', { proxy: { public_url: 'https://x' } }, 'unknown key "proxy.public_url" (did you mean "proxy.publicUrl"?)'],
     ['key in the wrong section', { proxy: { keyPrefix: 'x:' } }, 'unknown key "proxy.keyPrefix" (did you mean "redis.keyPrefix"?)'],
-    ['nothing near', { proxy: { zzzzzzzzzz: 1 } }, 'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, handleIdleMs, streamRecheckMs)'],
+    [
+      'nothing near',
+      { proxy: { zzzzzzzzzz: 1 } },
+      'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, handleIdleMs, streamRecheckMs)',
+    ],
   ])('%s is an error naming the key and the nearest known one', (_label, tree, problem) => {
     expect(problemsOf(() => buildConfig(tree, { BEARER_SECRET_MASTER: MASTER }))).toEqual([problem]);
   });
@@ -618,17 +737,42 @@ describe('the caller assertion keys (upstream.assertion*)', () => {
   });
 
   it.each([
-    ['not a key', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: 'hunter2-not-a-key' }, 'UPSTREAM_ASSERTION_KEY: not a readable private key'],
-    ['a P-384 key', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: p384 }, 'UPSTREAM_ASSERTION_KEY: must be an EC P-256 private key (ES256)'],
-    ['a public key', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: createPublicKey(p256).export({ format: 'pem', type: 'spki' }).toString() }, 'not a readable private key'],
+    [
+      'not a key',
+      { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: 'hunter2-not-a-key' },
+      'UPSTREAM_ASSERTION_KEY: not a readable private key',
+    ],
+    [
+      'a P-384 key',
+      { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: p384 },
+      'UPSTREAM_ASSERTION_KEY: must be an EC P-256 private key (ES256)',
+    ],
+    [
+      'a public key',
+      { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: createPublicKey(p256).export({ format: 'pem', type: 'spki' }).toString() },
+      'not a readable private key',
+    ],
     ['a key with assertions off', { UPSTREAM_ASSERTION_KEY: pem }, 'is set but upstream.assertion (UPSTREAM_ASSERTION) is not true'],
-    ['both a key and a file', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: pem, UPSTREAM_ASSERTION_KEY_FILE: '/nonexistent' }, 'give the assertion signing key once'],
-    ['an unreadable file', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY_FILE: '/nonexistent/key.pem' }, 'UPSTREAM_ASSERTION_KEY_FILE "/nonexistent/key.pem" cannot be read (ENOENT)'],
-    ['a lifetime over 300 s', { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_LIFETIME_SECONDS: '301' }, 'UPSTREAM_ASSERTION_LIFETIME_SECONDS must be an integer from 10 to 300'],
+    [
+      'both a key and a file',
+      { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY: pem, UPSTREAM_ASSERTION_KEY_FILE: '/nonexistent' },
+      'give the assertion signing key once',
+    ],
+    [
+      'an unreadable file',
+      { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_KEY_FILE: '/nonexistent/key.pem' },
+      'UPSTREAM_ASSERTION_KEY_FILE "/nonexistent/key.pem" cannot be read (ENOENT)',
+    ],
+    [
+      'a lifetime over 300 s',
+      { UPSTREAM_ASSERTION: 'true', UPSTREAM_ASSERTION_LIFETIME_SECONDS: '301' },
+      'UPSTREAM_ASSERTION_LIFETIME_SECONDS must be an integer from 10 to 300',
+    ],
   ])('%s is a problem that never quotes the key', (_name, env, expected) => {
     const problems = problemsOf(() => buildConfig(base, env));
     expect(problems.join('\n')).toContain(expected);
     const text = problems.join('\n');
-    for (const secret of [pem.split('\n')[1]!, JSON.parse(jwk).d as string, p384.split('\n')[1]!, 'hunter2']) expect(text).not.toContain(secret);
+    for (const secret of [pem.split('\n')[1]!, JSON.parse(jwk).d as string, p384.split('\n')[1]!, 'hunter2'])
+      expect(text).not.toContain(secret);
   });
 });

@@ -165,22 +165,24 @@ describe('MasterToken', () => {
 describe('decideToken', () => {
   const hash = hashToken(TOKEN);
   const NOW = 1_760_000_000_000;
-  const user = (over: Record<string, string | undefined> = {}): StoredFields => clean({
-    tokenHash: hash,
-    subject: 'alice',
-    issuer: 'https://idp.example.com/',
-    revoked: 'false',
-    createdAt: String(NOW - 1000),
-    expiresAt: String(NOW + TTL_7_DAYS),
-    ...over,
-  });
-  const oauth = (over: Record<string, string | undefined> = {}): StoredFields => clean({
-    tokenHash: hash,
-    clientId: 'client-1',
-    createdAt: String(NOW - 1000),
-    expiresAt: String(NOW + 3_600_000),
-    ...over,
-  });
+  const user = (over: Record<string, string | undefined> = {}): StoredFields =>
+    clean({
+      tokenHash: hash,
+      subject: 'alice',
+      issuer: 'https://idp.example.com/',
+      revoked: 'false',
+      createdAt: String(NOW - 1000),
+      expiresAt: String(NOW + TTL_7_DAYS),
+      ...over,
+    });
+  const oauth = (over: Record<string, string | undefined> = {}): StoredFields =>
+    clean({
+      tokenHash: hash,
+      clientId: 'client-1',
+      createdAt: String(NOW - 1000),
+      expiresAt: String(NOW + 3_600_000),
+      ...over,
+    });
   function clean(f: Record<string, string | undefined>): StoredFields {
     const out: StoredFields = {};
     for (const [k, v] of Object.entries(f)) if (v !== undefined) out[k] = v;
@@ -215,29 +217,59 @@ describe('decideToken', () => {
   it('a valid OAuth record authorizes as kind oauth with the clientId as subject (and its scope)', () => {
     expect(decideToken(hash, { user: null, oauth: oauth({ scope: 'mcp:read' }) }, NOW)).toEqual({
       ok: true,
-      principal: { kind: 'oauth', subject: 'client-1', clientId: 'client-1', tokenHash: hash, expiresAt: NOW + 3_600_000, scope: 'mcp:read' },
+      principal: {
+        kind: 'oauth',
+        subject: 'client-1',
+        clientId: 'client-1',
+        tokenHash: hash,
+        expiresAt: NOW + 3_600_000,
+        scope: 'mcp:read',
+      },
     });
     const noScope = decideToken(hash, { user: null, oauth: oauth() }, NOW);
     expect(noScope.ok && noScope.principal.scope).toBeUndefined();
   });
 
   it('an OAuth record from browser sign-in acts for the IdP user: subject, email and groups', () => {
-    const signedIn = oauth({ subject: 'idp-sub-1', issuer: 'https://idp.example.com/', email: 'ada@example.com', groups: '["eng","mcp-users"]' });
+    const signedIn = oauth({
+      subject: 'idp-sub-1',
+      issuer: 'https://idp.example.com/',
+      email: 'ada@example.com',
+      groups: '["eng","mcp-users"]',
+    });
     expect(decideToken(hash, { user: null, oauth: signedIn }, NOW)).toEqual({
       ok: true,
-      principal: { kind: 'oauth', subject: 'idp-sub-1', clientId: 'client-1', tokenHash: hash, expiresAt: NOW + 3_600_000, email: 'ada@example.com', groups: ['eng', 'mcp-users'] },
+      principal: {
+        kind: 'oauth',
+        subject: 'idp-sub-1',
+        clientId: 'client-1',
+        tokenHash: hash,
+        expiresAt: NOW + 3_600_000,
+        email: 'ada@example.com',
+        groups: ['eng', 'mcp-users'],
+      },
     });
   });
 
   it.each(['not json', '{"a":1}', '["eng",1]'])('a groups field that is not a list of strings (%s) is corrupt: refused', (groups) => {
-    expect(decideToken(hash, { user: null, oauth: oauth({ subject: 'idp-sub-1', groups }) }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
+    expect(decideToken(hash, { user: null, oauth: oauth({ subject: 'idp-sub-1', groups }) }, NOW)).toEqual({
+      ok: false,
+      reason: 'corrupt',
+    });
     expect(decideToken(hash, { user: user({ groups }), oauth: null }, NOW)).toEqual({ ok: false, reason: 'corrupt' });
   });
 
   it('a user-grade record keeps the exchanged email and groups', () => {
     expect(decideToken(hash, { user: user({ email: 'ann@example.com', groups: '["eng"]' }), oauth: null }, NOW)).toEqual({
       ok: true,
-      principal: { kind: 'user', subject: 'alice', tokenHash: hash, expiresAt: NOW + TTL_7_DAYS, email: 'ann@example.com', groups: ['eng'] },
+      principal: {
+        kind: 'user',
+        subject: 'alice',
+        tokenHash: hash,
+        expiresAt: NOW + TTL_7_DAYS,
+        email: 'ann@example.com',
+        groups: ['eng'],
+      },
     });
   });
 

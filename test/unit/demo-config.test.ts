@@ -43,24 +43,45 @@ describe('demo configuration', () => {
   });
 
   it('flags as for npm start: token lifetimes and the refresh grace window, so a newcomer can try refresh after expiry', () => {
-    const c = config(['--oauth.profiles.interactive.accessTokenLifetimeSeconds', '60', '--oauth.refreshReuseGraceSeconds=30', '--proxy.port', '0']);
+    const c = config([
+      '--oauth.profiles.interactive.accessTokenLifetimeSeconds',
+      '60',
+      '--oauth.refreshReuseGraceSeconds=30',
+      '--proxy.port',
+      '0',
+    ]);
     expect(c.oauth.profiles.interactive.accessTokenLifetimeSeconds).toBe(60);
     expect(c.oauth.refreshReuseGraceSeconds).toBe(30);
     expect(c.proxy.port).toBe(0);
   });
 
   it('the environment as for npm start; a flag wins over it', () => {
-    expect(config([], { OAUTH_REFRESH_REUSE_GRACE_SECONDS: '45', PORT: '9090', LOG_LEVEL: 'info' })).toMatchObject({ oauth: { refreshReuseGraceSeconds: 45 }, proxy: { port: 9090 }, logLevel: 'info' });
-    expect(config(['--oauth.refreshReuseGraceSeconds', '10'], { OAUTH_REFRESH_REUSE_GRACE_SECONDS: '45' }).oauth.refreshReuseGraceSeconds).toBe(10);
+    expect(config([], { OAUTH_REFRESH_REUSE_GRACE_SECONDS: '45', PORT: '9090', LOG_LEVEL: 'info' })).toMatchObject({
+      oauth: { refreshReuseGraceSeconds: 45 },
+      proxy: { port: 9090 },
+      logLevel: 'info',
+    });
+    expect(
+      config(['--oauth.refreshReuseGraceSeconds', '10'], { OAUTH_REFRESH_REUSE_GRACE_SECONDS: '45' }).oauth.refreshReuseGraceSeconds,
+    ).toBe(10);
     const fromEnv = 'c'.repeat(16) + 'd'.repeat(16) + '0123456789abcdef'.repeat(2);
     expect(config([], { BEARER_SECRET_MASTER: fromEnv }).masterToken).toBe(fromEnv);
   });
 
   it('a config file named by --config or $MCP_AUTH_CONFIG, with ${VAR} interpolation; its store, upstream and IdP are overridden, not used', () => {
     const file = join(dir, 'demo.yaml');
-    writeFileSync(file, 'store: redis\nupstream:\n  url: http://10.0.0.1/mcp\nidp:\n  issuer: https://login.example.com\noauth:\n  refreshReuseGraceSeconds: ${GRACE:-20}\nproxy:\n  port: 0\n');
+    writeFileSync(
+      file,
+      'store: redis\nupstream:\n  url: http://10.0.0.1/mcp\nidp:\n  issuer: https://login.example.com\noauth:\n  refreshReuseGraceSeconds: ${GRACE:-20}\nproxy:\n  port: 0\n',
+    );
     const c = config(['--config', file]);
-    expect(c).toMatchObject({ store: 'memory', upstream: { url: 'http://127.0.0.1:4000/mcp' }, idp: { issuer: IDP.issuer }, oauth: { refreshReuseGraceSeconds: 20 }, proxy: { port: 0, host: '127.0.0.1' } });
+    expect(c).toMatchObject({
+      store: 'memory',
+      upstream: { url: 'http://127.0.0.1:4000/mcp' },
+      idp: { issuer: IDP.issuer },
+      oauth: { refreshReuseGraceSeconds: 20 },
+      proxy: { port: 0, host: '127.0.0.1' },
+    });
     expect(config([], { MCP_AUTH_CONFIG: file, GRACE: '90' }).oauth.refreshReuseGraceSeconds).toBe(90);
   });
 
@@ -70,10 +91,14 @@ describe('demo configuration', () => {
   });
 
   it('bad input is a clear error: an unknown flag (with the nearest key), a value out of range, a flag for a key the demo decides, a missing file, --check-config', () => {
-    expect(problemsOf(() => config(['--oauth.refreshReuseGraceSecond', '5']))).toEqual([expect.stringContaining('did you mean --oauth.refreshReuseGraceSeconds')]);
+    expect(problemsOf(() => config(['--oauth.refreshReuseGraceSecond', '5']))).toEqual([
+      expect.stringContaining('did you mean --oauth.refreshReuseGraceSeconds'),
+    ]);
     expect(problemsOf(() => config(['--oauth.refreshReuseGraceSeconds', '99999'])).join('\n')).toMatch(/refreshReuseGraceSeconds/);
     expect(problemsOf(() => config(['--store', 'redis']))).toEqual([expect.stringContaining('--store: the demo uses its own store')]);
-    expect(problemsOf(() => config(['--upstream.url', 'http://x/mcp']))).toEqual([expect.stringContaining('the demo uses its own upstream.url')]);
+    expect(problemsOf(() => config(['--upstream.url', 'http://x/mcp']))).toEqual([
+      expect.stringContaining('the demo uses its own upstream.url'),
+    ]);
     expect(problemsOf(() => config(['--idp.issuer', 'https://x']))).toEqual([expect.stringContaining('the demo uses its own idp.issuer')]);
     expect(problemsOf(() => config(['--config', join(dir, 'missing.yaml')]))).toEqual([expect.stringContaining('cannot read config file')]);
     expect(problemsOf(() => config(['--check-config']))).toEqual([expect.stringContaining('--check-config is for npm start')]);

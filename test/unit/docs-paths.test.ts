@@ -4,7 +4,13 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-const DOCS = ['README.md', 'CHANGELOG.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  'CHANGELOG.md',
+  ...readdirSync('docs')
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** Repository paths a text names: a top-level folder of the repository, then a path (no glob, no URL). */
 export function namedPaths(text: string): string[] {
@@ -19,7 +25,11 @@ export function namedPaths(text: string): string[] {
 
 describe('paths named in the docs', () => {
   it('are found in a text as they are written there', () => {
-    expect(namedPaths('see `src/proxy/server.ts`, (test/unit/a.test.ts) and docs/storage.md.')).toEqual(['src/proxy/server.ts', 'test/unit/a.test.ts', 'docs/storage.md']);
+    expect(namedPaths('see `src/proxy/server.ts`, (test/unit/a.test.ts) and docs/storage.md.')).toEqual([
+      'src/proxy/server.ts',
+      'test/unit/a.test.ts',
+      'docs/storage.md',
+    ]);
     // Not repository paths: an absolute path, a URL's path, a glob.
     expect(namedPaths('/usr/bin/node, https://example.com/docs/x, test/slow/**')).toEqual([]);
   });

@@ -4,7 +4,16 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.ts';
-import { accessTokenHash, dpopHeader, DpopNonces, DpopProofError, DpopVerifier, namesOneOf, type DpopRefusal, type ProofTarget } from '../../src/oauth/dpop.ts';
+import {
+  accessTokenHash,
+  dpopHeader,
+  DpopNonces,
+  DpopProofError,
+  DpopVerifier,
+  namesOneOf,
+  type DpopRefusal,
+  type ProofTarget,
+} from '../../src/oauth/dpop.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { DpopKey, hmacProof, unsignedProof } from '../support/dpop.ts';
 
@@ -49,7 +58,13 @@ describe('DpopVerifier.check', () => {
   });
 
   it('ignores the query and fragment of htu, and normalises case, default port, dot segments and percent-encoding', async () => {
-    for (const htu of [`${URL_MCP}?a=1`, `${URL_MCP}#x`, 'HTTPS://MCP.Example.COM:443/mcp', 'https://mcp.example.com/x/../mcp', 'https://mcp.example.com/%6Dcp']) {
+    for (const htu of [
+      `${URL_MCP}?a=1`,
+      `${URL_MCP}#x`,
+      'HTTPS://MCP.Example.COM:443/mcp',
+      'https://mcp.example.com/x/../mcp',
+      'https://mcp.example.com/%6Dcp',
+    ]) {
       const proof = await key.proof({ htm: 'POST', htu, accessToken: TOKEN, iat: nowSeconds() });
       expect(await refusal(verifier.check(proof, target)), htu).toBe('accepted');
     }
@@ -61,8 +76,16 @@ describe('DpopVerifier.check', () => {
     ['typ is not dpop+jwt', 'typ', () => key.proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN }, { typ: 'JWT' })],
     ['alg none', 'algorithm', async () => unsignedProof(key.publicJwk, { htm: 'POST', htu: URL_MCP, ath: accessTokenHash(TOKEN) })],
     ['HS256 under a symmetric key', 'algorithm', () => hmacProof({ htm: 'POST', htu: URL_MCP, ath: accessTokenHash(TOKEN) })],
-    ['the header states a private key', 'key', async () => key.proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN }, { jwk: await key.privateJwk() })],
-    ['signed by another key than the header states', 'signature', async () => (await DpopKey.generate('ES256')).proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN }, { jwk: key.publicJwk })],
+    [
+      'the header states a private key',
+      'key',
+      async () => key.proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN }, { jwk: await key.privateJwk() }),
+    ],
+    [
+      'signed by another key than the header states',
+      'signature',
+      async () => (await DpopKey.generate('ES256')).proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN }, { jwk: key.publicJwk }),
+    ],
     ['not a JWS', 'malformed', async () => 'not-a-proof'],
     ['another method', 'htm', () => key.proof({ htm: 'GET', htu: URL_MCP, accessToken: TOKEN })],
     ['the method in lower case', 'htm', () => key.proof({ htm: 'post', htu: URL_MCP, accessToken: TOKEN })],
@@ -85,7 +108,9 @@ describe('DpopVerifier.check', () => {
 
   it('accepts iat anywhere within the window, either way', async () => {
     for (const iat of [nowSeconds() - 60, nowSeconds() + 60]) {
-      expect(await refusal(verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN, iat }), target))).toBe('accepted');
+      expect(await refusal(verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, accessToken: TOKEN, iat }), target))).toBe(
+        'accepted',
+      );
     }
   });
 
@@ -112,7 +137,7 @@ describe('DpopVerifier.check', () => {
 });
 
 describe('server nonces', () => {
-  it('a nonce of the current or previous slot is accepted; older ones and another master token\'s are not', () => {
+  it("a nonce of the current or previous slot is accepted; older ones and another master token's are not", () => {
     const nonces = new DpopNonces(MASTER, 60);
     const t = 1_800_000_000_000;
     const nonce = nonces.current(t);
@@ -133,8 +158,14 @@ describe('server nonces', () => {
     const iat = Math.floor(clock.now() / 1000);
     const target = { method: 'POST', urls: [URL_MCP] };
     expect(await refusal(verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, iat }), target))).toBe('nonce');
-    expect(await refusal(verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, iat, nonce: nonces.current(clock.now() - 120_000) }), target))).toBe('nonce');
-    expect(await refusal(verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, iat, nonce: nonces.current(clock.now()) }), target))).toBe('accepted');
+    expect(
+      await refusal(
+        verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, iat, nonce: nonces.current(clock.now() - 120_000) }), target),
+      ),
+    ).toBe('nonce');
+    expect(
+      await refusal(verifier.check(await key.proof({ htm: 'POST', htu: URL_MCP, iat, nonce: nonces.current(clock.now()) }), target)),
+    ).toBe('accepted');
   });
 });
 

@@ -3,7 +3,15 @@
 // by one function.
 
 import { describe, expect, it } from 'vitest';
-import { HttpError, StoreUnavailableError, httpErrorFor, invalidClient, methodNotAllowed, tooManyRequests, type ErrorCode } from '../../src/errors.ts';
+import {
+  HttpError,
+  StoreUnavailableError,
+  httpErrorFor,
+  invalidClient,
+  methodNotAllowed,
+  tooManyRequests,
+  type ErrorCode,
+} from '../../src/errors.ts';
 
 describe('HttpError', () => {
   const rows: Array<[ErrorCode, number]> = [

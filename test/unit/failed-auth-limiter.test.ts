@@ -12,9 +12,21 @@ import { MemoryTokenStore } from '../../src/store/memory.ts';
 function limiter(perMinute: number, ipv6PrefixLength = 64): { limiter: FailedAuthLimiter; logs: string[] } {
   const clock = new ManualClock();
   const logs: string[] = [];
-  const logger = createLogger('debug', new Writable({ write(chunk, _enc, done) { logs.push(String(chunk)); done(); } }), 'json');
+  const logger = createLogger(
+    'debug',
+    new Writable({
+      write(chunk, _enc, done) {
+        logs.push(String(chunk));
+        done();
+      },
+    }),
+    'json',
+  );
   const store = new MemoryTokenStore({ clock });
-  return { limiter: new FailedAuthLimiter(new WindowLimit(store, clock, 'authfail', perMinute), clock, logger, 'admin', ipv6PrefixLength), logs };
+  return {
+    limiter: new FailedAuthLimiter(new WindowLimit(store, clock, 'authfail', perMinute), clock, logger, 'admin', ipv6PrefixLength),
+    logs,
+  };
 }
 
 /** Failures from `addresses` in turn until one is refused; the number of failures it took. */
@@ -36,7 +48,9 @@ describe('FailedAuthLimiter keys addresses on their limit key', () => {
     expect(await failuresUntilRefused(l, (i) => `2001:db8:1:2::${i}`)).toBe(5);
     expect(l.refusal('2001:db8:1:2:ffff::1')).toBeDefined();
     expect(l.refusal('2001:db8:1:3::1')).toBeUndefined();
-    expect(logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((e) => e.listener === 'admin')).toMatchObject({ address: '2001:db8:1:2:0:0:0:0/64' });
+    expect(logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((e) => e.listener === 'admin')).toMatchObject({
+      address: '2001:db8:1:2:0:0:0:0/64',
+    });
   });
 
   it('an IPv4 address and its IPv4-mapped forms are one host', async () => {

@@ -23,7 +23,7 @@ describe('README first screen', () => {
 });
 
 describe('docker-compose.yml', () => {
-  it('builds the sidecar from the Dockerfile\'s default target and the example upstream from its own, each under its own image name', () => {
+  it("builds the sidecar from the Dockerfile's default target and the example upstream from its own, each under its own image name", () => {
     type Service = { build?: string | { context?: string; target?: string }; image?: string };
     const services = (parseYaml(read('docker-compose.yml')) as { services: Record<string, Service> }).services;
     expect(services.sidecar?.build).toBe('.');

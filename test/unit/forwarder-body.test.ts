@@ -85,7 +85,10 @@ describe('bodyOf: the request body the forwarder sends on', () => {
   });
 
   it('a chunked body always streams, through the counter when a cap is set', async () => {
-    await send('POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n', `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`);
+    await send(
+      'POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n',
+      `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`,
+    );
     const { req } = await nextRequest();
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(bodyOf(req, 0)).toBe(req);

@@ -29,7 +29,15 @@ export function runtimeImports(source: string): string[] {
     const clause = m[2]!.trim();
     if (clause.startsWith('type ')) continue;
     const named = /^\{([^}]*)\}$/s.exec(clause);
-    if (named && named[1]!.split(',').map((s) => s.trim()).filter(Boolean).every((s) => s.startsWith('type '))) continue;
+    if (
+      named &&
+      named[1]!
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+        .every((s) => s.startsWith('type '))
+    )
+      continue;
     found.push(m[3]!);
   }
   return found;
@@ -39,7 +47,12 @@ export function runtimeImports(source: string): string[] {
 export function importCycles(files: readonly string[], read: (file: string) => string): string[][] {
   const graph = new Map<string, string[]>();
   for (const file of files) {
-    graph.set(file, runtimeImports(read(file)).map((spec) => resolve(dirname(file), spec)).filter((target) => files.includes(target)));
+    graph.set(
+      file,
+      runtimeImports(read(file))
+        .map((spec) => resolve(dirname(file), spec))
+        .filter((target) => files.includes(target)),
+    );
   }
   let counter = 0;
   const index = new Map<string, number>();

@@ -15,10 +15,12 @@ async function setUp(maxTokens = 1000) {
   const store = new MemoryTokenStore({ clock });
   const writes: number[] = [];
   const recorder = new LastUseRecorder({
-    store: { recordLastUse: async (uses) => {
-      writes.push(uses.length);
-      await store.recordLastUse(uses);
-    } },
+    store: {
+      recordLastUse: async (uses) => {
+        writes.push(uses.length);
+        await store.recordLastUse(uses);
+      },
+    },
     clock,
     logger: createLogger('error'),
     intervalMs: MINUTE,
@@ -30,7 +32,13 @@ async function setUp(maxTokens = 1000) {
 
 async function userToken(store: MemoryTokenStore, clock: ManualClock): Promise<Principal> {
   const tokenHash = hashToken(generateToken());
-  await store.putUserToken({ tokenHash, subject: 'alice', issuer: 'https://idp.example.com/', createdAt: clock.now(), expiresAt: clock.now() + 3_600_000 });
+  await store.putUserToken({
+    tokenHash,
+    subject: 'alice',
+    issuer: 'https://idp.example.com/',
+    createdAt: clock.now(),
+    expiresAt: clock.now() + 3_600_000,
+  });
   return { kind: 'user', subject: 'alice', tokenHash };
 }
 
@@ -69,7 +77,10 @@ describe('LastUseRecorder', () => {
 
   it('remembers at most maxTokens tokens: past it, it forgets rather than grows (more writes, never more memory)', async () => {
     const { clock, recorder } = await setUp(3);
-    const principals = Array.from({ length: 10 }, () => ({ kind: 'oauth', subject: 's', tokenHash: hashToken(generateToken()) }) as Principal);
+    const principals = Array.from(
+      { length: 10 },
+      () => ({ kind: 'oauth', subject: 's', tokenHash: hashToken(generateToken()) }) as Principal,
+    );
     for (const p of principals) recorder.seen(p, clock.now());
     expect(recorder.pending).toBe(10);
     // The first token was forgotten when the map filled: seen again within the interval, it is queued again.
@@ -82,10 +93,12 @@ describe('LastUseRecorder', () => {
     let fail = true;
     const written: number[] = [];
     const recorder = new LastUseRecorder({
-      store: { recordLastUse: async (uses) => {
-        if (fail) throw new Error('store down');
-        written.push(uses.length);
-      } },
+      store: {
+        recordLastUse: async (uses) => {
+          if (fail) throw new Error('store down');
+          written.push(uses.length);
+        },
+      },
       clock,
       logger: createLogger('error'),
       intervalMs: MINUTE,

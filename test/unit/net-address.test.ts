@@ -4,7 +4,17 @@
 // key a per-address limit counts an address under.
 
 import { describe, expect, it } from 'vitest';
-import { addressList, addressWithOptionalPort, classifyAddress, inAddressList, isLoopbackHost, isLoopbackOrPrivate, limitKey, parseCidr, type AddressClass } from '../../src/net-address.ts';
+import {
+  addressList,
+  addressWithOptionalPort,
+  classifyAddress,
+  inAddressList,
+  isLoopbackHost,
+  isLoopbackOrPrivate,
+  limitKey,
+  parseCidr,
+  type AddressClass,
+} from '../../src/net-address.ts';
 
 const IPV4: Array<[string, AddressClass]> = [
   ['0.0.0.0', 'unspecified'],
@@ -132,17 +142,42 @@ describe('classifyAddress', () => {
 });
 
 describe('isLoopbackHost', () => {
-  it.each(['localhost', 'LocalHost', '127.0.0.1', '127.0.0.2', '127.255.255.254', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.2', '[::ffff:7f00:2]'])('%s is loopback', (host) => {
+  it.each([
+    'localhost',
+    'LocalHost',
+    '127.0.0.1',
+    '127.0.0.2',
+    '127.255.255.254',
+    '::1',
+    '[::1]',
+    '0:0:0:0:0:0:0:1',
+    '::ffff:127.0.0.2',
+    '[::ffff:7f00:2]',
+  ])('%s is loopback', (host) => {
     expect(isLoopbackHost(host)).toBe(true);
   });
 
-  it.each(['app.localhost', 'localhost.evil.example', '128.0.0.1', '10.0.0.1', '0.0.0.0', '::', '::2', '[::1', 'fe80::1', '', '127.1'])('%s is not', (host) => {
-    expect(isLoopbackHost(host)).toBe(false);
-  });
+  it.each(['app.localhost', 'localhost.evil.example', '128.0.0.1', '10.0.0.1', '0.0.0.0', '::', '::2', '[::1', 'fe80::1', '', '127.1'])(
+    '%s is not',
+    (host) => {
+      expect(isLoopbackHost(host)).toBe(false);
+    },
+  );
 });
 
 describe('isLoopbackOrPrivate', () => {
-  it.each(['127.0.0.2', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', 'fd00::1', 'fe80::1', '::ffff:10.0.0.1', 'localhost'])('%s is', (host) => {
+  it.each([
+    '127.0.0.2',
+    '10.1.2.3',
+    '172.16.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    'fd00::1',
+    'fe80::1',
+    '::ffff:10.0.0.1',
+    'localhost',
+  ])('%s is', (host) => {
     expect(isLoopbackOrPrivate(host)).toBe(true);
   });
 
@@ -162,9 +197,12 @@ describe('parseCidr', () => {
     expect(parseCidr(entry)).toEqual(expected);
   });
 
-  it.each(['10.0.0.0/33', '::/129', '10.0.0.0/', '10.0.0.0/x', '10.0.0.0/-1', '10.0.0.256', 'example.com/8', '', '/8', '[::1]/128'])('%j is not a CIDR', (entry) => {
-    expect(parseCidr(entry)).toBeUndefined();
-  });
+  it.each(['10.0.0.0/33', '::/129', '10.0.0.0/', '10.0.0.0/x', '10.0.0.0/-1', '10.0.0.256', 'example.com/8', '', '/8', '[::1]/128'])(
+    '%j is not a CIDR',
+    (entry) => {
+      expect(parseCidr(entry)).toBeUndefined();
+    },
+  );
 
   it('addressList matches what the entries cover, the IPv4-mapped form of an IPv4 entry included, and refuses an invalid entry', () => {
     const list = addressList(['10.0.0.0/8', '2001:db8::1']);
@@ -197,12 +235,25 @@ describe('addressWithOptionalPort', () => {
     expect(addressWithOptionalPort(entry)).toBe(expected);
   });
 
-  it.each(['', 'unknown', '_hidden', 'client.example', 'client.example:80', '203.0.113.5:', '203.0.113.5:65536', '203.0.113.5:http', '203.0.113.5:80:1', '[203.0.113.5]:80', '[2001:db8::1', '[2001:db8::1]x', '[2001:db8::1]:', '2001:db8::1]:443', '999.0.0.1:80'])(
-    '%j is not an address',
-    (entry) => {
-      expect(addressWithOptionalPort(entry)).toBeUndefined();
-    },
-  );
+  it.each([
+    '',
+    'unknown',
+    '_hidden',
+    'client.example',
+    'client.example:80',
+    '203.0.113.5:',
+    '203.0.113.5:65536',
+    '203.0.113.5:http',
+    '203.0.113.5:80:1',
+    '[203.0.113.5]:80',
+    '[2001:db8::1',
+    '[2001:db8::1]x',
+    '[2001:db8::1]:',
+    '2001:db8::1]:443',
+    '999.0.0.1:80',
+  ])('%j is not an address', (entry) => {
+    expect(addressWithOptionalPort(entry)).toBeUndefined();
+  });
 });
 
 describe('limitKey', () => {
@@ -240,6 +291,7 @@ describe('limitKey', () => {
   });
 
   it('a key is its own key (callers that key an address already keyed get the same count)', () => {
-    for (const address of ['2001:db8:1:2::1', '203.0.113.5', '::ffff:203.0.113.5']) expect(limitKey(limitKey(address))).toBe(limitKey(address));
+    for (const address of ['2001:db8:1:2::1', '203.0.113.5', '::ffff:203.0.113.5'])
+      expect(limitKey(limitKey(address))).toBe(limitKey(address));
   });
 });

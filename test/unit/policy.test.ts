@@ -12,7 +12,17 @@ import { checkBodyHeaders, checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClie
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
 import { ConfigError, buildConfig } from '../../src/config.ts';
 import { generateToken } from '../../src/credentials.ts';
-import { compileGlobs, compilePolicy, decide, decideCall, explainCall, readingsOf, stepUpScope, type Policy, type PolicyPrincipal } from '../../src/policy/rules.ts';
+import {
+  compileGlobs,
+  compilePolicy,
+  decide,
+  decideCall,
+  explainCall,
+  readingsOf,
+  stepUpScope,
+  type Policy,
+  type PolicyPrincipal,
+} from '../../src/policy/rules.ts';
 import { createParser } from 'eventsource-parser';
 
 function compile(input: unknown): Policy {
@@ -28,7 +38,14 @@ function problemsOf(input: unknown): string[] {
   return problems;
 }
 
-const alice: PolicyPrincipal = { kind: 'oauth', subject: 'alice', clientId: 'cli-1', scope: 'mcp:read', groups: ['eng'], email: 'alice@Example.com' };
+const alice: PolicyPrincipal = {
+  kind: 'oauth',
+  subject: 'alice',
+  clientId: 'cli-1',
+  scope: 'mcp:read',
+  groups: ['eng'],
+  email: 'alice@Example.com',
+};
 const ci: PolicyPrincipal = { kind: 'oauth', subject: 'ci-bot', clientId: 'ci-bot', scope: 'resources:read' };
 const user: PolicyPrincipal = { kind: 'user', subject: 'u-1', groups: ['ops'], email: 'bob@other.org' };
 
@@ -37,8 +54,18 @@ const POLICY = {
   rules: [
     { name: 'no-deletes', effect: 'deny', requests: { methods: ['tools/call'], names: ['delete_*'] } },
     { name: 'ci-reads', effect: 'allow', principals: { clientIds: ['ci-*'] }, requests: { methods: ['resources/read'] } },
-    { name: 'eng-search', effect: 'allow', principals: { groups: ['eng'], emailDomains: ['example.com'] }, requests: { methods: ['tools/call'], names: ['search', 'get_?'] } },
-    { name: 'writers', effect: 'allow', principals: { kinds: ['oauth'], scopes: ['mcp:write'] }, requests: { methods: ['tools/call'], names: ['write_*'] } },
+    {
+      name: 'eng-search',
+      effect: 'allow',
+      principals: { groups: ['eng'], emailDomains: ['example.com'] },
+      requests: { methods: ['tools/call'], names: ['search', 'get_?'] },
+    },
+    {
+      name: 'writers',
+      effect: 'allow',
+      principals: { kinds: ['oauth'], scopes: ['mcp:write'] },
+      requests: { methods: ['tools/call'], names: ['write_*'] },
+    },
   ],
 };
 
@@ -49,31 +76,50 @@ describe('policy: decisions', () => {
     ['alice may search', alice, { method: 'tools/call', name: 'search' }, 'allow', 'eng-search'],
     ['? matches one character', alice, { method: 'tools/call', name: 'get_x' }, 'allow', 'eng-search'],
     ['? matches exactly one', alice, { method: 'tools/call', name: 'get_xy' }, 'deny', 'default'],
-    ['the first matching rule decides: deletes are denied even for eng', alice, { method: 'tools/call', name: 'delete_repo' }, 'deny', 'no-deletes'],
+    [
+      'the first matching rule decides: deletes are denied even for eng',
+      alice,
+      { method: 'tools/call', name: 'delete_repo' },
+      'deny',
+      'no-deletes',
+    ],
     ['ci may read resources', ci, { method: 'resources/read', name: 'file:///a/b' }, 'allow', 'ci-reads'],
     ['ci may not call tools', ci, { method: 'tools/call', name: 'search' }, 'deny', 'default'],
     ['a user token from another domain may not search', user, { method: 'tools/call', name: 'search' }, 'deny', 'default'],
     ['write needs the scope', alice, { method: 'tools/call', name: 'write_file' }, 'deny', 'default'],
-    ['with the scope, write is allowed', { ...alice, scope: 'mcp:read mcp:write' }, { method: 'tools/call', name: 'write_file' }, 'allow', 'writers'],
+    [
+      'with the scope, write is allowed',
+      { ...alice, scope: 'mcp:read mcp:write' },
+      { method: 'tools/call', name: 'write_file' },
+      'allow',
+      'writers',
+    ],
   ] as const)('%s', (_label, principal, request, effect, rule) => {
     expect(decide(policy, principal, request)).toEqual({ effect, rule });
   });
 
-  it.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf'])('a method named like a prototype member (%s) is decided by the rules, never always allowed', (method) => {
-    // The key a plain-object method table's prototype would have made the call's "name" field.
-    const key = String(({} as Record<string, unknown>)[method]);
-    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { [key]: 'x' } }));
-    const outcome = enforcePolicy(policy, alice, body, { method: undefined, name: undefined }, DEFAULT_JSONRPC_LIMITS);
-    expect(outcome).toMatchObject({ denied: true, rule: 'default', call: { method } });
-    expect(explainCall(policy, alice, { method })).toMatchObject({ effect: 'deny', decidedBy: 'default' });
-  });
+  it.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf'])(
+    'a method named like a prototype member (%s) is decided by the rules, never always allowed',
+    (method) => {
+      // The key a plain-object method table's prototype would have made the call's "name" field.
+      const key = String(({} as Record<string, unknown>)[method]);
+      const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { [key]: 'x' } }));
+      const outcome = enforcePolicy(policy, alice, body, { method: undefined, name: undefined }, DEFAULT_JSONRPC_LIMITS);
+      expect(outcome).toMatchObject({ denied: true, rule: 'default', call: { method } });
+      expect(explainCall(policy, alice, { method })).toMatchObject({ effect: 'deny', decidedBy: 'default' });
+    },
+  );
 
   it('resource URIs are decided as sent and in the forms an upstream normalises them to', () => {
     const docs = compile({
       default: 'deny',
       rules: [
         { name: 'no-internal', effect: 'deny', requests: { methods: ['resources/read'], names: ['https://docs.example/internal/*'] } },
-        { name: 'public', effect: 'allow', requests: { methods: ['resources/read'], names: ['https://docs.example/public/*', 'ref://hello/*'] } },
+        {
+          name: 'public',
+          effect: 'allow',
+          requests: { methods: ['resources/read'], names: ['https://docs.example/public/*', 'ref://hello/*'] },
+        },
       ],
     });
     const read = (uri: string) => decideCall(docs, user, { method: 'resources/read', name: uri });
@@ -93,11 +139,17 @@ describe('policy: decisions', () => {
       expect(decide(docs, user, { method: 'resources/read', name: uri }).rule, uri).not.toBe('no-internal');
     }
     expect(read('https://docs.example/public/%2E%2E/internal/secret')).toEqual({ effect: 'deny', rule: 'no-internal' });
-    expect(explainCall(docs, user, { method: 'resources/read', name: 'https://docs.example/public/../internal/secret' })).toMatchObject({ effect: 'deny', rule: 'no-internal' });
+    expect(explainCall(docs, user, { method: 'resources/read', name: 'https://docs.example/public/../internal/secret' })).toMatchObject({
+      effect: 'deny',
+      rule: 'no-internal',
+    });
   });
 
   it('tool names are decided as sent and in their NFKC form without surrounding white space', () => {
-    const open = compile({ default: 'allow', rules: [{ name: 'no-deletes', effect: 'deny', requests: { methods: ['tools/call'], names: ['delete_*'] } }] });
+    const open = compile({
+      default: 'allow',
+      rules: [{ name: 'no-deletes', effect: 'deny', requests: { methods: ['tools/call'], names: ['delete_*'] } }],
+    });
     for (const name of ['ｄｅｌｅｔｅ_repo', ' delete_repo', 'delete_repo\u00a0']) {
       expect(decideCall(open, user, { method: 'tools/call', name }), name).toEqual({ effect: 'deny', rule: 'no-deletes' });
     }
@@ -106,7 +158,10 @@ describe('policy: decisions', () => {
   });
 
   it('the default decides when nothing matches, both ways', () => {
-    const open = compile({ default: 'allow', rules: [{ name: 'deny-x', effect: 'deny', requests: { methods: ['tools/call'], names: ['x'] } }] });
+    const open = compile({
+      default: 'allow',
+      rules: [{ name: 'deny-x', effect: 'deny', requests: { methods: ['tools/call'], names: ['x'] } }],
+    });
     expect(decide(open, user, { method: 'tools/call', name: 'y' })).toEqual({ effect: 'allow', rule: 'default' });
     expect(decide(open, user, { method: 'tools/call', name: 'x' })).toEqual({ effect: 'deny', rule: 'deny-x' });
     const closed = compile({ rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'] } }] });
@@ -131,8 +186,16 @@ describe('policy: decisions', () => {
   it('explainCall: no policy, always allowed, a rule, the default', () => {
     expect(explainCall(undefined, alice, { method: 'tools/call', name: 'x' })).toMatchObject({ effect: 'allow', decidedBy: 'no policy' });
     expect(explainCall(policy, alice, { method: 'initialize' })).toMatchObject({ effect: 'allow', decidedBy: 'always allowed' });
-    expect(explainCall(policy, alice, { method: 'tools/call', name: 'delete_x' })).toMatchObject({ effect: 'deny', decidedBy: 'rule', rule: 'no-deletes' });
-    expect(explainCall(policy, alice, { method: 'tools/call', name: 'write_x' })).toMatchObject({ effect: 'deny', decidedBy: 'default', scope: 'mcp:read mcp:write' });
+    expect(explainCall(policy, alice, { method: 'tools/call', name: 'delete_x' })).toMatchObject({
+      effect: 'deny',
+      decidedBy: 'rule',
+      rule: 'no-deletes',
+    });
+    expect(explainCall(policy, alice, { method: 'tools/call', name: 'write_x' })).toMatchObject({
+      effect: 'deny',
+      decidedBy: 'default',
+      scope: 'mcp:read mcp:write',
+    });
   });
 
   it('scopes_supported: every scope a rule names', () => {
@@ -146,26 +209,83 @@ describe('policy: validation reports every problem', () => {
     ['no rules', { default: 'deny', rules: [] }, /non-empty list/],
     ['a bad default', { default: 'maybe', rules: [{ name: 'a', effect: 'allow' }] }, /policy\.default must be allow or deny/],
     ['an unknown rule field', { rules: [{ name: 'a', effect: 'allow', tool: 'x' }] }, /rules\[0\]\.tool is not a known field/],
-    ['an unknown principal field', { rules: [{ name: 'a', effect: 'allow', principals: { group: ['x'] } }] }, /principals\.group is not a known field/],
-    ['an unknown request field', { rules: [{ name: 'a', effect: 'allow', requests: { tools: ['x'] } }] }, /requests\.tools is not a known field/],
+    [
+      'an unknown principal field',
+      { rules: [{ name: 'a', effect: 'allow', principals: { group: ['x'] } }] },
+      /principals\.group is not a known field/,
+    ],
+    [
+      'an unknown request field',
+      { rules: [{ name: 'a', effect: 'allow', requests: { tools: ['x'] } }] },
+      /requests\.tools is not a known field/,
+    ],
     ['a bad effect', { rules: [{ name: 'a', effect: 'permit' }] }, /effect must be allow or deny/],
     ['a missing name', { rules: [{ effect: 'allow' }] }, /name must be/],
-    ['a duplicate name', { rules: [{ name: 'a', effect: 'deny', principals: { kinds: ['user'] } }, { name: 'a', effect: 'allow', principals: { kinds: ['oauth'] } }] }, /used by an earlier rule/],
+    [
+      'a duplicate name',
+      {
+        rules: [
+          { name: 'a', effect: 'deny', principals: { kinds: ['user'] } },
+          { name: 'a', effect: 'allow', principals: { kinds: ['oauth'] } },
+        ],
+      },
+      /used by an earlier rule/,
+    ],
     ['an empty list', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: [] } }] }, /non-empty list/],
     ['an unknown kind', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['admin'] } }] }, /"admin" is not one of/],
-    ['client ids on user tokens', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['user'], clientIds: ['x'] } }] }, /never match: principals\.clientIds needs kinds to include oauth/],
-    ['scopes on master', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'], scopes: ['x'] } }] }, /never match: principals\.scopes/],
-    ['groups on master', { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'], groups: ['x'] } }] }, /never match: principals\.groups/],
-    ['names on methods without names', { rules: [{ name: 'a', effect: 'allow', requests: { methods: ['completion/complete'], names: ['x'] } }] }, /never match: requests\.names/],
-    ['rules on always-allowed methods', { rules: [{ name: 'a', effect: 'deny', requests: { methods: ['initialize', 'tools/list'] } }] }, /never match: initialize, ping/],
-    ['a rule after a catch-all', { rules: [{ name: 'all', effect: 'allow' }, { name: 'later', effect: 'deny', principals: { kinds: ['user'] } }] }, /"later"\) can never match: rule "all"/],
-    ['a scope that is not a scope token', { rules: [{ name: 'a', effect: 'allow', principals: { scopes: ['a b'] } }] }, /not a scope token/],
+    [
+      'client ids on user tokens',
+      { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['user'], clientIds: ['x'] } }] },
+      /never match: principals\.clientIds needs kinds to include oauth/,
+    ],
+    [
+      'scopes on master',
+      { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'], scopes: ['x'] } }] },
+      /never match: principals\.scopes/,
+    ],
+    [
+      'groups on master',
+      { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['master'], groups: ['x'] } }] },
+      /never match: principals\.groups/,
+    ],
+    [
+      'names on methods without names',
+      { rules: [{ name: 'a', effect: 'allow', requests: { methods: ['completion/complete'], names: ['x'] } }] },
+      /never match: requests\.names/,
+    ],
+    [
+      'rules on always-allowed methods',
+      { rules: [{ name: 'a', effect: 'deny', requests: { methods: ['initialize', 'tools/list'] } }] },
+      /never match: initialize, ping/,
+    ],
+    [
+      'a rule after a catch-all',
+      {
+        rules: [
+          { name: 'all', effect: 'allow' },
+          { name: 'later', effect: 'deny', principals: { kinds: ['user'] } },
+        ],
+      },
+      /"later"\) can never match: rule "all"/,
+    ],
+    [
+      'a scope that is not a scope token',
+      { rules: [{ name: 'a', effect: 'allow', principals: { scopes: ['a b'] } }] },
+      /not a scope token/,
+    ],
   ])('%s', (_label, input, message) => {
     expect(problemsOf(input).join('\n')).toMatch(message);
   });
 
   it('several problems at once', () => {
-    expect(problemsOf({ rules: [{ name: 'a', effect: 'x', foo: 1 }, { name: 'b', effect: 'allow', principals: { kinds: ['nope'] } }] })).toHaveLength(3);
+    expect(
+      problemsOf({
+        rules: [
+          { name: 'a', effect: 'x', foo: 1 },
+          { name: 'b', effect: 'allow', principals: { kinds: ['nope'] } },
+        ],
+      }),
+    ).toHaveLength(3);
   });
 });
 
@@ -178,9 +298,15 @@ describe('policy: JSON-RPC bodies', () => {
       messages: [{ call: { method: 'tools/call', name: 'search' }, id: 1 }],
       canonical: Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}'),
     });
-    const batch = parse('[{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":7,"result":{}}]');
+    const batch = parse(
+      '[{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":7,"result":{}}]',
+    );
     expect(batch.batch).toBe(true);
-    expect(batch.messages.map((m) => m.call)).toEqual([{ method: 'resources/read', name: 'file:///x' }, { method: 'notifications/initialized' }, undefined]);
+    expect(batch.messages.map((m) => m.call)).toEqual([
+      { method: 'resources/read', name: 'file:///x' },
+      { method: 'notifications/initialized' },
+      undefined,
+    ]);
   });
 
   it.each([
@@ -194,19 +320,51 @@ describe('policy: JSON-RPC bodies', () => {
     ['an empty batch', '[]', /empty JSON-RPC batch/],
     ['a duplicate id', '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]', /duplicate id/],
     ['too deep', `${'['.repeat(65)}${']'.repeat(65)}`, /nested deeper than 64/],
-    ['a huge batch', JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }))), /at most 100 messages/],
+    [
+      'a huge batch',
+      JSON.stringify(Array.from({ length: 10_000 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }))),
+      /at most 100 messages/,
+    ],
     // What parsers disagree on (each kind of upstream that reads it otherwise is in test/hostile/policy-parsers.test.ts).
     ['a repeated key', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"delete_repo"}}', /same key twice/],
     ['a repeated key spelt with an escape', '{"jsonrpc":"2.0","id":1,"method":"ping","m\\u0065thod":"tools/call"}', /same key twice/],
-    ['a repeated key deep in the arguments', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":[{"x":1,"x":2}]}}}', /same key twice/],
-    ['case-variant keys in params', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"delete_repo"}}', /differ only in case/],
+    [
+      'a repeated key deep in the arguments',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":[{"x":1,"x":2}]}}}',
+      /same key twice/,
+    ],
+    [
+      'case-variant keys in params',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"delete_repo"}}',
+      /differ only in case/,
+    ],
     ['case-variant method', '{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}', /differ only in case/],
-    ['case-variant keys deep in the arguments', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"path":"a","PATH":"b"}}}', /differ only in case/],
-    ['keys equal under Unicode case folding (long s)', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"s":1,"\u017f":2}}}', /differ only in case/],
-    ['keys equal under Unicode case folding (Kelvin sign)', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"k":1,"\u212a":2}}}', /differ only in case/],
-    ['a message member in another case, alone', '{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"delete_repo"},"result":{}}', /spelt other than "method"/],
+    [
+      'case-variant keys deep in the arguments',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"path":"a","PATH":"b"}}}',
+      /differ only in case/,
+    ],
+    [
+      'keys equal under Unicode case folding (long s)',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"s":1,"\u017f":2}}}',
+      /differ only in case/,
+    ],
+    [
+      'keys equal under Unicode case folding (Kelvin sign)',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"k":1,"\u212a":2}}}',
+      /differ only in case/,
+    ],
+    [
+      'a message member in another case, alone',
+      '{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"delete_repo"},"result":{}}',
+      /spelt other than "method"/,
+    ],
     ['an id in another case', '{"jsonrpc":"2.0","ID":5,"method":"tools/list"}', /spelt other than "id"/],
-    ['an escaped lone surrogate in a value', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo\\ud800"}}', /lone surrogate/],
+    [
+      'an escaped lone surrogate in a value',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo\\ud800"}}',
+      /lone surrogate/,
+    ],
     ['an escaped lone low surrogate in a key', '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\\udc00":1}}', /lone surrogate/],
     ['an integer beyond 2^53', '{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}', /beyond 2\^53/],
     ['a number beyond a double', '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}}', /beyond 2\^53/],
@@ -221,26 +379,58 @@ describe('policy: JSON-RPC bodies', () => {
   });
 
   it.each([
-    ['invalid UTF-8', Buffer.from([...Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo'), 0xff, ...Buffer.from('"}}')])],
-    ['a UTF-8-encoded surrogate (CESU-8)', Buffer.from([...Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo'), 0xed, 0xa0, 0x80, ...Buffer.from('"}}')])],
+    [
+      'invalid UTF-8',
+      Buffer.from([...Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo'), 0xff, ...Buffer.from('"}}')]),
+    ],
+    [
+      'a UTF-8-encoded surrogate (CESU-8)',
+      Buffer.from([
+        ...Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo'),
+        0xed,
+        0xa0,
+        0x80,
+        ...Buffer.from('"}}'),
+      ]),
+    ],
     ['UTF-16', Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping"}', 'utf16le')],
   ])('%s is a 400', (_label, bytes) => {
-    expect(() => parseClientMessages(bytes)).toThrow(expect.objectContaining({ status: 400, message: expect.stringMatching(/not valid UTF-8|not JSON/) }));
+    expect(() => parseClientMessages(bytes)).toThrow(
+      expect.objectContaining({ status: 400, message: expect.stringMatching(/not valid UTF-8|not JSON/) }),
+    );
   });
 
   it('the forwarded body is the parsed JSON re-serialised: escapes, whitespace and number spellings in one form', () => {
-    const text = ' {\n "jsonrpc" : "2.0", "id" : 1.0, "method":"tools/call", "params":{"n\\u0061me":"\\u0065cho","arguments":{"x":1e2,"s":"caf\\u00e9 \\ud83d\\ude00"}}}\n';
+    const text =
+      ' {\n "jsonrpc" : "2.0", "id" : 1.0, "method":"tools/call", "params":{"n\\u0061me":"\\u0065cho","arguments":{"x":1e2,"s":"caf\\u00e9 \\ud83d\\ude00"}}}\n';
     const { canonical, messages } = parse(text);
     expect(messages[0]!.call).toEqual({ method: 'tools/call', name: 'echo' });
-    expect(canonical.toString('utf8')).toBe('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":100,"s":"café 😀"}}}');
+    expect(canonical.toString('utf8')).toBe(
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":100,"s":"café 😀"}}}',
+    );
   });
 
   it('Content-Type: application/json, with charset=utf-8 at most; no Content-Encoding', () => {
-    for (const ok of ['application/json', 'Application/JSON', 'application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; profile=x']) {
+    for (const ok of [
+      'application/json',
+      'Application/JSON',
+      'application/json; charset=utf-8',
+      'application/json;charset="UTF-8"',
+      'application/json; profile=x',
+    ]) {
       expect(() => checkBodyHeaders(ok, undefined), ok).not.toThrow();
     }
     expect(() => checkBodyHeaders('application/json', 'identity')).not.toThrow();
-    for (const bad of ['application/json; charset=utf-7', 'application/json; charset=utf-16le', 'application/json; charset=iso-8859-1', 'application/json; charset', 'application/json; charset=utf-8; charset=utf-7', 'application/json; x="a;charset=utf-7"', 'text/plain', 'application/jsonx']) {
+    for (const bad of [
+      'application/json; charset=utf-7',
+      'application/json; charset=utf-16le',
+      'application/json; charset=iso-8859-1',
+      'application/json; charset',
+      'application/json; charset=utf-8; charset=utf-7',
+      'application/json; x="a;charset=utf-7"',
+      'text/plain',
+      'application/jsonx',
+    ]) {
       expect(() => checkBodyHeaders(bad, undefined), bad).toThrow(expect.objectContaining({ status: 400 }));
     }
     expect(() => checkBodyHeaders(undefined, undefined)).toThrow(expect.objectContaining({ status: 400 }));
@@ -251,7 +441,9 @@ describe('policy: JSON-RPC bodies', () => {
   });
 
   it('brackets inside strings do not count towards depth', () => {
-    expect(parse(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"s":"${'[{'.repeat(100)}\\"]"}}}`).messages).toHaveLength(1);
+    expect(
+      parse(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"s":"${'[{'.repeat(100)}\\"]"}}}`).messages,
+    ).toHaveLength(1);
   });
 
   it('Mcp-Method / Mcp-Name must mirror the body when present', () => {
@@ -269,7 +461,10 @@ describe('policy: JSON-RPC bodies', () => {
 
 describe('policy: filtered lists', () => {
   const policy = compile(POLICY);
-  const tools = { tools: [{ name: 'search' }, { name: 'delete_repo' }, { name: 'write_file' }, { description: 'no name' }], nextCursor: 'c2' };
+  const tools = {
+    tools: [{ name: 'search' }, { name: 'delete_repo' }, { name: 'write_file' }, { description: 'no name' }],
+    nextCursor: 'c2',
+  };
 
   it('JSON: removes what the principal may not call, keeps the cursor, touches no other response', () => {
     const lists = new Map<string | number, string>([[3, 'tools/list']]);
@@ -295,7 +490,9 @@ describe('policy: filtered lists', () => {
       out += rewriter.end();
       const events = out.split('\n\n');
       expect(events[0]).toBe('event: message\nid: 1\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}');
-      expect(events[1]).toBe(`event: message\nid: 2\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 'L', result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`);
+      expect(events[1]).toBe(
+        `event: message\nid: 2\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 'L', result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`,
+      );
       expect(events[2]).toBe(': keep-alive');
     }
   });
@@ -325,7 +522,7 @@ describe('policy: filtered lists', () => {
     }
   });
 
-  it("replayed (a GET stream): every response holding a list is filtered, whatever its id; requests, notifications and other results pass", () => {
+  it('replayed (a GET stream): every response holding a list is filtered, whatever its id; requests, notifications and other results pass', () => {
     const filtered = { tools: [{ name: 'search' }], nextCursor: 'c2' };
     for (const id of [3, 'unseen', null, undefined]) {
       const text = filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id, result: structuredClone(tools) });
@@ -340,8 +537,17 @@ describe('policy: filtered lists', () => {
       { jsonrpc: '2.0', id: 1, result: filtered },
       { jsonrpc: '2.0', id: 2, result: { tools: [], prompts: [] } },
     ]);
-    expect(filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'tools' }] } })).toBeUndefined();
-    expect(filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id: 6, method: 'sampling/createMessage', params: { tools: [{ name: 'delete_repo' }] } })).toBeUndefined();
+    expect(
+      filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'tools' }] } }),
+    ).toBeUndefined();
+    expect(
+      filterMessages(policy, alice, 'replayed', {
+        jsonrpc: '2.0',
+        id: 6,
+        method: 'sampling/createMessage',
+        params: { tools: [{ name: 'delete_repo' }] },
+      }),
+    ).toBeUndefined();
     expect(filterMessages(policy, alice, 'replayed', { jsonrpc: '2.0', method: 'notifications/tools/list_changed' })).toBeUndefined();
   });
 
@@ -354,7 +560,9 @@ describe('policy: filtered lists', () => {
     const rewriter = new SseListRewriter(policy, alice, 'replayed');
     const events = (rewriter.feed(Buffer.from(stream)) + rewriter.end()).split('\n\n');
     expect(events[0]).toBe('id: 1_s\ndata: ');
-    expect(events[1]).toBe(`id: 2_s\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 9, result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`);
+    expect(events[1]).toBe(
+      `id: 2_s\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 9, result: { tools: [{ name: 'search' }], nextCursor: 'c2' } })}`,
+    );
     expect(events[2]).toBe('event: message\ndata: {"jsonrpc":"2.0","id":0,"method":"roots/list"}');
   });
 });
@@ -372,7 +580,19 @@ describe('policy: in config.yaml', () => {
 
   it('problems in the rules are reported with the rest, named by their path', () => {
     try {
-      buildConfig({ prot: 1, policy: { rules: [{ name: 'a', effect: 'allow', principals: { kinds: ['user'], clientIds: ['x'] } }, { name: 'b', effect: 'maybe' }], defualt: 'deny' } }, env);
+      buildConfig(
+        {
+          prot: 1,
+          policy: {
+            rules: [
+              { name: 'a', effect: 'allow', principals: { kinds: ['user'], clientIds: ['x'] } },
+              { name: 'b', effect: 'maybe' },
+            ],
+            defualt: 'deny',
+          },
+        },
+        env,
+      );
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
@@ -387,19 +607,43 @@ describe('policy: in config.yaml', () => {
 
 describe('policy: the answer to a denial', () => {
   const policy = compile(POLICY);
-  const CONTEXT = { 'io.modelcontextprotocol/authorization': { reason: 'insufficient_authorization', remediation: 'unavailable', authorizationContextId: 'ctx-1' } };
+  const CONTEXT = {
+    'io.modelcontextprotocol/authorization': {
+      reason: 'insufficient_authorization',
+      remediation: 'unavailable',
+      authorizationContextId: 'ctx-1',
+    },
+  };
 
   function denied(body: unknown, who: PolicyPrincipal = alice): PolicyDenial {
-    const outcome = enforcePolicy(policy, who, Buffer.from(JSON.stringify(body)), { method: undefined, name: undefined }, DEFAULT_JSONRPC_LIMITS);
+    const outcome = enforcePolicy(
+      policy,
+      who,
+      Buffer.from(JSON.stringify(body)),
+      { method: undefined, name: undefined },
+      DEFAULT_JSONRPC_LIMITS,
+    );
     expect(outcome.denied).toBe(true);
     return outcome as PolicyDenial;
   }
-  const toolCall = (id: unknown, name: string) => ({ jsonrpc: '2.0', ...(id === undefined ? {} : { id }), method: 'tools/call', params: { name } });
+  const toolCall = (id: unknown, name: string) => ({
+    jsonrpc: '2.0',
+    ...(id === undefined ? {} : { id }),
+    method: 'tools/call',
+    params: { name },
+  });
 
-  it('a scope would lift it: 403 with the JSON-RPC error (the step-up challenge is the caller\'s)', () => {
+  it("a scope would lift it: 403 with the JSON-RPC error (the step-up challenge is the caller's)", () => {
     const d = denied(toolCall(7, 'write_file'));
     expect(d.scope).toBe('mcp:read mcp:write');
-    expect(denialAnswer(d, 'ctx-1')).toEqual({ status: 403, body: JSON.stringify({ jsonrpc: '2.0', id: 7, error: { code: -32003, message: 'tools/call write_file is not allowed for this token' } }) });
+    expect(denialAnswer(d, 'ctx-1')).toEqual({
+      status: 403,
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        error: { code: -32003, message: 'tools/call write_file is not allowed for this token' },
+      }),
+    });
   });
 
   it('nothing would lift it, one tools/call: 200, a tool error with the authorization context in _meta', () => {
@@ -410,7 +654,13 @@ describe('policy: the answer to a denial', () => {
     expect(JSON.parse(answer.body)).toEqual({
       jsonrpc: '2.0',
       id: 'a',
-      result: { isError: true, content: [{ type: 'text', text: expect.stringMatching(/^The tool "delete_repo" is not available to you: .*\(Reference: ctx-1\)$/) }], _meta: CONTEXT },
+      result: {
+        isError: true,
+        content: [
+          { type: 'text', text: expect.stringMatching(/^The tool "delete_repo" is not available to you: .*\(Reference: ctx-1\)$/) },
+        ],
+        _meta: CONTEXT,
+      },
     });
     // The rule's name never reaches the client.
     expect(answer.body).not.toContain('no-deletes');
@@ -419,7 +669,15 @@ describe('policy: the answer to a denial', () => {
   it('nothing would lift it, one request of another method: 200, a JSON-RPC error with the context in data', () => {
     const answer = denialAnswer(denied({ jsonrpc: '2.0', id: 3, method: 'resources/read', params: { uri: 'file:///x' } }), 'ctx-1');
     expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body)).toEqual({ jsonrpc: '2.0', id: 3, error: { code: -32003, message: 'resources/read file:///x is not allowed for this token, and no other authorization would allow it', data: CONTEXT } });
+    expect(JSON.parse(answer.body)).toEqual({
+      jsonrpc: '2.0',
+      id: 3,
+      error: {
+        code: -32003,
+        message: 'resources/read file:///x is not allowed for this token, and no other authorization would allow it',
+        data: CONTEXT,
+      },
+    });
   });
 
   it.each([
@@ -428,7 +686,13 @@ describe('policy: the answer to a denial', () => {
   ])('nothing would lift it, %s: 403, each request its JSON-RPC error with the context', (_label, body, ids) => {
     const answer = denialAnswer(denied(body), 'ctx-1');
     expect(answer.status).toBe(403);
-    expect(JSON.parse(answer.body)).toEqual(ids.map((id) => ({ jsonrpc: '2.0', id, error: { code: -32003, message: expect.stringContaining('no other authorization'), data: CONTEXT } })));
+    expect(JSON.parse(answer.body)).toEqual(
+      ids.map((id) => ({
+        jsonrpc: '2.0',
+        id,
+        error: { code: -32003, message: expect.stringContaining('no other authorization'), data: CONTEXT },
+      })),
+    );
   });
 
   it.each([
@@ -454,23 +718,35 @@ describe('policy: the audit event of a denial names itself', () => {
 
   function audit() {
     const lines: Array<{ audit: Record<string, unknown> }> = [];
-    const logger = createLogger('info', new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }), 'json');
+    const logger = createLogger(
+      'info',
+      new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }),
+      'json',
+    );
     const clock = new ManualClock(1_800_000_000_000);
     const store = new MemoryTokenStore({ clock });
     return { lines, clock, store, audit: new Audit({ logger, store, clock, stream: true, maxLen: 100 }) };
   }
-  const denial = (name: string) => ({ who: 'client:c', action: 'policy.deny', result: 'insufficient_authorization', subject: 's', detail: { method: 'tools/call', name, rule: 'r' } });
+  const denial = (name: string) => ({
+    who: 'client:c',
+    action: 'policy.deny',
+    result: 'insufficient_authorization',
+    subject: 's',
+    detail: { method: 'tools/call', name, rule: 'r' },
+  });
 
   it('recordRepeated returns the id of the event that records the denial: logged and in the stream', async () => {
     const { lines, store, audit: a } = audit();
     const id = a.recordRepeated(denial('x'), 'warn');
     expect(id).toMatch(UUID);
     await a.flushRepeated();
-    expect(lines.filter((l) => l.audit !== undefined).map((l) => l.audit)).toEqual([expect.objectContaining({ eventId: id, action: 'policy.deny' })]);
+    expect(lines.filter((l) => l.audit !== undefined).map((l) => l.audit)).toEqual([
+      expect.objectContaining({ eventId: id, action: 'policy.deny' }),
+    ]);
     expect((await store.listAuditEvents(10)).map((e) => e.eventId)).toEqual([id]);
   });
 
-  it('repeats within the window share the first event\'s id; the closing count is an event of its own naming it', async () => {
+  it("repeats within the window share the first event's id; the closing count is an event of its own naming it", async () => {
     const { lines, clock, audit: a } = audit();
     const first = a.recordRepeated(denial('x'), 'warn');
     expect(a.recordRepeated(denial('x'), 'warn')).toBe(first);

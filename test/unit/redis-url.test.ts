@@ -31,13 +31,21 @@ describe('parseRedisUrl: accepted forms', () => {
   });
 
   it('Sentinel without a db uses db 0; a trailing comma in the host list is ignored', () => {
-    expect(parseRedisUrl('redis+sentinel://s1:26379,/mymaster')).toMatchObject({ mode: 'sentinel', sentinels: [{ host: 's1', port: 26379 }], name: 'mymaster', db: 0 });
+    expect(parseRedisUrl('redis+sentinel://s1:26379,/mymaster')).toMatchObject({
+      mode: 'sentinel',
+      sentinels: [{ host: 's1', port: 26379 }],
+      name: 'mymaster',
+      db: 0,
+    });
   });
 
   it('Sentinel with a password only, and with an ACL user and password (percent-decoded)', () => {
     expect(parseRedisUrl('redis+sentinel://:secret@s1:26379/m')).toMatchObject({ password: 'secret' });
     expect(parseRedisUrl('redis+sentinel://:secret@s1:26379/m')).not.toHaveProperty('username');
-    expect(parseRedisUrl('redis+sentinel://sidecar:p%40ss%2Fw%3Ard@s1:26379/m')).toMatchObject({ username: 'sidecar', password: 'p@ss/w:rd' });
+    expect(parseRedisUrl('redis+sentinel://sidecar:p%40ss%2Fw%3Ard@s1:26379/m')).toMatchObject({
+      username: 'sidecar',
+      password: 'p@ss/w:rd',
+    });
   });
 
   it('a password keeps every colon after the first (user:pa:ss is user "user", password "pa:ss")', () => {
@@ -108,7 +116,12 @@ describe('parseRedisUrl: rejected forms', () => {
   });
 
   it('an error never repeats the password', () => {
-    for (const url of ['redis://:hunter2@[bad', 'redis+cluster://:hunter2@n1', 'redis+sentinel://:hunter2@s1:1', 'redis+cluster://:hunter2%ZZ@n1:7000']) {
+    for (const url of [
+      'redis://:hunter2@[bad',
+      'redis+cluster://:hunter2@n1',
+      'redis+sentinel://:hunter2@s1:1',
+      'redis+cluster://:hunter2%ZZ@n1:7000',
+    ]) {
       let message = '';
       try {
         parseRedisUrl(url);

@@ -20,16 +20,25 @@ const DEVICE = 'urn:ietf:params:oauth:grant-type:device_code';
 const REDIRECT = 'http://127.0.0.1:7777/callback';
 
 async function register(ep: OAuthEndpoints, body: Record<string, unknown>): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${ep.url}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${ep.url}/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: await res.json() };
 }
 
 async function advertised(ep: OAuthEndpoints): Promise<string[]> {
-  return ((await (await fetch(`${ep.url}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[] }).grant_types_supported;
+  return ((await (await fetch(`${ep.url}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[] })
+    .grant_types_supported;
 }
 
 /** A registration asking for `grantType` alone (with a redirect URI, which the code grant needs). */
-const asking = (grantType: string) => ({ grant_types: [grantType], redirect_uris: [REDIRECT], ...(grantType === CODE ? { response_types: ['code'] } : {}) });
+const asking = (grantType: string) => ({
+  grant_types: [grantType],
+  redirect_uris: [REDIRECT],
+  ...(grantType === CODE ? { response_types: ['code'] } : {}),
+});
 
 let off: OAuthEndpoints;
 let on: OAuthEndpoints;
@@ -41,7 +50,10 @@ beforeAll(async () => {
   off = await startOAuthEndpoints({ config: { oauth } });
   on = await startOAuthEndpoints({
     signIn: true,
-    config: { oauth, idp: { issuer: 'https://idp.example.test', audience: 'mcp-exchange', jwksUrl: 'https://idp.example.test/keys', idJag: true } },
+    config: {
+      oauth,
+      idp: { issuer: 'https://idp.example.test', audience: 'mcp-exchange', jwksUrl: 'https://idp.example.test/keys', idJag: true },
+    },
   });
 });
 afterAll(async () => {
@@ -80,7 +92,7 @@ describe('POST /register asks each grant its rule', () => {
     expect([res.status, res.body.error]).toEqual([400, 'invalid_client_metadata']);
   });
 
-  it('no grant_types asked: the dynamic profile\'s default (the token exchange) is given, on or off (unusable while off)', async () => {
+  it("no grant_types asked: the dynamic profile's default (the token exchange) is given, on or off (unusable while off)", async () => {
     for (const ep of [on, off]) {
       const given = await register(ep, { redirect_uris: [REDIRECT] });
       expect([given.status, given.body.grant_types]).toEqual([201, [EXCHANGE]]);
@@ -92,10 +104,13 @@ describe('POST /register asks each grant its rule', () => {
     const store = new MemoryTokenStore({ clock });
     const profiles = defaultProfileRecords(clock.now()).map((p) => (p.name === 'dynamic' ? { ...p, grantTypes: [CC, REFRESH] } : p));
     await store.seedProfiles(profiles);
-    const refused = provisionClient(store, clock, { redirectUris: [REDIRECT] }, 'dcr', GRANT_TYPES, (g, asked) => registrationRefusal(on.ctx, g, asked));
+    const refused = provisionClient(store, clock, { redirectUris: [REDIRECT] }, 'dcr', GRANT_TYPES, (g, asked) =>
+      registrationRefusal(on.ctx, g, asked),
+    );
     await expect(refused).rejects.toMatchObject({
       code: 'invalid_client_metadata',
-      description: 'no grant types were asked for, and the default of profile "dynamic" (client_credentials) cannot be given here: client_credentials is only for clients an administrator creates',
+      description:
+        'no grant types were asked for, and the default of profile "dynamic" (client_credentials) cannot be given here: client_credentials is only for clients an administrator creates',
     });
     expect(await store.listClients()).toEqual([]);
   });
@@ -103,13 +118,16 @@ describe('POST /register asks each grant its rule', () => {
   it.each([
     ['off', [CC, REFRESH]],
     ['on', [CC, REFRESH, CODE, DEVICE, EXCHANGE, JWT_BEARER]],
-  ] as const)('with the optional grants %s, discovery lists exactly the enabled grants, and /register gives exactly the dynamic ones among them', async (which, enabled) => {
-    const ep = which === 'on' ? on : off;
-    expect(await advertised(ep)).toEqual(enabled);
-    const registrable: string[] = [];
-    for (const grant of GRANTS) if ((await register(ep, asking(grant.grantType))).status === 201) registrable.push(grant.grantType);
-    expect(registrable).toEqual(enabled.filter((g) => GRANTS.find((x) => x.grantType === g)!.registration === 'dynamic'));
-    // Never one discovery does not list.
-    for (const g of registrable) expect(enabled).toContain(g);
-  });
+  ] as const)(
+    'with the optional grants %s, discovery lists exactly the enabled grants, and /register gives exactly the dynamic ones among them',
+    async (which, enabled) => {
+      const ep = which === 'on' ? on : off;
+      expect(await advertised(ep)).toEqual(enabled);
+      const registrable: string[] = [];
+      for (const grant of GRANTS) if ((await register(ep, asking(grant.grantType))).status === 201) registrable.push(grant.grantType);
+      expect(registrable).toEqual(enabled.filter((g) => GRANTS.find((x) => x.grantType === g)!.registration === 'dynamic'));
+      // Never one discovery does not list.
+      for (const g of registrable) expect(enabled).toContain(g);
+    },
+  );
 });

@@ -9,7 +9,6 @@ import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { TokenStore } from '../../src/store/types.ts';
 import { promisesOf } from '../support/promises.ts';
 
-
 describe('InstrumentedStore', () => {
   it('adds exactly one promise to a lookupToken (its timing .then), none more', async () => {
     const memory = new MemoryTokenStore({ clock: new ManualClock() });
@@ -23,10 +22,18 @@ describe('InstrumentedStore', () => {
     expect(wrapped - bare).toBe(1);
   });
 
-  it('delegates every operation to the store it wraps, and the store\'s watch as it is', async () => {
+  it("delegates every operation to the store it wraps, and the store's watch as it is", async () => {
     const memory = new MemoryTokenStore({ clock: new ManualClock() });
     const timed: TokenStore = new InstrumentedStore(memory, new Metrics({ defaultMetrics: false }));
-    await timed.createClient({ clientId: 'c-1', redirectUris: [], grantTypes: ['client_credentials'], profile: 'default', tokenEndpointAuthMethod: 'client_secret_basic', source: 'admin', createdAt: 1 });
+    await timed.createClient({
+      clientId: 'c-1',
+      redirectUris: [],
+      grantTypes: ['client_credentials'],
+      profile: 'default',
+      tokenEndpointAuthMethod: 'client_secret_basic',
+      source: 'admin',
+      createdAt: 1,
+    });
     expect(await memory.getClient('c-1')).toMatchObject({ clientId: 'c-1' });
     expect(timed.watch).toBeUndefined();
   });

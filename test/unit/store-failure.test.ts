@@ -13,12 +13,15 @@ function systemError(type: ErrorConstructor, code: string): Error {
 
 describe('asStoreFailure', () => {
   it.each([
-    ['an error reply (READONLY after a failover)', new ReplyError('READONLY You can\'t write against a read only replica.')],
+    ['an error reply (READONLY after a failover)', new ReplyError("READONLY You can't write against a read only replica.")],
     ['a closed connection', new Error('Connection is closed.')],
     ['a command timeout', new Error('Command timed out')],
     ['an unwritable stream (no offline queue)', new Error("Stream isn't writeable and enableOfflineQueue options is false")],
     ['a socket reset', systemError(Error, 'ECONNRESET')],
-    ['every address refused (AggregateError)', Object.assign(new AggregateError([systemError(Error, 'ECONNREFUSED')], 'connect failed'), { code: 'ECONNREFUSED' })],
+    [
+      'every address refused (AggregateError)',
+      Object.assign(new AggregateError([systemError(Error, 'ECONNREFUSED')], 'connect failed'), { code: 'ECONNREFUSED' }),
+    ],
   ])('%s is StoreUnavailableError, cause kept', (_, err) => {
     const wrapped = asStoreFailure(err);
     expect(wrapped).toBeInstanceOf(StoreUnavailableError);

@@ -27,7 +27,12 @@ const NAMING = [
   '{"params":{"tas\\u212aId":"x"}}',
 ];
 
-const NOT_NAMING = ['{"method":"tools/call","params":{"name":"multitask","arguments":{"text":"a task"}}}', '{"method":"ping"}', '{"note":"caf\\u00e9"}', '{"note":"\\\\task"}'];
+const NOT_NAMING = [
+  '{"method":"tools/call","params":{"name":"multitask","arguments":{"text":"a task"}}}',
+  '{"method":"ping"}',
+  '{"note":"caf\\u00e9"}',
+  '{"note":"\\\\task"}',
+];
 
 describe('task mentions', () => {
   it.each(NAMING)('%s names a task, whole and in pieces of any size', (text) => {

@@ -37,7 +37,13 @@ async function machineClient() {
 
 /** A public client's authorization code (as the sign-in would have stored it), ready to redeem. */
 async function publicClientCode() {
-  const c = await ep.client({ grantTypes: [CODE, REFRESH], tokenEndpointAuthMethod: 'none', redirectUris: [REDIRECT], profile: 'interactive', source: 'dcr' });
+  const c = await ep.client({
+    grantTypes: [CODE, REFRESH],
+    tokenEndpointAuthMethod: 'none',
+    redirectUris: [REDIRECT],
+    profile: 'interactive',
+    source: 'dcr',
+  });
   const verifier = randomBytes(32).toString('base64url');
   const raw = generateToken();
   const now = ep.clock.now();
@@ -51,11 +57,14 @@ async function publicClientCode() {
     createdAt: now,
     expiresAt: now + 60_000,
   });
-  return { clientId: c.clientId, params: { grant_type: CODE, client_id: c.clientId, code: raw, redirect_uri: REDIRECT, code_verifier: verifier } };
+  return {
+    clientId: c.clientId,
+    params: { grant_type: CODE, client_id: c.clientId, code: raw, redirect_uri: REDIRECT, code_verifier: verifier },
+  };
 }
 
 describe('binding at issuance', () => {
-  it('client_credentials with a proof: token_type DPoP, the key thumbprint in the access token record; the confidential client\'s refresh token is not bound', async () => {
+  it("client_credentials with a proof: token_type DPoP, the key thumbprint in the access token record; the confidential client's refresh token is not bound", async () => {
     const auth = await machineClient();
     const res = await ep.token({ grant_type: CC }, { ...auth, dpop: await proofFor() });
     expect(res.status).toBe(200);
@@ -74,11 +83,15 @@ describe('binding at issuance', () => {
   it('introspection shows a bound token as type DPoP with cnf.jkt (RFC 9449 §6.2)', async () => {
     const auth = await machineClient();
     const issued = await ep.token({ grant_type: CC }, { ...auth, dpop: await proofFor() });
-    const res = await fetch(`${ep.url}/introspect`, { method: 'POST', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: issued.body.access_token }) });
+    const res = await fetch(`${ep.url}/introspect`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: issued.body.access_token }),
+    });
     expect(await res.json()).toMatchObject({ active: true, token_type: 'DPoP', cnf: { jkt: await key.thumbprint() } });
   });
 
-  it('a public client\'s code redeemed with a proof: both the access and the refresh token are bound', async () => {
+  it("a public client's code redeemed with a proof: both the access and the refresh token are bound", async () => {
     const { params } = await publicClientCode();
     const res = await ep.token(params, { dpop: await proofFor() });
     expect([res.status, res.body.token_type]).toEqual([200, 'DPoP']);
@@ -89,18 +102,35 @@ describe('binding at issuance', () => {
 });
 
 describe('the device grant (RFC 8628) with a proof', () => {
-  it('the approved device code is redeemed for tokens bound to the polling client\'s key', async () => {
-    const c = await ep.client({ grantTypes: ['urn:ietf:params:oauth:grant-type:device_code', REFRESH], tokenEndpointAuthMethod: 'none', profile: 'interactive', source: 'dcr' });
+  it("the approved device code is redeemed for tokens bound to the polling client's key", async () => {
+    const c = await ep.client({
+      grantTypes: ['urn:ietf:params:oauth:grant-type:device_code', REFRESH],
+      tokenEndpointAuthMethod: 'none',
+      profile: 'interactive',
+      source: 'dcr',
+    });
     const deviceCode = generateToken();
     const now = ep.clock.now();
     const stored = await ep.store.putDeviceAuthorization(
-      { deviceCodeHash: hashToken(deviceCode), userCodeHash: hashToken('ABCD-EFGH'), clientId: c.clientId, createdAt: now, expiresAt: now + 600_000, interval: 5 },
+      {
+        deviceCodeHash: hashToken(deviceCode),
+        userCodeHash: hashToken('ABCD-EFGH'),
+        clientId: c.clientId,
+        createdAt: now,
+        expiresAt: now + 600_000,
+        interval: 5,
+      },
       600_000,
       { address: '127.0.0.1', perAddress: 0, total: 0, now },
     );
     expect(stored).toEqual({ stored: true });
-    expect(await ep.store.decideDeviceAuthorization(hashToken(deviceCode), now, { subject: 'user-1', issuer: 'https://idp.example.test' })).toBe(true);
-    const res = await ep.token({ grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: deviceCode, client_id: c.clientId }, { dpop: await proofFor() });
+    expect(
+      await ep.store.decideDeviceAuthorization(hashToken(deviceCode), now, { subject: 'user-1', issuer: 'https://idp.example.test' }),
+    ).toBe(true);
+    const res = await ep.token(
+      { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: deviceCode, client_id: c.clientId },
+      { dpop: await proofFor() },
+    );
     expect([res.status, res.body.token_type]).toEqual([200, 'DPoP']);
     expect((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth).toMatchObject({ dpopJkt: await key.thumbprint() });
   });
@@ -136,7 +166,10 @@ describe('a bound refresh token', () => {
 
   it('with a proof of another key: 400 invalid_grant, the token not rotated', async () => {
     const { clientId, refresh } = await boundRefresh();
-    const res = await ep.token({ grant_type: REFRESH, client_id: clientId, refresh_token: refresh }, { dpop: await proofFor(await DpopKey.generate()) });
+    const res = await ep.token(
+      { grant_type: REFRESH, client_id: clientId, refresh_token: refresh },
+      { dpop: await proofFor(await DpopKey.generate()) },
+    );
     expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
     expect(await ep.store.getRefreshToken(hashToken(refresh))).not.toHaveProperty('rotatedAt');
   });
@@ -175,7 +208,9 @@ describe('token exchange (RFC 8693) with a proof', () => {
   let withIdp: OAuthEndpoints;
   beforeAll(async () => {
     idp = await startTestIdp();
-    withIdp = await startOAuthEndpoints({ config: { idp: { issuer: idp.issuer, audience: 'dpop-tests', jwksUrl: idp.jwksUrl, jwksCooldownMs: 0 } } });
+    withIdp = await startOAuthEndpoints({
+      config: { idp: { issuer: idp.issuer, audience: 'dpop-tests', jwksUrl: idp.jwksUrl, jwksCooldownMs: 0 } },
+    });
   });
   afterAll(async () => {
     await withIdp?.close();
@@ -186,11 +221,18 @@ describe('token exchange (RFC 8693) with a proof', () => {
     const now = Math.floor(withIdp.clock.now() / 1000);
     const subjectToken = await idp.sign({ iss: idp.issuer, aud: 'dpop-tests', sub: 'u-1', exp: now + 60 });
     const res = await withIdp.token(
-      { grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subjectToken, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' },
+      {
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        subject_token: subjectToken,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      },
       { dpop: await key.proof({ htm: 'POST', htu: TOKEN_URL, iat: now }) },
     );
     expect([res.status, res.body.token_type]).toEqual([200, 'DPoP']);
-    expect((await withIdp.store.lookupToken(hashToken(res.body.access_token))).user).toMatchObject({ subject: 'u-1', dpopJkt: await key.thumbprint() });
+    expect((await withIdp.store.lookupToken(hashToken(res.body.access_token))).user).toMatchObject({
+      subject: 'u-1',
+      dpopJkt: await key.thumbprint(),
+    });
   });
 });
 
@@ -215,7 +257,10 @@ describe('server nonces (oauth.dpopNonce)', () => {
       expect([first.status, first.body.error]).toEqual([400, 'use_dpop_nonce']);
       const nonce = first.headers.get('dpop-nonce');
       expect(nonce).toMatch(/^[A-Za-z0-9_-]{32}$/);
-      const second = await withNonces.token({ grant_type: CC }, { ...auth, dpop: await key.proof({ htm: 'POST', htu: TOKEN_URL, iat, nonce: nonce! }) });
+      const second = await withNonces.token(
+        { grant_type: CC },
+        { ...auth, dpop: await key.proof({ htm: 'POST', htu: TOKEN_URL, iat, nonce: nonce! }) },
+      );
       expect([second.status, second.body.token_type]).toEqual([200, 'DPoP']);
     } finally {
       await withNonces.close();

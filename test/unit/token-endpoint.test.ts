@@ -32,7 +32,10 @@ beforeAll(async () => {
   idp = await startTestIdp();
   ep = await startOAuthEndpoints({
     signIn: true,
-    config: { idp: { issuer: idp.issuer, audience: AUDIENCE, jwksUrl: idp.jwksUrl, jwksCooldownMs: 0, idJag: true }, oauth: { refreshReuseGraceSeconds: 2 } },
+    config: {
+      idp: { issuer: idp.issuer, audience: AUDIENCE, jwksUrl: idp.jwksUrl, jwksCooldownMs: 0, idJag: true },
+      oauth: { refreshReuseGraceSeconds: 2 },
+    },
   });
 });
 afterAll(async () => {
@@ -57,7 +60,12 @@ describe('every grant', () => {
 
   it('a refusal is audited under the grant it asked for', async () => {
     await ep.token({ grant_type: REFRESH, client_id: 'mcp_00000000000000000000000000000000' });
-    expect(lastAudit()).toMatchObject({ who: 'anonymous', action: 'token.refresh_token', result: 'invalid_client', clientId: 'mcp_00000000000000000000000000000000' });
+    expect(lastAudit()).toMatchObject({
+      who: 'anonymous',
+      action: 'token.refresh_token',
+      result: 'invalid_client',
+      clientId: 'mcp_00000000000000000000000000000000',
+    });
   });
 
   it('each grant in the list has its own audit action', () => {
@@ -91,8 +99,18 @@ describe('client authentication', () => {
     ['a wrong secret in the form', (c) => [{ client_id: c.clientId, client_secret: 'wrong' }, {}], 'invalid_client', false],
     ['an unknown client by Basic', () => [{}, basic('mcp_ffffffffffffffffffffffffffffffff', 'x')], 'invalid_client', true],
     ['malformed Basic', () => [{}, { authorization: 'Basic !!!' }], 'invalid_client', true],
-    ['Basic and client_secret both', (c) => [{ client_secret: c.clientSecret }, basic(c.clientId, c.clientSecret)], 'invalid_request', false],
-    ['a form client_id other than the Basic one', (c) => [{ client_id: 'mcp_other' }, basic(c.clientId, c.clientSecret)], 'invalid_request', false],
+    [
+      'Basic and client_secret both',
+      (c) => [{ client_secret: c.clientSecret }, basic(c.clientId, c.clientSecret)],
+      'invalid_request',
+      false,
+    ],
+    [
+      'a form client_id other than the Basic one',
+      (c) => [{ client_id: 'mcp_other' }, basic(c.clientId, c.clientSecret)],
+      'invalid_request',
+      false,
+    ],
     ['a secret without a client_id', (c) => [{ client_secret: c.clientSecret }, {}], 'invalid_client', false],
   ])('%s: %s', async (_label, credentials, error, challenge) => {
     const c = (await ep.client({ grantTypes: [CC] })) as { clientId: string; clientSecret: string };
@@ -116,10 +134,16 @@ describe('client_credentials', () => {
     expect(found.oauth).toMatchObject({ clientId: c.clientId, scope: 'read' });
     // The log redacts a field named refreshToken; the audit stream keeps the flag.
     const [streamed] = await ep.ctx.audit.list(1);
-    expect(streamed).toMatchObject({ who: `client:${c.clientId}`, action: 'token.client_credentials', result: 'ok', clientId: c.clientId, detail: { refreshToken: true } });
+    expect(streamed).toMatchObject({
+      who: `client:${c.clientId}`,
+      action: 'token.client_credentials',
+      result: 'ok',
+      clientId: c.clientId,
+      detail: { refreshToken: true },
+    });
   });
 
-  it('client_secret_post works too, and no scope asked is the client\'s scope', async () => {
+  it("client_secret_post works too, and no scope asked is the client's scope", async () => {
     const c = await ep.client({ grantTypes: [CC], scope: 'read', profile: 'service' });
     const res = await ep.token({ grant_type: CC, client_id: c.clientId, client_secret: c.clientSecret! });
     expect(res.status).toBe(200);
@@ -129,7 +153,7 @@ describe('client_credentials', () => {
 
   it.each<[string, Parameters<OAuthEndpoints['client']>[0], Record<string, string>, string]>([
     ['a client without the grant', { grantTypes: [REFRESH] }, {}, 'unauthorized_client'],
-    ['a scope beyond the client\'s', { grantTypes: [CC], scope: 'read' }, { scope: 'read admin' }, 'invalid_scope'],
+    ["a scope beyond the client's", { grantTypes: [CC], scope: 'read' }, { scope: 'read admin' }, 'invalid_scope'],
     ['a malformed scope', { grantTypes: [CC] }, { scope: 'a\u0001b' }, 'invalid_request'],
     ['a profile that no longer exists', { grantTypes: [CC], profile: 'gone' }, {}, 'unauthorized_client'],
   ])('%s: %s', async (_label, fields, params, error) => {
@@ -142,16 +166,28 @@ describe('client_credentials', () => {
     ['not a number', 'abc'],
     ['a fraction', '1.5'],
     ['zero', '0'],
-  ])('a stored profile whose access-token lifetime is %s: refused, nothing issued (never a token that expires at once or never)', async (_label, lifetime) => {
-    const name = `custom-${lifetime}`;
-    await ep.store.seedProfiles([{ name, description: 'edited by hand', accessTokenLifetimeSeconds: 3600, refreshTokenLifetimeSeconds: 0, grantTypes: [CC], createdAt: ep.clock.now() }]);
-    ep.store.setRawField(keyLayout('mcpauth:').profile(name), 'accessTokenLifetimeSeconds', lifetime);
-    const c = await ep.client({ grantTypes: [CC], profile: name });
-    const res = await ep.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
-    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
-    expect(res.body.error_description).toMatch(new RegExp(`profile "${name}" has no usable token lifetime`));
-    expect(res.body.access_token).toBeUndefined();
-  });
+  ])(
+    'a stored profile whose access-token lifetime is %s: refused, nothing issued (never a token that expires at once or never)',
+    async (_label, lifetime) => {
+      const name = `custom-${lifetime}`;
+      await ep.store.seedProfiles([
+        {
+          name,
+          description: 'edited by hand',
+          accessTokenLifetimeSeconds: 3600,
+          refreshTokenLifetimeSeconds: 0,
+          grantTypes: [CC],
+          createdAt: ep.clock.now(),
+        },
+      ]);
+      ep.store.setRawField(keyLayout('mcpauth:').profile(name), 'accessTokenLifetimeSeconds', lifetime);
+      const c = await ep.client({ grantTypes: [CC], profile: name });
+      const res = await ep.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
+      expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+      expect(res.body.error_description).toMatch(new RegExp(`profile "${name}" has no usable token lifetime`));
+      expect(res.body.access_token).toBeUndefined();
+    },
+  );
 
   it('a public client is refused', async () => {
     const c = await ep.client({ grantTypes: [CC], tokenEndpointAuthMethod: 'none' });
@@ -172,7 +208,12 @@ describe('refresh_token', () => {
     const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
     expect(res.status).toBe(200);
     expect(res.body.refresh_token).not.toBe(refresh);
-    expect(lastAudit()).toMatchObject({ action: 'token.refresh_token', result: 'ok', clientId: c.clientId, detail: { rotatedFrom: hashToken(refresh).slice(0, 8) } });
+    expect(lastAudit()).toMatchObject({
+      action: 'token.refresh_token',
+      result: 'ok',
+      clientId: c.clientId,
+      detail: { rotatedFrom: hashToken(refresh).slice(0, 8) },
+    });
   });
 
   it('a stored refresh token that reads as corrupt (a hand edit broke its expiry): invalid_grant, nothing rotated', async () => {
@@ -194,7 +235,12 @@ describe('refresh_token', () => {
     const replay = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
     expect([replay.status, replay.body.error]).toEqual([400, 'invalid_grant']);
     const events = ep.auditEvents();
-    expect(events.at(-1)).toMatchObject({ who: `client:${c.clientId}`, action: 'token.refresh_token', result: 'reuse_detected', detail: { familyRevoked: true } });
+    expect(events.at(-1)).toMatchObject({
+      who: `client:${c.clientId}`,
+      action: 'token.refresh_token',
+      result: 'reuse_detected',
+      detail: { familyRevoked: true },
+    });
     // One event for the replay, not a second anonymous one besides it.
     expect(events.at(-2)).toMatchObject({ result: 'ok' });
     const successor = await ep.token({ grant_type: REFRESH, refresh_token: first.body.refresh_token }, auth);
@@ -251,7 +297,14 @@ describe('authorization_code', () => {
   const user = { subject: 'user-1', issuer: 'https://idp.example.test', email: 'ann@example.com', groups: ['staff'] };
 
   async function code(clientFields: Partial<Parameters<OAuthEndpoints['client']>[0]> = {}) {
-    const c = await ep.client({ grantTypes: [CODE, REFRESH], tokenEndpointAuthMethod: 'none', redirectUris: [REDIRECT], profile: 'interactive', source: 'dcr', ...clientFields });
+    const c = await ep.client({
+      grantTypes: [CODE, REFRESH],
+      tokenEndpointAuthMethod: 'none',
+      redirectUris: [REDIRECT],
+      profile: 'interactive',
+      source: 'dcr',
+      ...clientFields,
+    });
     const verifier = randomBytes(32).toString('base64url');
     const raw = generateToken();
     const now = ep.clock.now();
@@ -301,7 +354,13 @@ describe('authorization_code', () => {
     const first = await ep.token(params);
     const second = await ep.token(params);
     expect([second.status, second.body.error]).toEqual([400, 'invalid_grant']);
-    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.authorization_code', result: 'code_reuse', subject: 'user-1', detail: { revoked: true } });
+    expect(lastAudit()).toMatchObject({
+      who: `client:${c.clientId}`,
+      action: 'token.authorization_code',
+      result: 'code_reuse',
+      subject: 'user-1',
+      detail: { revoked: true },
+    });
     const found = await ep.store.lookupToken(hashToken(first.body.access_token));
     expect(found.oauth?.revokedAt).toMatch(/^[0-9]+$/);
   });
@@ -330,25 +389,35 @@ describe('token exchange (RFC 8693)', () => {
   };
 
   // The types of an ID token (none, or JWT) and of an RFC 9068 access token, in the spellings RFC 7515 §4.1.9 allows.
-  it.each([['no typ', {}], ...['JWT', 'jwt', 'application/jwt', 'at+jwt', 'application/at+jwt', 'AT+JWT'].map((typ) => [`typ ${typ}`, { typ }])] as Array<[string, Record<string, unknown>]>)(
-    'a JWT with %s is taken',
-    async (_label, header) => {
-      const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, header), subject_token_type: JWT_TYPE });
-      expect(res.status).toBe(200);
-    },
-  );
+  it.each([
+    ['no typ', {}],
+    ...['JWT', 'jwt', 'application/jwt', 'at+jwt', 'application/at+jwt', 'AT+JWT'].map((typ) => [`typ ${typ}`, { typ }]),
+  ] as Array<[string, Record<string, unknown>]>)('a JWT with %s is taken', async (_label, header) => {
+    const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, header), subject_token_type: JWT_TYPE });
+    expect(res.status).toBe(200);
+  });
 
   // An ID-JAG (and every JWT made for another purpose) signed by the same IdP for the same audience
   // is not an identity to exchange: the ID-JAG is a single-use grant bound to one client.
-  it.each(['oauth-id-jag+jwt', 'application/oauth-id-jag+jwt', 'logout+jwt', 'secevent+jwt', 'dpop+jwt', 'client-authentication+jwt', 'jwt+other', ''])(
-    'a JWT with typ %j is invalid_grant, and the reason is logged',
-    async (typ) => {
-      const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({ jti: randomBytes(8).toString('hex'), client_id: 'mcp_x' }, { typ }), subject_token_type: JWT_TYPE });
-      expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
-      const refused = ep.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'token exchange refused');
-      expect(refused.at(-1)).toMatchObject({ reason: 'typ not an ID token or access token' });
-    },
-  );
+  it.each([
+    'oauth-id-jag+jwt',
+    'application/oauth-id-jag+jwt',
+    'logout+jwt',
+    'secevent+jwt',
+    'dpop+jwt',
+    'client-authentication+jwt',
+    'jwt+other',
+    '',
+  ])('a JWT with typ %j is invalid_grant, and the reason is logged', async (typ) => {
+    const res = await ep.token({
+      grant_type: EXCHANGE,
+      subject_token: await jwt({ jti: randomBytes(8).toString('hex'), client_id: 'mcp_x' }, { typ }),
+      subject_token_type: JWT_TYPE,
+    });
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+    const refused = ep.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'token exchange refused');
+    expect(refused.at(-1)).toMatchObject({ reason: 'typ not an ID token or access token' });
+  });
 
   it('a typ that is not a string is invalid_grant', async () => {
     const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt({}, { typ: ['JWT'] }), subject_token_type: JWT_TYPE });
@@ -358,7 +427,11 @@ describe('token exchange (RFC 8693)', () => {
   it('an IdP JWT becomes a seven-day user-grade token, audited as the user', async () => {
     const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ token_type: 'Bearer', issued_token_type: 'urn:ietf:params:oauth:token-type:access_token', expires_in: 604800 });
+    expect(res.body).toMatchObject({
+      token_type: 'Bearer',
+      issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+      expires_in: 604800,
+    });
     const found = await ep.store.lookupToken(hashToken(res.body.access_token));
     expect(found.user).toMatchObject({ subject: 'u-9' });
     expect(lastAudit()).toMatchObject({ who: 'user', action: 'token.token_exchange', result: 'ok', subject: 'u-9' });
@@ -369,9 +442,21 @@ describe('token exchange (RFC 8693)', () => {
     ['no subject_token_type', async () => ({ subject_token: await jwt() }), 'invalid_request'],
     ['another subject_token_type', async () => ({ subject_token: await jwt(), subject_token_type: 'urn:x' }), 'invalid_request'],
     ['an actor_token', async () => ({ subject_token: await jwt(), subject_token_type: JWT_TYPE, actor_token: 'x' }), 'invalid_request'],
-    ['another requested_token_type', async () => ({ subject_token: await jwt(), subject_token_type: JWT_TYPE, requested_token_type: 'urn:x' }), 'invalid_request'],
-    ['an expired JWT', async () => ({ subject_token: await jwt({ exp: Math.floor(ep.clock.now() / 1000) - 600 }), subject_token_type: JWT_TYPE }), 'invalid_grant'],
-    ['another audience', async () => ({ subject_token: await jwt({ aud: 'someone-else' }), subject_token_type: JWT_TYPE }), 'invalid_grant'],
+    [
+      'another requested_token_type',
+      async () => ({ subject_token: await jwt(), subject_token_type: JWT_TYPE, requested_token_type: 'urn:x' }),
+      'invalid_request',
+    ],
+    [
+      'an expired JWT',
+      async () => ({ subject_token: await jwt({ exp: Math.floor(ep.clock.now() / 1000) - 600 }), subject_token_type: JWT_TYPE }),
+      'invalid_grant',
+    ],
+    [
+      'another audience',
+      async () => ({ subject_token: await jwt({ aud: 'someone-else' }), subject_token_type: JWT_TYPE }),
+      'invalid_grant',
+    ],
     ['an empty subject_token', async () => ({ subject_token: '', subject_token_type: JWT_TYPE }), 'invalid_grant'],
   ])('%s: %s', async (_label, params, error) => {
     const res = await ep.token({ grant_type: EXCHANGE, ...(await params()) });
@@ -380,7 +465,10 @@ describe('token exchange (RFC 8693)', () => {
 
   it('a client that authenticates must hold the grant', async () => {
     const c = await ep.client({ grantTypes: [CC] });
-    const res = await ep.token({ grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE }, basic(c.clientId, c.clientSecret!));
+    const res = await ep.token(
+      { grant_type: EXCHANGE, subject_token: await jwt(), subject_token_type: JWT_TYPE },
+      basic(c.clientId, c.clientSecret!),
+    );
     expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
   });
 });
@@ -407,8 +495,10 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
       ...extra,
     };
   };
-  const idJag = (clientId: string, extra: Record<string, unknown> = {}, header: Record<string, unknown> = { typ: ID_JAG_TYP }) => idp.sign(claims(clientId, extra), header);
-  const confidential = (fields: Partial<Parameters<OAuthEndpoints['client']>[0]> = {}) => ep.client({ grantTypes: [JWT_BEARER], profile: 'service', ...fields });
+  const idJag = (clientId: string, extra: Record<string, unknown> = {}, header: Record<string, unknown> = { typ: ID_JAG_TYP }) =>
+    idp.sign(claims(clientId, extra), header);
+  const confidential = (fields: Partial<Parameters<OAuthEndpoints['client']>[0]> = {}) =>
+    ep.client({ grantTypes: [JWT_BEARER], profile: 'service', ...fields });
   const present = (c: { clientId: string; clientSecret: string | undefined }, assertion: string, params: Record<string, string> = {}) =>
     ep.token({ grant_type: JWT_BEARER, assertion, ...params }, basic(c.clientId, c.clientSecret!));
   const unsigned = (payload: Record<string, unknown>, header: Record<string, unknown>) =>
@@ -424,10 +514,22 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(res.body.refresh_token).toBeUndefined();
     const found = await ep.store.lookupToken(hashToken(res.body.access_token));
     expect(found.oauth).toMatchObject({ clientId: c.clientId, scope: 'read' });
-    expect(userFromFields(found.oauth!)).toEqual({ subject: 'U019488227', issuer: idp.issuer, email: 'ann@example.com', groups: ['staff'] });
+    expect(userFromFields(found.oauth!)).toEqual({
+      subject: 'U019488227',
+      issuer: idp.issuer,
+      email: 'ann@example.com',
+      groups: ['staff'],
+    });
     // The log redacts a field named refreshToken; the audit stream keeps the flag.
     const [streamed] = await ep.ctx.audit.list(1);
-    expect(streamed).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok', clientId: c.clientId, subject: 'U019488227', detail: { refreshToken: false } });
+    expect(streamed).toMatchObject({
+      who: `client:${c.clientId}`,
+      action: 'token.id_jag',
+      result: 'ok',
+      clientId: c.clientId,
+      subject: 'U019488227',
+      detail: { refreshToken: false },
+    });
   });
 
   it('aud as a one-element array naming this server is taken: it is that string (RFC 7519 §4.1.3)', async () => {
@@ -437,7 +539,12 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
 
   it('client_secret_post works too; without a resource claim the assertion is taken', async () => {
     const c = await confidential();
-    const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(c.clientId, { resource: undefined }), client_id: c.clientId, client_secret: c.clientSecret! });
+    const res = await ep.token({
+      grant_type: JWT_BEARER,
+      assertion: await idJag(c.clientId, { resource: undefined }),
+      client_id: c.clientId,
+      client_secret: c.clientSecret!,
+    });
     expect(res.status).toBe(200);
   });
 
@@ -446,7 +553,11 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     ['aud naming this server and another', (c) => idJag(c, { aud: [PUBLIC_URL, 'https://other-as.example.test'] }), 'several audiences'],
     ['aud naming this server twice', (c) => idJag(c, { aud: [PUBLIC_URL, PUBLIC_URL] }), 'several audiences'],
     ['aud an empty array', (c) => idJag(c, { aud: [] }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
-    ['aud with a trailing slash (not this issuer exactly)', (c) => idJag(c, { aud: `${PUBLIC_URL}/` }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)'],
+    [
+      'aud with a trailing slash (not this issuer exactly)',
+      (c) => idJag(c, { aud: `${PUBLIC_URL}/` }),
+      'ERR_JWT_CLAIM_VALIDATION_FAILED (aud)',
+    ],
     ['another iss', (c) => idJag(c, { iss: 'https://other-idp.example.test' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iss)'],
     ["another client's client_id", () => idJag('mcp_ffffffffffffffffffffffffffffffff'), 'client_id mismatch'],
     ['no client_id', (c) => idJag(c, { client_id: undefined }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (client_id)'],
@@ -454,17 +565,40 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     ['the base URL as resource', (c) => idJag(c, { resource: PUBLIC_URL }), 'resource mismatch'],
     ['typ JWT', (c) => idJag(c, {}, { typ: 'JWT' }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (typ)'],
     ['no typ (an ID token)', (c) => idJag(c, {}, {}), 'ERR_JWT_CLAIM_VALIDATION_FAILED (typ)'],
-    ['expired', (c) => idJag(c, { iat: Math.floor(ep.clock.now() / 1000) - 400, exp: Math.floor(ep.clock.now() / 1000) - 100 }), 'ERR_JWT_EXPIRED (exp)'],
+    [
+      'expired',
+      (c) => idJag(c, { iat: Math.floor(ep.clock.now() / 1000) - 400, exp: Math.floor(ep.clock.now() / 1000) - 100 }),
+      'ERR_JWT_EXPIRED (exp)',
+    ],
     ['a lifetime over ten minutes', (c) => idJag(c, { exp: Math.floor(ep.clock.now() / 1000) + 3600 }), 'lifetime too long'],
-    ['issued in the future', (c) => idJag(c, { iat: Math.floor(ep.clock.now() / 1000) + 120, exp: Math.floor(ep.clock.now() / 1000) + 300 }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iat)'],
+    [
+      'issued in the future',
+      (c) => idJag(c, { iat: Math.floor(ep.clock.now() / 1000) + 120, exp: Math.floor(ep.clock.now() / 1000) + 300 }),
+      'ERR_JWT_CLAIM_VALIDATION_FAILED (iat)',
+    ],
     ['no iat', (c) => idJag(c, { iat: undefined }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (iat)'],
     ['no jti', (c) => idJag(c, { jti: undefined }), 'ERR_JWT_CLAIM_VALIDATION_FAILED (jti)'],
     ['alg none', async (c) => unsigned(claims(c), { alg: 'none', typ: ID_JAG_TYP }), 'ERR_JOSE_ALG_NOT_ALLOWED'],
     // HMAC keyed with the IdP's public key (the classic confusion): the allow-list refuses it before any key is looked up.
-    ['alg HS256 keyed with the public key', (c) => new SignJWT(claims(c)).setProtectedHeader({ alg: 'HS256', typ: ID_JAG_TYP, kid: idp.key.kid }).sign(Buffer.from(JSON.stringify(idp.key.jwk))), 'ERR_JOSE_ALG_NOT_ALLOWED'],
+    [
+      'alg HS256 keyed with the public key',
+      (c) =>
+        new SignJWT(claims(c))
+          .setProtectedHeader({ alg: 'HS256', typ: ID_JAG_TYP, kid: idp.key.kid })
+          .sign(Buffer.from(JSON.stringify(idp.key.jwk))),
+      'ERR_JOSE_ALG_NOT_ALLOWED',
+    ],
     // A key the IdP publishes, of an algorithm outside idp.algorithms: only the allow-list refuses it.
-    ['ES384 (published, not allowed)', async (c) => idp.sign(claims(c), { typ: ID_JAG_TYP }, await idp.publish('ES384')), 'ERR_JOSE_ALG_NOT_ALLOWED'],
-    ['a key the IdP never published', async (c) => idp.sign(claims(c), { typ: ID_JAG_TYP }, await idpKey('ES256', 'k1')), 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED'],
+    [
+      'ES384 (published, not allowed)',
+      async (c) => idp.sign(claims(c), { typ: ID_JAG_TYP }, await idp.publish('ES384')),
+      'ERR_JOSE_ALG_NOT_ALLOWED',
+    ],
+    [
+      'a key the IdP never published',
+      async (c) => idp.sign(claims(c), { typ: ID_JAG_TYP }, await idpKey('ES256', 'k1')),
+      'ERR_JWS_SIGNATURE_VERIFICATION_FAILED',
+    ],
     ['a malformed scope claim', (c) => idJag(c, { scope: 'read\u0001' }), 'bad scope'],
     ['not a JWT', async () => 'not-a-jwt', 'not a compact JWS'],
   ])('%s: invalid_grant, the reason audited and not answered', async (_label, make, reason) => {
@@ -487,7 +621,13 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(first.status).toBe(200);
     const again = await present(c, assertion);
     expect([again.status, again.body.error]).toEqual([400, 'invalid_grant']);
-    expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'replay', subject: 'U019488227', detail: { reason: 'replay' } });
+    expect(lastAudit()).toMatchObject({
+      who: `client:${c.clientId}`,
+      action: 'token.id_jag',
+      result: 'replay',
+      subject: 'U019488227',
+      detail: { reason: 'replay' },
+    });
     expect((await ep.store.lookupToken(hashToken(first.body.access_token))).oauth?.revokedAt).toBeUndefined();
   });
 
@@ -583,18 +723,28 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     const c = await confidential();
     const res = await present(c, await idJag(c.clientId, { email_verified: false }));
     expect(res.status).toBe(200);
-    expect(userFromFields((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth!)).toEqual({ subject: 'U019488227', issuer: idp.issuer, groups: ['staff'] });
+    expect(userFromFields((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth!)).toEqual({
+      subject: 'U019488227',
+      issuer: idp.issuer,
+      groups: ['staff'],
+    });
   });
 
   it('the idp claim rules apply: a required group the assertion lacks is invalid_grant', async () => {
-    const strict = await startOAuthEndpoints({ config: { idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, idJag: true, requiredGroup: 'mcp-users' } } });
+    const strict = await startOAuthEndpoints({
+      config: { idp: { issuer: idp.issuer, jwksUrl: idp.jwksUrl, idJag: true, requiredGroup: 'mcp-users' } },
+    });
     try {
       const c = await strict.client({ grantTypes: [JWT_BEARER] });
       const now = Math.floor(strict.clock.now() / 1000);
-      const sign = (groups: string[]) => idp.sign({ ...claims(c.clientId), aud: PUBLIC_URL, iat: now, exp: now + 300, groups }, { typ: ID_JAG_TYP });
+      const sign = (groups: string[]) =>
+        idp.sign({ ...claims(c.clientId), aud: PUBLIC_URL, iat: now, exp: now + 300, groups }, { typ: ID_JAG_TYP });
       const refused = await strict.token({ grant_type: JWT_BEARER, assertion: await sign(['staff']) }, basic(c.clientId, c.clientSecret!));
       expect(refused.body.error).toBe('invalid_grant');
-      const taken = await strict.token({ grant_type: JWT_BEARER, assertion: await sign(['mcp-users']) }, basic(c.clientId, c.clientSecret!));
+      const taken = await strict.token(
+        { grant_type: JWT_BEARER, assertion: await sign(['mcp-users']) },
+        basic(c.clientId, c.clientSecret!),
+      );
       expect(taken.status).toBe(200);
     } finally {
       await strict.close();
@@ -621,12 +771,24 @@ describe('token lifetimes of the built-in profiles are configuration (oauth.prof
     expect([res.status, res.body.expires_in]).toEqual([200, 600]);
     const refresh = await configured.store.getRefreshToken(hashToken(res.body.refresh_token as string));
     expect(refresh).toMatchObject({ expiresAt: issuedAt + 7200 * 1000 });
-    const rotated = await configured.token({ grant_type: REFRESH, refresh_token: res.body.refresh_token }, basic(c.clientId, c.clientSecret!));
+    const rotated = await configured.token(
+      { grant_type: REFRESH, refresh_token: res.body.refresh_token },
+      basic(c.clientId, c.clientSecret!),
+    );
     expect(rotated.body.expires_in).toBe(600);
   });
 
   it('a profile that is not built in keeps its stored lifetimes', async () => {
-    await configured.store.seedProfiles([{ name: 'custom', description: '', accessTokenLifetimeSeconds: 120, refreshTokenLifetimeSeconds: 0, grantTypes: [CC], createdAt: configured.clock.now() }]);
+    await configured.store.seedProfiles([
+      {
+        name: 'custom',
+        description: '',
+        accessTokenLifetimeSeconds: 120,
+        refreshTokenLifetimeSeconds: 0,
+        grantTypes: [CC],
+        createdAt: configured.clock.now(),
+      },
+    ]);
     const c = await configured.client({ grantTypes: [CC], profile: 'custom' });
     const res = await configured.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
     expect([res.status, res.body.expires_in, res.body.refresh_token]).toEqual([200, 120, undefined]);

@@ -43,8 +43,15 @@ describe('tracing: on or off', () => {
       const source = readFileSync(file, 'utf8');
       const name = relative(SRC, file);
       const imported = [...source.matchAll(staticImport)].map((m) => m[1]!);
-      if (name !== 'tracing-otel.ts') expect(imported.filter((s) => s.startsWith('@opentelemetry/')), name).toEqual([]);
-      expect(imported.filter((s) => s.endsWith('/tracing-otel.ts') || s === './tracing-otel.ts'), name).toEqual([]);
+      if (name !== 'tracing-otel.ts')
+        expect(
+          imported.filter((s) => s.startsWith('@opentelemetry/')),
+          name,
+        ).toEqual([]);
+      expect(
+        imported.filter((s) => s.endsWith('/tracing-otel.ts') || s === './tracing-otel.ts'),
+        name,
+      ).toEqual([]);
     }
     expect(readFileSync(join(SRC, 'tracing.ts'), 'utf8')).toContain("await import('./tracing-otel.ts')");
   });
@@ -54,7 +61,9 @@ describe('tracing: settings from OTEL_* variables', () => {
   it('the traces endpoint as given, or the general one with /v1/traces', () => {
     expect(exporterOptionsFrom({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/custom' }).url).toBe('http://c:4318/custom');
     expect(exporterOptionsFrom({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' }).url).toBe('http://c:4318/v1/traces');
-    expect(exporterOptionsFrom({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t/v1/traces' }).url).toBe('http://t/v1/traces');
+    expect(
+      exporterOptionsFrom({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t/v1/traces' }).url,
+    ).toBe('http://t/v1/traces');
   });
 
   it('headers (percent-encoded pairs, the traces ones over the general ones) and the timeout', () => {
@@ -75,6 +84,8 @@ describe('tracing: settings from OTEL_* variables', () => {
     ['parentbased_traceidratio', 'ParentBased{root=TraceIdRatioBased{0.25}'],
     ['parentbased_always_off', 'ParentBased{root=AlwaysOffSampler'],
   ])('OTEL_TRACES_SAMPLER=%s', (name, described) => {
-    expect(samplerFrom({ ...(name ? { OTEL_TRACES_SAMPLER: name } : {}), OTEL_TRACES_SAMPLER_ARG: '0.25' }).toString()).toContain(described);
+    expect(samplerFrom({ ...(name ? { OTEL_TRACES_SAMPLER: name } : {}), OTEL_TRACES_SAMPLER_ARG: '0.25' }).toString()).toContain(
+      described,
+    );
   });
 });

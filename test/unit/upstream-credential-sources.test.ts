@@ -46,7 +46,14 @@ describe('refreshing source (modes idp and oauth)', () => {
     const { clock, store, vault } = setUp();
     const provider = manualProvider();
     await vault.save({ ...USER, provider: 'idp' }, { accessToken: 'at-1', refreshToken: 'rt-1', expiresAt: clock.now() + HOUR });
-    const source = new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: provider.refresh, isUnavailable: (e) => e instanceof Unreachable });
+    const source = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      refresh: provider.refresh,
+      isUnavailable: (e) => e instanceof Unreachable,
+    });
     expect(await source.usable(USER)).toMatchObject({ accessToken: 'at-1' });
     expect(provider.calls).toHaveLength(0);
   });
@@ -54,9 +61,20 @@ describe('refreshing source (modes idp and oauth)', () => {
   it('within the refresh margin: refreshed once, saved (the old refresh token kept when none is returned), and used', async () => {
     const { clock, store, vault } = setUp();
     const provider = manualProvider();
-    await vault.save({ ...USER, provider: 'idp' }, { accessToken: 'at-1', refreshToken: 'rt-1', expiresAt: clock.now() + REFRESH_AHEAD_MS - 1 });
+    await vault.save(
+      { ...USER, provider: 'idp' },
+      { accessToken: 'at-1', refreshToken: 'rt-1', expiresAt: clock.now() + REFRESH_AHEAD_MS - 1 },
+    );
     const results: string[] = [];
-    const source = new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: provider.refresh, isUnavailable: () => false, onRefresh: (r) => results.push(r) });
+    const source = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      refresh: provider.refresh,
+      isUnavailable: () => false,
+      onRefresh: (r) => results.push(r),
+    });
     const called = provider.nextCall();
     const pending = source.usable(USER);
     await called;
@@ -75,7 +93,16 @@ describe('refreshing source (modes idp and oauth)', () => {
     let wake: () => void = () => undefined;
     const waiting = new Promise<void>((r) => (wake = r));
     let slept = 0;
-    const replica = (sleep?: (ms: number) => Promise<void>) => new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: provider.refresh, isUnavailable: () => false, ...(sleep ? { sleep } : {}) });
+    const replica = (sleep?: (ms: number) => Promise<void>) =>
+      new RefreshingCredentialSource({
+        provider: 'idp',
+        vault,
+        locks: store,
+        clock,
+        refresh: provider.refresh,
+        isUnavailable: () => false,
+        ...(sleep ? { sleep } : {}),
+      });
     const called = provider.nextCall();
     const winner = replica().usable(USER);
     await called;
@@ -93,16 +120,33 @@ describe('refreshing source (modes idp and oauth)', () => {
 
   it('the provider unreachable: a token still valid is used; an expired one is CredentialRefreshUnavailable (a 503, never forwarded without)', async () => {
     const { clock, store, vault } = setUp();
-    const source = new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: () => Promise.reject(new Unreachable('down')), isUnavailable: (e) => e instanceof Unreachable });
+    const source = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      refresh: () => Promise.reject(new Unreachable('down')),
+      isUnavailable: (e) => e instanceof Unreachable,
+    });
     await vault.save({ ...USER, provider: 'idp' }, { accessToken: 'at-1', refreshToken: 'rt-1', expiresAt: clock.now() + 1000 });
     expect(await source.usable(USER)).toMatchObject({ accessToken: 'at-1' });
-    await vault.save({ ...USER, subject: 'bob', provider: 'idp' }, { accessToken: 'at-b', refreshToken: 'rt-b', expiresAt: clock.now() - 1 });
+    await vault.save(
+      { ...USER, subject: 'bob', provider: 'idp' },
+      { accessToken: 'at-b', refreshToken: 'rt-b', expiresAt: clock.now() - 1 },
+    );
     await expect(source.usable({ ...USER, subject: 'bob' })).rejects.toBeInstanceOf(CredentialRefreshUnavailable);
   });
 
   it('a refresh the provider refuses, or an expired token with no refresh token: no credential (the user is asked to authorize)', async () => {
     const { clock, store, vault } = setUp();
-    const source = new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: () => Promise.reject(new Error('invalid_grant')), isUnavailable: () => false });
+    const source = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      refresh: () => Promise.reject(new Error('invalid_grant')),
+      isUnavailable: () => false,
+    });
     await vault.save({ ...USER, provider: 'idp' }, { accessToken: 'at-1', refreshToken: 'rt-1', expiresAt: clock.now() - 1 });
     expect(await source.usable(USER)).toBeUndefined();
     await vault.save({ ...USER, subject: 'carol', provider: 'idp' }, { accessToken: 'at-c', expiresAt: clock.now() - 1 });
@@ -115,7 +159,14 @@ describe('token exchange source', () => {
   it('exchanges the user IdP token once for the audience, reuses it until shortly before expiry, then exchanges again', async () => {
     const { clock, store, vault } = setUp();
     await vault.save({ ...USER, provider: 'idp' }, { accessToken: 'idp-at', expiresAt: clock.now() + 24 * HOUR });
-    const idpTokens = new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: () => Promise.reject(new Error('x')), isUnavailable: () => false });
+    const idpTokens = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      refresh: () => Promise.reject(new Error('x')),
+      isUnavailable: () => false,
+    });
     const exchanged: string[] = [];
     const source = new TokenExchangeSource({
       idpTokens,
@@ -134,13 +185,23 @@ describe('token exchange source', () => {
     clock.advance(HOUR - REFRESH_AHEAD_MS + 1);
     expect(await source.usable(USER)).toMatchObject({ accessToken: 'api-2' });
     // Kept encrypted per user and audience, beside the IdP token.
-    expect(await store.getUpstreamCredential('alice', USER.issuer, 'exchange:https://api.internal')).toMatchObject({ keyId: expect.any(String) });
+    expect(await store.getUpstreamCredential('alice', USER.issuer, 'exchange:https://api.internal')).toMatchObject({
+      keyId: expect.any(String),
+    });
   });
 
   it('no IdP token: no credential; the IdP refusing: none; the IdP unreachable: CredentialRefreshUnavailable', async () => {
     const { clock, store, vault } = setUp();
-    const idpTokens = new RefreshingCredentialSource({ provider: 'idp', vault, locks: store, clock, refresh: () => Promise.reject(new Error('x')), isUnavailable: () => false });
-    const make = (exchange: () => Promise<UpstreamTokens>) => new TokenExchangeSource({ idpTokens, vault, clock, audience: 'api', exchange, isUnavailable: (e) => e instanceof Unreachable });
+    const idpTokens = new RefreshingCredentialSource({
+      provider: 'idp',
+      vault,
+      locks: store,
+      clock,
+      refresh: () => Promise.reject(new Error('x')),
+      isUnavailable: () => false,
+    });
+    const make = (exchange: () => Promise<UpstreamTokens>) =>
+      new TokenExchangeSource({ idpTokens, vault, clock, audience: 'api', exchange, isUnavailable: (e) => e instanceof Unreachable });
     expect(await make(async () => ({ accessToken: 'x' })).usable(USER)).toBeUndefined();
     await vault.save({ ...USER, provider: 'idp' }, { accessToken: 'idp-at', expiresAt: clock.now() + HOUR });
     expect(await make(() => Promise.reject(new Error('invalid_target'))).usable(USER)).toBeUndefined();
@@ -154,8 +215,16 @@ describe('delivery', () => {
   const machine = { kind: 'oauth' as const, subject: 'mcp_client', clientId: 'mcp_client' };
 
   it('authorization gets Bearer <token>; another header the raw token', async () => {
-    expect(await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', source: source({ accessToken: 'tok' }) }).headerFor(user)).toEqual({ name: 'authorization', value: 'Bearer tok' });
-    expect(await new UpstreamCredentialDelivery({ header: 'x-github-token', issuer: 'i', source: source({ accessToken: 'tok' }) }).headerFor(user)).toEqual({ name: 'x-github-token', value: 'tok' });
+    expect(
+      await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', source: source({ accessToken: 'tok' }) }).headerFor(
+        user,
+      ),
+    ).toEqual({ name: 'authorization', value: 'Bearer tok' });
+    expect(
+      await new UpstreamCredentialDelivery({ header: 'x-github-token', issuer: 'i', source: source({ accessToken: 'tok' }) }).headerFor(
+        user,
+      ),
+    ).toEqual({ name: 'x-github-token', value: 'tok' });
   });
 
   it('callers without a user: the service token when set, else nothing; never a user lookup', async () => {
@@ -164,11 +233,24 @@ describe('delivery', () => {
     expect(actsForUser({ kind: 'master', subject: 'master' })).toBe(false);
     expect(actsForUser({ kind: 'user', subject: 'bob' })).toBe(true);
     expect(await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', source: never }).headerFor(machine)).toBeNull();
-    expect(await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', serviceToken: 'svc', source: never }).headerFor({ kind: 'master', subject: 'master' })).toEqual({ name: 'authorization', value: 'Bearer svc' });
+    expect(
+      await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', serviceToken: 'svc', source: never }).headerFor({
+        kind: 'master',
+        subject: 'master',
+      }),
+    ).toEqual({ name: 'authorization', value: 'Bearer svc' });
   });
 
   it('a user with none, or with a token that could split a header, is MISSING', async () => {
-    expect(await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', source: source(undefined) }).headerFor(user)).toBe(MISSING);
-    expect(await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', source: source({ accessToken: 'a\r\nx-evil: 1' }) }).headerFor(user)).toBe(MISSING);
+    expect(await new UpstreamCredentialDelivery({ header: 'authorization', issuer: 'i', source: source(undefined) }).headerFor(user)).toBe(
+      MISSING,
+    );
+    expect(
+      await new UpstreamCredentialDelivery({
+        header: 'authorization',
+        issuer: 'i',
+        source: source({ accessToken: 'a\r\nx-evil: 1' }),
+      }).headerFor(user),
+    ).toBe(MISSING);
   });
 });

@@ -53,20 +53,37 @@ export const authorizationCodeGrant: Grant = {
     const { user } = stored;
     if (stored.redeemedAt === undefined) {
       // The bindings are checked before redemption, so that a wrong guess does not burn a good code.
-      if (stored.redirectUri !== redirectUri) throw new HttpError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
-      if (!CODE_VERIFIER.test(verifier) || !verifierMatches(verifier, stored.codeChallenge)) throw new HttpError('invalid_grant', 'the code_verifier does not match the code_challenge');
+      if (stored.redirectUri !== redirectUri)
+        throw new HttpError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
+      if (!CODE_VERIFIER.test(verifier) || !verifierMatches(verifier, stored.codeChallenge))
+        throw new HttpError('invalid_grant', 'the code_verifier does not match the code_challenge');
     }
     const pair = await buildPair(ctx, client, stored.scope, { user, dpop: dpopBinding(request) });
     // A code issued under a remembered approval: the grant is linked to it before it exists, so that
     // revoking the grant forgets the approval (a link whose grant never comes to be does no harm).
     const consent = stored.redeemedAt === undefined ? stored.consent : undefined;
     if (consent !== undefined && consent.expiresAt > now) {
-      await ctx.store.linkConsentGrant(pair.refresh?.familyId ?? pair.access.tokenHash, consent.browserHash, consent.key, consent.expiresAt);
+      await ctx.store.linkConsentGrant(
+        pair.refresh?.familyId ?? pair.access.tokenHash,
+        consent.browserHash,
+        consent.key,
+        consent.expiresAt,
+      );
     }
-    const outcome = await ctx.store.redeemAuthorizationCode(codeHash, client.clientId, now, CODE_REUSE_WINDOW_MS, pair.access, pair.refresh);
+    const outcome = await ctx.store.redeemAuthorizationCode(
+      codeHash,
+      client.clientId,
+      now,
+      CODE_REUSE_WINDOW_MS,
+      pair.access,
+      pair.refresh,
+    );
     if (outcome === 'reused') {
       ctx.metrics.tokensRevoked.labels('oauth_code_reuse').inc();
-      ctx.logger.warn({ clientId: client.clientId, codeHashPrefix: codeHash.slice(0, 8) }, 'authorization code used twice: what its first use issued is revoked');
+      ctx.logger.warn(
+        { clientId: client.clientId, codeHashPrefix: codeHash.slice(0, 8) },
+        'authorization code used twice: what its first use issued is revoked',
+      );
       throw refusalWithEvent(rejected, {
         who: clientActor(client.clientId),
         action: ACTION,

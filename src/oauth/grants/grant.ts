@@ -92,5 +92,8 @@ export function refusalEventOf(err: unknown): { event: AuditInput; level: 'info'
 export function idpOutage(ctx: OAuthContext, err: unknown, grant: string): HttpError | undefined {
   if (!idpKeysUnavailable(err)) return undefined;
   ctx.logger.warn({ err: describe(err) }, `identity provider keys unavailable: ${grant} answered 503`);
-  return new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', { headers: { 'retry-after': '5' }, cause: err });
+  return new HttpError('temporarily_unavailable', 'the identity provider cannot be reached', {
+    headers: { 'retry-after': '5' },
+    cause: err,
+  });
 }

@@ -63,7 +63,8 @@ export const idJagGrant: Grant = {
     const authenticated = request.client;
     if (!authenticated || !authenticated.confidential) throw clientRefused(request.presented);
     const { client } = authenticated;
-    if (!client.grantTypes.includes(GRANT_JWT_BEARER)) throw new HttpError('unauthorized_client', 'this client may not use the jwt-bearer grant');
+    if (!client.grantTypes.includes(GRANT_JWT_BEARER))
+      throw new HttpError('unauthorized_client', 'this client may not use the jwt-bearer grant');
     const { form } = request;
     if (!form.has('assertion')) throw new HttpError('invalid_request', 'assertion is required');
     const requested = checkScope(form.get('scope'));
@@ -87,7 +88,8 @@ export const idJagGrant: Grant = {
       if (outage) throw outage;
       // The library's code and the claim it checked name the failure (a claim's name, never its value).
       const e = err as { code?: string; claim?: unknown };
-      const reason = err instanceof IdpRejection ? err.message : `${e.code ?? 'invalid'}${typeof e.claim === 'string' ? ` (${e.claim})` : ''}`;
+      const reason =
+        err instanceof IdpRejection ? err.message : `${e.code ?? 'invalid'}${typeof e.claim === 'string' ? ` (${e.claim})` : ''}`;
       ctx.logger.info({ clientId: client.clientId, reason, detail: (err as Error).message }, 'identity assertion grant refused');
       throw refusal(reason);
     }

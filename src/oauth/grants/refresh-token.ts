@@ -55,8 +55,18 @@ export const refreshTokenGrant: Grant = {
     if (outcome === 'reused') {
       // A rotated refresh token presented after the window: stolen or replayed. Its whole family is now revoked.
       ctx.metrics.tokensRevoked.labels('oauth_refresh_family').inc();
-      ctx.logger.warn({ clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'refresh token reused after rotation: its whole family is revoked');
-      throw refusalWithEvent(rejected, { who: clientActor(client.clientId), action: ACTION, result: 'reuse_detected', clientId: client.clientId, tokenHashPrefix: oldHash, detail: { familyRevoked: true } });
+      ctx.logger.warn(
+        { clientId: client.clientId, tokenHashPrefix: oldHash.slice(0, 8) },
+        'refresh token reused after rotation: its whole family is revoked',
+      );
+      throw refusalWithEvent(rejected, {
+        who: clientActor(client.clientId),
+        action: ACTION,
+        result: 'reuse_detected',
+        clientId: client.clientId,
+        tokenHashPrefix: oldHash,
+        detail: { familyRevoked: true },
+      });
     }
     if (outcome === 'grace') return graceAnswer(ctx, client.clientId, presented, oldHash, rejected);
     if (outcome !== 'ok') throw rejected;
@@ -71,13 +81,26 @@ export const refreshTokenGrant: Grant = {
  */
 async function graceAnswer(ctx: OAuthContext, clientId: string, presented: string, oldHash: string, rejected: HttpError): Promise<Issued> {
   const stored = await ctx.store.getRefreshToken(oldHash);
-  const pair = stored && stored !== 'corrupt' && stored.successor !== undefined ? await openSuccessor(presented, stored.successor) : undefined;
+  const pair =
+    stored && stored !== 'corrupt' && stored.successor !== undefined ? await openSuccessor(presented, stored.successor) : undefined;
   if (!pair) {
-    ctx.logger.warn({ clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window, but its successor cannot be opened: refused, the family left alone');
-    throw refusalWithEvent(rejected, { who: clientActor(clientId), action: ACTION, result: 'grace_unavailable', clientId, tokenHashPrefix: oldHash });
+    ctx.logger.warn(
+      { clientId, tokenHashPrefix: oldHash.slice(0, 8) },
+      'rotated refresh token presented again within the grace window, but its successor cannot be opened: refused, the family left alone',
+    );
+    throw refusalWithEvent(rejected, {
+      who: clientActor(clientId),
+      action: ACTION,
+      result: 'grace_unavailable',
+      clientId,
+      tokenHashPrefix: oldHash,
+    });
   }
   ctx.metrics.refreshGraceReuses.inc();
-  ctx.logger.info({ clientId, tokenHashPrefix: oldHash.slice(0, 8) }, 'rotated refresh token presented again within the grace window: answered with the pair its rotation issued');
+  ctx.logger.info(
+    { clientId, tokenHashPrefix: oldHash.slice(0, 8) },
+    'rotated refresh token presented again within the grace window: answered with the pair its rotation issued',
+  );
   // The pair's access token is bound when its rotation came with a DPoP proof: answered as DPoP then.
   const accessRecord = (await ctx.store.lookupToken(hashToken(pair.access_token))).oauth;
   const body: Record<string, unknown> = {

@@ -35,7 +35,8 @@ export const tokenExchangeGrant: Grant = {
     if (subjectTokenType !== TOKEN_TYPE_JWT && subjectTokenType !== TOKEN_TYPE_ID_TOKEN) {
       throw new HttpError('invalid_request', `subject_token_type must be ${TOKEN_TYPE_JWT}`);
     }
-    if (form.has('actor_token') || form.has('actor_token_type')) throw new HttpError('invalid_request', 'delegation (actor_token) is not supported');
+    if (form.has('actor_token') || form.has('actor_token_type'))
+      throw new HttpError('invalid_request', 'delegation (actor_token) is not supported');
     const requested = form.get('requested_token_type');
     if (requested !== undefined && requested !== TOKEN_TYPE_ACCESS_TOKEN) {
       throw new HttpError('invalid_request', `requested_token_type must be ${TOKEN_TYPE_ACCESS_TOKEN}`);
@@ -69,7 +70,12 @@ export const tokenExchangeGrant: Grant = {
     });
     ctx.metrics.tokensIssued.labels('user').inc();
     return {
-      body: { access_token: raw, issued_token_type: TOKEN_TYPE_ACCESS_TOKEN, token_type: request.dpopJkt === undefined ? 'Bearer' : 'DPoP', expires_in: TTL_7_DAYS / 1000 },
+      body: {
+        access_token: raw,
+        issued_token_type: TOKEN_TYPE_ACCESS_TOKEN,
+        token_type: request.dpopJkt === undefined ? 'Bearer' : 'DPoP',
+        expires_in: TTL_7_DAYS / 1000,
+      },
       event: {
         who: 'user',
         action: 'token.token_exchange',
