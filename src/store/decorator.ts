@@ -199,6 +199,12 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   deleteUpstreamCredentials(...a: Args<'deleteUpstreamCredentials'>) {
     return this.around('deleteUpstreamCredentials', () => this.inner.deleteUpstreamCredentials(...a));
   }
+  deleteUpstreamCredential(...a: Args<'deleteUpstreamCredential'>) {
+    return this.around('deleteUpstreamCredential', () => this.inner.deleteUpstreamCredential(...a));
+  }
+  listSubjectUpstreamCredentials(...a: Args<'listSubjectUpstreamCredentials'>) {
+    return this.around('listSubjectUpstreamCredentials', () => this.inner.listSubjectUpstreamCredentials(...a));
+  }
   listUpstreamCredentials(...a: Args<'listUpstreamCredentials'>) {
     return this.around('listUpstreamCredentials', () => this.inner.listUpstreamCredentials(...a));
   }

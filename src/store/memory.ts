@@ -54,6 +54,7 @@ import {
   upstreamCredentialFromValue,
   upstreamCredentialValue,
   sameUpstreamIdentity,
+  subjectUpstreamCredentials,
   type Fields,
   type KeyLayout,
 } from './records.ts';
@@ -1032,6 +1033,24 @@ export class MemoryTokenStore implements TokenStore {
     if (Object.keys(kept).length > 0) this.#put(key, kept);
     else this.#hashes.delete(key);
     return deleted;
+  }
+
+  async deleteUpstreamCredential(subject: string, issuer: string, provider: string): Promise<boolean> {
+    this.#check();
+    const key = this.#keys.upstreamCredentials(subject);
+    const field = upstreamCredentialField(issuer, provider);
+    const fields = this.#get(key);
+    if (fields?.[field] === undefined) return false;
+    const kept: Fields = { ...fields };
+    delete kept[field];
+    if (Object.keys(kept).length > 0) this.#put(key, kept);
+    else this.#hashes.delete(key);
+    return true;
+  }
+
+  async listSubjectUpstreamCredentials(subject: string): Promise<StoredUpstreamCredential[]> {
+    this.#check();
+    return subjectUpstreamCredentials(this.#get(this.#keys.upstreamCredentials(subject)) ?? {}, subject);
   }
 
   async listUpstreamCredentials(): Promise<StoredUpstreamCredential[]> {

@@ -724,6 +724,24 @@ export function upstreamCredentialFromValue(value: string): StoredUpstreamCreden
   return record;
 }
 
+/**
+ * The readable records of one user's hash: a value that does not parse, names another subject or sits
+ * under a field other than its own (issuer, provider) is skipped, as a read of it would be corrupt.
+ */
+export function subjectUpstreamCredentials(fields: Record<string, string>, subject: string): StoredUpstreamCredential[] {
+  const out: StoredUpstreamCredential[] = [];
+  for (const [field, value] of Object.entries(fields)) {
+    const record = upstreamCredentialFromValue(value);
+    if (record !== 'corrupt' && record.subject === subject && field === upstreamCredentialField(record.issuer, record.provider))
+      out.push(record);
+  }
+  return out.sort(
+    (a, b) =>
+      a.createdAt - b.createdAt ||
+      upstreamCredentialField(a.issuer, a.provider).localeCompare(upstreamCredentialField(b.issuer, b.provider)),
+  );
+}
+
 /** A record read under (subject, issuer, provider) must say it is that one: a value copied under another field is corrupt. */
 export function sameUpstreamIdentity(
   read: StoredUpstreamCredential | 'corrupt',

@@ -51,6 +51,7 @@ import {
   upstreamCredentialField,
   upstreamCredentialFromValue,
   sameUpstreamIdentity,
+  subjectUpstreamCredentials,
   upstreamCredentialValue,
   type Fields,
   type KeyLayout,
@@ -990,6 +991,15 @@ class RedisOperations implements TokenStore {
 
   async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
     return this.#scripts.mcpDeleteUpstreamCredentials(this.#keys.upstreamCredentials(subject), issuer ?? '');
+  }
+
+  async deleteUpstreamCredential(subject: string, issuer: string, provider: string): Promise<boolean> {
+    // An emptied hash is gone with its last field; its index member is dropped when next walked.
+    return (await this.#redis.hdel(this.#keys.upstreamCredentials(subject), upstreamCredentialField(issuer, provider))) === 1;
+  }
+
+  async listSubjectUpstreamCredentials(subject: string): Promise<StoredUpstreamCredential[]> {
+    return subjectUpstreamCredentials(await this.#redis.hgetall(this.#keys.upstreamCredentials(subject)), subject);
   }
 
   async listUpstreamCredentials(): Promise<StoredUpstreamCredential[]> {

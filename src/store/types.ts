@@ -636,6 +636,10 @@ export interface UpstreamCredentialStorage {
   replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean>;
   /** Deletes every record of `subject` (of that issuer only, when given); answers how many. */
   deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number>;
+  /** Deletes the one record of (subject, issuer, provider): a person disconnecting one account. False when there was none. */
+  deleteUpstreamCredential(subject: string, issuer: string, provider: string): Promise<boolean>;
+  /** Every readable record of `subject` (all issuers; unreadable ones are skipped): what the account page lists. */
+  listSubjectUpstreamCredentials(subject: string): Promise<StoredUpstreamCredential[]>;
   /** Every readable record (unreadable ones are skipped): for re-encryption under a new key. */
   listUpstreamCredentials(): Promise<StoredUpstreamCredential[]>;
 }

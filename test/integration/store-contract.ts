@@ -1855,6 +1855,45 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const listed = await store.listUpstreamCredentials();
         expect(listed.map((r) => `${r.subject}/${r.provider}`).sort()).toEqual(['alice/idp', 'alice/oauth:github', 'bob/idp']);
       });
+      it('list of one subject: its readable records of every issuer, no other user, unreadable and misfiled ones skipped', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github', createdAt: clock.now() + 1 }));
+        await store.putUpstreamCredential(upstreamCredential({ issuer: 'https://other-idp.example/', createdAt: clock.now() + 2 }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'bob' }));
+        await h.setRawField(h.keys.upstreamCredentials('alice'), 'junk', 'not json');
+        // A readable value under another provider's field reads as corrupt there: not listed.
+        await h.setRawField(
+          h.keys.upstreamCredentials('alice'),
+          JSON.stringify(['https://idp.example/', 'oauth:gitlab']),
+          JSON.stringify({ ...upstreamCredential(), provider: 'idp' }),
+        );
+        const listed = await store.listSubjectUpstreamCredentials('alice');
+        expect(listed.map((r) => `${r.issuer} ${r.provider}`)).toEqual([
+          'https://idp.example/ idp',
+          'https://idp.example/ oauth:github',
+          'https://other-idp.example/ idp',
+        ]);
+        expect(listed[0]).toEqual(upstreamCredential());
+        expect(await store.listSubjectUpstreamCredentials('nobody')).toEqual([]);
+      });
+
+      it('delete one: only that (subject, issuer, provider); false when absent; the last one takes the hash', async () => {
+        await store.putUpstreamCredential(upstreamCredential());
+        await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));
+        await store.putUpstreamCredential(upstreamCredential({ issuer: 'https://other-idp.example/', provider: 'oauth:github' }));
+        await store.putUpstreamCredential(upstreamCredential({ subject: 'bob', provider: 'oauth:github' }));
+        expect(await store.deleteUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toBe(true);
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toBeNull();
+        expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).not.toBeNull();
+        expect(await store.getUpstreamCredential('alice', 'https://other-idp.example/', 'oauth:github')).not.toBeNull();
+        expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'oauth:github')).not.toBeNull();
+        expect(await store.deleteUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toBe(false);
+        expect(await store.deleteUpstreamCredential('nobody', 'https://idp.example/', 'idp')).toBe(false);
+        expect(await store.deleteUpstreamCredential('alice', 'https://idp.example/', 'idp')).toBe(true);
+        expect(await store.deleteUpstreamCredential('alice', 'https://other-idp.example/', 'oauth:github')).toBe(true);
+        expect(await h.rawHash(h.keys.upstreamCredentials('alice'))).toBeNull();
+        expect((await store.listUpstreamCredentials()).map((r) => r.subject)).toEqual(['bob']);
+      });
     });
 
     describe('session and task handles', () => {
@@ -2368,6 +2407,8 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         replaceUpstreamCredential: (s) => s.replaceUpstreamCredential(upstreamCredential(), 'x'),
         deleteUpstreamCredentials: (s) => s.deleteUpstreamCredentials('s'),
         listUpstreamCredentials: (s) => s.listUpstreamCredentials(),
+        deleteUpstreamCredential: (s) => s.deleteUpstreamCredential('s', 'i', 'idp'),
+        listSubjectUpstreamCredentials: (s) => s.listSubjectUpstreamCredentials('s'),
         ping: (s) => s.ping(),
         readHandle: (s) => s.readHandle('session', hashToken('x')),
         useHandle: (s) => s.useHandle('session', hashToken('x'), handleOwner({ kind: 'user', subject: 's' }), clock.now(), HOUR, 10),
