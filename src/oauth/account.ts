@@ -1,15 +1,18 @@
 // The account page: a person signs in at the IdP (the same sign-in and claim rules as /authorize) and
-// sees which MCP clients hold a grant for them and which approvals they have given, and revokes any.
+// sees which MCP clients hold a grant for them, which approvals they have given and which upstream
+// accounts are connected for them, and revokes any.
 //   GET  /account               the page; without a session, off to the IdP (back through /oauth/callback)
 //   POST /account/revoke        revokes one grant (its access and refresh tokens at once) and forgets
 //                               the approvals of its client
 //   POST /account/forget        forgets one remembered approval
+//   POST /account/disconnect    deletes one kept upstream credential (a connected account)
 //   POST /account/sign-out      ends the session
 // The session is a random cookie value (HttpOnly, SameSite=Lax, Secure and __Host- over https, 15
 // minutes), stored only as its SHA-256. Every form carries a CSRF token derived from the session value
 // (nothing another site can read or compute), checked in constant time, and a POST whose Origin is not
 // this server's is refused. Pages are never framed (PAGE_HEADERS). No token or hash is ever shown:
-// grants and approvals are named by ids that are neither.
+// grants, approvals and connected accounts are named by ids that are neither (a kept credential is
+// never decrypted here).
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -17,7 +20,7 @@ import { parseForm, readBody, type Form } from '../body.ts';
 import { displayableName } from '../clients.ts';
 import { generateToken, hashToken } from '../credentials.ts';
 import { grantsOf, tokensOfGrant, type Grant } from '../grants.ts';
-import type { AccountSession, AccountSignInRecord, SubjectConsent } from '../store/types.ts';
+import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
@@ -53,6 +56,11 @@ const BAD_FORM = new AccountPageError(400, 'Bad request', 'The form is incomplet
 /** An approval's id on the page: derived from where it is kept, neither the browser's cookie nor its hash. */
 function consentIdOf(c: Pick<SubjectConsent, 'browserHash' | 'key'>): string {
   return createHash('sha256').update(`mcp-bearer-proxy consent\0${c.browserHash}\0${c.key}`).digest('hex').slice(0, 32);
+}
+
+/** A connected account's id on the page: derived from its (issuer, provider), never from its tokens. */
+function connectionIdOf(c: Pick<StoredUpstreamCredential, 'issuer' | 'provider'>): string {
+  return createHash('sha256').update(`mcp-bearer-proxy connection\0${c.issuer}\0${c.provider}`).digest('hex').slice(0, 32);
 }
 
 /** The CSRF token of a session: bound to its cookie value, which only this browser holds. */
@@ -253,6 +261,34 @@ export class AccountPages {
     );
   }
 
+  /**
+   * POST /account/disconnect: one kept upstream credential deleted (the person connects it again when
+   * next needed). Only a record of the signed-in person's subject and issuer is found by its id.
+   */
+  async disconnect(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { value, session, form } = await this.#post(req);
+    const connectionId = form.get('connection');
+    if (connectionId === undefined || !ID.test(connectionId)) throw BAD_FORM;
+    const { user } = session;
+    const found = (await this.#ctx.store.listSubjectUpstreamCredentials(user.subject)).find(
+      (c) => c.issuer === user.issuer && connectionIdOf(c) === connectionId,
+    );
+    const deleted = found !== undefined && (await this.#ctx.store.deleteUpstreamCredential(user.subject, user.issuer, found.provider));
+    await this.#ctx.audit.record({
+      who: 'user',
+      action: 'account.disconnect',
+      result: deleted ? 'ok' : 'not_found',
+      subject: user.subject,
+      ...(found ? { detail: { provider: found.provider } } : {}),
+    });
+    await this.#render(
+      res,
+      value,
+      session,
+      deleted ? 'Disconnected: that account is no longer used for you.' : 'That account had already been disconnected.',
+    );
+  }
+
   /** POST /account/sign-out: the session ends here and in the store. */
   async signOut(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { value } = await this.#post(req);
@@ -276,6 +312,7 @@ export class AccountPages {
     const consents = (await store.listSubjectConsents(user.subject, now)).filter((c) => c.issuer === user.issuer);
     const names = new Map<string, string | undefined>();
     for (const c of consents) if (!names.has(c.clientId)) names.set(c.clientId, (await store.getClient(c.clientId))?.clientName);
+    const connections = (await store.listSubjectUpstreamCredentials(user.subject)).filter((c) => c.issuer === user.issuer);
     writePage(
       res,
       200,
@@ -287,6 +324,7 @@ export class AccountPages {
         hosts,
         consents,
         names,
+        connections,
         notice,
       }),
     );
@@ -312,6 +350,8 @@ interface AccountView {
   consents: SubjectConsent[];
   /** Client id -> its name, when it has one. */
   names: Map<string, string | undefined>;
+  /** Kept upstream credentials of this person (identity and times only: `sealed` is never shown). */
+  connections: StoredUpstreamCredential[];
   notice: string | undefined;
 }
 
@@ -330,6 +370,14 @@ function clientLabel(name: string | null | undefined, clientId: string | null): 
   return `${shown}<br><span class="note mono">${escapeHtml(clientId)}</span>`;
 }
 
+/** What a kept credential is, in words: `oauth:github` is "github", `exchange:<audience>` names its audience. */
+function connectionLabel(provider: string): string {
+  if (provider === 'idp') return "Your identity provider's token";
+  if (provider.startsWith('oauth:')) return `<bdi>${escapeHtml(provider.slice('oauth:'.length))}</bdi>`;
+  if (provider.startsWith('exchange:')) return `A token exchanged for <bdi>${escapeHtml(provider.slice('exchange:'.length))}</bdi>`;
+  return `<bdi>${escapeHtml(provider)}</bdi>`;
+}
+
 /** The account page: every grant and approval with its button; a form per row, so no script is needed. */
 export function accountPage(view: AccountView): string {
   const hidden = `<input type="hidden" name="csrf" value="${escapeHtml(view.csrf)}">`;
@@ -344,6 +392,11 @@ export function accountPage(view: AccountView): string {
     return `<tr><td>${clientLabel(name, c.clientId)}</td><td class="mono">${escapeHtml(hostOf(c.redirectUri))}</td><td>${c.scope ? escapeHtml(c.scope) : 'all it may'}</td><td>${time(c.approvedAt)}</td><td>${time(c.expiresAt)}</td>
 <td><form method="post" action="${escapeHtml(view.base)}/account/forget">${hidden}<input type="hidden" name="consent" value="${consentIdOf(c)}"><button type="submit" aria-label="${escapeHtml(label)}">Revoke</button></form></td></tr>`;
   });
+  const connectionRows = view.connections.map((c) => {
+    const label = `Disconnect ${c.provider}`;
+    return `<tr><td>${connectionLabel(c.provider)}<br><span class="note mono">${escapeHtml(c.provider)}</span></td><td>${time(c.createdAt)}</td>
+<td><form method="post" action="${escapeHtml(view.base)}/account/disconnect">${hidden}<input type="hidden" name="connection" value="${connectionIdOf(c)}"><button type="submit" aria-label="${escapeHtml(label)}">Disconnect</button></form></td></tr>`;
+  });
   const grants =
     grantRows.length === 0
       ? '<p>No application holds access for you.</p>'
@@ -352,6 +405,10 @@ export function accountPage(view: AccountView): string {
     consentRows.length === 0
       ? '<p>No approval is remembered.</p>'
       : `<table><caption class="note">Approvals remembered in your browsers: these applications sign you in without asking</caption><thead><tr><th scope="col">Application</th><th scope="col">Sends codes to</th><th scope="col">Access</th><th scope="col">Approved</th><th scope="col">Until</th><th scope="col"><span class="note">Action</span></th></tr></thead><tbody>${consentRows.join('\n')}</tbody></table>`;
+  const connections =
+    connectionRows.length === 0
+      ? '<p>No account is connected.</p>'
+      : `<table><caption class="note">Accounts the MCP server uses for you (their tokens are kept encrypted and never shown)</caption><thead><tr><th scope="col">Account</th><th scope="col">Connected</th><th scope="col"><span class="note">Action</span></th></tr></thead><tbody>${connectionRows.join('\n')}</tbody></table>`;
   return page(
     'Your MCP access',
     `<style>body{max-width:60rem}</style><h1>Your MCP access</h1>
@@ -361,6 +418,8 @@ ${view.notice !== undefined ? `<p role="status"><strong>${escapeHtml(view.notice
 ${grants}
 <h2>Remembered approvals</h2>
 ${consents}
+<h2>Connected accounts</h2>
+${connections}
 <form method="post" action="${escapeHtml(view.base)}/account/sign-out">${hidden}<button type="submit">Sign out</button></form>`,
   );
 }

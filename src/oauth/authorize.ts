@@ -133,6 +133,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     { path: '/account', methods: ['GET'], handler: page((req, res) => account.show(req, res)) },
     { path: '/account/revoke', methods: ['POST'], handler: page((req, res) => account.revoke(req, res)) },
     { path: '/account/forget', methods: ['POST'], handler: page((req, res) => account.forget(req, res)) },
+    { path: '/account/disconnect', methods: ['POST'], handler: page((req, res) => account.disconnect(req, res)) },
     { path: '/account/sign-out', methods: ['POST'], handler: page((req, res) => account.signOut(req, res)) },
   ];
 }

@@ -22,6 +22,7 @@ import type {
   SignedInUser,
   SubjectStorage,
   TokenStorage,
+  UpstreamCredentialStorage,
 } from '../store/types.ts';
 import { WindowLimit, type FailedAuthLimiter } from '../rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
@@ -41,7 +42,8 @@ export type OAuthStore = TokenStorage &
   CounterStorage &
   OneTimeValueStorage &
   SubjectStorage &
-  AccountSessionStorage;
+  AccountSessionStorage &
+  UpstreamCredentialStorage;
 
 export interface OAuthContext {
   readonly config: Config;

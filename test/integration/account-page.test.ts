@@ -2,11 +2,13 @@
 // this process), and a fetch-based user agent with a cookie jar (test/support/user-agent.ts) standing in
 // for the browser. A person signs in, sees the two MCP clients that hold a grant for them and the
 // approval they remembered, revokes one grant (its tokens fail at once, the other client's work) and
-// forgets the approval; forged, cross-site, session-less, oversized and malformed posts are refused.
+// forgets the approval; disconnects a kept upstream credential (a connected account) of their own;
+// forged, cross-site, session-less, oversized and malformed posts are refused.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../src/credentials.ts';
 import { DEMO_USER } from '../../src/demo-idp.ts';
+import type { StoredUpstreamCredential } from '../../src/store/types.ts';
 import {
   authorizeUrl,
   CLIENT_REDIRECT,
@@ -76,8 +78,8 @@ function csrfOf(html: string): string {
   return /name="csrf" value="([0-9a-f]{64})"/.exec(html)![1]!;
 }
 
-/** The hidden id of the row whose text mentions `text`, for the field `name` (grant or consent). */
-function rowId(html: string, text: string, name: 'grant' | 'consent'): string {
+/** The hidden id of the row whose text mentions `text`, for the field `name`. */
+function rowId(html: string, text: string, name: 'grant' | 'consent' | 'connection'): string {
   const row = html.split('<tr>').find((r) => r.includes(text) && r.includes(`name="${name}"`));
   return new RegExp(`name="${name}" value="([0-9a-f]{32})"`).exec(row ?? '')![1]!;
 }
@@ -194,5 +196,102 @@ describe('the account page', () => {
     expect(out.status).toBe(200);
     const again = await browser.request(`${s.base}/account`);
     expect(again.status).toBe(303);
+  });
+
+  describe('connected accounts', () => {
+    const OTHER_ISSUER = 'https://other-idp.example/';
+    /** A kept credential as the upstream-credentials module stores it; `sealed` is opaque here (the page never decrypts it). */
+    function kept(overrides: Partial<StoredUpstreamCredential> & { sealed: string }): StoredUpstreamCredential {
+      return {
+        subject: DEMO_USER.sub,
+        issuer: s.idp.issuer,
+        provider: 'idp',
+        keyId: '0123456789abcdef',
+        createdAt: Date.UTC(2026, 0, 2, 3, 4, 5),
+        ...overrides,
+      };
+    }
+    const github = () => kept({ provider: 'oauth:github', sealed: 'U0VBTEVELUdJVEhVQi1UT0tFTg' });
+    const idp = () => kept({ sealed: 'U0VBTEVELUlEUC1UT0tFTg' });
+    const exchanged = () => kept({ provider: 'exchange:https://api.example/', sealed: 'U0VBTEVELUVYQ0hBTkdFRA' });
+    // The same person's record under another issuer, and another person's: neither is theirs to see or end.
+    const otherIssuer = () => kept({ issuer: OTHER_ISSUER, provider: 'oauth:gitlab', sealed: 'U0VBTEVELU9USEVSLUlTU1VFUg' });
+    const someoneElse = () => kept({ subject: 'someone-else', provider: 'oauth:github', sealed: 'U0VBTEVELVNPTUVPTkUtRUxTRQ' });
+
+    async function keepAll(): Promise<void> {
+      for (const r of [github(), idp(), exchanged(), otherIssuer(), someoneElse()]) await s.stack.store.putUpstreamCredential(r);
+    }
+    async function cleanUp(): Promise<void> {
+      await s.stack.store.deleteUpstreamCredentials(DEMO_USER.sub);
+      await s.stack.store.deleteUpstreamCredentials('someone-else');
+    }
+
+    it("lists the person's own connected accounts without any token text; disconnecting one deletes only that record, audited", async () => {
+      await keepAll();
+      try {
+        const browser = new UserAgent();
+        const page = await openAccount(browser);
+        expect(page.status).toBe(200);
+        expect(page.body).toContain('Connected accounts');
+        expect(page.body).toContain('<bdi>github</bdi>');
+        expect(page.body).toContain("Your identity provider's token");
+        expect(page.body).toContain('A token exchanged for <bdi>https://api.example/</bdi>');
+        expect(page.body).toContain('2026-01-02 03:04:05Z');
+        expect(page.body.match(/Disconnect<\/button>/g)).toHaveLength(3);
+        // Never the sealed tokens, nor the other issuer's record, nor another person's.
+        for (const r of [github(), idp(), exchanged(), otherIssuer(), someoneElse()]) expect(page.body).not.toContain(r.sealed);
+        expect(page.body).not.toContain('gitlab');
+
+        const done = await browser.request(`${s.base}/account/disconnect`, {
+          form: { csrf: csrfOf(page.body), connection: rowId(page.body, 'oauth:github', 'connection') },
+          headers: { origin: new URL(s.base).origin },
+        });
+        expect(done.status).toBe(200);
+        expect(done.body).toContain('Disconnected');
+        expect(done.body).not.toContain('oauth:github');
+        expect(done.body.match(/Disconnect<\/button>/g)).toHaveLength(2);
+        const store = s.stack.store;
+        expect(await store.getUpstreamCredential(DEMO_USER.sub, s.idp.issuer, 'oauth:github')).toBeNull();
+        expect(await store.getUpstreamCredential(DEMO_USER.sub, s.idp.issuer, 'idp')).toEqual(idp());
+        expect(await store.getUpstreamCredential(DEMO_USER.sub, OTHER_ISSUER, 'oauth:gitlab')).toEqual(otherIssuer());
+        expect(await store.getUpstreamCredential('someone-else', s.idp.issuer, 'oauth:github')).toEqual(someoneElse());
+        const audited = (await store.listAuditEvents(50)).find((e) => e.action === 'account.disconnect');
+        expect(audited).toMatchObject({ who: 'user', result: 'ok', subject: DEMO_USER.sub, detail: { provider: 'oauth:github' } });
+
+        // The same form again: nothing left to delete, said so.
+        const again = await browser.request(`${s.base}/account/disconnect`, {
+          form: { csrf: csrfOf(page.body), connection: rowId(page.body, 'oauth:github', 'connection') },
+        });
+        expect(again.status).toBe(200);
+        expect(again.body).toContain('already been disconnected');
+      } finally {
+        await cleanUp();
+      }
+    });
+
+    it('refuses forged, cross-site, session-less and malformed disconnects; the record stays', async () => {
+      await keepAll();
+      try {
+        const browser = new UserAgent();
+        const page = await openAccount(browser);
+        const csrf = csrfOf(page.body);
+        const connection = rowId(page.body, 'oauth:github', 'connection');
+        const post = (agent: UserAgent, form: Record<string, string>, headers: Record<string, string> = {}) =>
+          agent.request(`${s.base}/account/disconnect`, { form, headers });
+
+        expect((await post(browser, { connection })).status).toBe(403);
+        expect((await post(browser, { connection, csrf: '0'.repeat(64) })).status).toBe(403);
+        // What a browser sends for a form another site posts with the person's cookies.
+        expect((await post(browser, { connection, csrf }, { origin: 'https://evil.example' })).status).toBe(403);
+        expect((await post(browser, { connection, csrf }, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+        expect((await post(new UserAgent(), { connection, csrf })).status).toBe(403);
+        expect((await post(browser, { connection: 'not-an-id', csrf })).status).toBe(400);
+        expect((await post(browser, { csrf })).status).toBe(400);
+        expect(await s.stack.store.getUpstreamCredential(DEMO_USER.sub, s.idp.issuer, 'oauth:github')).toEqual(github());
+        expect(await s.stack.store.listSubjectUpstreamCredentials(DEMO_USER.sub)).toHaveLength(4);
+      } finally {
+        await cleanUp();
+      }
+    });
   });
 });
