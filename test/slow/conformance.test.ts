@@ -275,12 +275,18 @@ describe('MCP conformance suite (server scenarios): directly and through the sid
   });
 
   it('the policy was in force in the policed sidecar: a call it does not allow is refused there', async () => {
-    // The master token is not an OAuth token, so no rule allows its tools/call: 403 from the policy,
-    // before the upstream (no session needed).
+    // The master token is not an OAuth token, so no rule allows its tools/call whatever scope it held:
+    // the policy answers it itself, before the upstream (no session needed), as a tool error.
     const call = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'test_simple_text', arguments: {} } });
     const refused = await postMcp(policedStack.mcpUrl, policedStack.masterToken, { body: call });
-    expect(refused.status).toBe(403);
-    expect(refused.headers.get('www-authenticate')).toContain('insufficient_scope');
+    expect(refused.status).toBe(200);
+    expect(refused.body).toMatchObject({
+      id: 1,
+      result: {
+        isError: true,
+        _meta: { 'io.modelcontextprotocol/authorization': { reason: 'insufficient_authorization', remediation: 'unavailable' } },
+      },
+    });
   });
 
   it('the CLI connected to loopback addresses only', () => {
