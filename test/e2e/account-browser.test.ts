@@ -22,6 +22,7 @@ import {
   tokenRequest,
   type SignInStack,
 } from '../support/sign-in.ts';
+import { initializeStatus } from '../support/http.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -89,20 +90,8 @@ async function signIn(clientId: string): Promise<string> {
   return tokens.body.access_token as string;
 }
 
-async function mcpStatus(token: string): Promise<number> {
-  const res = await fetch(`${s.base}/mcp`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+/** The status of an MCP initialize with `token` (what an MCP client sends first), through the sidecar. */
+const mcpStatus = (token: string): Promise<number> => initializeStatus({ mcpUrl: `${s.base}/mcp` }, token);
 
 describe('the account page in a real browser', () => {
   it('sign in, see two clients, revoke one with the keyboard: its token fails at once, the other works; a cross-site form post is refused', async () => {

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../src/credentials.ts';
 import { DEMO_USER } from '../../src/demo-idp.ts';
+import { initializeStatus } from '../support/http.ts';
 import type { StoredUpstreamCredential } from '../../src/store/types.ts';
 import {
   authorizeUrl,
@@ -51,20 +52,8 @@ async function signIn(clientId: string, remember: boolean): Promise<{ access: st
   return { access: tokens.body.access_token as string, refresh: tokens.body.refresh_token as string };
 }
 
-async function mcpStatus(token: string): Promise<number> {
-  const res = await fetch(`${s.base}/mcp`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+/** The status of an MCP initialize with `token` (what an MCP client sends first), through the sidecar. */
+const mcpStatus = (token: string): Promise<number> => initializeStatus({ mcpUrl: `${s.base}/mcp` }, token);
 
 /** GET /account in `agent`, through the IdP (auto-login) and back: the page. */
 async function openAccount(agent: UserAgent): Promise<Hop> {

@@ -4,6 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_USER } from '../../src/demo-idp.ts';
+import { initializeStatus } from '../support/http.ts';
 import { generateToken, hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
 import { grantIdOf } from '../../src/grants.ts';
 import { rawRedis } from '../support/redis.ts';
@@ -64,21 +65,8 @@ async function userToken(subject: string, issuer = s.idp.issuer): Promise<string
   return raw;
 }
 
-/** An MCP initialize with `token` (what an MCP client sends first), through the sidecar to the reference upstream. */
-async function mcpStatus(token: string): Promise<number> {
-  const res = await fetch(`${s.base}/mcp`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+/** The status of an MCP initialize with `token` (what an MCP client sends first), through the sidecar. */
+const mcpStatus = (token: string): Promise<number> => initializeStatus({ mcpUrl: `${s.base}/mcp` }, token);
 
 describe('listGrants and revokeSubject', () => {
   it('a person with tokens of every kind from several clients is listed completely and revoked completely in one call; another person keeps working', async () => {
