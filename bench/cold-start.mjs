@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 const node22 = process.env.BENCH_NODE ?? process.execPath;
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const variants = {
-  'node src/main.ts (type stripping)': [node22, ['src/main.ts']],
-  'node --import tsx src/main.ts': [node22, ['--import', 'tsx', 'src/main.ts']],
+  'node src/entry/main.ts (type stripping)': [node22, ['src/entry/main.ts']],
+  'node --import tsx src/entry/main.ts': [node22, ['--import', 'tsx', 'src/entry/main.ts']],
 };
 const env = {
   ...process.env,

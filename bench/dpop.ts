@@ -5,7 +5,7 @@
 // Run: `npx tsx bench/dpop.ts [proofs per algorithm]`.
 
 import { performance } from 'node:perf_hooks';
-import { systemClock } from '../src/clock.ts';
+import { systemClock } from '../src/model/clock.ts';
 import { DPOP_ALGORITHMS, DpopVerifier } from '../src/oauth/dpop.ts';
 import { MemoryTokenStore } from '../src/store/memory.ts';
 import { DpopKey } from '../test/support/dpop.ts';

@@ -3,15 +3,18 @@
 // BENCH_SRC_DIR runs another copy of src/ (BENCH_BASELINE: an earlier commit, side by side).
 
 import cluster from 'node:cluster';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { LogLevel } from '../src/config.ts';
+import type { LogLevel } from '../src/config/load.ts';
 import { serveChild } from './child-ipc.ts';
 
 const env = process.env;
 const src = env.BENCH_SRC_DIR ?? join(import.meta.dirname, '..', 'src');
-const { createSidecar } = (await import(pathToFileURL(join(src, 'app.ts')).href)) as typeof import('../src/app.ts');
-const { buildConfig } = (await import(pathToFileURL(join(src, 'config.ts')).href)) as typeof import('../src/config.ts');
+/** A module of `src`, by its path now or, for a baseline from before the folders, its earlier one. */
+const module = (now: string, before: string): string => pathToFileURL(join(src, existsSync(join(src, now)) ? now : before)).href;
+const { createSidecar } = (await import(module('app.ts', 'app.ts'))) as typeof import('../src/app.ts');
+const { buildConfig } = (await import(module('config/load.ts', 'config.ts'))) as typeof import('../src/config/load.ts');
 
 const config = buildConfig(
   {
@@ -41,12 +44,12 @@ const config = buildConfig(
   {},
 );
 if (config.proxy.workers > 1 || cluster.isWorker) {
-  // BENCH_WORKERS: src/workers.ts as main.ts runs it; this process is the primary, billed with its workers.
+  // BENCH_WORKERS: src/entry/workers.ts as main.ts runs it; this process is the primary, billed with its workers.
   const { groupLogger, runPrimary, runWorker } = (await import(
-    pathToFileURL(join(src, 'workers.ts')).href
-  )) as typeof import('../src/workers.ts');
-  const { openStore } = (await import(pathToFileURL(join(src, 'app.ts')).href)) as typeof import('../src/app.ts');
-  const { systemClock } = (await import(pathToFileURL(join(src, 'clock.ts')).href)) as typeof import('../src/clock.ts');
+    module('entry/workers.ts', 'workers.ts')
+  )) as typeof import('../src/entry/workers.ts');
+  const { openStore } = (await import(module('app.ts', 'app.ts'))) as typeof import('../src/app.ts');
+  const { systemClock } = (await import(module('model/clock.ts', 'clock.ts'))) as typeof import('../src/model/clock.ts');
   const logger = groupLogger(config);
   const store = await openStore(config, systemClock, logger);
   if (cluster.isWorker) await runWorker(config, store, logger);

@@ -1,22 +1,22 @@
 // Builds a sidecar from a validated Config: store, listeners, forwarder, metrics; starts and stops it.
-// Tests, the demo and main.ts all go through here, so what they run is what production runs.
+// Tests, the demo and src/entry/main.ts all go through here, so what they run is what production runs.
 
 import { once } from 'node:events';
 import { networkInterfaces } from 'node:os';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { systemClock, type Clock } from './clock.ts';
-import type { Config } from './config.ts';
-import { MasterToken } from './credentials.ts';
-import { createLogger, describe, type Logger } from './logger.ts';
-import { Audit } from './audit.ts';
-import { InstrumentedStore, Metrics } from './metrics.ts';
+import { systemClock, type Clock } from './model/clock.ts';
+import type { Config } from './config/load.ts';
+import { MasterToken } from './model/credentials.ts';
+import { createLogger, describe, type Logger } from './observability/logger.ts';
+import { Audit } from './observability/audit.ts';
+import { InstrumentedStore, Metrics } from './observability/metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
 import * as oidc from 'openid-client';
-import type { Route } from './http.ts';
+import type { Route } from './http/serve.ts';
 import { ConnectLinks } from './upstream-credentials/connect-links.ts';
 import {
   ConnectFlow,
@@ -45,8 +45,8 @@ import { StreamRevocation } from './proxy/stream-revocation.ts';
 import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
 import { policyOf } from './policy/rules.ts';
 import { probeMcpEndpoint, upstreamFailureLogger } from './proxy/upstream-check.ts';
-import { limitKey, publicReach } from './net-address.ts';
-import { FailedAuthLimiter, WindowLimit } from './rate-limits.ts';
+import { limitKey, publicReach } from './http/net-address.ts';
+import { FailedAuthLimiter, WindowLimit } from './http/rate-limits.ts';
 import { MemoryTokenStore } from './store/memory.ts';
 import { RedisTokenStore } from './store/redis.ts';
 import { connectRedis, createRedisClient } from './store/redis-connection.ts';
@@ -56,8 +56,8 @@ import type { QuotaStorage, SignedInUser, TokenStore } from './store/types.ts';
 import { jwksRoute } from './assertion/jwks.ts';
 import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
 import { AssertionSigner } from './assertion/signer.ts';
-import { unusedProfileEdits } from './profiles.ts';
-import { createTracing } from './tracing.ts';
+import { unusedProfileEdits } from './model/profiles.ts';
+import { createTracing } from './observability/tracing.ts';
 
 export interface SidecarOptions {
   config: Config;

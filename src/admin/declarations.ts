@@ -1,7 +1,7 @@
 // Every admin operation, declared once: what it does, its fields (type, bounds, required or not, the
 // CLI flag), what it answers and how the CLI shows that. The admin listener reads a body against it
-// (src/admin/operations.ts), the CLI builds its flags and help from it (src/cli.ts), and the README's
-// table of operations is generated from it (src/admin/doc.ts, `npm run docs:admin`).
+// (src/admin/operations.ts), the CLI builds its flags and help from it (src/entry/cli.ts), and the README's
+// table of operations is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
 
 import type { TokenEndpointAuthMethod } from '../store/types.ts';
 import { choice, hex64, integer, list, object, operation, scope, text, type Field } from './spec.ts';
@@ -26,7 +26,7 @@ export const ADMIN_OPERATIONS = {
   createClient: operation({
     description: 'create an OAuth client; its secret is shown once',
     fields: {
-      // Beyond their types, these follow the client registration rules that /register shares (src/clients.ts).
+      // Beyond their types, these follow the client registration rules that /register shares (src/model/clients.ts).
       clientName: text({ description: 'a name for people', aliases: ['name'] }),
       redirectUris: list({ description: 'redirect URIs (repeat the flag, or comma-separate)', aliases: ['redirect-uri'] }),
       grantTypes: list({ description: 'e.g. client_credentials,refresh_token (default: from the profile)', aliases: ['grant-type'] }),

@@ -2,15 +2,15 @@
 // (admin/server.ts) has already checked the master token; each body is read against the operation's
 // declaration (src/admin/declarations.ts) before its handler here acts on the arguments.
 
-import type { AuditInput } from '../audit.ts';
-import type { Clock } from '../clock.ts';
-import { decideToken, generateToken, hashToken, type MasterToken, type Principal } from '../credentials.ts';
+import type { AuditInput } from '../observability/audit.ts';
+import type { Clock } from '../model/clock.ts';
+import { decideToken, generateToken, hashToken, type MasterToken, type Principal } from '../model/credentials.ts';
 import { explainCall } from '../policy/rules.ts';
 import type { Policy } from '../policy/rules.ts';
-import { HttpError } from '../errors.ts';
-import { provisionClient, publicClient } from '../clients.ts';
-import type { Metrics } from '../metrics.ts';
-import { defaultProfileRecords, type ProfileLifetimes } from '../profiles.ts';
+import { HttpError } from '../http/errors.ts';
+import { provisionClient, publicClient } from '../model/clients.ts';
+import type { Metrics } from '../observability/metrics.ts';
+import { defaultProfileRecords, type ProfileLifetimes } from '../model/profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
 import type {
   AuditStorage,
@@ -22,9 +22,9 @@ import type {
   TokenStorage,
   UpstreamCredentialStorage,
 } from '../store/types.ts';
-import { limitKey } from '../net-address.ts';
+import { limitKey } from '../http/net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
-import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../grants.ts';
+import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../model/person-grants.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';

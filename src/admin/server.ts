@@ -2,23 +2,23 @@
 // master token (`callerToken` in the body or `Authorization: Bearer`), plus unauthenticated
 // `GET /livez`, `GET /readyz` and `GET /metrics`. Order of checks: method, size, JSON, master token,
 // operation, arguments; so a caller without the master token learns nothing about operations.
-// Every operation, refused or done, is one audit event (src/audit.ts).
+// Every operation, refused or done, is one audit event (src/observability/audit.ts).
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Clock } from '../clock.ts';
-import { hashToken, isTokenShaped, parseAuthorization, type MasterToken } from '../credentials.ts';
-import type { Audit, AuditInput } from '../audit.ts';
-import { HttpError, httpErrorFor, storeUnavailable, writeJson } from '../errors.ts';
-import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Clock } from '../model/clock.ts';
+import { hashToken, isTokenShaped, parseAuthorization, type MasterToken } from '../model/credentials.ts';
+import type { Audit, AuditInput } from '../observability/audit.ts';
+import { HttpError, httpErrorFor, storeUnavailable, writeJson } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { StoreHealth } from '../store/types.ts';
-import { serve } from '../http.ts';
+import { serve } from '../http/serve.ts';
 import { adminOperations, type AdminContext, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
-import type { ProfileLifetimes } from '../profiles.ts';
-import { normalizeAddress } from '../net-address.ts';
-import { isFailureRefusal, type FailedAuthLimiter } from '../rate-limits.ts';
-import { parseJsonObject, readBody } from '../body.ts';
+import type { ProfileLifetimes } from '../model/profiles.ts';
+import { normalizeAddress } from '../http/net-address.ts';
+import { isFailureRefusal, type FailedAuthLimiter } from '../http/rate-limits.ts';
+import { parseJsonObject, readBody } from '../http/body.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 
 export interface AdminDeps extends AdminOverrides {

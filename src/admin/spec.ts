@@ -6,8 +6,8 @@
 // declared is ignored; a problem names the field as the caller wrote it (`lifetimeSeconds` over HTTP,
 // `--lifetime-seconds` on the command line) and says what the value must be.
 
-import { isScopeText } from '../clients.ts';
-import { isTokenShaped } from '../credentials.ts';
+import { isScopeText } from '../model/clients.ts';
+import { isTokenShaped } from '../model/credentials.ts';
 
 /** How the CLI takes the value: one string, an integer, a list (repeated flag or commas), or JSON text. */
 export type FieldType = 'string' | 'integer' | 'list' | 'json';

@@ -1,7 +1,7 @@
 // GET /.well-known/jwks.json on the proxy listener: the public keys caller assertions are verified
 // with, for every replica. No token: the keys are public, and an upstream fetches them unauthenticated.
 
-import type { Route } from '../http.ts';
+import type { Route } from '../http/serve.ts';
 import { JWKS_MAX_AGE_SECONDS, type SigningKeys } from './keys.ts';
 
 export const JWKS_PATH = '/.well-known/jwks.json';

@@ -7,9 +7,9 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import { readFileSync } from 'node:fs';
-import type { Clock } from '../clock.ts';
-import type { Config } from '../config-keys.ts';
-import { describe, type Logger } from '../logger.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Config } from '../config/keys.ts';
+import { describe, type Logger } from '../observability/logger.ts';
 import type { SigningKeyStorage } from '../store/types.ts';
 
 /** `Cache-Control: max-age` of the JWKS. */

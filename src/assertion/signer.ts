@@ -4,8 +4,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
-import type { Clock } from '../clock.ts';
-import type { Principal } from '../credentials.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Principal } from '../model/credentials.ts';
 import type { SigningKeys } from './keys.ts';
 
 /** Principals whose assertion is kept (least recently signed dropped first). */

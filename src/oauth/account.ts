@@ -16,10 +16,10 @@
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseForm, readBody, type Form } from '../body.ts';
-import { displayableName } from '../clients.ts';
-import { generateToken, hashToken } from '../credentials.ts';
-import { grantsOf, tokensOfGrant, type Grant } from '../grants.ts';
+import { parseForm, readBody, type Form } from '../http/body.ts';
+import { displayableName } from '../model/clients.ts';
+import { generateToken, hashToken } from '../model/credentials.ts';
+import { grantsOf, tokensOfGrant, type Grant } from '../model/person-grants.ts';
 import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';

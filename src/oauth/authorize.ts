@@ -20,10 +20,10 @@
 
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseForm, readBody } from '../body.ts';
-import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../clients.ts';
-import { generateToken, hashToken, isTokenShaped } from '../credentials.ts';
-import { HttpError, httpErrorFor, tooManyRequests } from '../errors.ts';
+import { parseForm, readBody } from '../http/body.ts';
+import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../model/clients.ts';
+import { generateToken, hashToken, isTokenShaped } from '../model/credentials.ts';
+import { HttpError, httpErrorFor, tooManyRequests } from '../http/errors.ts';
 import { consentKey } from '../store/records.ts';
 import {
   DuplicateRecordError,
@@ -34,12 +34,12 @@ import {
   type SignedInUser,
 } from '../store/types.ts';
 import { isClientIdMetadataUrl, type ResolveOptions } from './cimd.ts';
-import type { Route } from '../http.ts';
-import { describe } from '../logger.ts';
-import { limitKey } from '../net-address.ts';
+import type { Route } from '../http/serve.ts';
+import { describe } from '../observability/logger.ts';
+import { limitKey } from '../http/net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
-import { FailedAuthLimiter, WindowLimit } from '../rate-limits.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
+import { FailedAuthLimiter, WindowLimit } from '../http/rate-limits.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../model/profiles.ts';
 import type { ClientRecord } from '../store/types.ts';
 import { fetchAdmission, resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';

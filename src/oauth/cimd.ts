@@ -8,12 +8,12 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import { request } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import type { JSONWebKeySet } from 'jose';
-import type { Clock } from '../clock.ts';
-import { HttpError, unusableClientDocument } from '../errors.ts';
-import type { Logger } from '../logger.ts';
-import { checkKeySet, checkRedirectUri, checkScope, hasControlCharacter, isHttpsUrl, MAX_KEYS } from '../clients.ts';
-import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../net-address.ts';
-import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../profiles.ts';
+import type { Clock } from '../model/clock.ts';
+import { HttpError, unusableClientDocument } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import { checkKeySet, checkRedirectUri, checkScope, hasControlCharacter, isHttpsUrl, MAX_KEYS } from '../model/clients.ts';
+import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../http/net-address.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../model/profiles.ts';
 
 export interface ClientMetadataDocument {
   /** The URL, equal to the document's `client_id`. */

@@ -3,16 +3,16 @@
 // secrets compared as SHA-256 digests in constant time; public clients identify themselves with
 // `client_id` alone.
 
-import type { Form } from '../body.ts';
+import type { Form } from '../http/body.ts';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet } from 'jose';
-import type { Clock } from '../clock.ts';
-import { hashToken } from '../credentials.ts';
-import { checkKeySet } from '../clients.ts';
+import type { Clock } from '../model/clock.ts';
+import { hashToken } from '../model/credentials.ts';
+import { checkKeySet } from '../model/clients.ts';
 import { isClientIdMetadataUrl, type CimdResolver, type ClientMetadataDocument, type ResolveOptions } from './cimd.ts';
-import { HttpError, invalidClient } from '../errors.ts';
-import type { Logger } from '../logger.ts';
+import { HttpError, invalidClient } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
 import type { ClientRecord, ClientStorage, OneTimeValueStorage } from '../store/types.ts';
 
 /** RFC 7523 §2.2: the one `client_assertion_type` of private_key_jwt. */

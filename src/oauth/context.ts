@@ -2,13 +2,13 @@
 // public URL that names this sidecar's resource. Built once in app.ts; handlers take it as their first argument.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Form } from '../body.ts';
-import type { Clock } from '../clock.ts';
-import type { Config } from '../config.ts';
-import { parseAuthorization, type MasterToken } from '../credentials.ts';
-import type { Audit } from '../audit.ts';
-import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Form } from '../http/body.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Config } from '../config/load.ts';
+import { parseAuthorization, type MasterToken } from '../model/credentials.ts';
+import type { Audit } from '../observability/audit.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type {
   AccountSessionStorage,
   AuthorizationCodeStorage,
@@ -24,7 +24,7 @@ import type {
   TokenStorage,
   UpstreamCredentialStorage,
 } from '../store/types.ts';
-import { WindowLimit, type FailedAuthLimiter } from '../rate-limits.ts';
+import { WindowLimit, type FailedAuthLimiter } from '../http/rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn, IdpTokens } from './oidc-client.ts';
 import type { CimdResolver, ResolveOptions } from './cimd.ts';
@@ -52,7 +52,7 @@ export interface OAuthContext {
   readonly logger: Logger;
   /** Tokens issued and revoked, by kind. */
   readonly metrics: Metrics;
-  /** One event per issuance, revocation and registration (src/audit.ts). */
+  /** One event per issuance, revocation and registration (src/observability/audit.ts). */
   readonly audit: Audit;
   readonly masterToken: MasterToken;
   /** undefined when no IdP is configured: the token exchange is then off. */

@@ -2,7 +2,7 @@
 // taken only when it has the shape the server gives it, so a forged or oversized header reads as none.
 
 import type { IncomingMessage } from 'node:http';
-import { isTokenShaped } from '../credentials.ts';
+import { isTokenShaped } from '../model/credentials.ts';
 
 /** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */
 export function readCookie(req: IncomingMessage, name: string): string | undefined {

@@ -6,14 +6,14 @@
 // ./authorize.ts; the poll is the device-code grant (./grants/device-code.ts).
 
 import { randomInt } from 'node:crypto';
-import { clientActor } from '../audit.ts';
-import { generateToken, hashToken } from '../credentials.ts';
-import { HttpError, invalidClient, tooManyRequests, writeJson } from '../errors.ts';
-import { GRANT_DEVICE_CODE } from '../profiles.ts';
-import { limitKey } from '../net-address.ts';
+import { clientActor } from '../observability/audit.ts';
+import { generateToken, hashToken } from '../model/credentials.ts';
+import { HttpError, invalidClient, tooManyRequests, writeJson } from '../http/errors.ts';
+import { GRANT_DEVICE_CODE } from '../model/profiles.ts';
+import { limitKey } from '../http/net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import type { ClientRecord } from '../store/types.ts';
-import { splitScopes } from '../clients.ts';
+import { splitScopes } from '../model/clients.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import { authenticateClient } from './client-auth.ts';
 import { namesThisResource, type FormRequest, type OAuthContext } from './context.ts';

@@ -4,8 +4,8 @@
 
 import { createHmac, hash, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWK } from 'jose';
-import type { Clock } from '../clock.ts';
-import type { Config } from '../config.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Config } from '../config/load.ts';
 import type { OneTimeValueStorage } from '../store/types.ts';
 
 /** Asymmetric algorithms only (RFC 9449 §11.6): never `none`, never an HMAC. */

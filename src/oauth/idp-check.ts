@@ -2,7 +2,7 @@
 // sidecar's client credentials at its token endpoint, so that a mistyped issuer or a wrong secret is
 // an operator's start-up error naming the URL tried, not the first user's failed sign-in.
 
-import type { Config } from '../config.ts';
+import type { Config } from '../config/load.ts';
 import { createIdpSignIn, fetchJwks, IdpSetupProblem } from './oidc-client.ts';
 
 /** Whether a rule needs the IdP's groups claim: `idp.requiredGroup`, or a policy rule naming groups. */

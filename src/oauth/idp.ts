@@ -5,9 +5,9 @@
 // access token), and Identity Assertion JWT Authorization Grants (ID-JAG: `typ` oauth-id-jag+jwt,
 // audience this authorization server, short lived, with `jti` and `client_id`). Any failure is `invalid_grant`; the reason goes to the log only.
 
-import { idpCall } from '../tracing.ts';
+import { idpCall } from '../observability/tracing.ts';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
-import type { Config } from '../config.ts';
+import type { Config } from '../config/load.ts';
 
 export interface VerifiedIdentity {
   subject: string;

@@ -4,11 +4,11 @@
 // grant stores the pair with the store operation its own checks need (issue, rotate, redeem).
 
 import { randomBytes } from 'node:crypto';
-import { clientActor } from '../audit.ts';
-import { checkScope, scopeWithin } from '../clients.ts';
-import { generateToken, hashToken } from '../credentials.ts';
-import { HttpError } from '../errors.ts';
-import { GRANT_REFRESH_TOKEN, resolveProfile } from '../profiles.ts';
+import { clientActor } from '../observability/audit.ts';
+import { checkScope, scopeWithin } from '../model/clients.ts';
+import { generateToken, hashToken } from '../model/credentials.ts';
+import { HttpError } from '../http/errors.ts';
+import { GRANT_REFRESH_TOKEN, resolveProfile } from '../model/profiles.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import type { DpopBinding, Issued } from './grants/grant.ts';

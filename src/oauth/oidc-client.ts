@@ -4,13 +4,13 @@
 // against the IdP's keys). Added here: every IdP call bounded in time, the pinned algorithms, the
 // configured claim rules, and a split between "the IdP cannot be reached" and "sign-in refused".
 
-import { idpCall } from '../tracing.ts';
+import { idpCall } from '../observability/tracing.ts';
 import * as oidc from 'openid-client';
 import { createRemoteJWKSet, decodeProtectedHeader, type JWTPayload } from 'jose';
-import type { Config } from '../config.ts';
-import { generateToken } from '../credentials.ts';
-import type { Logger } from '../logger.ts';
-import { isLoopbackHost } from '../net-address.ts';
+import type { Config } from '../config/load.ts';
+import { generateToken } from '../model/credentials.ts';
+import type { Logger } from '../observability/logger.ts';
+import { isLoopbackHost } from '../http/net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
 import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
 

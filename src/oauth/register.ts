@@ -6,10 +6,10 @@
 // Registrations that are never used expire (oauth.unusedClientTtlSeconds).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { readBody, parseJsonObject } from '../body.ts';
-import { hasControlCharacter, provisionClient } from '../clients.ts';
-import { HttpError, writeJson } from '../errors.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../profiles.ts';
+import { readBody, parseJsonObject } from '../http/body.ts';
+import { hasControlCharacter, provisionClient } from '../model/clients.ts';
+import { HttpError, writeJson } from '../http/errors.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../model/profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
 import { GRANT_TYPES, registrationRefusal } from './grants/index.ts';
 

@@ -13,9 +13,9 @@
 // and counts as a failed authentication of the address (a client asking about tokens it does not hold
 // is guessing).
 
-import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../credentials.ts';
-import { HttpError, writeJson } from '../errors.ts';
-import { clientActor } from '../audit.ts';
+import { decideToken, hashToken, isTokenShaped, refreshTokenState } from '../model/credentials.ts';
+import { HttpError, writeJson } from '../http/errors.ts';
+import { clientActor } from '../observability/audit.ts';
 import { authenticateClient, clientRefused, type AuthenticatedClient } from './client-auth.ts';
 import { callerIsMaster, resourceOf, type FormRequest, type OAuthContext } from './context.ts';
 

@@ -3,13 +3,13 @@
 // throws is answered by the listener's one error mapper (a store outage is a 503, never a success).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseForm, readBody } from '../body.ts';
-import { HttpError, httpErrorFor, writeJson } from '../errors.ts';
-import type { AuditInput } from '../audit.ts';
-import type { Route } from '../http.ts';
-import { limitKey } from '../net-address.ts';
+import { parseForm, readBody } from '../http/body.ts';
+import { HttpError, httpErrorFor, writeJson } from '../http/errors.ts';
+import type { AuditInput } from '../observability/audit.ts';
+import type { Route } from '../http/serve.ts';
+import { limitKey } from '../http/net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
-import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../rate-limits.ts';
+import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../http/rate-limits.ts';
 import { presentedClient, type AuthenticatedClient } from './client-auth.ts';
 import { fetchAdmission, type FormRequest, type OAuthContext } from './context.ts';
 import { refusalEventOf, type Issued } from './grants/grant.ts';

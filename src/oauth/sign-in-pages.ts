@@ -4,7 +4,7 @@
 // POST (to the IdP, to the client), which would break Approve and Deny.
 
 import type { ServerResponse } from 'node:http';
-import { displayableName } from '../clients.ts';
+import { displayableName } from '../model/clients.ts';
 
 const ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 

@@ -5,7 +5,7 @@
 // answer is `Cache-Control: no-store`; errors are RFC 6749 §5.2 JSON via HttpError. The audit of
 // each request, issued or refused, is written by the route's one wrapper from what this returns or throws.
 
-import { HttpError, invalidDpopProofAtToken } from '../errors.ts';
+import { HttpError, invalidDpopProofAtToken } from '../http/errors.ts';
 import { authenticateClient } from './client-auth.ts';
 import { namesThisResource, type FormRequest, type OAuthContext } from './context.ts';
 import { dpopHeader, DpopProofError } from './dpop.ts';

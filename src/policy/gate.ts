@@ -13,14 +13,14 @@
 // Without a policy or quotas this module is never built and bodies stream unparsed.
 
 import type { ServerResponse } from 'node:http';
-import type { Audit } from '../audit.ts';
-import { readBody } from '../body.ts';
-import type { Principal } from '../credentials.ts';
-import { HttpError, insufficientScope, tooManyRequests } from '../errors.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Audit } from '../observability/audit.ts';
+import { readBody } from '../http/body.ts';
+import type { Principal } from '../model/credentials.ts';
+import { HttpError, insufficientScope, tooManyRequests } from '../http/errors.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../model/clock.ts';
 import type { QuotaStorage } from '../store/types.ts';
 import { denialAnswer, enforceCall, enforcePolicy, type BodyRequest, type PolicyDenial } from './enforce.ts';
 import { quotaAnswer, quotaCounterName, quotaFor, type QuotaCaller, type QuotaMatch, type QuotaRefusal, type Quotas } from './quotas.ts';

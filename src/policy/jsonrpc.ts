@@ -13,7 +13,7 @@
 // What is forwarded is the parsed value re-serialised: the bytes that were decided, in one form.
 
 import { isUtf8 } from 'node:buffer';
-import { HttpError } from '../errors.ts';
+import { HttpError } from '../http/errors.ts';
 import { NAME_BEARING_METHODS, type PolicyRequest } from './rules.ts';
 
 export interface JsonRpcLimits {

@@ -6,7 +6,7 @@
 // let through undecided.
 
 import type { IncomingMessage } from 'node:http';
-import { HttpError } from '../errors.ts';
+import { HttpError } from '../http/errors.ts';
 import { NAME_BEARING_METHODS, type PolicyRequest } from './rules.ts';
 
 /** The first MCP revision whose clients send `Mcp-Method` / `Mcp-Name` and whose servers check them. */

@@ -4,7 +4,7 @@
 // Compiled and validated once at start-up: an unknown field, an empty list or a rule that can never match
 // is a configuration error, not a rule that silently does nothing.
 
-import type { AuthKind } from '../credentials.ts';
+import type { AuthKind } from '../model/credentials.ts';
 
 export type Effect = 'allow' | 'deny';
 

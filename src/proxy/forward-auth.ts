@@ -7,8 +7,8 @@
 // identity header (X-MCP-Auth-*, in any spelling) is refused: not every ingress can remove those.
 
 import type { IncomingMessage } from 'node:http';
-import { HttpError } from '../errors.ts';
-import { pathOf } from '../http.ts';
+import { HttpError } from '../http/errors.ts';
+import { pathOf } from '../http/serve.ts';
 import type { ClientAddresses } from './client-address.ts';
 
 /** The path the forward-auth endpoint answers on; Envoy appends the original path to it. */

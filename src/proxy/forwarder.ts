@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import { Pool, errors, type Dispatcher } from 'undici';
-import { HttpError, StoreUnavailableError, storeUnavailable, writeError } from '../errors.ts';
+import { HttpError, StoreUnavailableError, storeUnavailable, writeError } from '../http/errors.ts';
 import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
 import type { ProxyRequest } from './request.ts';
 

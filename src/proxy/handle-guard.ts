@@ -5,13 +5,13 @@
 // task-augmented request, so POST bodies that may name a task are read (task-mentions.ts).
 
 import type { IncomingMessage } from 'node:http';
-import type { Audit } from '../audit.ts';
-import { readBody } from '../body.ts';
-import type { Clock } from '../clock.ts';
-import type { Principal } from '../credentials.ts';
-import { HttpError } from '../errors.ts';
-import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Audit } from '../observability/audit.ts';
+import { readBody } from '../http/body.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Principal } from '../model/credentials.ts';
+import { HttpError } from '../http/errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import { checkBodyHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from '../policy/jsonrpc.ts';
 import { SseMessageRewriter } from '../policy/list-filter.ts';
 import { handleRenewalDue } from '../store/records.ts';

@@ -4,8 +4,8 @@
 // would not.
 
 import { createHash } from 'node:crypto';
-import type { Principal } from '../credentials.ts';
-import { HttpError } from '../errors.ts';
+import type { Principal } from '../model/credentials.ts';
+import { HttpError } from '../http/errors.ts';
 import { subjectDigest } from '../store/records.ts';
 import type { HandleOwner } from '../store/types.ts';
 

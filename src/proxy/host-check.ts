@@ -6,8 +6,8 @@
 // PUBLIC_URL's origin or in proxy.allowedOrigins (loopback origins under the same loopback rule): otherwise 403.
 
 import type { IncomingMessage } from 'node:http';
-import { HttpError } from '../errors.ts';
-import { isLoopbackHost } from '../net-address.ts';
+import { HttpError } from '../http/errors.ts';
+import { isLoopbackHost } from '../http/net-address.ts';
 
 export interface HostCheckOptions {
   /** PUBLIC_URL as configured; undefined: the default http://localhost:<port>. */

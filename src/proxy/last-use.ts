@@ -2,9 +2,9 @@
 // per request: the hot path only notes a token in a process-local map, and a token is queued for
 // writing at most once per `intervalMs`; the queue is written in batches by a timer.
 
-import type { Clock } from '../clock.ts';
-import type { Principal } from '../credentials.ts';
-import type { Logger } from '../logger.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Principal } from '../model/credentials.ts';
+import type { Logger } from '../observability/logger.ts';
 import type { SubjectStorage } from '../store/types.ts';
 
 export interface LastUseOptions {

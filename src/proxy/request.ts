@@ -3,9 +3,9 @@
 // The access log reads it when the response closes.
 
 import { IncomingMessage } from 'node:http';
-import type { DenialReason, Principal } from '../credentials.ts';
+import type { DenialReason, Principal } from '../model/credentials.ts';
 import type { DpopRefusal } from '../oauth/dpop.ts';
-import type { RequestTrace } from '../tracing.ts';
+import type { RequestTrace } from '../observability/tracing.ts';
 
 /**
  * The proxy listener's IncomingMessage class: Node builds one per request, so the state is typed

@@ -9,8 +9,8 @@
 
 import { request as httpRequest, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { Clock } from '../clock.ts';
-import type { Config } from '../config.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Config } from '../config/load.ts';
 import type { LastUseRecorder } from './last-use.ts';
 import {
   decideToken,
@@ -20,14 +20,22 @@ import {
   type DenialReason,
   type MasterToken,
   type Principal,
-} from '../credentials.ts';
-import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../errors.ts';
-import { pathOf, serve, type Route } from '../http.ts';
+} from '../model/credentials.ts';
+import {
+  bearerTokenRequired,
+  dpopChallenge,
+  HttpError,
+  invalidBearerToken,
+  payloadTooLarge,
+  writeJson,
+  writeJsonText,
+} from '../http/errors.ts';
+import { pathOf, serve, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, originalRequest } from './forward-auth.ts';
-import { accessLogger, type Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
+import { accessLogger, type Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
-import type { FailedAuthLimiter } from '../rate-limits.ts';
+import type { FailedAuthLimiter } from '../http/rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import { writePolicyAnswer, type PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
@@ -38,8 +46,8 @@ import { identityHeaderValue } from './identity-value.ts';
 import { ProxyRequest } from './request.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof, type DpopVerifier } from '../oauth/dpop.ts';
-import { withTrace, type Tracing } from '../tracing.ts';
-import { readBody } from '../body.ts';
+import { withTrace, type Tracing } from '../observability/tracing.ts';
+import { readBody } from '../http/body.ts';
 import { parseClientMessages } from '../policy/jsonrpc.ts';
 import type { ConnectLinks } from '../upstream-credentials/connect-links.ts';
 import { MISSING, urlElicitationRequired, type UpstreamCredentialDelivery } from '../upstream-credentials/delivery.ts';

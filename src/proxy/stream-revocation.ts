@@ -3,10 +3,10 @@
 // stream's token every `recheckMs`), or expired (a deadline per stream at the token's expiresAt).
 
 import type { ServerResponse } from 'node:http';
-import type { Clock } from '../clock.ts';
-import { decideToken } from '../credentials.ts';
-import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Clock } from '../model/clock.ts';
+import { decideToken } from '../model/credentials.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { RevocationNotice, RevocationNotices, TokenStorage } from '../store/types.ts';
 import type { ProxyRequest } from './request.ts';
 

@@ -5,8 +5,8 @@
 
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { Clock } from '../clock.ts';
-import { describe, type Logger } from '../logger.ts';
+import type { Clock } from '../model/clock.ts';
+import { describe, type Logger } from '../observability/logger.ts';
 
 /** Lets an upstream's log (or a test's fake upstream) tell the probe from client traffic. */
 export const PROBE_USER_AGENT = 'mcp-bearer-proxy start-up probe';

@@ -2,9 +2,9 @@
 // with TTLs honoured against the injected clock. JavaScript runs each method to completion between
 // awaits, which gives the same atomicity the Redis store gets from MULTI/EXEC and Lua.
 
-import type { Clock } from '../clock.ts';
-import { rotatedWithinGrace, type TokenLookup } from '../credentials.ts';
-import { StoreUnavailableError } from '../errors.ts';
+import type { Clock } from '../model/clock.ts';
+import { rotatedWithinGrace, type TokenLookup } from '../model/credentials.ts';
+import { StoreUnavailableError } from '../http/errors.ts';
 import {
   ACCESS_MEMBER,
   CONSENT_MEMBER,

@@ -2,7 +2,7 @@
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms.
 
 import { createHash } from 'node:crypto';
-import { parseEpochMs } from '../credentials.ts';
+import { parseEpochMs } from '../model/credentials.ts';
 import type {
   AccountSession,
   AuthorizationRequest,

@@ -4,7 +4,7 @@
 // bound and the proxy answers 503 instead of letting requests pile up.
 
 import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
-import { StoreUnavailableError } from '../errors.ts';
+import { StoreUnavailableError } from '../http/errors.ts';
 import { parseRedisUrl } from './redis-url.ts';
 
 export type RedisClient = Redis | Cluster;

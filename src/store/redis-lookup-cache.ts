@@ -20,9 +20,9 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ReplyError, type Redis } from 'ioredis';
-import { StoreUnavailableError } from '../errors.ts';
-import type { TokenLookup } from '../credentials.ts';
-import type { Logger } from '../logger.ts';
+import { StoreUnavailableError } from '../http/errors.ts';
+import type { TokenLookup } from '../model/credentials.ts';
+import type { Logger } from '../observability/logger.ts';
 import { orNull, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis } from './redis-connection.ts';
 

@@ -57,7 +57,7 @@ return 'ok'`;
 // get either the rotation (which keeps the sealed successor on the old token), `grace` (within graceMs
 // of the first rotation: parallel sessions or a retry; nothing is stored, the caller answers with that
 // successor), or the family revoked, never a mix. The window rule is rotatedWithinGrace's
-// (src/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
+// (src/model/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
 // KEYS: client, clientTokens, access, refresh, family, oldRefresh.
 // ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, successor ('' for none),
 // then the STORE_TOKENS arguments.

@@ -3,8 +3,8 @@
 // Connections: redis-connection.ts; scripts: redis-scripts.ts; WAIT after revocations: redis-replication.ts.
 
 import { Cluster, type Redis } from 'ioredis';
-import type { TokenLookup } from '../credentials.ts';
-import { StoreUnavailableError } from '../errors.ts';
+import type { TokenLookup } from '../model/credentials.ts';
+import { StoreUnavailableError } from '../http/errors.ts';
 import {
   ACCESS_MEMBER,
   CONSENT_MEMBER,

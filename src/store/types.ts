@@ -2,7 +2,7 @@
 // and MemoryTokenStore (demo), both held to one contract suite (test/integration/store-contract.ts).
 // Stores persist and fetch records atomically; they never decide whether a token is valid.
 
-import type { TokenLookup } from '../credentials.ts';
+import type { TokenLookup } from '../model/credentials.ts';
 import type { LookupCacheFallback, LookupCacheStats } from './redis-lookup-cache.ts';
 
 export interface UserTokenRecord {
@@ -180,7 +180,7 @@ export interface DeleteClientResult {
 export type CreateTokenOutcome = 'ok' | 'client_not_found' | 'client_revoked';
 
 /**
- * One audit event (src/audit.ts): an admin operation, an issuance or a revocation. Never a secret:
+ * One audit event (src/observability/audit.ts): an admin operation, an issuance or a revocation. Never a secret:
  * tokens appear only as the first 8 hex characters of their SHA-256.
  */
 export interface AuditEvent {

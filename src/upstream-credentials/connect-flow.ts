@@ -7,9 +7,9 @@ import { createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EncryptJWT, jwtDecrypt } from 'jose';
 import * as oidc from 'openid-client';
-import type { Clock } from '../clock.ts';
-import type { Logger } from '../logger.ts';
-import { isLoopbackHost } from '../net-address.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Logger } from '../observability/logger.ts';
+import { isLoopbackHost } from '../http/net-address.ts';
 import { messagePage, writePage } from '../oauth/sign-in-pages.ts';
 import type { OneTimeValueStorage } from '../store/types.ts';
 import { ConnectLinkRefused, CONNECT_LINK_TTL_MS, type ConnectLinks } from './connect-links.ts';

@@ -5,8 +5,8 @@
 
 import { hkdfSync, randomBytes } from 'node:crypto';
 import { jwtVerify, SignJWT } from 'jose';
-import type { Clock } from '../clock.ts';
-import type { Principal } from '../credentials.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Principal } from '../model/credentials.ts';
 import type { OneTimeValueStorage } from '../store/types.ts';
 
 /** How long a link works: long enough to read a message and sign in, short enough to be useless later. */

@@ -2,7 +2,7 @@
 // token for a user (from the mode's source), the service token for callers without a user, and the
 // MCP answer for a user who has none usable yet (-32042, URL elicitation required).
 
-import type { Principal } from '../credentials.ts';
+import type { Principal } from '../model/credentials.ts';
 import type { UpstreamTokens } from './vault.ts';
 
 /** The MCP error code of "the user must visit a URL first" (MCP 2025-11-25, URL-mode elicitation). */

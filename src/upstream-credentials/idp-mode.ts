@@ -2,8 +2,8 @@
 // before it expires. One refresh at a time across replicas: a lock in the store (SET NX with an
 // expiry); a replica that loses the race waits, bounded, for the winner's write instead of refreshing.
 
-import type { Clock } from '../clock.ts';
-import type { Logger } from '../logger.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Logger } from '../observability/logger.ts';
 import type { OneTimeValueStorage } from '../store/types.ts';
 import type { CredentialIdentity } from './cipher.ts';
 import type { CredentialVault, UpstreamTokens } from './vault.ts';

@@ -3,7 +3,7 @@
 // per user and audience until shortly before it expires, so the IdP sees one exchange per lifetime.
 
 import * as oidc from 'openid-client';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../model/clock.ts';
 import { tokensOf } from './connect-flow.ts';
 import type { CredentialSource } from './delivery.ts';
 import { CredentialRefreshUnavailable, REFRESH_AHEAD_MS } from './idp-mode.ts';

@@ -2,8 +2,8 @@
 // token), what stays in clear beside it (identity, key id, expiry, creation), how a record that cannot
 // be opened is treated (absent, logged without the token), and re-encryption under the current key.
 
-import type { Clock } from '../clock.ts';
-import type { Logger } from '../logger.ts';
+import type { Clock } from '../model/clock.ts';
+import type { Logger } from '../observability/logger.ts';
 import type { StoredUpstreamCredential, UpstreamCredentialStorage } from '../store/types.ts';
 import { CredentialDecryptError, type CredentialCipher, type CredentialIdentity } from './cipher.ts';
 

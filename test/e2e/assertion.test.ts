@@ -19,7 +19,7 @@ import { startSidecarProcess, type SidecarProcess } from '../support/process.ts'
 import { startStack, type Stack } from '../support/stack.ts';
 import { nodeTs } from '../support/node-ts.ts';
 
-const SIDECAR = nodeTs('src/main.ts');
+const SIDECAR = nodeTs('src/entry/main.ts');
 const PUBLIC_URL = 'http://mcp.example.test';
 
 describe('two sidecar processes on one Redis, one upstream', () => {

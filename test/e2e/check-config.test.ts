@@ -1,4 +1,4 @@
-// The real command line (src/main.ts, a process of its own): --check-config and a start that cannot
+// The real command line (src/entry/main.ts, a process of its own): --check-config and a start that cannot
 // reach Redis exit 2 with every problem listed, before any port opens; a valid configuration exits 0.
 
 import { spawnSync } from 'node:child_process';
@@ -7,13 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken } from '../../src/credentials.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { RUN_TS } from '../support/node-ts.ts';
 
 const MASTER = generateToken();
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-describe('the CLI (src/main.ts)', () => {
+describe('the CLI (src/entry/main.ts)', () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-cli-'));
@@ -23,7 +23,7 @@ describe('the CLI (src/main.ts)', () => {
   });
 
   function run(args: string[], env: Record<string, string>) {
-    const result = spawnSync(process.execPath, [...RUN_TS, 'src/main.ts', ...args], {
+    const result = spawnSync(process.execPath, [...RUN_TS, 'src/entry/main.ts', ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
       encoding: 'utf8',

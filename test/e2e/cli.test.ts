@@ -9,10 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminOperations } from '../../src/admin/operations.ts';
-import { EXIT } from '../../src/cli.ts';
+import { EXIT } from '../../src/entry/cli.ts';
 import { ADMIN_OPERATIONS } from '../../src/admin/declarations.ts';
 import { kebab } from '../../src/admin/spec.ts';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { initializeStatus } from '../support/http.ts';
 

@@ -1,4 +1,4 @@
-// The identity provider at start-up, as a real process (`npm start`'s src/main.ts): an unreachable
+// The identity provider at start-up, as a real process (`npm start`'s src/entry/main.ts): an unreachable
 // issuer and a wrong client secret each stop it with exit 2 and one paragraph naming the URL tried
 // and what to check, before any port opens; `--check-config` checks the IdP too, unless told not to.
 // The IdP is the in-process oidc-provider; nothing here needs Redis (the IdP is checked first).
@@ -6,8 +6,8 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken } from '../../src/credentials.ts';
-import { startDemoIdp, type DemoIdp } from '../../src/demo-idp.ts';
+import { generateToken } from '../../src/model/credentials.ts';
+import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { freePort } from '../support/redis-server.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -29,7 +29,7 @@ function run(args: string[], idpEnv: Record<string, string>): Promise<{ code: nu
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/main.ts', ...args],
+      ['--import', 'tsx', 'src/entry/main.ts', ...args],
       {
         cwd: ROOT,
         env: {

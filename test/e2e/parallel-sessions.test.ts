@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { decide, DEVICE_GRANT, enterCode, poll, registerDeviceClient, startDevice } from '../support/device.ts';
 import { startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';

@@ -96,13 +96,13 @@ describe('the container entry command as a plain process, against real Redis', (
   });
 });
 
-describe('npm run demo (src/demo.ts) as a process', () => {
+describe('npm run demo (demo/main.ts) as a process', () => {
   it('prints an MCP URL and a token that the SDK client can use, and exits 0 on SIGTERM', async () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
     // The script's own command, run with this test's Node: on a Node below 22.18 its --import gives
     // the sources tsx's loader, on a newer one it changes nothing.
     const [node, ...args] = pkg.scripts.demo!.split(' ');
-    expect([node, args.at(-1)]).toEqual(['node', 'src/demo.ts']);
+    expect([node, args.at(-1)]).toEqual(['node', 'demo/main.ts']);
     const demo = await startProcess([process.execPath, ...args], baseEnv({ PORT: '0', ADMIN_PORT: '0', UPSTREAM_PORT: '0' }), [
       /MCP URL:\s+(\S+)/,
       /Authorization:\s+Bearer ([0-9a-f]{64})/,

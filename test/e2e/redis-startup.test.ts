@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken } from '../../src/credentials.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { connectRedis, createRedisClient, RedisConnectError } from '../../src/store/redis-connection.ts';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { RUN_TS } from '../support/node-ts.ts';
@@ -105,7 +105,7 @@ describe('npm start against an unusable Redis', () => {
     return new Promise((resolve) => {
       execFile(
         process.execPath,
-        [...RUN_TS, 'src/main.ts', '--config', config],
+        [...RUN_TS, 'src/entry/main.ts', '--config', config],
         {
           cwd: ROOT,
           env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl, ...extraEnv },
@@ -172,7 +172,7 @@ describe('npm start against an unusable Redis', () => {
     writeFileSync(config, ['masterToken: ${BEARER_SECRET_MASTER}', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
     const master = generateToken();
     const started = await startProcess(
-      [process.execPath, ...RUN_TS, 'src/main.ts', '--config', config],
+      [process.execPath, ...RUN_TS, 'src/entry/main.ts', '--config', config],
       {
         PATH: process.env.PATH ?? '/usr/bin:/bin',
         BEARER_SECRET_MASTER: master,

@@ -22,7 +22,7 @@ import { startSidecarProcess, type SidecarProcess } from '../support/process.ts'
 import { nodeTs } from '../support/node-ts.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
-const SIDECAR = nodeTs('src/main.ts');
+const SIDECAR = nodeTs('src/entry/main.ts');
 
 function processEnv(upstreamUrl: string): NodeJS.ProcessEnv {
   return {

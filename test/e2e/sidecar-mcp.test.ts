@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
-import { TTL_7_DAYS, hashToken } from '../../src/credentials.ts';
+import { TTL_7_DAYS, hashToken } from '../../src/model/credentials.ts';
 import { rawRedis } from '../support/redis.ts';
 import { progressOverSse, rawSession, readSse } from '../support/sse.ts';
 import { startStack, type Stack } from '../support/stack.ts';

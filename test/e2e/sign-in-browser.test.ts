@@ -12,7 +12,7 @@ import { decodeJwt, importPKCS8, SignJWT } from 'jose';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';
 import { poll, registerDeviceClient, startDevice } from '../support/device.ts';

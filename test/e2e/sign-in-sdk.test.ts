@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { approveAndSignIn, CLIENT_REDIRECT, clientReceived, startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';

@@ -5,8 +5,8 @@
 // each request to /mcp; the sidecar binds the tokens to its key and checks every proof).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { hashToken } from '../../src/model/credentials.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { initializeRequest } from '../support/http.ts';
 import { approveAndSignIn, clientReceived, startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { connectedClient2, firstConnection2, RecordingProvider2 } from '../support/sdk2-oauth.ts';

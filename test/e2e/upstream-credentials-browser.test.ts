@@ -11,8 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
-import { generateToken, hashToken } from '../../src/credentials.ts';
-import { DEMO_USER, startDemoIdp, type DemoIdp } from '../../src/demo-idp.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
+import { DEMO_USER, startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -94,7 +94,7 @@ describe('connected accounts, end to end', () => {
     await page.goto(elicitation!.url);
     await page.getByLabel('Password').fill(DEMO_USER.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    // The demo provider grants the consent itself after the login (src/demo-idp.ts), as sign-in tests rely on.
+    // The demo provider grants the consent itself after the login (demo/idp.ts), as sign-in tests rely on.
     await page.waitForURL((url) => url.href.startsWith(`${s.base}/connect/callback`));
     expect(await page.locator('h1').textContent()).toBe('Connected');
     await context.close();

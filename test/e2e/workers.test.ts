@@ -9,13 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { redisUrl } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
 import { sigtermDuringCall, spawnProcess, startProcess, startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { nodeTs } from '../support/node-ts.ts';
 
-const SIDECAR = nodeTs('src/main.ts');
+const SIDECAR = nodeTs('src/entry/main.ts');
 
 function env(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return {

@@ -1,4 +1,4 @@
-// SIGTERM on the real process (`node src/main.ts`, as a supervisor starts it) while 100 SSE
+// SIGTERM on the real process (`node src/entry/main.ts`, as a supervisor starts it) while 100 SSE
 // streams are open and POSTs are in flight: the GET streams end cleanly (clients resume elsewhere), the
 // in-flight POSTs (plain and streamed) finish within the grace period, new connections are refused, and
 // the process exits 0.
@@ -69,7 +69,7 @@ async function startHoldingUpstream() {
 async function startSidecar(
   env: Record<string, string>,
 ): Promise<{ child: ChildProcess; proxyUrl: string; adminUrl: string; output: () => string }> {
-  const child = spawn(process.execPath, [...RUN_TS, 'src/main.ts'], {
+  const child = spawn(process.execPath, [...RUN_TS, 'src/entry/main.ts'], {
     cwd: process.cwd(),
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

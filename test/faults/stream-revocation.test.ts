@@ -8,8 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { hashToken } from '../../src/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { serveOnLoopback, startSseUpstream, type SseUpstream } from '../support/fake-upstreams.ts';
 import { basic, postForm } from '../support/http.ts';

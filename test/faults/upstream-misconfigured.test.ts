@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { generateToken } from '../../src/credentials.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { describeUpstreamFailure, PROBE_USER_AGENT, probeMcpEndpoint, UPSTREAM_WARN_INTERVAL_MS } from '../../src/proxy/upstream-check.ts';
 import { postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
@@ -156,7 +156,7 @@ describe('the start-up probe', () => {
       process.execPath,
       [
         ...RUN_TS,
-        'src/main.ts',
+        'src/entry/main.ts',
         '--store',
         'memory',
         '--proxy.host',

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSidecar } from '../../src/app.ts';
-import { REPEAT_WINDOW_MS } from '../../src/audit.ts';
+import { REPEAT_WINDOW_MS } from '../../src/observability/audit.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { basicAuth, formFrom, sendFrom } from './from-address.ts';

@@ -7,7 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { sendFrom } from './from-address.ts';

@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const basic = (id: string, secret: string) => ({ authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}` });

@@ -7,8 +7,8 @@
 import { createServer } from 'node:http';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildConfig } from '../../src/config.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { buildConfig } from '../../src/config/load.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { decide, NAME_BEARING_METHODS, policyOf, type PolicyPrincipal } from '../../src/policy/rules.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';

@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import type { FakeUpstream } from '../support/fake-upstreams.ts';
 import { startEchoStack, type Stack } from '../support/stack.ts';
 

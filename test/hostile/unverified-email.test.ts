@@ -6,7 +6,7 @@
 // test/integration/oauth.test.ts (claim rules).
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import {
   approveAndSignIn,
   authorizeUrl,

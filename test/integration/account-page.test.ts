@@ -6,8 +6,8 @@
 // forged, cross-site, session-less, oversized and malformed posts are refused.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { hashToken } from '../../src/model/credentials.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { initializeStatus } from '../support/http.ts';
 import type { StoredUpstreamCredential } from '../../src/store/types.ts';
 import {

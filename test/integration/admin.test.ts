@@ -5,9 +5,9 @@ import { request } from 'node:http';
 import { exportJWK, generateKeyPair } from 'jose';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { generateToken, hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { createSidecar } from '../../src/app.ts';
-import { buildConfig } from '../../src/config.ts';
+import { buildConfig } from '../../src/config/load.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
@@ -337,7 +337,7 @@ describe('admin error rows', () => {
   });
 });
 
-describe('the admin listener of a primary of worker processes (src/workers.ts)', () => {
+describe('the admin listener of a primary of worker processes (src/entry/workers.ts)', () => {
   it('answers /readyz 503 until every worker listens, and /metrics with the group scrape', async () => {
     const config = buildConfig(
       {

@@ -100,7 +100,7 @@ describe('caller assertion, verified by the reference upstream', () => {
 
   it('scope, groups and email are stated when the token has them; a user-grade token is kind user', async () => {
     const now = stack.clock.now();
-    const { hashToken, generateToken } = await import('../../src/credentials.ts');
+    const { hashToken, generateToken } = await import('../../src/model/credentials.ts');
     const raw = generateToken();
     await stack.store.putUserToken({
       tokenHash: hashToken(raw),
@@ -423,7 +423,7 @@ describe('key rotation', () => {
 
 describe('the JWKS when the store cannot answer', () => {
   it('503 temporarily_unavailable (not cached), never a partial set', async () => {
-    const { StoreUnavailableError } = await import('../../src/errors.ts');
+    const { StoreUnavailableError } = await import('../../src/http/errors.ts');
     let down = false;
     const stack = await startStack({
       config: { upstream: { assertion: true } },

@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import type { StoredAuditEvent } from '../../src/store/types.ts';
 import { startStack } from '../support/stack.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';

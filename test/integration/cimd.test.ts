@@ -7,9 +7,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
 import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { HttpError } from '../../src/errors.ts';
-import { createLogger } from '../../src/logger.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { HttpError } from '../../src/http/errors.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import {
   cacheLifetimeMs,
   createCimdResolver,

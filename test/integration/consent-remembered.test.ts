@@ -6,8 +6,8 @@
 
 import { decodeJwt, importPKCS8, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_USER } from '../../src/demo-idp.ts';
-import { hashToken } from '../../src/credentials.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import {
   authorizeUrl,

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { rawRedis } from '../support/redis.ts';
 import { basic, postForm } from '../support/http.ts';

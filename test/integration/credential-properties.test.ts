@@ -9,20 +9,20 @@
 // 16-hex prefixes of raw secrets, not only whole secrets.
 //
 // How this was shown to fail (each change made temporarily, run, watched go red, then removed):
-//   - vi.mock('../../src/credentials.ts') in this file with hashToken returning a 64-hex input as is, so
+//   - vi.mock('../../src/model/credentials.ts') in this file with hashToken returning a 64-hex input as is, so
 //     the real sidecar stored and looked up raw tokens: the three Redis checks (values, key names,
 //     MONITOR) and the "returned once" check (revokeUserToken's tokenHash) went red, naming each key.
-//   - vi.mock('../../src/body.ts') with a parseJsonObject whose 400 quoted the first 200 bytes of the
+//   - vi.mock('../../src/http/body.ts') with a parseJsonObject whose 400 quoted the first 200 bytes of the
 //     bad JSON: the error-body check went red (the master token and a user token in /oauth/* 400s).
 //   - vi.mock('../../src/oauth/idp.ts') with a verifier whose IdpRejection message quoted the subject
 //     token: the log check went red on "token exchange refused" (a bad JWT, an access token).
-//   - in src/credentials.ts, `if (text.length !== 64) return false;` before the digest in matches(): the
+//   - in src/model/credentials.ts, `if (text.length !== 64) return false;` before the digest in matches(): the
 //     one-path test went red for the 0-, 1-, 65- and 1000-character and non-string candidates.
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { generateToken, hashToken, MasterToken, type MasterTokenPrimitives } from '../../src/credentials.ts';
+import { generateToken, hashToken, MasterToken, type MasterTokenPrimitives } from '../../src/model/credentials.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
 import { basic, initializeStatus, postForm } from '../support/http.ts';
 import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';

@@ -3,14 +3,14 @@
 // and fetch for the client's device authorization and polls. Time moves with the stack's ManualClock.
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS } from '../../src/oauth/authorize.ts';
 import { normaliseUserCode, USER_CODE_ALPHABET } from '../../src/oauth/device.ts';
 import { deviceAuthorizationRequest, decide, DEVICE_GRANT, enterCode, poll, registerDeviceClient, startDevice } from '../support/device.ts';
 import { registerPublicClient, startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { rawRedis } from '../support/redis.ts';
 import { startStack } from '../support/stack.ts';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 let s: SignInStack;

@@ -5,7 +5,7 @@
 // the MCP SDK's 2.x client makes them (test/support/dpop.ts); tokens come from /token with a proof.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import { accessTokenHash } from '../../src/oauth/dpop.ts';
 import { basic, initializeRequest } from '../support/http.ts';
 import { DpopKey, hmacProof, unsignedProof, type ProofClaims } from '../support/dpop.ts';

@@ -14,7 +14,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { exchange } from '../hostile/raw-http.ts';

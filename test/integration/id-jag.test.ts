@@ -126,8 +126,8 @@ describe('two sidecar processes on one Redis', () => {
       IDP_JWKS_URL: idp.jwksUrl,
       IDP_ID_JAG: 'true',
     };
-    a = await startSidecarProcess('id-jag', nodeTs('src/main.ts'), env);
-    b = await startSidecarProcess('id-jag', nodeTs('src/main.ts'), env, [], a);
+    a = await startSidecarProcess('id-jag', nodeTs('src/entry/main.ts'), env);
+    b = await startSidecarProcess('id-jag', nodeTs('src/entry/main.ts'), env, [], a);
     const created = await a.admin('createClient', { clientName: 'enterprise agent', grantTypes: [JWT_BEARER], profile: 'service' });
     expect(created.status).toBe(201);
     asClient = { id: created.body.clientId!, secret: created.body.clientSecret! };

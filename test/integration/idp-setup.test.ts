@@ -6,8 +6,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildConfig } from '../../src/config.ts';
-import { startDemoIdp, type DemoIdp } from '../../src/demo-idp.ts';
+import { buildConfig } from '../../src/config/load.ts';
+import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { checkIdentityProvider } from '../../src/oauth/idp-check.ts';
 import { freePort } from '../support/redis-server.ts';
 import {

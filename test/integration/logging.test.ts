@@ -3,7 +3,7 @@
 
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, formatPrettyLine, REDACT_PATHS } from '../../src/logger.ts';
+import { createLogger, formatPrettyLine, REDACT_PATHS } from '../../src/observability/logger.ts';
 import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
 
 function capture(): { lines: string[]; stream: Writable } {

@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
+import { decideToken, generateToken, hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { LookupCacheOptions, TrackedLookupCache } from '../../src/store/redis-lookup-cache.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
@@ -15,7 +15,7 @@ import { openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 import { initializeStatus } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { addressOf, startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
-import { StoreUnavailableError } from '../../src/errors.ts';
+import { StoreUnavailableError } from '../../src/http/errors.ts';
 
 const HOUR = 3_600_000;
 

@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request as httpRequest } from 'node:http';
 import { createSidecar } from '../../src/app.ts';
-import { InstrumentedStore, Metrics } from '../../src/metrics.ts';
+import { InstrumentedStore, Metrics } from '../../src/observability/metrics.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/model/clock.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
 import { PING } from '../support/http.ts';

@@ -9,7 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { basic, initializeStatus as mcpStatus, postForm as form, postJson as json } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { rawRedis } from '../support/redis.ts';

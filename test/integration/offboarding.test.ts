@@ -3,10 +3,10 @@
 // sign-ins, and tokens of every kind a person can hold, from several clients.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 import { initializeStatus } from '../support/http.ts';
-import { generateToken, hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
-import { grantIdOf } from '../../src/grants.ts';
+import { generateToken, hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
+import { grantIdOf } from '../../src/model/person-grants.ts';
 import { rawRedis } from '../support/redis.ts';
 import {
   approveAndSignIn,

@@ -4,7 +4,7 @@
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/credentials.ts';
+import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import {

@@ -7,7 +7,7 @@
 
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/model/clock.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { startStack, type Stack } from '../support/stack.ts';

@@ -4,7 +4,7 @@
 // are neither shown as access on the consent page nor granted, so they never reach the upstream.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import {
   approveAndSignIn,
   authorizeUrl,

@@ -1,4 +1,4 @@
-// The HTTP boundary every listener is built on (src/http.ts), over real sockets: exact and prefix
+// The HTTP boundary every listener is built on (src/http/serve.ts), over real sockets: exact and prefix
 // routes, GET answering HEAD, one 405 with its Allow header, one 404 for any other path, protocol
 // upgrades refused before routing, and the one error mapper (refusal as is, store outage 503, bug 500).
 
@@ -6,9 +6,9 @@ import { EventEmitter, once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpError, StoreUnavailableError, writeJson } from '../../src/errors.ts';
-import { serve } from '../../src/http.ts';
-import { createLogger } from '../../src/logger.ts';
+import { HttpError, StoreUnavailableError, writeJson } from '../../src/http/errors.ts';
+import { serve } from '../../src/http/serve.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { exchange } from '../hostile/raw-http.ts';
 
 const logs: Array<Record<string, any>> = [];

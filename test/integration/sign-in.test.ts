@@ -22,7 +22,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 
 let s: SignInStack;
 let base: string;
@@ -329,7 +329,7 @@ describe('codes and tokens', () => {
     expect(tokens.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600 });
     const access = tokens.body.access_token as string;
     expect((await mcp(access)).status).toBe(200);
-    const introspected = await s.stack.store.lookupToken((await import('../../src/credentials.ts')).hashToken(access));
+    const introspected = await s.stack.store.lookupToken((await import('../../src/model/credentials.ts')).hashToken(access));
     expect(introspected.oauth).toMatchObject({
       clientId,
       subject: DEMO_USER.sub,
@@ -345,7 +345,7 @@ describe('codes and tokens', () => {
     });
     expect(refreshed.status).toBe(200);
     const after = await s.stack.store.lookupToken(
-      (await import('../../src/credentials.ts')).hashToken(refreshed.body.access_token as string),
+      (await import('../../src/model/credentials.ts')).hashToken(refreshed.body.access_token as string),
     );
     expect(after.oauth?.subject).toBe(DEMO_USER.sub);
   });

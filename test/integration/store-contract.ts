@@ -1,14 +1,14 @@
 // The TokenStore contract (src/store/types.ts, docs/storage.md): one suite that every store
 // (MemoryTokenStore, RedisTokenStore) must pass. Stores only persist and fetch; whether a token still
-// authorizes is decided by decideToken (src/credentials.ts), so the suite asks it about what the store
+// authorizes is decided by decideToken (src/model/credentials.ts), so the suite asks it about what the store
 // returns, exactly as the proxy does. Time moves through an injected ManualClock, never by sleeping.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/model/credentials.ts';
 import type { Cluster, Redis } from 'ioredis';
 import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
-import { StoreUnavailableError } from '../../src/errors.ts';
+import { StoreUnavailableError } from '../../src/http/errors.ts';
 import type { StoreOperation } from '../../src/store/decorator.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import {

@@ -1,8 +1,8 @@
 // MemoryTokenStore held to the store contract (test/integration/store-contract.ts).
 
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { keyLayout } from '../../src/store/records.ts';
 import { runStoreContract } from './store-contract.ts';

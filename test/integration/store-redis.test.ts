@@ -3,8 +3,8 @@
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { ManualClock } from '../../src/clock.ts';
-import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { decideToken, generateToken, hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 import { promisesOf } from '../support/promises.ts';

@@ -8,8 +8,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { ManualClock } from '../../src/clock.ts';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { TokenStore } from '../../src/store/types.ts';
 import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';

@@ -8,7 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startTestIdp, TOKEN_EXCHANGE, type TestIdp } from '../support/test-idp.ts';

@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
@@ -22,7 +22,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
-import { DEMO_USER } from '../../src/demo-idp.ts';
+import { DEMO_USER } from '../../demo/idp.ts';
 
 const KEY = randomBytes(32).toString('hex');
 let s: SignInStack;

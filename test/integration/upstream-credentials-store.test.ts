@@ -6,13 +6,13 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { ManualClock } from '../../src/clock.ts';
-import { createLogger } from '../../src/logger.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { CredentialCipher } from '../../src/upstream-credentials/cipher.ts';
 import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
 import { adminOperations } from '../../src/admin/operations.ts';
-import { Metrics } from '../../src/metrics.ts';
+import { Metrics } from '../../src/observability/metrics.ts';
 import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const ALICE = { subject: 'alice', issuer: 'https://idp.example/', provider: 'idp' };

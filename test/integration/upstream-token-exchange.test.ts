@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/model/clock.ts';
 import { providerConfiguration } from '../../src/upstream-credentials/connect-flow.ts';
 import { exchangeAtIdp } from '../../src/upstream-credentials/token-exchange.ts';
 

@@ -6,7 +6,7 @@
 
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';

@@ -6,9 +6,9 @@
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { ManualClock } from '../../src/clock.ts';
-import { decideToken, generateToken, hashToken } from '../../src/credentials.ts';
-import { SUBJECT_REVOCATION_BATCH } from '../../src/grants.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { decideToken, generateToken, hashToken } from '../../src/model/credentials.ts';
+import { SUBJECT_REVOCATION_BATCH } from '../../src/model/person-grants.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { openRedisStore, rawRedis } from '../support/redis.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';

@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { keyLayout } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { TrackedLookupCache } from '../../src/store/redis-lookup-cache.ts';
@@ -29,7 +29,7 @@ import { nodeTs } from '../support/node-ts.ts';
 const HSET_ITERATIONS = Number(process.env.REVOCATION_PROOF_ITERATIONS ?? 10_000);
 const RARE_ITERATIONS = Math.max(50, Math.floor(HSET_ITERATIONS / 10));
 const HOUR = 3_600_000;
-const SIDECAR = nodeTs('src/main.ts');
+const SIDECAR = nodeTs('src/entry/main.ts');
 
 /**
  * One revocation as an operator types it: `key` is the token's record, `db` the database the sidecar

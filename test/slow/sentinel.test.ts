@@ -7,7 +7,7 @@
 import { createServer, type Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { createRedisClient } from '../../src/store/redis-connection.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';

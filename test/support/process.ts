@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { generateToken } from '../../src/credentials.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from './redis.ts';
 import { readSse, type SseEvent } from './sse.ts';
 

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
-import type { Clock } from '../../src/clock.ts';
+import type { Clock } from '../../src/model/clock.ts';
 import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
 import { RedisTokenStore } from '../../src/store/redis.ts';
 import type { LookupCacheOptions } from '../../src/store/redis-lookup-cache.ts';

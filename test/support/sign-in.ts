@@ -2,7 +2,7 @@
 // process, on port 0), plus the steps of the flow as a client and a browser take them.
 
 import { randomBytes, hash } from 'node:crypto';
-import { startDemoIdp, type DemoIdp } from '../../src/demo-idp.ts';
+import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { startStack, type Stack, type StackOptions } from './stack.ts';
 import { consentRequestId, UserAgent, type Hop } from './user-agent.ts';
 

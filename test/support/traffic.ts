@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { hashToken } from '../../src/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import { basic, initializeStatus, postForm } from './http.ts';
 import { startStack, type Stack, type StackOptions } from './stack.ts';
 

@@ -5,11 +5,11 @@
 
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { EXIT, operationUsage, parseAdminArgs, runCli, USAGE } from '../../src/cli.ts';
+import { EXIT, operationUsage, parseAdminArgs, runCli, USAGE } from '../../src/entry/cli.ts';
 import { adminOperations, type AdminContext } from '../../src/admin/operations.ts';
 import { ADMIN_OPERATIONS, type OperationName } from '../../src/admin/declarations.ts';
 import { flagOf, kebab, type Fields, type OperationSpec } from '../../src/admin/spec.ts';
-import { HttpError } from '../../src/errors.ts';
+import { HttpError } from '../../src/http/errors.ts';
 
 const NAMES = Object.keys(ADMIN_OPERATIONS) as OperationName[];
 

@@ -3,8 +3,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
-import { ManualClock } from '../../src/clock.ts';
-import type { Principal } from '../../src/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import type { Principal } from '../../src/model/credentials.ts';
 import { generateSigningKey, type SigningKey } from '../../src/assertion/keys.ts';
 import { AssertionSigner } from '../../src/assertion/signer.ts';
 

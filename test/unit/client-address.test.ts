@@ -3,7 +3,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { normalizeAddress } from '../../src/net-address.ts';
+import { normalizeAddress } from '../../src/http/net-address.ts';
 import { clientAddresses } from '../../src/proxy/client-address.ts';
 
 function request(remoteAddress: string | undefined, xff?: string): IncomingMessage {

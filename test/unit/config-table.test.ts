@@ -1,15 +1,15 @@
-// The README's configuration table is generated from src/config-keys.ts (src/config-doc.ts) and must match
+// The README's configuration table is generated from src/config/keys.ts (scripts/config-doc.ts) and must match
 // it: a key added to the code without a description, or a README edited by hand, fails here.
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { configTable, tableIn, withTable } from '../../src/config-doc.ts';
-import { buildConfig } from '../../src/config.ts';
-import { describeConfigKeys } from '../../src/config-keys.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { configTable, tableIn, withTable } from '../../scripts/config-doc.ts';
+import { buildConfig } from '../../src/config/load.ts';
+import { describeConfigKeys } from '../../src/config/keys.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { ADMIN_OPERATIONS } from '../../src/admin/declarations.ts';
-import { operationsTable, OPERATIONS_MARKERS } from '../../src/admin/doc.ts';
+import { operationsTable, OPERATIONS_MARKERS } from '../../scripts/admin-doc.ts';
 import { integer, operation } from '../../src/admin/spec.ts';
 
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -104,7 +104,7 @@ describe('configuration table', () => {
   });
 });
 
-// The README's table of admin operations is generated from src/admin/declarations.ts (src/admin/doc.ts)
+// The README's table of admin operations is generated from src/admin/declarations.ts (scripts/admin-doc.ts)
 // the same way: an operation or field added to the code without `npm run docs:admin` fails here.
 describe('admin operations table', () => {
   it('README.md holds exactly the generated table (run `npm run docs:admin` to regenerate)', () => {

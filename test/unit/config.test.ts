@@ -6,10 +6,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { configFlagNames, parseCommandLine, parseConfigFlags } from '../../src/config-argv.ts';
-import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config.ts';
-import { workerCount } from '../../src/workers.ts';
-import { generateToken, weakTokenReason } from '../../src/credentials.ts';
+import { configFlagNames, parseCommandLine, parseConfigFlags } from '../../src/config/flags.ts';
+import { ConfigError, buildConfig, interpolate, loadConfig } from '../../src/config/load.ts';
+import { workerCount } from '../../src/entry/workers.ts';
+import { generateToken, weakTokenReason } from '../../src/model/credentials.ts';
 
 const MASTER = generateToken();
 

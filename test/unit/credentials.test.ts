@@ -14,7 +14,7 @@ import {
   rotatedWithinGrace,
   type StoredFields,
   type TokenLookup,
-} from '../../src/credentials.ts';
+} from '../../src/model/credentials.ts';
 import { refreshTokenFromFields } from '../../src/store/records.ts';
 
 const TOKEN = 'a3f1'.repeat(16);

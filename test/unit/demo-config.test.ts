@@ -5,8 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, type Config } from '../../src/config.ts';
-import { demoConfig, type DemoConfigInput } from '../../src/demo-config.ts';
+import { ConfigError, type Config } from '../../src/config/load.ts';
+import { demoConfig, type DemoConfigInput } from '../../demo/config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'demo-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

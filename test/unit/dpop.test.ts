@@ -3,7 +3,7 @@
 // MCP SDK's 2.x client makes them (test/support/dpop.ts).
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/model/clock.ts';
 import {
   accessTokenHash,
   dpopHeader,

@@ -11,7 +11,7 @@ import {
   methodNotAllowed,
   tooManyRequests,
   type ErrorCode,
-} from '../../src/errors.ts';
+} from '../../src/http/errors.ts';
 
 describe('HttpError', () => {
   const rows: Array<[ErrorCode, number]> = [

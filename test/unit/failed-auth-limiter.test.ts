@@ -4,9 +4,9 @@
 
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { createLogger } from '../../src/logger.ts';
-import { FailedAuthLimiter, isFailureRefusal, WindowLimit } from '../../src/rate-limits.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { createLogger } from '../../src/observability/logger.ts';
+import { FailedAuthLimiter, isFailureRefusal, WindowLimit } from '../../src/http/rate-limits.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 
 function limiter(perMinute: number, ipv6PrefixLength = 64): { limiter: FailedAuthLimiter; logs: string[] } {

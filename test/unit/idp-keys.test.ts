@@ -2,8 +2,8 @@
 // read the same cached key set (a test IdP counts its /jwks fetches).
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { generateToken } from '../../src/credentials.ts';
-import { buildConfig } from '../../src/config.ts';
+import { generateToken } from '../../src/model/credentials.ts';
+import { buildConfig } from '../../src/config/load.ts';
 import { createIdJagVerifier, createIdpVerifier, ID_JAG_TYPE } from '../../src/oauth/idp.ts';
 import { startTestIdp, type TestIdp } from '../support/test-idp.ts';
 

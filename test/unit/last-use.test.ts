@@ -2,9 +2,9 @@
 // flush, and the map of tokens it remembers stays bounded. Real MemoryTokenStore, manual clock.
 
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { generateToken, hashToken, type Principal } from '../../src/credentials.ts';
-import { createLogger } from '../../src/logger.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { generateToken, hashToken, type Principal } from '../../src/model/credentials.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { LastUseRecorder } from '../../src/proxy/last-use.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 

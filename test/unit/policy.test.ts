@@ -3,15 +3,15 @@
 
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { Audit, REPEAT_WINDOW_MS } from '../../src/audit.ts';
-import { ManualClock } from '../../src/clock.ts';
-import { createLogger } from '../../src/logger.ts';
+import { Audit, REPEAT_WINDOW_MS } from '../../src/observability/audit.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { denialAnswer, enforceCall, enforcePolicy, type PolicyDenial } from '../../src/policy/enforce.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { checkBodyHeaders, checkMirrorHeaders, DEFAULT_JSONRPC_LIMITS, parseClientMessages } from '../../src/policy/jsonrpc.ts';
 import { filterMessages, SseListRewriter } from '../../src/policy/list-filter.ts';
-import { ConfigError, buildConfig } from '../../src/config.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { ConfigError, buildConfig } from '../../src/config/load.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import {
   compileGlobs,
   compilePolicy,

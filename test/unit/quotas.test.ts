@@ -3,8 +3,8 @@
 // address).
 
 import { describe, expect, it } from 'vitest';
-import { buildConfig, ConfigError } from '../../src/config.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { buildConfig, ConfigError } from '../../src/config/load.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import {
   compileQuotas,
   MAX_QUOTA_LIMIT,
@@ -173,7 +173,7 @@ describe('quotas: the first matching rule counts a request', () => {
 describe('quotas: explain-policy on the command line', () => {
   it('takes --address, and prints the quota and what is left', async () => {
     const { ADMIN_OPERATIONS } = await import('../../src/admin/declarations.ts');
-    const { parseAdminArgs } = await import('../../src/cli.ts');
+    const { parseAdminArgs } = await import('../../src/entry/cli.ts');
     const parsed = parseAdminArgs([
       'explain-policy',
       '--token-hash',

@@ -4,10 +4,10 @@
 // grant off, then on.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { provisionClient } from '../../src/clients.ts';
-import { ManualClock } from '../../src/clock.ts';
+import { provisionClient } from '../../src/model/clients.ts';
+import { ManualClock } from '../../src/model/clock.ts';
 import { GRANT_TYPES, GRANTS, registrationRefusal } from '../../src/oauth/grants/index.ts';
-import { defaultProfileRecords } from '../../src/profiles.ts';
+import { defaultProfileRecords } from '../../src/model/profiles.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';
 

@@ -2,9 +2,9 @@
 // `.then` and no promise beyond it, and every operation of TokenStore is delegated by name.
 
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
-import { hashToken } from '../../src/credentials.ts';
-import { InstrumentedStore, Metrics } from '../../src/metrics.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { hashToken } from '../../src/model/credentials.ts';
+import { InstrumentedStore, Metrics } from '../../src/observability/metrics.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { TokenStore } from '../../src/store/types.ts';
 import { promisesOf } from '../support/promises.ts';

@@ -5,7 +5,7 @@
 
 import { hash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { basic } from '../support/http.ts';
 import { DpopKey, hmacProof, unsignedProof } from '../support/dpop.ts';
 import { PUBLIC_URL, startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';

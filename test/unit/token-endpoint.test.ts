@@ -6,7 +6,7 @@
 
 import { hash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/credentials.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { GRANTS } from '../../src/oauth/grants/index.ts';
 import { keyLayout, userFromFields } from '../../src/store/records.ts';
 import { basic } from '../support/http.ts';

@@ -7,8 +7,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createTracing, tracingEnabled } from '../../src/tracing.ts';
-import { exporterOptionsFrom, samplerFrom } from '../../src/tracing-otel.ts';
+import { createTracing, tracingEnabled } from '../../src/observability/tracing.ts';
+import { exporterOptionsFrom, samplerFrom } from '../../src/observability/tracing-otel.ts';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
 
@@ -43,7 +43,7 @@ describe('tracing: on or off', () => {
       const source = readFileSync(file, 'utf8');
       const name = relative(SRC, file);
       const imported = [...source.matchAll(staticImport)].map((m) => m[1]!);
-      if (name !== 'tracing-otel.ts')
+      if (name !== 'observability/tracing-otel.ts')
         expect(
           imported.filter((s) => s.startsWith('@opentelemetry/')),
           name,
@@ -53,7 +53,7 @@ describe('tracing: on or off', () => {
         name,
       ).toEqual([]);
     }
-    expect(readFileSync(join(SRC, 'tracing.ts'), 'utf8')).toContain("await import('./tracing-otel.ts')");
+    expect(readFileSync(join(SRC, 'observability/tracing.ts'), 'utf8')).toContain("await import('./tracing-otel.ts')");
   });
 });
 

@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/clock.ts';
+import { ManualClock } from '../../src/model/clock.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { CredentialCipher } from '../../src/upstream-credentials/cipher.ts';
 import { MISSING, UpstreamCredentialDelivery, actsForUser } from '../../src/upstream-credentials/delivery.ts';

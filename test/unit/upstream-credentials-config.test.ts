@@ -3,9 +3,9 @@
 
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { parseConfigFlags } from '../../src/config-argv.ts';
-import { ConfigError, buildConfig } from '../../src/config.ts';
-import { generateToken } from '../../src/credentials.ts';
+import { parseConfigFlags } from '../../src/config/flags.ts';
+import { ConfigError, buildConfig } from '../../src/config/load.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 
 const MASTER = generateToken();
 const KEY = randomBytes(32).toString('hex');

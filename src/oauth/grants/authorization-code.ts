@@ -5,10 +5,10 @@
 // redemption revokes what the first issued.
 
 import { hash, timingSafeEqual } from 'node:crypto';
-import { clientActor } from '../../audit.ts';
-import { hashToken, isTokenShaped } from '../../credentials.ts';
-import { HttpError } from '../../errors.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../../profiles.ts';
+import { clientActor } from '../../observability/audit.ts';
+import { hashToken, isTokenShaped } from '../../model/credentials.ts';
+import { HttpError } from '../../http/errors.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../../model/profiles.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';

@@ -2,8 +2,8 @@
 // grant gets an access token for itself, with the lifetime of its profile, plus a rotating refresh
 // token when the client also has the refresh_token grant and its profile gives refresh tokens a lifetime.
 
-import { HttpError } from '../../errors.ts';
-import { GRANT_CLIENT_CREDENTIALS } from '../../profiles.ts';
+import { HttpError } from '../../http/errors.ts';
+import { GRANT_CLIENT_CREDENTIALS } from '../../model/profiles.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, grantedScope, issued } from '../issuance.ts';
 import { dpopBinding, requireClient, type Grant } from './grant.ts';

@@ -6,9 +6,9 @@
 // acting for the IdP user who approved, and a refresh token when the client's profile gives them.
 // Registered dynamically like the code grant, and enabled with browser sign-in.
 
-import { hashToken, isTokenShaped } from '../../credentials.ts';
-import { HttpError } from '../../errors.ts';
-import { GRANT_DEVICE_CODE } from '../../profiles.ts';
+import { hashToken, isTokenShaped } from '../../model/credentials.ts';
+import { HttpError } from '../../http/errors.ts';
+import { GRANT_DEVICE_CODE } from '../../model/profiles.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { dpopBinding, requireClient, type Grant } from './grant.ts';

@@ -3,10 +3,10 @@
 // discovery document, client provisioning and the audit all read that one list.
 
 import type { IncomingMessage } from 'node:http';
-import type { AuditInput } from '../../audit.ts';
-import type { Form } from '../../body.ts';
-import { HttpError, invalidClient } from '../../errors.ts';
-import { describe } from '../../logger.ts';
+import type { AuditInput } from '../../observability/audit.ts';
+import type { Form } from '../../http/body.ts';
+import { HttpError, invalidClient } from '../../http/errors.ts';
+import { describe } from '../../observability/logger.ts';
 import type { AuthenticatedClient, PresentedClient } from '../client-auth.ts';
 import type { OAuthContext } from '../context.ts';
 import { idpKeysUnavailable } from '../idp.ts';

@@ -13,9 +13,9 @@
 // the client's registered scope (when it has one). Every refusal is the same `invalid_grant`; its
 // reason goes to the audit event and the log, never to the client.
 
-import { clientActor } from '../../audit.ts';
-import { checkScope } from '../../clients.ts';
-import { HttpError } from '../../errors.ts';
+import { clientActor } from '../../observability/audit.ts';
+import { checkScope } from '../../model/clients.ts';
+import { HttpError } from '../../http/errors.ts';
 import type { SignedInUser } from '../../store/types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';

@@ -5,11 +5,11 @@
 // whatever order: processes sharing one credentials file all converge on that one pair, the family
 // never forks, and nothing more is issued to a replay than the rotation already issued.
 
-import { HttpError, invalidDpopProofAtToken } from '../../errors.ts';
+import { HttpError, invalidDpopProofAtToken } from '../../http/errors.ts';
 import { sameValue } from '../dpop.ts';
-import { clientActor } from '../../audit.ts';
-import { hashToken, isTokenShaped, refreshTokenState } from '../../credentials.ts';
-import { GRANT_REFRESH_TOKEN } from '../../profiles.ts';
+import { clientActor } from '../../observability/audit.ts';
+import { hashToken, isTokenShaped, refreshTokenState } from '../../model/credentials.ts';
+import { GRANT_REFRESH_TOKEN } from '../../model/profiles.ts';
 import type { OAuthContext } from '../context.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
 import { openSuccessor, sealSuccessor } from '../refresh-successor.ts';

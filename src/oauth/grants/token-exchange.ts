@@ -5,9 +5,9 @@
 // token or access token (idp.ts, EXCHANGE_JWT_TYPES): an ID-JAG, a single-use grant bound to one
 // client, is refused here even when the exchange's audience matches it.
 
-import { generateToken, hashToken, TTL_7_DAYS } from '../../credentials.ts';
-import { HttpError } from '../../errors.ts';
-import { GRANT_TOKEN_EXCHANGE } from '../../profiles.ts';
+import { generateToken, hashToken, TTL_7_DAYS } from '../../model/credentials.ts';
+import { HttpError } from '../../http/errors.ts';
+import { GRANT_TOKEN_EXCHANGE } from '../../model/profiles.ts';
 import { keepRegistrationAlive } from '../issuance.ts';
 import { idpOutage, type Grant } from './grant.ts';
 

@@ -1,14 +1,14 @@
-// The README's configuration table, generated from what src/config-keys.ts declares (describeConfigKeys):
+// The README's configuration table, generated from what src/config/keys.ts declares (describeConfigKeys):
 // every key, its environment variable, type or range, default and meaning. The writing and checking of
-// a generated README table (tableCommand) serves the admin operations' table too (src/admin/doc.ts).
+// a generated README table (tableCommand) serves the admin operations' table too (scripts/admin-doc.ts).
 //
 //   npm run docs:config            rewrite the table in README.md between the markers
-//   tsx src/config-doc.ts --check  exit 1 when README.md's table differs (what the unit test checks)
-//   tsx src/config-doc.ts --print  print the table
+//   tsx scripts/config-doc.ts --check  exit 1 when README.md's table differs (what the unit test checks)
+//   tsx scripts/config-doc.ts --print  print the table
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { describeConfigKeys } from './config-keys.ts';
+import { describeConfigKeys } from '../src/config/keys.ts';
 
 export const TABLE_START = '<!-- config:start -->';
 export const TABLE_END = '<!-- config:end -->';
@@ -94,8 +94,8 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     what: 'configuration',
     table: configTable(),
     markers: CONFIG_MARKERS,
-    source: 'src/config-keys.ts',
+    source: 'src/config/keys.ts',
     script: 'npm run docs:config',
-    usage: 'tsx src/config-doc.ts',
+    usage: 'tsx scripts/config-doc.ts',
   });
 }

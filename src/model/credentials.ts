@@ -3,7 +3,7 @@
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { StoredRefreshToken } from './store/types.ts';
+import type { StoredRefreshToken } from '../store/types.ts';
 
 /** 7 × 24 × 60 × 60 × 1000 ms: the fixed lifetime of a user-grade token (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;

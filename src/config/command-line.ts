@@ -1,6 +1,6 @@
 // Command lines, read by node:util `parseArgs` (its tokens, not its strict mode) so that each command
-// words its own problems: the sidecar's `--<key> VALUE` flags (config-argv.ts) and the admin CLI's
-// operation flags (cli.ts) share this reading.
+// words its own problems: the sidecar's `--<key> VALUE` flags (flags.ts) and the admin CLI's
+// operation flags (src/entry/cli.ts) share this reading.
 //
 // Rules for every command: `--flag VALUE` and `--flag=VALUE` are the same; a value that starts with
 // `--` is taken as a missing value (`--client-id --json`), while `-` alone is a value; an unknown

@@ -4,10 +4,10 @@
 // a token, a hash, a client id or an address, so the scrape reveals traffic shapes, not identities.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { DenialReason } from './credentials.ts';
-import type { ErrorCode } from './errors.ts';
-import { StoreDecorator, type StoreOperation } from './store/decorator.ts';
-import type { StoreWatch, TokenStore } from './store/types.ts';
+import type { DenialReason } from '../model/credentials.ts';
+import type { ErrorCode } from '../http/errors.ts';
+import { StoreDecorator, type StoreOperation } from '../store/decorator.ts';
+import type { StoreWatch, TokenStore } from '../store/types.ts';
 
 export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'refused' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 

@@ -1,6 +1,6 @@
 // The kinds of configuration key (text, integer, boolean, choice, list) and the walk over a declared
 // key tree: how a raw value from the file, the environment or a flag is read, checked and described.
-// The keys themselves are declared once, in src/config-keys.ts.
+// The keys themselves are declared once, in src/config/keys.ts.
 
 /** Where a problem is reported: every problem of a load is collected, then reported together. */
 export type Problems = string[];

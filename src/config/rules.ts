@@ -2,11 +2,11 @@
 // their problems to the same list as the keys' own.
 
 import { hostname, networkInterfaces } from 'node:os';
-import { checkHttpUrl, type Config } from './config-keys.ts';
-import type { Problems } from './config-spec.ts';
-import { isLoopbackHost } from './net-address.ts';
-import { parseRedisUrl } from './store/redis-url.ts';
-import { signingKeyProblem, signingKeyText } from './assertion/keys.ts';
+import { checkHttpUrl, type Config } from './keys.ts';
+import type { Problems } from './spec.ts';
+import { isLoopbackHost } from '../http/net-address.ts';
+import { parseRedisUrl } from '../store/redis-url.ts';
+import { signingKeyProblem, signingKeyText } from '../assertion/keys.ts';
 
 /** Rules that involve more than one key; they run once every key is read. */
 export function checkWhole(config: Config, problems: Problems): void {

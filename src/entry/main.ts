@@ -3,15 +3,15 @@
 
 import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
-import { configFlagNames, parseCommandLine, type ConfigFlags } from './config-argv.ts';
-import { ConfigError, loadConfig, type Config } from './config.ts';
-import { createSidecar, exitOnStopSignals, openStore } from './app.ts';
-import { systemClock } from './clock.ts';
-import { createLogger } from './logger.ts';
-import { checkIdentityProvider } from './oauth/idp-check.ts';
-import { RedisConnectError } from './store/redis-connection.ts';
-import { LookupCacheSetupError } from './store/redis-lookup-cache.ts';
-import { redactRedisUrl } from './store/redis-url.ts';
+import { configFlagNames, parseCommandLine, type ConfigFlags } from '../config/flags.ts';
+import { ConfigError, loadConfig, type Config } from '../config/load.ts';
+import { createSidecar, exitOnStopSignals, openStore } from '../app.ts';
+import { systemClock } from '../model/clock.ts';
+import { createLogger } from '../observability/logger.ts';
+import { checkIdentityProvider } from '../oauth/idp-check.ts';
+import { RedisConnectError } from '../store/redis-connection.ts';
+import { LookupCacheSetupError } from '../store/redis-lookup-cache.ts';
+import { redactRedisUrl } from '../store/redis-url.ts';
 import { groupLogger, runPrimary, runWorker, workerCount } from './workers.ts';
 
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config [--skip-network-checks]] [--<key> VALUE ...]
@@ -93,7 +93,7 @@ async function main(): Promise<void> {
     process.exit(0);
   }
 
-  // More than one worker: this process is the primary or one of its workers (src/workers.ts).
+  // More than one worker: this process is the primary or one of its workers (src/entry/workers.ts).
   const workers = cluster.isWorker ? 1 : workerCount(config);
   const inGroup = cluster.isWorker || workers > 1;
   const logger = inGroup ? groupLogger(config) : createLogger(config.logLevel, undefined, config.logFormat);

@@ -1,5 +1,5 @@
 // The command line of mcp-bearer-proxy (bin/mcp-bearer-proxy.js routes here for `admin`, `token` and
-// `help`; anything else starts the sidecar, src/main.ts):
+// `help`; anything else starts the sidecar, src/entry/main.ts):
 //
 //   mcp-bearer-proxy admin <operation> [--flags] [--json]   every admin operation, over the admin listener
 //   mcp-bearer-proxy token generate                        a new 64-hex secret (e.g. a new master token)
@@ -12,12 +12,12 @@
 // from a flag (flags end up in shell history and in `ps`). Exit codes are EXIT below.
 
 import { fileURLToPath } from 'node:url';
-import { ADMIN_OPERATIONS, type OperationName } from './admin/declarations.ts';
-import { keyValues } from './admin/render.ts';
-import { flagOf, kebab, readArguments, type Field, type Fields, type OperationSpec } from './admin/spec.ts';
-import { scanArgs, type FlagOption } from './argv.ts';
-import { nearestName } from './config-spec.ts';
-import { generateToken, hashToken, isTokenShaped } from './credentials.ts';
+import { ADMIN_OPERATIONS, type OperationName } from '../admin/declarations.ts';
+import { keyValues } from '../admin/render.ts';
+import { flagOf, kebab, readArguments, type Field, type Fields, type OperationSpec } from '../admin/spec.ts';
+import { scanArgs, type FlagOption } from '../config/command-line.ts';
+import { nearestName } from '../config/spec.ts';
+import { generateToken, hashToken, isTokenShaped } from '../model/credentials.ts';
 
 export const EXIT = {
   /** Done. */
@@ -404,7 +404,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<numb
   return runCli(argv, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env });
 }
 
-// `node src/cli.ts ...` runs it directly too.
+// `node src/entry/cli.ts ...` runs it directly too.
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   main().then(
     (code) => {

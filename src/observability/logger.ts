@@ -7,7 +7,7 @@
 // pino-pretty is not a dependency: the small formatter below reads pino's (already redacted) JSON.
 
 import { pino, type Logger, type DestinationStream } from 'pino';
-import type { LogFormat, LogLevel } from './config.ts';
+import type { LogFormat, LogLevel } from '../config/load.ts';
 
 export type { Logger };
 

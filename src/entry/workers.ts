@@ -6,12 +6,12 @@
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import type { Config } from './config.ts';
-import { MAX_WORKERS } from './config-keys.ts';
-import { createSidecar, exitOnStopSignals, type Sidecar } from './app.ts';
-import { createLogger, describe, type Logger } from './logger.ts';
-import type { TokenStore } from './store/types.ts';
-import { HttpError } from './errors.ts';
+import type { Config } from '../config/load.ts';
+import { MAX_WORKERS } from '../config/keys.ts';
+import { createSidecar, exitOnStopSignals, type Sidecar } from '../app.ts';
+import { createLogger, describe, type Logger } from '../observability/logger.ts';
+import type { TokenStore } from '../store/types.ts';
+import { HttpError } from '../http/errors.ts';
 
 /** How many proxy processes the config asks for: `0` is one per available CPU, at most MAX_WORKERS. */
 export function workerCount(config: Config, cpus: number = availableParallelism()): number {

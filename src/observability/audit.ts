@@ -26,10 +26,10 @@
 // Recording never throws: an audit stream that cannot be written is a warning, not a failed request.
 
 import { randomUUID } from 'node:crypto';
-import { isClientIdShaped } from './clients.ts';
-import type { Clock } from './clock.ts';
+import { isClientIdShaped } from '../model/clients.ts';
+import type { Clock } from '../model/clock.ts';
 import { describe, type Logger } from './logger.ts';
-import type { AuditEvent, AuditStorage, StoredAuditEvent } from './store/types.ts';
+import type { AuditEvent, AuditStorage, StoredAuditEvent } from '../store/types.ts';
 
 export type { AuditEvent, StoredAuditEvent };
 

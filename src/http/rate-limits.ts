@@ -14,11 +14,11 @@
 // An address is counted under its `limitKey` (net-address.ts): an IPv6 client as its network
 // (rateLimits.ipv6PrefixLength, a /64 by default), so that one host cannot spread over its addresses.
 
-import type { Clock } from './clock.ts';
+import type { Clock } from '../model/clock.ts';
 import { tooManyRequests, type HttpError } from './errors.ts';
-import { describe, type Logger } from './logger.ts';
+import { describe, type Logger } from '../observability/logger.ts';
 import { limitKey } from './net-address.ts';
-import type { CounterStorage } from './store/types.ts';
+import type { CounterStorage } from '../store/types.ts';
 
 const WINDOW_MS = 60_000;
 const MAX_BLOCKED = 100_000;

@@ -5,11 +5,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
-import { HttpError } from './errors.ts';
-import { isLoopbackHost } from './net-address.ts';
+import { HttpError } from '../http/errors.ts';
+import { isLoopbackHost } from '../http/net-address.ts';
 import type { JSONWebKeySet } from 'jose';
 import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, resolveProfile } from './profiles.ts';
-import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from './store/types.ts';
+import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from '../store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
 /** C0 and C1 controls, DEL and the Unicode line separators: never part of a stored name or URI. */

@@ -2,7 +2,7 @@
 // subject index grouped into grants, each named by a stable id that is neither a token nor its hash.
 
 import { createHash } from 'node:crypto';
-import type { ClientStorage, SubjectToken } from './store/types.ts';
+import type { ClientStorage, SubjectToken } from '../store/types.ts';
 
 /** Members of a subject's index revoked per batch by revokeSubject (one script's work each). */
 export const SUBJECT_REVOCATION_BATCH = 200;

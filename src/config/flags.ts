@@ -1,9 +1,9 @@
 // The sidecar's command line: `--config FILE`, `--check-config`, `--skip-network-checks`, `--help`, and
-// `--<dotted key> VALUE` for every configuration key but the secrets (read by argv.ts).
+// `--<dotted key> VALUE` for every configuration key but the secrets (read by command-line.ts).
 
-import { scanArgs, type FlagOption } from './argv.ts';
-import { CONFIG_KEYS } from './config-keys.ts';
-import { keysOf, nearestKey, nearestName } from './config-spec.ts';
+import { scanArgs, type FlagOption } from './command-line.ts';
+import { CONFIG_KEYS } from './keys.ts';
+import { keysOf, nearestKey, nearestName } from './spec.ts';
 
 /** Command-line values (`--proxy.port 0`), by dotted key; they win over the environment and the file. */
 export type ConfigFlags = ReadonlyMap<string, string>;
@@ -81,7 +81,7 @@ function readCommandLine(argv: readonly string[], commands: boolean): CommandLin
   return out;
 }
 
-/** The sidecar's whole command line (src/main.ts). */
+/** The sidecar's whole command line (src/entry/main.ts). */
 export function parseCommandLine(argv: readonly string[]): CommandLine {
   return readCommandLine(argv, true);
 }

@@ -2,13 +2,13 @@
 // each operation with its CLI command, what it does, its body fields and its answer.
 //
 //   npm run docs:admin              rewrite the table in README.md between the markers
-//   tsx src/admin/doc.ts --check    exit 1 when README.md's table differs (what the unit test checks)
-//   tsx src/admin/doc.ts --print    print the table
+//   tsx scripts/admin-doc.ts --check    exit 1 when README.md's table differs (what the unit test checks)
+//   tsx scripts/admin-doc.ts --print    print the table
 
 import { fileURLToPath } from 'node:url';
-import { cell, code, tableCommand, type Markers } from '../config-doc.ts';
-import { ADMIN_OPERATIONS } from './declarations.ts';
-import { kebab, type Fields, type OperationSpec } from './spec.ts';
+import { cell, code, tableCommand, type Markers } from './config-doc.ts';
+import { ADMIN_OPERATIONS } from '../src/admin/declarations.ts';
+import { kebab, type Fields, type OperationSpec } from '../src/admin/spec.ts';
 
 export const OPERATIONS_MARKERS: Markers = { start: '<!-- admin-operations:start -->', end: '<!-- admin-operations:end -->' };
 
@@ -41,6 +41,6 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     markers: OPERATIONS_MARKERS,
     source: 'src/admin/declarations.ts',
     script: 'npm run docs:admin',
-    usage: 'tsx src/admin/doc.ts',
+    usage: 'tsx scripts/admin-doc.ts',
   });
 }

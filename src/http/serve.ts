@@ -4,7 +4,7 @@
 
 import { createServer, IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { HttpError, httpErrorFor, methodNotAllowed, writeError } from './errors.ts';
-import { describe, type Logger } from './logger.ts';
+import { describe, type Logger } from '../observability/logger.ts';
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 

@@ -6,7 +6,7 @@
 // same on every replica and visible in the deployment: for those names a stored profile's lifetimes
 // are not read, and start-up logs a stored value the sidecar does not use.
 
-import type { ProfileRecord, ProfileStorage } from './store/types.ts';
+import type { ProfileRecord, ProfileStorage } from '../store/types.ts';
 
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_REFRESH_TOKEN = 'refresh_token';

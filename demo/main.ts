@@ -1,19 +1,19 @@
 // `npm run demo`: one process, no external service. The reference MCP upstream, the sidecar in front
 // of it on the in-memory store, a generated master token, a freshly issued token ready to paste, and
-// browser and device sign-in through a DEMO-ONLY OpenID provider (src/demo-idp.ts: one test user) so
+// browser and device sign-in through a DEMO-ONLY OpenID provider (demo/idp.ts: one test user) so
 // that OAuth clients such as the MCP Inspector sign in with no setup.
 // It takes the same flags, config file and environment as `npm start` where they make sense for the
-// demo (src/demo-config.ts).
+// demo (demo/config.ts).
 
 import { randomBytes } from 'node:crypto';
-import { ConfigError, type Config } from './config.ts';
-import { demoConfig, DEMO_USAGE as USAGE } from './demo-config.ts';
-import { createSidecar } from './app.ts';
-import { createLogger } from './logger.ts';
-import { adminOperations } from './admin/operations.ts';
-import { systemClock } from './clock.ts';
+import { ConfigError, type Config } from '../src/config/load.ts';
+import { demoConfig, DEMO_USAGE as USAGE } from './config.ts';
+import { createSidecar } from '../src/app.ts';
+import { createLogger } from '../src/observability/logger.ts';
+import { adminOperations } from '../src/admin/operations.ts';
+import { systemClock } from '../src/model/clock.ts';
 import { startUpstream } from '../examples/upstream/server.ts';
-import { DEMO_USER, startDemoIdp, type DemoIdp } from './demo-idp.ts';
+import { DEMO_USER, startDemoIdp, type DemoIdp } from './idp.ts';
 
 const IDP_CLIENT_ID = 'mcp-bearer-proxy-demo';
 

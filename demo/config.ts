@@ -7,8 +7,8 @@
 
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { parseCommandLine, type ConfigFlags } from './config-argv.ts';
-import { buildConfig, ConfigError, interpolate, type Config } from './config.ts';
+import { parseCommandLine, type ConfigFlags } from '../src/config/flags.ts';
+import { buildConfig, ConfigError, interpolate, type Config } from '../src/config/load.ts';
 
 /** Keys only the demo decides: a flag naming one is refused; the file and the environment are overridden. */
 export const DEMO_OWN = ['store', 'upstream.url', 'idp'];

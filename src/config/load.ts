@@ -1,16 +1,16 @@
 // Start-up configuration: load YAML -> interpolate ${VAR} / ${VAR:-default} -> apply the environment
 // overrides and command-line flags -> validate everything at once -> freeze. Nothing is built from a
 // config that has a single problem; every problem is reported together. Each key is declared once, in
-// CONFIG_KEYS (config-keys.ts); rules across keys are in config-rules.ts, flags in config-argv.ts.
+// CONFIG_KEYS (keys.ts); rules across keys are in rules.ts, flags in flags.ts.
 
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import type { ConfigFlags } from './config-argv.ts';
-import { CONFIG_KEYS, type Config } from './config-keys.ts';
-import { checkWhole } from './config-rules.ts';
-import { keysOf, readTree, type Overrides, type Problems } from './config-spec.ts';
+import type { ConfigFlags } from './flags.ts';
+import { CONFIG_KEYS, type Config } from './keys.ts';
+import { checkWhole } from './rules.ts';
+import { keysOf, readTree, type Overrides, type Problems } from './spec.ts';
 
-export type { Config, LogFormat, LogLevel } from './config-keys.ts';
+export type { Config, LogFormat, LogLevel } from './keys.ts';
 
 export class ConfigError extends Error {
   readonly problems: readonly string[];

@@ -1,15 +1,15 @@
 // Every configuration key, declared once: its type, default, environment variable, flag and README
 // description all come from its entry in CONFIG_KEYS. Checks that need only one key's value live with
-// the key; rules across keys are in config-rules.ts, loading in config.ts.
+// the key; rules across keys are in rules.ts, loading in load.ts.
 
-import { isTokenShaped, weakTokenReason } from './credentials.ts';
-import { boolean, choice, integer, keysOf, list, structured, text, type KeyTree, type Problems, type ValuesOf } from './config-spec.ts';
-import { parseCidr } from './net-address.ts';
-import { parseRedisUrl, redactRedisUrl } from './store/redis-url.ts';
-import { compileQuotas } from './policy/quotas.ts';
-import { compileRules } from './policy/rules.ts';
-import { DEFAULT_PROFILES } from './profiles.ts';
-import { parseCredentialKey } from './upstream-credentials/cipher.ts';
+import { isTokenShaped, weakTokenReason } from '../model/credentials.ts';
+import { boolean, choice, integer, keysOf, list, structured, text, type KeyTree, type Problems, type ValuesOf } from './spec.ts';
+import { parseCidr } from '../http/net-address.ts';
+import { parseRedisUrl, redactRedisUrl } from '../store/redis-url.ts';
+import { compileQuotas } from '../policy/quotas.ts';
+import { compileRules } from '../policy/rules.ts';
+import { DEFAULT_PROFILES } from '../model/profiles.ts';
+import { parseCredentialKey } from '../upstream-credentials/cipher.ts';
 
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -495,7 +495,7 @@ export const CONFIG_KEYS = {
     }),
     /**
      * Token lifetimes of the built-in client profiles: configuration decides them on every replica
-     * (a stored profile's lifetimes are not read for these names; src/profiles.ts).
+     * (a stored profile's lifetimes are not read for these names; src/model/profiles.ts).
      */
     profiles: {
       default: profileLifetimes('default', 'machine clients an administrator creates'),

@@ -1,5 +1,0 @@
-// oidc-provider ships no type declarations; src/demo-idp.ts describes the slice it uses (OidcProvider).
-declare module 'oidc-provider' {
-  const Provider: unknown;
-  export default Provider;
-}
