@@ -25,7 +25,7 @@ export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: Serve
   const principal = await admit(ctx, req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
   checkBodyLimit(req, config.proxy.maxBodyBytes);
   // A session id recorded for another principal: refused as unknown before its body is even read.
-  const session = await handles.checkSession(sessionRead, principal);
+  const session = sessionRead === undefined ? undefined : await handles.checkSession(sessionRead, principal);
   // With a policy, the body is read and every call in it decided before anything is forwarded, a body
   // on another method is refused, and a GET stream's answer is filtered (a resumption with
   // Last-Event-ID replays earlier list answers there).
