@@ -48,6 +48,14 @@ export interface ExchangeIdp {
   exchanges(sub?: string): number;
   /** Requests to the token endpoint with grant_type token-exchange, answered or refused. */
   exchangeRequests(): number;
+  /** HTTP requests of any kind this provider received (discovery, JWKS, token, ...). */
+  requests(): number;
+  /**
+   * An access token of this provider for the user, issued to the sidecar's client (what browser
+   * sign-in would have given it), with its lifetime in seconds: for a bench that seeds a user's kept
+   * IdP token without a browser.
+   */
+  mintAccessToken(sub: string): Promise<{ accessToken: string; expiresIn: number }>;
   /** Ends every access token this provider issued to the user (as an administrator's logout does). */
   revokeTokensOf(sub: string): Promise<number>;
   /** While down, every request's connection is reset without an answer. */
@@ -78,6 +86,7 @@ interface Provider {
     find(value: string): Promise<AccessTokenLike | undefined>;
   };
   ResourceServer: new (identifier: string, info: Record<string, unknown>) => unknown;
+  Client: { find(id: string): Promise<unknown> };
 }
 
 export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<ExchangeIdp> {
@@ -100,6 +109,7 @@ export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<Exc
   let next: ExchangeIdpUser | undefined;
   let down = false;
   let requests = 0;
+  let received = 0;
   const answered = new Map<string, number>();
   const issued = new Map<string, AccessTokenLike[]>();
 
@@ -186,6 +196,7 @@ export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<Exc
 
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    received++;
     if (down) {
       req.socket.destroy();
       return;
@@ -209,6 +220,13 @@ export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<Exc
     },
     exchanges: (sub) => (sub === undefined ? [...answered.values()].reduce((a, b) => a + b, 0) : (answered.get(sub) ?? 0)),
     exchangeRequests: () => requests,
+    requests: () => received,
+    async mintAccessToken(sub) {
+      if (!bySub.has(sub)) throw new Error(`no user ${sub}`);
+      const p = provider();
+      const token = new p.AccessToken({ accountId: sub, client: await p.Client.find(options.clientId), scope: 'openid' });
+      return { accessToken: await token.save(), expiresIn: token.expiration };
+    },
     async revokeTokensOf(sub) {
       const list = issued.get(sub) ?? [];
       issued.delete(sub);
