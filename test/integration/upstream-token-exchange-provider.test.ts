@@ -38,6 +38,8 @@ let base = '';
 const clock = new ManualClock();
 const tokens: Record<string, string> = {};
 const clients: Client[] = [];
+/** Reads of a user's kept exchanged token by the sidecar, when armed: resolves once `count` have completed. */
+let loadsOfExchanged: { subject: string; count: number; done: () => void } | undefined;
 
 async function signIn(name: keyof typeof USERS): Promise<string> {
   idp.signInAs(name);
@@ -82,6 +84,20 @@ beforeAll(async () => {
   });
   stack = await startStack({
     clock,
+    wrapStore: (store) =>
+      new Proxy(store, {
+        get(target, name) {
+          if (name === 'getUpstreamCredential')
+            return async (subject: string, issuer: string, provider: string) => {
+              const read = await target.getUpstreamCredential(subject, issuer, provider);
+              const armed = loadsOfExchanged;
+              if (armed && subject === armed.subject && provider === `exchange:${AUDIENCE}` && --armed.count === 0) armed.done();
+              return read;
+            };
+          const value = Reflect.get(target, name, target) as unknown;
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      }),
     config: {
       idp: { issuer: idp.issuer, clientId, clientSecret, requestTimeoutMs: 10_000 },
       upstream: { credentials: { mode: 'token-exchange', key: randomBytes(32).toString('hex'), audience: AUDIENCE } },
@@ -142,6 +158,24 @@ describe('mode token-exchange against a real OpenID provider', () => {
     expect(idp.exchanges(USERS.alice.sub)).toBe(2);
   });
 
+  it("one user's calls that all find the exchange due make one exchange, not one each", async () => {
+    clock.advance(LIFETIME_S * 1000);
+    const before = idp.exchanges(USERS.alice.sub);
+    const burst = 5;
+    // The IdP answers no exchange until every call has read the (due) kept token: without one exchange
+    // at a time per user, each of them would ask the IdP.
+    const release = idp.holdExchanges();
+    const allRead = new Promise<void>((done) => (loadsOfExchanged = { subject: USERS.alice.sub, count: burst, done }));
+    const calls = Promise.all(Array.from({ length: burst }, () => upstreamAuthorization(alice)));
+    await allRead;
+    loadsOfExchanged = undefined;
+    release();
+    const seen = await calls;
+    expect(new Set(seen).size).toBe(1);
+    expect(seen[0]).toMatch(/^Bearer \S+$/);
+    expect(idp.exchanges(USERS.alice.sub)).toBe(before + 1);
+  });
+
   it('the IdP cannot be reached when an exchange is due: 503 with Retry-After, nothing forwarded', async () => {
     clock.advance(LIFETIME_S * 1000);
     const calls = stack.upstream!.toolCalls.length;
@@ -180,6 +214,7 @@ describe('mode token-exchange against a real OpenID provider', () => {
     clock.advance(LIFETIME_S * 1000);
     expect(await idp.revokeTokensOf(USERS.alice.sub)).toBeGreaterThan(0);
     const before = idp.exchangeRequests();
+    const answered = idp.exchanges(USERS.alice.sub);
     const calls = stack.upstream!.toolCalls.length;
     const err = await upstreamAuthorization(alice).then(
       () => undefined,
@@ -188,7 +223,7 @@ describe('mode token-exchange against a real OpenID provider', () => {
     expect(err?.code).toBe(URL_ELICITATION_REQUIRED);
     expect(err?.message).toContain(`${base}/connect/`);
     expect(idp.exchangeRequests()).toBe(before + 1);
-    expect(idp.exchanges(USERS.alice.sub)).toBe(2);
+    expect(idp.exchanges(USERS.alice.sub)).toBe(answered);
     expect(stack.upstream!.toolCalls.length).toBe(calls);
     // Bob is not affected.
     expect(await upstreamAuthorization(bob)).toMatch(/^Bearer \S+$/);

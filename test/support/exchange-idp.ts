@@ -58,6 +58,8 @@ export interface ExchangeIdp {
   mintAccessToken(sub: string): Promise<{ accessToken: string; expiresIn: number }>;
   /** Ends every access token this provider issued to the user (as an administrator's logout does). */
   revokeTokensOf(sub: string): Promise<number>;
+  /** Holds every token exchange's answer (the request is counted at once) until the returned function is called. */
+  holdExchanges(): () => void;
   /** While down, every request's connection is reset without an answer. */
   setDown(down: boolean): void;
   close(): Promise<void>;
@@ -110,6 +112,7 @@ export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<Exc
   let down = false;
   let requests = 0;
   let received = 0;
+  let held: Promise<void> | undefined;
   const answered = new Map<string, number>();
   const issued = new Map<string, AccessTokenLike[]>();
 
@@ -147,6 +150,7 @@ export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<Exc
       TOKEN_EXCHANGE,
       async (ctx) => {
         requests++;
+        await held;
         const params = ctx.oidc.params as Record<string, string | undefined>;
         const client = ctx.oidc.client as { clientId: string };
         for (const name of ['subject_token', 'subject_token_type', 'audience'])
@@ -232,6 +236,14 @@ export async function startExchangeIdp(options: ExchangeIdpOptions): Promise<Exc
       issued.delete(sub);
       await Promise.all(list.map((t) => t.destroy()));
       return list.length;
+    },
+    holdExchanges() {
+      let release!: () => void;
+      held = new Promise<void>((resolve) => (release = resolve));
+      return () => {
+        held = undefined;
+        release();
+      };
     },
     setDown(value) {
       down = value;
