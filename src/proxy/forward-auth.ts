@@ -45,6 +45,7 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   // The ingress copies the credential header like the identity headers; a user without one gets the
   // 401 challenge (the ingress cannot relay a JSON-RPC answer for a body it holds).
   if (ctx.upstreamCredentials !== undefined && (await addCredential(ctx, principal, headers, ctx.upstreamCredentials))) {
+    ctx.metrics.credentialMissing.inc();
     throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
   }
   const signing = addAssertion(ctx, principal, headers);

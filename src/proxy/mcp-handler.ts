@@ -94,8 +94,13 @@ async function answerMissingCredential(
       id = undefined;
     }
   }
-  if (id === undefined) throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+  if (id === undefined) {
+    ctx.metrics.credentialMissing.inc();
+    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+  }
+  // Counted once the link is minted: a store that cannot mint it answers 503, counted as unavailable.
   const { link, linkId } = await credentials.links.mint(principal);
+  ctx.metrics.credentialMissing.inc();
   writeJson(res, 200, urlElicitationRequired(id, `${ctx.publicUrl()}/connect/${link}`, linkId, credentials.what), {
     'cache-control': 'no-store',
   });
