@@ -39,7 +39,7 @@ import { describe } from '../observability/logger.ts';
 import { limitKey } from '../http/net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import { FailedAuthLimiter, WindowLimit } from '../http/rate-limits.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../model/profiles.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../model/grant-types.ts';
 import type { ClientRecord } from '../store/types.ts';
 import { fetchAdmission, resourceOf, type OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';

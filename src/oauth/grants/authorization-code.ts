@@ -8,7 +8,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import { clientActor } from '../../observability/audit.ts';
 import { hashToken, isTokenShaped } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../../model/profiles.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';

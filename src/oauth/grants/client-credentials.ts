@@ -3,7 +3,7 @@
 // token when the client also has the refresh_token grant and its profile gives refresh tokens a lifetime.
 
 import { HttpError } from '../../http/errors.ts';
-import { GRANT_CLIENT_CREDENTIALS } from '../../model/profiles.ts';
+import { GRANT_CLIENT_CREDENTIALS } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, grantedScope, issued } from '../issuance.ts';
 import { dpopBinding, requireClient, type Grant } from './grant.ts';

@@ -16,6 +16,7 @@
 import { clientActor } from '../../observability/audit.ts';
 import { checkScope } from '../../model/clients.ts';
 import { HttpError } from '../../http/errors.ts';
+import { GRANT_JWT_BEARER } from '../../model/grant-types.ts';
 import type { SignedInUser } from '../../store/types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';
@@ -23,7 +24,6 @@ import { IdpRejection, type IdJagAssertion } from '../idp.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { dpopBinding, idpOutage, refusalWithEvent, type Grant } from './grant.ts';
 
-export const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The `authorization_grant_profiles_supported` value of ID-JAG (the draft's §7.2). */
 export const ID_JAG_GRANT_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 

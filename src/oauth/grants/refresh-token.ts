@@ -9,7 +9,7 @@ import { HttpError, invalidDpopProofAtToken } from '../../http/errors.ts';
 import { sameValue } from '../dpop.ts';
 import { clientActor } from '../../observability/audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../model/credentials.ts';
-import { GRANT_REFRESH_TOKEN } from '../../model/profiles.ts';
+import { GRANT_REFRESH_TOKEN } from '../../model/grant-types.ts';
 import type { OAuthContext } from '../context.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
 import { openSuccessor, sealSuccessor } from '../refresh-successor.ts';

@@ -7,7 +7,7 @@
 
 import { generateToken, hashToken, TTL_7_DAYS } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
-import { GRANT_TOKEN_EXCHANGE } from '../../model/profiles.ts';
+import { GRANT_TOKEN_EXCHANGE } from '../../model/grant-types.ts';
 import { keepRegistrationAlive } from '../issuance.ts';
 import { idpOutage, type Grant } from './grant.ts';
 
