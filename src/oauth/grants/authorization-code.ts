@@ -34,6 +34,7 @@ export const authorizationCodeGrant: Grant = {
   enabled: (ctx) => ctx.signIn !== undefined,
   disabledDescription: 'browser sign-in (authorization_code) is not configured on this server',
   registration: 'dynamic',
+  parameters: ['code', 'redirect_uri', 'code_verifier'],
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_AUTHORIZATION_CODE);
     const { form } = request;

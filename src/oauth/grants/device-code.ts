@@ -21,6 +21,7 @@ export const deviceCodeGrant: Grant = {
   enabled: (ctx) => ctx.signIn !== undefined,
   disabledDescription: 'device sign-in is not configured on this server (it needs browser sign-in)',
   registration: 'dynamic',
+  parameters: ['device_code'],
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_DEVICE_CODE);
     const deviceCode = request.form.get('device_code');

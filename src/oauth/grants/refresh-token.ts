@@ -23,6 +23,7 @@ export const refreshTokenGrant: Grant = {
   enabled: () => true,
   disabledDescription: '',
   registration: 'dynamic',
+  parameters: ['refresh_token', 'scope'],
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_REFRESH_TOKEN);
     const presented = request.form.get('refresh_token');
