@@ -244,6 +244,13 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     },
     onStreamClose: () => metrics.openStreams.dec(),
     onError: upstreamFailureLogger(logger, clock, config.upstream.url),
+    onStoreUnavailable: (err) => {
+      metrics.storeErrors.inc();
+      logger.warn(
+        { err: describe(err), listener: 'proxy', path: '/mcp' },
+        'store unavailable after the upstream answered: 503, or the response cut (fail closed)',
+      );
+    },
   });
 
   // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
