@@ -222,7 +222,9 @@ describe('refresh_token', () => {
     ep.store.setRawField(key, 'expiresAt', 'soon');
     const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
     expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
-    expect(ep.store.rawHash(key)?.rotatedAt).toBeUndefined();
+    // The record is still there, as edited, and not rotated (a missing record would not be "not rotated").
+    expect(ep.store.rawHash(key)).toMatchObject({ expiresAt: 'soon' });
+    expect(ep.store.rawHash(key)).not.toHaveProperty('rotatedAt');
   });
 
   it('presented again within the grace window: new tokens; after it: the family revoked, audited as reuse', async () => {
@@ -371,7 +373,9 @@ describe('authorization_code', () => {
     ep.store.setRawField(key, 'subject', '');
     const res = await ep.token(params);
     expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
-    expect(ep.store.rawHash(key)?.redeemedAt).toBeUndefined();
+    // The record is still there, as edited, and not redeemed (a missing record would not be "not redeemed").
+    expect(ep.store.rawHash(key)).toMatchObject({ subject: '' });
+    expect(ep.store.rawHash(key)).not.toHaveProperty('redeemedAt');
   });
 
   it("another client's code: invalid_grant", async () => {
@@ -628,7 +632,10 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
       subject: 'U019488227',
       detail: { reason: 'replay' },
     });
-    expect((await ep.store.lookupToken(hashToken(first.body.access_token))).oauth?.revokedAt).toBeUndefined();
+    // The first token's record exists, for this client, and is not revoked (no record would be no token).
+    const record = (await ep.store.lookupToken(hashToken(first.body.access_token))).oauth;
+    expect(record).toMatchObject({ clientId: c.clientId, subject: 'U019488227' });
+    expect(record).not.toHaveProperty('revokedAt');
   });
 
   it('a refused presentation does not spend the jti: the client it was issued to still gets its token', async () => {
