@@ -68,6 +68,34 @@ describe('every grant', () => {
     });
   });
 
+  // RFC 6749 §3.2: request parameters must not be included more than once; the form refuses a
+  // repeat before any grant runs, so every parameter of every grant is refused alike.
+  it.each(GRANTS.flatMap((g) => g.parameters.map((p) => [g.grantType, p] as const)))(
+    '%s: %s sent twice is invalid_request',
+    async (grant, name) => {
+      const res = await fetch(`${ep.url}/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `grant_type=${encodeURIComponent(grant)}&${name}=a&${name}=b`,
+      });
+      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([400, 'invalid_request']);
+    },
+  );
+
+  // RFC 6749 §3.2: a parameter sent without a value is treated as omitted.
+  it('grant_type, or a grant parameter, sent empty is answered as when omitted', async () => {
+    expect([(await ep.token({ grant_type: '' })).body, (await ep.token({})).body]).toEqual([
+      { error: 'invalid_request', error_description: 'grant_type is required' },
+      { error: 'invalid_request', error_description: 'grant_type is required' },
+    ]);
+    const c = (await ep.client({ grantTypes: [REFRESH] })) as { clientId: string; clientSecret: string };
+    const auth = basic(c.clientId, c.clientSecret);
+    const empty = await ep.token({ grant_type: REFRESH, refresh_token: '' }, auth);
+    const omitted = await ep.token({ grant_type: REFRESH }, auth);
+    expect([empty.status, empty.body]).toEqual([400, { error: 'invalid_request', error_description: 'refresh_token is required' }]);
+    expect([omitted.status, omitted.body]).toEqual([empty.status, empty.body]);
+  });
+
   it('each grant in the list has its own audit action', () => {
     const actions = GRANTS.map((g) => g.action);
     expect(new Set(actions).size).toBe(GRANTS.length);
