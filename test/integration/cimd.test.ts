@@ -10,14 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
 import { HttpError } from '../../src/http/errors.ts';
 import { createLogger } from '../../src/observability/logger.ts';
-import {
-  cacheLifetimeMs,
-  createCimdResolver,
-  isClientIdMetadataUrl,
-  lookupPublicAddress,
-  refuseNonPublicPeer,
-  type CimdResolverOptions,
-} from '../../src/oauth/cimd.ts';
+import { cacheLifetimeMs } from '../../src/oauth/cimd-cache.ts';
+import { createCimdResolver, isClientIdMetadataUrl, type CimdResolverOptions } from '../../src/oauth/cimd.ts';
+import { lookupPublicAddress, refuseNonPublicPeer } from '../../src/oauth/outbound-fetch.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { createTestCertificate, type TestCertificate } from '../support/test-cert.ts';
 
