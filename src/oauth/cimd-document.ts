@@ -4,7 +4,15 @@
 
 import type { JSONWebKeySet } from 'jose';
 import { unusableClientDocument } from '../http/errors.ts';
-import { checkKeySet, checkRedirectUri, checkScope, hasControlCharacter, isHttpsUrl, MAX_KEYS } from '../model/clients.ts';
+import {
+  checkKeySet,
+  CLIENT_METADATA,
+  displayUri,
+  MAX_KEYS,
+  MetadataRefusal,
+  readField,
+  type MetadataKey,
+} from '../model/client-metadata.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../model/profiles.ts';
 
 export interface ClientMetadataDocument {
@@ -34,7 +42,6 @@ export interface ClientMetadataDocument {
 }
 
 const MAX_URL_LENGTH = 2048;
-const MAX_NAME_LENGTH = 256;
 /** Grants a document may list that its client may use here (a listed device grant: RFC 8628 sign-in too). */
 const DOCUMENT_GRANT_TYPES = [GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN, GRANT_DEVICE_CODE];
 /** Fields that mean a shared secret: a document is public, so it must never carry or ask for one. */
@@ -62,58 +69,14 @@ export function isClientIdMetadataUrl(clientId: string): boolean {
   return !url.pathname.split('/').some((s) => s === '.' || s === '..');
 }
 
-function optionalString(doc: Record<string, unknown>, field: string, max: number): string | undefined {
-  const v = doc[field];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string' || v.length > max || hasControlCharacter(v)) {
-    throw unusableClientDocument(
-      `the metadata document's ${field} must be a string of at most ${max} characters, without control characters`,
-    );
-  }
-  return v;
-}
-
-/** An https URL to show or link to, or nothing: display-only fields never refuse a document. */
-function displayUri(doc: Record<string, unknown>, field: string): string | undefined {
-  const v = doc[field];
-  // Raw value checked: the URL parser drops tabs and newlines, but the raw string is what is shown.
-  if (typeof v !== 'string' || v.length > MAX_URL_LENGTH || hasControlCharacter(v) || v.includes(' ')) return undefined;
+/** Field `key` of the document, read with its declaration (src/model/client-metadata.ts); undefined when absent. */
+function read<T>(d: Record<string, unknown>, key: MetadataKey): T | undefined {
   try {
-    return new URL(v).protocol === 'https:' ? v : undefined;
-  } catch {
-    return undefined;
+    return readField(key, d[CLIENT_METADATA[key].rfc], 'document') as T | undefined;
+  } catch (err) {
+    if (err instanceof MetadataRefusal) throw unusableClientDocument(`the metadata document's ${err.description}`);
+    throw err;
   }
-}
-
-/**
- * A redirect URI of a document: https, http on loopback (RFC 8252 §7.3) or a private-use scheme named
- * after a domain (RFC 8252 §7.1, e.g. `com.example.app:/callback`); absolute, without fragment.
- */
-function checkDocumentRedirectUri(value: unknown): boolean {
-  if (checkRedirectUri(value) !== null) return true;
-  if (
-    typeof value !== 'string' ||
-    value.length > MAX_URL_LENGTH ||
-    value.includes('#') ||
-    value.includes(' ') ||
-    hasControlCharacter(value)
-  )
-    return false;
-  try {
-    const scheme = new URL(value).protocol.slice(0, -1);
-    return /^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+$/.test(scheme);
-  } catch {
-    return false;
-  }
-}
-
-function strings(doc: Record<string, unknown>, field: string): string[] | undefined {
-  const v = doc[field];
-  if (v === undefined || v === null) return undefined;
-  if (!Array.isArray(v) || v.length === 0 || v.length > 64 || !v.every((x) => typeof x === 'string' && x.length <= 256)) {
-    throw unusableClientDocument(`the metadata document's ${field} must be a non-empty list of strings`);
-  }
-  return v as string[];
 }
 
 /**
@@ -122,16 +85,28 @@ function strings(doc: Record<string, unknown>, field: string): string[] | undefi
  * lists the device-code grant, Claude's the jwt-bearer grant); only a list without `required` is refused.
  */
 function supportedEntries(
-  doc: Record<string, unknown>,
-  field: string,
+  d: Record<string, unknown>,
+  key: 'grantTypes' | 'responseTypes',
   fallback: string[],
   supported: readonly string[],
   required: string,
 ): string[] {
-  const listed = strings(doc, field) ?? fallback;
+  const listed = read<string[]>(d, key) ?? fallback;
   const kept = [...new Set(listed.filter((x) => supported.includes(x)))];
-  if (!kept.includes(required)) throw unusableClientDocument(`the metadata document's ${field} must include ${required}`);
+  if (!kept.includes(required))
+    throw unusableClientDocument(`the metadata document's ${CLIENT_METADATA[key].rfc} must include ${required}`);
   return kept;
+}
+
+/** The keys of a document that offers private_key_jwt: `jwks_uri` or `jwks`, one of them. */
+function keysOf(d: Record<string, unknown>): Pick<ClientMetadataDocument, 'tokenEndpointAuthMethod' | 'jwksUri' | 'jwks'> {
+  const jwksUri = read<string>(d, 'jwksUri');
+  const jwks = read<JSONWebKeySet>(d, 'jwks');
+  if (jwksUri !== undefined && jwks !== undefined)
+    throw unusableClientDocument('the metadata document must not give both jwks_uri and jwks');
+  if (jwksUri !== undefined) return { tokenEndpointAuthMethod: 'private_key_jwt', jwksUri };
+  if (jwks !== undefined) return { tokenEndpointAuthMethod: 'private_key_jwt', jwks };
+  throw unusableClientDocument('the metadata document asks for private_key_jwt but publishes no keys (jwks_uri or jwks)');
 }
 
 /**
@@ -141,37 +116,22 @@ function supportedEntries(
  * downgrade to `none`). A document that asks for a shared secret is refused: it is public.
  */
 function authMethodOf(d: Record<string, unknown>): Pick<ClientMetadataDocument, 'tokenEndpointAuthMethod' | 'jwksUri' | 'jwks'> {
-  const declared = d.token_endpoint_auth_method;
-  if (declared !== undefined && declared !== null && typeof declared !== 'string')
-    throw unusableClientDocument("the metadata document's token_endpoint_auth_method must be a string");
-  if (typeof declared === 'string' && SECRET_METHODS.includes(declared)) {
+  const declared = read<string>(d, 'tokenEndpointAuthMethod');
+  if (declared !== undefined && SECRET_METHODS.includes(declared)) {
     throw unusableClientDocument(
       `the metadata document asks for token_endpoint_auth_method ${JSON.stringify(declared)}: a shared secret, which a public document cannot have`,
     );
   }
-  const offered = [...(strings(d, 'token_endpoint_auth_methods_supported') ?? []), ...(typeof declared === 'string' ? [declared] : [])];
+  const offered = [...(read<string[]>(d, 'tokenEndpointAuthMethodsSupported') ?? []), ...(declared !== undefined ? [declared] : [])];
   if (offered.length === 0) offered.push('none');
-  if (offered.includes('private_key_jwt')) {
-    if (d.jwks_uri !== undefined && d.jwks !== undefined)
-      throw unusableClientDocument('the metadata document must not give both jwks_uri and jwks');
-    if (d.jwks_uri !== undefined) {
-      if (!isHttpsUrl(d.jwks_uri))
-        throw unusableClientDocument("the metadata document's jwks_uri must be an https URL without fragment or user info");
-      return { tokenEndpointAuthMethod: 'private_key_jwt', jwksUri: d.jwks_uri };
-    }
-    const jwks = checkKeySet(d.jwks);
-    if (jwks !== undefined) return { tokenEndpointAuthMethod: 'private_key_jwt', jwks };
-    if (d.jwks !== undefined) throw unusableClientDocument(`the metadata document's jwks must be a set of 1 to ${MAX_KEYS} public keys`);
-    throw unusableClientDocument('the metadata document asks for private_key_jwt but publishes no keys (jwks_uri or jwks)');
-  }
+  if (offered.includes('private_key_jwt')) return keysOf(d);
   if (offered.includes('none')) return { tokenEndpointAuthMethod: 'none' };
   throw unusableClientDocument(
     `the metadata document offers no client authentication this server supports (none or private_key_jwt; it names ${offered.slice(0, 3).join(', ').slice(0, 120)})`,
   );
 }
 
-/** Validates a fetched document against the URL it came from. */
-export function parseClientMetadataDocument(url: string, body: Buffer): ClientMetadataDocument {
+function jsonObject(body: Buffer): Record<string, unknown> {
   let doc: unknown;
   try {
     doc = JSON.parse(body.toString('utf8'));
@@ -180,39 +140,33 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc))
     throw unusableClientDocument('the metadata document must be a JSON object');
-  const d = doc as Record<string, unknown>;
+  return doc as Record<string, unknown>;
+}
+
+/** Validates a fetched document against the URL it came from. */
+export function parseClientMetadataDocument(url: string, body: Buffer): ClientMetadataDocument {
+  const d = jsonObject(body);
   if (d.client_id !== url) throw unusableClientDocument("the metadata document's client_id is not exactly the URL it was fetched from");
   const secretField = SECRET_FIELDS.find((f) => d[f] !== undefined);
   if (secretField !== undefined)
     throw unusableClientDocument(`the metadata document must not contain ${secretField}: such documents are public`);
   const auth = authMethodOf(d);
-  const redirectUris = d.redirect_uris;
-  if (!Array.isArray(redirectUris) || redirectUris.length === 0) throw unusableClientDocument('the metadata document has no redirect_uris');
-  if (!redirectUris.every(checkDocumentRedirectUri)) {
-    throw unusableClientDocument(
-      "each of the metadata document's redirect_uris must be an absolute https URI, http on a loopback host or a private-use scheme, without fragment",
-    );
-  }
-  let scope: string | undefined;
-  try {
-    scope = checkScope(d.scope);
-  } catch {
-    throw unusableClientDocument("the metadata document's scope must be a space-separated list of scope tokens");
-  }
-  const parsed = new URL(url);
+  const redirectUris = read<string[]>(d, 'redirectUris');
+  if (redirectUris === undefined) throw unusableClientDocument('the metadata document has no redirect_uris');
+  const scope = read<string>(d, 'scope');
   const out: ClientMetadataDocument = {
     clientId: url,
-    redirectUris: [...new Set(redirectUris as string[])],
-    grantTypes: supportedEntries(d, 'grant_types', ['authorization_code'], DOCUMENT_GRANT_TYPES, 'authorization_code'),
-    responseTypes: supportedEntries(d, 'response_types', ['code'], ['code'], 'code'),
+    redirectUris: [...new Set(redirectUris)],
+    grantTypes: supportedEntries(d, 'grantTypes', ['authorization_code'], DOCUMENT_GRANT_TYPES, 'authorization_code'),
+    responseTypes: supportedEntries(d, 'responseTypes', ['code'], ['code'], 'code'),
     ...auth,
-    host: parsed.host,
+    host: new URL(url).host,
   };
-  const clientName = optionalString(d, 'client_name', MAX_NAME_LENGTH);
+  const clientName = read<string>(d, 'clientName');
   if (clientName !== undefined) out.clientName = clientName;
-  const clientUri = displayUri(d, 'client_uri');
+  const clientUri = displayUri(d.client_uri);
   if (clientUri !== undefined) out.clientUri = clientUri;
-  const logoUri = displayUri(d, 'logo_uri');
+  const logoUri = displayUri(d.logo_uri);
   if (logoUri !== undefined) out.logoUri = logoUri;
   if (scope !== undefined) out.scope = scope;
   return out;
