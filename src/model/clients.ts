@@ -31,9 +31,6 @@ export function displayableName(value: string): string {
   return value.replace(/\p{Cf}/gu, '\ufffd').replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029]/g, '\ufffd');
 }
 
-export { checkKeySet, checkRedirectUri, hasFormatCharacter, isHttpsUrl, isScopeText, MAX_KEYS } from './client-metadata.ts';
-export { hasControlCharacter } from './validate.ts';
-
 export interface ClientMetadataInput {
   clientName?: unknown;
   redirectUris?: unknown;

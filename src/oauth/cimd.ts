@@ -8,7 +8,7 @@ import type { JSONWebKeySet } from 'jose';
 import type { Clock } from '../model/clock.ts';
 import { HttpError, unusableClientDocument } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import { isHttpsUrl } from '../model/clients.ts';
+import { isHttpsUrl } from '../model/client-metadata.ts';
 import { cacheLifetimeMs, createFetchCache } from './cimd-cache.ts';
 import {
   freezeDocument,

@@ -7,9 +7,9 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../http/body.ts';
-import { hasControlCharacter, provisionClient } from '../model/clients.ts';
+import { provisionClient } from '../model/clients.ts';
 import { MetadataRefusal, readField } from '../model/client-metadata.ts';
-import { refusal } from '../model/validate.ts';
+import { hasControlCharacter, refusal } from '../model/validate.ts';
 import { HttpError, writeJson } from '../http/errors.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../model/profiles.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
