@@ -107,12 +107,10 @@ const REDIRECT_URIS = list(
   kind(REDIRECT_URI, (raw) => checkRedirectUri(raw) ?? INVALID),
   { max: MAX_REDIRECT_URIS, rule: `a list of at most ${MAX_REDIRECT_URIS} URIs, each ${REDIRECT_URI}` },
 );
+const DOCUMENT_REDIRECT_URI = 'https, http on a loopback host or a private-use scheme, without fragment, space or control character';
 const DOCUMENT_REDIRECT_URIS = list(
-  kind('', (raw) => (checkDocumentRedirectUri(raw) ? (raw as string) : INVALID)),
-  {
-    min: 1,
-    rule: 'a non-empty list of absolute URIs, each https, http on a loopback host or a private-use scheme, without fragment, space or control character',
-  },
+  kind(DOCUMENT_REDIRECT_URI, (raw) => (checkDocumentRedirectUri(raw) ? (raw as string) : INVALID)),
+  { min: 1, rule: `a non-empty list of absolute URIs, each ${DOCUMENT_REDIRECT_URI}` },
 );
 /** A list a document may name entries of that this server ignores (grant and response types, auth methods). */
 const DOCUMENT_NAMES = list(text({ max: 256 }), { min: 1, max: 64, rule: 'a non-empty list of at most 64 strings' });
@@ -131,6 +129,11 @@ function field<T>(rfc: string, admin: string, k: Kind<T>, inDocument?: Kind<unkn
   return inDocument === undefined ? { rfc, admin, kind: k } : { rfc, admin, kind: k, inDocument };
 }
 
+/**
+ * Every field. In a document: a name with invisible formatting characters is kept and shown with them
+ * replaced (displayableName), a native app's private-use redirect scheme is allowed, and lists of
+ * grant types, response types and auth methods may name entries this server ignores.
+ */
 export const CLIENT_METADATA = {
   clientName: field('client_name', 'clientName', NAME, NAME_IN_DOCUMENT),
   redirectUris: field('redirect_uris', 'redirectUris', REDIRECT_URIS, DOCUMENT_REDIRECT_URIS),
