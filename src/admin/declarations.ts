@@ -4,7 +4,7 @@
 // table of operations is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
 
 import type { TokenEndpointAuthMethod } from '../store/types.ts';
-import { choice, hex64, integer, list, object, operation, scope, text, type Field } from './spec.ts';
+import { choice, hex64, integer, list, metadata, object, operation, scope, text, type Field } from './spec.ts';
 import { table, time } from './render.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
@@ -26,20 +26,21 @@ export const ADMIN_OPERATIONS = {
   createClient: operation({
     description: 'create an OAuth client; its secret is shown once',
     fields: {
-      // Beyond their types, these follow the client registration rules that /register shares (src/model/clients.ts).
-      clientName: text({ description: 'a name for people', aliases: ['name'] }),
-      redirectUris: list({ description: 'redirect URIs (repeat the flag, or comma-separate)', aliases: ['redirect-uri'] }),
-      grantTypes: list({ description: 'e.g. client_credentials,refresh_token (default: from the profile)', aliases: ['grant-type'] }),
+      // The client metadata fields, with the rules /register and metadata documents share (src/model/client-metadata.ts).
+      clientName: metadata('clientName', { description: 'a name for people', aliases: ['name'] }),
+      redirectUris: metadata('redirectUris', {
+        description: 'redirect URIs (repeat the flag, or comma-separate)',
+        aliases: ['redirect-uri'],
+      }),
+      grantTypes: metadata('grantTypes', {
+        description: 'e.g. client_credentials,refresh_token (default: from the profile)',
+        aliases: ['grant-type'],
+      }),
       scope: scope({ description: 'space-separated scopes the client may ask for' }),
-      profile: text({ description: 'token profile (default: default)', min: 1, max: 64, rule: 'the name of a profile' }),
-      tokenEndpointAuthMethod: choice(
-        ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'] satisfies TokenEndpointAuthMethod[],
-        {
-          description: 'how the client authenticates at /token',
-        },
-      ),
-      jwks: object({ description: 'private_key_jwt: its public keys, a JSON Web Key Set' }),
-      jwksUri: text({ description: 'private_key_jwt: an https URL of its public keys (instead of jwks)' }),
+      profile: metadata('profile', { description: 'token profile (default: default)' }),
+      tokenEndpointAuthMethod: metadata('tokenEndpointAuthMethod', { description: 'how the client authenticates at /token' }),
+      jwks: metadata('jwks', { description: 'private_key_jwt: its public keys, a JSON Web Key Set' }),
+      jwksUri: metadata('jwksUri', { description: 'private_key_jwt: an https URL of its public keys (instead of jwks)' }),
     },
     answer: '`201 {clientId, clientSecret, ...}` (secret shown once)',
   }),

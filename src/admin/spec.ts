@@ -1,13 +1,16 @@
-// The kinds of admin operation field (text, integer, list, choice, a 64-hex token, scopes) and how a
+// The kinds of admin operation field (text, integer, list, choice, a 64-hex token, scopes, client metadata) and how a
 // body is read against an operation's declaration. The operations themselves are declared once, in
 // src/admin/declarations.ts; the admin listener, the CLI and the README table all read them.
 //
 // Rules for every operation: a field that is absent or JSON `null` is not given; a field nobody
 // declared is ignored; a problem names the field as the caller wrote it (`lifetimeSeconds` over HTTP,
-// `--lifetime-seconds` on the command line) and says what the value must be.
+// `--lifetime-seconds` on the command line) and says what the value must be, in the one style of
+// src/model/validate.ts, whose kinds these are.
 
-import { isScopeText } from '../model/clients.ts';
 import { isTokenShaped } from '../model/credentials.ts';
+import { CLIENT_METADATA, SCOPE } from '../model/client-metadata.ts';
+import * as kit from '../model/validate.ts';
+import { INVALID, refusal, type Kind } from '../model/validate.ts';
 
 /** How the CLI takes the value: one string, an integer, a list (repeated flag or commas), or JSON text. */
 export type FieldType = 'string' | 'integer' | 'list' | 'json';
@@ -24,8 +27,6 @@ export interface FieldDoc {
   stdin?: boolean;
 }
 
-const INVALID = Symbol('invalid');
-
 /** One declared field. `T` is the type the operation's handler sees. */
 export interface Field<T> {
   readonly type: FieldType;
@@ -33,26 +34,22 @@ export interface Field<T> {
   /** The bounds and default as the help and the README show them (e.g. `1..1000, default 100`). */
   readonly bounds: string | undefined;
   readonly doc: FieldDoc;
-  /** What a value must be: a problem reads `<field> must be <rule>`. */
-  readonly rule: string;
+  /** What a value must be, and the well-typed value of a given one. */
+  readonly kind: Kind<T>;
   /** The value when the field is not given. */
   readonly fallback: T;
-  /** The well-typed value of a given field, or INVALID. */
-  readonly accept: (raw: unknown) => T | typeof INVALID;
 }
 
 export type Fields = Readonly<Record<string, Field<unknown>>>;
 
-function field<T>(
-  type: FieldType,
-  rule: string,
-  doc: FieldDoc & { required?: boolean },
-  fallback: T,
-  accept: Field<T>['accept'],
-  bounds?: string,
-): Field<T> {
+function field<T>(type: FieldType, k: Kind<T>, doc: FieldDoc & { required?: boolean }, fallback: T, bounds?: string): Field<T> {
   const { required = false, ...rest } = doc;
-  return { type, required, bounds, doc: rest, rule, fallback, accept };
+  return { type, required, bounds, doc: rest, kind: k, fallback };
+}
+
+/** A field of `kind`, optional: undefined when not given. */
+function optional<T>(type: FieldType, k: Kind<T>, doc: FieldDoc, bounds?: string): Field<T | undefined> {
+  return field<T | undefined>(type, k, doc, undefined, bounds);
 }
 
 interface TextOptions extends FieldDoc {
@@ -66,67 +63,60 @@ interface TextOptions extends FieldDoc {
 export function text(o: TextOptions & { required: true }): Field<string>;
 export function text(o: TextOptions & { required?: false }): Field<string | undefined>;
 export function text(o: TextOptions & { required?: boolean }): Field<string | undefined> {
-  const { rule, min = 0, max = Infinity, ...doc } = o;
-  const wanted = rule ?? (max === Infinity ? 'a string' : `a string of ${min} to ${max} characters`);
-  return field('string', wanted, doc, undefined, (raw) =>
-    typeof raw === 'string' && raw.length >= min && raw.length <= max ? raw : INVALID,
-  );
+  const { rule, min, max, ...doc } = o;
+  return field<string | undefined>('string', kit.text({ min, max, rule }), doc, undefined);
 }
 
 /** An integer from `min` to `max`; without `required`, `default` when not given. */
 export function integer(o: FieldDoc & { min: number; max: number } & ({ required: true } | { default: number })): Field<number> {
   const { min, max, ...doc } = o;
   const fallback = 'default' in o ? o.default : 0;
-  const bounds = `${min}..${max}${'default' in o ? `, default ${o.default}` : ''}`;
-  return field(
-    'integer',
-    `an integer from ${min} to ${max}`,
-    doc,
-    fallback,
-    (raw) => (typeof raw === 'number' && Number.isInteger(raw) && raw >= min && raw <= max ? raw : INVALID),
-    bounds,
-  );
+  return field('integer', kit.integer(min, max), doc, fallback, `${min}..${max}${'default' in o ? `, default ${o.default}` : ''}`);
 }
 
 /** A list of strings (the CLI: the flag repeated, or comma-separated values). */
 export function list(o: FieldDoc): Field<string[] | undefined> {
-  return field('list', 'a list of strings', o, undefined, (raw) =>
-    Array.isArray(raw) && raw.every((x) => typeof x === 'string') ? [...(raw as string[])] : INVALID,
-  );
+  return optional('list', kit.list(), o);
 }
 
 /** A JSON object (the CLI: its JSON text). */
 export function object(o: FieldDoc): Field<Record<string, unknown> | undefined> {
-  return field('json', 'a JSON object', o, undefined, (raw) =>
-    typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : INVALID,
-  );
+  return optional('json', kit.object(), o);
 }
 
 /** One of `allowed`. */
 export function choice<const C extends string>(allowed: readonly C[], o: FieldDoc): Field<C | undefined> {
-  const rule = allowed.length === 1 ? allowed[0]! : `${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`;
-  return field(
-    'string',
-    rule,
-    o,
-    undefined,
-    (raw) => ((allowed as readonly unknown[]).includes(raw) ? (raw as C) : INVALID),
-    `one of ${allowed.join(', ')}`,
-  );
+  return optional('string', kit.choice(allowed), o, `one of ${allowed.join(', ')}`);
 }
 
 /** A token or a token's SHA-256: exactly 64 lowercase hex characters. */
 export function hex64(o: FieldDoc): Field<string | undefined> {
-  return field('string', '64 lowercase hex characters', o, undefined, (raw) =>
-    typeof raw === 'string' && isTokenShaped(raw) ? raw : INVALID,
-  );
+  return optional('string', kit.refine(kit.text(), '64 lowercase hex characters', isTokenShaped), o);
 }
 
 /** Space-separated OAuth scope tokens; empty is the same as not given. */
 export function scope(o: FieldDoc): Field<string | undefined> {
-  return field('string', 'a space-separated list of scope tokens', o, undefined, (raw) =>
-    raw === '' ? undefined : typeof raw === 'string' && isScopeText(raw) ? raw : INVALID,
+  return optional(
+    'string',
+    kit.kind(SCOPE.rule, (raw) => (raw === '' ? undefined : SCOPE.accept(raw))),
+    o,
   );
+}
+
+/** How the CLI takes each client metadata field. */
+const METADATA_TYPES: Readonly<Partial<Record<keyof typeof CLIENT_METADATA, FieldType>>> = {
+  redirectUris: 'list',
+  grantTypes: 'list',
+  jwks: 'json',
+};
+
+/** A client metadata field, with its one declaration's kind and rule (src/model/client-metadata.ts). */
+export function metadata<K extends keyof typeof CLIENT_METADATA>(
+  key: K,
+  o: FieldDoc,
+): Field<((typeof CLIENT_METADATA)[K]['kind'] extends Kind<infer T> ? T : never) | undefined> {
+  const k = CLIENT_METADATA[key].kind as Kind<never>;
+  return optional(METADATA_TYPES[key] ?? 'string', k, o, k.rule.startsWith('one of ') ? k.rule : undefined);
 }
 
 /** One admin operation: what it does, its fields, and how its answer is shown. */
@@ -190,8 +180,8 @@ export function readArguments<F extends Fields>(
   const args: Record<string, unknown> = {};
   for (const [name, f] of Object.entries(spec.fields)) {
     const raw = Object.hasOwn(body, name) ? body[name] : undefined;
-    const value = given(raw) ? f.accept(raw) : f.required ? INVALID : f.fallback;
-    if (value === INVALID) return { ok: false, problem: `${label(name)} must be ${f.rule}` };
+    const value = given(raw) ? f.kind.accept(raw) : f.required ? INVALID : f.fallback;
+    if (value === INVALID) return { ok: false, problem: refusal(label(name), f.kind.rule) };
     args[name] = value;
   }
   return { ok: true, args: args as ArgsOf<F> };

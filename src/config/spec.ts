@@ -1,6 +1,10 @@
-// The kinds of configuration key (text, integer, boolean, choice, list) and the walk over a declared
-// key tree: how a raw value from the file, the environment or a flag is read, checked and described.
-// The keys themselves are declared once, in src/config/keys.ts.
+// The kinds of configuration key (text, integer, boolean, choice, list: the kinds of the one
+// validation kit, src/model/validate.ts, also read from text) and the walk over a declared key tree:
+// how a raw value from the file, the environment or a flag is read, checked and described. The keys
+// themselves are declared once, in src/config/keys.ts.
+
+import * as kit from '../model/validate.ts';
+import { refusal, type Kind } from '../model/validate.ts';
 
 /** Where a problem is reported: every problem of a load is collected, then reported together. */
 export type Problems = string[];
@@ -63,64 +67,66 @@ function key<T>(type: string, fallback: T, doc: KeyDoc<T>, parse: KeySpec<T>['pa
   return { kind: 'key', type, default: fallback, doc, parse };
 }
 
-function parseText(raw: unknown, label: string, problems: Problems): string | typeof INVALID {
-  if (typeof raw === 'string' || typeof raw === 'number') return String(raw);
-  problems.push(`${label} must be a string`);
-  return INVALID;
+/**
+ * A key of kit kind `k`: a raw value from the file, or text from the environment or a flag that
+ * `fromText` turns into the kind's type; a refusal in the kit's style, with the value given when
+ * `showGot` (never for free text, which may be a secret).
+ */
+function ofKind<T>(
+  type: string,
+  fallback: T,
+  doc: KeyDoc<T>,
+  k: Kind<T>,
+  fromText: (raw: unknown) => unknown = (raw) => raw,
+  showGot = true,
+): KeySpec<T> {
+  return key(type, fallback, doc, (raw, label, problems) => {
+    const value = k.accept(fromText(raw));
+    if (value !== kit.INVALID) return value;
+    problems.push(refusal(label, k.rule, showGot ? raw : undefined));
+    return INVALID;
+  });
 }
+
+/** A number in a text key is its decimal text. */
+const numberAsText = (raw: unknown) => (typeof raw === 'number' ? String(raw) : raw);
 
 /** A string; numbers are taken as their decimal text. Without a default it may be unset. */
 export function text(doc: KeyDoc<string> & { default: string }): KeySpec<string>;
 export function text(doc: KeyDoc<string | undefined>): KeySpec<string | undefined>;
 export function text(doc: KeyDoc<any> & { default?: string }): KeySpec<any> {
-  return key('string', doc.default, doc, parseText);
+  return ofKind('string', doc.default, doc, kit.text(), numberAsText, false);
 }
 
 /** One of `allowed`. */
 export function choice<const T extends string>(allowed: readonly T[], doc: KeyDoc<T> & { default: T }): KeySpec<T> {
-  const expected = allowed.length === 2 ? `"${allowed[0]}" or "${allowed[1]}"` : `one of ${allowed.join(', ')}`;
-  return key(allowed.map((a) => `\`${a}\``).join(', '), doc.default, doc, (raw, label, problems) => {
-    const v = parseText(raw, label, problems);
-    if (v === INVALID) return v;
-    if ((allowed as readonly string[]).includes(v)) return v as T;
-    problems.push(`${label} must be ${expected} (got "${v}")`);
-    return INVALID;
-  });
+  return ofKind(allowed.map((a) => `\`${a}\``).join(', '), doc.default, doc, kit.choice(allowed), numberAsText);
 }
 
 /** `true`/`false`, as YAML booleans or as text (environment, flags). */
 export function boolean(doc: KeyDoc<boolean> & { default: boolean }): KeySpec<boolean> {
-  return key('boolean', doc.default, doc, (raw, label, problems) => {
-    if (typeof raw === 'boolean') return raw;
-    if (raw === 'true' || raw === 'false') return raw === 'true';
-    problems.push(`${label} must be true or false (got ${JSON.stringify(raw)})`);
-    return INVALID;
-  });
+  return ofKind('boolean', doc.default, doc, kit.boolean(), (raw) => (raw === 'true' ? true : raw === 'false' ? false : raw));
 }
 
-/** An integer from `min` to `max` (max omitted: no upper bound). */
+/** An integer from `min` to `max` (max omitted: no upper bound); as a number or as decimal text. */
 export function integer(doc: KeyDoc<number> & { default: number; min: number; max?: number }): KeySpec<number> {
   const { min, max = Number.MAX_SAFE_INTEGER } = doc;
-  return key(max === Number.MAX_SAFE_INTEGER ? `integer >= ${min}` : `integer ${min}..${max}`, doc.default, doc, (raw, label, problems) => {
-    const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
-    if (Number.isInteger(n) && n >= min && n <= max) return n;
-    problems.push(`${label} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`);
-    return INVALID;
-  });
+  const type = max === Number.MAX_SAFE_INTEGER ? `integer >= ${min}` : `integer ${min}..${max}`;
+  return ofKind(type, doc.default, doc, kit.integer(min, max), (raw) =>
+    typeof raw === 'string' ? (/^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN) : raw,
+  );
 }
 
 /** A list of strings: a YAML list, or comma-separated text (environment, flags). */
 export function list(doc: KeyDoc<string[]> & { default: string[] }): KeySpec<string[]> {
-  return key('list of strings', doc.default, doc, (raw, label, problems) => {
-    if (typeof raw === 'string')
-      return raw
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean);
-    if (Array.isArray(raw) && raw.every((x) => typeof x === 'string')) return [...raw] as string[];
-    problems.push(`${label} must be a list of strings`);
-    return INVALID;
-  });
+  const fromText = (raw: unknown) =>
+    typeof raw === 'string'
+      ? raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : raw;
+  return ofKind('list of strings', doc.default, doc, kit.list(), fromText, false);
 }
 
 /**
@@ -190,7 +196,7 @@ export function readTree(schema: KeyTree, input: Tree, overrides: Overrides, pro
 function sectionOf(value: unknown, dotted: string, problems: Problems): Tree {
   if (value === undefined || value === null) return {};
   if (typeof value === 'object' && !Array.isArray(value)) return value as Tree;
-  problems.push(`"${dotted}" must be a mapping`);
+  problems.push(refusal(dotted, 'a mapping'));
   return {};
 }
 

@@ -9,7 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet } from 'jose';
 import type { Clock } from '../model/clock.ts';
 import { hashToken } from '../model/credentials.ts';
-import { checkKeySet } from '../model/clients.ts';
+import { checkKeySet } from '../model/client-metadata.ts';
 import { isClientIdMetadataUrl, type CimdResolver, type ClientMetadataDocument, type ResolveOptions } from './cimd.ts';
 import { HttpError, invalidClient } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';

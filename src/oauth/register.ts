@@ -7,7 +7,9 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../http/body.ts';
-import { hasControlCharacter, provisionClient } from '../model/clients.ts';
+import { provisionClient } from '../model/clients.ts';
+import { MetadataRefusal, readField } from '../model/client-metadata.ts';
+import { hasControlCharacter, refusal } from '../model/validate.ts';
 import { HttpError, writeJson } from '../http/errors.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../model/grant-types.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
@@ -26,8 +28,10 @@ function refuseControlCharacters(body: Record<string, unknown>): void {
       typeof value === 'string' ? [value] : Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
     if (!strings.some(hasControlCharacter)) continue;
     const name = field.slice(0, 64).replace(/[^\x21-\x7e]/g, '?');
-    if (field === 'redirect_uris') throw new HttpError('invalid_redirect_uri', 'a redirect URI contains a control character');
-    throw new HttpError('invalid_client_metadata', `${name} contains a control character`);
+    throw new HttpError(
+      field === 'redirect_uris' ? 'invalid_redirect_uri' : 'invalid_client_metadata',
+      refusal(name, 'free of control characters'),
+    );
   }
 }
 
@@ -53,13 +57,19 @@ export async function handleRegister(ctx: OAuthContext, req: IncomingMessage, re
   refuseControlCharacters(body);
   const grantTypes = body.grant_types;
   // RFC 7591 §2.1: response_types and grant_types must agree; `code` is the only response type.
-  const responseTypes = body.response_types;
-  if (responseTypes !== undefined && responseTypes !== null) {
-    if (!Array.isArray(responseTypes) || !responseTypes.every((t) => t === 'code'))
-      throw new HttpError('invalid_client_metadata', 'response_types may only contain "code"');
-    if (responseTypes.length > 0 && !(Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE))) {
-      throw new HttpError('invalid_client_metadata', 'response_types "code" needs the authorization_code grant');
-    }
+  let responseTypes: string[] | undefined;
+  try {
+    responseTypes = readField('responseTypes', body.response_types, 'dcr');
+  } catch (err) {
+    if (err instanceof MetadataRefusal) throw new HttpError('invalid_client_metadata', err.description);
+    throw err;
+  }
+  if (
+    responseTypes !== undefined &&
+    responseTypes.length > 0 &&
+    !(Array.isArray(grantTypes) && grantTypes.includes(GRANT_AUTHORIZATION_CODE))
+  ) {
+    throw new HttpError('invalid_client_metadata', 'grant_types must hold authorization_code for response_types "code"');
   }
   // A jwks_uri is fetched when an assertion is checked, by the metadata documents' fetcher (its SSRF
   // guard and bounds); with documents off there is none, and such a client could never authenticate.

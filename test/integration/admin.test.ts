@@ -234,20 +234,24 @@ describe('admin error rows', () => {
       400,
       {
         error: 'invalid_request',
-        error_description: 'tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none',
+        error_description: 'tokenEndpointAuthMethod must be one of client_secret_basic, client_secret_post, private_key_jwt, none',
       },
     ],
     [
       'createClient with jwks that is not an object',
       () => stack.admin('createClient', { tokenEndpointAuthMethod: 'private_key_jwt', jwks: '{"keys":[]}' }),
       400,
-      { error: 'invalid_request', error_description: 'jwks must be a JSON object' },
+      { error: 'invalid_request', error_description: 'jwks must be a JSON Web Key Set of 1 to 32 public keys' },
     ],
     [
       'createClient with a name that is not a string',
       () => stack.admin('createClient', { clientName: 5 }),
       400,
-      { error: 'invalid_request', error_description: 'clientName must be a string' },
+      {
+        error: 'invalid_request',
+        error_description:
+          'clientName must be a string of at most 256 characters, without control characters or invisible formatting characters (bidi controls, zero-width characters)',
+      },
     ],
     ['unknown path', () => post('/other', '{}'), 404, { error: 'not_found' }],
   ];

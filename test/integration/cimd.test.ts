@@ -10,14 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
 import { HttpError } from '../../src/http/errors.ts';
 import { createLogger } from '../../src/observability/logger.ts';
-import {
-  cacheLifetimeMs,
-  createCimdResolver,
-  isClientIdMetadataUrl,
-  lookupPublicAddress,
-  refuseNonPublicPeer,
-  type CimdResolverOptions,
-} from '../../src/oauth/cimd.ts';
+import { cacheLifetimeMs } from '../../src/oauth/cimd-cache.ts';
+import { createCimdResolver, isClientIdMetadataUrl, type CimdResolverOptions } from '../../src/oauth/cimd.ts';
+import { lookupPublicAddress, refuseNonPublicPeer } from '../../src/oauth/outbound-fetch.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { createTestCertificate, type TestCertificate } from '../support/test-cert.ts';
 
@@ -569,16 +564,16 @@ describe('resolve: bad URLs and bad answers, each a clear invalid_client', () =>
     ['/array.json', /must be a JSON object/],
     ['/mismatch.json', /client_id is not exactly the URL it was fetched from/],
     ['/no-redirect-uris.json', /has no redirect_uris/],
-    ['/fragment-redirect.json', /redirect_uris must be an absolute https URI.*without fragment/],
-    ['/relative-redirect.json', /redirect_uris must be an absolute https URI/],
-    ['/javascript-redirect.json', /redirect_uris must be an absolute https URI/],
-    ['/http-redirect.json', /redirect_uris must be an absolute https URI/],
-    ['/newline-redirect.json', /redirect_uris must be an absolute https URI/],
+    ['/fragment-redirect.json', /redirect_uris must be a non-empty list of absolute URIs, each https.*without fragment/],
+    ['/relative-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],
+    ['/javascript-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],
+    ['/http-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],
+    ['/newline-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],
     ['/newline-name.json', /client_name must be a string of at most 256 characters, without control characters/],
     ['/private-key-jwt-no-keys.json', /asks for private_key_jwt but publishes no keys/],
     ['/private-key-jwt-both-keys.json', /must not give both jwks_uri and jwks/],
     ['/private-key-jwt-http-jwks.json', /jwks_uri must be an https URL/],
-    ['/private-key-jwt-secret-key.json', /jwks must be a set of 1 to 32 public keys/],
+    ['/private-key-jwt-secret-key.json', /jwks must be a JSON Web Key Set of 1 to 32 public keys/],
     ['/secret-methods-only.json', /offers no client authentication this server supports/],
     ['/secret-basic.json', /asks for token_endpoint_auth_method "client_secret_basic"/],
     ['/with-secret.json', /must not contain client_secret/],

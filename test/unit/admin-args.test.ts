@@ -166,7 +166,7 @@ describe('parseAdminArgs', () => {
       parseAdminArgs(['create-client', '--token-endpoint-auth-method', 'private_key_jwt', '--jwks', JSON.stringify(jwks)]).body,
     ).toEqual({ tokenEndpointAuthMethod: 'private_key_jwt', jwks });
     expect(() => parseAdminArgs(['create-client', '--jwks', 'keys'])).toThrow(/^--jwks must be JSON text$/);
-    expect(() => parseAdminArgs(['create-client', '--jwks', '[1]'])).toThrow(/^--jwks must be a JSON object$/);
+    expect(() => parseAdminArgs(['create-client', '--jwks', '[1]'])).toThrow(/^--jwks must be a JSON Web Key Set of 1 to 32 public keys$/);
   });
 
   it('a did-you-mean for a misspelt operation or flag', () => {

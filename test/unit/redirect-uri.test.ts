@@ -3,7 +3,7 @@
 // raw value, which is what is stored and later matched exactly).
 
 import { describe, expect, it } from 'vitest';
-import { checkRedirectUri } from '../../src/model/clients.ts';
+import { checkRedirectUri } from '../../src/model/client-metadata.ts';
 
 describe('checkRedirectUri', () => {
   it.each([

@@ -82,7 +82,10 @@ describe('POST /register asks each grant its rule', () => {
     if (status === 201) {
       expect(res.body.grant_types).toEqual([grantType]);
     } else {
-      expect(res.body).toEqual({ error: 'invalid_client_metadata', error_description: description });
+      expect(res.body).toEqual({
+        error: 'invalid_client_metadata',
+        error_description: `grant_types cannot hold ${grantType}: ${description}`,
+      });
       expect((await ep.store.listClients()).length).toBe(before);
     }
   });
@@ -110,7 +113,7 @@ describe('POST /register asks each grant its rule', () => {
     await expect(refused).rejects.toMatchObject({
       code: 'invalid_client_metadata',
       description:
-        'no grant types were asked for, and the default of profile "dynamic" (client_credentials) cannot be given here: client_credentials is only for clients an administrator creates',
+        'grant_types were not given, and the default of profile "dynamic" (client_credentials) cannot be given here: client_credentials is only for clients an administrator creates',
     });
     expect(await store.listClients()).toEqual([]);
   });
