@@ -214,10 +214,13 @@ export function createProxyServer(deps: ProxyDeps): Server {
     if (deps.policyGate !== undefined) req.trace?.step('policy decision', deciding);
     await handles.bindPresentedSession(req, principal);
     const identity = identityHeaders(principal);
-    // The ingress copies the credential header like the identity headers; a user without one gets the
-    // 401 challenge (the ingress cannot relay a JSON-RPC answer for a body it holds).
+    // The ingress copies the credential header like the identity headers. A user without one gets the
+    // 401 challenge, marked so that an ingress which knows it hands the request (with its body, which
+    // /authz never sees) to the sidecar's /mcp: that decides afresh and answers a JSON-RPC request
+    // with -32042 and the link. An ingress that does not know the mark passes the 401 on.
     if (deps.upstreamCredentials !== undefined && (await addCredential(principal, identity, deps.upstreamCredentials))) {
-      throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+      const challenge = invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+      throw new HttpError('invalid_token', challenge.description, { headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1' } });
     }
     const signing = addAssertion(principal, identity);
     if (signing !== undefined) await signing;
@@ -489,6 +492,12 @@ const CLIENT_ADDRESS_HEADERS = new Set([
 function isClientAddressHeader(name: string): boolean {
   return name.startsWith('x-forwarded-') || CLIENT_ADDRESS_HEADERS.has(name);
 }
+
+/**
+ * On /authz's 401 for a user without a usable upstream credential (and on no other answer): the
+ * ingress may hand the request to the sidecar's /mcp, which answers a JSON-RPC request with -32042.
+ */
+export const CONNECT_REQUIRED_HEADER = 'x-mcp-auth-connect';
 
 /** Headers whose meaning the sidecar sets or removes (identity, addresses, credentials), by canonical name. */
 function isOwnedHeader(canonical: string): boolean {
