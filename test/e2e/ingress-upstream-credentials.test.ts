@@ -3,7 +3,9 @@
 // authorization service, the reference MCP server behind them. Each user's request reaches the MCP
 // server with that user's own credential and never another's, also with two users at once; a
 // credential the client sends itself never gets through, in any spelling; a user with none gets the
-// MCP error -32042 with the link to connect, and nothing is forwarded.
+// MCP error -32042 with the link to connect, and nothing is forwarded. Both with the credential in
+// Authorization (the examples as they stand) and in a header of another name (the examples edited as
+// their comments say).
 // The users' kept IdP tokens are written into the store as sign-in would keep them (encrypted under the
 // configured key): what is tested here is the ingress's part, the carrying of the header.
 // Skipped where the ingress is not installed, unless REQUIRE_INGRESS is set (.ci/run sets it).
@@ -18,8 +20,42 @@ import { freePort, ingressAvailable, startIngress, type Ingress, type IngressKin
 import { initializeRequest } from '../support/http.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 
-const KINDS: IngressKind[] = ['nginx', 'caddy'];
 const KEY = randomBytes(32).toString('hex');
+
+/**
+ * The credential header: Authorization (the default; the examples as they stand) or another name, with
+ * the examples edited as their comments say (read and set that header, keep removing Authorization, and
+ * in Caddy remove the client's spellings of it first).
+ */
+const OTHER_HEADER: Record<IngressKind, (text: string) => string> = {
+  nginx: (text) =>
+    replaced(
+      replaced(text, '$upstream_http_authorization;', '$upstream_http_x_upstream_token;'),
+      'proxy_set_header Authorization $mcp_upstream_credential;',
+      'proxy_set_header Authorization "";\n    proxy_set_header X-Upstream-Token $mcp_upstream_credential;',
+    ),
+  caddy: (text) =>
+    replaced(
+      replaced(
+        text,
+        '@credential not vars {rp.header.Authorization} "" "<nil>"\n\t\t\t\trequest_header @credential Authorization {rp.header.Authorization}\n\t\t\t\t@no_credential vars {rp.header.Authorization} "" "<nil>"\n\t\t\t\trequest_header @no_credential -Authorization',
+        '@credential not vars {rp.header.X-Upstream-Token} "" "<nil>"\n\t\t\t\trequest_header @credential X-Upstream-Token {rp.header.X-Upstream-Token}\n\t\t\t\trequest_header -Authorization',
+      ),
+      '\trequest_header -X-MCP-Auth-*\n',
+      '\trequest_header -X-MCP-Auth-*\n\trequest_header -X-Upstream-Token*\n\trequest_header -X-Upstream_Token*\n\trequest_header -X_Upstream-Token*\n\trequest_header -X_Upstream_Token*\n',
+    ),
+};
+
+/** `text` with `from` replaced by `to`; `from` must be there (an edited example would test nothing). */
+function replaced(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`the example no longer holds ${JSON.stringify(from)}`);
+  return text.replace(from, to);
+}
+
+const CASES = (['nginx', 'caddy'] as const).flatMap((kind) => [
+  { kind, header: 'authorization' },
+  { kind, header: 'x-upstream-token' },
+]);
 
 interface User {
   subject: string;
@@ -29,13 +65,15 @@ interface User {
   credential: string | undefined;
 }
 
-describe.each(KINDS)('%s in front, with upstream credentials (mode idp)', (kind) => {
+describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $header', ({ kind, header }) => {
   const available = ingressAvailable(kind);
   let s: SignInStack;
   let ingress: Ingress;
   let alice: User;
   let bob: User;
   let carol: User;
+  /** What the MCP server should receive for `u`. */
+  const expected = (u: User) => (header === 'authorization' ? `Bearer ${u.credential}` : u.credential);
 
   /** A user-grade token for a user of their own, with `credential` kept as sign-in keeps the IdP's token. */
   async function user(name: string, withCredential: boolean): Promise<User> {
@@ -79,6 +117,7 @@ describe.each(KINDS)('%s in front, with upstream credentials (mode idp)', (kind)
   function seenSince(from: number) {
     return s.stack.upstream!.seenHeaders.slice(from).map((h) => ({
       subject: h['x-mcp-auth-subject'],
+      credential: h[header],
       authorization: h.authorization,
       names: Object.keys(h),
     }));
@@ -90,10 +129,15 @@ describe.each(KINDS)('%s in front, with upstream credentials (mode idp)', (kind)
     s = await startSignInStack({
       config: {
         proxy: { forwardAuth: true, trustedProxies: ['127.0.0.1'], publicUrl: `http://127.0.0.1:${port}` },
-        upstream: { credentials: { mode: 'idp', key: KEY } },
+        upstream: { credentials: { mode: 'idp', key: KEY, header } },
       },
     });
-    ingress = await startIngress(kind, { port, sidecar: s.stack.proxyUrl, upstream: s.stack.upstream!.url });
+    ingress = await startIngress(kind, {
+      port,
+      sidecar: s.stack.proxyUrl,
+      upstream: s.stack.upstream!.url,
+      ...(header === 'authorization' ? {} : { edit: OTHER_HEADER[kind] }),
+    });
     alice = await user('alice', true);
     bob = await user('bob', true);
     carol = await user('carol', false);
@@ -119,40 +163,43 @@ describe.each(KINDS)('%s in front, with upstream credentials (mode idp)', (kind)
     for (const u of [alice, bob]) {
       const theirs = seen.filter((h) => h.subject === u.subject);
       expect(theirs).toHaveLength(rounds);
-      for (const h of theirs) expect(h.authorization).toBe(`Bearer ${u.credential}`);
+      for (const h of theirs) expect(h.credential).toBe(expected(u));
     }
+    if (header !== 'authorization') expect(seen.filter((h) => h.authorization !== undefined)).toEqual([]);
     // The sidecar's own tokens never reach the MCP server.
     expect(seen.some((h) => h.authorization === `Bearer ${alice.token}` || h.authorization === `Bearer ${bob.token}`)).toBe(false);
   });
 
-  it.skipIf(!available)('a credential the client sends itself never gets through, in any spelling', async () => {
-    const forged = `forged-${randomBytes(8).toString('hex')}`;
-    const from = s.stack.upstream!.seenHeaders.length;
-    // The carrier Caddy copies the credential in, and the underscore spellings a CGI/WSGI stack reads
-    // as the same name.
-    const res = await post(alice.token, initializeRequest('forger'), {
-      'X-MCP-Auth-Upstream-Credential': `Bearer ${forged}`,
-      'x-mcp-auth-upstream-credential': `Bearer ${forged}`,
-      X_MCP_Auth_Upstream_Credential: `Bearer ${forged}`,
-      'x_mcp_auth-upstream_credential': `Bearer ${forged}`,
-    });
-    const text = await res.text();
-    expect(text).not.toContain(forged);
-    const seen = seenSince(from);
-    if (kind === 'nginx') {
-      // nginx drops the underscore spellings and cannot remove X-MCP-Auth-* by pattern: the sidecar's
-      // /authz sees the dash spellings and refuses the request.
-      expect(res.status).toBe(400);
-      expect(seen).toEqual([]);
-    } else {
-      expect(res.status).toBe(200);
+  // Authorization has no `-` to spell as `_`; its case is the next test.
+  if (header !== 'authorization')
+    it.skipIf(!available)('a credential the client sends itself never gets through, in any spelling', async () => {
+      const forged = `forged-${randomBytes(8).toString('hex')}`;
+      const from = s.stack.upstream!.seenHeaders.length;
+      // The header's name in another case, and with `_` for `-` (which a CGI/WSGI stack reads as the same name).
+      const res = await post(alice.token, initializeRequest('forger'), {
+        'X-UPSTREAM-TOKEN': forged,
+        x_upstream_token: forged,
+        'X_Upstream-Token': forged,
+        'x-upstream_token': forged,
+      });
+      expect(res.status, ingress.log()).toBe(200);
+      await res.text();
+      const seen = seenSince(from);
       expect(seen).toHaveLength(1);
-      expect(seen[0]!.authorization).toBe(`Bearer ${alice.credential}`);
-      expect(seen[0]!.names.filter((n) => n.replaceAll('_', '-').startsWith('x-mcp-auth-upstream'))).toEqual([]);
-    }
-    expect(JSON.stringify(s.stack.upstream!.seenHeaders.slice(from))).not.toContain(forged);
+      expect(seen[0]!.credential).toBe(alice.credential);
+      expect(seen[0]!.authorization).toBeUndefined();
+      expect(seen[0]!.names.filter((n) => n.replaceAll('_', '-') === header && n !== header)).toEqual([]);
+      expect(JSON.stringify(s.stack.upstream!.seenHeaders.slice(from))).not.toContain(forged);
 
-    // Authorization itself, in another case: the client's value (its token at the sidecar) is replaced.
+      // Bob's token with Alice's credential header: Bob's credential, never Alice's.
+      const before = s.stack.upstream!.seenHeaders.length;
+      const crossed = await post(bob.token, initializeRequest('crossed'), { 'X-Upstream-Token': alice.credential! });
+      expect(crossed.status).toBe(200);
+      await crossed.text();
+      expect(seenSince(before).map((h) => h.credential)).toEqual([bob.credential]);
+    });
+
+  it.skipIf(!available)("the client's own Authorization (its token at the sidecar) is replaced, in any case", async () => {
     const before = s.stack.upstream!.seenHeaders.length;
     const cased = await fetch(`${ingress.url}/mcp`, {
       method: 'POST',
@@ -161,7 +208,9 @@ describe.each(KINDS)('%s in front, with upstream credentials (mode idp)', (kind)
     });
     expect(cased.status).toBe(200);
     await cased.text();
-    expect(seenSince(before).map((h) => h.authorization)).toEqual([`Bearer ${bob.credential}`]);
+    const seen = seenSince(before);
+    expect(seen.map((h) => h.credential)).toEqual([expected(bob)]);
+    expect(seen[0]!.authorization).toBe(header === 'authorization' ? expected(bob) : undefined);
   });
 
   it.skipIf(!available)('a user with no credential gets -32042 with the link to connect, and nothing is forwarded', async () => {
