@@ -219,6 +219,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // /authz never sees) to the sidecar's /mcp: that decides afresh and answers a JSON-RPC request
     // with -32042 and the link. An ingress that does not know the mark passes the 401 on.
     if (deps.upstreamCredentials !== undefined && (await addCredential(principal, identity, deps.upstreamCredentials))) {
+      metrics.credentialMissing.inc();
       const challenge = invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
       throw new HttpError('invalid_token', challenge.description, { headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1' } });
     }
@@ -284,8 +285,13 @@ export function createProxyServer(deps: ProxyDeps): Server {
         id = undefined;
       }
     }
-    if (id === undefined) throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    if (id === undefined) {
+      metrics.credentialMissing.inc();
+      throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    }
+    // Counted once the link is minted: a store that cannot mint it answers 503, counted as unavailable.
     const { link, linkId } = await credentials.links.mint(principal);
+    metrics.credentialMissing.inc();
     writeJson(res, 200, urlElicitationRequired(id, `${deps.publicUrl()}/connect/${link}`, linkId, credentials.what), {
       'cache-control': 'no-store',
     });
