@@ -132,7 +132,7 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
         upstream: { credentials: { mode: 'idp', key: KEY, header } },
         // Sixteen requests at once on a loaded machine: a Redis reply later than the suite's 500 ms is a
         // 503 that says nothing about the ingress.
-        redis: { commandTimeoutMs: 5000 },
+        redis: { commandTimeoutMs: 1500 },
       },
     });
     ingress = await startIngress(kind, {
