@@ -3,7 +3,9 @@
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { StoredRefreshToken } from '../store/types.ts';
+import type { StoredFields, StoredRefreshToken, TokenLookup } from '../store/types.ts';
+
+export type { StoredFields, TokenLookup };
 
 /** 7 × 24 × 60 × 60 × 1000 ms: the fixed lifetime of a user-grade token (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
@@ -39,14 +41,6 @@ function parseGroups(text: string): string[] | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Raw hash fields as stored: user-grade record, OAuth access-token record. Absent record = null. */
-export type StoredFields = Record<string, string>;
-
-export interface TokenLookup {
-  user: StoredFields | null;
-  oauth: StoredFields | null;
 }
 
 /** Why a presented credential was refused; never sent to the client (one body for all), only logged. */

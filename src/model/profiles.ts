@@ -7,13 +7,7 @@
 // are not read, and start-up logs a stored value the sidecar does not use.
 
 import type { ProfileRecord, ProfileStorage } from '../store/types.ts';
-
-export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
-export const GRANT_REFRESH_TOKEN = 'refresh_token';
-export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
-/** RFC 8628 §3.4: the device authorization grant. */
-export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from './grant-types.ts';
 
 type ProfileDefinition = Omit<ProfileRecord, 'createdAt'>;
 
