@@ -30,6 +30,7 @@ import { exchangeAtIdp, TokenExchangeSource } from './upstream-credentials/token
 import { UpstreamCredentialDelivery, type CredentialSource } from './upstream-credentials/delivery.ts';
 import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
 import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
+import { CREDENTIAL_ACTIONS, refreshRecorder } from './upstream-credentials/events.ts';
 import { CredentialVault } from './upstream-credentials/vault.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
@@ -504,6 +505,8 @@ function upstreamCredentialsOnProxy(
     clientSecret: idp.clientSecret,
     timeoutMs: idp.requestTimeoutMs,
   });
+  // Each refresh is counted, and audited by user and provider when it renews or ends a credential.
+  const recordRefresh = refreshRecorder({ metrics, audit });
   let provider: ConnectProvider;
   let source: CredentialSource;
   if (mode === 'oauth') {
@@ -523,7 +526,7 @@ function upstreamCredentialsOnProxy(
       refresh: async (refreshToken) =>
         tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
       isUnavailable: providerUnavailable,
-      onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
+      onRefresh: recordRefresh,
     });
   } else {
     // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
@@ -537,7 +540,7 @@ function upstreamCredentialsOnProxy(
       refresh: (refreshToken) =>
         signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken),
       isUnavailable: (err) => err instanceof IdpUnavailable,
-      onRefresh: (result) => metrics.upstreamCredentialRefreshes.labels(result).inc(),
+      onRefresh: recordRefresh,
     });
     source =
       mode === 'token-exchange'
@@ -568,7 +571,7 @@ function upstreamCredentialsOnProxy(
     publicUrl,
     onConnected: (subject, name) => {
       metrics.upstreamCredentialsConnected.inc();
-      return audit.record({ who: 'user', action: 'upstream_credential_connected', result: 'ok', subject, detail: { provider: name } });
+      return audit.record({ who: 'user', action: CREDENTIAL_ACTIONS.connected, result: 'ok', subject, detail: { provider: name } });
     },
   });
   const routes: Route[] = [

@@ -148,14 +148,20 @@ const handlers: Handlers = {
     const revoked = await ctx.store.revokeSubject(subject, issuer, ctx.clock.now(), SUBJECT_REVOCATION_BATCH);
     // Handles are indexed by subject alone: a person's handles go whatever issuer was named.
     const handlesForgotten = await ctx.store.forgetSubjectHandles(subject);
-    // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too.
+    // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too; the
+    // audit event names their providers (never a token).
+    const providers = (await ctx.store.listSubjectUpstreamCredentials(subject))
+      .filter((c) => issuer === undefined || c.issuer === issuer)
+      .map((c) => c.provider);
     const connectedAccountsDeleted = await ctx.store.deleteUpstreamCredentials(subject, issuer);
     ctx.metrics.tokensRevoked.labels('oauth_access').inc(revoked.accessTokensRevoked);
     ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(revoked.refreshTokensRevoked);
     ctx.metrics.tokensRevoked.labels('user').inc(revoked.userTokensRevoked);
     const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten };
     const { subject: _, ...counts } = body;
-    return { status: 200, body, audit: { subject, detail: { ...counts, ...(issuer === undefined ? {} : { issuer }) } } };
+    const disconnected: Record<string, string> =
+      providers.length === 0 ? {} : { upstreamCredentialsDisconnected: [...new Set(providers)].sort().join(' ') };
+    return { status: 200, body, audit: { subject, detail: { ...counts, ...(issuer === undefined ? {} : { issuer }), ...disconnected } } };
   },
 
   /** Indexes records written before the subject index existed. */

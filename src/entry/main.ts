@@ -12,15 +12,18 @@ import { checkIdentityProvider } from '../oauth/idp-check.ts';
 import { RedisConnectError } from '../store/redis-connection.ts';
 import { LookupCacheSetupError } from '../store/redis-lookup-cache.ts';
 import { redactRedisUrl } from '../store/redis-url.ts';
+import { storedCredentialKeyProblem } from '../upstream-credentials/key-check.ts';
 import { groupLogger, runPrimary, runWorker, workerCount } from './workers.ts';
 
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config [--skip-network-checks]] [--<key> VALUE ...]
 
   --config FILE    YAML configuration (default: $MCP_AUTH_CONFIG, else ./config.yaml when present)
   --check-config   validate the configuration and the identity provider it names (discovery
-                   document, keys, client credentials), report every problem, exit 0 (valid) or 2
+                   document, keys, client credentials) and, with upstream credentials on, that the
+                   store's kept credentials are sealed under configured keys; report every problem,
+                   exit 0 (valid) or 2
   --skip-network-checks
-                   with --check-config: the configuration alone, nothing fetched
+                   with --check-config: the configuration alone, nothing fetched or read from Redis
   --<key> VALUE    any configuration key but the master token (README: Configuration); it wins over
                    the environment and the file. Lists are comma-separated. The keys:
 ${wrap(
@@ -87,6 +90,18 @@ async function main(): Promise<void> {
     if (problems.length > 0) {
       fail(`the identity provider is not usable, and browser sign-in and the token exchange depend on it: ${problems.join('; ')}.`);
     }
+  }
+  if (checkOnly && !skipNetworkChecks) {
+    // With upstream credentials on: the store's records must be sealed under keys this configuration holds.
+    let problem;
+    try {
+      problem = await storedCredentialKeyProblem(config, () =>
+        openStore(config, systemClock, createLogger('error', undefined, config.logFormat)),
+      );
+    } catch (err) {
+      fail(redisStartupProblem(config.redis.url, err));
+    }
+    if (problem !== undefined) fail(problem);
   }
   if (checkOnly) {
     process.stdout.write(`configuration OK${configPath ? ` (${configPath})` : ''}\n`);

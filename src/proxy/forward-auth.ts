@@ -20,6 +20,12 @@ import type { ProxyRequest } from './request.ts';
 export const AUTHZ_PATH = '/authz';
 
 /**
+ * On /authz's 401 for a user without a usable upstream credential (and on no other answer): the
+ * ingress may hand the request to the sidecar's /mcp, which answers a JSON-RPC request with -32042.
+ */
+export const CONNECT_REQUIRED_HEADER = 'x-mcp-auth-connect';
+
+/**
  * The /authz handler: may the request the ingress holds go to the upstream? The same steps as /mcp up
  * to the decision, per-tool policy decided from the Mcp-Method / Mcp-Name headers (the body stays with
  * the ingress). Allowed: 200, no body, the identity headers for the ingress to copy onto the request it
@@ -42,11 +48,14 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   const binding = ctx.handles.bindPresentedSession(req, principal);
   if (binding !== undefined) await binding;
   const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, principal);
-  // The ingress copies the credential header like the identity headers; a user without one gets the
-  // 401 challenge (the ingress cannot relay a JSON-RPC answer for a body it holds).
+  // The ingress copies the credential header like the identity headers. A user without one gets the
+  // 401 challenge, marked so that an ingress which knows it hands the request (with its body, which
+  // /authz never sees) to the sidecar's /mcp: that decides afresh and answers a JSON-RPC request
+  // with -32042 and the link. An ingress that does not know the mark passes the 401 on.
   if (ctx.upstreamCredentials !== undefined && (await addCredential(ctx, principal, headers, ctx.upstreamCredentials))) {
     ctx.metrics.credentialMissing.inc();
-    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+    const challenge = invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+    throw new HttpError('invalid_token', challenge.description, { headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1' } });
   }
   const signing = addAssertion(ctx, principal, headers);
   if (signing !== undefined) await signing;

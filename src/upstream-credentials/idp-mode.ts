@@ -16,6 +16,8 @@ const REFRESH_LOCK_MS = 10_000;
 const REFRESH_WAIT_MS = 3_000;
 const REFRESH_POLL_MS = 50;
 
+export type RefreshResult = 'ok' | 'refused' | 'unavailable';
+
 /** The IdP could not be reached to refresh: the request fails (503) instead of going without the credential. */
 export class CredentialRefreshUnavailable extends Error {
   override readonly name = 'CredentialRefreshUnavailable';
@@ -36,8 +38,11 @@ export interface RefreshingSourceOptions {
   isUnavailable(err: unknown): boolean;
   /** Waits `ms` (injected so tests never sleep on a real timer they cannot control). */
   sleep?: (ms: number) => Promise<void>;
-  /** Told of every refresh: `ok`, `refused` (the user must sign in or connect again) or `unavailable`. */
-  onRefresh?: (result: 'ok' | 'refused' | 'unavailable') => void;
+  /**
+   * Told of every refresh, with whose credential it was (never its tokens): `ok`, `refused` (for good:
+   * the user must sign in or connect again) or `unavailable` (the provider could not be reached).
+   */
+  onRefresh?: (result: RefreshResult, who: CredentialIdentity) => void;
 }
 
 /**
@@ -77,7 +82,7 @@ export class RefreshingCredentialSource {
       fresh = await this.#o.refresh(kept.refreshToken!);
     } catch (err) {
       if (this.#o.isUnavailable(err)) {
-        this.#o.onRefresh?.('unavailable');
+        this.#o.onRefresh?.('unavailable', who);
         this.#o.logger?.warn(
           { subject: who.subject, provider: who.provider },
           'refreshing an upstream credential failed: the provider cannot be reached',
@@ -85,7 +90,7 @@ export class RefreshingCredentialSource {
         if (stillValid !== undefined) return stillValid;
         throw new CredentialRefreshUnavailable('the provider of the upstream credential cannot be reached', { cause: err });
       }
-      this.#o.onRefresh?.('refused');
+      this.#o.onRefresh?.('refused', who);
       // The provider refused the refresh token (revoked, expired): once the access token lapses the user
       // must authorize again (the lock keeps retries to one per REFRESH_LOCK_MS meanwhile).
       this.#o.logger?.info(
@@ -99,7 +104,7 @@ export class RefreshingCredentialSource {
       ...(fresh.refreshToken === undefined && kept.refreshToken !== undefined ? { refreshToken: kept.refreshToken } : {}),
     };
     await this.#o.vault.save(who, saved);
-    this.#o.onRefresh?.('ok');
+    this.#o.onRefresh?.('ok', who);
     return saved;
   }
 

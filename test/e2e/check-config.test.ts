@@ -1,5 +1,7 @@
 // The real command line (src/entry/main.ts, a process of its own): --check-config and a start that cannot
 // reach Redis exit 2 with every problem listed, before any port opens; a valid configuration exits 0.
+// With upstream credentials on, --check-config also reads which keys the store's records are sealed
+// under (a Redis of the suite, a prefix of its own) and names those the configuration lacks.
 
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -7,7 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import { generateToken } from '../../src/model/credentials.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import type { RedisTokenStore } from '../../src/store/redis.ts';
+import { CredentialCipher, keyIdOf } from '../../src/upstream-credentials/cipher.ts';
+import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
+import { deleteUnder, openRedisStore, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
 import { RUN_TS } from '../support/node-ts.ts';
 
 const MASTER = generateToken();
@@ -161,6 +169,76 @@ describe('the CLI (src/entry/main.ts)', () => {
     ]);
     expect(r.stdout).not.toContain('configuration OK');
   }, 30_000);
+
+  describe('with upstream credentials on, the keys of the records in the store', () => {
+    const oldKey = randomBytes(32);
+    const otherKey = randomBytes(32);
+    const newKey = randomBytes(32);
+    const prefix = uniquePrefix('check-config-keys');
+    const secret = `kept-access-${randomBytes(12).toString('hex')}`;
+    let store: RedisTokenStore;
+    const oauth = (key: Buffer, previous: Buffer[] = []) => ({
+      BEARER_SECRET_MASTER: MASTER,
+      REDIS_URL: redisUrl(),
+      UPSTREAM_CREDENTIALS: 'oauth',
+      UPSTREAM_CREDENTIALS_KEY: key.toString('hex'),
+      ...(previous.length > 0 ? { UPSTREAM_CREDENTIALS_PREVIOUS_KEYS: previous.map((k) => k.toString('hex')).join(',') } : {}),
+      UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT: 'https://provider.example/authorize',
+      UPSTREAM_PROVIDER_TOKEN_ENDPOINT: 'https://provider.example/token',
+      UPSTREAM_PROVIDER_CLIENT_ID: 'mcp',
+    });
+    const check = (env: Record<string, string>, more: string[] = []) => run(['--check-config', '--redis.keyPrefix', prefix, ...more], env);
+
+    beforeAll(async () => {
+      store = await openRedisStore(prefix);
+      const clock = new ManualClock(Date.now());
+      const issuer = 'https://idp.example';
+      const save = (key: Buffer, subject: string) =>
+        new CredentialVault({ store, cipher: new CredentialCipher(key), clock }).save(
+          { subject, issuer, provider: 'oauth:provider.example' },
+          { accessToken: secret, refreshToken: `${secret}-refresh` },
+        );
+      await save(oldKey, 'alice');
+      await save(oldKey, 'bob');
+      await save(otherKey, 'carol');
+    });
+    afterAll(async () => {
+      await store?.close();
+      const raw = await rawRedis();
+      await deleteUnder(raw, prefix);
+      await raw.quit();
+    });
+
+    it('records under keys the configuration lacks: exit 2, each key id with its count, never a token, a subject or a key', () => {
+      const r = check(oauth(newKey));
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(
+        `the store holds 3 upstream credential records sealed under key ids the configuration lacks (key id ${keyIdOf(oldKey)}: 2 records, key id ${keyIdOf(otherKey)}: 1 record)`,
+      );
+      expect(r.stderr).toContain(`UPSTREAM_CREDENTIALS_KEY has key id ${keyIdOf(newKey)}`);
+      expect(r.stderr).toContain('UPSTREAM_CREDENTIALS_PREVIOUS_KEYS');
+      expect(r.stdout).not.toContain('configuration OK');
+      for (const text of [secret, 'alice', 'carol', oldKey.toString('hex'), otherKey.toString('hex'), newKey.toString('hex')])
+        expect(r.stderr + r.stdout).not.toContain(text);
+    }, 30_000);
+
+    it('one of them named as a previous key: only the other is reported', () => {
+      const r = check(oauth(newKey, [oldKey]));
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(`(key id ${keyIdOf(otherKey)}: 1 record)`);
+      expect(r.stderr).not.toContain(keyIdOf(oldKey));
+    }, 30_000);
+
+    it('every key configured: exit 0; with --skip-network-checks the store is not read at all', () => {
+      const ok = check(oauth(newKey, [oldKey, otherKey]));
+      expect(ok.stderr).toBe('');
+      expect(ok.status).toBe(0);
+      expect(ok.stdout).toContain('configuration OK');
+      const skipped = check({ ...oauth(newKey), REDIS_URL: 'redis://127.0.0.1:1' }, ['--skip-network-checks']);
+      expect(skipped.stderr).toBe('');
+      expect(skipped.status).toBe(0);
+    }, 30_000);
+  });
 
   it('an unknown argument is a usage error (exit 2)', () => {
     const r = run(['--no-such-flag'], { BEARER_SECRET_MASTER: MASTER });

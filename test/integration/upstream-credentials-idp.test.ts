@@ -167,7 +167,7 @@ describe('upstream credentials, mode idp', () => {
     expect(echo.seen.slice(before)[0]!.headers.authorization).toBeUndefined();
   });
 
-  it("forward-auth: /authz's 200 carries the same credential header for the ingress to copy; a user without one gets the 401", async () => {
+  it("forward-auth: /authz's 200 carries the same credential header for the ingress to copy; a user without one gets the marked 401", async () => {
     // What nginx's auth_request sends (examples/nginx/mcp.conf): the client's headers plus the original request.
     const ask = (token: string) =>
       fetch(`${base}/authz`, { headers: { authorization: `Bearer ${token}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' } });
@@ -190,6 +190,12 @@ describe('upstream credentials, mode idp', () => {
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
+    // Marked, for the ingress to hand the request to /mcp (which answers -32042); an allowing answer is not.
+    expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
+    expect(allowed.headers.get('x-mcp-auth-connect')).toBeNull();
+    const unknown = await ask(generateToken());
+    expect(unknown.status).toBe(401);
+    expect(unknown.headers.get('x-mcp-auth-connect')).toBeNull();
   });
 
   it('the link of mode idp signs in at the IdP again: kept for the same user, refused for another', async () => {

@@ -50,14 +50,24 @@ export async function freePort(): Promise<number> {
  * Starts `kind` from its example configuration on `port`, with the sidecar and the MCP server at the
  * given origins (`http://127.0.0.1:PORT`) in place of the example's.
  */
-export async function startIngress(kind: IngressKind, options: { port: number; sidecar: string; upstream: string }): Promise<Ingress> {
+export async function startIngress(
+  kind: IngressKind,
+  options: {
+    port: number;
+    sidecar: string;
+    upstream: string;
+    /** Edits the example's text first (a variant its comments describe). */
+    edit?: (text: string) => string;
+  },
+): Promise<Ingress> {
+  const edit = options.edit ?? ((text: string) => text);
   const dir = mkdtempSync(join(tmpdir(), `mcp-${kind}-`));
   const sidecar = new URL(options.sidecar).host;
   const upstream = new URL(options.upstream).host;
   let child: ChildProcess;
   let stderr = '';
   if (kind === 'nginx') {
-    const site = readFileSync(new URL('../../examples/nginx/mcp.conf', import.meta.url), 'utf8')
+    const site = edit(readFileSync(new URL('../../examples/nginx/mcp.conf', import.meta.url), 'utf8'))
       .replace('server 127.0.0.1:8080;', `server ${sidecar};`)
       .replace('server 127.0.0.1:3000;', `server ${upstream};`)
       .replace('listen 80;', `listen 127.0.0.1:${options.port};`);
@@ -71,7 +81,7 @@ export async function startIngress(kind: IngressKind, options: { port: number; s
       stdio: ['ignore', 'ignore', 'pipe'],
     });
   } else {
-    const site = readFileSync(new URL('../../examples/caddy/Caddyfile', import.meta.url), 'utf8')
+    const site = edit(readFileSync(new URL('../../examples/caddy/Caddyfile', import.meta.url), 'utf8'))
       .replaceAll('127.0.0.1:8080', sidecar)
       .replaceAll('127.0.0.1:3000', upstream)
       .replace(':80 {', `http://127.0.0.1:${options.port} {`);

@@ -73,7 +73,7 @@ describe('refreshing source (modes idp and oauth)', () => {
       clock,
       refresh: provider.refresh,
       isUnavailable: () => false,
-      onRefresh: (r) => results.push(r),
+      onRefresh: (r, who) => results.push(`${r} ${who.subject} ${who.issuer} ${who.provider}`),
     });
     const called = provider.nextCall();
     const pending = source.usable(USER);
@@ -82,7 +82,8 @@ describe('refreshing source (modes idp and oauth)', () => {
     provider.calls[0]!.answer({ accessToken: 'at-2', expiresAt: clock.now() + HOUR });
     expect(await pending).toMatchObject({ accessToken: 'at-2', refreshToken: 'rt-1' });
     expect(await vault.load({ ...USER, provider: 'idp' })).toMatchObject({ accessToken: 'at-2', refreshToken: 'rt-1' });
-    expect(results).toEqual(['ok']);
+    // Whose credential was refreshed, for the audit event; never its tokens.
+    expect(results).toEqual([`ok alice ${USER.issuer} idp`]);
   });
 
   it('two replicas at once: one refreshes, the other waits for its result instead of refreshing too', async () => {
