@@ -9,11 +9,16 @@ import { HttpError } from '../http/errors.ts';
 import { isLoopbackHost } from '../http/net-address.ts';
 import type { JSONWebKeySet } from 'jose';
 import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, resolveProfile } from './profiles.ts';
-import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from '../store/types.ts';
+import type { ClientRecord, ClientStorage, ProfileStorage, StoredRead, TokenEndpointAuthMethod } from '../store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
 /** C0 and C1 controls, DEL and the Unicode line separators: never part of a stored name or URI. */
 const CONTROL = /[\x00-\x1f\x7f-\x9f\u2028\u2029]/;
+
+/** The name a stored client is shown by: none when it has none, or when it is absent or unreadable. */
+export function clientName(read: StoredRead<ClientRecord>): string | undefined {
+  return read && read !== 'corrupt' ? read.clientName : undefined;
+}
 
 /** True when `value` holds a control character (CR/LF above all: stored values reach logs, headers and pages). */
 export function hasControlCharacter(value: string): boolean {
@@ -281,6 +286,8 @@ export async function provisionClient(
     throw new HttpError(metaError, 'profile must be the name of a profile');
   }
   const profile = await resolveProfile(store, profileName, now);
+  if (profile === 'corrupt')
+    throw new HttpError(metaError, `profile "${profileName}" is unreadable in the store; an administrator must fix it`);
   if (!profile) throw new HttpError(metaError, `unknown profile "${profileName}" (run seedDefaultProfiles, or name an existing profile)`);
 
   let grantTypes = profile.grantTypes;

@@ -6,7 +6,7 @@
 // same on every replica and visible in the deployment: for those names a stored profile's lifetimes
 // are not read, and start-up logs a stored value the sidecar does not use.
 
-import type { ProfileRecord, ProfileStorage } from '../store/types.ts';
+import type { ProfileRecord, ProfileStorage, StoredRead } from '../store/types.ts';
 
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_REFRESH_TOKEN = 'refresh_token';
@@ -68,15 +68,17 @@ export function defaultProfileRecords(now: number, lifetimes?: ProfileLifetimes)
 
 /**
  * The stored profile, else the built-in one of that name, else null; a built-in name's token
- * lifetimes are the configured ones (`lifetimes`) whatever the store holds.
+ * lifetimes are the configured ones (`lifetimes`) whatever the store holds. A stored profile that is
+ * unreadable is `'corrupt'`, never replaced by the built-in one: its clients get nothing until it is fixed.
  */
 export async function resolveProfile(
   store: ProfileStorage,
   name: string,
   now: number,
   lifetimes?: ProfileLifetimes,
-): Promise<ProfileRecord | null> {
+): Promise<StoredRead<ProfileRecord>> {
   const stored = await store.getProfile(name);
+  if (stored === 'corrupt') return stored;
   const builtIn = DEFAULT_PROFILES.find((p) => p.name === name);
   const profile = stored ?? (builtIn ? { ...builtIn, grantTypes: [...builtIn.grantTypes], createdAt: now } : null);
   return profile && { ...profile, ...configuredLifetimes(lifetimes, name) };

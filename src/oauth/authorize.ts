@@ -21,7 +21,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../http/body.ts';
-import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../model/clients.ts';
+import { checkScope, clientName, redirectUriMatches, scopeWithin, splitScopes } from '../model/clients.ts';
 import { generateToken, hashToken, isTokenShaped } from '../model/credentials.ts';
 import { HttpError, httpErrorFor, tooManyRequests } from '../http/errors.ts';
 import { consentKey } from '../store/records.ts';
@@ -231,7 +231,7 @@ class SignInFlow {
     const cookie = readCookie(req, this.#consentCookieName);
     if (cookie === undefined) return undefined;
     const client = await this.ctx.store.getClient(request.clientId);
-    if (!client || client.revokedAt !== undefined) return undefined;
+    if (!client || client === 'corrupt' || client.revokedAt !== undefined) return undefined;
     const now = this.ctx.clock.now();
     const approvals = await this.ctx.store.listConsents(hashToken(cookie), now);
     return approvals.find(
@@ -254,7 +254,7 @@ class SignInFlow {
     user: SignedInUser,
   ): Promise<ConsentLink | undefined> {
     const client = await this.ctx.store.getClient(request.clientId);
-    if (this.#rememberMs === 0 || !client || client.revokedAt !== undefined) return undefined;
+    if (this.#rememberMs === 0 || !client || client === 'corrupt' || client.revokedAt !== undefined) return undefined;
     const binding = this.consentBinding(req);
     const now = this.ctx.clock.now();
     const approval: ConsentRecord = {
@@ -308,6 +308,10 @@ class SignInFlow {
   ): Promise<{ client: ClientRecord; metadataHost?: string; stored: boolean } | null> {
     if (clientId.length === 0 || clientId.length > 2048) return null;
     const stored = await this.ctx.store.getClient(clientId);
+    if (stored === 'corrupt') {
+      this.ctx.logger.warn({ clientId: clientId.slice(0, 200) }, 'client record unreadable: the request is refused');
+      return null;
+    }
     if (stored?.revokedAt !== undefined) return null;
     if (!this.ctx.cimd || !isClientIdMetadataUrl(clientId)) return stored ? { client: stored, stored: true } : null;
     let doc;
@@ -728,7 +732,7 @@ class SignInFlow {
         const record: AuthorizationRequestRecord = { stage: 'user-consent', request, browserHash: stored.browserHash, user };
         await this.ctx.store.putAuthorizationRequest(hashToken(requestId), record, this.ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
         const client = await this.ctx.store.getClient(request.clientId);
-        writePage(res, 200, consentPage(this.consentView(request, requestId, client?.clientName, user)));
+        writePage(res, 200, consentPage(this.consentView(request, requestId, clientName(client), user)));
         return;
       }
       await this.issueCode(req, res, request, user, {

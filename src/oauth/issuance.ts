@@ -66,7 +66,7 @@ export async function buildPair(
   const profile = await resolveProfile(ctx.store, client.profile, now, ctx.config.oauth.profiles);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
   // A stored profile edited by hand may hold anything: never a token that expires at once, or never.
-  if (!lifetime(profile.accessTokenLifetimeSeconds, 1) || !lifetime(profile.refreshTokenLifetimeSeconds, 0)) {
+  if (profile === 'corrupt' || !lifetime(profile.accessTokenLifetimeSeconds, 1) || !lifetime(profile.refreshTokenLifetimeSeconds, 0)) {
     ctx.logger.error(
       { profile: client.profile },
       'a stored profile has a token lifetime that is not a whole number of seconds in range: nothing issued to its clients',

@@ -23,6 +23,7 @@ import {
 } from '../support/sign-in.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 import { DEMO_USER } from '../../demo/idp.ts';
+import { readable } from '../support/records.ts';
 
 let s: SignInStack;
 let base: string;
@@ -347,7 +348,7 @@ describe('codes and tokens', () => {
     const after = await s.stack.store.lookupToken(
       (await import('../../src/model/credentials.ts')).hashToken(refreshed.body.access_token as string),
     );
-    expect(after.oauth?.subject).toBe(DEMO_USER.sub);
+    expect(readable(after.oauth)?.subject).toBe(DEMO_USER.sub);
   });
 
   it('a wrong code_verifier is invalid_grant, and does not burn the code', async () => {
