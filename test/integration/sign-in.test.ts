@@ -335,7 +335,7 @@ describe('codes and tokens', () => {
       clientId,
       subject: DEMO_USER.sub,
       email: DEMO_USER.email,
-      groups: JSON.stringify(DEMO_USER.groups),
+      groups: DEMO_USER.groups,
     });
     // The code itself is stored only as its hash.
     expect(s.stack.logs.join('\n')).not.toContain(code);
