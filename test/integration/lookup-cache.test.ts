@@ -112,6 +112,20 @@ describe('the lookup cache on the store', () => {
     expect(cache.stats).toMatchObject({ hits: 1, misses: 1, bypasses: 0 });
   });
 
+  it('a record is parsed once, when the cache is filled: every hit hands out the same frozen record, a corrupt one included', async () => {
+    const { tokenHash } = await putUser(store);
+    const first = await store.lookupToken(tokenHash);
+    expect(first.user).toMatchObject({ subject: 'user-1', revoked: false });
+    expect(Object.isFrozen(first.user)).toBe(true);
+    expect((await store.lookupToken(tokenHash)).user).toBe(first.user);
+    await after(cache, 'invalidated', () => raw.hset(`${store.keys.userToken(tokenHash)}`, 'groups', 'not a list'));
+    const corrupt = await store.lookupToken(tokenHash);
+    expect(corrupt).toEqual({ user: 'corrupt', oauth: null });
+    expect(await store.lookupToken(tokenHash)).toEqual({ user: 'corrupt', oauth: null });
+    expect(cache.stats).toMatchObject({ hits: 2, misses: 2 });
+    expect(decideToken(tokenHash, corrupt, Date.now())).toEqual({ ok: false, reason: 'corrupt' });
+  });
+
   it('misses are never cached: an unknown token is read every time, and found once it exists', async () => {
     const tokenHash = hashToken(generateToken());
     const before = await hgetallCalls();
