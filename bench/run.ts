@@ -13,7 +13,7 @@
 // stream); a soak (RSS start/end). Prints a markdown report and writes it to bench/results/latest.md.
 //
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
-// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,observability,post,sse,idle,soak,
+// BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,observability,upstream-credentials,post,sse,idle,soak,
 // BENCH_FAST_TARGETS (direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion; also sidecar-user,
 // baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
@@ -34,6 +34,7 @@ import type { ProcessStats } from './child-ipc.ts';
 import { SIDECAR_ENGINE, fastChecks, fastReport, fastScenario, type FastKey, type FastResults } from './fast.ts';
 import { policyChecks, policyReport, policyScenario, type PolicyResults } from './policy.ts';
 import { observabilityReport, observabilityScenario, type ObservabilityResults } from './observability.ts';
+import { upstreamCredentialsReport, upstreamCredentialsScenario, type UpstreamCredentialsResults } from './upstream-credentials.ts';
 import { Child, fmt, percentile, procCpuMicros, sortedCopy, table } from './lib.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -783,6 +784,7 @@ interface Results {
   fast?: FastResults;
   policy?: PolicyResults;
   observability?: ObservabilityResults;
+  upstreamCredentials?: UpstreamCredentialsResults;
   post?: Map<number, Map<TargetKey, CellSummary>>;
   sse?: Map<TargetKey, SseSummary>;
   idle?: Map<TargetKey, IdleSummary>;
@@ -831,6 +833,7 @@ function report(
   if (results.fast) out.push(...fastReport(results.fast, 1));
   if (results.policy) out.push(...policyReport(results.policy));
   if (results.observability) out.push(...observabilityReport(results.observability));
+  if (results.upstreamCredentials) out.push(...upstreamCredentialsReport(results.upstreamCredentials));
 
   if (results.post) {
     out.push('### MCP SDK upstream: JSON-RPC POSTs (`tools/call echo` in an MCP session, SSE-framed answer), the realistic scenario', '');
@@ -1168,6 +1171,27 @@ async function main(): Promise<void> {
       });
     } finally {
       await Promise.allSettled(observabilityChildren.map((c) => c.stop()));
+    }
+  }
+  if (ONLY.has('upstream-credentials')) {
+    const credentialChildren: Child[] = [];
+    const keep = (c: Child) => (credentialChildren.push(c), children.push(c), c);
+    try {
+      results.upstreamCredentials = await upstreamCredentialsScenario({
+        tmp,
+        redisUrl: redisServer!.url,
+        connections: FAST_CONNECTIONS,
+        rounds: FAST_ROUNDS,
+        seconds: CELL_SECONDS,
+        startUpstream: async () => keep(await Child.start('credentials fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
+        startSidecar: async (name, config) =>
+          keep(
+            await Child.start(name, join(BENCH_DIR, 'upstream-credentials-child.ts'), { env: { BENCH_CONFIG: JSON.stringify(config) } }),
+          ),
+        log,
+      });
+    } finally {
+      await Promise.allSettled(credentialChildren.map((c) => c.stop()));
     }
   }
   if (ONLY.has('post'))

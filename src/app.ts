@@ -14,6 +14,7 @@ import { InstrumentedStore, Metrics } from './observability/metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import type { OAuthContext } from './oauth/context.ts';
 import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
 import * as oidc from 'openid-client';
 import type { Route } from './http/serve.ts';
@@ -232,30 +233,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const masterToken = new MasterToken(config.masterToken);
   const upstreamCredentials = credentialVaultFor(config, store, clock, logger);
 
-  const forwarder = createForwarder({
-    upstreamUrl: config.upstream.url,
-    headersTimeoutMs: config.upstream.headersTimeoutMs,
-    maxSockets: config.upstream.maxSockets,
-    maxBodyBytes: config.proxy.maxBodyBytes,
-    onUpstreamResult: (status) => metrics.upstreamStatus(status),
-    onStreamOpen: (req, res) => {
-      metrics.openStreams.inc();
-      streams.track(req, res);
-    },
-    onStreamClose: () => metrics.openStreams.dec(),
-    onError: upstreamFailureLogger(logger, clock, config.upstream.url),
-  });
-
-  // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
-  const streams = new StreamRevocation({
-    store,
-    clock,
-    logger,
-    metrics,
-    recheckMs: config.proxy.streamRecheckMs,
-    endStream: (res) => forwarder.endStream(res),
-  });
-  await streams.start();
+  const { forwarder, streams } = await startForwarding(config, store, clock, logger, metrics);
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
   // When each token was last presented (listGrants, the account page): at most one write per token a minute.
   const lastUse = new LastUseRecorder({ store, clock, logger, intervalMs: LAST_USE_INTERVAL_MS, maxTokens: 100_000, batchSize: 500 });
@@ -292,27 +270,12 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     dpop,
     assertions: assertions?.signer,
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
-    routes: [
-      ...(assertions ? [jwksRoute(assertions.keys)] : []),
-      ...(onProxy?.routes ?? []),
-      ...oauthRoutes({
-        config,
-        store,
-        clock,
-        logger,
-        metrics,
-        audit,
-        masterToken,
-        idp: createIdpVerifier(config.idp),
-        idJag: createIdJagVerifier(config.idp),
-        signIn,
-        keepIdpTokens: onProxy?.keepIdpTokens,
-        cimd: options.cimd ?? cimdResolverFor(config, clock, logger),
-        authFailures,
-        dpop,
-        publicUrl,
-      }),
-    ],
+    routes: proxyRoutesFor(
+      options,
+      { config, store, clock, logger, metrics, audit, masterToken, signIn, authFailures, dpop, publicUrl },
+      assertions,
+      onProxy,
+    ),
     policyGate,
     tracing,
     lastUse,
@@ -327,25 +290,152 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
-  const adminServer = createAdminServer({
-    store,
-    clock,
-    logger,
-    metrics,
-    audit,
-    masterToken,
-    maxBodyBytes: config.admin.maxBodyBytes,
-    policy: policyGate?.policy,
-    quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength },
-    profileLifetimes: config.oauth.profiles,
-    upstreamCredentials,
-    failures: adminFailures,
-    ...options.admin,
-  });
+  const adminServer = adminServerFor(
+    config,
+    { store, clock, logger, metrics, audit, masterToken, upstreamCredentials },
+    {
+      policy: policyGate?.policy,
+      failures: adminFailures,
+      overrides: options.admin,
+    },
+  );
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
   });
 
+  return sidecarOf({
+    config,
+    rawStore,
+    store,
+    metrics,
+    audit,
+    logger,
+    proxyServer,
+    adminServer,
+    forwarder,
+    streams,
+    lastUse,
+    assertions,
+    tracing,
+    publicUrl,
+    listenProxy,
+    listenAdmin,
+  });
+}
+
+/** The proxy listener's routes besides /mcp: the assertion keys, the connect pages, the OAuth endpoints and sign-in. */
+function proxyRoutesFor(
+  options: SidecarOptions,
+  ctx: Omit<OAuthContext, 'idp' | 'idJag' | 'keepIdpTokens' | 'cimd'>,
+  assertions: Sidecar['assertions'],
+  onProxy: ReturnType<typeof upstreamCredentialsOnProxy> | undefined,
+): Route[] {
+  return [
+    ...(assertions ? [jwksRoute(assertions.keys)] : []),
+    ...(onProxy?.routes ?? []),
+    ...oauthRoutes({
+      ...ctx,
+      idp: createIdpVerifier(ctx.config.idp),
+      idJag: createIdJagVerifier(ctx.config.idp),
+      keepIdpTokens: onProxy?.keepIdpTokens,
+      cimd: options.cimd ?? cimdResolverFor(ctx.config, ctx.clock, ctx.logger),
+    }),
+  ];
+}
+
+/** The forwarder to the upstream, and the watch (started) that ends its open streams when their token is revoked or expires. */
+async function startForwarding(
+  config: Config,
+  store: TokenStore,
+  clock: Clock,
+  logger: Logger,
+  metrics: Metrics,
+): Promise<{ forwarder: Forwarder; streams: StreamRevocation }> {
+  const forwarder = createForwarder({
+    upstreamUrl: config.upstream.url,
+    headersTimeoutMs: config.upstream.headersTimeoutMs,
+    maxSockets: config.upstream.maxSockets,
+    maxBodyBytes: config.proxy.maxBodyBytes,
+    onUpstreamResult: (status) => metrics.upstreamStatus(status),
+    onStreamOpen: (req, res) => {
+      metrics.openStreams.inc();
+      streams.track(req, res);
+    },
+    onStreamClose: () => metrics.openStreams.dec(),
+    onError: upstreamFailureLogger(logger, clock, config.upstream.url),
+    onStoreUnavailable: (err) => {
+      metrics.storeErrors.inc();
+      logger.warn(
+        { err: describe(err), listener: 'proxy', path: '/mcp' },
+        'store unavailable after the upstream answered: 503, or the response cut (fail closed)',
+      );
+    },
+  });
+
+  // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
+  const streams = new StreamRevocation({
+    store,
+    clock,
+    logger,
+    metrics,
+    recheckMs: config.proxy.streamRecheckMs,
+    endStream: (res) => forwarder.endStream(res),
+  });
+  await streams.start();
+  return { forwarder, streams };
+}
+
+/** The admin listener: every credential operation, behind the master token. */
+function adminServerFor(
+  config: Config,
+  shared: {
+    store: TokenStore;
+    clock: Clock;
+    logger: Logger;
+    metrics: Metrics;
+    audit: Audit;
+    masterToken: MasterToken;
+    upstreamCredentials: CredentialVault | undefined;
+  },
+  extra: { policy: PolicyGate['policy'] | undefined; failures: FailedAuthLimiter | undefined; overrides: AdminOverrides | undefined },
+): Server {
+  return createAdminServer({
+    ...shared,
+    maxBodyBytes: config.admin.maxBodyBytes,
+    policy: extra.policy,
+    quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength },
+    profileLifetimes: config.oauth.profiles,
+    failures: extra.failures,
+    ...extra.overrides,
+  });
+}
+
+/** The parts of a running sidecar, as createSidecar built them. */
+interface SidecarParts {
+  config: Config;
+  /** The store as opened (what Sidecar.store is). */
+  rawStore: TokenStore;
+  /** The same store, its operations timed and counted. */
+  store: TokenStore;
+  metrics: Metrics;
+  audit: Audit;
+  logger: Logger;
+  proxyServer: Server;
+  adminServer: Server;
+  forwarder: Forwarder;
+  streams: StreamRevocation;
+  lastUse: LastUseRecorder;
+  assertions: Sidecar['assertions'];
+  tracing: Awaited<ReturnType<typeof createTracing>>;
+  publicUrl: () => string;
+  listenProxy: () => Promise<string>;
+  listenAdmin: () => Promise<string>;
+}
+
+function sidecarOf(parts: SidecarParts): Sidecar {
+  const { config, rawStore, store, metrics, audit, logger, proxyServer, adminServer, forwarder, streams, lastUse, assertions, tracing } =
+    parts;
+  const { publicUrl, listenProxy, listenAdmin } = parts;
   return {
     config,
     store: rawStore,

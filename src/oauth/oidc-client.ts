@@ -143,129 +143,10 @@ function describeRefusal(err: unknown): string {
 export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, options: IdpSignInOptions = {}): IdpSignIn | undefined {
   const { issuer, clientId, clientSecret } = idp;
   if (issuer === undefined || clientId === undefined || clientSecret === undefined) return undefined;
-  const timeoutSeconds = idp.requestTimeoutMs / 1000;
-  let discovered: Promise<oidc.Configuration> | undefined;
-
-  /** Discovery once, shared; a failure is forgotten so that the next sign-in tries again. */
-  function configuration(): Promise<oidc.Configuration> {
-    discovered ??= oidc
-      .discovery(new URL(issuer!), clientId!, undefined, oidc.ClientSecretBasic(clientSecret), {
-        timeout: timeoutSeconds,
-        ...(idpAllowsHttp(issuer!) ? { execute: [oidc.allowInsecureRequests] } : {}),
-      })
-      .then((config) => {
-        config.timeout = timeoutSeconds;
-        // Verify the ID token's signature against the IdP's keys too (not only trust TLS to the token endpoint).
-        oidc.enableNonRepudiationChecks(config);
-        return config;
-      });
-    const pending = discovered;
-    pending.catch(() => {
-      if (discovered === pending) discovered = undefined;
-    });
-    return pending;
-  }
-
-  async function call<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      return await idpCall('IdP request', work);
-    } catch (err) {
-      if (err instanceof IdpRejection) throw err;
-      if (clientRefused(err)) throw new IdpClientRefused({ cause: err });
-      if (err instanceof oidc.AuthorizationResponseError) throw new IdpAuthorizationError(err.error);
-      if (unavailable(err)) throw new IdpUnavailable((err as Error).message, { cause: err });
-      throw new IdpRejection(describeRefusal(err), { cause: err });
-    }
-  }
-
-  /**
-   * The ID token's claims, completed from userinfo when it lacks the email or the groups claim: many
-   * IdPs (a generic OpenID provider, Okta's org server, oidc-provider) release profile claims only
-   * there. The ID token wins where both speak; openid-client checks that userinfo's `sub` is the ID
-   * token's. Userinfo failing is logged and sign-in goes on with what the ID token says.
-   */
-  async function withUserinfo(config: oidc.Configuration, accessToken: string, idTokenClaims: oidc.IDToken): Promise<JWTPayload> {
-    const complete =
-      typeof idTokenClaims.email === 'string' &&
-      idTokenClaims[idp.emailVerifiedClaim] !== undefined &&
-      idTokenClaims[idp.groupsClaim] !== undefined;
-    let userinfoTried = false;
-    let claims: JWTPayload = idTokenClaims;
-    if (!complete && config.serverMetadata().userinfo_endpoint !== undefined) {
-      userinfoTried = true;
-      try {
-        const userinfo = await oidc.fetchUserInfo(config, accessToken, idTokenClaims.sub);
-        claims = { ...userinfo, ...idTokenClaims };
-      } catch (err) {
-        if (unavailable(err)) throw err;
-        options.logger?.warn(
-          { reason: describeRefusal(err) },
-          'the identity provider refused the userinfo request: signing in with the ID token claims alone',
-        );
-      }
-    }
-    if (options.groupsNeeded && claims[idp.groupsClaim] === undefined) warnGroupsMissing(config, userinfoTried);
-    return claims;
-  }
-
-  /** Which of the two causes keeps the groups claim away, and what to set. */
-  function warnGroupsMissing(config: oidc.Configuration, userinfoTried: boolean): void {
-    const offered = config.serverMetadata().scopes_supported ?? [];
-    const asked = idp.scopes.split(' ');
-    const where = userinfoTried ? 'the ID token nor userinfo' : 'the ID token (and the IdP has no userinfo endpoint)';
-    if (offered.includes('groups') && !asked.includes('groups')) {
-      options.logger?.warn(
-        { cause: 'scope not asked', claim: idp.groupsClaim, scopes: idp.scopes },
-        `neither ${where} carries the "${idp.groupsClaim}" claim, and the identity provider offers a "groups" scope the sidecar does not ask for: add groups to IDP_SCOPES (idp.scopes); group rules refuse this user until then`,
-      );
-      return;
-    }
-    options.logger?.warn(
-      { cause: 'claim not released', claim: idp.groupsClaim, scopes: idp.scopes },
-      `neither ${where} carries the "${idp.groupsClaim}" claim: have the identity provider release it for this client (Keycloak: a "Group Membership" mapper; Okta: a groups claim on the authorization server; Entra ID: groupMembershipClaims in the app manifest), or set idp.groupsClaim to the claim it uses; group rules refuse this user until then`,
-    );
-  }
-
+  const configuration = sharedDiscovery(issuer, clientId, clientSecret, idp.requestTimeoutMs / 1000);
   return {
     issuer,
-    check: async () => {
-      let config: oidc.Configuration;
-      try {
-        config = await configuration();
-      } catch (err) {
-        throw new IdpSetupProblem(
-          `cannot use the identity provider's discovery document at ${discoveryUrlOf(issuer)} (${describeRefusal(err)}). Check IDP_ISSUER (idp.issuer): it must be reachable from the sidecar and be the issuer exactly as the IdP's discovery document names it (scheme, host, path, no trailing slash unless the IdP has one)`,
-          { cause: err },
-        );
-      }
-      const jwksUri = config.serverMetadata().jwks_uri;
-      if (jwksUri === undefined)
-        throw new IdpSetupProblem(
-          `the identity provider's discovery document at ${discoveryUrlOf(issuer)} names no jwks_uri: ID tokens cannot be verified`,
-        );
-      try {
-        await fetchJwks(jwksUri, idp.requestTimeoutMs);
-      } catch (err) {
-        throw new IdpSetupProblem(
-          `cannot read the identity provider's keys at ${jwksUri} (named by ${discoveryUrlOf(issuer)}): ${describeRefusal(err)}`,
-          { cause: err },
-        );
-      }
-      try {
-        await oidc.genericGrantRequest(config, 'authorization_code', { code: generateToken(), redirect_uri: callbackUrl() });
-      } catch (err) {
-        const tokenEndpoint = config.serverMetadata().token_endpoint;
-        if (clientRefused(err))
-          throw new IdpSetupProblem(`${new IdpClientRefused().message} (the token endpoint ${tokenEndpoint} answered invalid_client)`, {
-            cause: err,
-          });
-        if (unavailable(err))
-          throw new IdpSetupProblem(`cannot reach the identity provider's token endpoint ${tokenEndpoint}: ${describeRefusal(err)}`, {
-            cause: err,
-          });
-        // Anything else (invalid_grant, as expected) means the client authentication passed.
-      }
-    },
+    check: () => checkSetup(idp, issuer, configuration, callbackUrl),
     start: () =>
       call(async () => {
         const config = await configuration();
@@ -281,35 +162,7 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
         });
         return { url, login };
       }),
-    finish: (query, login) =>
-      call(async () => {
-        const config = await configuration();
-        // The redirect URI registered at the IdP (openid-client derives it from this URL), whatever
-        // address the request reached the sidecar by.
-        const currentUrl = new URL(callbackUrl());
-        for (const [k, v] of query) currentUrl.searchParams.append(k, v);
-        const tokens = await oidc.authorizationCodeGrant(config, currentUrl, {
-          expectedState: login.state,
-          expectedNonce: login.nonce,
-          pkceCodeVerifier: login.codeVerifier,
-          idTokenExpected: true,
-        });
-        const idToken = tokens.id_token;
-        const idTokenClaims = tokens.claims();
-        if (idToken === undefined || idTokenClaims === undefined) throw new IdpRejection('no ID token');
-        const { alg } = decodeProtectedHeader(idToken);
-        if (alg === undefined || !idp.algorithms.includes(alg)) throw new IdpRejection(`ID token algorithm ${String(alg)} is not allowed`);
-        if (typeof idTokenClaims.sub !== 'string' || idTokenClaims.sub.length === 0 || idTokenClaims.sub.length > 512)
-          throw new IdpRejection('bad sub');
-        const claims = await withUserinfo(config, tokens.access_token, idTokenClaims);
-        checkIdentityClaims(idp, claims);
-        const user: SignedInUser = { subject: idTokenClaims.sub, issuer: idTokenClaims.iss };
-        const email = verifiedEmail(idp, claims);
-        if (email !== undefined) user.email = email;
-        const groups = claims[idp.groupsClaim];
-        if (Array.isArray(groups)) user.groups = groups.filter((g): g is string => typeof g === 'string').slice(0, 100);
-        return { user, tokens: idpTokensOf(tokens, Date.now()) };
-      }),
+    finish: (query, login) => call(async () => finishLogin(idp, options, await configuration(), callbackUrl(), query, login)),
     refresh: (refreshToken) =>
       call(async () => {
         const config = await configuration();
@@ -317,4 +170,180 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
         return idpTokensOf(tokens, Date.now(), refreshToken);
       }),
   };
+}
+
+/** Discovery once, shared; a failure is forgotten so that the next sign-in tries again. */
+function sharedDiscovery(
+  issuer: string,
+  clientId: string,
+  clientSecret: string,
+  timeoutSeconds: number,
+): () => Promise<oidc.Configuration> {
+  let discovered: Promise<oidc.Configuration> | undefined;
+  return () => {
+    discovered ??= oidc
+      .discovery(new URL(issuer), clientId, undefined, oidc.ClientSecretBasic(clientSecret), {
+        timeout: timeoutSeconds,
+        ...(idpAllowsHttp(issuer) ? { execute: [oidc.allowInsecureRequests] } : {}),
+      })
+      .then((config) => {
+        config.timeout = timeoutSeconds;
+        // Verify the ID token's signature against the IdP's keys too (not only trust TLS to the token endpoint).
+        oidc.enableNonRepudiationChecks(config);
+        return config;
+      });
+    const pending = discovered;
+    pending.catch(() => {
+      if (discovered === pending) discovered = undefined;
+    });
+    return pending;
+  };
+}
+
+/** One call to the IdP, its failure sorted: unreachable, the client refused, an error relayed, or sign-in refused. */
+async function call<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await idpCall('IdP request', work);
+  } catch (err) {
+    if (err instanceof IdpRejection) throw err;
+    if (clientRefused(err)) throw new IdpClientRefused({ cause: err });
+    if (err instanceof oidc.AuthorizationResponseError) throw new IdpAuthorizationError(err.error);
+    if (unavailable(err)) throw new IdpUnavailable((err as Error).message, { cause: err });
+    throw new IdpRejection(describeRefusal(err), { cause: err });
+  }
+}
+
+/** See IdpSignIn.check. */
+async function checkSetup(
+  idp: Config['idp'],
+  issuer: string,
+  configuration: () => Promise<oidc.Configuration>,
+  callbackUrl: () => string,
+): Promise<void> {
+  let config: oidc.Configuration;
+  try {
+    config = await configuration();
+  } catch (err) {
+    throw new IdpSetupProblem(
+      `cannot use the identity provider's discovery document at ${discoveryUrlOf(issuer)} (${describeRefusal(err)}). Check IDP_ISSUER (idp.issuer): it must be reachable from the sidecar and be the issuer exactly as the IdP's discovery document names it (scheme, host, path, no trailing slash unless the IdP has one)`,
+      { cause: err },
+    );
+  }
+  const jwksUri = config.serverMetadata().jwks_uri;
+  if (jwksUri === undefined)
+    throw new IdpSetupProblem(
+      `the identity provider's discovery document at ${discoveryUrlOf(issuer)} names no jwks_uri: ID tokens cannot be verified`,
+    );
+  try {
+    await fetchJwks(jwksUri, idp.requestTimeoutMs);
+  } catch (err) {
+    throw new IdpSetupProblem(
+      `cannot read the identity provider's keys at ${jwksUri} (named by ${discoveryUrlOf(issuer)}): ${describeRefusal(err)}`,
+      { cause: err },
+    );
+  }
+  try {
+    await oidc.genericGrantRequest(config, 'authorization_code', { code: generateToken(), redirect_uri: callbackUrl() });
+  } catch (err) {
+    const tokenEndpoint = config.serverMetadata().token_endpoint;
+    if (clientRefused(err))
+      throw new IdpSetupProblem(`${new IdpClientRefused().message} (the token endpoint ${tokenEndpoint} answered invalid_client)`, {
+        cause: err,
+      });
+    if (unavailable(err))
+      throw new IdpSetupProblem(`cannot reach the identity provider's token endpoint ${tokenEndpoint}: ${describeRefusal(err)}`, {
+        cause: err,
+      });
+    // Anything else (invalid_grant, as expected) means the client authentication passed.
+  }
+}
+
+/** See IdpSignIn.finish: the code redeemed, the ID token and the claim rules checked, the user they name. */
+async function finishLogin(
+  idp: Config['idp'],
+  options: IdpSignInOptions,
+  config: oidc.Configuration,
+  callbackUrl: string,
+  query: URLSearchParams,
+  login: IdpLoginState,
+): Promise<{ user: SignedInUser; tokens: IdpTokens }> {
+  // The redirect URI registered at the IdP (openid-client derives it from this URL), whatever
+  // address the request reached the sidecar by.
+  const currentUrl = new URL(callbackUrl);
+  for (const [k, v] of query) currentUrl.searchParams.append(k, v);
+  const tokens = await oidc.authorizationCodeGrant(config, currentUrl, {
+    expectedState: login.state,
+    expectedNonce: login.nonce,
+    pkceCodeVerifier: login.codeVerifier,
+    idTokenExpected: true,
+  });
+  const idToken = tokens.id_token;
+  const idTokenClaims = tokens.claims();
+  if (idToken === undefined || idTokenClaims === undefined) throw new IdpRejection('no ID token');
+  const { alg } = decodeProtectedHeader(idToken);
+  if (alg === undefined || !idp.algorithms.includes(alg)) throw new IdpRejection(`ID token algorithm ${String(alg)} is not allowed`);
+  if (typeof idTokenClaims.sub !== 'string' || idTokenClaims.sub.length === 0 || idTokenClaims.sub.length > 512)
+    throw new IdpRejection('bad sub');
+  const claims = await withUserinfo(idp, options, config, tokens.access_token, idTokenClaims);
+  checkIdentityClaims(idp, claims);
+  const user: SignedInUser = { subject: idTokenClaims.sub, issuer: idTokenClaims.iss };
+  const email = verifiedEmail(idp, claims);
+  if (email !== undefined) user.email = email;
+  const groups = claims[idp.groupsClaim];
+  if (Array.isArray(groups)) user.groups = groups.filter((g): g is string => typeof g === 'string').slice(0, 100);
+  return { user, tokens: idpTokensOf(tokens, Date.now()) };
+}
+
+/**
+ * The ID token's claims, completed from userinfo when it lacks the email or the groups claim: many
+ * IdPs (a generic OpenID provider, Okta's org server, oidc-provider) release profile claims only
+ * there. The ID token wins where both speak; openid-client checks that userinfo's `sub` is the ID
+ * token's. Userinfo failing is logged and sign-in goes on with what the ID token says.
+ */
+async function withUserinfo(
+  idp: Config['idp'],
+  options: IdpSignInOptions,
+  config: oidc.Configuration,
+  accessToken: string,
+  idTokenClaims: oidc.IDToken,
+): Promise<JWTPayload> {
+  const complete =
+    typeof idTokenClaims.email === 'string' &&
+    idTokenClaims[idp.emailVerifiedClaim] !== undefined &&
+    idTokenClaims[idp.groupsClaim] !== undefined;
+  let userinfoTried = false;
+  let claims: JWTPayload = idTokenClaims;
+  if (!complete && config.serverMetadata().userinfo_endpoint !== undefined) {
+    userinfoTried = true;
+    try {
+      const userinfo = await oidc.fetchUserInfo(config, accessToken, idTokenClaims.sub);
+      claims = { ...userinfo, ...idTokenClaims };
+    } catch (err) {
+      if (unavailable(err)) throw err;
+      options.logger?.warn(
+        { reason: describeRefusal(err) },
+        'the identity provider refused the userinfo request: signing in with the ID token claims alone',
+      );
+    }
+  }
+  if (options.groupsNeeded && claims[idp.groupsClaim] === undefined) warnGroupsMissing(idp, options, config, userinfoTried);
+  return claims;
+}
+
+/** Which of the two causes keeps the groups claim away, and what to set. */
+function warnGroupsMissing(idp: Config['idp'], options: IdpSignInOptions, config: oidc.Configuration, userinfoTried: boolean): void {
+  const offered = config.serverMetadata().scopes_supported ?? [];
+  const asked = idp.scopes.split(' ');
+  const where = userinfoTried ? 'the ID token nor userinfo' : 'the ID token (and the IdP has no userinfo endpoint)';
+  if (offered.includes('groups') && !asked.includes('groups')) {
+    options.logger?.warn(
+      { cause: 'scope not asked', claim: idp.groupsClaim, scopes: idp.scopes },
+      `neither ${where} carries the "${idp.groupsClaim}" claim, and the identity provider offers a "groups" scope the sidecar does not ask for: add groups to IDP_SCOPES (idp.scopes); group rules refuse this user until then`,
+    );
+    return;
+  }
+  options.logger?.warn(
+    { cause: 'claim not released', claim: idp.groupsClaim, scopes: idp.scopes },
+    `neither ${where} carries the "${idp.groupsClaim}" claim: have the identity provider release it for this client (Keycloak: a "Group Membership" mapper; Okta: a groups claim on the authorization server; Entra ID: groupMembershipClaims in the app manifest), or set idp.groupsClaim to the claim it uses; group rules refuse this user until then`,
+  );
 }

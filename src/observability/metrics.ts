@@ -27,7 +27,7 @@ export class Metrics {
   });
   readonly storeErrors = new Counter({
     name: 'mcp_auth_store_errors_total',
-    help: 'Requests (proxy and admin) refused with 503 because the store (Redis) failed or timed out',
+    help: 'Requests (proxy and admin) refused with 503, or cut off after the upstream answered, because the store (Redis) failed or timed out',
     registers: [this.registry],
   });
   readonly storeSeconds = new Histogram({
@@ -216,6 +216,11 @@ export class Metrics {
   readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
   /** A request over a quota (a tool error at 200, or a 429): its outcome, counted where it is decided. */
   readonly quotaExceeded = this.requests.labels('refused', 'quota_exceeded');
+  /**
+   * A user without a usable upstream credential (upstream.credentials): answered -32042 (URL elicitation,
+   * at 200) or the 401 challenge, nothing forwarded. Counted once the answer is decided.
+   */
+  readonly credentialMissing = this.requests.labels('refused', 'upstream_credential_missing');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();

@@ -91,7 +91,7 @@ export interface PolicyGate {
 }
 
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
-  const { policy, limits, metrics, audit } = options;
+  const { policy, limits } = options;
   const gate: PolicyGate = {
     policy,
     async decide(req, principal) {
@@ -105,9 +105,9 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
       if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
-      if (outcome.denied) return { answer: { body: refuse(outcome, principal) }, by: 'policy' };
-      const over = await takeQuotas(req, principal, outcome.requests, outcome.batch);
-      if (over !== undefined) return { answer: { body: refuseOverQuota(over, principal) }, by: 'quota' };
+      if (outcome.denied) return { answer: { body: refuse(options, outcome, principal) }, by: 'policy' };
+      const over = await takeQuotas(options.quotas, req, principal, outcome.requests, outcome.batch);
+      if (over !== undefined) return { answer: { body: refuseOverQuota(options, over, principal) }, by: 'quota' };
       const lists = outcome.lists;
       const decided = outcome.body;
       return lists === undefined
@@ -121,10 +121,10 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
     async checkHeaders(req, principal) {
       const call = callFromHeaders(req);
       const outcome = enforceCall(policy, principal, call);
-      if (outcome.denied) refuse(outcome, principal);
+      if (outcome.denied) refuse(options, outcome, principal);
       // The request's id is unseen and an ingress cannot carry a tool error: over a quota is a 429.
-      const over = await takeQuotas(req, principal, [{ id: null, call }], false);
-      if (over !== undefined) refuseOverQuota({ ...over, requestIds: [] }, principal);
+      const over = await takeQuotas(options.quotas, req, principal, [{ id: null, call }], false);
+      if (over !== undefined) refuseOverQuota(options, { ...over, requestIds: [] }, principal);
     },
     async checkForwardAuth(req, principal, method) {
       const upper = method.toUpperCase();
@@ -134,94 +134,96 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
     },
   };
   return gate;
+}
 
-  /**
-   * Takes the body's requests from the quotas that count them: requests under one rule and caller are
-   * taken together (all or nothing), one store script each, in the order they first appear. The first
-   * that does not fit is the refusal; what earlier groups took stays taken.
-   */
-  async function takeQuotas(
-    req: ProxyRequest,
-    principal: Principal,
-    requests: readonly BodyRequest[],
-    batch: boolean,
-  ): Promise<QuotaRefusal | undefined> {
-    const counting = options.quotas;
-    if (counting === undefined || requests.length === 0) return undefined;
-    const caller: QuotaCaller = { principal, address: counting.addressOf(req) };
-    const groups = new Map<string, { match: QuotaMatch; cost: number; first: BodyRequest }>();
-    for (const request of requests) {
-      const match = quotaFor(counting.quotas, caller, request.call);
-      if (match === undefined) continue;
-      const name = quotaCounterName(match);
-      const group = groups.get(name);
-      if (group === undefined) groups.set(name, { match, cost: 1, first: request });
-      else group.cost++;
-    }
-    for (const [name, { match, cost, first }] of groups) {
-      const { rule } = match;
-      const taking = performance.now();
-      const outcome = await counting.store.takeQuota(name, cost, rule.limit, rule.windowSeconds * 1000, counting.clock.now());
-      req.trace?.step('quota', taking, { 'mcp_auth.quota.rule': rule.label, 'mcp_auth.quota.allowed': outcome.allowed });
-      if (!outcome.allowed) return { rule, call: first.call, resetAt: outcome.resetAt, requestIds: requests.map((r) => r.id), batch };
-    }
-    return undefined;
+/**
+ * Takes the body's requests from the quotas that count them: requests under one rule and caller are
+ * taken together (all or nothing), one store script each, in the order they first appear. The first
+ * that does not fit is the refusal; what earlier groups took stays taken.
+ */
+async function takeQuotas(
+  counting: QuotaCounting | undefined,
+  req: ProxyRequest,
+  principal: Principal,
+  requests: readonly BodyRequest[],
+  batch: boolean,
+): Promise<QuotaRefusal | undefined> {
+  if (counting === undefined || requests.length === 0) return undefined;
+  const caller: QuotaCaller = { principal, address: counting.addressOf(req) };
+  const groups = new Map<string, { match: QuotaMatch; cost: number; first: BodyRequest }>();
+  for (const request of requests) {
+    const match = quotaFor(counting.quotas, caller, request.call);
+    if (match === undefined) continue;
+    const name = quotaCounterName(match);
+    const group = groups.get(name);
+    if (group === undefined) groups.set(name, { match, cost: 1, first: request });
+    else group.cost++;
   }
+  for (const [name, { match, cost, first }] of groups) {
+    const { rule } = match;
+    const taking = performance.now();
+    const outcome = await counting.store.takeQuota(name, cost, rule.limit, rule.windowSeconds * 1000, counting.clock.now());
+    req.trace?.step('quota', taking, { 'mcp_auth.quota.rule': rule.label, 'mcp_auth.quota.allowed': outcome.allowed });
+    if (!outcome.allowed) return { rule, call: first.call, resetAt: outcome.resetAt, requestIds: requests.map((r) => r.id), batch };
+  }
+  return undefined;
+}
 
-  /**
-   * A request over a quota: counted by rule and audited (aggregated like denials); a tools/call's tool
-   * error returned, anything else's 429 thrown.
-   */
-  function refuseOverQuota(refusal: QuotaRefusal, principal: Principal): string {
-    metrics.quotaRefusals.labels(refusal.rule.label).inc();
-    // The 429 is not counted again where errors are: too_many_requests is counted where it is decided.
-    metrics.quotaExceeded.inc();
-    const eventId = audit.recordRepeated(
-      {
-        who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
-        action: 'quota.refuse',
-        result: 'quota_exceeded',
-        ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
-        subject: principal.subject,
-        detail: {
-          method: refusal.call.method,
-          ...(refusal.call.name !== undefined ? { name: refusal.call.name } : {}),
-          rule: refusal.rule.label,
-        },
+/**
+ * A request over a quota: counted by rule and audited (aggregated like denials); a tools/call's tool
+ * error returned, anything else's 429 thrown.
+ */
+function refuseOverQuota(options: PolicyGateOptions, refusal: QuotaRefusal, principal: Principal): string {
+  const { metrics, audit } = options;
+  metrics.quotaRefusals.labels(refusal.rule.label).inc();
+  // The 429 is not counted again where errors are: too_many_requests is counted where it is decided.
+  metrics.quotaExceeded.inc();
+  const eventId = audit.recordRepeated(
+    {
+      who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
+      action: 'quota.refuse',
+      result: 'quota_exceeded',
+      ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
+      subject: principal.subject,
+      detail: {
+        method: refusal.call.method,
+        ...(refusal.call.name !== undefined ? { name: refusal.call.name } : {}),
+        rule: refusal.rule.label,
       },
-      'warn',
-    );
-    const answer = quotaAnswer(refusal, eventId, options.quotas!.clock.now());
-    if (answer.status === 429) throw tooManyRequests(answer.retryAfterSeconds, answer.description);
-    return answer.body;
-  }
+    },
+    'warn',
+  );
+  const answer = quotaAnswer(refusal, eventId, options.quotas!.clock.now());
+  if (answer.status === 429) throw tooManyRequests(answer.retryAfterSeconds, answer.description);
+  return answer.body;
+}
 
-  /**
-   * A denial: counted by rule and audited; a 403 (the step-up challenge, with a scope when one would lift
-   * it) is thrown, a 200 answer's body returned. The audit event's id is the answer's authorization
-   * context, so what the client quotes finds the event.
-   */
-  function refuse(outcome: PolicyDenial, principal: Principal): string {
-    metrics.policyDenials.labels(outcome.rule).inc();
-    const eventId = audit.recordRepeated(
-      {
-        who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
-        action: 'policy.deny',
-        result: outcome.scope !== undefined ? 'insufficient_scope' : 'insufficient_authorization',
-        ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
-        subject: principal.subject,
-        detail: {
-          method: outcome.call.method,
-          ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}),
-          rule: outcome.rule,
-        },
+/**
+ * A denial: counted by rule and audited; a 403 (the step-up challenge, with a scope when one would lift
+ * it) is thrown, a 200 answer's body returned. The audit event's id is the answer's authorization
+ * context, so what the client quotes finds the event.
+ */
+function refuse(options: PolicyGateOptions, outcome: PolicyDenial, principal: Principal): string {
+  const { metrics, audit } = options;
+  metrics.policyDenials.labels(outcome.rule).inc();
+  const eventId = audit.recordRepeated(
+    {
+      who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
+      action: 'policy.deny',
+      result: outcome.scope !== undefined ? 'insufficient_scope' : 'insufficient_authorization',
+      ...(principal.clientId !== undefined ? { clientId: principal.clientId } : {}),
+      subject: principal.subject,
+      detail: {
+        method: outcome.call.method,
+        ...(outcome.call.name !== undefined ? { name: outcome.call.name } : {}),
+        rule: outcome.rule,
       },
-      'warn',
-    );
-    const answer = denialAnswer(outcome, eventId);
-    if (answer.status === 403) throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, answer.body);
-    return answer.body;
-  }
+    },
+    'warn',
+  );
+  const answer = denialAnswer(outcome, eventId);
+  if (answer.status === 403) throw insufficientScope(options.resourceMetadataUrl(), outcome.scope, answer.body);
+  return answer.body;
 }
 
 /**

@@ -27,6 +27,11 @@ export interface ForwarderOptions {
   onStreamClose?: () => void;
   /** Called for every request answered 502, with the cause. */
   onError?: (err: Error, req: IncomingMessage) => void;
+  /**
+   * The store failed after the upstream answered (recording a session or task id it handed out): the
+   * response is answered 503 before its headers went out, cut after.
+   */
+  onStoreUnavailable?: (err: Error, req: IncomingMessage) => void;
 }
 
 /**
@@ -487,6 +492,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A response that cannot be rewritten is not passed on as it is: 502 before the headers, cut after. */
   #breakOff(err: Error): void {
     const { req, res } = this;
+    if (err instanceof StoreUnavailableError) this.#shared.options.onStoreUnavailable?.(err, req);
     if (res.headersSent) {
       this.#abort(err);
       res.destroy();

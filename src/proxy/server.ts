@@ -217,6 +217,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
     // The ingress copies the credential header like the identity headers; a user without one gets the
     // 401 challenge (the ingress cannot relay a JSON-RPC answer for a body it holds).
     if (deps.upstreamCredentials !== undefined && (await addCredential(principal, identity, deps.upstreamCredentials))) {
+      metrics.credentialMissing.inc();
       throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
     }
     const signing = addAssertion(principal, identity);
@@ -281,8 +282,13 @@ export function createProxyServer(deps: ProxyDeps): Server {
         id = undefined;
       }
     }
-    if (id === undefined) throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    if (id === undefined) {
+      metrics.credentialMissing.inc();
+      throw invalidBearerToken(resourceMetadataUrl(deps.publicUrl()));
+    }
+    // Counted once the link is minted: a store that cannot mint it answers 503, counted as unavailable.
     const { link, linkId } = await credentials.links.mint(principal);
+    metrics.credentialMissing.inc();
     writeJson(res, 200, urlElicitationRequired(id, `${deps.publicUrl()}/connect/${link}`, linkId, credentials.what), {
       'cache-control': 'no-store',
     });

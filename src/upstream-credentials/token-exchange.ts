@@ -1,6 +1,7 @@
 // Mode `token-exchange`: RFC 8693 at the IdP's token endpoint, the user's own IdP access token as
 // `subject_token` and `upstream.credentials.audience` as `audience`; the answer is kept (encrypted)
-// per user and audience until shortly before it expires, so the IdP sees one exchange per lifetime.
+// per user and audience until shortly before it expires, and a user's requests that find it due share
+// one exchange, so the IdP sees one exchange per lifetime (per replica).
 
 import * as oidc from 'openid-client';
 import type { Clock } from '../model/clock.ts';
@@ -45,6 +46,11 @@ export interface TokenExchangeOptions {
 export class TokenExchangeSource implements CredentialSource {
   readonly #o: TokenExchangeOptions;
   readonly #provider: string;
+  /**
+   * The exchange under way per user: the requests of a user that find the kept token due while one is
+   * in flight wait for it instead of each asking the IdP (one exchange per replica, not one per request).
+   */
+  readonly #inFlight = new Map<string, Promise<UpstreamTokens | undefined>>();
 
   constructor(options: TokenExchangeOptions) {
     this.#o = options;
@@ -55,6 +61,22 @@ export class TokenExchangeSource implements CredentialSource {
     const who = { ...user, provider: this.#provider };
     const cached = await this.#o.vault.load(who);
     if (cached?.expiresAt !== undefined && cached.expiresAt - this.#o.clock.now() > REFRESH_AHEAD_MS) return cached;
+    const key = JSON.stringify([user.subject, user.issuer]);
+    const pending = this.#inFlight.get(key);
+    if (pending !== undefined) return pending;
+    const exchange = this.#exchange(user, who);
+    this.#inFlight.set(key, exchange);
+    try {
+      return await exchange;
+    } finally {
+      this.#inFlight.delete(key);
+    }
+  }
+
+  async #exchange(
+    user: { subject: string; issuer: string },
+    who: { subject: string; issuer: string; provider: string },
+  ): Promise<UpstreamTokens | undefined> {
     const idp = await this.#o.idpTokens.usable(user);
     if (idp === undefined) return undefined;
     let exchanged: UpstreamTokens;

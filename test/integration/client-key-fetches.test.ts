@@ -373,7 +373,7 @@ describe('an unknown kid re-reads a document whose keys are inline, at most once
     const clock = new ManualClock();
     const stack = await startStack({ clock, cimd: resolver(clock, { refetchCooldownMs: 30_000 }) });
     try {
-      // The record a document's client gets when its first code is issued (authorize.ts rememberDocumentClient).
+      // The record a document's client gets when its first code is issued (SignInClients.remember, src/oauth/sign-in/clients.ts).
       const clientId = `${origin}/doc/inline-keys.json`;
       await stack.store.createClient({
         clientId,

@@ -24,6 +24,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { CLIENT_DOCUMENTS, forTestHost } from '../support/client-documents.ts';
 import { decide, deviceAuthorizationRequest, enterCode, poll, startDevice } from '../support/device.ts';
 
 let s: SignInStack;
@@ -40,9 +41,13 @@ function serveDocument(req: IncomingMessage, res: ServerResponse): void {
     response_types: ['code'],
     token_endpoint_auth_method: 'none',
   };
-  // VS Code's document lists the device grant besides the code grant.
-  if (req.url?.startsWith('/device.json'))
-    body.grant_types = ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'];
+  // VS Code's published document, which lists the device grant besides the code grant (its source is
+  // named in test/support/client-documents.ts), served at this test's own URL.
+  if (req.url?.startsWith('/device.json')) {
+    const published = forTestHost(VS_CODE, docsBase(), docsBase());
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...published, client_id: self }));
+    return;
+  }
   if (req.url === '/wrong-id.json') body.client_id = `${docsBase()}/someone-else.json`;
   // A right-to-left override and a zero-width space: shown as "Document Client file.exe" unneutralised.
   if (req.url === '/bidi-name.json') body.client_name = 'Document\u200B Client \u202Eexe.elif';
@@ -71,6 +76,7 @@ const slowRelease = new Promise<void>((resolve) => {
 let base = '';
 /** https://127.0.0.1:<port> (serveOnLoopback names the server's /mcp URL). */
 const docsBase = () => new URL(docs.url).origin;
+const VS_CODE = CLIENT_DOCUMENTS.find((d) => d.name === 'VS Code')!;
 
 beforeAll(async () => {
   const cert = createTestCertificate();
@@ -246,14 +252,14 @@ describe('bounds on the fetches /authorize causes (each stack its own, so that o
 });
 
 describe('device sign-in (RFC 8628) for a metadata-document client', () => {
-  it('a document that lists the device grant may use it: consent names the document host; the client record is made at approval; its poll gets tokens', async () => {
+  it('the published VS Code document, which lists the device grant, may use it: consent names the document host; the client record is made at approval; its poll gets tokens', async () => {
     const clientId = `${docsBase()}/device.json?run=${Date.now()}`;
     const d = await startDevice(base, clientId);
     expect(await s.stack.store.getClient(clientId)).toBeNull();
     const agent = new UserAgent();
     const consent = await enterCode(agent, base, d.user_code);
     expect(consent.status, consent.body).toBe(200);
-    expect(consent.body).toContain('Document Client');
+    expect(consent.body).toContain('Visual Studio Code');
     expect(consent.body).toContain(new URL(docsBase()).host);
     expect((await decide(agent, base, consent, 'approve')).body).toContain('Device signed in');
     expect(await s.stack.store.getClient(clientId)).toMatchObject({ source: 'cimd', tokenEndpointAuthMethod: 'none' });

@@ -89,6 +89,7 @@ beforeAll(async () => {
   s = await startSignInStack({
     upstreamUrl: echo.url,
     config: {
+      proxy: { forwardAuth: true },
       upstream: {
         credentials: {
           mode: 'oauth',
@@ -132,6 +133,37 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect(metrics).toMatch(/^mcp_auth_upstream_credentials_connected_total [1-9]/m);
     expect(metrics).toMatch(/^mcp_auth_upstream_credentials_missing_total [1-9]/m);
     expect(metrics).not.toContain(forwarded.slice(7));
+  });
+
+  it('a user without a credential is one request outcome, refused as upstream_credential_missing: the -32042 answer and the 401 (on /mcp and /authz) alike', async () => {
+    const requests = async () => {
+      const text = await (await fetch(`${s.stack.adminUrl}/metrics`)).text();
+      const series = [...text.matchAll(/^mcp_auth_requests_total\{([^}]*)\} (\S+)$/gm)];
+      const sum = (labels: string) => series.filter((m) => m[1]!.includes(labels)).reduce((n, m) => n + Number(m[2]), 0);
+      return { missing: sum('outcome="refused",reason="upstream_credential_missing"'), total: sum('') };
+    };
+    const token = await freshUser();
+    const before = await requests();
+    await elicitationUrl(token);
+    const afterElicitation = await requests();
+    expect(afterElicitation.missing - before.missing).toBe(1);
+    expect(afterElicitation.total - before.total).toBe(1);
+    // A GET stream cannot carry a JSON-RPC error: the 401 challenge, counted the same way, once.
+    const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } });
+    expect(get.status).toBe(401);
+    await get.text();
+    const afterGet = await requests();
+    expect(afterGet.missing - afterElicitation.missing).toBe(1);
+    expect(afterGet.total - afterElicitation.total).toBe(1);
+    // Forward-auth: the ingress gets the 401 challenge, counted the same way, once.
+    const authz = await fetch(`${base}/authz`, {
+      headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' },
+    });
+    expect(authz.status).toBe(401);
+    await authz.text();
+    const afterAuthz = await requests();
+    expect(afterAuthz.missing - afterGet.missing).toBe(1);
+    expect(afterAuthz.total - afterGet.total).toBe(1);
   });
 
   it('a link works once: a second visit is refused with a page, and nothing is connected by it', async () => {

@@ -1,7 +1,8 @@
 // The RFC 8693 request the sidecar sends in mode token-exchange (src/upstream-credentials/
 // token-exchange.ts), against a small token endpoint on a real socket: oidc-provider (the test IdP)
-// has no token exchange, so this endpoint checks the request as RFC 8693 §2.1 and §2.2 define it
-// (the form parameters, the client's Basic authentication) and answers like Keycloak does.
+// ships no token exchange, so this endpoint checks the request as RFC 8693 §2.1 and §2.2 define it
+// (the form parameters, the client's Basic authentication) and answers like Keycloak does. The whole
+// mode against a real OpenID provider with an exchange grant is upstream-token-exchange-provider.test.ts.
 
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';

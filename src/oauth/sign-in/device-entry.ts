@@ -1,0 +1,121 @@
+// GET /device, POST /device: device sign-in (RFC 8628) in the browser. The user types the code a
+// device shows; a code that names a pending device authorization leads to the same consent page and
+// IdP round trip as /authorize, whose decision goes to the device's authorization. Entries are limited
+// per address, and failed ones server-wide (the bound on guessing from many addresses).
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parseForm, readBody } from '../../http/body.ts';
+import { tooManyRequests } from '../../http/errors.ts';
+import { WindowLimit } from '../../http/rate-limits.ts';
+import { generateToken, hashToken } from '../../model/credentials.ts';
+import type { AuthorizationRequest } from '../../store/types.ts';
+import { normaliseUserCode } from '../device.ts';
+import { consentPage, deviceCodePage, writePage } from '../sign-in-pages.ts';
+import { checkFormPost } from './browser.ts';
+import { PageError, SIGN_IN_OFF } from './errors.ts';
+import { consentView, holdPendingSignIn, type SignInParts } from './parts.ts';
+
+/** Device codes one client address may enter per minute (a person needs one or two; a guesser many). */
+export const DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS = 10;
+/**
+ * Failed device-code entries the whole server accepts per minute, from every address together: the
+ * bound on guessing from many addresses. Past it, entries are refused until the minute ends.
+ */
+export const DEVICE_FAILED_ENTRIES_PER_MINUTE = 300;
+const FORM_MAX_BODY_BYTES = 4096;
+
+export class DeviceEntryStage {
+  readonly #parts: SignInParts;
+  /** Device codes entered per client address and minute, and failed entries server-wide. */
+  readonly #entries: WindowLimit;
+  readonly #failedEntries: WindowLimit;
+  /** Until when (epoch ms) this process refuses device-code entries: the server-wide failures ran out. */
+  #guessingBlockedUntil = 0;
+
+  constructor(parts: SignInParts) {
+    const { ctx } = parts;
+    this.#parts = parts;
+    this.#entries = new WindowLimit(ctx.store, ctx.clock, 'deviceentry', DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS);
+    this.#failedEntries = new WindowLimit(ctx.store, ctx.clock, 'devicemiss', DEVICE_FAILED_ENTRIES_PER_MINUTE);
+  }
+
+  /** GET /device: the form for the code a device shows, prefilled from `verification_uri_complete`. */
+  async page(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!this.#parts.signIn) throw SIGN_IN_OFF;
+    const typed = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('user_code') ?? '';
+    writePage(res, 200, deviceCodePage({ action: `${this.#parts.ctx.publicUrl()}/device`, userCode: typed.slice(0, 20) }));
+  }
+
+  /**
+   * POST /device: the code typed. Every entry counts towards its address's limit, each failed one
+   * towards the server-wide one, before a code is looked up. A code that names a pending device
+   * authorization shows the consent page (a pending sign-in like one of /authorize, bounded alike).
+   */
+  async entry(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { ctx, signIn } = this.#parts;
+    if (!signIn) throw SIGN_IN_OFF;
+    // A cross-site POST would only spend the address's entries; refused early, as at the consent form.
+    checkFormPost(req, ctx.publicUrl(), 'The code');
+    const address = this.#parts.clientKey(req);
+    const now = ctx.clock.now();
+    if (now < this.#guessingBlockedUntil) {
+      throw tooManyRequests(
+        Math.ceil((this.#guessingBlockedUntil - now) / 1000),
+        'too many wrong device codes were entered on this server; try again in a minute',
+      );
+    }
+    await this.#entries.take(address, 'too many device codes entered from this address; try again in a minute');
+    const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
+    const typed = form.get('user_code') ?? '';
+    const code = normaliseUserCode(typed);
+    const found = code === undefined ? null : await ctx.store.findDeviceAuthorization(hashToken(code));
+    if (!found || found === 'corrupt' || found.status !== 'pending' || found.expiresAt <= now) {
+      await this.#wrongCode(res, address, now, typed);
+      return;
+    }
+    const looked = await this.#parts.clients.lookUp(found.clientId, req);
+    if (!looked) throw new PageError(400, 'Unknown application', 'The application of this device was removed from this server.');
+    const request: AuthorizationRequest = {
+      clientId: found.clientId,
+      redirectUri: '',
+      codeChallenge: '',
+      state: undefined,
+      scope: found.scope,
+      deviceCodeHash: found.deviceCodeHash,
+    };
+    const browser = this.#parts.cookies.binding(req);
+    const requestId = generateToken();
+    await holdPendingSignIn(
+      ctx,
+      hashToken(requestId),
+      { stage: 'consent', request, browserHash: hashToken(browser.value) },
+      address,
+      found.clientId,
+    );
+    const view = {
+      ...consentView(this.#parts, request, requestId, looked.client.clientName),
+      ...(looked.metadataHost !== undefined ? { metadataHost: looked.metadataHost } : {}),
+    };
+    writePage(res, 200, consentPage(view), { 'set-cookie': browser.setCookie });
+  }
+
+  /** A code that names no waiting device: counted server-wide (past the bound, entries stop for the minute), and the form again. */
+  async #wrongCode(res: ServerResponse, address: string, now: number, typed: string): Promise<void> {
+    const { ctx } = this.#parts;
+    const retryAfter = await this.#failedEntries.hit('all');
+    if (retryAfter > 0) {
+      this.#guessingBlockedUntil = now + retryAfter * 1000;
+      ctx.logger.warn({ address }, 'device-code entries refused server-wide for the rest of the minute: too many wrong codes');
+    }
+    ctx.logger.info({ address }, 'a device code was entered that names no waiting device');
+    writePage(
+      res,
+      400,
+      deviceCodePage({
+        action: `${ctx.publicUrl()}/device`,
+        userCode: typed.slice(0, 20),
+        error: 'That code is not valid: it may be mistyped, expired or already used. Check the code on your device.',
+      }),
+    );
+  }
+}
