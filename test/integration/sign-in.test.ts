@@ -24,6 +24,8 @@ import {
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 import { DEMO_USER } from '../../demo/idp.ts';
 import { readable } from '../support/records.ts';
+import { rawRedis } from '../support/redis.ts';
+import { keyLayout } from '../../src/store/records.ts';
 
 let s: SignInStack;
 let base: string;
@@ -187,6 +189,21 @@ describe('GET /authorize: a bad client_id or redirect_uri is an error page, neve
     expect(res.location).toBeUndefined();
     expect(res.headers.get('content-type')).toContain('text/html');
     expect(res.body).not.toContain('evil.example');
+  });
+
+  it('a registered client whose record was edited into something unreadable is refused as an unknown one, and logged', async () => {
+    const id = await registerPublicClient(base);
+    expect((await new UserAgent().request(authorizeUrl(base, standardParams(base, id, p)))).status).toBe(200);
+    const redis = await rawRedis();
+    try {
+      await redis.hset(keyLayout(s.stack.prefix).client(id), 'source', 'operator');
+    } finally {
+      redis.disconnect();
+    }
+    const res = await new UserAgent().request(authorizeUrl(base, standardParams(base, id, p)));
+    expect(res.status).toBe(400);
+    expect(res.location).toBeUndefined();
+    expect(s.stack.logs.filter((l) => l.includes('client record unreadable') && l.includes(id))).toHaveLength(1);
   });
 
   it('a duplicated client_id is refused with a page', async () => {
