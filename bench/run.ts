@@ -1127,7 +1127,8 @@ async function main(): Promise<void> {
               ...(key === 'sidecar-cache' || key === 'forward-auth-cache' ? { lookupCache: 'tracking' } : {}),
               ...(key === 'sidecar-assertion' ? { assertion: true } : {}),
               ...(key === 'forward-auth' || key === 'forward-auth-cache' ? { forwardAuth: true } : {}),
-              profile: CPU_PROF && key === 'sidecar',
+              // BENCH_CPU_PROF_TARGET: which fast target's sidecar is profiled (default sidecar; e.g. forward-auth).
+              profile: CPU_PROF && key === (env.BENCH_CPU_PROF_TARGET ?? 'sidecar'),
             }),
           ),
         log,

@@ -32,6 +32,8 @@ const config = buildConfig(
       workers: Number(env.BENCH_WORKERS ?? 1),
       shutdownGraceMs: 1000,
       ...(env.BENCH_FORWARD_AUTH === '1' ? { forwardAuth: true } : {}),
+      // BENCH_FORWARD_AUTH_LOG_ALLOWED=1: an access log line for each allowed /authz check too (off by default).
+      ...(env.BENCH_FORWARD_AUTH_LOG_ALLOWED === '1' ? { forwardAuthLogAllowed: true } : {}),
     },
     admin: { host: '127.0.0.1', port: 0 },
     // The rejected-token scenario sends a stream of bad tokens from one address on purpose: with the

@@ -292,6 +292,11 @@ export const CONFIG_KEYS = {
       description:
         'Also answer `/authz` (any method): the authorization service of an ingress that forwards `/mcp` itself (nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`, Envoy `ext_authz`); see docs/forward-auth.md.',
     }),
+    forwardAuthLogAllowed: boolean({
+      default: false,
+      description:
+        "Write an access log line for each allowed `/authz` check too. Off by default: the ingress logs the request it forwards (and can log the identity headers `/authz` returns), and the line is about a quarter of the sidecar's CPU per check. Denied and refused checks are always logged; metrics and audit events are unchanged.",
+    }),
     maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
     maxHeaderBytes: integer({ default: 16384, min: 1024, max: 1048576, description: 'Larger request headers get 431.' }),
     headersTimeoutMs: integer({

@@ -109,10 +109,15 @@ export class HandleGuard {
   /**
    * Forward-auth: the upstream's answers are never seen here, so a session id is bound to the first
    * principal that presents it; another principal presenting it later is refused as unknown (404).
+   * Undefined (nothing to wait for) when the request presents none.
    */
-  async bindPresentedSession(req: IncomingMessage, principal: Principal): Promise<void> {
+  bindPresentedSession(req: IncomingMessage, principal: Principal): Promise<void> | undefined {
     const id = presentedSession(req);
-    if (id === undefined) return;
+    if (id === undefined) return undefined;
+    return this.#bindSession(id, principal);
+  }
+
+  async #bindSession(id: string, principal: Principal): Promise<void> {
     const binding = await this.#bind('session', id, handleOwner(principal));
     if (binding === 'foreign') {
       this.#refuse('session', id, principal);
@@ -306,7 +311,8 @@ export function presentedSession(req: IncomingMessage): string | undefined {
   let value: string | undefined;
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i]!.toLowerCase() !== 'mcp-session-id') continue;
+    const name = raw[i]!;
+    if (name.length !== 14 || name.toLowerCase() !== 'mcp-session-id') continue;
     if (value !== undefined) throw new HttpError('invalid_request', 'the Mcp-Session-Id header was sent more than once');
     value = raw[i + 1]!;
   }

@@ -34,12 +34,15 @@ function isLoopbackOrigin(origin: string): boolean {
   }
 }
 
+/** Throws the HttpError to answer (421, 403) when the request's Host or Origin is not this sidecar's. */
+export type HostCheck = (req: IncomingMessage, host?: string) => void;
+
 /**
  * Builds the check once; per request it costs a Set lookup on the raw Host (a small cache of accepted
  * values). `host` is the Host the client asked for: the request's own, or the one a forward-auth
  * ingress states.
  */
-export function createHostCheck(options: HostCheckOptions): (req: IncomingMessage, host?: string) => void {
+export function createHostCheck(options: HostCheckOptions): HostCheck {
   const hosts = new Set(options.allowedHosts.map((h) => hostName(h)));
   const origins = new Set(options.allowedOrigins.map((o) => o.toLowerCase().replace(/\/+$/, '')));
   if (options.publicUrl !== undefined) {

@@ -23,6 +23,8 @@ export class ProxyRequest extends IncomingMessage {
   upstreamStatus: number | 'error' | undefined = undefined;
   /** Set when the sidecar ended this SSE stream because its token was revoked or expired. */
   endedBy: 'revoked' | 'expired' | undefined = undefined;
+  /** An allowed forward-auth check with proxy.forwardAuthLogAllowed off: no access log line (the ingress writes its own). */
+  unlogged = false;
   /** Its trace, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
 }

@@ -13,7 +13,7 @@
 // Caddy and nginx are also run for real in test/e2e/ingress.test.ts.
 
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
@@ -87,6 +87,20 @@ describe('/authz: forward-auth', () => {
       'x-mcp-auth-client-id': clientId,
     });
     expect(echo.seen.length).toBe(before);
+  });
+
+  it('logs a denied check but not an allowed one (proxy.forwardAuthLogAllowed off: the ingress logs the request)', async () => {
+    const marker = `/mcp?log=${randomBytes(4).toString('hex')}`;
+    const lines = () =>
+      stack.logs
+        .filter((line) => line.includes('"msg":"request"') && line.includes('"path":"/authz"'))
+        .map((line) => JSON.parse(line) as { status: number; denial?: string });
+    const before = lines().length;
+    expect((await nginx(marker, 'GET', { authorization: `Bearer ${token}` })).status).toBe(200);
+    expect((await nginx(marker, 'GET', { authorization: `Bearer ${randomBytes(32).toString('hex')}` })).status).toBe(401);
+    // The denial's line is written when its response closes: wait for it, then no line of the 200 came before it.
+    await vi.waitFor(() => expect(lines().length).toBeGreaterThan(before), { timeout: 5000, interval: 20 });
+    expect(lines().slice(before)).toEqual([expect.objectContaining({ status: 401, denial: 'unknown' })]);
   });
 
   it('answers what /mcp answers without a token, with a bad one, and for the master token', async () => {

@@ -541,7 +541,7 @@ describe('unknown keys', () => {
     [
       'nothing near',
       { proxy: { zzzzzzzzzz: 1 } },
-      'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, handleIdleMs, streamRecheckMs)',
+      'unknown key "proxy.zzzzzzzzzz" (the keys of proxy: host, port, publicUrl, allowedHosts, allowedOrigins, trustedProxies, forwardAuth, forwardAuthLogAllowed, maxBodyBytes, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, shutdownGraceMs, workers, handleIdleMs, streamRecheckMs)',
     ],
   ])('%s is an error naming the key and the nearest known one', (_label, tree, problem) => {
     expect(problemsOf(() => buildConfig(tree, { BEARER_SECRET_MASTER: MASTER }))).toEqual([problem]);
