@@ -1,6 +1,6 @@
 // The README's configuration table, generated from what src/config/keys.ts declares (describeConfigKeys):
 // every key, its environment variable, type or range, default and meaning. The writing and checking of
-// a generated README table (tableCommand) serves the admin operations' table too (scripts/admin-doc.ts).
+// a generated table (tableCommand) serves the admin operations' table (scripts/admin-doc.ts) and the metrics table (scripts/metrics-doc.ts) too.
 //
 //   npm run docs:config            rewrite the table in README.md between the markers
 //   tsx scripts/config-doc.ts --check  exit 1 when README.md's table differs (what the unit test checks)
@@ -35,7 +35,7 @@ export function configTable(): string {
   return ['| key | env | type | default | description |', '|---|---|---|---|---|', ...rows.map((r) => `| ${r} |`)].join('\n');
 }
 
-/** Where a generated table sits in README.md: between two HTML comments. */
+/** Where a generated table sits in its document: between two HTML comments. */
 export interface Markers {
   start: string;
   end: string;
@@ -46,7 +46,7 @@ const CONFIG_MARKERS: Markers = { start: TABLE_START, end: TABLE_END };
 function between(readme: string, markers: Markers): [start: number, end: number] {
   const start = readme.indexOf(markers.start);
   const end = readme.indexOf(markers.end);
-  if (start === -1 || end === -1 || end < start) throw new Error(`README.md must contain ${markers.start} and then ${markers.end}`);
+  if (start === -1 || end === -1 || end < start) throw new Error(`the document must contain ${markers.start} and then ${markers.end}`);
   return [start + markers.start.length, end];
 }
 
@@ -62,12 +62,16 @@ export function tableIn(readme: string, markers: Markers = CONFIG_MARKERS): stri
   return readme.slice(start, end).trim();
 }
 
-/** A generated README table's command: `--write` (default), `--check` (exit 1 when stale) or `--print`. */
+/**
+ * A generated table's command: `--write` (default), `--check` (exit 1 when stale) or `--print`. The
+ * table sits in `file` (a path from the repository's root; README.md unless named).
+ */
 export function tableCommand(
   argv: string[],
-  t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string },
+  t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string; file?: string },
 ): number {
-  const readmePath = fileURLToPath(new URL('../README.md', import.meta.url));
+  const file = t.file ?? 'README.md';
+  const readmePath = fileURLToPath(new URL(`../${file}`, import.meta.url));
   const mode = argv[0] ?? '--write';
   if (mode === '--print') {
     process.stdout.write(`${t.table}\n`);
@@ -76,7 +80,7 @@ export function tableCommand(
   const readme = readFileSync(readmePath, 'utf8');
   if (mode === '--check') {
     if (tableIn(readme, t.markers) === t.table) return 0;
-    process.stderr.write(`README.md: the ${t.what} table differs from ${t.source}; run \`${t.script}\`\n`);
+    process.stderr.write(`${file}: the ${t.what} table differs from ${t.source}; run \`${t.script}\`\n`);
     return 1;
   }
   if (mode !== '--write') {
@@ -85,7 +89,7 @@ export function tableCommand(
   }
   const updated = withTable(readme, t.table, t.markers);
   if (updated !== readme) writeFileSync(readmePath, updated);
-  process.stdout.write(updated !== readme ? `README.md: ${t.what} table updated\n` : `README.md: ${t.what} table already up to date\n`);
+  process.stdout.write(updated !== readme ? `${file}: ${t.what} table updated\n` : `${file}: ${t.what} table already up to date\n`);
   return 0;
 }
 

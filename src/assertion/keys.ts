@@ -8,7 +8,6 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import { readFileSync } from 'node:fs';
 import type { Clock } from '../model/clock.ts';
-import type { Config } from '../config/keys.ts';
 import { describe, type Logger } from '../observability/logger.ts';
 import type { SigningKeyStorage } from '../store/types.ts';
 
@@ -70,9 +69,10 @@ export function signingKeyProblem(text: string): string | undefined {
 }
 
 /** The operator's signing key as text, with the name it was given by; undefined when none is configured. */
-export function signingKeyText(
-  upstream: Config['upstream'],
-): { text: string; label: string; error?: undefined } | { error: string; label: string } | undefined {
+export function signingKeyText(upstream: {
+  readonly assertionKey?: string | undefined;
+  readonly assertionKeyFile?: string | undefined;
+}): { text: string; label: string; error?: undefined } | { error: string; label: string } | undefined {
   if (upstream.assertionKey !== undefined) return { text: upstream.assertionKey, label: 'UPSTREAM_ASSERTION_KEY' };
   const path = upstream.assertionKeyFile;
   if (path === undefined) return undefined;

@@ -9,13 +9,10 @@ import { parseRedisUrl, redactRedisUrl } from '../store/redis-url.ts';
 import { compileQuotas } from '../policy/quotas.ts';
 import { compileRules } from '../policy/rules.ts';
 import { DEFAULT_PROFILES } from '../model/profiles.ts';
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../observability/logger.ts';
 import { parseCredentialKey } from '../upstream-credentials/cipher.ts';
 
-const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
-const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-/** `auto`: human-readable lines when stdout is a terminal, JSON lines otherwise. */
-export type LogFormat = (typeof LOG_FORMATS)[number];
+export type { LogFormat, LogLevel };
 
 const CREDENTIAL_MODES = ['none', 'idp', 'token-exchange', 'oauth'] as const;
 export type CredentialMode = (typeof CREDENTIAL_MODES)[number];

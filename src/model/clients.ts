@@ -8,7 +8,8 @@ import { generateToken, hashToken } from './credentials.ts';
 import { HttpError } from '../http/errors.ts';
 import { isLoopbackHost } from '../http/net-address.ts';
 import type { JSONWebKeySet } from 'jose';
-import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, resolveProfile } from './profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE } from './grant-types.ts';
+import { resolveProfile } from './profiles.ts';
 import type { ClientRecord, ClientStorage, ProfileStorage, StoredRead, TokenEndpointAuthMethod } from '../store/types.ts';
 
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
@@ -322,7 +323,7 @@ export async function provisionClient(
     tokenEndpointAuthMethod = m;
   }
   const keys = clientKeys(input, tokenEndpointAuthMethod, metaError);
-  if (tokenEndpointAuthMethod === 'none' && grantTypes.includes('client_credentials')) {
+  if (tokenEndpointAuthMethod === 'none' && grantTypes.includes(GRANT_CLIENT_CREDENTIALS)) {
     throw new HttpError(metaError, 'a public client (auth method none) cannot use client_credentials');
   }
   if (grantTypes.includes(GRANT_AUTHORIZATION_CODE) && redirectUris.length === 0) {

@@ -9,13 +9,7 @@
 // nothing until it is fixed, and start-up says so.
 
 import type { ProfileRecord, ProfileStorage, StoredRead } from '../store/types.ts';
-
-export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
-export const GRANT_REFRESH_TOKEN = 'refresh_token';
-export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
-/** RFC 8628 §3.4: the device authorization grant. */
-export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
+import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from './grant-types.ts';
 
 type ProfileDefinition = Omit<ProfileRecord, 'createdAt'>;
 

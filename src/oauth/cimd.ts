@@ -13,7 +13,7 @@ import { HttpError, unusableClientDocument } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { checkKeySet, checkRedirectUri, checkScope, hasControlCharacter, isHttpsUrl, MAX_KEYS } from '../model/clients.ts';
 import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../http/net-address.ts';
-import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../model/profiles.ts';
+import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../model/grant-types.ts';
 
 export interface ClientMetadataDocument {
   /** The URL, equal to the document's `client_id`. */
@@ -417,7 +417,7 @@ export function parseClientMetadataDocument(url: string, body: Buffer): ClientMe
   const out: ClientMetadataDocument = {
     clientId: url,
     redirectUris: [...new Set(redirectUris as string[])],
-    grantTypes: supportedEntries(d, 'grant_types', ['authorization_code'], DOCUMENT_GRANT_TYPES, 'authorization_code'),
+    grantTypes: supportedEntries(d, 'grant_types', [GRANT_AUTHORIZATION_CODE], DOCUMENT_GRANT_TYPES, GRANT_AUTHORIZATION_CODE),
     responseTypes: supportedEntries(d, 'response_types', ['code'], ['code'], 'code'),
     ...auth,
     host: parsed.host,

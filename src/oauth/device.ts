@@ -9,7 +9,7 @@ import { randomInt } from 'node:crypto';
 import { clientActor } from '../observability/audit.ts';
 import { generateToken, hashToken } from '../model/credentials.ts';
 import { HttpError, invalidClient, tooManyRequests, writeJson } from '../http/errors.ts';
-import { GRANT_DEVICE_CODE } from '../model/profiles.ts';
+import { GRANT_DEVICE_CODE } from '../model/grant-types.ts';
 import { limitKey } from '../http/net-address.ts';
 import { clientAddresses } from '../proxy/client-address.ts';
 import type { ClientRecord } from '../store/types.ts';

@@ -9,6 +9,7 @@ import * as oidc from 'openid-client';
 import { createRemoteJWKSet, decodeProtectedHeader, type JWTPayload } from 'jose';
 import type { Config } from '../config/load.ts';
 import { generateToken } from '../model/credentials.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../model/grant-types.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../http/net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
@@ -243,7 +244,7 @@ async function checkSetup(
     );
   }
   try {
-    await oidc.genericGrantRequest(config, 'authorization_code', { code: generateToken(), redirect_uri: callbackUrl() });
+    await oidc.genericGrantRequest(config, GRANT_AUTHORIZATION_CODE, { code: generateToken(), redirect_uri: callbackUrl() });
   } catch (err) {
     const tokenEndpoint = config.serverMetadata().token_endpoint;
     if (clientRefused(err))

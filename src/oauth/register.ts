@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, parseJsonObject } from '../http/body.ts';
 import { hasControlCharacter, provisionClient } from '../model/clients.ts';
 import { HttpError, writeJson } from '../http/errors.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../model/profiles.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../model/grant-types.ts';
 import { callerIsMaster, type OAuthContext } from './context.ts';
 import { GRANT_TYPES, registrationRefusal } from './grants/index.ts';
 

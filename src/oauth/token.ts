@@ -52,8 +52,7 @@ async function checkedProofKey(ctx: OAuthContext, request: FormRequest): Promise
 
 /** RFC 8707 `resource` and RFC 8693 `audience`: tokens are only ever issued for this sidecar's /mcp. */
 function checkTarget(ctx: OAuthContext, request: FormRequest): void {
-  for (const name of ['resource', 'audience']) {
-    const value = request.form.get(name);
+  for (const value of [request.form.get('resource'), request.form.get('audience')]) {
     if (value !== undefined && !namesThisResource(ctx, value)) {
       throw new HttpError('invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);
     }

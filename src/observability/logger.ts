@@ -7,7 +7,12 @@
 // pino-pretty is not a dependency: the small formatter below reads pino's (already redacted) JSON.
 
 import { pino, type Logger, type DestinationStream } from 'pino';
-import type { LogFormat, LogLevel } from '../config/load.ts';
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+/** `auto`: human-readable lines when stdout is a terminal, JSON lines otherwise. */
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export type { Logger };
 

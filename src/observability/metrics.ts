@@ -2,6 +2,8 @@
 // Hot-path counters are bound to their labels once, so a request does no label hashing.
 // Served unauthenticated at GET /metrics on the admin listener (like /livez and /readyz); no label ever holds
 // a token, a hash, a client id or an address, so the scrape reveals traffic shapes, not identities.
+// Each metric's `@label` doc comment names the values of one of its labels: the metrics table of
+// docs/operations.md is generated from them and from the metrics themselves (`npm run docs:metrics`).
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from '../model/credentials.ts';
@@ -13,6 +15,10 @@ export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'refused' | 'u
 
 export class Metrics {
   readonly registry = new Registry();
+  /**
+   * @label outcome `forwarded` (to the upstream), `allowed` (by `/authz`, forward-auth), `denied` (the token), `refused` (anything else the sidecar answered with an error), `unavailable` (the store failed: `503`), `health` (an authenticated `/health`), `oauth` (an OAuth endpoint or metadata document), `not_found`
+   * @label reason empty, except: for `denied` the denial reason, `missing`, `malformed`, `unknown`, `revoked`, `expired`, `corrupt`, `dpop_proof`, `dpop_replay`, `dpop_binding` (DPoP, docs/dpop.md) or `rate_limited`; for `refused` the error's code, one of the fixed catalogue of src/http/errors.ts: `invalid_request` (framing), `forbidden` (Origin), `insufficient_scope` (policy, a scope would lift it), `insufficient_authorization` (policy, answered at 200 as a tool error), `quota_exceeded`, `upstream_credential_missing` (no usable upstream credential: docs/upstream-credentials.md), `method_not_allowed`, `payload_too_large`, `misdirected_request` (Host), ...
+   */
   readonly requests = new Counter({
     name: 'mcp_auth_requests_total',
     help: 'Proxy-listener requests by outcome and denial reason',
@@ -30,6 +36,7 @@ export class Metrics {
     help: 'Requests (proxy and admin) refused with 503, or cut off after the upstream answered, because the store (Redis) failed or timed out',
     registers: [this.registry],
   });
+  /** @label operation the store operation (`lookupToken`, `deleteClient`, `hitCounter`, …): a method of the store's interface */
   readonly storeSeconds = new Histogram({
     name: 'mcp_auth_store_operation_seconds',
     help: 'Latency of store (Redis) operations by operation, failed ones included',
@@ -37,6 +44,7 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2],
     registers: [this.registry],
   });
+  /** @label operation the store operation, as in `mcp_auth_store_operation_seconds` */
   readonly storeOperationErrors = new Counter({
     name: 'mcp_auth_store_operation_errors_total',
     help: 'Store (Redis) operations that failed or timed out, by operation',
@@ -55,6 +63,7 @@ export class Metrics {
       this.storeUp.set(this.#store === undefined || this.#store.ready() ? 1 : 0);
     },
   });
+  /** @label result `acknowledged`, `unacknowledged` (only when the primary has replicas: docs/redis-ha.md) */
   readonly revocationWaits = new Counter({
     name: 'mcp_auth_revocation_waits_total',
     help: 'WAITs for a replica after a revocation (Redis with replicas), by whether a replica acknowledged in time',
@@ -67,6 +76,7 @@ export class Metrics {
       this.revocationWaits.labels('unacknowledged').inc(unacknowledged);
     },
   });
+  /** @label result `hit`, `miss`, `bypass` (docs/lookup-cache.md) */
   readonly lookupCacheLookups = new Counter({
     name: 'mcp_auth_lookup_cache_lookups_total',
     help: 'Token lookups with the lookup cache on (redis.lookupCache: auto or tracking), by result: hit, miss (read from Redis), bypass (cache not live: read from Redis)',
@@ -109,6 +119,7 @@ export class Metrics {
       this.lookupCacheLive.set(this.#lookupCache?.live === true ? 1 : 0);
     },
   });
+  /** @label reason `cluster`, `tracking_refused`, `setup_failed` */
   readonly lookupCacheUnavailable = new Gauge({
     name: 'mcp_auth_lookup_cache_unavailable',
     help: '1 (with the reason) when redis.lookupCache is auto and the store cannot have the cache: every lookup reads Redis (strict). Reasons: cluster, tracking_refused, setup_failed',
@@ -130,12 +141,14 @@ export class Metrics {
       this.lookupCacheEntries.set(this.#lookupCache?.size ?? 0);
     },
   });
+  /** @label status `1xx` … `5xx` (the class of the upstream's status), `error` (refused, reset or timed out: the client got `502`/`504`) */
   readonly upstreamResponses = new Counter({
     name: 'mcp_auth_upstream_responses_total',
     help: 'Upstream responses by status class, and upstream failures',
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  /** @label result `ok`, `refused`, `unavailable` */
   readonly upstreamCredentialRefreshes = new Counter({
     name: 'mcp_auth_upstream_credential_refreshes_total',
     help: "Refreshes of users' kept upstream credentials at their provider, by result (ok, refused, unavailable)",
@@ -157,36 +170,42 @@ export class Metrics {
     help: 'SSE responses currently streaming through the proxy',
     registers: [this.registry],
   });
+  /** @label reason `revoked`, `expired` */
   readonly streamsEnded = new Counter({
     name: 'mcp_auth_streams_ended_total',
     help: 'Open SSE streams the sidecar ended because their token was revoked or expired',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  /** @label kind `user`, `oauth_access`, `oauth_refresh` */
   readonly tokensIssued = new Counter({
     name: 'mcp_auth_tokens_issued_total',
     help: 'Tokens issued by kind',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  /** @label kind `user`, `oauth_access`, `oauth_refresh`, `oauth_refresh_family`, `oauth_code_reuse` (what a second use of an authorization code revoked) */
   readonly tokensRevoked = new Counter({
     name: 'mcp_auth_tokens_revoked_total',
     help: 'Tokens revoked by kind',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  /** @label rule the deciding rule's `name` in policy.rules, or `default` (docs/policy.md); never a tool or an argument */
   readonly policyDenials = new Counter({
     name: 'mcp_auth_policy_denials_total',
     help: 'POST /mcp calls refused by the per-tool policy, by the deciding rule (never by tool or argument)',
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  /** @label rule the quota rule's `name` in policy.quotas, or `#<index>` (docs/quotas.md) */
   readonly quotaRefusals = new Counter({
     name: 'mcp_auth_quota_refusals_total',
     help: '/mcp requests refused over a quota (policy.quotas), by the rule (its name, or #<index>)',
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  /** @label handle `session`, `task` (docs/sessions.md) */
   readonly foreignHandles = new Counter({
     name: 'mcp_auth_foreign_handles_total',
     help: 'Requests refused for presenting an MCP session id or task id bound to another caller, by handle (session, task)',
@@ -198,6 +217,10 @@ export class Metrics {
     help: 'Rotated refresh tokens presented again within the grace window and answered with the pair their rotation issued',
     registers: [this.registry],
   });
+  /**
+   * @label operation an admin operation's name (the README's admin operations table), or `unknown` for a name that is none
+   * @label status the HTTP status of the answer (`200`, `400`, `404`, …)
+   */
   readonly adminOperations = new Counter({
     name: 'mcp_auth_admin_operations_total',
     help: 'Admin operations by operation and HTTP status',

@@ -39,7 +39,7 @@ import {
   ATTR_SERVICE_NAME,
   ATTR_URL_FULL,
 } from '@opentelemetry/semantic-conventions';
-import type { RequestTrace, TraceAttributes, Tracing } from './tracing.ts';
+import type { RequestTrace, TraceAttributes, Tracing } from './tracing-types.ts';
 
 /** MCP attributes (the OpenTelemetry MCP semantic conventions, in development). */
 const ATTR_MCP_METHOD_NAME = 'mcp.method.name';

@@ -21,10 +21,10 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ReplyError, type Redis } from 'ioredis';
 import { StoreUnavailableError } from '../http/errors.ts';
+import type { LookupCacheFallback, LookupCacheStats, TokenLookup } from './types.ts';
 import type { Logger } from '../observability/logger.ts';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis } from './redis-connection.ts';
-import type { TokenLookup } from './types.ts';
 
 const INVALIDATION_CHANNEL = '__redis__:invalidate';
 
@@ -59,25 +59,7 @@ export class LookupCacheSetupError extends StoreUnavailableError {
   }
 }
 
-/** Plain counters, read by the metrics at each scrape. */
-export interface LookupCacheStats {
-  hits: number;
-  misses: number;
-  /** Lookups that went straight to Redis because the cache was not live. */
-  bypasses: number;
-  /** Invalidation messages received (a FLUSHDB/FLUSHALL one included). */
-  invalidations: number;
-  /** Times the whole cache was emptied (connection lost, PING unanswered, flush). */
-  drops: number;
-  /** Barriers sent (each one PING and one GET, shared by the hits that waited on it). */
-  barriers: number;
-}
-
-/**
- * Why redis.lookupCache: auto runs without the cache (the strict mode): Redis Cluster, Redis refused
- * tracking, or the cache's connections could not be set up at start.
- */
-export type LookupCacheFallback = 'cluster' | 'tracking_refused' | 'setup_failed';
+export type { LookupCacheFallback, LookupCacheStats };
 
 /** Why the cache is not live (or was emptied): logged and emitted, never secret. */
 export type DropReason = 'data_connection_lost' | 'subscriber_lost' | 'ping_failed' | 'database_changed' | 'flush' | 'closed';

@@ -2,7 +2,25 @@
 // and MemoryTokenStore (demo), both held to one contract suite (test/integration/store-contract.ts).
 // Stores persist and fetch records atomically; they never decide whether a token is valid.
 
-import type { LookupCacheFallback, LookupCacheStats } from './redis-lookup-cache.ts';
+/** The token-lookup cache's plain counters (store/redis-lookup-cache.ts), read by the metrics at each scrape. */
+export interface LookupCacheStats {
+  hits: number;
+  misses: number;
+  /** Lookups that went straight to Redis because the cache was not live. */
+  bypasses: number;
+  /** Invalidation messages received (a FLUSHDB/FLUSHALL one included). */
+  invalidations: number;
+  /** Times the whole cache was emptied (connection lost, PING unanswered, flush). */
+  drops: number;
+  /** Barriers sent (each one PING and one GET, shared by the hits that waited on it). */
+  barriers: number;
+}
+
+/**
+ * Why redis.lookupCache: auto runs without the cache (the strict mode): Redis Cluster, Redis refused
+ * tracking, or the cache's connections could not be set up at start.
+ */
+export type LookupCacheFallback = 'cluster' | 'tracking_refused' | 'setup_failed';
 
 export interface UserTokenRecord {
   tokenHash: string;

@@ -5,12 +5,12 @@
 
 import * as oidc from 'openid-client';
 import type { Clock } from '../model/clock.ts';
+import { GRANT_TOKEN_EXCHANGE } from '../model/grant-types.ts';
 import { tokensOf } from './connect-flow.ts';
 import type { CredentialSource } from './delivery.ts';
 import { CredentialRefreshUnavailable, REFRESH_AHEAD_MS } from './idp-mode.ts';
 import type { CredentialVault, UpstreamTokens } from './vault.ts';
 
-const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 /** An exchanged token whose lifetime the IdP does not state is reused this long at most. */
 const UNSTATED_LIFETIME_MS = 5 * 60_000;
@@ -22,7 +22,7 @@ export async function exchangeAtIdp(
   audience: string,
   clock: Clock,
 ): Promise<UpstreamTokens> {
-  const response = await oidc.genericGrantRequest(await configuration(), TOKEN_EXCHANGE, {
+  const response = await oidc.genericGrantRequest(await configuration(), GRANT_TOKEN_EXCHANGE, {
     subject_token: subjectToken,
     subject_token_type: ACCESS_TOKEN_TYPE,
     requested_token_type: ACCESS_TOKEN_TYPE,

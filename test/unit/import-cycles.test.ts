@@ -1,6 +1,7 @@
-// No runtime import cycle in src/: a cycle makes a module's exports undefined while its partner
-// loads (which one depends on who is imported first), and it ties modules that should change alone.
-// Type-only imports are erased at compile time and do not count.
+// No import cycle in src/, of any kind: a runtime cycle makes a module's exports undefined while its
+// partner loads (which one depends on who is imported first); any cycle, type-only imports included,
+// ties modules that should change alone (a type belongs to the module that owns it, or to a small
+// types module both import).
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -17,29 +18,15 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** Relative specifiers a module loads at run time: `import type` and all-`type` named lists are skipped. */
-export function runtimeImports(source: string): string[] {
+/**
+ * Every relative specifier a module names: `import` and `export ... from` statements, type-only ones
+ * included, side-effect imports, and `import('...')` (a dynamic import or a type query).
+ */
+export function moduleImports(source: string): string[] {
   const found: string[] = [];
-  const statement = /(?:^|\n)\s*(import|export)\s+([^'";]*?)\s*from\s*['"](\.[^'"]+)['"]|(?:^|\n)\s*import\s*['"](\.[^'"]+)['"]/g;
-  for (const m of source.matchAll(statement)) {
-    if (m[4] !== undefined) {
-      found.push(m[4]);
-      continue;
-    }
-    const clause = m[2]!.trim();
-    if (clause.startsWith('type ')) continue;
-    const named = /^\{([^}]*)\}$/s.exec(clause);
-    if (
-      named &&
-      named[1]!
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean)
-        .every((s) => s.startsWith('type '))
-    )
-      continue;
-    found.push(m[3]!);
-  }
+  const statement =
+    /(?:^|\n)\s*(?:import|export)\s+[^'";]*?\s*from\s*['"](\.[^'"]+)['"]|(?:^|\n)\s*import\s*['"](\.[^'"]+)['"]|\bimport\(\s*['"](\.[^'"]+)['"]\s*\)/g;
+  for (const m of source.matchAll(statement)) found.push((m[1] ?? m[2] ?? m[3])!);
   return found;
 }
 
@@ -49,7 +36,7 @@ export function importCycles(files: readonly string[], read: (file: string) => s
   for (const file of files) {
     graph.set(
       file,
-      runtimeImports(read(file))
+      moduleImports(read(file))
         .map((spec) => resolve(dirname(file), spec))
         .filter((target) => files.includes(target)),
     );
@@ -90,18 +77,25 @@ export function importCycles(files: readonly string[], read: (file: string) => s
 }
 
 describe('imports in src/', () => {
-  it('form no runtime cycle', () => {
+  it('form no cycle, type-only imports included', () => {
     expect(importCycles(sourceFiles(SRC), (f) => readFileSync(f, 'utf8'))).toEqual([]);
   });
 
-  it('the walk finds a cycle when there is one, and ignores type-only imports', () => {
-    const files = ['a.ts', 'b.ts', 'c.ts', 'd.ts'].map((f) => join(SRC, f));
+  it('the walk finds a cycle when there is one, type-only imports and import() types included', () => {
+    const files = ['a.ts', 'b.ts', 'c.ts', 'd.ts', 'e.ts', 'f.ts', 'g.ts'].map((f) => join(SRC, f));
     const text: Record<string, string> = {
       'a.ts': "import { b } from './b.ts';\n",
-      'b.ts': "import { a } from './a.ts';\nimport type { C } from './c.ts';\n",
+      'b.ts': "import { a } from './a.ts';\nimport type { E } from './e.ts';\n",
       'c.ts': "import { type D } from './d.ts';\n",
-      'd.ts': "import { c } from './c.ts';\n",
+      'd.ts': "export type { C } from './c.ts';\n",
+      'e.ts': "let f: typeof import('./f.ts');\n",
+      'f.ts': "import type { E } from './e.ts';\n",
+      'g.ts': "import './a.ts';\n",
     };
-    expect(importCycles(files, (f) => text[relative(SRC, f)]!)).toEqual([['a.ts', 'b.ts']]);
+    expect(importCycles(files, (f) => text[relative(SRC, f)]!)).toEqual([
+      ['e.ts', 'f.ts'],
+      ['a.ts', 'b.ts'],
+      ['c.ts', 'd.ts'],
+    ]);
   });
 });

@@ -69,6 +69,34 @@ describe('every grant', () => {
     });
   });
 
+  // RFC 6749 §3.2: request parameters must not be included more than once; the form refuses a
+  // repeat before any grant runs, so every parameter of every grant is refused alike.
+  it.each(GRANTS.flatMap((g) => g.parameters.map((p) => [g.grantType, p] as const)))(
+    '%s: %s sent twice is invalid_request',
+    async (grant, name) => {
+      const res = await fetch(`${ep.url}/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `grant_type=${encodeURIComponent(grant)}&${name}=a&${name}=b`,
+      });
+      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([400, 'invalid_request']);
+    },
+  );
+
+  // RFC 6749 §3.2: a parameter sent without a value is treated as omitted.
+  it('grant_type, or a grant parameter, sent empty is answered as when omitted', async () => {
+    expect([(await ep.token({ grant_type: '' })).body, (await ep.token({})).body]).toEqual([
+      { error: 'invalid_request', error_description: 'grant_type is required' },
+      { error: 'invalid_request', error_description: 'grant_type is required' },
+    ]);
+    const c = (await ep.client({ grantTypes: [REFRESH] })) as { clientId: string; clientSecret: string };
+    const auth = basic(c.clientId, c.clientSecret);
+    const empty = await ep.token({ grant_type: REFRESH, refresh_token: '' }, auth);
+    const omitted = await ep.token({ grant_type: REFRESH }, auth);
+    expect([empty.status, empty.body]).toEqual([400, { error: 'invalid_request', error_description: 'refresh_token is required' }]);
+    expect([omitted.status, omitted.body]).toEqual([empty.status, empty.body]);
+  });
+
   it('each grant in the list has its own audit action', () => {
     const actions = GRANTS.map((g) => g.action);
     expect(new Set(actions).size).toBe(GRANTS.length);
@@ -225,7 +253,9 @@ describe('refresh_token', () => {
     ep.store.setRawField(key, 'expiresAt', 'soon');
     const res = await ep.token({ grant_type: REFRESH, refresh_token: refresh }, auth);
     expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
-    expect(ep.store.rawHash(key)?.rotatedAt).toBeUndefined();
+    // The record is still there, as edited, and not rotated (a missing record would not be "not rotated").
+    expect(ep.store.rawHash(key)).toMatchObject({ expiresAt: 'soon' });
+    expect(ep.store.rawHash(key)).not.toHaveProperty('rotatedAt');
   });
 
   it('presented again within the grace window: new tokens; after it: the family revoked, audited as reuse', async () => {
@@ -374,7 +404,9 @@ describe('authorization_code', () => {
     ep.store.setRawField(key, 'subject', '');
     const res = await ep.token(params);
     expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
-    expect(ep.store.rawHash(key)?.redeemedAt).toBeUndefined();
+    // The record is still there, as edited, and not redeemed (a missing record would not be "not redeemed").
+    expect(ep.store.rawHash(key)).toMatchObject({ subject: '' });
+    expect(ep.store.rawHash(key)).not.toHaveProperty('redeemedAt');
   });
 
   it("another client's code: invalid_grant", async () => {
@@ -626,7 +658,9 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
       subject: 'U019488227',
       detail: { reason: 'replay' },
     });
-    expect((await ep.store.lookupToken(hashToken(first.body.access_token))).oauth).toMatchObject({ revoked: false });
+    // The first token's record exists, for this client, and is not revoked (no record would be no token).
+    const record = (await ep.store.lookupToken(hashToken(first.body.access_token))).oauth;
+    expect(record).toMatchObject({ clientId: c.clientId, subject: 'U019488227', revoked: false });
   });
 
   it('a refused presentation does not spend the jti: the client it was issued to still gets its token', async () => {

@@ -8,7 +8,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import { clientActor } from '../../observability/audit.ts';
 import { hashToken, isTokenShaped } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../../model/profiles.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';
@@ -34,6 +34,7 @@ export const authorizationCodeGrant: Grant = {
   enabled: (ctx) => ctx.signIn !== undefined,
   disabledDescription: 'browser sign-in (authorization_code) is not configured on this server',
   registration: 'dynamic',
+  parameters: ['code', 'redirect_uri', 'code_verifier'],
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_AUTHORIZATION_CODE);
     const { form } = request;

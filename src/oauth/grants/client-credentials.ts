@@ -2,8 +2,7 @@
 // grant gets an access token for itself, with the lifetime of its profile, plus a rotating refresh
 // token when the client also has the refresh_token grant and its profile gives refresh tokens a lifetime.
 
-import { HttpError } from '../../http/errors.ts';
-import { GRANT_CLIENT_CREDENTIALS } from '../../model/profiles.ts';
+import { GRANT_CLIENT_CREDENTIALS } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, grantedScope, issued } from '../issuance.ts';
 import { dpopBinding, requireClient, type Grant } from './grant.ts';
@@ -17,9 +16,9 @@ export const clientCredentialsGrant: Grant = {
   disabledDescription: '',
   // A client that holds it acts as itself with no user: the operator decides who that is.
   registration: 'admin',
+  parameters: ['scope'],
   async handle(ctx, request) {
-    const { client, confidential } = requireClient(request, GRANT_CLIENT_CREDENTIALS);
-    if (!confidential) throw new HttpError('unauthorized_client', 'client_credentials needs a confidential client');
+    const { client } = requireClient(request, GRANT_CLIENT_CREDENTIALS, { confidential: 'unauthorized_client' });
     const scope = grantedScope(request.form.get('scope'), client.scope);
     const pair = await buildPair(ctx, client, scope, { dpop: dpopBinding(request) });
     // The client was deleted between its authentication and now.

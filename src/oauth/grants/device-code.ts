@@ -8,7 +8,7 @@
 
 import { hashToken, isTokenShaped } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
-import { GRANT_DEVICE_CODE } from '../../model/profiles.ts';
+import { GRANT_DEVICE_CODE } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { buildPair, issued } from '../issuance.ts';
 import { dpopBinding, requireClient, type Grant } from './grant.ts';
@@ -21,6 +21,7 @@ export const deviceCodeGrant: Grant = {
   enabled: (ctx) => ctx.signIn !== undefined,
   disabledDescription: 'device sign-in is not configured on this server (it needs browser sign-in)',
   registration: 'dynamic',
+  parameters: ['device_code'],
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_DEVICE_CODE);
     const deviceCode = request.form.get('device_code');

@@ -5,9 +5,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { AuditInput } from '../../observability/audit.ts';
 import type { Form } from '../../http/body.ts';
-import { HttpError, invalidClient } from '../../http/errors.ts';
+import { HttpError } from '../../http/errors.ts';
 import { describe } from '../../observability/logger.ts';
-import type { AuthenticatedClient, PresentedClient } from '../client-auth.ts';
+import { clientRefused, type AuthenticatedClient, type PresentedClient } from '../client-auth.ts';
 import type { OAuthContext } from '../context.ts';
 import { idpKeysUnavailable } from '../idp.ts';
 
@@ -44,8 +44,28 @@ export interface Grant {
    * `POST /register`, while `enabled`). See `registrationRefusal` in ./index.ts.
    */
   readonly registration: 'admin' | 'dynamic';
+  /**
+   * The form parameters it reads, beyond those the token endpoint reads for every grant
+   * (TOKEN_PARAMETERS). The form refuses a parameter sent twice and treats one sent without a value
+   * as omitted (RFC 6749 §3.2), for every grant alike; a parameter no grant reads is ignored (ibid.).
+   */
+  readonly parameters: readonly string[];
   handle(ctx: OAuthContext, request: TokenRequest): Promise<Issued>;
 }
+
+/**
+ * The parameters the token endpoint reads for every grant: the grant's name, the target (RFC 8707
+ * `resource`, RFC 8693 `audience`) and the client's authentication (RFC 6749 §2.3.1, RFC 7523 §2.2).
+ */
+export const TOKEN_PARAMETERS: readonly string[] = [
+  'grant_type',
+  'resource',
+  'audience',
+  'client_id',
+  'client_secret',
+  'client_assertion',
+  'client_assertion_type',
+];
 
 /**
  * What the tokens of a request with a DPoP proof are bound to (RFC 9449 §5): the access token always;
@@ -61,13 +81,40 @@ export interface DpopBinding {
   bindRefresh: boolean;
 }
 
-/** The authenticated client, which must hold `grantType`; anything else is refused. */
-export function requireClient(request: TokenRequest, grantType: string): AuthenticatedClient {
-  if (!request.client) throw invalidClient(false);
-  if (!request.client.client.grantTypes.includes(grantType)) {
+/** What a grant asks of the client of its requests; by default an authenticated client, public or confidential. */
+export interface ClientRule {
+  /**
+   * A request without client authentication goes on, without a client (null): the grant's own
+   * credential is enough. A client that does authenticate must still hold the grant.
+   */
+  readonly optional?: boolean;
+  /**
+   * Only a confidential client may use it; what a public client gets: `invalid_client` (as a request
+   * without client authentication), or `unauthorized_client` (the client is known, the grant not its).
+   */
+  readonly confidential?: 'invalid_client' | 'unauthorized_client';
+}
+
+/**
+ * The client of a request for `grantType`, checked against the grant's `rule`: the one place that
+ * asks whether the client holds the grant (`unauthorized_client` when it does not).
+ */
+export function requireClient(request: TokenRequest, grantType: string, rule: ClientRule & { optional: true }): AuthenticatedClient | null;
+export function requireClient(request: TokenRequest, grantType: string, rule?: ClientRule): AuthenticatedClient;
+export function requireClient(request: TokenRequest, grantType: string, rule: ClientRule = {}): AuthenticatedClient | null {
+  const authenticated = request.client;
+  if (!authenticated) {
+    if (rule.optional === true) return null;
+    throw clientRefused(request.presented);
+  }
+  if (rule.confidential !== undefined && !authenticated.confidential) {
+    if (rule.confidential === 'invalid_client') throw clientRefused(request.presented);
+    throw new HttpError('unauthorized_client', `the ${grantType} grant needs a confidential client`);
+  }
+  if (!authenticated.client.grantTypes.includes(grantType)) {
     throw new HttpError('unauthorized_client', `this client may not use the ${grantType} grant`);
   }
-  return request.client;
+  return authenticated;
 }
 
 const REFUSAL_EVENTS = new WeakMap<object, { event: AuditInput; level: 'info' | 'warn' }>();

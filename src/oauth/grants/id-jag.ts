@@ -16,14 +16,14 @@
 import { clientActor } from '../../observability/audit.ts';
 import { checkScope } from '../../model/clients.ts';
 import { HttpError } from '../../http/errors.ts';
+import { GRANT_JWT_BEARER } from '../../model/grant-types.ts';
 import type { SignedInUser } from '../../store/types.ts';
 import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';
 import { IdpRejection, type IdJagAssertion } from '../idp.ts';
 import { buildPair, issued } from '../issuance.ts';
-import { dpopBinding, idpOutage, refusalWithEvent, type Grant } from './grant.ts';
+import { dpopBinding, idpOutage, refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
-export const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The `authorization_grant_profiles_supported` value of ID-JAG (the draft's §7.2). */
 export const ID_JAG_GRANT_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 
@@ -59,12 +59,9 @@ export const idJagGrant: Grant = {
   // must be known to the organisation before it is used: one an administrator created and gave to
   // the IdP. An anonymous registration's id is known to nobody but its registrant.
   registration: 'admin',
+  parameters: ['assertion', 'scope'],
   async handle(ctx, request) {
-    const authenticated = request.client;
-    if (!authenticated || !authenticated.confidential) throw clientRefused(request.presented);
-    const { client } = authenticated;
-    if (!client.grantTypes.includes(GRANT_JWT_BEARER))
-      throw new HttpError('unauthorized_client', 'this client may not use the jwt-bearer grant');
+    const { client } = requireClient(request, GRANT_JWT_BEARER, { confidential: 'invalid_client' });
     const { form } = request;
     if (!form.has('assertion')) throw new HttpError('invalid_request', 'assertion is required');
     const requested = checkScope(form.get('scope'));

@@ -9,7 +9,7 @@ import { HttpError, invalidDpopProofAtToken } from '../../http/errors.ts';
 import { sameValue } from '../dpop.ts';
 import { clientActor } from '../../observability/audit.ts';
 import { hashToken, isTokenShaped, refreshTokenState } from '../../model/credentials.ts';
-import { GRANT_REFRESH_TOKEN } from '../../model/profiles.ts';
+import { GRANT_REFRESH_TOKEN } from '../../model/grant-types.ts';
 import type { OAuthContext } from '../context.ts';
 import { buildPair, issued, refreshedScope } from '../issuance.ts';
 import { openSuccessor, sealSuccessor } from '../refresh-successor.ts';
@@ -23,6 +23,7 @@ export const refreshTokenGrant: Grant = {
   enabled: () => true,
   disabledDescription: '',
   registration: 'dynamic',
+  parameters: ['refresh_token', 'scope'],
   async handle(ctx, request) {
     const { client } = requireClient(request, GRANT_REFRESH_TOKEN);
     const presented = request.form.get('refresh_token');

@@ -7,9 +7,9 @@
 
 import { generateToken, hashToken, TTL_7_DAYS } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
-import { GRANT_TOKEN_EXCHANGE } from '../../model/profiles.ts';
+import { GRANT_TOKEN_EXCHANGE } from '../../model/grant-types.ts';
 import { keepRegistrationAlive } from '../issuance.ts';
-import { idpOutage, type Grant } from './grant.ts';
+import { idpOutage, requireClient, type Grant } from './grant.ts';
 
 export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
@@ -21,12 +21,10 @@ export const tokenExchangeGrant: Grant = {
   enabled: (ctx) => ctx.idp !== undefined,
   disabledDescription: 'token exchange is not configured on this server (no identity provider)',
   registration: 'dynamic',
+  parameters: ['subject_token', 'subject_token_type', 'actor_token', 'actor_token_type', 'requested_token_type'],
   async handle(ctx, request) {
     const { form } = request;
-    const authenticated = request.client;
-    if (authenticated && !authenticated.client.grantTypes.includes(GRANT_TOKEN_EXCHANGE)) {
-      throw new HttpError('unauthorized_client', 'this client may not use the token exchange grant');
-    }
+    const authenticated = requireClient(request, GRANT_TOKEN_EXCHANGE, { optional: true });
     if (authenticated) await keepRegistrationAlive(ctx, authenticated.client);
     const subjectToken = form.get('subject_token');
     const subjectTokenType = form.get('subject_token_type');

@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FailedAuthLimiter, WindowLimit } from '../../http/rate-limits.ts';
 import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../../model/clients.ts';
 import { generateToken, hashToken } from '../../model/credentials.ts';
-import { GRANT_AUTHORIZATION_CODE } from '../../model/profiles.ts';
+import { GRANT_AUTHORIZATION_CODE } from '../../model/grant-types.ts';
 import type { AuthorizationRequest, ClientRecord } from '../../store/types.ts';
 import { resourceOf, type OAuthContext } from '../context.ts';
 import { consentPage, writePage } from '../sign-in-pages.ts';
