@@ -21,7 +21,12 @@ import {
 import { refusal } from './validate.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE } from './grant-types.ts';
 import { resolveProfile } from './profiles.ts';
-import type { ClientRecord, ClientStorage, ProfileStorage, TokenEndpointAuthMethod } from '../store/types.ts';
+import type { ClientRecord, ClientStorage, ProfileStorage, StoredRead, TokenEndpointAuthMethod } from '../store/types.ts';
+
+/** The name a stored client is shown by: none when it has none, or when it is absent or unreadable. */
+export function clientName(read: StoredRead<ClientRecord>): string | undefined {
+  return read && read !== 'corrupt' ? read.clientName : undefined;
+}
 
 /**
  * A client-provided name as it may be shown to a user: each format or control character replaced
@@ -242,6 +247,12 @@ export async function provisionClient(
     meta = readMetadata(input, source);
     const profileName = meta.profile ?? defaultProfileName(source, meta.grantTypes);
     const profile = await resolveProfile(store, profileName, now);
+    if (profile === 'corrupt')
+      refuseField(
+        'profile',
+        source,
+        `must name a readable profile (profile "${profileName}" is unreadable in the store; an administrator must fix it)`,
+      );
     if (!profile) refuseField('profile', source, `must be the name of a profile: "${profileName}" is unknown (run seedDefaultProfiles)`);
     const grantTypes = grantsOf(meta, source, profile, grantTypesSupported, refuseGrant);
     const method = meta.tokenEndpointAuthMethod ?? 'client_secret_basic';

@@ -1,19 +1,17 @@
 // The credential model: token format (64 lowercase hex), SHA-256 hashing, the master-token check, and the policy that
-// decides whether a stored record (as the store returns it, raw string fields) still authorizes.
-// The store knows nothing of expiry or revocation; this module knows nothing of Redis.
+// decides whether a stored record (as the store returns it, parsed, or `'corrupt'`) still authorizes.
+// The store knows nothing of expiry or revocation; this module knows nothing of Redis nor of stored fields.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { StoredFields, StoredRefreshToken, TokenLookup } from '../store/types.ts';
+import type { StoredAccessToken, StoredRefreshToken, StoredUserToken, TokenLookup } from '../store/types.ts';
 
-export type { StoredFields, TokenLookup };
+export type { TokenLookup } from '../store/types.ts';
 
 /** 7 × 24 × 60 × 60 × 1000 ms: the fixed lifetime of a user-grade token (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;
 export const TOKEN_HEX_LENGTH = 64;
 const TOKEN_PATTERN = /^[0-9a-f]{64}$/;
 const EPOCH_MS_PATTERN = /^[0-9]{1,16}$/;
-/** An RFC 7638 SHA-256 thumbprint: 43 base64url characters. */
-const JKT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 export type AuthKind = 'user' | 'oauth' | 'master';
 
@@ -32,15 +30,6 @@ export interface Principal {
   groups?: readonly string[];
   /** The thumbprint (RFC 7638) of the key the token is bound to (DPoP, RFC 9449 `cnf.jkt`); absent: unbound. */
   dpopJkt?: string;
-}
-
-function parseGroups(text: string): string[] | undefined {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return Array.isArray(parsed) && parsed.every((g) => typeof g === 'string') ? parsed : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** Why a presented credential was refused; never sent to the client (one body for all), only logged. */
@@ -173,67 +162,44 @@ export function parseEpochMs(value: string | undefined): number | undefined {
   return Number(value);
 }
 
+const CORRUPT: Decision = Object.freeze({ ok: false, reason: 'corrupt' });
+const REVOKED: Decision = Object.freeze({ ok: false, reason: 'revoked' });
+const EXPIRED: Decision = Object.freeze({ ok: false, reason: 'expired' });
+const UNKNOWN: Decision = Object.freeze({ ok: false, reason: 'unknown' });
+
 /**
- * Decides a token from its stored records. User-grade: `revoked` must be exactly "false" and
- * `expiresAt` a number in the future. OAuth: no `revokedAt`, `expiresAt` in the future. Anything
- * malformed fails closed. A hash present in both collections is treated as corrupt.
+ * Decides a token from its stored records, as the store parsed them: a record the store could not
+ * read (`'corrupt'`), or a hash present in both collections, is refused as corrupt; else the token
+ * authorizes while its record is not revoked and `expiresAt` is in the future.
  */
 export function decideToken(tokenHash: string, found: TokenLookup, now: number): Decision {
   const { user, oauth } = found;
-  if (user && oauth) return { ok: false, reason: 'corrupt' };
+  if (user === 'corrupt' || oauth === 'corrupt' || (user && oauth)) return CORRUPT;
   if (user) {
-    if (user.tokenHash !== undefined && user.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
-    if (user.revoked !== 'false') return { ok: false, reason: user.revoked === 'true' ? 'revoked' : 'corrupt' };
-    const expiresAt = parseEpochMs(user.expiresAt);
-    if (expiresAt === undefined) return { ok: false, reason: 'corrupt' };
-    if (now >= expiresAt) return { ok: false, reason: 'expired' };
-    const subject = user.subject;
-    if (!subject) return { ok: false, reason: 'corrupt' };
-    const principal: Principal = { kind: 'user', subject, tokenHash, expiresAt };
-    if (!withBinding(principal, user)) return { ok: false, reason: 'corrupt' };
-    return withIdentityClaims(principal, user);
+    if (user.revoked) return REVOKED;
+    if (now >= user.expiresAt) return EXPIRED;
+    const principal: Principal = { kind: 'user', subject: user.subject, tokenHash, expiresAt: user.expiresAt };
+    return { ok: true, principal: withClaims(principal, user) };
   }
   if (oauth) {
-    if (oauth.tokenHash !== undefined && oauth.tokenHash !== tokenHash) return { ok: false, reason: 'corrupt' };
-    if (oauth.revokedAt !== undefined) return { ok: false, reason: 'revoked' };
-    const expiresAt = parseEpochMs(oauth.expiresAt);
-    if (expiresAt === undefined) return { ok: false, reason: 'corrupt' };
-    if (now >= expiresAt) return { ok: false, reason: 'expired' };
-    const clientId = oauth.clientId;
-    if (!clientId) return { ok: false, reason: 'corrupt' };
+    if (oauth.revoked) return REVOKED;
+    if (now >= oauth.expiresAt) return EXPIRED;
     // Tokens from interactive sign-in act for the IdP user; machine tokens for their client.
-    const principal: Principal = { kind: 'oauth', subject: oauth.subject || clientId, clientId, tokenHash, expiresAt };
-    if (oauth.scope) principal.scope = oauth.scope;
-    if (oauth.familyId) principal.familyId = oauth.familyId;
-    if (!withBinding(principal, oauth)) return { ok: false, reason: 'corrupt' };
-    return withIdentityClaims(principal, oauth);
+    const { clientId } = oauth;
+    const principal: Principal = { kind: 'oauth', subject: oauth.subject ?? clientId, clientId, tokenHash, expiresAt: oauth.expiresAt };
+    if (oauth.scope !== undefined) principal.scope = oauth.scope;
+    if (oauth.familyId !== undefined) principal.familyId = oauth.familyId;
+    return { ok: true, principal: withClaims(principal, oauth) };
   }
-  return { ok: false, reason: 'unknown' };
+  return UNKNOWN;
 }
 
-/**
- * The DPoP key a record binds its token to. A binding that is not a thumbprint cannot be checked:
- * false (the record is corrupt), never read as unbound.
- */
-function withBinding(principal: Principal, fields: StoredFields): boolean {
-  if (fields.dpopJkt === undefined) return true;
-  if (!JKT_PATTERN.test(fields.dpopJkt)) return false;
-  principal.dpopJkt = fields.dpopJkt;
-  return true;
-}
-
-/**
- * The IdP user's email and groups as the record kept them at issuance, for per-tool policy; a groups
- * field that is not a list of strings is a corrupt record (a policy must never see a half-read identity).
- */
-function withIdentityClaims(principal: Principal, fields: StoredFields): Decision {
-  if (fields.email) principal.email = fields.email;
-  if (fields.groups !== undefined) {
-    const groups = parseGroups(fields.groups);
-    if (groups === undefined) return { ok: false, reason: 'corrupt' };
-    principal.groups = groups;
-  }
-  return { ok: true, principal };
+/** The key the token is bound to (DPoP) and the IdP user's email and groups as kept at issuance, for per-tool policy. */
+function withClaims(principal: Principal, record: StoredUserToken | StoredAccessToken): Principal {
+  if (record.dpopJkt !== undefined) principal.dpopJkt = record.dpopJkt;
+  if (record.email !== undefined) principal.email = record.email;
+  if (record.groups !== undefined) principal.groups = record.groups;
+  return principal;
 }
 
 export type RefreshTokenState = 'usable' | 'rotated' | 'revoked' | 'expired';

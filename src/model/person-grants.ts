@@ -3,6 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import type { ClientStorage, SubjectToken } from '../store/types.ts';
+import { clientName } from './clients.ts';
 
 /** Members of a subject's index revoked per batch by revokeSubject (one script's work each). */
 export const SUBJECT_REVOCATION_BATCH = 200;
@@ -67,7 +68,7 @@ export async function grantsOf(clients: Pick<ClientStorage, 'getClient'>, tokens
   const names = new Map<string, string | null>();
   for (const grant of byId.values()) {
     if (grant.clientId === null) continue;
-    if (!names.has(grant.clientId)) names.set(grant.clientId, (await clients.getClient(grant.clientId))?.clientName ?? null);
+    if (!names.has(grant.clientId)) names.set(grant.clientId, clientName(await clients.getClient(grant.clientId)) ?? null);
     grant.clientName = names.get(grant.clientId)!;
   }
   return [...byId.values()].sort((a, b) => a.createdAt - b.createdAt || (a.grantId < b.grantId ? -1 : 1));

@@ -4,9 +4,11 @@
 // stored profile. A profile missing from the store falls back to the built-in definition of the same
 // name. The token lifetimes of the built-in profiles are configuration (oauth.profiles.<name>.*), the
 // same on every replica and visible in the deployment: for those names a stored profile's lifetimes
-// are not read, and start-up logs a stored value the sidecar does not use.
+// are not used, and start-up logs a stored value the sidecar does not use. A stored profile that is
+// unreadable (a field missing or malformed) is never replaced by the built-in one: its clients get
+// nothing until it is fixed, and start-up says so.
 
-import type { ProfileRecord, ProfileStorage } from '../store/types.ts';
+import type { ProfileRecord, ProfileStorage, StoredRead } from '../store/types.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from './grant-types.ts';
 
 type ProfileDefinition = Omit<ProfileRecord, 'createdAt'>;
@@ -62,15 +64,17 @@ export function defaultProfileRecords(now: number, lifetimes?: ProfileLifetimes)
 
 /**
  * The stored profile, else the built-in one of that name, else null; a built-in name's token
- * lifetimes are the configured ones (`lifetimes`) whatever the store holds.
+ * lifetimes are the configured ones (`lifetimes`) whatever the store holds. A stored profile that is
+ * unreadable is `'corrupt'`, never replaced by the built-in one: its clients get nothing until it is fixed.
  */
 export async function resolveProfile(
   store: ProfileStorage,
   name: string,
   now: number,
   lifetimes?: ProfileLifetimes,
-): Promise<ProfileRecord | null> {
+): Promise<StoredRead<ProfileRecord>> {
   const stored = await store.getProfile(name);
+  if (stored === 'corrupt') return stored;
   const builtIn = DEFAULT_PROFILES.find((p) => p.name === name);
   const profile = stored ?? (builtIn ? { ...builtIn, grantTypes: [...builtIn.grantTypes], createdAt: now } : null);
   return profile && { ...profile, ...configuredLifetimes(lifetimes, name) };
@@ -78,9 +82,9 @@ export async function resolveProfile(
 
 /**
  * What the store holds for the built-in profiles that the sidecar does not use, one sentence each
- * (logged at start-up): a hash written by hand for a profile that was never seeded (it lacks the
- * fields of a profile, so it is not read at all), and stored lifetimes that differ from the
- * configured ones (configuration decides them).
+ * (logged at start-up): a hash that is not a readable profile (written by hand for a profile that was
+ * never seeded, or a field edited into something unreadable: its clients are refused), and stored
+ * lifetimes that differ from the configured ones (configuration decides them).
  */
 export async function unusedProfileEdits(store: ProfileStorage, lifetimes: ProfileLifetimes): Promise<string[]> {
   const problems: string[] = [];
@@ -90,9 +94,9 @@ export async function unusedProfileEdits(store: ProfileStorage, lifetimes: Profi
     const fields = await store.getProfileFields(name);
     if (fields === null) continue;
     const keys = `oauth.profiles.${name}.accessTokenLifetimeSeconds / refreshTokenLifetimeSeconds`;
-    if (fields.name !== name) {
+    if (fields.name !== name || (await store.getProfile(name)) === 'corrupt') {
       problems.push(
-        `profile "${name}" in the store is not a complete profile (edited by hand before it was seeded?): it is not read; its token lifetimes come from ${keys} (${configured.accessTokenLifetimeSeconds} s / ${configured.refreshTokenLifetimeSeconds} s)`,
+        `profile "${name}" in the store is not a readable profile (edited by hand, or before it was seeded?): its clients get no tokens until it is fixed or deleted (then seedDefaultProfiles); its token lifetimes come from ${keys} (${configured.accessTokenLifetimeSeconds} s / ${configured.refreshTokenLifetimeSeconds} s)`,
       );
       continue;
     }

@@ -17,7 +17,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../http/body.ts';
-import { displayableName } from '../model/clients.ts';
+import { clientName, displayableName } from '../model/clients.ts';
 import { generateToken, hashToken } from '../model/credentials.ts';
 import { grantsOf, tokensOfGrant, type Grant } from '../model/person-grants.ts';
 import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
@@ -307,11 +307,11 @@ export class AccountPages {
     for (const g of grants) {
       if (g.clientId === null || hosts.has(g.clientId)) continue;
       const client = await store.getClient(g.clientId);
-      hosts.set(g.clientId, [...new Set((client?.redirectUris ?? []).map(hostOf))].join(', '));
+      hosts.set(g.clientId, [...new Set((client && client !== 'corrupt' ? client.redirectUris : []).map(hostOf))].join(', '));
     }
     const consents = (await store.listSubjectConsents(user.subject, now)).filter((c) => c.issuer === user.issuer);
     const names = new Map<string, string | undefined>();
-    for (const c of consents) if (!names.has(c.clientId)) names.set(c.clientId, (await store.getClient(c.clientId))?.clientName);
+    for (const c of consents) if (!names.has(c.clientId)) names.set(c.clientId, clientName(await store.getClient(c.clientId)));
     const connections = (await store.listSubjectUpstreamCredentials(user.subject)).filter((c) => c.issuer === user.issuer);
     writePage(
       res,

@@ -182,6 +182,10 @@ async function authenticateNamedClient(
   // Issued ids are short; a Client ID Metadata Document's id is its URL (at most 2048 characters).
   if (id.length === 0 || (id.length > 128 && !isClientIdMetadataUrl(id))) throw invalidClient(usedBasic);
   const client = await store.getClient(id);
+  if (client === 'corrupt') {
+    if (secret !== undefined) hashToken(secret);
+    throw refused(ctx, id, 'the client record is unreadable', usedBasic);
+  }
   if (!client || client.revokedAt !== undefined) {
     if (secret !== undefined) hashToken(secret); // same work whether or not the client exists
     throw invalidClient(usedBasic);
@@ -258,6 +262,7 @@ async function authenticateAssertion(
     throw refused(ctx, claimed, 'client_id differs from the assertion subject');
   if (id.length > 128 && !isClientIdMetadataUrl(id)) throw refused(ctx, id, 'unknown client');
   const client = await ctx.store.getClient(id);
+  if (client === 'corrupt') throw refused(ctx, id, 'the client record is unreadable');
   if (!client || client.revokedAt !== undefined) throw refused(ctx, id, 'unknown or deleted client');
   // A metadata-document client's method is what its document says now (it may have added keys since
   // its record was made); a registered client's is what it registered.

@@ -66,6 +66,10 @@ export async function buildPair(
   const now = ctx.clock.now();
   const profile = await resolveProfile(ctx.store, client.profile, now, ctx.config.oauth.profiles);
   if (!profile) throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" no longer exists`);
+  if (profile === 'corrupt') {
+    ctx.logger.error({ profile: client.profile }, 'a stored profile is unreadable: nothing issued to its clients');
+    throw new HttpError('unauthorized_client', `the client's profile "${client.profile}" is unreadable; an administrator must fix it`);
+  }
   // A stored profile edited by hand may hold anything: never a token that expires at once, or never.
   if (!lifetime(profile.accessTokenLifetimeSeconds, 1) || !lifetime(profile.refreshTokenLifetimeSeconds, 0)) {
     ctx.logger.error(

@@ -3,8 +3,7 @@
 // method added to TokenStore does not compile here until it is delegated, so no operation can slip
 // past a decorator. `close` and `watch` pass through untouched.
 
-import type { TokenLookup } from '../model/credentials.ts';
-import type { StoreWatch, TokenStore } from './types.ts';
+import type { StoreWatch, TokenLookup, TokenStore } from './types.ts';
 
 /** The name of one store operation (what `around` is told, and what metrics label it with). */
 export type StoreOperation = Exclude<keyof TokenStore, 'close' | 'watch'>;

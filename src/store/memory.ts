@@ -3,7 +3,7 @@
 // awaits, which gives the same atomicity the Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
-import { rotatedWithinGrace, type TokenLookup } from '../model/credentials.ts';
+import { rotatedWithinGrace } from '../model/credentials.ts';
 import { StoreUnavailableError } from '../http/errors.ts';
 import {
   ACCESS_MEMBER,
@@ -43,6 +43,7 @@ import {
   subjectDigest,
   profileFields,
   profileFromFields,
+  tokenLookupFromFields,
   refreshTokenFields,
   refreshTokenFromFields,
   readRecord,
@@ -87,6 +88,7 @@ import {
   type RedeemOutcome,
   type StoredAuthorizationCode,
   type StoredRead,
+  type TokenLookup,
   type StoredRefreshToken,
   type StoredUpstreamCredential,
   type RefreshTokenRecord,
@@ -175,9 +177,8 @@ export class MemoryTokenStore implements TokenStore {
 
   async lookupToken(tokenHash: string): Promise<TokenLookup> {
     this.#check();
-    const user = this.#get(this.#keys.userToken(tokenHash));
-    const oauth = this.#get(this.#keys.accessToken(tokenHash));
-    return { user: user && { ...user }, oauth: oauth && { ...oauth } };
+    // Parsed into new objects: mutating a result cannot change the stored record.
+    return tokenLookupFromFields(tokenHash, this.#get(this.#keys.userToken(tokenHash)), this.#get(this.#keys.accessToken(tokenHash)));
   }
 
   async ping(): Promise<void> {
@@ -367,20 +368,20 @@ export class MemoryTokenStore implements TokenStore {
     return true;
   }
 
-  #getRecord<T>(key: string, parse: (fields: Fields) => T | null): T | null {
+  #getRecord<T>(key: string, parse: (fields: Fields) => T | 'corrupt'): StoredRead<T> {
     const fields = this.#get(key);
     return fields && parse(fields);
   }
 
   /** Every record named in an index set, sorted by id; ids whose record expired are dropped from the index. */
-  #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | null): T[] {
+  #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | 'corrupt'): T[] {
     const ids = this.#set(index);
     const out: T[] = [];
     for (const id of [...ids].sort()) {
       const fields = this.#get(keyOf(id));
       if (!fields) ids.delete(id);
       const record = fields && parse(fields);
-      if (record) out.push(record);
+      if (record && record !== 'corrupt') out.push(record);
     }
     return out;
   }
@@ -392,7 +393,7 @@ export class MemoryTokenStore implements TokenStore {
     }
   }
 
-  async getClient(clientId: string): Promise<ClientRecord | null> {
+  async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {
     this.#check();
     return this.#getRecord(this.#keys.client(clientId), clientFromFields);
   }
@@ -925,7 +926,7 @@ export class MemoryTokenStore implements TokenStore {
     return created;
   }
 
-  async getProfile(name: string): Promise<ProfileRecord | null> {
+  async getProfile(name: string): Promise<StoredRead<ProfileRecord>> {
     this.#check();
     return this.#getRecord(this.#keys.profile(name), profileFromFields);
   }

@@ -27,7 +27,10 @@ import type {
   StoredAuditEvent,
   StoredAuthorizationCode,
   StoredRefreshToken,
+  StoredAccessToken,
+  StoredUserToken,
   TokenEndpointAuthMethod,
+  TokenLookup,
   UserTokenRecord,
 } from './types.ts';
 
@@ -486,6 +489,18 @@ export function clientFields(c: ClientRecord): Fields {
   return f;
 }
 
+/** A JSON list of strings, or undefined when the text is not one (absent, not JSON, another shape). */
+function strictStringArray(text: string | undefined): string[] | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return Array.isArray(parsed) && parsed.every((x) => typeof x === 'string') ? (parsed as string[]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Lenient: what a record's list holds that is a string; [] when unreadable (for records shown, never for decisions). */
 function stringArray(text: string | undefined): string[] {
   if (!text) return [];
   try {
@@ -496,27 +511,111 @@ function stringArray(text: string | undefined): string[] {
   }
 }
 
-function authMethod(text: string | undefined): TokenEndpointAuthMethod {
-  return text === 'client_secret_post' || text === 'private_key_jwt' || text === 'none' ? text : 'client_secret_basic';
+/** An RFC 7638 SHA-256 thumbprint: 43 base64url characters. */
+const JKT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+const SHA256_HEX_PATTERN = /^[0-9a-f]{64}$/;
+/** A whole number of seconds as stored: at most 10 digits, nothing else. */
+const SECONDS_PATTERN = /^[0-9]{1,10}$/;
+
+/**
+ * The binding, email and groups of a token record, added to `into`; false when a field is present
+ * and unreadable: a binding that is not a thumbprint cannot be checked (never read as unbound), and a
+ * groups field that is not a list of strings is no identity a policy may see half-read.
+ */
+function tokenClaims(f: Fields, into: { issuer?: string; email?: string; groups?: readonly string[]; dpopJkt?: string }): boolean {
+  if (f.dpopJkt !== undefined) {
+    if (!JKT_PATTERN.test(f.dpopJkt)) return false;
+    into.dpopJkt = f.dpopJkt;
+  }
+  if (f.issuer) into.issuer = f.issuer;
+  if (f.email) into.email = f.email;
+  if (f.groups !== undefined) {
+    const groups = strictStringArray(f.groups);
+    if (groups === undefined) return false;
+    into.groups = Object.freeze(groups);
+  }
+  return true;
 }
 
-export function clientFromFields(f: Fields): ClientRecord | null {
-  if (!f.clientId) return null;
+/**
+ * A stored user-grade token, or `'corrupt'`: a `tokenHash` field other than its key's, `revoked`
+ * other than exactly "true" or "false", `expiresAt` not an integer, an empty subject, an unreadable
+ * binding or groups.
+ */
+export function userTokenFromFields(f: Fields, tokenHash: string): StoredUserToken | 'corrupt' {
+  if (f.tokenHash !== undefined && f.tokenHash !== tokenHash) return 'corrupt';
+  if (f.revoked !== 'false' && f.revoked !== 'true') return 'corrupt';
+  const expiresAt = parseEpochMs(f.expiresAt);
+  if (expiresAt === undefined || !f.subject) return 'corrupt';
+  const r: StoredUserToken = { subject: f.subject, revoked: f.revoked === 'true', expiresAt };
+  return tokenClaims(f, r) ? r : 'corrupt';
+}
+
+/**
+ * A stored OAuth access token, or `'corrupt'`: a `tokenHash` field other than its key's, `expiresAt`
+ * not an integer, no client, an unreadable binding or groups. `revokedAt` counts by its presence.
+ */
+export function accessTokenFromFields(f: Fields, tokenHash: string): StoredAccessToken | 'corrupt' {
+  if (f.tokenHash !== undefined && f.tokenHash !== tokenHash) return 'corrupt';
+  const expiresAt = parseEpochMs(f.expiresAt);
+  if (expiresAt === undefined || !f.clientId) return 'corrupt';
+  const r: StoredAccessToken = { clientId: f.clientId, revoked: f.revokedAt !== undefined, expiresAt };
+  if (f.subject) r.subject = f.subject;
+  if (f.scope) r.scope = f.scope;
+  if (f.familyId) r.familyId = f.familyId;
+  return tokenClaims(f, r) ? r : 'corrupt';
+}
+
+/** Both records of a token hash from their raw fields (null: none stored), parsed and frozen. */
+export function tokenLookupFromFields(tokenHash: string, user: Fields | null, oauth: Fields | null): TokenLookup {
+  return {
+    user: user === null ? null : freezeRecord(userTokenFromFields(user, tokenHash)),
+    oauth: oauth === null ? null : freezeRecord(accessTokenFromFields(oauth, tokenHash)),
+  };
+}
+
+function freezeRecord<T extends object>(r: T | 'corrupt'): Readonly<T> | 'corrupt' {
+  return r === 'corrupt' ? r : Object.freeze(r);
+}
+
+const AUTH_METHODS: ReadonlySet<string> = new Set<TokenEndpointAuthMethod>([
+  'client_secret_basic',
+  'client_secret_post',
+  'private_key_jwt',
+  'none',
+]);
+const CLIENT_SOURCES: ReadonlySet<string> = new Set<ClientRecord['source']>(['admin', 'dcr', 'cimd']);
+
+/**
+ * A stored client, or `'corrupt'` when a field every use of it reads is missing or unreadable: its
+ * id, redirect URIs and grant types (JSON lists of strings), profile, authentication method, source
+ * (which decides whether it expires unused), createdAt, a revokedAt or secret hash that is present
+ * but malformed. Nothing is filled in with a default: an unreadable client is refused.
+ */
+export function clientFromFields(f: Fields): ClientRecord | 'corrupt' {
+  const redirectUris = strictStringArray(f.redirectUris);
+  const grantTypes = strictStringArray(f.grantTypes);
+  const createdAt = parseEpochMs(f.createdAt);
+  const revokedAt = parseEpochMs(f.revokedAt);
+  if (!f.clientId || redirectUris === undefined || grantTypes === undefined || !f.profile || createdAt === undefined) return 'corrupt';
+  if (!AUTH_METHODS.has(f.tokenEndpointAuthMethod ?? '') || !CLIENT_SOURCES.has(f.source ?? '')) return 'corrupt';
+  if (f.revokedAt !== undefined && revokedAt === undefined) return 'corrupt';
+  if (f.clientSecretHash !== undefined && !SHA256_HEX_PATTERN.test(f.clientSecretHash)) return 'corrupt';
   const c: ClientRecord = {
     clientId: f.clientId,
-    redirectUris: stringArray(f.redirectUris),
-    grantTypes: stringArray(f.grantTypes),
-    profile: f.profile ?? 'default',
-    tokenEndpointAuthMethod: authMethod(f.tokenEndpointAuthMethod),
-    source: f.source === 'dcr' || f.source === 'cimd' ? f.source : 'admin',
-    createdAt: Number(f.createdAt ?? 0),
+    redirectUris,
+    grantTypes,
+    profile: f.profile,
+    tokenEndpointAuthMethod: f.tokenEndpointAuthMethod as TokenEndpointAuthMethod,
+    source: f.source as ClientRecord['source'],
+    createdAt,
   };
   if (f.clientSecretHash !== undefined) c.clientSecretHash = f.clientSecretHash;
   if (f.jwks !== undefined) c.jwks = f.jwks;
   if (f.jwksUri !== undefined) c.jwksUri = f.jwksUri;
   if (f.clientName !== undefined) c.clientName = f.clientName;
   if (f.scope !== undefined) c.scope = f.scope;
-  if (f.revokedAt !== undefined) c.revokedAt = Number(f.revokedAt);
+  if (revokedAt !== undefined) c.revokedAt = revokedAt;
   return c;
 }
 
@@ -531,15 +630,25 @@ export function profileFields(p: ProfileRecord): Fields {
   };
 }
 
-export function profileFromFields(f: Fields): ProfileRecord | null {
-  if (!f.name) return null;
+/**
+ * A stored profile, or `'corrupt'` when it lacks a field or holds one unreadable: its name, a
+ * description, both lifetimes (whole seconds), its grant types (a JSON list of strings), createdAt.
+ * Nothing is filled in with a default: an unreadable profile gives its clients nothing.
+ */
+export function profileFromFields(f: Fields): ProfileRecord | 'corrupt' {
+  const grantTypes = strictStringArray(f.grantTypes);
+  const createdAt = parseEpochMs(f.createdAt);
+  const access = f.accessTokenLifetimeSeconds ?? '';
+  const refresh = f.refreshTokenLifetimeSeconds ?? '';
+  if (!f.name || f.description === undefined || grantTypes === undefined || createdAt === undefined) return 'corrupt';
+  if (!SECONDS_PATTERN.test(access) || !SECONDS_PATTERN.test(refresh)) return 'corrupt';
   return {
     name: f.name,
-    description: f.description ?? '',
-    accessTokenLifetimeSeconds: Number(f.accessTokenLifetimeSeconds ?? 0),
-    refreshTokenLifetimeSeconds: Number(f.refreshTokenLifetimeSeconds ?? 0),
-    grantTypes: stringArray(f.grantTypes),
-    createdAt: Number(f.createdAt ?? 0),
+    description: f.description,
+    accessTokenLifetimeSeconds: Number(access),
+    refreshTokenLifetimeSeconds: Number(refresh),
+    grantTypes,
+    createdAt,
   };
 }
 

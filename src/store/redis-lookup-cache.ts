@@ -23,7 +23,7 @@ import { ReplyError, type Redis } from 'ioredis';
 import { StoreUnavailableError } from '../http/errors.ts';
 import type { LookupCacheFallback, LookupCacheStats, TokenLookup } from './types.ts';
 import type { Logger } from '../observability/logger.ts';
-import { orNull, type KeyLayout } from './records.ts';
+import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis } from './redis-connection.ts';
 
 const INVALIDATION_CHANNEL = '__redis__:invalidate';
@@ -276,7 +276,8 @@ export class TrackedLookupCache extends EventEmitter {
         this.#data.pttl(userKey),
         this.#data.pttl(accessKey),
       ]);
-      const found: TokenLookup = { user: freeze(orNull(user)), oauth: freeze(orNull(oauth)) };
+      // Parsed once, here: a hit hands out the same frozen records.
+      const found = tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
       if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
       const until = Math.min(
         found.user !== null ? sent + ttlMs(userTtl) : Infinity,
@@ -500,8 +501,4 @@ function runIdOf(info: string): string {
 function ttlMs(pttl: number): number {
   if (pttl === -1) return Infinity;
   return Math.max(0, pttl);
-}
-
-function freeze<T>(value: T): T {
-  return value === null ? value : Object.freeze(value);
 }

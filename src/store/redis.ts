@@ -3,7 +3,6 @@
 // Connections: redis-connection.ts; scripts: redis-scripts.ts; WAIT after revocations: redis-replication.ts.
 
 import { Cluster, type Redis } from 'ioredis';
-import type { TokenLookup } from '../model/credentials.ts';
 import { StoreUnavailableError } from '../http/errors.ts';
 import {
   ACCESS_MEMBER,
@@ -42,6 +41,7 @@ import {
   orNull,
   profileFields,
   profileFromFields,
+  tokenLookupFromFields,
   refreshTokenFields,
   refreshTokenFromFields,
   readRecord,
@@ -97,6 +97,7 @@ import {
   type StoredAuditEvent,
   type StoredAuthorizationCode,
   type StoredRead,
+  type TokenLookup,
   type StoredRefreshToken,
   type QuotaOutcome,
   type AccountSession,
@@ -197,7 +198,7 @@ class RedisOperations implements TokenStore {
         this.#redis.hgetall(this.#keys.userToken(tokenHash)),
         this.#redis.hgetall(this.#keys.accessToken(tokenHash)),
       ]);
-      return { user: orNull(user), oauth: orNull(oauth) };
+      return tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
     } catch (err) {
       throw asStoreFailure(err);
     }
@@ -233,7 +234,7 @@ class RedisOperations implements TokenStore {
     if (created !== 1) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
   }
 
-  async getClient(clientId: string): Promise<ClientRecord | null> {
+  async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {
     return this.#getRecord(this.#keys.client(clientId), clientFromFields);
   }
 
@@ -919,7 +920,7 @@ class RedisOperations implements TokenStore {
     return created;
   }
 
-  async getProfile(name: string): Promise<ProfileRecord | null> {
+  async getProfile(name: string): Promise<StoredRead<ProfileRecord>> {
     return this.#getRecord(this.#keys.profile(name), profileFromFields);
   }
 
@@ -1068,13 +1069,13 @@ class RedisOperations implements TokenStore {
   }
 
   /** One record by key, parsed; null when absent (or expired) or unreadable. */
-  async #getRecord<T>(key: string, parse: (fields: Fields) => T | null): Promise<T | null> {
+  async #getRecord<T>(key: string, parse: (fields: Fields) => T | 'corrupt'): Promise<StoredRead<T>> {
     const fields = orNull(await this.#redis.hgetall(key));
     return fields && parse(fields);
   }
 
   /** Every record named in an index set, sorted by id; ids whose record expired are dropped from the index. */
-  async #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | null): Promise<T[]> {
+  async #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | 'corrupt'): Promise<T[]> {
     const ids = (await this.#redis.smembers(index)).sort();
     const all = await Promise.all(ids.map((id) => this.#redis.hgetall(keyOf(id))));
     const out: T[] = [];
@@ -1083,7 +1084,7 @@ class RedisOperations implements TokenStore {
       const fields = orNull(found);
       if (!fields) expired.push(ids[i]!);
       const record = fields && parse(fields);
-      if (record) out.push(record);
+      if (record && record !== 'corrupt') out.push(record);
     });
     // Registrations that expired unused leave their id behind in the index; drop it here.
     if (expired.length > 0) await this.#redis.srem(index, ...expired);

@@ -2,15 +2,6 @@
 // and MemoryTokenStore (demo), both held to one contract suite (test/integration/store-contract.ts).
 // Stores persist and fetch records atomically; they never decide whether a token is valid.
 
-/** Raw hash fields as stored: user-grade record, OAuth access-token record. Absent record = null. */
-export type StoredFields = Record<string, string>;
-
-/** A token hash looked up: the user-grade and the OAuth access-token record under it, as stored. */
-export interface TokenLookup {
-  user: StoredFields | null;
-  oauth: StoredFields | null;
-}
-
 /** The token-lookup cache's plain counters (store/redis-lookup-cache.ts), read by the metrics at each scrape. */
 export interface LookupCacheStats {
   hits: number;
@@ -119,6 +110,46 @@ export interface StoredRefreshToken extends RefreshTokenRecord {
  * closed); null when nothing is stored.
  */
 export type StoredRead<T> = T | 'corrupt' | null;
+
+/**
+ * A user-grade token as the hot path reads it (parsed at the store boundary, src/store/records.ts):
+ * what deciding on it and the principal it makes need, nothing else.
+ */
+export interface StoredUserToken {
+  subject: string;
+  issuer?: string;
+  /** `revoked` is exactly "true" (exactly "false": not revoked; anything else is a corrupt record). */
+  revoked: boolean;
+  expiresAt: number;
+  email?: string;
+  groups?: readonly string[];
+  dpopJkt?: string;
+}
+
+/** An OAuth access token as the hot path reads it (parsed at the store boundary). */
+export interface StoredAccessToken {
+  clientId: string;
+  /** The IdP user it acts for (interactive sign-in, token exchange); absent for a machine client's token. */
+  subject?: string;
+  issuer?: string;
+  scope?: string;
+  familyId?: string;
+  /** A `revokedAt` is stored (it counts by its presence, as the scripts read it). */
+  revoked: boolean;
+  expiresAt: number;
+  email?: string;
+  groups?: readonly string[];
+  dpopJkt?: string;
+}
+
+/**
+ * Both records a token hash may name, parsed: the user-grade record and the OAuth access-token record,
+ * each null when absent and `'corrupt'` when its stored fields do not make one.
+ */
+export interface TokenLookup {
+  user: StoredRead<StoredUserToken>;
+  oauth: StoredRead<StoredAccessToken>;
+}
 
 /**
  * `ok`: rotated, the new pair stored. `grace`: the token had already been rotated, but within the
@@ -286,7 +317,9 @@ export interface TokenStorage {
 export interface ClientStorage {
   /** Throws DuplicateRecordError when a client with this id exists. */
   createClient(client: ClientRecord): Promise<void>;
-  getClient(clientId: string): Promise<ClientRecord | null>;
+  /** null when no such client; `'corrupt'` when its record is unreadable (refused like an unknown client). */
+  getClient(clientId: string): Promise<StoredRead<ClientRecord>>;
+  /** Every readable client (unreadable records are skipped). */
   listClients(): Promise<ClientRecord[]>;
   /**
    * Atomically sets revokedAt on the client and every access and refresh token it owns, and forgets
@@ -538,9 +571,11 @@ export interface ConsentStorage {
 export interface ProfileStorage {
   /** Creates each profile that does not exist yet; returns the names created. Never overwrites. */
   seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]>;
-  getProfile(name: string): Promise<ProfileRecord | null>;
+  /** null when no such profile is stored; `'corrupt'` when its record is unreadable (never replaced by a default). */
+  getProfile(name: string): Promise<StoredRead<ProfileRecord>>;
   /** The stored fields under a profile's key as they are (hand edits included); null when absent. */
   getProfileFields(name: string): Promise<Record<string, string> | null>;
+  /** Every readable profile (unreadable records are skipped). */
   listProfiles(): Promise<ProfileRecord[]>;
 }
 

@@ -11,6 +11,7 @@ import { initializeRequest } from '../support/http.ts';
 import { approveAndSignIn, clientReceived, startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { connectedClient2, firstConnection2, RecordingProvider2 } from '../support/sdk2-oauth.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { readable } from '../support/records.ts';
 
 function textOf(result: object): string {
   return ((result as { content: Array<{ text?: string }> }).content[0]?.text ?? '') as string;
@@ -57,7 +58,7 @@ describe('the SDK 2.x client', () => {
     expect(tokens.token_type).toBe('DPoP');
     const session = (await provider.dpop())!;
     const record = await s.stack.store.lookupToken(hashToken(tokens.access_token));
-    expect(record.oauth?.dpopJkt).toBe(session.thumbprint);
+    expect(readable(record.oauth)?.dpopJkt).toBe(session.thumbprint);
 
     expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'bound' } }))).toBe('bound');
     const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;

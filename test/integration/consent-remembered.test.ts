@@ -20,6 +20,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { consentRequestId, UserAgent, type Hop } from '../support/user-agent.ts';
+import { readable } from '../support/records.ts';
 
 const OTHER_REDIRECT = 'http://127.0.0.1:7777/other';
 const POLICY = {
@@ -117,7 +118,7 @@ async function redeem(s: SignInStack, clientId: string, done: SignIn, redirectUr
 }
 
 async function subjectOf(s: SignInStack, accessToken: string): Promise<string | undefined> {
-  return (await s.stack.store.lookupToken(hashToken(accessToken))).oauth?.subject;
+  return readable((await s.stack.store.lookupToken(hashToken(accessToken))).oauth)?.subject;
 }
 
 describe('remembered consent (oauth.consentRememberSeconds, 30 days by default)', () => {

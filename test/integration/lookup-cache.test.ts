@@ -16,6 +16,7 @@ import { initializeStatus } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { addressOf, startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
 import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { readable } from '../support/records.ts';
 
 const HOUR = 3_600_000;
 
@@ -111,6 +112,20 @@ describe('the lookup cache on the store', () => {
     expect(cache.stats).toMatchObject({ hits: 1, misses: 1, bypasses: 0 });
   });
 
+  it('a record is parsed once, when the cache is filled: every hit hands out the same frozen record, a corrupt one included', async () => {
+    const { tokenHash } = await putUser(store);
+    const first = await store.lookupToken(tokenHash);
+    expect(first.user).toMatchObject({ subject: 'user-1', revoked: false });
+    expect(Object.isFrozen(first.user)).toBe(true);
+    expect((await store.lookupToken(tokenHash)).user).toBe(first.user);
+    await after(cache, 'invalidated', () => raw.hset(`${store.keys.userToken(tokenHash)}`, 'groups', 'not a list'));
+    const corrupt = await store.lookupToken(tokenHash);
+    expect(corrupt).toEqual({ user: 'corrupt', oauth: null });
+    expect(await store.lookupToken(tokenHash)).toEqual({ user: 'corrupt', oauth: null });
+    expect(cache.stats).toMatchObject({ hits: 2, misses: 2 });
+    expect(decideToken(tokenHash, corrupt, Date.now())).toEqual({ ok: false, reason: 'corrupt' });
+  });
+
   it('misses are never cached: an unknown token is read every time, and found once it exists', async () => {
     const tokenHash = hashToken(generateToken());
     const before = await hgetallCalls();
@@ -120,7 +135,7 @@ describe('the lookup cache on the store', () => {
     expect(cache.size).toBe(0);
     const now = Date.now();
     await store.putUserToken({ tokenHash, subject: 'late', issuer: 'i', createdAt: now, expiresAt: now + HOUR });
-    expect((await store.lookupToken(tokenHash)).user?.subject).toBe('late');
+    expect(readable((await store.lookupToken(tokenHash)).user)?.subject).toBe('late');
     expect(cache.stats.hits).toBe(0);
   });
 
@@ -181,10 +196,10 @@ describe('the lookup cache on the store', () => {
       await timed.lookupToken(tokenHash);
       now += 29_000;
       const before = await hgetallCalls();
-      expect((await timed.lookupToken(tokenHash)).user?.subject).toBe('user-1');
+      expect(readable((await timed.lookupToken(tokenHash)).user)?.subject).toBe('user-1');
       expect(await hgetallCalls()).toBe(before); // within the TTL: the copy
       now += 1_001;
-      expect((await timed.lookupToken(tokenHash)).user?.subject).toBe('user-1');
+      expect(readable((await timed.lookupToken(tokenHash)).user)?.subject).toBe('user-1');
       expect(await hgetallCalls()).toBe(before + 2); // past it: Redis again (where the key would be gone)
       expect(timedCache.stats).toMatchObject({ hits: 1, misses: 2 });
     } finally {
@@ -206,7 +221,7 @@ describe('the lookup cache on the store', () => {
     try {
       const { tokenHash } = await putUser(racing);
       const stale = await racing.lookupToken(tokenHash);
-      expect(stale.user?.revoked).toBe('false'); // read before the edit: this one request may pass
+      expect(readable(stale.user)?.revoked).toBe(false); // read before the edit: this one request may pass
       expect(racing.lookupCache!.size).toBe(0);
       expect(decideToken(tokenHash, await racing.lookupToken(tokenHash), Date.now())).toEqual({ ok: false, reason: 'revoked' });
       expect(racing.lookupCache!.stats.hits).toBe(0);

@@ -1,6 +1,6 @@
 // Token lifetimes of the built-in profiles come from configuration (oauth.profiles); what an admin
 // wrote into Redis for those profiles and the sidecar does not use is said in the log at start-up:
-// a hash written with HSET for a profile that was never seeded (not a profile: it is not read) and
+// a hash written with HSET for a profile that was never seeded (not a readable profile: refused) and
 // stored lifetimes that differ from the configured ones. seedDefaultProfiles stores the configured
 // lifetimes, so a seeded store raises no such warning.
 
@@ -43,8 +43,16 @@ describe('profile lifetimes: stored edits the sidecar does not use are logged at
     const logged = warnings(stack);
     expect(logged).toHaveLength(2);
     expect(logged.find((l) => l.includes('profile \\"interactive\\"'))).toMatch(
-      /not a complete profile.*it is not read.*oauth\.profiles\.interactive\.accessTokenLifetimeSeconds.*\(900 s \/ 86400 s\)/,
+      /not a readable profile.*its clients get no tokens.*oauth\.profiles\.interactive\.accessTokenLifetimeSeconds.*\(900 s \/ 86400 s\)/,
     );
+    // Such a hash is no profile, and never read as the built-in one: no client is created with it.
+    const refused = await stack.admin('createClient', {
+      clientName: 'browser',
+      profile: 'interactive',
+      redirectUris: ['http://127.0.0.1:9/cb'],
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error_description).toMatch(/profile "interactive" is unreadable/);
     expect(logged.find((l) => l.includes('profile \\"default\\"'))).toMatch(
       /stored with token lifetimes \\"60\\" s \/ \\"2592000\\" s, which are not used: oauth\.profiles\.default\..*\(3600 s \/ 2592000 s\)/,
     );

@@ -18,6 +18,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { readable } from '../support/records.ts';
 
 const POLICY = {
   default: 'allow',
@@ -53,7 +54,7 @@ async function grantedScope(s: SignInStack, scope: string | undefined, registere
   });
   expect(tokens.status).toBe(200);
   const record = await s.stack.store.lookupToken(hashToken(tokens.body.access_token as string));
-  return { response: tokens.body.scope, stored: record.oauth?.scope };
+  return { response: tokens.body.scope, stored: readable(record.oauth)?.scope };
 }
 
 describe('without a policy naming scopes', () => {

@@ -23,6 +23,9 @@ import {
 } from '../support/sign-in.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 import { DEMO_USER } from '../../demo/idp.ts';
+import { readable } from '../support/records.ts';
+import { rawRedis } from '../support/redis.ts';
+import { keyLayout } from '../../src/store/records.ts';
 
 let s: SignInStack;
 let base: string;
@@ -188,6 +191,24 @@ describe('GET /authorize: a bad client_id or redirect_uri is an error page, neve
     expect(res.body).not.toContain('evil.example');
   });
 
+  it('a registered client whose record was edited into something unreadable is refused as an unknown one, and logged', async () => {
+    // The file's client, edited and then put back (a new registration would spend the address's budget).
+    const key = keyLayout(s.stack.prefix).client(clientId);
+    const redis = await rawRedis();
+    const source = await redis.hget(key, 'source');
+    try {
+      await redis.hset(key, 'source', 'operator');
+      const res = await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, p)));
+      expect(res.status).toBe(400);
+      expect(res.location).toBeUndefined();
+      expect(s.stack.logs.filter((l) => l.includes('client record unreadable') && l.includes(clientId))).toHaveLength(1);
+    } finally {
+      await redis.hset(key, 'source', source!);
+      redis.disconnect();
+    }
+    expect((await new UserAgent().request(authorizeUrl(base, standardParams(base, clientId, p)))).status).toBe(200);
+  });
+
   it('a duplicated client_id is refused with a page', async () => {
     const url = `${authorizeUrl(base, standardParams(base, clientId, p))}&client_id=${clientId}`;
     const res = await new UserAgent().request(url);
@@ -334,7 +355,7 @@ describe('codes and tokens', () => {
       clientId,
       subject: DEMO_USER.sub,
       email: DEMO_USER.email,
-      groups: JSON.stringify(DEMO_USER.groups),
+      groups: DEMO_USER.groups,
     });
     // The code itself is stored only as its hash.
     expect(s.stack.logs.join('\n')).not.toContain(code);
@@ -347,7 +368,7 @@ describe('codes and tokens', () => {
     const after = await s.stack.store.lookupToken(
       (await import('../../src/model/credentials.ts')).hashToken(refreshed.body.access_token as string),
     );
-    expect(after.oauth?.subject).toBe(DEMO_USER.sub);
+    expect(readable(after.oauth)?.subject).toBe(DEMO_USER.sub);
   });
 
   it('a wrong code_verifier is invalid_grant, and does not burn the code', async () => {

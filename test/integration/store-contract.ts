@@ -78,6 +78,12 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       return { stage: 'consent', browserHash: hashToken('browser cookie'), request };
     }
 
+    /** A client that must read as a record: null when none is stored. */
+    function clientRead(found: ClientRecord | 'corrupt' | null): ClientRecord | null {
+      if (found === 'corrupt') throw new Error('client read as corrupt');
+      return found;
+    }
+
     /** A refresh token that must read as a record: null when none is stored. */
     async function refreshOf(tokenHash: string) {
       const found = await store.getRefreshToken(tokenHash);
@@ -164,7 +170,16 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         await store.putUserToken(record);
         const found = await store.lookupToken(record.tokenHash);
         expect(found.oauth).toBeNull();
+        // Parsed at the store boundary: numbers as numbers, booleans as booleans, frozen.
         expect(found.user).toEqual({
+          subject: 'user-123',
+          issuer: 'https://idp.example.com/',
+          revoked: false,
+          expiresAt: record.expiresAt,
+        });
+        expect(Object.isFrozen(found.user)).toBe(true);
+        const raw = await h.rawHash(h.keys.userToken(record.tokenHash));
+        expect(raw).toEqual({
           tokenHash: record.tokenHash,
           subject: 'user-123',
           issuer: 'https://idp.example.com/',
@@ -172,9 +187,8 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           createdAt: String(record.createdAt),
           expiresAt: String(record.expiresAt),
         });
-        expect(found.user!.createdAt).toMatch(INTEGER_MS);
-        expect(found.user!.expiresAt).toMatch(INTEGER_MS);
-        expect(await h.rawHash(h.keys.userToken(record.tokenHash))).toEqual(found.user);
+        expect(raw!.createdAt).toMatch(INTEGER_MS);
+        expect(raw!.expiresAt).toMatch(INTEGER_MS);
         const decision = decideToken(record.tokenHash, found, clock.now());
         expect(decision).toEqual({
           ok: true,
@@ -205,13 +219,38 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         ['expiresAt', ' 123'],
         ['expiresAt', 'Infinity'],
         ['subject', ''],
-      ])('a record whose %s is %j is rejected as corrupt (fail closed)', async (field, value) => {
+        ['dpopJkt', 'not-a-thumbprint'],
+        ['groups', '["eng",1]'],
+        ['groups', 'eng'],
+      ])('a record whose %s is %j reads as corrupt and is rejected (fail closed)', async (field, value) => {
         const { record } = userRecord();
         await store.putUserToken(record);
         expect(await reasonOf(record.tokenHash)).toBe('ok');
         await h.setRawField(h.keys.userToken(record.tokenHash), field, value);
-        expect((await store.lookupToken(record.tokenHash)).user?.[field]).toBe(value);
+        expect((await h.rawHash(h.keys.userToken(record.tokenHash)))?.[field]).toBe(value);
+        expect(await store.lookupToken(record.tokenHash)).toEqual({ user: 'corrupt', oauth: null });
         expect(await reasonOf(record.tokenHash)).toBe('corrupt');
+      });
+
+      it('a user-grade record with its binding and identity claims reads as typed fields', async () => {
+        const jkt = 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs';
+        const { record } = userRecord({ email: 'ann@example.com', groups: ['eng', 'ops'], dpopJkt: jkt });
+        await store.putUserToken(record);
+        const found = await store.lookupToken(record.tokenHash);
+        expect(found).toEqual({
+          user: {
+            subject: 'user-123',
+            issuer: 'https://idp.example.com/',
+            revoked: false,
+            expiresAt: record.expiresAt,
+            email: 'ann@example.com',
+            groups: ['eng', 'ops'],
+            dpopJkt: jkt,
+          },
+          oauth: null,
+        });
+        await store.revokeUserToken(record.tokenHash);
+        expect((await store.lookupToken(record.tokenHash)).user).toMatchObject({ revoked: true });
       });
 
       it('a record stored under one hash but naming another tokenHash is corrupt', async () => {
@@ -296,6 +335,27 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.getClient('c-public')).toEqual(record);
       });
 
+      it.each([
+        ['clientId', ''],
+        ['source', 'operator'],
+        ['source', ''],
+        ['grantTypes', 'client_credentials'],
+        ['grantTypes', '["client_credentials",1]'],
+        ['redirectUris', '{}'],
+        ['tokenEndpointAuthMethod', 'basic'],
+        ['tokenEndpointAuthMethod', ''],
+        ['profile', ''],
+        ['createdAt', 'yesterday'],
+        ['revokedAt', 'soon'],
+        ['clientSecretHash', 'not-a-hash'],
+      ])('a client whose %s is %j reads as corrupt, never filled in with a default; listClients skips it', async (field, value) => {
+        await store.createClient(client('c-a').record);
+        await store.createClient(client('c-b').record);
+        await h.setRawField(h.keys.client('c-a'), field, value);
+        expect(await store.getClient('c-a')).toBe('corrupt');
+        expect((await store.listClients()).map((c) => c.clientId)).toEqual(['c-b']);
+      });
+
       it('getClient of an unknown id is null; listClients of an empty store is empty', async () => {
         expect(await store.getClient('nope')).toBeNull();
         expect(await store.listClients()).toEqual([]);
@@ -314,8 +374,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const second = client('c-dup', { clientName: 'impostor' });
         await expect(store.createClient(second.record)).rejects.toThrow();
         const got = await store.getClient('c-dup');
-        expect(got?.clientName).toBe('name of c-dup');
-        expect(got?.clientSecretHash).toBe(hashToken(first.secret));
+        expect(got).not.toBe('corrupt');
+        expect(got !== 'corrupt' && got?.clientName).toBe('name of c-dup');
+        expect(got !== 'corrupt' && got?.clientSecretHash).toBe(hashToken(first.secret));
         expect((await store.listClients()).map((c) => c.clientId)).toEqual(['c-dup']);
       });
     });
@@ -327,7 +388,9 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.createAccessToken(t.record)).toBe('ok');
         const found = await store.lookupToken(t.record.tokenHash);
         expect(found.user).toBeNull();
-        expect(found.oauth).toEqual({
+        expect(found.oauth).toEqual({ clientId: 'c-ok', scope: 'mcp:read', revoked: false, expiresAt: t.record.expiresAt });
+        expect(Object.isFrozen(found.oauth)).toBe(true);
+        expect(await h.rawHash(h.keys.accessToken(t.record.tokenHash))).toEqual({
           tokenHash: t.record.tokenHash,
           clientId: 'c-ok',
           scope: 'mcp:read',
@@ -350,6 +413,44 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.createAccessToken(orphan.record)).toBe('client_not_found');
         expect(await store.lookupToken(orphan.record.tokenHash)).toEqual({ user: null, oauth: null });
         expect(await h.rawHash(h.keys.accessToken(orphan.record.tokenHash))).toBeNull();
+      });
+
+      it('an access token acting for a signed-in user, bound to a key, reads as typed fields; revokedAt reads as revoked', async () => {
+        await store.createClient(client('c-user').record);
+        const jkt = 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs';
+        const user = { subject: 'idp-sub', issuer: 'https://idp.example.com/', email: 'ann@example.com', groups: ['eng'] };
+        const t = accessToken('c-user', { scope: 'mcp:read', familyId: 'fam-1', dpopJkt: jkt, user });
+        expect(await store.createAccessToken(t.record)).toBe('ok');
+        expect((await store.lookupToken(t.record.tokenHash)).oauth).toEqual({
+          clientId: 'c-user',
+          subject: 'idp-sub',
+          issuer: 'https://idp.example.com/',
+          email: 'ann@example.com',
+          groups: ['eng'],
+          scope: 'mcp:read',
+          familyId: 'fam-1',
+          dpopJkt: jkt,
+          revoked: false,
+          expiresAt: t.record.expiresAt,
+        });
+        expect(await store.revokeAccessToken(t.record.tokenHash, clock.now())).toBe(true);
+        expect((await store.lookupToken(t.record.tokenHash)).oauth).toMatchObject({ revoked: true });
+      });
+
+      it.each([
+        ['expiresAt', 'later'],
+        ['expiresAt', ''],
+        ['clientId', ''],
+        ['dpopJkt', 'short'],
+        ['groups', '{"0":"eng"}'],
+        ['tokenHash', 'f'.repeat(64)],
+      ])('an access token whose %s is %j reads as corrupt and is rejected', async (field, value) => {
+        await store.createClient(client('c-bad').record);
+        const t = accessToken('c-bad');
+        expect(await store.createAccessToken(t.record)).toBe('ok');
+        await h.setRawField(h.keys.accessToken(t.record.tokenHash), field, value);
+        expect(await store.lookupToken(t.record.tokenHash)).toEqual({ user: null, oauth: 'corrupt' });
+        expect(await reasonOf(t.record.tokenHash)).toBe('corrupt');
       });
 
       it('createAccessToken for a deleted client answers client_revoked and stores nothing', async () => {
@@ -387,7 +488,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.revokeAccessToken(t.record.tokenHash, clock.now())).toBe(true);
         expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBe(String(first));
         expect(await reasonOf(other.record.tokenHash)).toBe('ok');
-        expect((await store.getClient('c-rev'))?.revokedAt).toBeUndefined();
+        expect(clientRead(await store.getClient('c-rev'))?.revokedAt).toBeUndefined();
       });
     });
 
@@ -423,7 +524,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         const result = await store.deleteClient('c-del', now);
         expect(result).toEqual({ clientId: 'c-del', revokedAt: now, accessTokensRevoked: 4, refreshTokensRevoked: 1 });
 
-        expect((await store.getClient('c-del'))?.revokedAt).toBe(now);
+        expect(clientRead(await store.getClient('c-del'))?.revokedAt).toBe(now);
         expect((await h.rawHash(h.keys.client('c-del')))?.revokedAt).toBe(String(now));
         for (const t of [...mine, familyAccess]) {
           expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
@@ -435,7 +536,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await reasonOf(preRevoked.record.tokenHash)).toBe('revoked');
 
         // The other client and its tokens are untouched.
-        expect((await store.getClient('c-keep'))?.revokedAt).toBeUndefined();
+        expect(clientRead(await store.getClient('c-keep'))?.revokedAt).toBeUndefined();
         for (const t of [...theirs, theirFamilyAccess]) {
           expect(await reasonOf(t.record.tokenHash)).toBe('ok');
           expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBeUndefined();
@@ -452,7 +553,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           accessTokensRevoked: 0,
           refreshTokensRevoked: 0,
         });
-        expect((await store.getClient('c-del'))?.revokedAt).toBe(now);
+        expect(clientRead(await store.getClient('c-del'))?.revokedAt).toBe(now);
         for (const t of [...mine, familyAccess]) expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
 
         expect(await store.createAccessToken(accessToken('c-del').record)).toBe('client_revoked');
@@ -1571,10 +1672,26 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           name: 'interactive',
           accessTokenLifetimeSeconds: String(p.accessTokenLifetimeSeconds),
         });
-        // HSET on a profile that was never seeded: a hash without a name, which getProfile does not read.
+        // HSET on a profile that was never seeded: a hash without a name, which reads as no profile at all.
         await h.setRawField(h.keys.profile('service'), 'accessTokenLifetimeSeconds', '600');
-        expect(await store.getProfile('service')).toBeNull();
+        expect(await store.getProfile('service')).toBe('corrupt');
         expect(await store.getProfileFields('service')).toEqual({ accessTokenLifetimeSeconds: '600' });
+      });
+
+      it.each([
+        ['name', ''],
+        ['accessTokenLifetimeSeconds', '1h'],
+        ['accessTokenLifetimeSeconds', '-60'],
+        ['refreshTokenLifetimeSeconds', ''],
+        ['refreshTokenLifetimeSeconds', '1.5'],
+        ['grantTypes', 'client_credentials'],
+        ['grantTypes', '[1]'],
+        ['createdAt', 'now'],
+      ])('a profile whose %s is %j reads as corrupt, never filled in with a default; listProfiles skips it', async (field, value) => {
+        await store.seedProfiles([profile('alpha'), profile('beta')]);
+        await h.setRawField(h.keys.profile('alpha'), field, value);
+        expect(await store.getProfile('alpha')).toBe('corrupt');
+        expect((await store.listProfiles()).map((p) => p.name)).toEqual(['beta']);
       });
     });
 

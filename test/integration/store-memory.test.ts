@@ -6,6 +6,7 @@ import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { keyLayout } from '../../src/store/records.ts';
 import { runStoreContract } from './store-contract.ts';
+import { readable } from '../support/records.ts';
 
 runStoreContract('MemoryTokenStore', async (clock) => {
   const prefix = 'mcpauth-memory:';
@@ -65,16 +66,24 @@ describe('MemoryTokenStore specifics', () => {
     for (let i = 0; i < 1024; i++) await issue(60_000);
     expect(store.recordCount).toBeLessThanOrEqual(1025);
     expect(store.recordCount).toBeGreaterThan(0);
-    expect((await store.lookupToken(kept)).user?.revoked).toBe('false');
+    expect(readable((await store.lookupToken(kept)).user)?.revoked).toBe(false);
   });
 
-  it('lookupToken returns copies: mutating a result does not change the stored record', async () => {
+  it('lookupToken returns parsed, frozen records: a result cannot be changed, nor can the stored record through it', async () => {
     const clock = new ManualClock(Date.now());
     const store = new MemoryTokenStore({ clock });
     const tokenHash = hashToken(generateToken());
-    await store.putUserToken({ tokenHash, subject: 's', issuer: 'i', createdAt: clock.now(), expiresAt: clock.now() + 1000 });
-    const found = await store.lookupToken(tokenHash);
-    found.user!.revoked = 'false-ish';
-    expect((await store.lookupToken(tokenHash)).user?.revoked).toBe('false');
+    await store.putUserToken({
+      tokenHash,
+      subject: 's',
+      issuer: 'i',
+      createdAt: clock.now(),
+      expiresAt: clock.now() + 1000,
+      groups: ['g'],
+    });
+    const found = readable((await store.lookupToken(tokenHash)).user)!;
+    expect(() => Object.assign(found, { revoked: true })).toThrow(TypeError);
+    expect(() => (found.groups as string[]).push('admin')).toThrow(TypeError);
+    expect(readable((await store.lookupToken(tokenHash)).user)).toMatchObject({ revoked: false, groups: ['g'] });
   });
 });

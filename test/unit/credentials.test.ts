@@ -12,10 +12,9 @@ import {
   parseAuthorization,
   refreshTokenState,
   rotatedWithinGrace,
-  type StoredFields,
   type TokenLookup,
 } from '../../src/model/credentials.ts';
-import { refreshTokenFromFields } from '../../src/store/records.ts';
+import { accessTokenFromFields, refreshTokenFromFields, userTokenFromFields, type Fields } from '../../src/store/records.ts';
 
 const TOKEN = 'a3f1'.repeat(16);
 
@@ -162,29 +161,37 @@ describe('MasterToken', () => {
   });
 });
 
-describe('decideToken', () => {
+// The stored fields as the store parses them (src/store/records.ts), then decided: the whole policy
+// from a record's bytes to the answer.
+describe('decideToken on parsed records', () => {
   const hash = hashToken(TOKEN);
   const NOW = 1_760_000_000_000;
-  const user = (over: Record<string, string | undefined> = {}): StoredFields =>
-    clean({
-      tokenHash: hash,
-      subject: 'alice',
-      issuer: 'https://idp.example.com/',
-      revoked: 'false',
-      createdAt: String(NOW - 1000),
-      expiresAt: String(NOW + TTL_7_DAYS),
-      ...over,
-    });
-  const oauth = (over: Record<string, string | undefined> = {}): StoredFields =>
-    clean({
-      tokenHash: hash,
-      clientId: 'client-1',
-      createdAt: String(NOW - 1000),
-      expiresAt: String(NOW + 3_600_000),
-      ...over,
-    });
-  function clean(f: Record<string, string | undefined>): StoredFields {
-    const out: StoredFields = {};
+  const user = (over: Record<string, string | undefined> = {}) =>
+    userTokenFromFields(
+      clean({
+        tokenHash: hash,
+        subject: 'alice',
+        issuer: 'https://idp.example.com/',
+        revoked: 'false',
+        createdAt: String(NOW - 1000),
+        expiresAt: String(NOW + TTL_7_DAYS),
+        ...over,
+      }),
+      hash,
+    );
+  const oauth = (over: Record<string, string | undefined> = {}) =>
+    accessTokenFromFields(
+      clean({
+        tokenHash: hash,
+        clientId: 'client-1',
+        createdAt: String(NOW - 1000),
+        expiresAt: String(NOW + 3_600_000),
+        ...over,
+      }),
+      hash,
+    );
+  function clean(f: Record<string, string | undefined>): Fields {
+    const out: Fields = {};
     for (const [k, v] of Object.entries(f)) if (v !== undefined) out[k] = v;
     return out;
   }

@@ -10,6 +10,7 @@ import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { GRANTS } from '../../src/oauth/grants/index.ts';
 import { keyLayout, userFromFields } from '../../src/store/records.ts';
 import { basic } from '../support/http.ts';
+import { readable } from '../support/records.ts';
 import { PUBLIC_URL, startOAuthEndpoints, type OAuthEndpoints } from '../support/oauth-endpoints.ts';
 import { idpKey, startTestIdp, type TestIdp } from '../support/test-idp.ts';
 import { SignJWT } from 'jose';
@@ -212,7 +213,9 @@ describe('client_credentials', () => {
       const c = await ep.client({ grantTypes: [CC], profile: name });
       const res = await ep.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));
       expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
-      expect(res.body.error_description).toMatch(new RegExp(`profile "${name}" has no usable token lifetime`));
+      // Zero reads as a number out of range; anything but whole seconds makes the stored profile unreadable.
+      const why = lifetime === '0' ? 'has no usable token lifetime' : 'is unreadable';
+      expect(res.body.error_description).toMatch(new RegExp(`profile "${name}" ${why}`));
       expect(res.body.access_token).toBeUndefined();
     },
   );
@@ -361,7 +364,7 @@ describe('authorization_code', () => {
     const found = await ep.store.lookupToken(hashToken(res.body.access_token));
     // The record of this access token, for this client and user, not revoked (null would be no record).
     expect(found.oauth).toMatchObject({ clientId: c.clientId, subject: 'user-1' });
-    expect(found.oauth).not.toHaveProperty('revokedAt');
+    expect(found.oauth).toMatchObject({ revoked: false });
     expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.authorization_code', result: 'ok', subject: 'user-1' });
   });
 
@@ -392,7 +395,7 @@ describe('authorization_code', () => {
       detail: { revoked: true },
     });
     const found = await ep.store.lookupToken(hashToken(first.body.access_token));
-    expect(found.oauth?.revokedAt).toMatch(/^[0-9]+$/);
+    expect(found.oauth).toMatchObject({ revoked: true });
   });
 
   it('a stored code that reads as corrupt (a hand edit emptied its subject): invalid_grant, nothing redeemed', async () => {
@@ -546,12 +549,7 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(res.body.refresh_token).toBeUndefined();
     const found = await ep.store.lookupToken(hashToken(res.body.access_token));
     expect(found.oauth).toMatchObject({ clientId: c.clientId, scope: 'read' });
-    expect(userFromFields(found.oauth!)).toEqual({
-      subject: 'U019488227',
-      issuer: idp.issuer,
-      email: 'ann@example.com',
-      groups: ['staff'],
-    });
+    expect(found.oauth).toMatchObject({ subject: 'U019488227', issuer: idp.issuer, email: 'ann@example.com', groups: ['staff'] });
     // The log redacts a field named refreshToken; the audit stream keeps the flag.
     const [streamed] = await ep.ctx.audit.list(1);
     expect(streamed).toMatchObject({
@@ -662,8 +660,7 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     });
     // The first token's record exists, for this client, and is not revoked (no record would be no token).
     const record = (await ep.store.lookupToken(hashToken(first.body.access_token))).oauth;
-    expect(record).toMatchObject({ clientId: c.clientId, subject: 'U019488227' });
-    expect(record).not.toHaveProperty('revokedAt');
+    expect(record).toMatchObject({ clientId: c.clientId, subject: 'U019488227', revoked: false });
   });
 
   it('a refused presentation does not spend the jti: the client it was issued to still gets its token', async () => {
@@ -751,18 +748,16 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     const res = await present(c, await idJag(c.clientId, { scope: assertionScope }), requested !== undefined ? { scope: requested } : {});
     expect(res.status).toBe(200);
     expect(res.body.scope).toBe(granted);
-    expect((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth?.scope).toBe(granted);
+    expect(readable((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth)?.scope).toBe(granted);
   });
 
   it('the email is kept only when the IdP verified it', async () => {
     const c = await confidential();
     const res = await present(c, await idJag(c.clientId, { email_verified: false }));
     expect(res.status).toBe(200);
-    expect(userFromFields((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth!)).toEqual({
-      subject: 'U019488227',
-      issuer: idp.issuer,
-      groups: ['staff'],
-    });
+    const stored = readable((await ep.store.lookupToken(hashToken(res.body.access_token))).oauth);
+    expect(stored).toMatchObject({ subject: 'U019488227', issuer: idp.issuer, groups: ['staff'] });
+    expect(stored).not.toHaveProperty('email');
   });
 
   it('the idp claim rules apply: a required group the assertion lacks is invalid_grant', async () => {
@@ -799,7 +794,7 @@ describe('token lifetimes of the built-in profiles are configuration (oauth.prof
   });
 
   it('the configured lifetimes apply although the store holds the profile seeded with others; a refresh keeps them', async () => {
-    expect((await configured.store.getProfile('default'))?.accessTokenLifetimeSeconds).toBe(3600);
+    expect(readable(await configured.store.getProfile('default'))?.accessTokenLifetimeSeconds).toBe(3600);
     const c = await configured.client({ grantTypes: [CC, REFRESH] });
     const issuedAt = configured.clock.now();
     const res = await configured.token({ grant_type: CC }, basic(c.clientId, c.clientSecret!));

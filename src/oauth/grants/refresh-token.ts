@@ -106,7 +106,7 @@ async function graceAnswer(ctx: OAuthContext, clientId: string, presented: strin
   const accessRecord = (await ctx.store.lookupToken(hashToken(pair.access_token))).oauth;
   const body: Record<string, unknown> = {
     access_token: pair.access_token,
-    token_type: accessRecord?.dpopJkt !== undefined ? 'DPoP' : 'Bearer',
+    token_type: accessRecord && accessRecord !== 'corrupt' && accessRecord.dpopJkt !== undefined ? 'DPoP' : 'Bearer',
     expires_in: Math.max(0, Math.floor((pair.accessExpiresAt - ctx.clock.now()) / 1000)),
     refresh_token: pair.refresh_token,
     ...(pair.scope !== undefined ? { scope: pair.scope } : {}),

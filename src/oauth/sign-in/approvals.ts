@@ -35,7 +35,7 @@ export class RememberedApprovals {
     const cookie = this.#cookies.consentCookie(req);
     if (cookie === undefined) return undefined;
     const client = await this.#ctx.store.getClient(request.clientId);
-    if (!client || client.revokedAt !== undefined) return undefined;
+    if (!client || client === 'corrupt' || client.revokedAt !== undefined) return undefined;
     const now = this.#ctx.clock.now();
     const approvals = await this.#ctx.store.listConsents(hashToken(cookie), now);
     return approvals.find(
@@ -63,7 +63,7 @@ export class RememberedApprovals {
     user: SignedInUser,
   ): Promise<ConsentLink | undefined> {
     const client = await this.#ctx.store.getClient(request.clientId);
-    if (this.rememberMs === 0 || !client || client.revokedAt !== undefined) return undefined;
+    if (this.rememberMs === 0 || !client || client === 'corrupt' || client.revokedAt !== undefined) return undefined;
     const binding = this.#cookies.consentBinding(req);
     const now = this.#ctx.clock.now();
     const approval: ConsentRecord = {

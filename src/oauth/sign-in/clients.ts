@@ -35,6 +35,10 @@ export class SignInClients {
   async lookUp(clientId: string, req: IncomingMessage): Promise<SignInClient | null> {
     if (clientId.length === 0 || clientId.length > 2048) return null;
     const stored = await this.#ctx.store.getClient(clientId);
+    if (stored === 'corrupt') {
+      this.#ctx.logger.warn({ clientId: clientId.slice(0, 200) }, 'client record unreadable: the request is refused');
+      return null;
+    }
     if (stored?.revokedAt !== undefined) return null;
     if (!this.#ctx.cimd || !isClientIdMetadataUrl(clientId)) return stored ? { client: stored, stored: true } : null;
     let doc;

@@ -5,6 +5,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { generateToken, hashToken } from '../../model/credentials.ts';
+import { clientName } from '../../model/clients.ts';
 import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
 import type { AccountPages } from '../account.ts';
 import { IdpRejection } from '../idp.ts';
@@ -140,7 +141,7 @@ export class IdpRoundTrip {
       const record: AuthorizationRequestRecord = { stage: 'user-consent', request, browserHash, user };
       await ctx.store.putAuthorizationRequest(hashToken(requestId), record, ctx.clock.now() + SIGN_IN_STEP_TTL_MS);
       const client = await ctx.store.getClient(request.clientId);
-      writePage(res, 200, consentPage(consentView(this.#parts, request, requestId, client?.clientName, user)));
+      writePage(res, 200, consentPage(consentView(this.#parts, request, requestId, clientName(client), user)));
       return;
     }
     await this.#codes.issue(req, res, request, user, { remembered: approvals.linkOf(req, approval) });
