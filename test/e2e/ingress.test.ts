@@ -77,6 +77,12 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
       expect(seen['x-mcp-auth-client-id']).toBe(provider.clientInformation()?.client_id);
       expect(seen.authorization).toBeUndefined();
       await client.close();
+      // The sidecar logs no allowed /authz check by default: nginx's access log (the example's
+      // mcp_auth format) is the record of who each forwarded request was allowed as.
+      if (kind === 'nginx') {
+        expect(ingress.accessLog()).toContain(`kind=oauth subject=${DEMO_USER.sub} client_id=${provider.clientInformation()?.client_id}`);
+        expect(ingress.accessLog()).not.toMatch(/Bearer|[0-9a-f]{64}/);
+      }
     },
     60_000,
   );

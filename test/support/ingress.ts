@@ -33,6 +33,8 @@ export interface Ingress {
   port: number;
   /** What the ingress wrote to stderr / its error log so far (for a failing test's message). */
   log(): string;
+  /** nginx: the example's access log of forwarded MCP requests (its `mcp_auth` format); Caddy: empty. */
+  accessLog(): string;
   stop(): Promise<void>;
 }
 
@@ -70,7 +72,8 @@ export async function startIngress(
     const site = edit(readFileSync(new URL('../../examples/nginx/mcp.conf', import.meta.url), 'utf8'))
       .replace('server 127.0.0.1:8080;', `server ${sidecar};`)
       .replace('server 127.0.0.1:3000;', `server ${upstream};`)
-      .replace('listen 80;', `listen 127.0.0.1:${options.port};`);
+      .replace('listen 80;', `listen 127.0.0.1:${options.port};`)
+      .replaceAll('/var/log/nginx/', `${dir}/`);
     writeFileSync(join(dir, 'mcp.conf'), site);
     const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${dir}/${t};`).join('\n');
     writeFileSync(
@@ -119,7 +122,14 @@ export async function startIngress(
     await stop();
     throw new Error(`${kind} did not start: ${(err as Error).message}\n${text}`);
   }
-  return { url: `http://127.0.0.1:${options.port}`, port: options.port, log, stop };
+  const accessLog = () => {
+    try {
+      return readFileSync(join(dir, 'mcp-access.log'), 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  return { url: `http://127.0.0.1:${options.port}`, port: options.port, log, accessLog, stop };
 }
 
 /** Resolves once `port` accepts a TCP connection; rejects when the process exits or `timeoutMs` passes. */
