@@ -8,8 +8,8 @@
 
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Child, fmt, procCpuMicros, table } from './lib.ts';
-import { childPids } from './nginx.ts';
+import { alternatedCells, type CostCell } from './alternated.ts';
+import { Child, fmt, table } from './lib.ts';
 import { runWrk, writeWrkScript } from './wrk.ts';
 
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
@@ -19,11 +19,7 @@ const ONE_QUOTA = {
   quotas: [{ name: 'echo', match: { tools: ['echo'] }, per: 'subject', limit: 1_000_000_000, windowSeconds: 2_678_400 }],
 };
 
-export interface ObservabilityCell {
-  rps: number;
-  p50: number;
-  cpuPerRequest: number;
-}
+export type ObservabilityCell = CostCell;
 
 export interface ObservabilityResults {
   rounds: number;
@@ -91,33 +87,19 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
         throw new Error(`observability scenario: ${v.key} answered ${res.status} ${text.slice(0, 200)}`);
       await runWrk(`${v.child.urls.proxyUrl}/mcp`, script, 32, 1);
     }
-    const cells = new Map<number, Map<string, ObservabilityCell>>();
-    for (const connections of ctx.connections) {
-      const rounds = new Map<string, ObservabilityCell[]>(variants.map((v) => [v.key, []]));
-      for (let round = 0; round < ctx.rounds; round++) {
-        for (const v of round % 2 === 0 ? variants : [...variants].reverse()) {
-          const pids = [v.child.pid!, ...childPids(v.child.pid!)];
-          const before = procCpuMicros(pids);
-          const r = await runWrk(`${v.child.urls.proxyUrl}/mcp`, script, connections, ctx.seconds);
-          if (r.badStatus + r.socketErrors > 0)
-            throw new Error(`observability scenario: ${r.badStatus + r.socketErrors} failed requests, ${v.key}`);
-          rounds
-            .get(v.key)!
-            .push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests) });
-        }
-      }
-      ctx.log(`observability: ${connections} conn done`);
-      cells.set(connections, new Map([...rounds].map(([k, list]) => [k, median(list)])));
-    }
+    const cells = await alternatedCells({
+      name: 'observability',
+      variants,
+      script,
+      connections: ctx.connections,
+      rounds: ctx.rounds,
+      seconds: ctx.seconds,
+      log: ctx.log,
+    });
     return { rounds: ctx.rounds, seconds: ctx.seconds, cells, spansExported: sink.exports() };
   } finally {
     await new Promise<void>((r) => sink.server.close(() => r()));
   }
-}
-
-function median(cells: ObservabilityCell[]): ObservabilityCell {
-  const pick = (k: keyof ObservabilityCell) => cells.map((c) => c[k]).sort((a, b) => a - b)[Math.floor(cells.length / 2)]!;
-  return { rps: pick('rps'), p50: pick('p50'), cpuPerRequest: pick('cpuPerRequest') };
 }
 
 export function observabilityReport(r: ObservabilityResults): string[] {

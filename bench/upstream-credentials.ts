@@ -20,8 +20,8 @@ import { createLogger } from '../src/observability/logger.ts';
 import { CredentialCipher, parseCredentialKey } from '../src/upstream-credentials/cipher.ts';
 import { CredentialVault } from '../src/upstream-credentials/vault.ts';
 import { startExchangeIdp } from '../test/support/exchange-idp.ts';
-import { Child, fmt, procCpuMicros, table } from './lib.ts';
-import { childPids } from './nginx.ts';
+import { alternatedCells, type CostCell } from './alternated.ts';
+import { Child, fmt, table } from './lib.ts';
 import { runWrk, writeWrkScript } from './wrk.ts';
 
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
@@ -31,11 +31,7 @@ const AUDIENCE = 'internal-api';
 const SUBJECT = 'bench-credential-user';
 const KEY_PREFIX = 'mcpauth-upcred:';
 
-export interface UpstreamCredentialsCell {
-  rps: number;
-  p50: number;
-  cpuPerRequest: number;
-}
+export type UpstreamCredentialsCell = CostCell;
 
 export interface UpstreamCredentialsResults {
   rounds: number;
@@ -152,24 +148,15 @@ export async function upstreamCredentialsScenario(ctx: UpstreamCredentialsContex
     if (idp.exchanges() !== 1)
       throw new Error(`upstream-credentials scenario: ${idp.exchanges()} token exchanges during the warm-up, expected 1`);
 
-    const cells = new Map<number, Map<Mode, UpstreamCredentialsCell>>();
-    for (const connections of ctx.connections) {
-      const rounds = new Map<Mode, UpstreamCredentialsCell[]>(variants.map((v) => [v.key, []]));
-      for (let round = 0; round < ctx.rounds; round++) {
-        for (const v of round % 2 === 0 ? variants : [...variants].reverse()) {
-          const pids = [v.child.pid!, ...childPids(v.child.pid!)];
-          const before = procCpuMicros(pids);
-          const r = await runWrk(`${v.child.urls.proxyUrl}/mcp`, script, connections, ctx.seconds);
-          if (r.badStatus + r.socketErrors > 0)
-            throw new Error(`upstream-credentials scenario: ${r.badStatus + r.socketErrors} failed requests, mode ${v.key}`);
-          rounds
-            .get(v.key)!
-            .push({ rps: r.requests / r.seconds, p50: r.p50, cpuPerRequest: (procCpuMicros(pids) - before) / Math.max(1, r.requests) });
-        }
-      }
-      ctx.log(`upstream-credentials: ${connections} conn done`);
-      cells.set(connections, new Map([...rounds].map(([k, list]) => [k, median(list)])));
-    }
+    const cells = await alternatedCells({
+      name: 'upstream-credentials',
+      variants,
+      script,
+      connections: ctx.connections,
+      rounds: ctx.rounds,
+      seconds: ctx.seconds,
+      log: ctx.log,
+    });
     const idpRequestsMeasured = idp.requests() - idpRequestsWarmup;
     // The cached modes must serve the hot path without the IdP: fail loudly if any request reached it.
     if (idpRequestsMeasured !== 0)
@@ -180,11 +167,6 @@ export async function upstreamCredentialsScenario(ctx: UpstreamCredentialsContex
   } finally {
     await idp.close();
   }
-}
-
-function median(cells: UpstreamCredentialsCell[]): UpstreamCredentialsCell {
-  const pick = (k: keyof UpstreamCredentialsCell) => cells.map((c) => c[k]).sort((a, b) => a - b)[Math.floor(cells.length / 2)]!;
-  return { rps: pick('rps'), p50: pick('p50'), cpuPerRequest: pick('cpuPerRequest') };
 }
 
 export function upstreamCredentialsReport(r: UpstreamCredentialsResults): string[] {
