@@ -108,9 +108,19 @@ const REDIRECT_URIS = list(
   { max: MAX_REDIRECT_URIS, rule: `a list of at most ${MAX_REDIRECT_URIS} URIs, each ${REDIRECT_URI}` },
 );
 const DOCUMENT_REDIRECT_URI = 'https, http on a loopback host or a private-use scheme, without fragment, space or control character';
+/**
+ * A document is published once for every server it is used with, so it may list more redirect URIs
+ * than one registration does; still bounded, as everything a client chooses is (each one is checked
+ * on every authorization request of that client).
+ */
+const MAX_DOCUMENT_REDIRECT_URIS = 64;
 const DOCUMENT_REDIRECT_URIS = list(
   kind(DOCUMENT_REDIRECT_URI, (raw) => (checkDocumentRedirectUri(raw) ? (raw as string) : INVALID)),
-  { min: 1, rule: `a non-empty list of absolute URIs, each ${DOCUMENT_REDIRECT_URI}` },
+  {
+    min: 1,
+    max: MAX_DOCUMENT_REDIRECT_URIS,
+    rule: `a non-empty list of absolute URIs (at most ${MAX_DOCUMENT_REDIRECT_URIS}), each ${DOCUMENT_REDIRECT_URI}`,
+  },
 );
 /** A list a document may name entries of that this server ignores (grant and response types, auth methods). */
 const DOCUMENT_NAMES = list(text({ max: 256 }), { min: 1, max: 64, rule: 'a non-empty list of at most 64 strings' });

@@ -564,7 +564,7 @@ describe('resolve: bad URLs and bad answers, each a clear invalid_client', () =>
     ['/array.json', /must be a JSON object/],
     ['/mismatch.json', /client_id is not exactly the URL it was fetched from/],
     ['/no-redirect-uris.json', /has no redirect_uris/],
-    ['/fragment-redirect.json', /redirect_uris must be a non-empty list of absolute URIs, each https.*without fragment/],
+    ['/fragment-redirect.json', /redirect_uris must be a non-empty list of absolute URIs \(at most 64\), each https.*without fragment/],
     ['/relative-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],
     ['/javascript-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],
     ['/http-redirect.json', /redirect_uris must be a non-empty list of absolute URIs/],

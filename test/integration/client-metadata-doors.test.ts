@@ -33,6 +33,8 @@ const ROWS: Array<[string, string, Record<string, unknown>]> = [
   ['a redirect URI with a fragment', 'redirect_uris', { redirect_uris: [`${REDIRECT}#frag`] }],
   ['a plain-http redirect URI off loopback', 'redirect_uris', { redirect_uris: ['http://client.example/callback'] }],
   ['redirect URIs that are not a list', 'redirect_uris', { redirect_uris: REDIRECT }],
+  // Bounded at every door: 16 for a registration, 64 for a document (published for every server).
+  ['100 redirect URIs', 'redirect_uris', { redirect_uris: Array.from({ length: 100 }, (_, i) => `${REDIRECT}/${i}`) }],
   ['a scope with a quote', 'scope', { scope: 'read "write"' }],
   ['an empty list of grant types', 'grant_types', { grant_types: [] }],
   ['an auth method that is not a string', 'token_endpoint_auth_method', { token_endpoint_auth_method: 7 }],
