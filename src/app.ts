@@ -434,28 +434,17 @@ interface SidecarParts {
 }
 
 function sidecarOf(parts: SidecarParts): Sidecar {
-  const { config, rawStore, store, metrics, audit, logger, proxyServer, adminServer, forwarder, streams, lastUse, assertions, tracing } =
-    parts;
-  const { publicUrl, listenProxy, listenAdmin } = parts;
+  // What the sidecar shows is its parts as built, but the store as opened (not the timed wrapper) and
+  // no tracing object.
+  const { rawStore, store, tracing, ...shown } = parts;
+  const { config, logger, proxyServer, adminServer, forwarder, streams, lastUse, audit, assertions, listenProxy, listenAdmin } = shown;
   return {
-    config,
+    ...shown,
     store: rawStore,
-    metrics,
-    audit,
-    logger,
-    proxyServer,
-    adminServer,
-    forwarder,
-    streams,
-    lastUse,
-    assertions,
-    publicUrl,
     async listen() {
       const proxyUrl = await listenProxy();
       return { proxyUrl, adminUrl: await listenAdmin() };
     },
-    listenProxy,
-    listenAdmin,
     async probeMcpEndpoint() {
       const problem = await probeMcpEndpoint(config.upstream.url, config.upstream.healthTimeoutMs);
       if (problem !== undefined) logger.warn({ upstream: config.upstream.url }, `start-up probe: ${problem}`);
