@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FailedAuthLimiter, WindowLimit } from '../../http/rate-limits.ts';
 import { checkScope, redirectUriMatches, scopeWithin, splitScopes } from '../../model/clients.ts';
-import { generateToken, hashToken } from '../../model/credentials.ts';
+import { hashToken } from '../../model/credentials.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../../model/grant-types.ts';
 import type { AuthorizationRequest, ClientRecord } from '../../store/types.ts';
 import { resourceOf, type OAuthContext } from '../context.ts';
@@ -14,7 +14,7 @@ import { consentPage, writePage } from '../sign-in-pages.ts';
 import type { SignInClient } from './clients.ts';
 import { PageError, RedirectableError } from './errors.ts';
 import type { IdpRoundTrip } from './idp-round-trip.ts';
-import { consentView, holdPendingSignIn, redirectBack, type SignInParts } from './parts.ts';
+import { awaitConsent, redirectBack, type SignInParts } from './parts.ts';
 
 const MAX_STATE_LENGTH = 1024;
 /** base64url of a SHA-256: what an S256 code_challenge is. */
@@ -136,7 +136,7 @@ export class AuthorizeRequestStage {
     ignoredScopes: string[],
     address: string,
   ): Promise<void> {
-    const { ctx, cookies, approvals } = this.#parts;
+    const { cookies, approvals } = this.#parts;
     const browser = cookies.binding(req);
     if (await approvals.find(req, request)) {
       // Approved before in this browser: straight to the IdP; the callback checks that the user who
@@ -145,19 +145,7 @@ export class AuthorizeRequestStage {
       await this.#idp.toIdp(res, request, hashToken(browser.value), { consent: 'remembered', remember: false }, 302, address);
       return;
     }
-    const requestId = generateToken();
-    await holdPendingSignIn(
-      ctx,
-      hashToken(requestId),
-      { stage: 'consent', request, browserHash: hashToken(browser.value) },
-      address,
-      request.clientId,
-    );
-    const html = consentPage({
-      ...consentView(this.#parts, request, requestId, found.client.clientName),
-      ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
-      ignoredScopes,
-    });
+    const html = consentPage({ ...(await awaitConsent(this.#parts, request, browser.value, address, found)), ignoredScopes });
     writePage(res, 200, html, { 'set-cookie': browser.setCookie });
   }
 }

@@ -7,13 +7,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../../http/body.ts';
 import { tooManyRequests } from '../../http/errors.ts';
 import { WindowLimit } from '../../http/rate-limits.ts';
-import { generateToken, hashToken } from '../../model/credentials.ts';
+import { hashToken } from '../../model/credentials.ts';
 import type { AuthorizationRequest } from '../../store/types.ts';
 import { normaliseUserCode } from '../device.ts';
 import { consentPage, deviceCodePage, writePage } from '../sign-in-pages.ts';
 import { checkFormPost } from './browser.ts';
 import { PageError, SIGN_IN_OFF } from './errors.ts';
-import { consentView, holdPendingSignIn, type SignInParts } from './parts.ts';
+import { awaitConsent, type SignInParts } from './parts.ts';
 
 /** Device codes one client address may enter per minute (a person needs one or two; a guesser many). */
 export const DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS = 10;
@@ -84,18 +84,7 @@ export class DeviceEntryStage {
       deviceCodeHash: found.deviceCodeHash,
     };
     const browser = this.#parts.cookies.binding(req);
-    const requestId = generateToken();
-    await holdPendingSignIn(
-      ctx,
-      hashToken(requestId),
-      { stage: 'consent', request, browserHash: hashToken(browser.value) },
-      address,
-      found.clientId,
-    );
-    const view = {
-      ...consentView(this.#parts, request, requestId, looked.client.clientName),
-      ...(looked.metadataHost !== undefined ? { metadataHost: looked.metadataHost } : {}),
-    };
+    const view = await awaitConsent(this.#parts, request, browser.value, address, looked);
     writePage(res, 200, consentPage(view), { 'set-cookie': browser.setCookie });
   }
 

@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tooManyRequests } from '../../http/errors.ts';
 import { limitKey } from '../../http/net-address.ts';
+import { generateToken, hashToken } from '../../model/credentials.ts';
 import { clientAddresses } from '../../proxy/client-address.ts';
 import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
 import type { OAuthContext } from '../context.ts';
@@ -12,7 +13,7 @@ import type { IdpSignIn } from '../oidc-client.ts';
 import type { ConsentView } from '../sign-in-pages.ts';
 import { RememberedApprovals } from './approvals.ts';
 import { BrowserCookies } from './browser.ts';
-import { SignInClients } from './clients.ts';
+import { SignInClients, type SignInClient } from './clients.ts';
 
 /** How long a sign-in may take, from /authorize to the IdP's callback, per step. */
 export const SIGN_IN_STEP_TTL_MS = 10 * 60 * 1000;
@@ -99,6 +100,32 @@ export function sendTo(res: ServerResponse, url: URL, status: number): void {
   res.setHeader('referrer-policy', 'no-referrer');
   res.setHeader('content-length', '0');
   res.end();
+}
+
+/**
+ * A request that waits for its user's consent (an /authorize request, or a device code entered):
+ * held at its consent stage under a fresh request id, bound to this browser (the consent form must
+ * come back from it), and what its consent page shows.
+ */
+export async function awaitConsent(
+  parts: SignInParts,
+  request: AuthorizationRequest,
+  browserValue: string,
+  address: string,
+  found: SignInClient,
+): Promise<ConsentView> {
+  const requestId = generateToken();
+  await holdPendingSignIn(
+    parts.ctx,
+    hashToken(requestId),
+    { stage: 'consent', request, browserHash: hashToken(browserValue) },
+    address,
+    request.clientId,
+  );
+  return {
+    ...consentView(parts, request, requestId, found.client.clientName),
+    ...(found.metadataHost !== undefined ? { metadataHost: found.metadataHost } : {}),
+  };
 }
 
 /** What the consent page shows of a request (the page before the IdP, or after it with `user`). */
