@@ -10,7 +10,11 @@
 // Authorization), strict (lookupCache off) and cached (tracking), and the peer's auth service asked
 // the same. mcp: POST /mcp to the fast upstream, against the undici pass-through.
 // Env: AB_ROUNDS (6), AB_SECONDS (2), AB_CONNECTIONS (16), AB_LOG_ALLOWED=1 (the baseline-free
-// setting proxy.forwardAuthLogAllowed on in this tree's sidecars).
+// setting proxy.forwardAuthLogAllowed on in this tree's sidecars), AB_CACHE (authz: off,tracking),
+// AB_VARIANTS: more sidecars of this tree, each with environment of its own, to measure one change
+// alone in the same rounds (`name:KEY=value+KEY2=value;name2:KEY=value`), AB_PIN=1 (a machine of two
+// or more cores: the targets on core 1, wrk, Redis and the upstream on core 0, so that a target's CPU
+// per request is not inflated by sharing its core with the load generator; req/s is then per core).
 
 import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -34,6 +38,9 @@ const SECONDS = Number(process.env.AB_SECONDS ?? 2);
 const CONNECTIONS = Number(process.env.AB_CONNECTIONS ?? 16);
 if (!ensureWrk()) throw new Error('wrk is missing');
 
+const PIN = process.env.AB_PIN === '1';
+// Every process started from here on (Redis, the upstream, wrk) inherits core 0; the targets move to core 1.
+if (PIN) execSync(`taskset -a -p 1 ${process.pid}`, { stdio: 'ignore' });
 const tmp = mkdtempSync(join(tmpdir(), 'ab-cpu-'));
 const children: Child[] = [];
 const redis = await startRedisServer();
@@ -70,11 +77,19 @@ try {
     const child = await sidecar(name, env);
     targets.push({ name, child, path, pids: () => [child.pid!] });
   };
+  const variants = (process.env.AB_VARIANTS ?? '')
+    .split(';')
+    .filter((v) => v.includes(':'))
+    .map((v) => {
+      const [name, settings] = v.split(/:(.*)/s) as [string, string];
+      return { name, env: Object.fromEntries(settings.split('+').map((kv) => kv.split(/=(.*)/s).slice(0, 2) as [string, string])) };
+    });
   if (mode === 'authz') {
-    for (const cache of ['off', 'tracking']) {
+    for (const cache of (process.env.AB_CACHE ?? 'off,tracking').split(',')) {
       const common = { BENCH_FORWARD_AUTH: '1', BENCH_LOOKUP_CACHE: cache };
       await add(`baseline ${cache}`, { ...common, BENCH_SRC_DIR: join(dir, 'src') }, '/authz');
       await add(`this tree ${cache}`, { ...common, ...here }, '/authz');
+      for (const v of variants) await add(`${v.name} ${cache}`, { ...common, ...here, ...v.env }, '/authz');
     }
     const peer = await Child.start('auth service', join(BENCH_DIR, 'auth-service-child.ts'), { env: { BENCH_REDIS_URL: redis.url } });
     children.push(peer);
@@ -82,6 +97,7 @@ try {
   } else {
     await add('baseline', { BENCH_LOOKUP_CACHE: 'off', BENCH_SRC_DIR: join(dir, 'src') }, '/mcp');
     await add('this tree', { BENCH_LOOKUP_CACHE: 'off' }, '/mcp');
+    for (const v of variants) await add(v.name, { BENCH_LOOKUP_CACHE: 'off', ...v.env }, '/mcp');
     const pass = await Child.start('undici pass-through', join(BENCH_DIR, 'passthrough-child.ts'), {
       env: { BENCH_UPSTREAM_URL: upstream.urls.url!, BENCH_PROXY_LIB: 'undici' },
     });
@@ -89,6 +105,7 @@ try {
     targets.push({ name: 'undici pass-through', child: pass, path: '/mcp', pids: () => [pass.pid!] });
   }
 
+  if (PIN) for (const t of targets) for (const pid of t.pids()) execSync(`taskset -a -p 2 ${pid}`, { stdio: 'ignore' });
   const adminUrl = targets[0]!.child.urls.adminUrl!;
   const admin = async (op: string, body: Record<string, unknown>) => {
     const res = await fetch(`${adminUrl}/oauth/${op}`, {

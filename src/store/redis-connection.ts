@@ -178,6 +178,17 @@ function isSystemError(err: Error): boolean {
 }
 
 /**
+ * A copy of `redis` for the token lookups: no command or socket timeout of ioredis's (a timer per
+ * command and per write; the lookups are bounded by ReadDeadlines instead, one timer for all) and no
+ * Lua scripts defined on it (ioredis copies every script of a client onto each auto-pipelined batch).
+ */
+export function duplicateForLookups(redis: RedisClient): RedisClient {
+  const unbounded = { commandTimeout: undefined, socketTimeout: undefined };
+  if (redis instanceof Cluster) return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, ...unbounded } });
+  return redis.duplicate(unbounded);
+}
+
+/**
  * A copy of `redis` for WATCH/MULTI transactions and WAIT that never reconnects and never re-sends:
  * ioredis would otherwise replay an unanswered MULTI..EXEC on a fresh connection after a cut, without
  * the WATCH that guarded it, so a token created in between could survive its client's deletion. A

@@ -59,6 +59,7 @@ import {
 import { asStoreFailure, connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
 import { TrackedLookupCache, type LookupCacheFallback, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import { publishNotice, subscribeNotices } from './redis-notices.ts';
+import { LookupConnection } from './redis-lookups.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
@@ -142,6 +143,8 @@ class RedisOperations implements TokenStore {
   /** Set by trackLookups (redis.lookupCache: tracking); undefined: every lookup reads Redis (strict). */
   #lookupCache: TrackedLookupCache | undefined;
   readonly #readLookup = (tokenHash: string): Promise<TokenLookup> => this.#read(tokenHash);
+  /** The token lookups' own connection (the hot path). */
+  readonly #lookups: LookupConnection;
 
   constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
     this.#redis = redis;
@@ -149,6 +152,7 @@ class RedisOperations implements TokenStore {
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 5000;
     this.#scripts = defineScripts(redis);
     this.#replicas = new ReplicaWaits(redis);
+    this.#lookups = new LookupConnection(redis, this.#connectTimeoutMs);
   }
 
   /** Copies of the counters of WAITs issued after revocations. */
@@ -163,6 +167,11 @@ class RedisOperations implements TokenStore {
   /** The main connection (for readiness events and operational checks). */
   get client(): RedisClient {
     return this.#redis;
+  }
+
+  /** The token lookups' connection, once the first lookup has opened it. */
+  get lookupClient(): RedisClient | undefined {
+    return this.#lookups.client;
   }
 
   /** The lookup cache, when on (its state and counters). */
@@ -193,11 +202,7 @@ class RedisOperations implements TokenStore {
    */
   async #read(tokenHash: string): Promise<TokenLookup> {
     try {
-      // Two reads issued together; auto-pipelining sends them in one write, so one round trip.
-      const [user, oauth] = await Promise.all([
-        this.#redis.hgetall(this.#keys.userToken(tokenHash)),
-        this.#redis.hgetall(this.#keys.accessToken(tokenHash)),
-      ]);
+      const [user, oauth] = await this.#lookups.readHashes(this.#keys.userToken(tokenHash), this.#keys.accessToken(tokenHash));
       return tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
     } catch (err) {
       throw asStoreFailure(err);
@@ -1042,6 +1047,7 @@ class RedisOperations implements TokenStore {
 
   async close(): Promise<void> {
     await this.#lookupCache?.close();
+    await this.#lookups.close();
     await this.#txQueue.catch(() => undefined);
     const clients = [this.#redis, this.#txClient].filter((c): c is RedisClient => c !== undefined);
     this.#txClient = undefined;
@@ -1175,6 +1181,11 @@ export class RedisTokenStore extends StoreDecorator<RedisOperations> {
   /** The main connection (for readiness events and operational checks). */
   get client(): RedisClient {
     return this.inner.client;
+  }
+
+  /** The token lookups' connection, once the first lookup has opened it. */
+  get lookupClient(): RedisClient | undefined {
+    return this.inner.lookupClient;
   }
 
   /** The lookup cache, when on (its state and counters). */
