@@ -64,7 +64,8 @@ export class HandleGuard {
 
   /**
    * Proxy mode, first step, before the token is looked up: the presented session id's record starts
-   * being read now, so that the read leaves in the same write as the token lookup (one round trip).
+   * being read now, on the token lookups' connection, so that the read leaves in the same write as
+   * the token lookup (one round trip).
    * Only for a request that carries a credential at all: one without is refused before any store read.
    */
   readSession(req: IncomingMessage): SessionRead | undefined {

@@ -1,4 +1,4 @@
-// The connection the token lookups run on, apart from the main one: see duplicateForLookups for why,
+// The connection the token lookups (and the reads that go with them) run on, apart from the main one: see duplicateForLookups for why,
 // and ReadDeadlines for how its reads stay bounded. It is opened by the first lookup (which waits for
 // it within the same bound), re-established by ioredis after a failure like the main connection, and
 // replaced when a lookup goes unanswered for the socket timeout.
@@ -41,6 +41,15 @@ export class LookupConnection {
         ? Promise.all([client.hgetall(first), client.hgetall(second)])
         : this.#connect().then((c) => Promise.all([c.hgetall(first), c.hgetall(second)])),
     );
+  }
+
+  /**
+   * Another read that goes with the token lookup (a presented session id's record): on this
+   * connection it leaves in the same write as the lookup, within the same bound.
+   */
+  read<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
+    const client = this.#client;
+    return this.#deadlines.bound(client !== undefined ? command(client) : this.#connect().then(command));
   }
 
   async close(): Promise<void> {

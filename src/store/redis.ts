@@ -314,7 +314,9 @@ class RedisOperations implements TokenStore {
   }
 
   async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
-    const [owner, renewedAt] = await this.#redis.hmget(this.#keys.handle(kind, handleHash), 'owner', 'renewedAt');
+    // Read beside the token lookup, on its connection: the two leave in one write.
+    const key = this.#keys.handle(kind, handleHash);
+    const [owner, renewedAt] = await this.#lookups.read((client) => client.hmget(key, 'owner', 'renewedAt'));
     if (owner === null || owner === undefined) return null;
     return renewedAt === null || renewedAt === undefined ? { owner } : { owner, renewedAt };
   }
