@@ -290,7 +290,7 @@ export class TrackedLookupCache extends EventEmitter {
     } catch (err) {
       // A read that failed or timed out leaves the connection suspect (a reply that never comes holds
       // every later one behind it): cut it as an unanswered PING would, so the next lookups read
-      // through the main connection until the cache is set up again.
+      // as the strict mode does until the cache is set up again.
       if (!(err instanceof ReplyError)) this.#cut(this.#data, dataIncarnation);
       throw asStoreFailure(err);
     } finally {
