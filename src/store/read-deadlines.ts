@@ -16,7 +16,7 @@ import { StoreUnavailableError } from '../http/errors.ts';
 /** A lookup's wait past its bound: the store cannot answer now (503), as for ioredis's own command timeout. */
 export class ReadTimeoutError extends StoreUnavailableError {
   constructor(timeoutMs: number) {
-    super(`Redis did not answer a token lookup within ${timeoutMs} ms`);
+    super(`Redis did not answer within ${timeoutMs} ms`);
     this.name = 'ReadTimeoutError';
   }
 }
@@ -79,7 +79,7 @@ export class ReadDeadlines {
     });
   }
 
-  /** How many lookups are in flight (tests and the scale model). */
+  /** How many lookups are in flight. */
   get pending(): number {
     let n = 0;
     for (let w = this.#head; w !== undefined; w = w.next) if (!w.settled) n++;

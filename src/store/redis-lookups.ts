@@ -1,7 +1,7 @@
-// The connection the token lookups (and the reads that go with them) run on, apart from the main one: see duplicateForLookups for why,
-// and ReadDeadlines for how its reads stay bounded. It is opened by the first lookup (which waits for
-// it within the same bound), re-established by ioredis after a failure like the main connection, and
-// replaced when a lookup goes unanswered for the socket timeout.
+// The connection the token lookups (and the reads that go with them) run on, apart from the main one:
+// duplicateForLookups says why, ReadDeadlines how its reads stay bounded. It is opened by the first
+// lookup (which waits for it within the same bound), re-established by ioredis after a failure like
+// the main connection, and replaced when a lookup goes unanswered for the socket timeout.
 
 import { ReadDeadlines } from './read-deadlines.ts';
 import { connectRedis, defaultSocketTimeoutMs, duplicateForLookups, type RedisClient } from './redis-connection.ts';

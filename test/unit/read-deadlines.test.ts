@@ -89,7 +89,7 @@ describe('ReadDeadlines', () => {
     const error = (outcome as { error: unknown }).error;
     expect(error).toBeInstanceOf(ReadTimeoutError);
     expect(error).toBeInstanceOf(StoreUnavailableError);
-    expect((error as Error).message).toBe('Redis did not answer a token lookup within 500 ms');
+    expect((error as Error).message).toBe('Redis did not answer within 500 ms');
     read.answer('late');
     expect(await settled(bounded)).toEqual(outcome);
     expect(deadlines.pending).toBe(0);
