@@ -24,7 +24,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedisServer } from '../test/support/redis-server.ts';
 import { Child, procCpuMicros } from './lib.ts';
-import { ensureWrk, runWrk, writeWrkScript } from './wrk.ts';
+import { ensureWrk, runWrk, warmUp, writeWrkScript } from './wrk.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(BENCH_DIR, '..');
@@ -143,7 +143,7 @@ try {
     });
     await res.text();
     if (res.status >= 300) throw new Error(`${t.name} answered ${res.status}`);
-    await runWrk(url(t), script, CONNECTIONS, 1);
+    await warmUp(url(t), script);
   }
   const cells = new Map<string, Array<{ us: number; rps: number }>>(targets.map((t) => [t.name, []]));
   for (let round = 0; round < ROUNDS; round++) {

@@ -19,7 +19,7 @@
 
 import { Child, fmt, procCpuMicros, table } from './lib.ts';
 import { childPids, ensureNginx, startNginx, type Nginx } from './nginx.ts';
-import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk.ts';
+import { ensureWrk, runWrk, warmUp, writeWrkScript, type WrkResult } from './wrk.ts';
 
 /** The engine src/proxy/forwarder.ts forwards with: the pass-through it is compared with. */
 export const SIDECAR_ENGINE = 'undici';
@@ -236,8 +236,13 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
       await res.text();
       if (res.status !== 200) throw new Error(`fast scenario: ${FAST_LABELS[t.key]} answered ${res.status}`);
     }
-    ctx.log(`fast upstream: warm-up, 1 s per target (${targets.map((t) => t.key).join(', ')})`);
-    for (const t of targets) await runWrk(t.url, t.script, 32, 1);
+    // Each target until its rate has settled (warmUp): a fixed second left the sidecar's cells cold.
+    const warm: string[] = [];
+    for (const t of targets) {
+      const w = await warmUp(t.url, t.script);
+      warm.push(`${t.key} ${w.seconds} s${w.settled ? '' : ' (not settled)'}`);
+    }
+    ctx.log(`fast upstream: warmed up until settled: ${warm.join(', ')}`);
     const cells = new Map<number, Map<FastKey, FastCell>>();
     for (const connections of ctx.connections) {
       const rounds = new Map<FastKey, FastCell[]>(targets.map((t) => [t.key, []]));

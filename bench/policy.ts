@@ -5,7 +5,7 @@
 
 import { Child, fmt, procCpuMicros, table } from './lib.ts';
 import { childPids } from './nginx.ts';
-import { runWrk, writeWrkScript } from './wrk.ts';
+import { runWrk, warmUp, writeWrkScript } from './wrk.ts';
 
 /** 19 rules that do not match the benchmark's call, then the one that allows it. */
 export const BENCH_POLICY = {
@@ -64,7 +64,7 @@ export async function policyScenario(ctx: PolicyContext): Promise<PolicyResults>
     const res = await fetch(`${t.child.urls.proxyUrl}/mcp`, { method: 'POST', headers, body: BODY });
     await res.text();
     if (res.status !== 200) throw new Error(`policy scenario: the sidecar with policy ${t.key} answered ${res.status}`);
-    await runWrk(`${t.child.urls.proxyUrl}/mcp`, t.script, 32, 1);
+    await warmUp(`${t.child.urls.proxyUrl}/mcp`, t.script);
   }
   const cells = new Map<number, { off: PolicyCell; on: PolicyCell }>();
   for (const connections of ctx.connections) {

@@ -15,7 +15,8 @@
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
 // BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,observability,upstream-credentials,post,sse,idle,soak,
 // BENCH_FAST_TARGETS (direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion; also sidecar-user,
-// baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3),
+// baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3), BENCH_WARMUP_MAX_SECONDS (30: the fast, policy and
+// cost scenarios warm each target until its rate settles, at most this long; see warmUp in bench/wrk.ts),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
 // BENCH_HEAP_SNAPSHOTS=<dir> (heap snapshots around the idle-stream scenario), BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
 
@@ -814,6 +815,7 @@ function report(
     'SOAK_SECONDS',
     'LOG_LEVEL',
     'CPU_PROF',
+    'WARMUP_MAX_SECONDS',
   ]
     .filter((k) => env[`BENCH_${k}`] !== undefined)
     .map((k) => `BENCH_${k}=${env[`BENCH_${k}`]} `)
