@@ -55,7 +55,7 @@ export class Metrics {
   #store: StoreWatch | undefined;
   readonly storeUp = new Gauge({
     name: 'mcp_auth_store_up',
-    help: '1 while the store connection is ready (Redis), 0 while it is down or reconnecting',
+    help: "1 while the store's connections are ready (Redis: the main one and the token lookups' one), 0 while one is down or reconnecting",
     registers: [this.registry],
     // Over worker processes the lowest wins: 0 when any process's connection is down.
     aggregator: 'min',

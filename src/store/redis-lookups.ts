@@ -33,9 +33,21 @@ export class LookupConnection {
     return this.#client;
   }
 
+  /** Whether lookups can run: the connection is ready, or there is none (the next lookup opens one). */
+  get ready(): boolean {
+    const client = this.#usable();
+    return client === undefined || client.status === 'ready';
+  }
+
+  /** Answers once the connection answers a PING (when it is open; the readiness probe). */
+  async ping(): Promise<void> {
+    const client = this.#usable();
+    if (client !== undefined) await this.#deadlines.bound(client.ping());
+  }
+
   /** Two hashes read in one round trip (auto-pipelining sends both in one write), within the bound. */
   readHashes(first: string, second: string): Promise<[Record<string, string>, Record<string, string>]> {
-    const client = this.#client;
+    const client = this.#usable();
     return this.#deadlines.bound(
       client !== undefined
         ? Promise.all([client.hgetall(first), client.hgetall(second)])
@@ -48,7 +60,7 @@ export class LookupConnection {
    * connection it leaves in the same write as the lookup, within the same bound.
    */
   read<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
-    const client = this.#client;
+    const client = this.#usable();
     return this.#deadlines.bound(client !== undefined ? command(client) : this.#connect().then(command));
   }
 
@@ -70,6 +82,15 @@ export class LookupConnection {
   #stalled(): void {
     this.#client?.disconnect(true);
     this.#main.ping().catch(() => undefined);
+  }
+
+  /** The open connection; undefined when there is none or it has ended for good (the next lookup opens another). */
+  #usable(): RedisClient | undefined {
+    const client = this.#client;
+    if (client === undefined || client.status !== 'end') return client;
+    this.#client = undefined;
+    this.#connecting = undefined;
+    return undefined;
   }
 
   #connect(): Promise<RedisClient> {

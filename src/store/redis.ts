@@ -210,7 +210,12 @@ class RedisOperations implements TokenStore {
   }
 
   async ping(): Promise<void> {
-    await this.#redis.ping();
+    await Promise.all([this.#redis.ping(), this.#lookups.ping()]);
+  }
+
+  /** Both connections requests depend on are ready (the token lookups' one, once opened). */
+  get ready(): boolean {
+    return this.#redis.status === 'ready' && this.#lookups.ready;
   }
 
   async putUserToken(record: UserTokenRecord): Promise<void> {
@@ -1160,7 +1165,7 @@ export class RedisTokenStore extends StoreDecorator<RedisOperations> {
     const inner = this.inner;
     const outer = this;
     return {
-      ready: () => inner.client.status === 'ready',
+      ready: () => inner.ready,
       replication: () => inner.replicationStats,
       get lookupCache() {
         return inner.lookupCache;
