@@ -1,11 +1,12 @@
 // The measuring loop of the cost scenarios (bench/observability.ts, bench/upstream-credentials.ts):
-// each variant warmed up until its rate settles (warmUp), then the same wrk POST to each variant's sidecar, the variants alternated round by round (reversed every
-// other round, so no variant always follows the same one), the median of the rounds per variant and
-// connection count. CPU per request is the sidecar process's (and its children's) from /proc.
+// the same wrk POST to each variant's sidecar (each warmed up by its caller, warmUp in bench/wrk.ts),
+// the variants alternated round by round (reversed every other round, so no variant always follows the
+// same one), the median of the rounds per variant and connection count. CPU per request is the sidecar
+// process's (and its children's) from /proc.
 
 import { type Child, procCpuMicros } from './lib.ts';
 import { childPids } from './nginx.ts';
-import { runWrk, warmUp } from './wrk.ts';
+import { runWrk } from './wrk.ts';
 
 export interface CostCell {
   rps: number;
@@ -30,8 +31,6 @@ export async function alternatedCells<K extends string>(options: {
   log: (message: string) => void;
 }): Promise<Map<number, Map<K, CostCell>>> {
   const { name, variants, script } = options;
-  for (const v of variants) await warmUp(`${v.child.urls.proxyUrl}/mcp`, script);
-  options.log(`${name}: warmed up`);
   const cells = new Map<number, Map<K, CostCell>>();
   for (const connections of options.connections) {
     const rounds = new Map<K, CostCell[]>(variants.map((v) => [v.key, []]));

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { alternatedCells, type CostCell } from './alternated.ts';
 import { Child, fmt, table } from './lib.ts';
-import { writeWrkScript } from './wrk.ts';
+import { warmUp, writeWrkScript } from './wrk.ts';
 
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
 const ALLOW_ALL = { default: 'allow', rules: [{ name: 'echo', effect: 'allow', requests: { methods: ['tools/call'], names: ['echo'] } }] };
@@ -85,6 +85,7 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
       const text = await res.text();
       if (res.status !== 200 || text.includes('"isError":true'))
         throw new Error(`observability scenario: ${v.key} answered ${res.status} ${text.slice(0, 200)}`);
+      await warmUp(`${v.child.urls.proxyUrl}/mcp`, script);
     }
     const cells = await alternatedCells({
       name: 'observability',

@@ -22,7 +22,7 @@ import { CredentialVault } from '../src/upstream-credentials/vault.ts';
 import { startExchangeIdp } from '../test/support/exchange-idp.ts';
 import { alternatedCells, type CostCell } from './alternated.ts';
 import { Child, fmt, table } from './lib.ts';
-import { runWrk, writeWrkScript } from './wrk.ts';
+import { warmUp, writeWrkScript } from './wrk.ts';
 
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
 const MODES = ['none', 'idp', 'token-exchange', 'oauth'] as const;
@@ -142,7 +142,7 @@ export async function upstreamCredentialsScenario(ctx: UpstreamCredentialsContex
       // A user without a usable credential gets HTTP 200 with the MCP error -32042: not a forwarded call.
       if (res.status !== 200 || !text.includes('"result"'))
         throw new Error(`upstream-credentials scenario: mode ${v.key} answered ${res.status} ${text.slice(0, 200)}`);
-      await runWrk(`${v.child.urls.proxyUrl}/mcp`, script, 32, 1);
+      await warmUp(`${v.child.urls.proxyUrl}/mcp`, script);
     }
     const idpRequestsWarmup = idp.requests();
     if (idp.exchanges() !== 1)

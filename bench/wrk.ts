@@ -94,7 +94,7 @@ export function runWrk(url: string, script: string, connections: number, seconds
   });
 }
 
-/** Longest warm-up of one target (WARM_UP below); BENCH_WARMUP_MAX_SECONDS overrides it. */
+/** Longest warm-up of one target (warmUp below); BENCH_WARMUP_MAX_SECONDS overrides it. */
 export const WARM_UP_MAX_SECONDS = Number(process.env.BENCH_WARMUP_MAX_SECONDS ?? 30);
 
 /**
