@@ -19,18 +19,25 @@ export interface Variant<K extends string> {
   child: Child;
 }
 
-export async function alternatedCells<K extends string>(options: {
-  /** The scenario's name, for errors and progress lines. */
-  name: string;
-  variants: ReadonlyArray<Variant<K>>;
-  /** The wrk script (writeWrkScript) every request is sent with. */
-  script: string;
+/** How a scenario is run: what every cost scenario's context carries. */
+export interface CellSettings {
   connections: readonly number[];
   rounds: number;
   seconds: number;
   log: (message: string) => void;
-}): Promise<Map<number, Map<K, CostCell>>> {
-  const { name, variants, script } = options;
+}
+
+export async function alternatedCells<K extends string>(
+  scenario: {
+    /** The scenario's name, for errors and progress lines. */
+    name: string;
+    variants: ReadonlyArray<Variant<K>>;
+    /** The wrk script (writeWrkScript) every request is sent with. */
+    script: string;
+  },
+  options: CellSettings,
+): Promise<Map<number, Map<K, CostCell>>> {
+  const { name, variants, script } = scenario;
   const cells = new Map<number, Map<K, CostCell>>();
   for (const connections of options.connections) {
     const rounds = new Map<K, CostCell[]>(variants.map((v) => [v.key, []]));

@@ -87,15 +87,7 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
         throw new Error(`observability scenario: ${v.key} answered ${res.status} ${text.slice(0, 200)}`);
       await warmUp(`${v.child.urls.proxyUrl}/mcp`, script);
     }
-    const cells = await alternatedCells({
-      name: 'observability',
-      variants,
-      script,
-      connections: ctx.connections,
-      rounds: ctx.rounds,
-      seconds: ctx.seconds,
-      log: ctx.log,
-    });
+    const cells = await alternatedCells({ name: 'observability', variants, script }, ctx);
     return { rounds: ctx.rounds, seconds: ctx.seconds, cells, spansExported: sink.exports() };
   } finally {
     await new Promise<void>((r) => sink.server.close(() => r()));

@@ -148,15 +148,7 @@ export async function upstreamCredentialsScenario(ctx: UpstreamCredentialsContex
     if (idp.exchanges() !== 1)
       throw new Error(`upstream-credentials scenario: ${idp.exchanges()} token exchanges during the warm-up, expected 1`);
 
-    const cells = await alternatedCells({
-      name: 'upstream-credentials',
-      variants,
-      script,
-      connections: ctx.connections,
-      rounds: ctx.rounds,
-      seconds: ctx.seconds,
-      log: ctx.log,
-    });
+    const cells = await alternatedCells({ name: 'upstream-credentials', variants, script }, ctx);
     const idpRequestsMeasured = idp.requests() - idpRequestsWarmup;
     // The cached modes must serve the hot path without the IdP: fail loudly if any request reached it.
     if (idpRequestsMeasured !== 0)
