@@ -10,11 +10,13 @@
 // Authorization), strict (lookupCache off) and cached (tracking), and the peer's auth service asked
 // the same. mcp: POST /mcp to the fast upstream, against the undici pass-through.
 // Env: AB_ROUNDS (6), AB_SECONDS (2), AB_CONNECTIONS (16), AB_LOG_ALLOWED=1 (the baseline-free
-// setting proxy.forwardAuthLogAllowed on in this tree's sidecars), AB_CACHE (authz: off,tracking),
+// setting proxy.forwardAuthLogAllowed on in this tree's sidecars), AB_CACHE (authz: the modes to
+// measure, off,tracking; mcp: the one mode, off),
 // AB_VARIANTS: more sidecars of this tree, each with environment of its own, to measure one change
 // alone in the same rounds (`name:KEY=value+KEY2=value;name2:KEY=value`), AB_PIN=1 (a machine of two
 // or more cores: the targets on core 1, wrk, Redis and the upstream on core 0, so that a target's CPU
-// per request is not inflated by sharing its core with the load generator; req/s is then per core).
+// per request is not inflated by sharing its core with the load generator; req/s is then per core),
+// AB_VERBOSE=1 (each cell on stderr as it is measured).
 
 import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,7 +25,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedisServer } from '../test/support/redis-server.ts';
-import { Child, procCpuMicros } from './lib.ts';
+import { Child, procContextSwitches, procCpuMicros } from './lib.ts';
 import { ensureWrk, runWrk, warmUp, writeWrkScript } from './wrk.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -36,6 +38,7 @@ if (!baselineRef || (mode !== 'authz' && mode !== 'mcp')) {
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 6);
 const SECONDS = Number(process.env.AB_SECONDS ?? 2);
 const CONNECTIONS = Number(process.env.AB_CONNECTIONS ?? 16);
+const VERBOSE = process.env.AB_VERBOSE === '1';
 if (!ensureWrk()) throw new Error('wrk is missing');
 
 const PIN = process.env.AB_PIN === '1';
@@ -95,9 +98,10 @@ try {
     children.push(peer);
     targets.push({ name: 'peer auth service', child: peer, path: '', pids: () => [peer.pid!] });
   } else {
-    await add('baseline', { BENCH_LOOKUP_CACHE: 'off', BENCH_SRC_DIR: join(dir, 'src') }, '/mcp');
-    await add('this tree', { BENCH_LOOKUP_CACHE: 'off' }, '/mcp');
-    for (const v of variants) await add(v.name, { BENCH_LOOKUP_CACHE: 'off', ...v.env }, '/mcp');
+    const cache = process.env.AB_CACHE ?? 'off';
+    await add('baseline', { BENCH_LOOKUP_CACHE: cache, BENCH_SRC_DIR: join(dir, 'src') }, '/mcp');
+    await add('this tree', { BENCH_LOOKUP_CACHE: cache }, '/mcp');
+    for (const v of variants) await add(v.name, { BENCH_LOOKUP_CACHE: cache, ...v.env }, '/mcp');
     const pass = await Child.start('undici pass-through', join(BENCH_DIR, 'passthrough-child.ts'), {
       env: { BENCH_UPSTREAM_URL: upstream.urls.url!, BENCH_PROXY_LIB: 'undici' },
     });
@@ -145,16 +149,23 @@ try {
     if (res.status >= 300) throw new Error(`${t.name} answered ${res.status}`);
     await warmUp(url(t), script);
   }
-  const cells = new Map<string, Array<{ us: number; rps: number }>>(targets.map((t) => [t.name, []]));
+  const cells = new Map<string, Array<{ us: number; rps: number; switches: number }>>(targets.map((t) => [t.name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < targets.length; i++) {
       const t = targets[(i + round) % targets.length]!;
+      const switchesBefore = procContextSwitches(t.pids());
       const before = procCpuMicros(t.pids());
       const result = await runWrk(url(t), script, CONNECTIONS, SECONDS);
       const cpu = procCpuMicros(t.pids()) - before;
+      const switches = procContextSwitches(t.pids()) - switchesBefore;
       if (result.badStatus + result.socketErrors > 0)
         throw new Error(`${t.name}: ${result.badStatus} non-2xx, ${result.socketErrors} errors`);
-      cells.get(t.name)!.push({ us: cpu / result.requests, rps: result.requests / result.seconds });
+      const cell = { us: cpu / result.requests, rps: result.requests / result.seconds, switches: switches / result.requests };
+      cells.get(t.name)!.push(cell);
+      if (VERBOSE)
+        process.stderr.write(
+          `round ${round + 1} ${t.name}: ${cell.us.toFixed(0)} µs/req, ${cell.rps.toFixed(0)} req/s, ${cell.switches.toFixed(2)} switches/req\n`,
+        );
     }
   }
   const lines = [
@@ -164,14 +175,15 @@ try {
         .map((l) => l.toFixed(1))
         .join(' ')} at the end`,
     '',
-    '| target | CPU µs/req min | CPU µs/req median | req/s median |',
-    '| --- | --- | --- | --- |',
+    '| target | CPU µs/req min | CPU µs/req median | req/s median | context switches/req median |',
+    '| --- | --- | --- | --- | --- |',
   ];
   for (const [name, runs] of cells) {
     const us = runs.map((r) => r.us).sort((a, b) => a - b);
     const rps = runs.map((r) => r.rps).sort((a, b) => a - b);
+    const switches = runs.map((r) => r.switches).sort((a, b) => a - b);
     const mid = (xs: number[]) => xs[Math.floor(xs.length / 2)]!;
-    lines.push(`| ${name} | ${us[0]!.toFixed(0)} | ${mid(us).toFixed(0)} | ${mid(rps).toFixed(0)} |`);
+    lines.push(`| ${name} | ${us[0]!.toFixed(0)} | ${mid(us).toFixed(0)} | ${mid(rps).toFixed(0)} | ${mid(switches).toFixed(2)} |`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {

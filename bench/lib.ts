@@ -2,7 +2,7 @@
 // percentiles, formatting.
 
 import { execSync, fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { ChildMessage, ChildRequest, ProcessStats } from './child-ipc.ts';
 
 const TSX = import.meta.resolve('tsx');
@@ -124,6 +124,26 @@ export function procCpuMicros(pids: readonly number[]): number {
   for (const pid of pids) {
     try {
       total += statCpuMicros(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!);
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return total;
+}
+
+/**
+ * Context switches (voluntary and involuntary) of every thread of these processes together, from
+ * /proc (Linux); NaN if one is gone. A thread handing work to another and waiting for it (libuv's pool)
+ * shows here before it shows in CPU time.
+ */
+export function procContextSwitches(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      for (const task of readdirSync(`/proc/${pid}/task`)) {
+        const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+        for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) total += Number(m[1]);
+      }
     } catch {
       return Number.NaN;
     }
