@@ -100,6 +100,15 @@ export class Metrics {
       this.lookupCacheInvalidations.inc(this.#lookupCache?.stats.invalidations ?? 0);
     },
   });
+  readonly lookupCacheBarriers = new Counter({
+    name: 'mcp_auth_lookup_cache_barriers_total',
+    help: 'Barriers the lookup cache sent to Redis (a PING and a GET, shared by every hit that began in the same turn of the event loop): the Redis work of a hit',
+    registers: [this.registry],
+    collect: () => {
+      this.lookupCacheBarriers.reset();
+      this.lookupCacheBarriers.inc(this.#lookupCache?.stats.barriers ?? 0);
+    },
+  });
   readonly lookupCacheDrops = new Counter({
     name: 'mcp_auth_lookup_cache_drops_total',
     help: 'Times the whole lookup cache was emptied (a connection lost or silent, a FLUSHDB/FLUSHALL)',

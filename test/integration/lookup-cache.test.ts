@@ -543,7 +543,7 @@ describe('the lookup cache through the sidecar', () => {
     expect(cacheOf(stack).stats.hits).toBe(1);
   });
 
-  it('GET /metrics reports lookups by result, invalidations, drops and whether the cache is live', async () => {
+  it('GET /metrics reports lookups by result, barriers, invalidations, drops and whether the cache is live', async () => {
     const { raw: token, tokenHash } = await putUser(stack.store as RedisTokenStore, stack.clock.now());
     await initializeStatus(stack, token);
     await initializeStatus(stack, token);
@@ -554,6 +554,8 @@ describe('the lookup cache through the sidecar', () => {
     expect(text).toContain('mcp_auth_lookup_cache_lookups_total{result="hit"} 1');
     expect(text).toContain('mcp_auth_lookup_cache_lookups_total{result="miss"} 1');
     expect(text).toContain('mcp_auth_lookup_cache_lookups_total{result="bypass"} 0');
+    // The hit waited for one barrier; the miss read Redis itself.
+    expect(text).toContain('mcp_auth_lookup_cache_barriers_total 1');
     expect(text).toContain('mcp_auth_lookup_cache_invalidations_total 1');
     expect(text).toContain('mcp_auth_lookup_cache_drops_total 0');
     expect(text).toContain('mcp_auth_lookup_cache_live 1');

@@ -60,6 +60,7 @@ const DOCUMENTED = [
   'mcp_auth_admin_operations_total',
   'mcp_auth_revocation_waits_total',
   'mcp_auth_lookup_cache_lookups_total',
+  'mcp_auth_lookup_cache_barriers_total',
   'mcp_auth_lookup_cache_invalidations_total',
   'mcp_auth_lookup_cache_drops_total',
   'mcp_auth_lookup_cache_live',
