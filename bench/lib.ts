@@ -139,13 +139,20 @@ export function procCpuMicros(pids: readonly number[]): number {
 export function procContextSwitches(pids: readonly number[]): number {
   let total = 0;
   for (const pid of pids) {
+    let tasks: string[];
     try {
-      for (const task of readdirSync(`/proc/${pid}/task`)) {
-        const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
-        for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) total += Number(m[1]);
-      }
+      tasks = readdirSync(`/proc/${pid}/task`);
     } catch {
       return Number.NaN;
+    }
+    for (const task of tasks) {
+      let status: string;
+      try {
+        status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+      } catch {
+        continue; // a thread that ended since the listing
+      }
+      for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) total += Number(m[1]);
     }
   }
   return total;

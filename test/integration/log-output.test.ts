@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { ATOMIC_WRITE_BYTES } from '../../src/observability/logger.ts';
 import { nodeTs } from '../support/node-ts.ts';
-import { spawnProcess } from '../support/process.ts';
+import { spawnProcess, type Started } from '../support/process.ts';
 
 const CHILD = 'test/support/log-child.ts';
 
@@ -19,8 +19,15 @@ interface Report {
   lineEnds: boolean;
 }
 
-function lines(output: string): Array<{ msg: string; n: number }> {
-  return output
+/** One of the child's streams alone (the process helper's output interleaves both). */
+function streamOf(started: Started, name: 'stdout' | 'stderr'): () => string {
+  let out = '';
+  started.child[name].on('data', (chunk: string) => (out += chunk));
+  return () => out;
+}
+
+function lines(stdout: string): Array<{ msg: string; n: number }> {
+  return stdout
     .split('\n')
     .filter((l) => l.startsWith('{"level"'))
     .map((l) => JSON.parse(l) as { msg: string; n: number });
@@ -35,10 +42,11 @@ function report(output: string): Report {
 describe('stdout log output', () => {
   it('a lone line is written without more logging and without the process ending', async () => {
     const started = spawnProcess(nodeTs(CHILD, 'lone'), process.env);
+    const stdout = streamOf(started, 'stdout');
     try {
       await started.waitFor((out) => out.includes('"msg":"lone line"'));
       expect(started.child.exitCode).toBeNull();
-      expect(lines(started.output())).toEqual([expect.objectContaining({ msg: 'lone line', n: 0 })]);
+      expect(lines(stdout())).toEqual([expect.objectContaining({ msg: 'lone line', n: 0 })]);
     } finally {
       started.child.kill('SIGKILL');
       await started.exit;
@@ -48,10 +56,12 @@ describe('stdout log output', () => {
   it('lines logged one a turn go out in a few writes of whole lines, every line once and in order', async () => {
     const count = 2000;
     const started = spawnProcess(nodeTs(CHILD, 'burst', String(count)), process.env);
+    const stdout = streamOf(started, 'stdout');
+    const stderr = streamOf(started, 'stderr');
     expect(await started.exit).toBe(0);
-    const out = lines(started.output());
+    const out = lines(stdout());
     expect(out.map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
-    const { writes, lineEnds } = report(started.output());
+    const { writes, lineEnds } = report(stderr());
     // About 280 bytes a line, written 8 KiB or more at a time: about 70 writes, not 2,000.
     expect(writes).toBeGreaterThan(0);
     expect(writes).toBeLessThan(count / 10);
@@ -61,9 +71,11 @@ describe('stdout log output', () => {
   it('shared with other processes, every write is whole lines within PIPE_BUF', async () => {
     const count = 500;
     const started = spawnProcess(nodeTs(CHILD, 'burst', String(count), 'shared'), process.env);
+    const stdout = streamOf(started, 'stdout');
+    const stderr = streamOf(started, 'stderr');
     expect(await started.exit).toBe(0);
-    expect(lines(started.output())).toHaveLength(count);
-    const { writes, maxBytes, lineEnds } = report(started.output());
+    expect(lines(stdout())).toHaveLength(count);
+    const { writes, maxBytes, lineEnds } = report(stderr());
     expect(maxBytes).toBeLessThanOrEqual(ATOMIC_WRITE_BYTES);
     expect(lineEnds).toBe(true);
     expect(writes).toBeLessThan(count / 4);
@@ -72,7 +84,8 @@ describe('stdout log output', () => {
   it('lines logged just before the process exits are all written', async () => {
     const count = 300;
     const started = spawnProcess(nodeTs(CHILD, 'exit', String(count)), process.env);
+    const stdout = streamOf(started, 'stdout');
     expect(await started.exit).toBe(0);
-    expect(lines(started.output()).map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
+    expect(lines(stdout()).map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
   });
 });
