@@ -7,7 +7,7 @@ import { configFlagNames, parseCommandLine, type ConfigFlags } from '../config/f
 import { ConfigError, loadConfig, type Config } from '../config/load.ts';
 import { createSidecar, exitOnStopSignals, openStore } from '../app.ts';
 import { systemClock } from '../model/clock.ts';
-import { createLogger } from '../observability/logger.ts';
+import { createLogger, writeStdoutLines } from '../observability/logger.ts';
 import { checkIdentityProvider } from '../oauth/idp-check.ts';
 import { RedisConnectError } from '../store/redis-connection.ts';
 import { LookupCacheSetupError } from '../store/redis-lookup-cache.ts';
@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     process.stderr.write(`mcp-bearer-proxy: cannot open a listener: ${(err as Error).message}\n`);
     process.exit(1);
   }
-  process.stdout.write(`proxy listening on ${addresses.proxyUrl}\nadmin listening on ${addresses.adminUrl}\n`);
+  writeStdoutLines(`proxy listening on ${addresses.proxyUrl}\nadmin listening on ${addresses.adminUrl}\n`);
   // A warning, not a refusal: the upstream may start after the sidecar (compose, Kubernetes).
   void sidecar.probeMcpEndpoint();
 

@@ -9,7 +9,7 @@ import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } fro
 import type { Config } from '../config/load.ts';
 import { MAX_WORKERS } from '../config/keys.ts';
 import { createSidecar, exitOnStopSignals, type Sidecar } from '../app.ts';
-import { createLogger, describe, type Logger } from '../observability/logger.ts';
+import { createLogger, describe, writeStdoutLines, type Logger } from '../observability/logger.ts';
 import type { TokenStore } from '../store/types.ts';
 import { HttpError } from '../http/errors.ts';
 
@@ -101,7 +101,7 @@ export async function runPrimary(
     });
     for (let i = 0; i < count; i++) forkWorker(logger);
   });
-  process.stdout.write(`proxy listening on ${proxyUrl}\nadmin listening on ${adminUrl}\n`);
+  writeStdoutLines(`proxy listening on ${proxyUrl}\nadmin listening on ${adminUrl}\n`);
   logger.info({ workers: count }, 'all workers listening');
   void sidecar.probeMcpEndpoint();
   return { proxyUrl, adminUrl };

@@ -5,6 +5,7 @@
 // - A batch is never held back by quiet: a lone line is written within the flush interval.
 // - Whole lines only, and within PIPE_BUF when other processes share the pipe (worker processes).
 // - Nothing is lost when the process exits right after logging.
+// - The start-up lines (`proxy listening on ...`) keep their place after the log lines before them.
 
 import { describe, expect, it } from 'vitest';
 import { ATOMIC_WRITE_BYTES } from '../../src/observability/logger.ts';
@@ -79,6 +80,21 @@ describe('stdout log output', () => {
     expect(maxBytes).toBeLessThanOrEqual(ATOMIC_WRITE_BYTES);
     expect(lineEnds).toBe(true);
     expect(writes).toBeLessThan(count / 4);
+  });
+
+  it('the start-up lines written after a log line come after it on stdout', async () => {
+    const started = spawnProcess(nodeTs(CHILD, 'listening'), process.env);
+    const stdout = streamOf(started, 'stdout');
+    try {
+      await started.waitFor((out) => out.includes('admin listening on'));
+      const out = stdout().split('\n');
+      const warning = out.findIndex((l) => l.includes('"msg":"a start-up warning"'));
+      expect(warning).toBeGreaterThanOrEqual(0);
+      expect(warning).toBeLessThan(out.findIndex((l) => l.startsWith('proxy listening on')));
+    } finally {
+      started.child.kill('SIGKILL');
+      await started.exit;
+    }
   });
 
   it('lines logged just before the process exits are all written', async () => {

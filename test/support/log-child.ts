@@ -5,9 +5,10 @@
 //   node log-child.ts lone               one line, then idle until killed
 //   node log-child.ts burst <n> [shared] n lines, one a turn; the report once all n are written; exit 0
 //   node log-child.ts exit <n>           n lines, then process.exit(0) in the same turn
+//   node log-child.ts listening          a warning, then the start-up lines as main.ts writes them; idle
 
 import fs from 'node:fs';
-import { createLogger } from '../../src/observability/logger.ts';
+import { createLogger, writeStdoutLines } from '../../src/observability/logger.ts';
 
 const [mode = 'lone', count = '1', shared] = process.argv.slice(2);
 const expected = Number(count);
@@ -48,6 +49,10 @@ const writeSync = fs.writeSync as (...args: unknown[]) => number;
 const logger = createLogger('info', undefined, 'json', shared === 'shared');
 if (mode === 'lone') {
   logger.info({ n: 0 }, 'lone line');
+  setInterval(() => undefined, 60_000);
+} else if (mode === 'listening') {
+  logger.warn('a start-up warning');
+  writeStdoutLines('proxy listening on http://127.0.0.1:1\nadmin listening on http://127.0.0.1:2\n');
   setInterval(() => undefined, 60_000);
 } else if (mode === 'exit') {
   for (let n = 0; n < expected; n++) logger.info({ n }, 'line');
