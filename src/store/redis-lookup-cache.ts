@@ -114,8 +114,11 @@ export class TrackedLookupCache extends EventEmitter {
     this.#accessPrefix = keys.accessToken('');
     this.#options = options;
     this.#now = options.now ?? (() => performance.now());
-    this.#data = main.duplicate({ connectionName: 'mcpauth-lookup-cache' });
-    this.#sub = main.duplicate({ connectionName: 'mcpauth-lookup-invalidations', autoResubscribe: false });
+    // No auto-pipelining: a barrier sends one command on each connection, and ioredis would wrap it in
+    // a pipeline of its own each time (an object with every command of the client, allocated and run
+    // per barrier). The fill's four reads go as one explicit pipeline: one write, as before.
+    this.#data = main.duplicate({ connectionName: 'mcpauth-lookup-cache', enableAutoPipelining: false });
+    this.#sub = main.duplicate({ connectionName: 'mcpauth-lookup-invalidations', autoResubscribe: false, enableAutoPipelining: false });
   }
 
   /**
@@ -268,14 +271,11 @@ export class TrackedLookupCache extends EventEmitter {
       const sent = this.#now();
       const userKey = this.#keys.userToken(tokenHash);
       const accessKey = this.#keys.accessToken(tokenHash);
-      // Reads issued together: auto-pipelining sends them in one write, so one round trip. The TTLs
-      // bound how long a copy may be served (a key given a short TTL by hand included).
-      const [user, oauth, userTtl, accessTtl] = await Promise.all([
-        this.#data.hgetall(userKey),
-        this.#data.hgetall(accessKey),
-        this.#data.pttl(userKey),
-        this.#data.pttl(accessKey),
-      ]);
+      // Reads issued together, in one write, so one round trip. The TTLs bound how long a copy may be
+      // served (a key given a short TTL by hand included).
+      const [user, oauth, userTtl, accessTtl] = replies(
+        await this.#data.pipeline().hgetall(userKey).hgetall(accessKey).pttl(userKey).pttl(accessKey).exec(),
+      ) as [Record<string, string>, Record<string, string>, number, number];
       // Parsed once, here: a hit hands out the same frozen records.
       const found = tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
       if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
@@ -501,4 +501,13 @@ function runIdOf(info: string): string {
 function ttlMs(pttl: number): number {
   if (pttl === -1) return Infinity;
   return Math.max(0, pttl);
+}
+
+/** A pipeline's replies in order; its first failed command's error is thrown (as Promise.all would). */
+function replies(results: Array<[Error | null, unknown]> | null): unknown[] {
+  if (results === null) throw new Error('the pipeline was discarded');
+  return results.map(([err, value]) => {
+    if (err !== null) throw err;
+    return value;
+  });
 }

@@ -126,6 +126,24 @@ describe('the lookup cache on the store', () => {
     expect(decideToken(tokenHash, corrupt, Date.now())).toEqual({ ok: false, reason: 'corrupt' });
   });
 
+  it('a fill that Redis answers with an error (a token key of another type) fails the lookup as a store failure, and the cache stays live', async () => {
+    const tokenHash = hashToken(generateToken());
+    await raw.set(store.keys.userToken(tokenHash), 'not a hash');
+    const failed = await store.lookupToken(tokenHash).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(StoreUnavailableError);
+    expect((failed as Error).message).toMatch(/WRONGTYPE/);
+    // An error reply says nothing of the connection: no drop, and the next lookups fill and hit.
+    expect(cache.live).toBe(true);
+    expect(cache.stats.drops).toBe(0);
+    const { tokenHash: good } = await putUser(store);
+    await store.lookupToken(good);
+    await store.lookupToken(good);
+    expect(cache.stats).toMatchObject({ hits: 1, misses: 2 });
+  });
+
   it('misses are never cached: an unknown token is read every time, and found once it exists', async () => {
     const tokenHash = hashToken(generateToken());
     const before = await hgetallCalls();
