@@ -76,6 +76,19 @@ export class Metrics {
       this.revocationWaits.labels('unacknowledged').inc(unacknowledged);
     },
   });
+  /** A counter that reports one of the lookup cache's running totals at each scrape (0 without a cache). */
+  #lookupCacheTotal(name: string, help: string, stat: 'invalidations' | 'barriers' | 'drops'): Counter {
+    const counter: Counter = new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect: () => {
+        counter.reset();
+        counter.inc(this.#lookupCache?.stats[stat] ?? 0);
+      },
+    });
+    return counter;
+  }
   /** @label result `hit`, `miss`, `bypass` (docs/lookup-cache.md) */
   readonly lookupCacheLookups = new Counter({
     name: 'mcp_auth_lookup_cache_lookups_total',
@@ -91,33 +104,21 @@ export class Metrics {
       this.lookupCacheLookups.labels('bypass').inc(stats.bypasses);
     },
   });
-  readonly lookupCacheInvalidations = new Counter({
-    name: 'mcp_auth_lookup_cache_invalidations_total',
-    help: 'Invalidation messages the lookup cache received from Redis',
-    registers: [this.registry],
-    collect: () => {
-      this.lookupCacheInvalidations.reset();
-      this.lookupCacheInvalidations.inc(this.#lookupCache?.stats.invalidations ?? 0);
-    },
-  });
-  readonly lookupCacheBarriers = new Counter({
-    name: 'mcp_auth_lookup_cache_barriers_total',
-    help: 'Barriers the lookup cache sent to Redis (a PING and a GET, shared by every hit that began in the same turn of the event loop): the Redis work of a hit',
-    registers: [this.registry],
-    collect: () => {
-      this.lookupCacheBarriers.reset();
-      this.lookupCacheBarriers.inc(this.#lookupCache?.stats.barriers ?? 0);
-    },
-  });
-  readonly lookupCacheDrops = new Counter({
-    name: 'mcp_auth_lookup_cache_drops_total',
-    help: 'Times the whole lookup cache was emptied (a connection lost or silent, a FLUSHDB/FLUSHALL)',
-    registers: [this.registry],
-    collect: () => {
-      this.lookupCacheDrops.reset();
-      this.lookupCacheDrops.inc(this.#lookupCache?.stats.drops ?? 0);
-    },
-  });
+  readonly lookupCacheInvalidations = this.#lookupCacheTotal(
+    'mcp_auth_lookup_cache_invalidations_total',
+    'Invalidation messages the lookup cache received from Redis',
+    'invalidations',
+  );
+  readonly lookupCacheBarriers = this.#lookupCacheTotal(
+    'mcp_auth_lookup_cache_barriers_total',
+    'Barriers the lookup cache sent to Redis (a PING and a GET, shared by every hit that began in the same turn of the event loop): the Redis work of a hit',
+    'barriers',
+  );
+  readonly lookupCacheDrops = this.#lookupCacheTotal(
+    'mcp_auth_lookup_cache_drops_total',
+    'Times the whole lookup cache was emptied (a connection lost or silent, a FLUSHDB/FLUSHALL)',
+    'drops',
+  );
   readonly lookupCacheLive = new Gauge({
     name: 'mcp_auth_lookup_cache_live',
     help: '1 while the lookup cache is in use (invalidation tracking confirmed), 0 while every lookup bypasses it',
