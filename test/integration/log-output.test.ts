@@ -10,7 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { ATOMIC_WRITE_BYTES } from '../../src/observability/logger.ts';
 import { nodeTs } from '../support/node-ts.ts';
-import { spawnProcess, type Started } from '../support/process.ts';
+import { spawnProcess } from '../support/process.ts';
 
 const CHILD = 'test/support/log-child.ts';
 
@@ -20,11 +20,31 @@ interface Report {
   lineEnds: boolean;
 }
 
-/** One of the child's streams alone (the process helper's output interleaves both). */
-function streamOf(started: Started, name: 'stdout' | 'stderr'): () => string {
-  let out = '';
-  started.child[name].on('data', (chunk: string) => (out += chunk));
-  return () => out;
+/** The child run to its exit: its code and its stdout and stderr apart (the process helper's output interleaves them). */
+async function runToExit(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const started = spawnProcess(nodeTs(CHILD, ...args), process.env);
+  const out = { stdout: '', stderr: '' };
+  started.child.stdout.on('data', (chunk: string) => (out.stdout += chunk));
+  started.child.stderr.on('data', (chunk: string) => (out.stderr += chunk));
+  return { code: await started.exit, ...out };
+}
+
+/**
+ * The child while it runs: once its output (both streams, checked at each chunk) satisfies `ready`,
+ * `check` gets its stdout alone; the child is killed after.
+ */
+async function whileRunning(mode: string, ready: (output: string) => boolean, check: (stdout: string) => void): Promise<void> {
+  const started = spawnProcess(nodeTs(CHILD, mode), process.env);
+  let stdout = '';
+  started.child.stdout.on('data', (chunk: string) => (stdout += chunk));
+  try {
+    await started.waitFor(ready);
+    expect(started.child.exitCode).toBeNull();
+    check(stdout);
+  } finally {
+    started.child.kill('SIGKILL');
+    await started.exit;
+  }
 }
 
 function lines(stdout: string): Array<{ msg: string; n: number }> {
@@ -42,27 +62,19 @@ function report(output: string): Report {
 
 describe('stdout log output', () => {
   it('a lone line is written without more logging and without the process ending', async () => {
-    const started = spawnProcess(nodeTs(CHILD, 'lone'), process.env);
-    const stdout = streamOf(started, 'stdout');
-    try {
-      await started.waitFor((out) => out.includes('"msg":"lone line"'));
-      expect(started.child.exitCode).toBeNull();
-      expect(lines(stdout())).toEqual([expect.objectContaining({ msg: 'lone line', n: 0 })]);
-    } finally {
-      started.child.kill('SIGKILL');
-      await started.exit;
-    }
+    await whileRunning(
+      'lone',
+      (output) => output.includes('"msg":"lone line"'),
+      (stdout) => expect(lines(stdout)).toEqual([expect.objectContaining({ msg: 'lone line', n: 0 })]),
+    );
   });
 
   it('lines logged one a turn go out in a few writes of whole lines, every line once and in order', async () => {
     const count = 2000;
-    const started = spawnProcess(nodeTs(CHILD, 'burst', String(count)), process.env);
-    const stdout = streamOf(started, 'stdout');
-    const stderr = streamOf(started, 'stderr');
-    expect(await started.exit).toBe(0);
-    const out = lines(stdout());
-    expect(out.map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
-    const { writes, lineEnds } = report(stderr());
+    const run = await runToExit('burst', String(count));
+    expect(run.code).toBe(0);
+    expect(lines(run.stdout).map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
+    const { writes, lineEnds } = report(run.stderr);
     // About 280 bytes a line, written 8 KiB or more at a time: about 70 writes, not 2,000.
     expect(writes).toBeGreaterThan(0);
     expect(writes).toBeLessThan(count / 10);
@@ -71,37 +83,32 @@ describe('stdout log output', () => {
 
   it('shared with other processes, every write is whole lines within PIPE_BUF', async () => {
     const count = 500;
-    const started = spawnProcess(nodeTs(CHILD, 'burst', String(count), 'shared'), process.env);
-    const stdout = streamOf(started, 'stdout');
-    const stderr = streamOf(started, 'stderr');
-    expect(await started.exit).toBe(0);
-    expect(lines(stdout())).toHaveLength(count);
-    const { writes, maxBytes, lineEnds } = report(stderr());
+    const run = await runToExit('burst', String(count), 'shared');
+    expect(run.code).toBe(0);
+    expect(lines(run.stdout)).toHaveLength(count);
+    const { writes, maxBytes, lineEnds } = report(run.stderr);
     expect(maxBytes).toBeLessThanOrEqual(ATOMIC_WRITE_BYTES);
     expect(lineEnds).toBe(true);
     expect(writes).toBeLessThan(count / 4);
   });
 
   it('the start-up lines written after a log line come after it on stdout', async () => {
-    const started = spawnProcess(nodeTs(CHILD, 'listening'), process.env);
-    const stdout = streamOf(started, 'stdout');
-    try {
-      await started.waitFor((out) => out.includes('admin listening on'));
-      const out = stdout().split('\n');
-      const warning = out.findIndex((l) => l.includes('"msg":"a start-up warning"'));
-      expect(warning).toBeGreaterThanOrEqual(0);
-      expect(warning).toBeLessThan(out.findIndex((l) => l.startsWith('proxy listening on')));
-    } finally {
-      started.child.kill('SIGKILL');
-      await started.exit;
-    }
+    await whileRunning(
+      'listening',
+      (output) => output.includes('admin listening on'),
+      (stdout) => {
+        const out = stdout.split('\n');
+        const warning = out.findIndex((l) => l.includes('"msg":"a start-up warning"'));
+        expect(warning).toBeGreaterThanOrEqual(0);
+        expect(warning).toBeLessThan(out.findIndex((l) => l.startsWith('proxy listening on')));
+      },
+    );
   });
 
   it('lines logged just before the process exits are all written', async () => {
     const count = 300;
-    const started = spawnProcess(nodeTs(CHILD, 'exit', String(count)), process.env);
-    const stdout = streamOf(started, 'stdout');
-    expect(await started.exit).toBe(0);
-    expect(lines(stdout()).map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
+    const run = await runToExit('exit', String(count));
+    expect(run.code).toBe(0);
+    expect(lines(run.stdout).map((l) => l.n)).toEqual(Array.from({ length: count }, (_, n) => n));
   });
 });
