@@ -75,6 +75,24 @@ const STDOUT_WRITE_MAX_BYTES = 16 * 1024;
 /** The longest a log line waits in memory before it is written, however quiet the process. */
 export const LOG_FLUSH_INTERVAL_MS = 100;
 
+/** This process's stdout destination for loggers (see batchedStdoutDestination). */
+function stdoutDestination(shared: boolean): DestinationStream {
+  if (batchedStdout?.shared !== shared) batchedStdout = { shared, destination: batchedStdoutDestination(shared) };
+  return batchedStdout.destination;
+}
+
+/** This process's batching stdout destination, shared by every logger made for stdout with the same `shared`. */
+let batchedStdout: { shared: boolean; destination: DestinationStream } | undefined;
+
+/**
+ * Writes `text` (whole lines, not JSON: `proxy listening on ...`) to stdout after every log line
+ * logged before it. A direct write to fd 1 would overtake the lines still waiting in the batch.
+ */
+export function writeStdoutLines(text: string): void {
+  if (batchedStdout === undefined) process.stdout.write(text);
+  else batchedStdout.destination.write(text);
+}
+
 /**
  * stdout as pino writes it by default (sonic-boom, asynchronous: a request never waits for a log
  * write), with two differences.
@@ -93,23 +111,6 @@ export const LOG_FLUSH_INTERVAL_MS = 100;
  * lines), so on a pipe, or a file opened for appending, no two processes' lines mix within a line.
  * Only a single line longer than that could (an access log line is a few hundred bytes).
  */
-function stdoutDestination(shared: boolean): DestinationStream {
-  if (batchedStdout?.shared !== shared) batchedStdout = { shared, destination: batchedStdoutDestination(shared) };
-  return batchedStdout.destination;
-}
-
-/** This process's batching stdout destination, shared by every logger made for stdout with the same `shared`. */
-let batchedStdout: { shared: boolean; destination: DestinationStream } | undefined;
-
-/**
- * Writes `text` (whole lines, not JSON: `proxy listening on ...`) to stdout after every log line
- * logged before it. A direct write to fd 1 would overtake the lines still waiting in the batch.
- */
-export function writeStdoutLines(text: string): void {
-  if (batchedStdout === undefined) process.stdout.write(text);
-  else batchedStdout.destination.write(text);
-}
-
 function batchedStdoutDestination(shared: boolean): DestinationStream {
   const maxWrite = shared ? ATOMIC_WRITE_BYTES : STDOUT_WRITE_MAX_BYTES;
   const stream = pino.destination({
