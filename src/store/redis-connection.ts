@@ -181,11 +181,15 @@ function isSystemError(err: Error): boolean {
  * A copy of `redis` for the token lookups: no command or socket timeout of ioredis's (a timer per
  * command and per write; the lookups are bounded by ReadDeadlines instead, one timer for all) and no
  * Lua scripts defined on it (ioredis copies every script of a client onto each auto-pipelined batch).
+ * On one server (standalone or Sentinel) without ioredis's auto-pipelining: LookupConnection batches
+ * the reads of a turn itself, in the socket (auto-pipelining builds a pipeline object per batch and a
+ * second promise per command, a quarter of a strict check's CPU). A cluster keeps it: its commands go
+ * to the node of each key's slot, which only ioredis knows.
  */
 export function duplicateForLookups(redis: RedisClient): RedisClient {
   const unbounded = { commandTimeout: undefined, socketTimeout: undefined };
   if (redis instanceof Cluster) return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, ...unbounded } });
-  return redis.duplicate(unbounded);
+  return redis.duplicate({ ...unbounded, enableAutoPipelining: false });
 }
 
 /**

@@ -1,10 +1,12 @@
 // The token lookups' own connection on a real Redis: opened by the first lookup, part of readiness
 // (the admin listener's /readyz pings the store; mcp_auth_store_up reads `watch.ready`): a lookups
 // connection that is down fails both, and one that has ended is opened again by the next lookup
-// rather than leaving every request refused.
+// rather than leaving every request refused. The reads of the lookups started in one turn of the event
+// loop leave in one write to the socket.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
+import type { Socket } from 'node:net';
 import { StoreUnavailableError } from '../../src/http/errors.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
@@ -59,5 +61,42 @@ describe('the token lookups connection', () => {
     await new Promise<void>((resolve) => lookups.once('ready', () => resolve()));
     expect(store.watch.ready()).toBe(true);
     await store.ping();
+  });
+
+  it('sends the reads of every lookup started in one turn in one write, and answers each its own', async () => {
+    const now = Date.now();
+    const tokens = [generateToken(), generateToken(), generateToken()];
+    await Promise.all(
+      tokens.map((token, i) =>
+        store.putUserToken({ tokenHash: hashToken(token), subject: `s${i}`, issuer: 'i', createdAt: now, expiresAt: now + 60_000 }),
+      ),
+    );
+    await store.lookupToken(hashToken(generateToken())); // opens the connection
+    const socket = (store.lookupClient as Redis).stream as Socket & {
+      _write: (...args: unknown[]) => void;
+      _writev: (...args: unknown[]) => void;
+    };
+    const writes: number[] = [];
+    const write = socket._write.bind(socket);
+    const writev = socket._writev.bind(socket);
+    socket._write = (...args) => (writes.push(1), write(...args));
+    socket._writev = (...args) => (writes.push((args[0] as unknown[]).length), writev(...args));
+
+    // Four lookups (two reads each) and a session's handle read, started in the same turn: nine commands.
+    const unknown = hashToken(generateToken());
+    const [found, handle] = await Promise.all([
+      Promise.all([...tokens.map((t) => store.lookupToken(hashToken(t))), store.lookupToken(unknown)]),
+      store.readHandle('session', hashToken(generateToken())),
+    ]);
+    const subject = (f: (typeof found)[number]) => (f.user === null || f.user === 'corrupt' ? f.user : f.user.subject);
+    expect(found.map(subject)).toEqual(['s0', 's1', 's2', null]);
+    expect(found.every((f) => f.oauth === null)).toBe(true);
+    expect(handle).toBeNull();
+    expect(writes).toEqual([9]);
+
+    // The next turn's lookups are a write of their own: nothing stays corked.
+    expect(socket.writableCorked).toBe(0);
+    expect(subject(await store.lookupToken(hashToken(tokens[0]!)))).toBe('s0');
+    expect(writes).toEqual([9, 2]);
   });
 });
