@@ -5,6 +5,8 @@
 // on, 401 otherwise. No logging, no metrics: the lean peer.
 // BENCH_AUTH_PROCESSES > 1: this process forks that many workers sharing the port (node:cluster), the
 // peer of the sidecar with workers; it only reports the port and stops them.
+// BENCH_AUTH_NO_CHECK=1: the floor instead: 204 with the same identity headers at once, no Redis and
+// no check, what the cheapest Node auth service behind auth_request could cost.
 
 import cluster from 'node:cluster';
 import { createHash } from 'node:crypto';
@@ -32,7 +34,22 @@ if (processes > 1 && cluster.isPrimary) {
     );
     await Promise.all(exits);
   });
-} else await serveAuth();
+} else if (process.env.BENCH_AUTH_NO_CHECK === '1') await serveNoCheck();
+else await serveAuth();
+
+async function serveNoCheck(): Promise<void> {
+  const server = createServer((_req, res) => {
+    res.writeHead(204, { 'x-mcp-auth-kind': 'oauth', 'x-mcp-auth-subject': 'floor' }).end();
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  serveChild({ url: `http://127.0.0.1:${port}` }, async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+}
 
 async function serveAuth(): Promise<void> {
   const redis = new Redis(process.env.BENCH_REDIS_URL!, { enableAutoPipelining: true, lazyConnect: true });

@@ -30,6 +30,7 @@ export type FastKey =
   | 'peer'
   | 'forward-auth'
   | 'forward-auth-cache'
+  | 'auth-floor'
   | 'http-proxy'
   | 'undici'
   | 'sidecar'
@@ -46,6 +47,7 @@ export const FAST_LABELS: Record<FastKey, string> = {
   peer: 'nginx auth_request + Node auth service (the peer)',
   'forward-auth': 'nginx auth_request + sidecar /authz (forward-auth, strict)',
   'forward-auth-cache': 'nginx auth_request + sidecar /authz, lookup cache (tracking)',
+  'auth-floor': 'nginx auth_request + Node server answering 204 unchecked (the floor)',
   'http-proxy': 'Node pass-through, http-proxy + http.Agent, no auth',
   undici: 'Node pass-through, undici Pool, no auth',
   sidecar: 'sidecar, OAuth token',
@@ -103,8 +105,11 @@ export interface FastContext {
   /** Sidecar processes of this run (also billed as one when it has workers). */
   sidecarProcesses: number;
   startUpstream(): Promise<Child>;
-  /** `processes` > 1: one primary and that many workers sharing the port (node:cluster). */
-  startAuthService(processes?: number): Promise<Child>;
+  /**
+   * `processes` > 1: one primary and that many workers sharing the port (node:cluster). `noCheck`: the
+   * floor, a server that answers 204 at once (no Redis, no check).
+   */
+  startAuthService(processes?: number, noCheck?: boolean): Promise<Child>;
   startPassthrough(lib: 'http-proxy' | 'undici', upstreamUrl: string): Promise<Child>;
   startSidecar(
     key:
@@ -200,6 +205,28 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
       proxyPids: front.workerPids,
       authPids: () => [sidecar.pid!],
     });
+  }
+  // The floor of any Node auth service: the same nginx asking a server that checks nothing. What the
+  // peer could gain over its own 20 lines by being faster is bounded by this target's rate.
+  if (wanted.has('auth-floor')) {
+    if (ensureNginx()) {
+      const floor = await ctx.startAuthService(1, true);
+      const front = await startNginx({
+        dir: `${ctx.tmp}/auth-floor`,
+        upstreamUrl,
+        authUrl: floor.urls.url!,
+        workers: ctx.sidecarProcesses,
+      });
+      forwardAuthNginx.push(front);
+      targets.push({
+        key: 'auth-floor',
+        url: front.authRequestUrl,
+        script: script('auth-floor', oauth),
+        authorization: oauth,
+        proxyPids: front.workerPids,
+        authPids: () => [floor.pid!],
+      });
+    } else skipped.push('auth-floor (nginx with auth_request not available)');
   }
   for (const lib of ['http-proxy', 'undici'] as const) {
     if (!wanted.has(lib)) continue;
@@ -440,9 +467,11 @@ export function fastChecks(r: FastResults): string[][] {
   }
   if (at(c32, 'forward-auth-cache') !== undefined) {
     const ratio = (at(c32, 'forward-auth-cache')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
+    // Beside it, when measured, how far any Node auth service could go: the one that checks nothing.
+    const floor = (at(c32, 'auth-floor')?.rps ?? NaN) / (at(c32, 'peer')?.rps ?? NaN);
     checks.push([
       `fast upstream: forward-auth with the lookup cache >= 1.4x the peer, ${c32} conn`,
-      fmt.ratio(ratio),
+      Number.isNaN(floor) ? fmt.ratio(ratio) : `${fmt.ratio(ratio)} (a Node service that checks nothing: ${fmt.ratio(floor)})`,
       ratio >= 1.4 ? 'met' : 'not met',
     ]);
   }

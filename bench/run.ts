@@ -15,7 +15,7 @@
 // Environment: BENCH_QUICK=1 (smoke run), BENCH_SOAK_SECONDS (60), BENCH_ROUNDS (3),
 // BENCH_CELL_SECONDS (2, per target per round), BENCH_ONLY=fast,policy,observability,upstream-credentials,post,sse,idle,soak,
 // BENCH_FAST_TARGETS (direct,nginx,peer,forward-auth,forward-auth-cache,http-proxy,undici,sidecar,sidecar-warn,sidecar-cache,sidecar-assertion; also sidecar-user,
-// baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3), BENCH_WARMUP_MAX_SECONDS (30: the fast, policy and
+// auth-floor, baseline), BENCH_FAST_CONNECTIONS (1,32), BENCH_FAST_ROUNDS (3), BENCH_WARMUP_MAX_SECONDS (30: the fast, policy and
 // cost scenarios warm each target until its rate settles, at most this long; see warmUp in bench/wrk.ts),
 // BENCH_TARGETS=a,b,c,d,e (POST scenario only), BENCH_CONNECTIONS=1,32,256, BENCH_CPU_PROF=1 (sidecar child under --cpu-prof, profile in bench/results/profiles/),
 // BENCH_HEAP_SNAPSHOTS=<dir> (heap snapshots around the idle-stream scenario), BENCH_LOG_LEVEL (sidecar log level, default info as in production; the log goes to a temp file).
@@ -1112,11 +1112,19 @@ async function main(): Promise<void> {
         keys: FAST_TARGETS,
         sidecarProcesses: 1,
         startUpstream: async () => keep(await Child.start('fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
-        startAuthService: async (processes = 1) =>
+        startAuthService: async (processes = 1, noCheck = false) =>
           keep(
-            await Child.start(`auth service${processes > 1 ? ` ×${processes}` : ''}`, join(BENCH_DIR, 'auth-service-child.ts'), {
-              env: { BENCH_REDIS_URL: redisServer!.url, BENCH_AUTH_PROCESSES: String(processes) },
-            }),
+            await Child.start(
+              `auth service${processes > 1 ? ` ×${processes}` : ''}${noCheck ? ', no check' : ''}`,
+              join(BENCH_DIR, 'auth-service-child.ts'),
+              {
+                env: {
+                  BENCH_REDIS_URL: redisServer!.url,
+                  BENCH_AUTH_PROCESSES: String(processes),
+                  ...(noCheck ? { BENCH_AUTH_NO_CHECK: '1' } : {}),
+                },
+              },
+            ),
           ),
         startPassthrough: async (lib, to) => keep(await spawnPassthrough(`fast ${lib} pass-through`, lib, to)),
         startSidecar: async (key, to) =>
