@@ -1195,10 +1195,13 @@ async function main(): Promise<void> {
         rounds: FAST_ROUNDS,
         seconds: CELL_SECONDS,
         startUpstream: async () => keep(await Child.start('credentials fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
-        startSidecar: async (name, config) =>
+        startSidecar: async (name, config, srcDir) =>
           keep(
-            await Child.start(name, join(BENCH_DIR, 'upstream-credentials-child.ts'), { env: { BENCH_CONFIG: JSON.stringify(config) } }),
+            await Child.start(name, join(BENCH_DIR, 'upstream-credentials-child.ts'), {
+              env: { BENCH_CONFIG: JSON.stringify(config), ...(srcDir ? { BENCH_SRC_DIR: srcDir } : {}) },
+            }),
           ),
+        baselineSrc,
         log,
       });
     } finally {

@@ -10,6 +10,8 @@
 // IdP counts every request it gets. With every credential cached, the hot path must not call it: a
 // request to the IdP after the warm-up fails the scenario.
 // Targets alternated round-robin, wrk, median of the rounds, CPU per request from /proc.
+// With BENCH_BASELINE, one more target: mode idp on the baseline commit's src/, to measure a change of
+// the credential's hot path in the same run.
 
 import { randomBytes } from 'node:crypto';
 import { buildConfig } from '../src/config/load.ts';
@@ -27,6 +29,8 @@ import { warmUp, writeWrkScript } from './wrk.ts';
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}';
 const MODES = ['none', 'idp', 'token-exchange', 'oauth'] as const;
 type Mode = (typeof MODES)[number];
+/** A measured target: a mode, or mode idp on the baseline's src/. */
+type Target = Mode | 'idp at the baseline';
 const AUDIENCE = 'internal-api';
 const SUBJECT = 'bench-credential-user';
 const KEY_PREFIX = 'mcpauth-upcred:';
@@ -36,8 +40,8 @@ export type UpstreamCredentialsCell = CostCell;
 export interface UpstreamCredentialsResults {
   rounds: number;
   seconds: number;
-  /** Per connection count, per mode. */
-  cells: Map<number, Map<Mode, UpstreamCredentialsCell>>;
+  /** Per connection count, per target. */
+  cells: Map<number, Map<Target, UpstreamCredentialsCell>>;
   /** Requests the IdP got during the warm-up (discovery, the one exchange) and during the measured rounds (must be 0). */
   idpRequestsWarmup: number;
   idpRequestsMeasured: number;
@@ -52,7 +56,10 @@ export interface UpstreamCredentialsContext {
   rounds: number;
   seconds: number;
   startUpstream(): Promise<Child>;
-  startSidecar(name: string, config: Record<string, unknown>): Promise<Child>;
+  /** `srcDir`: another copy of src/ (the baseline's). */
+  startSidecar(name: string, config: Record<string, unknown>, srcDir?: string): Promise<Child>;
+  /** The baseline commit's src/, when the run has one. */
+  baselineSrc?: string | undefined;
   log(line: string): void;
 }
 
@@ -124,11 +131,20 @@ export async function upstreamCredentialsScenario(ctx: UpstreamCredentialsContex
       await store.close();
     }
 
-    const variants: Array<{ key: Mode; child: Child }> = [];
+    const variants: Array<{ key: Target; child: Child }> = [];
     for (const mode of MODES)
       variants.push({
         key: mode,
         child: await ctx.startSidecar(`credentials ${mode}`, { ...base, upstream: { ...base.upstream, credentials: credentials[mode] } }),
+      });
+    if (ctx.baselineSrc !== undefined)
+      variants.push({
+        key: 'idp at the baseline',
+        child: await ctx.startSidecar(
+          'credentials idp, baseline',
+          { ...base, upstream: { ...base.upstream, credentials: credentials.idp } },
+          ctx.baselineSrc,
+        ),
       });
     const headers = {
       'Content-Type': 'application/json',
@@ -182,6 +198,9 @@ export function upstreamCredentialsReport(r: UpstreamCredentialsResults): string
         (cell.cpuPerRequest - none.cpuPerRequest).toFixed(0),
       ]);
   }
-  out.push(table(['conns', 'mode', 'req/s', 'vs none', 'p50 ms', 'added p50 ms', 'sidecar CPU µs/req', 'CPU µs/req over none'], rows), '');
+  out.push(
+    table(['conns', 'target', 'req/s', 'vs none', 'p50 ms', 'added p50 ms', 'sidecar CPU µs/req', 'CPU µs/req over none'], rows),
+    '',
+  );
   return out;
 }
