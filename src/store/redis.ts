@@ -986,7 +986,10 @@ class RedisOperations implements TokenStore {
   }
 
   async getUpstreamCredential(subject: string, issuer: string, provider: string): Promise<StoredRead<StoredUpstreamCredential>> {
-    const value = await this.#redis.hget(this.#keys.upstreamCredentials(subject), upstreamCredentialField(issuer, provider));
+    // Read on every forwarded request that carries the user's credential: on the token lookups'
+    // connection, sent with the other reads of its turn (see LookupConnection).
+    const key = this.#keys.upstreamCredentials(subject);
+    const value = await this.#lookups.read((client) => client.hget(key, upstreamCredentialField(issuer, provider)));
     return value === null ? null : sameUpstreamIdentity(upstreamCredentialFromValue(value), subject, issuer, provider);
   }
 

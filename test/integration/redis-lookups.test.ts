@@ -2,7 +2,7 @@
 // (the admin listener's /readyz pings the store; mcp_auth_store_up reads `watch.ready`): a lookups
 // connection that is down fails both, and one that has ended is opened again by the next lookup
 // rather than leaving every request refused. The reads of the lookups started in one turn of the event
-// loop leave in one write to the socket.
+// loop, and the reads that go with them, leave in one write to the socket.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
@@ -82,21 +82,24 @@ describe('the token lookups connection', () => {
     socket._write = (...args) => (writes.push(1), write(...args));
     socket._writev = (...args) => (writes.push((args[0] as unknown[]).length), writev(...args));
 
-    // Four lookups (two reads each) and a session's handle read, started in the same turn: nine commands.
+    // Four lookups (two reads each), a session's handle read and a user's upstream credential (read on
+    // every forwarded request when the sidecar passes one on), started in the same turn: ten commands.
     const unknown = hashToken(generateToken());
-    const [found, handle] = await Promise.all([
+    const [found, handle, credential] = await Promise.all([
       Promise.all([...tokens.map((t) => store.lookupToken(hashToken(t))), store.lookupToken(unknown)]),
       store.readHandle('session', hashToken(generateToken())),
+      store.getUpstreamCredential('s0', 'i', 'idp'),
     ]);
     const subject = (f: (typeof found)[number]) => (f.user === null || f.user === 'corrupt' ? f.user : f.user.subject);
     expect(found.map(subject)).toEqual(['s0', 's1', 's2', null]);
     expect(found.every((f) => f.oauth === null)).toBe(true);
     expect(handle).toBeNull();
-    expect(writes).toEqual([9]);
+    expect(credential).toBeNull();
+    expect(writes).toEqual([10]);
 
     // The next turn's lookups are a write of their own: nothing stays corked.
     expect(socket.writableCorked).toBe(0);
     expect(subject(await store.lookupToken(hashToken(tokens[0]!)))).toBe('s0');
-    expect(writes).toEqual([9, 2]);
+    expect(writes).toEqual([10, 2]);
   });
 });
