@@ -36,7 +36,14 @@ export interface ObservabilityContext {
   rounds: number;
   seconds: number;
   startUpstream(): Promise<Child>;
-  startSidecar(name: string, upstreamUrl: string, options: { policy?: object; env?: Record<string, string> }): Promise<Child>;
+  /** `srcDir`: another copy of src/ (the baseline's), with `lookupCache` named (off, as every target here). */
+  startSidecar(
+    name: string,
+    upstreamUrl: string,
+    options: { policy?: object; env?: Record<string, string>; srcDir?: string; lookupCache?: string },
+  ): Promise<Child>;
+  /** The baseline commit's src/, when the run has one: the quota variant is measured on it too. */
+  baselineSrc?: string | undefined;
   log(line: string): void;
 }
 
@@ -74,6 +81,11 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
       { key: 'policy, no quota', child: await ctx.startSidecar('policy, no quota', to, { policy: ALLOW_ALL }) },
       { key: 'policy + 1 quota', child: await ctx.startSidecar('policy + 1 quota', to, { policy: ONE_QUOTA }) },
     ];
+    if (ctx.baselineSrc !== undefined)
+      variants.push({
+        key: 'policy + 1 quota at the baseline',
+        child: await ctx.startSidecar('policy + 1 quota, baseline', to, { policy: ONE_QUOTA, srcDir: ctx.baselineSrc, lookupCache: 'off' }),
+      });
     const headers = {
       'Content-Type': 'application/json',
       Accept: 'application/json, text/event-stream',

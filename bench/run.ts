@@ -1178,6 +1178,7 @@ async function main(): Promise<void> {
         seconds: CELL_SECONDS,
         startUpstream: async () => keep(await Child.start('observability fast upstream', join(BENCH_DIR, 'fast-upstream-child.ts'))),
         startSidecar: async (name, to, options) => keep(await spawnSidecar(name, { upstreamUrl: to, ...options })),
+        baselineSrc,
         log,
       });
     } finally {
