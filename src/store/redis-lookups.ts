@@ -2,13 +2,12 @@
 // duplicateForLookups says why, ReadDeadlines how its reads stay bounded. It is opened by the first
 // lookup (which waits for it within the same bound), re-established by ioredis after a failure like
 // the main connection, and replaced when a lookup goes unanswered for the socket timeout.
-// The reads of every lookup that starts in one turn of the event loop leave in one write: the first of
-// them corks the connection's socket and the turn's end uncorks it (on a cluster, ioredis's
-// auto-pipelining does the same per node).
+// The reads of every lookup that starts in one turn of the event loop leave in one write (corkForTurn;
+// on a cluster, ioredis's auto-pipelining does the same per node).
 
 import { ReadDeadlines } from './read-deadlines.ts';
-import { connectRedis, defaultSocketTimeoutMs, duplicateForLookups, type RedisClient } from './redis-connection.ts';
-import { Cluster, type Redis } from 'ioredis';
+import { connectRedis, corkForTurn, defaultSocketTimeoutMs, duplicateForLookups, type RedisClient } from './redis-connection.ts';
+import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from '../http/errors.ts';
 
 export class LookupConnection {
@@ -18,8 +17,6 @@ export class LookupConnection {
   #client: RedisClient | undefined;
   #connecting: Promise<RedisClient> | undefined;
   #closed = false;
-  /** The socket corked for this turn's reads (see #batch), until the turn ends. */
-  #corked: Redis['stream'] | undefined;
 
   constructor(main: RedisClient, connectTimeoutMs: number) {
     this.#main = main;
@@ -71,23 +68,9 @@ export class LookupConnection {
     return this.#deadlines.bound(client !== undefined ? command(client) : this.#connect().then(command));
   }
 
-  /**
-   * Holds what is written to the connection's socket until the end of this turn of the event loop, so
-   * the commands of every lookup started in it go out in one write (as auto-pipelining would send
-   * them, without its pipeline objects). Only a ready connection: before it is, ioredis queues the
-   * commands itself and sends them together once connected. A socket replaced meanwhile (a reconnect)
-   * is uncorked all the same; commands already on the new one were written at once.
-   */
+  /** The reads of this turn in one write (a cluster batches per node itself). */
   #batch(client: RedisClient): void {
-    if (client instanceof Cluster || client.status !== 'ready') return;
-    const socket = client.stream;
-    if (this.#corked === socket) return;
-    this.#corked = socket;
-    socket.cork();
-    setImmediate(() => {
-      if (this.#corked === socket) this.#corked = undefined;
-      socket.uncork();
-    });
+    if (!(client instanceof Cluster)) corkForTurn(client);
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,77 @@
+// The main Redis connection sends the commands of one turn of the event loop in one write, on a real
+// Redis: scripts (quota, failed-auth counter), a one-time value's SET NX, plain commands and a MULTI
+// started together leave in one write to the socket and each gets its own answer; the next turn's
+// commands are a write of their own. (A request that counts a quota, spends a DPoP proof and touches
+// its token's last use costs one write, not one per command.)
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import type { Socket } from 'node:net';
+import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
+import { RedisTokenStore } from '../../src/store/redis.ts';
+import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+
+/** Counts the writes reaching `client`'s socket (each `_write` or `_writev` call is one). */
+function countWrites(client: Redis): number[] {
+  const socket = client.stream as Socket & { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
+  const writes: number[] = [];
+  const write = socket._write.bind(socket);
+  const writev = socket._writev.bind(socket);
+  socket._write = (...args) => (writes.push(1), write(...args));
+  socket._writev = (...args) => (writes.push((args[0] as unknown[]).length), writev(...args));
+  return writes;
+}
+
+describe('the main Redis connection', () => {
+  let client: Redis;
+  let store: RedisTokenStore;
+  let raw: Redis;
+  let prefix: string;
+  beforeEach(async () => {
+    prefix = uniquePrefix('batching');
+    client = createRedisClient({ url: redisUrl(), commandTimeoutMs: 1000, connectTimeoutMs: 5000 }) as Redis;
+    client.on('error', () => undefined);
+    await connectRedis(client, 5000);
+    store = new RedisTokenStore(client, { keyPrefix: prefix });
+    raw = await rawRedis();
+  });
+  afterEach(async () => {
+    await store.close();
+    await deleteUnder(raw, prefix);
+    raw.disconnect();
+  });
+
+  it('sends the commands started in one turn in one write, scripts and a MULTI included, and answers each its own', async () => {
+    const now = Date.now();
+    // Once first, so that Redis knows the scripts (a first EVALSHA is answered NOSCRIPT and sent again)
+    // and the store whether Redis has replicas (asked once, before the first one-time value).
+    await store.takeQuota('warm', 1, 10, 60_000, now);
+    await store.hitCounter('warm', 60_000);
+    await store.useOnce('warm', now + 60_000);
+    const writes = countWrites(client);
+
+    const [first, second, counted, spent, spentAgain, exec, plain] = await Promise.all([
+      store.takeQuota('q', 1, 1, 60_000, now),
+      store.takeQuota('q', 1, 1, 60_000, now),
+      store.hitCounter('h', 60_000),
+      store.useOnce('jti', now + 60_000),
+      store.useOnce('jti', now + 60_000),
+      client.multi().set(`${prefix}m`, 'v').get(`${prefix}m`).exec(),
+      client.get(`${prefix}absent`),
+    ]);
+    expect([first.allowed, second.allowed]).toEqual([true, false]);
+    expect(counted.count).toBe(1);
+    expect([spent, spentAgain]).toEqual([true, false]);
+    expect(exec).toEqual([
+      [null, 'OK'],
+      [null, 'v'],
+    ]);
+    expect(plain).toBeNull();
+    expect(writes).toHaveLength(1);
+
+    // The next turn's command is a write of its own: nothing stays corked.
+    expect(client.stream.writableCorked).toBe(0);
+    expect(await client.get(`${prefix}m`)).toBe('v');
+    expect(writes).toHaveLength(2);
+  });
+});
