@@ -6,21 +6,9 @@
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import type { Socket } from 'node:net';
 import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
 import { RedisTokenStore } from '../../src/store/redis.ts';
-import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
-
-/** Counts the writes reaching `client`'s socket (each `_write` or `_writev` call is one). */
-function countWrites(client: Redis): number[] {
-  const socket = client.stream as Socket & { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
-  const writes: number[] = [];
-  const write = socket._write.bind(socket);
-  const writev = socket._writev.bind(socket);
-  socket._write = (...args) => (writes.push(1), write(...args));
-  socket._writev = (...args) => (writes.push((args[0] as unknown[]).length), writev(...args));
-  return writes;
-}
+import { countSocketWrites, deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
 
 describe('the main Redis connection', () => {
   let client: Redis;
@@ -48,7 +36,7 @@ describe('the main Redis connection', () => {
     await store.takeQuota('warm', 1, 10, 60_000, now);
     await store.hitCounter('warm', 60_000);
     await store.useOnce('warm', now + 60_000);
-    const writes = countWrites(client);
+    const writes = countSocketWrites(client);
 
     const [first, second, counted, spent, spentAgain, exec, plain] = await Promise.all([
       store.takeQuota('q', 1, 1, 60_000, now),

@@ -6,11 +6,10 @@
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import type { Socket } from 'node:net';
 import { StoreUnavailableError } from '../../src/http/errors.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
-import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { countSocketWrites, deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 describe('the token lookups connection', () => {
   let store: RedisTokenStore;
@@ -72,15 +71,8 @@ describe('the token lookups connection', () => {
       ),
     );
     await store.lookupToken(hashToken(generateToken())); // opens the connection
-    const socket = (store.lookupClient as Redis).stream as Socket & {
-      _write: (...args: unknown[]) => void;
-      _writev: (...args: unknown[]) => void;
-    };
-    const writes: number[] = [];
-    const write = socket._write.bind(socket);
-    const writev = socket._writev.bind(socket);
-    socket._write = (...args) => (writes.push(1), write(...args));
-    socket._writev = (...args) => (writes.push((args[0] as unknown[]).length), writev(...args));
+    const lookups = store.lookupClient as Redis;
+    const writes = countSocketWrites(lookups);
 
     // Four lookups (two reads each), a session's handle read and a user's upstream credential (read on
     // every forwarded request when the sidecar passes one on), started in the same turn: ten commands.
@@ -98,7 +90,7 @@ describe('the token lookups connection', () => {
     expect(writes).toEqual([10]);
 
     // The next turn's lookups are a write of their own: nothing stays corked.
-    expect(socket.writableCorked).toBe(0);
+    expect(lookups.stream.writableCorked).toBe(0);
     expect(subject(await store.lookupToken(hashToken(tokens[0]!)))).toBe('s0');
     expect(writes).toEqual([10, 2]);
   });

@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
+import type { Socket } from 'node:net';
 import type { Clock } from '../../src/model/clock.ts';
 import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
 import { RedisTokenStore } from '../../src/store/redis.ts';
@@ -63,3 +64,17 @@ function escapeGlob(text: string): string {
 }
 
 export type { Clock };
+
+/**
+ * Counts the writes that reach `client`'s socket from now on: one entry per `_write` or `_writev` call,
+ * its number of chunks (what was handed to the socket between two flushes).
+ */
+export function countSocketWrites(client: Redis): number[] {
+  const socket = client.stream as Socket & { _write: (...args: unknown[]) => void; _writev: (...args: unknown[]) => void };
+  const writes: number[] = [];
+  const write = socket._write.bind(socket);
+  const writev = socket._writev.bind(socket);
+  socket._write = (...args) => (writes.push(1), write(...args));
+  socket._writev = (...args) => (writes.push((args[0] as unknown[]).length), writev(...args));
+  return writes;
+}
