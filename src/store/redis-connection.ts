@@ -40,7 +40,7 @@ const corkedThisTurn = new WeakSet<object>();
  * ready connection only: before it is, commands are refused or queued by ioredis. A socket replaced
  * meanwhile (a reconnect) is uncorked all the same; commands on the new one were written at once.
  */
-export function corkForTurn(client: Redis): void {
+function corkForTurn(client: Redis): void {
   if (client.status !== 'ready') return;
   const socket = client.stream;
   if (corkedThisTurn.has(socket)) return;
@@ -52,7 +52,10 @@ export function corkForTurn(client: Redis): void {
   });
 }
 
-/** A client of one server whose commands of a turn leave in one write (corkForTurn), pipelines and scripts included. */
+/**
+ * A client of one server whose commands of a turn leave in one write (corkForTurn), pipelines and
+ * scripts included: the main connection and the token lookups' own.
+ */
 class TurnBatchedRedis extends Redis {
   override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
     corkForTurn(this);
@@ -215,14 +218,14 @@ function isSystemError(err: Error): boolean {
  * A copy of `redis` for the token lookups: no command or socket timeout of ioredis's (a timer per
  * command and per write; the lookups are bounded by ReadDeadlines instead, one timer for all) and no
  * Lua scripts defined on it (ioredis copies every script of a client onto each auto-pipelined batch).
- * On one server (standalone or Sentinel) without ioredis's auto-pipelining: LookupConnection batches
- * the reads of a turn with corkForTurn. A cluster keeps it: its commands go to the node of each key's
- * slot, which only ioredis knows.
+ * On one server (standalone or Sentinel) it batches the reads of a turn like the main connection
+ * (TurnBatchedRedis, made as ioredis's duplicate() makes its copy); a cluster keeps auto-pipelining: its
+ * commands go to the node of each key's slot, which only ioredis knows.
  */
 export function duplicateForLookups(redis: RedisClient): RedisClient {
   const unbounded = { commandTimeout: undefined, socketTimeout: undefined };
   if (redis instanceof Cluster) return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, ...unbounded } });
-  return redis.duplicate({ ...unbounded, enableAutoPipelining: false });
+  return new TurnBatchedRedis({ ...redis.options, ...unbounded, enableAutoPipelining: false });
 }
 
 /**

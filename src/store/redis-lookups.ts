@@ -2,11 +2,12 @@
 // duplicateForLookups says why, ReadDeadlines how its reads stay bounded. It is opened by the first
 // lookup (which waits for it within the same bound), re-established by ioredis after a failure like
 // the main connection, and replaced when a lookup goes unanswered for the socket timeout.
-// The reads of every lookup that starts in one turn of the event loop leave in one write (corkForTurn;
-// on a cluster, ioredis's auto-pipelining does the same per node).
+// The reads of every lookup that starts in one turn of the event loop leave in one write (the
+// connection batches its turn's commands, duplicateForLookups; on a cluster, ioredis's auto-pipelining
+// does the same per node).
 
 import { ReadDeadlines } from './read-deadlines.ts';
-import { connectRedis, corkForTurn, defaultSocketTimeoutMs, duplicateForLookups, type RedisClient } from './redis-connection.ts';
+import { connectRedis, defaultSocketTimeoutMs, duplicateForLookups, type RedisClient } from './redis-connection.ts';
 import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from '../http/errors.ts';
 
@@ -50,7 +51,6 @@ export class LookupConnection {
   /** Two hashes read in one round trip (sent in one write with the turn's other reads), within the bound. */
   readHashes(first: string, second: string): Promise<[Record<string, string>, Record<string, string>]> {
     const client = this.#usable();
-    if (client !== undefined) this.#batch(client);
     return this.#deadlines.bound(
       client !== undefined
         ? Promise.all([client.hgetall(first), client.hgetall(second)])
@@ -64,13 +64,7 @@ export class LookupConnection {
    */
   read<T>(command: (client: RedisClient) => Promise<T>): Promise<T> {
     const client = this.#usable();
-    if (client !== undefined) this.#batch(client);
     return this.#deadlines.bound(client !== undefined ? command(client) : this.#connect().then(command));
-  }
-
-  /** The reads of this turn in one write (a cluster batches per node itself). */
-  #batch(client: RedisClient): void {
-    if (!(client instanceof Cluster)) corkForTurn(client);
   }
 
   async close(): Promise<void> {
