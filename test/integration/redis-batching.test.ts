@@ -6,9 +6,8 @@
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { connectRedis, createRedisClient } from '../../src/store/redis-connection.ts';
-import { RedisTokenStore } from '../../src/store/redis.ts';
-import { countSocketWrites, deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+import type { RedisTokenStore } from '../../src/store/redis.ts';
+import { countSocketWrites, deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 describe('the main Redis connection', () => {
   let client: Redis;
@@ -17,10 +16,8 @@ describe('the main Redis connection', () => {
   let prefix: string;
   beforeEach(async () => {
     prefix = uniquePrefix('batching');
-    client = createRedisClient({ url: redisUrl(), commandTimeoutMs: 1000, connectTimeoutMs: 5000 }) as Redis;
-    client.on('error', () => undefined);
-    await connectRedis(client, 5000);
-    store = new RedisTokenStore(client, { keyPrefix: prefix });
+    store = await openRedisStore(prefix);
+    client = store.client as Redis;
     raw = await rawRedis();
   });
   afterEach(async () => {
