@@ -4,6 +4,7 @@
 
 import type { AuditInput } from '../observability/audit.ts';
 import type { Clock } from '../model/clock.ts';
+import { SUBJECT_CUTOFF_KEPT_MS } from '../model/offboarding.ts';
 import { decideToken, generateToken, hashToken, type MasterToken, type Principal } from '../model/credentials.ts';
 import { explainCall } from '../policy/rules.ts';
 import type { Policy } from '../policy/rules.ts';
@@ -18,6 +19,7 @@ import type {
   HandleStorage,
   ProfileStorage,
   QuotaStorage,
+  SubjectCutoffStorage,
   SubjectStorage,
   TokenStorage,
   UpstreamCredentialStorage,
@@ -36,6 +38,7 @@ export type AdminStore = TokenStorage &
   AuditStorage &
   QuotaStorage &
   SubjectStorage &
+  SubjectCutoffStorage &
   HandleStorage &
   UpstreamCredentialStorage;
 
@@ -145,7 +148,12 @@ const handlers: Handlers = {
    * handles forgotten, open streams ended through the revocation notices). Idempotent.
    */
   async revokeSubject(ctx, { subject, issuer }) {
-    const revoked = await ctx.store.revokeSubject(subject, issuer, ctx.clock.now(), SUBJECT_REVOCATION_BATCH);
+    const now = ctx.clock.now();
+    // The cut-off first: what is pending for the person (codes, device approvals, account sessions,
+    // connect links and flows) is refused from here on, and what a redemption writes after the index
+    // is revoked below finds it (model/offboarding.ts).
+    await ctx.store.markSubjectRevoked(subject, issuer, now, now + SUBJECT_CUTOFF_KEPT_MS);
+    const revoked = await ctx.store.revokeSubject(subject, issuer, now, SUBJECT_REVOCATION_BATCH);
     // Handles are indexed by subject alone: a person's handles go whatever issuer was named.
     const handlesForgotten = await ctx.store.forgetSubjectHandles(subject);
     // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too; the

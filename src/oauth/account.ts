@@ -19,6 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../http/body.ts';
 import { clientName, displayableName } from '../model/clients.ts';
 import { generateToken, hashToken } from '../model/credentials.ts';
+import { revokedSinceSignIn } from '../model/offboarding.ts';
 import { grantsOf, tokensOfGrant, type Grant } from '../model/person-grants.ts';
 import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
@@ -94,7 +95,10 @@ export class AccountPages {
     const value = readCookie(req, this.#sessionCookie);
     if (value === undefined) return undefined;
     const session = await this.#ctx.store.getAccountSession(hashToken(value), this.#ctx.clock.now());
-    return session === null ? undefined : { value, session };
+    if (session === null) return undefined;
+    // A session signed in before its person was offboarded is over: sign-in starts again.
+    if (await revokedSinceSignIn(this.#ctx.store, session.user, session.createdAt)) return undefined;
+    return { value, session };
   }
 
   /** GET /account: the page, or the start of a sign-in at the IdP. */
