@@ -10,8 +10,8 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, invalidBearerToken } from '../http/errors.ts';
-import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
 import { pathOf } from '../http/serve.ts';
+import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
 import { addAssertion, addCredential, admit, resourceMetadataUrl, traceparentOf } from './authenticate.ts';
 import type { ClientAddresses } from './client-address.ts';
 import type { ProxyContext } from './context.ts';
@@ -24,7 +24,7 @@ export const AUTHZ_PATH = '/authz';
 
 /**
  * On /authz's 401 for a user without a usable upstream credential (and on no other answer): the
- * ingress may hand the request to the sidecar's /mcp, which answers a JSON-RPC request with -32042.
+ * ingress may hand the request to CONNECT_ANSWER_PATH, which answers a JSON-RPC request with -32042.
  */
 export const CONNECT_REQUIRED_HEADER = 'x-mcp-auth-connect';
 

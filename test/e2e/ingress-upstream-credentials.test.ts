@@ -244,7 +244,7 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
     expect(stream.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
     expect(s.stack.upstream!.seenHeaders.length).toBe(from);
 
-    // A token the sidecar does not know is still the plain challenge, once, and never reaches the sidecar's /mcp.
+    // A token the sidecar does not know is still the plain challenge, once, and never reaches /authz-connect.
     const unknown = await post(generateToken(), initializeRequest('unknown'));
     await unknown.text();
     expect(unknown.status).toBe(401);
@@ -317,7 +317,7 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
           type: res.headers.get('content-type'),
           cache: res.headers.get('cache-control'),
           // Where a redirect goes, without its query (a fresh state each time).
-          redirect: location === null ? null : new URL(location, origin).href.split('?')[0],
+          redirect: location === null ? null : new URL(location, origin).href.split('?')[0]!,
           text: await res.text(),
         };
       };

@@ -191,7 +191,7 @@ describe('upstream credentials, mode idp', () => {
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
-    // Marked, for the ingress to hand the request to /mcp (which answers -32042); an allowing answer is not.
+    // Marked, for the ingress to hand the request to /authz-connect (which answers -32042); an allowing answer is not.
     expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
     expect(allowed.headers.get('x-mcp-auth-connect')).toBeNull();
     const unknown = await ask(generateToken());
