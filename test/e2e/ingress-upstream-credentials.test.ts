@@ -281,6 +281,17 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
     expect(s.stack.upstream!.seenHeaders.length).toBe(from);
   });
 
+  it.skipIf(!available)("the sidecar's /authz-connect is for the ingress only: not reachable through it", async () => {
+    const direct = await fetch(`${s.stack.proxyUrl}/authz-connect`, { method: 'POST', body: '{}' });
+    await direct.text();
+    expect(direct.status).toBe(401);
+    expect(direct.headers.get('www-authenticate')).not.toBeNull();
+    const via = await fetch(`${ingress.url}/authz-connect`, { method: 'POST', body: '{}' });
+    await via.text();
+    expect(via.status).toBe(404);
+    expect(via.headers.get('www-authenticate')).toBeNull();
+  });
+
   // Each page the sidecar serves, asked through the ingress: the sidecar's own answer (the status it
   // gives when asked directly, its no-store Cache-Control, its JSON or its page), never the ingress's 404.
   // /approve/<id> is routed ahead of the page it will be.
