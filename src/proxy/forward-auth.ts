@@ -5,15 +5,18 @@
 // method. Several statements of the request must agree: a client-sent X-Forwarded-Uri passed on by an
 // nginx that sets X-Original-URI must not decide what was asked. A check request carrying a
 // client-sent identity header (X-MCP-Auth-*, in any spelling) is refused: not every ingress can
-// remove those.
+// remove those. A user refused for want of an upstream credential is answered at /authz-connect, where
+// the ingress hands the request with the ticket /authz gave it.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, invalidBearerToken } from '../http/errors.ts';
 import { pathOf } from '../http/serve.ts';
+import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
 import { addAssertion, addCredential, admit, resourceMetadataUrl, traceparentOf } from './authenticate.ts';
 import type { ClientAddresses } from './client-address.ts';
 import type { ProxyContext } from './context.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
+import { answerMissingCredential } from './mcp-handler.ts';
 import type { ProxyRequest } from './request.ts';
 
 /** The path the forward-auth endpoint answers on; Envoy appends the original path to it. */
@@ -21,9 +24,22 @@ export const AUTHZ_PATH = '/authz';
 
 /**
  * On /authz's 401 for a user without a usable upstream credential (and on no other answer): the
- * ingress may hand the request to the sidecar's /mcp, which answers a JSON-RPC request with -32042.
+ * ingress may hand the request to CONNECT_ANSWER_PATH, which answers a JSON-RPC request with -32042.
  */
 export const CONNECT_REQUIRED_HEADER = 'x-mcp-auth-connect';
+
+/**
+ * Beside the mark: a ticket that stands for the principal /authz authenticated (single use, a minute),
+ * for the ingress to hand, with the request, to CONNECT_ANSWER_PATH.
+ */
+export const CONNECT_TICKET_HEADER = 'x-mcp-auth-connect-ticket';
+
+/**
+ * Where the ingress hands a request whose check was the marked 401: the sidecar answers it (-32042 with
+ * the link, or the 401 challenge) from its body and the ticket, without authenticating it again. A
+ * DPoP proof works once and /authz has spent it, so the request itself would be refused as a replay.
+ */
+export const CONNECT_ANSWER_PATH = '/authz-connect';
 
 /**
  * The /authz handler: may the request the ingress holds go to the upstream? The same steps as /mcp up
@@ -49,13 +65,17 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   if (binding !== undefined) await binding;
   const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, principal);
   // The ingress copies the credential header like the identity headers. A user without one gets the
-  // 401 challenge, marked so that an ingress which knows it hands the request (with its body, which
-  // /authz never sees) to the sidecar's /mcp: that decides afresh and answers a JSON-RPC request
-  // with -32042 and the link. An ingress that does not know the mark passes the 401 on.
+  // 401 challenge, marked, with a ticket, so that an ingress which knows the mark hands the request
+  // (with its body, which /authz never sees) and the ticket to CONNECT_ANSWER_PATH, which answers a
+  // JSON-RPC request with -32042 and the link. An ingress that does not know the mark passes the 401
+  // on (the ticket with it, to the client it stands for: it can get that client one link, nothing more).
   if (ctx.upstreamCredentials !== undefined && (await addCredential(ctx, principal, headers, ctx.upstreamCredentials))) {
     ctx.metrics.credentialMissing.inc();
     const challenge = invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
-    throw new HttpError('invalid_token', challenge.description, { headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1' } });
+    const ticket = await ctx.upstreamCredentials.links.ticket(principal);
+    throw new HttpError('invalid_token', challenge.description, {
+      headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1', [CONNECT_TICKET_HEADER]: ticket },
+    });
   }
   const signing = addAssertion(ctx, principal, headers);
   if (signing !== undefined) await signing;
@@ -65,6 +85,26 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   if (!ctx.config.proxy.forwardAuthLogAllowed) req.unlogged = true;
   res.writeHead(200, headers);
   res.end();
+}
+
+/**
+ * The connect answer, for an ingress that received the marked 401 from /authz: the principal is the
+ * ticket's (used up here), the request's body gives the JSON-RPC id. A missing, forged, expired or
+ * used ticket is the 401 challenge, as a request that is no JSON-RPC call gets.
+ */
+export async function handleConnectAnswer(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse): Promise<void> {
+  const credentials = ctx.upstreamCredentials;
+  const ticket = req.headers[CONNECT_TICKET_HEADER];
+  let principal;
+  try {
+    if (credentials === undefined || typeof ticket !== 'string') throw new ConnectLinkRefused('no ticket');
+    principal = await credentials.links.redeemTicket(ticket);
+  } catch (err) {
+    if (!(err instanceof ConnectLinkRefused)) throw err;
+    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+  }
+  req.principal = principal;
+  await answerMissingCredential(ctx, req, res, principal, credentials!, undefined);
 }
 
 export interface OriginalRequest {

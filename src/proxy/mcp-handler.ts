@@ -72,7 +72,7 @@ export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: Serve
  * whose URL elicitation sends the user to a single-use link bound to this principal; anything else
  * (a GET stream, a notification, a batch, a body that is not JSON-RPC) gets the 401 challenge.
  */
-async function answerMissingCredential(
+export async function answerMissingCredential(
   ctx: ProxyContext,
   req: ProxyRequest,
   res: ServerResponse,

@@ -12,7 +12,7 @@ import { request as httpsRequest } from 'node:https';
 import type { Config } from '../config/load.ts';
 import { writeJson } from '../http/errors.ts';
 import { pathOf, serve, type Route } from '../http/serve.ts';
-import { AUTHZ_PATH, handleAuthz } from './forward-auth.ts';
+import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../observability/logger.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { ProxyRequest } from './request.ts';
@@ -31,6 +31,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
   // One handler function per route, made once: a request allocates no closure here.
   const mcp = (req: ProxyRequest, res: ServerResponse, path: string) => handleMcp(ctx, req, res, path);
   const authz = (req: ProxyRequest, res: ServerResponse, path: string) => handleAuthz(ctx, req, res, path);
+  const connectAnswer = (req: ProxyRequest, res: ServerResponse) => handleConnectAnswer(ctx, req, res);
   const health = (req: ProxyRequest, res: ServerResponse) => handleHealth(ctx, req, res);
 
   return serve({
@@ -46,6 +47,9 @@ export function createProxyServer(deps: ProxyDeps): Server {
             { path: AUTHZ_PATH, methods: 'any', handler: authz },
             { path: `${AUTHZ_PATH}/*`, methods: 'any', handler: authz },
           ] satisfies Route<ProxyRequest>[])
+        : []),
+      ...(config.proxy.forwardAuth && ctx.upstreamCredentials !== undefined
+        ? ([{ path: CONNECT_ANSWER_PATH, methods: 'any', handler: connectAnswer }] satisfies Route<ProxyRequest>[])
         : []),
       ...(deps.routes ?? []).map((route) => traced(ctx, counted(route, metrics.oauth))),
     ],

@@ -2,6 +2,9 @@
 // bound to the MCP principal that was refused, short lived and single use. A link is a JWT (jose,
 // HS256) under a key derived from the credential key, naming the principal; its `jti` is the
 // elicitation id and is recorded (hashed) in the store when the link is used, so it works once.
+// Behind an ingress, /authz hands the ingress a ticket of the same make (another audience, a minute,
+// single use) that stands for the principal it refused, for the sidecar to answer the request with a
+// link without authenticating it again.
 
 import { hkdfSync, randomBytes } from 'node:crypto';
 import { jwtVerify, SignJWT } from 'jose';
@@ -12,6 +15,19 @@ import type { OneTimeValueStorage } from '../store/types.ts';
 /** How long a link works: long enough to read a message and sign in, short enough to be useless later. */
 export const CONNECT_LINK_TTL_MS = 10 * 60_000;
 const AUDIENCE = 'mcp-bearer-proxy:connect';
+
+/** How long a ticket works: the ingress hands it on at once, in the same client request. */
+export const CONNECT_TICKET_TTL_MS = 60_000;
+const TICKET_AUDIENCE = 'mcp-bearer-proxy:connect-answer';
+
+/** A link or a ticket: which audience it is for, and under which name its use is recorded. */
+interface Kind {
+  audience: string;
+  used: string;
+  ttlMs: number;
+}
+const LINK: Kind = { audience: AUDIENCE, used: 'connect-link', ttlMs: CONNECT_LINK_TTL_MS };
+const TICKET: Kind = { audience: TICKET_AUDIENCE, used: 'connect-answer', ttlMs: CONNECT_TICKET_TTL_MS };
 
 /** Whom a link was made for. */
 export interface ConnectLinkClaims {
@@ -43,26 +59,47 @@ export class ConnectLinks {
   /** A new link for `principal`: its path segment and its id. */
   async mint(principal: Principal): Promise<{ link: string; linkId: string }> {
     const linkId = randomBytes(16).toString('hex');
-    const now = this.#clock.now();
-    const link = await new SignJWT({ kind: principal.kind, ...(principal.clientId !== undefined ? { cid: principal.clientId } : {}) })
-      .setProtectedHeader({ alg: 'HS256' })
-      .setSubject(principal.subject)
-      .setAudience(AUDIENCE)
-      .setJti(linkId)
-      .setIssuedAt(Math.floor(now / 1000))
-      .setExpirationTime(Math.floor((now + CONNECT_LINK_TTL_MS) / 1000))
-      .sign(this.#key);
-    return { link, linkId };
+    return { link: await this.#sign(LINK, principal, linkId), linkId };
   }
 
   /** Checks a link and uses it up (a second use is refused, on every replica); throws ConnectLinkRefused. */
-  async redeem(link: string): Promise<ConnectLinkClaims> {
+  redeem(link: string): Promise<ConnectLinkClaims> {
+    return this.#redeem(LINK, link, 'this link is not valid (expired, altered or already used)');
+  }
+
+  /**
+   * A ticket for `principal`, refused by /authz for want of a credential: the ingress hands it, with
+   * the request, to the sidecar, which answers it with a link. Not a link: it cannot start a connection.
+   */
+  ticket(principal: Principal): Promise<string> {
+    return this.#sign(TICKET, principal, randomBytes(16).toString('hex'));
+  }
+
+  /** The principal a ticket stands for, using it up; throws ConnectLinkRefused (forged, altered, expired, used, a link). */
+  async redeemTicket(ticket: string): Promise<Principal> {
+    const claims = await this.#redeem(TICKET, ticket, 'the ticket is not valid (expired, altered or already used)');
+    return { kind: claims.kind, subject: claims.subject, ...(claims.clientId !== undefined ? { clientId: claims.clientId } : {}) };
+  }
+
+  #sign(kind: Kind, principal: Principal, id: string): Promise<string> {
+    const now = this.#clock.now();
+    return new SignJWT({ kind: principal.kind, ...(principal.clientId !== undefined ? { cid: principal.clientId } : {}) })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(principal.subject)
+      .setAudience(kind.audience)
+      .setJti(id)
+      .setIssuedAt(Math.floor(now / 1000))
+      .setExpirationTime(Math.floor((now + kind.ttlMs) / 1000))
+      .sign(this.#key);
+  }
+
+  async #redeem(kind: Kind, token: string, refusal: string): Promise<ConnectLinkClaims> {
     let claims: ConnectLinkClaims;
     try {
-      if (link.length > 2048) throw new Error('too long');
-      const { payload } = await jwtVerify(link, this.#key, {
+      if (token.length > 2048) throw new Error('too long');
+      const { payload } = await jwtVerify(token, this.#key, {
         algorithms: ['HS256'],
-        audience: AUDIENCE,
+        audience: kind.audience,
         currentDate: new Date(this.#clock.now()),
         clockTolerance: 0,
       });
@@ -71,10 +108,9 @@ export class ConnectLinks {
       claims = { subject: payload.sub, kind: payload.kind, linkId: payload.jti, expiresAt: payload.exp * 1000 };
       if (typeof payload.cid === 'string') claims.clientId = payload.cid;
     } catch (err) {
-      throw new ConnectLinkRefused('this link is not valid (expired, altered or already used)', { cause: err });
+      throw new ConnectLinkRefused(refusal, { cause: err });
     }
-    if (!(await this.#used.useOnce(`connect-link:${claims.linkId}`, claims.expiresAt)))
-      throw new ConnectLinkRefused('this link is not valid (expired, altered or already used)');
+    if (!(await this.#used.useOnce(`${kind.used}:${claims.linkId}`, claims.expiresAt))) throw new ConnectLinkRefused(refusal);
     return claims;
   }
 }

@@ -5,7 +5,9 @@
 // credential the client sends itself never gets through, in any spelling; a user with none gets the
 // MCP error -32042 with the link to connect, and nothing is forwarded. Both with the credential in
 // Authorization (the examples as they stand) and in a header of another name (the examples edited as
-// their comments say).
+// their comments say). A DPoP client with none gets -32042 as well, its proof still spent once (the
+// ingress hands the request to /authz-connect with the ticket /authz answered, not the proof again).
+// Every page of the sidecar is routed to it by both ingresses.
 // The users' kept IdP tokens are written into the store as sign-in would keep them (encrypted under the
 // configured key): what is tested here is the ingress's part, the carrying of the header.
 // Skipped where the ingress is not installed, unless REQUIRE_INGRESS is set (.ci/run sets it).
@@ -16,6 +18,7 @@ import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { CredentialCipher } from '../../src/upstream-credentials/cipher.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
+import { DpopKey } from '../support/dpop.ts';
 import { freePort, ingressAvailable, startIngress, type Ingress, type IngressKind } from '../support/ingress.ts';
 import { initializeRequest } from '../support/http.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
@@ -75,8 +78,11 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
   /** What the MCP server should receive for `u`. */
   const expected = (u: User) => (header === 'authorization' ? `Bearer ${u.credential}` : u.credential);
 
-  /** A user-grade token for a user of their own, with `credential` kept as sign-in keeps the IdP's token. */
-  async function user(name: string, withCredential: boolean): Promise<User> {
+  /**
+   * A user-grade token for a user of their own, with `credential` kept as sign-in keeps the IdP's token;
+   * with `dpop`, bound to that key (as /token binds a token exchanged with a proof).
+   */
+  async function user(name: string, withCredential: boolean, dpop?: DpopKey): Promise<User> {
     const subject = `${name}-${randomBytes(4).toString('hex')}`;
     const token = generateToken();
     const now = s.stack.clock.now();
@@ -86,6 +92,7 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
       issuer: s.idp.issuer,
       createdAt: now,
       expiresAt: now + 3_600_000,
+      ...(dpop !== undefined ? { dpopJkt: await dpop.thumbprint() } : {}),
     });
     let credential: string | undefined;
     if (withCredential) {
@@ -237,7 +244,7 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
     expect(stream.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
     expect(s.stack.upstream!.seenHeaders.length).toBe(from);
 
-    // A token the sidecar does not know is still the plain challenge, once, and never reaches the sidecar's /mcp.
+    // A token the sidecar does not know is still the plain challenge, once, and never reaches /authz-connect.
     const unknown = await post(generateToken(), initializeRequest('unknown'));
     await unknown.text();
     expect(unknown.status).toBe(401);
@@ -247,4 +254,95 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
     expect(unknown.headers.get('x-mcp-auth-connect')).toBeNull();
     expect(s.stack.upstream!.seenHeaders.length).toBe(from);
   });
+
+  it.skipIf(!available)('a DPoP client with no credential gets -32042 with the link too, and its proof works once', async () => {
+    const key = await DpopKey.generate('ES256');
+    const dave = await user('dave', false, key);
+    const from = s.stack.upstream!.seenHeaders.length;
+    const proof = await key.proof({
+      htm: 'POST',
+      htu: `${ingress.url}/mcp`,
+      accessToken: dave.token,
+      iat: Math.floor(s.stack.clock.now() / 1000),
+    });
+    const call = { jsonrpc: '2.0', id: 'dpop-1', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    const res = await post(dave.token, call, { authorization: `DPoP ${dave.token}`, dpop: proof });
+    const text = await res.text();
+    expect(res.status, `${text}\n${ingress.log()}`).toBe(200);
+    const body = JSON.parse(text) as { id: string; error: { code: number; data: { elicitations: Array<{ url: string }> } } };
+    expect(body.id).toBe('dpop-1');
+    expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
+    expect(body.error.data.elicitations[0]!.url).toMatch(new RegExp(`^${ingress.url}/connect/`));
+    // The same proof again: a replay, refused at /authz, never answered with a link.
+    const replay = await post(dave.token, call, { authorization: `DPoP ${dave.token}`, dpop: proof });
+    await replay.text();
+    expect(replay.status).toBe(401);
+    expect(replay.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
+    expect(s.stack.upstream!.seenHeaders.length).toBe(from);
+  });
+
+  it.skipIf(!available)("the sidecar's /authz-connect is for the ingress only: not reachable through it", async () => {
+    const direct = await fetch(`${s.stack.proxyUrl}/authz-connect`, { method: 'POST', body: '{}' });
+    await direct.text();
+    expect(direct.status).toBe(401);
+    expect(direct.headers.get('www-authenticate')).not.toBeNull();
+    const via = await fetch(`${ingress.url}/authz-connect`, { method: 'POST', body: '{}' });
+    await via.text();
+    expect(via.status).toBe(404);
+    expect(via.headers.get('www-authenticate')).toBeNull();
+  });
+
+  // Each page the sidecar serves, asked through the ingress: the sidecar's own answer (the status it
+  // gives when asked directly, its no-store Cache-Control, its JSON or its page), never the ingress's 404.
+  // /approve/<id> is routed ahead of the page it will be.
+  if (header === 'authorization')
+    it.skipIf(!available).each([
+      ['GET', '/.well-known/oauth-authorization-server'],
+      ['GET', '/.well-known/oauth-protected-resource/mcp'],
+      ['GET', '/authorize'],
+      ['POST', '/authorize/consent'],
+      ['GET', '/oauth/callback'],
+      ['POST', '/token'],
+      ['POST', '/register'],
+      ['POST', '/revoke'],
+      ['POST', '/introspect'],
+      ['POST', '/device_authorization'],
+      ['GET', '/device'],
+      ['GET', '/account'],
+      ['POST', '/account/sign-out'],
+      ['GET', '/connect/not-a-link'],
+      ['GET', '/connect/callback'],
+      ['GET', '/approve/some-id'],
+      ['GET', '/health'],
+    ])('%s %s is answered by the sidecar', async (method, path) => {
+      const ask = async (origin: string, extra: Record<string, string> = {}) => {
+        const res = await fetch(`${origin}${path}`, {
+          method,
+          redirect: 'manual',
+          headers: method === 'POST' ? { 'content-type': 'application/x-www-form-urlencoded', ...extra } : extra,
+          ...(method === 'POST' ? { body: '' } : {}),
+        });
+        const location = res.headers.get('location');
+        return {
+          status: res.status,
+          type: res.headers.get('content-type'),
+          cache: res.headers.get('cache-control'),
+          // Where a redirect goes, without its query (a fresh state each time).
+          redirect: location === null ? null : new URL(location, origin).href.split('?')[0]!,
+          text: await res.text(),
+        };
+      };
+      const via = await ask(ingress.url);
+      // Asked directly, for the host the ingress names (this test's address is a trusted proxy).
+      const direct = await ask(s.stack.proxyUrl, { 'x-forwarded-host': new URL(ingress.url).host });
+      expect({ status: via.status, type: via.type, redirect: via.redirect }, via.text).toEqual({
+        status: direct.status,
+        type: direct.type,
+        redirect: direct.redirect,
+      });
+      expect(via.cache).toContain('no-store');
+      if (via.redirect !== null) expect(via.redirect.startsWith(s.idp.issuer)).toBe(true);
+      else if (via.type?.startsWith('application/json')) expect(JSON.parse(via.text)).toEqual(expect.any(Object));
+      else expect(via.type).toBe('text/html; charset=utf-8');
+    });
 });

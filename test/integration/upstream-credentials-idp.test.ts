@@ -4,6 +4,7 @@
 // one gets the MCP error -32042 with a link, and nothing is forwarded.
 
 import { randomBytes } from 'node:crypto';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
@@ -190,7 +191,7 @@ describe('upstream credentials, mode idp', () => {
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
-    // Marked, for the ingress to hand the request to /mcp (which answers -32042); an allowing answer is not.
+    // Marked, for the ingress to hand the request to /authz-connect (which answers -32042); an allowing answer is not.
     expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
     expect(allowed.headers.get('x-mcp-auth-connect')).toBeNull();
     const unknown = await ask(generateToken());
@@ -228,5 +229,78 @@ describe('upstream credentials, mode idp', () => {
     expect(again.status).toBe(200);
     await again.text();
     expect(echo.seen.slice(before)[0]!.headers.authorization).toMatch(/^Bearer \S+$/);
+  });
+
+  // Last: it moves the clock past a ticket's minute.
+  it("forward-auth: the marked 401's ticket answers the request at /authz-connect once, with a link for that user only", async () => {
+    const subject = `ticket-user-${randomBytes(4).toString('hex')}`;
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject,
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
+    const ticketFor = async () => {
+      const refused = await fetch(`${base}/authz`, {
+        headers: { authorization: `Bearer ${raw}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' },
+      });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
+      return refused.headers.get('x-mcp-auth-connect-ticket')!;
+    };
+    const body = { jsonrpc: '2.0', id: 'ticketed', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    /** What an ingress sends: the client's request (no credential of its own needed) with the ticket. */
+    const answer = (ticket: string | undefined, method = 'POST') =>
+      fetch(`${base}/authz-connect`, {
+        method,
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...(ticket !== undefined ? { 'x-mcp-auth-connect-ticket': ticket } : {}),
+        },
+        ...(method === 'POST' ? { body: JSON.stringify(body) } : {}),
+      });
+    const challenged = async (res: Response) => {
+      await res.text();
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
+    };
+    const before = echo.seen.length;
+
+    const ticket = await ticketFor();
+    expect(ticket).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    const first = await answer(ticket);
+    expect(first.status).toBe(200);
+    const answered = (await first.json()) as { id: string; error: { code: number; data: { elicitations: Array<{ url: string }> } } };
+    expect(answered.id).toBe('ticketed');
+    expect(answered.error.code).toBe(URL_ELICITATION_REQUIRED);
+    const link = answered.error.data.elicitations[0]!.url;
+    expect(link.startsWith(`${base}/connect/`)).toBe(true);
+    // The link is that user's (the person at it must sign in as them, as a link from /mcp).
+    expect(decodeJwt(link.slice(`${base}/connect/`.length)).sub).toBe(subject);
+
+    // Used once; no ticket, an altered one, the link in its place: the 401 challenge.
+    await challenged(await answer(ticket));
+    await challenged(await answer(undefined));
+    const fresh = await ticketFor();
+    const [head, payload, signature] = fresh.split('.');
+    const other = Buffer.from(JSON.stringify({ ...decodeJwt(fresh), sub: DEMO_USER.sub })).toString('base64url');
+    await challenged(await answer(`${head}.${other}.${signature}`));
+    await challenged(await answer(link.slice(`${base}/connect/`.length)));
+    // A ticket is no link: it starts no connection.
+    const agent = new UserAgent();
+    const asLink = await agent.request(`${base}/connect/${fresh}`);
+    expect(asLink.status).toBe(400);
+    // A request that is no JSON-RPC call (a GET stream) is the challenge, its ticket used up.
+    await challenged(await answer(fresh, 'GET'));
+    await challenged(await answer(`${head}.${payload}.${signature}`));
+    // A ticket works for a minute.
+    const late = await ticketFor();
+    s.stack.clock.advance(61_000);
+    await challenged(await answer(late));
+    expect(echo.seen.length).toBe(before);
   });
 });
