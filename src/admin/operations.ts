@@ -26,7 +26,7 @@ import type {
 } from '../store/types.ts';
 import { limitKey } from '../http/net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
-import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../model/person-grants.ts';
+import { pageOfGrants, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../model/person-grants.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
@@ -125,20 +125,28 @@ const handlers: Handlers = {
     return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
   },
 
-  /** A person's or a client's grants, one per refresh family, standalone access token or user-grade token. */
-  async listGrants(ctx, { subject, clientId }) {
+  /**
+   * A person's or a client's grants, one per refresh family, standalone access token or user-grade
+   * token: a page of `limit`, from `cursor` on, with the cursor of the next page while there is one.
+   */
+  async listGrants(ctx, { subject, clientId, limit, cursor }) {
     const now = ctx.clock.now();
     if (clientId !== undefined && (await ctx.store.getClient(clientId)) === null) throw new HttpError('not_found');
     const tokens =
       subject !== undefined ? await ctx.store.listSubjectTokens(subject, now) : await ctx.store.listClientTokens(clientId!, now);
-    const grants = await grantsOf(ctx.store, clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId));
+    const page = await pageOfGrants(
+      ctx.store,
+      clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId),
+      limit,
+      cursor,
+    );
     return {
       status: 200,
-      body: { grants },
+      body: page,
       audit: {
         ...(subject === undefined ? {} : { subject }),
         ...(clientId === undefined ? {} : { clientId }),
-        detail: { count: grants.length },
+        detail: { count: page.grants.length },
       },
     };
   },

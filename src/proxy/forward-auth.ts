@@ -150,8 +150,9 @@ interface Statement {
  * (each occurrence of each header naming it, trimmed), and the refusal of a client's identity header.
  *
  * Identity headers are the sidecar's to state; a client sending one, under any name that reads as
- * X-MCP-Auth-* once `_` is taken for `-` (what CGI/WSGI stacks do: both become `_` in HTTP_*
- * variables) and case is ignored, is refused. An ingress forwards the request itself and cannot always
+ * X-MCP-Auth-* once `_`, `.` or any other character but a letter or digit is taken for `-` (CGI/WSGI
+ * stacks make `-` and `_` both `_` in HTTP_* variables, PHP makes `.` one too, Apache httpd 2.2 made
+ * every such character one: see identity-headers.ts) and case is ignored, is refused. An ingress forwards the request itself and cannot always
  * remove them (nginx cannot remove a header by pattern, nor Caddy an underscore spelling in every case),
  * but it passes the client's headers to this check: refusing here keeps an unknown name
  * (X-MCP-Auth-Email) or an odd spelling (x_Mcp-AUTH_scope) from reaching an upstream that trusts them.
@@ -188,17 +189,24 @@ function statements(req: IncomingMessage): { uri: Statement; method: Statement; 
 
 const IDENTITY_PREFIX = 'x-mcp-auth-';
 
-/** Whether `name`, with `_` read as `-` and case ignored, starts with `x-mcp-auth-` (compared in place, no copy). */
+/**
+ * Whether `name`, with any character but a letter or digit read as `-` (`_`, `.`, ...) and case
+ * ignored, starts with `x-mcp-auth-` (compared in place, no copy).
+ */
 export function isIdentityHeaderName(name: string): boolean {
   if (name.length < IDENTITY_PREFIX.length) return false;
   for (let i = 0; i < IDENTITY_PREFIX.length; i++) {
     const want = IDENTITY_PREFIX.charCodeAt(i);
     const c = name.charCodeAt(i);
     if (want === 0x2d) {
-      if (c !== 0x2d && c !== 0x5f) return false;
+      if (isLetterOrDigit(c)) return false;
     } else if ((c | 0x20) !== want) return false;
   }
   return true;
+}
+
+function isLetterOrDigit(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x7a);
 }
 
 /** The one value every statement and `also` give; undefined when none does. */
