@@ -1,7 +1,7 @@
 // Every admin operation, declared once: what it does, its fields (type, bounds, required or not, the
 // CLI flag), what it answers and how the CLI shows that. The admin listener reads a body against it
-// (src/admin/operations.ts), the CLI builds its flags and help from it (src/entry/cli.ts), and the README's
-// table of operations is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
+// (src/admin/operations.ts), the CLI builds its flags and help from it (src/entry/cli.ts), and the table of
+// operations in docs/admin.md is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
 
 import type { TokenEndpointAuthMethod } from '../store/types.ts';
 import { choice, hex64, integer, list, metadata, object, operation, scope, text, type Field } from './spec.ts';
@@ -181,7 +181,7 @@ export const ADMIN_OPERATIONS = {
     },
     exactlyOne: [['token', 'tokenHash']],
     answer:
-      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`docs/policy.md`](docs/policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`docs/quotas.md`](docs/quotas.md))',
+      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`policy.md`](policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`quotas.md`](quotas.md))',
     render: (body: {
       effect: string;
       decidedBy: string;

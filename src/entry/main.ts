@@ -25,7 +25,7 @@ const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config [--skip-n
                    (valid) or 2
   --skip-network-checks
                    with --check-config: the configuration alone, nothing fetched, Redis not reached
-  --<key> VALUE    any configuration key but the master token (README: Configuration); it wins over
+  --<key> VALUE    any configuration key but the master token (docs/configuration.md); it wins over
                    the environment and the file. Lists are comma-separated. The keys:
 ${wrap(
   configFlagNames().map((k) => `--${k}`),

@@ -228,7 +228,7 @@ export class Metrics {
     registers: [this.registry],
   });
   /**
-   * @label operation an admin operation's name (the README's admin operations table), or `unknown` for a name that is none
+   * @label operation an admin operation's name (the table in docs/admin.md), or `unknown` for a name that is none
    * @label status the HTTP status of the answer (`200`, `400`, `404`, …)
    */
   readonly adminOperations = new Counter({

@@ -1,4 +1,4 @@
-// The admin listener (README, Admin listener): every operation and every error row, over real HTTP
+// The admin listener (docs/admin.md): every operation and every error row, over real HTTP
 // with a real Redis.
 
 import { request } from 'node:http';
