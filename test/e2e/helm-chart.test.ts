@@ -34,6 +34,16 @@ const SECRET_ENV = new Set([
   'REDIS_PASSWORD',
 ]);
 
+/** What the test's Secret holds under each key the examples name (test values, never real ones). */
+const TEST_SECRETS: Record<string, string> = {
+  BEARER_SECRET_MASTER: generateToken(),
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  REDIS_PASSWORD: 'pa%40ss',
+  UPSTREAM_CREDENTIALS_KEY: generateToken(),
+  IDP_CLIENT_SECRET: 'test-client-secret',
+  SCIM_TOKEN: 'test-scim-token',
+};
+
 type Obj = KubeObject & { metadata: { name: string }; spec?: any; data?: Record<string, string> };
 interface EnvVar {
   name: string;
@@ -331,6 +341,19 @@ describe('the chart, rendered by a real helm', () => {
       const workers = envOf(sidecar, 'WORKERS')!;
       if (sidecar.resources?.limits?.cpu) expect(workers.valueFrom).toEqual({ resourceFieldRef: { resource: 'limits.cpu', divisor: '1' } });
       else expect(workers.value).toBe('1');
+    });
+
+    it('is a configuration the sidecar itself accepts (--check-config on the rendered environment and config file)', async () => {
+      const configDir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-check-'));
+      try {
+        for (const [name, content] of Object.entries(one(objects, 'ConfigMap').data!)) writeFileSync(join(configDir, name), content);
+        const pod: Pod = { objects, configDir, secrets: TEST_SECRETS };
+        const { argv, env } = containerProcess(pod, sidecarContainer(objects));
+        const check = spawnProcess([...argv, '--check-config', '--skip-network-checks'], env);
+        expect(await check.exit, check.output()).toBe(0);
+      } finally {
+        rmSync(configDir, { recursive: true, force: true });
+      }
     });
 
     it('is the shape its mode names', () => {
