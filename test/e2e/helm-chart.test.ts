@@ -315,8 +315,12 @@ describe('the chart, rendered by a real helm', () => {
       const master = envOf(sidecar, 'BEARER_SECRET_MASTER')!;
       expect(master.valueFrom!.secretKeyRef!.name).toBeTruthy();
       // A Secret is rendered only when the values ask for one (the demo), and then holds a generated token.
-      for (const name of secretNames)
-        (expect(readFileSync(file, 'utf8')).toMatch(/create: true/), expect(name).toBe('mbp-mcp-bearer-proxy'));
+      const asked = /^\s*create: true/m.test(readFileSync(file, 'utf8'));
+      expect([...secretNames]).toEqual(asked ? ['mbp-mcp-bearer-proxy'] : []);
+      for (const secret of objects.filter((o) => o.kind === 'Secret'))
+        expect(Object.values(secret.data!).map((v) => Buffer.from(v, 'base64').toString())).toEqual([
+          expect.stringMatching(/^[0-9a-f]{64}$/),
+        ]);
       const config = parseYaml(one(objects, 'ConfigMap').data!['config.yaml']!) as Record<string, unknown>;
       const secretKeys = keysOf(CONFIG_KEYS).flatMap(([key, spec]) => (spec.doc.secret ? [key] : []));
       const flat = JSON.stringify(config);
