@@ -1,8 +1,10 @@
 // Mode `oauth` (connected accounts) over real HTTP: the organisation's IdP for sign-in and a second,
 // separate OpenID provider (oidc-provider) standing in for the third-party provider; the sidecar on
 // real Redis; an echo upstream. The first call gets -32042 with a link; the browser (a fetch-based
-// user agent with a cookie jar) connects; the same call then reaches the upstream with the user's
-// token at the provider. Bad links, states from another browser, and a provider outage are refused.
+// user agent with a cookie jar) signs in at the IdP, confirms and connects; the same call then reaches
+// the upstream with the user's token at the provider. Bad links, states from another browser, and a
+// provider outage are refused. The demo IdP knows one person: the others here are signed in by an
+// account-page session put in the store (what signing in leaves behind).
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +25,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { openAndConfirm, seedAccountSession } from '../support/connect.ts';
 
 const KEY = randomBytes(32).toString('hex');
 const PROVIDER_SECRET = randomBytes(32).toString('hex');
@@ -57,16 +60,24 @@ async function signIn(): Promise<string> {
 
 /** A user-grade token of a user of its own (a fresh subject): one who has connected nothing yet. */
 async function freshUser(): Promise<string> {
+  return (await freshPerson()).token;
+}
+
+/** A fresh person: their user-grade token, and a browser signed in to the account page as them. */
+async function freshPerson(): Promise<{ token: string; browser: UserAgent }> {
   const raw = generateToken();
   const now = s.stack.clock.now();
+  const subject = `user-${randomBytes(4).toString('hex')}`;
   await s.stack.store.putUserToken({
     tokenHash: hashToken(raw),
-    subject: `user-${randomBytes(4).toString('hex')}`,
+    subject,
     issuer: s.idp.issuer,
     createdAt: now,
     expiresAt: now + 24 * 3_600_000,
   });
-  return raw;
+  const browser = new UserAgent();
+  await seedAccountSession(s.stack, base, browser, { subject, issuer: s.idp.issuer });
+  return { token: raw, browser };
 }
 
 async function elicitationUrl(token: string): Promise<string> {
@@ -114,8 +125,9 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     const before = echo.seen.length;
     const url = await elicitationUrl(token);
     expect(echo.seen.length).toBe(before);
+    // A browser without a session: signs in at the IdP (as the demo user, whose token this is) first.
     const browser = new UserAgent();
-    const done = await browser.follow(await browser.request(url));
+    const done = await openAndConfirm(browser, url);
     expect(done.status).toBe(200);
     expect(done.body).toContain('Connected');
     const res = await call(token, 2);
@@ -166,13 +178,14 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect(afterAuthz.total - afterGet.total).toBe(1);
   });
 
-  it('a link works once: a second visit is refused with a page, and nothing is connected by it', async () => {
-    const token = await freshUser();
+  it('a link works once: a second confirmation is refused with a page, and nothing is connected by it', async () => {
+    const { token, browser } = await freshPerson();
     const url = await elicitationUrl(token);
-    const first = new UserAgent();
-    expect((await first.follow(await first.request(url))).status).toBe(200);
-    const second = new UserAgent();
-    const again = await second.request(url);
+    const page = await browser.request(url);
+    expect(page.status).toBe(200);
+    expect((await openAndConfirm(browser, url)).status).toBe(200);
+    // The confirm page seen before: posting it again is refused, and nothing goes to the provider.
+    const again = await browser.request(url, { form: { csrf: /name="csrf" value="([0-9a-f]{64})"/.exec(page.body)![1]! } });
     expect(again.status).toBe(400);
     expect(again.body).toContain('not valid');
   });
@@ -188,13 +201,10 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
   });
 
   it('a callback in another browser (the state without its cookie) is refused, and the state is not spent by it', async () => {
-    const token = await freshUser();
+    const { token, browser: victim } = await freshPerson();
     const url = await elicitationUrl(token);
-    const victim = new UserAgent();
-    const toProvider = await victim.request(url);
-    expect(toProvider.status).toBe(303);
-    // The provider's redirect back to the sidecar, replayed by someone without the browser's cookie.
-    const back = await victim.follow(toProvider, `${base}/connect/callback`);
+    // The provider's redirect back to the sidecar, replayed by someone without the browser's cookies.
+    const back = await openAndConfirm(victim, url, `${base}/connect/callback`);
     expect(back.location).toMatch(new RegExp(`^${base}/connect/callback\\?`));
     const attacker = new UserAgent();
     const refused = await attacker.request(back.location!);
@@ -205,13 +215,16 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
   });
 
   it("two users' links in parallel: each connection is kept for the principal whose link it was", async () => {
-    const [a, b] = await Promise.all([freshUser(), freshUser()]);
+    const [pa, pb] = await Promise.all([freshPerson(), freshPerson()]);
+    const [a, b] = [pa.token, pb.token];
     const [urlA, urlB] = await Promise.all([elicitationUrl(a), elicitationUrl(b)]);
     expect(urlA).not.toBe(urlB);
     await Promise.all(
-      [urlA, urlB].map(async (u) => {
-        const agent = new UserAgent();
-        expect((await agent.follow(await agent.request(u))).status).toBe(200);
+      [
+        [urlA, pa.browser],
+        [urlB, pb.browser],
+      ].map(async ([u, agent]) => {
+        expect((await openAndConfirm(agent as UserAgent, u as string)).status).toBe(200);
       }),
     );
     const forwarded: string[] = [];
@@ -229,11 +242,10 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
 
   // Last: it stops the provider.
   it('a provider outage is a clear 503 page, nothing is kept, and the call is still refused without the credential', async () => {
-    const token = await freshUser();
+    const { token, browser } = await freshPerson();
     const url = await elicitationUrl(token);
-    const browser = new UserAgent();
     // The user authorizes; the provider goes down before the sidecar redeems the code.
-    const back = await browser.follow(await browser.request(url), `${base}/connect/callback`);
+    const back = await openAndConfirm(browser, url, `${base}/connect/callback`);
     await provider.close();
     const page = await browser.request(back.location!);
     expect(page.status).toBe(503);
