@@ -53,7 +53,11 @@ export function providerConfiguration(settings: {
   timeoutMs: number;
 }): () => Promise<oidc.Configuration> {
   const loopbackHttp = (url: string) => url.startsWith('http:') && isLoopbackHost(new URL(url).hostname);
-  const auth = settings.clientSecret !== undefined ? oidc.ClientSecretBasic(settings.clientSecret) : oidc.None();
+  // A provider without discovery states no client authentication methods: its secret goes in the form
+  // (client_secret_post), as GitHub documents for its token endpoint; a discovered one gets HTTP Basic.
+  const secret = settings.clientSecret;
+  const auth =
+    secret === undefined ? oidc.None() : settings.issuer !== undefined ? oidc.ClientSecretBasic(secret) : oidc.ClientSecretPost(secret);
   let pending: Promise<oidc.Configuration> | undefined;
   return () => {
     pending ??= (async () => {
@@ -66,7 +70,8 @@ export function providerConfiguration(settings: {
       } else {
         const token = settings.tokenEndpoint!;
         // Not an OpenID provider (GitHub OAuth apps): no discovery, no ID token; its token endpoint
-        // answers JSON because openid-client asks with `Accept: application/json`.
+        // answers JSON because openid-client asks with `Accept: application/json` (GitHub's default
+        // answer is form-encoded, which openid-client does not read).
         config = new oidc.Configuration(
           { issuer: new URL(token).origin, authorization_endpoint: settings.authorizationEndpoint!, token_endpoint: token },
           settings.clientId,
