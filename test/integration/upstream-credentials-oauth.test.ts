@@ -214,6 +214,41 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect((await victim.request(back.location!)).status).toBe(200);
   });
 
+  it('another person at the link is refused before the provider (403, nothing kept), and the link still works for its owner', async () => {
+    const owner = await freshPerson();
+    const other = await freshPerson();
+    const url = await elicitationUrl(owner.token);
+    const refused = await other.browser.request(url);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain('another person');
+    expect(refused.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(refused.headers.get('x-frame-options')).toBe('DENY');
+    // Nor can they post a confirmation: their session's token is not the owner's page's.
+    const ownerPage = await owner.browser.request(url);
+    expect(ownerPage.status).toBe(200);
+    expect(ownerPage.body).toContain('a user token');
+    const csrf = /name="csrf" value="([0-9a-f]{64})"/.exec(ownerPage.body)![1]!;
+    expect((await other.browser.request(url, { form: { csrf } })).status).toBe(403);
+    expect((await openAndConfirm(owner.browser, url)).status).toBe(200);
+    const res = await call(owner.token, 4);
+    expect(res.status).toBe(200);
+    await res.text();
+  });
+
+  it("the callback refuses a browser whose session is no longer the confirming person's, and keeps nothing", async () => {
+    const owner = await freshPerson();
+    const url = await elicitationUrl(owner.token);
+    const back = await openAndConfirm(owner.browser, url, `${base}/connect/callback`);
+    // Another person signs in to the account page in this browser before the provider's answer arrives.
+    const other = await freshPerson();
+    const host = new URL(base).host;
+    owner.browser.jar.get(host)!.set('mcp-account', other.browser.jar.get(host)!.get('mcp-account')!);
+    const refused = await owner.browser.request(back.location!);
+    expect(refused.status).toBe(403);
+    const again = await call(owner.token, 5);
+    expect(((await again.json()) as { error: { code: number } }).error.code).toBe(URL_ELICITATION_REQUIRED);
+  });
+
   it("two users' links in parallel: each connection is kept for the principal whose link it was", async () => {
     const [pa, pb] = await Promise.all([freshPerson(), freshPerson()]);
     const [a, b] = [pa.token, pb.token];
