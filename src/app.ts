@@ -472,7 +472,14 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
 
 /** Mode oauth's provider: its record name and label, whether it speaks OpenID, and its configuration. */
 function oauthProvider(settings: Config['upstream']['credentials']['provider'], timeoutMs: number): ConnectProvider {
-  const configuration = providerConfiguration({ ...settings, clientId: settings.clientId!, timeoutMs });
+  // A provider without discovery states no client authentication method: its secret goes in the form
+  // (client_secret_post), as GitHub documents for its token endpoint; a discovered one gets HTTP Basic.
+  const configuration = providerConfiguration({
+    ...settings,
+    clientId: settings.clientId!,
+    secretInForm: settings.issuer === undefined,
+    timeoutMs,
+  });
   const host = new URL(settings.issuer ?? settings.tokenEndpoint!).host;
   return {
     name: `oauth:${host}`,

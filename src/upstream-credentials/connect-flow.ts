@@ -50,14 +50,13 @@ export function providerConfiguration(settings: {
   tokenEndpoint?: string | undefined;
   clientId: string;
   clientSecret?: string | undefined;
+  /** The client secret as form parameters (client_secret_post) instead of HTTP Basic. */
+  secretInForm?: boolean;
   timeoutMs: number;
 }): () => Promise<oidc.Configuration> {
   const loopbackHttp = (url: string) => url.startsWith('http:') && isLoopbackHost(new URL(url).hostname);
-  // A provider without discovery states no client authentication methods: its secret goes in the form
-  // (client_secret_post), as GitHub documents for its token endpoint; a discovered one gets HTTP Basic.
   const secret = settings.clientSecret;
-  const auth =
-    secret === undefined ? oidc.None() : settings.issuer !== undefined ? oidc.ClientSecretBasic(secret) : oidc.ClientSecretPost(secret);
+  const auth = secret === undefined ? oidc.None() : settings.secretInForm ? oidc.ClientSecretPost(secret) : oidc.ClientSecretBasic(secret);
   let pending: Promise<oidc.Configuration> | undefined;
   return () => {
     pending ??= (async () => {
