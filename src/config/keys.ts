@@ -240,7 +240,13 @@ export const CONFIG_KEYS = {
         }),
         scopes: text({
           env: 'UPSTREAM_PROVIDER_SCOPES',
-          description: 'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked).',
+          description:
+            'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked). With `openid` among them a nonce is sent and an ID token required; without, none (GitHub issues none).',
+        }),
+        name: text({
+          env: 'UPSTREAM_PROVIDER_NAME',
+          description:
+            'Mode `oauth`: the provider\'s name as people read it ("GitHub"), on the connect pages and in the `-32042` message; unset: the provider\'s host.',
         }),
       },
     },

@@ -11,7 +11,7 @@ import { request as httpRequest, type IncomingMessage, type Server, type ServerO
 import { request as httpsRequest } from 'node:https';
 import type { Config } from '../config/load.ts';
 import { writeJson } from '../http/errors.ts';
-import { pathOf, serve, type Route } from '../http/serve.ts';
+import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../observability/logger.ts';
 import type { StoreHealth } from '../store/types.ts';
@@ -153,7 +153,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
   logger.info(
     {
       method: req.method,
-      path: pathOf(req.url),
+      path: loggedPath(pathOf(req.url)),
       status: res.headersSent ? res.statusCode : cannedStatus(req),
       durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
       authKind: principal?.kind,

@@ -273,7 +273,14 @@ function consentLinkFromFields(f: Fields): ConsentLink | undefined {
 
 /** A sign-in in progress as hash fields: the request, the browser, and what its stage adds. */
 export function authorizationRequestFields(r: AuthorizationRequestRecord): Fields {
-  if (r.stage === 'account') return { stage: r.stage, browser: r.browserHash, nonce: r.nonce, codeVerifier: r.codeVerifier };
+  if (r.stage === 'account')
+    return {
+      stage: r.stage,
+      browser: r.browserHash,
+      nonce: r.nonce,
+      codeVerifier: r.codeVerifier,
+      ...(r.next !== undefined ? { next: r.next } : {}),
+    };
   const f: Fields = {
     stage: r.stage,
     browser: r.browserHash,
@@ -301,7 +308,15 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
 export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
   if (f.stage === 'account') {
     if (!f.browser || f.nonce === undefined || f.codeVerifier === undefined) return 'corrupt';
-    return { stage: 'account', browserHash: f.browser, nonce: f.nonce, codeVerifier: f.codeVerifier };
+    // Only a path of this server: the browser is sent to PUBLIC_URL followed by it.
+    if (f.next !== undefined && !/^\/[^/\\]/.test(f.next)) return 'corrupt';
+    return {
+      stage: 'account',
+      browserHash: f.browser,
+      nonce: f.nonce,
+      codeVerifier: f.codeVerifier,
+      ...(f.next !== undefined ? { next: f.next } : {}),
+    };
   }
   // A device's sign-in has no redirect URI nor challenge: its device code's hash stands for both.
   if (!f.browser || !f.clientId || (f.device === undefined && (!f.redirectUri || !f.codeChallenge))) return 'corrupt';

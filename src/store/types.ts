@@ -416,6 +416,8 @@ export interface AccountSignInRecord {
   browserHash: string;
   nonce: string;
   codeVerifier: string;
+  /** A path of this server the browser goes back to once signed in (a connect page); absent: the account page. */
+  next?: string;
 }
 
 /** A person signed in to the account page: who, and until when (under the SHA-256 of its cookie). */

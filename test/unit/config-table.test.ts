@@ -66,6 +66,7 @@ describe('configuration table', () => {
       UPSTREAM_PROVIDER_CLIENT_ID: 'upstream.credentials.provider.clientId',
       UPSTREAM_PROVIDER_CLIENT_SECRET: 'upstream.credentials.provider.clientSecret',
       UPSTREAM_PROVIDER_SCOPES: 'upstream.credentials.provider.scopes',
+      UPSTREAM_PROVIDER_NAME: 'upstream.credentials.provider.name',
       HOST: 'proxy.host',
       PORT: 'proxy.port',
       ADMIN_HOST: 'admin.host',
