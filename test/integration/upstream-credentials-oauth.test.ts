@@ -285,24 +285,25 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
       const person = await freshPerson();
       const url = await elicitationUrl(person.token);
       const back = await openAndConfirm(person.browser, url, `${base}/connect/callback`);
-      // The callback's first read of the cut-off answers just before the offboarding lands.
+      // The offboarding lands after the callback's checks, just before its write (its deletion finds
+      // nothing yet): only the read after the write can take the credential back.
       const store = s.stack.store;
-      const read = store.subjectRevokedAt.bind(store);
-      let first = true;
-      store.subjectRevokedAt = async (subject, issuer) => {
-        if (subject !== person.subject || !first) return read(subject, issuer);
-        first = false;
-        const before = await read(subject, issuer);
-        await offboard(person.subject);
-        return before;
+      const write = store.putUpstreamCredential.bind(store);
+      let landed = false;
+      store.putUpstreamCredential = async (record) => {
+        if (record.subject === person.subject && !landed) {
+          landed = true;
+          await offboard(person.subject);
+        }
+        return write(record);
       };
       try {
         const refused = await person.browser.request(back.location!);
         expect(refused.status).toBe(403);
       } finally {
-        store.subjectRevokedAt = read;
+        store.putUpstreamCredential = write;
       }
-      expect(first).toBe(false);
+      expect(landed).toBe(true);
       expect(await kept(person.subject)).toEqual([]);
     });
   });
