@@ -5,7 +5,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -38,15 +38,9 @@ export interface Ingress {
   stop(): Promise<void>;
 }
 
-/** A port the OS has just handed out (neither nginx nor Caddy can bind port 0 and say which they got). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort } from './ports.ts';
+
+export { freePort };
 
 /**
  * Starts `kind` from its example configuration on `port`, with the sidecar and the MCP server at the

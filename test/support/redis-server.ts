@@ -4,7 +4,6 @@
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -25,13 +24,9 @@ export function redisServerBinary(): string | null {
   return found.status === 0 && path ? path : null;
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from './ports.ts';
+
+export { freePort };
 
 function launch(binary: string, port: number, dir: string, extraArgs: string[]): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
