@@ -5,11 +5,11 @@
 // also writes docs/account-page.png.
 
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   authorizeUrl,
@@ -25,17 +25,6 @@ import {
 import { initializeStatus } from '../support/http.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const SCREENSHOT = fileURLToPath(new URL('../../docs/account-page.png', import.meta.url));
 
 let browser: Browser;
@@ -45,8 +34,7 @@ let attacker: Server;
 let attackerUrl: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
+  browser = await launchChromium();
   s = await startSignInStack();
   attacker = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');

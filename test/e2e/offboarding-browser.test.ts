@@ -3,31 +3,18 @@
 // (oidc-provider, in this process). After revokeSubject the page's session is over (the browser goes
 // back through the IdP) and the approved device's next poll gives nothing.
 
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_USER } from '../../demo/idp.ts';
 import { poll, registerDeviceClient, startDevice } from '../support/device.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 let browser: Browser;
 let s: SignInStack;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
+  browser = await launchChromium();
   s = await startSignInStack();
 }, 120_000);
 afterAll(async () => {

@@ -5,29 +5,17 @@
 // One browser for the file; each test gets a fresh context (no cookies shared).
 
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { decodeJwt, importPKCS8, SignJWT } from 'jose';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { DEMO_USER } from '../../demo/idp.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';
 import { poll, registerDeviceClient, startDevice } from '../support/device.ts';
-
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let browser: Browser;
 let s: SignInStack;
@@ -38,8 +26,7 @@ let receiverUrl: string;
 let swapNextUser: Record<string, unknown> | undefined;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
+  browser = await launchChromium();
   s = await startSignInStack({ autoLogin: false });
   // Registered before the first request (the provider composes its middleware then): re-signs the
   // next ID token, with the IdP's own key, for another user when a test asks.

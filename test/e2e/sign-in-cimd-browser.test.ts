@@ -6,14 +6,14 @@
 // test's resolver only).
 
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
 import { DEMO_USER } from '../../demo/idp.ts';
@@ -24,18 +24,6 @@ import { CLIENT_DOCUMENTS, documentPath, forTestHost, testRedirect, type ClientD
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { authorizeUrl, pkce, standardParams, startSignInStack, tokenRequest, type SignInStack } from '../support/sign-in.ts';
 import { createTestCertificate } from '../support/test-cert.ts';
-
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let browser: Browser;
 let s: SignInStack;
@@ -63,7 +51,6 @@ function serveDocuments(req: IncomingMessage, res: ServerResponse): void {
 }
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
   const { privateKey, publicKey } = await generateKeyPair('RS256');
   signing = { privateKey, jwk: { ...(await exportJWK(publicKey)), kid: 'chatgpt-test-key', alg: 'RS256', use: 'sig' } };
   receiver = createServer((req, res) => {
@@ -88,7 +75,7 @@ beforeAll(async () => {
     ca: cert.cert,
   });
   s = await startSignInStack({ autoLogin: false, cimd });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
+  browser = await launchChromium();
 }, 120_000);
 afterAll(async () => {
   await browser?.close();
