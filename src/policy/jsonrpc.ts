@@ -34,6 +34,8 @@ export interface ClientMessage {
   taskId?: string;
   /** A task-augmented request (`params.task` is an object): its answer is a CreateTaskResult. */
   createsTask?: true;
+  /** An `initialize` whose client declares URL-mode elicitation (`params.capabilities.elicitation.url`, MCP 2025-11-25). */
+  urlElicitation?: true;
 }
 
 /** The MCP Tasks methods (2025-11-25) that name one task by `params.taskId`, decided by its owner. */
@@ -186,6 +188,7 @@ function readMessage(item: unknown): ClientMessage {
     throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
   const method = m.method;
   const message = taskFields(method, m.params, { call: { method }, id: id as ClientMessage['id'] });
+  if (method === 'initialize' && declaresUrlElicitation(m.params)) message.urlElicitation = true;
   const field = NAME_BEARING_METHODS.get(method);
   if (field === undefined) return message;
   const params = m.params;
@@ -193,6 +196,17 @@ function readMessage(item: unknown): ClientMessage {
   if (typeof name !== 'string') throw new HttpError('invalid_request', `${method} needs params.${field} as a string`);
   message.call = { method, name };
   return message;
+}
+
+/** `params.capabilities.elicitation.url` is an object: the client can send its user to a URL the server names. */
+function declaresUrlElicitation(params: unknown): boolean {
+  const capabilities = member(params, 'capabilities');
+  const url = member(member(capabilities, 'elicitation'), 'url');
+  return typeof url === 'object' && url !== null && !Array.isArray(url);
+}
+
+function member(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>)[key] : undefined;
 }
 
 /**

@@ -10,7 +10,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, invalidBearerToken } from '../http/errors.ts';
 import { pathOf } from '../http/serve.ts';
-import { addAssertion, addCredential, admit, resourceMetadataUrl, traceparentOf } from './authenticate.ts';
+import { MISSING } from '../upstream-credentials/delivery.ts';
+import { addAssertion, admit, credentialFor, resourceMetadataUrl, setCredential, traceparentOf } from './authenticate.ts';
 import type { ClientAddresses } from './client-address.ts';
 import type { ProxyContext } from './context.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
@@ -40,9 +41,13 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
     throw new HttpError('not_found');
   }
   const principal = await admit(ctx, req, original);
+  // Looked up before any quota is taken: a request refused for want of it counts against nothing here
+  // (the sidecar's /mcp, deciding it afresh, counts what it forwards).
+  const credentials = ctx.upstreamCredentials;
+  const credential = credentials === undefined ? undefined : await credentialFor(credentials, principal);
   if (ctx.policyGate !== undefined) {
     const deciding = performance.now();
-    await ctx.policyGate.checkForwardAuth(req, principal, original.method);
+    await ctx.policyGate.checkForwardAuth(req, principal, original.method, credential !== MISSING);
     req.trace?.step('policy decision', deciding);
   }
   const binding = ctx.handles.bindPresentedSession(req, principal);
@@ -50,9 +55,12 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, principal);
   // The ingress copies the credential header like the identity headers. A user without one gets the
   // 401 challenge, marked so that an ingress which knows it hands the request (with its body, which
-  // /authz never sees) to the sidecar's /mcp: that decides afresh and answers a JSON-RPC request
-  // with -32042 and the link. An ingress that does not know the mark passes the 401 on.
-  if (ctx.upstreamCredentials !== undefined && (await addCredential(ctx, principal, headers, ctx.upstreamCredentials))) {
+  // /authz never sees) to the sidecar's /mcp: that decides afresh from the body, forwards what needs
+  // no credential and answers the rest with the link. An ingress that does not know the mark passes
+  // the 401 on.
+  if (credentials !== undefined) setCredential(headers, credentials, credential === MISSING ? null : credential!);
+  if (credential === MISSING) {
+    ctx.metrics.upstreamCredentialsMissing.inc();
     ctx.metrics.credentialMissing.inc();
     const challenge = invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
     throw new HttpError('invalid_token', challenge.description, { headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1' } });

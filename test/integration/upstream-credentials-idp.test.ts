@@ -1,7 +1,8 @@
 // Mode `idp` over real HTTP: a real OpenID provider (oidc-provider), the sidecar on real Redis, an echo
 // upstream that reports what it received. The user's own IdP access token, kept (encrypted) from
 // browser sign-in, reaches the upstream on every forwarded request and nowhere else; a user without
-// one gets the MCP error -32042 with a link, and nothing is forwarded.
+// one gets through the handshake with no credential header, then the MCP error -32042 with a link
+// (the tool error naming it, to a client that declared no URL elicitation), and nothing is forwarded.
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,16 +35,42 @@ let userToken: string;
 function call(
   token: string,
   body: unknown = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } },
+  session?: string,
 ) {
   return fetch(`${base}/mcp`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(session !== undefined ? { 'mcp-session-id': session } : {}),
+    },
     body: JSON.stringify(body),
   });
 }
 
+/** `initialize` declaring URL-mode elicitation (MCP 2025-11-25 ClientCapabilities.elicitation.url): the session minted. */
+async function initialize(token: string): Promise<string> {
+  const res = await call(token, {
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: { elicitation: { url: {} } }, clientInfo: { name: 'test', version: '1' } },
+  });
+  expect(res.status).toBe(200);
+  await res.text();
+  return res.headers.get('mcp-session-id')!;
+}
+
+/** The link a tools/call answer names: the tool error's text (a client that declared no URL elicitation). */
+async function toolErrorLink(res: Response): Promise<string> {
+  const body = (await res.json()) as { result: { isError: boolean; content: Array<{ text: string }> } };
+  expect(body.result.isError).toBe(true);
+  return /open (\S+) in a browser/.exec(body.result.content[0]!.text)![1]!;
+}
+
 beforeAll(async () => {
-  echo = await startEchoUpstream();
+  echo = await startEchoUpstream({ mintSessions: true });
   s = await startSignInStack({
     upstreamUrl: echo.url,
     connectCallback: true,
@@ -116,8 +143,13 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const before = echo.seen.length;
-    const res = await call(raw);
+    // The handshake goes on without the user's credential, and without any (no service token configured).
+    let before = echo.seen.length;
+    const session = await initialize(raw);
+    expect(echo.seen.length).toBe(before + 1);
+    expect(echo.seen.at(-1)!.headers.authorization).toBeUndefined();
+    before = echo.seen.length;
+    const res = await call(raw, undefined, session);
     expect(res.status).toBe(200);
     // The shape of MCP 2025-11-25's URLElicitationRequiredError (the SDK's UrlElicitationRequiredError).
     const body = (await res.json()) as {
@@ -135,11 +167,11 @@ describe('upstream credentials, mode idp', () => {
     expect(body.error.message).toContain(elicitation!.url);
     expect(echo.seen.length).toBe(before);
     // Two refusals, two links: each is single use.
-    const again = (await (await call(raw)).json()) as typeof body;
+    const again = (await (await call(raw, undefined, session)).json()) as typeof body;
     expect(again.error.data.elicitations[0]!.url).not.toBe(elicitation!.url);
   });
 
-  it('for that user, a request that is not a JSON-RPC call (a GET stream, a notification) gets the 401 challenge; nothing forwarded', async () => {
+  it('for that user, the GET stream and lifecycle notifications go on without a credential; a batch or a body that is not JSON-RPC gets the 401 challenge', async () => {
     const raw = generateToken();
     const now = s.stack.clock.now();
     await s.stack.store.putUserToken({
@@ -149,12 +181,32 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const before = echo.seen.length;
+    let before = echo.seen.length;
     const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${raw}`, accept: 'text/event-stream' } });
-    expect(get.status).toBe(401);
-    expect(get.headers.get('www-authenticate')).toContain('resource_metadata=');
+    expect(get.status).toBe(200);
+    await get.text();
     const notification = await call(raw, { jsonrpc: '2.0', method: 'notifications/initialized' });
-    expect(notification.status).toBe(401);
+    expect(notification.status).toBe(200);
+    await notification.text();
+    expect(echo.seen.slice(before).map((r) => [r.method, r.headers.authorization])).toEqual([
+      ['GET', undefined],
+      ['POST', undefined],
+    ]);
+    before = echo.seen.length;
+    const tool = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    for (const body of [
+      [
+        { ...tool, id: 1 },
+        { ...tool, id: 2 },
+      ],
+      tool,
+      'not JSON-RPC',
+    ]) {
+      const refused = await call(raw, body);
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toContain('resource_metadata=');
+      await refused.text();
+    }
     expect(echo.seen.length).toBe(before);
   });
 
@@ -209,8 +261,7 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const otherLink = ((await (await call(other)).json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data
-      .elicitations[0]!.url;
+    const otherLink = await toolErrorLink(await call(other));
     const agent = new UserAgent();
     const refused = await agent.follow(await agent.request(otherLink));
     expect(refused.status).toBe(403);
@@ -218,8 +269,7 @@ describe('upstream credentials, mode idp', () => {
     expect(await s.stack.store.getUpstreamCredential('someone-else', s.idp.issuer, 'idp')).toBeNull();
     // The demo user's kept tokens are gone (as after a refusal to refresh): the link brings them back.
     expect(await s.stack.store.deleteUpstreamCredentials(DEMO_USER.sub)).toBeGreaterThan(0);
-    const res = await call(userToken);
-    const link = ((await res.json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    const link = await toolErrorLink(await call(userToken));
     const browser = new UserAgent();
     const done = await browser.follow(await browser.request(link));
     expect(done.status).toBe(200);
