@@ -16,6 +16,7 @@ import { credentialRequired, MISSING, needsUserCredential, urlElicitationRequire
 import { addAssertion, admit, credentialFor, resourceMetadataUrl, setCredential, traceparentOf } from './authenticate.ts';
 import type { ProxyContext, UpstreamCredentialsOnProxy } from './context.ts';
 import type { DecidedOptions } from './forwarder.ts';
+import type { PresentedSession } from './handle-guard.ts';
 import { rewriteHeaders } from './identity-headers.ts';
 import type { ProxyRequest } from './request.ts';
 
@@ -68,7 +69,7 @@ export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: Serve
     if (missing) {
       // Only a body that needs the user's credential is answered; the handshake and the lists go on without it.
       if (req.method === 'POST' && (decided?.parsed === undefined || needsCredential(decided.parsed)))
-        return answerMissingCredential(ctx, res, principal, credentials, decided?.parsed, session?.urlElicitation === true);
+        return answerMissingCredential(ctx, res, principal, credentials, decided?.parsed, session);
       setCredential(req.headers, credentials, credentials.delivery.serviceHeader());
     } else {
       setCredential(req.headers, credentials, credential!);
@@ -128,7 +129,7 @@ function traceBody(req: ProxyRequest, body: ClientBody): void {
 /**
  * A user without a usable credential, for a body that needs it. A single JSON-RPC request gets, with
  * HTTP 200, a link bound to this principal: as the MCP error -32042 (URL elicitation) when the
- * session's client declared URL elicitation, else as a tool error (tools/call) or a JSON-RPC error
+ * client declared URL elicitation (for its session, or on this request), else as a tool error (tools/call) or a JSON-RPC error
  * whose text names it. Anything else (a notification, a batch, a body that is not JSON-RPC) gets the
  * 401 challenge.
  */
@@ -138,7 +139,7 @@ async function answerMissingCredential(
   principal: Principal,
   credentials: UpstreamCredentialsOnProxy,
   body: ClientBody | undefined,
-  urlElicitation: boolean,
+  session: PresentedSession | undefined,
 ): Promise<void> {
   const only = body !== undefined && !body.batch ? body.messages[0] : undefined;
   const id = only?.call !== undefined && only.id !== undefined && only.id !== null ? only.id : undefined;
@@ -148,9 +149,11 @@ async function answerMissingCredential(
   ctx.metrics.upstreamCredentialsMissing.inc();
   ctx.metrics.credentialMissing.inc();
   const url = `${ctx.publicUrl()}/connect/${link}`;
-  const answer = urlElicitation
-    ? urlElicitationRequired(id, url, linkId, credentials.what)
-    : credentialRequired(id, only!.call!.method, url, credentials.what);
+  // Declared when the session was initialized, or on the request itself (a protocol without sessions).
+  const answer =
+    session?.urlElicitation === true || only!.urlElicitation === true
+      ? urlElicitationRequired(id, url, linkId, credentials.what)
+      : credentialRequired(id, only!.call!.method, url, credentials.what);
   writeJson(res, 200, answer, { 'cache-control': 'no-store' });
 }
 

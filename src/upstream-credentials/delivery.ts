@@ -31,6 +31,8 @@ export const MISSING = 'missing' as const;
  */
 const WITHOUT_USER_CREDENTIAL: ReadonlySet<string> = new Set([
   'initialize',
+  // The 2026-07-28 protocol's handshake, which has no initialize.
+  'server/discover',
   'ping',
   'tools/list',
   'prompts/list',
