@@ -2,8 +2,10 @@
 // and examples/caddy/Caddyfile, the sidecar (with the in-process OpenID provider as its IdP) as their
 // authorization service, the reference MCP server behind them. Each user's request reaches the MCP
 // server with that user's own credential and never another's, also with two users at once; a
-// credential the client sends itself never gets through, in any spelling; a user with none gets the
-// MCP error -32042 with the link to connect, and nothing is forwarded. Both with the credential in
+// credential the client sends itself never gets through, in any spelling; a user with none gets
+// through the handshake (the ingress hands it to the sidecar's /mcp, which forwards it without a
+// credential), then the MCP error -32042 with the link to connect for a call, which is never
+// forwarded. Both with the credential in
 // Authorization (the examples as they stand) and in a header of another name (the examples edited as
 // their comments say).
 // The users' kept IdP tokens are written into the store as sign-in would keep them (encrypted under the
@@ -216,35 +218,59 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
     expect(seen[0]!.authorization).toBe(header === 'authorization' ? expected(bob) : undefined);
   });
 
-  it.skipIf(!available)('a user with no credential gets -32042 with the link to connect, and nothing is forwarded', async () => {
-    const from = s.stack.upstream!.seenHeaders.length;
-    const res = await post(carol.token, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: {} } });
-    expect(res.status, ingress.log()).toBe(200);
-    const body = (await res.json()) as {
-      id: number;
-      error: { code: number; data: { elicitations: Array<{ mode: string; url: string }> } };
-    };
-    expect(body.id).toBe(7);
-    expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
-    expect(body.error.data.elicitations[0]).toMatchObject({
-      mode: 'url',
-      url: expect.stringMatching(new RegExp(`^${ingress.url}/connect/`)),
-    });
-    // A GET stream cannot carry a JSON-RPC answer: the 401 challenge.
-    const stream = await fetch(`${ingress.url}/mcp`, { headers: { authorization: `Bearer ${carol.token}`, accept: 'text/event-stream' } });
-    await stream.text();
-    expect(stream.status).toBe(401);
-    expect(stream.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
-    expect(s.stack.upstream!.seenHeaders.length).toBe(from);
+  it.skipIf(!available)(
+    'a user with no credential gets through the handshake, then -32042 with the link to connect; no call is forwarded',
+    async () => {
+      let from = s.stack.upstream!.seenHeaders.length;
+      // MCP 2025-11-25: the client declares URL-mode elicitation at initialize.
+      const hello = initializeRequest('carol');
+      (hello.params as { capabilities: unknown }).capabilities = { elicitation: { url: {} } };
+      const initialized = await post(carol.token, hello);
+      expect(initialized.status, ingress.log()).toBe(200);
+      await initialized.text();
+      const session = initialized.headers.get('mcp-session-id')!;
+      expect(session).toBeTruthy();
+      // Forwarded by the sidecar's /mcp (the ingress handed it the marked 401), with no credential header.
+      expect(seenSince(from)).toHaveLength(1);
+      expect(seenSince(from)[0]!.credential).toBeUndefined();
+      expect(seenSince(from)[0]!.authorization).toBeUndefined();
+      from = s.stack.upstream!.seenHeaders.length;
+      const res = await post(
+        carol.token,
+        { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: {} } },
+        { 'mcp-session-id': session },
+      );
+      expect(res.status, ingress.log()).toBe(200);
+      const body = (await res.json()) as {
+        id: number;
+        error: { code: number; data: { elicitations: Array<{ mode: string; url: string }> } };
+      };
+      expect(body.id).toBe(7);
+      expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
+      expect(body.error.data.elicitations[0]).toMatchObject({
+        mode: 'url',
+        url: expect.stringMatching(new RegExp(`^${ingress.url}/connect/`)),
+      });
+      // A batch of calls cannot carry one link: the 401 challenge.
+      const call = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+      const batch = await post(carol.token, [
+        { ...call, id: 8 },
+        { ...call, id: 9 },
+      ]);
+      await batch.text();
+      expect(batch.status).toBe(401);
+      expect(batch.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
+      expect(s.stack.upstream!.seenHeaders.length).toBe(from);
 
-    // A token the sidecar does not know is still the plain challenge, once, and never reaches the sidecar's /mcp.
-    const unknown = await post(generateToken(), initializeRequest('unknown'));
-    await unknown.text();
-    expect(unknown.status).toBe(401);
-    expect(unknown.headers.get('www-authenticate')).toMatch(
-      /^Bearer realm="mcp", resource_metadata="[^"]+", error="invalid_token", error_description="[^"]+"$/,
-    );
-    expect(unknown.headers.get('x-mcp-auth-connect')).toBeNull();
-    expect(s.stack.upstream!.seenHeaders.length).toBe(from);
-  });
+      // A token the sidecar does not know is still the plain challenge, once, and never reaches the sidecar's /mcp.
+      const unknown = await post(generateToken(), initializeRequest('unknown'));
+      await unknown.text();
+      expect(unknown.status).toBe(401);
+      expect(unknown.headers.get('www-authenticate')).toMatch(
+        /^Bearer realm="mcp", resource_metadata="[^"]+", error="invalid_token", error_description="[^"]+"$/,
+      );
+      expect(unknown.headers.get('x-mcp-auth-connect')).toBeNull();
+      expect(s.stack.upstream!.seenHeaders.length).toBe(from);
+    },
+  );
 });
