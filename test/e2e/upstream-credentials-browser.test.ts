@@ -1,8 +1,9 @@
 // Connected accounts with the real parts: the official MCP SDK client (1.x), Debian's chromium driven
 // by playwright-core, the reference MCP upstream, the sidecar on real Redis, and a second OpenID
-// provider (oidc-provider) as the third-party provider. The SDK's first request is answered -32042
-// (the SDK raises UrlElicitationRequiredError); the browser opens the link and connects; the SDK
-// then connects and its tool call reaches the upstream with the user's token at the provider.
+// provider (oidc-provider) as the third-party provider. The SDK client, declaring URL-mode elicitation,
+// connects and lists tools; its first tool call is answered -32042 (the SDK raises
+// UrlElicitationRequiredError); the browser opens the link and connects; the same client's tool call
+// then reaches the upstream with the user's token at the provider.
 
 import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -62,7 +63,7 @@ afterAll(async () => {
 });
 
 async function sdkClient(token: string): Promise<Client> {
-  const client = new Client({ name: 'upstream-credentials-e2e', version: '1.0.0' });
+  const client = new Client({ name: 'upstream-credentials-e2e', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } } });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
   );
@@ -70,7 +71,7 @@ async function sdkClient(token: string): Promise<Client> {
 }
 
 describe('connected accounts, end to end', () => {
-  it('the SDK gets UrlElicitationRequiredError; chromium connects at the provider; the SDK then calls a tool with the provider token upstream', async () => {
+  it('the SDK connects, then its call gets UrlElicitationRequiredError; chromium connects at the provider; the same call then reaches the upstream with the provider token', async () => {
     const token = generateToken();
     const now = s.stack.clock.now();
     await s.stack.store.putUserToken({
@@ -81,8 +82,14 @@ describe('connected accounts, end to end', () => {
       expiresAt: now + 3_600_000,
     });
 
-    const refused = await sdkClient(token).then(
-      () => new Error('connected without a credential'),
+    const client = await sdkClient(token);
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('headers');
+    const headersCall = async () =>
+      JSON.parse(
+        ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
+      ) as Record<string, string>;
+    const refused = await headersCall().then(
+      () => new Error('called a tool without a credential'),
       (e: unknown) => e,
     );
     expect(refused).toBeInstanceOf(UrlElicitationRequiredError);
@@ -99,10 +106,7 @@ describe('connected accounts, end to end', () => {
     expect(await page.locator('h1').textContent()).toBe('Connected');
     await context.close();
 
-    const client = await sdkClient(token);
-    const seen = JSON.parse(
-      ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
-    ) as Record<string, string>;
+    const seen = await headersCall();
     await client.close();
     expect(seen['x-mcp-auth-subject']).toBe('browser-user');
     expect(seen.authorization).toMatch(/^Bearer \S+$/);
