@@ -172,7 +172,7 @@ export class Metrics {
   });
   readonly upstreamCredentialsMissing = new Counter({
     name: 'mcp_auth_upstream_credentials_missing_total',
-    help: 'Requests of a user without a usable upstream credential (answered -32042 or 401, never forwarded)',
+    help: 'Requests of a user without a usable upstream credential that needed it (answered with the link to connect or 401, never forwarded)',
     registers: [this.registry],
   });
   readonly openStreams = new Gauge({
@@ -250,8 +250,9 @@ export class Metrics {
   /** A request over a quota (a tool error at 200, or a 429): its outcome, counted where it is decided. */
   readonly quotaExceeded = this.requests.labels('refused', 'quota_exceeded');
   /**
-   * A user without a usable upstream credential (upstream.credentials): answered -32042 (URL elicitation,
-   * at 200) or the 401 challenge, nothing forwarded. Counted once the answer is decided.
+   * A user without a usable upstream credential (upstream.credentials) on a request that needs it:
+   * answered with the link (-32042, or a tool or JSON-RPC error, at 200) or the 401 challenge, nothing
+   * forwarded. Counted once the answer is decided.
    */
   readonly credentialMissing = this.requests.labels('refused', 'upstream_credential_missing');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
