@@ -68,8 +68,13 @@ export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: Serve
   if (credentials !== undefined) {
     if (missing) {
       // Only a body that needs the user's credential is answered; the handshake and the lists go on without it.
-      if (req.method === 'POST' && (decided?.parsed === undefined || needsCredential(decided.parsed)))
-        return answerMissingCredential(ctx, res, principal, credentials, decided?.parsed, session);
+      if (req.method === 'POST') {
+        if (decided?.parsed === undefined || needsCredential(decided.parsed))
+          return answerMissingCredential(ctx, res, principal, credentials, decided?.parsed, session);
+      } else if (!bodilessStreamOrEnd(req)) {
+        // A body on another method was never decided: an upstream that ignores the method would run it.
+        refuseWithoutCredential(ctx);
+      }
       setCredential(req.headers, credentials, credentials.delivery.serviceHeader());
     } else {
       setCredential(req.headers, credentials, credential!);
@@ -84,6 +89,13 @@ export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: Serve
   // The upstream continues the trace from the sidecar's span of its request.
   if (req.trace !== undefined) req.headers.traceparent = req.trace.upstream(req.method ?? '', ctx.upstreamUrl);
   ctx.forwarder.forward(req, res, (req.url ?? '/').slice(path.length), decided);
+}
+
+/** A GET (the server's stream) or a DELETE (ending a session) that declares no body. */
+function bodilessStreamOrEnd(req: ProxyRequest): boolean {
+  if (req.method !== 'GET' && req.method !== 'DELETE') return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || /^\s*0+\s*$/.test(length));
 }
 
 /** Whether any message of the body is a request or notification only the user's credential may carry. */

@@ -171,7 +171,7 @@ describe('upstream credentials, mode idp', () => {
     expect(again.error.data.elicitations[0]!.url).not.toBe(elicitation!.url);
   });
 
-  it('for that user, the GET stream and lifecycle notifications go on without a credential; a batch or a body that is not JSON-RPC gets the 401 challenge', async () => {
+  it('for that user, the GET stream and lifecycle notifications go on without a credential; a batch, a body that is not JSON-RPC, or a body on another method gets the 401 challenge', async () => {
     const raw = generateToken();
     const now = s.stack.clock.now();
     await s.stack.store.putUserToken({
@@ -205,6 +205,17 @@ describe('upstream credentials, mode idp', () => {
       const refused = await call(raw, body);
       expect(refused.status).toBe(401);
       expect(refused.headers.get('www-authenticate')).toContain('resource_metadata=');
+      await refused.text();
+    }
+    // A call in the body of another method is never decided: never forwarded either (an upstream that
+    // ignores the method, as Go's encoding/json readers do, would run it with the service token).
+    for (const method of ['PUT', 'DELETE', 'PATCH']) {
+      const refused = await fetch(`${base}/mcp`, {
+        method,
+        headers: { authorization: `Bearer ${raw}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...tool, id: 3 }),
+      });
+      expect(refused.status).toBe(401);
       await refused.text();
     }
     expect(echo.seen.length).toBe(before);
