@@ -14,7 +14,7 @@ import { buildConfig, ConfigError, interpolate, type Config } from '../src/confi
 export const DEMO_OWN = ['store', 'upstream.url', 'idp'];
 
 export const DEMO_USAGE = `usage: npm run demo -- [--config FILE] [--<key> VALUE ...]
-  the same configuration keys, flags, file and environment as npm start (README: Configuration),
+  the same configuration keys, flags, file and environment as npm start (docs/configuration.md),
   except store, upstream.url and idp.* (the demo's own), e.g.
     npm run demo -- --oauth.profiles.interactive.accessTokenLifetimeSeconds 60 --oauth.refreshReuseGraceSeconds 30`;
 

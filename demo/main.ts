@@ -93,10 +93,8 @@ async function main(): Promise<void> {
       'MCP client config (type: http):',
       JSON.stringify(clientConfig, null, 2),
       '',
-      'Try it:',
-      `  curl -s -X POST ${mcpUrl} -H 'Authorization: Bearer ${issued.accessToken}' \\`,
-      `    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\`,
-      `    -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'`,
+      'Your first tool call (bash or zsh; paste the lines between the rules):',
+      ...firstToolCall(mcpUrl, issued.accessToken),
       '',
       ...signInHelp(idp, mcpUrl),
       'Ctrl-C stops everything.',
@@ -113,6 +111,23 @@ async function main(): Promise<void> {
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+}
+
+/**
+ * A session as an MCP client runs it, in curl: initialize (the upstream's answer names the session),
+ * notifications/initialized, then tools/call of the reference upstream's echo tool.
+ */
+export function firstToolCall(mcpUrl: string, token: string): string[] {
+  const version = "-H 'MCP-Protocol-Version: 2025-06-18'";
+  return [
+    '-----',
+    `MCP=${mcpUrl}`,
+    `H=(-H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')`,
+    `SID=$(curl -s -D - -o /dev/null "$MCP" "\${H[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}' | tr -d '\\r' | awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }')`,
+    `curl -s "$MCP" "\${H[@]}" -H "Mcp-Session-Id: $SID" ${version} -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'`,
+    `curl -s "$MCP" "\${H[@]}" -H "Mcp-Session-Id: $SID" ${version} -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello through the sidecar"}}}'`,
+    '-----',
+  ];
 }
 
 function signInHelp(idp: DemoIdp | string, mcpUrl: string): string[] {

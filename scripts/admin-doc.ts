@@ -1,8 +1,8 @@
-// The README's table of admin operations, generated from their declarations (src/admin/declarations.ts):
-// each operation with its CLI command, what it does, its body fields and its answer.
+// The table of admin operations in docs/admin.md, generated from their declarations
+// (src/admin/declarations.ts): each operation with its CLI command, what it does, its body fields and its answer.
 //
-//   npm run docs:admin              rewrite the table in README.md between the markers
-//   tsx scripts/admin-doc.ts --check    exit 1 when README.md's table differs (what the unit test checks)
+//   npm run docs:admin                  rewrite the table in docs/admin.md between the markers
+//   tsx scripts/admin-doc.ts --check    exit 1 when the table differs (what the unit test checks)
 //   tsx scripts/admin-doc.ts --print    print the table
 
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,7 @@ import { ADMIN_OPERATIONS } from '../src/admin/declarations.ts';
 import { kebab, type Fields, type OperationSpec } from '../src/admin/spec.ts';
 
 export const OPERATIONS_MARKERS: Markers = { start: '<!-- admin-operations:start -->', end: '<!-- admin-operations:end -->' };
+export const ADMIN_DOC = 'docs/admin.md';
 
 /** The body column: required fields as they are, optional ones with `?`, exactly-one pairs as `a` or `b`, at-least-one pairs named after. */
 function bodyCell(spec: OperationSpec): string {
@@ -42,5 +43,6 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     source: 'src/admin/declarations.ts',
     script: 'npm run docs:admin',
     usage: 'tsx scripts/admin-doc.ts',
+    file: ADMIN_DOC,
   });
 }

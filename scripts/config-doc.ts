@@ -1,9 +1,10 @@
-// The README's configuration table, generated from what src/config/keys.ts declares (describeConfigKeys):
-// every key, its environment variable, type or range, default and meaning. The writing and checking of
-// a generated table (tableCommand) serves the admin operations' table (scripts/admin-doc.ts) and the metrics table (scripts/metrics-doc.ts) too.
+// The configuration table of docs/configuration.md, generated from what src/config/keys.ts declares
+// (describeConfigKeys): every key, its environment variable, type or range, default and meaning. The
+// writing and checking of a generated table (tableCommand) serves the admin operations' table
+// (scripts/admin-doc.ts) and the metrics table (scripts/metrics-doc.ts) too.
 //
-//   npm run docs:config            rewrite the table in README.md between the markers
-//   tsx scripts/config-doc.ts --check  exit 1 when README.md's table differs (what the unit test checks)
+//   npm run docs:config                rewrite the table in docs/configuration.md between the markers
+//   tsx scripts/config-doc.ts --check  exit 1 when the table differs (what the unit test checks)
 //   tsx scripts/config-doc.ts --print  print the table
 
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { describeConfigKeys } from '../src/config/keys.ts';
 
 export const TABLE_START = '<!-- config:start -->';
 export const TABLE_END = '<!-- config:end -->';
+export const CONFIG_DOC = 'docs/configuration.md';
 
 export function code(text: string): string {
   return `\`${text}\``;
@@ -43,43 +45,43 @@ export interface Markers {
 
 const CONFIG_MARKERS: Markers = { start: TABLE_START, end: TABLE_END };
 
-function between(readme: string, markers: Markers): [start: number, end: number] {
-  const start = readme.indexOf(markers.start);
-  const end = readme.indexOf(markers.end);
+function between(doc: string, markers: Markers): [start: number, end: number] {
+  const start = doc.indexOf(markers.start);
+  const end = doc.indexOf(markers.end);
   if (start === -1 || end === -1 || end < start) throw new Error(`the document must contain ${markers.start} and then ${markers.end}`);
   return [start + markers.start.length, end];
 }
 
-/** `readme` with the text between the markers replaced by `table`; throws when the markers are missing. */
-export function withTable(readme: string, table: string, markers: Markers = CONFIG_MARKERS): string {
-  const [start, end] = between(readme, markers);
-  return `${readme.slice(0, start)}\n${table}\n${readme.slice(end)}`;
+/** `doc` with the text between the markers replaced by `table`; throws when the markers are missing. */
+export function withTable(doc: string, table: string, markers: Markers = CONFIG_MARKERS): string {
+  const [start, end] = between(doc, markers);
+  return `${doc.slice(0, start)}\n${table}\n${doc.slice(end)}`;
 }
 
 /** The table currently between the markers, trimmed. */
-export function tableIn(readme: string, markers: Markers = CONFIG_MARKERS): string {
-  const [start, end] = between(readme, markers);
-  return readme.slice(start, end).trim();
+export function tableIn(doc: string, markers: Markers = CONFIG_MARKERS): string {
+  const [start, end] = between(doc, markers);
+  return doc.slice(start, end).trim();
 }
 
 /**
  * A generated table's command: `--write` (default), `--check` (exit 1 when stale) or `--print`. The
- * table sits in `file` (a path from the repository's root; README.md unless named).
+ * table sits in `file` (a path from the repository's root).
  */
 export function tableCommand(
   argv: string[],
-  t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string; file?: string },
+  t: { what: string; table: string; markers: Markers; source: string; script: string; usage: string; file: string },
 ): number {
-  const file = t.file ?? 'README.md';
-  const readmePath = fileURLToPath(new URL(`../${file}`, import.meta.url));
+  const file = t.file;
+  const docPath = fileURLToPath(new URL(`../${file}`, import.meta.url));
   const mode = argv[0] ?? '--write';
   if (mode === '--print') {
     process.stdout.write(`${t.table}\n`);
     return 0;
   }
-  const readme = readFileSync(readmePath, 'utf8');
+  const doc = readFileSync(docPath, 'utf8');
   if (mode === '--check') {
-    if (tableIn(readme, t.markers) === t.table) return 0;
+    if (tableIn(doc, t.markers) === t.table) return 0;
     process.stderr.write(`${file}: the ${t.what} table differs from ${t.source}; run \`${t.script}\`\n`);
     return 1;
   }
@@ -87,9 +89,9 @@ export function tableCommand(
     process.stderr.write(`usage: ${t.usage} [--write | --check | --print]\n`);
     return 2;
   }
-  const updated = withTable(readme, t.table, t.markers);
-  if (updated !== readme) writeFileSync(readmePath, updated);
-  process.stdout.write(updated !== readme ? `${file}: ${t.what} table updated\n` : `${file}: ${t.what} table already up to date\n`);
+  const updated = withTable(doc, t.table, t.markers);
+  if (updated !== doc) writeFileSync(docPath, updated);
+  process.stdout.write(updated !== doc ? `${file}: ${t.what} table updated\n` : `${file}: ${t.what} table already up to date\n`);
   return 0;
 }
 
@@ -101,5 +103,6 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     source: 'src/config/keys.ts',
     script: 'npm run docs:config',
     usage: 'tsx scripts/config-doc.ts',
+    file: CONFIG_DOC,
   });
 }

@@ -13,7 +13,9 @@ import { Audit } from './observability/audit.ts';
 import { InstrumentedStore, Metrics } from './observability/metrics.ts';
 import { createAdminServer, type AdminOverrides } from './admin/server.ts';
 import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
+import { AccountSessions } from './oauth/account.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import { clientName } from './model/clients.ts';
 import type { OAuthContext } from './oauth/context.ts';
 import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
 import * as oidc from 'openid-client';
@@ -468,6 +470,28 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
   return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
 }
 
+/** Mode oauth's provider: its record name and label, whether it speaks OpenID, and its configuration. */
+function oauthProvider(settings: Config['upstream']['credentials']['provider'], timeoutMs: number): ConnectProvider {
+  // A provider without discovery states no client authentication method: its secret goes in the form
+  // (client_secret_post), as GitHub documents for its token endpoint; a discovered one gets HTTP Basic.
+  const configuration = providerConfiguration({
+    ...settings,
+    clientId: settings.clientId!,
+    secretInForm: settings.issuer === undefined,
+    timeoutMs,
+  });
+  const host = new URL(settings.issuer ?? settings.tokenEndpoint!).host;
+  return {
+    name: `oauth:${host}`,
+    label: settings.name ?? host,
+    scopes: settings.scopes,
+    // An ID token only where one is asked for: OpenID Connect Core 1.0 §3.1.2.1 (`openid` scope).
+    openid: (settings.scopes ?? '').split(' ').includes('openid'),
+    sameSubject: false,
+    configuration,
+  };
+}
+
 /**
  * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
  * tokens, and the connect pages a user without a usable credential is sent to.
@@ -487,7 +511,7 @@ function upstreamCredentialsOnProxy(
   const { idp } = config;
   const issuer = idp.issuer ?? '';
   const credentialKey = parseCredentialKey(key!) as Buffer;
-  const links = new ConnectLinks(credentialKey, clock, store);
+  const links = new ConnectLinks(credentialKey, clock, store, issuer);
   const idpConfiguration = providerConfiguration({
     issuer: idp.issuer,
     clientId: idp.clientId ?? '',
@@ -499,13 +523,8 @@ function upstreamCredentialsOnProxy(
   let provider: ConnectProvider;
   let source: CredentialSource;
   if (mode === 'oauth') {
-    const configuration = providerConfiguration({
-      ...providerSettings,
-      clientId: providerSettings.clientId!,
-      timeoutMs: idp.requestTimeoutMs,
-    });
-    const host = new URL(providerSettings.issuer ?? providerSettings.tokenEndpoint!).host;
-    provider = { name: `oauth:${host}`, label: host, scopes: providerSettings.scopes, sameSubject: false, configuration };
+    provider = oauthProvider(providerSettings, idp.requestTimeoutMs);
+    const configuration = provider.configuration;
     source = new RefreshingCredentialSource({
       provider: provider.name,
       vault,
@@ -519,7 +538,14 @@ function upstreamCredentialsOnProxy(
     });
   } else {
     // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
-    provider = { name: 'idp', label: 'your identity provider', scopes: idp.scopes, sameSubject: true, configuration: idpConfiguration };
+    provider = {
+      name: 'idp',
+      label: 'your identity provider',
+      scopes: idp.scopes,
+      openid: true,
+      sameSubject: true,
+      configuration: idpConfiguration,
+    };
     const idpSource = new RefreshingCredentialSource({
       provider: 'idp',
       vault,
@@ -558,6 +584,8 @@ function upstreamCredentialsOnProxy(
     clock,
     logger,
     publicUrl,
+    ...(mode === 'oauth' ? { sessions: new AccountSessions({ store, clock, publicUrl }, signIn) } : {}),
+    clientName: async (clientId) => clientName(await store.getClient(clientId)),
     onConnected: (subject, name) => {
       metrics.upstreamCredentialsConnected.inc();
       return audit.record({ who: 'user', action: CREDENTIAL_ACTIONS.connected, result: 'ok', subject, detail: { provider: name } });
@@ -565,7 +593,7 @@ function upstreamCredentialsOnProxy(
   });
   const routes: Route[] = [
     { path: '/connect/callback', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
-    { path: '/connect/*', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
+    { path: '/connect/*', methods: ['GET', 'POST'], handler: (req, res, path) => flow.handle(req, res, path) },
   ];
   const what = mode === 'oauth' ? `connect your ${provider.label} account` : 'sign in again at your identity provider';
   return { delivery, links, what, keepIdpTokens, routes };

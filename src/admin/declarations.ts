@@ -1,7 +1,7 @@
 // Every admin operation, declared once: what it does, its fields (type, bounds, required or not, the
 // CLI flag), what it answers and how the CLI shows that. The admin listener reads a body against it
-// (src/admin/operations.ts), the CLI builds its flags and help from it (src/entry/cli.ts), and the README's
-// table of operations is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
+// (src/admin/operations.ts), the CLI builds its flags and help from it (src/entry/cli.ts), and the table of
+// operations in docs/admin.md is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
 
 import type { TokenEndpointAuthMethod } from '../store/types.ts';
 import { choice, hex64, integer, list, metadata, object, operation, scope, text, type Field } from './spec.ts';
@@ -9,6 +9,7 @@ import { table, time } from './render.ts';
 
 export const MAX_LIFETIME_SECONDS = 31_536_000;
 export const MAX_AUDIT_EVENTS = 1000;
+export const MAX_GRANTS_PER_PAGE = 1000;
 
 const clientId = () => text({ description: 'the client', required: true, min: 1, max: 128, rule: 'a non-empty string' });
 const token = () => hex64({ description: 'the token; `-` reads it from stdin (keeps it out of ps)', stdin: true });
@@ -115,10 +116,18 @@ export const ADMIN_OPERATIONS = {
         max: 128,
         rule: 'a non-empty string of at most 128 characters',
       }),
+      limit: integer({ description: 'grants per page', min: 1, max: MAX_GRANTS_PER_PAGE, default: 100 }),
+      cursor: text({
+        description: "the previous page's `nextCursor`: the page after it",
+        min: 1,
+        max: 200,
+        rule: 'the nextCursor of a previous page',
+      }),
     },
     atLeastOne: [['subject', 'clientId']],
-    answer: '`200 {grants:[{grantId, subject, clientId, clientName, scope, createdAt, lastUsedAt, expiresAt}]}`; an unknown client `404`',
-    render: (body: { grants: Array<Record<string, unknown>> }) =>
+    answer:
+      '`200 {grants:[{grantId, subject, clientId, clientName, scope, createdAt, lastUsedAt, expiresAt}], nextCursor?}`, in grant id order, `limit` at a time; `nextCursor` while more follow (pass it as `cursor`: grants made or ended meanwhile never shift a page); an unknown client `404`, a cursor not given by this operation `400`',
+    render: (body: { grants: Array<Record<string, unknown>>; nextCursor?: string }) =>
       table(
         ['GRANT', 'SUBJECT', 'CLIENT', 'NAME', 'SCOPE', 'CREATED', 'LAST USED', 'EXPIRES'],
         body.grants.map((g) => [
@@ -131,7 +140,7 @@ export const ADMIN_OPERATIONS = {
           time(g.lastUsedAt),
           time(g.expiresAt),
         ]),
-      ),
+      ) + (body.nextCursor === undefined ? '' : `more follow: the next page with --cursor ${body.nextCursor}\n`),
   }),
 
   revokeSubject: operation({
@@ -172,7 +181,7 @@ export const ADMIN_OPERATIONS = {
     },
     exactlyOne: [['token', 'tokenHash']],
     answer:
-      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`docs/policy.md`](docs/policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`docs/quotas.md`](docs/quotas.md))',
+      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`policy.md`](policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`quotas.md`](quotas.md))',
     render: (body: {
       effect: string;
       decidedBy: string;

@@ -4,6 +4,7 @@
 
 import type { AuditInput } from '../observability/audit.ts';
 import type { Clock } from '../model/clock.ts';
+import { SUBJECT_CUTOFF_KEPT_MS } from '../model/offboarding.ts';
 import { decideToken, generateToken, hashToken, type MasterToken, type Principal } from '../model/credentials.ts';
 import { explainCall } from '../policy/rules.ts';
 import type { Policy } from '../policy/rules.ts';
@@ -18,13 +19,14 @@ import type {
   HandleStorage,
   ProfileStorage,
   QuotaStorage,
+  SubjectCutoffStorage,
   SubjectStorage,
   TokenStorage,
   UpstreamCredentialStorage,
 } from '../store/types.ts';
 import { limitKey } from '../http/net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
-import { grantsOf, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../model/person-grants.ts';
+import { pageOfGrants, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../model/person-grants.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { ADMIN_OPERATIONS, type OperationName } from './declarations.ts';
 import { readArguments, type ArgsOf, type Fields, type OperationSpec } from './spec.ts';
@@ -36,6 +38,7 @@ export type AdminStore = TokenStorage &
   AuditStorage &
   QuotaStorage &
   SubjectStorage &
+  SubjectCutoffStorage &
   HandleStorage &
   UpstreamCredentialStorage;
 
@@ -122,20 +125,28 @@ const handlers: Handlers = {
     return { status: 200, body: { tokenHash, revoked: true }, audit: { tokenHashPrefix: tokenHash } };
   },
 
-  /** A person's or a client's grants, one per refresh family, standalone access token or user-grade token. */
-  async listGrants(ctx, { subject, clientId }) {
+  /**
+   * A person's or a client's grants, one per refresh family, standalone access token or user-grade
+   * token: a page of `limit`, from `cursor` on, with the cursor of the next page while there is one.
+   */
+  async listGrants(ctx, { subject, clientId, limit, cursor }) {
     const now = ctx.clock.now();
     if (clientId !== undefined && (await ctx.store.getClient(clientId)) === null) throw new HttpError('not_found');
     const tokens =
       subject !== undefined ? await ctx.store.listSubjectTokens(subject, now) : await ctx.store.listClientTokens(clientId!, now);
-    const grants = await grantsOf(ctx.store, clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId));
+    const page = await pageOfGrants(
+      ctx.store,
+      clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId),
+      limit,
+      cursor,
+    );
     return {
       status: 200,
-      body: { grants },
+      body: page,
       audit: {
         ...(subject === undefined ? {} : { subject }),
         ...(clientId === undefined ? {} : { clientId }),
-        detail: { count: grants.length },
+        detail: { count: page.grants.length },
       },
     };
   },
@@ -145,7 +156,12 @@ const handlers: Handlers = {
    * handles forgotten, open streams ended through the revocation notices). Idempotent.
    */
   async revokeSubject(ctx, { subject, issuer }) {
-    const revoked = await ctx.store.revokeSubject(subject, issuer, ctx.clock.now(), SUBJECT_REVOCATION_BATCH);
+    const now = ctx.clock.now();
+    // The cut-off first: what is pending for the person (codes, device approvals, account sessions,
+    // connect links and flows) is refused from here on, and what a redemption writes after the index
+    // is revoked below finds it (model/offboarding.ts).
+    await ctx.store.markSubjectRevoked(subject, issuer, now, now + SUBJECT_CUTOFF_KEPT_MS);
+    const revoked = await ctx.store.revokeSubject(subject, issuer, now, SUBJECT_REVOCATION_BATCH);
     // Handles are indexed by subject alone: a person's handles go whatever issuer was named.
     const handlesForgotten = await ctx.store.forgetSubjectHandles(subject);
     // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too; the

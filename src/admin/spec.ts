@@ -1,6 +1,6 @@
 // The kinds of admin operation field (text, integer, list, choice, a 64-hex token, scopes, client metadata) and how a
 // body is read against an operation's declaration. The operations themselves are declared once, in
-// src/admin/declarations.ts; the admin listener, the CLI and the README table all read them.
+// src/admin/declarations.ts; the admin listener, the CLI and the table in docs/admin.md all read them.
 //
 // Rules for every operation: a field that is absent or JSON `null` is not given; a field nobody
 // declared is ignored; a problem names the field as the caller wrote it (`lifetimeSeconds` over HTTP,
@@ -17,7 +17,7 @@ export type FieldType = 'string' | 'integer' | 'list' | 'json';
 
 /** What every field declares besides its kind. */
 export interface FieldDoc {
-  /** What the field means: the CLI help and the README table. */
+  /** What the field means: the CLI help and the docs/admin.md table. */
   description: string;
   /** The CLI flag (default: the field name in kebab case, `clientId` -> `--client-id`). */
   flag?: string;
@@ -31,7 +31,7 @@ export interface FieldDoc {
 export interface Field<T> {
   readonly type: FieldType;
   readonly required: boolean;
-  /** The bounds and default as the help and the README show them (e.g. `1..1000, default 100`). */
+  /** The bounds and default as the help and the docs/admin.md table show them (e.g. `1..1000, default 100`). */
   readonly bounds: string | undefined;
   readonly doc: FieldDoc;
   /** What a value must be, and the well-typed value of a given one. */
@@ -121,14 +121,14 @@ export function metadata<K extends keyof typeof CLIENT_METADATA>(
 
 /** One admin operation: what it does, its fields, and how its answer is shown. */
 export interface OperationSpec<F extends Fields = Fields> {
-  /** What it does: the CLI help and the README table. */
+  /** What it does: the CLI help and the docs/admin.md table. */
   readonly description: string;
   readonly fields: F;
   /** Pairs of fields of which exactly one must be given (`token` or `tokenHash`). */
   readonly exactlyOne?: ReadonlyArray<readonly [string, string]>;
   /** Pairs of fields of which at least one must be given (`subject` or `clientId`). */
   readonly atLeastOne?: ReadonlyArray<readonly [string, string]>;
-  /** A successful answer, as the README table shows it. */
+  /** A successful answer, as the docs/admin.md table shows it. */
   readonly answer: string;
   /** How the CLI prints a successful answer (default: `key: value` lines). */
   readonly render?: (body: any) => string;

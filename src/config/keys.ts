@@ -240,7 +240,13 @@ export const CONFIG_KEYS = {
         }),
         scopes: text({
           env: 'UPSTREAM_PROVIDER_SCOPES',
-          description: 'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked).',
+          description:
+            'Mode `oauth`: scopes asked of the provider (space-separated; unset: none asked). With `openid` among them a nonce is sent and an ID token required; without, none (GitHub issues none).',
+        }),
+        name: text({
+          env: 'UPSTREAM_PROVIDER_NAME',
+          description:
+            'Mode `oauth`: the provider\'s name as people read it ("GitHub"), on the connect pages and in the `-32042` message; unset: the provider\'s host.',
         }),
       },
     },
@@ -294,7 +300,12 @@ export const CONFIG_KEYS = {
       description:
         "Write an access log line for each allowed `/authz` check too. Off by default: the ingress logs the request it forwards (and can log the identity headers `/authz` returns), and the line is about a quarter of the sidecar's CPU per check. Denied and refused checks are always logged; metrics and audit events are unchanged.",
     }),
-    maxBodyBytes: integer({ default: 0, min: 0, description: '`/mcp` request body cap (`0`: none; bodies are streamed, never buffered).' }),
+    maxBodyBytes: integer({
+      default: 0,
+      min: 0,
+      description:
+        '`/mcp` request body cap (`0`: none): a larger declared length gets 413, a chunked body is cut when it passes it. Without a policy a `POST` body up to 1 MiB is read whole to find the task ids it names (docs/sessions.md); larger ones stream.',
+    }),
     maxHeaderBytes: integer({ default: 16384, min: 1024, max: 1048576, description: 'Larger request headers get 431.' }),
     headersTimeoutMs: integer({
       default: 10000,
@@ -668,7 +679,7 @@ export const CONFIG_KEYS = {
       'list of rules',
       {
         description:
-          'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy, `/mcp` bodies are streamed unparsed. Set: every `POST /mcp` body is read as JSON-RPC and decided.',
+          'Ordered allow/deny rules over principals and MCP calls (see docs/policy.md). Unset: no policy; a `POST /mcp` body up to 1 MiB is still read whole, and parsed only when it may name a task (docs/sessions.md). Set: every `POST /mcp` body is read as JSON-RPC and decided.',
       },
       (raw, label, problems) => compileRules(raw, label, problems),
     ),

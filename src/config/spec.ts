@@ -11,11 +11,11 @@ export type Problems = string[];
 
 /** What every key declares besides its kind. */
 export interface KeyDoc<T> {
-  /** What the key means: the README table's description. */
+  /** What the key means: the description in docs/configuration.md's table. */
   description: string;
   /** The environment variable that overrides the file. */
   env?: string;
-  /** The default as the README shows it, where the real one is computed or absent. */
+  /** The default as docs/configuration.md shows it, where the real one is computed or absent. */
   defaultText?: string;
   /** A secret is never taken from a command-line flag (shell history, `ps`). */
   secret?: boolean;
@@ -28,7 +28,7 @@ export interface KeyDoc<T> {
 /** One declared key. `T` is the type the rest of the code sees. */
 export interface KeySpec<T> {
   readonly kind: 'key';
-  /** The README table's type column. */
+  /** The type column of docs/configuration.md's table. */
   readonly type: string;
   /** The value when the key is absent (undefined: unset). */
   readonly default: T;

@@ -18,13 +18,14 @@ import { groupLogger, runPrimary, runWorker, workerCount } from './workers.ts';
 const USAGE = `usage: mcp-bearer-proxy [--config FILE] [--check-config [--skip-network-checks]] [--<key> VALUE ...]
 
   --config FILE    YAML configuration (default: $MCP_AUTH_CONFIG, else ./config.yaml when present)
-  --check-config   validate the configuration and the identity provider it names (discovery
-                   document, keys, client credentials) and, with upstream credentials on, that the
-                   store's kept credentials are sealed under configured keys; report every problem,
-                   exit 0 (valid) or 2
+  --check-config   validate the configuration, the identity provider it names (discovery
+                   document, keys, client credentials) and that Redis answers (within
+                   redis.connectTimeoutMs) and, with upstream credentials on, that the store's kept
+                   credentials are sealed under configured keys; report every problem, exit 0
+                   (valid) or 2
   --skip-network-checks
-                   with --check-config: the configuration alone, nothing fetched or read from Redis
-  --<key> VALUE    any configuration key but the master token (README: Configuration); it wins over
+                   with --check-config: the configuration alone, nothing fetched, Redis not reached
+  --<key> VALUE    any configuration key but the master token (docs/configuration.md); it wins over
                    the environment and the file. Lists are comma-separated. The keys:
 ${wrap(
   configFlagNames().map((k) => `--${k}`),
@@ -92,12 +93,19 @@ async function main(): Promise<void> {
     }
   }
   if (checkOnly && !skipNetworkChecks) {
-    // With upstream credentials on: the store's records must be sealed under keys this configuration holds.
+    // The store, opened as start-up opens it (connected within redis.connectTimeoutMs, the lookup cache
+    // set up) and answering a PING: a configuration whose Redis does not answer would not start. With
+    // upstream credentials on, its records must also be sealed under keys this configuration holds.
     let problem;
     try {
-      problem = await storedCredentialKeyProblem(config, () =>
-        openStore(config, systemClock, createLogger('error', undefined, config.logFormat)),
-      );
+      const store = await openStore(config, systemClock, createLogger('error', undefined, config.logFormat));
+      try {
+        await store.ping();
+        const opened = { listUpstreamCredentials: () => store.listUpstreamCredentials(), close: async () => {} };
+        problem = await storedCredentialKeyProblem(config, () => Promise.resolve(opened));
+      } finally {
+        await store.close();
+      }
     } catch (err) {
       fail(redisStartupProblem(config.redis.url, err));
     }

@@ -45,7 +45,7 @@ export class WindowLimit {
 
   /** Counts one hit for `key`: 0 while within the limit, else the seconds until the window ends. */
   async hit(key: string): Promise<number> {
-    return (await this.count(key)) > this.perMinute ? this.#secondsLeft() : 0;
+    return (await this.count(key)) > this.perMinute ? this.secondsLeft() : 0;
   }
 
   /** Counts one hit for `key` and returns the window's count so far (0 when the limit is off). */
@@ -55,7 +55,8 @@ export class WindowLimit {
     return (await this.store.hitCounter(`${this.name}:${window}:${key}`, WINDOW_MS)).count;
   }
 
-  #secondsLeft(): number {
+  /** Seconds until the current window ends (at least 1): the Retry-After of a refusal counted with `count`. */
+  secondsLeft(): number {
     const now = this.clock.now();
     return Math.max(1, Math.ceil((windowEnd(now) - now) / 1000));
   }

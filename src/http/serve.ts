@@ -67,9 +67,12 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
     if (answer !== err) {
       if (answer.code === 'temporarily_unavailable') {
         options.onStoreUnavailable();
-        logger.warn({ err: describe(err), listener: name, path }, 'store unavailable: answering 503 (fail closed)');
+        logger.warn({ err: describe(err), listener: name, path: loggedPath(path) }, 'store unavailable: answering 503 (fail closed)');
       } else {
-        logger.error({ err: describe(err, true), listener: name, path }, `unexpected error on the ${name} listener: answering 500`);
+        logger.error(
+          { err: describe(err, true), listener: name, path: loggedPath(path) },
+          `unexpected error on the ${name} listener: answering 500`,
+        );
       }
     }
     options.onErrorAnswer?.(answer, path);
@@ -122,6 +125,14 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
 function answerError(req: IncomingMessage, res: ServerResponse, answer: HttpError): void {
   if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
   writeError(res, answer);
+}
+
+/**
+ * A path as logs record it: a connect link (`/connect/<link>`) works as a capability until it is used
+ * and expires, so it is never written down; `/connect/callback` carries nothing in its path.
+ */
+export function loggedPath(path: string): string {
+  return path.startsWith('/connect/') && path !== '/connect/callback' ? '/connect/…' : path;
 }
 
 /** The path of a request target, without its query. */

@@ -2,6 +2,7 @@
 // subject index grouped into grants, each named by a stable id that is neither a token nor its hash.
 
 import { createHash } from 'node:crypto';
+import { HttpError } from '../http/errors.ts';
 import type { ClientStorage, SubjectToken } from '../store/types.ts';
 import { clientName } from './clients.ts';
 
@@ -37,6 +38,54 @@ export function grantIdOf(token: Pick<SubjectToken, 'familyId' | 'tokenHash'>): 
  * last, last used when any of its tokens was; the client's name read once per client.
  */
 export async function grantsOf(clients: Pick<ClientStorage, 'getClient'>, tokens: readonly SubjectToken[]): Promise<Grant[]> {
+  const grants = groupGrants(tokens).sort((a, b) => a.createdAt - b.createdAt || (a.grantId < b.grantId ? -1 : 1));
+  return nameClients(clients, grants);
+}
+
+/** A page of grants: at most `limit` of them, and where the next page starts when there are more. */
+export interface GrantPage {
+  grants: Grant[];
+  nextCursor?: string;
+}
+
+const CURSOR_FORM = /^g1:[0-9a-f]{32}$/;
+
+/** The opaque cursor of the page after the grant `grantId` (a grant id is 32 hex digits, a family's or a digest). */
+function cursorAfter(grantId: string): string {
+  return Buffer.from(`g1:${grantId}`, 'utf8').toString('base64url');
+}
+
+/** The grant id a cursor continues after; a cursor this server did not give is `invalid_request`. */
+function positionOf(cursor: string): string {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!CURSOR_FORM.test(text) || cursorAfter(text.slice(3)) !== cursor)
+    throw new HttpError('invalid_request', 'cursor must be the nextCursor of a previous page');
+  return text.slice(3);
+}
+
+/**
+ * One page of the tokens' grants, in grant id order: a grant's id never changes (a refresh keeps its
+ * family, a standalone token is its grant), so a cursor is the last id listed and the next page starts
+ * after it. Paging through while tokens are issued, refreshed and revoked lists every grant that
+ * exists throughout exactly once (a grant made meanwhile is listed when its id falls after the cursor).
+ * Client names are read for the page only.
+ */
+export async function pageOfGrants(
+  clients: Pick<ClientStorage, 'getClient'>,
+  tokens: readonly SubjectToken[],
+  limit: number,
+  cursor: string | undefined,
+): Promise<GrantPage> {
+  const after = cursor === undefined ? undefined : positionOf(cursor);
+  const rest = groupGrants(tokens)
+    .filter((g) => after === undefined || g.grantId > after)
+    .sort((a, b) => (a.grantId < b.grantId ? -1 : a.grantId > b.grantId ? 1 : 0));
+  const grants = await nameClients(clients, rest.slice(0, limit));
+  return rest.length > limit ? { grants, nextCursor: cursorAfter(grants.at(-1)!.grantId) } : { grants };
+}
+
+/** The tokens grouped by grant (client names not read yet), in no particular order. */
+function groupGrants(tokens: readonly SubjectToken[]): Grant[] {
   const byId = new Map<string, Grant>();
   /** When the token whose scope a grant shows was created: a refresh may narrow the scope, the newest token's is what the grant gives now. */
   const scopeAt = new Map<string, number>();
@@ -65,13 +114,18 @@ export async function grantsOf(clients: Pick<ClientStorage, 'getClient'>, tokens
       grant.scope = t.scope ?? null;
     }
   }
+  return [...byId.values()];
+}
+
+/** Sets each grant's client name, read once per client; returns `grants`. */
+async function nameClients(clients: Pick<ClientStorage, 'getClient'>, grants: Grant[]): Promise<Grant[]> {
   const names = new Map<string, string | null>();
-  for (const grant of byId.values()) {
+  for (const grant of grants) {
     if (grant.clientId === null) continue;
     if (!names.has(grant.clientId)) names.set(grant.clientId, clientName(await clients.getClient(grant.clientId)) ?? null);
     grant.clientName = names.get(grant.clientId)!;
   }
-  return [...byId.values()].sort((a, b) => a.createdAt - b.createdAt || (a.grantId < b.grantId ? -1 : 1));
+  return grants;
 }
 
 /** The tokens of one grant of a subject's (what revoking that grant revokes). */

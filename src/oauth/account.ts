@@ -19,6 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody, type Form } from '../http/body.ts';
 import { clientName, displayableName } from '../model/clients.ts';
 import { generateToken, hashToken } from '../model/credentials.ts';
+import { revokedSinceSignIn } from '../model/offboarding.ts';
 import { grantsOf, tokensOfGrant, type Grant } from '../model/person-grants.ts';
 import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
@@ -68,56 +69,122 @@ function csrfOf(sessionValue: string): string {
   return createHash('sha256').update(`mcp-bearer-proxy account csrf\0${sessionValue}`).digest('hex');
 }
 
-export class AccountPages {
-  readonly #ctx: OAuthContext;
+/**
+ * The account page's sign-in at the IdP and its session, which the connect pages share: a person who
+ * signed in for one is signed in for the other, and proves who they are the same way.
+ */
+export class AccountSessions {
+  readonly #ctx: Pick<OAuthContext, 'store' | 'clock' | 'publicUrl'>;
   readonly #signIn: IdpSignIn | undefined;
-  readonly #secure: boolean;
-  readonly #sessionCookie: string;
-  readonly #loginCookie: string;
 
-  constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
+  constructor(ctx: Pick<OAuthContext, 'store' | 'clock' | 'publicUrl'>, signIn: IdpSignIn | undefined) {
     this.#ctx = ctx;
     this.#signIn = signIn;
-    this.#secure = ctx.publicUrl().startsWith('https:');
-    this.#sessionCookie = this.#secure ? '__Host-mcp-account' : 'mcp-account';
-    this.#loginCookie = this.#secure ? '__Host-mcp-account-login' : 'mcp-account-login';
   }
 
-  #cookie(name: string, value: string, maxAgeSeconds: number): string {
+  /** Browser sign-in is configured (without it nobody can sign in here). */
+  get available(): boolean {
+    return this.#signIn !== undefined;
+  }
+
+  #secure(): boolean {
+    return this.#ctx.publicUrl().startsWith('https:');
+  }
+
+  get sessionCookie(): string {
+    return this.#secure() ? '__Host-mcp-account' : 'mcp-account';
+  }
+
+  get loginCookie(): string {
+    return this.#secure() ? '__Host-mcp-account-login' : 'mcp-account-login';
+  }
+
+  cookie(name: string, value: string, maxAgeSeconds: number): string {
     const attributes = ['Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`];
-    if (this.#secure) attributes.push('Secure');
+    if (this.#secure()) attributes.push('Secure');
     return `${name}=${value}; ${attributes.join('; ')}`;
   }
 
   /** The session this browser presents, with its cookie value; undefined when none lives. */
-  async #session(req: IncomingMessage): Promise<{ value: string; session: AccountSession } | undefined> {
-    const value = readCookie(req, this.#sessionCookie);
+  async current(req: IncomingMessage): Promise<{ value: string; session: AccountSession } | undefined> {
+    const value = readCookie(req, this.sessionCookie);
     if (value === undefined) return undefined;
     const session = await this.#ctx.store.getAccountSession(hashToken(value), this.#ctx.clock.now());
-    return session === null ? undefined : { value, session };
+    if (session === null) return undefined;
+    // A session signed in before its person was offboarded is over: sign-in starts again.
+    if (await revokedSinceSignIn(this.#ctx.store, session.user, session.createdAt)) return undefined;
+    return { value, session };
+  }
+
+  /**
+   * Sends the browser to sign in at the IdP (back through /oauth/callback, then to `next`, a path of
+   * this server, or the account page), bound to this browser by a cookie.
+   */
+  async startSignIn(res: ServerResponse, next?: string): Promise<void> {
+    if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
+    const { url, login } = await this.#signIn.start();
+    const binding = generateToken();
+    const record: AccountSignInRecord = {
+      stage: 'account',
+      browserHash: hashToken(binding),
+      nonce: login.nonce,
+      codeVerifier: login.codeVerifier,
+      ...(next !== undefined ? { next } : {}),
+    };
+    await this.#ctx.store.putAuthorizationRequest(hashToken(login.state), record, this.#ctx.clock.now() + ACCOUNT_SIGN_IN_TTL_MS);
+    res.writeHead(303, {
+      location: url.href,
+      'cache-control': 'no-store',
+      'set-cookie': this.cookie(this.loginCookie, binding, ACCOUNT_SIGN_IN_TTL_MS / 1000),
+      'content-length': '0',
+    });
+    res.end();
+  }
+}
+
+/**
+ * What a POST of these pages must carry besides its form: the session, and a same-origin request
+ * (Origin, when sent, must be this server's; Sec-Fetch-Site, when sent, same-origin). Throws FORGED.
+ */
+export async function sameSitePost(
+  req: IncomingMessage,
+  sessions: AccountSessions,
+  publicUrl: string,
+): Promise<{ value: string; session: AccountSession }> {
+  // Browsers send `Origin: null` for a form posted from a page served with Referrer-Policy:
+  // no-referrer (these pages are): only another origin named outright is refused here; the CSRF token,
+  // the SameSite session cookie and Sec-Fetch-Site cover the rest.
+  const origin = req.headers.origin;
+  if (origin !== undefined && origin !== 'null' && origin !== new URL(publicUrl).origin) throw FORGED;
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') throw FORGED;
+  const current = await sessions.current(req);
+  if (current === undefined) throw FORGED;
+  return current;
+}
+
+/** A CSRF token checked in constant time against the one expected. */
+export function csrfMatches(presented: string | undefined, expected: string): boolean {
+  return presented !== undefined && presented.length === expected.length && timingSafeEqual(Buffer.from(presented), Buffer.from(expected));
+}
+
+export class AccountPages {
+  readonly #ctx: OAuthContext;
+  readonly #signIn: IdpSignIn | undefined;
+  readonly #sessions: AccountSessions;
+
+  constructor(ctx: OAuthContext, signIn: IdpSignIn | undefined) {
+    this.#ctx = ctx;
+    this.#signIn = signIn;
+    this.#sessions = new AccountSessions(ctx, signIn);
   }
 
   /** GET /account: the page, or the start of a sign-in at the IdP. */
   async show(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
-    const current = await this.#session(req);
+    const current = await this.#sessions.current(req);
     if (current === undefined) {
-      const { url, login } = await this.#signIn.start();
-      const binding = generateToken();
-      const record: AccountSignInRecord = {
-        stage: 'account',
-        browserHash: hashToken(binding),
-        nonce: login.nonce,
-        codeVerifier: login.codeVerifier,
-      };
-      await this.#ctx.store.putAuthorizationRequest(hashToken(login.state), record, this.#ctx.clock.now() + ACCOUNT_SIGN_IN_TTL_MS);
-      res.writeHead(303, {
-        location: url.href,
-        'cache-control': 'no-store',
-        'set-cookie': this.#cookie(this.#loginCookie, binding, ACCOUNT_SIGN_IN_TTL_MS / 1000),
-        'content-length': '0',
-      });
-      res.end();
+      await this.#sessions.startSignIn(res);
       return;
     }
     await this.#render(res, current.value, current.session);
@@ -135,7 +202,7 @@ export class AccountPages {
     state: string,
     stored: AccountSignInRecord,
   ): Promise<void> {
-    const presented = readCookie(req, this.#loginCookie);
+    const presented = readCookie(req, this.#sessions.loginCookie);
     if (presented === undefined || !timingSafeEqual(Buffer.from(hashToken(presented), 'hex'), Buffer.from(stored.browserHash, 'hex'))) {
       throw new AccountPageError(
         403,
@@ -162,9 +229,12 @@ export class AccountPages {
     await this.#ctx.store.putAccountSession(hashToken(value), { user, createdAt: now, expiresAt: now + ACCOUNT_SESSION_TTL_MS });
     await this.#ctx.audit.record({ who: 'user', action: 'account.sign_in', result: 'ok', subject: user.subject });
     res.writeHead(303, {
-      location: `${this.#ctx.publicUrl()}/account`,
+      location: `${this.#ctx.publicUrl()}${stored.next ?? '/account'}`,
       'cache-control': 'no-store',
-      'set-cookie': [this.#cookie(this.#sessionCookie, value, ACCOUNT_SESSION_TTL_MS / 1000), this.#cookie(this.#loginCookie, '', 0)],
+      'set-cookie': [
+        this.#sessions.cookie(this.#sessions.sessionCookie, value, ACCOUNT_SESSION_TTL_MS / 1000),
+        this.#sessions.cookie(this.#sessions.loginCookie, '', 0),
+      ],
       'content-length': '0',
     });
     res.end();
@@ -176,15 +246,7 @@ export class AccountPages {
    */
   async #post(req: IncomingMessage): Promise<{ value: string; session: AccountSession; form: Form }> {
     if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
-    // Browsers send `Origin: null` for a form posted from a page served with Referrer-Policy:
-    // no-referrer (these pages are): only another origin named outright is refused here; the CSRF token,
-    // the SameSite session cookie and Sec-Fetch-Site cover the rest.
-    const origin = req.headers.origin;
-    if (origin !== undefined && origin !== 'null' && origin !== new URL(this.#ctx.publicUrl()).origin) throw FORGED;
-    const site = req.headers['sec-fetch-site'];
-    if (site !== undefined && site !== 'same-origin' && site !== 'none') throw FORGED;
-    const current = await this.#session(req);
-    if (current === undefined) throw FORGED;
+    const current = await sameSitePost(req, this.#sessions, this.#ctx.publicUrl());
     // Over the bound: 413 (readBody); not a form: 400.
     const raw = await readBody(req, FORM_MAX_BODY_BYTES);
     let form: Form;
@@ -193,9 +255,7 @@ export class AccountPages {
     } catch {
       throw BAD_FORM;
     }
-    const csrf = form.get('csrf');
-    const expected = csrfOf(current.value);
-    if (csrf === undefined || csrf.length !== expected.length || !timingSafeEqual(Buffer.from(csrf), Buffer.from(expected))) throw FORGED;
+    if (!csrfMatches(form.get('csrf'), csrfOf(current.value))) throw FORGED;
     return { ...current, form };
   }
 
@@ -294,7 +354,7 @@ export class AccountPages {
     const { value } = await this.#post(req);
     await this.#ctx.store.deleteAccountSession(hashToken(value));
     writePage(res, 200, page('Signed out', '<h1>Signed out</h1><p>You are signed out of the account page.</p>'), {
-      'set-cookie': this.#cookie(this.#sessionCookie, '', 0),
+      'set-cookie': this.#sessions.cookie(this.#sessions.sessionCookie, '', 0),
     });
   }
 

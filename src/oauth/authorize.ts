@@ -38,7 +38,12 @@ import { PageError } from './sign-in/errors.ts';
 import { IdpRoundTrip } from './sign-in/idp-round-trip.ts';
 import { createSignInParts } from './sign-in/parts.ts';
 
-export { DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS, DEVICE_FAILED_ENTRIES_PER_MINUTE } from './sign-in/device-entry.ts';
+export {
+  DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS,
+  DEVICE_ENTRIES_PER_MINUTE_PER_CODE,
+  DEVICE_ENTRIES_PER_MINUTE_UNDER_GUESSING,
+  DEVICE_FAILED_ENTRIES_PER_MINUTE,
+} from './sign-in/device-entry.ts';
 
 /** The browser endpoints of sign-in, as routes of the proxy listener. */
 export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): Route[] {

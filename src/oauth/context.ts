@@ -20,6 +20,7 @@ import type {
   ProfileStorage,
   RefreshTokenStorage,
   SignedInUser,
+  SubjectCutoffStorage,
   SubjectStorage,
   TokenStorage,
   UpstreamCredentialStorage,
@@ -42,6 +43,7 @@ export type OAuthStore = TokenStorage &
   CounterStorage &
   OneTimeValueStorage &
   SubjectStorage &
+  SubjectCutoffStorage &
   AccountSessionStorage &
   UpstreamCredentialStorage;
 

@@ -10,6 +10,7 @@ import { generateToken, hashToken } from '../model/credentials.ts';
 import { HttpError } from '../http/errors.ts';
 import { GRANT_REFRESH_TOKEN } from '../model/grant-types.ts';
 import { resolveProfile } from '../model/profiles.ts';
+import { revokedSinceSignIn, tokenUser } from '../model/offboarding.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import type { DpopBinding, Issued } from './grants/grant.ts';
@@ -89,7 +90,7 @@ export async function buildPair(
     expiresAt: now + profile.accessTokenLifetimeSeconds * 1000,
   };
   if (scope !== undefined) access.scope = scope;
-  if (user !== undefined) access.user = user;
+  if (user !== undefined) access.user = tokenUser(user);
   if (dpop !== undefined) access.dpopJkt = dpop.jkt;
   // RFC 9449 §5: a bound token is of type DPoP, and must be presented so.
   const body: Record<string, unknown> = {
@@ -113,12 +114,29 @@ export async function buildPair(
       expiresAt: now + Math.max(profile.refreshTokenLifetimeSeconds, 1) * 1000,
     };
     if (scope !== undefined) refresh.scope = scope;
-    if (user !== undefined) refresh.user = user;
+    if (user !== undefined) refresh.user = tokenUser(user);
     if (dpop?.bindRefresh === true) refresh.dpopJkt = dpop.jkt;
     body.refresh_token = refreshRaw;
   }
   if (scope !== undefined) body.scope = scope;
   return { body, access, refresh };
+}
+
+/**
+ * After a pair from a pending artefact (a code, a device approval) is stored: whether its person was
+ * offboarded since the sign-in it comes from. If so, the pair is revoked before anyone receives it
+ * (the store wrote it, indexed, before this read: see model/offboarding.ts) and the caller refuses.
+ */
+export async function voidedByOffboarding(ctx: OAuthContext, pair: IssuedPair, user: SignedInUser, issuedAt: number): Promise<boolean> {
+  if (!(await revokedSinceSignIn(ctx.store, user, issuedAt))) return false;
+  const now = ctx.clock.now();
+  await ctx.store.revokeAccessToken(pair.access.tokenHash, now);
+  if (pair.refresh !== undefined) await ctx.store.revokeRefreshFamily(pair.refresh.tokenHash, now);
+  ctx.logger.info(
+    { clientId: pair.access.clientId },
+    'a code or device approval of a person offboarded since their sign-in: nothing issued',
+  );
+  return true;
 }
 
 /**

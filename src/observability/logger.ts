@@ -146,7 +146,7 @@ function batchedStdoutDestination(shared: boolean): DestinationStream {
  * The logger for the one-line-per-request access log. Its fields are built by the proxy from known,
  * non-secret values (method, path without query, status, duration, auth kind, subject or clientId,
  * denial reason, upstream status), so the name-based redaction above has nothing to find there, and
- * it costs ~90 µs a line against ~6 µs without it (measured with 48 paths; see README, Performance).
+ * it costs ~90 µs a line against ~6 µs without it (measured with 48 paths; see docs/performance.md).
  * Never log a request's headers or body through this logger.
  */
 export function accessLogger(logger: Logger): Logger {

@@ -5,16 +5,23 @@
 // method. Several statements of the request must agree: a client-sent X-Forwarded-Uri passed on by an
 // nginx that sets X-Original-URI must not decide what was asked. A check request carrying a
 // client-sent identity header (X-MCP-Auth-*, in any spelling) is refused: not every ingress can
-// remove those.
+// remove those. A user refused for want of an upstream credential is taken on at /authz-connect, where
+// the ingress hands the request with the ticket /authz gave it: the sidecar forwards what needs no
+// credential itself and answers the rest with the link to connect.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, invalidBearerToken } from '../http/errors.ts';
 import { pathOf } from '../http/serve.ts';
+import { decideToken, type DenialReason, type Principal } from '../model/credentials.ts';
+import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
 import { MISSING } from '../upstream-credentials/delivery.ts';
 import { addAssertion, admit, credentialFor, resourceMetadataUrl, setCredential, traceparentOf } from './authenticate.ts';
 import type { ClientAddresses } from './client-address.ts';
 import type { ProxyContext } from './context.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
+import { handleDigest } from './handles.ts';
+import { presentedSession, type SessionRead } from './handle-guard.ts';
+import { forwardAdmitted, refuseAmbiguousFraming } from './mcp-handler.ts';
 import type { ProxyRequest } from './request.ts';
 
 /** The path the forward-auth endpoint answers on; Envoy appends the original path to it. */
@@ -22,9 +29,23 @@ export const AUTHZ_PATH = '/authz';
 
 /**
  * On /authz's 401 for a user without a usable upstream credential (and on no other answer): the
- * ingress may hand the request to the sidecar's /mcp, which answers a JSON-RPC request with -32042.
+ * ingress may hand the request to CONNECT_ANSWER_PATH, which takes it on as /mcp would.
  */
 export const CONNECT_REQUIRED_HEADER = 'x-mcp-auth-connect';
+
+/**
+ * Beside the mark: a ticket that stands for the token /authz admitted and the request it was asked
+ * about (single use, a minute), for the ingress to hand, with the request, to CONNECT_ANSWER_PATH.
+ */
+export const CONNECT_TICKET_HEADER = 'x-mcp-auth-connect-ticket';
+
+/**
+ * Where the ingress hands a request whose check was the marked 401: the sidecar takes it on from its
+ * body and the ticket (forwards the handshake and the lists itself, answers a call that needs the
+ * credential with the link), without authenticating it again. A DPoP proof works once and /authz has
+ * spent it, so the request itself would be refused as a replay.
+ */
+export const CONNECT_ANSWER_PATH = '/authz-connect';
 
 /**
  * The /authz handler: may the request the ingress holds go to the upstream? The same steps as /mcp up
@@ -54,16 +75,24 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   if (binding !== undefined) await binding;
   const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, principal);
   // The ingress copies the credential header like the identity headers. A user without one gets the
-  // 401 challenge, marked so that an ingress which knows it hands the request (with its body, which
-  // /authz never sees) to the sidecar's /mcp: that decides afresh from the body, forwards what needs
-  // no credential and answers the rest with the link. An ingress that does not know the mark passes
-  // the 401 on.
+  // 401 challenge, marked, with a ticket, so that an ingress which knows the mark hands the request
+  // (with its body, which /authz never sees) and the ticket to CONNECT_ANSWER_PATH, which decides it
+  // from its body: the handshake and the lists go on without the user's credential, a call that needs
+  // it gets the link. An ingress that does not know the mark passes the 401 on (the ticket with it,
+  // to the client it stands for: it can take on that client's request, nothing more). Counted as
+  // handed on: what becomes of the request is counted where it is decided, at CONNECT_ANSWER_PATH.
   if (credentials !== undefined) setCredential(headers, credentials, credential === MISSING ? null : credential!);
   if (credential === MISSING) {
-    ctx.metrics.upstreamCredentialsMissing.inc();
-    ctx.metrics.credentialMissing.inc();
+    ctx.metrics.connectHandoff.inc();
     const challenge = invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
-    throw new HttpError('invalid_token', challenge.description, { headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1' } });
+    const session = presentedSession(req);
+    const ticket = await credentials!.links.ticket(principal, {
+      method: original.method,
+      session: session === undefined ? undefined : handleDigest(session),
+    });
+    throw new HttpError('invalid_token', challenge.description, {
+      headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1', [CONNECT_TICKET_HEADER]: ticket },
+    });
   }
   const signing = addAssertion(ctx, principal, headers);
   if (signing !== undefined) await signing;
@@ -73,6 +102,57 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   if (!ctx.config.proxy.forwardAuthLogAllowed) req.unlogged = true;
   res.writeHead(200, headers);
   res.end();
+}
+
+/**
+ * The request an ingress hands over on the marked 401 of /authz, with the ticket /authz gave it: taken
+ * on as /mcp takes on a request of a user without a usable upstream credential (the principal is the
+ * ticket's token's, looked up again; the ticket is used up here). Its body decides: the handshake and
+ * the lists are forwarded to UPSTREAM_URL with the service token or none, the session's answer
+ * recorded with what its client declared; a call that needs the credential gets the link (-32042 to
+ * a client that declared URL elicitation). A missing, forged, expired or used ticket, one /authz gave
+ * for another request (method, session), or a token revoked or expired since, is the 401 challenge.
+ */
+export async function handleConnectAnswer(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse): Promise<void> {
+  req.trace = ctx.tracing?.startRequest(req.method ?? '', CONNECT_ANSWER_PATH, traceparentOf(req));
+  refuseAmbiguousFraming(req);
+  const sessionRead = ctx.handles.readSession(req);
+  const principal = await ticketPrincipal(ctx, req, sessionRead);
+  await forwardAdmitted(ctx, req, res, principal, sessionRead, (req.url ?? '/').slice(CONNECT_ANSWER_PATH.length), true);
+}
+
+/**
+ * The principal a request's connect ticket stands for, or the 401 challenge. The ticket is used up
+ * first, so that a request it was not given for spends it too.
+ */
+async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead: SessionRead | undefined): Promise<Principal> {
+  const refuse = (reason: DenialReason): never => {
+    req.denial = reason;
+    ctx.metrics.denied(reason);
+    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+  };
+  const value = req.headers[CONNECT_TICKET_HEADER];
+  let ticket;
+  try {
+    if (ctx.upstreamCredentials === undefined || typeof value !== 'string') throw new ConnectLinkRefused('no ticket');
+    ticket = await ctx.upstreamCredentials.links.redeemTicket(value);
+  } catch (err) {
+    if (!(err instanceof ConnectLinkRefused)) throw err;
+    return refuse('unknown');
+  }
+  // The request /authz was asked about, not another the ticket was put on.
+  if (sessionRead?.refused !== undefined) throw sessionRead.refused;
+  const session = sessionRead === undefined ? undefined : handleDigest(sessionRead.id);
+  if (ticket.method !== req.method?.toUpperCase() || ticket.session !== session) return refuse('unknown');
+  // The token as it stands now: revoked or expired in the minute since /authz, it is refused here too.
+  const started = performance.now();
+  const decision = decideToken(ticket.tokenHash, await ctx.store.lookupToken(ticket.tokenHash), ctx.clock.now());
+  req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
+  if (!decision.ok) return refuse(decision.reason);
+  const principal = decision.principal;
+  if (principal.kind !== ticket.kind || principal.subject !== ticket.subject || principal.clientId !== ticket.clientId)
+    return refuse('unknown');
+  return (req.principal = principal);
 }
 
 export interface OriginalRequest {
@@ -118,8 +198,9 @@ interface Statement {
  * (each occurrence of each header naming it, trimmed), and the refusal of a client's identity header.
  *
  * Identity headers are the sidecar's to state; a client sending one, under any name that reads as
- * X-MCP-Auth-* once `_` is taken for `-` (what CGI/WSGI stacks do: both become `_` in HTTP_*
- * variables) and case is ignored, is refused. An ingress forwards the request itself and cannot always
+ * X-MCP-Auth-* once `_`, `.` or any other character but a letter or digit is taken for `-` (CGI/WSGI
+ * stacks make `-` and `_` both `_` in HTTP_* variables, PHP makes `.` one too, Apache httpd 2.2 made
+ * every such character one: see identity-headers.ts) and case is ignored, is refused. An ingress forwards the request itself and cannot always
  * remove them (nginx cannot remove a header by pattern, nor Caddy an underscore spelling in every case),
  * but it passes the client's headers to this check: refusing here keeps an unknown name
  * (X-MCP-Auth-Email) or an odd spelling (x_Mcp-AUTH_scope) from reaching an upstream that trusts them.
@@ -156,17 +237,24 @@ function statements(req: IncomingMessage): { uri: Statement; method: Statement; 
 
 const IDENTITY_PREFIX = 'x-mcp-auth-';
 
-/** Whether `name`, with `_` read as `-` and case ignored, starts with `x-mcp-auth-` (compared in place, no copy). */
+/**
+ * Whether `name`, with any character but a letter or digit read as `-` (`_`, `.`, ...) and case
+ * ignored, starts with `x-mcp-auth-` (compared in place, no copy).
+ */
 export function isIdentityHeaderName(name: string): boolean {
   if (name.length < IDENTITY_PREFIX.length) return false;
   for (let i = 0; i < IDENTITY_PREFIX.length; i++) {
     const want = IDENTITY_PREFIX.charCodeAt(i);
     const c = name.charCodeAt(i);
     if (want === 0x2d) {
-      if (c !== 0x2d && c !== 0x5f) return false;
+      if (isLetterOrDigit(c)) return false;
     } else if ((c | 0x20) !== want) return false;
   }
   return true;
+}
+
+function isLetterOrDigit(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x7a);
 }
 
 /** The one value every statement and `also` give; undefined when none does. */

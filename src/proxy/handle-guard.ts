@@ -2,9 +2,10 @@
 // /authz: a request presenting one recorded for another principal gets the upstream's own answer to
 // an unknown session (404) or task (JSON-RPC -32602) and is never forwarded (docs/sessions.md).
 // Session ids are recorded from the upstream's answers, task ids from the CreateTaskResult of a
-// task-augmented request, so POST bodies that may name a task are read (task-mentions.ts). A session's
-// record also keeps whether its client declared URL elicitation in the `initialize` it was minted for:
-// every replica answers a user without their upstream credential in the form that client reads.
+// task-augmented request, so POST bodies that may name a task are read (task-mentions.ts). A
+// `tasks/list` answer keeps only the tasks recorded for the caller. A session's record also keeps
+// whether its client declared URL elicitation in the `initialize` it was minted for: every replica
+// answers a user without their upstream credential in the form that client reads.
 
 import type { IncomingMessage } from 'node:http';
 import type { Audit } from '../observability/audit.ts';
@@ -31,8 +32,14 @@ export const MAX_HANDLES_PER_OWNER = 1000;
  */
 export const TASK_SCAN_BYTES = 1024 * 1024;
 
-/** Bound on a JSON answer to a task-augmented request, held while its task id is recorded. */
+/** Bound on a JSON answer to a task-augmented request or a `tasks/list`, held while its task ids are recorded or checked. */
 const MAX_TASK_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Task records read for one `tasks/list` answer (an upstream pages its list; a page of this many is
+ * far beyond any it sends): the tasks past them are removed unchecked, as an unrecorded task is.
+ */
+export const MAX_LISTED_TASKS_CHECKED = 1000;
 
 export interface HandleGuardOptions {
   store: HandleStorage;
@@ -138,9 +145,10 @@ export class HandleGuard {
   /**
    * A POST: its body is read when it may name a task (already read, with a policy); a `tasks/get`,
    * `tasks/result` or `tasks/cancel` naming a task recorded for another principal refuses the body
-   * (the upstream's answer to an unknown task), and the answers to its task-augmented requests are
-   * watched for the task ids to record. Without a policy, a body read whole is parsed too when
-   * `interest` asks (and `options.parsed` then holds its messages).
+   * (the upstream's answer to an unknown task), the answers to its task-augmented requests are
+   * watched for the task ids to record, and the answers to its `tasks/list` requests keep only the
+   * caller's tasks. Without a policy, a body read whole is parsed too when `interest` asks (and
+   * `options.parsed` then holds its messages).
    */
   async checkTasks(
     req: IncomingMessage,
@@ -169,9 +177,14 @@ export class HandleGuard {
         return { refusal: unknownTaskAnswer(parsed.messages, parsed.batch) };
       }
     }
-    const creating = new Set(parsed.messages.filter((m) => m.createsTask && m.id !== undefined && m.id !== null).map((m) => m.id!));
-    if (creating.size === 0) return { options };
-    return { options: { ...options, rewriteResponse: this.#taskRecorder(options?.rewriteResponse, creating, owner) } };
+    const answered = (m: ClientMessage) => m.id !== undefined && m.id !== null;
+    const creating = new Set(parsed.messages.filter((m) => m.createsTask && answered(m)).map((m) => m.id!));
+    const listing = new Set(parsed.messages.filter((m) => m.call?.method === 'tasks/list' && answered(m)).map((m) => m.id!));
+    if (creating.size === 0 && listing.size === 0) return { options };
+    let rewriteResponse = options?.rewriteResponse;
+    if (listing.size > 0) rewriteResponse = this.#taskListFilter(rewriteResponse, listing, owner);
+    if (creating.size > 0) rewriteResponse = this.#taskRecorder(rewriteResponse, creating, owner);
+    return { options: { ...options, rewriteResponse } };
   }
 
   /**
@@ -307,6 +320,81 @@ export class HandleGuard {
     };
   }
 
+  /**
+   * Wraps the response rewriter (the policy's list filter, or none): in the answers to `listing` (the
+   * request's `tasks/list` ids), a task not recorded for `owner` (another caller's, or one nobody
+   * recorded) is removed before the answer goes on to the client. The records are read once the
+   * answer (JSON) or the event carrying it (SSE) is complete; a task of an event the stream ends
+   * without finishing is removed unread.
+   */
+  #taskListFilter(
+    inner: ForwardOptions['rewriteResponse'],
+    listing: ReadonlySet<string | number>,
+    owner: HandleOwner,
+  ): (contentType: string) => BodyRewriter | undefined {
+    return (contentType) => {
+      const base = inner?.(contentType);
+      if (contentType.startsWith('application/json')) {
+        return {
+          kind: 'whole',
+          maxBytes: base?.kind === 'whole' ? Math.max(base.maxBytes, MAX_TASK_ANSWER_BYTES) : MAX_TASK_ANSWER_BYTES,
+          rewrite: async (body) => {
+            const out = base?.kind === 'whole' ? await base.rewrite(body) : body;
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(out.toString('utf8'));
+            } catch {
+              // Not JSON: the client cannot read a task id out of it either.
+              return out;
+            }
+            const listed = listedTasks(parsed, listing);
+            if (listed === undefined) return out;
+            keepTasks(parsed, listing, await this.#ownedTasks(listed, owner));
+            return JSON.stringify(parsed);
+          },
+        };
+      }
+      if (contentType.startsWith('text/event-stream')) {
+        // Two readers of the same text cut it into the same events: the first finds the task ids an
+        // event lists, which are looked up before the second removes those not the caller's.
+        const toCheck: string[] = [];
+        const mine = new Set<string>();
+        const finder = new SseMessageRewriter((parsed) => {
+          toCheck.push(...(listedTasks(parsed, listing) ?? []));
+          return undefined;
+        });
+        const filter = new SseMessageRewriter((parsed) => (keepTasks(parsed, listing, mine) ? JSON.stringify(parsed) : undefined));
+        const stream = base?.kind === 'stream' ? base : undefined;
+        const through = async (chunk: Buffer): Promise<string> => {
+          finder.feed(chunk);
+          if (toCheck.length > 0) for (const taskId of await this.#ownedTasks(toCheck.splice(0), owner)) mine.add(taskId);
+          return filter.feed(chunk);
+        };
+        return {
+          kind: 'stream',
+          feed(chunk) {
+            if (stream === undefined) return through(chunk);
+            const out = stream.feed(chunk);
+            return typeof out === 'string' ? through(Buffer.from(out, 'utf8')) : out.then((text) => through(Buffer.from(text, 'utf8')));
+          },
+          end: () => {
+            const rest = Buffer.from(stream !== undefined ? stream.end() : '', 'utf8');
+            // No store read can be waited for here: what is still unchecked is removed.
+            return filter.feed(rest) + filter.end();
+          },
+        };
+      }
+      return base;
+    };
+  }
+
+  /** Of `taskIds`, those recorded for `owner` (at most MAX_LISTED_TASKS_CHECKED are read). */
+  async #ownedTasks(taskIds: readonly string[], owner: HandleOwner): Promise<Set<string>> {
+    const unique = [...new Set(taskIds)].slice(0, MAX_LISTED_TASKS_CHECKED);
+    const stored = await Promise.all(unique.map((taskId) => this.#options.store.readHandle('task', handleDigest(taskId))));
+    return new Set(unique.filter((_, i) => stored[i]?.owner === owner.id));
+  }
+
   #use(kind: HandleKind, handle: string, owner: HandleOwner) {
     const { store, clock, idleMs } = this.#options;
     return store.useHandle(kind, handleDigest(handle), owner, clock.now(), idleMs, MAX_HANDLES_PER_OWNER);
@@ -368,6 +456,46 @@ function createdTasks(parsed: unknown, creating: ReadonlySet<string | number>): 
     if (typeof taskId === 'string') found.push(taskId);
   }
   return found;
+}
+
+/** The `tasks` arrays of the answers (`result.tasks`) to the `tasks/list` requests `listing` names, or undefined when there is none. */
+function taskLists(parsed: unknown, listing: ReadonlySet<string | number>): unknown[][] | undefined {
+  let lists: unknown[][] | undefined;
+  for (const item of Array.isArray(parsed) ? parsed : [parsed]) {
+    if (typeof item !== 'object' || item === null) continue;
+    const { id, result } = item as { id?: unknown; result?: unknown };
+    if ((typeof id !== 'string' && typeof id !== 'number') || !listing.has(id)) continue;
+    const tasks = typeof result === 'object' && result !== null ? (result as { tasks?: unknown }).tasks : undefined;
+    if (Array.isArray(tasks)) (lists ??= []).push(tasks);
+  }
+  return lists;
+}
+
+/** The task ids the `tasks/list` answers among `parsed` list; undefined when it holds no such answer. */
+function listedTasks(parsed: unknown, listing: ReadonlySet<string | number>): string[] | undefined {
+  const lists = taskLists(parsed, listing);
+  if (lists === undefined) return undefined;
+  return lists.flatMap((tasks) => tasks.map(taskIdOf).filter((taskId): taskId is string => taskId !== undefined));
+}
+
+/** Removes from the `tasks/list` answers among `parsed` every task whose id is not in `mine`; false when there was no such answer. */
+function keepTasks(parsed: unknown, listing: ReadonlySet<string | number>, mine: ReadonlySet<string>): boolean {
+  const lists = taskLists(parsed, listing);
+  if (lists === undefined) return false;
+  for (const tasks of lists) {
+    const kept = tasks.filter((task) => {
+      const taskId = taskIdOf(task);
+      return taskId !== undefined && mine.has(taskId);
+    });
+    tasks.length = 0;
+    for (const task of kept) tasks.push(task);
+  }
+  return true;
+}
+
+function taskIdOf(task: unknown): string | undefined {
+  const taskId = typeof task === 'object' && task !== null ? (task as { taskId?: unknown }).taskId : undefined;
+  return typeof taskId === 'string' ? taskId : undefined;
 }
 
 /** The upstream's answer to an unknown task, for each request of the body (a batch as a batch). */

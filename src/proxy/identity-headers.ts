@@ -35,6 +35,17 @@ function isOwnedHeader(canonical: string): boolean {
 
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
 
+/**
+ * Characters of a header name that some stack reads as the `-` between its words: CGI and WSGI
+ * (RFC 3875 §4.1.18, PEP 3333) turn `-` and `_` alike into `_` in HTTP_* variables, so
+ * `x_mcp_auth_kind` is HTTP_X_MCP_AUTH_KIND; PHP then turns `.` (and space) into `_` in every
+ * variable it registers, $_SERVER under PHP-FPM included (php_register_variable_ex), so
+ * `X.MCP.Auth.Kind` is too; Apache httpd 2.2's CGI environment turned every character but a letter
+ * or digit into `_`. A name that holds any of them is read with each as `-` (names arrive lower-cased).
+ */
+const OTHER_SEPARATOR = /[^a-z0-9-]/;
+const OTHER_SEPARATORS = /[^a-z0-9-]/g;
+
 /** Strips what a client could spoof, then states who the sidecar authenticated. */
 export function rewriteHeaders(req: IncomingMessage, principal: Principal, addresses: ClientAddresses): void {
   const headers = req.headers;
@@ -45,9 +56,8 @@ export function rewriteHeaders(req: IncomingMessage, principal: Principal, addre
   for (const name in headers) {
     if (name.startsWith('x-mcp-auth-')) delete headers[name];
     else if (!fromTrustedProxy && isClientAddressHeader(name)) delete headers[name];
-    // CGI/WSGI stacks (and some proxies) read `x_mcp_auth_kind` as X-MCP-Auth-Kind: an underscore
-    // spelling of a header the sidecar owns is never legitimate, whoever the peer is.
-    else if (name.includes('_') && isOwnedHeader(name.replaceAll('_', '-'))) delete headers[name];
+    // Another spelling of a header the sidecar owns is never legitimate, whoever the peer is.
+    else if (OTHER_SEPARATOR.test(name) && isOwnedHeader(name.replace(OTHER_SEPARATORS, '-'))) delete headers[name];
   }
   delete headers.authorization;
   // A DPoP proof is for this sidecar's check (spent here); the upstream is no audience of it.

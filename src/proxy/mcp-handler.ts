@@ -16,25 +16,43 @@ import { credentialRequired, MISSING, needsUserCredential, urlElicitationRequire
 import { addAssertion, admit, credentialFor, resourceMetadataUrl, setCredential, traceparentOf } from './authenticate.ts';
 import type { ProxyContext, UpstreamCredentialsOnProxy } from './context.ts';
 import type { DecidedOptions } from './forwarder.ts';
-import type { PresentedSession } from './handle-guard.ts';
+import type { PresentedSession, SessionRead } from './handle-guard.ts';
 import { rewriteHeaders } from './identity-headers.ts';
 import type { ProxyRequest } from './request.ts';
 
 /** The /mcp handler; `path` is the request's path without its query (`/mcp`). */
 export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
-  const { config, handles, metrics } = ctx;
   req.trace = ctx.tracing?.startRequest(req.method ?? '', '/mcp', traceparentOf(req));
   refuseAmbiguousFraming(req);
   // The presented session's record is read beside the token lookup: both leave in one write.
-  const sessionRead = handles.readSession(req);
+  const sessionRead = ctx.handles.readSession(req);
   const principal = await admit(ctx, req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
+  await forwardAdmitted(ctx, req, res, principal, sessionRead, (req.url ?? '/').slice(path.length), false);
+}
+
+/**
+ * An admitted request, from its session check on: /mcp's, or the one an ingress hands to
+ * /authz-connect for a user /authz found without a usable upstream credential (`knownMissing`: not
+ * looked up again, and never the user's credential on that path). `query`: appended to the upstream
+ * path.
+ */
+export async function forwardAdmitted(
+  ctx: ProxyContext,
+  req: ProxyRequest,
+  res: ServerResponse,
+  principal: Principal,
+  sessionRead: SessionRead | undefined,
+  query: string,
+  knownMissing: boolean,
+): Promise<void> {
+  const { config, handles, metrics } = ctx;
   checkBodyLimit(req, config.proxy.maxBodyBytes);
   // A session id recorded for another principal: refused as unknown before its body is even read.
   const session = sessionRead === undefined ? undefined : await handles.checkSession(sessionRead, principal);
   // The user's upstream credential is looked up before any quota is taken: a request answered for
   // want of it reaches nothing and counts against nothing.
   const credentials = ctx.upstreamCredentials;
-  const credential = credentials === undefined ? undefined : await credentialFor(credentials, principal);
+  const credential = credentials === undefined ? undefined : knownMissing ? MISSING : await credentialFor(credentials, principal);
   const missing = credential === MISSING;
   // With a policy, the body is read and every call in it decided before anything is forwarded, a body
   // on another method is refused, and a GET stream's answer is filtered (a resumption with
@@ -88,7 +106,7 @@ export async function handleMcp(ctx: ProxyContext, req: ProxyRequest, res: Serve
   metrics.forwarded.inc();
   // The upstream continues the trace from the sidecar's span of its request.
   if (req.trace !== undefined) req.headers.traceparent = req.trace.upstream(req.method ?? '', ctx.upstreamUrl);
-  ctx.forwarder.forward(req, res, (req.url ?? '/').slice(path.length), decided);
+  ctx.forwarder.forward(req, res, query, decided);
 }
 
 /** A GET (the server's stream) or a DELETE (ending a session) that declares no body. */
@@ -145,7 +163,7 @@ function traceBody(req: ProxyRequest, body: ClientBody): void {
  * whose text names it. Anything else (a notification, a batch, a body that is not JSON-RPC) gets the
  * 401 challenge.
  */
-async function answerMissingCredential(
+export async function answerMissingCredential(
   ctx: ProxyContext,
   res: ServerResponse,
   principal: Principal,
@@ -183,7 +201,7 @@ function checkBodyLimit(req: IncomingMessage, max: number): void {
  * "identity, chunked") and would pass it on verbatim: an upstream that reads it differently desyncs
  * (request smuggling). Only plain chunked framing is forwarded.
  */
-function refuseAmbiguousFraming(req: IncomingMessage): void {
+export function refuseAmbiguousFraming(req: IncomingMessage): void {
   const te = req.headers['transfer-encoding'];
   if (te !== undefined && te.toLowerCase() !== 'chunked') throw new HttpError('invalid_request', 'unsupported Transfer-Encoding');
 }

@@ -2,7 +2,8 @@
 // route (the table) -> admit (src/proxy/authenticate.ts: Host, then the token: parse the Authorization
 // header -> a DPoP proof checked -> master check or SHA-256 -> one store round trip -> decide) ->
 // /mcp (src/proxy/mcp-handler.ts): rewrite identity headers, stream to the upstream; or /authz
-// (src/proxy/forward-auth.ts, forward-auth on): answer the ingress that holds the request.
+// (src/proxy/forward-auth.ts, forward-auth on): answer the ingress that holds the request; or
+// /authz-connect (forward-auth and upstream credentials on): take on a request the ingress hands over.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
 // What the sidecar learns about a request (principal, denial, upstream status) lives on its ProxyRequest.
 // The handlers take their dependencies explicitly (a ProxyContext, built once here).
@@ -11,8 +12,8 @@ import { request as httpRequest, type IncomingMessage, type Server, type ServerO
 import { request as httpsRequest } from 'node:https';
 import type { Config } from '../config/load.ts';
 import { writeJson } from '../http/errors.ts';
-import { pathOf, serve, type Route } from '../http/serve.ts';
-import { AUTHZ_PATH, handleAuthz } from './forward-auth.ts';
+import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
+import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../observability/logger.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { ProxyRequest } from './request.ts';
@@ -31,6 +32,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
   // One handler function per route, made once: a request allocates no closure here.
   const mcp = (req: ProxyRequest, res: ServerResponse, path: string) => handleMcp(ctx, req, res, path);
   const authz = (req: ProxyRequest, res: ServerResponse, path: string) => handleAuthz(ctx, req, res, path);
+  const connectAnswer = (req: ProxyRequest, res: ServerResponse) => handleConnectAnswer(ctx, req, res);
   const health = (req: ProxyRequest, res: ServerResponse) => handleHealth(ctx, req, res);
 
   return serve({
@@ -46,6 +48,9 @@ export function createProxyServer(deps: ProxyDeps): Server {
             { path: AUTHZ_PATH, methods: 'any', handler: authz },
             { path: `${AUTHZ_PATH}/*`, methods: 'any', handler: authz },
           ] satisfies Route<ProxyRequest>[])
+        : []),
+      ...(config.proxy.forwardAuth && ctx.upstreamCredentials !== undefined
+        ? ([{ path: CONNECT_ANSWER_PATH, methods: 'any', handler: connectAnswer }] satisfies Route<ProxyRequest>[])
         : []),
       ...(deps.routes ?? []).map((route) => traced(ctx, counted(route, metrics.oauth))),
     ],
@@ -101,7 +106,7 @@ const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set([
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
-  return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`);
+  return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`) || path === CONNECT_ANSWER_PATH;
 }
 
 /** The node:http bounds of the proxy listener. */
@@ -149,7 +154,7 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
   logger.info(
     {
       method: req.method,
-      path: pathOf(req.url),
+      path: loggedPath(pathOf(req.url)),
       status: res.headersSent ? res.statusCode : cannedStatus(req),
       durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
       authKind: principal?.kind,

@@ -96,6 +96,12 @@ export abstract class StoreDecorator<S extends TokenStore = TokenStore> implemen
   recordLastUse(...a: Args<'recordLastUse'>) {
     return this.around('recordLastUse', () => this.inner.recordLastUse(...a));
   }
+  markSubjectRevoked(...a: Args<'markSubjectRevoked'>) {
+    return this.around('markSubjectRevoked', () => this.inner.markSubjectRevoked(...a));
+  }
+  subjectRevokedAt(...a: Args<'subjectRevokedAt'>) {
+    return this.around('subjectRevokedAt', () => this.inner.subjectRevokedAt(...a));
+  }
   putAccountSession(...a: Args<'putAccountSession'>) {
     return this.around('putAccountSession', () => this.inner.putAccountSession(...a));
   }

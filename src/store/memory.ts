@@ -41,6 +41,8 @@ import {
   handleMember,
   handleRenewalDue,
   subjectDigest,
+  cutoffFromFields,
+  EVERY_ISSUER,
   profileFields,
   profileFromFields,
   tokenLookupFromFields,
@@ -838,6 +840,17 @@ export class MemoryTokenStore implements TokenStore {
     delete approvals![key];
     this.#subjectIndexes.get(this.#keys.subjectGrants(subjectDigest(subject)))?.delete(consentMember(browserHash, key));
     return true;
+  }
+
+  async markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void> {
+    this.#check();
+    const key = this.#keys.subjectCutoff(subjectDigest(subject));
+    this.#put(key, { ...this.#get(key), [issuer ?? EVERY_ISSUER]: String(at) }, keepUntil);
+  }
+
+  async subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined> {
+    this.#check();
+    return cutoffFromFields(this.#get(this.#keys.subjectCutoff(subjectDigest(subject))), issuer);
   }
 
   async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {

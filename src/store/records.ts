@@ -75,6 +75,8 @@ export function keyLayout(prefix: string) {
      * `r:` + token hash, `c:` + browser hash + `:` + consentKey), score = the record's expiresAt.
      */
     subjectGrants: (subjectHash: string) => `${prefix}{oauth}:subjectGrants:${subjectHash}`,
+    /** Offboarding's cut-offs of one subject: field issuer (or `*`: every issuer) -> epoch ms. */
+    subjectCutoff: (subjectHash: string) => `${prefix}subjectCutoffs:${subjectHash}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
     profileIndex: () => `${prefix}{oauth}:profileIndex`,
     rateCounter: (name: string) => `${prefix}rateLimits:${name}`,
@@ -209,6 +211,7 @@ export function userFields(u: SignedInUser): Fields {
   const f: Fields = { subject: u.subject, issuer: u.issuer };
   if (u.email !== undefined) f.email = u.email;
   if (u.groups !== undefined) f.groups = JSON.stringify(u.groups);
+  if (u.signedInAt !== undefined) f.signedInAt = String(u.signedInAt);
   return f;
 }
 
@@ -218,7 +221,19 @@ export function userFromFields(f: Fields): SignedInUser | undefined {
   const u: SignedInUser = { subject: f.subject, issuer: f.issuer };
   if (f.email !== undefined) u.email = f.email;
   if (f.groups !== undefined) u.groups = stringArray(f.groups);
+  const signedInAt = parseEpochMs(f.signedInAt);
+  if (signedInAt !== undefined) u.signedInAt = signedInAt;
   return u;
+}
+
+/** The field of a cut-off that applies to every issuer (an issuer is a URL: never `*`). */
+export const EVERY_ISSUER = '*';
+
+/** The latest cut-off among a subject's cut-off fields that applies at `issuer`; undefined when none does. */
+export function cutoffFromFields(f: Fields | null, issuer: string): number | undefined {
+  if (f === null) return undefined;
+  const applying = [parseEpochMs(f[issuer]), parseEpochMs(f[EVERY_ISSUER])].filter((t): t is number => t !== undefined);
+  return applying.length === 0 ? undefined : Math.max(...applying);
 }
 
 /** What a reused code's revocation ends: the access token and the refresh family its redemption issued. */
@@ -258,7 +273,14 @@ function consentLinkFromFields(f: Fields): ConsentLink | undefined {
 
 /** A sign-in in progress as hash fields: the request, the browser, and what its stage adds. */
 export function authorizationRequestFields(r: AuthorizationRequestRecord): Fields {
-  if (r.stage === 'account') return { stage: r.stage, browser: r.browserHash, nonce: r.nonce, codeVerifier: r.codeVerifier };
+  if (r.stage === 'account')
+    return {
+      stage: r.stage,
+      browser: r.browserHash,
+      nonce: r.nonce,
+      codeVerifier: r.codeVerifier,
+      ...(r.next !== undefined ? { next: r.next } : {}),
+    };
   const f: Fields = {
     stage: r.stage,
     browser: r.browserHash,
@@ -286,7 +308,15 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
 export function authorizationRequestFromFields(f: Fields): AuthorizationRequestRecord | 'corrupt' {
   if (f.stage === 'account') {
     if (!f.browser || f.nonce === undefined || f.codeVerifier === undefined) return 'corrupt';
-    return { stage: 'account', browserHash: f.browser, nonce: f.nonce, codeVerifier: f.codeVerifier };
+    // Only a path of this server: the browser is sent to PUBLIC_URL followed by it.
+    if (f.next !== undefined && !/^\/[^/\\]/.test(f.next)) return 'corrupt';
+    return {
+      stage: 'account',
+      browserHash: f.browser,
+      nonce: f.nonce,
+      codeVerifier: f.codeVerifier,
+      ...(f.next !== undefined ? { next: f.next } : {}),
+    };
   }
   // A device's sign-in has no redirect URI nor challenge: its device code's hash stands for both.
   if (!f.browser || !f.clientId || (f.device === undefined && (!f.redirectUri || !f.codeChallenge))) return 'corrupt';

@@ -38,6 +38,8 @@ import {
   handleMember,
   handleRenewalDue,
   subjectDigest,
+  cutoffFromFields,
+  EVERY_ISSUER,
   orNull,
   profileFields,
   profileFromFields,
@@ -884,6 +886,21 @@ class RedisOperations implements TokenStore {
       consentMember(browserHash, key),
     );
     return forgotten === 1;
+  }
+
+  async markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void> {
+    const key = this.#keys.subjectCutoff(subjectDigest(subject));
+    assertExec(
+      await this.#redis
+        .multi()
+        .hset(key, issuer ?? EVERY_ISSUER, String(at))
+        .pexpireat(key, keepUntil)
+        .exec(),
+    );
+  }
+
+  async subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined> {
+    return cutoffFromFields(orNull(await this.#redis.hgetall(this.#keys.subjectCutoff(subjectDigest(subject)))), issuer);
   }
 
   async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {

@@ -63,6 +63,11 @@ export interface SignedInUser {
   issuer: string;
   email?: string;
   groups?: string[];
+  /**
+   * When this sign-in at the IdP completed (epoch ms): a code, device approval or consent that comes
+   * from a sign-in made at or before the person's offboarding is refused. Not kept on tokens.
+   */
+  signedInAt?: number;
 }
 
 export interface AccessTokenRecord {
@@ -411,6 +416,8 @@ export interface AccountSignInRecord {
   browserHash: string;
   nonce: string;
   codeVerifier: string;
+  /** A path of this server the browser goes back to once signed in (a connect page); absent: the account page. */
+  next?: string;
 }
 
 /** A person signed in to the account page: who, and until when (under the SHA-256 of its cookie). */
@@ -418,6 +425,21 @@ export interface AccountSession {
   user: SignedInUser;
   createdAt: number;
   expiresAt: number;
+}
+
+/**
+ * Offboarding's cut-off: when a person was last revoked (`revokeSubject`). What was issued for them
+ * at or before it and is still pending (a code not yet redeemed, a device approval not yet polled, an
+ * account-page session, a connect link or a connect flow in progress) is refused when it is used.
+ */
+export interface SubjectCutoffStorage {
+  /**
+   * Records that everything issued for `subject` (at `issuer`, or at every issuer when undefined) at
+   * or before `at` is void; kept until `keepUntil` (the longest any such artefact lives).
+   */
+  markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void>;
+  /** The latest cut-off that applies to `subject` at `issuer` (its own or the every-issuer one), or undefined. */
+  subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined>;
 }
 
 /** Account-page sessions, under the SHA-256 of a random cookie value (the value itself is never stored). */
@@ -873,6 +895,7 @@ export interface TokenStore
     ClientStorage,
     HandleStorage,
     SubjectStorage,
+    SubjectCutoffStorage,
     AccountSessionStorage,
     RefreshTokenStorage,
     AuthorizationCodeStorage,

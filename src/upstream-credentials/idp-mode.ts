@@ -61,22 +61,24 @@ export class RefreshingCredentialSource {
 
   async usable(user: { subject: string; issuer: string }): Promise<UpstreamTokens | undefined> {
     const who: CredentialIdentity = { ...user, provider: this.#o.provider };
-    const kept = await this.#o.vault.load(who);
-    if (kept === undefined) return undefined;
+    const read = await this.#o.vault.loadSealed(who);
+    if (read === undefined) return undefined;
+    const kept = read.tokens;
     const now = this.#o.clock.now();
     if (kept.expiresAt === undefined || kept.expiresAt - now > REFRESH_AHEAD_MS) return kept;
     const stillValid = kept.expiresAt > now ? kept : undefined;
     if (kept.refreshToken === undefined) return stillValid;
     const lock = `upstream-credential-refresh:${JSON.stringify([who.subject, who.issuer, who.provider])}`;
-    if (await this.#o.locks.useOnce(lock, now + REFRESH_LOCK_MS)) return this.#refresh(who, kept, stillValid);
+    if (await this.#o.locks.useOnce(lock, now + REFRESH_LOCK_MS)) return this.#refresh(who, read, stillValid);
     return (await this.#awaitWinner(who, kept)) ?? stillValid;
   }
 
   async #refresh(
     who: CredentialIdentity,
-    kept: UpstreamTokens,
+    read: { tokens: UpstreamTokens; sealed: string },
     stillValid: UpstreamTokens | undefined,
   ): Promise<UpstreamTokens | undefined> {
+    const kept = read.tokens;
     let fresh: UpstreamTokens;
     try {
       fresh = await this.#o.refresh(kept.refreshToken!);
@@ -103,7 +105,15 @@ export class RefreshingCredentialSource {
       ...fresh,
       ...(fresh.refreshToken === undefined && kept.refreshToken !== undefined ? { refreshToken: kept.refreshToken } : {}),
     };
-    await this.#o.vault.save(who, saved);
+    // Only over the record this refresh started from: a person who disconnected, or was offboarded,
+    // while the provider answered stays disconnected, and a newer record written meanwhile stays.
+    if (!(await this.#o.vault.replace(who, saved, read.sealed))) {
+      this.#o.logger?.info(
+        { subject: who.subject, provider: who.provider },
+        'an upstream credential changed or was deleted while it was being refreshed: the refreshed tokens are dropped',
+      );
+      return this.#o.vault.load(who);
+    }
     this.#o.onRefresh?.('ok', who);
     return saved;
   }

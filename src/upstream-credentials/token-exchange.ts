@@ -11,6 +11,8 @@ import type { CredentialSource } from './delivery.ts';
 import { CredentialRefreshUnavailable, REFRESH_AHEAD_MS } from './idp-mode.ts';
 import type { CredentialVault, UpstreamTokens } from './vault.ts';
 
+/** The record of the user's own IdP tokens, which the exchange starts from. */
+const IDP_PROVIDER = 'idp';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 /** An exchanged token whose lifetime the IdP does not state is reused this long at most. */
 const UNSTATED_LIFETIME_MS = 5 * 60_000;
@@ -59,12 +61,13 @@ export class TokenExchangeSource implements CredentialSource {
 
   async usable(user: { subject: string; issuer: string }): Promise<UpstreamTokens | undefined> {
     const who = { ...user, provider: this.#provider };
-    const cached = await this.#o.vault.load(who);
+    const read = await this.#o.vault.loadSealed(who);
+    const cached = read?.tokens;
     if (cached?.expiresAt !== undefined && cached.expiresAt - this.#o.clock.now() > REFRESH_AHEAD_MS) return cached;
     const key = JSON.stringify([user.subject, user.issuer]);
     const pending = this.#inFlight.get(key);
     if (pending !== undefined) return pending;
-    const exchange = this.#exchange(user, who);
+    const exchange = this.#exchange(user, who, read?.sealed);
     this.#inFlight.set(key, exchange);
     try {
       return await exchange;
@@ -76,6 +79,7 @@ export class TokenExchangeSource implements CredentialSource {
   async #exchange(
     user: { subject: string; issuer: string },
     who: { subject: string; issuer: string; provider: string },
+    readSealed: string | undefined,
   ): Promise<UpstreamTokens | undefined> {
     const idp = await this.#o.idpTokens.usable(user);
     if (idp === undefined) return undefined;
@@ -89,7 +93,18 @@ export class TokenExchangeSource implements CredentialSource {
       // accepted): the user is asked to sign in again; nothing is forwarded meanwhile.
       return undefined;
     }
+    // Kept only while nothing deleted the user's credentials during the exchange (a disconnect, an
+    // offboarding): over the record it renews, compare-and-set; where there was none, written and then
+    // taken back if the IdP tokens it came from are gone by then (an offboarding deletes both).
+    if (readSealed !== undefined) {
+      if (!(await this.#o.vault.replace(who, exchanged, readSealed))) return this.#o.vault.load(who);
+      return exchanged;
+    }
     await this.#o.vault.save(who, exchanged);
+    if ((await this.#o.vault.load({ ...user, provider: IDP_PROVIDER })) === undefined) {
+      await this.#o.vault.delete(who);
+      return undefined;
+    }
     return exchanged;
   }
 }

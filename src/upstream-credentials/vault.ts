@@ -49,6 +49,14 @@ export class CredentialVault {
    * and treated as absent, so that the user is asked to connect again and nothing is forwarded.
    */
   async load(who: CredentialIdentity): Promise<UpstreamTokens | undefined> {
+    return (await this.loadSealed(who))?.tokens;
+  }
+
+  /**
+   * `who`'s tokens as load() answers them, with the sealed value they were read from: what replace()
+   * compares against, so that a write made from them never puts back a record deleted or renewed meanwhile.
+   */
+  async loadSealed(who: CredentialIdentity): Promise<{ tokens: UpstreamTokens; sealed: string } | undefined> {
     const record = await this.#store.getUpstreamCredential(who.subject, who.issuer, who.provider);
     if (record === null) return undefined;
     if (record === 'corrupt') {
@@ -58,7 +66,21 @@ export class CredentialVault {
       );
       return undefined;
     }
-    return this.#open(record);
+    const tokens = this.#open(record);
+    return tokens === undefined ? undefined : { tokens, sealed: record.sealed };
+  }
+
+  /**
+   * Writes `tokens` as `who`'s record only while it still holds `expectedSealed` (compare-and-set):
+   * false when the record was deleted (disconnected, offboarded) or replaced since it was read.
+   */
+  replace(who: CredentialIdentity, tokens: UpstreamTokens, expectedSealed: string): Promise<boolean> {
+    return this.#store.replaceUpstreamCredential(this.#seal(who, tokens, this.#clock.now()), expectedSealed);
+  }
+
+  /** Deletes `who`'s one record; false when there was none. */
+  delete(who: CredentialIdentity): Promise<boolean> {
+    return this.#store.deleteUpstreamCredential(who.subject, who.issuer, who.provider);
   }
 
   /** Forgets every credential of `subject` (of one issuer, when given): answers how many. */

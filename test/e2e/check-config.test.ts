@@ -94,7 +94,7 @@ describe('the CLI (src/entry/main.ts)', () => {
   }, 30_000);
 
   it('--check-config with a valid token exits 0 (config.yaml found in the working directory)', () => {
-    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER });
+    const r = run(['--check-config'], { BEARER_SECRET_MASTER: MASTER, REDIS_URL: redisUrl() });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('configuration OK (config.yaml)');
@@ -168,6 +168,21 @@ describe('the CLI (src/entry/main.ts)', () => {
       '  - policy.quotas[3].windowSeconds must be an integer from 1 to 2678400 (got 0)',
     ]);
     expect(r.stdout).not.toContain('configuration OK');
+  }, 30_000);
+
+  it('--check-config with nothing listening at REDIS_URL exits 2 with the paragraph start-up gives, not "configuration OK"; --skip-network-checks does not reach Redis', () => {
+    const path = join(dir, 'closed-redis.yaml');
+    writeFileSync(path, ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', '  connectTimeoutMs: 200', ''].join('\n'));
+    const env = { BEARER_SECRET_MASTER: MASTER, REDIS_URL: 'redis://127.0.0.1:1' };
+    const r = run(['--check-config', '--config', path], env);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('cannot reach Redis at redis://127.0.0.1:1');
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stdout).not.toContain('configuration OK');
+    const skipped = run(['--check-config', '--skip-network-checks', '--config', path], env);
+    expect(skipped.stderr).toBe('');
+    expect(skipped.status).toBe(0);
+    expect(skipped.stdout).toContain('configuration OK');
   }, 30_000);
 
   describe('with upstream credentials on, the keys of the records in the store', () => {

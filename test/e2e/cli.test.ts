@@ -13,6 +13,7 @@ import { EXIT } from '../../src/entry/cli.ts';
 import { ADMIN_OPERATIONS } from '../../src/admin/declarations.ts';
 import { kebab } from '../../src/admin/spec.ts';
 import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
+import { redisUrl } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { initializeStatus } from '../support/http.ts';
 
@@ -286,7 +287,7 @@ describe.concurrent('token helpers and help', () => {
 
   it('without admin/token the same bin starts the sidecar (here: --check-config)', async () => {
     const run = await cli(['--check-config'], {
-      env: { BEARER_SECRET_MASTER: randomBytes(32).toString('hex'), MCP_AUTH_CONFIG: 'config.yaml' },
+      env: { BEARER_SECRET_MASTER: randomBytes(32).toString('hex'), MCP_AUTH_CONFIG: 'config.yaml', REDIS_URL: redisUrl() },
     });
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('configuration OK');

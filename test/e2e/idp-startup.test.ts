@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken } from '../../src/model/credentials.ts';
 import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
+import { redisUrl } from '../support/redis.ts';
 import { freePort } from '../support/redis-server.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -84,7 +85,13 @@ describe('--check-config and the identity provider', () => {
     const bad = await run(['--check-config'], { IDP_ISSUER: idp.issuer, IDP_CLIENT_ID: 'sidecar', IDP_CLIENT_SECRET: 'wrong-secret' });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain(CREDENTIALS_REFUSED);
-    const good = await run(['--check-config'], { IDP_ISSUER: idp.issuer, IDP_CLIENT_ID: 'sidecar', IDP_CLIENT_SECRET: clientSecret });
+    // --check-config also asks Redis for a PING: this one answers.
+    const good = await run(['--check-config'], {
+      IDP_ISSUER: idp.issuer,
+      IDP_CLIENT_ID: 'sidecar',
+      IDP_CLIENT_SECRET: clientSecret,
+      REDIS_URL: redisUrl(),
+    });
     expect(good.stderr).toBe('');
     expect(good.code).toBe(0);
     expect(good.stdout).toContain('configuration OK');

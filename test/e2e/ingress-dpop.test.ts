@@ -3,7 +3,8 @@
 // headers to /authz with the original method and URI (X-Original-* for nginx, X-Forwarded-* for
 // Caddy); the proof is checked against the URL the client used, PUBLIC_URL (the ingress). Each way of
 // presenting a bound token wrongly reaches the client as the sidecar's 401 and DPoP challenge; the
-// SDK 2.x client with DPoP on signs in and calls tools through the ingress.
+// SDK 2.x client with DPoP on signs in and calls tools through the ingress. The proof never reaches the
+// MCP server (as in proxy mode, where the sidecar removes it).
 // Skipped where the ingress is not installed, unless REQUIRE_INGRESS is set (.ci/run sets it).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -77,6 +78,18 @@ describe.each(KINDS)('%s in front: DPoP-bound tokens', (kind) => {
 
   it.skipIf(!available)('a bound token with a proof of its key for the ingress URL is served', async () => {
     expect((await post(`DPoP ${bound}`, await proof())).status).toBe(200);
+  });
+
+  it.skipIf(!available)('the proof, spent by the check, never reaches the MCP server', async () => {
+    const before = s.stack.upstream!.seenHeaders.length;
+    const sent = await proof();
+    expect((await post(`DPoP ${bound}`, sent)).status).toBe(200);
+    const seen = s.stack.upstream!.seenHeaders.slice(before);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!['x-mcp-auth-kind']).toBe('oauth');
+    expect(Object.keys(seen[0]!).filter((name) => name.replaceAll('_', '-').toLowerCase() === 'dpop')).toEqual([]);
+    expect(JSON.stringify(seen[0])).not.toContain(sent);
+    expect(seen[0]!.authorization).toBeUndefined();
   });
 
   const refusals: Array<[string, 'invalid_dpop_proof' | 'invalid_token', () => Promise<[string, string | undefined]>]> = [

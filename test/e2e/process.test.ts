@@ -2,6 +2,7 @@
 // the Dockerfile's CMD (what a container runs) against real Redis, SIGTERM while a GET stream is open and
 // a streamed tools/call is in flight; and `npm run demo`'s entry point, whose printed token must work.
 
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -127,6 +128,12 @@ describe('npm run demo (demo/main.ts) as a process', () => {
       const { tools } = await client.listTools();
       expect(tools.map((t) => t.name)).toContain('echo');
       await client.close();
+
+      // The first tool call it prints, pasted into bash as a newcomer would: the echo comes back.
+      const pasted = /-----\n([\s\S]*?)\n-----/.exec(out)![1]!;
+      const ran = spawnSync('bash', ['-c', pasted], { encoding: 'utf8', timeout: 20_000 });
+      expect(ran.status).toBe(0);
+      expect(ran.stdout).toContain('"text":"hello through the sidecar"');
 
       const refused = await fetch(mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
       expect(refused.status).toBe(401);

@@ -13,6 +13,7 @@ import {
   CreateTaskResultSchema,
   GetTaskPayloadResultSchema,
   GetTaskResultSchema,
+  ListTasksResultSchema,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
 import { handleDigest } from '../../src/proxy/handles.ts';
@@ -191,11 +192,20 @@ interface UpstreamTask {
  * have: it answers a task-augmented `tools/call` with a CreateTaskResult shaped as the specification's
  * example ({"task": {"taskId", "status": "working", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}}),
  * and `tasks/get`, `tasks/result`, `tasks/cancel` for its tasks, whoever asks (it knows no users), an
- * unknown task as the SDK answers it (-32602). The tool `sse` answers over SSE, every other as JSON.
+ * unknown task as the SDK answers it (-32602); `tasks/list` lists every task it has, to whoever asks
+ * ({"tasks": [...]}, the specification's ListTasksResult, in one page). The tool `sse` answers over SSE,
+ * every other as JSON; `tasks/list` answers as `listOver` says. `addTask` makes a task no caller created
+ * through the sidecar (one from before the sidecar kept records, or whose record expired).
  */
 async function startTaskUpstream() {
   const sessions = new Set<string>();
   const tasks = new Map<string, UpstreamTask>();
+  const control = { listOver: 'json' as 'json' | 'sse' };
+  const addTask = (): string => {
+    const task: UpstreamTask = { taskId: randomUUID(), status: 'working', createdAt: new Date().toISOString() };
+    tasks.set(task.taskId, task);
+    return task.taskId;
+  };
   const seen: Array<{ method: string; clientId: string | undefined }> = [];
   const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
     res.writeHead(status, { 'content-type': 'application/json', ...headers });
@@ -251,6 +261,13 @@ async function startTaskUpstream() {
         res.end(`event: message\ndata: ${JSON.stringify(created)}\n\n`);
         return;
       }
+      if (message.method === 'tasks/list') {
+        const listed = answer({ tasks: [...tasks.values()].map(taskView) });
+        if (control.listOver === 'json') return json(res, 200, listed);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`event: message\ndata: ${JSON.stringify(listed)}\n\n`);
+        return;
+      }
       const task = typeof params.taskId === 'string' ? tasks.get(params.taskId) : undefined;
       if (message.method === 'tasks/get') return json(res, 200, task ? answer(taskView(task)) : unknown);
       if (message.method === 'tasks/result')
@@ -264,7 +281,7 @@ async function startTaskUpstream() {
     });
   });
   const { url, close } = await serveOnLoopback(server);
-  return { url, seen, close };
+  return { url, seen, close, control, addTask, taskIds: () => [...tasks.keys()] };
 }
 
 /** A policy that allows every call: the body is then read and decided by the policy gate, and tasks read from its decision. */
@@ -335,6 +352,34 @@ describe.each([
         content: [{ type: 'text', text: `result of ${taskId}` }],
       });
       expect((await alice.request({ method: 'tasks/cancel', params: { taskId } }, CancelTaskResultSchema)).status).toBe('cancelled');
+    },
+  );
+
+  it.each(['json', 'sse'] as const)(
+    "a tasks/list answer (over %s) that lists every caller's tasks reaches each caller with only its own: another's and unrecorded ones are removed",
+    async (over) => {
+      upstream.control.listOver = over;
+      const create = (client: Client) =>
+        client.request({ method: 'tools/call', params: { name: 'json', arguments: {}, task: { ttl: 60000 } } }, CreateTaskResultSchema);
+      const mineA = (await create(alice)).task.taskId;
+      const mineB = (await create(bob)).task.taskId;
+      const unrecorded = upstream.addTask();
+      // The upstream lists all three to anyone.
+      expect(upstream.taskIds()).toEqual(expect.arrayContaining([mineA, mineB, unrecorded]));
+
+      const listedTo = async (client: Client) =>
+        (await client.request({ method: 'tasks/list', params: {} }, ListTasksResultSchema)).tasks.map((t) => t.taskId);
+      const toA = await listedTo(alice);
+      expect(toA).toContain(mineA);
+      expect(toA).not.toContain(mineB);
+      expect(toA).not.toContain(unrecorded);
+      const toB = await listedTo(bob);
+      expect(toB).toContain(mineB);
+      expect(toB).not.toContain(mineA);
+      expect(toB).not.toContain(unrecorded);
+      // What is listed to each is exactly what each may ask about.
+      for (const taskId of toB)
+        expect((await bob.request({ method: 'tasks/get', params: { taskId } }, GetTaskResultSchema)).taskId).toBe(taskId);
     },
   );
 

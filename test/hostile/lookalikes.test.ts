@@ -81,7 +81,7 @@ describe('identity header look-alikes', () => {
     }
   });
 
-  it('every -/_ and case spelling of every identity name, set by the sidecar or not, is gone (proxy mode, as in examples/kubernetes)', async () => {
+  it('every -/_/. and case spelling of every identity name, set by the sidecar or not, is gone (proxy mode, as in examples/kubernetes)', async () => {
     const forged = forgedIdentityHeaderNames();
     const { responses } = await exchange(
       port,

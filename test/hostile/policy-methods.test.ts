@@ -4,7 +4,8 @@
 // exactly as it runs a POST's. So under a policy a body on any method but POST is refused, in proxy mode
 // (the sidecar sees the body's framing) and in forward-auth mode, where nginx's auth_request and Caddy's
 // forward_auth pass neither Content-Length nor Transfer-Encoding to the check: there only POST, GET and
-// DELETE are allowed, and those without body headers when the check shows them.
+// DELETE are allowed, and those without body headers when the check shows them. A GET or DELETE whose
+// body the check cannot see is refused by the ingress examples themselves, in either framing.
 
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -205,8 +206,29 @@ describe.each(KINDS)('forward-auth behind %s, the Go upstream behind it', (kind)
     },
   );
 
+  it.skipIf(!available).each(['GET', 'DELETE'])(
+    '%s with a tools/call body: refused at the ingress (the check cannot see it), delete_repo never runs',
+    async (method) => {
+      for (const { framing, chunked } of FRAMINGS) {
+        const before = upstream.executed().length;
+        const res = await send(
+          `${ingress.url}/mcp`,
+          method,
+          { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          { text: DENIED_CALL, chunked },
+        );
+        expect(res.status, `${framing}: ${res.text}\n${ingress.log()}`).toBe(400);
+        expect(JSON.parse(res.text)).toMatchObject({ error: 'invalid_request', error_description: 'only a POST carries a body on /mcp' });
+        expect(upstream.executed().slice(before)).toEqual([]);
+      }
+    },
+  );
+
   it.skipIf(!available)('a GET without a body still reaches the upstream', async () => {
     const res = await send(`${ingress.url}/mcp`, 'GET', { authorization: `Bearer ${token}` });
     expect(res.text).toMatch(/unexpected end of JSON input/);
+    // Content-Length: 0 is no body, for DELETE (ending a session) too.
+    const ended = await send(`${ingress.url}/mcp`, 'DELETE', { authorization: `Bearer ${token}`, 'content-length': '0' });
+    expect(ended.text).toMatch(/unexpected end of JSON input/);
   });
 });

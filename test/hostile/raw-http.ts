@@ -283,13 +283,15 @@ export async function startRawUpstream(): Promise<RawUpstream> {
 }
 
 /**
- * Header names as a CGI/WSGI gateway reads them (upper case, `-` as `_`: `x_mcp_auth_kind` and
- * `X-MCP-Auth-Kind` are one name), each with every value sent under it; from raw name/value pairs.
+ * Header names as the most lenient gateway reads them (upper case, `-` as `_` as CGI/WSGI do, and `.`
+ * too as PHP does, every other character but a letter or digit as Apache httpd 2.2 did:
+ * `x_mcp_auth_kind`, `X.MCP.Auth.Kind` and `X-MCP-Auth-Kind` are one name; see
+ * test/support/identity-spellings.ts), each with every value sent under it; from raw name/value pairs.
  */
 export function cgiView(rawHeaders: readonly string[]): Map<string, string[]> {
   const env = new Map<string, string[]>();
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    const key = rawHeaders[i]!.toUpperCase().replaceAll('-', '_');
+    const key = rawHeaders[i]!.toUpperCase().replace(/[^A-Z0-9]/g, '_');
     env.set(key, [...(env.get(key) ?? []), rawHeaders[i + 1]!]);
   }
   return env;

@@ -1,4 +1,4 @@
-// The admin listener (README, Admin listener): every operation and every error row, over real HTTP
+// The admin listener (docs/admin.md): every operation and every error row, over real HTTP
 // with a real Redis.
 
 import { request } from 'node:http';
@@ -6,6 +6,7 @@ import { exportJWK, generateKeyPair } from 'jose';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
+import { grantIdOf } from '../../src/model/person-grants.ts';
 import { createSidecar } from '../../src/app.ts';
 import { buildConfig } from '../../src/config/load.ts';
 import { startStack, type Stack } from '../support/stack.ts';
@@ -133,6 +134,60 @@ describe('admin operations', () => {
     }
   });
 
+  it('listGrants pages: limit at a time in grant id order, nextCursor until the last page; grants made or revoked meanwhile shift no page', async () => {
+    const clientId = (await stack.admin('createClient', { clientName: 'many grants', grantTypes: ['client_credentials'] })).body.clientId;
+    const subject = `paged-${randomBytes(4).toString('hex')}`;
+    const now = stack.clock.now();
+    const grant = async () => {
+      const tokenHash = hashToken(generateToken());
+      const record = { tokenHash, clientId, user: { subject, issuer: 'https://idp.example' }, createdAt: now, expiresAt: now + 600_000 };
+      expect(await stack.store.createAccessToken(record)).toBe('ok');
+      return tokenHash;
+    };
+    const hashes: string[] = [];
+    for (let i = 0; i < 250; i++) hashes.push(await grant());
+    const page = (body: Record<string, unknown>) => stack.admin('listGrants', { subject, ...body });
+
+    const first = await page({});
+    expect(first.status).toBe(200);
+    expect(first.body.grants).toHaveLength(100);
+    expect(first.body.nextCursor).toEqual(expect.any(String));
+    const ids: string[] = first.body.grants.map((g: { grantId: string }) => g.grantId);
+    expect(ids).toEqual([...ids].sort());
+    // Meanwhile: one grant of the first page ends, and 20 new ones are made (anywhere in id order).
+    expect(
+      await stack.store.revokeAccessToken(
+        hashes.find((h) => ids.includes(grantIdOf({ tokenHash: h })))!,
+        stack.clock.now(),
+      ),
+    ).toBe(true);
+    const added: string[] = [];
+    for (let i = 0; i < 20; i++) added.push(grantIdOf({ tokenHash: await grant() }));
+    let cursor: string | undefined = first.body.nextCursor;
+    while (cursor !== undefined) {
+      const next = await page({ cursor });
+      expect(next.status).toBe(200);
+      expect(next.body.grants.length).toBeLessThanOrEqual(100);
+      ids.push(...next.body.grants.map((g: { grantId: string }) => g.grantId));
+      cursor = next.body.nextCursor;
+    }
+    // Every grant that existed throughout, exactly once, in order; of those made meanwhile, the ones after the first page.
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toEqual([...ids].sort());
+    expect(ids).toEqual(expect.arrayContaining(hashes.map((h) => grantIdOf({ tokenHash: h }))));
+    const lastOfFirst = first.body.grants.at(-1).grantId as string;
+    expect(ids.filter((id) => added.includes(id)).sort()).toEqual(added.filter((id) => id > lastOfFirst).sort());
+
+    // A large limit: all of them at once, no cursor.
+    const all = await page({ limit: 1000 });
+    expect(all.body.grants).toHaveLength(250 - 1 + 20);
+    expect(all.body.nextCursor).toBeUndefined();
+    // By client too.
+    const byClient = await stack.admin('listGrants', { clientId, limit: 7 });
+    expect(byClient.body.grants).toHaveLength(7);
+    expect(byClient.body.nextCursor).toEqual(expect.any(String));
+  });
+
   it('the master token works in Authorization: Bearer instead of callerToken', async () => {
     const res = await post('/oauth/listClients', '{}', { authorization: `Bearer ${stack.masterToken}` });
     expect(res.status).toBe(200);
@@ -141,6 +196,25 @@ describe('admin operations', () => {
 });
 
 describe('admin error rows', () => {
+  it('listGrants: a cursor it did not give, a limit out of 1..1000: 400 invalid_request', async () => {
+    const forged = Buffer.from('g1:zz', 'utf8').toString('base64url');
+    const other = Buffer.from(`g1:${'a'.repeat(32)}`, 'utf8').toString('base64'); // base64, not base64url: not a cursor given
+    for (const body of [
+      { cursor: 'not-a-cursor' },
+      { cursor: forged },
+      { cursor: `${other}=` },
+      { cursor: 12 },
+      { limit: 0 },
+      { limit: 1001 },
+      { limit: 2.5 },
+      { limit: '10' },
+    ]) {
+      const answer = await stack.admin('listGrants', { subject: 'someone', ...body });
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+      expect(answer.body.error, JSON.stringify(body)).toBe('invalid_request');
+    }
+  });
+
   const wrong = randomBytes(32).toString('hex');
   const rows: Array<[string, () => Promise<{ status: number; body: unknown; headers?: Headers }>, number, unknown]> = [
     ['no master token', () => post('/oauth/listClients', '{}'), 401, { error: 'unauthorized' }],

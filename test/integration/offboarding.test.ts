@@ -20,7 +20,8 @@ import {
   tokenRequest,
   type SignInStack,
 } from '../support/sign-in.ts';
-import { UserAgent } from '../support/user-agent.ts';
+import { UserAgent, type Hop } from '../support/user-agent.ts';
+import { decide, enterCode, poll, registerDeviceClient, startDevice } from '../support/device.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 
 let s: SignInStack;
@@ -279,5 +280,92 @@ describe('listGrants and revokeSubject', () => {
       headers: { 'content-type': 'application/json' },
     });
     expect(res.status).toBe(401);
+  });
+});
+
+describe('revokeSubject voids what is pending for the person', () => {
+  /** Offboards the demo user; the stack's clock then moves on, as time does after the call. */
+  async function offboard(args: Record<string, string> = {}): Promise<void> {
+    expect((await s.stack.admin('revokeSubject', { subject: DEMO_USER.sub, ...args })).status).toBe(200);
+    s.stack.clock.advance(1);
+  }
+
+  /** A sign-in through `clientId` up to the code the client received, not yet redeemed. */
+  async function codeNotRedeemed(clientId: string) {
+    const p = pkce();
+    const hop = await approveAndSignIn(new UserAgent(), s.base, authorizeUrl(s.base, standardParams(s.base, clientId, p)));
+    const code = clientReceived(hop).get('code')!;
+    const redeem = () =>
+      tokenRequest(s.base, {
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: CLIENT_REDIRECT,
+        client_id: clientId,
+        code_verifier: p.verifier,
+      });
+    return { redeem };
+  }
+
+  it('an authorization code issued before and redeemed after gives nothing; a sign-in after the call works', async () => {
+    const clientId = await registerPublicClient(s.base, { client_name: 'Pending code' });
+    const pending = await codeNotRedeemed(clientId);
+    await offboard();
+    const late = await pending.redeem();
+    expect(late.status).toBe(400);
+    expect(late.body.error).toBe('invalid_grant');
+    // What the redemption wrote before it found the cut-off is revoked: the person holds no grant.
+    expect((await s.stack.admin('listGrants', { subject: DEMO_USER.sub })).body.grants).toEqual([]);
+    // The person may sign in again afterwards.
+    const again = await (await codeNotRedeemed(clientId)).redeem();
+    expect(again.status).toBe(200);
+    expect(await mcpStatus(again.body.access_token as string)).toBe(200);
+    await offboard();
+  });
+
+  it('a device code approved before and polled after gives nothing (it needs no IdP after approval)', async () => {
+    const clientId = await registerDeviceClient(s.base);
+    const d = await startDevice(s.base, clientId);
+    const agent = new UserAgent();
+    const done = await decide(agent, s.base, await enterCode(agent, s.base, d.user_code), 'approve');
+    expect(done.status).toBe(200);
+    await offboard();
+    const late = await poll(s.base, clientId, d.device_code);
+    expect(late.status).toBe(400);
+    expect(late.body.access_token).toBeUndefined();
+    expect(late.body.error).toBe('invalid_grant');
+    expect((await s.stack.admin('listGrants', { subject: DEMO_USER.sub })).body.grants).toEqual([]);
+    // A device approved after the call works.
+    const next = await startDevice(s.base, clientId);
+    const agent2 = new UserAgent();
+    expect((await decide(agent2, s.base, await enterCode(agent2, s.base, next.user_code), 'approve')).status).toBe(200);
+    const ok = await poll(s.base, clientId, next.device_code);
+    expect(ok.status).toBe(200);
+    await offboard();
+  });
+
+  it('an account-page session signed in before is signed out: the page sends the browser to the IdP again', async () => {
+    const agent = new UserAgent();
+    const open = async (): Promise<Hop> => agent.request(`${s.base}/account`);
+    const first = await open();
+    expect(first.status).toBe(303);
+    const page = await agent.follow(first);
+    expect(page.status).toBe(200);
+    expect((await open()).status).toBe(200);
+    await offboard();
+    const after = await open();
+    expect(after.status).toBe(303);
+    expect(after.location!.startsWith(s.idp.issuer)).toBe(true);
+    // Signing in again gives a new session, which works.
+    expect((await agent.follow(after)).status).toBe(200);
+    expect((await open()).status).toBe(200);
+  });
+
+  it("another issuer's cut-off leaves the person's pending code at this issuer working", async () => {
+    const clientId = await registerPublicClient(s.base, { client_name: 'Other issuer' });
+    const pending = await codeNotRedeemed(clientId);
+    await offboard({ issuer: 'https://another-idp.example' });
+    const redeemed = await pending.redeem();
+    expect(redeemed.status).toBe(200);
+    await offboard();
   });
 });

@@ -1,4 +1,4 @@
-// The proxy listener's answers (README, "What the proxy does to a request"), row by row, over real
+// The proxy listener's answers (docs/request-path.md), row by row, over real
 // sockets with a real Redis.
 
 import { request } from 'node:http';

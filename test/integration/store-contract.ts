@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
 import { decideToken, generateToken, hashToken, type DenialReason } from '../../src/model/credentials.ts';
 import type { Cluster, Redis } from 'ioredis';
-import { consentKey, orNull, type KeyLayout } from '../../src/store/records.ts';
+import { consentKey, orNull, subjectDigest, type KeyLayout } from '../../src/store/records.ts';
 import { StoreUnavailableError } from '../../src/http/errors.ts';
 import type { StoreOperation } from '../../src/store/decorator.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
@@ -2441,6 +2441,48 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
       });
     });
 
+    describe("offboarding's cut-offs", () => {
+      const A = 'https://idp-a.example';
+      const B = 'https://idp-b.example';
+
+      it('none recorded: undefined at every issuer', async () => {
+        await expect(store.subjectRevokedAt('alice', A)).resolves.toBeUndefined();
+      });
+
+      it("one issuer's cut-off applies at that issuer only, and to that subject only", async () => {
+        const at = clock.now();
+        await store.markSubjectRevoked('alice', A, at, at + HOUR);
+        await expect(store.subjectRevokedAt('alice', A)).resolves.toBe(at);
+        await expect(store.subjectRevokedAt('alice', B)).resolves.toBeUndefined();
+        await expect(store.subjectRevokedAt('bob', A)).resolves.toBeUndefined();
+      });
+
+      it('an every-issuer cut-off applies at each issuer; the latest of the two that apply is answered', async () => {
+        const at = clock.now();
+        await store.markSubjectRevoked('alice', A, at + 5, at + HOUR);
+        await store.markSubjectRevoked('alice', undefined, at, at + HOUR);
+        await expect(store.subjectRevokedAt('alice', A)).resolves.toBe(at + 5);
+        await expect(store.subjectRevokedAt('alice', B)).resolves.toBe(at);
+        await store.markSubjectRevoked('alice', undefined, at + 9, at + HOUR);
+        await expect(store.subjectRevokedAt('alice', A)).resolves.toBe(at + 9);
+      });
+
+      it('kept until keepUntil: one whose keepUntil has passed is gone', async () => {
+        const at = clock.now();
+        await store.markSubjectRevoked('alice', A, at, at - 1);
+        await expect(store.subjectRevokedAt('alice', A)).resolves.toBeUndefined();
+        expect(await h.rawHash(h.keys.subjectCutoff(subjectDigest('alice')))).toBeNull();
+      });
+
+      it('a hand-edited field that is not a time counts as no cut-off at that field', async () => {
+        const at = clock.now();
+        await store.markSubjectRevoked('alice', undefined, at, at + HOUR);
+        const key = h.keys.subjectCutoff(subjectDigest('alice'));
+        await h.setRawField(key, A, 'not a time');
+        await expect(store.subjectRevokedAt('alice', A)).resolves.toBe(at);
+      });
+    });
+
     describe('lifecycle and failures', () => {
       // One call of every operation; a new operation must be added here (the type insists).
       const everyOperation = {
@@ -2571,6 +2613,8 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
           }),
         getAccountSession: (s) => s.getAccountSession(hashToken('x'), clock.now()),
         deleteAccountSession: (s) => s.deleteAccountSession(hashToken('x')),
+        markSubjectRevoked: (s) => s.markSubjectRevoked('s', undefined, clock.now(), clock.now() + HOUR),
+        subjectRevokedAt: (s) => s.subjectRevokedAt('s', 'i'),
         forgetConsent: (s) => s.forgetConsent(hashToken('x'), hashToken('k'), 's'),
       } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 

@@ -5,6 +5,7 @@
 // (the tool error naming it, to a client that declared no URL elicitation), and nothing is forwarded.
 
 import { randomBytes } from 'node:crypto';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
@@ -253,7 +254,7 @@ describe('upstream credentials, mode idp', () => {
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
-    // Marked, for the ingress to hand the request to /mcp (which answers -32042); an allowing answer is not.
+    // Marked, for the ingress to hand the request to /authz-connect (which answers -32042); an allowing answer is not.
     expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
     expect(allowed.headers.get('x-mcp-auth-connect')).toBeNull();
     const unknown = await ask(generateToken());
@@ -289,5 +290,128 @@ describe('upstream credentials, mode idp', () => {
     expect(again.status).toBe(200);
     await again.text();
     expect(echo.seen.slice(before)[0]!.headers.authorization).toMatch(/^Bearer \S+$/);
+  });
+
+  // Last: it moves the clock past a ticket's minute.
+  it("forward-auth: the marked 401's ticket takes on the request it was given for at /authz-connect, once, as that user only", async () => {
+    const subject = `ticket-user-${randomBytes(4).toString('hex')}`;
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject,
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
+    /** /authz's marked 401 for `method` (presenting `session`): its ticket. */
+    const ticketFor = async (method = 'POST', session?: string, token = raw) => {
+      const refused = await fetch(`${base}/authz`, {
+        headers: {
+          authorization: `Bearer ${token}`,
+          'x-original-method': method,
+          'x-original-uri': '/mcp',
+          ...(session !== undefined ? { 'mcp-session-id': session } : {}),
+        },
+      });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
+      return refused.headers.get('x-mcp-auth-connect-ticket')!;
+    };
+    // A call whose client declares URL elicitation on the request itself (the 2026-07-28 envelope).
+    const body = {
+      jsonrpc: '2.0',
+      id: 'ticketed',
+      method: 'tools/call',
+      params: {
+        name: 'echo',
+        arguments: {},
+        _meta: { 'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } },
+      },
+    };
+    /** What an ingress sends: the client's request (no credential of its own needed) with the ticket. */
+    const answer = (ticket: string | undefined, method = 'POST', extra: { body?: unknown; session?: string } = {}) =>
+      fetch(`${base}/authz-connect`, {
+        method,
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...(ticket !== undefined ? { 'x-mcp-auth-connect-ticket': ticket } : {}),
+          ...(extra.session !== undefined ? { 'mcp-session-id': extra.session } : {}),
+        },
+        ...(method === 'POST' ? { body: JSON.stringify(extra.body ?? body) } : {}),
+      });
+    const challenged = async (res: Response) => {
+      await res.text();
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
+    };
+    let before = echo.seen.length;
+
+    // The handshake is forwarded by the sidecar, as the ticket's user, with no credential and no ticket.
+    const hello = await answer(await ticketFor(), 'POST', { body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: {} } });
+    expect(hello.status).toBe(200);
+    await hello.text();
+    const session = hello.headers.get('mcp-session-id')!;
+    expect(session).toBeTruthy();
+    expect(echo.seen.length).toBe(before + 1);
+    const forwarded = echo.seen.at(-1)!.headers;
+    expect(forwarded['x-mcp-auth-subject']).toBe(subject);
+    expect(forwarded.authorization).toBeUndefined();
+    expect(Object.keys(forwarded).filter((n) => n.startsWith('x-mcp-auth-connect'))).toEqual([]);
+    // The session the upstream answered is recorded for that user: a ticket for the session takes on its GET stream.
+    const stream = await answer(await ticketFor('GET', session), 'GET', { session });
+    expect(stream.status).toBe(200);
+    await stream.text();
+    expect(echo.seen.length).toBe(before + 2);
+    before = echo.seen.length;
+
+    const ticket = await ticketFor();
+    expect(ticket).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    const first = await answer(ticket);
+    expect(first.status).toBe(200);
+    const answered = (await first.json()) as { id: string; error: { code: number; data: { elicitations: Array<{ url: string }> } } };
+    expect(answered.id).toBe('ticketed');
+    expect(answered.error.code).toBe(URL_ELICITATION_REQUIRED);
+    const link = answered.error.data.elicitations[0]!.url;
+    expect(link.startsWith(`${base}/connect/`)).toBe(true);
+    // The link is that user's (the person at it must sign in as them, as a link from /mcp).
+    expect(decodeJwt(link.slice(`${base}/connect/`.length)).sub).toBe(subject);
+
+    // Used once; no ticket, an altered one, the link in its place: the 401 challenge.
+    await challenged(await answer(ticket));
+    await challenged(await answer(undefined));
+    const fresh = await ticketFor();
+    const [head, payload, signature] = fresh.split('.');
+    const other = Buffer.from(JSON.stringify({ ...decodeJwt(fresh), sub: DEMO_USER.sub })).toString('base64url');
+    await challenged(await answer(`${head}.${other}.${signature}`));
+    await challenged(await answer(link.slice(`${base}/connect/`.length)));
+    // A ticket is no link: it starts no connection.
+    const agent = new UserAgent();
+    const asLink = await agent.request(`${base}/connect/${fresh}`);
+    expect(asLink.status).toBe(400);
+    // Put on another request than /authz was asked about (another method, a session it did not
+    // present): the challenge, the ticket used up all the same.
+    await challenged(await answer(fresh, 'GET'));
+    await challenged(await answer(`${head}.${payload}.${signature}`));
+    await challenged(await answer(await ticketFor(), 'POST', { session }));
+    await challenged(await answer(await ticketFor('GET', session), 'GET'));
+    // The token revoked after /authz gave the ticket: refused where the ticket is used.
+    const revokedTicket = await ticketFor();
+    expect(await s.stack.store.revokeUserToken(hashToken(raw))).toBe(true);
+    await challenged(await answer(revokedTicket));
+    // A ticket works for a minute.
+    const other2 = generateToken();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(other2),
+      subject,
+      issuer: s.idp.issuer,
+      createdAt: s.stack.clock.now(),
+      expiresAt: s.stack.clock.now() + 3_600_000,
+    });
+    const late = await ticketFor('POST', undefined, other2);
+    s.stack.clock.advance(61_000);
+    await challenged(await answer(late));
+    expect(echo.seen.length).toBe(before);
   });
 });

@@ -3,9 +3,10 @@
 // real Redis; an echo upstream that mints a session for each initialize. The session's handshake and
 // lists go through without the user's credential; the first call gets -32042 with a link when the
 // client declared URL elicitation at initialize, a tool error naming the link when it did not; the
-// browser (a fetch-based user agent with a cookie jar) connects; the same call then reaches the
-// upstream with the user's token at the provider. Bad links, states from another browser, and a
-// provider outage are refused.
+// browser (a fetch-based user agent with a cookie jar) signs in at the IdP, confirms and connects;
+// the same call then reaches the upstream with the user's token at the provider. Bad links, states
+// from another browser, and a provider outage are refused. The demo IdP knows one person: the others
+// here are signed in by an account-page session put in the store (what signing in leaves behind).
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +27,7 @@ import {
   type SignInStack,
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { openAndConfirm, seedAccountSession } from '../support/connect.ts';
 
 const KEY = randomBytes(32).toString('hex');
 const PROVIDER_SECRET = randomBytes(32).toString('hex');
@@ -93,16 +95,24 @@ async function signIn(): Promise<string> {
 
 /** A user-grade token of a user of its own (a fresh subject): one who has connected nothing yet. */
 async function freshUser(): Promise<string> {
+  return (await freshPerson()).token;
+}
+
+/** A fresh person: their user-grade token, and a browser signed in to the account page as them. */
+async function freshPerson(): Promise<{ token: string; browser: UserAgent; subject: string }> {
   const raw = generateToken();
   const now = s.stack.clock.now();
+  const subject = `user-${randomBytes(4).toString('hex')}`;
   await s.stack.store.putUserToken({
     tokenHash: hashToken(raw),
-    subject: `user-${randomBytes(4).toString('hex')}`,
+    subject,
     issuer: s.idp.issuer,
     createdAt: now,
     expiresAt: now + 24 * 3_600_000,
   });
-  return raw;
+  const browser = new UserAgent();
+  await seedAccountSession(s.stack, base, browser, { subject, issuer: s.idp.issuer });
+  return { token: raw, browser, subject };
 }
 
 /** The link of the -32042 answer to a call in a session whose client declared URL elicitation. */
@@ -153,8 +163,9 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     const before = echo.seen.length;
     const url = await elicitationUrl(token, session);
     expect(echo.seen.length).toBe(before);
+    // A browser without a session: signs in at the IdP (as the demo user, whose token this is) first.
     const browser = new UserAgent();
-    const done = await browser.follow(await browser.request(url));
+    const done = await openAndConfirm(browser, url);
     expect(done.status).toBe(200);
     expect(done.body).toContain('Connected');
     const res = await call(token, 2);
@@ -211,7 +222,7 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
   });
 
   it('a client that declared no URL elicitation (or no session at all) gets the link in a tool error, or in a JSON-RPC error for other methods', async () => {
-    const token = await freshUser();
+    const { token, browser } = await freshPerson();
     const before = echo.seen.length;
     const session = await initialize(token, false);
     const tools = await post(token, { jsonrpc: '2.0', id: 5, method: 'tools/list' }, session);
@@ -244,8 +255,7 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     const link = /open (\S+) in a browser/.exec(
       ((await (await call(token, 7, session)).json()) as { result: { content: Array<{ text: string }> } }).result.content[0]!.text,
     )![1]!;
-    const browser = new UserAgent();
-    expect((await browser.follow(await browser.request(link))).status).toBe(200);
+    expect((await openAndConfirm(browser, link)).status).toBe(200);
     const done = await call(token, 8, session);
     expect(done.status).toBe(200);
     await done.text();
@@ -253,12 +263,16 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect(echo.seen.at(-1)!.headers.authorization).not.toBe(`Bearer ${SERVICE_TOKEN}`);
   });
 
-  it('a user without a credential is one request outcome, refused as upstream_credential_missing: the -32042 answer and the 401 (on /mcp and /authz) alike', async () => {
+  it("a user without a credential is one request outcome, refused as upstream_credential_missing on /mcp (the -32042 answer and the 401 alike); /authz's marked 401 is `connect`, its request counted where /authz-connect decides it", async () => {
     const requests = async () => {
       const text = await (await fetch(`${s.stack.adminUrl}/metrics`)).text();
       const series = [...text.matchAll(/^mcp_auth_requests_total\{([^}]*)\} (\S+)$/gm)];
       const sum = (labels: string) => series.filter((m) => m[1]!.includes(labels)).reduce((n, m) => n + Number(m[2]), 0);
-      return { missing: sum('outcome="refused",reason="upstream_credential_missing"'), total: sum('') };
+      return {
+        missing: sum('outcome="refused",reason="upstream_credential_missing"'),
+        connect: sum('outcome="connect"'),
+        total: sum(''),
+      };
     };
     const token = await freshUser();
     const session = await initialize(token, true);
@@ -278,24 +292,27 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     const afterGet = await requests();
     expect(afterGet.missing - afterElicitation.missing).toBe(1);
     expect(afterGet.total - afterElicitation.total).toBe(1);
-    // Forward-auth: the ingress gets the 401 challenge, counted the same way, once.
+    // Forward-auth: the ingress gets the marked 401, counted once, as handed on (not as missing: the
+    // request may be the handshake, which /authz-connect forwards).
     const authz = await fetch(`${base}/authz`, {
       headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' },
     });
     expect(authz.status).toBe(401);
     await authz.text();
     const afterAuthz = await requests();
-    expect(afterAuthz.missing - afterGet.missing).toBe(1);
+    expect(afterAuthz.missing - afterGet.missing).toBe(0);
+    expect(afterAuthz.connect - afterGet.connect).toBe(1);
     expect(afterAuthz.total - afterGet.total).toBe(1);
   });
 
-  it('a link works once: a second visit is refused with a page, and nothing is connected by it', async () => {
-    const token = await freshUser();
+  it('a link works once: a second confirmation is refused with a page, and nothing is connected by it', async () => {
+    const { token, browser } = await freshPerson();
     const url = await elicitationUrl(token);
-    const first = new UserAgent();
-    expect((await first.follow(await first.request(url))).status).toBe(200);
-    const second = new UserAgent();
-    const again = await second.request(url);
+    const page = await browser.request(url);
+    expect(page.status).toBe(200);
+    expect((await openAndConfirm(browser, url)).status).toBe(200);
+    // The confirm page seen before: posting it again is refused, and nothing goes to the provider.
+    const again = await browser.request(url, { form: { csrf: /name="csrf" value="([0-9a-f]{64})"/.exec(page.body)![1]! } });
     expect(again.status).toBe(400);
     expect(again.body).toContain('not valid');
   });
@@ -311,13 +328,10 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
   });
 
   it('a callback in another browser (the state without its cookie) is refused, and the state is not spent by it', async () => {
-    const token = await freshUser();
+    const { token, browser: victim } = await freshPerson();
     const url = await elicitationUrl(token);
-    const victim = new UserAgent();
-    const toProvider = await victim.request(url);
-    expect(toProvider.status).toBe(303);
-    // The provider's redirect back to the sidecar, replayed by someone without the browser's cookie.
-    const back = await victim.follow(toProvider, `${base}/connect/callback`);
+    // The provider's redirect back to the sidecar, replayed by someone without the browser's cookies.
+    const back = await openAndConfirm(victim, url, `${base}/connect/callback`);
     expect(back.location).toMatch(new RegExp(`^${base}/connect/callback\\?`));
     const attacker = new UserAgent();
     const refused = await attacker.request(back.location!);
@@ -327,14 +341,111 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect((await victim.request(back.location!)).status).toBe(200);
   });
 
+  it('another person at the link is refused before the provider (403, nothing kept), and the link still works for its owner', async () => {
+    const owner = await freshPerson();
+    const other = await freshPerson();
+    const url = await elicitationUrl(owner.token);
+    const refused = await other.browser.request(url);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain('another person');
+    expect(refused.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(refused.headers.get('x-frame-options')).toBe('DENY');
+    // Nor can they post a confirmation: their session's token is not the owner's page's.
+    const ownerPage = await owner.browser.request(url);
+    expect(ownerPage.status).toBe(200);
+    expect(ownerPage.body).toContain('a user token');
+    const csrf = /name="csrf" value="([0-9a-f]{64})"/.exec(ownerPage.body)![1]!;
+    expect((await other.browser.request(url, { form: { csrf } })).status).toBe(403);
+    expect((await openAndConfirm(owner.browser, url)).status).toBe(200);
+    const res = await call(owner.token, 4);
+    expect(res.status).toBe(200);
+    await res.text();
+  });
+
+  it("the callback refuses a browser whose session is no longer the confirming person's, and keeps nothing", async () => {
+    const owner = await freshPerson();
+    const url = await elicitationUrl(owner.token);
+    const back = await openAndConfirm(owner.browser, url, `${base}/connect/callback`);
+    // Another person signs in to the account page in this browser before the provider's answer arrives.
+    const other = await freshPerson();
+    const host = new URL(base).host;
+    owner.browser.jar.get(host)!.set('mcp-account', other.browser.jar.get(host)!.get('mcp-account')!);
+    const refused = await owner.browser.request(back.location!);
+    expect(refused.status).toBe(403);
+    const again = await call(owner.token, 5, await initialize(owner.token, true));
+    expect(((await again.json()) as { error: { code: number } }).error.code).toBe(URL_ELICITATION_REQUIRED);
+  });
+
+  describe('offboarding (revokeSubject) voids links and flows begun before it', () => {
+    /** Offboards `subject`; the sidecar's clock then moves past the second of the call (links carry whole seconds). */
+    async function offboard(subject: string): Promise<void> {
+      expect((await s.stack.admin('revokeSubject', { subject })).status).toBe(200);
+      s.stack.clock.advance(1000);
+    }
+    const kept = (subject: string) => s.stack.store.listSubjectUpstreamCredentials(subject);
+
+    it('a link not yet opened is refused after, even to the same person signed in again', async () => {
+      const person = await freshPerson();
+      const url = await elicitationUrl(person.token);
+      await offboard(person.subject);
+      const again = new UserAgent();
+      await seedAccountSession(s.stack, base, again, { subject: person.subject, issuer: s.idp.issuer });
+      const refused = await again.request(url);
+      expect(refused.status).toBe(400);
+      expect(refused.body).toContain('not valid');
+      expect(await kept(person.subject)).toEqual([]);
+    });
+
+    it('a flow at the provider when the person is offboarded keeps nothing, even with the person signed in again', async () => {
+      const person = await freshPerson();
+      const url = await elicitationUrl(person.token);
+      const back = await openAndConfirm(person.browser, url, `${base}/connect/callback`);
+      await offboard(person.subject);
+      await seedAccountSession(s.stack, base, person.browser, { subject: person.subject, issuer: s.idp.issuer });
+      const refused = await person.browser.request(back.location!);
+      expect(refused.status).toBe(403);
+      expect(refused.body).toContain('revoked');
+      expect(await kept(person.subject)).toEqual([]);
+    });
+
+    it('offboarded while the provider answers (after the callback checked): what it wrote is deleted again', async () => {
+      const person = await freshPerson();
+      const url = await elicitationUrl(person.token);
+      const back = await openAndConfirm(person.browser, url, `${base}/connect/callback`);
+      // The offboarding lands after the callback's checks, just before its write (its deletion finds
+      // nothing yet): only the read after the write can take the credential back.
+      const store = s.stack.store;
+      const write = store.putUpstreamCredential.bind(store);
+      let landed = false;
+      store.putUpstreamCredential = async (record) => {
+        if (record.subject === person.subject && !landed) {
+          landed = true;
+          await offboard(person.subject);
+        }
+        return write(record);
+      };
+      try {
+        const refused = await person.browser.request(back.location!);
+        expect(refused.status).toBe(403);
+      } finally {
+        store.putUpstreamCredential = write;
+      }
+      expect(landed).toBe(true);
+      expect(await kept(person.subject)).toEqual([]);
+    });
+  });
+
   it("two users' links in parallel: each connection is kept for the principal whose link it was", async () => {
-    const [a, b] = await Promise.all([freshUser(), freshUser()]);
+    const [pa, pb] = await Promise.all([freshPerson(), freshPerson()]);
+    const [a, b] = [pa.token, pb.token];
     const [urlA, urlB] = await Promise.all([elicitationUrl(a), elicitationUrl(b)]);
     expect(urlA).not.toBe(urlB);
     await Promise.all(
-      [urlA, urlB].map(async (u) => {
-        const agent = new UserAgent();
-        expect((await agent.follow(await agent.request(u))).status).toBe(200);
+      [
+        [urlA, pa.browser],
+        [urlB, pb.browser],
+      ].map(async ([u, agent]) => {
+        expect((await openAndConfirm(agent as UserAgent, u as string)).status).toBe(200);
       }),
     );
     const forwarded: string[] = [];
@@ -352,11 +463,10 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
 
   // Last: it stops the provider.
   it('a provider outage is a clear 503 page, nothing is kept, and the call is still refused without the credential', async () => {
-    const token = await freshUser();
+    const { token, browser } = await freshPerson();
     const url = await elicitationUrl(token);
-    const browser = new UserAgent();
     // The user authorizes; the provider goes down before the sidecar redeems the code.
-    const back = await browser.follow(await browser.request(url), `${base}/connect/callback`);
+    const back = await openAndConfirm(browser, url, `${base}/connect/callback`);
     await provider.close();
     const page = await browser.request(back.location!);
     expect(page.status).toBe(503);

@@ -26,6 +26,7 @@ function validBody(name: OperationName): Record<string, unknown> {
     body[field] = f.type === 'integer' ? Number(/^(\d+)\.\./.exec(f.bounds ?? '')?.[1] ?? 1) : 'x';
   }
   for (const [a] of spec.exactlyOne ?? []) body[a] = 'a'.repeat(64);
+  for (const [a] of spec.atLeastOne ?? []) body[a] = 'x';
   return body;
 }
 

@@ -219,7 +219,7 @@ describe('handleAuthz, called directly', () => {
   });
 
   it('passes names that only look alike: no refusal for X-MCP-Authz or X-MCP-Auth without the dash', async () => {
-    for (const name of ['X-MCP-Authz', 'X-MCP-Auth', 'X-MCP_Authority', 'Mcp-Auth-Kind', 'X-Original-Auth-Kind']) {
+    for (const name of ['X-MCP-Authz', 'X-MCP-Auth', 'X-MCP_Authority', 'X.MCP.Authority', 'Mcp-Auth-Kind', 'X-Original-Auth-Kind']) {
       expect(isIdentityHeaderName(name), name).toBe(false);
       const { written } = await check([...original(), ['Authorization', `Bearer ${token}`], [name, 'x']]);
       expect(written.status, name).toBe(200);

@@ -1,23 +1,31 @@
-// The README's configuration table is generated from src/config/keys.ts (scripts/config-doc.ts) and must match
-// it: a key added to the code without a description, or a README edited by hand, fails here.
+// The configuration table of docs/configuration.md is generated from src/config/keys.ts (scripts/config-doc.ts)
+// and must match it: a key added to the code without a description, or a table edited by hand, fails here.
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { configTable, tableIn, withTable } from '../../scripts/config-doc.ts';
+import { CONFIG_DOC, configTable, tableIn, withTable } from '../../scripts/config-doc.ts';
 import { buildConfig } from '../../src/config/load.ts';
 import { describeConfigKeys } from '../../src/config/keys.ts';
 import { generateToken } from '../../src/model/credentials.ts';
 import { ADMIN_OPERATIONS } from '../../src/admin/declarations.ts';
-import { operationsTable, OPERATIONS_MARKERS } from '../../scripts/admin-doc.ts';
+import { ADMIN_DOC, operationsTable, OPERATIONS_MARKERS } from '../../scripts/admin-doc.ts';
 import { integer, operation } from '../../src/admin/spec.ts';
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+const CONFIG_DOC_TEXT = read(CONFIG_DOC);
+const ADMIN_DOC_TEXT = read(ADMIN_DOC);
+const README = read('README.md');
 const CONFIG_YAML = readFileSync(new URL('../../config.yaml', import.meta.url), 'utf8');
 
 describe('configuration table', () => {
-  it('README.md holds exactly the generated table (run `npm run docs:config` to regenerate)', () => {
-    expect(tableIn(README), 'README.md configuration table is stale: run `npm run docs:config`').toBe(configTable());
+  it(`${CONFIG_DOC} holds exactly the generated table (run \`npm run docs:config\` to regenerate)`, () => {
+    expect(tableIn(CONFIG_DOC_TEXT), `${CONFIG_DOC} configuration table is stale: run \`npm run docs:config\``).toBe(configTable());
+  });
+
+  it('README.md holds no second copy of the table, which nothing would keep up to date', () => {
+    expect(README).not.toContain('<!-- config:start -->');
+    expect(README).not.toContain('| `redis.commandTimeoutMs` |');
   });
 
   it('lists every key the code reads, with a description, and nothing else', () => {
@@ -58,6 +66,7 @@ describe('configuration table', () => {
       UPSTREAM_PROVIDER_CLIENT_ID: 'upstream.credentials.provider.clientId',
       UPSTREAM_PROVIDER_CLIENT_SECRET: 'upstream.credentials.provider.clientSecret',
       UPSTREAM_PROVIDER_SCOPES: 'upstream.credentials.provider.scopes',
+      UPSTREAM_PROVIDER_NAME: 'upstream.credentials.provider.name',
       HOST: 'proxy.host',
       PORT: 'proxy.port',
       ADMIN_HOST: 'admin.host',
@@ -104,16 +113,20 @@ describe('configuration table', () => {
   });
 });
 
-// The README's table of admin operations is generated from src/admin/declarations.ts (scripts/admin-doc.ts)
-// the same way: an operation or field added to the code without `npm run docs:admin` fails here.
+// The table of admin operations in docs/admin.md is generated from src/admin/declarations.ts
+// (scripts/admin-doc.ts) the same way: an operation or field added to the code without `npm run docs:admin` fails here.
 describe('admin operations table', () => {
-  it('README.md holds exactly the generated table (run `npm run docs:admin` to regenerate)', () => {
-    expect(tableIn(README, OPERATIONS_MARKERS), 'README.md admin operations table is stale: run `npm run docs:admin`').toBe(
+  it(`${ADMIN_DOC} holds exactly the generated table (run \`npm run docs:admin\` to regenerate)`, () => {
+    expect(tableIn(ADMIN_DOC_TEXT, OPERATIONS_MARKERS), `${ADMIN_DOC} admin operations table is stale: run \`npm run docs:admin\``).toBe(
       operationsTable(),
     );
   });
 
-  it('an operation added to the declarations changes the table, so the README check above fails until it is regenerated', () => {
+  it('README.md holds no second copy of the table', () => {
+    expect(README).not.toContain(OPERATIONS_MARKERS.start);
+  });
+
+  it('an operation added to the declarations changes the table, so the check above fails until it is regenerated', () => {
     const added = {
       ...ADMIN_OPERATIONS,
       rotateMasterToken: operation({
@@ -123,7 +136,7 @@ describe('admin operations table', () => {
       }),
     };
     const table = operationsTable(added);
-    expect(table).not.toBe(tableIn(README, OPERATIONS_MARKERS));
+    expect(table).not.toBe(tableIn(ADMIN_DOC_TEXT, OPERATIONS_MARKERS));
     expect(table.split('\n').at(-1)).toBe(
       '| `rotateMasterToken` (`rotate-master-token`) | a test-only operation | `graceSeconds?` (0..3600, default 60) | `200 {}` |',
     );

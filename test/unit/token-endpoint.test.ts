@@ -720,6 +720,35 @@ describe('identity assertion grant (ID-JAG, jwt-bearer)', () => {
     expect(lastAudit()).toMatchObject({ who: `client:${c.clientId}`, action: 'token.id_jag', result: 'ok' });
   });
 
+  it('a private_key_jwt client without the grant is unauthorized_client: signing proves who it is, not that it may use ID-JAG', async () => {
+    const key = await idpKey('ES256', 'other-agent-key');
+    const c = await ep.client({
+      grantTypes: ['client_credentials'],
+      profile: 'service',
+      tokenEndpointAuthMethod: 'private_key_jwt',
+      jwks: JSON.stringify({ keys: [key.jwk] }),
+    });
+    const now = Math.floor(ep.clock.now() / 1000);
+    const clientAssertion = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid })
+      .setIssuer(c.clientId)
+      .setSubject(c.clientId)
+      .setAudience(PUBLIC_URL)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .setJti(randomBytes(8).toString('hex'))
+      .sign(key.privateKey);
+    const res = await ep.token({
+      grant_type: JWT_BEARER,
+      assertion: await idJag(c.clientId),
+      client_id: c.clientId,
+      client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+      client_assertion: clientAssertion,
+    });
+    expect([res.status, res.body.error]).toEqual([400, 'unauthorized_client']);
+    expect(res.body.access_token).toBeUndefined();
+  });
+
   it('a public client is invalid_client (this grant needs client authentication), whether or not it holds the grant', async () => {
     const pub = await confidential({ tokenEndpointAuthMethod: 'none' });
     const res = await ep.token({ grant_type: JWT_BEARER, assertion: await idJag(pub.clientId), client_id: pub.clientId });

@@ -44,6 +44,7 @@ describe('upstream credentials: configuration', () => {
       'oauth with discovery',
       { UPSTREAM_CREDENTIALS: 'oauth', UPSTREAM_PROVIDER_ISSUER: 'https://accounts.example', UPSTREAM_PROVIDER_CLIENT_ID: 'c' },
     ],
+    ['oauth with a display name for the provider', { UPSTREAM_CREDENTIALS: 'oauth', ...GITHUB, UPSTREAM_PROVIDER_NAME: 'GitHub' }],
     [
       'a base64 key and a url-safe base64 previous key',
       {
@@ -127,6 +128,11 @@ describe('upstream credentials: configuration', () => {
         UPSTREAM_PROVIDER_CLIENT_ID: 'c',
       },
       'UPSTREAM_PROVIDER_ISSUER must be an https:// URL',
+    ],
+    [
+      "a provider's display name with another mode",
+      { UPSTREAM_CREDENTIALS: 'idp', UPSTREAM_CREDENTIALS_KEY: KEY, ...SIGN_IN, UPSTREAM_PROVIDER_NAME: 'GitHub' },
+      'only oauth (connected accounts) uses a provider',
     ],
     [
       'a provider with another mode',

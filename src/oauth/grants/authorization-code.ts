@@ -10,7 +10,7 @@ import { hashToken, isTokenShaped } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
-import { buildPair, issued } from '../issuance.ts';
+import { buildPair, issued, voidedByOffboarding } from '../issuance.ts';
 import { dpopBinding, refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
 /** How long a redeemed code is remembered, so that a replay revokes what it issued. */
@@ -96,6 +96,8 @@ export const authorizationCodeGrant: Grant = {
     }
     if (outcome === 'client_revoked') throw clientRefused(request.presented);
     if (outcome !== 'ok') throw rejected;
+    // The person was offboarded since the sign-in this code comes from: what it issued is revoked.
+    if (await voidedByOffboarding(ctx, pair, user, stored.createdAt)) throw rejected;
     return issued(ctx, ACTION, client, pair);
   },
 };

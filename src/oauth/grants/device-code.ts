@@ -10,7 +10,7 @@ import { hashToken, isTokenShaped } from '../../model/credentials.ts';
 import { HttpError } from '../../http/errors.ts';
 import { GRANT_DEVICE_CODE } from '../../model/grant-types.ts';
 import { clientRefused } from '../client-auth.ts';
-import { buildPair, issued } from '../issuance.ts';
+import { buildPair, issued, voidedByOffboarding } from '../issuance.ts';
 import { dpopBinding, requireClient, type Grant } from './grant.ts';
 
 const ACTION = 'token.device_code';
@@ -47,6 +47,8 @@ export const deviceCodeGrant: Grant = {
     const pair = await buildPair(ctx, client, authorization.scope, { user: authorization.user, dpop: dpopBinding(request) });
     // The client was deleted since the poll authenticated it: nothing is stored.
     if ((await ctx.store.issueTokens(pair.access, pair.refresh)) !== 'ok') throw clientRefused(request.presented);
+    // The person who approved was offboarded since: the approval is void and what it issued revoked.
+    if (await voidedByOffboarding(ctx, pair, authorization.user, authorization.createdAt)) throw rejected;
     return issued(ctx, ACTION, client, pair);
   },
 };

@@ -1,7 +1,10 @@
 // GET /device, POST /device: device sign-in (RFC 8628) in the browser. The user types the code a
 // device shows; a code that names a pending device authorization leads to the same consent page and
 // IdP round trip as /authorize, whose decision goes to the device's authorization. Entries are limited
-// per address, and failed ones server-wide (the bound on guessing from many addresses).
+// per address and per code; wrong ones are also counted server-wide (the bound on guessing from many
+// addresses), and past that bound every address is held to a few entries a minute. A right code is
+// never refused for what other addresses did: a guesser can slow everyone's guessing, not close the
+// form to people who hold a code.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../../http/body.ts';
@@ -15,27 +18,40 @@ import { checkFormPost } from './browser.ts';
 import { PageError, SIGN_IN_OFF } from './errors.ts';
 import { awaitConsent, type SignInParts } from './parts.ts';
 
-/** Device codes one client address may enter per minute (a person needs one or two; a guesser many). */
+/** Device codes one client address (an IPv6 one as its network) may enter per minute (a person needs one or two; a guesser many). */
 export const DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS = 10;
 /**
- * Failed device-code entries the whole server accepts per minute, from every address together: the
- * bound on guessing from many addresses. Past it, entries are refused until the minute ends.
+ * Wrong device-code entries the whole server takes per minute, from every address together, before it
+ * holds each address to DEVICE_ENTRIES_PER_MINUTE_UNDER_GUESSING for the rest of the minute. Well
+ * above what a few dozen addresses reach with their own allowance (31 addresses: 310).
  */
-export const DEVICE_FAILED_ENTRIES_PER_MINUTE = 300;
+export const DEVICE_FAILED_ENTRIES_PER_MINUTE = 1000;
+/**
+ * Entries one address may make in a minute once the server-wide wrong entries ran out: enough for a
+ * person who mistypes once or twice, a third of a guesser's usual allowance.
+ */
+export const DEVICE_ENTRIES_PER_MINUTE_UNDER_GUESSING = 3;
+/** Entries of one waiting code per minute, from every address together (a person enters theirs once or twice). */
+export const DEVICE_ENTRIES_PER_MINUTE_PER_CODE = 10;
 const FORM_MAX_BODY_BYTES = 4096;
 
 export class DeviceEntryStage {
   readonly #parts: SignInParts;
-  /** Device codes entered per client address and minute, and failed entries server-wide. */
+  /** Device codes entered per client address and minute, entries of each waiting code, and failed entries server-wide. */
   readonly #entries: WindowLimit;
+  readonly #codeEntries: WindowLimit;
   readonly #failedEntries: WindowLimit;
-  /** Until when (epoch ms) this process refuses device-code entries: the server-wide failures ran out. */
-  #guessingBlockedUntil = 0;
+  /**
+   * Until when (epoch ms) this process holds every address to DEVICE_ENTRIES_PER_MINUTE_UNDER_GUESSING:
+   * the server-wide wrong entries ran out (seen here at once, on other replicas at their next wrong entry).
+   */
+  #guessingUntil = 0;
 
   constructor(parts: SignInParts) {
     const { ctx } = parts;
     this.#parts = parts;
     this.#entries = new WindowLimit(ctx.store, ctx.clock, 'deviceentry', DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS);
+    this.#codeEntries = new WindowLimit(ctx.store, ctx.clock, 'devicecode', DEVICE_ENTRIES_PER_MINUTE_PER_CODE);
     this.#failedEntries = new WindowLimit(ctx.store, ctx.clock, 'devicemiss', DEVICE_FAILED_ENTRIES_PER_MINUTE);
   }
 
@@ -47,9 +63,10 @@ export class DeviceEntryStage {
   }
 
   /**
-   * POST /device: the code typed. Every entry counts towards its address's limit, each failed one
-   * towards the server-wide one, before a code is looked up. A code that names a pending device
-   * authorization shows the consent page (a pending sign-in like one of /authorize, bounded alike).
+   * POST /device: the code typed. Every entry counts towards its address's limit before a code is
+   * looked up (past the server-wide bound on wrong entries, towards a lower one). A code that names a
+   * pending device authorization counts towards that code's limit and shows the consent page (a
+   * pending sign-in like one of /authorize, bounded alike); a wrong one counts server-wide.
    */
   async entry(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { ctx, signIn } = this.#parts;
@@ -58,21 +75,25 @@ export class DeviceEntryStage {
     checkFormPost(req, ctx.publicUrl(), 'The code');
     const address = this.#parts.clientKey(req);
     const now = ctx.clock.now();
-    if (now < this.#guessingBlockedUntil) {
+    const entered = await this.#entries.count(address);
+    if (entered > DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS)
+      throw tooManyRequests(this.#entries.secondsLeft(), 'too many device codes entered from this address; try again in a minute');
+    if (now < this.#guessingUntil && entered > DEVICE_ENTRIES_PER_MINUTE_UNDER_GUESSING) {
       throw tooManyRequests(
-        Math.ceil((this.#guessingBlockedUntil - now) / 1000),
+        Math.ceil((this.#guessingUntil - now) / 1000),
         'too many wrong device codes were entered on this server; try again in a minute',
       );
     }
-    await this.#entries.take(address, 'too many device codes entered from this address; try again in a minute');
     const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
     const typed = form.get('user_code') ?? '';
     const code = normaliseUserCode(typed);
-    const found = code === undefined ? null : await ctx.store.findDeviceAuthorization(hashToken(code));
+    const codeHash = code === undefined ? undefined : hashToken(code);
+    const found = codeHash === undefined ? null : await ctx.store.findDeviceAuthorization(codeHash);
     if (!found || found === 'corrupt' || found.status !== 'pending' || found.expiresAt <= now) {
       await this.#wrongCode(res, address, now, typed);
       return;
     }
+    await this.#codeEntries.take(codeHash!, 'this code was entered too many times; try again in a minute');
     const looked = await this.#parts.clients.lookUp(found.clientId, req);
     if (!looked) throw new PageError(400, 'Unknown application', 'The application of this device was removed from this server.');
     const request: AuthorizationRequest = {
@@ -88,13 +109,17 @@ export class DeviceEntryStage {
     writePage(res, 200, consentPage(view), { 'set-cookie': browser.setCookie });
   }
 
-  /** A code that names no waiting device: counted server-wide (past the bound, entries stop for the minute), and the form again. */
+  /**
+   * A code that names no waiting device: counted server-wide (past the bound, every address is held to
+   * a few entries for the rest of the minute), and the form again.
+   */
   async #wrongCode(res: ServerResponse, address: string, now: number, typed: string): Promise<void> {
     const { ctx } = this.#parts;
     const retryAfter = await this.#failedEntries.hit('all');
     if (retryAfter > 0) {
-      this.#guessingBlockedUntil = now + retryAfter * 1000;
-      ctx.logger.warn({ address }, 'device-code entries refused server-wide for the rest of the minute: too many wrong codes');
+      if (now >= this.#guessingUntil)
+        ctx.logger.warn({ address }, 'device-code entries held to a few per address for the rest of the minute: too many wrong codes');
+      this.#guessingUntil = now + retryAfter * 1000;
     }
     ctx.logger.info({ address }, 'a device code was entered that names no waiting device');
     writePage(

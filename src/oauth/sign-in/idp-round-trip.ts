@@ -77,6 +77,8 @@ export class IdpRoundTrip {
     try {
       let tokens;
       ({ user, tokens } = await signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier }));
+      // What this sign-in leads to (a code, a device approval) is refused if the person is offboarded after it.
+      user.signedInAt = ctx.clock.now();
       // The IdP's tokens belong to this user (IdP sub + issuer): kept, encrypted, when the upstream is
       // to receive them (upstream.credentials idp or token-exchange); otherwise dropped here.
       await ctx.keepIdpTokens?.(user, tokens);

@@ -1,0 +1,38 @@
+// Offboarding's cut-off: `revokeSubject` revokes what a person holds (their indexed tokens) and records
+// when it did, so that what was issued for them before and is still pending (a code not yet redeemed,
+// a device approval not yet polled, an account-page session, a connect link, a connect flow) is
+// refused when it is used. A pending artefact is stamped with the sign-in (or link) it comes from.
+//
+// Race-free without a cross-key script: revokeSubject writes the cut-off before it revokes the index,
+// and what redeems a pending artefact writes its tokens (indexed) before it reads the cut-off. Either
+// the write came first and the revocation's scan finds it, or the read comes after the cut-off and
+// the redemption revokes what it just wrote before answering: nobody ever receives it.
+
+import type { SignedInUser, SubjectCutoffStorage } from '../store/types.ts';
+
+/**
+ * How long a cut-off is kept: longer than anything pending it voids lives (sign-in steps and codes
+ * last minutes, an account-page session 15 minutes, a connect link 10, a device code its lifetime).
+ */
+export const SUBJECT_CUTOFF_KEPT_MS = 24 * 60 * 60 * 1000;
+
+/** Whether something issued at `issuedAt` is void: its person was revoked at or after that instant. */
+export function voidedByRevocation(revokedAt: number | undefined, issuedAt: number): boolean {
+  return revokedAt !== undefined && issuedAt <= revokedAt;
+}
+
+/** Whether what `user`'s sign-in (at `user.signedInAt`, else `issuedAt`) led to was voided by their offboarding since. */
+export async function revokedSinceSignIn(
+  store: Pick<SubjectCutoffStorage, 'subjectRevokedAt'>,
+  user: SignedInUser,
+  issuedAt: number,
+): Promise<boolean> {
+  return voidedByRevocation(await store.subjectRevokedAt(user.subject, user.issuer), user.signedInAt ?? issuedAt);
+}
+
+/** The person as kept on tokens: the sign-in's instant is a property of the sign-in, not of what it grants. */
+export function tokenUser(user: SignedInUser): SignedInUser {
+  if (user.signedInAt === undefined) return user;
+  const { signedInAt: _, ...rest } = user;
+  return rest;
+}
