@@ -16,7 +16,7 @@ export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'refused' | 'u
 export class Metrics {
   readonly registry = new Registry();
   /**
-   * @label outcome `forwarded` (to the upstream), `allowed` (by `/authz`, forward-auth), `denied` (the token), `refused` (anything else the sidecar answered with an error), `unavailable` (the store failed: `503`), `health` (an authenticated `/health`), `oauth` (an OAuth endpoint or metadata document), `not_found`
+   * @label outcome `forwarded` (to the upstream), `allowed` (by `/authz`, forward-auth), `connect` (`/authz`'s marked `401` for a user without a usable upstream credential, handed by the ingress to `/authz-connect`, which counts the request's own outcome), `denied` (the token), `refused` (anything else the sidecar answered with an error), `unavailable` (the store failed: `503`), `health` (an authenticated `/health`), `oauth` (an OAuth endpoint or metadata document), `not_found`
    * @label reason empty, except: for `denied` the denial reason, `missing`, `malformed`, `unknown`, `revoked`, `expired`, `corrupt`, `dpop_proof`, `dpop_replay`, `dpop_binding` (DPoP, docs/dpop.md) or `rate_limited`; for `refused` the error's code, one of the fixed catalogue of src/http/errors.ts: `invalid_request` (framing), `forbidden` (Origin), `insufficient_scope` (policy, a scope would lift it), `insufficient_authorization` (policy, answered at 200 as a tool error), `quota_exceeded`, `upstream_credential_missing` (no usable upstream credential: docs/upstream-credentials.md), `method_not_allowed`, `payload_too_large`, `misdirected_request` (Host), ...
    */
   readonly requests = new Counter({
@@ -172,7 +172,7 @@ export class Metrics {
   });
   readonly upstreamCredentialsMissing = new Counter({
     name: 'mcp_auth_upstream_credentials_missing_total',
-    help: 'Requests of a user without a usable upstream credential (answered -32042 or 401, never forwarded)',
+    help: 'Requests of a user without a usable upstream credential that needed it (answered with the link to connect or 401, never forwarded); counted once, where the answer is decided: /mcp, or /authz-connect behind an ingress (never /authz)',
     registers: [this.registry],
   });
   readonly openStreams = new Gauge({
@@ -250,10 +250,18 @@ export class Metrics {
   /** A request over a quota (a tool error at 200, or a 429): its outcome, counted where it is decided. */
   readonly quotaExceeded = this.requests.labels('refused', 'quota_exceeded');
   /**
-   * A user without a usable upstream credential (upstream.credentials): answered -32042 (URL elicitation,
-   * at 200) or the 401 challenge, nothing forwarded. Counted once the answer is decided.
+   * A user without a usable upstream credential (upstream.credentials) on a request that needs it:
+   * answered with the link (-32042, or a tool or JSON-RPC error, at 200) or the 401 challenge, nothing
+   * forwarded. Counted once the answer is decided, at /mcp or /authz-connect: /authz, which cannot
+   * read the body, counts its marked 401 as `connect` instead.
    */
   readonly credentialMissing = this.requests.labels('refused', 'upstream_credential_missing');
+  /**
+   * `/authz` answered the marked 401 of a user without a usable upstream credential (forward-auth): an
+   * ingress that knows the mark hands the request to `/authz-connect`, which counts what became of it
+   * (forwarded, or `upstream_credential_missing`); one that does not passes the 401 on.
+   */
+  readonly connectHandoff = this.requests.labels('connect', '');
   readonly #denied = new Map<DenialReason | 'rate_limited', Counter.Internal>();
   readonly #refused = new Map<ErrorCode, Counter.Internal>();
   readonly #upstream = new Map<string, Counter.Internal>();

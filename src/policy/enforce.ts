@@ -11,7 +11,7 @@
 // - nothing would, in a batch or a notification: 403 without a scope, each request a JSON-RPC error
 //   carrying that context.
 
-import { checkMirrorHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from './jsonrpc.ts';
+import { checkMirrorHeaders, parseClientMessages, type ClientBody, type ClientMessage, type JsonRpcLimits } from './jsonrpc.ts';
 import type { ListRequests } from './list-filter.ts';
 import { decideCall, isAlwaysAllowed, LIST_METHODS, stepUpScope, type Policy, type PolicyPrincipal, type PolicyRequest } from './rules.ts';
 
@@ -54,6 +54,8 @@ export interface PolicyAllowance {
   readonly batch: boolean;
   /** What the body tells a trace (see BodyTrace). */
   readonly trace: BodyTrace;
+  /** The body as parsed. */
+  readonly parsed: ClientBody;
 }
 
 /** What a body tells a trace: its first call, and the `params._meta.traceparent` it carries. */
@@ -75,7 +77,8 @@ export function enforcePolicy(
   mirror: { method: string | undefined; name: string | undefined },
   limits: JsonRpcLimits,
 ): PolicyAllowance | PolicyDenial {
-  const { messages, batch, canonical, traceparent } = parseClientMessages(body, limits);
+  const parsed = parseClientMessages(body, limits);
+  const { messages, batch, canonical, traceparent } = parsed;
   const trace: BodyTrace = { call: messages.find((m) => m.call !== undefined)?.call, traceparent };
   checkMirrorHeaders(mirror.method, mirror.name, messages);
   let lists: Map<string | number, string> | undefined;
@@ -99,7 +102,7 @@ export function enforcePolicy(
       };
     }
   }
-  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch, trace };
+  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch, trace, parsed };
 }
 
 function requestsOf(messages: readonly ClientMessage[]): BodyRequest[] {

@@ -9,7 +9,8 @@
 // Quotas (policy.quotas) are taken after the policy allowed a body, before anything is forwarded: one
 // store script per rule and caller the body's requests fall under; over a quota, a tools/call gets a
 // tool error at 200 and anything else a 429 with Retry-After (see quotaAnswer). A store that cannot
-// answer fails the request closed (503).
+// answer fails the request closed (503). A body the listener answers itself for want of the user's
+// upstream credential is decided by the policy but takes no quota: nothing of it reaches the upstream.
 // Without a policy or quotas this module is never built and bodies stream unparsed.
 
 import type { ServerResponse } from 'node:http';
@@ -18,13 +19,13 @@ import { readBody } from '../http/body.ts';
 import type { Principal } from '../model/credentials.ts';
 import { HttpError, insufficientScope, tooManyRequests } from '../http/errors.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import type { BodyRewriter, ForwardOptions } from '../proxy/forwarder.ts';
+import type { BodyRewriter, DecidedOptions, ForwardOptions } from '../proxy/forwarder.ts';
 import type { ProxyRequest } from '../proxy/request.ts';
 import type { Clock } from '../model/clock.ts';
 import type { QuotaStorage } from '../store/types.ts';
 import { denialAnswer, enforceCall, enforcePolicy, type BodyRequest, type PolicyDenial } from './enforce.ts';
 import { quotaAnswer, quotaCounterName, quotaFor, type QuotaCaller, type QuotaMatch, type QuotaRefusal, type Quotas } from './quotas.ts';
-import { checkBodyHeaders, type JsonRpcLimits } from './jsonrpc.ts';
+import { checkBodyHeaders, type ClientBody, type JsonRpcLimits } from './jsonrpc.ts';
 import { filterMessages, SseListRewriter, type ListAnswers } from './list-filter.ts';
 import { callFromHeaders } from './mirror-headers.ts';
 import type { Policy, PolicyPrincipal } from './rules.ts';
@@ -64,14 +65,15 @@ export interface PolicyGate {
   /**
    * The proxy listener: the forwarding options for a request of any method. A POST's body is decided
    * (check), a GET's answer filtered (replayed); any other request must carry no body. Throws the
-   * HttpError to answer with otherwise.
+   * HttpError to answer with otherwise. `unforwarded`: see check.
    */
-  decide(req: ProxyRequest, principal: Principal): Promise<ForwardOptions | PolicyAnswer | undefined>;
+  decide(req: ProxyRequest, principal: Principal, unforwarded?: Unforwarded): Promise<DecidedOptions | PolicyAnswer | undefined>;
   /**
-   * The forwarding options for an allowed body, or the 200 answer to a denial no scope would lift;
-   * throws the HttpError to answer with otherwise (the 403 step-up challenge, a bad body).
+   * The forwarding options for an allowed body (with its parsed messages), or the 200 answer to a
+   * denial no scope would lift; throws the HttpError to answer with otherwise (the 403 step-up
+   * challenge, a bad body). An allowed body `unforwarded` says the listener answers itself takes no quota.
    */
-  check(req: ProxyRequest, principal: Principal): Promise<ForwardOptions | PolicyAnswer>;
+  check(req: ProxyRequest, principal: Principal, unforwarded?: Unforwarded): Promise<DecidedOptions | PolicyAnswer>;
   /**
    * The forwarding options for a GET (the stream): its answer is filtered as a replay, since a client
    * resuming with Last-Event-ID gets earlier POSTs' answers there again.
@@ -80,55 +82,62 @@ export interface PolicyGate {
   /**
    * Forward-auth: decides the call the request's Mcp-Method / Mcp-Name headers announce (its body is
    * never read); throws the HttpError to answer with, a 400 when the headers cannot decide it.
+   * `counted` false: no quota is taken.
    */
-  checkHeaders(req: ProxyRequest, principal: Principal): Promise<void>;
+  checkHeaders(req: ProxyRequest, principal: Principal, counted?: boolean): Promise<void>;
   /**
    * Forward-auth, for a request of any method: a POST is decided by checkHeaders. Any other must show
    * no body, and only GET (the stream) and DELETE (ending a session) are allowed: ingresses do not pass
-   * a body's framing headers to the check (see refuseForwardAuthMethod).
+   * a body's framing headers to the check (see refuseForwardAuthMethod). `counted` false: the policy
+   * decides, no quota is taken (a request the check refuses for another reason right after).
    */
-  checkForwardAuth(req: ProxyRequest, principal: Principal, method: string): Promise<void>;
+  checkForwardAuth(req: ProxyRequest, principal: Principal, method: string, counted?: boolean): Promise<void>;
 }
+
+/** Whether the listener will answer an allowed body itself, never forwarding it (a user without their upstream credential). */
+export type Unforwarded = (body: ClientBody) => boolean;
 
 export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   const { policy, limits } = options;
   const gate: PolicyGate = {
     policy,
-    async decide(req, principal) {
-      if (req.method === 'POST') return gate.check(req, principal);
+    async decide(req, principal, unforwarded) {
+      if (req.method === 'POST') return gate.check(req, principal, unforwarded);
       refuseBody(req.method ?? '', req.headers);
       return req.method === 'GET' ? gate.replayed(principal) : undefined;
     },
-    async check(req, principal) {
+    async check(req, principal, unforwarded) {
       checkBodyHeaders(req.headers['content-type'], req.headers['content-encoding']);
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
       if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
       if (outcome.denied) return { answer: { body: refuse(options, outcome, principal) }, by: 'policy' };
-      const over = await takeQuotas(options.quotas, req, principal, outcome.requests, outcome.batch);
+      const counted = unforwarded === undefined || !unforwarded(outcome.parsed);
+      const over = counted ? await takeQuotas(options.quotas, req, principal, outcome.requests, outcome.batch) : undefined;
       if (over !== undefined) return { answer: { body: refuseOverQuota(options, over, principal) }, by: 'quota' };
-      const lists = outcome.lists;
+      const { lists, parsed } = outcome;
       const decided = outcome.body;
       return lists === undefined
-        ? { body: decided }
-        : { body: decided, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
+        ? { body: decided, parsed }
+        : { body: decided, parsed, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };
     },
     replayed(principal) {
       const who: PolicyPrincipal = principal;
       return { rewriteResponse: (contentType) => listRewriter(policy, who, 'replayed', contentType) };
     },
-    async checkHeaders(req, principal) {
+    async checkHeaders(req, principal, counted = true) {
       const call = callFromHeaders(req);
       const outcome = enforceCall(policy, principal, call);
       if (outcome.denied) refuse(options, outcome, principal);
+      if (!counted) return;
       // The request's id is unseen and an ingress cannot carry a tool error: over a quota is a 429.
       const over = await takeQuotas(options.quotas, req, principal, [{ id: null, call }], false);
       if (over !== undefined) refuseOverQuota(options, { ...over, requestIds: [] }, principal);
     },
-    async checkForwardAuth(req, principal, method) {
+    async checkForwardAuth(req, principal, method, counted) {
       const upper = method.toUpperCase();
-      if (upper === 'POST') return gate.checkHeaders(req, principal);
+      if (upper === 'POST') return gate.checkHeaders(req, principal, counted);
       refuseBody(upper, req.headers);
       refuseForwardAuthMethod(upper);
     },

@@ -34,6 +34,12 @@ export interface ClientMessage {
   taskId?: string;
   /** A task-augmented request (`params.task` is an object): its answer is a CreateTaskResult. */
   createsTask?: true;
+  /**
+   * The client declares URL-mode elicitation: in an `initialize` (`params.capabilities.elicitation.url`,
+   * MCP 2025-11-25), or on the request itself (the 2026-07-28 envelope,
+   * `params._meta["io.modelcontextprotocol/clientCapabilities"].elicitation.url`).
+   */
+  urlElicitation?: true;
 }
 
 /** The MCP Tasks methods (2025-11-25) that name one task by `params.taskId`, decided by its owner. */
@@ -186,6 +192,7 @@ function readMessage(item: unknown): ClientMessage {
     throw new HttpError('invalid_request', 'a JSON-RPC method must be a non-empty string');
   const method = m.method;
   const message = taskFields(method, m.params, { call: { method }, id: id as ClientMessage['id'] });
+  if (declaresUrlElicitation(method, m.params)) message.urlElicitation = true;
   const field = NAME_BEARING_METHODS.get(method);
   if (field === undefined) return message;
   const params = m.params;
@@ -193,6 +200,21 @@ function readMessage(item: unknown): ClientMessage {
   if (typeof name !== 'string') throw new HttpError('invalid_request', `${method} needs params.${field} as a string`);
   message.call = { method, name };
   return message;
+}
+
+/** Where a request of the 2026-07-28 protocol carries its client's capabilities. */
+const CLIENT_CAPABILITIES_META_KEY = 'io.modelcontextprotocol/clientCapabilities';
+
+/** The client's capabilities hold `elicitation.url` (an object): it can send its user to a URL the server names. */
+function declaresUrlElicitation(method: string, params: unknown): boolean {
+  const capabilities =
+    method === 'initialize' ? member(params, 'capabilities') : member(member(params, '_meta'), CLIENT_CAPABILITIES_META_KEY);
+  const url = member(member(capabilities, 'elicitation'), 'url');
+  return typeof url === 'object' && url !== null && !Array.isArray(url);
+}
+
+function member(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>)[key] : undefined;
 }
 
 /**

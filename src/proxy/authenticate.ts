@@ -16,7 +16,7 @@ import {
 } from '../model/credentials.ts';
 import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken } from '../http/errors.ts';
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof } from '../oauth/dpop.ts';
-import { MISSING } from '../upstream-credentials/delivery.ts';
+import { MISSING, type CredentialHeader } from '../upstream-credentials/delivery.ts';
 import { CredentialRefreshUnavailable } from '../upstream-credentials/idp-mode.ts';
 import type { ProxyContext, RequestTarget, UpstreamCredentialsOnProxy } from './context.ts';
 import type { ProxyRequest } from './request.ts';
@@ -118,20 +118,15 @@ function deny(ctx: ProxyContext, req: ProxyRequest, reason: DenialReason, scheme
 }
 
 /**
- * Sets the principal's upstream credential on `headers` (after the client's own Authorization, and
- * any header of the credential's name it sent, are gone). True when a user has none usable: then
- * nothing may be forwarded. An unreachable provider with no valid token left is a 503.
+ * The principal's upstream credential header: the user's, the service token (null: none) for a
+ * caller without a user, or MISSING. An unreachable provider with no valid token left is a 503.
  */
-export async function addCredential(
-  ctx: ProxyContext,
-  principal: Principal,
-  headers: Record<string, string | string[] | undefined>,
+export async function credentialFor(
   credentials: UpstreamCredentialsOnProxy,
-): Promise<boolean> {
-  delete headers[credentials.delivery.header];
-  let header;
+  principal: Principal,
+): Promise<CredentialHeader | null | typeof MISSING> {
   try {
-    header = await credentials.delivery.headerFor(principal);
+    return await credentials.delivery.headerFor(principal);
   } catch (err) {
     if (err instanceof CredentialRefreshUnavailable)
       throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', {
@@ -140,12 +135,16 @@ export async function addCredential(
       });
     throw err;
   }
-  if (header === MISSING) {
-    ctx.metrics.upstreamCredentialsMissing.inc();
-    return true;
-  }
+}
+
+/** Puts `header` on the forwarded request's headers in place of any the client sent under the credential's name (null: none). */
+export function setCredential(
+  headers: Record<string, string | string[] | undefined>,
+  credentials: UpstreamCredentialsOnProxy,
+  header: CredentialHeader | null,
+): void {
+  delete headers[credentials.delivery.header];
   if (header !== null) headers[header.name] = header.value;
-  return false;
 }
 
 /**

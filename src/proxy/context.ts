@@ -15,7 +15,7 @@ import type { FailedAuthLimiter } from '../http/rate-limits.ts';
 import { clientAddresses, type ClientAddresses } from './client-address.ts';
 import type { PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
-import type { HandleGuard } from './handle-guard.ts';
+import type { BodyInterest, HandleGuard } from './handle-guard.ts';
 import { createHostCheck, type HostCheck } from './host-check.ts';
 import type { AssertionSigner } from '../assertion/signer.ts';
 import type { DpopVerifier } from '../oauth/dpop.ts';
@@ -68,6 +68,8 @@ export interface ProxyContext extends ProxyDeps {
   addresses: ClientAddresses;
   /** The DNS rebinding check of Host and Origin. */
   checkHost: HostCheck;
+  /** Which POST bodies read without a policy are parsed for more than task ids; undefined: none. */
+  bodyInterest: BodyInterest | undefined;
 }
 
 export function proxyContext(deps: ProxyDeps): ProxyContext {
@@ -82,7 +84,24 @@ export function proxyContext(deps: ProxyDeps): ProxyContext {
       allowedHosts: config.proxy.allowedHosts,
       allowedOrigins: config.proxy.allowedOrigins,
     }),
+    bodyInterest: bodyInterest(deps),
   };
+}
+
+const ELICITATION = Buffer.from('"elicitation"');
+const TRACEPARENT = Buffer.from('"traceparent"');
+
+/**
+ * Without a policy, the bodies read for their task ids that are parsed for more: one that may declare
+ * URL elicitation (a session's record keeps it, with upstream credentials on), one that may carry
+ * `params._meta.traceparent` (with tracing on). A key spelt with escapes is missed: the client then
+ * gets the answers of a client that declared nothing, and a new trace. Neither on: no byte looked at.
+ */
+function bodyInterest(deps: ProxyDeps): BodyInterest | undefined {
+  const elicitation = deps.upstreamCredentials !== undefined;
+  const tracing = deps.tracing !== undefined;
+  if (!elicitation && !tracing) return undefined;
+  return (body) => (elicitation && body.includes(ELICITATION)) || (tracing && body.includes(TRACEPARENT));
 }
 
 /** The request a token is presented for: its method, path (no query) and Host; for /authz, the ingress's original request. */

@@ -5,18 +5,23 @@
 // method. Several statements of the request must agree: a client-sent X-Forwarded-Uri passed on by an
 // nginx that sets X-Original-URI must not decide what was asked. A check request carrying a
 // client-sent identity header (X-MCP-Auth-*, in any spelling) is refused: not every ingress can
-// remove those. A user refused for want of an upstream credential is answered at /authz-connect, where
-// the ingress hands the request with the ticket /authz gave it.
+// remove those. A user refused for want of an upstream credential is taken on at /authz-connect, where
+// the ingress hands the request with the ticket /authz gave it: the sidecar forwards what needs no
+// credential itself and answers the rest with the link to connect.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, invalidBearerToken } from '../http/errors.ts';
 import { pathOf } from '../http/serve.ts';
+import { decideToken, type DenialReason, type Principal } from '../model/credentials.ts';
 import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
-import { addAssertion, addCredential, admit, resourceMetadataUrl, traceparentOf } from './authenticate.ts';
+import { MISSING } from '../upstream-credentials/delivery.ts';
+import { addAssertion, admit, credentialFor, resourceMetadataUrl, setCredential, traceparentOf } from './authenticate.ts';
 import type { ClientAddresses } from './client-address.ts';
 import type { ProxyContext } from './context.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
-import { answerMissingCredential } from './mcp-handler.ts';
+import { handleDigest } from './handles.ts';
+import { presentedSession, type SessionRead } from './handle-guard.ts';
+import { forwardAdmitted, refuseAmbiguousFraming } from './mcp-handler.ts';
 import type { ProxyRequest } from './request.ts';
 
 /** The path the forward-auth endpoint answers on; Envoy appends the original path to it. */
@@ -24,20 +29,21 @@ export const AUTHZ_PATH = '/authz';
 
 /**
  * On /authz's 401 for a user without a usable upstream credential (and on no other answer): the
- * ingress may hand the request to CONNECT_ANSWER_PATH, which answers a JSON-RPC request with -32042.
+ * ingress may hand the request to CONNECT_ANSWER_PATH, which takes it on as /mcp would.
  */
 export const CONNECT_REQUIRED_HEADER = 'x-mcp-auth-connect';
 
 /**
- * Beside the mark: a ticket that stands for the principal /authz authenticated (single use, a minute),
- * for the ingress to hand, with the request, to CONNECT_ANSWER_PATH.
+ * Beside the mark: a ticket that stands for the token /authz admitted and the request it was asked
+ * about (single use, a minute), for the ingress to hand, with the request, to CONNECT_ANSWER_PATH.
  */
 export const CONNECT_TICKET_HEADER = 'x-mcp-auth-connect-ticket';
 
 /**
- * Where the ingress hands a request whose check was the marked 401: the sidecar answers it (-32042 with
- * the link, or the 401 challenge) from its body and the ticket, without authenticating it again. A
- * DPoP proof works once and /authz has spent it, so the request itself would be refused as a replay.
+ * Where the ingress hands a request whose check was the marked 401: the sidecar takes it on from its
+ * body and the ticket (forwards the handshake and the lists itself, answers a call that needs the
+ * credential with the link), without authenticating it again. A DPoP proof works once and /authz has
+ * spent it, so the request itself would be refused as a replay.
  */
 export const CONNECT_ANSWER_PATH = '/authz-connect';
 
@@ -56,9 +62,13 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
     throw new HttpError('not_found');
   }
   const principal = await admit(ctx, req, original);
+  // Looked up before any quota is taken: a request refused for want of it counts against nothing here
+  // (the sidecar's /mcp, deciding it afresh, counts what it forwards).
+  const credentials = ctx.upstreamCredentials;
+  const credential = credentials === undefined ? undefined : await credentialFor(credentials, principal);
   if (ctx.policyGate !== undefined) {
     const deciding = performance.now();
-    await ctx.policyGate.checkForwardAuth(req, principal, original.method);
+    await ctx.policyGate.checkForwardAuth(req, principal, original.method, credential !== MISSING);
     req.trace?.step('policy decision', deciding);
   }
   const binding = ctx.handles.bindPresentedSession(req, principal);
@@ -66,13 +76,20 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
   const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, principal);
   // The ingress copies the credential header like the identity headers. A user without one gets the
   // 401 challenge, marked, with a ticket, so that an ingress which knows the mark hands the request
-  // (with its body, which /authz never sees) and the ticket to CONNECT_ANSWER_PATH, which answers a
-  // JSON-RPC request with -32042 and the link. An ingress that does not know the mark passes the 401
-  // on (the ticket with it, to the client it stands for: it can get that client one link, nothing more).
-  if (ctx.upstreamCredentials !== undefined && (await addCredential(ctx, principal, headers, ctx.upstreamCredentials))) {
-    ctx.metrics.credentialMissing.inc();
+  // (with its body, which /authz never sees) and the ticket to CONNECT_ANSWER_PATH, which decides it
+  // from its body: the handshake and the lists go on without the user's credential, a call that needs
+  // it gets the link. An ingress that does not know the mark passes the 401 on (the ticket with it,
+  // to the client it stands for: it can take on that client's request, nothing more). Counted as
+  // handed on: what becomes of the request is counted where it is decided, at CONNECT_ANSWER_PATH.
+  if (credentials !== undefined) setCredential(headers, credentials, credential === MISSING ? null : credential!);
+  if (credential === MISSING) {
+    ctx.metrics.connectHandoff.inc();
     const challenge = invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
-    const ticket = await ctx.upstreamCredentials.links.ticket(principal);
+    const session = presentedSession(req);
+    const ticket = await credentials!.links.ticket(principal, {
+      method: original.method,
+      session: session === undefined ? undefined : handleDigest(session),
+    });
     throw new HttpError('invalid_token', challenge.description, {
       headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1', [CONNECT_TICKET_HEADER]: ticket },
     });
@@ -88,23 +105,54 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
 }
 
 /**
- * The connect answer, for an ingress that received the marked 401 from /authz: the principal is the
- * ticket's (used up here), the request's body gives the JSON-RPC id. A missing, forged, expired or
- * used ticket is the 401 challenge, as a request that is no JSON-RPC call gets.
+ * The request an ingress hands over on the marked 401 of /authz, with the ticket /authz gave it: taken
+ * on as /mcp takes on a request of a user without a usable upstream credential (the principal is the
+ * ticket's token's, looked up again; the ticket is used up here). Its body decides: the handshake and
+ * the lists are forwarded to UPSTREAM_URL with the service token or none, the session's answer
+ * recorded with what its client declared; a call that needs the credential gets the link (-32042 to
+ * a client that declared URL elicitation). A missing, forged, expired or used ticket, one /authz gave
+ * for another request (method, session), or a token revoked or expired since, is the 401 challenge.
  */
 export async function handleConnectAnswer(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse): Promise<void> {
-  const credentials = ctx.upstreamCredentials;
-  const ticket = req.headers[CONNECT_TICKET_HEADER];
-  let principal;
+  req.trace = ctx.tracing?.startRequest(req.method ?? '', CONNECT_ANSWER_PATH, traceparentOf(req));
+  refuseAmbiguousFraming(req);
+  const sessionRead = ctx.handles.readSession(req);
+  const principal = await ticketPrincipal(ctx, req, sessionRead);
+  await forwardAdmitted(ctx, req, res, principal, sessionRead, (req.url ?? '/').slice(CONNECT_ANSWER_PATH.length), true);
+}
+
+/**
+ * The principal a request's connect ticket stands for, or the 401 challenge. The ticket is used up
+ * first, so that a request it was not given for spends it too.
+ */
+async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead: SessionRead | undefined): Promise<Principal> {
+  const refuse = (reason: DenialReason): never => {
+    req.denial = reason;
+    ctx.metrics.denied(reason);
+    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+  };
+  const value = req.headers[CONNECT_TICKET_HEADER];
+  let ticket;
   try {
-    if (credentials === undefined || typeof ticket !== 'string') throw new ConnectLinkRefused('no ticket');
-    principal = await credentials.links.redeemTicket(ticket);
+    if (ctx.upstreamCredentials === undefined || typeof value !== 'string') throw new ConnectLinkRefused('no ticket');
+    ticket = await ctx.upstreamCredentials.links.redeemTicket(value);
   } catch (err) {
     if (!(err instanceof ConnectLinkRefused)) throw err;
-    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
+    return refuse('unknown');
   }
-  req.principal = principal;
-  await answerMissingCredential(ctx, req, res, principal, credentials!, undefined);
+  // The request /authz was asked about, not another the ticket was put on.
+  if (sessionRead?.refused !== undefined) throw sessionRead.refused;
+  const session = sessionRead === undefined ? undefined : handleDigest(sessionRead.id);
+  if (ticket.method !== req.method?.toUpperCase() || ticket.session !== session) return refuse('unknown');
+  // The token as it stands now: revoked or expired in the minute since /authz, it is refused here too.
+  const started = performance.now();
+  const decision = decideToken(ticket.tokenHash, await ctx.store.lookupToken(ticket.tokenHash), ctx.clock.now());
+  req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
+  if (!decision.ok) return refuse(decision.reason);
+  const principal = decision.principal;
+  if (principal.kind !== ticket.kind || principal.subject !== ticket.subject || principal.clientId !== ticket.clientId)
+    return refuse('unknown');
+  return (req.principal = principal);
 }
 
 export interface OriginalRequest {

@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import { Pool, errors, type Dispatcher } from 'undici';
 import { HttpError, StoreUnavailableError, storeUnavailable, writeError } from '../http/errors.ts';
+import type { ClientBody } from '../policy/jsonrpc.ts';
 import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
 import type { ProxyRequest } from './request.ts';
 
@@ -64,6 +65,11 @@ export interface ForwardOptions {
    * or 502 instead of the upstream's answer.
    */
   beforeResponse?: (status: number, rawHeaders: readonly Buffer[]) => Promise<void> | undefined;
+}
+
+/** Forwarding options with what the listener parsed of the body on the way (its messages; the forwarder never reads it). */
+export interface DecidedOptions extends ForwardOptions {
+  parsed?: ClientBody;
 }
 
 export interface Forwarder {

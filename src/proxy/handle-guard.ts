@@ -3,7 +3,9 @@
 // an unknown session (404) or task (JSON-RPC -32602) and is never forwarded (docs/sessions.md).
 // Session ids are recorded from the upstream's answers, task ids from the CreateTaskResult of a
 // task-augmented request, so POST bodies that may name a task are read (task-mentions.ts). A
-// `tasks/list` answer keeps only the tasks recorded for the caller.
+// `tasks/list` answer keeps only the tasks recorded for the caller. A session's record also keeps
+// whether its client declared URL elicitation in the `initialize` it was minted for: every replica
+// answers a user without their upstream credential in the form that client reads.
 
 import type { IncomingMessage } from 'node:http';
 import type { Audit } from '../observability/audit.ts';
@@ -13,11 +15,11 @@ import type { Principal } from '../model/credentials.ts';
 import { HttpError } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import { checkBodyHeaders, parseClientMessages, type ClientMessage, type JsonRpcLimits } from '../policy/jsonrpc.ts';
+import { checkBodyHeaders, parseClientMessages, type ClientBody, type ClientMessage, type JsonRpcLimits } from '../policy/jsonrpc.ts';
 import { SseMessageRewriter } from '../policy/list-filter.ts';
 import { handleRenewalDue } from '../store/records.ts';
 import type { HandleKind, HandleOwner, HandleStorage, HandleUse, StoredHandle } from '../store/types.ts';
-import { arrived, type BodyRewriter, type ForwardOptions } from './forwarder.ts';
+import { arrived, type BodyRewriter, type DecidedOptions, type ForwardOptions } from './forwarder.ts';
 import { handleDigest, handleOwner, unknownSession, UNKNOWN_TASK } from './handles.ts';
 import { mayNameTasks, TaskMentionScanner } from './task-mentions.ts';
 
@@ -50,17 +52,24 @@ export interface HandleGuardOptions {
   limits: JsonRpcLimits;
 }
 
-/** The session id a request presents, and whether it was recorded (for its owner) when checked. */
+/**
+ * The session id a request presents, whether it was recorded (for its owner) when checked, and whether
+ * its client declared URL elicitation when it initialized.
+ */
 export interface PresentedSession {
   id: string;
   known: boolean;
+  urlElicitation: boolean;
 }
 
 /** A presented session id and its record being read; or the refusal of how it was presented. */
 export type SessionRead = { refused?: undefined; id: string; stored: Promise<StoredHandle | null> | undefined } | { refused: HttpError };
 
-/** What a POST may go on with: its forwarding options, or the JSON-RPC answer refusing it. */
-export type TaskCheck = { refusal?: undefined; options: ForwardOptions | undefined } | { refusal: string };
+/** What a POST may go on with: its forwarding options (and its messages, when parsed), or the JSON-RPC answer refusing it. */
+export type TaskCheck = { refusal?: undefined; options: DecidedOptions | undefined } | { refusal: string };
+
+/** Whether a body read without a policy is parsed for what it says beside task ids (parse failures then forward it as sent). */
+export type BodyInterest = (body: Buffer) => boolean;
 
 export class HandleGuard {
   readonly #options: HandleGuardOptions;
@@ -111,7 +120,7 @@ export class HandleGuard {
       this.#refuse('session', id, principal);
       throw unknownSession();
     }
-    return { id, known: use === 'owned' };
+    return { id, known: use === 'owned', urlElicitation: stored?.owner === owner.id && stored.urlElicitation === true };
   }
 
   /**
@@ -138,18 +147,24 @@ export class HandleGuard {
    * `tasks/result` or `tasks/cancel` naming a task recorded for another principal refuses the body
    * (the upstream's answer to an unknown task), the answers to its task-augmented requests are
    * watched for the task ids to record, and the answers to its `tasks/list` requests keep only the
-   * caller's tasks.
+   * caller's tasks. Without a policy, a body read whole is parsed too when `interest` asks (and
+   * `options.parsed` then holds its messages).
    */
-  async checkTasks(req: IncomingMessage, principal: Principal, decided: ForwardOptions | undefined): Promise<TaskCheck> {
+  async checkTasks(
+    req: IncomingMessage,
+    principal: Principal,
+    decided: DecidedOptions | undefined,
+    interest?: BodyInterest,
+  ): Promise<TaskCheck> {
     let options = decided;
-    let parsed: { messages: ClientMessage[]; batch: boolean } | undefined;
+    let parsed: ClientBody | undefined;
     if (decided?.body !== undefined) {
-      // With a policy the body was read, decided and re-serialised: the bytes to forward are these.
-      if (mayNameTasks(decided.body)) parsed = parseClientMessages(decided.body, this.#options.limits);
+      // With a policy (or for a user without their credential) the body was read, decided and
+      // re-serialised: the bytes to forward are these, and their messages are known.
+      if (mayNameTasks(decided.body)) parsed = decided.parsed ?? parseClientMessages(decided.body, this.#options.limits);
     } else {
-      const read = await this.#readUndecided(req);
-      options = read.options;
-      parsed = read.parsed;
+      options = await this.#readUndecided(req, interest);
+      if (options?.body !== undefined) parsed = options.parsed;
     }
     if (parsed === undefined) return { options };
     const owner = handleOwner(principal);
@@ -182,8 +197,10 @@ export class HandleGuard {
     req: IncomingMessage,
     principal: Principal,
     session: PresentedSession | undefined,
-    options: ForwardOptions | undefined,
-  ): ForwardOptions {
+    options: DecidedOptions | undefined,
+  ): DecidedOptions {
+    // A session minted in answer to an `initialize` that declared URL elicitation is recorded so.
+    const urlElicitation = options?.parsed?.messages.some((m) => m.urlElicitation === true) === true;
     const beforeResponse = (status: number, headers: readonly Buffer[]): Promise<void> | undefined => {
       if (status < 200 || status > 299) return undefined;
       if (req.method === 'DELETE' && session !== undefined)
@@ -192,7 +209,7 @@ export class HandleGuard {
       const toBind =
         answered !== undefined && answered !== session?.id ? answered : session !== undefined && !session.known ? session.id : undefined;
       if (toBind === undefined) return undefined;
-      return this.#bind('session', toBind, handleOwner(principal)).then((binding) => {
+      return this.#bind('session', toBind, handleOwner(principal), toBind === answered && urlElicitation).then((binding) => {
         if (binding === 'foreign') throw new Error('the upstream answered with a session id bound to another caller');
       });
     };
@@ -203,37 +220,47 @@ export class HandleGuard {
    * The body of a POST without a policy: read whole within TASK_SCAN_BYTES and parsed only when it may
    * name a task (else forwarded as it came); a larger or chunked body streams through a scanner that
    * cuts it if it names one. A coded body (Content-Encoding) cannot be read, so it is refused.
+   * A body `interest` asks about (and naming no task) is parsed once for its messages and still
+   * forwarded as it came: what is read from it (trace context, declared capabilities) decides nothing
+   * the upstream could read differently, so a body that does not parse is forwarded as before.
    */
-  async #readUndecided(
-    req: IncomingMessage,
-  ): Promise<{ options: ForwardOptions | undefined; parsed?: { messages: ClientMessage[]; batch: boolean } }> {
+  async #readUndecided(req: IncomingMessage, interest: BodyInterest | undefined): Promise<DecidedOptions | undefined> {
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && (typeof encoding !== 'string' || encoding.trim().toLowerCase() !== 'identity')) {
       throw new HttpError('invalid_request', 'a POST /mcp body is read for the task ids it names: send it without a Content-Encoding');
     }
     const chunked = req.headers['transfer-encoding'] !== undefined;
     const length = req.headers['content-length'];
-    if (!chunked && (length === undefined || length === '0')) return { options: undefined };
+    if (!chunked && (length === undefined || length === '0')) return undefined;
     if (!chunked && Number(length) <= TASK_SCAN_BYTES) {
       // Usually already arrived with the headers: taken as it lies in the request's buffer.
       const body = arrived(req) ?? (await readBody(req, TASK_SCAN_BYTES));
-      if (!mayNameTasks(body)) return { options: { bodyAsSent: body } };
+      if (!mayNameTasks(body)) {
+        if (interest === undefined || !interest(body)) return { bodyAsSent: body };
+        return { bodyAsSent: body, parsed: this.#parsedOrNot(body) };
+      }
       checkBodyHeaders(req.headers['content-type'], undefined);
       const parsed = parseClientMessages(body, this.#options.limits);
-      return { options: { body: parsed.canonical }, parsed };
+      return { body: parsed.canonical, parsed };
     }
     const scanner = new TaskMentionScanner();
     return {
-      options: {
-        inspectBody(chunk) {
-          if (scanner.feed(chunk))
-            throw new HttpError(
-              'payload_too_large',
-              `a POST /mcp body that names a task is read whole, so it must be at most ${TASK_SCAN_BYTES} bytes`,
-            );
-        },
+      inspectBody(chunk) {
+        if (scanner.feed(chunk))
+          throw new HttpError(
+            'payload_too_large',
+            `a POST /mcp body that names a task is read whole, so it must be at most ${TASK_SCAN_BYTES} bytes`,
+          );
       },
     };
+  }
+
+  #parsedOrNot(body: Buffer): ClientBody | undefined {
+    try {
+      return parseClientMessages(body, this.#options.limits);
+    } catch {
+      return undefined;
+    }
   }
 
   /**
@@ -373,9 +400,9 @@ export class HandleGuard {
     return store.useHandle(kind, handleDigest(handle), owner, clock.now(), idleMs, MAX_HANDLES_PER_OWNER);
   }
 
-  #bind(kind: HandleKind, handle: string, owner: HandleOwner) {
+  #bind(kind: HandleKind, handle: string, owner: HandleOwner, urlElicitation = false) {
     const { store, clock, idleMs } = this.#options;
-    return store.bindHandle(kind, handleDigest(handle), owner, clock.now(), idleMs, MAX_HANDLES_PER_OWNER);
+    return store.bindHandle(kind, handleDigest(handle), owner, clock.now(), idleMs, MAX_HANDLES_PER_OWNER, { urlElicitation });
   }
 
   /** A handle of another principal: counted, audited (by its hash's first 8 characters), refused as unknown. */

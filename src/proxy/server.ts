@@ -2,7 +2,8 @@
 // route (the table) -> admit (src/proxy/authenticate.ts: Host, then the token: parse the Authorization
 // header -> a DPoP proof checked -> master check or SHA-256 -> one store round trip -> decide) ->
 // /mcp (src/proxy/mcp-handler.ts): rewrite identity headers, stream to the upstream; or /authz
-// (src/proxy/forward-auth.ts, forward-auth on): answer the ingress that holds the request.
+// (src/proxy/forward-auth.ts, forward-auth on): answer the ingress that holds the request; or
+// /authz-connect (forward-auth and upstream credentials on): take on a request the ingress hands over.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
 // What the sidecar learns about a request (principal, denial, upstream status) lives on its ProxyRequest.
 // The handlers take their dependencies explicitly (a ProxyContext, built once here).
@@ -105,7 +106,7 @@ const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set([
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
-  return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`);
+  return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`) || path === CONNECT_ANSWER_PATH;
 }
 
 /** The node:http bounds of the proxy listener. */

@@ -439,7 +439,10 @@ export class MemoryTokenStore implements TokenStore {
     this.#check();
     const fields = this.#get(this.#keys.handle(kind, handleHash));
     if (!fields?.owner) return null;
-    return fields.renewedAt === undefined ? { owner: fields.owner } : { owner: fields.owner, renewedAt: fields.renewedAt };
+    const stored: StoredHandle = { owner: fields.owner };
+    if (fields.renewedAt !== undefined) stored.renewedAt = fields.renewedAt;
+    if (fields.urlElicitation === '1') stored.urlElicitation = true;
+    return stored;
   }
 
   async useHandle(
@@ -461,9 +464,10 @@ export class MemoryTokenStore implements TokenStore {
     now: number,
     ttlMs: number,
     maxPerOwner: number,
+    marks?: { urlElicitation?: boolean },
   ): Promise<HandleBinding> {
     this.#check();
-    return this.#claimHandle(true, kind, handleHash, owner, now, ttlMs, maxPerOwner) as HandleBinding;
+    return this.#claimHandle(true, kind, handleHash, owner, now, ttlMs, maxPerOwner, marks?.urlElicitation === true) as HandleBinding;
   }
 
   /** The Redis script's steps (CLAIM_HANDLE in redis-scripts.ts), in the same order. */
@@ -475,6 +479,7 @@ export class MemoryTokenStore implements TokenStore {
     now: number,
     ttlMs: number,
     maxPerOwner: number,
+    urlElicitation = false,
   ): HandleUse | HandleBinding {
     const key = this.#keys.handle(kind, handleHash);
     const stored = this.#get(key);
@@ -486,6 +491,7 @@ export class MemoryTokenStore implements TokenStore {
     } else if (bind) {
       outcome = 'bound';
       fields = handleFields(owner);
+      if (urlElicitation) fields.urlElicitation = '1';
     } else {
       return 'unknown';
     }

@@ -363,7 +363,8 @@ return deleted`;
 // an index drops expired members, and past `max` members its least recently used handle is
 // forgotten (only if that handle is still the same owner's: a stale member names nothing).
 // KEYS: handle, clientIndex, subjectIndex
-// ARGV: mode ('use' | 'bind'), owner, clientId ('' none), subjectHash ('' none), now, ttlMs, max, member, handlePrefix
+// ARGV: mode ('use' | 'bind'), owner, clientId ('' none), subjectHash ('' none), now, ttlMs, max, member, handlePrefix,
+//       urlElicitation ('1': a session whose client declared URL elicitation; '' none)
 const CLAIM_HANDLE = `
 local stored = redis.call('HMGET', KEYS[1], 'owner', 'renewedAt')
 local owner = stored[1]
@@ -375,6 +376,7 @@ elseif ARGV[1] == 'bind' then
   redis.call('HSET', KEYS[1], 'owner', ARGV[2])
   if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'clientId', ARGV[3]) end
   if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'subjectHash', ARGV[4]) end
+  if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'urlElicitation', '1') end
 else
   return 'unknown'
 end

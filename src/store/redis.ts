@@ -323,9 +323,14 @@ class RedisOperations implements TokenStore {
   async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
     // Read beside the token lookup, on its connection: the two leave in one write.
     const key = this.#keys.handle(kind, handleHash);
-    const [owner, renewedAt] = await this.#lookups.read((client) => client.hmget(key, 'owner', 'renewedAt'));
+    const [owner, renewedAt, urlElicitation] = await this.#lookups.read((client) =>
+      client.hmget(key, 'owner', 'renewedAt', 'urlElicitation'),
+    );
     if (owner === null || owner === undefined) return null;
-    return renewedAt === null || renewedAt === undefined ? { owner } : { owner, renewedAt };
+    const stored: StoredHandle = { owner };
+    if (renewedAt !== null && renewedAt !== undefined) stored.renewedAt = renewedAt;
+    if (urlElicitation === '1') stored.urlElicitation = true;
+    return stored;
   }
 
   /**
@@ -354,8 +359,18 @@ class RedisOperations implements TokenStore {
     now: number,
     ttlMs: number,
     maxPerOwner: number,
+    marks?: { urlElicitation?: boolean },
   ): Promise<HandleBinding> {
-    return this.#claimHandle('bind', kind, handleHash, owner, now, ttlMs, maxPerOwner) as Promise<HandleBinding>;
+    return this.#claimHandle(
+      'bind',
+      kind,
+      handleHash,
+      owner,
+      now,
+      ttlMs,
+      maxPerOwner,
+      marks?.urlElicitation === true,
+    ) as Promise<HandleBinding>;
   }
 
   async #claimHandle(
@@ -366,6 +381,7 @@ class RedisOperations implements TokenStore {
     now: number,
     ttlMs: number,
     maxPerOwner: number,
+    urlElicitation = false,
   ): Promise<HandleUse | HandleBinding> {
     const outcome = await this.#scripts.mcpClaimHandle(
       this.#keys.handle(kind, handleHash),
@@ -380,6 +396,7 @@ class RedisOperations implements TokenStore {
       String(Math.max(1, Math.trunc(maxPerOwner))),
       handleMember(kind, handleHash),
       this.#keys.handlePrefix(),
+      urlElicitation ? '1' : '',
     );
     if (
       outcome === 'owned' ||

@@ -747,10 +747,14 @@ export interface HandleOwner {
 /** `owned`: recorded for this owner (its life extended). `foreign`: for another. `unknown`: not recorded. */
 export type HandleUse = 'owned' | 'foreign' | 'unknown';
 
-/** A handle's record as stored: its owner's identity and its last renewal (epoch ms text, if any). */
+/**
+ * A handle's record as stored: its owner's identity, its last renewal (epoch ms text, if any), and for
+ * a session whether its client declared URL-mode elicitation when it initialized.
+ */
 export interface StoredHandle {
   owner: string;
   renewedAt?: string;
+  urlElicitation?: true;
 }
 
 /** `bound`: recorded now for this owner. */
@@ -773,7 +777,11 @@ export interface HandleStorage {
    * A handle recorded for another owner is left as it is.
    */
   useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse>;
-  /** Like useHandle, but a handle not recorded yet is recorded for `owner` (atomically with the read). */
+  /**
+   * Like useHandle, but a handle not recorded yet is recorded for `owner` (atomically with the read),
+   * marked `urlElicitation` when asked (a session whose `initialize` declared it); an existing record's
+   * mark is left as it is.
+   */
   bindHandle(
     kind: HandleKind,
     handleHash: string,
@@ -781,6 +789,7 @@ export interface HandleStorage {
     now: number,
     ttlMs: number,
     maxPerOwner: number,
+    marks?: { urlElicitation?: boolean },
   ): Promise<HandleBinding>;
   /** Forgets one handle (a session ended by DELETE); false when none was recorded. */
   forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean>;

@@ -5,11 +5,11 @@
 // when the link is used, so it works once. Reading a link (verify) does not use it up: only the
 // person it names, confirming, does (redeem). A link made before its person was offboarded is refused.
 // Behind an ingress, /authz hands the ingress a ticket of the same make (another audience, a minute,
-// single use) that stands for the principal it refused, for the sidecar to answer the request with a
-// link without authenticating it again.
+// single use) that stands for the token it admitted and the request it was asked about, for the
+// sidecar to take that request on without authenticating it again.
 
 import { hkdfSync, randomBytes } from 'node:crypto';
-import { jwtVerify, SignJWT } from 'jose';
+import { jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { Clock } from '../model/clock.ts';
 import type { Principal } from '../model/credentials.ts';
 import { voidedByRevocation } from '../model/offboarding.ts';
@@ -57,6 +57,24 @@ export interface ConnectLinkClaims {
   expiresAt: number;
 }
 
+/**
+ * What a ticket stands for: the token /authz admitted (by its hash, looked up again where the ticket
+ * is used, so a token revoked meanwhile is refused and the principal is the token's as it stands) and
+ * the request /authz was asked about (its method and presented MCP session), so that it takes on that
+ * request and no other.
+ */
+export interface ConnectTicket {
+  kind: Principal['kind'];
+  subject: string;
+  clientId?: string;
+  /** SHA-256 of the token (hex), its store key. */
+  tokenHash: string;
+  /** The request's method, upper case. */
+  method: string;
+  /** SHA-256 (hex) of the MCP session id the request presented; undefined: none. */
+  session?: string;
+}
+
 /** The link cannot be used: forged, altered, expired, already used. One answer for all (no oracle). */
 export class ConnectLinkRefused extends Error {
   override readonly name = 'ConnectLinkRefused';
@@ -91,32 +109,41 @@ export class ConnectLinks {
   }
 
   /** Checks a link without using it up (a link already used passes here: redeem refuses it); throws ConnectLinkRefused. */
-  verify(link: string): Promise<ConnectLinkClaims> {
-    return this.#verify(LINK, link);
+  async verify(link: string): Promise<ConnectLinkClaims> {
+    return (await this.#verify(LINK, link)).claims;
   }
 
   /** Checks a link and uses it up (a second use is refused, on every replica); throws ConnectLinkRefused. */
-  redeem(link: string): Promise<ConnectLinkClaims> {
-    return this.#redeem(LINK, link);
+  async redeem(link: string): Promise<ConnectLinkClaims> {
+    return (await this.#redeem(LINK, link)).claims;
   }
 
   /**
-   * A ticket for `principal`, refused by /authz for want of a credential: the ingress hands it, with
-   * the request, to the sidecar, which answers it with a link. Not a link: it cannot start a connection.
+   * A ticket for `principal` (admitted with the token of hash `principal.tokenHash`), refused by /authz
+   * for want of a credential on `request`: the ingress hands it, with the request, to the sidecar, which
+   * takes that request on. Not a link: it cannot start a connection.
    */
-  ticket(principal: Principal): Promise<string> {
-    return this.#sign(TICKET, principal, randomBytes(16).toString('hex'));
+  ticket(principal: Principal, request: { method: string; session: string | undefined }): Promise<string> {
+    if (principal.tokenHash === undefined) throw new Error('a ticket stands for a token');
+    const bound: Record<string, string> = { th: principal.tokenHash, htm: request.method.toUpperCase() };
+    if (request.session !== undefined) bound.sid = request.session;
+    return this.#sign(TICKET, principal, randomBytes(16).toString('hex'), bound);
   }
 
-  /** The principal a ticket stands for, using it up; throws ConnectLinkRefused (forged, altered, expired, used, a link). */
-  async redeemTicket(ticket: string): Promise<Principal> {
-    const claims = await this.#redeem(TICKET, ticket);
-    return { kind: claims.kind, subject: claims.subject, ...(claims.clientId !== undefined ? { clientId: claims.clientId } : {}) };
+  /** What a ticket stands for, using it up; throws ConnectLinkRefused (forged, altered, expired, used, a link). */
+  async redeemTicket(ticket: string): Promise<ConnectTicket> {
+    const { claims, payload } = await this.#redeem(TICKET, ticket);
+    if (typeof payload.th !== 'string' || typeof payload.htm !== 'string' || (payload.sid !== undefined && typeof payload.sid !== 'string'))
+      throw new ConnectLinkRefused(TICKET.refusal);
+    const redeemed: ConnectTicket = { kind: claims.kind, subject: claims.subject, tokenHash: payload.th, method: payload.htm };
+    if (claims.clientId !== undefined) redeemed.clientId = claims.clientId;
+    if (typeof payload.sid === 'string') redeemed.session = payload.sid;
+    return redeemed;
   }
 
-  #sign(kind: Kind, principal: Principal, id: string): Promise<string> {
+  #sign(kind: Kind, principal: Principal, id: string, extra: Record<string, string> = {}): Promise<string> {
     const now = this.#clock.now();
-    return new SignJWT({ kind: principal.kind, ...(principal.clientId !== undefined ? { cid: principal.clientId } : {}) })
+    return new SignJWT({ ...extra, kind: principal.kind, ...(principal.clientId !== undefined ? { cid: principal.clientId } : {}) })
       .setProtectedHeader({ alg: 'HS256' })
       .setSubject(principal.subject)
       .setIssuer(this.#issuer)
@@ -127,17 +154,18 @@ export class ConnectLinks {
       .sign(this.#key);
   }
 
-  async #verify(kind: Kind, token: string): Promise<ConnectLinkClaims> {
+  async #verify(kind: Kind, token: string): Promise<{ claims: ConnectLinkClaims; payload: JWTPayload }> {
     let claims: ConnectLinkClaims;
+    let payload: JWTPayload;
     try {
       if (token.length > 2048) throw new Error('too long');
-      const { payload } = await jwtVerify(token, this.#key, {
+      ({ payload } = await jwtVerify(token, this.#key, {
         algorithms: ['HS256'],
         audience: kind.audience,
         issuer: this.#issuer,
         currentDate: new Date(this.#clock.now()),
         clockTolerance: 0,
-      });
+      }));
       if (
         typeof payload.sub !== 'string' ||
         typeof payload.jti !== 'string' ||
@@ -161,12 +189,13 @@ export class ConnectLinks {
     // Made for a person offboarded since (iat is in whole seconds: a link of the cut-off's second counts as before it).
     if (voidedByRevocation(await this.#store.subjectRevokedAt(claims.subject, claims.issuer), claims.issuedAt))
       throw new ConnectLinkRefused(kind.refusal);
-    return claims;
+    return { claims, payload };
   }
 
-  async #redeem(kind: Kind, token: string): Promise<ConnectLinkClaims> {
-    const claims = await this.#verify(kind, token);
+  async #redeem(kind: Kind, token: string): Promise<{ claims: ConnectLinkClaims; payload: JWTPayload }> {
+    const verified = await this.#verify(kind, token);
+    const { claims } = verified;
     if (!(await this.#store.useOnce(`${kind.used}:${claims.linkId}`, claims.expiresAt))) throw new ConnectLinkRefused(kind.refusal);
-    return claims;
+    return verified;
   }
 }

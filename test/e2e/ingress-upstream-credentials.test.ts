@@ -2,8 +2,10 @@
 // and examples/caddy/Caddyfile, the sidecar (with the in-process OpenID provider as its IdP) as their
 // authorization service, the reference MCP server behind them. Each user's request reaches the MCP
 // server with that user's own credential and never another's, also with two users at once; a
-// credential the client sends itself never gets through, in any spelling; a user with none gets the
-// MCP error -32042 with the link to connect, and nothing is forwarded. Both with the credential in
+// credential the client sends itself never gets through, in any spelling; a user with none gets
+// through the handshake (the ingress hands it to the sidecar's /mcp, which forwards it without a
+// credential), then the MCP error -32042 with the link to connect for a call, which is never
+// forwarded. Both with the credential in
 // Authorization (the examples as they stand) and in a header of another name (the examples edited as
 // their comments say). A DPoP client with none gets -32042 as well, its proof still spent once (the
 // ingress hands the request to /authz-connect with the ticket /authz answered, not the proof again).
@@ -18,7 +20,16 @@ import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { CredentialCipher } from '../../src/upstream-credentials/cipher.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
+import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as Transport1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UrlElicitationRequiredError as UrlElicitationRequired1 } from '@modelcontextprotocol/sdk/types.js';
+import {
+  Client as Client2,
+  StreamableHTTPClientTransport as Transport2,
+  UrlElicitationRequiredError as UrlElicitationRequired2,
+} from '@modelcontextprotocol/client';
 import { DpopKey } from '../support/dpop.ts';
+import { RecordingProvider2 } from '../support/sdk2-oauth.ts';
 import { freePort, ingressAvailable, startIngress, type Ingress, type IngressKind } from '../support/ingress.ts';
 import { initializeRequest } from '../support/http.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
@@ -80,9 +91,9 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
 
   /**
    * A user-grade token for a user of their own, with `credential` kept as sign-in keeps the IdP's token;
-   * with `dpop`, bound to that key (as /token binds a token exchanged with a proof).
+   * with `dpop`, bound to that key or thumbprint (as /token binds a token exchanged with a proof).
    */
-  async function user(name: string, withCredential: boolean, dpop?: DpopKey): Promise<User> {
+  async function user(name: string, withCredential: boolean, dpop?: DpopKey | string): Promise<User> {
     const subject = `${name}-${randomBytes(4).toString('hex')}`;
     const token = generateToken();
     const now = s.stack.clock.now();
@@ -92,7 +103,7 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
       issuer: s.idp.issuer,
       createdAt: now,
       expiresAt: now + 3_600_000,
-      ...(dpop !== undefined ? { dpopJkt: await dpop.thumbprint() } : {}),
+      ...(dpop !== undefined ? { dpopJkt: typeof dpop === 'string' ? dpop : await dpop.thumbprint() } : {}),
     });
     let credential: string | undefined;
     if (withCredential) {
@@ -129,6 +140,27 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
       names: Object.keys(h),
     }));
   }
+
+  /** The sidecar's counts of requests without the user's credential, by where they went. */
+  async function counts() {
+    const text = await (await fetch(`${s.stack.adminUrl}/metrics`)).text();
+    const value = (series: string) => {
+      const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+      return line === undefined ? 0 : Number(line.slice(series.length + 1));
+    };
+    return {
+      missing: value('mcp_auth_upstream_credentials_missing_total'),
+      refused: value('mcp_auth_requests_total{outcome="refused",reason="upstream_credential_missing"}'),
+      connect: value('mcp_auth_requests_total{outcome="connect",reason=""}'),
+      forwarded: value('mcp_auth_requests_total{outcome="forwarded",reason=""}'),
+    };
+  }
+  const delta = (after: Awaited<ReturnType<typeof counts>>, before: Awaited<ReturnType<typeof counts>>) => ({
+    missing: after.missing - before.missing,
+    refused: after.refused - before.refused,
+    connect: after.connect - before.connect,
+    forwarded: after.forwarded - before.forwarded,
+  });
 
   beforeAll(async () => {
     if (!available) return;
@@ -223,63 +255,185 @@ describe.each(CASES)('$kind in front, with upstream credentials (mode idp) in $h
     expect(seen[0]!.authorization).toBe(header === 'authorization' ? expected(bob) : undefined);
   });
 
-  it.skipIf(!available)('a user with no credential gets -32042 with the link to connect, and nothing is forwarded', async () => {
-    const from = s.stack.upstream!.seenHeaders.length;
-    const res = await post(carol.token, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: {} } });
-    expect(res.status, ingress.log()).toBe(200);
-    const body = (await res.json()) as {
-      id: number;
-      error: { code: number; data: { elicitations: Array<{ mode: string; url: string }> } };
-    };
-    expect(body.id).toBe(7);
-    expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
-    expect(body.error.data.elicitations[0]).toMatchObject({
-      mode: 'url',
-      url: expect.stringMatching(new RegExp(`^${ingress.url}/connect/`)),
-    });
-    // A GET stream cannot carry a JSON-RPC answer: the 401 challenge.
-    const stream = await fetch(`${ingress.url}/mcp`, { headers: { authorization: `Bearer ${carol.token}`, accept: 'text/event-stream' } });
-    await stream.text();
-    expect(stream.status).toBe(401);
-    expect(stream.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
-    expect(s.stack.upstream!.seenHeaders.length).toBe(from);
+  it.skipIf(!available)(
+    'a user with no credential gets through the handshake, then -32042 with the link to connect; no call is forwarded',
+    async () => {
+      let from = s.stack.upstream!.seenHeaders.length;
+      // MCP 2025-11-25: the client declares URL-mode elicitation at initialize.
+      const hello = initializeRequest('carol');
+      (hello.params as { capabilities: unknown }).capabilities = { elicitation: { url: {} } };
+      let counted = await counts();
+      const initialized = await post(carol.token, hello);
+      expect(initialized.status, ingress.log()).toBe(200);
+      await initialized.text();
+      // One client request, counted once: /authz's marked 401 as `connect`, /authz-connect's forward.
+      expect(delta(await counts(), counted)).toEqual({ missing: 0, refused: 0, connect: 1, forwarded: 1 });
+      const session = initialized.headers.get('mcp-session-id')!;
+      expect(session).toBeTruthy();
+      // Forwarded by the sidecar itself (the ingress handed it to /authz-connect on the marked 401), as
+      // carol, with no credential header, and neither the ticket nor carol's token.
+      const handshake = seenSince(from);
+      expect(handshake).toHaveLength(1);
+      expect(handshake[0]!.subject).toBe(carol.subject);
+      expect(handshake[0]!.credential).toBeUndefined();
+      expect(handshake[0]!.authorization).toBeUndefined();
+      expect(handshake[0]!.names.filter((n) => n.startsWith('x-mcp-auth-connect'))).toEqual([]);
+      expect(JSON.stringify(s.stack.upstream!.seenHeaders.slice(from))).not.toContain(carol.token);
+      from = s.stack.upstream!.seenHeaders.length;
+      counted = await counts();
+      const res = await post(
+        carol.token,
+        { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: {} } },
+        { 'mcp-session-id': session },
+      );
+      expect(res.status, ingress.log()).toBe(200);
+      const body = (await res.json()) as {
+        id: number;
+        error: { code: number; data: { elicitations: Array<{ mode: string; url: string }> } };
+      };
+      expect(body.id).toBe(7);
+      expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
+      // Counted once as missing the credential (at /authz-connect, where the answer is decided), not again at /authz.
+      expect(delta(await counts(), counted)).toEqual({ missing: 1, refused: 1, connect: 1, forwarded: 0 });
+      expect(body.error.data.elicitations[0]).toMatchObject({
+        mode: 'url',
+        url: expect.stringMatching(new RegExp(`^${ingress.url}/connect/`)),
+      });
+      // A batch of calls cannot carry one link: the 401 challenge.
+      const call = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+      const batch = await post(carol.token, [
+        { ...call, id: 8 },
+        { ...call, id: 9 },
+      ]);
+      await batch.text();
+      expect(batch.status).toBe(401);
+      expect(batch.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
+      expect(s.stack.upstream!.seenHeaders.length).toBe(from);
 
-    // A token the sidecar does not know is still the plain challenge, once, and never reaches /authz-connect.
-    const unknown = await post(generateToken(), initializeRequest('unknown'));
-    await unknown.text();
-    expect(unknown.status).toBe(401);
-    expect(unknown.headers.get('www-authenticate')).toMatch(
-      /^Bearer realm="mcp", resource_metadata="[^"]+", error="invalid_token", error_description="[^"]+"$/,
-    );
-    expect(unknown.headers.get('x-mcp-auth-connect')).toBeNull();
-    expect(s.stack.upstream!.seenHeaders.length).toBe(from);
-  });
+      // A token the sidecar does not know is still the plain challenge, once, and never reaches /authz-connect.
+      const unknown = await post(generateToken(), initializeRequest('unknown'));
+      await unknown.text();
+      expect(unknown.status).toBe(401);
+      expect(unknown.headers.get('www-authenticate')).toMatch(
+        /^Bearer realm="mcp", resource_metadata="[^"]+", error="invalid_token", error_description="[^"]+"$/,
+      );
+      expect(unknown.headers.get('x-mcp-auth-connect')).toBeNull();
+      expect(s.stack.upstream!.seenHeaders.length).toBe(from);
+    },
+  );
 
-  it.skipIf(!available)('a DPoP client with no credential gets -32042 with the link too, and its proof works once', async () => {
-    const key = await DpopKey.generate('ES256');
-    const dave = await user('dave', false, key);
-    const from = s.stack.upstream!.seenHeaders.length;
-    const proof = await key.proof({
-      htm: 'POST',
-      htu: `${ingress.url}/mcp`,
-      accessToken: dave.token,
-      iat: Math.floor(s.stack.clock.now() / 1000),
-    });
-    const call = { jsonrpc: '2.0', id: 'dpop-1', method: 'tools/call', params: { name: 'echo', arguments: {} } };
-    const res = await post(dave.token, call, { authorization: `DPoP ${dave.token}`, dpop: proof });
-    const text = await res.text();
-    expect(res.status, `${text}\n${ingress.log()}`).toBe(200);
-    const body = JSON.parse(text) as { id: string; error: { code: number; data: { elicitations: Array<{ url: string }> } } };
-    expect(body.id).toBe('dpop-1');
-    expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
-    expect(body.error.data.elicitations[0]!.url).toMatch(new RegExp(`^${ingress.url}/connect/`));
-    // The same proof again: a replay, refused at /authz, never answered with a link.
-    const replay = await post(dave.token, call, { authorization: `DPoP ${dave.token}`, dpop: proof });
-    await replay.text();
-    expect(replay.status).toBe(401);
-    expect(replay.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
-    expect(s.stack.upstream!.seenHeaders.length).toBe(from);
-  });
+  it.skipIf(!available)(
+    'a DPoP client with no credential gets through the handshake, then -32042 with the link; each proof works once',
+    async () => {
+      const key = await DpopKey.generate('ES256');
+      const dave = await user('dave', false, key);
+      const proofFor = () =>
+        key.proof({ htm: 'POST', htu: `${ingress.url}/mcp`, accessToken: dave.token, iat: Math.floor(s.stack.clock.now() / 1000) });
+      const hello = initializeRequest('dave');
+      (hello.params as { capabilities: unknown }).capabilities = { elicitation: { url: {} } };
+      const helloProof = await proofFor();
+      const initialized = await post(dave.token, hello, { authorization: `DPoP ${dave.token}`, dpop: helloProof });
+      expect(initialized.status, ingress.log()).toBe(200);
+      await initialized.text();
+      const session = initialized.headers.get('mcp-session-id')!;
+      expect(session).toBeTruthy();
+      // The handshake's proof again: a replay, refused at /authz; nothing reaches the MCP server.
+      const from = s.stack.upstream!.seenHeaders.length;
+      const again = await post(dave.token, hello, { authorization: `DPoP ${dave.token}`, dpop: helloProof });
+      await again.text();
+      expect(again.status).toBe(401);
+      expect(again.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
+      const proof = await proofFor();
+      const call = { jsonrpc: '2.0', id: 'dpop-1', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+      const res = await post(dave.token, call, { authorization: `DPoP ${dave.token}`, dpop: proof, 'mcp-session-id': session });
+      const text = await res.text();
+      expect(res.status, `${text}\n${ingress.log()}`).toBe(200);
+      const body = JSON.parse(text) as { id: string; error: { code: number; data: { elicitations: Array<{ url: string }> } } };
+      expect(body.id).toBe('dpop-1');
+      expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
+      expect(body.error.data.elicitations[0]!.url).toMatch(new RegExp(`^${ingress.url}/connect/`));
+      // The same proof again: a replay, refused at /authz, never answered with a link.
+      const replay = await post(dave.token, call, { authorization: `DPoP ${dave.token}`, dpop: proof, 'mcp-session-id': session });
+      await replay.text();
+      expect(replay.status).toBe(401);
+      expect(replay.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
+      expect(s.stack.upstream!.seenHeaders.length).toBe(from);
+    },
+  );
+
+  // The official SDK clients, as an MCP host runs them, for a user who has connected nothing: the
+  // handshake, the notification, the GET stream and tools/list all go through /authz's marked 401 to
+  // /authz-connect, which forwards them; the tool call gets the link in the form the client declared.
+  const SDK_CASES = [
+    { client: 'SDK 1.x, Bearer, declaring URL elicitation', line: '1.x', dpop: false, urlElicitation: true },
+    { client: 'SDK 1.x, Bearer, declaring nothing', line: '1.x', dpop: false, urlElicitation: false },
+    { client: 'SDK 2.x, DPoP, declaring URL elicitation', line: '2.x', dpop: true, urlElicitation: true },
+  ] as const;
+  it.skipIf(!available).each(SDK_CASES)(
+    '$client: connects and lists tools without a credential, then its tool call gets the link',
+    async ({ line, dpop, urlElicitation }) => {
+      const calls = s.stack.upstream!.toolCalls.length;
+      const from = s.stack.upstream!.seenHeaders.length;
+      const capabilities = urlElicitation ? { elicitation: { url: {} } } : {};
+      const endpoint = new URL(`${ingress.url}/mcp`);
+      let client: { close(): Promise<void> };
+      let listTools: () => Promise<string[]>;
+      let callEcho: () => Promise<unknown>;
+      let who: User;
+      if (line === '1.x') {
+        who = await user('sdk1', false);
+        const c = new Client1({ name: 'ingress-sdk1', version: '1' }, { capabilities });
+        await c.connect(new Transport1(endpoint, { requestInit: { headers: { authorization: `Bearer ${who.token}` } } }));
+        [client, listTools, callEcho] = [
+          c,
+          async () => (await c.listTools()).tools.map((t) => t.name),
+          () => c.callTool({ name: 'echo', arguments: { text: 'hi' } }),
+        ];
+      } else {
+        // The 2.x client signs every request with its DpopSession's key, the token bound to it.
+        const provider = new RecordingProvider2({ dpop: dpop });
+        who = await user('sdk2', false, (await provider.dpop()!).thumbprint);
+        provider.saveTokens({ access_token: who.token, token_type: 'DPoP' });
+        const c = new Client2({ name: 'ingress-sdk2', version: '1' }, { capabilities });
+        await c.connect(new Transport2(endpoint, { authProvider: provider }));
+        [client, listTools, callEcho] = [
+          c,
+          async () => (await c.listTools()).tools.map((t) => t.name),
+          () => c.callTool({ name: 'echo', arguments: { text: 'hi' } }),
+        ];
+      }
+      try {
+        expect(await listTools()).toContain('echo');
+        const outcome = await callEcho().then(
+          (result) => result,
+          (err: unknown) => err,
+        );
+        const link = new RegExp(`^${ingress.url}/connect/\\S+$`);
+        if (urlElicitation) {
+          expect(outcome, ingress.log()).toBeInstanceOf(line === '1.x' ? UrlElicitationRequired1 : UrlElicitationRequired2);
+          const [only] = (outcome as UrlElicitationRequired1).elicitations;
+          expect(only).toMatchObject({ mode: 'url', url: expect.stringMatching(link) });
+        } else {
+          const result = outcome as { isError?: boolean; content: Array<{ type: string; text: string }> };
+          expect(result.isError, ingress.log()).toBe(true);
+          expect(result.content[0]!.text).toMatch(new RegExp(`open ${ingress.url}/connect/\\S+ in a browser`));
+        }
+      } finally {
+        await client.close();
+      }
+      // The tool never ran; what reached the MCP server came as this user, with no credential and no
+      // token of the sidecar's.
+      expect(s.stack.upstream!.toolCalls.length).toBe(calls);
+      const seen = seenSince(from).filter((h) => h.subject === who.subject);
+      expect(seen.length).toBeGreaterThanOrEqual(3);
+      for (const h of seen) {
+        expect(h.credential).toBeUndefined();
+        expect(h.authorization).toBeUndefined();
+        expect(h.names.filter((n) => n.startsWith('x-mcp-auth-connect') || n === 'dpop')).toEqual([]);
+      }
+    },
+    60_000,
+  );
 
   it.skipIf(!available)("the sidecar's /authz-connect is for the ingress only: not reachable through it", async () => {
     const direct = await fetch(`${s.stack.proxyUrl}/authz-connect`, { method: 'POST', body: '{}' });

@@ -3,6 +3,8 @@
 // real Redis, the organisation's IdP (oidc-provider; the person there is already signed in, so it
 // answers without a prompt) and GitHub as the provider (a stub shaped after GitHub's documented OAuth
 // app flow, test/support/github-oauth.ts: it approves an app already authorized without a prompt).
+// The SDK client, declaring URL-mode elicitation, connects and lists tools without a connected
+// account; its first tool call is answered -32042 (the SDK raises UrlElicitationRequiredError).
 //   - The attack: an attacker's page sends a victim's browser to the attacker's own connect link. The
 //     victim is signed in at the IdP as someone else: a 403 page, nothing kept, GitHub never contacted,
 //     and the link still works for its owner.
@@ -104,23 +106,36 @@ afterAll(async () => {
 });
 
 async function sdkClient(token: string): Promise<Client> {
-  const client = new Client({ name: 'upstream-credentials-e2e', version: '1.0.0' });
+  // Declaring URL-mode elicitation (MCP 2025-11-25): the link then comes as -32042.
+  const client = new Client({ name: 'upstream-credentials-e2e', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } } });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${s.base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
   );
   return client;
 }
 
-/** The link (and message) the SDK is given for a token without a connected account. */
-async function elicitationOf(token: string): Promise<{ url: string; message: string }> {
-  const refused = await sdkClient(token).then(
-    () => new Error('connected without a credential'),
+/** The `headers` tool's answer: the headers the upstream saw. */
+async function headersCall(client: Client): Promise<Record<string, string>> {
+  return JSON.parse(
+    ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
+  ) as Record<string, string>;
+}
+
+/**
+ * The link (and message) the SDK is given for a token without a connected account: it connects and
+ * lists the tools without one; its first tool call is refused. The connected client comes back too.
+ */
+async function elicitationOf(token: string): Promise<{ url: string; message: string; client: Client }> {
+  const client = await sdkClient(token);
+  expect((await client.listTools()).tools.map((t) => t.name)).toContain('headers');
+  const refused = await headersCall(client).then(
+    () => new Error('called a tool without a credential'),
     (e: unknown) => e,
   );
   expect(refused).toBeInstanceOf(UrlElicitationRequiredError);
   const [elicitation] = (refused as UrlElicitationRequiredError).elicitations;
   expect(elicitation).toMatchObject({ mode: 'url', url: expect.stringMatching(new RegExp(`^${s.base}/connect/`)) });
-  return elicitation as { url: string; message: string };
+  return { ...(elicitation as { url: string; message: string }), client };
 }
 
 /** A user-grade token of `subject` at the IdP. */
@@ -147,7 +162,8 @@ function lastResponse(responses: PageResponse[], prefix: string): PageResponse {
 describe('connected accounts, end to end', () => {
   it("the attack: the attacker's link opened in a victim's browser (signed in as another person) is a 403 page; nothing is kept, GitHub never contacted, the link not used up", async () => {
     const attackerSubject = `attacker-${randomBytes(4).toString('hex')}`;
-    const { url: link } = await elicitationOf(await userToken(attackerSubject));
+    const { url: link, client } = await elicitationOf(await userToken(attackerSubject));
+    await client.close();
     const githubBefore = github.requests.length;
 
     const victim = await browser.newContext({ javaScriptEnabled: false });
@@ -197,7 +213,7 @@ describe('connected accounts, end to end', () => {
       code_verifier: p.verifier,
     });
     const token = tokens.body.access_token as string;
-    const { url: link, message } = await elicitationOf(token);
+    const { url: link, message, client } = await elicitationOf(token);
     expect(message).toContain('connect your GitHub account');
 
     const context = await browser.newContext({ javaScriptEnabled: false });
@@ -235,10 +251,8 @@ describe('connected accounts, end to end', () => {
     expect(await page.locator('h1').textContent()).toBe('Connected');
     await context.close();
 
-    const client = await sdkClient(token);
-    const seen = JSON.parse(
-      ((await client.callTool({ name: 'headers', arguments: {} })) as { content: Array<{ text: string }> }).content[0]!.text,
-    ) as Record<string, string>;
+    // The same client, in the same session, now calls with the GitHub token.
+    const seen = await headersCall(client);
     await client.close();
     expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
     expect(seen.authorization).toMatch(/^Bearer gho_/);

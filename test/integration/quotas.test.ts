@@ -1,15 +1,22 @@
 // Quotas (policy.quotas) on real Redis, through two sidecars sharing it as two replicas do: exactly
 // `limit` requests pass in a window whatever the interleaving, the refusal names the reset time (a
 // tool error for tools/call, a 429 with Retry-After otherwise), windows roll with the injected clock,
-// forward-auth counts from the mirror headers, and a Redis that cannot answer fails closed (503).
+// forward-auth counts from the mirror headers, a Redis that cannot answer fails closed (503), and a
+// request answered with the link to connect an upstream account (the user has no usable credential)
+// takes nothing from a quota.
 // The request bodies are the JSON-RPC a Streamable HTTP client POSTs (MCP 2025-06-18, tools/call and
 // prompts/get); the upstream is the echo upstream, which counts what it was sent.
 
+import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
+import { CredentialCipher } from '../../src/upstream-credentials/cipher.ts';
+import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
+import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const WINDOW_SECONDS = 60;
@@ -249,5 +256,83 @@ describe('quotas: a Redis that cannot answer', () => {
       (await post(stack, stack.masterToken, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'uncounted' } })).status,
     ).toBe(200);
     expect(echo.seen.length).toBe(2);
+  });
+});
+
+describe('quotas: a user without a usable upstream credential', () => {
+  const KEY = randomBytes(32).toString('hex');
+  const clock = new ManualClock(windowStart(1000));
+  let echo: FakeUpstream;
+  let s: SignInStack;
+  let vault: CredentialVault;
+
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    s = await startSignInStack({
+      upstreamUrl: echo.url,
+      clock,
+      config: {
+        policy: { quotas: [{ name: 'search', match: { tools: ['search'] }, per: 'subject', limit: 2, windowSeconds: WINDOW_SECONDS }] },
+        proxy: { forwardAuth: true },
+        upstream: { credentials: { mode: 'idp', key: KEY } },
+      },
+    });
+    vault = new CredentialVault({ store: s.stack.store, cipher: new CredentialCipher(Buffer.from(KEY, 'hex')), clock });
+  });
+  afterAll(async () => {
+    await s?.close();
+    await echo?.close();
+  });
+
+  it('the answers carrying the link to connect take nothing from the quota, on /mcp and /authz: once connected, all of it is there', async () => {
+    const subject = `quota-user-${randomBytes(4).toString('hex')}`;
+    const token = generateToken();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(token),
+      subject,
+      issuer: s.idp.issuer,
+      createdAt: clock.now(),
+      expiresAt: clock.now() + 3_600_000,
+    });
+    const authz = () =>
+      fetch(`${s.base}/authz`, {
+        headers: {
+          authorization: `Bearer ${token}`,
+          'x-original-uri': '/mcp',
+          'x-original-method': 'POST',
+          'mcp-protocol-version': MIRROR_REVISION,
+          'mcp-method': 'tools/call',
+          'mcp-name': 'search',
+        },
+      });
+    // No IdP token kept for this user: more calls than the quota allows, each answered with the link.
+    for (let i = 0; i < 3; i++) {
+      const answer = await post(s.stack, token, search(i));
+      expect(answer.status).toBe(200);
+      const body = JSON.parse(answer.text) as { result: { isError: boolean; content: Array<{ text: string }> } };
+      expect(body.result.isError).toBe(true);
+      expect(body.result.content[0]!.text).toContain(`${s.base}/connect/`);
+      expect(body.result.content[0]!.text).not.toContain('usage limit');
+      const checked = await authz();
+      await checked.text();
+      expect(checked.status).toBe(401);
+      expect(checked.headers.get('x-mcp-auth-connect')).toBe('1');
+    }
+    expect(echo.seen.length).toBe(0);
+    const explained = await s.stack.admin('explainPolicy', { token, method: 'tools/call', name: 'search' });
+    expect(explained.body.quota).toMatchObject({ used: 0, remaining: 2 });
+    // The user's IdP tokens are kept (as a sign-in does): the whole quota is there, then it is refused.
+    await vault.save(
+      { subject, issuer: s.idp.issuer, provider: 'idp' },
+      { accessToken: `idp-access-${randomBytes(8).toString('hex')}`, expiresAt: clock.now() + 3_600_000 },
+    );
+    expect((await post(s.stack, token, search(10))).status).toBe(200);
+    expect(echo.seen.length).toBe(1);
+    const allowed = await authz();
+    await allowed.text();
+    expect(allowed.status).toBe(200);
+    const over = JSON.parse((await post(s.stack, token, search(11))).text) as { result: { content: Array<{ text: string }> } };
+    expect(over.result.content[0]!.text).toContain('usage limit');
+    expect(echo.seen.length).toBe(1);
   });
 });

@@ -2037,6 +2037,31 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
         expect(await store.useHandle('task', session, alice, clock.now(), TTL, MAX)).toBe('unknown');
       });
 
+      it('a session bound with the URL-elicitation mark keeps it for every reader; a later bind or use neither adds nor drops it', async () => {
+        const marked = handleDigest('declared-url-elicitation');
+        const plain = handleDigest('declared-nothing');
+        expect(await store.bindHandle('session', marked, alice, clock.now(), TTL, MAX, { urlElicitation: true })).toBe('bound');
+        expect(await store.bindHandle('session', plain, alice, clock.now(), TTL, MAX, { urlElicitation: false })).toBe('bound');
+        expect(await store.readHandle('session', marked)).toEqual({
+          owner: alice.id,
+          renewedAt: String(clock.now()),
+          urlElicitation: true,
+        });
+        expect(await store.readHandle('session', plain)).toEqual({ owner: alice.id, renewedAt: String(clock.now()) });
+        expect((await h.rawHash(h.keys.handle('session', marked)))!.urlElicitation).toBe('1');
+        expect(await h.rawHash(h.keys.handle('session', plain))).not.toHaveProperty('urlElicitation');
+        // The mark is the minting answer's: binding the same session again (marked or not) and renewing it change nothing.
+        clock.advance(TTL / 2);
+        expect(await store.bindHandle('session', plain, alice, clock.now(), TTL, MAX, { urlElicitation: true })).toBe('owned');
+        expect(await store.bindHandle('session', marked, alice, clock.now(), TTL, MAX)).toBe('owned');
+        expect(await store.useHandle('session', marked, alice, clock.now(), TTL, MAX)).toBe('owned');
+        expect((await store.readHandle('session', marked))!.urlElicitation).toBe(true);
+        expect(await store.readHandle('session', plain)).not.toHaveProperty('urlElicitation');
+        // Another principal's bind is refused as before, and the mark stays the owner's record.
+        expect(await store.bindHandle('session', marked, bob, clock.now(), TTL, MAX, { urlElicitation: false })).toBe('foreign');
+        expect((await store.readHandle('session', marked))!.urlElicitation).toBe(true);
+      });
+
       it('stores the handle only as its SHA-256 and the owner identity', async () => {
         const session = handleDigest('the-session-id');
         await store.bindHandle('session', session, alice, clock.now(), TTL, MAX);

@@ -248,3 +248,102 @@ describe('tracing: OTLP/HTTP export of proxy requests', () => {
     for (const s of spans) for (const value of Object.values(s.attributes)) expect(String(value)).not.toMatch(/^[0-9a-f]{64}$/);
   });
 });
+
+describe('tracing without a policy or quotas: the body read for its task ids tells the trace', () => {
+  const HEADER_TRACE = '6e0c63257de34c926f9efcd03899e5a6';
+  const BODY_TRACE = 'a3ce929d0e0e47364bf92f3577b34da6';
+  const TASK_TRACE = '8448eb211c80319c0af7651916cd43dd';
+  const SPAN = '53995c3f42cd8ad8';
+  let receiver: Server;
+  const bodies: string[] = [];
+  let echo: FakeUpstream;
+  let stack: Stack;
+  const upstreamTraceparents: Record<string, string | undefined> = {};
+  let spans: ExportedSpan[] = [];
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (req.url === '/v1/traces') bodies.push(Buffer.concat(chunks).toString('utf8'));
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{}');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    echo = await startEchoUpstream();
+    stack = await startStack({
+      upstreamUrl: echo.url,
+      env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces` },
+    });
+    // As a Streamable HTTP client POSTs them (MCP 2025-11-25 `_meta.traceparent`, as the OpenTelemetry MCP conventions place it).
+    const send = async (label: string, message: Record<string, unknown>, headers: Record<string, string> = {}) => {
+      const before = echo.seen.length;
+      const res = await fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${stack.masterToken}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: label, ...message }),
+      });
+      await res.text();
+      expect(res.status).toBe(200);
+      expect(echo.seen.length).toBe(before + 1);
+      upstreamTraceparents[label] = echo.seen.at(-1)!.headers.traceparent as string | undefined;
+    };
+    const meta = (trace: string) => ({ _meta: { traceparent: `00-${trace}-${SPAN}-01` } });
+    await send('body', { method: 'tools/call', params: { name: 'search', arguments: {}, ...meta(BODY_TRACE) } });
+    // A header's traceparent comes first, as with a policy.
+    await send(
+      'both',
+      { method: 'tools/call', params: { name: 'search', arguments: {}, ...meta(BODY_TRACE) } },
+      {
+        traceparent: `00-${HEADER_TRACE}-${SPAN}-01`,
+      },
+    );
+    // A body parsed for the task it names: the same single parse tells the trace.
+    await send('task', { method: 'tasks/get', params: { taskId: 'never-made', ...meta(TASK_TRACE) } });
+    await stack.close();
+    spans = bodies.flatMap((text) =>
+      (JSON.parse(text).resourceSpans as Array<{ scopeSpans: Array<{ spans: Array<Record<string, any>> }> }>).flatMap((rs) =>
+        rs.scopeSpans.flatMap((ss) =>
+          ss.spans.map((s) => ({
+            traceId: s.traceId,
+            spanId: s.spanId,
+            parentSpanId: s.parentSpanId || undefined,
+            name: s.name,
+            kind: s.kind,
+            attributes: attributesOf(s.attributes),
+          })),
+        ),
+      ),
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await echo?.close();
+    await new Promise<void>((r) => receiver?.close(() => r()));
+  });
+
+  it('continues params._meta.traceparent with no policy reading the body, and names the method and tool', () => {
+    const roots = spans.filter((s) => s.traceId === BODY_TRACE && s.kind === SERVER);
+    expect(roots).toHaveLength(1);
+    expect(roots[0]).toMatchObject({ name: 'POST /mcp', parentSpanId: SPAN });
+    expect(roots[0]!.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'search' });
+    const upstream = spans.find((s) => s.parentSpanId === roots[0]!.spanId && s.kind === CLIENT)!;
+    expect(upstreamTraceparents.body).toBe(`00-${BODY_TRACE}-${upstream.spanId}-01`);
+  });
+
+  it("a traceparent header wins over the body's", () => {
+    expect(upstreamTraceparents.both!.split('-')[1]).toBe(HEADER_TRACE);
+    expect(spans.find((s) => s.traceId === HEADER_TRACE && s.kind === SERVER)?.parentSpanId).toBe(SPAN);
+  });
+
+  it('continues it from a body read for the task it names', () => {
+    expect(upstreamTraceparents.task!.split('-')[1]).toBe(TASK_TRACE);
+    expect(spans.find((s) => s.traceId === TASK_TRACE && s.kind === SERVER)?.attributes['mcp.method.name']).toBe('tasks/get');
+  });
+});

@@ -8,7 +8,6 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { CredentialCipher } from '../../src/upstream-credentials/cipher.ts';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
@@ -71,7 +70,10 @@ describe('upstream credential events', () => {
 
     const res = await call(token);
     expect(res.status).toBe(200);
-    expect(((await res.json()) as { error: { code: number } }).error.code).toBe(URL_ELICITATION_REQUIRED);
+    // A client that declared no URL elicitation (none here: no session): the link in a tool error.
+    const answer = (await res.json()) as { result: { isError: boolean; content: Array<{ text: string }> } };
+    expect(answer.result.isError).toBe(true);
+    expect(answer.result.content[0]!.text).toContain(`${s.base}/connect/`);
     expect(echo.seen.length).toBe(before);
 
     expect(await refreshes('refused')).toBe(refusedBefore + 1);

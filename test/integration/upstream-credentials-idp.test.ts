@@ -1,7 +1,8 @@
 // Mode `idp` over real HTTP: a real OpenID provider (oidc-provider), the sidecar on real Redis, an echo
 // upstream that reports what it received. The user's own IdP access token, kept (encrypted) from
 // browser sign-in, reaches the upstream on every forwarded request and nowhere else; a user without
-// one gets the MCP error -32042 with a link, and nothing is forwarded.
+// one gets through the handshake with no credential header, then the MCP error -32042 with a link
+// (the tool error naming it, to a client that declared no URL elicitation), and nothing is forwarded.
 
 import { randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
@@ -35,16 +36,42 @@ let userToken: string;
 function call(
   token: string,
   body: unknown = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } },
+  session?: string,
 ) {
   return fetch(`${base}/mcp`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(session !== undefined ? { 'mcp-session-id': session } : {}),
+    },
     body: JSON.stringify(body),
   });
 }
 
+/** `initialize` declaring URL-mode elicitation (MCP 2025-11-25 ClientCapabilities.elicitation.url): the session minted. */
+async function initialize(token: string): Promise<string> {
+  const res = await call(token, {
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: { elicitation: { url: {} } }, clientInfo: { name: 'test', version: '1' } },
+  });
+  expect(res.status).toBe(200);
+  await res.text();
+  return res.headers.get('mcp-session-id')!;
+}
+
+/** The link a tools/call answer names: the tool error's text (a client that declared no URL elicitation). */
+async function toolErrorLink(res: Response): Promise<string> {
+  const body = (await res.json()) as { result: { isError: boolean; content: Array<{ text: string }> } };
+  expect(body.result.isError).toBe(true);
+  return /open (\S+) in a browser/.exec(body.result.content[0]!.text)![1]!;
+}
+
 beforeAll(async () => {
-  echo = await startEchoUpstream();
+  echo = await startEchoUpstream({ mintSessions: true });
   s = await startSignInStack({
     upstreamUrl: echo.url,
     connectCallback: true,
@@ -117,8 +144,13 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const before = echo.seen.length;
-    const res = await call(raw);
+    // The handshake goes on without the user's credential, and without any (no service token configured).
+    let before = echo.seen.length;
+    const session = await initialize(raw);
+    expect(echo.seen.length).toBe(before + 1);
+    expect(echo.seen.at(-1)!.headers.authorization).toBeUndefined();
+    before = echo.seen.length;
+    const res = await call(raw, undefined, session);
     expect(res.status).toBe(200);
     // The shape of MCP 2025-11-25's URLElicitationRequiredError (the SDK's UrlElicitationRequiredError).
     const body = (await res.json()) as {
@@ -136,11 +168,11 @@ describe('upstream credentials, mode idp', () => {
     expect(body.error.message).toContain(elicitation!.url);
     expect(echo.seen.length).toBe(before);
     // Two refusals, two links: each is single use.
-    const again = (await (await call(raw)).json()) as typeof body;
+    const again = (await (await call(raw, undefined, session)).json()) as typeof body;
     expect(again.error.data.elicitations[0]!.url).not.toBe(elicitation!.url);
   });
 
-  it('for that user, a request that is not a JSON-RPC call (a GET stream, a notification) gets the 401 challenge; nothing forwarded', async () => {
+  it('for that user, the GET stream and lifecycle notifications go on without a credential; a batch, a body that is not JSON-RPC, or a body on another method gets the 401 challenge', async () => {
     const raw = generateToken();
     const now = s.stack.clock.now();
     await s.stack.store.putUserToken({
@@ -150,12 +182,43 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const before = echo.seen.length;
+    let before = echo.seen.length;
     const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${raw}`, accept: 'text/event-stream' } });
-    expect(get.status).toBe(401);
-    expect(get.headers.get('www-authenticate')).toContain('resource_metadata=');
+    expect(get.status).toBe(200);
+    await get.text();
     const notification = await call(raw, { jsonrpc: '2.0', method: 'notifications/initialized' });
-    expect(notification.status).toBe(401);
+    expect(notification.status).toBe(200);
+    await notification.text();
+    expect(echo.seen.slice(before).map((r) => [r.method, r.headers.authorization])).toEqual([
+      ['GET', undefined],
+      ['POST', undefined],
+    ]);
+    before = echo.seen.length;
+    const tool = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    for (const body of [
+      [
+        { ...tool, id: 1 },
+        { ...tool, id: 2 },
+      ],
+      tool,
+      'not JSON-RPC',
+    ]) {
+      const refused = await call(raw, body);
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toContain('resource_metadata=');
+      await refused.text();
+    }
+    // A call in the body of another method is never decided: never forwarded either (an upstream that
+    // ignores the method, as Go's encoding/json readers do, would run it with the service token).
+    for (const method of ['PUT', 'DELETE', 'PATCH']) {
+      const refused = await fetch(`${base}/mcp`, {
+        method,
+        headers: { authorization: `Bearer ${raw}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...tool, id: 3 }),
+      });
+      expect(refused.status).toBe(401);
+      await refused.text();
+    }
     expect(echo.seen.length).toBe(before);
   });
 
@@ -210,8 +273,7 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const otherLink = ((await (await call(other)).json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data
-      .elicitations[0]!.url;
+    const otherLink = await toolErrorLink(await call(other));
     const agent = new UserAgent();
     const refused = await agent.follow(await agent.request(otherLink));
     expect(refused.status).toBe(403);
@@ -219,8 +281,7 @@ describe('upstream credentials, mode idp', () => {
     expect(await s.stack.store.getUpstreamCredential('someone-else', s.idp.issuer, 'idp')).toBeNull();
     // The demo user's kept tokens are gone (as after a refusal to refresh): the link brings them back.
     expect(await s.stack.store.deleteUpstreamCredentials(DEMO_USER.sub)).toBeGreaterThan(0);
-    const res = await call(userToken);
-    const link = ((await res.json()) as { error: { data: { elicitations: Array<{ url: string }> } } }).error.data.elicitations[0]!.url;
+    const link = await toolErrorLink(await call(userToken));
     const browser = new UserAgent();
     const done = await browser.follow(await browser.request(link));
     expect(done.status).toBe(200);
@@ -232,7 +293,7 @@ describe('upstream credentials, mode idp', () => {
   });
 
   // Last: it moves the clock past a ticket's minute.
-  it("forward-auth: the marked 401's ticket answers the request at /authz-connect once, with a link for that user only", async () => {
+  it("forward-auth: the marked 401's ticket takes on the request it was given for at /authz-connect, once, as that user only", async () => {
     const subject = `ticket-user-${randomBytes(4).toString('hex')}`;
     const raw = generateToken();
     const now = s.stack.clock.now();
@@ -243,32 +304,67 @@ describe('upstream credentials, mode idp', () => {
       createdAt: now,
       expiresAt: now + 3_600_000,
     });
-    const ticketFor = async () => {
+    /** /authz's marked 401 for `method` (presenting `session`): its ticket. */
+    const ticketFor = async (method = 'POST', session?: string, token = raw) => {
       const refused = await fetch(`${base}/authz`, {
-        headers: { authorization: `Bearer ${raw}`, 'x-original-method': 'POST', 'x-original-uri': '/mcp' },
+        headers: {
+          authorization: `Bearer ${token}`,
+          'x-original-method': method,
+          'x-original-uri': '/mcp',
+          ...(session !== undefined ? { 'mcp-session-id': session } : {}),
+        },
       });
       expect(refused.status).toBe(401);
       expect(refused.headers.get('x-mcp-auth-connect')).toBe('1');
       return refused.headers.get('x-mcp-auth-connect-ticket')!;
     };
-    const body = { jsonrpc: '2.0', id: 'ticketed', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    // A call whose client declares URL elicitation on the request itself (the 2026-07-28 envelope).
+    const body = {
+      jsonrpc: '2.0',
+      id: 'ticketed',
+      method: 'tools/call',
+      params: {
+        name: 'echo',
+        arguments: {},
+        _meta: { 'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } },
+      },
+    };
     /** What an ingress sends: the client's request (no credential of its own needed) with the ticket. */
-    const answer = (ticket: string | undefined, method = 'POST') =>
+    const answer = (ticket: string | undefined, method = 'POST', extra: { body?: unknown; session?: string } = {}) =>
       fetch(`${base}/authz-connect`, {
         method,
         headers: {
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
           ...(ticket !== undefined ? { 'x-mcp-auth-connect-ticket': ticket } : {}),
+          ...(extra.session !== undefined ? { 'mcp-session-id': extra.session } : {}),
         },
-        ...(method === 'POST' ? { body: JSON.stringify(body) } : {}),
+        ...(method === 'POST' ? { body: JSON.stringify(extra.body ?? body) } : {}),
       });
     const challenged = async (res: Response) => {
       await res.text();
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toMatch(/^Bearer realm="mcp", resource_metadata=/);
     };
-    const before = echo.seen.length;
+    let before = echo.seen.length;
+
+    // The handshake is forwarded by the sidecar, as the ticket's user, with no credential and no ticket.
+    const hello = await answer(await ticketFor(), 'POST', { body: { jsonrpc: '2.0', id: 0, method: 'initialize', params: {} } });
+    expect(hello.status).toBe(200);
+    await hello.text();
+    const session = hello.headers.get('mcp-session-id')!;
+    expect(session).toBeTruthy();
+    expect(echo.seen.length).toBe(before + 1);
+    const forwarded = echo.seen.at(-1)!.headers;
+    expect(forwarded['x-mcp-auth-subject']).toBe(subject);
+    expect(forwarded.authorization).toBeUndefined();
+    expect(Object.keys(forwarded).filter((n) => n.startsWith('x-mcp-auth-connect'))).toEqual([]);
+    // The session the upstream answered is recorded for that user: a ticket for the session takes on its GET stream.
+    const stream = await answer(await ticketFor('GET', session), 'GET', { session });
+    expect(stream.status).toBe(200);
+    await stream.text();
+    expect(echo.seen.length).toBe(before + 2);
+    before = echo.seen.length;
 
     const ticket = await ticketFor();
     expect(ticket).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
@@ -294,11 +390,26 @@ describe('upstream credentials, mode idp', () => {
     const agent = new UserAgent();
     const asLink = await agent.request(`${base}/connect/${fresh}`);
     expect(asLink.status).toBe(400);
-    // A request that is no JSON-RPC call (a GET stream) is the challenge, its ticket used up.
+    // Put on another request than /authz was asked about (another method, a session it did not
+    // present): the challenge, the ticket used up all the same.
     await challenged(await answer(fresh, 'GET'));
     await challenged(await answer(`${head}.${payload}.${signature}`));
+    await challenged(await answer(await ticketFor(), 'POST', { session }));
+    await challenged(await answer(await ticketFor('GET', session), 'GET'));
+    // The token revoked after /authz gave the ticket: refused where the ticket is used.
+    const revokedTicket = await ticketFor();
+    expect(await s.stack.store.revokeUserToken(hashToken(raw))).toBe(true);
+    await challenged(await answer(revokedTicket));
     // A ticket works for a minute.
-    const late = await ticketFor();
+    const other2 = generateToken();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(other2),
+      subject,
+      issuer: s.idp.issuer,
+      createdAt: s.stack.clock.now(),
+      expiresAt: s.stack.clock.now() + 3_600_000,
+    });
+    const late = await ticketFor('POST', undefined, other2);
     s.stack.clock.advance(61_000);
     await challenged(await answer(late));
     expect(echo.seen.length).toBe(before);

@@ -1,16 +1,18 @@
 // Mode `oauth` (connected accounts) over real HTTP: the organisation's IdP for sign-in and a second,
 // separate OpenID provider (oidc-provider) standing in for the third-party provider; the sidecar on
-// real Redis; an echo upstream. The first call gets -32042 with a link; the browser (a fetch-based
-// user agent with a cookie jar) signs in at the IdP, confirms and connects; the same call then reaches
-// the upstream with the user's token at the provider. Bad links, states from another browser, and a
-// provider outage are refused. The demo IdP knows one person: the others here are signed in by an
-// account-page session put in the store (what signing in leaves behind).
+// real Redis; an echo upstream that mints a session for each initialize. The session's handshake and
+// lists go through without the user's credential; the first call gets -32042 with a link when the
+// client declared URL elicitation at initialize, a tool error naming the link when it did not; the
+// browser (a fetch-based user agent with a cookie jar) signs in at the IdP, confirms and connects;
+// the same call then reaches the upstream with the user's token at the provider. Bad links, states
+// from another browser, and a provider outage are refused. The demo IdP knows one person: the others
+// here are signed in by an account-page session put in the store (what signing in leaves behind).
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoIdp, DEMO_USER, type DemoIdp } from '../../demo/idp.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { CREDENTIAL_REQUIRED, URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import {
   approveAndSignIn,
@@ -29,18 +31,51 @@ import { openAndConfirm, seedAccountSession } from '../support/connect.ts';
 
 const KEY = randomBytes(32).toString('hex');
 const PROVIDER_SECRET = randomBytes(32).toString('hex');
+const SERVICE_TOKEN = `service-${randomBytes(16).toString('hex')}`;
 let s: SignInStack;
 let provider: DemoIdp;
 let echo: FakeUpstream;
 let base: string;
 
-/** A tools/call as an MCP client sends it over Streamable HTTP. */
-function call(token: string, id = 1) {
+/** A JSON-RPC message as an MCP client sends it over Streamable HTTP, in its session when it has one. */
+function post(token: string, message: unknown, session?: string) {
   return fetch(`${base}/mcp`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: {} } }),
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(session !== undefined ? { 'mcp-session-id': session } : {}),
+    },
+    body: JSON.stringify(message),
   });
+}
+
+/** A tools/call as an MCP client sends it over Streamable HTTP. */
+function call(token: string, id = 1, session?: string) {
+  return post(token, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: {} } }, session);
+}
+
+/**
+ * The handshake: `initialize` (declaring URL-mode elicitation or not, MCP 2025-11-25
+ * ClientCapabilities.elicitation.url) and `notifications/initialized`; the session the upstream minted.
+ */
+async function initialize(token: string, urlElicitation: boolean): Promise<string> {
+  const capabilities = urlElicitation ? { elicitation: { form: {}, url: {} } } : { elicitation: { form: {} } };
+  const res = await post(token, {
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'test', version: '1' } },
+  });
+  expect(res.status).toBe(200);
+  await res.text();
+  const session = res.headers.get('mcp-session-id');
+  expect(session).not.toBeNull();
+  const initialized = await post(token, { jsonrpc: '2.0', method: 'notifications/initialized' }, session!);
+  expect(initialized.status).toBe(200);
+  await initialized.text();
+  return session!;
 }
 
 /** A fresh sign-in of the demo user through a new MCP client: its access token at the sidecar. */
@@ -80,8 +115,9 @@ async function freshPerson(): Promise<{ token: string; browser: UserAgent; subje
   return { token: raw, browser, subject };
 }
 
-async function elicitationUrl(token: string): Promise<string> {
-  const res = await call(token);
+/** The link of the -32042 answer to a call in a session whose client declared URL elicitation. */
+async function elicitationUrl(token: string, session?: string): Promise<string> {
+  const res = await call(token, 1, session ?? (await initialize(token, true)));
   expect(res.status).toBe(200);
   const body = (await res.json()) as { error: { code: number; data: { elicitations: Array<{ url: string }> } } };
   expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
@@ -89,7 +125,7 @@ async function elicitationUrl(token: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  echo = await startEchoUpstream();
+  echo = await startEchoUpstream({ mintSessions: true });
   let connectCallback = '';
   provider = await startDemoIdp({
     clientId: 'third-party-app',
@@ -105,6 +141,7 @@ beforeAll(async () => {
         credentials: {
           mode: 'oauth',
           key: KEY,
+          serviceToken: SERVICE_TOKEN,
           provider: { issuer: provider.issuer, clientId: 'third-party-app', clientSecret: PROVIDER_SECRET, scopes: 'openid email' },
         },
       },
@@ -122,8 +159,9 @@ afterAll(async () => {
 describe('upstream credentials, mode oauth (connected accounts)', () => {
   it('-32042 first; the browser connects at the provider; the same call then reaches the upstream with the provider token', async () => {
     const token = await signIn();
+    const session = await initialize(token, true);
     const before = echo.seen.length;
-    const url = await elicitationUrl(token);
+    const url = await elicitationUrl(token, session);
     expect(echo.seen.length).toBe(before);
     // A browser without a session: signs in at the IdP (as the demo user, whose token this is) first.
     const browser = new UserAgent();
@@ -147,34 +185,123 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     expect(metrics).not.toContain(forwarded.slice(7));
   });
 
-  it('a user without a credential is one request outcome, refused as upstream_credential_missing: the -32042 answer and the 401 (on /mcp and /authz) alike', async () => {
+  it('without a credential, the handshake and the lists go on with the service token; a call gets -32042 in a session that declared URL elicitation', async () => {
+    const token = await freshUser();
+    const before = echo.seen.length;
+    const session = await initialize(token, true);
+    for (const [i, method] of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'ping'].entries()) {
+      const res = await post(token, { jsonrpc: '2.0', id: 10 + i, method, params: {} }, session);
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    // initialize, notifications/initialized, five lifecycle requests: each forwarded with the service token, never the client's.
+    const forwarded = echo.seen.slice(before);
+    expect(forwarded).toHaveLength(7);
+    for (const seen of forwarded) expect(seen.headers.authorization).toBe(`Bearer ${SERVICE_TOKEN}`);
+    // The first request that needs the user's credential: the MCP error of URL-mode elicitation, nothing forwarded.
+    for (const [id, method, params] of [
+      [20, 'tools/call', { name: 'echo', arguments: {} }],
+      [21, 'resources/read', { uri: 'file:///x' }],
+      [22, 'prompts/get', { name: 'p' }],
+    ] as const) {
+      const res = await post(token, { jsonrpc: '2.0', id, method, params }, session);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as {
+        id: number;
+        error: { code: number; message: string; data: { elicitations: Array<{ url: string }> } };
+      };
+      expect(body.id).toBe(id);
+      expect(body.error.code).toBe(URL_ELICITATION_REQUIRED);
+      expect(body.error.data.elicitations[0]!.url).toMatch(new RegExp(`^${base}/connect/`));
+      // The provider by its label (no name configured here: its host), the link too.
+      expect(body.error.message).toBe(
+        `connect your ${new URL(provider.issuer).host} account: open ${body.error.data.elicitations[0]!.url} in a browser, then retry`,
+      );
+    }
+    expect(echo.seen.length).toBe(before + 7);
+  });
+
+  it('a client that declared no URL elicitation (or no session at all) gets the link in a tool error, or in a JSON-RPC error for other methods', async () => {
+    const { token, browser } = await freshPerson();
+    const before = echo.seen.length;
+    const session = await initialize(token, false);
+    const tools = await post(token, { jsonrpc: '2.0', id: 5, method: 'tools/list' }, session);
+    expect(tools.status).toBe(200);
+    await tools.text();
+    expect(echo.seen.length).toBe(before + 3);
+    for (const presented of [session, undefined]) {
+      const res = await call(token, 6, presented);
+      expect(res.status).toBe(200);
+      // MCP CallToolResult with isError: the client shows the text to its user or model.
+      const body = (await res.json()) as { id: number; result: { isError: boolean; content: Array<{ type: string; text: string }> } };
+      expect(body.id).toBe(6);
+      expect(body.result.isError).toBe(true);
+      expect(body.result.content).toHaveLength(1);
+      expect(body.result.content[0]!.type).toBe('text');
+      expect(body.result.content[0]!.text).toMatch(
+        new RegExp(`^connect your ${new URL(provider.issuer).host} account: open ${base}/connect/\\S+ in a browser, then retry$`),
+      );
+      expect(JSON.stringify(body)).not.toContain(String(URL_ELICITATION_REQUIRED));
+    }
+    const read = await post(token, { jsonrpc: '2.0', id: 'r', method: 'resources/read', params: { uri: 'file:///x' } }, session);
+    expect(read.status).toBe(200);
+    const error = (await read.json()) as { id: string; error: { code: number; message: string; data: { url: string } } };
+    expect(error.id).toBe('r');
+    expect(error.error.code).toBe(CREDENTIAL_REQUIRED);
+    expect(error.error.message).toContain(error.error.data.url);
+    expect(error.error.data.url).toMatch(new RegExp(`^${base}/connect/`));
+    expect(echo.seen.length).toBe(before + 3);
+    // The link of a tool error works like any other: once connected, the call goes through with the user's token.
+    const link = /open (\S+) in a browser/.exec(
+      ((await (await call(token, 7, session)).json()) as { result: { content: Array<{ text: string }> } }).result.content[0]!.text,
+    )![1]!;
+    expect((await openAndConfirm(browser, link)).status).toBe(200);
+    const done = await call(token, 8, session);
+    expect(done.status).toBe(200);
+    await done.text();
+    expect(echo.seen.at(-1)!.headers.authorization).toMatch(/^Bearer \S+$/);
+    expect(echo.seen.at(-1)!.headers.authorization).not.toBe(`Bearer ${SERVICE_TOKEN}`);
+  });
+
+  it("a user without a credential is one request outcome, refused as upstream_credential_missing on /mcp (the -32042 answer and the 401 alike); /authz's marked 401 is `connect`, its request counted where /authz-connect decides it", async () => {
     const requests = async () => {
       const text = await (await fetch(`${s.stack.adminUrl}/metrics`)).text();
       const series = [...text.matchAll(/^mcp_auth_requests_total\{([^}]*)\} (\S+)$/gm)];
       const sum = (labels: string) => series.filter((m) => m[1]!.includes(labels)).reduce((n, m) => n + Number(m[2]), 0);
-      return { missing: sum('outcome="refused",reason="upstream_credential_missing"'), total: sum('') };
+      return {
+        missing: sum('outcome="refused",reason="upstream_credential_missing"'),
+        connect: sum('outcome="connect"'),
+        total: sum(''),
+      };
     };
     const token = await freshUser();
+    const session = await initialize(token, true);
     const before = await requests();
-    await elicitationUrl(token);
+    await elicitationUrl(token, session);
     const afterElicitation = await requests();
     expect(afterElicitation.missing - before.missing).toBe(1);
     expect(afterElicitation.total - before.total).toBe(1);
-    // A GET stream cannot carry a JSON-RPC error: the 401 challenge, counted the same way, once.
-    const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } });
+    // A batch of calls is not answered with one link: the 401 challenge, counted the same way, once.
+    const call = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    const get = await post(token, [
+      { ...call, id: 1 },
+      { ...call, id: 2 },
+    ]);
     expect(get.status).toBe(401);
     await get.text();
     const afterGet = await requests();
     expect(afterGet.missing - afterElicitation.missing).toBe(1);
     expect(afterGet.total - afterElicitation.total).toBe(1);
-    // Forward-auth: the ingress gets the 401 challenge, counted the same way, once.
+    // Forward-auth: the ingress gets the marked 401, counted once, as handed on (not as missing: the
+    // request may be the handshake, which /authz-connect forwards).
     const authz = await fetch(`${base}/authz`, {
       headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' },
     });
     expect(authz.status).toBe(401);
     await authz.text();
     const afterAuthz = await requests();
-    expect(afterAuthz.missing - afterGet.missing).toBe(1);
+    expect(afterAuthz.missing - afterGet.missing).toBe(0);
+    expect(afterAuthz.connect - afterGet.connect).toBe(1);
     expect(afterAuthz.total - afterGet.total).toBe(1);
   });
 
@@ -245,7 +372,7 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     owner.browser.jar.get(host)!.set('mcp-account', other.browser.jar.get(host)!.get('mcp-account')!);
     const refused = await owner.browser.request(back.location!);
     expect(refused.status).toBe(403);
-    const again = await call(owner.token, 5);
+    const again = await call(owner.token, 5, await initialize(owner.token, true));
     expect(((await again.json()) as { error: { code: number } }).error.code).toBe(URL_ELICITATION_REQUIRED);
   });
 
@@ -344,8 +471,9 @@ describe('upstream credentials, mode oauth (connected accounts)', () => {
     const page = await browser.request(back.location!);
     expect(page.status).toBe(503);
     expect(page.body).toContain('cannot be reached');
+    const session = await initialize(token, true);
     const before = echo.seen.length;
-    expect(await elicitationUrl(token)).toMatch(new RegExp(`^${base}/connect/`));
+    expect(await elicitationUrl(token, session)).toMatch(new RegExp(`^${base}/connect/`));
     expect(echo.seen.length).toBe(before);
   });
 });

@@ -38,11 +38,13 @@ function sidecarFor(provider: Record<string, string>): Promise<SignInStack> {
   });
 }
 
+/** A tool call whose client declares URL elicitation on the request itself (the 2026-07-28 envelope): its link comes as -32042. */
 function call(s: SignInStack, token: string) {
+  const _meta = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
   return fetch(`${s.base}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: {} } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: {}, _meta } }),
   });
 }
 

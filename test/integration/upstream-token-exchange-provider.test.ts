@@ -58,7 +58,8 @@ async function signIn(name: keyof typeof USERS): Promise<string> {
 }
 
 async function connect(token: string): Promise<Client> {
-  const client = new Client({ name: 'token-exchange-test', version: '1' });
+  // Declares URL-mode elicitation (MCP 2025-11-25): a user without a usable credential gets -32042.
+  const client = new Client({ name: 'token-exchange-test', version: '1' }, { capabilities: { elicitation: { url: {} } } });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
   );

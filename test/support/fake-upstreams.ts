@@ -2,6 +2,7 @@
 // that reports what the proxy forwarded, one that resets, one that never answers, one that streams SSE
 // under the test's control. Each one is a real socket; nothing is mocked.
 
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
@@ -52,25 +53,42 @@ function closer(server: NetServer, sockets: Set<Socket>) {
   };
 }
 
-/** Answers every request with JSON describing it, after reading the whole body (counting bytes). */
-export async function startEchoUpstream(): Promise<FakeUpstream> {
+/**
+ * Answers every request with JSON describing it, after reading the whole body (counting bytes). With
+ * `mintSessions`, an `initialize` without a session gets a new `Mcp-Session-Id`, as a stateful MCP
+ * server's answer does.
+ */
+export async function startEchoUpstream(options: { mintSessions?: boolean } = {}): Promise<FakeUpstream> {
   const seen: Seen[] = [];
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
     let bodyBytes = 0;
-    req.on('data', (c: Buffer) => (bodyBytes += c.length));
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => {
+      bodyBytes += c.length;
+      if (options.mintSessions) chunks.push(c);
+    });
     req.on('end', () => {
       const entry: Seen = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, bodyBytes };
       seen.push(entry);
       const body = JSON.stringify(entry);
       // As an MCP server does: the request's session echoed back, none minted for a request without one.
-      const session = req.headers['mcp-session-id'];
+      let session = req.headers['mcp-session-id'];
+      if (session === undefined && options.mintSessions && isInitialize(Buffer.concat(chunks))) session = randomUUID();
       res.writeHead(200, { 'content-type': 'application/json', ...(session !== undefined ? { 'mcp-session-id': session } : {}) });
       res.end(body);
     });
   });
   const url = await listen(server, sockets);
   return { url, seen, server, close: closer(server, sockets) };
+}
+
+function isInitialize(body: Buffer): boolean {
+  try {
+    return (JSON.parse(body.toString('utf8')) as { method?: unknown }).method === 'initialize';
+  } catch {
+    return false;
+  }
 }
 
 /** Accepts the connection, then destroys it as soon as a request arrives (ECONNRESET / hang up). */
