@@ -13,11 +13,11 @@
 //     the GitHub token. The link never appears in the sidecar's log.
 
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser, type Response as PageResponse } from 'playwright-core';
+import type { Browser, Response as PageResponse } from 'playwright-core';
+import { launchChromium } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -40,17 +40,6 @@ import {
 import { UserAgent } from '../support/user-agent.ts';
 import { ACCOUNT_SESSION_TTL_MS } from '../../src/oauth/account.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const GITHUB_SECRET = randomBytes(20).toString('hex');
 
 let browser: Browser;
@@ -61,8 +50,7 @@ let attacker: Server;
 let attackerUrl: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60_000 });
+  browser = await launchChromium();
   github = await startGitHubStub({ clientId: 'Ov23liEXAMPLE', clientSecret: GITHUB_SECRET });
   s = await startSignInStack({
     config: {
