@@ -3,8 +3,10 @@
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { deepFreeze } from '../../src/model/deep-freeze.ts';
+import { publicClient, type PublicClient } from '../../src/model/clients.ts';
+import type { ClientRecord } from '../../src/store/types.ts';
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -33,5 +35,40 @@ describe('deepFreeze', () => {
     expect(Object.isFrozen(tree.a.b)).toBe(true);
     expect(Object.isFrozen(tree.a.b[1])).toBe(true);
     expect(deepFreeze('text')).toBe('text');
+  });
+});
+
+describe('PublicClient', () => {
+  // Checked by `tsc --noEmit`: the public view is the stored record less its secret's hash, field for field.
+  expectTypeOf<keyof PublicClient>().toEqualTypeOf<Exclude<keyof ClientRecord, 'clientSecretHash'>>();
+
+  it('shows every field of the stored record but the secret hash, the key set parsed', () => {
+    // Required<>: a field added to ClientRecord must be added here too, and is then checked below.
+    const record: Required<ClientRecord> = {
+      clientId: 'c1',
+      clientSecretHash: 'a'.repeat(64),
+      clientName: 'Name',
+      redirectUris: ['http://127.0.0.1/cb'],
+      grantTypes: ['authorization_code'],
+      scope: 'mcp',
+      profile: 'interactive',
+      tokenEndpointAuthMethod: 'private_key_jwt',
+      jwks: '{"keys":[]}',
+      jwksUri: 'https://client.example/jwks.json',
+      source: 'admin',
+      createdAt: 1,
+      revokedAt: 2,
+    };
+    const shown = publicClient(record);
+    expect(Object.keys(shown).sort()).toEqual(
+      Object.keys(record)
+        .filter((k) => k !== 'clientSecretHash')
+        .sort(),
+    );
+    expect(shown.jwks).toEqual({ keys: [] });
+    expect(JSON.stringify(shown)).not.toContain('a'.repeat(64));
+    const minimal = publicClient({ ...record, clientSecretHash: undefined, clientName: undefined, jwks: undefined, revokedAt: undefined });
+    expect(Object.keys(minimal)).not.toContain('clientName');
+    expect(Object.keys(minimal)).not.toContain('jwks');
   });
 });
