@@ -72,3 +72,11 @@ describe('PublicClient', () => {
     expect(Object.keys(minimal)).not.toContain('jwks');
   });
 });
+
+describe('npm run test:unit', () => {
+  it('runs vitest on test/unit alone, and docs/architecture.md says so', () => {
+    const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts;
+    expect(scripts['test:unit']).toBe('vitest run test/unit');
+    expect(readFileSync('docs/architecture.md', 'utf8')).toContain('`npm run test:unit`');
+  });
+});
