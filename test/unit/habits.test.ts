@@ -38,6 +38,18 @@ describe('deepFreeze', () => {
   });
 });
 
+describe('bounded maps', () => {
+  // The oldest entry of a Map is its first key: taking it (`.keys().next()`) is how a cache or a refusal
+  // list drops its oldest. Every bounded map is a BoundedMap (src/model/bounded-map.ts, tested in
+  // bounded-map.test.ts); the Redis lookup cache keeps its own until the store moves to it.
+  const KNOWN = ['src/model/bounded-map.ts', 'src/store/redis-lookup-cache.ts'];
+
+  it('no other module evicts the oldest entry of a Map by hand', () => {
+    expect(filesMatching(/\.keys\(\)\.next\(\)/)).toEqual(expect.arrayContaining(['src/model/bounded-map.ts']));
+    expect(filesMatching(/\.keys\(\)\.next\(\)/).filter((f) => !KNOWN.includes(f))).toEqual([]);
+  });
+});
+
 describe('PublicClient', () => {
   // Checked by `tsc --noEmit`: the public view is the stored record less its secret's hash, field for field.
   expectTypeOf<keyof PublicClient>().toEqualTypeOf<Exclude<keyof ClientRecord, 'clientSecretHash'>>();
