@@ -92,3 +92,23 @@ describe('npm run test:unit', () => {
     expect(readFileSync('docs/architecture.md', 'utf8')).toContain('`npm run test:unit`');
   });
 });
+
+describe('npm run lint', () => {
+  const lint = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts.lint!;
+
+  it('caches Prettier and ESLint by content, under node_modules/.cache (never committed, empty in a clean clone)', () => {
+    const [prettier, eslint] = lint.split(' && ');
+    expect(prettier).toMatch(/^prettier --check --cache --cache-strategy content /);
+    expect(eslint).toMatch(
+      /^eslint --max-warnings 0 --cache --cache-strategy content --cache-location node_modules\/\.cache\/eslint\/ \.$/,
+    );
+  });
+
+  it('keeps its type-aware rules on every TypeScript file', () => {
+    const config = readFileSync('eslint.config.js', 'utf8');
+    expect(config).toContain("files: ['**/*.ts']");
+    expect(config).toContain('projectService: true');
+    for (const rule of ['no-floating-promises', 'no-misused-promises', 'await-thenable'])
+      expect(config).toContain(`'@typescript-eslint/${rule}': `);
+  });
+});
