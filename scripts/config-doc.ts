@@ -1,5 +1,6 @@
-// The configuration table of docs/configuration.md, generated from what src/config/keys.ts declares
-// (describeConfigKeys): every key, its environment variable, type or range, default and meaning. The
+// The configuration tables of docs/configuration.md, generated from what src/config/keys.ts declares
+// (describeConfigKeys): every key, its environment variable, type or range, default and meaning, in two
+// tables by tier (the essential keys, then the tuning ones). The
 // writing and checking of a generated table (tableCommand) serves the admin operations' table
 // (scripts/admin-doc.ts) and the metrics table (scripts/metrics-doc.ts) too.
 //
@@ -9,7 +10,8 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { describeConfigKeys } from '../src/config/keys.ts';
+import { describeConfigKeys, type ConfigKeyInfo } from '../src/config/keys.ts';
+import type { Tier } from '../src/config/spec.ts';
 
 export const TABLE_START = '<!-- config:start -->';
 export const TABLE_END = '<!-- config:end -->';
@@ -29,12 +31,33 @@ export function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 }
 
-/** The markdown table (no trailing newline). */
-export function configTable(): string {
-  const rows = describeConfigKeys().map((k) =>
-    [code(k.key), k.env ? code(k.env) : '', k.type, k.defaultText ?? formatDefault(k.default), k.description].map(cell).join(' | '),
-  );
-  return ['| key | env | type | default | description |', '|---|---|---|---|---|', ...rows.map((r) => `| ${r} |`)].join('\n');
+/** What each tier's table is headed by. */
+const TIER_HEADINGS: Record<Tier, string> = {
+  essential:
+    '### Essential settings\n\nWhat a deployment sets: its secrets, addresses and identity provider, and the switches of its features. `config.yaml` lists these, and the README names them.',
+  tuning:
+    '### Tuning\n\nDefaults that suit most deployments: bounds, timeouts, rate limits, caches and lifetimes. Set one in `config.yaml`, the environment (where a variable is named) or a flag when its default does not fit.',
+};
+
+/** The markdown of the two tables, essential keys first (no trailing newline). */
+export function configTable(keys: ConfigKeyInfo[] = describeConfigKeys()): string {
+  const tiers: Tier[] = ['essential', 'tuning'];
+  return tiers
+    .map((tier) => {
+      const rows = keys
+        .filter((k) => k.tier === tier)
+        .map((k) =>
+          [code(k.key), k.env ? code(k.env) : '', k.type, k.defaultText ?? formatDefault(k.default), k.description].map(cell).join(' | '),
+        );
+      return [
+        TIER_HEADINGS[tier],
+        '',
+        '| key | env | type | default | description |',
+        '|---|---|---|---|---|',
+        ...rows.map((r) => `| ${r} |`),
+      ].join('\n');
+    })
+    .join('\n\n');
 }
 
 /** Where a generated table sits in its document: between two HTML comments. */

@@ -4,6 +4,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
+import { BoundedMap } from '../model/bounded-map.ts';
 import type { Clock } from '../model/clock.ts';
 import type { Principal } from '../model/credentials.ts';
 import type { SigningKeys } from './keys.ts';
@@ -30,12 +31,11 @@ interface Cached {
 
 export class AssertionSigner {
   readonly #options: AssertionSignerOptions;
-  readonly #maxEntries: number;
-  readonly #cache = new Map<string, Cached>();
+  readonly #cache: BoundedMap<string, Cached>;
 
   constructor(options: AssertionSignerOptions) {
     this.#options = options;
-    this.#maxEntries = options.maxEntries ?? ASSERTION_CACHE_ENTRIES;
+    this.#cache = new BoundedMap(options.maxEntries ?? ASSERTION_CACHE_ENTRIES);
   }
 
   /** The assertion for `principal`: the cached one (synchronously) while it may be reused, else a new one. */
@@ -70,8 +70,6 @@ export class AssertionSigner {
       .sign(key.privateKey);
     const entry: Cached = { assertion: signing, kid: key.kid, renewAt: iat * 1000 + (this.#options.lifetimeSeconds * 1000) / 2 };
     // Concurrent requests of one principal share the signing under way.
-    this.#cache.delete(id);
-    if (this.#cache.size >= this.#maxEntries) this.#cache.delete(this.#cache.keys().next().value!);
     this.#cache.set(id, entry);
     return signing.then(
       (assertion) => {

@@ -9,6 +9,7 @@ import type { ConfigFlags } from './flags.ts';
 import { CONFIG_KEYS, type Config } from './keys.ts';
 import { checkWhole } from './rules.ts';
 import { keysOf, readTree, type Overrides, type Problems } from './spec.ts';
+import { deepFreeze } from '../model/deep-freeze.ts';
 
 export type { Config, LogFormat, LogLevel } from './keys.ts';
 
@@ -82,12 +83,4 @@ export function loadConfig(path: string | undefined, env: NodeJS.ProcessEnv = pr
     if (typeof tree !== 'object' || Array.isArray(tree)) throw new ConfigError([`config file ${path} must contain a YAML mapping`]);
   }
   return buildConfig(interpolate(tree, env), env, flags);
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object') {
-    for (const v of Object.values(value)) deepFreeze(v);
-    Object.freeze(value);
-  }
-  return value;
 }

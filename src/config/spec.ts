@@ -9,8 +9,17 @@ import { refusal, type Kind } from '../model/validate.ts';
 /** Where a problem is reported: every problem of a load is collected, then reported together. */
 export type Problems = string[];
 
+/**
+ * Which table of docs/configuration.md a key is in. `essential`: what a deployment sets (its secrets,
+ * addresses, identity provider and the switches of its features), shown in config.yaml and the README;
+ * `tuning`: a default that suits most deployments, documented in docs/configuration.md only.
+ */
+export type Tier = 'essential' | 'tuning';
+
 /** What every key declares besides its kind. */
 export interface KeyDoc<T> {
+  /** Declared on every key, so that a new one is placed in a table by whoever adds it. */
+  tier: Tier;
   /** What the key means: the description in docs/configuration.md's table. */
   description: string;
   /** The environment variable that overrides the file. */

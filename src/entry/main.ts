@@ -8,6 +8,7 @@ import { ConfigError, loadConfig, type Config } from '../config/load.ts';
 import { createSidecar, exitOnStopSignals, openStore } from '../app.ts';
 import { systemClock } from '../model/clock.ts';
 import { createLogger, writeStdoutLines } from '../observability/logger.ts';
+import { checkTracingInstalled, TracingUnavailableError } from '../observability/tracing.ts';
 import { checkIdentityProvider } from '../oauth/idp-check.ts';
 import { RedisConnectError } from '../store/redis-connection.ts';
 import { LookupCacheSetupError } from '../store/redis-lookup-cache.ts';
@@ -86,6 +87,14 @@ async function main(): Promise<void> {
     throw err;
   }
   // Once per process group: the primary checks, its workers inherit the verdict.
+  if (!cluster.isWorker) {
+    try {
+      await checkTracingInstalled(process.env);
+    } catch (err) {
+      if (err instanceof TracingUnavailableError) fail(err.message);
+      throw err;
+    }
+  }
   if (!cluster.isWorker && !skipNetworkChecks) {
     const problems = await checkIdentityProvider(config);
     if (problems.length > 0) {

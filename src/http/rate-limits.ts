@@ -14,6 +14,7 @@
 // An address is counted under its `limitKey` (net-address.ts): an IPv6 client as its network
 // (rateLimits.ipv6PrefixLength, a /64 by default), so that one host cannot spread over its addresses.
 
+import { BoundedMap } from '../model/bounded-map.ts';
 import type { Clock } from '../model/clock.ts';
 import { tooManyRequests, type HttpError } from './errors.ts';
 import { describe, type Logger } from '../observability/logger.ts';
@@ -93,7 +94,7 @@ export function isFailureRefusal(err: unknown): boolean {
  */
 export class ProvenRequestLimit {
   /** Keys at the limit, with the epoch ms at which their window ends. */
-  readonly #full = new Map<string, number>();
+  readonly #full = new BoundedMap<string, number>(MAX_BLOCKED);
   private readonly limit: WindowLimit;
   private readonly clock: Clock;
 
@@ -114,14 +115,13 @@ export class ProvenRequestLimit {
   /** Counts a request that succeeded; the key is refused from here on once its count reaches the limit. */
   async counted(key: string): Promise<void> {
     if ((await this.limit.count(key)) < this.limit.perMinute || this.limit.perMinute === 0) return;
-    if (this.#full.size >= MAX_BLOCKED) this.#full.delete(this.#full.keys().next().value!);
     this.#full.set(key, windowEnd(this.clock.now()));
   }
 }
 
 export class FailedAuthLimiter {
   /** Addresses over the limit, with the epoch ms at which their window ends. */
-  readonly #blocked = new Map<string, number>();
+  readonly #blocked = new BoundedMap<string, number>(MAX_BLOCKED);
 
   private readonly limit: WindowLimit;
   private readonly clock: Clock;
@@ -192,7 +192,6 @@ export class FailedAuthLimiter {
         if (retryAfter === 0) return;
         if (!this.#blocked.has(key))
           this.logger.warn({ address: key, listener: this.listener }, `${this.description}: address refused until the window ends`);
-        if (this.#blocked.size >= MAX_BLOCKED) this.#blocked.delete(this.#blocked.keys().next().value!);
         this.#blocked.set(key, windowEnd(this.clock.now()));
       },
       (err: unknown) => this.logger.debug({ err: describe(err) }, 'failed-auth counter not updated'),

@@ -49,37 +49,42 @@ export interface ClientMetadataInput {
   jwksUri?: unknown;
 }
 
-export interface PublicClient {
-  clientId: string;
-  clientName?: string;
-  redirectUris: string[];
-  grantTypes: string[];
-  scope?: string;
-  profile: string;
-  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
-  jwks?: unknown;
-  jwksUri?: string;
-  source: 'admin' | 'dcr' | 'cimd';
-  createdAt: number;
-  revokedAt?: number;
-}
+/** What the public view of a client never shows. */
+type PrivateClientField = 'clientSecretHash';
+
+/**
+ * A client as the admin API and registration answer it: the stored record without its secret's hash,
+ * with `jwks` as the key set itself rather than its JSON text.
+ */
+export type PublicClient = Omit<ClientRecord, PrivateClientField | 'jwks'> & { jwks?: unknown };
+
+/**
+ * Every field of the stored record, shown or not: a field added to ClientRecord fails to compile here
+ * until it is placed, so nothing new is shown (or hidden) by accident.
+ */
+const SHOWN: { readonly [K in keyof ClientRecord]-?: K extends PrivateClientField ? false : true } = {
+  clientId: true,
+  clientSecretHash: false,
+  clientName: true,
+  redirectUris: true,
+  grantTypes: true,
+  scope: true,
+  profile: true,
+  tokenEndpointAuthMethod: true,
+  jwks: true,
+  jwksUri: true,
+  source: true,
+  createdAt: true,
+  revokedAt: true,
+};
 
 export function publicClient(c: ClientRecord): PublicClient {
-  const out: PublicClient = {
-    clientId: c.clientId,
-    redirectUris: c.redirectUris,
-    grantTypes: c.grantTypes,
-    profile: c.profile,
-    tokenEndpointAuthMethod: c.tokenEndpointAuthMethod,
-    source: c.source,
-    createdAt: c.createdAt,
-  };
-  if (c.clientName !== undefined) out.clientName = c.clientName;
-  if (c.scope !== undefined) out.scope = c.scope;
-  if (c.jwks !== undefined) out.jwks = JSON.parse(c.jwks) as unknown;
-  if (c.jwksUri !== undefined) out.jwksUri = c.jwksUri;
-  if (c.revokedAt !== undefined) out.revokedAt = c.revokedAt;
-  return out;
+  const out: Record<string, unknown> = {};
+  for (const [field, shown] of Object.entries(SHOWN)) {
+    const value = c[field as keyof ClientRecord];
+    if (shown && value !== undefined) out[field] = field === 'jwks' ? (JSON.parse(value as string) as unknown) : value;
+  }
+  return out as PublicClient;
 }
 
 /**

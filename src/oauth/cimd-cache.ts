@@ -3,6 +3,7 @@
 // fetched (the refetch cooldown). Every map is bounded.
 
 import type { HttpError } from '../http/errors.ts';
+import { BoundedMap } from '../model/bounded-map.ts';
 import type { Clock } from '../model/clock.ts';
 
 /**
@@ -49,27 +50,22 @@ export function cacheLifetimeMs(cacheControl: string | undefined, capMs: number)
 
 export function createFetchCache(options: FetchCacheOptions): FetchCache {
   const { clock, maxEntries, failureCacheMs, refetchCooldownMs } = options;
-  // Map order is recency order: a hit moves its entry to the end, the first entry is evicted first.
-  const cache = new Map<string, { value: object; expiresAt: number }>();
+  const bookkeeping = Math.max(maxEntries, MIN_BOOKKEEPING_ENTRIES);
+  // A hit renews its entry: the least recently used is evicted first. (maxEntries 0: nothing is set.)
+  const cache = new BoundedMap<string, { value: object; expiresAt: number }>(Math.max(maxEntries, 1));
   // Keys whose fetch failed, with the failure: answered again until `until`, without a fetch, so that a
   // URL that fails (slowly, or at once) costs one fetch per period however often it is named.
-  const failures = new Map<string, { error: HttpError; until: number }>();
-  // When each key was last fetched (insertion order is age): the refetch cooldown.
-  const lastFetched = new Map<string, number>();
+  const failures = new BoundedMap<string, { error: HttpError; until: number }>(bookkeeping);
+  // When each key was last fetched: the refetch cooldown.
+  const lastFetched = new BoundedMap<string, number>(bookkeeping);
   // One fetch per key at a time; its outcome is shared with whoever waited on it.
   const inFlight = new Map<string, Promise<object>>();
-  const bound = <V>(map: Map<string, V>, max = Math.max(maxEntries, MIN_BOOKKEEPING_ENTRIES)) => {
-    while (map.size > max) map.delete(map.keys().next().value!);
-  };
 
   const cachedOrFetch = <T extends object>(key: string, fetchIt: () => Promise<T>, pastTheCache = false): Promise<T> => {
-    const hit = pastTheCache ? undefined : cache.get(key);
+    const hit = pastTheCache ? undefined : cache.touch(key);
     if (hit !== undefined) {
+      if (hit.expiresAt > clock.now()) return Promise.resolve(hit.value as T);
       cache.delete(key);
-      if (hit.expiresAt > clock.now()) {
-        cache.set(key, hit);
-        return Promise.resolve(hit.value as T);
-      }
     }
     const failed = failures.get(key);
     if (failed !== undefined) {
@@ -94,9 +90,7 @@ export function createFetchCache(options: FetchCacheOptions): FetchCache {
       return cachedOrFetch(key, fetchIt, true);
     },
     fetching(key) {
-      lastFetched.delete(key);
       lastFetched.set(key, clock.now());
-      bound(lastFetched);
     },
     fetched(key, value, lifetimeMs) {
       failures.delete(key);
@@ -104,14 +98,11 @@ export function createFetchCache(options: FetchCacheOptions): FetchCache {
       cache.delete(key);
       if (lifetimeMs > 0 && maxEntries > 0) {
         cache.set(key, { value, expiresAt: clock.now() + lifetimeMs });
-        bound(cache, maxEntries);
       }
     },
     failed(key, refusal) {
       if (failureCacheMs <= 0) return;
-      failures.delete(key);
       failures.set(key, { error: refusal, until: clock.now() + failureCacheMs });
-      bound(failures);
     },
   };
 }

@@ -14,6 +14,7 @@ import {
   type MetadataKey,
 } from '../model/client-metadata.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_REFRESH_TOKEN } from '../model/grant-types.ts';
+import { deepFreeze } from '../model/deep-freeze.ts';
 
 export interface ClientMetadataDocument {
   /** The URL, equal to the document's `client_id`. */
@@ -178,14 +179,6 @@ export function freezeDocument(doc: ClientMetadataDocument): ClientMetadataDocum
   Object.freeze(doc.responseTypes);
   if (doc.jwks !== undefined) deepFreeze(doc.jwks);
   return Object.freeze(doc);
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object') {
-    for (const v of Object.values(value)) deepFreeze(v);
-    Object.freeze(value);
-  }
-  return value;
 }
 
 /** A fetched key set (`jwks_uri`): JSON, `{"keys": [...]}` of 1 to MAX_KEYS public keys; frozen. */

@@ -14,12 +14,60 @@ export function tracingEnabled(env: NodeJS.ProcessEnv): boolean {
 }
 
 /**
+ * The OpenTelemetry packages tracing-otel.ts imports: optional dependencies, installed by default
+ * (`npm ci --omit=dev`, the container image) and left out by `npm ci --omit=dev --omit=optional`.
+ */
+export const TRACING_PACKAGES = [
+  '@opentelemetry/api',
+  '@opentelemetry/core',
+  '@opentelemetry/exporter-trace-otlp-http',
+  '@opentelemetry/resources',
+  '@opentelemetry/sdk-trace',
+  '@opentelemetry/semantic-conventions',
+] as const;
+
+/** Tracing is configured but its packages are not installed: the message is the paragraph start-up prints. */
+export class TracingUnavailableError extends Error {
+  override readonly name = 'TracingUnavailableError';
+}
+
+type OtelModule = typeof import('./tracing-otel.ts');
+
+/**
+ * The SDK module; a package of it that is not installed (an install with `--omit=optional`) is a
+ * TracingUnavailableError saying what to install, rather than a stack naming one file.
+ */
+async function loadSdk(): Promise<OtelModule> {
+  try {
+    return await import('./tracing-otel.ts');
+  } catch (err) {
+    const missing = /'(@opentelemetry\/[^'/]+)/.exec((err as Error).message)?.[1];
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND' || missing === undefined) throw err;
+    throw new TracingUnavailableError(
+      `tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set) but the OpenTelemetry packages are not installed (${missing} is missing): this install left out the optional dependencies (npm ci --omit=optional). Install them with \`npm ci --omit=dev\` (without --omit=optional), or \`npm install ${TRACING_PACKAGES.join(' ')}\`; or unset the OTLP endpoint variables to run without tracing.`,
+    );
+  }
+}
+
+/**
+ * Rejects with TracingUnavailableError when tracing is on and its packages are missing, so start-up
+ * can say so before anything opens; resolves at once when tracing is off (nothing is loaded).
+ */
+export async function checkTracingInstalled(env: NodeJS.ProcessEnv): Promise<void> {
+  if (tracingOn(env)) await loadSdk();
+}
+
+function tracingOn(env: NodeJS.ProcessEnv): boolean {
+  return tracingEnabled(env) && env.OTEL_SDK_DISABLED !== 'true';
+}
+
+/**
  * The tracing of this process, or undefined when off. The SDK is imported here only when on; the
  * exporter, resource and sampler read the standard `OTEL_*` variables (see docs/tracing.md).
  */
 export async function createTracing(env: NodeJS.ProcessEnv): Promise<Tracing | undefined> {
-  if (!tracingEnabled(env) || env.OTEL_SDK_DISABLED === 'true') return undefined;
-  const { createOtelTracing } = await import('./tracing-otel.ts');
+  if (!tracingOn(env)) return undefined;
+  const { createOtelTracing } = await loadSdk();
   return createOtelTracing(env);
 }
 

@@ -91,19 +91,71 @@ describe('configuration table', () => {
     for (const v of Object.keys(envs)) expect(configTable()).toContain(`\`${v}\``);
   });
 
-  it('every key appears in the bundled config.yaml (set, or commented out)', () => {
-    const tree = parseYaml(CONFIG_YAML) as Record<string, unknown>;
-    for (const { key } of describeConfigKeys()) {
-      const parts = key.split('.');
-      const leaf = parts.at(-1)!;
-      // Walk nested sections (oauth.clientMetadataDocuments.enabled).
-      const section = parts
-        .slice(0, -1)
-        .reduce<Record<string, unknown> | undefined>((node, part) => node?.[part] as Record<string, unknown> | undefined, tree);
-      const present = section !== undefined && section !== null && Object.hasOwn(section, leaf);
+  /** The keys the YAML tree sets, dotted (a structured key's own contents not walked into). */
+  function keysSetIn(tree: Record<string, unknown>): string[] {
+    const declared = new Set(describeConfigKeys().map((k) => k.key));
+    const walk = (node: Record<string, unknown>, path: string): string[] =>
+      Object.entries(node).flatMap(([name, value]) => {
+        const dotted = path ? `${path}.${name}` : name;
+        if (declared.has(dotted)) return [dotted];
+        if (value === null) return []; // a section whose keys are all commented out
+        return value !== null && typeof value === 'object' && !Array.isArray(value)
+          ? walk(value as Record<string, unknown>, dotted)
+          : [dotted];
+      });
+    return walk(tree, '');
+  }
+
+  it('the bundled config.yaml lists every essential key (set, or commented out)', () => {
+    const set = new Set(keysSetIn(parseYaml(CONFIG_YAML) as Record<string, unknown>));
+    for (const { key } of describeConfigKeys().filter((k) => k.tier === 'essential')) {
+      const leaf = key.split('.').at(-1)!;
       const commented = new RegExp(`^\\s*#\\s*${leaf}:`, 'm').test(CONFIG_YAML);
-      expect(present || commented, `${key} is missing from config.yaml`).toBe(true);
+      expect(set.has(key) || commented, `${key} is missing from config.yaml`).toBe(true);
     }
+  });
+
+  it('config.yaml sets a tuning key only where it chooses other than the default (the rest is in docs/configuration.md)', () => {
+    const byKey = new Map(describeConfigKeys().map((k) => [k.key, k]));
+    const set = keysSetIn(parseYaml(CONFIG_YAML) as Record<string, unknown>);
+    for (const key of set) expect(byKey.has(key), `config.yaml sets "${key}", which is no key`).toBe(true);
+    const tuning = set.filter((key) => byKey.get(key)!.tier === 'tuning');
+    expect(tuning).toEqual(['redis.lookupCache']);
+    const tree = parseYaml(CONFIG_YAML) as Record<string, unknown>;
+    const valueOf = (key: string) => key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], tree);
+    for (const key of tuning) expect(valueOf(key), key).not.toEqual(byKey.get(key)!.default);
+  });
+
+  it('has a short essential tier, listed first', () => {
+    const keys = describeConfigKeys();
+    const essential = keys.filter((k) => k.tier === 'essential');
+    expect(essential.length).toBeGreaterThanOrEqual(10);
+    expect(essential.length).toBeLessThanOrEqual(20);
+    expect(essential.map((k) => k.key)).toEqual(expect.arrayContaining(['masterToken', 'redis.url', 'upstream.url', 'proxy.publicUrl']));
+    const table = configTable();
+    expect(table.indexOf('### Essential settings')).toBe(0);
+    const [essentialPart, tuningPart] = table.split('### Tuning');
+    for (const k of keys) expect(k.tier === 'essential' ? essentialPart : tuningPart, k.key).toContain(`| \`${k.key}\` |`);
+    // A key added without a tier changes the tables (and does not compile: `tier` is required).
+    expect(configTable(keys.map((k) => (k.key === 'logLevel' ? { ...k, tier: 'tuning' } : k)))).not.toBe(table);
+  });
+
+  it("the README's table of the settings people set names exactly the essential keys", () => {
+    const section = README.slice(README.indexOf('## The settings people set'));
+    const rows = section
+      .slice(0, section.indexOf('\n## ', 1))
+      .split('\n')
+      .filter((line) => line.startsWith('| `'));
+    const named = rows.flatMap((row) => [...row.split(' | ')[0]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!));
+    const keys = describeConfigKeys();
+    const byName = new Map(keys.flatMap((k) => [[k.key, k.key] as const, ...(k.env ? [[k.env, k.key] as const] : [])]));
+    for (const name of named) expect(byName.has(name), `the README names "${name}", which is no key or variable`).toBe(true);
+    expect(named.map((n) => byName.get(n)).sort()).toEqual(
+      keys
+        .filter((k) => k.tier === 'essential')
+        .map((k) => k.key)
+        .sort(),
+    );
   });
 
   it('withTable replaces only what lies between the markers', () => {
