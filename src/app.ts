@@ -481,12 +481,17 @@ function oauthProvider(settings: Config['upstream']['credentials']['provider'], 
     timeoutMs,
   });
   const host = new URL(settings.issuer ?? settings.tokenEndpoint!).host;
+  // An OpenID provider (found by discovery from `issuer`, or asked for `openid`) is asked for `openid`,
+  // gets a nonce and must answer with an ID token (OpenID Connect Core 1.0 §3.1.2.1: no ID token is
+  // issued unless `openid` is asked for); a plain OAuth 2.0 provider given by its two endpoints
+  // (GitHub's shape) gets neither.
+  const asked = (settings.scopes ?? '').split(' ').filter((scope) => scope !== '');
+  const openid = settings.issuer !== undefined || asked.includes('openid');
   return {
     name: `oauth:${host}`,
     label: settings.name ?? host,
-    scopes: settings.scopes,
-    // An ID token only where one is asked for: OpenID Connect Core 1.0 §3.1.2.1 (`openid` scope).
-    openid: (settings.scopes ?? '').split(' ').includes('openid'),
+    scopes: openid && !asked.includes('openid') ? ['openid', ...asked].join(' ') : settings.scopes,
+    openid,
     sameSubject: false,
     configuration,
   };

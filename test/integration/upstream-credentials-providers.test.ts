@@ -10,6 +10,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { openAndConfirm, seedAccountSession } from '../support/connect.ts';
@@ -247,5 +248,36 @@ describe('GitHub App user tokens (expiring, refreshed): a disconnect during a re
     await elicitation(await call(s, p.token));
     expect(echo.seen.length).toBe(before);
     expect(first).toMatch(/^Bearer gho_/);
+  });
+});
+
+describe('an OpenID provider found by discovery, its scopes without `openid` (a second oidc-provider)', () => {
+  let provider: DemoIdp;
+  let s: SignInStack;
+  beforeAll(async () => {
+    let callback = '';
+    provider = await startDemoIdp({ clientId: 'third-party-app', clientSecret: CLIENT_SECRET, redirectUri: () => callback, autoLogin: true });
+    s = await sidecarFor({ issuer: provider.issuer, clientId: 'third-party-app', clientSecret: CLIENT_SECRET, scopes: 'email' });
+    callback = `${s.base}/connect/callback`;
+  });
+  afterAll(async () => {
+    await s?.close();
+    await provider?.close();
+  });
+
+  it('is asked for `openid` with a nonce, and its ID token is checked: the connection completes', async () => {
+    const p = await person(s);
+    const { url } = await elicitation(await call(s, p.token));
+    const confirm = await p.browser.follow(await p.browser.request(url));
+    const csrf = /name="csrf" value="([0-9a-f]{64})"/.exec(confirm.body)![1]!;
+    const toProvider = await p.browser.request(url, { form: { csrf } });
+    expect(toProvider.status).toBe(303);
+    const query = new URL(toProvider.location!).searchParams;
+    expect(query.get('scope')).toBe('openid email');
+    expect(query.get('nonce')).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+    const done = await p.browser.follow(toProvider);
+    expect(done.status).toBe(200);
+    expect(done.body).toContain('Connected');
+    expect(await forwarded(s, p.token)).toMatch(/^Bearer \S+$/);
   });
 });
