@@ -256,7 +256,12 @@ describe('an OpenID provider found by discovery, its scopes without `openid` (a 
   let s: SignInStack;
   beforeAll(async () => {
     let callback = '';
-    provider = await startDemoIdp({ clientId: 'third-party-app', clientSecret: CLIENT_SECRET, redirectUri: () => callback, autoLogin: true });
+    provider = await startDemoIdp({
+      clientId: 'third-party-app',
+      clientSecret: CLIENT_SECRET,
+      redirectUri: () => callback,
+      autoLogin: true,
+    });
     s = await sidecarFor({ issuer: provider.issuer, clientId: 'third-party-app', clientSecret: CLIENT_SECRET, scopes: 'email' });
     callback = `${s.base}/connect/callback`;
   });
