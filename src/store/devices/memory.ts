@@ -1,0 +1,98 @@
+// Device authorizations (RFC 8628) in memory.
+
+import type { MemoryCore } from '../memory-core.ts';
+import {
+  DEVICE_SLOW_DOWN_SECONDS,
+  deviceAuthorizationFields,
+  deviceAuthorizationFromFields,
+  pendingSignInMember,
+  readRecord,
+  userFields,
+} from '../records.ts';
+import type {
+  DeviceAuthorizationBounds,
+  DeviceAuthorizationOutcome,
+  DeviceAuthorizationRecord,
+  DevicePollOutcome,
+  SignedInUser,
+  StoredDeviceAuthorization,
+  StoredRead,
+} from '../types.ts';
+import type { DeviceAuthorizationStorage } from './types.ts';
+
+export class MemoryDevices implements DeviceAuthorizationStorage {
+  readonly #core: MemoryCore;
+
+  constructor(core: MemoryCore) {
+    this.#core = core;
+  }
+
+  /** Device authorizations held by a client address and by the server: member -> expiry (the Redis store's sorted sets). */
+  readonly #pendingDevices = new Map<string, Map<string, number>>();
+
+  async putDeviceAuthorization(
+    record: DeviceAuthorizationRecord,
+    retainMs: number,
+    bounds: DeviceAuthorizationBounds,
+  ): Promise<DeviceAuthorizationOutcome> {
+    this.#core.check();
+    const held = (['address', 'total'] as const).map((holder) => {
+      const key = holder === 'address' ? this.#core.keys.pendingDevicesByAddress(bounds.address) : this.#core.keys.pendingDevicesAll();
+      const members = this.#pendingDevices.get(key) ?? new Map<string, number>();
+      for (const [member, until] of members) if (until <= bounds.now) members.delete(member);
+      this.#pendingDevices.set(key, members);
+      return { holder, members, bound: holder === 'address' ? bounds.perAddress : bounds.total };
+    });
+    for (const { holder, members, bound } of held) {
+      if (bound > 0 && members.size >= bound) return { stored: false, holder, retryAt: Math.min(...members.values()) };
+    }
+    const index = this.#core.keys.deviceUserCode(record.userCodeHash);
+    if (this.#core.get(index)) return { stored: false, holder: 'user_code' };
+    this.#core.put(
+      this.#core.keys.deviceAuthorization(record.deviceCodeHash),
+      deviceAuthorizationFields(record),
+      record.expiresAt + retainMs,
+    );
+    this.#core.put(index, { deviceCodeHash: record.deviceCodeHash }, record.expiresAt);
+    for (const { members } of held) members.set(pendingSignInMember(record.deviceCodeHash), record.expiresAt);
+    return { stored: true };
+  }
+
+  async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
+    this.#core.check();
+    const index = this.#core.get(this.#core.keys.deviceUserCode(userCodeHash));
+    if (!index?.deviceCodeHash) return null;
+    return readRecord(this.#core.get(this.#core.keys.deviceAuthorization(index.deviceCodeHash)), deviceAuthorizationFromFields);
+  }
+
+  async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
+    this.#core.check();
+    const fields = this.#core.get(this.#core.keys.deviceAuthorization(deviceCodeHash));
+    if (!fields || fields.status !== 'pending' || !(Number(fields.expiresAt) > now)) return false;
+    if (user) Object.assign(fields, userFields(user));
+    fields.status = user ? 'approved' : 'denied';
+    if (fields.userCodeHash) this.#core.hashes.delete(this.#core.keys.deviceUserCode(fields.userCodeHash));
+    return true;
+  }
+
+  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
+    this.#core.check();
+    const fields = this.#core.get(this.#core.keys.deviceAuthorization(deviceCodeHash));
+    if (!fields || fields.clientId !== clientId || fields.status === 'redeemed') return { outcome: 'invalid' };
+    if (!(Number(fields.expiresAt) > now)) return { outcome: 'expired' };
+    const interval = Number(fields.interval);
+    const last = fields.lastPolledAt === undefined ? undefined : Number(fields.lastPolledAt);
+    fields.lastPolledAt = String(now);
+    if (last !== undefined && now - last < interval * 1000) {
+      fields.interval = String(interval + DEVICE_SLOW_DOWN_SECONDS);
+      return { outcome: 'slow_down', interval: interval + DEVICE_SLOW_DOWN_SECONDS };
+    }
+    if (fields.status === 'pending') return { outcome: 'pending' };
+    if (fields.status === 'denied') return { outcome: 'denied' };
+    if (fields.status !== 'approved') return { outcome: 'invalid' };
+    fields.status = 'redeemed';
+    const authorization = deviceAuthorizationFromFields(fields);
+    if (authorization === 'corrupt' || authorization.user === undefined) return { outcome: 'invalid' };
+    return { outcome: 'approved', authorization: { ...authorization, user: authorization.user } };
+  }
+}

@@ -1,0 +1,104 @@
+// Device authorizations (RFC 8628) on Redis.
+
+import {
+  DEVICE_SLOW_DOWN_SECONDS,
+  deviceAuthorizationFields,
+  deviceAuthorizationFromFields,
+  type Fields,
+  orNull,
+  pendingSignInMember,
+  readRecord,
+  userFields,
+} from '../records.ts';
+import type { RedisCore } from '../redis-core.ts';
+import { flattenFields } from '../redis-scripts.ts';
+import type {
+  DeviceAuthorizationBounds,
+  DeviceAuthorizationOutcome,
+  DeviceAuthorizationRecord,
+  DevicePollOutcome,
+  SignedInUser,
+  StoredDeviceAuthorization,
+  StoredRead,
+} from '../types.ts';
+import type { DeviceAuthorizationStorage } from './types.ts';
+
+export class RedisDevices implements DeviceAuthorizationStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  async putDeviceAuthorization(
+    record: DeviceAuthorizationRecord,
+    retainMs: number,
+    bounds: DeviceAuthorizationBounds,
+  ): Promise<DeviceAuthorizationOutcome> {
+    const [outcome, oldest] = await this.#core.scripts.mcpPutDeviceAuthorization(
+      this.#core.keys.deviceAuthorization(record.deviceCodeHash),
+      this.#core.keys.deviceUserCode(record.userCodeHash),
+      this.#core.keys.pendingDevicesByAddress(bounds.address),
+      this.#core.keys.pendingDevicesAll(),
+      String(bounds.now),
+      String(Math.trunc(record.expiresAt)),
+      String(Math.trunc(record.expiresAt + retainMs)),
+      String(bounds.perAddress),
+      String(bounds.total),
+      pendingSignInMember(record.deviceCodeHash),
+      record.deviceCodeHash,
+      ...flattenFields(deviceAuthorizationFields(record)),
+    );
+    if (outcome === 'ok') return { stored: true };
+    if (outcome === 'user_code') return { stored: false, holder: 'user_code' };
+    if (outcome === 'address' || outcome === 'total') return { stored: false, holder: outcome, retryAt: Number(oldest) };
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
+    const deviceCodeHash = await this.#core.redis.hget(this.#core.keys.deviceUserCode(userCodeHash), 'deviceCodeHash');
+    if (deviceCodeHash === null) return null;
+    return readRecord(
+      orNull(await this.#core.redis.hgetall(this.#core.keys.deviceAuthorization(deviceCodeHash))),
+      deviceAuthorizationFromFields,
+    );
+  }
+
+  async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
+    const decided = await this.#core.scripts.mcpDecideDeviceAuthorization(
+      this.#core.keys.deviceAuthorization(deviceCodeHash),
+      String(now),
+      this.#core.keys.deviceUserCode(''),
+      user ? 'approved' : 'denied',
+      ...(user ? flattenFields(userFields(user)) : []),
+    );
+    return decided === 1;
+  }
+
+  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
+    const [outcome, ...rest] = await this.#core.scripts.mcpPollDeviceAuthorization(
+      this.#core.keys.deviceAuthorization(deviceCodeHash),
+      String(now),
+      clientId,
+      String(DEVICE_SLOW_DOWN_SECONDS),
+    );
+    switch (outcome) {
+      case 'invalid':
+      case 'expired':
+      case 'pending':
+      case 'denied':
+        return { outcome };
+      case 'slow_down':
+        return { outcome, interval: Number(rest[0]) };
+      case 'approved': {
+        const fields: Fields = {};
+        for (let i = 0; i + 1 < rest.length; i += 2) fields[rest[i]!] = rest[i + 1]!;
+        const authorization = deviceAuthorizationFromFields(fields);
+        if (authorization === 'corrupt' || authorization.user === undefined) return { outcome: 'invalid' };
+        return { outcome, authorization: { ...authorization, user: authorization.user } };
+      }
+      default:
+        throw new Error(`unexpected script reply: ${String(outcome)}`);
+    }
+  }
+}
