@@ -15,6 +15,7 @@ import {
   refreshTokenFields,
   subjectDigest,
   type Fields,
+  type HashUpdate,
   type KeyLayout,
 } from './records.ts';
 import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, RevocationListener, RevocationNotice } from './types.ts';
@@ -76,6 +77,20 @@ export class MemoryCore {
     this.#writesSinceSweep = 0;
     const now = this.clock.now();
     for (const [key, entry] of this.hashes) if (entry.expiresAt !== undefined && entry.expiresAt <= now) this.hashes.delete(key);
+  }
+
+  /**
+   * The memory twin of RedisCore.updateHash: the read, the decision and the write are one step here
+   * (nothing runs in between). Never creates a record.
+   */
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R {
+    const current = this.get(key);
+    const { result, set } = decide(current && { ...current });
+    if (set !== undefined && Object.keys(set).length > 0) {
+      if (current === null) throw new TypeError('updateHash creates no record');
+      Object.assign(current, set);
+    }
+    return result;
   }
 
   /** Records held now, expired ones not yet swept included (for tests of the sweep). */

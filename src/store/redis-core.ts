@@ -4,7 +4,17 @@
 
 import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from '../http/errors.ts';
-import { accessTokenFields, consentGrantIds, keyLayout, refreshTokenFields, subjectDigest, type KeyLayout } from './records.ts';
+import {
+  accessTokenFields,
+  consentGrantIds,
+  keyLayout,
+  orNull,
+  refreshTokenFields,
+  subjectDigest,
+  type Fields,
+  type HashUpdate,
+  type KeyLayout,
+} from './records.ts';
 import { connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
 import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import { LookupConnection } from './redis-lookups.ts';
@@ -12,6 +22,9 @@ import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, RevocationNotice } from './types.ts';
+
+/** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
+const MAX_UPDATE_ATTEMPTS = 16;
 
 export class RedisCore {
   readonly redis: RedisClient;
@@ -104,6 +117,25 @@ export class RedisCore {
       await this.replicas.waitForReplica(tx);
       return result;
     });
+  }
+
+  /**
+   * A compare-and-set on one hash: reads it, asks `decide` what to set, and sets that only while the
+   * hash is still exactly as read (COMPARE_AND_SET_HASH compares every field); when it changed in
+   * between, `decide` runs again on what is there now. A rule on a single record lives in src/model/
+   * and runs in both stores (MemoryCore.updateHash), with no script of its own. Never creates a record.
+   */
+  async updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): Promise<R> {
+    for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      const current = orNull(await this.redis.hgetall(key));
+      const { result, set } = decide(current);
+      if (set === undefined || Object.keys(set).length === 0) return result;
+      if (current === null) throw new TypeError('updateHash creates no record');
+      const expected = flattenFields(current);
+      const applied = await this.scripts.mcpCompareAndSetHash(key, String(expected.length / 2), ...expected, ...flattenFields(set));
+      if (applied === 1) return result;
+    }
+    throw new StoreUnavailableError('updateHash: too much contention, gave up');
   }
 
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */

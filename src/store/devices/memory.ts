@@ -2,9 +2,9 @@
 
 import type { MemoryCore } from '../memory-core.ts';
 import {
-  DEVICE_SLOW_DOWN_SECONDS,
   deviceAuthorizationFields,
   deviceAuthorizationFromFields,
+  devicePollUpdate,
   pendingSignInMember,
   readRecord,
   userFields,
@@ -75,24 +75,9 @@ export class MemoryDevices implements DeviceAuthorizationStorage {
     return true;
   }
 
+  /** One poll, decided by the model (pollDevice) as the Redis store decides it. */
   async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.deviceAuthorization(deviceCodeHash));
-    if (!fields || fields.clientId !== clientId || fields.status === 'redeemed') return { outcome: 'invalid' };
-    if (!(Number(fields.expiresAt) > now)) return { outcome: 'expired' };
-    const interval = Number(fields.interval);
-    const last = fields.lastPolledAt === undefined ? undefined : Number(fields.lastPolledAt);
-    fields.lastPolledAt = String(now);
-    if (last !== undefined && now - last < interval * 1000) {
-      fields.interval = String(interval + DEVICE_SLOW_DOWN_SECONDS);
-      return { outcome: 'slow_down', interval: interval + DEVICE_SLOW_DOWN_SECONDS };
-    }
-    if (fields.status === 'pending') return { outcome: 'pending' };
-    if (fields.status === 'denied') return { outcome: 'denied' };
-    if (fields.status !== 'approved') return { outcome: 'invalid' };
-    fields.status = 'redeemed';
-    const authorization = deviceAuthorizationFromFields(fields);
-    if (authorization === 'corrupt' || authorization.user === undefined) return { outcome: 'invalid' };
-    return { outcome: 'approved', authorization: { ...authorization, user: authorization.user } };
+    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
   }
 }

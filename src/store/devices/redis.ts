@@ -1,10 +1,9 @@
 // Device authorizations (RFC 8628) on Redis.
 
 import {
-  DEVICE_SLOW_DOWN_SECONDS,
   deviceAuthorizationFields,
   deviceAuthorizationFromFields,
-  type Fields,
+  devicePollUpdate,
   orNull,
   pendingSignInMember,
   readRecord,
@@ -75,30 +74,8 @@ export class RedisDevices implements DeviceAuthorizationStorage {
     return decided === 1;
   }
 
+  /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */
   async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
-    const [outcome, ...rest] = await this.#core.scripts.mcpPollDeviceAuthorization(
-      this.#core.keys.deviceAuthorization(deviceCodeHash),
-      String(now),
-      clientId,
-      String(DEVICE_SLOW_DOWN_SECONDS),
-    );
-    switch (outcome) {
-      case 'invalid':
-      case 'expired':
-      case 'pending':
-      case 'denied':
-        return { outcome };
-      case 'slow_down':
-        return { outcome, interval: Number(rest[0]) };
-      case 'approved': {
-        const fields: Fields = {};
-        for (let i = 0; i + 1 < rest.length; i += 2) fields[rest[i]!] = rest[i + 1]!;
-        const authorization = deviceAuthorizationFromFields(fields);
-        if (authorization === 'corrupt' || authorization.user === undefined) return { outcome: 'invalid' };
-        return { outcome, authorization: { ...authorization, user: authorization.user } };
-      }
-      default:
-        throw new Error(`unexpected script reply: ${String(outcome)}`);
-    }
+    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
   }
 }
