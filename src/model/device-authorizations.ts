@@ -1,8 +1,8 @@
-// The device flow's poll (RFC 8628 §3.4-3.5) as a rule on one stored authorization: what the poll
-// answers and what it changes. Both stores run it, inside their compare-and-set on the record
+// The device flow (RFC 8628) as rules on one stored authorization: the user's decision, and each poll
+// (§3.4-3.5): what it answers and what it changes. Both stores run it, inside their compare-and-set on the record
 // (src/store/devices/), so the rule is written once and the store only makes it atomic.
 
-import type { DevicePollOutcome, StoredDeviceAuthorization, StoredRead } from '../store/types.ts';
+import type { DevicePollOutcome, SignedInUser, StoredDeviceAuthorization, StoredRead } from '../store/types.ts';
 
 /** RFC 8628 §3.5: each `slow_down` adds five seconds to the interval of every later poll. */
 export const DEVICE_SLOW_DOWN_SECONDS = 5;
@@ -44,4 +44,21 @@ export function pollDevice(stored: StoredRead<StoredDeviceAuthorization>, client
       return { outcome: { outcome: 'approved', authorization: { ...stored, ...change, user: stored.user } }, change };
     }
   }
+}
+
+/** What the user's decision changes on the authorization: approved with the user, or denied. */
+export type DeviceDecisionChange = { status: 'approved'; user: SignedInUser } | { status: 'denied' };
+
+/**
+ * The user's decision at `now` (`user` approved, undefined: denied): taken only while the
+ * authorization is pending and unexpired, else refused (undefined: nothing changes). A decision is
+ * taken once: the next one finds it no longer pending.
+ */
+export function decideDevice(
+  stored: StoredRead<StoredDeviceAuthorization>,
+  now: number,
+  user: SignedInUser | undefined,
+): DeviceDecisionChange | undefined {
+  if (stored === null || stored === 'corrupt' || stored.status !== 'pending' || !(stored.expiresAt > now)) return undefined;
+  return user === undefined ? { status: 'denied' } : { status: 'approved', user };
 }

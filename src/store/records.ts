@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../model/credentials.ts';
-import { pollDevice } from '../model/device-authorizations.ts';
+import { decideDevice, pollDevice } from '../model/device-authorizations.ts';
 import type {
   AccountSession,
   AuthorizationRequest,
@@ -842,6 +842,26 @@ export function devicePollUpdate(clientId: string, now: number): (current: Field
     if (change.interval !== undefined) set.interval = String(change.interval);
     if (change.lastPolledAt !== undefined) set.lastPolledAt = String(change.lastPolledAt);
     return { result: outcome, set };
+  };
+}
+
+/**
+ * The user's decision at `now` on the device authorization whose fields are `current`, as an update:
+ * the rule is the model's (decideDevice). Its result is the user code whose index the decision
+ * forgets (undefined: refused, nothing changed).
+ */
+export function deviceDecisionUpdate(
+  now: number,
+  user: SignedInUser | undefined,
+): (current: Fields | null) => HashUpdate<string | undefined> {
+  return (current) => {
+    const stored = current && deviceAuthorizationFromFields(current);
+    const change = decideDevice(stored, now, user);
+    if (change === undefined || stored === null || stored === 'corrupt') return { result: undefined };
+    return {
+      result: stored.userCodeHash,
+      set: { ...(change.status === 'approved' ? userFields(change.user) : {}), status: change.status },
+    };
   };
 }
 

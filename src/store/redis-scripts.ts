@@ -172,16 +172,6 @@ for i = 3, 4 do
 end
 return {'ok'}`;
 
-// Records the user's decision on a pending, unexpired device authorization and forgets its user code.
-// KEYS: record. ARGV: now, user-code index key prefix, status, user fields...
-const DECIDE_DEVICE_AUTHORIZATION = `
-local f = redis.call('HMGET', KEYS[1], 'status', 'expiresAt', 'userCodeHash')
-if f[1] ~= 'pending' or not f[2] or tonumber(f[2]) <= tonumber(ARGV[1]) then return 0 end
-if #ARGV > 3 then redis.call('HSET', KEYS[1], unpack(ARGV, 4)) end
-redis.call('HSET', KEYS[1], 'status', ARGV[3])
-if f[3] then redis.call('DEL', ARGV[2] .. f[3]) end
-return 1`;
-
 // Sets fields on a hash only while it is exactly as the caller read it (every field and value, no
 // more): the atomic half of a compare-and-set whose decision is made outside Redis (updateHash).
 // KEYS: the hash. ARGV: n, the n expected field/value pairs, then the field/value pairs to set.
@@ -526,7 +516,6 @@ export interface ScriptedClient {
   mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
-  mcpDecideDeviceAuthorization(record: string, ...args: string[]): Promise<number>;
   mcpCompareAndSetHash(key: string, expectedFields: string, ...fieldsThenSets: string[]): Promise<number>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
@@ -557,7 +546,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
-  redis.defineCommand('mcpDecideDeviceAuthorization', { numberOfKeys: 1, lua: DECIDE_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });

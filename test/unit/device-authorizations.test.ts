@@ -1,9 +1,9 @@
-// The device flow's poll as a rule on one stored authorization (src/model/device-authorizations.ts),
-// without a store: what each poll answers and what it changes. The stores run this rule inside their
+// The device flow's decision and poll as rules on one stored authorization (src/model/device-authorizations.ts),
+// without a store: what a decision and each poll answer and what it changes. The stores run this rule inside their
 // compare-and-set; the store contract (test/integration/store-contract/devices.ts) holds them to it.
 
 import { describe, expect, it } from 'vitest';
-import { DEVICE_SLOW_DOWN_SECONDS, pollDevice } from '../../src/model/device-authorizations.ts';
+import { DEVICE_SLOW_DOWN_SECONDS, decideDevice, pollDevice } from '../../src/model/device-authorizations.ts';
 import type { StoredDeviceAuthorization } from '../../src/store/types.ts';
 
 const NOW = 1_700_000_000_000;
@@ -74,5 +74,21 @@ describe('pollDevice', () => {
       outcome: { outcome: 'invalid' },
       change: { lastPolledAt: NOW, status: 'redeemed' },
     });
+  });
+});
+
+describe('decideDevice', () => {
+  it('a pending, unexpired authorization takes the decision: approved with the user, or denied', () => {
+    expect(decideDevice(stored(), NOW, user)).toEqual({ status: 'approved', user });
+    expect(decideDevice(stored(), NOW, undefined)).toEqual({ status: 'denied' });
+  });
+
+  it('unknown, unreadable, already decided or redeemed, or expired: refused, nothing changes', () => {
+    expect(decideDevice(null, NOW, user)).toBeUndefined();
+    expect(decideDevice('corrupt', NOW, user)).toBeUndefined();
+    expect(decideDevice(stored({ status: 'approved', user }), NOW, undefined)).toBeUndefined();
+    expect(decideDevice(stored({ status: 'denied' }), NOW, user)).toBeUndefined();
+    expect(decideDevice(stored({ status: 'redeemed', user }), NOW, user)).toBeUndefined();
+    expect(decideDevice(stored({ expiresAt: NOW }), NOW, user)).toBeUndefined();
   });
 });

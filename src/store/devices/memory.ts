@@ -4,6 +4,7 @@ import type { MemoryCore } from '../memory-core.ts';
 import {
   deviceAuthorizationFields,
   deviceAuthorizationFromFields,
+  deviceDecisionUpdate,
   devicePollUpdate,
   pendingSignInMember,
   readRecord,
@@ -65,13 +66,12 @@ export class MemoryDevices implements DeviceAuthorizationStorage {
     return readRecord(this.#core.get(this.#core.keys.deviceAuthorization(index.deviceCodeHash)), deviceAuthorizationFromFields);
   }
 
+  /** The decision, by the model (decideDevice) as the Redis store takes it. */
   async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.deviceAuthorization(deviceCodeHash));
-    if (!fields || fields.status !== 'pending' || !(Number(fields.expiresAt) > now)) return false;
-    if (user) Object.assign(fields, userFields(user));
-    fields.status = user ? 'approved' : 'denied';
-    if (fields.userCodeHash) this.#core.hashes.delete(this.#core.keys.deviceUserCode(fields.userCodeHash));
+    const userCodeHash = this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
+    if (userCodeHash === undefined) return false;
+    this.#core.hashes.delete(this.#core.keys.deviceUserCode(userCodeHash));
     return true;
   }
 

@@ -3,6 +3,7 @@
 import {
   deviceAuthorizationFields,
   deviceAuthorizationFromFields,
+  deviceDecisionUpdate,
   devicePollUpdate,
   orNull,
   pendingSignInMember,
@@ -63,15 +64,16 @@ export class RedisDevices implements DeviceAuthorizationStorage {
     );
   }
 
+  /**
+   * The decision, by the model (decideDevice) inside a compare-and-set on the record; then its user
+   * code's index goes (a second command: an index left behind names an authorization no longer
+   * pending, which the device page refuses, and expires with it).
+   */
   async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
-    const decided = await this.#core.scripts.mcpDecideDeviceAuthorization(
-      this.#core.keys.deviceAuthorization(deviceCodeHash),
-      String(now),
-      this.#core.keys.deviceUserCode(''),
-      user ? 'approved' : 'denied',
-      ...(user ? flattenFields(userFields(user)) : []),
-    );
-    return decided === 1;
+    const userCodeHash = await this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
+    if (userCodeHash === undefined) return false;
+    await this.#core.redis.del(this.#core.keys.deviceUserCode(userCodeHash));
+    return true;
   }
 
   /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */

@@ -85,6 +85,19 @@ export function devicesContract(contract: Contract): void {
       expect(polls.filter((p) => p.outcome === 'invalid')).toHaveLength(7);
     });
 
+    it('concurrent decisions on one pending authorization (two tabs, approve and deny): exactly one is taken, and it is what is stored', async () => {
+      const r = device();
+      await store.putDeviceAuthorization(r, RETAIN, bounds());
+      const decided = await Promise.all([
+        ...Array.from({ length: 4 }, () => store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), user)),
+        ...Array.from({ length: 4 }, () => store.decideDeviceAuthorization(r.deviceCodeHash, clock.now(), undefined)),
+      ]);
+      expect(decided.filter((d) => d)).toHaveLength(1);
+      const stored = await h.rawHash(h.keys.deviceAuthorization(r.deviceCodeHash));
+      expect(stored?.status).toBe(decided.indexOf(true) < 4 ? 'approved' : 'denied');
+      expect(await store.findDeviceAuthorization(r.userCodeHash)).toBeNull();
+    });
+
     it('a denied authorization polls as denied; an expired one as expired, and cannot be decided', async () => {
       const denied = device();
       await store.putDeviceAuthorization(denied, RETAIN, bounds());
