@@ -3,6 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { parseEpochMs } from '../model/credentials.ts';
+import { decideDevice, pollDevice } from '../model/device-authorizations.ts';
 import type {
   AccountSession,
   AuthorizationRequest,
@@ -14,6 +15,7 @@ import type {
   AuthorizationRequestRecord,
   ConsentLink,
   DeviceAuthorizationRecord,
+  DevicePollOutcome,
   StoredDeviceAuthorization,
   ConsentRecord,
   PublishedSigningKey,
@@ -790,9 +792,6 @@ export function deviceAuthorizationFields(r: DeviceAuthorizationRecord): Fields 
   return f;
 }
 
-/** RFC 8628 §3.5: each `slow_down` adds five seconds to the interval of every later poll. */
-export const DEVICE_SLOW_DOWN_SECONDS = 5;
-
 const DEVICE_STATUSES: ReadonlySet<string> = new Set(['pending', 'approved', 'denied', 'redeemed']);
 
 /** A stored device authorization, or `'corrupt'` without its client, a known status, its times, or (approved) its user. */
@@ -819,6 +818,51 @@ export function deviceAuthorizationFromFields(f: Fields): StoredDeviceAuthorizat
   const polled = parseEpochMs(f.lastPolledAt);
   if (polled !== undefined) r.lastPolledAt = polled;
   return r;
+}
+
+/**
+ * What a compare-and-set on one hash decided (the stores' updateHash): its answer, and the fields to
+ * set on the hash as it was read (none: nothing is written).
+ */
+export interface HashUpdate<R> {
+  result: R;
+  set?: Fields;
+}
+
+/**
+ * One poll by `clientId` at `now` of the device authorization whose fields are `current`, as an
+ * update: the rule is the model's (pollDevice), the fields it changes are written here.
+ */
+export function devicePollUpdate(clientId: string, now: number): (current: Fields | null) => HashUpdate<DevicePollOutcome> {
+  return (current) => {
+    const { outcome, change } = pollDevice(current && deviceAuthorizationFromFields(current), clientId, now);
+    if (change === undefined) return { result: outcome };
+    const set: Fields = {};
+    if (change.status !== undefined) set.status = change.status;
+    if (change.interval !== undefined) set.interval = String(change.interval);
+    if (change.lastPolledAt !== undefined) set.lastPolledAt = String(change.lastPolledAt);
+    return { result: outcome, set };
+  };
+}
+
+/**
+ * The user's decision at `now` on the device authorization whose fields are `current`, as an update:
+ * the rule is the model's (decideDevice). Its result is the user code whose index the decision
+ * forgets (undefined: refused, nothing changed).
+ */
+export function deviceDecisionUpdate(
+  now: number,
+  user: SignedInUser | undefined,
+): (current: Fields | null) => HashUpdate<string | undefined> {
+  return (current) => {
+    const stored = current && deviceAuthorizationFromFields(current);
+    const change = decideDevice(stored, now, user);
+    if (change === undefined || stored === null || stored === 'corrupt') return { result: undefined };
+    return {
+      result: stored.userCodeHash,
+      set: { ...(change.status === 'approved' ? userFields(change.user) : {}), status: change.status },
+    };
+  };
 }
 
 /** The hash field of one kept credential within its user's hash. */

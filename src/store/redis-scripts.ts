@@ -172,38 +172,17 @@ for i = 3, 4 do
 end
 return {'ok'}`;
 
-// Records the user's decision on a pending, unexpired device authorization and forgets its user code.
-// KEYS: record. ARGV: now, user-code index key prefix, status, user fields...
-const DECIDE_DEVICE_AUTHORIZATION = `
-local f = redis.call('HMGET', KEYS[1], 'status', 'expiresAt', 'userCodeHash')
-if f[1] ~= 'pending' or not f[2] or tonumber(f[2]) <= tonumber(ARGV[1]) then return 0 end
-if #ARGV > 3 then redis.call('HSET', KEYS[1], unpack(ARGV, 4)) end
-redis.call('HSET', KEYS[1], 'status', ARGV[3])
-if f[3] then redis.call('DEL', ARGV[2] .. f[3]) end
-return 1`;
-
-// One poll of a device authorization (RFC 8628 §3.5); an approval is taken once.
-// KEYS: record. ARGV: now, clientId, slow-down seconds. Returns {outcome, interval} or {'approved', fields...}.
-const POLL_DEVICE_AUTHORIZATION = `
-local now = tonumber(ARGV[1])
-local f = redis.call('HMGET', KEYS[1], 'clientId', 'status', 'expiresAt', 'interval', 'lastPolledAt')
-if not f[1] or f[1] ~= ARGV[2] or f[2] == 'redeemed' then return {'invalid'} end
-if not f[3] or tonumber(f[3]) <= now then return {'expired'} end
-local interval = tonumber(f[4])
-if not interval then return {'invalid'} end
-redis.call('HSET', KEYS[1], 'lastPolledAt', ARGV[1])
-if f[5] and now - tonumber(f[5]) < interval * 1000 then
-  interval = interval + tonumber(ARGV[3])
-  redis.call('HSET', KEYS[1], 'interval', tostring(interval))
-  return {'slow_down', tostring(interval)}
+// Sets fields on a hash only while it is exactly as the caller read it (every field and value, no
+// more): the atomic half of a compare-and-set whose decision is made outside Redis (updateHash).
+// KEYS: the hash. ARGV: n, the n expected field/value pairs, then the field/value pairs to set.
+const COMPARE_AND_SET_HASH = `
+local n = tonumber(ARGV[1])
+if redis.call('HLEN', KEYS[1]) ~= n then return 0 end
+for i = 2, 2 * n, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 0 end
 end
-if f[2] == 'pending' then return {'pending'} end
-if f[2] == 'denied' then return {'denied'} end
-if f[2] ~= 'approved' then return {'invalid'} end
-redis.call('HSET', KEYS[1], 'status', 'redeemed')
-local out = redis.call('HGETALL', KEYS[1])
-table.insert(out, 1, 'approved')
-return out`;
+redis.call('HSET', KEYS[1], unpack(ARGV, 2 * n + 2))
+return 1`;
 
 // KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
 const REVOKE_REFRESH_FAMILY = `
@@ -537,8 +516,7 @@ export interface ScriptedClient {
   mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
-  mcpDecideDeviceAuthorization(record: string, ...args: string[]): Promise<number>;
-  mcpPollDeviceAuthorization(record: string, now: string, clientId: string, slowDownSeconds: string): Promise<string[]>;
+  mcpCompareAndSetHash(key: string, expectedFields: string, ...fieldsThenSets: string[]): Promise<number>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
@@ -568,8 +546,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
-  redis.defineCommand('mcpDecideDeviceAuthorization', { numberOfKeys: 1, lua: DECIDE_DEVICE_AUTHORIZATION });
-  redis.defineCommand('mcpPollDeviceAuthorization', { numberOfKeys: 1, lua: POLL_DEVICE_AUTHORIZATION });
+  redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });

@@ -1,0 +1,165 @@
+// OAuth clients and profiles on Redis; deleteClient is one MULTI/EXEC over the client, its tokens and
+// its handles, on the transaction connection.
+
+import { StoreUnavailableError } from '../../http/errors.ts';
+import {
+  ACCESS_MEMBER,
+  clientFields,
+  clientFromFields,
+  type Fields,
+  orNull,
+  profileFields,
+  profileFromFields,
+  REFRESH_MEMBER,
+} from '../records.ts';
+import { assertExec, type RedisCore } from '../redis-core.ts';
+import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
+import { type ClientRecord, type DeleteClientResult, DuplicateRecordError, type ProfileRecord, type StoredRead } from '../types.ts';
+import type { ClientStorage, ProfileStorage } from './types.ts';
+
+const MAX_TRANSACTION_ATTEMPTS = 16;
+
+export class RedisClients implements ClientStorage, ProfileStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  async createClient(client: ClientRecord): Promise<void> {
+    const created = await this.#core.scripts.mcpCreateIndexed(
+      this.#core.keys.client(client.clientId),
+      this.#core.keys.clientIndex(),
+      client.clientId,
+      ...flattenFields(clientFields(client)),
+    );
+    if (created !== 1) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
+  }
+
+  async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {
+    return this.#getRecord(this.#core.keys.client(clientId), clientFromFields);
+  }
+
+  async listClients(): Promise<ClientRecord[]> {
+    return this.#listIndexed(this.#core.keys.clientIndex(), this.#core.keys.client, clientFromFields);
+  }
+
+  async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
+    const deleted = await this.#deleteClient(clientId, now);
+    if (deleted) await this.#core.publish({ clientIds: [clientId] });
+    return deleted;
+  }
+
+  #deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
+    return this.#core.transaction(async (tx) => {
+      const clientKey = this.#core.keys.client(clientId);
+      const setKey = this.#core.keys.clientTokens(clientId);
+      const handlesKey = this.#core.keys.handlesByClient(clientId);
+      for (let attempt = 0; attempt < MAX_TRANSACTION_ATTEMPTS; attempt++) {
+        await tx.watch(clientKey, setKey, handlesKey);
+        const [revokedAtText, exists] = await Promise.all([tx.hget(clientKey, 'revokedAt'), tx.exists(clientKey)]);
+        if (!exists) {
+          // UNWATCH names no key: on Cluster it alone would go to any node, not necessarily the one
+          // holding this WATCH. Pipelined with a command on the watched key, it goes to that node.
+          assertExec(await tx.pipeline().exists(clientKey).unwatch().exec());
+          return null;
+        }
+        const revokedAt = revokedAtText !== null ? Number(revokedAtText) : now;
+        const members = await tx.smembers(setKey);
+        const tokenKeys = members.map((m) =>
+          m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2)),
+        );
+        // Only live, not yet revoked tokens are touched; the expiry is re-applied so a token that
+        // expires between this read and EXEC is deleted again rather than left behind without a TTL.
+        const states = await Promise.all(tokenKeys.map((k) => tx.hmget(k, 'expiresAt', 'revokedAt')));
+        // The client's session and task handles (a member whose handle is now someone else's is stale).
+        const handleKeys = (await tx.zrange(handlesKey, 0, -1)).map((member) => this.#core.keys.handlePrefix() + member);
+        const handleOwners = await Promise.all(handleKeys.map((k) => tx.hget(k, 'clientId')));
+        const multi = tx.multi();
+        if (revokedAtText === null) multi.hset(clientKey, 'revokedAt', String(revokedAt));
+        let accessTokensRevoked = 0;
+        let refreshTokensRevoked = 0;
+        members.forEach((member, i) => {
+          const [expiresAt, alreadyRevoked] = states[i]!;
+          if (expiresAt === null || alreadyRevoked !== null) return;
+          const key = tokenKeys[i]!;
+          multi.hset(key, 'revokedAt', String(revokedAt));
+          multi.pexpireat(key, Number(expiresAt));
+          if (member.startsWith(ACCESS_MEMBER)) accessTokensRevoked++;
+          else if (member.startsWith(REFRESH_MEMBER)) refreshTokensRevoked++;
+        });
+        multi.del(setKey);
+        handleKeys.forEach((key, i) => {
+          if (handleOwners[i] === clientId) multi.del(key);
+        });
+        multi.del(handlesKey);
+        const result = await multi.exec();
+        if (result === null) {
+          // A watched key changed (e.g. a token was created): retry. A steady stream of new tokens
+          // would abort every attempt, so first mark the client revoked on its own (same script as
+          // for one access token: EXISTS, then HSETNX revokedAt): from then on no token can be added
+          // to its set and the next attempt revokes every remaining token.
+          if (revokedAtText === null) await (tx as unknown as ScriptedClient).mcpMarkRevoked(clientKey, String(revokedAt));
+          continue;
+        }
+        assertExec(result);
+        if (await this.#core.replicas.hasReplicas()) await this.#core.replicas.waitForReplica(tx);
+        return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
+      }
+      throw new StoreUnavailableError('deleteClient: too much contention, gave up');
+    });
+  }
+
+  async touchClient(clientId: string, ttlMs: number): Promise<void> {
+    await this.#core.redis.pexpire(this.#core.keys.client(clientId), ttlMs);
+  }
+
+  async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
+    const created: string[] = [];
+    for (const profile of profiles) {
+      const done = await this.#core.scripts.mcpCreateIndexed(
+        this.#core.keys.profile(profile.name),
+        this.#core.keys.profileIndex(),
+        profile.name,
+        ...flattenFields(profileFields(profile)),
+      );
+      if (done === 1) created.push(profile.name);
+    }
+    return created;
+  }
+
+  async getProfile(name: string): Promise<StoredRead<ProfileRecord>> {
+    return this.#getRecord(this.#core.keys.profile(name), profileFromFields);
+  }
+
+  async getProfileFields(name: string): Promise<Fields | null> {
+    return orNull(await this.#core.redis.hgetall(this.#core.keys.profile(name)));
+  }
+
+  async listProfiles(): Promise<ProfileRecord[]> {
+    return this.#listIndexed(this.#core.keys.profileIndex(), this.#core.keys.profile, profileFromFields);
+  }
+
+  /** One record by key, parsed; null when absent (or expired) or unreadable. */
+  async #getRecord<T>(key: string, parse: (fields: Fields) => T | 'corrupt'): Promise<StoredRead<T>> {
+    const fields = orNull(await this.#core.redis.hgetall(key));
+    return fields && parse(fields);
+  }
+
+  /** Every record named in an index set, sorted by id; ids whose record expired are dropped from the index. */
+  async #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | 'corrupt'): Promise<T[]> {
+    const ids = (await this.#core.redis.smembers(index)).sort();
+    const all = await Promise.all(ids.map((id) => this.#core.redis.hgetall(keyOf(id))));
+    const out: T[] = [];
+    const expired: string[] = [];
+    all.forEach((found, i) => {
+      const fields = orNull(found);
+      if (!fields) expired.push(ids[i]!);
+      const record = fields && parse(fields);
+      if (record && record !== 'corrupt') out.push(record);
+    });
+    // Registrations that expired unused leave their id behind in the index; drop it here.
+    if (expired.length > 0) await this.#core.redis.srem(index, ...expired);
+    return out;
+  }
+}

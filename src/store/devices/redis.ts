@@ -1,0 +1,83 @@
+// Device authorizations (RFC 8628) on Redis.
+
+import {
+  deviceAuthorizationFields,
+  deviceAuthorizationFromFields,
+  deviceDecisionUpdate,
+  devicePollUpdate,
+  orNull,
+  pendingSignInMember,
+  readRecord,
+  userFields,
+} from '../records.ts';
+import type { RedisCore } from '../redis-core.ts';
+import { flattenFields } from '../redis-scripts.ts';
+import type {
+  DeviceAuthorizationBounds,
+  DeviceAuthorizationOutcome,
+  DeviceAuthorizationRecord,
+  DevicePollOutcome,
+  SignedInUser,
+  StoredDeviceAuthorization,
+  StoredRead,
+} from '../types.ts';
+import type { DeviceAuthorizationStorage } from './types.ts';
+
+export class RedisDevices implements DeviceAuthorizationStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  async putDeviceAuthorization(
+    record: DeviceAuthorizationRecord,
+    retainMs: number,
+    bounds: DeviceAuthorizationBounds,
+  ): Promise<DeviceAuthorizationOutcome> {
+    const [outcome, oldest] = await this.#core.scripts.mcpPutDeviceAuthorization(
+      this.#core.keys.deviceAuthorization(record.deviceCodeHash),
+      this.#core.keys.deviceUserCode(record.userCodeHash),
+      this.#core.keys.pendingDevicesByAddress(bounds.address),
+      this.#core.keys.pendingDevicesAll(),
+      String(bounds.now),
+      String(Math.trunc(record.expiresAt)),
+      String(Math.trunc(record.expiresAt + retainMs)),
+      String(bounds.perAddress),
+      String(bounds.total),
+      pendingSignInMember(record.deviceCodeHash),
+      record.deviceCodeHash,
+      ...flattenFields(deviceAuthorizationFields(record)),
+    );
+    if (outcome === 'ok') return { stored: true };
+    if (outcome === 'user_code') return { stored: false, holder: 'user_code' };
+    if (outcome === 'address' || outcome === 'total') return { stored: false, holder: outcome, retryAt: Number(oldest) };
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
+    const deviceCodeHash = await this.#core.redis.hget(this.#core.keys.deviceUserCode(userCodeHash), 'deviceCodeHash');
+    if (deviceCodeHash === null) return null;
+    return readRecord(
+      orNull(await this.#core.redis.hgetall(this.#core.keys.deviceAuthorization(deviceCodeHash))),
+      deviceAuthorizationFromFields,
+    );
+  }
+
+  /**
+   * The decision, by the model (decideDevice) inside a compare-and-set on the record; then its user
+   * code's index goes (a second command: an index left behind names an authorization no longer
+   * pending, which the device page refuses, and expires with it).
+   */
+  async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
+    const userCodeHash = await this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
+    if (userCodeHash === undefined) return false;
+    await this.#core.redis.del(this.#core.keys.deviceUserCode(userCodeHash));
+    return true;
+  }
+
+  /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */
+  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
+    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
+  }
+}

@@ -1,0 +1,177 @@
+// What every memory part of the store shares (src/store/<aggregate>/memory.ts): the records under the
+// same keys and fields as Redis, with TTLs honoured against the injected clock, and the steps several
+// aggregates take together (tokens issued with their index, a family revoked, a notice sent).
+// JavaScript runs each operation to completion between awaits, which gives the same atomicity the
+// Redis store gets from MULTI/EXEC and Lua.
+
+import type { Clock } from '../model/clock.ts';
+import { StoreUnavailableError } from '../http/errors.ts';
+import {
+  ACCESS_MEMBER,
+  REFRESH_MEMBER,
+  accessTokenFields,
+  consentGrantIds,
+  keyLayout,
+  refreshTokenFields,
+  subjectDigest,
+  type Fields,
+  type HashUpdate,
+  type KeyLayout,
+} from './records.ts';
+import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, RevocationListener, RevocationNotice } from './types.ts';
+
+/** The fewest writes between two sweeps of expired records. */
+const SWEEP_AFTER_WRITES = 1024;
+
+interface Entry {
+  fields: Fields;
+  expiresAt: number | undefined;
+}
+
+export class MemoryCore {
+  readonly hashes = new Map<string, Entry>();
+  readonly sets = new Map<string, Set<string>>();
+  /** Handle indexes (sorted sets in Redis): member -> expiry. */
+  readonly handleIndexes = new Map<string, Map<string, number>>();
+  /** Subject indexes (sorted sets in Redis): member -> the record's expiresAt. */
+  readonly subjectIndexes = new Map<string, Map<string, number>>();
+  readonly keys: KeyLayout;
+  readonly clock: Clock;
+  /** In-process notices: every sidecar sharing this store object hears every revocation. */
+  readonly listeners = new Set<RevocationListener>();
+  #closed = false;
+  #writesSinceSweep = 0;
+
+  constructor(options: { clock: Clock; keyPrefix?: string }) {
+    this.clock = options.clock;
+    this.keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
+  }
+
+  close(): void {
+    this.#closed = true;
+  }
+
+  check(): void {
+    if (this.#closed) throw new StoreUnavailableError('store is closed');
+  }
+
+  get(key: string): Fields | null {
+    const entry = this.hashes.get(key);
+    if (!entry) return null;
+    if (entry.expiresAt !== undefined && entry.expiresAt <= this.clock.now()) {
+      this.hashes.delete(key);
+      return null;
+    }
+    return entry.fields;
+  }
+
+  put(key: string, fields: Fields, expiresAt?: number): void {
+    this.hashes.set(key, { fields: { ...fields }, expiresAt });
+    // Records issued and never read again would otherwise stay until the process ends: every so many
+    // writes (at least half the records held, so a sweep costs O(1) a write over time) the expired
+    // ones are dropped, as Redis drops them.
+    if (++this.#writesSinceSweep >= Math.max(SWEEP_AFTER_WRITES, this.hashes.size >> 1)) this.#sweep();
+  }
+
+  #sweep(): void {
+    this.#writesSinceSweep = 0;
+    const now = this.clock.now();
+    for (const [key, entry] of this.hashes) if (entry.expiresAt !== undefined && entry.expiresAt <= now) this.hashes.delete(key);
+  }
+
+  /**
+   * The memory twin of RedisCore.updateHash: the read, the decision and the write are one step here
+   * (nothing runs in between). Never creates a record.
+   */
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R {
+    const current = this.get(key);
+    const { result, set } = decide(current && { ...current });
+    if (set !== undefined && Object.keys(set).length > 0) {
+      if (current === null) throw new TypeError('updateHash creates no record');
+      Object.assign(current, set);
+    }
+    return result;
+  }
+
+  /** Records held now, expired ones not yet swept included (for tests of the sweep). */
+  get recordCount(): number {
+    return this.hashes.size;
+  }
+
+  set(key: string): Set<string> {
+    let set = this.sets.get(key);
+    if (!set) {
+      set = new Set();
+      this.sets.set(key, set);
+    }
+    return set;
+  }
+
+  /** Lists a member in its subject's index, scored by its record's expiry. */
+  indexSubject(subject: string, member: string, expiresAt: number): void {
+    const key = this.keys.subjectGrants(subjectDigest(subject));
+    let index = this.subjectIndexes.get(key);
+    if (!index) this.subjectIndexes.set(key, (index = new Map()));
+    index.set(member, expiresAt);
+  }
+
+  clientState(clientId: string): CreateTokenOutcome {
+    const client = this.get(this.keys.client(clientId));
+    if (!client) return 'client_not_found';
+    return client.revokedAt !== undefined ? 'client_revoked' : 'ok';
+  }
+
+  storeAccess(record: AccessTokenRecord): void {
+    if (record.user !== undefined) this.indexSubject(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
+    this.put(this.keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
+    this.set(this.keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
+    if (record.familyId !== undefined) this.set(this.keys.refreshFamily(record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
+  }
+
+  storeRefresh(record: RefreshTokenRecord): void {
+    if (record.user !== undefined) this.indexSubject(record.user.subject, REFRESH_MEMBER + record.tokenHash, record.expiresAt);
+    this.put(this.keys.refreshToken(record.tokenHash), refreshTokenFields(record), record.expiresAt);
+    this.set(this.keys.clientTokens(record.clientId)).add(REFRESH_MEMBER + record.tokenHash);
+    this.set(this.keys.refreshFamily(record.familyId)).add(REFRESH_MEMBER + record.tokenHash);
+  }
+
+  revokeFamily(familyId: string, now: number, notify = true): void {
+    for (const member of this.set(this.keys.refreshFamily(familyId))) {
+      const hash = member.slice(2);
+      const key = member.startsWith(ACCESS_MEMBER) ? this.keys.accessToken(hash) : this.keys.refreshToken(hash);
+      const fields = this.get(key);
+      if (fields) fields.revokedAt ??= String(now);
+    }
+    if (notify) this.notify({ familyIds: [familyId] });
+  }
+
+  /** Forgets every handle the index lists that is still its owner's, then the index. */
+  forgetIndexed(index: string, field: string, value: string): number {
+    let forgotten = 0;
+    for (const member of this.handleIndexes.get(index)?.keys() ?? []) {
+      const key = this.keys.handlePrefix() + member;
+      if (this.get(key)?.[field] !== value) continue;
+      this.hashes.delete(key);
+      forgotten++;
+    }
+    this.handleIndexes.delete(index);
+    return forgotten;
+  }
+
+  notify(notice: RevocationNotice): void {
+    this.#forgetConsents(notice);
+    // After the method returns, as a notice over Redis arrives: the revoking caller never runs a listener.
+    for (const listener of this.listeners) queueMicrotask(() => listener.revoked(notice));
+  }
+
+  /** Every revocation of a grant linked to an approval forgets the approval (and the link). */
+  #forgetConsents(notice: RevocationNotice): void {
+    for (const grantId of consentGrantIds(notice)) {
+      const link = this.get(this.keys.consentGrant(grantId));
+      if (!link) continue;
+      this.hashes.delete(this.keys.consentGrant(grantId));
+      const approvals = link.browser !== undefined && link.consent !== undefined ? this.get(this.keys.consents(link.browser)) : null;
+      if (approvals) delete approvals[link.consent!];
+    }
+  }
+}

@@ -1,0 +1,187 @@
+// What every Redis part of the store shares (src/store/<aggregate>/redis.ts): the main connection and
+// its scripts, the key layout, the token lookups' connection and cache, the transaction connection,
+// WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
+
+import { Cluster } from 'ioredis';
+import { StoreUnavailableError } from '../http/errors.ts';
+import {
+  accessTokenFields,
+  consentGrantIds,
+  keyLayout,
+  orNull,
+  refreshTokenFields,
+  subjectDigest,
+  type Fields,
+  type HashUpdate,
+  type KeyLayout,
+} from './records.ts';
+import { connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
+import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cache.ts';
+import { LookupConnection } from './redis-lookups.ts';
+import { publishNotice } from './redis-notices.ts';
+import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
+import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, RevocationNotice } from './types.ts';
+
+/** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
+const MAX_UPDATE_ATTEMPTS = 16;
+
+export class RedisCore {
+  readonly redis: RedisClient;
+  readonly scripts: ScriptedClient;
+  readonly keys: KeyLayout;
+  readonly connectTimeoutMs: number;
+  readonly replicas: ReplicaWaits;
+  /** The token lookups' own connection (the hot path). */
+  readonly lookups: LookupConnection;
+  /** Set by trackLookups (redis.lookupCache: tracking); undefined: every lookup reads Redis (strict). */
+  lookupCache: TrackedLookupCache | undefined;
+  /** WATCH is per connection: transactions run one at a time on a connection of their own. */
+  #txClient: RedisClient | undefined;
+  #txQueue: Promise<unknown> = Promise.resolve();
+
+  constructor(redis: RedisClient, options: { keyPrefix?: string; connectTimeoutMs?: number } = {}) {
+    this.redis = redis;
+    this.keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+    this.scripts = defineScripts(redis);
+    this.replicas = new ReplicaWaits(redis);
+    this.lookups = new LookupConnection(redis, this.connectTimeoutMs);
+  }
+
+  /** Copies of the counters of WAITs issued after revocations. */
+  get replicationStats(): ReplicationStats {
+    return this.replicas.stats;
+  }
+
+  /** Both connections requests depend on are ready (the token lookups' one, once opened). */
+  get ready(): boolean {
+    return this.redis.status === 'ready' && this.lookups.ready;
+  }
+
+  /**
+   * Turns the token-lookup cache on (redis.lookupCache: tracking): its two connections are up and
+   * tracking confirmed before this resolves. Standalone and Sentinel only: tracking is per node.
+   */
+  async trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache> {
+    if (this.redis instanceof Cluster) throw new TypeError('the token lookup cache (CLIENT TRACKING) is not supported on Redis Cluster');
+    if (this.lookupCache) return this.lookupCache;
+    this.lookupCache = await TrackedLookupCache.open(this.redis, this.keys, options);
+    return this.lookupCache;
+  }
+
+  /** A subject's index key (by the SHA-256 of the subject). */
+  subjectIndex(subject: string): string {
+    return this.keys.subjectGrants(subjectDigest(subject));
+  }
+
+  /** Arguments of the STORE_TOKENS Lua fragment for an access token and an optional refresh token. */
+  tokenArgs(access: AccessTokenRecord, refresh?: RefreshTokenRecord): string[] {
+    const accessArgs = flattenFields(accessTokenFields(access));
+    const user = access.user ?? refresh?.user;
+    const args = [
+      user === undefined ? '' : this.subjectIndex(user.subject),
+      access.tokenHash,
+      String(access.expiresAt),
+      String(accessArgs.length),
+      ...accessArgs,
+    ];
+    if (refresh) args.push(refresh.tokenHash, String(refresh.expiresAt), ...flattenFields(refreshTokenFields(refresh)));
+    return args;
+  }
+
+  /**
+   * Called after every revocation: forgets the approvals of the revoked grants, then tells every
+   * sidecar (notice), and this one's lookup cache first.
+   */
+  async publish(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): Promise<void> {
+    // A revoked grant takes the consent approval it was issued under with it (ConsentStorage).
+    const consents = this.keys.consents('');
+    await Promise.all(grantIds.map((id) => this.scripts.mcpForgetConsent(this.keys.consentGrant(id), consents)));
+    // The revocation's invalidations applied before it is reported done: this sidecar's next request
+    // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
+    await this.lookupCache?.settled();
+    await publishNotice(this.redis, this.keys.revocationChannel(), notice);
+  }
+
+  /**
+   * Runs a revocation write. Without replicas (or on Cluster) it goes out on the main connection as
+   * any write does. With replicas it runs on the transaction connection followed by WAIT there: WAIT
+   * covers the writes of its own connection, and it blocks that connection, which must therefore not
+   * be the main one (every lookup pipelined behind it would wait too).
+   */
+  async revocation<T>(write: (scripts: ScriptedClient) => Promise<T>): Promise<T> {
+    if (!(await this.replicas.hasReplicas())) return write(this.scripts);
+    return this.transaction(async (tx) => {
+      const result = await write(tx as unknown as ScriptedClient);
+      await this.replicas.waitForReplica(tx);
+      return result;
+    });
+  }
+
+  /**
+   * A compare-and-set on one hash: reads it, asks `decide` what to set, and sets that only while the
+   * hash is still exactly as read (COMPARE_AND_SET_HASH compares every field); when it changed in
+   * between, `decide` runs again on what is there now. A rule on a single record lives in src/model/
+   * and runs in both stores (MemoryCore.updateHash), with no script of its own. Never creates a record.
+   */
+  async updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): Promise<R> {
+    for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      const current = orNull(await this.redis.hgetall(key));
+      const { result, set } = decide(current);
+      if (set === undefined || Object.keys(set).length === 0) return result;
+      if (current === null) throw new TypeError('updateHash creates no record');
+      const expected = flattenFields(current);
+      const applied = await this.scripts.mcpCompareAndSetHash(key, String(expected.length / 2), ...expected, ...flattenFields(set));
+      if (applied === 1) return result;
+    }
+    throw new StoreUnavailableError('updateHash: too much contention, gave up');
+  }
+
+  /** Runs `fn` alone on the dedicated transaction connection (created on first use). */
+  transaction<T>(fn: (tx: RedisClient) => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      // The main connection knows whether Redis is reachable: answer at once (503) rather than wait
+      // for a new transaction connection to time out.
+      if (this.redis.status !== 'ready') throw new StoreUnavailableError(`Redis connection is ${this.redis.status}`);
+      if (!this.#txClient || this.#txClient.status === 'end') {
+        const tx = duplicateForTransactions(this.redis);
+        defineScripts(tx);
+        tx.on('error', () => undefined); // surfaced through the failing command instead
+        await connectRedis(tx, this.connectTimeoutMs);
+        this.#txClient = tx;
+      }
+      const tx = this.#txClient;
+      try {
+        return await fn(tx);
+      } catch (err) {
+        // A failed command may leave a WATCH or MULTI half-open on this connection: start clean.
+        this.#txClient = undefined;
+        tx.disconnect();
+        throw err;
+      }
+    };
+    const next = this.#txQueue.then(run, run);
+    this.#txQueue = next.catch(() => undefined);
+    return next;
+  }
+
+  async close(): Promise<void> {
+    await this.lookupCache?.close();
+    await this.lookups.close();
+    await this.#txQueue.catch(() => undefined);
+    const clients = [this.redis, this.#txClient].filter((c): c is RedisClient => c !== undefined);
+    this.#txClient = undefined;
+    await Promise.all(
+      clients.map(async (c) => {
+        if (c.status === 'ready') await c.quit().catch(() => c.disconnect());
+        else c.disconnect();
+      }),
+    );
+  }
+}
+
+export function assertExec(result: Array<[Error | null, unknown]> | null): void {
+  if (result === null) throw new StoreUnavailableError('transaction aborted');
+  for (const [err] of result) if (err) throw err;
+}

@@ -1,0 +1,73 @@
+// Refresh tokens on Redis: rotation (ROTATE_REFRESH: the old token, the new pair and its index in one
+// step), family revocation.
+
+import { orNull, readRecord, refreshTokenFromFields } from '../records.ts';
+import type { RedisCore } from '../redis-core.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, RotateOutcome, StoredRead, StoredRefreshToken } from '../types.ts';
+import type { RefreshTokenStorage } from './types.ts';
+
+export class RedisRefreshTokens implements RefreshTokenStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
+    return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.refreshToken(tokenHash))), refreshTokenFromFields);
+  }
+
+  async rotateRefreshToken(
+    oldHash: string,
+    clientId: string,
+    now: number,
+    access: AccessTokenRecord,
+    refresh: RefreshTokenRecord,
+    graceMs = 0,
+    successor?: string,
+  ): Promise<RotateOutcome> {
+    const outcome = await this.#core.scripts.mcpRotateRefresh(
+      this.#core.keys.client(clientId),
+      this.#core.keys.clientTokens(clientId),
+      this.#core.keys.accessToken(access.tokenHash),
+      this.#core.keys.refreshToken(refresh.tokenHash),
+      this.#core.keys.refreshFamily(refresh.familyId),
+      this.#core.keys.refreshToken(oldHash),
+      String(now),
+      clientId,
+      refresh.familyId,
+      this.#core.keys.accessToken(''),
+      this.#core.keys.refreshToken(''),
+      String(Math.max(0, Math.floor(graceMs))),
+      successor ?? '',
+      ...this.#core.tokenArgs(access, refresh),
+    );
+    if (outcome === 'reused') {
+      // The script revoked the family on the main connection, where a WAIT would hold up every
+      // lookup behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the
+      // transaction connection and WAITed for there.
+      if (await this.#core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
+      await this.#core.publish({ familyIds: [refresh.familyId] });
+      return outcome;
+    }
+    if (outcome === 'ok' || outcome === 'grace' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    throw new TypeError(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
+    const familyId = await this.#core.redis.hget(this.#core.keys.refreshToken(tokenHash), 'familyId');
+    if (familyId === null) return false;
+    const revoked = await this.#core.revocation(async (scripts) => {
+      const done = await scripts.mcpRevokeRefreshFamily(
+        this.#core.keys.refreshToken(tokenHash),
+        this.#core.keys.refreshFamily(familyId),
+        String(now),
+        this.#core.keys.accessToken(''),
+        this.#core.keys.refreshToken(''),
+      );
+      return done === 1;
+    });
+    if (revoked) await this.#core.publish({ familyIds: [familyId] });
+    return revoked;
+  }
+}

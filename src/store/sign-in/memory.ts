@@ -1,0 +1,180 @@
+// Browser sign-in in memory: pending requests, authorization codes, remembered approvals, account sessions.
+
+import type { MemoryCore } from '../memory-core.ts';
+import {
+  accountSessionFields,
+  accountSessionFromFields,
+  authorizationCodeFields,
+  authorizationCodeFromFields,
+  authorizationRequestFields,
+  authorizationRequestFromFields,
+  consentEviction,
+  consentFromValue,
+  consentKey,
+  consentMember,
+  consentValue,
+  pendingSignInMember,
+  readRecord,
+  reuseNotice,
+  subjectDigest,
+} from '../records.ts';
+import type {
+  AccessTokenRecord,
+  AccountSession,
+  AuthorizationCodeRecord,
+  AuthorizationRequestRecord,
+  ConsentRecord,
+  PendingSignInBounds,
+  PendingSignInOutcome,
+  RedeemOutcome,
+  RefreshTokenRecord,
+  StoredAuthorizationCode,
+  StoredRead,
+} from '../types.ts';
+import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
+
+export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
+  readonly #core: MemoryCore;
+
+  constructor(core: MemoryCore) {
+    this.#core = core;
+  }
+
+  async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
+    this.#core.check();
+    this.#core.put(this.#core.keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
+  }
+
+  /** Pending sign-ins by holder key: member -> expiry (the Redis store's sorted sets). */
+  readonly #pendingSignIns = new Map<string, Map<string, number>>();
+
+  async putPendingSignIn(
+    requestHash: string,
+    record: AuthorizationRequestRecord,
+    expiresAt: number,
+    bounds: PendingSignInBounds,
+  ): Promise<PendingSignInOutcome> {
+    this.#core.check();
+    const held = (['address', 'client'] as const).map((holder) => {
+      const key =
+        holder === 'address'
+          ? this.#core.keys.pendingSignInsByAddress(bounds.address)
+          : this.#core.keys.pendingSignInsByClient(bounds.clientId);
+      const members = this.#pendingSignIns.get(key) ?? new Map<string, number>();
+      for (const [member, until] of members) if (until <= bounds.now) members.delete(member);
+      this.#pendingSignIns.set(key, members);
+      return { holder, members, bound: holder === 'address' ? bounds.perAddress : bounds.perClient };
+    });
+    for (const { holder, members, bound } of held) {
+      if (bound > 0 && members.size >= bound) return { stored: false, holder, retryAt: Math.min(...members.values()) };
+    }
+    this.#core.put(this.#core.keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
+    for (const { members } of held) members.set(pendingSignInMember(requestHash), expiresAt);
+    return { stored: true };
+  }
+
+  async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
+    this.#core.check();
+    const key = this.#core.keys.authorizationRequest(requestHash);
+    const fields = this.#core.get(key);
+    this.#core.hashes.delete(key);
+    return readRecord(fields, authorizationRequestFromFields);
+  }
+
+  async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
+    this.#core.check();
+    this.#core.put(this.#core.keys.authorizationCode(record.codeHash), authorizationCodeFields(record), record.expiresAt);
+  }
+
+  async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
+    this.#core.check();
+    return readRecord(this.#core.get(this.#core.keys.authorizationCode(codeHash)), authorizationCodeFromFields);
+  }
+
+  async redeemAuthorizationCode(
+    codeHash: string,
+    clientId: string,
+    now: number,
+    retainMs: number,
+    access: AccessTokenRecord,
+    refresh?: RefreshTokenRecord,
+  ): Promise<RedeemOutcome> {
+    this.#core.check();
+    const key = this.#core.keys.authorizationCode(codeHash);
+    const code = this.#core.get(key);
+    if (!code || code.clientId !== clientId) return 'invalid';
+    if (code.redeemedAt !== undefined) {
+      if (code.accessTokenHash !== undefined) {
+        const issued = this.#core.get(this.#core.keys.accessToken(code.accessTokenHash));
+        if (issued) issued.revokedAt ??= String(now);
+      }
+      if (code.familyId !== undefined) this.#core.revokeFamily(code.familyId, now, false);
+      this.#core.notify(reuseNotice(code));
+      return 'reused';
+    }
+    if (!(Number(code.expiresAt) > now)) return 'invalid';
+    const state = this.#core.clientState(clientId);
+    if (state === 'client_not_found') return 'invalid';
+    if (state === 'client_revoked') return 'client_revoked';
+    code.redeemedAt = String(now);
+    code.accessTokenHash = access.tokenHash;
+    if (refresh) code.familyId = refresh.familyId;
+    this.#core.hashes.get(key)!.expiresAt = now + retainMs;
+    this.#core.storeAccess(access);
+    if (refresh) this.#core.storeRefresh(refresh);
+    return 'ok';
+  }
+
+  async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
+    this.#core.check();
+    const key = this.#core.keys.consents(browserHash);
+    const field = consentKey(consent);
+    const fields = { ...this.#core.get(key), [field]: consentValue(consent) };
+    const { drop, latest } = consentEviction(fields, field, now, maxPerBrowser);
+    for (const field of drop) delete fields[field];
+    if (latest > 0) this.#core.put(key, fields, latest);
+    else this.#core.hashes.delete(key);
+    if (!drop.includes(field)) this.#core.indexSubject(consent.subject, consentMember(browserHash, field), consent.expiresAt);
+  }
+
+  async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
+    this.#core.check();
+    const fields = this.#core.get(this.#core.keys.consents(browserHash)) ?? {};
+    return Object.values(fields).flatMap((value) => consentFromValue(value, now) ?? []);
+  }
+
+  async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
+    this.#core.check();
+    this.#core.put(this.#core.keys.consentGrant(grantId), { browser: browserHash, consent: key }, expiresAt);
+  }
+
+  async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    this.#core.check();
+    const approvals = this.#core.get(this.#core.keys.consents(browserHash));
+    const value = approvals?.[key];
+    if (value === undefined) return false;
+    const consent = consentFromValue(value, this.#core.clock.now());
+    if (consent === null || consent.subject !== subject) return false;
+    delete approvals![key];
+    this.#core.subjectIndexes.get(this.#core.keys.subjectGrants(subjectDigest(subject)))?.delete(consentMember(browserHash, key));
+    return true;
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    this.#core.check();
+    this.#core.put(this.#core.keys.accountSession(sessionHash), accountSessionFields(session), session.expiresAt);
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    this.#core.check();
+    return accountSessionFromFields(this.#core.get(this.#core.keys.accountSession(sessionHash)), now);
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    this.#core.check();
+    const key = this.#core.keys.accountSession(sessionHash);
+    const found = this.#core.get(key) !== null;
+    this.#core.hashes.delete(key);
+    return found;
+  }
+}

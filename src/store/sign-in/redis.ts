@@ -1,0 +1,166 @@
+// Browser sign-in on Redis: pending requests, authorization codes (redemption issues tokens in the
+// same script), remembered approvals and account-page sessions.
+
+import {
+  accountSessionFields,
+  accountSessionFromFields,
+  authorizationCodeFields,
+  authorizationCodeFromFields,
+  authorizationRequestFields,
+  authorizationRequestFromFields,
+  consentFromValue,
+  consentKey,
+  consentMember,
+  consentValue,
+  type Fields,
+  orNull,
+  pendingSignInMember,
+  readRecord,
+  reuseNotice,
+} from '../records.ts';
+import { assertExec, type RedisCore } from '../redis-core.ts';
+import { flattenFields } from '../redis-scripts.ts';
+import type {
+  AccessTokenRecord,
+  AccountSession,
+  AuthorizationCodeRecord,
+  AuthorizationRequestRecord,
+  ConsentRecord,
+  PendingSignInBounds,
+  PendingSignInOutcome,
+  RedeemOutcome,
+  RefreshTokenRecord,
+  StoredAuthorizationCode,
+  StoredRead,
+} from '../types.ts';
+import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
+
+export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
+    const key = this.#core.keys.authorizationRequest(requestHash);
+    assertExec(await this.#core.redis.multi().hset(key, authorizationRequestFields(record)).pexpireat(key, expiresAt).exec());
+  }
+
+  async putPendingSignIn(
+    requestHash: string,
+    record: AuthorizationRequestRecord,
+    expiresAt: number,
+    bounds: PendingSignInBounds,
+  ): Promise<PendingSignInOutcome> {
+    const [outcome, oldest] = await this.#core.scripts.mcpPutPendingSignIn(
+      this.#core.keys.authorizationRequest(requestHash),
+      this.#core.keys.pendingSignInsByAddress(bounds.address),
+      this.#core.keys.pendingSignInsByClient(bounds.clientId),
+      String(bounds.now),
+      String(Math.trunc(expiresAt)),
+      String(bounds.perAddress),
+      String(bounds.perClient),
+      pendingSignInMember(requestHash),
+      ...flattenFields(authorizationRequestFields(record)),
+    );
+    if (outcome === 'ok') return { stored: true };
+    if (outcome === 'address' || outcome === 'client') return { stored: false, holder: outcome, retryAt: Number(oldest) };
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
+    const flat = await this.#core.scripts.mcpTakeHash(this.#core.keys.authorizationRequest(requestHash));
+    const fields: Fields = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+    return readRecord(orNull(fields), authorizationRequestFromFields);
+  }
+
+  async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
+    const key = this.#core.keys.authorizationCode(record.codeHash);
+    assertExec(await this.#core.redis.multi().hset(key, authorizationCodeFields(record)).pexpireat(key, record.expiresAt).exec());
+  }
+
+  async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
+    return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.authorizationCode(codeHash))), authorizationCodeFromFields);
+  }
+
+  async redeemAuthorizationCode(
+    codeHash: string,
+    clientId: string,
+    now: number,
+    retainMs: number,
+    access: AccessTokenRecord,
+    refresh?: RefreshTokenRecord,
+  ): Promise<RedeemOutcome> {
+    const keys = [this.#core.keys.client(clientId), this.#core.keys.clientTokens(clientId), this.#core.keys.accessToken(access.tokenHash)];
+    if (refresh) keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(refresh.familyId));
+    keys.push(this.#core.keys.authorizationCode(codeHash));
+    const outcome = await this.#core.scripts.mcpRedeemCode(
+      String(keys.length),
+      ...keys,
+      String(now),
+      clientId,
+      this.#core.keys.accessToken(''),
+      this.#core.keys.refreshToken(''),
+      this.#core.keys.refreshFamily(''),
+      String(retainMs),
+      ...this.#core.tokenArgs(access, refresh),
+    );
+    if (outcome === 'reused') {
+      // What the first redemption issued was revoked by the script; its open streams end now.
+      const code = orNull(await this.#core.redis.hgetall(this.#core.keys.authorizationCode(codeHash)));
+      if (code) await this.#core.publish(reuseNotice(code));
+      return outcome;
+    }
+    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
+    throw new Error(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
+    const field = consentKey(consent);
+    await this.#core.scripts.mcpPutConsent(
+      this.#core.keys.consents(browserHash),
+      this.#core.subjectIndex(consent.subject),
+      String(now),
+      String(maxPerBrowser),
+      field,
+      consentValue(consent),
+      consentMember(browserHash, field),
+    );
+  }
+
+  async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
+    const fields = await this.#core.redis.hgetall(this.#core.keys.consents(browserHash));
+    return Object.values(fields).flatMap((value) => consentFromValue(value, now) ?? []);
+  }
+
+  async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
+    const link = this.#core.keys.consentGrant(grantId);
+    assertExec(await this.#core.redis.multi().hset(link, { browser: browserHash, consent: key }).pexpireat(link, expiresAt).exec());
+  }
+
+  async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    const forgotten = await this.#core.scripts.mcpForgetSubjectConsent(
+      this.#core.keys.consents(browserHash),
+      this.#core.subjectIndex(subject),
+      key,
+      subject,
+      consentMember(browserHash, key),
+    );
+    return forgotten === 1;
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    const key = this.#core.keys.accountSession(sessionHash);
+    assertExec(await this.#core.redis.multi().hset(key, accountSessionFields(session)).pexpireat(key, session.expiresAt).exec());
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    return accountSessionFromFields(orNull(await this.#core.redis.hgetall(this.#core.keys.accountSession(sessionHash))), now);
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    return (await this.#core.redis.del(this.#core.keys.accountSession(sessionHash))) === 1;
+  }
+}

@@ -1,0 +1,195 @@
+// The person index in memory, and offboarding's cut-offs.
+
+import type { MemoryCore } from '../memory-core.ts';
+import {
+  ACCESS_MEMBER,
+  CONSENT_MEMBER,
+  consentFromValue,
+  consentMember,
+  cutoffFromFields,
+  EVERY_ISSUER,
+  parseConsentMember,
+  REFRESH_MEMBER,
+  subjectDigest,
+  subjectTokenFromFields,
+  USER_MEMBER,
+} from '../records.ts';
+import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation, SubjectToken } from '../types.ts';
+import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
+
+export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
+  readonly #core: MemoryCore;
+
+  constructor(core: MemoryCore) {
+    this.#core = core;
+  }
+
+  /** A subject's index with the members expired by `now` dropped (the whole index once empty). */
+  #subjectIndex(subject: string, now: number): Map<string, number> {
+    const key = this.#core.keys.subjectGrants(subjectDigest(subject));
+    const index = this.#core.subjectIndexes.get(key) ?? new Map<string, number>();
+    for (const [member, expiresAt] of index) if (expiresAt <= now) index.delete(member);
+    if (index.size === 0) this.#core.subjectIndexes.delete(key);
+    return index;
+  }
+
+  /** The record a token member of a subject index names, as a SubjectToken; null for any other member. */
+  #subjectToken(member: string, now: number, subject?: string): SubjectToken | null {
+    const hash = member.slice(2);
+    const kind = member.startsWith(USER_MEMBER)
+      ? 'user'
+      : member.startsWith(ACCESS_MEMBER)
+        ? 'access'
+        : member.startsWith(REFRESH_MEMBER)
+          ? 'refresh'
+          : undefined;
+    if (kind === undefined) return null;
+    const key =
+      kind === 'user'
+        ? this.#core.keys.userToken(hash)
+        : kind === 'access'
+          ? this.#core.keys.accessToken(hash)
+          : this.#core.keys.refreshToken(hash);
+    return subjectTokenFromFields(kind, hash, this.#core.get(key), now, subject);
+  }
+
+  async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
+    this.#core.check();
+    const index = this.#subjectIndex(subject, now);
+    const out: SubjectToken[] = [];
+    for (const member of [...index.keys()]) {
+      if (member.startsWith(CONSENT_MEMBER)) continue;
+      const token = this.#subjectToken(member, now, subject);
+      if (token === null) index.delete(member);
+      else if (issuer === undefined || token.issuer === issuer) out.push(token);
+    }
+    return out;
+  }
+
+  async listClientTokens(clientId: string, now: number): Promise<SubjectToken[]> {
+    this.#core.check();
+    const out: SubjectToken[] = [];
+    for (const member of this.#core.set(this.#core.keys.clientTokens(clientId))) {
+      const token = this.#subjectToken(member, now);
+      if (token !== null) out.push(token);
+    }
+    return out;
+  }
+
+  /** The approval a consent member names, when it is still kept, unexpired, for `subject`. */
+  #subjectConsent(member: string, now: number, subject: string): SubjectConsent | null {
+    const where = parseConsentMember(member);
+    const value = where && this.#core.get(this.#core.keys.consents(where.browserHash))?.[where.key];
+    const consent = value === undefined || value === null ? null : consentFromValue(value, now);
+    return consent && consent.subject === subject ? { ...consent, browserHash: where!.browserHash, key: where!.key } : null;
+  }
+
+  async listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]> {
+    this.#core.check();
+    const index = this.#subjectIndex(subject, now);
+    const out: SubjectConsent[] = [];
+    for (const member of [...index.keys()]) {
+      if (!member.startsWith(CONSENT_MEMBER)) continue;
+      const consent = this.#subjectConsent(member, now, subject);
+      if (consent === null) index.delete(member);
+      else out.push(consent);
+    }
+    return out;
+  }
+
+  async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
+    this.#core.check();
+    const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
+    const index = this.#subjectIndex(subject, now);
+    const members = [...index.keys()];
+    for (let i = 0; i < members.length; i += Math.max(1, batchSize)) {
+      const notice: RevocationNotice = { tokenHashes: [], familyIds: [] };
+      for (const member of members.slice(i, i + Math.max(1, batchSize))) {
+        if (member.startsWith(CONSENT_MEMBER)) {
+          const consent = this.#subjectConsent(member, now, subject);
+          if (consent !== null && issuer !== undefined && consent.issuer !== issuer) continue;
+          if (consent !== null) {
+            const approvals = this.#core.get(this.#core.keys.consents(consent.browserHash));
+            if (approvals) delete approvals[consent.key];
+            result.consentsForgotten++;
+          }
+          index.delete(member);
+          continue;
+        }
+        const token = this.#subjectToken(member, now, subject);
+        if (token !== null && issuer !== undefined && token.issuer !== issuer) continue;
+        index.delete(member);
+        if (token === null) continue;
+        if (token.kind === 'user') {
+          this.#core.get(this.#core.keys.userToken(token.tokenHash))!.revoked = 'true';
+          result.userTokensRevoked++;
+          notice.tokenHashes!.push(token.tokenHash);
+        } else if (token.kind === 'access') {
+          this.#core.get(this.#core.keys.accessToken(token.tokenHash))!.revokedAt = String(now);
+          result.accessTokensRevoked++;
+          notice.tokenHashes!.push(token.tokenHash);
+        } else {
+          this.#core.get(this.#core.keys.refreshToken(token.tokenHash))!.revokedAt = String(now);
+          result.refreshTokensRevoked++;
+          if (token.familyId !== undefined) notice.familyIds!.push(token.familyId);
+        }
+      }
+      if (notice.tokenHashes!.length + notice.familyIds!.length > 0) this.#core.notify(notice);
+    }
+    return result;
+  }
+
+  async rebuildSubjectIndex(now: number, _batchSize: number): Promise<SubjectIndexRebuild> {
+    this.#core.check();
+    let scanned = 0;
+    let indexed = 0;
+    const kinds = [
+      [this.#core.keys.userToken(''), USER_MEMBER],
+      [this.#core.keys.accessToken(''), ACCESS_MEMBER],
+      [this.#core.keys.refreshToken(''), REFRESH_MEMBER],
+    ] as const;
+    for (const key of [...this.#core.hashes.keys()]) {
+      const fields = this.#core.get(key);
+      if (!fields) continue;
+      const kind = kinds.find(([prefix]) => key.startsWith(prefix));
+      if (kind !== undefined) {
+        scanned++;
+        const expiresAt = Number(fields.expiresAt);
+        if (!fields.subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) continue;
+        this.#core.indexSubject(fields.subject, kind[1] + key.slice(kind[0].length), expiresAt);
+        indexed++;
+      } else if (key.startsWith(this.#core.keys.consents(''))) {
+        const browserHash = key.slice(this.#core.keys.consents('').length);
+        for (const [field, value] of Object.entries(fields)) {
+          scanned++;
+          const consent = consentFromValue(value, now);
+          if (!consent) continue;
+          this.#core.indexSubject(consent.subject, consentMember(browserHash, field), consent.expiresAt);
+          indexed++;
+        }
+      }
+    }
+    return { scanned, indexed };
+  }
+
+  async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
+    this.#core.check();
+    for (const use of uses) {
+      const fields = this.#core.get(
+        use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
+      );
+      if (fields && !(Number(fields.lastUsedAt) >= use.at)) fields.lastUsedAt = String(use.at);
+    }
+  }
+
+  async markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void> {
+    this.#core.check();
+    const key = this.#core.keys.subjectCutoff(subjectDigest(subject));
+    this.#core.put(key, { ...this.#core.get(key), [issuer ?? EVERY_ISSUER]: String(at) }, keepUntil);
+  }
+
+  async subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined> {
+    this.#core.check();
+    return cutoffFromFields(this.#core.get(this.#core.keys.subjectCutoff(subjectDigest(subject))), issuer);
+  }
+}

@@ -1,0 +1,277 @@
+// The person index on Redis: what a subject holds (read in batches, exact when read), its revocation
+// batch by batch, the index's rebuild by SCAN, and offboarding's cut-offs.
+
+import { StoreUnavailableError } from '../../http/errors.ts';
+import {
+  ACCESS_MEMBER,
+  CONSENT_MEMBER,
+  consentFromValue,
+  consentGrantIds,
+  consentMember,
+  cutoffFromFields,
+  EVERY_ISSUER,
+  orNull,
+  parseConsentMember,
+  REFRESH_MEMBER,
+  subjectDigest,
+  subjectTokenFromFields,
+  USER_MEMBER,
+} from '../records.ts';
+import { assertExec, type RedisCore } from '../redis-core.ts';
+import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation, SubjectToken } from '../types.ts';
+import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
+import { Cluster, type Redis } from 'ioredis';
+
+/** Members of a subject's index (or a client's token set) read per round trip when listing. */
+const SUBJECT_READ_BATCH = 500;
+
+/** SCANs one node for keys matching `pattern`, `count` at a time, handing each non-empty batch to `each`. */
+async function scanKeys(node: Redis, pattern: string, count: number, each: (keys: string[]) => Promise<void>): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    cursor = next;
+    if (keys.length > 0) await each(keys);
+  } while (cursor !== '0');
+}
+
+/** A key prefix as a SCAN MATCH pattern: its glob characters (`*`, `?`, `[`, `]`, `\\`) taken literally. */
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  /**
+   * A subject's index, a batch at a time (ZSCAN, COUNT `batchSize`): members expired by `now` are
+   * dropped first, a bounded number per command.
+   */
+  async *#subjectMembers(index: string, now: number, batchSize: number): AsyncGenerator<string[]> {
+    for (;;) {
+      const expired = await this.#core.redis.zrangebyscore(index, '-inf', String(now), 'LIMIT', 0, batchSize);
+      if (expired.length === 0) break;
+      await this.#core.redis.zrem(index, ...expired);
+    }
+    let cursor = '0';
+    do {
+      const [next, flat] = await this.#core.redis.zscan(index, cursor, 'COUNT', batchSize);
+      cursor = next;
+      const members: string[] = [];
+      for (let i = 0; i < flat.length; i += 2) members.push(flat[i]!);
+      if (members.length > 0) yield members;
+    } while (cursor !== '0');
+  }
+
+  /** The records token members name, read together; each as a SubjectToken or null (to be dropped). */
+  async #readTokens(members: string[], now: number, subject?: string): Promise<Array<SubjectToken | null>> {
+    return Promise.all(
+      members.map(async (member) => {
+        const hash = member.slice(2);
+        if (member.startsWith(USER_MEMBER))
+          return subjectTokenFromFields(
+            'user',
+            hash,
+            orNull(await this.#core.redis.hgetall(this.#core.keys.userToken(hash))),
+            now,
+            subject,
+          );
+        if (member.startsWith(ACCESS_MEMBER))
+          return subjectTokenFromFields(
+            'access',
+            hash,
+            orNull(await this.#core.redis.hgetall(this.#core.keys.accessToken(hash))),
+            now,
+            subject,
+          );
+        if (member.startsWith(REFRESH_MEMBER))
+          return subjectTokenFromFields(
+            'refresh',
+            hash,
+            orNull(await this.#core.redis.hgetall(this.#core.keys.refreshToken(hash))),
+            now,
+            subject,
+          );
+        return null;
+      }),
+    );
+  }
+
+  async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
+    const index = this.#core.subjectIndex(subject);
+    const out: SubjectToken[] = [];
+    for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
+      const members = batch.filter((m) => !m.startsWith(CONSENT_MEMBER));
+      const tokens = await this.#readTokens(members, now, subject);
+      const gone = members.filter((_, i) => tokens[i] === null);
+      if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
+      for (const token of tokens) if (token !== null && (issuer === undefined || token.issuer === issuer)) out.push(token);
+    }
+    return out;
+  }
+
+  async listClientTokens(clientId: string, now: number): Promise<SubjectToken[]> {
+    const out: SubjectToken[] = [];
+    let cursor = '0';
+    do {
+      const [next, members] = await this.#core.redis.sscan(this.#core.keys.clientTokens(clientId), cursor, 'COUNT', SUBJECT_READ_BATCH);
+      cursor = next;
+      for (const token of await this.#readTokens(members, now)) if (token !== null) out.push(token);
+    } while (cursor !== '0');
+    return out;
+  }
+
+  async listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]> {
+    const index = this.#core.subjectIndex(subject);
+    const out: SubjectConsent[] = [];
+    for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
+      const gone: string[] = [];
+      for (const member of batch.filter((m) => m.startsWith(CONSENT_MEMBER))) {
+        const where = parseConsentMember(member);
+        const value = where && (await this.#core.redis.hget(this.#core.keys.consents(where.browserHash), where.key));
+        const consent = value ? consentFromValue(value, now) : null;
+        if (consent && consent.subject === subject) out.push({ ...consent, browserHash: where!.browserHash, key: where!.key });
+        else gone.push(member);
+      }
+      if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
+    }
+    return out;
+  }
+
+  async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
+    const index = this.#core.subjectIndex(subject);
+    const size = Math.max(1, Math.trunc(batchSize));
+    const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
+    for await (const batch of this.#subjectMembers(index, now, size)) {
+      const notice: RevocationNotice = {};
+      /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
+      let grantIds: string[] = [];
+      const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
+      if (inSlot.length > 0) {
+        const [access, refresh, consents, hashes, families] = await this.#core.revocation((scripts) =>
+          scripts.mcpRevokeSubjectBatch(
+            index,
+            String(now),
+            issuer ?? '',
+            subject,
+            this.#core.keys.accessToken(''),
+            this.#core.keys.refreshToken(''),
+            this.#core.keys.consents(''),
+            ...inSlot,
+          ),
+        );
+        result.accessTokensRevoked += access;
+        result.refreshTokensRevoked += refresh;
+        result.consentsForgotten += consents;
+        if (hashes !== '') notice.tokenHashes = hashes.split(' ');
+        if (families !== '') notice.familyIds = families.split(' ');
+        grantIds = consentGrantIds(notice);
+      }
+      const users = batch.filter((m) => m.startsWith(USER_MEMBER));
+      if (users.length > 0) {
+        // Outside the {oauth} slot: one small script per token (Cluster routes each to its node).
+        const outcomes = await this.#core.revocation((scripts) =>
+          Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#core.keys.userToken(m.slice(2)), subject, issuer ?? ''))),
+        );
+        const revoked = users.filter((_, i) => outcomes[i] === 1).map((m) => m.slice(2));
+        result.userTokensRevoked += revoked.length;
+        if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
+        const done = users.filter((_, i) => outcomes[i] !== -2);
+        if (done.length > 0) await this.#core.redis.zrem(index, ...done);
+      }
+      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#core.publish(notice, grantIds);
+    }
+    return result;
+  }
+
+  async rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild> {
+    const size = Math.max(1, Math.trunc(batchSize));
+    const total: SubjectIndexRebuild = { scanned: 0, indexed: 0 };
+    // SCAN is per node: on Cluster every master is scanned. A Cluster client that is not connected
+    // lists no master: that is an outage, never an empty database.
+    const nodes: Redis[] = this.#core.redis instanceof Cluster ? this.#core.redis.nodes('master') : [this.#core.redis];
+    if (this.#core.redis.status !== 'ready' || nodes.length === 0)
+      throw new StoreUnavailableError(`Redis connection is ${this.#core.redis.status}`);
+    const tokenKinds = [
+      [this.#core.keys.userToken(''), USER_MEMBER],
+      [this.#core.keys.accessToken(''), ACCESS_MEMBER],
+      [this.#core.keys.refreshToken(''), REFRESH_MEMBER],
+    ] as const;
+    for (const node of nodes) {
+      for (const [prefix, kind] of tokenKinds) {
+        await scanKeys(node, `${escapeGlob(prefix)}*`, size, async (keys) => {
+          total.scanned += keys.length;
+          const states = await Promise.all(keys.map((k) => this.#core.redis.hmget(k, 'subject', 'expiresAt')));
+          const writes: Array<Promise<unknown>> = [];
+          keys.forEach((key, i) => {
+            const [subject, expiresText] = states[i]!;
+            const expiresAt = Number(expiresText);
+            if (!subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return;
+            writes.push(
+              this.#core.scripts.mcpIndexSubject(this.#core.subjectIndex(subject), kind + key.slice(prefix.length), String(expiresAt)),
+            );
+          });
+          await Promise.all(writes);
+          total.indexed += writes.length;
+        });
+      }
+      const consentsPrefix = this.#core.keys.consents('');
+      await scanKeys(node, `${escapeGlob(consentsPrefix)}*`, size, async (keys) => {
+        for (const key of keys) {
+          const browserHash = key.slice(consentsPrefix.length);
+          let cursor = '0';
+          do {
+            const [next, flat] = await this.#core.redis.hscan(key, cursor, 'COUNT', size);
+            cursor = next;
+            const writes: Array<Promise<unknown>> = [];
+            for (let i = 0; i + 1 < flat.length; i += 2) {
+              total.scanned++;
+              const consent = consentFromValue(flat[i + 1]!, now);
+              if (consent)
+                writes.push(
+                  this.#core.scripts.mcpIndexSubject(
+                    this.#core.subjectIndex(consent.subject),
+                    consentMember(browserHash, flat[i]!),
+                    String(consent.expiresAt),
+                  ),
+                );
+            }
+            await Promise.all(writes);
+            total.indexed += writes.length;
+          } while (cursor !== '0');
+        }
+      });
+    }
+    return total;
+  }
+
+  async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
+    await Promise.all(
+      uses.map((use) =>
+        this.#core.scripts.mcpRecordLastUse(
+          use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
+          String(Math.trunc(use.at)),
+        ),
+      ),
+    );
+  }
+
+  async markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void> {
+    const key = this.#core.keys.subjectCutoff(subjectDigest(subject));
+    assertExec(
+      await this.#core.redis
+        .multi()
+        .hset(key, issuer ?? EVERY_ISSUER, String(at))
+        .pexpireat(key, keepUntil)
+        .exec(),
+    );
+  }
+
+  async subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined> {
+    return cutoffFromFields(orNull(await this.#core.redis.hgetall(this.#core.keys.subjectCutoff(subjectDigest(subject)))), issuer);
+  }
+}

@@ -1,0 +1,62 @@
+// Bearer tokens in memory: the same records as on Redis (MemoryCore), the same steps as its scripts.
+
+import type { MemoryCore } from '../memory-core.ts';
+import { tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
+import type { TokenStorage } from './types.ts';
+
+export class MemoryTokens implements TokenStorage {
+  readonly #core: MemoryCore;
+
+  constructor(core: MemoryCore) {
+    this.#core = core;
+  }
+
+  async lookupToken(tokenHash: string): Promise<TokenLookup> {
+    this.#core.check();
+    // Parsed into new objects: mutating a result cannot change the stored record.
+    return tokenLookupFromFields(
+      tokenHash,
+      this.#core.get(this.#core.keys.userToken(tokenHash)),
+      this.#core.get(this.#core.keys.accessToken(tokenHash)),
+    );
+  }
+
+  async putUserToken(record: UserTokenRecord): Promise<void> {
+    this.#core.check();
+    this.#core.indexSubject(record.subject, USER_MEMBER + record.tokenHash, record.expiresAt);
+    this.#core.put(this.#core.keys.userToken(record.tokenHash), userTokenFields(record), record.expiresAt);
+  }
+
+  async revokeUserToken(tokenHash: string): Promise<boolean> {
+    this.#core.check();
+    const fields = this.#core.get(this.#core.keys.userToken(tokenHash));
+    if (!fields) return false;
+    fields.revoked = 'true';
+    this.#core.notify({ tokenHashes: [tokenHash] });
+    return true;
+  }
+
+  async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
+    this.#core.check();
+    return this.issueTokens(record);
+  }
+
+  async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
+    this.#core.check();
+    const fields = this.#core.get(this.#core.keys.accessToken(tokenHash));
+    if (!fields) return false;
+    fields.revokedAt ??= String(now);
+    this.#core.notify({ tokenHashes: [tokenHash] });
+    return true;
+  }
+
+  async issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
+    this.#core.check();
+    const state = this.#core.clientState(access.clientId);
+    if (state !== 'ok') return state;
+    this.#core.storeAccess(access);
+    if (refresh) this.#core.storeRefresh(refresh);
+    return 'ok';
+  }
+}

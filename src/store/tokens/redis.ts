@@ -1,0 +1,86 @@
+// Bearer tokens on Redis: the hot path's lookup (its own connection, and the lookup cache when on),
+// user-grade records outside the {oauth} slot, and OAuth access tokens issued with their index.
+
+import { orNull, tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import { asStoreFailure } from '../redis-connection.ts';
+import { assertExec, type RedisCore } from '../redis-core.ts';
+import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
+import type { TokenStorage } from './types.ts';
+
+export class RedisTokens implements TokenStorage {
+  readonly #core: RedisCore;
+
+  constructor(core: RedisCore) {
+    this.#core = core;
+  }
+
+  readonly #readLookup = (tokenHash: string): Promise<TokenLookup> => this.#read(tokenHash);
+
+  /** The hot path: one per proxied request. */
+  lookupToken(tokenHash: string): Promise<TokenLookup> {
+    const cache = this.#core.lookupCache;
+    return cache === undefined ? this.#read(tokenHash) : cache.lookup(tokenHash, this.#readLookup);
+  }
+
+  /**
+   * Both records of a token, read now. It applies the choke point's classifier itself (a try/catch
+   * costs nothing until something throws; the decorator's wrapper would add a promise per call).
+   */
+  async #read(tokenHash: string): Promise<TokenLookup> {
+    try {
+      const [user, oauth] = await this.#core.lookups.readHashes(
+        this.#core.keys.userToken(tokenHash),
+        this.#core.keys.accessToken(tokenHash),
+      );
+      return tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
+    } catch (err) {
+      throw asStoreFailure(err);
+    }
+  }
+
+  async putUserToken(record: UserTokenRecord): Promise<void> {
+    const key = this.#core.keys.userToken(record.tokenHash);
+    // The index first: the record lives outside the {oauth} slot, so the two cannot be one MULTI on
+    // Cluster. Failing between the two leaves a member naming no record (dropped when read), never a
+    // token its subject's revocation cannot find.
+    await this.#core.scripts.mcpIndexSubject(
+      this.#core.subjectIndex(record.subject),
+      USER_MEMBER + record.tokenHash,
+      String(record.expiresAt),
+    );
+    const result = await this.#core.redis.multi().hset(key, userTokenFields(record)).pexpireat(key, record.expiresAt).exec();
+    assertExec(result);
+  }
+
+  async revokeUserToken(tokenHash: string): Promise<boolean> {
+    const revoked = await this.#core.revocation(
+      async (scripts) => (await scripts.mcpRevokeUserToken(this.#core.keys.userToken(tokenHash))) === 1,
+    );
+    if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
+    return revoked;
+  }
+
+  async createAccessToken(record: AccessTokenRecord): Promise<CreateTokenOutcome> {
+    return this.issueTokens(record);
+  }
+
+  async issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
+    const keys = [
+      this.#core.keys.client(access.clientId),
+      this.#core.keys.clientTokens(access.clientId),
+      this.#core.keys.accessToken(access.tokenHash),
+    ];
+    if (refresh) keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(refresh.familyId));
+    const outcome = await this.#core.scripts.mcpIssueTokens(String(keys.length), ...keys, ...this.#core.tokenArgs(access, refresh));
+    if (outcome === 'ok' || outcome === 'client_not_found' || outcome === 'client_revoked') return outcome;
+    throw new TypeError(`unexpected script reply: ${String(outcome)}`);
+  }
+
+  async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
+    const revoked = await this.#core.revocation(
+      async (scripts) => (await scripts.mcpMarkRevoked(this.#core.keys.accessToken(tokenHash), String(now))) === 1,
+    );
+    if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
+    return revoked;
+  }
+}
