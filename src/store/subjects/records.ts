@@ -1,0 +1,112 @@
+// A subject's index members, its cut-offs and its remembered approvals, as hash fields and values.
+
+import { createHash } from 'node:crypto';
+import { parseEpochMs } from '../../model/credentials.ts';
+import { type Fields } from '../codec.ts';
+import type { ConsentRecord, RevocationNotice } from '../types.ts';
+
+/** Members of a client's token set: `a:<hash>` for access tokens, `r:<hash>` for refresh tokens. */
+export const ACCESS_MEMBER = 'a:';
+export const REFRESH_MEMBER = 'r:';
+/** Members of a subject's index besides `a:` and `r:`: user-grade tokens and remembered approvals. */
+export const USER_MEMBER = 'u:';
+export const CONSENT_MEMBER = 'c:';
+
+/** A remembered approval as a member of its subject's index: `c:<browserHash>:<consentKey>`. */
+export function consentMember(browserHash: string, key: string): string {
+  return `${CONSENT_MEMBER}${browserHash}:${key}`;
+}
+
+/** The browser and field of a consent member; null when it is not one. */
+export function parseConsentMember(member: string): { browserHash: string; key: string } | null {
+  const m = /^c:([0-9a-f]{64}):([0-9a-f]{64})$/.exec(member);
+  return m ? { browserHash: m[1]!, key: m[2]! } : null;
+}
+
+/** The field of a cut-off that applies to every issuer (an issuer is a URL: never `*`). */
+export const EVERY_ISSUER = '*';
+
+/** The latest cut-off among a subject's cut-off fields that applies at `issuer`; undefined when none does. */
+export function cutoffFromFields(f: Fields | null, issuer: string): number | undefined {
+  if (f === null) return undefined;
+  const applying = [parseEpochMs(f[issuer]), parseEpochMs(f[EVERY_ISSUER])].filter((t): t is number => t !== undefined);
+  return applying.length === 0 ? undefined : Math.max(...applying);
+}
+
+/**
+ * The field an approval is kept under in its browser's hash: one per IdP user, client and redirect
+ * URI (a SHA-256, so that long ids and URIs make short fields).
+ */
+export function consentKey(c: Pick<ConsentRecord, 'issuer' | 'subject' | 'clientId' | 'redirectUri'>): string {
+  return createHash('sha256')
+    .update(JSON.stringify([c.issuer, c.subject, c.clientId, c.redirectUri]))
+    .digest('hex');
+}
+
+/** An approval as its hash field's value: JSON, `expiresAt` among its members (the Redis script reads it). */
+export function consentValue(c: ConsentRecord): string {
+  const v: Record<string, string | number> = {
+    clientId: c.clientId,
+    clientCreatedAt: c.clientCreatedAt,
+    redirectUri: c.redirectUri,
+    issuer: c.issuer,
+    subject: c.subject,
+    approvedAt: c.approvedAt,
+    expiresAt: c.expiresAt,
+  };
+  if (c.scope !== undefined) v.scope = c.scope;
+  return JSON.stringify(v);
+}
+
+/** The approval of a hash field's value, if it is whole and not expired at `now`; otherwise null. */
+export function consentFromValue(value: string, now: number): ConsentRecord | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(value);
+  } catch {
+    return null;
+  }
+  if (typeof v !== 'object' || v === null) return null;
+  const r = v as Record<string, unknown>;
+  const texts = ['clientId', 'redirectUri', 'issuer', 'subject'] as const;
+  const times = ['clientCreatedAt', 'approvedAt', 'expiresAt'] as const;
+  if (!texts.every((k) => typeof r[k] === 'string') || !times.every((k) => Number.isSafeInteger(r[k]))) return null;
+  if ((r.expiresAt as number) <= now || (r.scope !== undefined && typeof r.scope !== 'string')) return null;
+  const c: ConsentRecord = {
+    clientId: r.clientId as string,
+    clientCreatedAt: r.clientCreatedAt as number,
+    redirectUri: r.redirectUri as string,
+    issuer: r.issuer as string,
+    subject: r.subject as string,
+    approvedAt: r.approvedAt as number,
+    expiresAt: r.expiresAt as number,
+  };
+  if (r.scope !== undefined) c.scope = r.scope as string;
+  return c;
+}
+
+/**
+ * The rule of putConsent, on a browser's hash as it stands after writing `written`: which fields to
+ * drop (unreadable or expired at `now`, then the soonest to expire, ties by field, beyond `max`; the
+ * approval just given is never the one evicted) and the latest expiry of those kept (0: none kept).
+ * The Redis script applies the same rule.
+ */
+export function consentEviction(fields: Fields, written: string, now: number, max: number): { drop: string[]; latest: number } {
+  const live: Array<[string, number]> = [];
+  const drop: string[] = [];
+  for (const [field, value] of Object.entries(fields)) {
+    const c = consentFromValue(value, now);
+    if (c) live.push([field, c.expiresAt]);
+    else drop.push(field);
+  }
+  const rank = ([field, at]: [string, number]): [number, number] => [field === written ? 1 : 0, at];
+  live.sort((a, b) => rank(a)[0] - rank(b)[0] || rank(a)[1] - rank(b)[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const excess = Math.max(0, live.length - max);
+  drop.push(...live.slice(0, excess).map(([f]) => f));
+  return { drop, latest: live.slice(excess).reduce((m, [, at]) => Math.max(m, at), 0) };
+}
+
+/** The grant ids a revocation notice names (refresh families, token hashes): the approvals they were issued under go. */
+export function consentGrantIds(notice: RevocationNotice): string[] {
+  return [...(notice.familyIds ?? []), ...(notice.tokenHashes ?? [])];
+}
