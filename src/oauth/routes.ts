@@ -30,6 +30,41 @@ type FormHandler = (ctx: OAuthContext, request: FormRequest) => Promise<Issued |
 /** Refusals that mean "a credential was wrong": counted per address with the proxy's bad tokens. */
 const FAILED_AUTHENTICATION = new Set(['invalid_client', 'invalid_grant', 'invalid_token']);
 
+/**
+ * Runs an endpoint that authenticates its caller. A valid credential is always served; a failed
+ * authentication is counted, and from an address over the limit answered with a bare 429 instead.
+ */
+async function counted<T>(authFailures: OAuthContext['authFailures'], address: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof HttpError && FAILED_AUTHENTICATION.has(err.code)) await authFailures?.failed(address);
+    throw err;
+  }
+}
+
+/** The discovery documents: protected-resource metadata (RFC 9728) and authorization-server metadata (RFC 8414). */
+function metadataHandlers(ctx: OAuthContext): { resourceMetadata: Route['handler']; serverMetadata: Route['handler'] } {
+  const scopes = ctx.config.policy.rules?.scopes ?? [];
+  const resourceMetadata: Route['handler'] = (_req, res) =>
+    writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes, ctx.config.oauth.requireDpop));
+  const serverMetadata: Route['handler'] = (_req, res) => {
+    const enabled = GRANTS.filter((g) => g.enabled(ctx));
+    writeJson(
+      res,
+      200,
+      authorizationServerMetadata(ctx.publicUrl(), {
+        grantTypes: enabled.map((g) => g.grantType),
+        grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []),
+        signIn: ctx.signIn !== undefined,
+        clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined,
+        scopes,
+      }),
+    );
+  };
+  return { resourceMetadata, serverMetadata };
+}
+
 /** The OAuth routes of the proxy listener: one entry an endpoint. */
 export function oauthRoutes(ctx: OAuthContext): Route[] {
   const { store, clock, config, authFailures } = ctx;
@@ -47,19 +82,6 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
   const fetchesFor = fetchAdmission(ctx, 'too many client metadata documents and key sets fetched for this address; try again in a minute');
 
   /**
-   * Runs an endpoint that authenticates its caller. A valid credential is always served; a failed
-   * authentication is counted, and from an address over the limit answered with a bare 429 instead.
-   */
-  async function counted<T>(address: string, work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (err) {
-      if (err instanceof HttpError && FAILED_AUTHENTICATION.has(err.code)) await authFailures?.failed(address);
-      throw err;
-    }
-  }
-
-  /**
    * An endpoint taking a bounded form body. `limit` counts every request per address before the body
    * is read (a refused address costs no parsing), or, for /token, per client and address once the
    * client authenticated: whoever knows a client id cannot use up that client's requests elsewhere,
@@ -73,7 +95,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
       let request: FormRequest | undefined;
       const work = async (): Promise<Issued | void> => {
         if (!perClient) await limit.take(address, `too many ${path.slice(1)} requests from this address`);
-        return counted(address, async () => {
+        return counted(authFailures, address, async () => {
           const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
           // A public client is named, not authenticated: its grant is its credential, so its requests
           // count once they succeeded, and grants that fail use up nothing of its requests.
@@ -104,29 +126,13 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     };
   }
 
-  const scopes = ctx.config.policy.rules?.scopes ?? [];
-  const resourceMetadata: Route['handler'] = (_req, res) =>
-    writeJson(res, 200, protectedResourceMetadata(ctx.publicUrl(), scopes, ctx.config.oauth.requireDpop));
-  const serverMetadata: Route['handler'] = (_req, res) => {
-    const enabled = GRANTS.filter((g) => g.enabled(ctx));
-    writeJson(
-      res,
-      200,
-      authorizationServerMetadata(ctx.publicUrl(), {
-        grantTypes: enabled.map((g) => g.grantType),
-        grantProfiles: enabled.flatMap((g) => g.grantProfiles ?? []),
-        signIn: ctx.signIn !== undefined,
-        clientMetadataDocuments: ctx.signIn !== undefined && ctx.cimd !== undefined,
-        scopes,
-      }),
-    );
-  };
+  const { resourceMetadata, serverMetadata } = metadataHandlers(ctx);
   const register: Route['handler'] = (req, res, path) => {
     const address = limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength);
     const work = async () => {
       await limits.register.take(address, 'too many registrations from this address');
       // A wrong initial access token (protected registration) is a failed authentication like any other.
-      await counted(address, () => handleRegister(ctx, req, res));
+      await counted(authFailures, address, () => handleRegister(ctx, req, res));
     };
     return audited(ctx, res, path, () => undefined, work);
   };
