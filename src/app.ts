@@ -20,19 +20,8 @@ import type { OAuthContext } from './oauth/context.ts';
 import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
 import * as oidc from 'openid-client';
 import type { Route } from './http/serve.ts';
-import { ConnectLinks } from './upstream-credentials/connect-links.ts';
-import {
-  ConnectFlow,
-  providerConfiguration,
-  providerUnavailable,
-  tokensOf,
-  type ConnectProvider,
-} from './upstream-credentials/connect-flow.ts';
-import { exchangeAtIdp, TokenExchangeSource } from './upstream-credentials/token-exchange.ts';
-import { UpstreamCredentialDelivery, type CredentialSource } from './upstream-credentials/delivery.ts';
-import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
+import { upstreamCredentials as wireUpstreamCredentials, type UpstreamCredentials } from './upstream-credentials/wiring.ts';
 import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
-import { CREDENTIAL_ACTIONS, refreshRecorder } from './upstream-credentials/events.ts';
 import { CredentialVault } from './upstream-credentials/vault.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
@@ -234,7 +223,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   if (watch) metrics.watchStore(watch);
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
-  const upstreamCredentials = credentialVaultFor(config, store, clock, logger);
+  const vault = credentialVaultFor(config, store, clock, logger);
 
   const { forwarder, streams } = await startForwarding(config, store, clock, logger, metrics);
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
@@ -250,10 +239,16 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
   const tracing = await createTracing(options.env ?? process.env);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
-  const onProxy =
-    upstreamCredentials === undefined
-      ? undefined
-      : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
+  const onProxy = wireUpstreamCredentials(config.upstream.credentials, config.idp, {
+    store,
+    clock,
+    logger,
+    audit,
+    metrics,
+    vault,
+    signIn,
+    publicUrl,
+  });
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0
       ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength)
@@ -282,20 +277,12 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     policyGate,
     tracing,
     lastUse,
-    handles: new HandleGuard({
-      store,
-      clock,
-      metrics,
-      audit,
-      logger,
-      idleMs: config.proxy.handleIdleMs,
-      limits: { maxBatch: config.policy.maxBatch, maxDepth: config.policy.maxDepth },
-    }),
+    handles: handleGuardFor(config, { store, clock, metrics, audit, logger }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = adminServerFor(
     config,
-    { store, clock, logger, metrics, audit, masterToken, upstreamCredentials },
+    { store, clock, logger, metrics, audit, masterToken, upstreamCredentials: vault },
     {
       policy: policyGate?.policy,
       failures: adminFailures,
@@ -331,7 +318,7 @@ function proxyRoutesFor(
   options: SidecarOptions,
   ctx: Omit<OAuthContext, 'idp' | 'idJag' | 'keepIdpTokens' | 'cimd'>,
   assertions: Sidecar['assertions'],
-  onProxy: ReturnType<typeof upstreamCredentialsOnProxy> | undefined,
+  onProxy: UpstreamCredentials | undefined,
 ): Route[] {
   return [
     ...(assertions ? [jwksRoute(assertions.keys)] : []),
@@ -344,6 +331,15 @@ function proxyRoutesFor(
       cimd: options.cimd ?? cimdResolverFor(ctx.config, ctx.clock, ctx.logger),
     }),
   ];
+}
+
+/** Session and task handles kept to the principal that received them. */
+function handleGuardFor(
+  config: Config,
+  shared: { store: TokenStore; clock: Clock; metrics: Metrics; audit: Audit; logger: Logger },
+): HandleGuard {
+  const { maxBatch, maxDepth } = config.policy;
+  return new HandleGuard({ ...shared, idleMs: config.proxy.handleIdleMs, limits: { maxBatch, maxDepth } });
 }
 
 /** The forwarder to the upstream, and the watch (started) that ends its open streams when their token is revoked or expires. */
@@ -468,140 +464,6 @@ function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, log
   if (mode === 'none' || key === undefined) return undefined;
   const bytes = (text: string) => parseCredentialKey(text) as Buffer;
   return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
-}
-
-/** Mode oauth's provider: its record name and label, whether it speaks OpenID, and its configuration. */
-function oauthProvider(settings: Config['upstream']['credentials']['provider'], timeoutMs: number): ConnectProvider {
-  // A provider without discovery states no client authentication method: its secret goes in the form
-  // (client_secret_post), as GitHub documents for its token endpoint; a discovered one gets HTTP Basic.
-  const configuration = providerConfiguration({
-    ...settings,
-    clientId: settings.clientId!,
-    secretInForm: settings.issuer === undefined,
-    timeoutMs,
-  });
-  const host = new URL(settings.issuer ?? settings.tokenEndpoint!).host;
-  // An OpenID provider (found by discovery from `issuer`, or asked for `openid`) is asked for `openid`,
-  // gets a nonce and must answer with an ID token (OpenID Connect Core 1.0 §3.1.2.1: no ID token is
-  // issued unless `openid` is asked for); a plain OAuth 2.0 provider given by its two endpoints
-  // (GitHub's shape) gets neither.
-  const asked = (settings.scopes ?? '').split(' ').filter((scope) => scope !== '');
-  const openid = settings.issuer !== undefined || asked.includes('openid');
-  return {
-    name: `oauth:${host}`,
-    label: settings.name ?? host,
-    scopes: openid && !asked.includes('openid') ? ['openid', ...asked].join(' ') : settings.scopes,
-    openid,
-    sameSubject: false,
-    configuration,
-  };
-}
-
-/**
- * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
- * tokens, and the connect pages a user without a usable credential is sent to.
- */
-function upstreamCredentialsOnProxy(
-  config: Config,
-  store: TokenStore,
-  clock: Clock,
-  logger: Logger,
-  audit: Audit,
-  metrics: Metrics,
-  vault: CredentialVault,
-  signIn: IdpSignIn | undefined,
-  publicUrl: () => string,
-) {
-  const { mode, header, serviceToken, key, provider: providerSettings, audience } = config.upstream.credentials;
-  const { idp } = config;
-  const issuer = idp.issuer ?? '';
-  const credentialKey = parseCredentialKey(key!) as Buffer;
-  const links = new ConnectLinks(credentialKey, clock, store, issuer);
-  const idpConfiguration = providerConfiguration({
-    issuer: idp.issuer,
-    clientId: idp.clientId ?? '',
-    clientSecret: idp.clientSecret,
-    timeoutMs: idp.requestTimeoutMs,
-  });
-  // Each refresh is counted, and audited by user and provider when it renews or ends a credential.
-  const recordRefresh = refreshRecorder({ metrics, audit });
-  let provider: ConnectProvider;
-  let source: CredentialSource;
-  if (mode === 'oauth') {
-    provider = oauthProvider(providerSettings, idp.requestTimeoutMs);
-    const configuration = provider.configuration;
-    source = new RefreshingCredentialSource({
-      provider: provider.name,
-      vault,
-      locks: store,
-      clock,
-      logger,
-      refresh: async (refreshToken) =>
-        tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
-      isUnavailable: providerUnavailable,
-      onRefresh: recordRefresh,
-    });
-  } else {
-    // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
-    provider = {
-      name: 'idp',
-      label: 'your identity provider',
-      scopes: idp.scopes,
-      openid: true,
-      sameSubject: true,
-      configuration: idpConfiguration,
-    };
-    const idpSource = new RefreshingCredentialSource({
-      provider: 'idp',
-      vault,
-      locks: store,
-      clock,
-      logger,
-      refresh: (refreshToken) =>
-        signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken),
-      isUnavailable: (err) => err instanceof IdpUnavailable,
-      onRefresh: recordRefresh,
-    });
-    source =
-      mode === 'token-exchange'
-        ? new TokenExchangeSource({
-            idpTokens: idpSource,
-            vault,
-            clock,
-            audience: audience!,
-            exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock),
-            isUnavailable: providerUnavailable,
-          })
-        : idpSource;
-  }
-  const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, source });
-  const keepIdpTokens =
-    mode === 'idp' || mode === 'token-exchange'
-      ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens)
-      : undefined;
-  const flow = new ConnectFlow({
-    links,
-    vault,
-    provider,
-    issuer,
-    credentialKey,
-    used: store,
-    clock,
-    logger,
-    publicUrl,
-    ...(mode === 'oauth' ? { sessions: new AccountSessions({ store, clock, publicUrl }, signIn) } : {}),
-    clientName: async (clientId) => clientName(await store.getClient(clientId)),
-    onConnected: (subject, name) => {
-      metrics.upstreamCredentialsConnected.inc();
-      return audit.record({ who: 'user', action: CREDENTIAL_ACTIONS.connected, result: 'ok', subject, detail: { provider: name } });
-    },
-  });
-  const routes: Route[] = [
-    { path: '/connect/callback', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
-    { path: '/connect/*', methods: ['GET', 'POST'], handler: (req, res, path) => flow.handle(req, res, path) },
-  ];
-  const what = mode === 'oauth' ? `connect your ${provider.label} account` : 'sign in again at your identity provider';
-  return { delivery, links, what, keepIdpTokens, routes };
 }
 
 /**
