@@ -21,14 +21,15 @@ import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from 
 import * as oidc from 'openid-client';
 import type { Route } from './http/serve.ts';
 import { upstreamCredentials as wireUpstreamCredentials, type UpstreamCredentials } from './upstream-credentials/wiring.ts';
-import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
+import { configuredCipher } from './upstream-credentials/cipher.ts';
 import { CredentialVault } from './upstream-credentials/vault.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
 import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
 import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
-import { clientAddresses } from './proxy/client-address.ts';
+import { resourceMetadataUrl } from './oauth/resource-metadata.ts';
+import { clientAddresses, type ClientAddresses } from './proxy/client-address.ts';
 import { LastUseRecorder } from './proxy/last-use.ts';
 
 /** A token's last use is written at most this often: the "last used" people see is that coarse. */
@@ -236,7 +237,9 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const assertions = await assertionsFor(config, store, clock, logger, publicUrl);
 
-  const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
+  // Every per-address decision (limits, quotas) keys on the client's address behind the trusted proxies.
+  const addresses = clientAddresses(config.proxy.trustedProxies);
+  const policyGate = policyGateFor(config, { store, clock, metrics, audit, publicUrl, addresses });
   const tracing = await createTracing(options.env ?? process.env);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
   const onProxy = wireUpstreamCredentials(config.upstream.credentials, config.idp, {
@@ -264,13 +267,14 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     masterToken,
     forwarder,
     publicUrl,
+    addresses,
     authFailures,
     dpop,
     assertions: assertions?.signer,
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
     routes: proxyRoutesFor(
       options,
-      { config, store, clock, logger, metrics, audit, masterToken, signIn, authFailures, dpop, publicUrl },
+      { config, store, clock, logger, metrics, audit, masterToken, signIn, authFailures, dpop, publicUrl, addresses },
       assertions,
       onProxy,
     ),
@@ -460,10 +464,8 @@ function sidecarOf(parts: SidecarParts): Sidecar {
 
 /** The kept upstream credentials, when a mode keeps any (the key was checked with the configuration). */
 function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, logger: Logger): CredentialVault | undefined {
-  const { mode, key, previousKeys } = config.upstream.credentials;
-  if (mode === 'none' || key === undefined) return undefined;
-  const bytes = (text: string) => parseCredentialKey(text) as Buffer;
-  return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
+  const cipher = configuredCipher(config.upstream.credentials);
+  return cipher === undefined ? undefined : new CredentialVault({ store, cipher, clock, logger });
 }
 
 /**
@@ -500,15 +502,11 @@ async function assertionsFor(config: Config, store: TokenStore, clock: Clock, lo
  */
 function policyGateFor(
   config: Config,
-  store: QuotaStorage,
-  clock: Clock,
-  metrics: Metrics,
-  audit: Audit,
-  publicUrl: () => string,
+  shared: { store: QuotaStorage; clock: Clock; metrics: Metrics; audit: Audit; publicUrl: () => string; addresses: ClientAddresses },
 ): PolicyGate | undefined {
+  const { store, clock, metrics, audit, publicUrl, addresses } = shared;
   const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
   if (rules === undefined && quotas === undefined) return undefined;
-  const addresses = clientAddresses(config.proxy.trustedProxies);
   return createPolicyGate({
     policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
     quotas:
@@ -519,7 +517,7 @@ function policyGateFor(
     maxBodyBytes,
     metrics,
     audit,
-    resourceMetadataUrl: () => `${publicUrl()}/.well-known/oauth-protected-resource/mcp`,
+    resourceMetadataUrl: () => resourceMetadataUrl(publicUrl()),
   });
 }
 
