@@ -11,9 +11,7 @@ import { InstrumentedStore, Metrics } from './observability/metrics.ts';
 import type { AdminOverrides } from './admin/server.ts';
 import { adminServerFor } from './admin/wiring.ts';
 import { createIdpSignIn } from './oauth/oidc-client.ts';
-import { upstreamCredentials as wireUpstreamCredentials } from './upstream-credentials/wiring.ts';
-import { configuredCipher } from './upstream-credentials/cipher.ts';
-import { CredentialVault } from './upstream-credentials/vault.ts';
+import { credentialVault, upstreamCredentials as wireUpstreamCredentials } from './upstream-credentials/wiring.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
 import type { CimdResolver } from './oauth/cimd.ts';
 import { proxyRoutesFor } from './oauth/wiring.ts';
@@ -97,7 +95,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   if (watch) metrics.watchStore(watch);
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
-  const vault = credentialVaultFor(config, store, clock, logger);
+  const vault = credentialVault(config.upstream.credentials, { store, clock, logger });
 
   const { forwarder, streams } = await startForwarding(config, store, clock, logger, metrics);
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
@@ -235,12 +233,6 @@ function sidecarOf(parts: SidecarParts): Sidecar {
       );
     },
   };
-}
-
-/** The kept upstream credentials, when a mode keeps any (the key was checked with the configuration). */
-function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, logger: Logger): CredentialVault | undefined {
-  const cipher = configuredCipher(config.upstream.credentials);
-  return cipher === undefined ? undefined : new CredentialVault({ store, cipher, clock, logger });
 }
 
 /**

@@ -13,14 +13,14 @@ import type { Audit } from '../observability/audit.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { SignedInUser, TokenStore } from '../store/types.ts';
-import { parseCredentialKey } from './cipher.ts';
+import { configuredCipher, parseCredentialKey } from './cipher.ts';
 import { ConnectFlow, providerConfiguration, providerUnavailable, tokensOf, type ConnectProvider } from './connect-flow.ts';
 import { ConnectLinks } from './connect-links.ts';
 import { UpstreamCredentialDelivery, type CredentialSource } from './delivery.ts';
 import { CREDENTIAL_ACTIONS, refreshRecorder } from './events.ts';
 import { RefreshingCredentialSource } from './idp-mode.ts';
 import { exchangeAtIdp, TokenExchangeSource } from './token-exchange.ts';
-import type { CredentialVault } from './vault.ts';
+import { CredentialVault } from './vault.ts';
 
 type Settings = Config['upstream']['credentials'];
 type IdpSettings = Config['idp'];
@@ -114,6 +114,15 @@ const MODES: Record<Mode, ((context: ModeContext) => ModeParts) | undefined> = {
 };
 
 const SIGN_IN_AGAIN = 'sign in again at your identity provider';
+
+/** The kept upstream credentials, when a mode keeps any (the key was checked with the configuration). */
+export function credentialVault(
+  settings: Settings,
+  shared: Pick<UpstreamCredentialsShared, 'store' | 'clock' | 'logger'>,
+): CredentialVault | undefined {
+  const cipher = configuredCipher(settings);
+  return cipher === undefined ? undefined : new CredentialVault({ ...shared, cipher });
+}
 
 /**
  * Upstream credentials in the configured mode, or undefined when the mode keeps none (the key was
