@@ -1,67 +1,43 @@
 // Builds a sidecar from a validated Config: store, listeners, forwarder, metrics; starts and stops it.
 // Tests, the demo and src/entry/main.ts all go through here, so what they run is what production runs.
 
-import { once } from 'node:events';
-import { networkInterfaces } from 'node:os';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { systemClock, type Clock } from './model/clock.ts';
 import type { Config } from './config/load.ts';
 import { MasterToken } from './model/credentials.ts';
 import { createLogger, describe, type Logger } from './observability/logger.ts';
 import { Audit } from './observability/audit.ts';
 import { InstrumentedStore, Metrics } from './observability/metrics.ts';
-import { createAdminServer, type AdminOverrides } from './admin/server.ts';
-import { createIdJagVerifier, createIdpVerifier } from './oauth/idp.ts';
-import { AccountSessions } from './oauth/account.ts';
-import { oauthRoutes } from './oauth/routes.ts';
-import { clientName } from './model/clients.ts';
-import type { OAuthContext } from './oauth/context.ts';
-import { createIdpSignIn, IdpUnavailable, type IdpSignIn, type IdpTokens } from './oauth/oidc-client.ts';
-import * as oidc from 'openid-client';
-import type { Route } from './http/serve.ts';
-import { ConnectLinks } from './upstream-credentials/connect-links.ts';
-import {
-  ConnectFlow,
-  providerConfiguration,
-  providerUnavailable,
-  tokensOf,
-  type ConnectProvider,
-} from './upstream-credentials/connect-flow.ts';
-import { exchangeAtIdp, TokenExchangeSource } from './upstream-credentials/token-exchange.ts';
-import { UpstreamCredentialDelivery, type CredentialSource } from './upstream-credentials/delivery.ts';
-import { RefreshingCredentialSource } from './upstream-credentials/idp-mode.ts';
-import { CredentialCipher, parseCredentialKey } from './upstream-credentials/cipher.ts';
-import { CREDENTIAL_ACTIONS, refreshRecorder } from './upstream-credentials/events.ts';
-import { CredentialVault } from './upstream-credentials/vault.ts';
+import type { AdminOverrides } from './admin/server.ts';
+import { adminServerFor } from './admin/wiring.ts';
+import { createIdpSignIn } from './oauth/oidc-client.ts';
+import { credentialVault, upstreamCredentials as wireUpstreamCredentials } from './upstream-credentials/wiring.ts';
 import { groupRulesConfigured } from './oauth/idp-check.ts';
-import { createCimdResolver, type CimdResolver } from './oauth/cimd.ts';
-import { createForwarder, type Forwarder } from './proxy/forwarder.ts';
+import type { CimdResolver } from './oauth/cimd.ts';
+import { proxyRoutesFor } from './oauth/wiring.ts';
+import type { Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
 import { clientAddresses } from './proxy/client-address.ts';
 import { LastUseRecorder } from './proxy/last-use.ts';
+import { handleGuardFor, startForwarding } from './proxy/wiring.ts';
+import type { StreamRevocation } from './proxy/stream-revocation.ts';
+import { policyGateFor } from './policy/wiring.ts';
+import { probeMcpEndpoint } from './proxy/upstream-check.ts';
+import { listenersOf } from './http/listeners.ts';
+import { FailedAuthLimiter, WindowLimit } from './http/rate-limits.ts';
+import { openStore } from './store/open.ts';
+import type { TokenStore } from './store/types.ts';
+import { assertionsFor } from './assertion/wiring.ts';
+import type { SigningKeys } from './assertion/keys.ts';
+import type { AssertionSigner } from './assertion/signer.ts';
+import { unusedProfileEdits } from './model/profiles.ts';
+import { createTracing } from './observability/tracing.ts';
+
+export { lookupCacheOptions, openStore } from './store/open.ts';
 
 /** A token's last use is written at most this often: the "last used" people see is that coarse. */
 const LAST_USE_INTERVAL_MS = 60_000;
-import { HandleGuard } from './proxy/handle-guard.ts';
-import { StreamRevocation } from './proxy/stream-revocation.ts';
-import { createPolicyGate, type PolicyGate } from './policy/gate.ts';
-import { policyOf } from './policy/rules.ts';
-import { probeMcpEndpoint, upstreamFailureLogger } from './proxy/upstream-check.ts';
-import { limitKey, publicReach } from './http/net-address.ts';
-import { FailedAuthLimiter, WindowLimit } from './http/rate-limits.ts';
-import { MemoryTokenStore } from './store/memory.ts';
-import { RedisTokenStore } from './store/redis.ts';
-import { connectRedis, createRedisClient } from './store/redis-connection.ts';
-import { LookupCacheSetupError, type LookupCacheFallback, type LookupCacheOptions } from './store/redis-lookup-cache.ts';
-import { parseRedisUrl } from './store/redis-url.ts';
-import type { QuotaStorage, SignedInUser, TokenStore } from './store/types.ts';
-import { jwksRoute } from './assertion/jwks.ts';
-import { parseSigningKey, signingKeyText, SigningKeys } from './assertion/keys.ts';
-import { AssertionSigner } from './assertion/signer.ts';
-import { unusedProfileEdits } from './model/profiles.ts';
-import { createTracing } from './observability/tracing.ts';
 
 export interface SidecarOptions {
   config: Config;
@@ -107,121 +83,6 @@ export interface Sidecar {
   shutdown(graceMs?: number): Promise<void>;
 }
 
-/** Opens the store the config names; a Redis store is connected (and answering) before this resolves. */
-export async function openStore(config: Config, clock: Clock, logger: Logger): Promise<TokenStore> {
-  if (config.store === 'memory') return new MemoryTokenStore({ clock, keyPrefix: config.redis.keyPrefix });
-  const client = createRedisClient({
-    url: config.redis.url,
-    commandTimeoutMs: config.redis.commandTimeoutMs,
-    connectTimeoutMs: config.redis.connectTimeoutMs,
-  });
-  await connectRedis(client, config.redis.connectTimeoutMs);
-  // ioredis reports every failed reconnect attempt; one line per state change is enough for operators.
-  let down = false;
-  client.on('error', (err: Error) => {
-    if (down) return;
-    down = true;
-    logger.error({ err: describe(err) }, 'redis connection lost: requests are refused with 503 until it is back');
-  });
-  client.on('ready', () => {
-    if (!down) return;
-    down = false;
-    logger.info('redis connection restored');
-  });
-  const store = new RedisTokenStore(client, { keyPrefix: config.redis.keyPrefix, connectTimeoutMs: config.redis.connectTimeoutMs });
-  if (config.redis.lookupCache === 'tracking') {
-    try {
-      await store.trackLookups(lookupCacheOptions(config, logger));
-    } catch (err) {
-      await store.close();
-      throw err;
-    }
-  } else if (config.redis.lookupCache === 'auto') {
-    await cacheWherePossible(store, config, logger);
-  }
-  return store;
-}
-
-/**
- * redis.lookupCache: auto. The cache where the store allows it; where it does not, the strict mode with
- * one warning and the metric, never a refusal to start: Redis Cluster (tracking is per node), or a
- * Redis that refuses to track (an ACL user without CLIENT TRACKING, before 6.0). A cache whose own
- * connections cannot be opened within the connect timeout is not waited for either.
- */
-async function cacheWherePossible(store: RedisTokenStore, config: Config, logger: Logger): Promise<void> {
-  let reason: LookupCacheFallback;
-  if (parseRedisUrl(config.redis.url).mode === 'cluster') reason = 'cluster';
-  else {
-    try {
-      await store.trackLookups(lookupCacheOptions(config, logger));
-      return;
-    } catch (err) {
-      reason = err instanceof LookupCacheSetupError ? 'tracking_refused' : 'setup_failed';
-      logger.debug({ err: describe(err) }, 'token lookup cache: set-up failed');
-    }
-  }
-  store.lookupCacheFallback = reason;
-  logger.warn(
-    { reason },
-    reason === 'cluster'
-      ? 'token lookup cache off (redis.lookupCache: auto): not available on Redis Cluster; every lookup reads Redis (strict mode)'
-      : reason === 'tracking_refused'
-        ? 'token lookup cache off (redis.lookupCache: auto): Redis refused invalidation tracking (an ACL user without CLIENT ID, CLIENT TRACKING, INFO, SUBSCRIBE on __redis__:invalidate, or Redis before 6.0); every lookup reads Redis (strict mode)'
-        : 'token lookup cache off (redis.lookupCache: auto): its connections could not be set up; every lookup reads Redis (strict mode)',
-  );
-}
-
-/** The lookup cache's settings from the config (redis.lookupCache: tracking or auto). */
-export function lookupCacheOptions(config: Config, logger: Logger): LookupCacheOptions {
-  return {
-    maxEntries: config.redis.lookupCacheMaxEntries,
-    pingIntervalMs: config.redis.lookupCachePingIntervalMs,
-    connectTimeoutMs: config.redis.connectTimeoutMs,
-    logger,
-  };
-}
-
-/**
- * The admin listener holds every credential operation behind one secret: on a public address a scanner
- * finds it. Start anyway (that may be intended, behind a firewall), but say so loudly. 0.0.0.0 in a pod
- * or container only reaches its private network, and does not warn.
- */
-function warnIfAdminExposed(server: Server, logger: Logger): void {
-  const bound = (server.address() as AddressInfo).address;
-  const reach = publicReach(bound, networkInterfaces());
-  if (reach.length === 0) return;
-  logger.warn(
-    { adminAddress: bound, publicAddresses: reach },
-    `ADMIN LISTENER EXPOSED: it listens on ${bound}, reachable on the public address(es) ${reach.join(', ')}. Anyone who can ` +
-      'reach it can try the master token (failed attempts are throttled per address, not stopped). Bind ADMIN_HOST to ' +
-      '127.0.0.1 or a private address, or firewall the port (docs/security.md, section 1).',
-  );
-}
-
-/** Binding each listener (a worker process binds only the proxy's, its primary only the admin's). */
-function listenersOf(config: Config, proxyServer: Server, adminServer: Server, logger: Logger, proxyBound: (port: number) => void) {
-  return {
-    async listenProxy(): Promise<string> {
-      proxyServer.listen(config.proxy.port, config.proxy.host);
-      await once(proxyServer, 'listening');
-      proxyBound((proxyServer.address() as AddressInfo).port);
-      return urlOf(proxyServer);
-    },
-    async listenAdmin(): Promise<string> {
-      adminServer.listen(config.admin.port, config.admin.host);
-      await once(adminServer, 'listening');
-      warnIfAdminExposed(adminServer, logger);
-      return urlOf(adminServer);
-    },
-  };
-}
-
-function urlOf(server: Server): string {
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}`;
-}
-
 export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
@@ -234,7 +95,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
   if (watch) metrics.watchStore(watch);
   const audit = new Audit({ logger, store, clock, stream: config.audit.stream, maxLen: config.audit.maxLen });
   const masterToken = new MasterToken(config.masterToken);
-  const upstreamCredentials = credentialVaultFor(config, store, clock, logger);
+  const vault = credentialVault(config.upstream.credentials, { store, clock, logger });
 
   const { forwarder, streams } = await startForwarding(config, store, clock, logger, metrics);
   for (const problem of await unusedProfileEdits(store, config.oauth.profiles)) logger.warn(problem);
@@ -247,13 +108,13 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   const assertions = await assertionsFor(config, store, clock, logger, publicUrl);
 
-  const policyGate = policyGateFor(config, store, clock, metrics, audit, publicUrl);
+  // Every per-address decision (limits, quotas) keys on the client's address behind the trusted proxies.
+  const addresses = clientAddresses(config.proxy.trustedProxies);
+  const policyGate = policyGateFor(config, { store, clock, metrics, audit, publicUrl, addresses });
   const tracing = await createTracing(options.env ?? process.env);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
-  const onProxy =
-    upstreamCredentials === undefined
-      ? undefined
-      : upstreamCredentialsOnProxy(config, store, clock, logger, audit, metrics, upstreamCredentials, signIn, publicUrl);
+  const shared = { store, clock, logger, audit, metrics, vault, signIn, publicUrl };
+  const onProxy = wireUpstreamCredentials(config.upstream.credentials, config.idp, shared);
   const failedAuthLimiter = (name: string, perMinute: number, listener: string) =>
     perMinute > 0
       ? new FailedAuthLimiter(new WindowLimit(store, clock, name, perMinute), clock, logger, listener, config.rateLimits.ipv6PrefixLength)
@@ -269,38 +130,25 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     masterToken,
     forwarder,
     publicUrl,
+    addresses,
     authFailures,
     dpop,
     assertions: assertions?.signer,
     ...(onProxy !== undefined ? { upstreamCredentials: onProxy } : {}),
     routes: proxyRoutesFor(
-      options,
-      { config, store, clock, logger, metrics, audit, masterToken, signIn, authFailures, dpop, publicUrl },
-      assertions,
-      onProxy,
+      { config, store, clock, logger, metrics, audit, masterToken, signIn, authFailures, dpop, publicUrl, addresses },
+      { cimd: options.cimd, assertions, onProxy },
     ),
     policyGate,
     tracing,
     lastUse,
-    handles: new HandleGuard({
-      store,
-      clock,
-      metrics,
-      audit,
-      logger,
-      idleMs: config.proxy.handleIdleMs,
-      limits: { maxBatch: config.policy.maxBatch, maxDepth: config.policy.maxDepth },
-    }),
+    handles: handleGuardFor(config, { store, clock, metrics, audit, logger }),
   });
   const adminFailures = failedAuthLimiter('adminfail', config.rateLimits.adminFailedAuthPerMinute, 'admin');
   const adminServer = adminServerFor(
     config,
-    { store, clock, logger, metrics, audit, masterToken, upstreamCredentials },
-    {
-      policy: policyGate?.policy,
-      failures: adminFailures,
-      overrides: options.admin,
-    },
+    { store, clock, logger, metrics, audit, masterToken, upstreamCredentials: vault },
+    { policy: policyGate?.policy, failures: adminFailures, overrides: options.admin },
   );
   const { listenProxy, listenAdmin } = listenersOf(config, proxyServer, adminServer, logger, (port) => {
     boundPublicUrl ??= `http://localhost:${port}`;
@@ -323,93 +171,6 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     publicUrl,
     listenProxy,
     listenAdmin,
-  });
-}
-
-/** The proxy listener's routes besides /mcp: the assertion keys, the connect pages, the OAuth endpoints and sign-in. */
-function proxyRoutesFor(
-  options: SidecarOptions,
-  ctx: Omit<OAuthContext, 'idp' | 'idJag' | 'keepIdpTokens' | 'cimd'>,
-  assertions: Sidecar['assertions'],
-  onProxy: ReturnType<typeof upstreamCredentialsOnProxy> | undefined,
-): Route[] {
-  return [
-    ...(assertions ? [jwksRoute(assertions.keys)] : []),
-    ...(onProxy?.routes ?? []),
-    ...oauthRoutes({
-      ...ctx,
-      idp: createIdpVerifier(ctx.config.idp),
-      idJag: createIdJagVerifier(ctx.config.idp),
-      keepIdpTokens: onProxy?.keepIdpTokens,
-      cimd: options.cimd ?? cimdResolverFor(ctx.config, ctx.clock, ctx.logger),
-    }),
-  ];
-}
-
-/** The forwarder to the upstream, and the watch (started) that ends its open streams when their token is revoked or expires. */
-async function startForwarding(
-  config: Config,
-  store: TokenStore,
-  clock: Clock,
-  logger: Logger,
-  metrics: Metrics,
-): Promise<{ forwarder: Forwarder; streams: StreamRevocation }> {
-  const forwarder = createForwarder({
-    upstreamUrl: config.upstream.url,
-    headersTimeoutMs: config.upstream.headersTimeoutMs,
-    maxSockets: config.upstream.maxSockets,
-    maxBodyBytes: config.proxy.maxBodyBytes,
-    onUpstreamResult: (status) => metrics.upstreamStatus(status),
-    onStreamOpen: (req, res) => {
-      metrics.openStreams.inc();
-      streams.track(req, res);
-    },
-    onStreamClose: () => metrics.openStreams.dec(),
-    onError: upstreamFailureLogger(logger, clock, config.upstream.url),
-    onStoreUnavailable: (err) => {
-      metrics.storeErrors.inc();
-      logger.warn(
-        { err: describe(err), listener: 'proxy', path: '/mcp' },
-        'store unavailable after the upstream answered: 503, or the response cut (fail closed)',
-      );
-    },
-  });
-
-  // Open streams end when their token is revoked (on any replica) or expires, not only new requests.
-  const streams = new StreamRevocation({
-    store,
-    clock,
-    logger,
-    metrics,
-    recheckMs: config.proxy.streamRecheckMs,
-    endStream: (res) => forwarder.endStream(res),
-  });
-  await streams.start();
-  return { forwarder, streams };
-}
-
-/** The admin listener: every credential operation, behind the master token. */
-function adminServerFor(
-  config: Config,
-  shared: {
-    store: TokenStore;
-    clock: Clock;
-    logger: Logger;
-    metrics: Metrics;
-    audit: Audit;
-    masterToken: MasterToken;
-    upstreamCredentials: CredentialVault | undefined;
-  },
-  extra: { policy: PolicyGate['policy'] | undefined; failures: FailedAuthLimiter | undefined; overrides: AdminOverrides | undefined },
-): Server {
-  return createAdminServer({
-    ...shared,
-    maxBodyBytes: config.admin.maxBodyBytes,
-    policy: extra.policy,
-    quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength },
-    profileLifetimes: config.oauth.profiles,
-    failures: extra.failures,
-    ...extra.overrides,
   });
 }
 
@@ -460,224 +221,6 @@ function sidecarOf(parts: SidecarParts): Sidecar {
       );
     },
   };
-}
-
-/** The kept upstream credentials, when a mode keeps any (the key was checked with the configuration). */
-function credentialVaultFor(config: Config, store: TokenStore, clock: Clock, logger: Logger): CredentialVault | undefined {
-  const { mode, key, previousKeys } = config.upstream.credentials;
-  if (mode === 'none' || key === undefined) return undefined;
-  const bytes = (text: string) => parseCredentialKey(text) as Buffer;
-  return new CredentialVault({ store, cipher: new CredentialCipher(bytes(key), previousKeys.map(bytes)), clock, logger });
-}
-
-/** Mode oauth's provider: its record name and label, whether it speaks OpenID, and its configuration. */
-function oauthProvider(settings: Config['upstream']['credentials']['provider'], timeoutMs: number): ConnectProvider {
-  // A provider without discovery states no client authentication method: its secret goes in the form
-  // (client_secret_post), as GitHub documents for its token endpoint; a discovered one gets HTTP Basic.
-  const configuration = providerConfiguration({
-    ...settings,
-    clientId: settings.clientId!,
-    secretInForm: settings.issuer === undefined,
-    timeoutMs,
-  });
-  const host = new URL(settings.issuer ?? settings.tokenEndpoint!).host;
-  // An OpenID provider (found by discovery from `issuer`, or asked for `openid`) is asked for `openid`,
-  // gets a nonce and must answer with an ID token (OpenID Connect Core 1.0 §3.1.2.1: no ID token is
-  // issued unless `openid` is asked for); a plain OAuth 2.0 provider given by its two endpoints
-  // (GitHub's shape) gets neither.
-  const asked = (settings.scopes ?? '').split(' ').filter((scope) => scope !== '');
-  const openid = settings.issuer !== undefined || asked.includes('openid');
-  return {
-    name: `oauth:${host}`,
-    label: settings.name ?? host,
-    scopes: openid && !asked.includes('openid') ? ['openid', ...asked].join(' ') : settings.scopes,
-    openid,
-    sameSubject: false,
-    configuration,
-  };
-}
-
-/**
- * How the proxy delivers the user's credential in the configured mode, where sign-in keeps the IdP's
- * tokens, and the connect pages a user without a usable credential is sent to.
- */
-function upstreamCredentialsOnProxy(
-  config: Config,
-  store: TokenStore,
-  clock: Clock,
-  logger: Logger,
-  audit: Audit,
-  metrics: Metrics,
-  vault: CredentialVault,
-  signIn: IdpSignIn | undefined,
-  publicUrl: () => string,
-) {
-  const { mode, header, serviceToken, key, provider: providerSettings, audience } = config.upstream.credentials;
-  const { idp } = config;
-  const issuer = idp.issuer ?? '';
-  const credentialKey = parseCredentialKey(key!) as Buffer;
-  const links = new ConnectLinks(credentialKey, clock, store, issuer);
-  const idpConfiguration = providerConfiguration({
-    issuer: idp.issuer,
-    clientId: idp.clientId ?? '',
-    clientSecret: idp.clientSecret,
-    timeoutMs: idp.requestTimeoutMs,
-  });
-  // Each refresh is counted, and audited by user and provider when it renews or ends a credential.
-  const recordRefresh = refreshRecorder({ metrics, audit });
-  let provider: ConnectProvider;
-  let source: CredentialSource;
-  if (mode === 'oauth') {
-    provider = oauthProvider(providerSettings, idp.requestTimeoutMs);
-    const configuration = provider.configuration;
-    source = new RefreshingCredentialSource({
-      provider: provider.name,
-      vault,
-      locks: store,
-      clock,
-      logger,
-      refresh: async (refreshToken) =>
-        tokensOf(await oidc.refreshTokenGrant(await configuration(), refreshToken), clock.now(), refreshToken),
-      isUnavailable: providerUnavailable,
-      onRefresh: recordRefresh,
-    });
-  } else {
-    // idp and token-exchange: the user's IdP tokens, renewed by signing in at the IdP again.
-    provider = {
-      name: 'idp',
-      label: 'your identity provider',
-      scopes: idp.scopes,
-      openid: true,
-      sameSubject: true,
-      configuration: idpConfiguration,
-    };
-    const idpSource = new RefreshingCredentialSource({
-      provider: 'idp',
-      vault,
-      locks: store,
-      clock,
-      logger,
-      refresh: (refreshToken) =>
-        signIn === undefined ? Promise.reject(new Error('browser sign-in is off')) : signIn.refresh(refreshToken),
-      isUnavailable: (err) => err instanceof IdpUnavailable,
-      onRefresh: recordRefresh,
-    });
-    source =
-      mode === 'token-exchange'
-        ? new TokenExchangeSource({
-            idpTokens: idpSource,
-            vault,
-            clock,
-            audience: audience!,
-            exchange: (subjectToken) => exchangeAtIdp(idpConfiguration, subjectToken, audience!, clock),
-            isUnavailable: providerUnavailable,
-          })
-        : idpSource;
-  }
-  const delivery = new UpstreamCredentialDelivery({ header, serviceToken, issuer, source });
-  const keepIdpTokens =
-    mode === 'idp' || mode === 'token-exchange'
-      ? (user: SignedInUser, tokens: IdpTokens) => vault.save({ subject: user.subject, issuer, provider: 'idp' }, tokens)
-      : undefined;
-  const flow = new ConnectFlow({
-    links,
-    vault,
-    provider,
-    issuer,
-    credentialKey,
-    used: store,
-    clock,
-    logger,
-    publicUrl,
-    ...(mode === 'oauth' ? { sessions: new AccountSessions({ store, clock, publicUrl }, signIn) } : {}),
-    clientName: async (clientId) => clientName(await store.getClient(clientId)),
-    onConnected: (subject, name) => {
-      metrics.upstreamCredentialsConnected.inc();
-      return audit.record({ who: 'user', action: CREDENTIAL_ACTIONS.connected, result: 'ok', subject, detail: { provider: name } });
-    },
-  });
-  const routes: Route[] = [
-    { path: '/connect/callback', methods: ['GET'], handler: (req, res, path) => flow.handle(req, res, path) },
-    { path: '/connect/*', methods: ['GET', 'POST'], handler: (req, res, path) => flow.handle(req, res, path) },
-  ];
-  const what = mode === 'oauth' ? `connect your ${provider.label} account` : 'sign in again at your identity provider';
-  return { delivery, links, what, keepIdpTokens, routes };
-}
-
-/**
- * Caller assertions, when `upstream.assertion` is on: the first signing key is published before the
- * listeners open (a store that cannot take it stops the start-up).
- */
-async function assertionsFor(config: Config, store: TokenStore, clock: Clock, logger: Logger, publicUrl: () => string) {
-  const { upstream } = config;
-  if (!upstream.assertion) return undefined;
-  const given = signingKeyText(upstream);
-  if (given?.error !== undefined) throw new Error(given.error);
-  const keys = new SigningKeys({
-    store,
-    clock,
-    logger,
-    assertionLifetimeMs: upstream.assertionLifetimeSeconds * 1000,
-    rotationMs: upstream.assertionKeyRotationSeconds * 1000,
-    pinned: given === undefined ? undefined : await parseSigningKey(given.text),
-  });
-  await keys.start();
-  const signer = new AssertionSigner({
-    keys,
-    clock,
-    issuer: publicUrl,
-    audience: upstream.assertionAudience ?? new URL(upstream.url).origin,
-    lifetimeSeconds: upstream.assertionLifetimeSeconds,
-  });
-  return { keys, signer };
-}
-
-/**
- * The per-tool policy gate, when `policy.rules` or `policy.quotas` is configured. Quotas without rules
- * need the body read too: every call is then allowed, and only counted.
- */
-function policyGateFor(
-  config: Config,
-  store: QuotaStorage,
-  clock: Clock,
-  metrics: Metrics,
-  audit: Audit,
-  publicUrl: () => string,
-): PolicyGate | undefined {
-  const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
-  if (rules === undefined && quotas === undefined) return undefined;
-  const addresses = clientAddresses(config.proxy.trustedProxies);
-  return createPolicyGate({
-    policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
-    quotas:
-      quotas === undefined
-        ? undefined
-        : { quotas, store, clock, addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength) },
-    limits: { maxBatch, maxDepth },
-    maxBodyBytes,
-    metrics,
-    audit,
-    resourceMetadataUrl: () => `${publicUrl()}/.well-known/oauth-protected-resource/mcp`,
-  });
-}
-
-/** Client ID Metadata Documents, as configured (only browser sign-in uses them). */
-function cimdResolverFor(config: Config, clock: Clock, logger: Logger): CimdResolver | undefined {
-  const c = config.oauth.clientMetadataDocuments;
-  if (!c.enabled) return undefined;
-  return createCimdResolver({
-    timeoutMs: c.timeoutMs,
-    maxBytes: c.maxBytes,
-    cacheTtlMs: c.cacheTtlSeconds * 1000,
-    maxCacheEntries: c.cacheMaxEntries,
-    maxConcurrentFetches: c.maxConcurrentFetches,
-    maxConcurrentFetchesPerAddress: c.maxConcurrentFetchesPerAddress,
-    failureCacheMs: c.failureCacheSeconds * 1000,
-    refetchCooldownMs: c.keySetRefetchCooldownSeconds * 1000,
-    allowPrivateAddresses: c.allowPrivateAddresses,
-    clock,
-    logger,
-  });
 }
 
 /**

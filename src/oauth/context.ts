@@ -31,6 +31,7 @@ import type { IdpSignIn, IdpTokens } from './oidc-client.ts';
 import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 import type { DpopVerifier } from './dpop.ts';
+import type { ClientAddresses } from '../proxy/client-address.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage &
@@ -71,6 +72,8 @@ export interface OAuthContext {
   readonly dpop: DpopVerifier;
   /** The proxy's per-address failure limit, which the OAuth endpoints count towards too; undefined: off. */
   readonly authFailures?: FailedAuthLimiter | undefined;
+  /** The client's address behind the trusted proxies: what every per-address limit counts under. */
+  readonly addresses: ClientAddresses;
   publicUrl(): string;
 }
 

@@ -11,7 +11,6 @@ import { generateToken, hashToken } from '../model/credentials.ts';
 import { HttpError, invalidClient, tooManyRequests, writeJson } from '../http/errors.ts';
 import { GRANT_DEVICE_CODE } from '../model/grant-types.ts';
 import { limitKey } from '../http/net-address.ts';
-import { clientAddresses } from '../proxy/client-address.ts';
 import type { ClientRecord } from '../store/types.ts';
 import { splitScopes } from '../model/clients.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
@@ -99,7 +98,7 @@ async function deviceClient(ctx: OAuthContext, request: FormRequest): Promise<Cl
 export async function handleDeviceAuthorization(ctx: OAuthContext, request: FormRequest): Promise<void> {
   const { form, res } = request;
   // Counted as the other per-address limits are: an IPv6 client as its network.
-  const address = limitKey(clientAddresses(ctx.config.proxy.trustedProxies).client(request.req), ctx.config.rateLimits.ipv6PrefixLength);
+  const address = limitKey(ctx.addresses.client(request.req), ctx.config.rateLimits.ipv6PrefixLength);
   const resource = form.get('resource');
   if (resource !== undefined && !namesThisResource(ctx, resource))
     throw new HttpError('invalid_target', `tokens of this server are only issued for ${ctx.publicUrl()}/mcp`);

@@ -8,7 +8,7 @@ import { HttpError, httpErrorFor, writeJson } from '../http/errors.ts';
 import type { AuditInput } from '../observability/audit.ts';
 import type { Route } from '../http/serve.ts';
 import { limitKey } from '../http/net-address.ts';
-import { clientAddresses } from '../proxy/client-address.ts';
+import { RESOURCE_METADATA_PATH } from './resource-metadata.ts';
 import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../http/rate-limits.ts';
 import { presentedClient, type AuthenticatedClient } from './client-auth.ts';
 import { fetchAdmission, type FormRequest, type OAuthContext } from './context.ts';
@@ -77,7 +77,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
     device: new WindowLimit(store, clock, 'device', config.rateLimits.tokenRequestsPerMinute),
   };
   // Every per-address count below keys on limitKey: an IPv6 client as its network (a /64 by default).
-  const addresses = clientAddresses(config.proxy.trustedProxies);
+  const { addresses } = ctx;
   const publicClientTokens = new ProvenRequestLimit(limits.token, clock);
   const fetchesFor = fetchAdmission(ctx, 'too many client metadata documents and key sets fetched for this address; try again in a minute');
 
@@ -139,7 +139,7 @@ export function oauthRoutes(ctx: OAuthContext): Route[] {
 
   return [
     withCors({ path: '/.well-known/oauth-protected-resource', methods: ['GET'], handler: resourceMetadata }),
-    withCors({ path: '/.well-known/oauth-protected-resource/mcp', methods: ['GET'], handler: resourceMetadata }),
+    withCors({ path: RESOURCE_METADATA_PATH, methods: ['GET'], handler: resourceMetadata }),
     withCors({ path: '/.well-known/oauth-authorization-server', methods: ['GET'], handler: serverMetadata }),
     withCors({ path: '/register', methods: ['POST'], handler: register }),
     withCors({ path: '/token', methods: ['POST'], handler: formEndpoint(handleToken, limits.token, true) }),

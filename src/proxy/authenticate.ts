@@ -18,6 +18,7 @@ import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken } fro
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof } from '../oauth/dpop.ts';
 import { MISSING, type CredentialHeader } from '../upstream-credentials/delivery.ts';
 import { CredentialRefreshUnavailable } from '../upstream-credentials/idp-mode.ts';
+import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { ProxyContext, RequestTarget, UpstreamCredentialsOnProxy } from './context.ts';
 import type { ProxyRequest } from './request.ts';
 
@@ -166,10 +167,6 @@ export function addAssertion(
   return assertion.then((signed) => {
     headers['x-mcp-auth-assertion'] = signed;
   });
-}
-
-export function resourceMetadataUrl(publicUrl: string): string {
-  return `${publicUrl}/.well-known/oauth-protected-resource/mcp`;
 }
 
 /** The request's `traceparent` header when it was sent once (two are ignored, as malformed). */

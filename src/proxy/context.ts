@@ -12,7 +12,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { StoreHealth, TokenStorage } from '../store/types.ts';
 import type { FailedAuthLimiter } from '../http/rate-limits.ts';
-import { clientAddresses, type ClientAddresses } from './client-address.ts';
+import type { ClientAddresses } from './client-address.ts';
 import type { PolicyGate } from '../policy/gate.ts';
 import type { Forwarder } from './forwarder.ts';
 import type { BodyInterest, HandleGuard } from './handle-guard.ts';
@@ -33,6 +33,8 @@ export interface ProxyDeps {
   forwarder: Forwarder;
   /** The external base URL ({base_url}); known only after the listener is bound when PORT=0. */
   publicUrl(): string;
+  /** The client's address behind the trusted proxies: what every per-address decision keys on. */
+  addresses: ClientAddresses;
   /** More routes on the proxy listener (the OAuth metadata and endpoints). */
   routes?: readonly Route[];
   /** Checks the DPoP proofs (RFC 9449) that come with DPoP-bound tokens. */
@@ -65,7 +67,6 @@ export interface UpstreamCredentialsOnProxy {
 export interface ProxyContext extends ProxyDeps {
   /** upstream.url, parsed once. */
   upstreamUrl: URL;
-  addresses: ClientAddresses;
   /** The DNS rebinding check of Host and Origin. */
   checkHost: HostCheck;
   /** Which POST bodies read without a policy are parsed for more than task ids; undefined: none. */
@@ -77,7 +78,6 @@ export function proxyContext(deps: ProxyDeps): ProxyContext {
   return {
     ...deps,
     upstreamUrl: new URL(config.upstream.url),
-    addresses: clientAddresses(config.proxy.trustedProxies),
     checkHost: createHostCheck({
       publicUrl: config.proxy.publicUrl,
       listenHost: config.proxy.host,

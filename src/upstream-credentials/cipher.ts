@@ -33,6 +33,21 @@ export function parseCredentialKey(text: string): Buffer | string {
   return 'it is neither 64 hex characters nor base64 of 32 bytes';
 }
 
+/**
+ * The cipher of the configured keys (upstream.credentials), or undefined when no mode keeps
+ * credentials or the key is not set. The keys were checked with the configuration.
+ */
+export function configuredCipher(settings: {
+  mode: string;
+  key?: string | undefined;
+  previousKeys: readonly string[];
+}): CredentialCipher | undefined {
+  const { mode, key, previousKeys } = settings;
+  if (mode === 'none' || key === undefined) return undefined;
+  const bytes = (text: string) => parseCredentialKey(text) as Buffer;
+  return new CredentialCipher(bytes(key), previousKeys.map(bytes));
+}
+
 /** A short public name of a key, stored beside each ciphertext: which key opens it (not the key). */
 export function keyIdOf(key: Buffer): string {
   return createHash('sha256').update('mcp-bearer-proxy upstream credential key id\0').update(key).digest('hex').slice(0, 16);

@@ -6,15 +6,7 @@
 
 import type { Config } from '../config/load.ts';
 import type { UpstreamCredentialStorage } from '../store/types.ts';
-import { CredentialCipher, parseCredentialKey } from './cipher.ts';
-
-/** The cipher of the configured keys, or undefined when no mode keeps credentials (or the key is not set). */
-function configuredCipher(config: Config): CredentialCipher | undefined {
-  const { mode, key, previousKeys } = config.upstream.credentials;
-  if (mode === 'none' || key === undefined) return undefined;
-  const bytes = (text: string) => parseCredentialKey(text) as Buffer;
-  return new CredentialCipher(bytes(key), previousKeys.map(bytes));
-}
+import { configuredCipher, type CredentialCipher } from './cipher.ts';
 
 /** Records per key id that `cipher` does not hold, most records first. */
 export async function unknownKeyIds(store: Pick<UpstreamCredentialStorage, 'listUpstreamCredentials'>, cipher: CredentialCipher) {
@@ -33,7 +25,7 @@ export async function storedCredentialKeyProblem(
   config: Config,
   openStore: () => Promise<Pick<UpstreamCredentialStorage, 'listUpstreamCredentials'> & { close(): Promise<void> }>,
 ): Promise<string | undefined> {
-  const cipher = configuredCipher(config);
+  const cipher = configuredCipher(config.upstream.credentials);
   if (cipher === undefined) return undefined;
   const store = await openStore();
   let unknown;

@@ -18,6 +18,7 @@ import { createIdJagVerifier, createIdpVerifier } from '../../src/oauth/idp.ts';
 import type { IdpSignIn } from '../../src/oauth/oidc-client.ts';
 import { oauthRoutes } from '../../src/oauth/routes.ts';
 import { dpopVerifierFor } from '../../src/oauth/dpop.ts';
+import { clientAddresses } from '../../src/proxy/client-address.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { defaultProfileRecords } from '../../src/model/profiles.ts';
 import type { ClientRecord } from '../../src/store/types.ts';
@@ -91,6 +92,7 @@ export async function startOAuthEndpoints(options: { config?: Record<string, unk
     idJag: createIdJagVerifier(config.idp),
     signIn: options.signIn ? SIGN_IN_CONFIGURED : undefined,
     dpop: dpopVerifierFor(config, store, clock),
+    addresses: clientAddresses(config.proxy.trustedProxies),
     publicUrl: () => PUBLIC_URL,
   };
   const server = serve({ name: 'proxy', routes: oauthRoutes(ctx), logger, http: {}, onStoreUnavailable: () => {} });

@@ -16,6 +16,7 @@ import { Audit } from '../../src/observability/audit.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { Metrics } from '../../src/observability/metrics.ts';
 import { proxyContext, type ProxyContext } from '../../src/proxy/context.ts';
+import { clientAddresses } from '../../src/proxy/client-address.ts';
 import type { Forwarder } from '../../src/proxy/forwarder.ts';
 import { handleAuthz, isIdentityHeaderName } from '../../src/proxy/forward-auth.ts';
 import { HandleGuard } from '../../src/proxy/handle-guard.ts';
@@ -62,6 +63,7 @@ function context(proxy: Record<string, unknown> = {}): ProxyContext {
     forwarder: {} as Forwarder,
     publicUrl: () => PUBLIC_URL,
     dpop: dpopVerifierFor(config, store, clock),
+    addresses: clientAddresses(config.proxy.trustedProxies),
     handles: new HandleGuard({ store, clock, metrics, audit, logger, idleMs: 60_000, limits: { maxBatch: 10, maxDepth: 10 } }),
   });
 }

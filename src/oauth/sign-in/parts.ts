@@ -6,7 +6,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tooManyRequests } from '../../http/errors.ts';
 import { limitKey } from '../../http/net-address.ts';
 import { generateToken, hashToken } from '../../model/credentials.ts';
-import { clientAddresses } from '../../proxy/client-address.ts';
 import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
 import type { OAuthContext } from '../context.ts';
 import type { IdpSignIn } from '../oidc-client.ts';
@@ -32,8 +31,7 @@ export interface SignInParts {
 }
 
 export function createSignInParts(ctx: OAuthContext, signIn: IdpSignIn | undefined): SignInParts {
-  const addresses = clientAddresses(ctx.config.proxy.trustedProxies);
-  const clientKey = (req: IncomingMessage): string => limitKey(addresses.client(req), ctx.config.rateLimits.ipv6PrefixLength);
+  const clientKey = (req: IncomingMessage): string => limitKey(ctx.addresses.client(req), ctx.config.rateLimits.ipv6PrefixLength);
   const cookies = new BrowserCookies(ctx.publicUrl(), SIGN_IN_STEP_TTL_MS / 1000, ctx.config.oauth.consentRememberSeconds);
   return {
     ctx,

@@ -1,0 +1,37 @@
+// The per-tool policy gate as the configuration sets it up.
+
+import type { Config } from '../config/load.ts';
+import { limitKey } from '../http/net-address.ts';
+import type { Clock } from '../model/clock.ts';
+import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
+import type { Audit } from '../observability/audit.ts';
+import type { Metrics } from '../observability/metrics.ts';
+import type { ClientAddresses } from '../proxy/client-address.ts';
+import type { QuotaStorage } from '../store/types.ts';
+import { createPolicyGate, type PolicyGate } from './gate.ts';
+import { policyOf } from './rules.ts';
+
+/**
+ * The per-tool policy gate, when `policy.rules` or `policy.quotas` is configured. Quotas without rules
+ * need the body read too: every call is then allowed, and only counted.
+ */
+export function policyGateFor(
+  config: Config,
+  shared: { store: QuotaStorage; clock: Clock; metrics: Metrics; audit: Audit; publicUrl: () => string; addresses: ClientAddresses },
+): PolicyGate | undefined {
+  const { store, clock, metrics, audit, publicUrl, addresses } = shared;
+  const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
+  if (rules === undefined && quotas === undefined) return undefined;
+  return createPolicyGate({
+    policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
+    quotas:
+      quotas === undefined
+        ? undefined
+        : { quotas, store, clock, addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength) },
+    limits: { maxBatch, maxDepth },
+    maxBodyBytes,
+    metrics,
+    audit,
+    resourceMetadataUrl: () => resourceMetadataUrl(publicUrl()),
+  });
+}
