@@ -8,7 +8,6 @@ import {
   devicePollUpdate,
   pendingSignInMember,
   readRecord,
-  userFields,
 } from '../records.ts';
 import type {
   DeviceAuthorizationBounds,

@@ -8,7 +8,6 @@ import {
   orNull,
   pendingSignInMember,
   readRecord,
-  userFields,
 } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import { flattenFields } from '../redis-scripts.ts';
