@@ -17,17 +17,26 @@ import type { SignedInUser, SubjectCutoffStorage } from '../store/types.ts';
 export const SUBJECT_CUTOFF_KEPT_MS = 24 * 60 * 60 * 1000;
 
 /** Whether something issued at `issuedAt` is void: its person was revoked at or after that instant. */
-export function voidedByRevocation(revokedAt: number | undefined, issuedAt: number): boolean {
+function voidedByRevocation(revokedAt: number | undefined, issuedAt: number): boolean {
   return revokedAt !== undefined && issuedAt <= revokedAt;
 }
 
+/** Whether what was issued for `who` at `issuedAt` (epoch ms) was voided by their offboarding since. */
+export async function revokedSince(
+  store: Pick<SubjectCutoffStorage, 'subjectRevokedAt'>,
+  who: { subject: string; issuer: string },
+  issuedAt: number,
+): Promise<boolean> {
+  return voidedByRevocation(await store.subjectRevokedAt(who.subject, who.issuer), issuedAt);
+}
+
 /** Whether what `user`'s sign-in (at `user.signedInAt`, else `issuedAt`) led to was voided by their offboarding since. */
-export async function revokedSinceSignIn(
+export function revokedSinceSignIn(
   store: Pick<SubjectCutoffStorage, 'subjectRevokedAt'>,
   user: SignedInUser,
   issuedAt: number,
 ): Promise<boolean> {
-  return voidedByRevocation(await store.subjectRevokedAt(user.subject, user.issuer), user.signedInAt ?? issuedAt);
+  return revokedSince(store, user, user.signedInAt ?? issuedAt);
 }
 
 /** The person as kept on tokens: the sign-in's instant is a property of the sign-in, not of what it grants. */

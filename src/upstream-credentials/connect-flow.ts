@@ -18,7 +18,7 @@ import * as oidc from 'openid-client';
 import { parseForm, readBody, type Form } from '../http/body.ts';
 import { displayableName } from '../model/clients.ts';
 import type { Clock } from '../model/clock.ts';
-import { voidedByRevocation } from '../model/offboarding.ts';
+import { revokedSince } from '../model/offboarding.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../http/net-address.ts';
 import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from '../oauth/account.ts';
@@ -424,7 +424,7 @@ export class ConnectFlow {
 
   /** Whether the flow's person was offboarded since it began (its state's issue time, in whole seconds). */
   async #offboardedSince(claims: { sub: string; iat: number }): Promise<boolean> {
-    return voidedByRevocation(await this.#o.used.subjectRevokedAt(claims.sub, this.#o.issuer), claims.iat * 1000);
+    return revokedSince(this.#o.used, { subject: claims.sub, issuer: this.#o.issuer }, claims.iat * 1000);
   }
 
   /** A provider call: unreachable is a 503 page, a refusal a 400 page (causes in the log). */

@@ -12,7 +12,7 @@ import { hkdfSync, randomBytes } from 'node:crypto';
 import { jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { Clock } from '../model/clock.ts';
 import type { Principal } from '../model/credentials.ts';
-import { voidedByRevocation } from '../model/offboarding.ts';
+import { revokedSince } from '../model/offboarding.ts';
 import type { OneTimeValueStorage, SubjectCutoffStorage } from '../store/types.ts';
 
 /** How long a link works: long enough to read a message and sign in, short enough to be useless later. */
@@ -187,8 +187,7 @@ export class ConnectLinks {
       throw new ConnectLinkRefused(kind.refusal, { cause: err });
     }
     // Made for a person offboarded since (iat is in whole seconds: a link of the cut-off's second counts as before it).
-    if (voidedByRevocation(await this.#store.subjectRevokedAt(claims.subject, claims.issuer), claims.issuedAt))
-      throw new ConnectLinkRefused(kind.refusal);
+    if (await revokedSince(this.#store, claims, claims.issuedAt)) throw new ConnectLinkRefused(kind.refusal);
     return { claims, payload };
   }
 
