@@ -74,6 +74,8 @@ export function keyLayout(prefix: string) {
     directoryUser: (id: string) => `${prefix}{directory}:scimUsers:${id}`,
     /** One index entry of the directory's users (directoryIndexName): field `id`. */
     directoryIndex: (name: string) => `${prefix}{directory}:scimIndex:${name}`,
+    /** The live users of one provider (SHA-256 hex of its name): a sorted set, member = id, score = createdAt. */
+    directoryList: (providerHash: string) => `${prefix}{directory}:scimList:${providerHash}`,
     /** The identities seen signing in with one email (directoryLinkName): field JSON [subject, issuer] -> epoch ms. */
     directoryLinks: (name: string) => `${prefix}{directory}:scimLinks:${name}`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */

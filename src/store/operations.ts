@@ -95,6 +95,7 @@ export const STORE_OPERATIONS = {
     'findDirectoryUser',
     'updateDirectoryUser',
     'deleteDirectoryUser',
+    'listDirectoryUsers',
     'linkDirectoryIdentity',
     'linkedDirectoryIdentities',
   ],

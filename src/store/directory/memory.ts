@@ -8,6 +8,7 @@ import type { StoredRead } from '../shared.ts';
 import {
   directoryIndexName,
   directoryLinkName,
+  directoryListName,
   directoryUserFields,
   directoryUserFromFields,
   linkedIdentityField,
@@ -78,9 +79,26 @@ export class MemoryDirectory implements DirectoryStorage {
     for (const [index, value] of write.dropIndexes)
       if (this.#core.get(key(index, value))?.id === write.user.id) this.#core.hashes.delete(key(index, value));
     for (const [index, value] of write.setIndexes) this.#core.put(key(index, value), { id: write.user.id });
-    if (write.dropUser !== undefined) this.#core.hashes.delete(this.#core.keys.directoryUser(write.dropUser));
+    const list = this.#core.set(this.#core.keys.directoryList(directoryListName(provider)));
+    if (write.dropUser !== undefined) {
+      this.#core.hashes.delete(this.#core.keys.directoryUser(write.dropUser));
+      list.delete(write.dropUser);
+    }
+    // A Set keeps insertion order: oldest first, as the Redis store's createdAt scores do.
+    if (write.user.deletedAt === undefined) list.add(write.user.id);
+    else list.delete(write.user.id);
     this.#core.put(this.#core.keys.directoryUser(write.user.id), directoryUserFields(write.user));
     return change;
+  }
+
+  async listDirectoryUsers(provider: string, offset: number, count: number): Promise<{ total: number; users: DirectoryUser[] }> {
+    this.#core.check();
+    const ids = [...this.#core.set(this.#core.keys.directoryList(directoryListName(provider)))];
+    const users = ids.slice(offset, offset + count).map((id) => this.#read(id));
+    return {
+      total: ids.length,
+      users: users.filter((u): u is DirectoryUser => u !== null && u !== 'corrupt' && u.deletedAt === undefined),
+    };
   }
 
   async linkDirectoryIdentity(provider: string, email: string, identity: LinkedIdentity, now: number): Promise<void> {

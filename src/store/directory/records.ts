@@ -60,6 +60,11 @@ export function directoryIndexName(provider: string, index: DirectoryIndex, valu
   return `${index}:${createHash('sha256').update(`${provider}\n${value}`).digest('hex')}`;
 }
 
+/** The name of a provider's list of live users. */
+export function directoryListName(provider: string): string {
+  return createHash('sha256').update(provider).digest('hex');
+}
+
 /** The name of the identities linked to one email at one provider. */
 export function directoryLinkName(provider: string, email: string): string {
   return createHash('sha256').update(`${provider}\n${email}`).digest('hex');

@@ -12,6 +12,7 @@ import type { StoredRead } from '../shared.ts';
 import {
   directoryIndexName,
   directoryLinkName,
+  directoryListName,
   directoryUserFields,
   directoryUserFromFields,
   linkedIdentityField,
@@ -130,7 +131,10 @@ export class RedisDirectory implements DirectoryStorage {
         dropKeys.forEach((key, i) => {
           if (holders[i] === write.user.id) multi.del(key);
         });
-        if (write.dropUser !== undefined) multi.del(this.#userKey(write.dropUser));
+        const list = this.#core.keys.directoryList(directoryListName(provider));
+        if (write.dropUser !== undefined) multi.del(this.#userKey(write.dropUser)).zrem(list, write.dropUser);
+        if (write.user.deletedAt === undefined) multi.zadd(list, 'NX', String(write.user.createdAt), write.user.id);
+        else multi.zrem(list, write.user.id);
         const result = await multi.exec();
         if (result === null) continue;
         assertExec(result);
@@ -142,6 +146,15 @@ export class RedisDirectory implements DirectoryStorage {
       if ('refused' in outcome) throw outcome.refused;
       return outcome.change;
     });
+  }
+
+  async listDirectoryUsers(provider: string, offset: number, count: number): Promise<{ total: number; users: DirectoryUser[] }> {
+    const list = this.#core.keys.directoryList(directoryListName(provider));
+    const total = await this.#core.redis.zcard(list);
+    if (count === 0 || offset >= total) return { total, users: [] };
+    const ids = await this.#core.redis.zrange(list, offset, offset + count - 1);
+    const users = await Promise.all(ids.map((id) => this.#readUser(this.#core.redis, id)));
+    return { total, users: users.filter((u): u is DirectoryUser => u !== null && u !== 'corrupt' && u.deletedAt === undefined) };
   }
 
   async linkDirectoryIdentity(provider: string, email: string, identity: LinkedIdentity, now: number): Promise<void> {

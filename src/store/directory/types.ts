@@ -27,6 +27,11 @@ export interface DirectoryStorage {
   updateDirectoryUser(id: string, change: (user: DirectoryUser) => DirectoryUser, now: number): Promise<DirectoryChange>;
   /** Makes a user a tombstone (inactive, kept under its userName); a second delete finds it so. */
   deleteDirectoryUser(id: string, now: number): Promise<DirectoryChange>;
+  /**
+   * One page of a provider's live users, oldest first: `count` from the `offset`-th (0-based), and how
+   * many there are in all.
+   */
+  listDirectoryUsers(provider: string, offset: number, count: number): Promise<{ total: number; users: DirectoryUser[] }>;
   /** Records that `identity` signed in with `email` (lowercase) at `provider`, for `scim.match: email`. */
   linkDirectoryIdentity(provider: string, email: string, identity: LinkedIdentity, now: number): Promise<void>;
   /** The identities seen signing in with `email` (lowercase) at `provider`. */

@@ -129,6 +129,24 @@ export function directoryContract(contract: Contract): void {
       expect(await store.findDirectoryUser('default', 'userName', 'leaver@example.com')).toMatchObject({ id: back.id, active: true });
     });
 
+    it('a provider lists its live users oldest first, a page at a time, deleted ones left out', async () => {
+      const users: DirectoryUser[] = [];
+      for (const name of ['l1@example.com', 'l2@example.com', 'l3@example.com']) {
+        users.push(user(name));
+        await store.createDirectoryUser(users.at(-1)!);
+        clock.advance(10);
+      }
+      await store.createDirectoryUser(user('l1@example.com', { provider: 'other' }));
+      expect(await store.listDirectoryUsers('default', 0, 2)).toEqual({ total: 3, users: users.slice(0, 2) });
+      expect(await store.listDirectoryUsers('default', 2, 2)).toEqual({ total: 3, users: users.slice(2) });
+      expect(await store.listDirectoryUsers('default', 0, 0)).toEqual({ total: 3, users: [] });
+      await store.deleteDirectoryUser(users[1]!.id, clock.now());
+      expect(await store.listDirectoryUsers('default', 0, 10)).toEqual({ total: 2, users: [users[0], users[2]] });
+      const back = user('L2@example.com');
+      await store.createDirectoryUser(back);
+      expect((await store.listDirectoryUsers('default', 0, 10)).users.map((u) => u.id)).toEqual([users[0]!.id, users[2]!.id, back.id]);
+    });
+
     it('identities linked to an email are listed once each', async () => {
       const who = { subject: 'sub-1', issuer: 'https://idp.example.com' };
       await store.linkDirectoryIdentity('default', 'ada@example.com', who, clock.now());

@@ -167,6 +167,7 @@ export function lifecycleContract(contract: Contract): void {
       updateDirectoryUser: (s) => s.updateDirectoryUser('u', (u) => u, clock.now()),
       deleteDirectoryUser: (s) => s.deleteDirectoryUser('u', clock.now()),
       linkDirectoryIdentity: (s) => s.linkDirectoryIdentity('default', 'a@example.com', { subject: 's', issuer: 'i' }, clock.now()),
+      listDirectoryUsers: (s) => s.listDirectoryUsers('default', 0, 10),
       linkedDirectoryIdentities: (s) => s.linkedDirectoryIdentities('default', 'a@example.com'),
     } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
