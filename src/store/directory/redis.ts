@@ -63,7 +63,7 @@ export class RedisDirectory implements DirectoryStorage {
   }
 
   createDirectoryUser(user: DirectoryUser): Promise<DirectoryChange> {
-    return this.#change(async (tx) => {
+    return this.#change(this.#userKey(user.id), async (tx) => {
       const indexKey = this.#indexKey(user.provider, 'userName', user.userName);
       await tx.watch(indexKey, this.#userKey(user.id));
       const holder = await this.#readUser(tx, await tx.hget(indexKey, 'id'));
@@ -72,7 +72,7 @@ export class RedisDirectory implements DirectoryStorage {
   }
 
   updateDirectoryUser(id: string, change: (user: DirectoryUser) => DirectoryUser, now: number): Promise<DirectoryChange> {
-    return this.#change(async (tx) => {
+    return this.#change(this.#userKey(id), async (tx) => {
       await tx.watch(this.#userKey(id));
       const current = await this.#readUser(tx, id);
       let holder: StoredRead<DirectoryUser> = null;
@@ -89,7 +89,7 @@ export class RedisDirectory implements DirectoryStorage {
   }
 
   deleteDirectoryUser(id: string, now: number): Promise<DirectoryChange> {
-    return this.#change(async (tx) => {
+    return this.#change(this.#userKey(id), async (tx) => {
       await tx.watch(this.#userKey(id));
       return planDelete(await this.#readUser(tx, id), now);
     });
@@ -99,19 +99,22 @@ export class RedisDirectory implements DirectoryStorage {
    * Plans under WATCH (`plan` watches what it reads), then writes the plan in one MULTI/EXEC: the
    * user replaced whole, the indexes it takes set, those it leaves dropped while they still name it.
    * A refusal thrown by the plan leaves the transaction connection clean and is thrown here.
+   * `watched`: a key the plan watches (UNWATCH names no key: on Cluster it is sent with a command on
+   * that key, so that it reaches the node holding the WATCH).
    */
-  #change(plan: (tx: RedisClient) => Promise<DirectoryChange>): Promise<DirectoryChange> {
+  #change(watched: string, plan: (tx: RedisClient) => Promise<DirectoryChange>): Promise<DirectoryChange> {
+    const unwatch = async (tx: RedisClient) => assertExec(await tx.pipeline().exists(watched).unwatch().exec());
     const run = this.#core.transaction(async (tx): Promise<{ change: DirectoryChange } | { refused: unknown }> => {
       for (let attempt = 0; attempt < MAX_TRANSACTION_ATTEMPTS; attempt++) {
         let change: DirectoryChange;
         try {
           change = await plan(tx);
         } catch (refused) {
-          await tx.unwatch();
+          await unwatch(tx);
           return { refused };
         }
         if (change.outcome !== 'written' || writesNothing(change)) {
-          await tx.unwatch();
+          await unwatch(tx);
           return { change };
         }
         const { write } = change;
