@@ -126,6 +126,27 @@ describe('SCIM: bodies and errors', () => {
     expect(wrong.headers.get('allow')).toBe('GET, POST');
   });
 
+  it('the store unavailable: 503 with Retry-After in the SCIM error schema, counted as 503', async () => {
+    const stack = await startStack({
+      store: 'memory',
+      config: {
+        scim: { token: SCIM_TOKEN },
+        idp: { issuer: 'https://idp.example.com', audience: 'mcp', jwksUrl: 'https://idp.example.com/jwks' },
+      },
+    });
+    try {
+      await stack.store.close();
+      const answer = await scimRequest(stack.adminUrl, SCIM_TOKEN, 'GET', `/Users?filter=${encodeURIComponent('userName eq "a"')}`);
+      expectScimError(answer, 503);
+      expect(answer.headers.get('retry-after')).toBe('2');
+      expect(await stack.sidecar.metrics.registry.getSingleMetricAsString('mcp_auth_scim_requests_total')).toContain(
+        'mcp_auth_scim_requests_total{operation="findUsers",status="503"} 1',
+      );
+    } finally {
+      await stack.close();
+    }
+  });
+
   it('a PATCH it cannot apply: 400 with the RFC 7644 scimType, the user unchanged', async () => {
     const created = await scim('POST', '/Users', newUser('patchy@example.com'));
     const path = `/Users/${created.body.id}`;

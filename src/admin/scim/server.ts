@@ -6,7 +6,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError, methodNotAllowed, writeJsonText } from '../../http/errors.ts';
+import { HttpError, httpErrorFor, methodNotAllowed, writeJsonText } from '../../http/errors.ts';
 import { parseJsonObject, readBody } from '../../http/body.ts';
 import { normalizeAddress } from '../../http/net-address.ts';
 import type { FailedAuthLimiter } from '../../http/rate-limits.ts';
@@ -85,7 +85,8 @@ export function scimRoute(deps: ScimDeps): Route {
         else await audit.record(event);
         writeScim(res, answer);
       } catch (err) {
-        const status = err instanceof HttpError ? err.status : 500;
+        // As the listener will answer it: a store outage 503, a bug 500 (serve's error mapper logs them).
+        const status = httpErrorFor(err).status;
         metrics.scimRequests.labels(operation, String(status)).inc();
         const event = {
           who: authenticated ? 'scim' : 'anonymous',
