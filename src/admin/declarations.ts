@@ -177,20 +177,23 @@ export const ADMIN_OPERATIONS = {
         rule: 'a JSON-RPC method name',
       }),
       name: text({ description: 'the tool or prompt name, or the resource URI', max: 4096, rule: 'a string' }),
+      arguments: object({ description: "a tools/call's arguments (JSON), for rules with argument conditions" }),
       address: text({ description: 'the client address, for a quota counted per address', max: 64, rule: 'an IP address' }),
     },
     exactlyOne: [['token', 'tokenHash']],
     answer:
-      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`policy.md`](policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`quotas.md`](quotas.md))',
+      '`200 {effect, decidedBy, rule?, reason, scope?, conditions?, passedOver?, principal, quota?}`: a dry run of the per-tool policy ([`policy.md`](policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`quotas.md`](quotas.md))',
     render: (body: {
       effect: string;
       decidedBy: string;
       rule?: string;
       reason: string;
       scope?: string;
+      conditions?: string[];
+      passedOver?: { rule: string; condition: string }[];
       quota?: { rule: string; per: string; limit: number; windowSeconds: number; remaining?: number; resetAt?: string };
     }) =>
-      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}${
+      `${body.effect.toUpperCase()}: ${body.reason}${body.conditions ? `\nconditions held: ${body.conditions.join('; ')}` : ''}${(body.passedOver ?? []).map((o) => `\npassed over "${o.rule}": ${o.condition}`).join('')}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}${
         body.quota
           ? `\nquota "${body.quota.rule}": ${body.quota.limit} per ${body.quota.windowSeconds} s per ${body.quota.per}${body.quota.remaining !== undefined ? `, ${body.quota.remaining} left until ${body.quota.resetAt}` : ''}`
           : ''

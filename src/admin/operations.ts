@@ -205,7 +205,11 @@ const handlers: Handlers = {
         };
       principal = decision.principal;
     }
-    const answer = explainCall(ctx.policy, principal, { method, name });
+    const answer = explainCall(ctx.policy, principal, {
+      method,
+      name,
+      ...(args.arguments === undefined ? {} : { arguments: args.arguments }),
+    });
     const quota = await explainQuota(ctx, principal, { method, name }, args.address);
     return {
       status: 200,

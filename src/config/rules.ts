@@ -15,6 +15,7 @@ export function checkWhole(config: Config, problems: Problems): void {
   checkLookupCache(config, problems);
   checkAssertionKey(config.upstream, problems);
   checkUpstreamCredentials(config, problems);
+  checkForwardAuthPolicy(config, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
   // Each process would hold its own memory store: a token issued by one worker unknown to the others.
@@ -22,6 +23,20 @@ export function checkWhole(config: Config, problems: Problems): void {
     problems.push(
       `WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`,
     );
+  }
+}
+
+/**
+ * An ingress shows `/authz` the request's headers, never its body: a rule that reads a call's arguments
+ * could not be decided there, and would be passed by the ingress unseen.
+ */
+function checkForwardAuthPolicy(config: Config, problems: Problems): void {
+  if (!config.proxy.forwardAuth) return;
+  for (const rule of config.policy.rules?.rules ?? []) {
+    if (rule.arguments !== undefined)
+      problems.push(
+        `policy rule "${rule.name}" has arguments, but proxy.forwardAuth is on: an ingress does not show /authz the body, so arguments cannot be decided there`,
+      );
   }
 }
 

@@ -5,6 +5,7 @@
 // is a configuration error, not a rule that silently does nothing.
 
 import type { AuthKind } from '../model/credentials.ts';
+import { compileArgumentConditions, type ArgumentCondition } from './arguments.ts';
 
 export type Effect = 'allow' | 'deny';
 
@@ -23,6 +24,8 @@ export interface PolicyPrincipal {
 export interface PolicyRequest {
   method: string;
   name?: string | undefined;
+  /** A tools/call's `params.arguments` as parsed (undefined when it sent none): what argument conditions read. */
+  arguments?: unknown;
 }
 
 export interface Decision {
@@ -61,7 +64,7 @@ export const LIST_METHODS: ReadonlyMap<string, { items: string; method: string; 
 ]);
 
 const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
-const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests']);
+const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests', 'arguments']);
 const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'scopes', 'groups', 'emailDomains']);
 const REQUEST_FIELDS = new Set(['methods', 'names']);
 const MAX_RULES = 1000;
@@ -83,6 +86,8 @@ interface CompiledRule extends PrincipalConditions {
   effect: Effect;
   methods?: Glob;
   names?: Glob;
+  /** Conditions on a tools/call's arguments, all of which must hold. */
+  arguments?: readonly ArgumentCondition[];
 }
 
 export interface Policy {
@@ -203,7 +208,17 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
       impossibleRequests(rule, where, problems);
     }
   }
+  if (raw.arguments !== undefined) compileArguments(raw.arguments, where, rule, problems);
   return problems.length > before ? undefined : rule;
+}
+
+/** A rule's `arguments`: they are a tools/call's, so the rule must be about tools/call alone. */
+function compileArguments(raw: unknown, where: string, rule: CompiledRule, problems: string[]): void {
+  const conditions = compileArgumentConditions(raw, `${where}.arguments`, problems);
+  if (conditions) rule.arguments = conditions;
+  const methods = rule.methods?.patterns;
+  if (methods?.length !== 1 || methods[0] !== 'tools/call')
+    problems.push(`${where} ("${rule.name}"): arguments are a tools/call's, so requests.methods must be [tools/call]`);
 }
 
 /**
@@ -284,7 +299,8 @@ function isUnconditional(rule: CompiledRule): boolean {
     rule.groups === undefined &&
     rule.emailDomains === undefined &&
     rule.methods === undefined &&
-    rule.names === undefined
+    rule.names === undefined &&
+    rule.arguments === undefined
   );
 }
 
@@ -302,13 +318,19 @@ export function principalMatches(rule: PrincipalConditions, p: PolicyPrincipal, 
   return true;
 }
 
-function requestMatches(rule: CompiledRule, r: PolicyRequest): boolean {
+/** `withArguments` false: the argument conditions are left out (a list entry's call has no arguments yet). */
+function requestMatches(rule: CompiledRule, r: PolicyRequest, withArguments = true): boolean {
   if (rule.methods && !rule.methods.test(r.method)) return false;
   if (rule.names) {
     if (!NAME_BEARING_METHODS.has(r.method) || r.name === undefined) return false;
     if (!rule.names.test(r.name)) return false;
   }
-  return true;
+  return rule.arguments === undefined || !withArguments || failingCondition(rule, r) === undefined;
+}
+
+/** The first of the rule's argument conditions that does not hold for this call, if any. */
+function failingCondition(rule: CompiledRule, r: PolicyRequest): ArgumentCondition | undefined {
+  return rule.arguments?.find((c) => !c.holds(r.arguments));
 }
 
 export function scopesOf(p: PolicyPrincipal): readonly string[] {
@@ -322,9 +344,19 @@ function decideWith(policy: Policy, p: PolicyPrincipal, scopes: readonly string[
   return { effect: policy.defaultEffect, rule: 'default' };
 }
 
-/** The first matching rule's effect, or the default. Always-allowed methods are the caller's business. */
+/**
+ * Whether a list shows an entry, the arguments of a call to it being unknown: the first matching rule's
+ * effect, or the default, where a rule with argument conditions counts as matching when it allows (some
+ * arguments may be allowed) and is passed over otherwise (other arguments may not be refused).
+ * Always-allowed methods are the caller's business.
+ */
 export function decide(policy: Policy, p: PolicyPrincipal, r: PolicyRequest): Decision {
-  return decideWith(policy, p, scopesOf(p), r);
+  const scopes = scopesOf(p);
+  for (const rule of policy.rules) {
+    if (rule.arguments !== undefined && rule.effect !== 'allow') continue;
+    if (requestMatches(rule, r, false) && principalMatches(rule, p, scopes)) return { effect: rule.effect, rule: rule.name };
+  }
+  return { effect: policy.defaultEffect, rule: 'default' };
 }
 
 /**
@@ -339,7 +371,7 @@ function decideReadings(policy: Policy, p: PolicyPrincipal, scopes: readonly str
   const asSent = decideWith(policy, p, scopes, r);
   if (asSent.effect === 'deny' || r.name === undefined) return asSent;
   for (const name of readingsOf(r).slice(1)) {
-    const d = decideWith(policy, p, scopes, { method: r.method, name });
+    const d = decideWith(policy, p, scopes, { ...r, name });
     if (d.effect === 'deny') return d;
   }
   return asSent;
@@ -430,6 +462,10 @@ export interface Explanation {
   rule?: string;
   reason: string;
   scope?: string;
+  /** The deciding rule's argument conditions, each of which held. */
+  conditions?: string[];
+  /** Rules before it that matched but for an argument condition that did not hold: which one. */
+  passedOver?: { rule: string; condition: string }[];
   principal: PolicyPrincipal;
 }
 
@@ -463,6 +499,28 @@ export function explainCall(policy: Policy | undefined, p: PolicyPrincipal, r: P
     ...(d.rule === 'default' ? {} : { rule: d.rule }),
     reason,
     ...(scope ? { scope } : {}),
+    ...argumentTrace(policy, p, r, d.rule),
     principal,
   };
+}
+
+/** What the arguments did to a decision: the deciding rule's conditions, and the rules a condition passed over. */
+function argumentTrace(
+  policy: Policy,
+  p: PolicyPrincipal,
+  r: PolicyRequest,
+  decidedBy: string,
+): Pick<Explanation, 'conditions' | 'passedOver'> {
+  const scopes = scopesOf(p);
+  const passedOver: { rule: string; condition: string }[] = [];
+  for (const rule of policy.rules) {
+    if (rule.name === decidedBy) {
+      const conditions = rule.arguments?.map((c) => c.label);
+      return { ...(conditions ? { conditions } : {}), ...(passedOver.length > 0 ? { passedOver } : {}) };
+    }
+    if (rule.arguments === undefined || !requestMatches(rule, r, false) || !principalMatches(rule, p, scopes)) continue;
+    const failing = failingCondition(rule, r);
+    if (failing !== undefined) passedOver.push({ rule: rule.name, condition: `${failing.label} does not hold` });
+  }
+  return passedOver.length > 0 ? { passedOver } : {};
 }

@@ -295,7 +295,7 @@ describe('policy: JSON-RPC bodies', () => {
   it('a single call, a batch, a notification and a response', () => {
     expect(parse('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}')).toEqual({
       batch: false,
-      messages: [{ call: { method: 'tools/call', name: 'search' }, id: 1 }],
+      messages: [{ call: { method: 'tools/call', name: 'search', arguments: {} }, id: 1 }],
       canonical: Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}'),
     });
     const batch = parse(
@@ -404,7 +404,7 @@ describe('policy: JSON-RPC bodies', () => {
     const text =
       ' {\n "jsonrpc" : "2.0", "id" : 1.0, "method":"tools/call", "params":{"n\\u0061me":"\\u0065cho","arguments":{"x":1e2,"s":"caf\\u00e9 \\ud83d\\ude00"}}}\n';
     const { canonical, messages } = parse(text);
-    expect(messages[0]!.call).toEqual({ method: 'tools/call', name: 'echo' });
+    expect(messages[0]!.call).toEqual({ method: 'tools/call', name: 'echo', arguments: { x: 100, s: 'café 😀' } });
     expect(canonical.toString('utf8')).toBe(
       '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":100,"s":"café 😀"}}}',
     );
