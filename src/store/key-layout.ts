@@ -70,6 +70,12 @@ export function keyLayout(prefix: string) {
      * is noticed before a cached record is used.
      */
     lookupCacheMarker: () => `${prefix}lookupCacheMarker`,
+    /** A held call's approval, by its id (random, 32 hex). */
+    approval: (approvalId: string) => `${prefix}approvals:${approvalId}`,
+    /** The newest approval of one bound call: its argumentsDigest -> the approval id. */
+    approvalDigest: (digest: string) => `${prefix}approvalDigests:${digest}`,
+    /** Every approval kept: a sorted set, member = approval id, score = when its record goes. */
+    approvalIndex: () => `${prefix}approvalIndex`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };

@@ -18,6 +18,7 @@ import { upstreamCredentialsContract } from './store-contract/upstream-credentia
 import { countersContract } from './store-contract/counters.ts';
 import { infrastructureContract } from './store-contract/infrastructure.ts';
 import { lifecycleContract } from './store-contract/lifecycle.ts';
+import { approvalsContract } from './store-contract/approvals.ts';
 
 export { redisRawAccess, type StoreHarness } from './store-contract/context.ts';
 
@@ -46,6 +47,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     upstreamCredentialsContract(contract);
     countersContract(contract);
     infrastructureContract(contract);
+    approvalsContract(contract);
     lifecycleContract(contract);
   });
 }

@@ -150,6 +150,28 @@ export function lifecycleContract(contract: Contract): void {
       markSubjectRevoked: (s) => s.markSubjectRevoked('s', undefined, clock.now(), clock.now() + HOUR),
       subjectRevokedAt: (s) => s.subjectRevokedAt('s', 'i'),
       forgetConsent: (s) => s.forgetConsent(hashToken('x'), hashToken('k'), 's'),
+      putApproval: (s) =>
+        s.putApproval(
+          {
+            approvalId: 'a',
+            argumentsDigest: hashToken('x'),
+            rule: 'r',
+            subject: 's',
+            tool: 't',
+            arguments: '{}',
+            approvers: 'self',
+            notSelf: false,
+            state: 'pending',
+            requestedAt: clock.now(),
+            expiresAt: clock.now() + HOUR,
+          },
+          HOUR,
+        ),
+      getApproval: (s) => s.getApproval('a'),
+      useApproval: (s) => s.useApproval(hashToken('x'), clock.now()),
+      decideApproval: (s) => s.decideApproval('a', clock.now(), { approve: true, by: 'b' }),
+      listApprovals: (s) => s.listApprovals(clock.now(), 10),
+      cancelSubjectApprovals: (s) => s.cancelSubjectApprovals('s', undefined, clock.now()),
     } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
     it('ping answers while open; close resolves and later calls reject', async () => {
