@@ -37,6 +37,10 @@ function checkForwardAuthPolicy(config: Config, problems: Problems): void {
       problems.push(
         `policy rule "${rule.name}" has arguments, but proxy.forwardAuth is on: an ingress does not show /authz the body, so arguments cannot be decided there`,
       );
+    if (rule.effect === 'approve')
+      problems.push(
+        `policy rule "${rule.name}" has effect: approve, but proxy.forwardAuth is on: an ingress does not show /authz the body, so a call cannot be bound to its arguments and held there`,
+      );
   }
 }
 

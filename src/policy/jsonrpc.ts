@@ -41,6 +41,8 @@ export interface ClientMessage {
    * `params._meta["io.modelcontextprotocol/clientCapabilities"].elicitation.url`).
    */
   urlElicitation?: true;
+  /** A 2026-07-28 retry of a tools/call: the `params.requestState` it echoes (a string). */
+  requestState?: string;
 }
 
 /** The MCP Tasks methods (2025-11-25) that name one task by `params.taskId`, decided by its owner. */
@@ -197,6 +199,8 @@ function readMessage(item: unknown): ClientMessage {
   // A tools/call's arguments, as parsed: what argument conditions read (taskFields refused a near spelling).
   const args = method === 'tools/call' ? (params as Record<string, unknown>).arguments : undefined;
   message.call = args === undefined ? { method, name } : { method, name, arguments: args };
+  const requestState = method === 'tools/call' ? (params as Record<string, unknown>).requestState : undefined;
+  if (typeof requestState === 'string') message.requestState = requestState;
   return message;
 }
 

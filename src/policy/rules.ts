@@ -5,9 +5,12 @@
 // is a configuration error, not a rule that silently does nothing.
 
 import type { AuthKind } from '../model/credentials.ts';
+import type { ApprovalSettings } from '../model/approvals.ts';
 import { compileArgumentConditions, type ArgumentCondition } from './arguments.ts';
+import { compileApproval } from './approval-settings.ts';
 
-export type Effect = 'allow' | 'deny';
+/** `approve`: the call is held until a person approves it (tools/call only; see approval-settings.ts). */
+export type Effect = 'allow' | 'deny' | 'approve';
 
 /** What the sidecar knows of the caller when it decides; all of it comes from the token record. */
 export interface PolicyPrincipal {
@@ -32,6 +35,8 @@ export interface Decision {
   effect: Effect;
   /** The deciding rule's name, or `default`. */
   rule: string;
+  /** For `approve`: who decides, and for how long an approval holds. */
+  approval?: ApprovalSettings;
 }
 
 /**
@@ -64,7 +69,7 @@ export const LIST_METHODS: ReadonlyMap<string, { items: string; method: string; 
 ]);
 
 const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
-const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests', 'arguments']);
+const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests', 'arguments', 'approval']);
 const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'scopes', 'groups', 'emailDomains']);
 const REQUEST_FIELDS = new Set(['methods', 'names']);
 const MAX_RULES = 1000;
@@ -88,6 +93,8 @@ interface CompiledRule extends PrincipalConditions {
   names?: Glob;
   /** Conditions on a tools/call's arguments, all of which must hold. */
   arguments?: readonly ArgumentCondition[];
+  /** An `approve` rule's settings. */
+  approval?: ApprovalSettings;
 }
 
 export interface Policy {
@@ -193,7 +200,7 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
     problems.push(`${where}.name must be 1-64 characters of letters, digits, '.', '_' or '-' (it labels metrics and audit events)`);
   }
   const effect = raw.effect;
-  if (effect !== 'allow' && effect !== 'deny') problems.push(`${where}.effect must be allow or deny`);
+  if (effect !== 'allow' && effect !== 'deny' && effect !== 'approve') problems.push(`${where}.effect must be allow, deny or approve`);
   const rule: CompiledRule = { name: String(name), effect: effect as Effect };
   if (raw.principals !== undefined) compilePrincipals(raw.principals, `${where}.principals`, where, rule, problems);
   if (raw.requests !== undefined) {
@@ -209,7 +216,21 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
     }
   }
   if (raw.arguments !== undefined) compileArguments(raw.arguments, where, rule, problems);
+  if (effect === 'approve' || raw.approval !== undefined) compileApprovalOf(raw.approval, where, rule, problems);
   return problems.length > before ? undefined : rule;
+}
+
+/** An `approve` rule's `approval`: only such a rule has one, and it holds tools/call alone. */
+function compileApprovalOf(raw: unknown, where: string, rule: CompiledRule, problems: string[]): void {
+  if (rule.effect !== 'approve') {
+    problems.push(`${where} ("${rule.name}"): approval goes with effect: approve`);
+    return;
+  }
+  const settings = compileApproval(raw, `${where}.approval`, problems);
+  if (settings) rule.approval = settings;
+  const methods = rule.methods?.patterns;
+  if (methods?.length !== 1 || methods[0] !== 'tools/call')
+    problems.push(`${where} ("${rule.name}"): a call is held for approval only as a tools/call, so requests.methods must be [tools/call]`);
 }
 
 /** A rule's `arguments`: they are a tools/call's, so the rule must be about tools/call alone. */
@@ -339,7 +360,10 @@ export function scopesOf(p: PolicyPrincipal): readonly string[] {
 
 function decideWith(policy: Policy, p: PolicyPrincipal, scopes: readonly string[], r: PolicyRequest): Decision {
   for (const rule of policy.rules) {
-    if (requestMatches(rule, r) && principalMatches(rule, p, scopes)) return { effect: rule.effect, rule: rule.name };
+    if (requestMatches(rule, r) && principalMatches(rule, p, scopes))
+      return rule.approval === undefined
+        ? { effect: rule.effect, rule: rule.name }
+        : { effect: rule.effect, rule: rule.name, approval: rule.approval };
   }
   return { effect: policy.defaultEffect, rule: 'default' };
 }
@@ -367,14 +391,16 @@ export function decideCall(policy: Policy, p: PolicyPrincipal, r: PolicyRequest)
   return decideReadings(policy, p, scopesOf(p), r);
 }
 
+/** The strictest decision over the readings of a call's target: deny, then approve, then allow. */
 function decideReadings(policy: Policy, p: PolicyPrincipal, scopes: readonly string[], r: PolicyRequest): Decision {
-  const asSent = decideWith(policy, p, scopes, r);
-  if (asSent.effect === 'deny' || r.name === undefined) return asSent;
+  let strictest = decideWith(policy, p, scopes, r);
+  if (strictest.effect === 'deny' || r.name === undefined) return strictest;
   for (const name of readingsOf(r).slice(1)) {
     const d = decideWith(policy, p, scopes, { ...r, name });
     if (d.effect === 'deny') return d;
+    if (d.effect === 'approve' && strictest.effect === 'allow') strictest = d;
   }
-  return asSent;
+  return strictest;
 }
 
 /**

@@ -7,7 +7,8 @@ import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { Audit } from '../observability/audit.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { ClientAddresses } from '../proxy/client-address.ts';
-import type { QuotaStorage } from '../store/types.ts';
+import type { ApprovalStorage, QuotaStorage } from '../store/types.ts';
+import { ApprovalHold } from './approval-hold.ts';
 import { createPolicyGate, type PolicyGate } from './gate.ts';
 import { policyOf } from './rules.ts';
 
@@ -17,12 +18,21 @@ import { policyOf } from './rules.ts';
  */
 export function policyGateFor(
   config: Config,
-  shared: { store: QuotaStorage; clock: Clock; metrics: Metrics; audit: Audit; publicUrl: () => string; addresses: ClientAddresses },
+  shared: {
+    store: QuotaStorage & ApprovalStorage;
+    clock: Clock;
+    metrics: Metrics;
+    audit: Audit;
+    publicUrl: () => string;
+    addresses: ClientAddresses;
+  },
 ): PolicyGate | undefined {
   const { store, clock, metrics, audit, publicUrl, addresses } = shared;
   const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
   if (rules === undefined && quotas === undefined) return undefined;
+  const holds = rules?.rules.some((r) => r.effect === 'approve') === true;
   return createPolicyGate({
+    approvals: holds ? new ApprovalHold({ store, clock, metrics, audit, publicUrl, masterToken: config.masterToken }) : undefined,
     policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
     quotas:
       quotas === undefined

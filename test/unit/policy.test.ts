@@ -219,7 +219,7 @@ describe('policy: validation reports every problem', () => {
       { rules: [{ name: 'a', effect: 'allow', requests: { tools: ['x'] } }] },
       /requests\.tools is not a known field/,
     ],
-    ['a bad effect', { rules: [{ name: 'a', effect: 'permit' }] }, /effect must be allow or deny/],
+    ['a bad effect', { rules: [{ name: 'a', effect: 'permit' }] }, /effect must be allow, deny or approve/],
     ['a missing name', { rules: [{ effect: 'allow' }] }, /name must be/],
     [
       'a duplicate name',
@@ -598,7 +598,7 @@ describe('policy: in config.yaml', () => {
       expect(err).toBeInstanceOf(ConfigError);
       const problems = (err as ConfigError).problems.join('\n');
       expect(problems).toMatch(/policy\.rules\[0\] can never match: principals\.clientIds/);
-      expect(problems).toMatch(/policy\.rules\[1\]\.effect must be allow or deny/);
+      expect(problems).toMatch(/policy\.rules\[1\]\.effect must be allow, deny or approve/);
       expect(problems).toMatch(/unknown key "policy\.defualt" \(did you mean "policy\.default"\?\)/);
       expect(problems).toMatch(/unknown key "prot"/);
     }
