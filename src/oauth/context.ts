@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type {
   AccountSessionStorage,
+  ApprovalStorage,
   AuthorizationCodeStorage,
   DeviceAuthorizationStorage,
   ClientStorage,
@@ -46,7 +47,8 @@ export type OAuthStore = TokenStorage &
   SubjectStorage &
   SubjectCutoffStorage &
   AccountSessionStorage &
-  UpstreamCredentialStorage;
+  UpstreamCredentialStorage &
+  ApprovalStorage;
 
 export interface OAuthContext {
   readonly config: Config;

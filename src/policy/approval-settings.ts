@@ -2,7 +2,8 @@
 // whose IdP claims match), whether the caller is excluded (`notSelf`: a second person decides), and
 // how long a request and an approval hold (`ttlSeconds`). Checked once at start-up.
 
-import type { ApprovalSettings, Approvers } from '../model/approvals.ts';
+import type { ApprovalRecord, ApprovalSettings, Approvers } from '../model/approvals.ts';
+import type { SignedInUser } from '../store/shared.ts';
 
 const FIELDS = new Set(['approvers', 'notSelf', 'ttlSeconds']);
 export const DEFAULT_APPROVAL_TTL_SECONDS = 600;
@@ -69,6 +70,31 @@ export function mayApprove(
     if (typeof held === 'string') return values.includes(held);
     return Array.isArray(held) && held.some((h) => typeof h === 'string' && values.includes(h));
   });
+}
+
+/** The claims a signed-in person is matched by: what the sign-in kept (sub, email, groups). */
+export function claimsOf(user: SignedInUser): Record<string, unknown> {
+  return {
+    sub: user.subject,
+    iss: user.issuer,
+    ...(user.email ? { email: user.email } : {}),
+    ...(user.groups ? { groups: user.groups } : {}),
+  };
+}
+
+/** Whether `user` may decide `approval` (its rule's approvers as stored with it). */
+export function mayDecide(approval: ApprovalRecord, user: SignedInUser): boolean {
+  let approvers: Approvers;
+  try {
+    approvers = JSON.parse(approval.approvers) as Approvers;
+  } catch {
+    return false;
+  }
+  return mayApprove(
+    { approvers, notSelf: approval.notSelf },
+    { issuer: approval.issuer, subject: approval.subject },
+    { issuer: user.issuer, subject: user.subject, claims: claimsOf(user) },
+  );
 }
 
 /** The approvers as stored with a request (JSON), read back for the page that checks them. */
