@@ -31,6 +31,9 @@ export function checkWhole(config: Config, problems: Problems): void {
  * could not be decided there, and would be passed by the ingress unseen.
  */
 function checkForwardAuthPolicy(config: Config, problems: Problems): void {
+  const { webhook, webhookSecret } = config.policy.approval;
+  if ((webhook === undefined) !== (webhookSecret === undefined))
+    problems.push('policy.approval.webhook and policy.approval.webhookSecret go together: the webhook is always signed');
   if (!config.proxy.forwardAuth) return;
   for (const rule of config.policy.rules?.rules ?? []) {
     if (rule.arguments !== undefined)

@@ -108,6 +108,24 @@ describe('approve rules: validation', () => {
     }
   });
 
+  it('the webhook goes with its secret (at least 32 characters), and must be an http(s) URL', () => {
+    const env = { BEARER_SECRET_MASTER: generateToken() };
+    const problems = (approval: Record<string, unknown>) => {
+      try {
+        buildConfig({ policy: { rules: [RULE], approval } }, env);
+        return '';
+      } catch (err) {
+        return (err as ConfigError).problems.join('\n');
+      }
+    };
+    expect(problems({ webhook: 'https://chat.example/hook' })).toMatch(/webhook and policy\.approval\.webhookSecret go together/);
+    expect(problems({ webhook: 'https://chat.example/hook', webhookSecret: 'short' })).toMatch(
+      /webhookSecret must be at least 32 characters/,
+    );
+    expect(problems({ webhook: 'ftp://chat.example/hook', webhookSecret: 'x'.repeat(32) })).toMatch(/policy\.approval\.webhook/);
+    expect(problems({ webhook: 'https://chat.example/hook', webhookSecret: 'x'.repeat(32) })).toBe('');
+  });
+
   it('lists show a tool an approve rule holds; explainCall names the rule that would hold it', () => {
     const policy = compile([RULE, { name: 'no', effect: 'deny', requests: { methods: ['tools/call'], names: ['delete_*'] } }]);
     expect(decide(policy, ada, { method: 'tools/call', name: 'delete_repo' }).effect).not.toBe('deny');
