@@ -1,6 +1,7 @@
 // Approval end to end in a real browser: the official MCP SDK clients of both lines (on 2025-11-25,
 // declaring URL elicitation) call a tool an `approve` rule holds, through one sidecar; each gets the
-// SDK's UrlElicitationRequiredError; Debian's chromium (playwright-core, JavaScript off: the page needs
+// SDK's UrlElicitationRequiredError; the 2.x client pinned to 2026-07-28 gets `input_required`, its
+// elicitation handler does the approving and the SDK retries with the signed requestState. Debian's chromium (playwright-core, JavaScript off: the page needs
 // none) opens the link on the other sidecar (two sidecars, one Redis, one PUBLIC_URL, as two replicas
 // behind a load balancer), signs in at a real OpenID provider (oidc-provider, in this process), sees the
 // call and approves it; the client's retry then runs once on the upstream.
@@ -86,6 +87,23 @@ afterAll(async () => {
   await s?.close();
 });
 
+/** Chromium opens `url` (signing in at the IdP on the way), checks the call is shown, and approves it. */
+async function approveInBrowser(url: string, text: string): Promise<void> {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  try {
+    const page = await context.newPage();
+    await page.goto(url);
+    await page.getByRole('button', { name: 'Approve' }).waitFor();
+    expect(await page.locator('pre').textContent()).toContain(JSON.stringify(text).slice(1, -1));
+    expect(await page.content()).not.toContain('<b>bold</b>');
+    expect(await page.textContent('body')).toContain(DEMO_USER.sub);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.getByText(`approved by ${DEMO_USER.email}`).waitFor();
+  } finally {
+    await context.close();
+  }
+}
+
 const LINES = [
   {
     line: '1.x',
@@ -120,19 +138,7 @@ describe('approval in a browser, SDK clients of both lines, two sidecars', () =>
         expect(err).toBeInstanceOf(Elicitation);
         const { url } = (err as InstanceType<typeof Elicitation>).elicitations[0]!;
         expect(url.startsWith(`${s.base}/approve/`)).toBe(true);
-        const context = await browser.newContext({ javaScriptEnabled: false });
-        try {
-          const page = await context.newPage();
-          await page.goto(url);
-          await page.getByRole('button', { name: 'Approve' }).waitFor();
-          expect(await page.locator('pre').textContent()).toContain(JSON.stringify(text).slice(1, -1));
-          expect(await page.content()).not.toContain('<b>bold</b>');
-          expect(await page.textContent('body')).toContain(DEMO_USER.sub);
-          await page.getByRole('button', { name: 'Approve' }).click();
-          await page.getByText(`approved by ${DEMO_USER.email}`).waitFor();
-        } finally {
-          await context.close();
-        }
+        await approveInBrowser(url, text);
         const before = s.stack.upstream!.toolCalls.length;
         expect(await client.callTool({ name: 'echo', arguments: { text } })).toMatchObject({ content: [{ text }] });
         expect(s.stack.upstream!.toolCalls.length).toBe(before + 1);
@@ -142,4 +148,30 @@ describe('approval in a browser, SDK clients of both lines, two sidecars', () =>
       }
     });
   }
+
+  it('SDK 2.x pinned to 2026-07-28: input_required; its elicitation handler approves in chromium; the SDK retries with the requestState and the call runs once', async () => {
+    const client = new Client2(
+      { name: 'sdk2-modern', version: '1' },
+      { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    const text = 'LOUD from the 2026-07-28 client <b>bold</b>';
+    const asked: string[] = [];
+    client.setRequestHandler('elicitation/create', async (request) => {
+      const params = request.params as { mode?: string; url?: string };
+      expect(params.mode).toBe('url');
+      asked.push(params.url!);
+      await approveInBrowser(params.url!, text);
+      return { action: 'accept' };
+    });
+    await client.connect(new Transport2(new URL(replica.mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    try {
+      const before = s.stack.upstream!.toolCalls.length;
+      expect(await client.callTool({ name: 'echo', arguments: { text } })).toMatchObject({ content: [{ text }] });
+      expect(asked).toHaveLength(1);
+      expect(asked[0]!.startsWith(`${s.base}/approve/`)).toBe(true);
+      expect(s.stack.upstream!.toolCalls.length).toBe(before + 1);
+    } finally {
+      await client.close();
+    }
+  });
 });
