@@ -226,3 +226,27 @@ describe('calls held for approval', () => {
     expect((await stack.admin('listApprovals', { state: 'pending', subject: clientId })).body.approvals).toEqual([]);
   });
 });
+
+describe('held calls and quotas', () => {
+  let stack: Stack;
+  let token: string;
+
+  beforeAll(async () => {
+    stack = await startStack({
+      config: { policy: { ...POLICY, quotas: [{ match: { tools: ['echo'] }, per: 'client', limit: 1, windowSeconds: 600 }] } },
+    });
+    ({ token } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('an approval request takes nothing from a quota; the calls that run do', async () => {
+    for (let i = 0; i < 3; i++)
+      expect((await plain(stack, token, i, 'LOUD held')).json.result.content[0].text).toMatch(/needs a person's approval/);
+    expect((await plain(stack, token, 10, 'quiet')).json.result.content[0].text).toBe('quiet');
+    const over = await plain(stack, token, 11, 'quiet again');
+    expect(over.json.result.isError).toBe(true);
+    expect(over.json.result.content[0].text).not.toMatch(/approval/);
+  });
+});
