@@ -2,9 +2,10 @@
 // declaring URL elicitation) call a tool an `approve` rule holds, through one sidecar; each gets the
 // SDK's UrlElicitationRequiredError; the 2.x client pinned to 2026-07-28 gets `input_required`, its
 // elicitation handler does the approving and the SDK retries with the signed requestState. Debian's chromium (playwright-core, JavaScript off: the page needs
-// none) opens the link on the other sidecar (two sidecars, one Redis, one PUBLIC_URL, as two replicas
-// behind a load balancer), signs in at a real OpenID provider (oidc-provider, in this process), sees the
-// call and approves it; the client's retry then runs once on the upstream.
+// none) opens the link on the other sidecar (two sidecar PROCESSES started as production starts them,
+// bin/mcp-bearer-proxy.js, on one Redis with one PUBLIC_URL, as two replicas behind a load balancer),
+// signs in at a real OpenID provider (oidc-provider, in this process), sees the call and approves it;
+// the client's retry then runs once on the reference upstream.
 
 import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as Transport1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -14,10 +15,14 @@ import {
   StreamableHTTPClientTransport as Transport2,
   UrlElicitationRequiredError as UrlElicitationRequired2,
 } from '@modelcontextprotocol/client';
+import { randomBytes } from 'node:crypto';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_USER } from '../../demo/idp.ts';
+import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { DEMO_USER, startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { launchChromium } from '../support/chromium.ts';
+import { freePort } from '../support/ports.ts';
+import { startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import {
   authorizeUrl,
   CLIENT_REDIRECT,
@@ -25,11 +30,8 @@ import {
   pkce,
   registerPublicClient,
   standardParams,
-  startSignInStack,
   tokenRequest,
-  type SignInStack,
 } from '../support/sign-in.ts';
-import { startStack, type Stack } from '../support/stack.ts';
 import { consentRequestId, UserAgent } from '../support/user-agent.ts';
 
 const POLICY = {
@@ -46,21 +48,25 @@ const POLICY = {
 };
 
 let browser: Browser;
-let s: SignInStack;
-let replica: Stack;
+let idp: DemoIdp;
+let upstream: RunningUpstream;
+/** The sidecar whose address is PUBLIC_URL (the pages, sign-in), and a second one on the same Redis. */
+let a: SidecarProcess;
+let b: SidecarProcess;
+let base: string;
 let token: string;
 
 /** A sign-in of the demo user through a public client, the code redeemed: its access token. */
 async function signIn(): Promise<string> {
-  const clientId = await registerPublicClient(s.base, { client_name: 'Approval e2e' });
+  const clientId = await registerPublicClient(base, { client_name: 'Approval e2e' });
   const agent = new UserAgent();
   const p = pkce();
-  const pageHop = await agent.request(authorizeUrl(s.base, standardParams(s.base, clientId, p)));
+  const pageHop = await agent.request(authorizeUrl(base, standardParams(base, clientId, p)));
   const hop = await agent.follow(
-    await agent.request(`${s.base}/authorize/consent`, { form: { request: consentRequestId(pageHop.body), decision: 'approve' } }),
+    await agent.request(`${base}/authorize/consent`, { form: { request: consentRequestId(pageHop.body), decision: 'approve' } }),
     CLIENT_REDIRECT,
   );
-  const tokens = await tokenRequest(s.base, {
+  const tokens = await tokenRequest(base, {
     grant_type: 'authorization_code',
     code: clientReceived(hop).get('code')!,
     redirect_uri: CLIENT_REDIRECT,
@@ -72,19 +78,35 @@ async function signIn(): Promise<string> {
 
 beforeAll(async () => {
   browser = await launchChromium();
-  s = await startSignInStack({ config: { policy: POLICY } });
-  // The second sidecar: same Redis and key prefix, same PUBLIC_URL and IdP, the same upstream.
-  replica = await startStack({
-    upstreamUrl: s.stack.upstream!.url,
-    prefix: s.stack.prefix,
-    config: { policy: POLICY, proxy: { publicUrl: s.base }, idp: s.stack.sidecar.config.idp },
-  });
+  const port = await freePort();
+  base = `http://localhost:${port}`;
+  const clientSecret = randomBytes(32).toString('hex');
+  idp = await startDemoIdp({ clientId: 'mcp-bearer-proxy', clientSecret, redirectUri: () => `${base}/oauth/callback`, autoLogin: true });
+  upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    HOST: '127.0.0.1',
+    ADMIN_PORT: '0',
+    LOG_LEVEL: 'warn',
+    UPSTREAM_URL: upstream.url,
+    PUBLIC_URL: base,
+    IDP_ISSUER: idp.issuer,
+    IDP_CLIENT_ID: 'mcp-bearer-proxy',
+    IDP_CLIENT_SECRET: clientSecret,
+  };
+  const argv = [process.execPath, 'bin/mcp-bearer-proxy.js'];
+  const config = [`policy: ${JSON.stringify(POLICY)}`];
+  a = await startSidecarProcess('approval-a', argv, { ...env, PORT: String(port) }, config);
+  b = await startSidecarProcess('approval-b', argv, { ...env, PORT: '0' }, config, a);
   token = await signIn();
 }, 120_000);
 afterAll(async () => {
   await browser?.close();
-  await replica?.close();
-  await s?.close();
+  await b?.cleanup();
+  await a?.cleanup();
+  await upstream?.close();
+  await idp?.close();
 });
 
 /** Chromium opens `url` (signing in at the IdP on the way), checks the call is shown, and approves it. */
@@ -128,7 +150,7 @@ const LINES = [
 describe('approval in a browser, SDK clients of both lines, two sidecars', () => {
   for (const { line, connect, Elicitation } of LINES) {
     it(`SDK ${line}: held (-32042), approved in chromium on the other sidecar, the retry runs once`, async () => {
-      const client = await connect(replica.mcpUrl);
+      const client = await connect(`${b.proxyUrl}/mcp`);
       const text = `LOUD from the ${line} client <b>bold</b>`;
       try {
         const err = await client.callTool({ name: 'echo', arguments: { text } }).then(
@@ -137,11 +159,11 @@ describe('approval in a browser, SDK clients of both lines, two sidecars', () =>
         );
         expect(err).toBeInstanceOf(Elicitation);
         const { url } = (err as InstanceType<typeof Elicitation>).elicitations[0]!;
-        expect(url.startsWith(`${s.base}/approve/`)).toBe(true);
+        expect(url.startsWith(`${base}/approve/`)).toBe(true);
         await approveInBrowser(url, text);
-        const before = s.stack.upstream!.toolCalls.length;
+        const before = upstream.toolCalls.length;
         expect(await client.callTool({ name: 'echo', arguments: { text } })).toMatchObject({ content: [{ text }] });
-        expect(s.stack.upstream!.toolCalls.length).toBe(before + 1);
+        expect(upstream.toolCalls.length).toBe(before + 1);
         await expect(client.callTool({ name: 'echo', arguments: { text } })).rejects.toBeInstanceOf(Elicitation);
       } finally {
         await client.close();
@@ -163,13 +185,13 @@ describe('approval in a browser, SDK clients of both lines, two sidecars', () =>
       await approveInBrowser(params.url!, text);
       return { action: 'accept' };
     });
-    await client.connect(new Transport2(new URL(replica.mcpUrl), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    await client.connect(new Transport2(new URL(`${b.proxyUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
     try {
-      const before = s.stack.upstream!.toolCalls.length;
+      const before = upstream.toolCalls.length;
       expect(await client.callTool({ name: 'echo', arguments: { text } })).toMatchObject({ content: [{ text }] });
       expect(asked).toHaveLength(1);
-      expect(asked[0]!.startsWith(`${s.base}/approve/`)).toBe(true);
-      expect(s.stack.upstream!.toolCalls.length).toBe(before + 1);
+      expect(asked[0]!.startsWith(`${base}/approve/`)).toBe(true);
+      expect(upstream.toolCalls.length).toBe(before + 1);
     } finally {
       await client.close();
     }
