@@ -127,7 +127,10 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
       if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
       if (outcome.denied) return { answer: { body: refuse(options, outcome, principal) }, by: 'policy' };
       let decided = outcome.body;
-      if (outcome.held !== undefined) {
+      const counted = unforwarded === undefined || !unforwarded(outcome.parsed);
+      // A body the listener answers itself (the user's upstream credential is missing) is not held:
+      // an approval asked or used for it would be spent on a call that never runs.
+      if (outcome.held !== undefined && counted) {
         // Held for approval: answered here (and not counted against a quota) until approved; then the
         // approval is used and the call goes on as any other.
         const caller = {
@@ -139,7 +142,6 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
         if ('answer' in held) return { answer: { body: held.answer }, by: 'approval' };
         decided = held.forward;
       }
-      const counted = unforwarded === undefined || !unforwarded(outcome.parsed);
       const over = counted ? await takeQuotas(options.quotas, req, principal, outcome.requests, outcome.batch) : undefined;
       if (over !== undefined) return { answer: { body: refuseOverQuota(options, over, principal) }, by: 'quota' };
       const { lists, parsed } = outcome;

@@ -13,7 +13,10 @@ import {
   StreamableHTTPClientTransport as Transport2,
   UrlElicitationRequiredError as UrlElicitationRequired2,
 } from '@modelcontextprotocol/client';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken, hashToken } from '../../src/model/credentials.ts';
+import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const POLICY = {
@@ -248,5 +251,49 @@ describe('held calls and quotas', () => {
     const over = await plain(stack, token, 11, 'quiet again');
     expect(over.json.result.isError).toBe(true);
     expect(over.json.result.content[0].text).not.toMatch(/approval/);
+  });
+});
+
+describe('a held call of a user who has not connected their upstream account', () => {
+  let s: SignInStack;
+
+  beforeAll(async () => {
+    s = await startSignInStack({
+      config: {
+        policy: POLICY,
+        upstream: {
+          credentials: {
+            mode: 'oauth',
+            key: randomBytes(32).toString('hex'),
+            provider: {
+              authorizationEndpoint: 'https://provider.example/authorize',
+              tokenEndpoint: 'https://provider.example/token',
+              clientId: 'third-party-app',
+              clientSecret: 'provider-secret',
+              scopes: 'repo',
+            },
+          },
+        },
+      },
+    });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('gets the link to connect first: no approval is asked (it would be spent on a call that cannot run)', async () => {
+    const raw = generateToken();
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(raw),
+      subject: 'no-account-yet',
+      issuer: s.idp.issuer,
+      createdAt: now,
+      expiresAt: now + 3_600_000,
+    });
+    const res = await plain(s.stack, raw, 1, 'LOUD before connecting');
+    expect(res.json.result.content[0].text).toMatch(/\/connect\//);
+    expect(res.json.result.content[0].text).not.toMatch(/\/approve\//);
+    expect((await s.stack.admin('listApprovals', {})).body.approvals).toEqual([]);
   });
 });
