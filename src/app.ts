@@ -110,7 +110,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
 
   // Every per-address decision (limits, quotas) keys on the client's address behind the trusted proxies.
   const addresses = clientAddresses(config.proxy.trustedProxies);
-  const policyGate = policyGateFor(config, { store, clock, metrics, audit, publicUrl, addresses });
+  const policyGate = policyGateFor(config, { store, clock, metrics, audit, publicUrl, addresses, logger });
   const tracing = await createTracing(options.env ?? process.env);
   const signIn = createIdpSignIn(config.idp, () => `${publicUrl()}/oauth/callback`, { logger, groupsNeeded: groupRulesConfigured(config) });
   const shared = { store, clock, logger, audit, metrics, vault, signIn, publicUrl };

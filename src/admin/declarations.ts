@@ -155,7 +155,7 @@ export const ADMIN_OPERATIONS = {
       }),
     },
     answer:
-      '`200 {subject, accessTokensRevoked, refreshTokensRevoked, userTokensRevoked, consentsForgotten, connectedAccountsDeleted, handlesForgotten}`; open streams end; a second call counts zeros',
+      '`200 {subject, accessTokensRevoked, refreshTokensRevoked, userTokensRevoked, consentsForgotten, connectedAccountsDeleted, handlesForgotten, approvalsCancelled}`; open streams end; a second call counts zeros',
   }),
 
   rebuildSubjectIndex: operation({
@@ -177,20 +177,23 @@ export const ADMIN_OPERATIONS = {
         rule: 'a JSON-RPC method name',
       }),
       name: text({ description: 'the tool or prompt name, or the resource URI', max: 4096, rule: 'a string' }),
+      arguments: object({ description: "a tools/call's arguments (JSON), for rules with argument conditions" }),
       address: text({ description: 'the client address, for a quota counted per address', max: 64, rule: 'an IP address' }),
     },
     exactlyOne: [['token', 'tokenHash']],
     answer:
-      '`200 {effect, decidedBy, rule?, reason, scope?, principal, quota?}`: a dry run of the per-tool policy ([`policy.md`](policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`quotas.md`](quotas.md))',
+      '`200 {effect, decidedBy, rule?, reason, scope?, conditions?, passedOver?, principal, quota?}`: a dry run of the per-tool policy ([`policy.md`](policy.md)) for the token as it stands in the store, with the quota that counts the call and what is left of it ([`quotas.md`](quotas.md))',
     render: (body: {
       effect: string;
       decidedBy: string;
       rule?: string;
       reason: string;
       scope?: string;
+      conditions?: string[];
+      passedOver?: { rule: string; condition: string }[];
       quota?: { rule: string; per: string; limit: number; windowSeconds: number; remaining?: number; resetAt?: string };
     }) =>
-      `${body.effect.toUpperCase()}: ${body.reason}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}${
+      `${body.effect.toUpperCase()}: ${body.reason}${body.conditions ? `\nconditions held: ${body.conditions.join('; ')}` : ''}${(body.passedOver ?? []).map((o) => `\npassed over "${o.rule}": ${o.condition}`).join('')}${body.scope ? `\nstep-up: a token with scope "${body.scope}" would be allowed` : ''}${
         body.quota
           ? `\nquota "${body.quota.rule}": ${body.quota.limit} per ${body.quota.windowSeconds} s per ${body.quota.per}${body.quota.remaining !== undefined ? `, ${body.quota.remaining} left until ${body.quota.resetAt}` : ''}`
           : ''
@@ -204,6 +207,40 @@ export const ADMIN_OPERATIONS = {
       '`200 {rewritten, alreadyCurrent, unreadable, changedMeanwhile}` (counts, never a token); `400` when upstream credentials are off',
     render: (body: { rewritten: number; alreadyCurrent: number; unreadable: number; changedMeanwhile: number }) =>
       `rewritten: ${body.rewritten}, already under the current key: ${body.alreadyCurrent}, unreadable (left as they are): ${body.unreadable}, replaced meanwhile: ${body.changedMeanwhile}\n`,
+  }),
+
+  listApprovals: operation({
+    description: 'calls held for approval (docs/approval.md), newest first: pending, decided, used or expired',
+    fields: {
+      state: choice(['pending', 'approved', 'denied', 'used', 'expired'], { description: 'only approvals in this state' }),
+      subject: subject({ description: "only this IdP `sub`'s calls" }),
+    },
+    answer:
+      '`200 {approvals:[{approvalId, subject, issuer?, clientId?, tool, argumentsDigest, state, requestedAt, decidedBy?, decidedAt?, expiresAt}]}`: never the arguments themselves',
+    render: (body: { approvals: Array<Record<string, unknown>> }) =>
+      table(
+        ['APPROVAL', 'STATE', 'SUBJECT', 'CLIENT', 'TOOL', 'REQUESTED', 'EXPIRES', 'DECIDED BY'],
+        body.approvals.map((a) => [
+          a.approvalId,
+          a.state,
+          a.subject,
+          a.clientId,
+          a.tool,
+          time(a.requestedAt),
+          time(a.expiresAt),
+          a.decidedBy,
+        ]),
+      ),
+  }),
+
+  decideApproval: operation({
+    description: 'approve or deny a held call as the admin (the approval page is where a person does)',
+    fields: {
+      approvalId: text({ description: 'the approval', required: true, min: 32, max: 32, rule: '32 lowercase hex characters' }),
+      decision: choice(['approve', 'deny'], { description: 'approve or deny (must be given)' }),
+      reason: text({ description: 'why, shown to the caller on a denial', max: 500, rule: 'at most 500 characters' }),
+    },
+    answer: '`200 {approvalId, state}`; `404` for an unknown approval, `400` for one no longer pending',
   }),
 
   listAuditEvents: operation({

@@ -14,6 +14,7 @@ import type { Metrics } from '../observability/metrics.ts';
 import { defaultProfileRecords, type ProfileLifetimes } from '../model/profiles.ts';
 import { GRANT_TYPES } from '../oauth/grants/index.ts';
 import type {
+  ApprovalStorage,
   AuditStorage,
   ClientStorage,
   HandleStorage,
@@ -40,7 +41,8 @@ export type AdminStore = TokenStorage &
   SubjectStorage &
   SubjectCutoffStorage &
   HandleStorage &
-  UpstreamCredentialStorage;
+  UpstreamCredentialStorage &
+  ApprovalStorage;
 
 export interface AdminContext {
   store: AdminStore;
@@ -74,6 +76,9 @@ function tokenHashOf(args: { token: string | undefined; tokenHash: string | unde
 type Handlers = {
   [K in OperationName]: (ctx: AdminContext, args: ArgsOf<(typeof ADMIN_OPERATIONS)[K]['fields']>) => Promise<AdminResult>;
 };
+
+/** Most approvals listApprovals reads (the newest). */
+const MAX_APPROVALS_LISTED = 1000;
 
 const handlers: Handlers = {
   async createClient(ctx, args) {
@@ -185,7 +190,11 @@ const handlers: Handlers = {
         };
       principal = decision.principal;
     }
-    const answer = explainCall(ctx.policy, principal, { method, name });
+    const answer = explainCall(ctx.policy, principal, {
+      method,
+      name,
+      ...(args.arguments === undefined ? {} : { arguments: args.arguments }),
+    });
     const quota = await explainQuota(ctx, principal, { method, name }, args.address);
     return {
       status: 200,
@@ -206,6 +215,32 @@ const handlers: Handlers = {
   },
 
   /** The newest audit events (empty when `audit.stream` is off), newest first. */
+  async listApprovals(ctx, { state, subject }) {
+    const all = await ctx.store.listApprovals(ctx.clock.now(), MAX_APPROVALS_LISTED);
+    const approvals = all
+      .filter((a) => (state === undefined || a.state === state) && (subject === undefined || a.subject === subject))
+      .map(({ arguments: _, approvers: __, notSelf: ___, reason: ____, rule: _____, ...shown }) => shown);
+    return { status: 200, body: { approvals }, audit: { detail: { count: approvals.length } } };
+  },
+
+  async decideApproval(ctx, { approvalId, decision, reason }) {
+    if (decision === undefined) throw new HttpError('invalid_request', 'decision must be approve or deny');
+    if (!/^[0-9a-f]{32}$/.test(approvalId)) throw new HttpError('not_found', 'no such approval');
+    const now = ctx.clock.now();
+    const outcome = await ctx.store.decideApproval(approvalId, now, { approve: decision === 'approve', by: 'admin', reason });
+    if ('refusal' in outcome) {
+      if (outcome.refusal === 'not_found') throw new HttpError('not_found', 'no such approval');
+      throw new HttpError('invalid_request', `the approval is ${outcome.refusal === 'expired' ? 'expired' : 'no longer pending'}`);
+    }
+    const record = await ctx.store.getApproval(approvalId);
+    if (record !== null && record !== 'corrupt') ctx.metrics.approvals.labels(record.rule, outcome.state).inc();
+    return {
+      status: 200,
+      body: { approvalId, state: outcome.state },
+      audit: { detail: { approvalId, decision, event: 'approval_decided' } },
+    };
+  },
+
   async listAuditEvents(ctx, { count }) {
     const events = await ctx.store.listAuditEvents(count);
     return { status: 200, body: { events }, audit: { detail: { count: events.length } } };
@@ -235,10 +270,11 @@ export async function offboardSubject(
     .filter((c) => issuer === undefined || c.issuer === issuer)
     .map((c) => c.provider);
   const connectedAccountsDeleted = await ctx.store.deleteUpstreamCredentials(subject, issuer);
+  const approvalsCancelled = await ctx.store.cancelSubjectApprovals(subject, issuer, now);
   ctx.metrics.tokensRevoked.labels('oauth_access').inc(revoked.accessTokensRevoked);
   ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(revoked.refreshTokensRevoked);
   ctx.metrics.tokensRevoked.labels('user').inc(revoked.userTokensRevoked);
-  const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten };
+  const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten, approvalsCancelled };
   const { subject: _, ...counts } = body;
   const disconnected: Record<string, string> =
     providers.length === 0 ? {} : { upstreamCredentialsDisconnected: [...new Set(providers)].sort().join(' ') };

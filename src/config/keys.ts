@@ -7,7 +7,7 @@ import { parseRedisUrl, redactRedisUrl } from '../store/redis-url.ts';
 import { compileQuotas } from '../policy/quotas.ts';
 import { compileRules } from '../policy/rules.ts';
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../observability/logger.ts';
-import { checkMasterToken } from './keys/shared.ts';
+import { checkHttpUrl, checkMasterToken } from './keys/shared.ts';
 import { UPSTREAM_KEYS } from './keys/upstream.ts';
 import { PROXY_KEYS } from './keys/proxy.ts';
 import { IDP_KEYS } from './keys/idp.ts';
@@ -203,6 +203,26 @@ export const CONFIG_KEYS = {
       max: 1024,
       description: 'With a policy, JSON nested deeper than this is refused with 400.',
     }),
+    /** Calls held by `effect: approve` rules (docs/approval.md). */
+    approval: {
+      webhook: text({
+        tier: 'tuning',
+        description:
+          'URL that receives a POST (JSON, with a `text` line chat tools show) for each call held for approval, signed `X-Signature: sha256=<HMAC>` with `policy.approval.webhookSecret`; a failure is logged and counted, never blocks the call (docs/approval.md).',
+        check: (url, label, problems) => {
+          if (url !== undefined) checkHttpUrl(label, url, problems);
+        },
+      }),
+      webhookSecret: text({
+        tier: 'tuning',
+        secret: true,
+        description:
+          "The HMAC-SHA-256 key of the approval webhook's `X-Signature` (at least 32 characters); interpolate it from the environment (`${VAR}` in config.yaml).",
+        check: (secret, label, problems) => {
+          if (secret !== undefined && secret.length < 32) problems.push(`${label} must be at least 32 characters`);
+        },
+      }),
+    },
   },
   logLevel: choice(LOG_LEVELS, {
     tier: 'essential',

@@ -16,6 +16,7 @@ export function checkWhole(config: Config, problems: Problems): void {
   checkAssertionKey(config.upstream, problems);
   checkUpstreamCredentials(config, problems);
   checkScim(config, problems);
+  checkForwardAuthPolicy(config, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
   // Each process would hold its own memory store: a token issued by one worker unknown to the others.
@@ -23,6 +24,27 @@ export function checkWhole(config: Config, problems: Problems): void {
     problems.push(
       `WORKERS ${config.proxy.workers} needs the Redis store (store: redis): with store: memory each worker process would hold its own tokens and clients. Use WORKERS=1 with the memory store`,
     );
+  }
+}
+
+/**
+ * An ingress shows `/authz` the request's headers, never its body: a rule that reads a call's arguments
+ * could not be decided there, and would be passed by the ingress unseen.
+ */
+function checkForwardAuthPolicy(config: Config, problems: Problems): void {
+  const { webhook, webhookSecret } = config.policy.approval;
+  if ((webhook === undefined) !== (webhookSecret === undefined))
+    problems.push('policy.approval.webhook and policy.approval.webhookSecret go together: the webhook is always signed');
+  if (!config.proxy.forwardAuth) return;
+  for (const rule of config.policy.rules?.rules ?? []) {
+    if (rule.arguments !== undefined)
+      problems.push(
+        `policy rule "${rule.name}" has arguments, but proxy.forwardAuth is on: an ingress does not show /authz the body, so arguments cannot be decided there`,
+      );
+    if (rule.effect === 'approve')
+      problems.push(
+        `policy rule "${rule.name}" has effect: approve, but proxy.forwardAuth is on: an ingress does not show /authz the body, so a call cannot be bound to its arguments and held there`,
+      );
   }
 }
 

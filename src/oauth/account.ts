@@ -21,13 +21,14 @@ import { clientName, displayableName } from '../model/clients.ts';
 import { generateToken, hashToken } from '../model/credentials.ts';
 import { revokedSinceSignIn } from '../model/offboarding.ts';
 import { grantsOf, tokensOfGrant, type Grant } from '../model/person-grants.ts';
-import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
+import type { AccountSession, AccountSignInRecord, ApprovalRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { DEACTIVATED_TEXT } from './directory-gate.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
 import { readCookie } from './cookies.ts';
 import { escapeHtml, page, writePage } from './sign-in-pages.ts';
+import { mayDecide } from '../policy/approval-settings.ts';
 
 /** How long an account-page session lasts: short, it can revoke everything the person holds. */
 export const ACCOUNT_SESSION_TTL_MS = 15 * 60 * 1000;
@@ -36,6 +37,8 @@ const ACCOUNT_SIGN_IN_TTL_MS = 10 * 60 * 1000;
 /** A form is a few ids: anything bigger is refused before it is parsed. */
 const FORM_MAX_BODY_BYTES = 4096;
 const ID = /^[0-9a-f]{32}$/;
+/** Most held calls the page looks through for those this person may decide. */
+const MAX_APPROVALS_SCANNED = 1000;
 
 /** A refusal shown as a page (never JSON: a person reads it). */
 export class AccountPageError extends Error {
@@ -384,6 +387,10 @@ export class AccountPages {
     const names = new Map<string, string | undefined>();
     for (const c of consents) if (!names.has(c.clientId)) names.set(c.clientId, clientName(await store.getClient(c.clientId)));
     const connections = (await store.listSubjectUpstreamCredentials(user.subject)).filter((c) => c.issuer === user.issuer);
+    // Calls held for a person's approval that this one may decide (the admin's list, read at most once a page).
+    const waiting = (await store.listApprovals(now, MAX_APPROVALS_SCANNED)).filter(
+      (a) => a.state === 'pending' && now < a.expiresAt && mayDecide(a, user),
+    );
     writePage(
       res,
       200,
@@ -396,6 +403,7 @@ export class AccountPages {
         consents,
         names,
         connections,
+        waiting,
         notice,
       }),
     );
@@ -423,6 +431,8 @@ interface AccountView {
   names: Map<string, string | undefined>;
   /** Kept upstream credentials of this person (identity and times only: `sealed` is never shown). */
   connections: StoredUpstreamCredential[];
+  /** Held calls this person may approve. */
+  waiting: Pick<ApprovalRecord, 'approvalId' | 'tool' | 'subject' | 'expiresAt'>[];
   notice: string | undefined;
 }
 
@@ -480,6 +490,10 @@ export function accountPage(view: AccountView): string {
     connectionRows.length === 0
       ? '<p>No account is connected.</p>'
       : `<table><caption class="note">Accounts the MCP server uses for you (their tokens are kept encrypted and never shown)</caption><thead><tr><th scope="col">Account</th><th scope="col">Connected</th><th scope="col"><span class="note">Action</span></th></tr></thead><tbody>${connectionRows.join('\n')}</tbody></table>`;
+  const waiting =
+    view.waiting.length === 0
+      ? '<p>No call waits for your approval.</p>'
+      : `<ul>${view.waiting.map((a) => `<li><a href="${escapeHtml(view.base)}/approve/${escapeHtml(a.approvalId)}"><code>${escapeHtml(a.tool)}</code></a> for ${escapeHtml(a.subject)}, until ${time(a.expiresAt)}</li>`).join('\n')}</ul>`;
   return page(
     'Your MCP access',
     `<style>body{max-width:60rem}</style><h1>Your MCP access</h1>
@@ -491,6 +505,8 @@ ${grants}
 ${consents}
 <h2>Connected accounts</h2>
 ${connections}
+<h2>Calls waiting for your approval</h2>
+${waiting}
 <form method="post" action="${escapeHtml(view.base)}/account/sign-out">${hidden}<button type="submit">Sign out</button></form>`,
   );
 }

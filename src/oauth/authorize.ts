@@ -26,7 +26,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpErrorFor } from '../http/errors.ts';
 import type { Route } from '../http/serve.ts';
 import { describe } from '../observability/logger.ts';
-import { AccountPageError, AccountPages } from './account.ts';
+import { AccountPageError, AccountPages, AccountSessions } from './account.ts';
+import { ApprovalPages } from './approval-page.ts';
 import type { OAuthContext } from './context.ts';
 import { IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
 import { messagePage, writePage } from './sign-in-pages.ts';
@@ -48,6 +49,7 @@ export {
 /** The browser endpoints of sign-in, as routes of the proxy listener. */
 export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): Route[] {
   const account = new AccountPages(ctx, signIn);
+  const approvals = new ApprovalPages(ctx, new AccountSessions(ctx, signIn));
   const parts = createSignInParts(ctx, signIn);
   const codes = new CodeIssuance(parts);
   const idp = new IdpRoundTrip(parts, codes, account);
@@ -78,6 +80,7 @@ export function signInRoutes(ctx: OAuthContext, signIn: IdpSignIn | undefined): 
     { path: '/account/forget', methods: ['POST'], handler: page((req, res) => account.forget(req, res)) },
     { path: '/account/disconnect', methods: ['POST'], handler: page((req, res) => account.disconnect(req, res)) },
     { path: '/account/sign-out', methods: ['POST'], handler: page((req, res) => account.signOut(req, res)) },
+    { path: '/approve/*', methods: ['GET', 'POST'], handler: page((req, res) => approvals.handle(req, res)) },
   ];
 }
 

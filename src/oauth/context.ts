@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type {
   AccountSessionStorage,
+  ApprovalStorage,
   AuthorizationCodeStorage,
   DeviceAuthorizationStorage,
   DirectoryStorage,
@@ -49,7 +50,8 @@ export type OAuthStore = TokenStorage &
   SubjectCutoffStorage &
   AccountSessionStorage &
   UpstreamCredentialStorage &
-  DirectoryStorage;
+  DirectoryStorage &
+  ApprovalStorage;
 
 export interface OAuthContext {
   readonly config: Config;

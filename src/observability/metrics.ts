@@ -208,6 +208,16 @@ export class Metrics {
     labelNames: ['rule'] as const,
     registers: [this.registry],
   });
+  /**
+   * @label rule the `approve` rule's `name` in policy.rules (docs/approval.md)
+   * @label outcome `requested`, `approved`, `denied` (by a person or the admin), `used` (the held call forwarded), `expired`, `refused` (a retry answered with the denial), `webhook_failed`
+   */
+  readonly approvals = new Counter({
+    name: 'mcp_auth_approvals_total',
+    help: 'Calls held for approval, by rule and outcome (never by tool or argument)',
+    labelNames: ['rule', 'outcome'] as const,
+    registers: [this.registry],
+  });
   /** @label rule the quota rule's `name` in policy.quotas, or `#<index>` (docs/quotas.md) */
   readonly quotaRefusals = new Counter({
     name: 'mcp_auth_quota_refusals_total',

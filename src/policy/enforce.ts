@@ -11,6 +11,8 @@
 // - nothing would, in a batch or a notification: 403 without a scope, each request a JSON-RPC error
 //   carrying that context.
 
+import type { ApprovalSettings } from '../model/approvals.ts';
+import { HttpError } from '../http/errors.ts';
 import { checkMirrorHeaders, parseClientMessages, type ClientBody, type ClientMessage, type JsonRpcLimits } from './jsonrpc.ts';
 import type { ListRequests } from './list-filter.ts';
 import { decideCall, isAlwaysAllowed, LIST_METHODS, stepUpScope, type Policy, type PolicyPrincipal, type PolicyRequest } from './rules.ts';
@@ -36,6 +38,18 @@ export interface PolicyDenial {
   readonly trace?: BodyTrace;
 }
 
+/** A call the policy holds: the deciding rule, its settings, the call, and what its message carried. */
+export interface HeldCall {
+  readonly rule: string;
+  readonly approval: ApprovalSettings;
+  readonly call: PolicyRequest & { name: string };
+  readonly id: string | number;
+  /** The request declared URL-mode elicitation itself (the 2026-07-28 envelope). */
+  readonly urlElicitation: boolean;
+  /** `params.requestState` of a 2026-07-28 retry, as sent. */
+  readonly requestState: string | undefined;
+}
+
 /** The answer to a denial: its status, and the JSON body (one message, or one per request of a batch). */
 export interface DenialAnswer {
   readonly status: 200 | 403;
@@ -56,6 +70,8 @@ export interface PolicyAllowance {
   readonly trace: BodyTrace;
   /** The body as parsed. */
   readonly parsed: ClientBody;
+  /** The body's one call, when an `approve` rule holds it: not forwarded until approved. */
+  readonly held?: HeldCall;
 }
 
 /** What a body tells a trace: its first call, and the `params._meta.traceparent` it carries. */
@@ -82,6 +98,7 @@ export function enforcePolicy(
   const trace: BodyTrace = { call: messages.find((m) => m.call !== undefined)?.call, traceparent };
   checkMirrorHeaders(mirror.method, mirror.name, messages);
   let lists: Map<string | number, string> | undefined;
+  let held: HeldCall | undefined;
   for (const message of messages) {
     const call = message.call;
     if (call === undefined) continue;
@@ -90,6 +107,10 @@ export function enforcePolicy(
     }
     if (isAlwaysAllowed(call.method)) continue;
     const decision = decideCall(policy, principal, call);
+    if (decision.effect === 'approve') {
+      held ??= heldCall(decision.rule, decision.approval!, call, message);
+      continue;
+    }
     if (decision.effect === 'deny') {
       return {
         denied: true,
@@ -102,7 +123,28 @@ export function enforcePolicy(
       };
     }
   }
-  return { denied: false, body: canonical, lists, requests: requestsOf(messages), batch, trace, parsed };
+  if (held !== undefined && (batch || messages.length !== 1))
+    throw new HttpError('invalid_request', 'a call that needs approval must be sent alone, not in a batch');
+  const allowed = { denied: false as const, body: canonical, lists, requests: requestsOf(messages), batch, trace, parsed };
+  return held === undefined ? allowed : { ...allowed, held };
+}
+
+function heldCall(
+  rule: string,
+  approval: NonNullable<ReturnType<typeof decideCall>['approval']>,
+  call: PolicyRequest,
+  message: ClientMessage,
+): HeldCall {
+  const id = message.id;
+  if (id === undefined || id === null) throw new HttpError('invalid_request', 'a call that needs approval must be a request with an id');
+  return {
+    rule,
+    approval,
+    call: call as PolicyRequest & { name: string },
+    id,
+    urlElicitation: message.urlElicitation === true,
+    requestState: message.requestState,
+  };
 }
 
 function requestsOf(messages: readonly ClientMessage[]): BodyRequest[] {

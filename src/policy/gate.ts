@@ -23,6 +23,7 @@ import type { BodyRewriter, DecidedOptions, ForwardOptions } from '../proxy/forw
 import type { ProxyRequest } from '../proxy/request.ts';
 import type { Clock } from '../model/clock.ts';
 import type { QuotaStorage } from '../store/types.ts';
+import type { ApprovalHold } from './approval-hold.ts';
 import { denialAnswer, enforceCall, enforcePolicy, type BodyRequest, type PolicyDenial } from './enforce.ts';
 import { quotaAnswer, quotaCounterName, quotaFor, type QuotaCaller, type QuotaMatch, type QuotaRefusal, type Quotas } from './quotas.ts';
 import { checkBodyHeaders, type ClientBody, type JsonRpcLimits } from './jsonrpc.ts';
@@ -42,6 +43,13 @@ export interface PolicyGateOptions {
   resourceMetadataUrl(): string;
   /** Per-caller quotas, when `policy.quotas` is configured. */
   quotas?: QuotaCounting | undefined;
+  /** Calls an `approve` rule holds, when a rule does. */
+  approvals?: ApprovalHold | undefined;
+}
+
+/** What the session says of its client: it declared URL-mode elicitation when it was initialized. */
+export interface SessionFacts {
+  readonly urlElicitation: boolean;
 }
 
 /** What counting quotas needs besides the rules. */
@@ -56,8 +64,8 @@ export interface QuotaCounting {
 /** A denial answered by the sidecar with a 200 (a tool error, a JSON-RPC error): nothing is forwarded. */
 export interface PolicyAnswer {
   readonly answer: { readonly body: string };
-  /** Why: the policy refused, or a quota did (its outcome already counted). */
-  readonly by: 'policy' | 'quota';
+  /** Why: the policy refused, a quota did (its outcome already counted), or the call waits for approval. */
+  readonly by: 'policy' | 'quota' | 'approval';
 }
 
 export interface PolicyGate {
@@ -67,13 +75,18 @@ export interface PolicyGate {
    * (check), a GET's answer filtered (replayed); any other request must carry no body. Throws the
    * HttpError to answer with otherwise. `unforwarded`: see check.
    */
-  decide(req: ProxyRequest, principal: Principal, unforwarded?: Unforwarded): Promise<DecidedOptions | PolicyAnswer | undefined>;
+  decide(
+    req: ProxyRequest,
+    principal: Principal,
+    unforwarded?: Unforwarded,
+    session?: SessionFacts,
+  ): Promise<DecidedOptions | PolicyAnswer | undefined>;
   /**
    * The forwarding options for an allowed body (with its parsed messages), or the 200 answer to a
    * denial no scope would lift; throws the HttpError to answer with otherwise (the 403 step-up
    * challenge, a bad body). An allowed body `unforwarded` says the listener answers itself takes no quota.
    */
-  check(req: ProxyRequest, principal: Principal, unforwarded?: Unforwarded): Promise<DecidedOptions | PolicyAnswer>;
+  check(req: ProxyRequest, principal: Principal, unforwarded?: Unforwarded, session?: SessionFacts): Promise<DecidedOptions | PolicyAnswer>;
   /**
    * The forwarding options for a GET (the stream): its answer is filtered as a replay, since a client
    * resuming with Last-Event-ID gets earlier POSTs' answers there again.
@@ -101,23 +114,37 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   const { policy, limits } = options;
   const gate: PolicyGate = {
     policy,
-    async decide(req, principal, unforwarded) {
-      if (req.method === 'POST') return gate.check(req, principal, unforwarded);
+    async decide(req, principal, unforwarded, session) {
+      if (req.method === 'POST') return gate.check(req, principal, unforwarded, session);
       refuseBody(req.method ?? '', req.headers);
       return req.method === 'GET' ? gate.replayed(principal) : undefined;
     },
-    async check(req, principal, unforwarded) {
+    async check(req, principal, unforwarded, session) {
       checkBodyHeaders(req.headers['content-type'], req.headers['content-encoding']);
       const body = await readBody(req, options.maxBodyBytes);
       const who: PolicyPrincipal = principal;
       const outcome = enforcePolicy(policy, who, body, { method: header(req, 'mcp-method'), name: header(req, 'mcp-name') }, limits);
       if (outcome.trace !== undefined) req.trace?.body(outcome.trace.call, outcome.trace.traceparent);
       if (outcome.denied) return { answer: { body: refuse(options, outcome, principal) }, by: 'policy' };
+      let decided = outcome.body;
       const counted = unforwarded === undefined || !unforwarded(outcome.parsed);
+      // A body the listener answers itself (the user's upstream credential is missing) is not held:
+      // an approval asked or used for it would be spent on a call that never runs.
+      if (outcome.held !== undefined && counted) {
+        // Held for approval: answered here (and not counted against a quota) until approved; then the
+        // approval is used and the call goes on as any other.
+        const caller = {
+          principal,
+          protocolVersion: header(req, 'mcp-protocol-version'),
+          urlElicitation: session?.urlElicitation === true,
+        };
+        const held = await options.approvals!.hold(outcome.held, caller, outcome.body);
+        if ('answer' in held) return { answer: { body: held.answer }, by: 'approval' };
+        decided = held.forward;
+      }
       const over = counted ? await takeQuotas(options.quotas, req, principal, outcome.requests, outcome.batch) : undefined;
       if (over !== undefined) return { answer: { body: refuseOverQuota(options, over, principal) }, by: 'quota' };
       const { lists, parsed } = outcome;
-      const decided = outcome.body;
       return lists === undefined
         ? { body: decided, parsed }
         : { body: decided, parsed, rewriteResponse: (contentType) => listRewriter(policy, who, lists, contentType) };

@@ -14,6 +14,7 @@
 
 import { isUtf8 } from 'node:buffer';
 import { HttpError } from '../http/errors.ts';
+import { fold } from './arguments.ts';
 import { NAME_BEARING_METHODS, type PolicyRequest } from './rules.ts';
 
 export interface JsonRpcLimits {
@@ -40,6 +41,8 @@ export interface ClientMessage {
    * `params._meta["io.modelcontextprotocol/clientCapabilities"].elicitation.url`).
    */
   urlElicitation?: true;
+  /** A 2026-07-28 retry of a tools/call: the `params.requestState` it echoes (a string). */
+  requestState?: string;
 }
 
 /** The MCP Tasks methods (2025-11-25) that name one task by `params.taskId`, decided by its owner. */
@@ -118,11 +121,6 @@ function traceparentIn(items: readonly unknown[]): string | undefined {
   return typeof meta === 'object' && meta !== null && typeof meta.traceparent === 'string' ? meta.traceparent : undefined;
 }
 
-/** The string every parser that folds case would read `key` as (Unicode upper then lower: `ſ` is `s`, `K` is `k`). */
-function fold(key: string): string {
-  return key.toUpperCase().toLowerCase();
-}
-
 /**
  * Walks a parsed value: refuses lone surrogates, two keys of one object equal under case folding and
  * numbers that parsers read differently; returns how many object members it holds.
@@ -198,7 +196,11 @@ function readMessage(item: unknown): ClientMessage {
   const params = m.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[field] : undefined;
   if (typeof name !== 'string') throw new HttpError('invalid_request', `${method} needs params.${field} as a string`);
-  message.call = { method, name };
+  // A tools/call's arguments, as parsed: what argument conditions read (taskFields refused a near spelling).
+  const args = method === 'tools/call' ? (params as Record<string, unknown>).arguments : undefined;
+  message.call = args === undefined ? { method, name } : { method, name, arguments: args };
+  const requestState = method === 'tools/call' ? (params as Record<string, unknown>).requestState : undefined;
+  if (typeof requestState === 'string') message.requestState = requestState;
   return message;
 }
 
@@ -233,6 +235,9 @@ function taskFields(method: string, params: unknown, message: ClientMessage): Cl
     const folded = fold(key);
     if (folded === 'taskid') taskId = value;
     else if (folded === 'task') task = value;
+    // Go's encoding/json reads `Arguments` as a tools/call's `arguments`, the TypeScript and Python SDKs do not.
+    else if (folded === 'arguments' && key !== 'arguments' && method === 'tools/call')
+      throw new HttpError('invalid_request', 'tools/call params.arguments spelt in another case');
   }
   if (TASK_METHODS.has(method)) {
     if (typeof taskId !== 'string') throw new HttpError('invalid_request', `${method} needs params.taskId as a string`);

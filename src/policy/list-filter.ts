@@ -40,7 +40,7 @@ export function filterListResult(policy: Policy, principal: PolicyPrincipal, lis
   const kept = entries.filter((entry) => {
     const name = typeof entry === 'object' && entry !== null ? (entry as Record<string, unknown>)[shape.field] : undefined;
     // An entry without a readable name cannot be decided: it is not shown.
-    return typeof name === 'string' && decide(policy, principal, { method: shape.method, name }).effect === 'allow';
+    return typeof name === 'string' && decide(policy, principal, { method: shape.method, name }).effect !== 'deny';
   });
   (result as Record<string, unknown>)[shape.items] = kept;
   return entries.length - kept.length;

@@ -5,8 +5,12 @@
 // is a configuration error, not a rule that silently does nothing.
 
 import type { AuthKind } from '../model/credentials.ts';
+import type { ApprovalSettings } from '../model/approvals.ts';
+import { compileArgumentConditions, type ArgumentCondition } from './arguments.ts';
+import { compileApproval } from './approval-settings.ts';
 
-export type Effect = 'allow' | 'deny';
+/** `approve`: the call is held until a person approves it (tools/call only; see approval-settings.ts). */
+export type Effect = 'allow' | 'deny' | 'approve';
 
 /** What the sidecar knows of the caller when it decides; all of it comes from the token record. */
 export interface PolicyPrincipal {
@@ -23,12 +27,16 @@ export interface PolicyPrincipal {
 export interface PolicyRequest {
   method: string;
   name?: string | undefined;
+  /** A tools/call's `params.arguments` as parsed (undefined when it sent none): what argument conditions read. */
+  arguments?: unknown;
 }
 
 export interface Decision {
   effect: Effect;
   /** The deciding rule's name, or `default`. */
   rule: string;
+  /** For `approve`: who decides, and for how long an approval holds. */
+  approval?: ApprovalSettings;
 }
 
 /**
@@ -61,7 +69,7 @@ export const LIST_METHODS: ReadonlyMap<string, { items: string; method: string; 
 ]);
 
 const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
-const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests']);
+const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests', 'arguments', 'approval']);
 const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'scopes', 'groups', 'emailDomains']);
 const REQUEST_FIELDS = new Set(['methods', 'names']);
 const MAX_RULES = 1000;
@@ -83,6 +91,10 @@ interface CompiledRule extends PrincipalConditions {
   effect: Effect;
   methods?: Glob;
   names?: Glob;
+  /** Conditions on a tools/call's arguments, all of which must hold. */
+  arguments?: readonly ArgumentCondition[];
+  /** An `approve` rule's settings. */
+  approval?: ApprovalSettings;
 }
 
 export interface Policy {
@@ -188,7 +200,7 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
     problems.push(`${where}.name must be 1-64 characters of letters, digits, '.', '_' or '-' (it labels metrics and audit events)`);
   }
   const effect = raw.effect;
-  if (effect !== 'allow' && effect !== 'deny') problems.push(`${where}.effect must be allow or deny`);
+  if (effect !== 'allow' && effect !== 'deny' && effect !== 'approve') problems.push(`${where}.effect must be allow, deny or approve`);
   const rule: CompiledRule = { name: String(name), effect: effect as Effect };
   if (raw.principals !== undefined) compilePrincipals(raw.principals, `${where}.principals`, where, rule, problems);
   if (raw.requests !== undefined) {
@@ -203,7 +215,31 @@ function compileRule(raw: unknown, where: string, problems: string[]): CompiledR
       impossibleRequests(rule, where, problems);
     }
   }
+  if (raw.arguments !== undefined) compileArguments(raw.arguments, where, rule, problems);
+  if (effect === 'approve' || raw.approval !== undefined) compileApprovalOf(raw.approval, where, rule, problems);
   return problems.length > before ? undefined : rule;
+}
+
+/** An `approve` rule's `approval`: only such a rule has one, and it holds tools/call alone. */
+function compileApprovalOf(raw: unknown, where: string, rule: CompiledRule, problems: string[]): void {
+  if (rule.effect !== 'approve') {
+    problems.push(`${where} ("${rule.name}"): approval goes with effect: approve`);
+    return;
+  }
+  const settings = compileApproval(raw, `${where}.approval`, problems);
+  if (settings) rule.approval = settings;
+  const methods = rule.methods?.patterns;
+  if (methods?.length !== 1 || methods[0] !== 'tools/call')
+    problems.push(`${where} ("${rule.name}"): a call is held for approval only as a tools/call, so requests.methods must be [tools/call]`);
+}
+
+/** A rule's `arguments`: they are a tools/call's, so the rule must be about tools/call alone. */
+function compileArguments(raw: unknown, where: string, rule: CompiledRule, problems: string[]): void {
+  const conditions = compileArgumentConditions(raw, `${where}.arguments`, problems);
+  if (conditions) rule.arguments = conditions;
+  const methods = rule.methods?.patterns;
+  if (methods?.length !== 1 || methods[0] !== 'tools/call')
+    problems.push(`${where} ("${rule.name}"): arguments are a tools/call's, so requests.methods must be [tools/call]`);
 }
 
 /**
@@ -284,7 +320,8 @@ function isUnconditional(rule: CompiledRule): boolean {
     rule.groups === undefined &&
     rule.emailDomains === undefined &&
     rule.methods === undefined &&
-    rule.names === undefined
+    rule.names === undefined &&
+    rule.arguments === undefined
   );
 }
 
@@ -302,13 +339,19 @@ export function principalMatches(rule: PrincipalConditions, p: PolicyPrincipal, 
   return true;
 }
 
-function requestMatches(rule: CompiledRule, r: PolicyRequest): boolean {
+/** `withArguments` false: the argument conditions are left out (a list entry's call has no arguments yet). */
+function requestMatches(rule: CompiledRule, r: PolicyRequest, withArguments = true): boolean {
   if (rule.methods && !rule.methods.test(r.method)) return false;
   if (rule.names) {
     if (!NAME_BEARING_METHODS.has(r.method) || r.name === undefined) return false;
     if (!rule.names.test(r.name)) return false;
   }
-  return true;
+  return rule.arguments === undefined || !withArguments || failingCondition(rule, r) === undefined;
+}
+
+/** The first of the rule's argument conditions that does not hold for this call, if any. */
+function failingCondition(rule: CompiledRule, r: PolicyRequest): ArgumentCondition | undefined {
+  return rule.arguments?.find((c) => !c.holds(r.arguments));
 }
 
 export function scopesOf(p: PolicyPrincipal): readonly string[] {
@@ -317,14 +360,27 @@ export function scopesOf(p: PolicyPrincipal): readonly string[] {
 
 function decideWith(policy: Policy, p: PolicyPrincipal, scopes: readonly string[], r: PolicyRequest): Decision {
   for (const rule of policy.rules) {
-    if (requestMatches(rule, r) && principalMatches(rule, p, scopes)) return { effect: rule.effect, rule: rule.name };
+    if (requestMatches(rule, r) && principalMatches(rule, p, scopes))
+      return rule.approval === undefined
+        ? { effect: rule.effect, rule: rule.name }
+        : { effect: rule.effect, rule: rule.name, approval: rule.approval };
   }
   return { effect: policy.defaultEffect, rule: 'default' };
 }
 
-/** The first matching rule's effect, or the default. Always-allowed methods are the caller's business. */
+/**
+ * Whether a list shows an entry, the arguments of a call to it being unknown: the first matching rule's
+ * effect, or the default, where a rule with argument conditions counts as matching when it allows (some
+ * arguments may be allowed) and is passed over otherwise (other arguments may not be refused).
+ * Always-allowed methods are the caller's business.
+ */
 export function decide(policy: Policy, p: PolicyPrincipal, r: PolicyRequest): Decision {
-  return decideWith(policy, p, scopesOf(p), r);
+  const scopes = scopesOf(p);
+  for (const rule of policy.rules) {
+    if (rule.arguments !== undefined && rule.effect !== 'allow') continue;
+    if (requestMatches(rule, r, false) && principalMatches(rule, p, scopes)) return { effect: rule.effect, rule: rule.name };
+  }
+  return { effect: policy.defaultEffect, rule: 'default' };
 }
 
 /**
@@ -335,14 +391,16 @@ export function decideCall(policy: Policy, p: PolicyPrincipal, r: PolicyRequest)
   return decideReadings(policy, p, scopesOf(p), r);
 }
 
+/** The strictest decision over the readings of a call's target: deny, then approve, then allow. */
 function decideReadings(policy: Policy, p: PolicyPrincipal, scopes: readonly string[], r: PolicyRequest): Decision {
-  const asSent = decideWith(policy, p, scopes, r);
-  if (asSent.effect === 'deny' || r.name === undefined) return asSent;
+  let strictest = decideWith(policy, p, scopes, r);
+  if (strictest.effect === 'deny' || r.name === undefined) return strictest;
   for (const name of readingsOf(r).slice(1)) {
-    const d = decideWith(policy, p, scopes, { method: r.method, name });
+    const d = decideWith(policy, p, scopes, { ...r, name });
     if (d.effect === 'deny') return d;
+    if (d.effect === 'approve' && strictest.effect === 'allow') strictest = d;
   }
-  return asSent;
+  return strictest;
 }
 
 /**
@@ -430,6 +488,10 @@ export interface Explanation {
   rule?: string;
   reason: string;
   scope?: string;
+  /** The deciding rule's argument conditions, each of which held. */
+  conditions?: string[];
+  /** Rules before it that matched but for an argument condition that did not hold: which one. */
+  passedOver?: { rule: string; condition: string }[];
   principal: PolicyPrincipal;
 }
 
@@ -463,6 +525,28 @@ export function explainCall(policy: Policy | undefined, p: PolicyPrincipal, r: P
     ...(d.rule === 'default' ? {} : { rule: d.rule }),
     reason,
     ...(scope ? { scope } : {}),
+    ...argumentTrace(policy, p, r, d.rule),
     principal,
   };
+}
+
+/** What the arguments did to a decision: the deciding rule's conditions, and the rules a condition passed over. */
+function argumentTrace(
+  policy: Policy,
+  p: PolicyPrincipal,
+  r: PolicyRequest,
+  decidedBy: string,
+): Pick<Explanation, 'conditions' | 'passedOver'> {
+  const scopes = scopesOf(p);
+  const passedOver: { rule: string; condition: string }[] = [];
+  for (const rule of policy.rules) {
+    if (rule.name === decidedBy) {
+      const conditions = rule.arguments?.map((c) => c.label);
+      return { ...(conditions ? { conditions } : {}), ...(passedOver.length > 0 ? { passedOver } : {}) };
+    }
+    if (rule.arguments === undefined || !requestMatches(rule, r, false) || !principalMatches(rule, p, scopes)) continue;
+    const failing = failingCondition(rule, r);
+    if (failing !== undefined) passedOver.push({ rule: rule.name, condition: `${failing.label} does not hold` });
+  }
+  return passedOver.length > 0 ? { passedOver } : {};
 }

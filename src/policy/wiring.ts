@@ -7,7 +7,10 @@ import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { Audit } from '../observability/audit.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { ClientAddresses } from '../proxy/client-address.ts';
-import type { QuotaStorage } from '../store/types.ts';
+import type { ApprovalStorage, QuotaStorage } from '../store/types.ts';
+import type { Logger } from '../observability/logger.ts';
+import { ApprovalHold, type ApprovalHoldOptions } from './approval-hold.ts';
+import { ApprovalWebhook } from './approval-webhook.ts';
 import { createPolicyGate, type PolicyGate } from './gate.ts';
 import { policyOf } from './rules.ts';
 
@@ -17,12 +20,24 @@ import { policyOf } from './rules.ts';
  */
 export function policyGateFor(
   config: Config,
-  shared: { store: QuotaStorage; clock: Clock; metrics: Metrics; audit: Audit; publicUrl: () => string; addresses: ClientAddresses },
+  shared: {
+    store: QuotaStorage & ApprovalStorage;
+    clock: Clock;
+    metrics: Metrics;
+    audit: Audit;
+    publicUrl: () => string;
+    addresses: ClientAddresses;
+    logger?: Logger;
+  },
 ): PolicyGate | undefined {
   const { store, clock, metrics, audit, publicUrl, addresses } = shared;
   const { rules, quotas, maxBodyBytes, maxBatch, maxDepth } = config.policy;
   if (rules === undefined && quotas === undefined) return undefined;
+  const holds = rules?.rules.some((r) => r.effect === 'approve') === true;
   return createPolicyGate({
+    approvals: holds
+      ? new ApprovalHold({ store, clock, metrics, audit, publicUrl, masterToken: config.masterToken, requested: notifier(config, shared) })
+      : undefined,
     policy: rules === undefined ? policyOf('allow', { rules: [], scopes: [] }) : policyOf(config.policy.default, rules),
     quotas:
       quotas === undefined
@@ -34,4 +49,12 @@ export function policyGateFor(
     audit,
     resourceMetadataUrl: () => resourceMetadataUrl(publicUrl()),
   });
+}
+
+/** The approval webhook's notice, when one is configured (its secret goes with it: checked with the configuration). */
+function notifier(config: Config, shared: { metrics: Metrics; logger?: Logger | undefined }): ApprovalHoldOptions['requested'] {
+  const { webhook, webhookSecret } = config.policy.approval;
+  if (webhook === undefined || webhookSecret === undefined || shared.logger === undefined) return undefined;
+  const hook = new ApprovalWebhook({ url: webhook, secret: webhookSecret, logger: shared.logger, metrics: shared.metrics });
+  return (approval, url) => hook.notify(approval, url);
 }

@@ -61,7 +61,7 @@ export async function forwardAdmitted(
   let gated;
   if (ctx.policyGate !== undefined) {
     const deciding = performance.now();
-    gated = await ctx.policyGate.decide(req, principal, missing ? needsCredential : undefined);
+    gated = await ctx.policyGate.decide(req, principal, missing ? needsCredential : undefined, session);
     req.trace?.step('policy decision', deciding);
   } else if (missing && req.method === 'POST') {
     gated = await readWithoutCredential(ctx, req);

@@ -78,6 +78,12 @@ export function keyLayout(prefix: string) {
     directoryList: (providerHash: string) => `${prefix}{directory}:scimList:${providerHash}`,
     /** The identities seen signing in with one email (directoryLinkName): field JSON [subject, issuer] -> epoch ms. */
     directoryLinks: (name: string) => `${prefix}{directory}:scimLinks:${name}`,
+    /** A held call's approval, by its id (random, 32 hex). */
+    approval: (approvalId: string) => `${prefix}approvals:${approvalId}`,
+    /** The newest approval of one bound call: its argumentsDigest -> the approval id. */
+    approvalDigest: (digest: string) => `${prefix}approvalDigests:${digest}`,
+    /** Every approval kept: a sorted set, member = approval id, score = when its record goes. */
+    approvalIndex: () => `${prefix}approvalIndex`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };

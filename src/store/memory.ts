@@ -3,6 +3,7 @@
 // (src/store/<aggregate>/memory.ts), composed into one store as the Redis parts are.
 
 import type { Clock } from '../model/clock.ts';
+import { MemoryApprovals } from './approvals/memory.ts';
 import { MemoryClients } from './clients/memory.ts';
 import { MemoryCounters } from './counters/memory.ts';
 import { MemoryDevices } from './devices/memory.ts';
@@ -43,6 +44,7 @@ export class MemoryTokenStore implements TokenStore {
         directory: new MemoryDirectory(core),
         counters: new MemoryCounters(core),
         infrastructure: new MemoryInfrastructure(core),
+        approvals: new MemoryApprovals(core),
       }),
     );
   }

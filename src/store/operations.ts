@@ -4,6 +4,7 @@
 // interfaces both ways: an operation added to an aggregate's interface and not listed here, or
 // listed and not there, does not compile.
 
+import type { ApprovalStorage } from './approvals/types.ts';
 import type { ClientStorage, ProfileStorage } from './clients/types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './counters/types.ts';
 import type { DeviceAuthorizationStorage } from './devices/types.ts';
@@ -30,6 +31,7 @@ export interface StoreParts {
   directory: DirectoryStorage;
   counters: CounterStorage & QuotaStorage & OneTimeValueStorage;
   infrastructure: AuditStorage & RevocationNotices & SigningKeyStorage & StoreHealth;
+  approvals: ApprovalStorage;
 }
 
 /** The name of one store operation (what a decorator's `around` is told, and what metrics label it with). */
@@ -101,6 +103,7 @@ export const STORE_OPERATIONS = {
   ],
   counters: ['hitCounter', 'takeQuota', 'useOnce'],
   infrastructure: ['appendAudit', 'listAuditEvents', 'subscribeRevocations', 'publishSigningKey', 'listSigningKeys', 'ping'],
+  approvals: ['putApproval', 'getApproval', 'useApproval', 'decideApproval', 'listApprovals', 'cancelSubjectApprovals'],
 } as const satisfies { readonly [P in keyof StoreParts]: ReadonlyArray<keyof StoreParts[P]> };
 
 /** Operations of a part's interface that its list leaves out, and of TokenStore that no part has. */

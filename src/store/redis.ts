@@ -4,6 +4,7 @@
 // RedisTokenStore below) on its way out. Connections: redis-connection.ts; scripts: redis-scripts.ts;
 // WAIT after revocations: redis-replication.ts.
 
+import { RedisApprovals } from './approvals/redis.ts';
 import { RedisClients } from './clients/redis.ts';
 import { RedisCounters } from './counters/redis.ts';
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
@@ -39,6 +40,7 @@ function redisOperations(core: RedisCore): TokenStore {
       directory: new RedisDirectory(core),
       counters: new RedisCounters(core),
       infrastructure: new RedisInfrastructure(core),
+      approvals: new RedisApprovals(core),
     }),
     close: () => core.close(),
   };

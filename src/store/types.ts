@@ -5,6 +5,7 @@
 // and StoreHealth, the audit trail AuditStorage, the rate limits CounterStorage...). Operations throw
 // StoreUnavailableError when the backing store cannot answer.
 
+import type { ApprovalStorage } from './approvals/types.ts';
 import type { ClientStorage, ProfileStorage } from './clients/types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './counters/types.ts';
 import type { DeviceAuthorizationStorage } from './devices/types.ts';
@@ -18,6 +19,7 @@ import type { TokenStorage } from './tokens/types.ts';
 import type { UpstreamCredentialStorage } from './upstream-credentials/types.ts';
 
 export * from './shared.ts';
+export type * from './approvals/types.ts';
 export type * from './clients/types.ts';
 export type * from './counters/types.ts';
 export type * from './devices/types.ts';
@@ -87,6 +89,7 @@ export interface TokenStore
     SigningKeyStorage,
     UpstreamCredentialStorage,
     DirectoryStorage,
+    ApprovalStorage,
     StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;

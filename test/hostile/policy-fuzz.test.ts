@@ -156,3 +156,85 @@ describe('policy under generated traffic', () => {
     expect(stack.logs.filter((l) => l.includes('unexpected error'))).toEqual([]);
   }, 120_000);
 });
+
+// The arguments a policy decides on, under generated spellings: a deny rule on `echo` with `force:
+// true`; bodies written as raw JSON text with the key spelt plainly, \u-escaped, in other cases,
+// repeated, under an `arguments` member spelt in other cases, with values of other types. The oracle
+// reads what the upstream received the way a case-folding Go server would (any key equal under
+// folding) as well as exactly: no forwarded call may carry a true `force` in either reading.
+describe('argument conditions under generated spellings', () => {
+  const ARG_POLICY = {
+    default: 'allow',
+    rules: [
+      {
+        name: 'no-force',
+        effect: 'deny',
+        requests: { methods: ['tools/call'], names: ['echo'] },
+        arguments: [{ path: '/force', equals: true }],
+      },
+    ],
+  };
+  const received: string[] = [];
+  let close: () => Promise<void>;
+  let stack: Stack;
+  let token: string;
+
+  beforeAll(async () => {
+    const upstream = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push(Buffer.concat(chunks).toString('utf8'));
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"jsonrpc":"2.0","id":0,"result":{}}');
+      });
+    });
+    const served = await serveOnLoopback(upstream);
+    close = served.close;
+    stack = await startStack({ upstreamUrl: served.url, config: { policy: ARG_POLICY } });
+    ({ token } = await stack.issueOAuthToken());
+  });
+  afterAll(async () => {
+    await stack?.close();
+    await close?.();
+  });
+
+  /** Go's encoding/json folds ASCII case, and `ſ` to `s`, `K` (Kelvin) to `k`. */
+  const goFold = (key: string) => key.toUpperCase().toLowerCase();
+  const keySpelling = fc.constantFrom('"force"', '"\\u0066orce"', '"Force"', '"FORCE"', '"fOrce"', '"forc\\u0065"', '"other"');
+  const value = fc.constantFrom('true', 'false', '"true"', '1', 'null', '{"x":true}', '[true]');
+  const argumentsKey = fc.constantFrom('"arguments"', '"arguments"', '"Arguments"', '"\\u0061rguments"', '"ARGUMENTS"');
+  const body = fc.record({
+    members: fc.array(fc.tuple(keySpelling, value), { minLength: 0, maxLength: 3 }),
+    argumentsKey,
+  });
+
+  it(`${RUNS} generated argument spellings: no forwarded call carries force: true in any reading`, async () => {
+    let forwarded = 0;
+    await fc.assert(
+      fc.asyncProperty(body, async (b) => {
+        const args = `{${b.members.map(([k, v]) => `${k}:${v}`).join(',')}}`;
+        const text = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",${b.argumentsKey}:${args}}}`;
+        const res = await fetch(stack.mcpUrl, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: text,
+        });
+        const answer = await res.text();
+        expect([200, 400]).toContain(res.status);
+        if (res.status === 200 && !answer.includes('"insufficient_authorization"')) forwarded++;
+      }),
+      { numRuns: RUNS, seed: 20261206 },
+    );
+    for (const got of received) {
+      const params = (JSON.parse(got) as { params: Record<string, unknown> }).params;
+      for (const [key, args] of Object.entries(params)) {
+        if (goFold(key) !== 'arguments' || typeof args !== 'object' || args === null) continue;
+        for (const [name, v] of Object.entries(args)) expect(goFold(name) === 'force' && v === true, got).toBe(false);
+      }
+    }
+    expect(received.length).toBe(forwarded);
+    expect(forwarded).toBeGreaterThan(10);
+    expect(forwarded).toBeLessThan(RUNS);
+  }, 120_000);
+});

@@ -40,6 +40,7 @@ const ZERO = {
   consentsForgotten: 0,
   connectedAccountsDeleted: 0,
   handlesForgotten: 0,
+  approvalsCancelled: 0,
 };
 
 /** A browser sign-in of the demo user through `clientId`, and the code redeemed as the client does: its access and refresh tokens. */
@@ -182,6 +183,7 @@ describe('listGrants and revokeSubject', () => {
       consentsForgotten: 0,
       connectedAccountsDeleted: 1,
       handlesForgotten: 5,
+      approvalsCancelled: 0,
     });
     expect(await s.stack.store.getUpstreamCredential(DEMO_USER.sub, s.idp.issuer, 'oauth:github')).toBeNull();
     expect(await s.stack.store.getUpstreamCredential('bob-0002', s.idp.issuer, 'oauth:github')).toMatchObject({ subject: 'bob-0002' });

@@ -19,6 +19,7 @@ import { countersContract } from './store-contract/counters.ts';
 import { directoryContract } from './store-contract/directory.ts';
 import { infrastructureContract } from './store-contract/infrastructure.ts';
 import { lifecycleContract } from './store-contract/lifecycle.ts';
+import { approvalsContract } from './store-contract/approvals.ts';
 
 export { redisRawAccess, type StoreHarness } from './store-contract/context.ts';
 
@@ -48,6 +49,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     countersContract(contract);
     directoryContract(contract);
     infrastructureContract(contract);
+    approvalsContract(contract);
     lifecycleContract(contract);
   });
 }

@@ -13,6 +13,8 @@ export interface GoUpstream {
   url: string;
   /** `tools/call NAME` and `resources/read URI` for every call the upstream ran, in order. */
   executed(): string[];
+  /** `NAME force=BOOL sudo=BOOL branch=STRING` for every tools/call it ran: its arguments as Go read them. */
+  argumentsRead(): string[];
   close(): Promise<void>;
 }
 
@@ -40,6 +42,12 @@ export async function startGoUpstream(): Promise<GoUpstream> {
         .output()
         .split('\n')
         .filter((l) => l.startsWith('EXEC '))
+        .map((l) => l.slice(5)),
+    argumentsRead: () =>
+      started
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('ARGS '))
         .map((l) => l.slice(5)),
     async close() {
       started.child.kill();

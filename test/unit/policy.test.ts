@@ -219,7 +219,7 @@ describe('policy: validation reports every problem', () => {
       { rules: [{ name: 'a', effect: 'allow', requests: { tools: ['x'] } }] },
       /requests\.tools is not a known field/,
     ],
-    ['a bad effect', { rules: [{ name: 'a', effect: 'permit' }] }, /effect must be allow or deny/],
+    ['a bad effect', { rules: [{ name: 'a', effect: 'permit' }] }, /effect must be allow, deny or approve/],
     ['a missing name', { rules: [{ effect: 'allow' }] }, /name must be/],
     [
       'a duplicate name',
@@ -295,7 +295,7 @@ describe('policy: JSON-RPC bodies', () => {
   it('a single call, a batch, a notification and a response', () => {
     expect(parse('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}')).toEqual({
       batch: false,
-      messages: [{ call: { method: 'tools/call', name: 'search' }, id: 1 }],
+      messages: [{ call: { method: 'tools/call', name: 'search', arguments: {} }, id: 1 }],
       canonical: Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{}}}'),
     });
     const batch = parse(
@@ -404,7 +404,7 @@ describe('policy: JSON-RPC bodies', () => {
     const text =
       ' {\n "jsonrpc" : "2.0", "id" : 1.0, "method":"tools/call", "params":{"n\\u0061me":"\\u0065cho","arguments":{"x":1e2,"s":"caf\\u00e9 \\ud83d\\ude00"}}}\n';
     const { canonical, messages } = parse(text);
-    expect(messages[0]!.call).toEqual({ method: 'tools/call', name: 'echo' });
+    expect(messages[0]!.call).toEqual({ method: 'tools/call', name: 'echo', arguments: { x: 100, s: 'café 😀' } });
     expect(canonical.toString('utf8')).toBe(
       '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":100,"s":"café 😀"}}}',
     );
@@ -598,7 +598,7 @@ describe('policy: in config.yaml', () => {
       expect(err).toBeInstanceOf(ConfigError);
       const problems = (err as ConfigError).problems.join('\n');
       expect(problems).toMatch(/policy\.rules\[0\] can never match: principals\.clientIds/);
-      expect(problems).toMatch(/policy\.rules\[1\]\.effect must be allow or deny/);
+      expect(problems).toMatch(/policy\.rules\[1\]\.effect must be allow, deny or approve/);
       expect(problems).toMatch(/unknown key "policy\.defualt" \(did you mean "policy\.default"\?\)/);
       expect(problems).toMatch(/unknown key "prot"/);
     }

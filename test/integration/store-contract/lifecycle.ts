@@ -169,6 +169,28 @@ export function lifecycleContract(contract: Contract): void {
       linkDirectoryIdentity: (s) => s.linkDirectoryIdentity('default', 'a@example.com', { subject: 's', issuer: 'i' }, clock.now()),
       listDirectoryUsers: (s) => s.listDirectoryUsers('default', 0, 10),
       linkedDirectoryIdentities: (s) => s.linkedDirectoryIdentities('default', 'a@example.com'),
+      putApproval: (s) =>
+        s.putApproval(
+          {
+            approvalId: 'a',
+            argumentsDigest: hashToken('x'),
+            rule: 'r',
+            subject: 's',
+            tool: 't',
+            arguments: '{}',
+            approvers: 'self',
+            notSelf: false,
+            state: 'pending',
+            requestedAt: clock.now(),
+            expiresAt: clock.now() + HOUR,
+          },
+          HOUR,
+        ),
+      getApproval: (s) => s.getApproval('a'),
+      useApproval: (s) => s.useApproval(hashToken('x'), clock.now()),
+      decideApproval: (s) => s.decideApproval('a', clock.now(), { approve: true, by: 'b' }),
+      listApprovals: (s) => s.listApprovals(clock.now(), 10),
+      cancelSubjectApprovals: (s) => s.cancelSubjectApprovals('s', undefined, clock.now()),
     } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
     it('ping answers while open; close resolves and later calls reject', async () => {
