@@ -26,18 +26,19 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
     graceMs = 0,
     successor?: string,
   ): Promise<RotateOutcome> {
+    if (await this.#core.outsideClientSlot(oldHash, this.#core.keys.refreshToken(oldHash), clientId)) return 'invalid';
     const outcome = await this.#core.scripts.mcpRotateRefresh(
       this.#core.keys.client(clientId),
       this.#core.keys.clientTokens(clientId),
       this.#core.keys.accessToken(access.tokenHash),
       this.#core.keys.refreshToken(refresh.tokenHash),
-      this.#core.keys.refreshFamily(refresh.familyId),
+      this.#core.keys.refreshFamily(clientId, refresh.familyId),
       this.#core.keys.refreshToken(oldHash),
       String(now),
       clientId,
       refresh.familyId,
-      this.#core.keys.accessToken(''),
-      this.#core.keys.refreshToken(''),
+      this.#core.keys.accessTokenTemplate(),
+      this.#core.keys.refreshTokenTemplate(),
       String(Math.max(0, Math.floor(graceMs))),
       successor ?? '',
       ...this.#core.tokenArgs(access, refresh),
@@ -55,15 +56,15 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
-    const familyId = await this.#core.redis.hget(this.#core.keys.refreshToken(tokenHash), 'familyId');
-    if (familyId === null) return false;
+    const [familyId, clientId] = await this.#core.redis.hmget(this.#core.keys.refreshToken(tokenHash), 'familyId', 'clientId');
+    if (familyId == null || clientId == null) return false;
     const revoked = await this.#core.revocation(async (scripts) => {
       const done = await scripts.mcpRevokeRefreshFamily(
         this.#core.keys.refreshToken(tokenHash),
-        this.#core.keys.refreshFamily(familyId),
+        this.#core.keys.refreshFamily(clientId, familyId),
         String(now),
-        this.#core.keys.accessToken(''),
-        this.#core.keys.refreshToken(''),
+        this.#core.keys.accessTokenTemplate(),
+        this.#core.keys.refreshTokenTemplate(),
       );
       return done === 1;
     });
