@@ -99,13 +99,23 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
     );
   }
 
+  /**
+   * The members of one of a subject's indexes that it answers for: in the home index, not the OAuth
+   * tokens a store of layout 1 listed there (the migration lists them in their bucket's index too,
+   * and a script on the home index's slot cannot reach them on Cluster).
+   */
+  #answeredBy(index: string, subject: string, members: string[]): string[] {
+    if (index !== this.#core.subjectIndex(subject)) return members;
+    return members.filter((m) => !m.startsWith(ACCESS_MEMBER) && !m.startsWith(REFRESH_MEMBER));
+  }
+
   async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
     const out: SubjectToken[] = [];
     // The home index and every bucket's, read side by side (each bucket's index on its own node).
     await Promise.all(
       this.#core.subjectIndexes(subject).map(async (index) => {
         for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
-          const members = batch.filter((m) => !m.startsWith(CONSENT_MEMBER));
+          const members = this.#answeredBy(index, subject, batch).filter((m) => !m.startsWith(CONSENT_MEMBER));
           const tokens = await this.#readTokens(members, now, subject);
           const gone = members.filter((_, i) => tokens[i] === null);
           if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
@@ -168,7 +178,8 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
     size: number,
     result: SubjectRevocation,
   ): Promise<void> {
-    for await (const batch of this.#subjectMembers(index, now, size)) {
+    for await (const all of this.#subjectMembers(index, now, size)) {
+      const batch = this.#answeredBy(index, subject, all);
       const notice: RevocationNotice = {};
       /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
       let grantIds: string[] = [];
