@@ -8,7 +8,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, generateTokenFor, hashToken } from '../../src/model/credentials.ts';
-import { escapeGlob } from '../../src/store/records.ts';
+import { clientBucket, escapeGlob } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
@@ -269,6 +269,46 @@ describe('the bucketed layout on three masters', () => {
     expect(first).toMatchObject({ accessTokensRevoked: 24, refreshTokensRevoked: 24 });
     for (const h of hashes) expect((await store.lookupToken(h)).oauth).toMatchObject({ revoked: true });
     expect(await store.revokeSubject(subject, undefined, Date.now(), 7)).toMatchObject({ accessTokensRevoked: 0, refreshTokensRevoked: 0 });
+  });
+});
+
+describe('deleteClient with a token outside its bucket (as the migration leaves a layout-1 token)', () => {
+  it('revokes it with the client, counted once', async () => {
+    const store = await openRedisStore(uniquePrefix('cluster-stray'), { url: cluster.url });
+    const raw = rawCluster();
+    await raw.connect();
+    try {
+      const clientId = 'stray-owner';
+      await store.createClient({
+        clientId,
+        clientName: clientId,
+        redirectUris: [],
+        grantTypes: ['client_credentials'],
+        profile: 'default',
+        tokenEndpointAuthMethod: 'client_secret_basic',
+        clientSecretHash: hashToken(clientId),
+        source: 'admin',
+        createdAt: Date.now(),
+      });
+      const inBucket = hashToken(generateTokenFor(clientId));
+      const now = Date.now();
+      expect(await store.createAccessToken({ tokenHash: inBucket, clientId, createdAt: now, expiresAt: now + 3_600_000 })).toBe('ok');
+      // A token minted before the bucketed layout: in the bucket of its own hash, listed in the client's set.
+      let stray = hashToken(generateToken());
+      while (stray.slice(0, 2) === clientBucket(clientId)) stray = hashToken(generateToken());
+      const strayKey = store.keys.accessToken(stray);
+      await raw.hset(strayKey, { tokenHash: stray, clientId, createdAt: String(now), expiresAt: String(now + 3_600_000) });
+      await raw.sadd(store.keys.clientTokens(clientId), `a:${stray}`);
+      expect(await raw.call('CLUSTER', 'KEYSLOT', strayKey)).not.toBe(await raw.call('CLUSTER', 'KEYSLOT', store.keys.client(clientId)));
+      expect((await store.lookupToken(stray)).oauth).toMatchObject({ revoked: false });
+      expect(await store.deleteClient(clientId, now)).toMatchObject({ accessTokensRevoked: 2 });
+      expect((await store.lookupToken(stray)).oauth).toMatchObject({ revoked: true });
+      expect((await store.lookupToken(inBucket)).oauth).toMatchObject({ revoked: true });
+      expect(await store.deleteClient(clientId, now)).toMatchObject({ accessTokensRevoked: 0 });
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
   });
 });
 
