@@ -13,7 +13,7 @@ export { clientBucket, hashBucket, OAUTH_BUCKETS };
  */
 export const CURRENT_LAYOUT = 2;
 
-/** The tag spot in a bucketed key template (bucketedKey: the bucket, then the id, go there). */
+/** The tag spot in a bucketed key template: the Lua scripts (TOKEN_KEY) put the bucket there, the id at the end. */
 const BUCKET_SPOT = '{oauth:}';
 
 /** One family of bucketed keys: `<prefix>{oauth:<bucket>}:<family>:<id>`. */
@@ -63,7 +63,7 @@ export function keyLayout(prefix: string) {
     accessTokenHashOf: access.idOf,
     refreshTokenHashOf: refresh.idOf,
     client: (clientId: string) => clients.key(clientBucket(clientId), clientId),
-    /** Every client id, for listing: one set outside the buckets, written before the client record. */
+    /** Every client id, for listing: one set outside the buckets, added to after the client record is written. */
     clientIndex: () => `${prefix}{oauth}:oauthClientIndex`,
     clientTokens: (clientId: string) => clientTokenSets.key(clientBucket(clientId), clientId),
     /** A refresh family lives in its client's bucket (its members are the client's tokens). */

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { ensureLayout, legacyKey } from '../../src/store/layout.ts';
 import { keyLayout } from '../../src/store/records.ts';
-import { deleteUnder, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { deleteUnder, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
+import { runMigrate } from '../../src/entry/migrate.ts';
 
 describe('the layout version key', () => {
   let raw: Redis;
@@ -56,5 +57,57 @@ describe('the layout version key', () => {
     expect(check.ok).toBe(false);
     expect(!check.ok && check.problem).toContain('mcp-bearer-proxy migrate');
     expect(await raw.get(keys.layout())).toBe(value);
+  });
+});
+
+describe('mcp-bearer-proxy migrate: what it refuses, and an empty store', () => {
+  let raw: Redis;
+  const prefixes: string[] = [];
+  beforeAll(async () => {
+    raw = await rawRedis();
+  });
+  afterAll(async () => {
+    for (const p of prefixes) await deleteUnder(raw, p);
+    await raw.quit();
+  });
+
+  async function migrate(args: string[]): Promise<{ code: number; out: string; err: string }> {
+    let out = '';
+    let err = '';
+    const env = { BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl(), UPSTREAM_URL: 'http://127.0.0.1:9/mcp' };
+    const code = await runMigrate(args, { stdout: { write: (t: string) => (out += t) }, stderr: { write: (t: string) => (err += t) }, env });
+    return { code, out, err };
+  }
+  const fresh = () => {
+    const prefix = uniquePrefix('migrate-cli');
+    prefixes.push(prefix);
+    return prefix;
+  };
+
+  it('an empty store: nothing moved, the layout recorded, exit 0', async () => {
+    const prefix = fresh();
+    const run = await migrate(['--redis.keyPrefix', prefix]);
+    expect(run).toMatchObject({ code: 0 });
+    expect(run.out).toContain('moved 0 records to layout 2');
+    expect(await raw.get(keyLayout(prefix).layout())).toBe('2');
+  });
+
+  it('a store of a layout it does not bring over: exit 2, nothing done', async () => {
+    const prefix = fresh();
+    await raw.set(keyLayout(prefix).layout(), '9');
+    const run = await migrate(['--redis.keyPrefix', prefix]);
+    expect(run.code).toBe(2);
+    expect(run.err).toContain('nothing done');
+    expect(await raw.get(keyLayout(prefix).layout())).toBe('9');
+  });
+
+  it.each([
+    ['an unknown flag', ['--frobnicate'], /unknown argument/],
+    ['the in-memory store', ['--store', 'memory'], /in-memory/],
+    ['an invalid configuration', ['--redis.commandTimeoutMs', 'soon'], /configuration is invalid/],
+  ])('%s: exit 2, said on stderr', async (_, args, said) => {
+    const run = await migrate(args);
+    expect(run.code).toBe(2);
+    expect(run.err).toMatch(said);
   });
 });
