@@ -40,9 +40,7 @@ export function scanNodes(redis: RedisClient): Redis[] {
   return redis instanceof Cluster ? redis.nodes('master') : [redis];
 }
 
-export type LayoutCheck =
-  | { ok: true; layout: number; written: boolean }
-  | { ok: false; found: string; problem: string };
+export type LayoutCheck = { ok: true; layout: number; written: boolean } | { ok: false; found: string; problem: string };
 
 /** Whether any node holds a key of a layout-1 family (stops at the first one found). */
 async function holdsLegacyRecords(redis: RedisClient, keys: KeyLayout): Promise<boolean> {

@@ -125,7 +125,8 @@ export class MemoryCore {
     if (record.user !== undefined) this.indexSubject(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
     this.put(this.keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
     this.set(this.keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
-    if (record.familyId !== undefined) this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
+    if (record.familyId !== undefined)
+      this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
   }
 
   storeRefresh(record: RefreshTokenRecord): void {

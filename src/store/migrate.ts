@@ -6,12 +6,7 @@
 // the previous version wrote meanwhile) only adds what is missing. The layout-1 keys stay for the
 // sidecars of the previous version until `--finish` deletes them (once none of those runs).
 
-import {
-  ACCESS_MEMBER,
-  hashBucket,
-  REFRESH_MEMBER,
-  type KeyLayout,
-} from './records.ts';
+import { ACCESS_MEMBER, hashBucket, REFRESH_MEMBER, type KeyLayout } from './records.ts';
 import { CURRENT_LAYOUT } from './key-layout.ts';
 import { layoutPrefix, LEGACY_FAMILIES, legacyPattern, scanNodes, type LegacyFamily } from './layout.ts';
 import type { RedisClient } from './redis-connection.ts';
@@ -89,7 +84,14 @@ async function mergeHash(m: Migrator, family: LegacyFamily, key: string, target:
   tally(m.counts[family], reply);
 }
 
-async function mergeSet(m: Migrator, family: LegacyFamily, target: string, kind: 'set' | 'zset', members: string[], pttl: number): Promise<void> {
+async function mergeSet(
+  m: Migrator,
+  family: LegacyFamily,
+  target: string,
+  kind: 'set' | 'zset',
+  members: string[],
+  pttl: number,
+): Promise<void> {
   if (members.length === 0) return;
   const reply = (await m.redis.eval(MERGE_SET, 1, target, kind, expireAtOf(pttl), ...members)) as [number, number];
   tally(m.counts[family], reply);

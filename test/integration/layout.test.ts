@@ -75,7 +75,11 @@ describe('mcp-bearer-proxy migrate: what it refuses, and an empty store', () => 
     let out = '';
     let err = '';
     const env = { BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl(), UPSTREAM_URL: 'http://127.0.0.1:9/mcp' };
-    const code = await runMigrate(args, { stdout: { write: (t: string) => (out += t) }, stderr: { write: (t: string) => (err += t) }, env });
+    const code = await runMigrate(args, {
+      stdout: { write: (t: string) => (out += t) },
+      stderr: { write: (t: string) => (err += t) },
+      env,
+    });
     return { code, out, err };
   }
   const fresh = () => {

@@ -249,7 +249,8 @@ describe('the bucketed layout on three masters', () => {
     console.log(`OAuth records per master, of ${total}: ${shares.map((s) => `${(s * 100).toFixed(1)}%`).join(' ')}`);
     expect(perMaster).toHaveLength(3);
     for (const share of shares) expect(Math.abs(share - 1 / 3)).toBeLessThanOrEqual(0.15);
-    for (const id of clients.slice(0, 3)) expect(await store.deleteClient(id, Date.now())).toMatchObject({ accessTokensRevoked: 2, refreshTokensRevoked: 2 });
+    for (const id of clients.slice(0, 3))
+      expect(await store.deleteClient(id, Date.now())).toMatchObject({ accessTokensRevoked: 2, refreshTokensRevoked: 2 });
   });
 
   it("a subject's tokens of clients on every master: listed, revoked slot by slot, and a second run finds nothing left", async () => {
@@ -260,10 +261,17 @@ describe('the bucketed layout on three masters', () => {
       await client(id);
       hashes.push(await issue(id, subject));
     }
-    const owners = new Set(await Promise.all(hashes.map(async (h) => ownerOf(raw, (await raw.call('CLUSTER', 'KEYSLOT', store.keys.accessToken(h))) as number))));
+    const owners = new Set(
+      await Promise.all(hashes.map(async (h) => ownerOf(raw, (await raw.call('CLUSTER', 'KEYSLOT', store.keys.accessToken(h))) as number))),
+    );
     expect(owners.size).toBe(3);
     const listed = await store.listSubjectTokens(subject, Date.now());
-    expect(listed.filter((t) => t.kind === 'access').map((t) => t.tokenHash).sort()).toEqual([...hashes].sort());
+    expect(
+      listed
+        .filter((t) => t.kind === 'access')
+        .map((t) => t.tokenHash)
+        .sort(),
+    ).toEqual([...hashes].sort());
     expect(listed.filter((t) => t.kind === 'refresh')).toHaveLength(24);
     const first = await store.revokeSubject(subject, undefined, Date.now(), 7);
     expect(first).toMatchObject({ accessTokensRevoked: 24, refreshTokensRevoked: 24 });

@@ -10,8 +10,12 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const [dir, url, prefix, clientsText, pairsText] = process.argv.slice(2) as [string, string, string, string, string];
-const { RedisTokenStore } = (await import(pathToFileURL(join(dir, 'src/store/redis.ts')).href)) as typeof import('../../src/store/redis.ts');
-const { createRedisClient, connectRedis } = (await import(pathToFileURL(join(dir, 'src/store/redis-connection.ts')).href)) as typeof import('../../src/store/redis-connection.ts');
+const { RedisTokenStore } = (await import(
+  pathToFileURL(join(dir, 'src/store/redis.ts')).href
+)) as typeof import('../../src/store/redis.ts');
+const { createRedisClient, connectRedis } = (await import(
+  pathToFileURL(join(dir, 'src/store/redis-connection.ts')).href
+)) as typeof import('../../src/store/redis-connection.ts');
 
 const token = () => randomBytes(32).toString('hex');
 const hash = (raw: string) => createHash('sha256').update(raw).digest('hex');
@@ -68,7 +72,13 @@ await Promise.all(
       lines.push(JSON.stringify({ raw: r, kind: 'refresh', clientId, revoked: false, ...('user' in user ? { subject } : {}) }));
     }
     const userToken = token();
-    await store.putUserToken({ tokenHash: hash(userToken), subject, issuer: 'https://idp.example/', createdAt: now, expiresAt: now + HOUR });
+    await store.putUserToken({
+      tokenHash: hash(userToken),
+      subject,
+      issuer: 'https://idp.example/',
+      createdAt: now,
+      expiresAt: now + HOUR,
+    });
     const userRevoked = c % 4 === 0;
     if (userRevoked) await store.revokeUserToken(hash(userToken));
     lines.push(JSON.stringify({ raw: userToken, kind: 'user', subject, revoked: userRevoked }));

@@ -37,7 +37,9 @@ export function layoutOneCode(): LayoutOneCode {
     execFileSync('tar', ['-x', '-C', dir], { input: archive });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`the layout-1 fixture needs commit ${LAYOUT_1_COMMIT} in this clone (git fetch --unshallow): ${(err as Error).message}`);
+    throw new Error(
+      `the layout-1 fixture needs commit ${LAYOUT_1_COMMIT} in this clone (git fetch --unshallow): ${(err as Error).message}`,
+    );
   }
   symlinkSync(resolve('node_modules'), join(dir, 'node_modules'));
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');

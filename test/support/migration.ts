@@ -33,7 +33,12 @@ function expected(t: WrittenToken): number {
   return t.revoked ? 401 : 200;
 }
 
-export async function runMigrationScenario(options: { clients: number; pairs: number; killWithinMs: number; checkAll: boolean }): Promise<MigrationRun> {
+export async function runMigrationScenario(options: {
+  clients: number;
+  pairs: number;
+  killWithinMs: number;
+  checkAll: boolean;
+}): Promise<MigrationRun> {
   const prefix = uniquePrefix('migrate');
   const dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-migrate-'));
   const code = layoutOneCode();
@@ -112,11 +117,16 @@ export async function runMigrationScenario(options: { clients: number; pairs: nu
     const proxyUrl = /proxy listening on (\S+)/.exec(current.output())![1]!;
     const adminUrl = /admin listening on (\S+)/.exec(current.output())![1]!;
     const checked = options.checkAll ? sample : sample.filter((_, i) => i % 97 === 0);
-    for (const t of checked) expect([t.raw.slice(0, 8), (await postMcp(`${proxyUrl}/mcp`, t.raw)).status]).toEqual([t.raw.slice(0, 8), expected(t)]);
+    for (const t of checked)
+      expect([t.raw.slice(0, 8), (await postMcp(`${proxyUrl}/mcp`, t.raw)).status]).toEqual([t.raw.slice(0, 8), expected(t)]);
 
     // A refresh token issued and rotated under layout 1 rotates under the current one.
     const refresh = tokens.find((t) => t.kind === 'refresh')!;
-    const rotated = await postForm(`${proxyUrl}/token`, { grant_type: 'refresh_token', refresh_token: refresh.raw }, basic(refresh.clientId!, refresh.clientId!));
+    const rotated = await postForm(
+      `${proxyUrl}/token`,
+      { grant_type: 'refresh_token', refresh_token: refresh.raw },
+      basic(refresh.clientId!, refresh.clientId!),
+    );
     expect(rotated.status).toBe(200);
     expect((await postMcp(`${proxyUrl}/mcp`, rotated.body.access_token)).status).toBe(200);
 
@@ -145,7 +155,11 @@ export async function runMigrationScenario(options: { clients: number; pairs: nu
     // --finish: the layout-1 keys go; the current sidecar still serves.
     const finish = spawnProcess([...BIN, 'migrate', '--finish'], env);
     expect(await finish.exit).toBe(0);
-    expect((await keysUnder(raw, prefix)).filter((k) => /\{oauth\}:oauth(AccessTokens|RefreshTokens|Clients|ClientTokens|RefreshFamilies|AuthorizationCodes):/.test(k))).toEqual([]);
+    expect(
+      (await keysUnder(raw, prefix)).filter((k) =>
+        /\{oauth\}:oauth(AccessTokens|RefreshTokens|Clients|ClientTokens|RefreshFamilies|AuthorizationCodes):/.test(k),
+      ),
+    ).toEqual([]);
     const still = sample.find((t) => !t.revoked && t.kind === 'access' && t.clientId !== victim.clientId && t.subject !== person.subject)!;
     expect((await postMcp(`${proxyUrl}/mcp`, still.raw)).status).toBe(200);
     return {

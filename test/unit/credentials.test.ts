@@ -38,8 +38,8 @@ describe('generateToken', () => {
   });
 });
 
-describe('generateTokenFor (a client\'s tokens land in the client\'s Cluster bucket)', () => {
-  it('is token-shaped, and its hash names the bucket of the client, so its key carries the client\'s tag', () => {
+describe("generateTokenFor (a client's tokens land in the client's Cluster bucket)", () => {
+  it("is token-shaped, and its hash names the bucket of the client, so its key carries the client's tag", () => {
     const keys = keyLayout('mcpauth:');
     for (const clientId of ['c1', 'mcp_abc', 'https://app.example/client.json', 'émoji-✓']) {
       const t = generateTokenFor(clientId);

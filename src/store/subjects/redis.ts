@@ -37,7 +37,6 @@ async function scanKeys(node: Redis, pattern: string, count: number, each: (keys
   } while (cursor !== '0');
 }
 
-
 export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
   readonly #core: RedisCore;
 
