@@ -5,7 +5,7 @@
 import type { AuditInput } from '../observability/audit.ts';
 import type { Clock } from '../model/clock.ts';
 import { SUBJECT_CUTOFF_KEPT_MS } from '../model/offboarding.ts';
-import { decideToken, generateToken, hashToken, type MasterToken, type Principal } from '../model/credentials.ts';
+import { decideToken, generateToken, generateTokenFor, hashToken, type MasterToken, type Principal } from '../model/credentials.ts';
 import { explainCall } from '../policy/rules.ts';
 import type { Policy } from '../policy/rules.ts';
 import { HttpError } from '../http/errors.ts';
@@ -110,7 +110,7 @@ const handlers: Handlers = {
   },
 
   async createAccessToken(ctx, { clientId, lifetimeSeconds: lifetime, scope }) {
-    const accessToken = generateToken();
+    const accessToken = generateTokenFor(clientId);
     const now = ctx.clock.now();
     const expiresAt = now + lifetime * 1000;
     const record = { tokenHash: hashToken(accessToken), clientId, createdAt: now, expiresAt, ...(scope === undefined ? {} : { scope }) };

@@ -4,6 +4,7 @@
 //   mcp-bearer-proxy admin <operation> [--flags] [--json]   every admin operation, over the admin listener
 //   mcp-bearer-proxy token generate                        a new 64-hex secret (e.g. a new master token)
 //   mcp-bearer-proxy token hash <token | ->                SHA-256 of a token, for revocation by hand
+//   mcp-bearer-proxy migrate [--finish] [--config FILE]     the store brought over to the current key layout
 //
 // Each operation's flags, help and value checks come from its declaration (src/admin/declarations.ts),
 // the one the admin listener reads a body against.
@@ -18,6 +19,7 @@ import { flagOf, kebab, readArguments, type Field, type Fields, type OperationSp
 import { scanArgs, type FlagOption } from '../config/command-line.ts';
 import { nearestName } from '../config/spec.ts';
 import { generateToken, hashToken, isTokenShaped } from '../model/credentials.ts';
+import { runMigrate } from './migrate.ts';
 
 export const EXIT = {
   /** Done. */
@@ -85,6 +87,7 @@ export const USAGE = `usage:
   mcp-bearer-proxy admin <operation> [flags] [--json]  call an admin operation
   mcp-bearer-proxy token generate                      print a new 64-hex secret (32 CSPRNG bytes)
   mcp-bearer-proxy token hash <token | ->              print SHA-256(token); - reads it from stdin
+  mcp-bearer-proxy migrate [--finish] [--config FILE]  bring the store over to the current key layout
   mcp-bearer-proxy admin <operation> --help            the flags of one operation (or: admin help <operation>)
 
 admin operations:
@@ -388,6 +391,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       return await runAdmin(rest, io);
     }
     if (command === 'token') return await runToken(rest, io);
+    if (command === 'migrate') return await runMigrate(rest, io);
     throw new UsageError(`unknown command "${command}"`);
   } catch (err) {
     if (err instanceof UsageError) {

@@ -10,7 +10,9 @@ import { systemClock } from '../model/clock.ts';
 import { createLogger, writeStdoutLines } from '../observability/logger.ts';
 import { checkTracingInstalled, TracingUnavailableError } from '../observability/tracing.ts';
 import { checkIdentityProvider } from '../oauth/idp-check.ts';
+import { ensureLayout } from '../store/layout.ts';
 import { RedisConnectError } from '../store/redis-connection.ts';
+import { RedisTokenStore } from '../store/redis.ts';
 import { LookupCacheSetupError } from '../store/redis-lookup-cache.ts';
 import { redactRedisUrl } from '../store/redis-url.ts';
 import { storedCredentialKeyProblem } from '../upstream-credentials/key-check.ts';
@@ -134,6 +136,20 @@ async function main(): Promise<void> {
     store = await openStore(config, systemClock, logger);
   } catch (err) {
     fail(redisStartupProblem(config.redis.url, err));
+  }
+  // The key layout, checked once per process group before anything is served.
+  if (!cluster.isWorker && store instanceof RedisTokenStore) {
+    let layout;
+    try {
+      layout = await ensureLayout(store.client, store.keys);
+    } catch (err) {
+      await store.close();
+      fail(redisStartupProblem(config.redis.url, err));
+    }
+    if (!layout.ok) {
+      await store.close();
+      fail(`Redis at ${redactRedisUrl(config.redis.url)}: ${layout.problem}`);
+    }
   }
   if (cluster.isWorker) return runWorker(config, store, logger);
   if (workers > 1) {

@@ -3,6 +3,7 @@
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis nor of stored fields.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { clientBucket, hashBucket } from '../store/buckets.ts';
 import type { StoredAccessToken, StoredRefreshToken, StoredUserToken, TokenLookup } from '../store/types.ts';
 
 export type { TokenLookup } from '../store/types.ts';
@@ -47,6 +48,25 @@ export type Decision = { ok: true; principal: Principal } | { ok: false; reason:
 /** 32 CSPRNG bytes as 64 lowercase hex characters. */
 export function generateToken(): string {
   return randomBytes(32).toString('hex');
+}
+
+/**
+ * A token whose records go in a client's bucket (access and refresh tokens, authorization codes):
+ * 32 CSPRNG bytes drawn until the SHA-256 of their hex begins with the client's bucket (256 draws on
+ * average). The token is uniform over the 2^248 values that land there: 248 bits stay random, and
+ * the lookup finds the bucket from the token's hash alone (docs/storage.md).
+ */
+export function generateTokenFor(clientId: string): string {
+  const bucket = clientBucket(clientId);
+  // CSPRNG bytes drawn 64 candidates at a time (one call instead of one per draw); every candidate
+  // is 32 fresh bytes, and none is used twice.
+  for (;;) {
+    const pool = randomBytes(32 * 64);
+    for (let at = 0; at < pool.length; at += 32) {
+      const raw = pool.toString('hex', at, at + 32);
+      if (hashBucket(hashToken(raw)) === bucket) return raw;
+    }
+  }
 }
 
 /** SHA-256 of the raw token as 64 lowercase hex: the only form of an issued token that is ever stored. */

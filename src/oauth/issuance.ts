@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { clientActor } from '../observability/audit.ts';
 import { checkScope, scopeWithin } from '../model/clients.ts';
-import { generateToken, hashToken } from '../model/credentials.ts';
+import { generateTokenFor, hashToken } from '../model/credentials.ts';
 import { HttpError } from '../http/errors.ts';
 import { GRANT_REFRESH_TOKEN } from '../model/grant-types.ts';
 import { resolveProfile } from '../model/profiles.ts';
@@ -82,7 +82,7 @@ export async function buildPair(
       `the client's profile "${client.profile}" has no usable token lifetime; an administrator must fix it`,
     );
   }
-  const accessRaw = generateToken();
+  const accessRaw = generateTokenFor(client.clientId);
   const access: AccessTokenRecord = {
     tokenHash: hashToken(accessRaw),
     clientId: client.clientId,
@@ -102,7 +102,7 @@ export async function buildPair(
   const wantsRefresh =
     options.refresh !== false && client.grantTypes.includes(GRANT_REFRESH_TOKEN) && profile.refreshTokenLifetimeSeconds > 0;
   if (familyId !== undefined || wantsRefresh) {
-    const refreshRaw = generateToken();
+    const refreshRaw = generateTokenFor(client.clientId);
     const family = familyId ?? randomBytes(16).toString('hex');
     access.familyId = family;
     refresh = {

@@ -3,18 +3,72 @@
 import { createHash } from 'node:crypto';
 import { handleMember } from './handles/records.ts';
 import type { HandleKind } from './types.ts';
+import { clientBucket, hashBucket, OAUTH_BUCKETS } from './buckets.ts';
 
-/** Key names under the prefix; every OAuth key carries the `{oauth}` hash tag (one Cluster slot). */
-export function keyLayout(prefix: string) {
+export { clientBucket, hashBucket, OAUTH_BUCKETS };
+
+/**
+ * The layout these names describe, stored under `<prefix>layout`. Layout 1 had no such key and put
+ * every OAuth record under the one `{oauth}` tag; layout 2 spreads a client's records over buckets.
+ */
+export const CURRENT_LAYOUT = 2;
+
+/** The tag spot in a bucketed key template: the Lua scripts (TOKEN_KEY) put the bucket there, the id at the end. */
+const BUCKET_SPOT = '{oauth:}';
+
+/** One family of bucketed keys: `<prefix>{oauth:<bucket>}:<family>:<id>`. */
+function bucketedFamily(prefix: string, family: string) {
+  const head = `${prefix}{oauth:`;
+  const tail = `}:${family}:`;
   return {
+    /** The key of `id` in bucket `bucket`. */
+    key: (bucket: string, id: string) => `${head}${bucket}${tail}${id}`,
+    /** The key with the bucket and id left out, for the Lua scripts (bucketed there from the id). */
+    template: `${prefix}${BUCKET_SPOT}:${family}:`,
+    /** A SCAN MATCH pattern for every key of the family (the prefix's glob characters escaped). */
+    pattern: `${escapeGlob(prefix)}{oauth:??}:${family}:*`,
+    /** The id a key of this family names; undefined for any other key. */
+    idOf: (key: string): string | undefined => {
+      if (!key.startsWith(head) || key.slice(head.length + 2, head.length + 2 + tail.length) !== tail) return undefined;
+      return key.slice(head.length + 2 + tail.length);
+    },
+  };
+}
+
+/**
+ * Key names under the prefix. OAuth records bound to a client are spread over OAUTH_BUCKETS hash tags
+ * `{oauth:<bucket>}`; the rest of the OAuth state (sign-in, devices, handles, consents) keeps the
+ * `{oauth}` tag, as its multi-key steps span records of different clients.
+ */
+export function keyLayout(prefix: string) {
+  const access = bucketedFamily(prefix, 'oauthAccessTokens');
+  const refresh = bucketedFamily(prefix, 'oauthRefreshTokens');
+  const codes = bucketedFamily(prefix, 'oauthAuthorizationCodes');
+  const clients = bucketedFamily(prefix, 'oauthClients');
+  const clientTokenSets = bucketedFamily(prefix, 'oauthClientTokens');
+  const families = bucketedFamily(prefix, 'oauthRefreshFamilies');
+  const grants = bucketedFamily(prefix, 'subjectGrants');
+  return {
+    /** The layout version key (CURRENT_LAYOUT): written on an empty store, checked at start-up. */
+    layout: () => `${prefix}layout`,
     userToken: (tokenHash: string) => `${prefix}userBearerTokens:${tokenHash}`,
-    accessToken: (tokenHash: string) => `${prefix}{oauth}:oauthAccessTokens:${tokenHash}`,
-    refreshToken: (tokenHash: string) => `${prefix}{oauth}:oauthRefreshTokens:${tokenHash}`,
-    client: (clientId: string) => `${prefix}{oauth}:oauthClients:${clientId}`,
+    accessToken: (tokenHash: string) => access.key(hashBucket(tokenHash), tokenHash),
+    refreshToken: (tokenHash: string) => refresh.key(hashBucket(tokenHash), tokenHash),
+    /** Templates of the token keys for the Lua scripts, which bucket a member's hash themselves. */
+    accessTokenTemplate: () => access.template,
+    refreshTokenTemplate: () => refresh.template,
+    /** SCAN patterns and key parsers of the token families (one per bucket). */
+    accessTokenPattern: () => access.pattern,
+    refreshTokenPattern: () => refresh.pattern,
+    accessTokenHashOf: access.idOf,
+    refreshTokenHashOf: refresh.idOf,
+    client: (clientId: string) => clients.key(clientBucket(clientId), clientId),
+    /** Every client id, for listing: one set outside the buckets, added to after the client record is written. */
     clientIndex: () => `${prefix}{oauth}:oauthClientIndex`,
-    clientTokens: (clientId: string) => `${prefix}{oauth}:oauthClientTokens:${clientId}`,
-    refreshFamily: (familyId: string) => `${prefix}{oauth}:oauthRefreshFamilies:${familyId}`,
-    authorizationCode: (codeHash: string) => `${prefix}{oauth}:oauthAuthorizationCodes:${codeHash}`,
+    clientTokens: (clientId: string) => clientTokenSets.key(clientBucket(clientId), clientId),
+    /** A refresh family lives in its client's bucket (its members are the client's tokens). */
+    refreshFamily: (clientId: string, familyId: string) => families.key(clientBucket(clientId), familyId),
+    authorizationCode: (codeHash: string) => codes.key(hashBucket(codeHash), codeHash),
     authorizationRequest: (requestHash: string) => `${prefix}{oauth}:oauthAuthorizationRequests:${requestHash}`,
     /** Pending sign-ins held by a client address or a client: sorted sets, member = request hash prefix, score = expiry. */
     pendingSignInsByAddress: (address: string) => `${prefix}{oauth}:pendingSignIns:address:${address}`,
@@ -39,10 +93,13 @@ export function keyLayout(prefix: string) {
     handlesByClient: (clientId: string) => `${prefix}{oauth}:mcpHandlesByClient:${clientId}`,
     handlesBySubject: (subjectHash: string) => `${prefix}{oauth}:mcpHandlesBySubject:${subjectHash}`,
     /**
-     * Everything an IdP subject (by SHA-256) holds: a sorted set, member = subjectMember (`u:`, `a:`,
-     * `r:` + token hash, `c:` + browser hash + `:` + consentKey), score = the record's expiresAt.
+     * Everything an IdP subject (by SHA-256) holds: sorted sets, member = subjectMember, score = the
+     * record's expiresAt. One per bucket for the bucket's access and refresh tokens (`a:`, `r:` + token
+     * hash: indexed in the step that issues them), and the subject's home index under `{oauth}` for its
+     * user-grade tokens (`u:`) and approvals (`c:` + browser hash + `:` + consentKey).
      */
-    subjectGrants: (subjectHash: string) => `${prefix}{oauth}:subjectGrants:${subjectHash}`,
+    subjectGrants: (subjectHash: string, bucket?: string) =>
+      bucket === undefined ? `${prefix}{oauth}:subjectGrants:${subjectHash}` : grants.key(bucket, subjectHash),
     /** Offboarding's cut-offs of one subject: field issuer (or `*`: every issuer) -> epoch ms. */
     subjectCutoff: (subjectHash: string) => `${prefix}subjectCutoffs:${subjectHash}`,
     profile: (name: string) => `${prefix}{oauth}:profiles:${name}`,
@@ -89,3 +146,13 @@ export function keyLayout(prefix: string) {
   };
 }
 export type KeyLayout = ReturnType<typeof keyLayout>;
+
+/** Every bucket's name, in order: `00` to `ff`. */
+export function allBuckets(): string[] {
+  return Array.from({ length: OAUTH_BUCKETS }, (_, i) => i.toString(16).padStart(2, '0'));
+}
+
+/** A key prefix as a SCAN MATCH pattern: its glob characters (`*`, `?`, `[`, `]`, `\\`) taken literally. */
+export function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}

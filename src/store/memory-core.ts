@@ -125,18 +125,19 @@ export class MemoryCore {
     if (record.user !== undefined) this.indexSubject(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
     this.put(this.keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
     this.set(this.keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
-    if (record.familyId !== undefined) this.set(this.keys.refreshFamily(record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
+    if (record.familyId !== undefined)
+      this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
   }
 
   storeRefresh(record: RefreshTokenRecord): void {
     if (record.user !== undefined) this.indexSubject(record.user.subject, REFRESH_MEMBER + record.tokenHash, record.expiresAt);
     this.put(this.keys.refreshToken(record.tokenHash), refreshTokenFields(record), record.expiresAt);
     this.set(this.keys.clientTokens(record.clientId)).add(REFRESH_MEMBER + record.tokenHash);
-    this.set(this.keys.refreshFamily(record.familyId)).add(REFRESH_MEMBER + record.tokenHash);
+    this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(REFRESH_MEMBER + record.tokenHash);
   }
 
-  revokeFamily(familyId: string, now: number, notify = true): void {
-    for (const member of this.set(this.keys.refreshFamily(familyId))) {
+  revokeFamily(clientId: string, familyId: string, now: number, notify = true): void {
+    for (const member of this.set(this.keys.refreshFamily(clientId, familyId))) {
       const hash = member.slice(2);
       const key = member.startsWith(ACCESS_MEMBER) ? this.keys.accessToken(hash) : this.keys.refreshToken(hash);
       const fields = this.get(key);

@@ -3,7 +3,16 @@
 // aggregate's codec sits beside its stores (src/store/<aggregate>/records.ts); this is their one door.
 
 export { type Fields, userFields, userFromFields, readRecord, orNull, type HashUpdate } from './codec.ts';
-export { keyLayout, type KeyLayout } from './key-layout.ts';
+export {
+  keyLayout,
+  type KeyLayout,
+  allBuckets,
+  clientBucket,
+  hashBucket,
+  escapeGlob,
+  CURRENT_LAYOUT,
+  OAUTH_BUCKETS,
+} from './key-layout.ts';
 export { handleMember, subjectDigest, handleRenewalDue, handleFields } from './handles/records.ts';
 export {
   ACCESS_MEMBER,

@@ -7,6 +7,9 @@ import { StoreUnavailableError } from '../http/errors.ts';
 import {
   accessTokenFields,
   consentGrantIds,
+  allBuckets,
+  clientBucket,
+  hashBucket,
   keyLayout,
   orNull,
   refreshTokenFields,
@@ -70,9 +73,30 @@ export class RedisCore {
     return this.lookupCache;
   }
 
-  /** A subject's index key (by the SHA-256 of the subject). */
-  subjectIndex(subject: string): string {
-    return this.keys.subjectGrants(subjectDigest(subject));
+  /**
+   * A subject's index key (by the SHA-256 of the subject): its home index (user-grade tokens,
+   * approvals), or, given a bucket, the index of that bucket's access and refresh tokens.
+   */
+  subjectIndex(subject: string, bucket?: string): string {
+    return this.keys.subjectGrants(subjectDigest(subject), bucket);
+  }
+
+  /**
+   * Whether a presented refresh token or code cannot be used with this client in one script on
+   * Cluster: it is not in the client's bucket, so it is another client's (answered `invalid`, as the
+   * script would), or one minted before the bucketed layout (not rotated on Cluster: docs/storage.md).
+   * Always false off Cluster, where every key is on the one node, and costs nothing there. On Cluster
+   * the presented record is read first, so an outage is reported as one, never as `invalid`.
+   */
+  async outsideClientSlot(hash: string, key: string, clientId: string): Promise<boolean> {
+    if (!(this.redis instanceof Cluster) || hashBucket(hash) === clientBucket(clientId)) return false;
+    await this.redis.hget(key, 'clientId');
+    return true;
+  }
+
+  /** Every index of a subject: its home index, then one per bucket (the person index, slot by slot). */
+  subjectIndexes(subject: string): string[] {
+    return [this.subjectIndex(subject), ...allBuckets().map((bucket) => this.subjectIndex(subject, bucket))];
   }
 
   /** Arguments of the STORE_TOKENS Lua fragment for an access token and an optional refresh token. */
@@ -80,7 +104,8 @@ export class RedisCore {
     const accessArgs = flattenFields(accessTokenFields(access));
     const user = access.user ?? refresh?.user;
     const args = [
-      user === undefined ? '' : this.subjectIndex(user.subject),
+      // The bucket's index: in the slot of the records it lists, so issuing them indexes them in one step.
+      user === undefined ? '' : this.subjectIndex(user.subject, hashBucket(access.tokenHash)),
       access.tokenHash,
       String(access.expiresAt),
       String(accessArgs.length),

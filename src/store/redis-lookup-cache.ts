@@ -86,7 +86,7 @@ export class TrackedLookupCache extends EventEmitter {
   readonly #sub: Redis;
   readonly #keys: KeyLayout;
   readonly #userPrefix: string;
-  readonly #accessPrefix: string;
+  readonly #accessHashOf: (key: string) => string | undefined;
   readonly #options: LookupCacheOptions;
   readonly #now: () => number;
   #live = false;
@@ -111,7 +111,7 @@ export class TrackedLookupCache extends EventEmitter {
     super();
     this.#keys = keys;
     this.#userPrefix = keys.userToken('');
-    this.#accessPrefix = keys.accessToken('');
+    this.#accessHashOf = keys.accessTokenHashOf;
     this.#options = options;
     this.#now = options.now ?? (() => performance.now());
     // No auto-pipelining: a barrier sends one command on each connection, and ioredis would wrap it in
@@ -345,11 +345,7 @@ export class TrackedLookupCache extends EventEmitter {
     let hit = 0;
     for (const key of keys) {
       const name = String(key);
-      const tokenHash = name.startsWith(this.#userPrefix)
-        ? name.slice(this.#userPrefix.length)
-        : name.startsWith(this.#accessPrefix)
-          ? name.slice(this.#accessPrefix.length)
-          : undefined;
+      const tokenHash = name.startsWith(this.#userPrefix) ? name.slice(this.#userPrefix.length) : this.#accessHashOf(name);
       if (tokenHash === undefined) continue;
       if (this.#entries.delete(tokenHash)) hit++;
       const marks = this.#pending.get(tokenHash);

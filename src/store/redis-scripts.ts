@@ -4,6 +4,14 @@
 import type { Fields } from './records.ts';
 import type { RedisClient } from './redis-connection.ts';
 
+// A token's key from its template (keyLayout's accessTokenTemplate) and hash: the bucket goes in `{oauth:}`.
+const TOKEN_KEY = `
+local function token_key(template, hash)
+  local at = string.find(template, '{oauth:}', 1, true)
+  return string.sub(template, 1, at + 6) .. string.sub(hash, 1, 2) .. string.sub(template, at + 7) .. hash
+end
+local function member_key(m, a, r) return token_key(string.sub(m, 1, 2) == 'a:' and a or r, string.sub(m, 3)) end`;
+
 // Revokes a user-grade record only if it exists (HSET alone would create a bare record).
 const REVOKE_USER_TOKEN = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -17,7 +25,7 @@ return 1`;
 // KEYS: client, clientTokens, access, [refresh, family]
 // ARGV: subjectIndex ('' for none), accessHash, accessExpiresAt, nAccessArgs, access fields...,
 // [refreshHash, refreshExpiresAt, refresh fields...]
-const STORE_TOKENS = `
+const STORE_TOKENS = `${TOKEN_KEY}
 local function index_member(index, member, expiresAt)
   redis.call('ZADD', index, expiresAt, member)
   redis.call('PEXPIREAT', index, redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2])
@@ -59,7 +67,7 @@ return 'ok'`;
 // successor), or the family revoked, never a mix. The window rule is rotatedWithinGrace's
 // (src/model/credentials.ts): |now - rotatedAt| < graceMs, anything unparsable outside it.
 // KEYS: client, clientTokens, access, refresh, family, oldRefresh.
-// ARGV: now, clientId, familyId, accessKeyPrefix, refreshKeyPrefix, graceMs, successor ('' for none),
+// ARGV: now, clientId, familyId, accessKeyTemplate, refreshKeyTemplate, graceMs, successor ('' for none),
 // then the STORE_TOKENS arguments.
 const ROTATE_REFRESH = `${STORE_TOKENS}
 local old = redis.call('HMGET', KEYS[6], 'clientId', 'revokedAt', 'rotatedAt', 'familyId')
@@ -72,7 +80,7 @@ if old[3] then
     outcome = 'grace'
   else
     for _, m in ipairs(redis.call('SMEMBERS', KEYS[5])) do
-      local key = (string.sub(m, 1, 2) == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
+      local key = member_key(m, ARGV[4], ARGV[5])
       if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
     end
     return 'reused'
@@ -90,17 +98,18 @@ return outcome`;
 // Single use of an authorization code, in one step with issuing its tokens, so two concurrent
 // redemptions cannot both succeed; a second one revokes what the first issued (RFC 6749 §4.1.2).
 // KEYS: client, clientTokens, access, [refresh, family], code (always last).
-// ARGV: now, clientId, accessKeyPrefix, refreshKeyPrefix, familyKeyPrefix, retainMs, then the
+// ARGV: now, clientId, accessKeyTemplate, refreshKeyTemplate, familyKeyPrefix (the client's), retainMs, then the
 // STORE_TOKENS arguments.
 const REDEEM_CODE = `${STORE_TOKENS}
 local code = KEYS[#KEYS]
 local f = redis.call('HMGET', code, 'clientId', 'expiresAt', 'redeemedAt', 'accessTokenHash', 'familyId')
 if not f[1] or f[1] ~= ARGV[2] then return 'invalid' end
 if f[3] then
-  if f[4] and redis.call('EXISTS', ARGV[3] .. f[4]) == 1 then redis.call('HSETNX', ARGV[3] .. f[4], 'revokedAt', ARGV[1]) end
+  local issued = f[4] and token_key(ARGV[3], f[4])
+  if issued and redis.call('EXISTS', issued) == 1 then redis.call('HSETNX', issued, 'revokedAt', ARGV[1]) end
   if f[5] then
     for _, m in ipairs(redis.call('SMEMBERS', ARGV[5] .. f[5])) do
-      local key = (string.sub(m, 1, 2) == 'a:' and ARGV[3] or ARGV[4]) .. string.sub(m, 3)
+      local key = member_key(m, ARGV[3], ARGV[4])
       if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
     end
   end
@@ -184,12 +193,12 @@ end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2 * n + 2))
 return 1`;
 
-// KEYS: refresh token, family. ARGV: now, accessKeyPrefix, refreshKeyPrefix.
-const REVOKE_REFRESH_FAMILY = `
+// KEYS: refresh token, family. ARGV: now, accessKeyTemplate, refreshKeyTemplate.
+const REVOKE_REFRESH_FAMILY = `${TOKEN_KEY}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  local key = (string.sub(m, 1, 2) == 'a:' and ARGV[2] or ARGV[3]) .. string.sub(m, 3)
+  local key = member_key(m, ARGV[2], ARGV[3])
   if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
 end
 return 1`;
@@ -200,13 +209,19 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
 return 1`;
 
-// Creates an indexed record (a client, a profile) only when absent: a registration never replaces
-// another client, and seeding never overwrites an admin's edits to a profile.
+// Creates an indexed record (a profile) only when absent: seeding never overwrites an admin's edits
+// to a profile.
 // KEYS: record, index. ARGV: id, fields...
 const CREATE_INDEXED = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('SADD', KEYS[2], ARGV[1])
+return 1`;
+
+// Creates a record only when absent (a client: a registration never replaces another). KEYS: record.
+const CREATE_RECORD = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1`;
 
 // A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
@@ -417,14 +432,15 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 return 1`;
 
-// One batch of a subject's revocation, for the members in the {oauth} slot: access and refresh tokens
+// One batch of a subject's revocation, for the members of one index (one slot: a bucket's index lists
+// that bucket's access and refresh tokens, the home index its approvals): access and refresh tokens
 // get revokedAt, approvals are forgotten. A member whose record is gone, already revoked or another
 // subject's leaves the index; one of another issuer (when ARGV[2] names one) stays. User-grade
-// tokens (members `u:`) live outside the slot and are revoked one by one (REVOKE_SUBJECT_USER_TOKEN).
-// KEYS: the subject's index. ARGV: now, issuer ('' any), subject, accessPrefix, refreshPrefix,
+// tokens (members `u:`) live outside any slot and are revoked one by one (REVOKE_SUBJECT_USER_TOKEN).
+// KEYS: the subject's index. ARGV: now, issuer ('' any), subject, accessTemplate, refreshTemplate,
 // consentsPrefix, members...
 // Reply: {access revoked, refresh revoked, consents forgotten, revoked access hashes, revoked families}.
-const REVOKE_SUBJECT_BATCH = `${JSON_EXPIRY}
+const REVOKE_SUBJECT_BATCH = `${JSON_EXPIRY}${TOKEN_KEY}
 local access, refresh, consents = 0, 0, 0
 local hashes, families = {}, {}
 for i = 7, #ARGV do
@@ -432,7 +448,7 @@ for i = 7, #ARGV do
   local kind = string.sub(m, 1, 2)
   local keep = false
   if kind == 'a:' or kind == 'r:' then
-    local key = (kind == 'a:' and ARGV[4] or ARGV[5]) .. string.sub(m, 3)
+    local key = member_key(m, ARGV[4], ARGV[5])
     local f = redis.call('HMGET', key, 'subject', 'issuer', 'revokedAt', 'familyId', 'expiresAt')
     if f[1] == ARGV[3] and f[5] then
       if ARGV[2] ~= '' and f[2] ~= ARGV[2] then
@@ -510,9 +526,12 @@ export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
   mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
   mcpRevokeUserToken(key: string): Promise<number>;
-  mcpIssueTokens(...keysAndArgs: string[]): Promise<string>;
+  /** Fixed key counts: ioredis's Cluster auto-pipelining routes a custom command by its first argument. */
+  mcpIssueAccess(...keysAndArgs: string[]): Promise<string>;
+  mcpIssuePair(...keysAndArgs: string[]): Promise<string>;
+  mcpRedeemCodeAccess(...keysAndArgs: string[]): Promise<string>;
+  mcpRedeemCodePair(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
-  mcpRedeemCode(...keysAndArgs: string[]): Promise<string>;
   mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
@@ -520,6 +539,7 @@ export interface ScriptedClient {
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
+  mcpCreateRecord(key: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
   mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
@@ -540,9 +560,11 @@ export interface ScriptedClient {
 /** Registers the scripts on a connection (the main one and the transaction one). */
 export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
-  redis.defineCommand('mcpIssueTokens', { lua: ISSUE_TOKENS });
+  redis.defineCommand('mcpIssueAccess', { numberOfKeys: 3, lua: ISSUE_TOKENS });
+  redis.defineCommand('mcpIssuePair', { numberOfKeys: 5, lua: ISSUE_TOKENS });
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
-  redis.defineCommand('mcpRedeemCode', { lua: REDEEM_CODE });
+  redis.defineCommand('mcpRedeemCodeAccess', { numberOfKeys: 4, lua: REDEEM_CODE });
+  redis.defineCommand('mcpRedeemCodePair', { numberOfKeys: 6, lua: REDEEM_CODE });
   redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
@@ -550,6 +572,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
+  redis.defineCommand('mcpCreateRecord', { numberOfKeys: 1, lua: CREATE_RECORD });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });

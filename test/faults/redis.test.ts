@@ -275,7 +275,7 @@ describe("Redis fault: connection cut during deleteClient's MULTI/EXEC", () => {
   async function revocationState(clientId: string): Promise<{ client: string | null; tokens: Array<string | null> }> {
     const keys = (stack.store as RedisTokenStore).keys;
     const client = await raw.hget(keys.client(clientId), 'revokedAt');
-    const all = await raw.keys(`${stack.prefix}{oauth}:oauthAccessTokens:*`);
+    const all = await raw.keys(keys.accessTokenPattern());
     const mine: Array<string | null> = [];
     for (const k of all) if ((await raw.hget(k, 'clientId')) === clientId) mine.push(await raw.hget(k, 'revokedAt'));
     return { client, tokens: mine };

@@ -1,6 +1,7 @@
 // The authorization-server surface (discovery, /register, /token, /revoke, /introspect) over real HTTP, real Redis and a real local
 // JWKS endpoint whose keys are generated at test time. Each RFC error case is a table row.
 
+import { keyLayout } from '../../src/store/records.ts';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
@@ -501,7 +502,7 @@ describe('OAuth authorization server', () => {
       const second = await refresh(first.client, first.refresh);
       const raw = await rawRedis();
       try {
-        const fields = await raw.hgetall(`${stack.prefix}{oauth}:oauthRefreshTokens:${hashToken(first.refresh)}`);
+        const fields = await raw.hgetall(keyLayout(stack.prefix).refreshToken(hashToken(first.refresh)));
         expect(fields.successor).toMatch(/^[\w-]+\.\.[\w-]+\.[\w-]+\.[\w-]+$/);
         expect(JSON.stringify(fields)).not.toContain(second.body.refresh_token);
         expect(JSON.stringify(fields)).not.toContain(second.body.access_token);
@@ -600,7 +601,7 @@ describe('OAuth authorization server', () => {
       expect(JSON.stringify(listed.body)).not.toContain(res.body.client_secret);
       const raw = await rawRedis();
       try {
-        const ttl = await raw.pttl(`${stack.prefix}{oauth}:oauthClients:${res.body.client_id}`);
+        const ttl = await raw.pttl(keyLayout(stack.prefix).client(res.body.client_id));
         expect(ttl).toBeGreaterThan(0);
         expect(ttl).toBeLessThanOrEqual(30 * 24 * 3600 * 1000);
       } finally {

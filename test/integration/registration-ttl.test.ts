@@ -3,6 +3,7 @@
 // lives oauth.neverUsedClientTtlSeconds until its first grant, which keeps it for the longer idle TTL.
 // Read as the Redis key's own TTL (Redis expires it in real time, not on the test clock).
 
+import { keyLayout } from '../../src/store/records.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { rawRedis } from '../support/redis.ts';
@@ -28,7 +29,7 @@ describe('a registration never used', () => {
     });
     expect(res.status).toBe(201);
     const { client_id: clientId } = (await res.json()) as { client_id: string };
-    const ttl = await redis.pttl(`${stack.prefix}{oauth}:oauthClients:${clientId}`);
+    const ttl = await redis.pttl(keyLayout(stack.prefix).client(clientId));
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(1800 * 1000);
   });

@@ -150,7 +150,7 @@ describe('RedisTokenStore raw key layout', () => {
     expect(decideToken(tokenHash, await store.lookupToken(tokenHash), clock.now())).toEqual({ ok: false, reason: 'corrupt' });
   });
 
-  it('every OAuth key carries {oauth}; access tokens expire in Redis; no raw token or secret is stored anywhere', async () => {
+  it('every OAuth key carries {oauth} or a bucket tag {oauth:<2 hex>}; access tokens expire in Redis; no raw token or secret is stored anywhere', async () => {
     const rawSecrets: string[] = [];
     const hashes: string[] = [];
     const fresh = () => {
@@ -209,8 +209,8 @@ describe('RedisTokenStore raw key layout', () => {
     expect(userKeys).toHaveLength(1);
     const oauthKeys = keys.filter((k) => !userKeys.includes(k));
     expect(oauthKeys.length).toBeGreaterThanOrEqual(12);
-    for (const k of oauthKeys) expect(k).toContain('{oauth}');
-    for (const k of userKeys) expect(k).not.toContain('{oauth}');
+    for (const k of oauthKeys) expect(k).toMatch(/\{oauth(:[0-9a-f]{2})?\}/);
+    for (const k of userKeys) expect(k).not.toMatch(/\{oauth/);
 
     // Everything an operator could read under the prefix, as text.
     const dump: string[] = [];

@@ -1,12 +1,14 @@
 // RedisTokenStore on a real three-master Redis Cluster (redis+cluster://): the whole store contract
 // suite, then the sidecar over HTTP (admin operations, client_credentials, refresh rotation and reuse
-// detection, user-grade tokens and their hand revocation). Every OAuth key carries the {oauth} hash
-// tag, so deleteClient's WATCH/MULTI/EXEC and the Lua scripts stay in one slot; user-grade keys are
+// detection, user-grade tokens and their hand revocation), then the spread of the bucketed layout. A
+// client's records share its bucket's tag {oauth:<bucket>}, so deleteClient's WATCH/MULTI/EXEC and the
+// Lua scripts stay in one slot while the clients spread over the masters; user-grade keys are
 // single-key operations spread over the masters.
 
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/model/credentials.ts';
+import { generateToken, generateTokenFor, hashToken } from '../../src/model/credentials.ts';
+import { clientBucket, escapeGlob } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
@@ -169,23 +171,169 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     for (const t of tokens.slice(2)) expect(await mcp(t)).toBe(200);
   });
 
-  it('every OAuth key of the run sits in the one slot of {oauth}', async () => {
-    const oauthSlot = (await raw.call('CLUSTER', 'KEYSLOT', '{oauth}')) as number;
-    const keys: string[] = [];
-    for (const node of raw.nodes('master')) {
-      let cursor = '0';
-      do {
-        const [next, batch] = await node.scan(cursor, 'MATCH', `${stack.prefix.replace(/[*?[\]\\]/g, (ch) => `\\${ch}`)}*`, 'COUNT', 500);
-        cursor = next;
-        keys.push(...batch);
-      } while (cursor !== '0');
+  it("a client's records sit in the slot of its bucket; the rest of the OAuth state under {oauth}; no CROSSSLOT", async () => {
+    const keys = await keysUnder(raw, stack.prefix);
+    const store = stack.store as RedisTokenStore;
+    const bucketed = keys.filter((k) => /\{oauth:[0-9a-f]{2}\}/.test(k));
+    expect(bucketed.length).toBeGreaterThan(5);
+    // Every access token of the run is in the slot of its client's record.
+    for (const key of keys.filter((k) => store.keys.accessTokenHashOf(k) !== undefined)) {
+      const clientId = await raw.hget(key, 'clientId');
+      expect(await raw.call('CLUSTER', 'KEYSLOT', key)).toBe(await raw.call('CLUSTER', 'KEYSLOT', store.keys.client(clientId!)));
     }
-    const oauthKeys = keys.filter((k) => k.includes('{oauth}'));
-    expect(oauthKeys.length).toBeGreaterThan(5);
-    for (const k of oauthKeys) expect(await raw.call('CLUSTER', 'KEYSLOT', k)).toBe(oauthSlot);
-    expect(stack.logs.filter((l) => /CROSSSLOT|MOVED|ASK /.test(l))).toEqual([]);
+    const sharedSlot = (await raw.call('CLUSTER', 'KEYSLOT', '{oauth}')) as number;
+    for (const k of keys.filter((k) => k.includes('{oauth}'))) expect(await raw.call('CLUSTER', 'KEYSLOT', k)).toBe(sharedSlot);
+    expect(stack.logs.filter((l) => /CROSSSLOT|MOVED|ASK |non local key/.test(l))).toEqual([]);
   });
 });
+
+describe('the bucketed layout on three masters', () => {
+  let store: RedisTokenStore;
+  let raw: Cluster;
+  const HOUR = 3_600_000;
+
+  beforeAll(async () => {
+    store = await openRedisStore(uniquePrefix('cluster-spread'), { url: cluster.url });
+    raw = rawCluster();
+    await raw.connect();
+  });
+  afterAll(async () => {
+    raw?.disconnect();
+    await store?.close();
+  });
+
+  async function issue(clientId: string, subject?: string): Promise<string> {
+    const now = Date.now();
+    const access = hashToken(generateTokenFor(clientId));
+    const refresh = hashToken(generateTokenFor(clientId));
+    const user = subject === undefined ? {} : { user: { subject, issuer: 'https://idp.example/' } };
+    const familyId = `fam-${access.slice(0, 8)}`;
+    expect(
+      await store.issueTokens(
+        { tokenHash: access, clientId, familyId, createdAt: now, expiresAt: now + HOUR, ...user },
+        { tokenHash: refresh, clientId, familyId, createdAt: now, expiresAt: now + 24 * HOUR, ...user },
+      ),
+    ).toBe('ok');
+    return access;
+  }
+
+  async function client(clientId: string): Promise<void> {
+    await store.createClient({
+      clientId,
+      clientName: clientId,
+      redirectUris: [],
+      grantTypes: ['client_credentials', 'refresh_token'],
+      profile: 'default',
+      tokenEndpointAuthMethod: 'client_secret_basic',
+      clientSecretHash: hashToken(clientId),
+      source: 'admin',
+      createdAt: Date.now(),
+    });
+  }
+
+  it('with the tokens of 300 clients, each master holds a share of the OAuth records within 15 points of a third', async () => {
+    const clients = Array.from({ length: 300 }, (_, i) => `spread-${i}`);
+    for (const id of clients) {
+      await client(id);
+      await issue(id);
+      await issue(id);
+    }
+    const prefix = store.keys.layout().slice(0, -'layout'.length);
+    const perMaster = await Promise.all(
+      raw.nodes('master').map(async (node) => (await keysUnder(node, prefix)).filter((k) => k.includes('{oauth')).length),
+    );
+    const total = perMaster.reduce((a, b) => a + b, 0);
+    // 300 clients: a record, a token set, 2 access, 2 refresh tokens and 2 families each.
+    expect(total).toBeGreaterThanOrEqual(300 * 8);
+    const shares = perMaster.map((n) => n / total);
+    console.log(`OAuth records per master, of ${total}: ${shares.map((s) => `${(s * 100).toFixed(1)}%`).join(' ')}`);
+    expect(perMaster).toHaveLength(3);
+    for (const share of shares) expect(Math.abs(share - 1 / 3)).toBeLessThanOrEqual(0.15);
+    for (const id of clients.slice(0, 3))
+      expect(await store.deleteClient(id, Date.now())).toMatchObject({ accessTokensRevoked: 2, refreshTokensRevoked: 2 });
+  });
+
+  it("a subject's tokens of clients on every master: listed, revoked slot by slot, and a second run finds nothing left", async () => {
+    const subject = `person-${Date.now()}`;
+    const clients = Array.from({ length: 24 }, (_, i) => `subj-${i}`);
+    const hashes: string[] = [];
+    for (const id of clients) {
+      await client(id);
+      hashes.push(await issue(id, subject));
+    }
+    const owners = new Set(
+      await Promise.all(hashes.map(async (h) => ownerOf(raw, (await raw.call('CLUSTER', 'KEYSLOT', store.keys.accessToken(h))) as number))),
+    );
+    expect(owners.size).toBe(3);
+    const listed = await store.listSubjectTokens(subject, Date.now());
+    expect(
+      listed
+        .filter((t) => t.kind === 'access')
+        .map((t) => t.tokenHash)
+        .sort(),
+    ).toEqual([...hashes].sort());
+    expect(listed.filter((t) => t.kind === 'refresh')).toHaveLength(24);
+    const first = await store.revokeSubject(subject, undefined, Date.now(), 7);
+    expect(first).toMatchObject({ accessTokensRevoked: 24, refreshTokensRevoked: 24 });
+    for (const h of hashes) expect((await store.lookupToken(h)).oauth).toMatchObject({ revoked: true });
+    expect(await store.revokeSubject(subject, undefined, Date.now(), 7)).toMatchObject({ accessTokensRevoked: 0, refreshTokensRevoked: 0 });
+  });
+});
+
+describe('deleteClient with a token outside its bucket (as the migration leaves a layout-1 token)', () => {
+  it('revokes it with the client, counted once', async () => {
+    const store = await openRedisStore(uniquePrefix('cluster-stray'), { url: cluster.url });
+    const raw = rawCluster();
+    await raw.connect();
+    try {
+      const clientId = 'stray-owner';
+      await store.createClient({
+        clientId,
+        clientName: clientId,
+        redirectUris: [],
+        grantTypes: ['client_credentials'],
+        profile: 'default',
+        tokenEndpointAuthMethod: 'client_secret_basic',
+        clientSecretHash: hashToken(clientId),
+        source: 'admin',
+        createdAt: Date.now(),
+      });
+      const inBucket = hashToken(generateTokenFor(clientId));
+      const now = Date.now();
+      expect(await store.createAccessToken({ tokenHash: inBucket, clientId, createdAt: now, expiresAt: now + 3_600_000 })).toBe('ok');
+      // A token minted before the bucketed layout: in the bucket of its own hash, listed in the client's set.
+      let stray = hashToken(generateToken());
+      while (stray.slice(0, 2) === clientBucket(clientId)) stray = hashToken(generateToken());
+      const strayKey = store.keys.accessToken(stray);
+      await raw.hset(strayKey, { tokenHash: stray, clientId, createdAt: String(now), expiresAt: String(now + 3_600_000) });
+      await raw.sadd(store.keys.clientTokens(clientId), `a:${stray}`);
+      expect(await raw.call('CLUSTER', 'KEYSLOT', strayKey)).not.toBe(await raw.call('CLUSTER', 'KEYSLOT', store.keys.client(clientId)));
+      expect((await store.lookupToken(stray)).oauth).toMatchObject({ revoked: false });
+      expect(await store.deleteClient(clientId, now)).toMatchObject({ accessTokensRevoked: 2 });
+      expect((await store.lookupToken(stray)).oauth).toMatchObject({ revoked: true });
+      expect((await store.lookupToken(inBucket)).oauth).toMatchObject({ revoked: true });
+      expect(await store.deleteClient(clientId, now)).toMatchObject({ accessTokensRevoked: 0 });
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
+  });
+});
+
+/** Every key under a prefix on one node, or on every master of a cluster. */
+async function keysUnder(client: Cluster | Redis, prefix: string): Promise<string[]> {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  const keys: string[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', `${escapeGlob(prefix)}*`, 'COUNT', 500);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+  }
+  return keys;
+}
 
 async function ownerOf(raw: Cluster, slot: number): Promise<string> {
   const ranges = (await raw.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]], ...unknown[]]>;

@@ -7,6 +7,7 @@ import {
   TTL_7_DAYS,
   decideToken,
   generateToken,
+  generateTokenFor,
   hashToken,
   isTokenShaped,
   parseAuthorization,
@@ -14,6 +15,7 @@ import {
   rotatedWithinGrace,
   type TokenLookup,
 } from '../../src/model/credentials.ts';
+import { clientBucket, hashBucket, keyLayout } from '../../src/store/records.ts';
 import { accessTokenFromFields, refreshTokenFromFields, userTokenFromFields, type Fields } from '../../src/store/records.ts';
 
 const TOKEN = 'a3f1'.repeat(16);
@@ -33,6 +35,34 @@ describe('generateToken', () => {
     const digits = new Set<string>();
     for (let i = 0; i < 50; i++) for (const c of generateToken()) digits.add(c);
     expect([...digits].sort().join('')).toBe('0123456789abcdef');
+  });
+});
+
+describe("generateTokenFor (a client's tokens land in the client's Cluster bucket)", () => {
+  it("is token-shaped, and its hash names the bucket of the client, so its key carries the client's tag", () => {
+    const keys = keyLayout('mcpauth:');
+    for (const clientId of ['c1', 'mcp_abc', 'https://app.example/client.json', 'émoji-✓']) {
+      const t = generateTokenFor(clientId);
+      expect(isTokenShaped(t)).toBe(true);
+      expect(hashBucket(hashToken(t))).toBe(clientBucket(clientId));
+      const tag = `{oauth:${clientBucket(clientId)}}`;
+      expect(keys.accessToken(hashToken(t))).toContain(tag);
+      expect(keys.client(clientId)).toContain(tag);
+      expect(keys.clientTokens(clientId)).toContain(tag);
+      expect(keys.refreshFamily(clientId, 'any-family')).toContain(tag);
+    }
+  });
+
+  it('leaves the token itself random: 64 draws for one client are all different and use every hex digit', () => {
+    const drawn = new Set(Array.from({ length: 64 }, () => generateTokenFor('c1')));
+    expect(drawn.size).toBe(64);
+    const digits = new Set([...drawn].join(''));
+    expect(digits.size).toBe(16);
+  });
+
+  it('spreads clients over the buckets: 2,000 client ids name more than 240 of the 256', () => {
+    const used = new Set(Array.from({ length: 2000 }, (_, i) => clientBucket(`client-${i}`)));
+    expect(used.size).toBeGreaterThan(240);
   });
 });
 

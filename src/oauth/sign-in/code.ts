@@ -3,7 +3,7 @@
 // client's next poll redeems.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { generateToken, hashToken } from '../../model/credentials.ts';
+import { generateToken, generateTokenFor, hashToken } from '../../model/credentials.ts';
 import type { AuthorizationRequest, ConsentLink, SignedInUser } from '../../store/types.ts';
 import { isClientIdMetadataUrl } from '../cimd.ts';
 import { resourceOf } from '../context.ts';
@@ -58,7 +58,7 @@ export class CodeIssuance {
         : approval.remember
           ? await this.#parts.approvals.record(req, res, request, user)
           : undefined;
-    const code = generateToken();
+    const code = generateTokenFor(request.clientId);
     const now = ctx.clock.now();
     await ctx.store.putAuthorizationCode({
       codeHash: hashToken(code),

@@ -1,10 +1,13 @@
-// OAuth clients and profiles on Redis; deleteClient is one MULTI/EXEC over the client, its tokens and
-// its handles, on the transaction connection.
+// OAuth clients and profiles on Redis; deleteClient is one MULTI/EXEC over the client and its tokens
+// (one slot: the client's bucket), on the transaction connection, then its handles are forgotten.
 
+import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from '../../http/errors.ts';
 import {
   ACCESS_MEMBER,
+  clientBucket,
   clientFields,
+  hashBucket,
   clientFromFields,
   type Fields,
   orNull,
@@ -26,14 +29,18 @@ export class RedisClients implements ClientStorage, ProfileStorage {
     this.#core = core;
   }
 
+  /**
+   * The record in the client's bucket, then its id in the index of all clients (another slot): a
+   * failure between the two leaves a working client that listClients does not show until registered
+   * again, never an index entry that a concurrent listing would drop before its record exists.
+   */
   async createClient(client: ClientRecord): Promise<void> {
-    const created = await this.#core.scripts.mcpCreateIndexed(
+    const created = await this.#core.scripts.mcpCreateRecord(
       this.#core.keys.client(client.clientId),
-      this.#core.keys.clientIndex(),
-      client.clientId,
       ...flattenFields(clientFields(client)),
     );
     if (created !== 1) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
+    await this.#core.redis.sadd(this.#core.keys.clientIndex(), client.clientId);
   }
 
   async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {
@@ -46,17 +53,46 @@ export class RedisClients implements ClientStorage, ProfileStorage {
 
   async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
     const deleted = await this.#deleteClient(clientId, now);
-    if (deleted) await this.#core.publish({ clientIds: [clientId] });
+    if (deleted) {
+      // The client's session and task handles (under {oauth}, not the client's bucket); a member
+      // whose handle is now someone else's is stale and left alone. Repeating the delete repeats this.
+      await this.#core.scripts.mcpForgetIndexedHandles(
+        this.#core.keys.handlesByClient(clientId),
+        this.#core.keys.handlePrefix(),
+        'clientId',
+        clientId,
+      );
+      await this.#core.publish({ clientIds: [clientId] });
+    }
     return deleted;
+  }
+
+  /**
+   * On Cluster, a token outside the client's bucket (one minted before the bucketed layout, brought
+   * over by the migration to the bucket its own hash names) cannot join the client's MULTI: it is
+   * revoked on its own just before, and counted once however many attempts the MULTI takes.
+   */
+  async #revokeStrays(keys: string[], revokedAt: number, done: Set<string>): Promise<void> {
+    const pending = keys.filter((key) => !done.has(key));
+    const states = await Promise.all(pending.map((key) => this.#core.redis.hmget(key, 'expiresAt', 'revokedAt')));
+    await Promise.all(
+      pending.map(async (key, i) => {
+        const [expiresAt, revoked] = states[i]!;
+        if (expiresAt == null || revoked != null) return;
+        if ((await this.#core.scripts.mcpMarkRevoked(key, String(revokedAt))) === 1) done.add(key);
+      }),
+    );
   }
 
   #deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
     return this.#core.transaction(async (tx) => {
       const clientKey = this.#core.keys.client(clientId);
       const setKey = this.#core.keys.clientTokens(clientId);
-      const handlesKey = this.#core.keys.handlesByClient(clientId);
+      const bucket = clientBucket(clientId);
+      const onCluster = this.#core.redis instanceof Cluster;
+      const strays = new Set<string>();
       for (let attempt = 0; attempt < MAX_TRANSACTION_ATTEMPTS; attempt++) {
-        await tx.watch(clientKey, setKey, handlesKey);
+        await tx.watch(clientKey, setKey);
         const [revokedAtText, exists] = await Promise.all([tx.hget(clientKey, 'revokedAt'), tx.exists(clientKey)]);
         if (!exists) {
           // UNWATCH names no key: on Cluster it alone would go to any node, not necessarily the one
@@ -65,16 +101,16 @@ export class RedisClients implements ClientStorage, ProfileStorage {
           return null;
         }
         const revokedAt = revokedAtText !== null ? Number(revokedAtText) : now;
-        const members = await tx.smembers(setKey);
-        const tokenKeys = members.map((m) =>
-          m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2)),
-        );
+        const all = await tx.smembers(setKey);
+        const stray = (m: string) => onCluster && hashBucket(m.slice(2)) !== bucket;
+        const keyOf = (m: string) =>
+          m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2));
+        await this.#revokeStrays(all.filter(stray).map(keyOf), revokedAt, strays);
+        const members = all.filter((m) => !stray(m));
+        const tokenKeys = members.map(keyOf);
         // Only live, not yet revoked tokens are touched; the expiry is re-applied so a token that
         // expires between this read and EXEC is deleted again rather than left behind without a TTL.
         const states = await Promise.all(tokenKeys.map((k) => tx.hmget(k, 'expiresAt', 'revokedAt')));
-        // The client's session and task handles (a member whose handle is now someone else's is stale).
-        const handleKeys = (await tx.zrange(handlesKey, 0, -1)).map((member) => this.#core.keys.handlePrefix() + member);
-        const handleOwners = await Promise.all(handleKeys.map((k) => tx.hget(k, 'clientId')));
         const multi = tx.multi();
         if (revokedAtText === null) multi.hset(clientKey, 'revokedAt', String(revokedAt));
         let accessTokensRevoked = 0;
@@ -89,10 +125,6 @@ export class RedisClients implements ClientStorage, ProfileStorage {
           else if (member.startsWith(REFRESH_MEMBER)) refreshTokensRevoked++;
         });
         multi.del(setKey);
-        handleKeys.forEach((key, i) => {
-          if (handleOwners[i] === clientId) multi.del(key);
-        });
-        multi.del(handlesKey);
         const result = await multi.exec();
         if (result === null) {
           // A watched key changed (e.g. a token was created): retry. A steady stream of new tokens
@@ -104,6 +136,10 @@ export class RedisClients implements ClientStorage, ProfileStorage {
         }
         assertExec(result);
         if (await this.#core.replicas.hasReplicas()) await this.#core.replicas.waitForReplica(tx);
+        for (const key of strays) {
+          if (this.#core.keys.accessTokenHashOf(key) !== undefined) accessTokensRevoked++;
+          else refreshTokensRevoked++;
+        }
         return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
       }
       throw new StoreUnavailableError('deleteClient: too much contention, gave up');

@@ -32,7 +32,7 @@ export class MemoryRefreshTokens implements RefreshTokenStorage {
     if (!old || old.clientId !== clientId || old.revokedAt !== undefined || !old.familyId) return 'invalid';
     const rotated = old.rotatedAt !== undefined;
     if (rotated && !rotatedWithinGrace(old.rotatedAt!, now, graceMs)) {
-      this.#core.revokeFamily(old.familyId, now);
+      this.#core.revokeFamily(old.clientId, old.familyId, now);
       return 'reused';
     }
     const state = this.#core.clientState(clientId);
@@ -52,7 +52,7 @@ export class MemoryRefreshTokens implements RefreshTokenStorage {
     const fields = this.#core.get(this.#core.keys.refreshToken(tokenHash));
     if (!fields) return false;
     fields.revokedAt ??= String(now);
-    if (fields.familyId) this.#core.revokeFamily(fields.familyId, now);
+    if (fields.familyId && fields.clientId) this.#core.revokeFamily(fields.clientId, fields.familyId, now);
     return true;
   }
 }

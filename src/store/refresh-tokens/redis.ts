@@ -1,7 +1,8 @@
 // Refresh tokens on Redis: rotation (ROTATE_REFRESH: the old token, the new pair and its index in one
 // step), family revocation.
 
-import { orNull, readRecord, refreshTokenFromFields } from '../records.ts';
+import { Cluster } from 'ioredis';
+import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, RotateOutcome, StoredRead, StoredRefreshToken } from '../types.ts';
 import type { RefreshTokenStorage } from './types.ts';
@@ -26,18 +27,19 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
     graceMs = 0,
     successor?: string,
   ): Promise<RotateOutcome> {
+    if (await this.#core.outsideClientSlot(oldHash, this.#core.keys.refreshToken(oldHash), clientId)) return 'invalid';
     const outcome = await this.#core.scripts.mcpRotateRefresh(
       this.#core.keys.client(clientId),
       this.#core.keys.clientTokens(clientId),
       this.#core.keys.accessToken(access.tokenHash),
       this.#core.keys.refreshToken(refresh.tokenHash),
-      this.#core.keys.refreshFamily(refresh.familyId),
+      this.#core.keys.refreshFamily(clientId, refresh.familyId),
       this.#core.keys.refreshToken(oldHash),
       String(now),
       clientId,
       refresh.familyId,
-      this.#core.keys.accessToken(''),
-      this.#core.keys.refreshToken(''),
+      this.#core.keys.accessTokenTemplate(),
+      this.#core.keys.refreshTokenTemplate(),
       String(Math.max(0, Math.floor(graceMs))),
       successor ?? '',
       ...this.#core.tokenArgs(access, refresh),
@@ -55,15 +57,30 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
-    const familyId = await this.#core.redis.hget(this.#core.keys.refreshToken(tokenHash), 'familyId');
-    if (familyId === null) return false;
+    const [familyId, clientId] = await this.#core.redis.hmget(this.#core.keys.refreshToken(tokenHash), 'familyId', 'clientId');
+    if (familyId == null || clientId == null) return false;
     const revoked = await this.#core.revocation(async (scripts) => {
+      if (this.#core.redis instanceof Cluster && hashBucket(tokenHash) !== clientBucket(clientId)) {
+        // A layout-1 token on Cluster (outside its family's slot): it, then each member, revoked on
+        // its own (HSETNX revokedAt: idempotent, a repeat finishes an interrupted run).
+        if ((await scripts.mcpMarkRevoked(this.#core.keys.refreshToken(tokenHash), String(now))) !== 1) return false;
+        const members = await this.#core.redis.smembers(this.#core.keys.refreshFamily(clientId, familyId));
+        await Promise.all(
+          members.map((m) =>
+            scripts.mcpMarkRevoked(
+              m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2)),
+              String(now),
+            ),
+          ),
+        );
+        return true;
+      }
       const done = await scripts.mcpRevokeRefreshFamily(
         this.#core.keys.refreshToken(tokenHash),
-        this.#core.keys.refreshFamily(familyId),
+        this.#core.keys.refreshFamily(clientId, familyId),
         String(now),
-        this.#core.keys.accessToken(''),
-        this.#core.keys.refreshToken(''),
+        this.#core.keys.accessTokenTemplate(),
+        this.#core.keys.refreshTokenTemplate(),
       );
       return done === 1;
     });

@@ -108,7 +108,7 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
         const issued = this.#core.get(this.#core.keys.accessToken(code.accessTokenHash));
         if (issued) issued.revokedAt ??= String(now);
       }
-      if (code.familyId !== undefined) this.#core.revokeFamily(code.familyId, now, false);
+      if (code.familyId !== undefined) this.#core.revokeFamily(code.clientId, code.familyId, now, false);
       this.#core.notify(reuseNotice(code));
       return 'reused';
     }

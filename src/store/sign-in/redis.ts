@@ -93,17 +93,19 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
     access: AccessTokenRecord,
     refresh?: RefreshTokenRecord,
   ): Promise<RedeemOutcome> {
+    if (await this.#core.outsideClientSlot(codeHash, this.#core.keys.authorizationCode(codeHash), clientId)) return 'invalid';
     const keys = [this.#core.keys.client(clientId), this.#core.keys.clientTokens(clientId), this.#core.keys.accessToken(access.tokenHash)];
-    if (refresh) keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(refresh.familyId));
+    if (refresh) keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(clientId, refresh.familyId));
     keys.push(this.#core.keys.authorizationCode(codeHash));
-    const outcome = await this.#core.scripts.mcpRedeemCode(
-      String(keys.length),
+    const redeem = refresh ? this.#core.scripts.mcpRedeemCodePair : this.#core.scripts.mcpRedeemCodeAccess;
+    const outcome = await redeem.call(
+      this.#core.scripts,
       ...keys,
       String(now),
       clientId,
-      this.#core.keys.accessToken(''),
-      this.#core.keys.refreshToken(''),
-      this.#core.keys.refreshFamily(''),
+      this.#core.keys.accessTokenTemplate(),
+      this.#core.keys.refreshTokenTemplate(),
+      this.#core.keys.refreshFamily(clientId, ''),
       String(retainMs),
       ...this.#core.tokenArgs(access, refresh),
     );

@@ -143,20 +143,21 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
     this.#core.check();
     let scanned = 0;
     let indexed = 0;
+    const userPrefix = this.#core.keys.userToken('');
     const kinds = [
-      [this.#core.keys.userToken(''), USER_MEMBER],
-      [this.#core.keys.accessToken(''), ACCESS_MEMBER],
-      [this.#core.keys.refreshToken(''), REFRESH_MEMBER],
+      [(key: string) => (key.startsWith(userPrefix) ? key.slice(userPrefix.length) : undefined), USER_MEMBER],
+      [this.#core.keys.accessTokenHashOf, ACCESS_MEMBER],
+      [this.#core.keys.refreshTokenHashOf, REFRESH_MEMBER],
     ] as const;
     for (const key of [...this.#core.hashes.keys()]) {
       const fields = this.#core.get(key);
       if (!fields) continue;
-      const kind = kinds.find(([prefix]) => key.startsWith(prefix));
+      const kind = kinds.find(([hashOf]) => hashOf(key) !== undefined);
       if (kind !== undefined) {
         scanned++;
         const expiresAt = Number(fields.expiresAt);
         if (!fields.subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) continue;
-        this.#core.indexSubject(fields.subject, kind[1] + key.slice(kind[0].length), expiresAt);
+        this.#core.indexSubject(fields.subject, kind[1] + kind[0](key)!, expiresAt);
         indexed++;
       } else if (key.startsWith(this.#core.keys.consents(''))) {
         const browserHash = key.slice(this.#core.keys.consents('').length);

@@ -9,7 +9,9 @@ import {
   consentGrantIds,
   consentMember,
   cutoffFromFields,
+  escapeGlob,
   EVERY_ISSUER,
+  hashBucket,
   orNull,
   parseConsentMember,
   REFRESH_MEMBER,
@@ -33,11 +35,6 @@ async function scanKeys(node: Redis, pattern: string, count: number, each: (keys
     cursor = next;
     if (keys.length > 0) await each(keys);
   } while (cursor !== '0');
-}
-
-/** A key prefix as a SCAN MATCH pattern: its glob characters (`*`, `?`, `[`, `]`, `\\`) taken literally. */
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 
 export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
@@ -101,16 +98,30 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
     );
   }
 
+  /**
+   * The members of one of a subject's indexes that it answers for: in the home index, not the OAuth
+   * tokens a store of layout 1 listed there (the migration lists them in their bucket's index too,
+   * and a script on the home index's slot cannot reach them on Cluster).
+   */
+  #answeredBy(index: string, subject: string, members: string[]): string[] {
+    if (index !== this.#core.subjectIndex(subject)) return members;
+    return members.filter((m) => !m.startsWith(ACCESS_MEMBER) && !m.startsWith(REFRESH_MEMBER));
+  }
+
   async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
-    const index = this.#core.subjectIndex(subject);
     const out: SubjectToken[] = [];
-    for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
-      const members = batch.filter((m) => !m.startsWith(CONSENT_MEMBER));
-      const tokens = await this.#readTokens(members, now, subject);
-      const gone = members.filter((_, i) => tokens[i] === null);
-      if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
-      for (const token of tokens) if (token !== null && (issuer === undefined || token.issuer === issuer)) out.push(token);
-    }
+    // The home index and every bucket's, read side by side (each bucket's index on its own node).
+    await Promise.all(
+      this.#core.subjectIndexes(subject).map(async (index) => {
+        for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
+          const members = this.#answeredBy(index, subject, batch).filter((m) => !m.startsWith(CONSENT_MEMBER));
+          const tokens = await this.#readTokens(members, now, subject);
+          const gone = members.filter((_, i) => tokens[i] === null);
+          if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
+          for (const token of tokens) if (token !== null && (issuer === undefined || token.issuer === issuer)) out.push(token);
+        }
+      }),
+    );
     return out;
   }
 
@@ -142,11 +153,32 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
     return out;
   }
 
+  /**
+   * The subject's indexes one after another (home, then bucket by bucket: each batch's script runs in
+   * one slot); a run stopped half-way is finished by the next, which finds only what is left.
+   */
   async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
-    const index = this.#core.subjectIndex(subject);
     const size = Math.max(1, Math.trunc(batchSize));
     const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
-    for await (const batch of this.#subjectMembers(index, now, size)) {
+    const indexes = this.#core.subjectIndexes(subject);
+    // Which indexes hold anything, asked in one round (most of a subject's buckets are empty).
+    const held = await Promise.all(indexes.map((index) => this.#core.redis.exists(index)));
+    for (const [i, index] of indexes.entries()) {
+      if (held[i] === 1) await this.#revokeIndexed(index, subject, issuer, now, size, result);
+    }
+    return result;
+  }
+
+  async #revokeIndexed(
+    index: string,
+    subject: string,
+    issuer: string | undefined,
+    now: number,
+    size: number,
+    result: SubjectRevocation,
+  ): Promise<void> {
+    for await (const all of this.#subjectMembers(index, now, size)) {
+      const batch = this.#answeredBy(index, subject, all);
       const notice: RevocationNotice = {};
       /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
       let grantIds: string[] = [];
@@ -158,8 +190,8 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
             String(now),
             issuer ?? '',
             subject,
-            this.#core.keys.accessToken(''),
-            this.#core.keys.refreshToken(''),
+            this.#core.keys.accessTokenTemplate(),
+            this.#core.keys.refreshTokenTemplate(),
             this.#core.keys.consents(''),
             ...inSlot,
           ),
@@ -173,7 +205,7 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       if (users.length > 0) {
-        // Outside the {oauth} slot: one small script per token (Cluster routes each to its node).
+        // Outside any slot of the OAuth records: one small script per token (Cluster routes each to its node).
         const outcomes = await this.#core.revocation((scripts) =>
           Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#core.keys.userToken(m.slice(2)), subject, issuer ?? ''))),
         );
@@ -185,7 +217,6 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       }
       if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#core.publish(notice, grantIds);
     }
-    return result;
   }
 
   async rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild> {
@@ -196,24 +227,26 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
     const nodes: Redis[] = this.#core.redis instanceof Cluster ? this.#core.redis.nodes('master') : [this.#core.redis];
     if (this.#core.redis.status !== 'ready' || nodes.length === 0)
       throw new StoreUnavailableError(`Redis connection is ${this.#core.redis.status}`);
+    const userPrefix = this.#core.keys.userToken('');
+    // Each kind: its SCAN pattern, the hash a key names, and the index it goes to (a bucket's for OAuth tokens).
     const tokenKinds = [
-      [this.#core.keys.userToken(''), USER_MEMBER],
-      [this.#core.keys.accessToken(''), ACCESS_MEMBER],
-      [this.#core.keys.refreshToken(''), REFRESH_MEMBER],
+      [`${escapeGlob(userPrefix)}*`, (key: string) => key.slice(userPrefix.length), USER_MEMBER, false],
+      [this.#core.keys.accessTokenPattern(), (key: string) => this.#core.keys.accessTokenHashOf(key) ?? '', ACCESS_MEMBER, true],
+      [this.#core.keys.refreshTokenPattern(), (key: string) => this.#core.keys.refreshTokenHashOf(key) ?? '', REFRESH_MEMBER, true],
     ] as const;
     for (const node of nodes) {
-      for (const [prefix, kind] of tokenKinds) {
-        await scanKeys(node, `${escapeGlob(prefix)}*`, size, async (keys) => {
+      for (const [pattern, hashOf, kind, bucketed] of tokenKinds) {
+        await scanKeys(node, pattern, size, async (keys) => {
           total.scanned += keys.length;
           const states = await Promise.all(keys.map((k) => this.#core.redis.hmget(k, 'subject', 'expiresAt')));
           const writes: Array<Promise<unknown>> = [];
           keys.forEach((key, i) => {
             const [subject, expiresText] = states[i]!;
             const expiresAt = Number(expiresText);
-            if (!subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return;
-            writes.push(
-              this.#core.scripts.mcpIndexSubject(this.#core.subjectIndex(subject), kind + key.slice(prefix.length), String(expiresAt)),
-            );
+            const hash = hashOf(key);
+            if (!subject || hash === '' || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return;
+            const index = this.#core.subjectIndex(subject, bucketed ? hashBucket(hash) : undefined);
+            writes.push(this.#core.scripts.mcpIndexSubject(index, kind + hash, String(expiresAt)));
           });
           await Promise.all(writes);
           total.indexed += writes.length;

@@ -70,8 +70,10 @@ export class RedisTokens implements TokenStorage {
       this.#core.keys.clientTokens(access.clientId),
       this.#core.keys.accessToken(access.tokenHash),
     ];
-    if (refresh) keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(refresh.familyId));
-    const outcome = await this.#core.scripts.mcpIssueTokens(String(keys.length), ...keys, ...this.#core.tokenArgs(access, refresh));
+    if (refresh)
+      keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(access.clientId, refresh.familyId));
+    const args = [...keys, ...this.#core.tokenArgs(access, refresh)];
+    const outcome = await (refresh ? this.#core.scripts.mcpIssuePair(...args) : this.#core.scripts.mcpIssueAccess(...args));
     if (outcome === 'ok' || outcome === 'client_not_found' || outcome === 'client_revoked') return outcome;
     throw new TypeError(`unexpected script reply: ${String(outcome)}`);
   }

@@ -3,7 +3,7 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import type { ManualClock } from '../../../src/model/clock.ts';
-import { decideToken, generateToken, hashToken, type DenialReason } from '../../../src/model/credentials.ts';
+import { decideToken, generateToken, generateTokenFor, hashToken, type DenialReason } from '../../../src/model/credentials.ts';
 import { orNull, type KeyLayout } from '../../../src/store/records.ts';
 import type {
   AccessTokenRecord,
@@ -108,8 +108,9 @@ export function contractHelpers(contract: Contract) {
     };
   }
 
+  // A client's tokens are minted as the sidecar mints them: in the client's bucket (one Cluster slot).
   function accessToken(clientId: string, overrides: Partial<AccessTokenRecord> = {}): { raw: string; record: AccessTokenRecord } {
-    const raw = generateToken();
+    const raw = generateTokenFor(clientId);
     return {
       raw,
       record: {
@@ -123,7 +124,7 @@ export function contractHelpers(contract: Contract) {
   }
 
   function refreshToken(clientId: string, familyId: string): { raw: string; record: RefreshTokenRecord } {
-    const raw = generateToken();
+    const raw = generateTokenFor(clientId);
     return {
       raw,
       record: {

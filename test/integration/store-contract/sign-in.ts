@@ -2,7 +2,8 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../../src/model/clock.ts';
-import { generateToken, hashToken } from '../../../src/model/credentials.ts';
+import { generateToken, generateTokenFor, hashToken } from '../../../src/model/credentials.ts';
+import { clientBucket } from '../../../src/store/records.ts';
 import { consentKey } from '../../../src/store/records.ts';
 import type {
   AuthorizationCodeRecord,
@@ -26,7 +27,7 @@ export function signInContract(contract: Contract): void {
     const user = { subject: 'idp-user-1', issuer: 'https://idp.example.com/', email: 'ada@example.com', groups: ['mcp-users', 'eng'] };
 
     function code(clientId: string, overrides: Partial<AuthorizationCodeRecord> = {}): { raw: string; record: AuthorizationCodeRecord } {
-      const raw = generateToken();
+      const raw = generateTokenFor(clientId);
       const now = clock.now();
       return {
         raw,
@@ -138,7 +139,9 @@ export function signInContract(contract: Contract): void {
       const c = code('c-code');
       await store.putAuthorizationCode(c.record);
       const key = h.keys.authorizationCode(c.record.codeHash);
-      expect(key).toContain('{oauth}');
+      // In the client's bucket: the tag its record and token set carry (redemption is one script).
+      expect(key).toContain(`{oauth:${clientBucket('c-code')}}`);
+      expect(h.keys.client('c-code')).toContain(`{oauth:${clientBucket('c-code')}}`);
       expect(key).not.toContain(c.raw);
       const raw = await h.rawHash(key);
       expect(raw).toMatchObject({
@@ -454,7 +457,7 @@ export function signInContract(contract: Contract): void {
       const c = approval({ clientId: 'c-code' });
       await store.createClient(client('c-code').record);
       await store.putConsent(browser, c, clock.now(), 20);
-      const raw = generateToken();
+      const raw = generateTokenFor('c-code');
       const link = { browserHash: browser, key: consentKey(c), expiresAt: c.expiresAt };
       await store.putAuthorizationCode({
         codeHash: hashToken(raw),

@@ -2,7 +2,7 @@
 
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../../src/model/clock.ts';
-import { generateToken, hashToken } from '../../../src/model/credentials.ts';
+import { generateToken, generateTokenFor, hashToken } from '../../../src/model/credentials.ts';
 import { subjectDigest } from '../../../src/store/records.ts';
 import type { ConsentRecord, RevocationNotice, TokenStore } from '../../../src/store/types.ts';
 import { type Contract, contractHelpers, HOUR, type StoreHarness } from './context.ts';
@@ -95,7 +95,7 @@ export function subjectsContract(contract: Contract): void {
         await store.rotateRefreshToken(grant.refresh.record.tokenHash, 'c-ex', clock.now(), next.access.record, next.refresh.record),
       ).toBe('ok');
       // A code redemption indexes its tokens too.
-      const codeHash = hashToken(generateToken());
+      const codeHash = hashToken(generateTokenFor('c-ex'));
       await store.putAuthorizationCode({
         codeHash,
         clientId: 'c-ex',
