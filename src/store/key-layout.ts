@@ -135,12 +135,15 @@ export function keyLayout(prefix: string) {
     directoryList: (providerHash: string) => `${prefix}{directory}:scimList:${providerHash}`,
     /** The identities seen signing in with one email (directoryLinkName): field JSON [subject, issuer] -> epoch ms. */
     directoryLinks: (name: string) => `${prefix}{directory}:scimLinks:${name}`,
-    /** A held call's approval, by its id (random, 32 hex). */
-    approval: (approvalId: string) => `${prefix}approvals:${approvalId}`,
+    /**
+     * A held call's approval, by its id (random, 32 hex). Approvals are a person's pace, not the request
+     * rate: the three approval keys share one `{approvals}` slot, so a listing is one pipeline on Cluster.
+     */
+    approval: (approvalId: string) => `${prefix}{approvals}:approvals:${approvalId}`,
     /** The newest approval of one bound call: its argumentsDigest -> the approval id. */
-    approvalDigest: (digest: string) => `${prefix}approvalDigests:${digest}`,
+    approvalDigest: (digest: string) => `${prefix}{approvals}:approvalDigests:${digest}`,
     /** Every approval kept: a sorted set, member = approval id, score = when its record goes. */
-    approvalIndex: () => `${prefix}approvalIndex`,
+    approvalIndex: () => `${prefix}{approvals}:approvalIndex`,
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };

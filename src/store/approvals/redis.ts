@@ -22,11 +22,17 @@ export class RedisApprovals implements ApprovalStorage {
     const { keys, redis } = this.#core;
     const key = keys.approval(record.approvalId);
     const until = Math.trunc(record.expiresAt + retainMs);
-    // One key per command (the keys may live on different Cluster slots): the record first, so the
-    // digest never names an approval that is not there.
-    assertExec(await redis.multi().hset(key, approvalFields(record)).pexpireat(key, until).exec());
-    await redis.set(keys.approvalDigest(record.argumentsDigest), record.approvalId, 'PXAT', until);
-    await redis.zadd(keys.approvalIndex(), until, record.approvalId);
+    // One transaction (the approval keys share one Cluster slot): the digest never names an approval
+    // that is not there, and no approval is kept unlisted.
+    assertExec(
+      await redis
+        .multi()
+        .hset(key, approvalFields(record))
+        .pexpireat(key, until)
+        .set(keys.approvalDigest(record.argumentsDigest), record.approvalId, 'PXAT', until)
+        .zadd(keys.approvalIndex(), until, record.approvalId)
+        .exec(),
+    );
   }
 
   async getApproval(approvalId: string): Promise<StoredRead<ApprovalRecord>> {
