@@ -3,7 +3,9 @@
 import { createHash } from 'node:crypto';
 import { handleMember } from './handles/records.ts';
 import type { HandleKind } from './types.ts';
+import { approvalKeys } from './approvals/keys.ts';
 import { clientBucket, hashBucket, OAUTH_BUCKETS } from './buckets.ts';
+import { directoryKeys } from './directory/keys.ts';
 
 export { clientBucket, hashBucket, OAUTH_BUCKETS };
 
@@ -127,23 +129,8 @@ export function keyLayout(prefix: string) {
      * is noticed before a cached record is used.
      */
     lookupCacheMarker: () => `${prefix}lookupCacheMarker`,
-    /** A SCIM user of the directory, by its id: directoryUserFields. One `{directory}` slot: a change and its indexes are one transaction. */
-    directoryUser: (id: string) => `${prefix}{directory}:scimUsers:${id}`,
-    /** One index entry of the directory's users (directoryIndexName): field `id`. */
-    directoryIndex: (name: string) => `${prefix}{directory}:scimIndex:${name}`,
-    /** The live users of one provider (SHA-256 hex of its name): a sorted set, member = id, score = createdAt. */
-    directoryList: (providerHash: string) => `${prefix}{directory}:scimList:${providerHash}`,
-    /** The identities seen signing in with one email (directoryLinkName): field JSON [subject, issuer] -> epoch ms. */
-    directoryLinks: (name: string) => `${prefix}{directory}:scimLinks:${name}`,
-    /**
-     * A held call's approval, by its id (random, 32 hex). Approvals are a person's pace, not the request
-     * rate: the three approval keys share one `{approvals}` slot, so a listing is one pipeline on Cluster.
-     */
-    approval: (approvalId: string) => `${prefix}{approvals}:approvals:${approvalId}`,
-    /** The newest approval of one bound call: its argumentsDigest -> the approval id. */
-    approvalDigest: (digest: string) => `${prefix}{approvals}:approvalDigests:${digest}`,
-    /** Every approval kept: a sorted set, member = approval id, score = when its record goes. */
-    approvalIndex: () => `${prefix}{approvals}:approvalIndex`,
+    ...directoryKeys(prefix),
+    ...approvalKeys(prefix),
     /** Pub/sub channel of revocation notices (not a key: nothing is stored under it). */
     revocationChannel: () => `${prefix}revocations`,
   };
