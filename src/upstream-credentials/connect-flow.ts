@@ -262,7 +262,7 @@ export class ConnectFlow {
     const current = await sessions.current(req);
     if (current === undefined) {
       // Back here once signed in; the link is not used up until the person confirms.
-      await sessions.startSignIn(res, `/connect/${segment}`);
+      await sessions.startSignIn(res, `/connect/${segment}`, sessions.choiceFor(claims.issuer));
       return;
     }
     this.#samePerson(current.session, claims);
