@@ -37,6 +37,8 @@ export interface AdminDeps extends AdminOverrides {
   profileLifetimes?: ProfileLifetimes | undefined;
   /** The kept upstream credentials, for `reencryptUpstreamCredentials`; undefined while the mode is none. */
   upstreamCredentials?: CredentialVault | undefined;
+  /** The identity providers' issuers (revokeSubject requires one when there are several). */
+  people?: AdminContext['people'];
   /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
   failures?: FailedAuthLimiter | undefined;
 }
@@ -92,6 +94,7 @@ export function createAdminServer(deps: AdminDeps): Server {
           quotas: deps.quotas,
           profileLifetimes: deps.profileLifetimes,
           upstreamCredentials: deps.upstreamCredentials,
+          people: deps.people,
         },
         body,
       );

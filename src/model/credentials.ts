@@ -19,6 +19,8 @@ export interface Principal {
   kind: AuthKind;
   /** IdP `sub` (user, or oauth from interactive sign-in), clientId (oauth from client_credentials) or `master`. */
   subject: string;
+  /** The IdP issuer of the person, as the token's record names it (absent: a machine token, or a record written before issuers were kept). */
+  issuer?: string;
   clientId?: string;
   tokenHash?: string;
   scope?: string;
@@ -197,6 +199,8 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
 /** The key the token is bound to (DPoP) and the IdP user's email and groups as kept at issuance, for per-tool policy. */
 function withClaims(principal: Principal, record: StoredUserToken | StoredAccessToken): Principal {
   if (record.dpopJkt !== undefined) principal.dpopJkt = record.dpopJkt;
+  // A client_credentials token has no person, so no issuer; a sign-in token's record names both.
+  if (record.issuer !== undefined && principal.subject !== principal.clientId) principal.issuer = record.issuer;
   if (record.email !== undefined) principal.email = record.email;
   if (record.groups !== undefined) principal.groups = record.groups;
   return principal;

@@ -126,6 +126,7 @@ describe('listGrants and revokeSubject', () => {
         'createdAt',
         'expiresAt',
         'grantId',
+        'issuer',
         'lastUsedAt',
         'scope',
         'subject',
