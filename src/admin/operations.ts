@@ -212,7 +212,7 @@ const handlers: Handlers = {
     let principal: Principal;
     if (ctx.masterToken?.matchesHash(tokenHash) === true) principal = { kind: 'master', subject: 'master' };
     else {
-      const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), ctx.clock.now());
+      const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), ctx.clock.now(), ctx.people?.defaultIssuer);
       if (!decision.ok)
         return {
           status: 200,
