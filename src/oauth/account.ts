@@ -245,7 +245,14 @@ export class AccountPages {
     const value = generateToken();
     const now = this.#ctx.clock.now();
     await this.#ctx.store.putAccountSession(hashToken(value), { user, createdAt: now, expiresAt: now + ACCOUNT_SESSION_TTL_MS });
-    await this.#ctx.audit.record({ who: 'user', action: 'account.sign_in', result: 'ok', subject: user.subject });
+    await this.#ctx.audit.record({
+      who: 'user',
+      action: 'account.sign_in',
+      result: 'ok',
+      subject: user.subject,
+      // A person is the subject at its issuer: with several providers the subject alone names no one.
+      detail: { issuer: user.issuer },
+    });
     res.writeHead(303, {
       location: `${this.#ctx.publicUrl()}${stored.next ?? '/account'}`,
       'cache-control': 'no-store',
