@@ -2,7 +2,10 @@
 // verifiers over them: each JWT verified by the provider its `iss` names, with that provider's own
 // keys, audience and claim rules (two test IdPs on loopback, each with its own keys).
 
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
+import { checkIdentityProvider } from '../../src/oauth/idp-check.ts';
 import { ConfigError, buildConfig } from '../../src/config/load.ts';
 import { configFlagNames } from '../../src/config/flags.ts';
 import { createIdJagVerifier, createIdpVerifier } from '../../src/oauth/idp.ts';
@@ -187,5 +190,39 @@ describe('token exchange and ID-JAG over two providers', () => {
       issuer: b.issuer,
     });
     await expect(verifier.verify(await b.sign(claims(a.issuer), header), 'https://as.example', Date.now())).rejects.toThrow();
+  });
+});
+
+describe('--check-config with several providers', () => {
+  let good: DemoIdp;
+  const secret = randomBytes(32).toString('hex');
+  beforeAll(async () => {
+    good = await startDemoIdp({ clientId: 'sidecar', clientSecret: secret, redirectUri: () => 'http://127.0.0.1:9/oauth/callback' });
+  });
+  afterAll(async () => {
+    await good?.close();
+  });
+
+  it('checks each provider and names the one at fault', async () => {
+    const wrong = randomBytes(32).toString('hex');
+    const config = buildConfig(
+      {
+        proxy: { publicUrl: 'http://127.0.0.1:9' },
+        idp: {
+          requestTimeoutMs: 10_000,
+          providers: [
+            { name: 'works', issuer: good.issuer, clientId: 'sidecar', clientSecret: secret },
+            // The same server under a second issuer spelling stands for a second provider: the wrong secret is this entry's alone.
+            { name: 'wrong-secret', issuer: `${good.issuer}/`, clientId: 'sidecar', clientSecret: wrong },
+          ],
+        },
+      },
+      { BEARER_SECRET_MASTER: MASTER },
+    );
+    const problems = await checkIdentityProvider(config);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^identity provider "wrong-secret": /);
+    expect(problems[0]).toContain("refused the sidecar's client credentials");
+    expect(problems[0]).not.toContain(wrong);
   });
 });
