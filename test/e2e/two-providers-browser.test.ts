@@ -213,5 +213,13 @@ describe('two identity providers, one sidecar, the same sub at both', () => {
     expect(revoked.body.accessTokensRevoked).toBeGreaterThan(0);
     expect((await post(atEntra.tokens()!.access_token, ping)).status).toBe(401);
     expect((await headersSeen(atOkta))['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+    // The audit trail names each person by issuer and subject.
+    const events = (await stack.admin('listAuditEvents', { limit: 200 })).body.events as Array<{
+      action: string;
+      detail?: Record<string, unknown>;
+    }>;
+    const issuersOf = (action: string) => new Set(events.filter((e) => e.action === action).map((e) => e.detail?.issuer));
+    expect(issuersOf('authorize')).toEqual(new Set([entra.issuer, okta.issuer]));
+    expect(issuersOf('token.authorization_code')).toEqual(new Set([entra.issuer, okta.issuer]));
   }, 120_000);
 });
