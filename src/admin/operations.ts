@@ -170,30 +170,8 @@ const handlers: Handlers = {
     // Two providers' people may share a `sub`: offboarding one of them must say which.
     if (issuer === undefined && issuers.length > 1)
       throw new HttpError('invalid_request', `issuer is required: several identity providers are configured (${issuers.join(', ')})`);
-    const now = ctx.clock.now();
-    // The cut-off first: what is pending for the person (codes, device approvals, account sessions,
-    // connect links and flows) is refused from here on, and what a redemption writes after the index
-    // is revoked below finds it (model/offboarding.ts).
-    await ctx.store.markSubjectRevoked(subject, issuer, now, now + SUBJECT_CUTOFF_KEPT_MS);
-    const revoked = await ctx.store.revokeSubject(subject, issuer, now, SUBJECT_REVOCATION_BATCH);
-    // Handles are indexed by the person (model/person.ts): the subject alone for the default provider's.
-    const defaultIssuer = ctx.people?.defaultIssuer;
-    const handleIssuer = issuer ?? (issuers.length === 1 ? issuers[0]! : (defaultIssuer ?? ''));
-    const handlesForgotten = await ctx.store.forgetSubjectHandles(personKey({ issuer: handleIssuer, subject }, defaultIssuer));
-    // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too; the
-    // audit event names their providers (never a token).
-    const providers = (await ctx.store.listSubjectUpstreamCredentials(subject))
-      .filter((c) => issuer === undefined || c.issuer === issuer)
-      .map((c) => c.provider);
-    const connectedAccountsDeleted = await ctx.store.deleteUpstreamCredentials(subject, issuer);
-    ctx.metrics.tokensRevoked.labels('oauth_access').inc(revoked.accessTokensRevoked);
-    ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(revoked.refreshTokensRevoked);
-    ctx.metrics.tokensRevoked.labels('user').inc(revoked.userTokensRevoked);
-    const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten };
-    const { subject: _, ...counts } = body;
-    const disconnected: Record<string, string> =
-      providers.length === 0 ? {} : { upstreamCredentialsDisconnected: [...new Set(providers)].sort().join(' ') };
-    return { status: 200, body, audit: { subject, detail: { ...counts, ...(issuer === undefined ? {} : { issuer }), ...disconnected } } };
+    const { body, detail } = await offboardSubject(ctx, subject, issuer);
+    return { status: 200, body, audit: { subject, detail } };
   },
 
   /** Indexes records written before the subject index existed. */
@@ -247,6 +225,42 @@ const handlers: Handlers = {
     return { status: 200, body: { events }, audit: { detail: { count: events.length } } };
   },
 };
+
+/**
+ * Everything a person holds ends at once: what `revokeSubject` does, and what the directory's
+ * deactivation of a person does (src/admin/scim/). `detail`: the counts, for an audit event.
+ */
+export async function offboardSubject(
+  ctx: Pick<AdminContext, 'store' | 'clock' | 'metrics' | 'people'>,
+  subject: string,
+  issuer: string | undefined,
+): Promise<{ body: Record<string, unknown> & { subject: string }; detail: Record<string, string | number> }> {
+  const now = ctx.clock.now();
+  // The cut-off first: what is pending for the person (codes, device approvals, account sessions,
+  // connect links and flows) is refused from here on, and what a redemption writes after the index
+  // is revoked below finds it (model/offboarding.ts).
+  await ctx.store.markSubjectRevoked(subject, issuer, now, now + SUBJECT_CUTOFF_KEPT_MS);
+  const revoked = await ctx.store.revokeSubject(subject, issuer, now, SUBJECT_REVOCATION_BATCH);
+  // Handles are indexed by the person (model/person.ts): the subject alone for the default provider's.
+  const issuers = ctx.people?.issuers ?? [];
+  const defaultIssuer = ctx.people?.defaultIssuer;
+  const handleIssuer = issuer ?? (issuers.length === 1 ? issuers[0]! : (defaultIssuer ?? ''));
+  const handlesForgotten = await ctx.store.forgetSubjectHandles(personKey({ issuer: handleIssuer, subject }, defaultIssuer));
+  // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too; the
+  // audit event names their providers (never a token).
+  const providers = (await ctx.store.listSubjectUpstreamCredentials(subject))
+    .filter((c) => issuer === undefined || c.issuer === issuer)
+    .map((c) => c.provider);
+  const connectedAccountsDeleted = await ctx.store.deleteUpstreamCredentials(subject, issuer);
+  ctx.metrics.tokensRevoked.labels('oauth_access').inc(revoked.accessTokensRevoked);
+  ctx.metrics.tokensRevoked.labels('oauth_refresh').inc(revoked.refreshTokensRevoked);
+  ctx.metrics.tokensRevoked.labels('user').inc(revoked.userTokensRevoked);
+  const body = { subject, ...revoked, connectedAccountsDeleted, handlesForgotten };
+  const { subject: _, ...counts } = body;
+  const disconnected: Record<string, string> =
+    providers.length === 0 ? {} : { upstreamCredentialsDisconnected: [...new Set(providers)].sort().join(' ') };
+  return { body, detail: { ...counts, ...(issuer === undefined ? {} : { issuer }), ...disconnected } };
+}
 
 /**
  * The quota that would count the call (the first matching rule), and what is left of it now: read, never

@@ -11,7 +11,7 @@ import type { Audit, AuditInput } from '../observability/audit.ts';
 import { HttpError, httpErrorFor, storeUnavailable, writeJson } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import type { StoreHealth } from '../store/types.ts';
+import type { DirectoryStorage, StoreHealth } from '../store/types.ts';
 import { serve } from '../http/serve.ts';
 import { adminOperations, type AdminContext, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
@@ -20,9 +20,11 @@ import { normalizeAddress } from '../http/net-address.ts';
 import { isFailureRefusal, type FailedAuthLimiter } from '../http/rate-limits.ts';
 import { parseJsonObject, readBody } from '../http/body.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
+import { asScimError } from './scim/errors.ts';
+import { SCIM_BASE, scimRoute, type ScimDeps } from './scim/server.ts';
 
 export interface AdminDeps extends AdminOverrides {
-  store: AdminStore & StoreHealth;
+  store: AdminStore & DirectoryStorage & StoreHealth;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
@@ -41,6 +43,8 @@ export interface AdminDeps extends AdminOverrides {
   people?: AdminContext['people'];
   /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
   failures?: FailedAuthLimiter | undefined;
+  /** SCIM for the directory, with its own token; undefined: off (`/scim/v2` answers 404). */
+  scim?: Pick<ScimDeps, 'token' | 'match' | 'provider' | 'issuer'> | undefined;
 }
 
 /** What a primary of worker processes answers instead of its own process's view. */
@@ -84,20 +88,9 @@ export function createAdminServer(deps: AdminDeps): Server {
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
       if (!op) throw new HttpError('not_found');
-      const result = await op(
-        {
-          store,
-          clock: deps.clock,
-          metrics,
-          masterToken,
-          policy: deps.policy,
-          quotas: deps.quotas,
-          profileLifetimes: deps.profileLifetimes,
-          upstreamCredentials: deps.upstreamCredentials,
-          people: deps.people,
-        },
-        body,
-      );
+      const { policy, quotas, profileLifetimes, upstreamCredentials, people } = deps;
+      const context = { store, clock: deps.clock, metrics, masterToken, policy, quotas, profileLifetimes, upstreamCredentials, people };
+      const result = await op(context, body);
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);
@@ -140,8 +133,23 @@ export function createAdminServer(deps: AdminDeps): Server {
       { path: '/livez', methods: ['GET'], handler: (_req, res) => writeJson(res, 200, { status: 'ok' }) },
       { path: '/readyz', methods: ['GET'], handler: readyz },
       { path: '/metrics', methods: ['GET'], handler: scrape },
+      ...(deps.scim === undefined
+        ? []
+        : [
+            scimRoute({
+              ...deps.scim,
+              store,
+              clock: deps.clock,
+              metrics,
+              audit,
+              maxBodyBytes: deps.maxBodyBytes,
+              failures: deps.failures,
+              people: deps.people,
+            }),
+          ]),
     ],
     onStoreUnavailable: () => metrics.storeErrors.inc(),
+    answerAs: (answer, path) => (deps.scim !== undefined && path.startsWith(`${SCIM_BASE}/`) ? asScimError(answer) : answer),
     onErrorAnswer(answer, path) {
       if (!path.startsWith(OPERATIONS)) return;
       const name = path.slice(OPERATIONS.length);

@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import type { Config } from '../config/load.ts';
 import type { FailedAuthLimiter } from '../http/rate-limits.ts';
 import type { Clock } from '../model/clock.ts';
-import type { MasterToken } from '../model/credentials.ts';
+import { MasterToken } from '../model/credentials.ts';
 import type { Audit } from '../observability/audit.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
@@ -36,6 +36,15 @@ export function adminServerFor(
     profileLifetimes: config.oauth.profiles,
     people: { defaultIssuer: config.idp.issuer, issuers: identityProviders(config.idp).map((p) => p.issuer) },
     failures: extra.failures,
+    scim:
+      config.scim.token === ''
+        ? undefined
+        : {
+            token: new MasterToken(config.scim.token),
+            match: config.scim.match,
+            provider: config.scim.provider,
+            issuer: config.idp.issuer,
+          },
     ...extra.overrides,
   });
 }

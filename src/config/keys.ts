@@ -118,6 +118,31 @@ export const CONFIG_KEYS = {
       description: 'Admin request bodies over this get 413.',
     }),
   },
+  /** SCIM 2.0 on the admin listener (src/admin/scim/, docs/identity-providers.md); off while `scim.token` is unset. */
+  scim: {
+    token: text({
+      tier: 'tuning',
+      default: '',
+      env: 'SCIM_TOKEN',
+      secret: true,
+      description:
+        "The bearer token a directory (Entra ID, Okta) presents at the admin listener's `/scim/v2`: 64 lowercase hex characters from a CSPRNG, not the master token. Unset: no SCIM (`/scim/v2` answers 404). It opens only SCIM, and the master token does not open SCIM.",
+      check: (token, label, problems) => {
+        if (token !== '') checkMasterToken(token, label === 'scim.token' ? 'SCIM_TOKEN' : label, problems);
+      },
+    }),
+    match: choice(['sub', 'email'], {
+      tier: 'tuning',
+      default: 'sub',
+      description:
+        "The identity-provider claim a SCIM user's `userName` carries: `sub` (compared exactly) or `email` (the verified email, ignoring case). A user the directory made inactive or deleted is refused at sign-in when the claim matches.",
+    }),
+    provider: text({
+      tier: 'tuning',
+      default: 'default',
+      description: 'The identity provider whose people the directory provisions (`default`: the one configured by the `IDP_*` variables).',
+    }),
+  },
   idp: IDP_KEYS,
   oauth: OAUTH_KEYS,
   rateLimits: RATE_LIMIT_KEYS,

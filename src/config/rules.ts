@@ -17,6 +17,7 @@ export function checkWhole(config: Config, problems: Problems): void {
   checkLookupCache(config, problems);
   checkAssertionKey(config.upstream, problems);
   checkUpstreamCredentials(config, problems);
+  checkScim(config, problems);
   const loop = upstreamLoop(config);
   if (loop !== undefined) problems.push(loop);
   // Each process would hold its own memory store: a token issued by one worker unknown to the others.
@@ -258,4 +259,18 @@ function upstreamLoop(config: Config): string | undefined {
     return `UPSTREAM_URL is under PUBLIC_URL ${publicUrl}, the address clients reach this sidecar at: requests would loop. Point it at the MCP server behind the sidecar`;
   }
   return undefined;
+}
+
+/** SCIM's token opens SCIM alone: it may not be the master token; its provider must be one configured. */
+function checkScim(config: Config, problems: Problems): void {
+  const { token, provider } = config.scim;
+  if (token === '') return;
+  if (token === config.masterToken)
+    problems.push("SCIM_TOKEN must differ from BEARER_SECRET_MASTER: the directory's token must not open the admin operations");
+  if (provider !== 'default')
+    problems.push(`scim.provider "${provider}" names no configured identity provider (the one configured is "default")`);
+  if (config.idp.issuer === undefined)
+    problems.push(
+      "SCIM_TOKEN is set but no identity provider is configured (IDP_ISSUER): the directory's people could not be matched to anyone signing in",
+    );
 }

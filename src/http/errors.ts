@@ -34,6 +34,8 @@ const STATUS = {
   forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
+  // RFC 7644 §3.12: a SCIM create or change that would break a uniqueness rule.
+  conflict: 409,
   payload_too_large: 413,
   // RFC 9110 §15.5.20: a Host this server does not answer for (DNS rebinding protection).
   misdirected_request: 421,
@@ -227,7 +229,8 @@ export function writeJson(res: ServerResponse, status: number, body: unknown, he
 export function writeJsonText(res: ServerResponse, status: number, payload: string, headers?: Readonly<Record<string, string>>): void {
   res.statusCode = status;
   if (headers) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-  res.setHeader('content-type', 'application/json');
+  // A protocol with a media type of its own (SCIM's application/scim+json) names it in `headers`.
+  if (headers?.['content-type'] === undefined) res.setHeader('content-type', 'application/json');
   res.setHeader('cache-control', 'no-store');
   res.setHeader('content-length', Buffer.byteLength(payload));
   res.end(payload);

@@ -32,6 +32,8 @@ export interface ServeOptions<C extends typeof IncomingMessage> {
   onErrorAnswer?(answer: HttpError, path: string): void;
   /** Called when a request's response has closed (sent, or cut off). */
   onClose?(req: InstanceType<C>, res: ServerResponse<InstanceType<C>>): void;
+  /** The answer as a path's protocol shapes its errors (SCIM's error schema), when it does. */
+  answerAs?(answer: HttpError, path: string): HttpError;
   /** Called for a request whose path no route has (it is answered 404). */
   onNotFound?(): void;
 }
@@ -76,7 +78,7 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
       }
     }
     options.onErrorAnswer?.(answer, path);
-    return answer;
+    return options.answerAs ? options.answerAs(answer, path) : answer;
   }
 
   // One async function a request, no closure: routing adds no allocation to the proxy's hot path.

@@ -25,6 +25,7 @@ import type { AccountSession, AccountSignInRecord, StoredUpstreamCredential, Sub
 import type { OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
 import { chooseProvider, type ProviderChoice } from './sign-in/provider-choice.ts';
+import { DEACTIVATED_TEXT } from './directory-gate.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
 import { readCookie } from './cookies.ts';
 import { escapeHtml, page, writePage } from './sign-in-pages.ts';
@@ -241,6 +242,16 @@ export class AccountPages {
         'Sign-in refused',
         'Sign-in at the identity provider did not succeed, or this account may not use this server.',
       );
+    }
+    if (await this.#ctx.directory?.refuses(user)) {
+      await this.#ctx.audit.record({
+        who: 'user',
+        action: 'account.sign_in',
+        result: 'access_denied',
+        subject: user.subject,
+        detail: { by: 'directory' },
+      });
+      throw new AccountPageError(403, 'Account deactivated', DEACTIVATED_TEXT);
     }
     const value = generateToken();
     const now = this.#ctx.clock.now();

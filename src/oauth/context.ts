@@ -13,6 +13,7 @@ import type {
   AccountSessionStorage,
   AuthorizationCodeStorage,
   DeviceAuthorizationStorage,
+  DirectoryStorage,
   ClientStorage,
   ConsentStorage,
   CounterStorage,
@@ -32,6 +33,7 @@ import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 import type { DpopVerifier } from './dpop.ts';
 import type { ClientAddresses } from '../proxy/client-address.ts';
+import type { DirectoryGate } from './directory-gate.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */
 export type OAuthStore = TokenStorage &
@@ -46,7 +48,8 @@ export type OAuthStore = TokenStorage &
   SubjectStorage &
   SubjectCutoffStorage &
   AccountSessionStorage &
-  UpstreamCredentialStorage;
+  UpstreamCredentialStorage &
+  DirectoryStorage;
 
 export interface OAuthContext {
   readonly config: Config;
@@ -66,6 +69,8 @@ export interface OAuthContext {
   readonly signIn: IdpSignIn | undefined;
   /** Keeps the IdP's tokens of a user who just signed in (upstream credentials); undefined: they are dropped. */
   readonly keepIdpTokens?: ((user: SignedInUser, tokens: IdpTokens) => Promise<void>) | undefined;
+  /** The directory's refusals of people it made inactive (SCIM); undefined while SCIM is off. */
+  readonly directory?: DirectoryGate | undefined;
   /** Resolves `client_id` URLs (Client ID Metadata Documents); undefined when they are turned off. */
   readonly cimd?: CimdResolver | undefined;
   /** Checks DPoP proofs (RFC 9449) sent to /token. */

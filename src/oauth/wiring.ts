@@ -10,11 +10,12 @@ import type { UpstreamCredentials } from '../upstream-credentials/wiring.ts';
 import { createCimdResolver, type CimdResolver } from './cimd.ts';
 import type { OAuthContext } from './context.ts';
 import { createIdJagVerifier, createIdpVerifier } from './idp.ts';
+import { directoryGateFor } from './directory-gate.ts';
 import { oauthRoutes } from './routes.ts';
 
 /** The proxy listener's routes besides /mcp: the assertion keys, the connect pages, the OAuth endpoints and sign-in. */
 export function proxyRoutesFor(
-  ctx: Omit<OAuthContext, 'idp' | 'idJag' | 'keepIdpTokens' | 'cimd'>,
+  ctx: Omit<OAuthContext, 'idp' | 'idJag' | 'keepIdpTokens' | 'cimd' | 'directory'>,
   parts: {
     /** A resolver to use instead of the configured one (tests: a test CA). */
     cimd: CimdResolver | undefined;
@@ -31,6 +32,7 @@ export function proxyRoutesFor(
       idp: createIdpVerifier(ctx.config.idp),
       idJag: createIdJagVerifier(ctx.config.idp),
       keepIdpTokens: onProxy?.keepIdpTokens,
+      directory: directoryGateFor(ctx.config, ctx.store, ctx.clock),
       cimd: parts.cimd ?? cimdResolverFor(ctx.config, ctx.clock, ctx.logger),
     }),
   ];

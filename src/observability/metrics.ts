@@ -238,6 +238,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * @label operation `createUser`, `getUser`, `findUsers`, `replaceUser`, `patchUser`, `deleteUser`, `discovery`, or `unknown`
+   * @label status the HTTP status of the answer (`200`, `201`, `204`, `400`, `401`, `404`, `409`, …)
+   */
+  readonly scimRequests = new Counter({
+    name: 'mcp_auth_scim_requests_total',
+    help: 'SCIM requests of the directory on the admin listener, by operation and HTTP status',
+    labelNames: ['operation', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly scimDeactivations = new Counter({
+    name: 'mcp_auth_scim_deactivations_total',
+    help: 'People the directory made inactive or deleted whose access was revoked (retries counted again)',
+    registers: [this.registry],
+  });
   readonly forwarded = this.requests.labels('forwarded', '');
   /** `/authz` answered 200: the ingress forwards the request itself (forward-auth). */
   readonly allowed = this.requests.labels('allowed', '');

@@ -6,6 +6,7 @@ import type { Clock } from '../model/clock.ts';
 import { MemoryClients } from './clients/memory.ts';
 import { MemoryCounters } from './counters/memory.ts';
 import { MemoryDevices } from './devices/memory.ts';
+import { MemoryDirectory } from './directory/memory.ts';
 import { MemoryHandles } from './handles/memory.ts';
 import { MemoryInfrastructure } from './infrastructure/memory.ts';
 import { MemoryCore } from './memory-core.ts';
@@ -39,6 +40,7 @@ export class MemoryTokenStore implements TokenStore {
         handles: new MemoryHandles(core),
         subjects: new MemorySubjects(core),
         upstreamCredentials: new MemoryUpstreamCredentials(core),
+        directory: new MemoryDirectory(core),
         counters: new MemoryCounters(core),
         infrastructure: new MemoryInfrastructure(core),
       }),

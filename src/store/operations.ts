@@ -7,6 +7,7 @@
 import type { ClientStorage, ProfileStorage } from './clients/types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './counters/types.ts';
 import type { DeviceAuthorizationStorage } from './devices/types.ts';
+import type { DirectoryStorage } from './directory/types.ts';
 import type { HandleStorage } from './handles/types.ts';
 import type { AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth } from './infrastructure/types.ts';
 import type { RefreshTokenStorage } from './refresh-tokens/types.ts';
@@ -26,6 +27,7 @@ export interface StoreParts {
   handles: HandleStorage;
   subjects: SubjectStorage & SubjectCutoffStorage;
   upstreamCredentials: UpstreamCredentialStorage;
+  directory: DirectoryStorage;
   counters: CounterStorage & QuotaStorage & OneTimeValueStorage;
   infrastructure: AuditStorage & RevocationNotices & SigningKeyStorage & StoreHealth;
 }
@@ -86,6 +88,16 @@ export const STORE_OPERATIONS = {
     'deleteUpstreamCredential',
     'listSubjectUpstreamCredentials',
     'listUpstreamCredentials',
+  ],
+  directory: [
+    'createDirectoryUser',
+    'getDirectoryUser',
+    'findDirectoryUser',
+    'updateDirectoryUser',
+    'deleteDirectoryUser',
+    'listDirectoryUsers',
+    'linkDirectoryIdentity',
+    'linkedDirectoryIdentities',
   ],
   counters: ['hitCounter', 'takeQuota', 'useOnce'],
   infrastructure: ['appendAudit', 'listAuditEvents', 'subscribeRevocations', 'publishSigningKey', 'listSigningKeys', 'ping'],

@@ -8,6 +8,7 @@ import { RedisClients } from './clients/redis.ts';
 import { RedisCounters } from './counters/redis.ts';
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
 import { RedisDevices } from './devices/redis.ts';
+import { RedisDirectory } from './directory/redis.ts';
 import { RedisHandles } from './handles/redis.ts';
 import { RedisInfrastructure } from './infrastructure/redis.ts';
 import { composeParts } from './operations.ts';
@@ -35,6 +36,7 @@ function redisOperations(core: RedisCore): TokenStore {
       handles: new RedisHandles(core),
       subjects: new RedisSubjects(core),
       upstreamCredentials: new RedisUpstreamCredentials(core),
+      directory: new RedisDirectory(core),
       counters: new RedisCounters(core),
       infrastructure: new RedisInfrastructure(core),
     }),

@@ -8,6 +8,7 @@
 import type { ClientStorage, ProfileStorage } from './clients/types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './counters/types.ts';
 import type { DeviceAuthorizationStorage } from './devices/types.ts';
+import type { DirectoryStorage } from './directory/types.ts';
 import type { HandleStorage } from './handles/types.ts';
 import type { AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth } from './infrastructure/types.ts';
 import type { RefreshTokenStorage } from './refresh-tokens/types.ts';
@@ -20,6 +21,7 @@ export * from './shared.ts';
 export type * from './clients/types.ts';
 export type * from './counters/types.ts';
 export type * from './devices/types.ts';
+export type * from './directory/types.ts';
 export type * from './handles/types.ts';
 export type * from './infrastructure/types.ts';
 export type * from './refresh-tokens/types.ts';
@@ -84,6 +86,7 @@ export interface TokenStore
     RevocationNotices,
     SigningKeyStorage,
     UpstreamCredentialStorage,
+    DirectoryStorage,
     StoreHealth {
   /** What the metrics watch, when the store has it. */
   readonly watch?: StoreWatch | undefined;

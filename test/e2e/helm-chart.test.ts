@@ -30,7 +30,6 @@ const SIDECAR = 'mcp-bearer-proxy';
 /** Environment variables that hold secrets: every key the config declares secret, and the chart's own. */
 const SECRET_ENV = new Set([
   ...keysOf(CONFIG_KEYS).flatMap(([, spec]) => (spec.doc.secret && spec.doc.env ? [spec.doc.env] : [])),
-  'SCIM_TOKEN',
   'REDIS_PASSWORD',
 ]);
 
@@ -41,7 +40,8 @@ const TEST_SECRETS: Record<string, string> = {
   REDIS_PASSWORD: 'pa%40ss',
   UPSTREAM_CREDENTIALS_KEY: generateToken(),
   IDP_CLIENT_SECRET: 'test-client-secret',
-  SCIM_TOKEN: 'test-scim-token',
+  // The sidecar checks it as it checks the master token (SCIM on the admin listener).
+  SCIM_TOKEN: generateToken(),
 };
 
 type Obj = KubeObject & { metadata: { name: string }; spec?: any; data?: Record<string, string> };

@@ -16,6 +16,7 @@ import { handlesContract } from './store-contract/handles.ts';
 import { subjectsContract } from './store-contract/subjects.ts';
 import { upstreamCredentialsContract } from './store-contract/upstream-credentials.ts';
 import { countersContract } from './store-contract/counters.ts';
+import { directoryContract } from './store-contract/directory.ts';
 import { infrastructureContract } from './store-contract/infrastructure.ts';
 import { lifecycleContract } from './store-contract/lifecycle.ts';
 
@@ -45,6 +46,7 @@ export function runStoreContract(name: string, makeStore: (clock: ManualClock) =
     subjectsContract(contract);
     upstreamCredentialsContract(contract);
     countersContract(contract);
+    directoryContract(contract);
     infrastructureContract(contract);
     lifecycleContract(contract);
   });

@@ -85,6 +85,7 @@ describe('configuration table', () => {
       FORWARD_AUTH: 'proxy.forwardAuth',
       OAUTH_REFRESH_REUSE_GRACE_SECONDS: 'oauth.refreshReuseGraceSeconds',
       OAUTH_CONSENT_REMEMBER_SECONDS: 'oauth.consentRememberSeconds',
+      SCIM_TOKEN: 'scim.token',
     };
     const envs = Object.fromEntries(describeConfigKeys().flatMap((k) => (k.env ? [[k.env, k.key]] : [])));
     expect(envs).toEqual(promised);

@@ -22,6 +22,7 @@ import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';
 import { IdpRejection, type IdJagAssertion } from '../idp.ts';
 import { buildPair, issued } from '../issuance.ts';
+import { DEACTIVATED_DESCRIPTION } from '../directory-gate.ts';
 import { dpopBinding, idpOutage, refusalWithEvent, requireClient, type Grant } from './grant.ts';
 
 /** The `authorization_grant_profiles_supported` value of ID-JAG (the draft's §7.2). */
@@ -113,6 +114,12 @@ export const idJagGrant: Grant = {
     const pair = await buildPair(ctx, client, granted, { user, refresh: false, dpop: dpopBinding(request) });
     // The client was deleted between its authentication and now.
     if ((await ctx.store.issueTokens(pair.access, pair.refresh)) !== 'ok') throw clientRefused(request.presented);
+    // Read after the write (directory-gate.ts): a deactivation racing this grant finds the token, or is seen here.
+    if (await ctx.directory?.refuses(user)) {
+      await ctx.store.revokeAccessToken(pair.access.tokenHash, ctx.clock.now());
+      ctx.logger.info({ clientId: client.clientId }, 'identity assertion grant refused: the directory made this person inactive');
+      throw new HttpError('invalid_grant', DEACTIVATED_DESCRIPTION);
+    }
     return issued(ctx, ACTION, client, pair);
   },
 };

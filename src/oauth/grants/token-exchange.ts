@@ -10,6 +10,7 @@ import { HttpError } from '../../http/errors.ts';
 import { GRANT_TOKEN_EXCHANGE } from '../../model/grant-types.ts';
 import { keepRegistrationAlive } from '../issuance.ts';
 import { idpOutage, requireClient, type Grant } from './grant.ts';
+import { DEACTIVATED_DESCRIPTION } from '../directory-gate.ts';
 
 export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
@@ -66,6 +67,12 @@ export const tokenExchangeGrant: Grant = {
       ...(identity.groups !== undefined ? { groups: identity.groups } : {}),
       ...(request.dpopJkt !== undefined ? { dpopJkt: request.dpopJkt } : {}),
     });
+    // Read after the write (directory-gate.ts): a deactivation racing this exchange finds the token, or is seen here.
+    if (await ctx.directory?.refuses(identity)) {
+      await ctx.store.revokeUserToken(tokenHash);
+      ctx.logger.info({}, 'token exchange refused: the directory made this person inactive');
+      throw new HttpError('invalid_grant', DEACTIVATED_DESCRIPTION);
+    }
     ctx.metrics.tokensIssued.labels('user').inc();
     return {
       body: {

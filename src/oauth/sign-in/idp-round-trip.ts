@@ -9,6 +9,7 @@ import { clientName } from '../../model/clients.ts';
 import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
 import type { AccountPages } from '../account.ts';
 import { IdpRejection } from '../idp.ts';
+import { DEACTIVATED_TEXT } from '../directory-gate.ts';
 import { IdpAuthorizationError, IdpUnavailable } from '../oidc-client.ts';
 import { consentPage, messagePage, writePage } from '../sign-in-pages.ts';
 import type { CodeIssuance } from './code.ts';
@@ -91,6 +92,10 @@ export class IdpRoundTrip {
       await this.#refused(res, request, err);
       return;
     }
+    if (await ctx.directory?.refuses(user)) {
+      await this.#deactivated(res, request, user.subject);
+      return;
+    }
     if (stored.consent === 'remembered') {
       await this.#afterRememberedConsent(req, res, request, stored.browserHash, user);
       return;
@@ -129,6 +134,21 @@ export class IdpRoundTrip {
       return;
     }
     redirectBack(ctx, res, request, { error, error_description: 'sign-in at the identity provider did not succeed' });
+  }
+
+  /** The directory made this person inactive: nothing issued, and the page says why (a client's error would not). */
+  async #deactivated(res: ServerResponse, request: AuthorizationRequest, subject: string): Promise<void> {
+    const { ctx } = this.#parts;
+    ctx.logger.info({ clientId: request.clientId }, 'sign-in refused: the directory made this person inactive');
+    await ctx.audit.record({
+      who: 'user',
+      action: 'authorize',
+      result: 'access_denied',
+      clientId: request.clientId,
+      subject,
+      detail: { by: 'directory' },
+    });
+    writePage(res, 403, messagePage('Account deactivated', DEACTIVATED_TEXT));
   }
 
   /** Consent was skipped for a remembered approval: a code when it is this user's, else the consent page for this user. */

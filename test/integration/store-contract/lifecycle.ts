@@ -17,6 +17,17 @@ export function lifecycleContract(contract: Contract): void {
   });
   const { pendingRequest, userRecord, client, accessToken, refreshToken, upstreamCredential } = contractHelpers(contract);
 
+  const directoryUser = () => ({
+    id: 'u',
+    provider: 'default',
+    userName: 'u',
+    active: true,
+    attributes: {},
+    createdAt: contract.clock.now(),
+    updatedAt: contract.clock.now(),
+    version: 1,
+  });
+
   describe('lifecycle and failures', () => {
     // One call of every operation; a new operation must be added here (the type insists).
     const everyOperation = {
@@ -150,6 +161,14 @@ export function lifecycleContract(contract: Contract): void {
       markSubjectRevoked: (s) => s.markSubjectRevoked('s', undefined, clock.now(), clock.now() + HOUR),
       subjectRevokedAt: (s) => s.subjectRevokedAt('s', 'i'),
       forgetConsent: (s) => s.forgetConsent(hashToken('x'), hashToken('k'), 's'),
+      createDirectoryUser: (s) => s.createDirectoryUser(directoryUser()),
+      getDirectoryUser: (s) => s.getDirectoryUser('u'),
+      findDirectoryUser: (s) => s.findDirectoryUser('default', 'userName', 'u'),
+      updateDirectoryUser: (s) => s.updateDirectoryUser('u', (u) => u, clock.now()),
+      deleteDirectoryUser: (s) => s.deleteDirectoryUser('u', clock.now()),
+      linkDirectoryIdentity: (s) => s.linkDirectoryIdentity('default', 'a@example.com', { subject: 's', issuer: 'i' }, clock.now()),
+      listDirectoryUsers: (s) => s.listDirectoryUsers('default', 0, 10),
+      linkedDirectoryIdentities: (s) => s.linkedDirectoryIdentities('default', 'a@example.com'),
     } satisfies Record<StoreOperation, (s: TokenStore) => Promise<unknown>>;
 
     it('ping answers while open; close resolves and later calls reject', async () => {
