@@ -12,7 +12,7 @@ import type { PolicyGate } from '../policy/gate.ts';
 import type { TokenStore } from '../store/types.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { createAdminServer, type AdminOverrides } from './server.ts';
-import { identityProviders } from '../oauth/providers.ts';
+import { identityProviders, issuerOfProvider } from '../oauth/providers.ts';
 
 /** The admin listener: every credential operation, behind the master token. */
 export function adminServerFor(
@@ -43,7 +43,7 @@ export function adminServerFor(
             token: new MasterToken(config.scim.token),
             match: config.scim.match,
             provider: config.scim.provider,
-            issuer: config.idp.issuer,
+            issuer: issuerOfProvider(config.idp, config.scim.provider),
           },
     ...extra.overrides,
   });

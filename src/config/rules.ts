@@ -267,9 +267,14 @@ function checkScim(config: Config, problems: Problems): void {
   if (token === '') return;
   if (token === config.masterToken)
     problems.push("SCIM_TOKEN must differ from BEARER_SECRET_MASTER: the directory's token must not open the admin operations");
-  if (provider !== 'default')
-    problems.push(`scim.provider "${provider}" names no configured identity provider (the one configured is "default")`);
-  if (config.idp.issuer === undefined)
+  // The providers' names as src/oauth/providers.ts resolves them: the IDP_* one first.
+  const names = [...(config.idp.issuer !== undefined ? [DEFAULT_PROVIDER_NAME] : []), ...(config.idp.providers ?? []).map((p) => p.name)];
+  const known = names.length > 0 ? names : [DEFAULT_PROVIDER_NAME];
+  if (!known.includes(provider)) {
+    const configured = known.length === 1 ? `the one configured is "${known[0]}"` : `configured: ${known.join(', ')}`;
+    problems.push(`scim.provider "${provider}" names no configured identity provider (${configured})`);
+  }
+  if (names.length === 0)
     problems.push(
       "SCIM_TOKEN is set but no identity provider is configured (IDP_ISSUER): the directory's people could not be matched to anyone signing in",
     );

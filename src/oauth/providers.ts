@@ -42,6 +42,11 @@ export function identityProviders(idp: Config['idp']): readonly ProviderSettings
   return frozen;
 }
 
+/** The issuer of the provider named `name` (e.g. `scim.provider`), if one is configured. */
+export function issuerOfProvider(idp: Config['idp'], name: string): string | undefined {
+  return identityProviders(idp).find((p) => p.name === name)?.issuer;
+}
+
 /** Whether more than one provider is configured: the person's issuer must then be named where a subject is. */
 export function severalProviders(idp: Config['idp']): boolean {
   return identityProviders(idp).length > 1;

@@ -107,6 +107,16 @@ describe('idp.providers configuration', () => {
     expect(modeIdp.join('\n')).toMatch(/several identity providers are configured/);
   });
 
+  it('scim.provider may name any configured provider, and only one', () => {
+    const scimToken = randomBytes(32).toString('hex');
+    const providers = [{ name: 'okta', issuer: 'https://okta.example.test', clientId: 'c', clientSecret: 's' }];
+    const env = { IDP_ISSUER: 'https://a.example', IDP_CLIENT_ID: 'c', IDP_CLIENT_SECRET: 's' };
+    expect(problemsOf({ idp: { providers }, scim: { token: scimToken, provider: 'okta' } }, env)).toEqual([]);
+    expect(problemsOf({ idp: { providers }, scim: { token: scimToken, provider: 'nope' } }, env).join('\n')).toMatch(
+      /scim.provider "nope" names no configured identity provider \(configured: default, okta\)/,
+    );
+  });
+
   it('is never taken from a command-line flag (it holds client secrets)', () => {
     expect(configFlagNames()).toContain('idp.issuer');
     expect(configFlagNames()).not.toContain('idp.providers');
