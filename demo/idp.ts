@@ -37,6 +37,10 @@ export interface DemoIdpOptions {
   autoLogin?: boolean;
   /** Claims released for the demo user instead of its own (tests: an unverified email, say); `undefined` drops one. */
   userClaims?: Record<string, unknown>;
+  /** More claims put in the ID token with `openid` (tests shaping a provider's tokens: Entra ID's `tid`, `oid`). */
+  idTokenClaims?: string[];
+  /** The login page's heading (tests telling two providers' pages apart); default `Sign in`. */
+  loginTitle?: string;
 }
 
 /** The slice of oidc-provider's Provider used here (the package ships no types). */
@@ -73,14 +77,14 @@ export interface DemoIdp {
   close(): Promise<void>;
 }
 
-function loginForm(uid: string, failed: boolean): string {
+function loginForm(uid: string, failed: boolean, title = 'Sign in'): string {
   const error = failed ? '<p style="color:#b00">Wrong user name or password.</p>' : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Demo identity provider</title>
 <style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;padding:0 1rem}label{display:block;margin:.8rem 0}
 input{font-size:1rem;padding:.3rem;width:100%}button{font-size:1rem;padding:.5rem 1.5rem;margin-right:1rem}
 .banner{background:#fee;border:1px solid #c00;padding:.5rem 1rem}</style></head><body>
 <p class="banner"><strong>DEMO identity provider</strong> (mcp-bearer-proxy <code>npm run demo</code>): not for production.</p>
-<h1>Sign in</h1>${error}
+<h1>${escapeHtml(title)}</h1>${error}
 <form method="post" action="/interaction/${escapeHtml(uid)}/login">
 <label>User name <input name="username" autocomplete="username" value="${DEMO_USER.username}"></label>
 <label>Password <input name="password" type="password" autocomplete="current-password"></label>
@@ -115,8 +119,8 @@ function providerConfig(options: DemoIdpOptions, jwk: Record<string, unknown>, c
     jwks: { keys: [jwk] },
     cookies: { keys: [cookieKey] },
     claims: options.generic
-      ? { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] }
-      : { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
+      ? { openid: ['sub', ...(options.idTokenClaims ?? [])], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] }
+      : { openid: ['sub', ...(options.idTokenClaims ?? [])], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
     // Claims in the ID token itself, as Keycloak, Entra ID, Okta and Google put them there; a generic
     // provider follows OpenID Connect Core §5.4 to the letter and releases them at userinfo only.
     conformIdTokenClaims: options.generic === true,
@@ -174,7 +178,7 @@ export async function startDemoIdp(options: DemoIdpOptions): Promise<DemoIdp> {
       return;
     }
     if (action === undefined && !options.autoLogin) {
-      writePage(res, 200, loginForm(uid, false));
+      writePage(res, 200, loginForm(uid, false, options.loginTitle));
       return;
     }
     if (action === undefined) {
@@ -192,7 +196,7 @@ export async function startDemoIdp(options: DemoIdpOptions): Promise<DemoIdp> {
       return;
     }
     if (form.get('username') !== DEMO_USER.username || form.get('password') !== DEMO_USER.password) {
-      writePage(res, 200, loginForm(uid, true));
+      writePage(res, 200, loginForm(uid, true, options.loginTitle));
       return;
     }
     await provider.interactionFinished(req, res, { login: { accountId: DEMO_USER.sub } }, { mergeWithLastSubmission: false });

@@ -110,6 +110,12 @@ export const ADMIN_OPERATIONS = {
       'the grants a person (IdP `sub`) or a client holds: one per refresh family, standalone access token or user-grade token (no token, no hash)',
     fields: {
       subject: subject({ description: 'the IdP `sub` whose grants to list' }),
+      issuer: text({
+        description: "only the grants of this IdP issuer's people (a person is the subject at an issuer)",
+        min: 1,
+        max: 2048,
+        rule: 'a non-empty string of at most 2048 characters',
+      }),
       clientId: text({
         description: 'only the grants this client holds',
         min: 1,
@@ -148,7 +154,8 @@ export const ADMIN_OPERATIONS = {
     fields: {
       subject: subject({ description: 'the IdP `sub`', required: true }),
       issuer: text({
-        description: "only what this IdP issuer's subject holds (default: any issuer)",
+        description:
+          "only what this IdP issuer's subject holds; with several identity providers configured it must be given (400 without it); with one, default any issuer",
         min: 1,
         max: 2048,
         rule: 'a non-empty string of at most 2048 characters',

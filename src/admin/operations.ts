@@ -6,6 +6,7 @@ import type { AuditInput } from '../observability/audit.ts';
 import type { Clock } from '../model/clock.ts';
 import { SUBJECT_CUTOFF_KEPT_MS } from '../model/offboarding.ts';
 import { decideToken, generateToken, generateTokenFor, hashToken, type MasterToken, type Principal } from '../model/credentials.ts';
+import { personKey } from '../model/person.ts';
 import { explainCall } from '../policy/rules.ts';
 import type { Policy } from '../policy/rules.ts';
 import { HttpError } from '../http/errors.ts';
@@ -58,6 +59,14 @@ export interface AdminContext {
   profileLifetimes?: ProfileLifetimes | undefined;
   /** The kept upstream credentials; undefined while `upstream.credentials.mode` is none. */
   upstreamCredentials?: CredentialVault | undefined;
+  /** The identity providers' issuers (the IDP_* one as `defaultIssuer`): a person is (issuer, subject). */
+  people?: AdminPeople | undefined;
+}
+
+/** Which issuers name people: with several, offboarding must name one. */
+export interface AdminPeople {
+  defaultIssuer: string | undefined;
+  issuers: readonly string[];
 }
 
 /** `audit`: what the operation acted on, for its audit event (never a secret; token hashes are cut to 8 hex). */
@@ -134,11 +143,12 @@ const handlers: Handlers = {
    * A person's or a client's grants, one per refresh family, standalone access token or user-grade
    * token: a page of `limit`, from `cursor` on, with the cursor of the next page while there is one.
    */
-  async listGrants(ctx, { subject, clientId, limit, cursor }) {
+  async listGrants(ctx, { subject, issuer, clientId, limit, cursor }) {
     const now = ctx.clock.now();
     if (clientId !== undefined && (await ctx.store.getClient(clientId)) === null) throw new HttpError('not_found');
-    const tokens =
-      subject !== undefined ? await ctx.store.listSubjectTokens(subject, now) : await ctx.store.listClientTokens(clientId!, now);
+    const listed =
+      subject !== undefined ? await ctx.store.listSubjectTokens(subject, now, issuer) : await ctx.store.listClientTokens(clientId!, now);
+    const tokens = issuer === undefined ? listed : listed.filter((t) => t.issuer === issuer);
     const page = await pageOfGrants(
       ctx.store,
       clientId === undefined ? tokens : tokens.filter((t) => t.clientId === clientId),
@@ -151,7 +161,7 @@ const handlers: Handlers = {
       audit: {
         ...(subject === undefined ? {} : { subject }),
         ...(clientId === undefined ? {} : { clientId }),
-        detail: { count: page.grants.length },
+        detail: { count: page.grants.length, ...(issuer === undefined ? {} : { issuer }) },
       },
     };
   },
@@ -161,6 +171,10 @@ const handlers: Handlers = {
    * handles forgotten, open streams ended through the revocation notices). Idempotent.
    */
   async revokeSubject(ctx, { subject, issuer }) {
+    const issuers = ctx.people?.issuers ?? [];
+    // Two providers' people may share a `sub`: offboarding one of them must say which.
+    if (issuer === undefined && issuers.length > 1)
+      throw new HttpError('invalid_request', `issuer is required: several identity providers are configured (${issuers.join(', ')})`);
     const { body, detail } = await offboardSubject(ctx, subject, issuer);
     return { status: 200, body, audit: { subject, detail } };
   },
@@ -181,7 +195,7 @@ const handlers: Handlers = {
     let principal: Principal;
     if (ctx.masterToken?.matchesHash(tokenHash) === true) principal = { kind: 'master', subject: 'master' };
     else {
-      const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), ctx.clock.now());
+      const decision = decideToken(tokenHash, await ctx.store.lookupToken(tokenHash), ctx.clock.now(), ctx.people?.defaultIssuer);
       if (!decision.ok)
         return {
           status: 200,
@@ -252,7 +266,7 @@ const handlers: Handlers = {
  * deactivation of a person does (src/admin/scim/). `detail`: the counts, for an audit event.
  */
 export async function offboardSubject(
-  ctx: Pick<AdminContext, 'store' | 'clock' | 'metrics'>,
+  ctx: Pick<AdminContext, 'store' | 'clock' | 'metrics' | 'people'>,
   subject: string,
   issuer: string | undefined,
 ): Promise<{ body: Record<string, unknown> & { subject: string }; detail: Record<string, string | number> }> {
@@ -262,8 +276,11 @@ export async function offboardSubject(
   // is revoked below finds it (model/offboarding.ts).
   await ctx.store.markSubjectRevoked(subject, issuer, now, now + SUBJECT_CUTOFF_KEPT_MS);
   const revoked = await ctx.store.revokeSubject(subject, issuer, now, SUBJECT_REVOCATION_BATCH);
-  // Handles are indexed by subject alone: a person's handles go whatever issuer was named.
-  const handlesForgotten = await ctx.store.forgetSubjectHandles(subject);
+  // Handles are indexed by the person (model/person.ts): the subject alone for the default provider's.
+  const issuers = ctx.people?.issuers ?? [];
+  const defaultIssuer = ctx.people?.defaultIssuer;
+  const handleIssuer = issuer ?? (issuers.length === 1 ? issuers[0]! : (defaultIssuer ?? ''));
+  const handlesForgotten = await ctx.store.forgetSubjectHandles(personKey({ issuer: handleIssuer, subject }, defaultIssuer));
   // The credentials kept for the person at the upstream (connected accounts, IdP tokens) go too; the
   // audit event names their providers (never a token).
   const providers = (await ctx.store.listSubjectUpstreamCredentials(subject))
@@ -294,7 +311,11 @@ async function explainQuota(
   if (ctx.quotas === undefined) return undefined;
   const match = quotaFor(
     ctx.quotas.quotas,
-    { principal, address: address === undefined ? '' : limitKey(address, ctx.quotas.ipv6PrefixLength) },
+    {
+      principal,
+      address: address === undefined ? '' : limitKey(address, ctx.quotas.ipv6PrefixLength),
+      defaultIssuer: ctx.people?.defaultIssuer,
+    },
     call,
   );
   if (match === undefined) return undefined;

@@ -39,6 +39,8 @@ export interface AdminDeps extends AdminOverrides {
   profileLifetimes?: ProfileLifetimes | undefined;
   /** The kept upstream credentials, for `reencryptUpstreamCredentials`; undefined while the mode is none. */
   upstreamCredentials?: CredentialVault | undefined;
+  /** The identity providers' issuers (revokeSubject requires one when there are several). */
+  people?: AdminContext['people'];
   /** Failed master-token attempts per peer address (shared through the store); undefined: off. */
   failures?: FailedAuthLimiter | undefined;
   /** SCIM for the directory, with its own token; undefined: off (`/scim/v2` answers 404). */
@@ -86,19 +88,9 @@ export function createAdminServer(deps: AdminDeps): Server {
       delete body.callerToken;
       const op = known ? adminOperations[name] : undefined;
       if (!op) throw new HttpError('not_found');
-      const result = await op(
-        {
-          store,
-          clock: deps.clock,
-          metrics,
-          masterToken,
-          policy: deps.policy,
-          quotas: deps.quotas,
-          profileLifetimes: deps.profileLifetimes,
-          upstreamCredentials: deps.upstreamCredentials,
-        },
-        body,
-      );
+      const { policy, quotas, profileLifetimes, upstreamCredentials, people } = deps;
+      const context = { store, clock: deps.clock, metrics, masterToken, policy, quotas, profileLifetimes, upstreamCredentials, people };
+      const result = await op(context, body);
       metrics.adminOperations.labels(name, String(result.status)).inc();
       await audit.record({ who, action: name, result: 'ok', ...result.audit, detail: { status: result.status, ...result.audit?.detail } });
       writeJson(res, result.status, result.body);
@@ -144,7 +136,16 @@ export function createAdminServer(deps: AdminDeps): Server {
       ...(deps.scim === undefined
         ? []
         : [
-            scimRoute({ ...deps.scim, store, clock: deps.clock, metrics, audit, maxBodyBytes: deps.maxBodyBytes, failures: deps.failures }),
+            scimRoute({
+              ...deps.scim,
+              store,
+              clock: deps.clock,
+              metrics,
+              audit,
+              maxBodyBytes: deps.maxBodyBytes,
+              failures: deps.failures,
+              people: deps.people,
+            }),
           ]),
     ],
     onStoreUnavailable: () => metrics.storeErrors.inc(),

@@ -12,6 +12,7 @@ import type { PolicyGate } from '../policy/gate.ts';
 import type { TokenStore } from '../store/types.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { createAdminServer, type AdminOverrides } from './server.ts';
+import { identityProviders, issuerOfProvider } from '../oauth/providers.ts';
 
 /** The admin listener: every credential operation, behind the master token. */
 export function adminServerFor(
@@ -33,6 +34,7 @@ export function adminServerFor(
     policy: extra.policy,
     quotas: config.policy.quotas && { quotas: config.policy.quotas, ipv6PrefixLength: config.rateLimits.ipv6PrefixLength },
     profileLifetimes: config.oauth.profiles,
+    people: { defaultIssuer: config.idp.issuer, issuers: identityProviders(config.idp).map((p) => p.issuer) },
     failures: extra.failures,
     scim:
       config.scim.token === ''
@@ -41,7 +43,7 @@ export function adminServerFor(
             token: new MasterToken(config.scim.token),
             match: config.scim.match,
             provider: config.scim.provider,
-            issuer: config.idp.issuer,
+            issuer: issuerOfProvider(config.idp, config.scim.provider),
           },
     ...extra.overrides,
   });

@@ -46,6 +46,7 @@ export class AssertionSigner {
     const id = JSON.stringify([
       principal.kind,
       principal.subject,
+      principal.issuer ?? null,
       principal.clientId ?? null,
       principal.scope ?? null,
       principal.groups ?? null,
@@ -55,6 +56,7 @@ export class AssertionSigner {
     if (cached !== undefined && now < cached.renewAt && cached.kid === key.kid) return cached.assertion;
     const iat = Math.floor(now / 1000);
     const claims: Record<string, unknown> = { mcp_kind: principal.kind };
+    if (principal.issuer !== undefined) claims.mcp_issuer = principal.issuer;
     if (principal.clientId !== undefined) claims.client_id = principal.clientId;
     if (principal.scope !== undefined) claims.scope = principal.scope;
     if (principal.groups !== undefined) claims.groups = principal.groups;

@@ -4,6 +4,7 @@
 import { hostname, networkInterfaces } from 'node:os';
 import { checkHttpUrl, type Config } from './keys.ts';
 import type { Problems } from './spec.ts';
+import { DEFAULT_PROVIDER_NAME } from './keys/idp-providers.ts';
 import { isLoopbackHost } from '../http/net-address.ts';
 import { parseRedisUrl } from '../store/redis-url.ts';
 import { signingKeyProblem, signingKeyText } from '../assertion/keys.ts';
@@ -11,6 +12,7 @@ import { signingKeyProblem, signingKeyText } from '../assertion/keys.ts';
 /** Rules that involve more than one key; they run once every key is read. */
 export function checkWhole(config: Config, problems: Problems): void {
   checkIdp(config.idp, problems);
+  checkProviders(config, problems);
   checkExchangeAudience(config, problems);
   checkLookupCache(config, problems);
   checkAssertionKey(config.upstream, problems);
@@ -167,7 +169,8 @@ function checkIdp(idp: Config['idp'], problems: Problems): void {
   if ((exchangeSet === 1 && !idJagKeysOnly) || (exchangeSet === 2 && idp.issuer === undefined)) {
     problems.push('IDP_ISSUER, IDP_AUDIENCE and IDP_JWKS_URL must be set together (or none of them)');
   }
-  if (idp.idJag && (idp.issuer === undefined || idp.jwksUrl === undefined)) {
+  const providerKeys = idp.providers?.some((p) => p.jwksUrl !== undefined) ?? false;
+  if (idp.idJag && (idp.issuer === undefined || idp.jwksUrl === undefined) && !(idp.issuer === undefined && providerKeys)) {
     problems.push(
       "idp.idJag (IDP_ID_JAG) is true but IDP_ISSUER and IDP_JWKS_URL are not both set: identity assertion grants are verified against the identity provider's issuer and keys. Set both, or turn idp.idJag off",
     );
@@ -189,6 +192,36 @@ function checkIdp(idp: Config['idp'], problems: Problems): void {
       );
     }
   }
+}
+
+/**
+ * `idp.providers` beside the IDP_* provider: `default` is its name, an issuer is one provider's, each
+ * entry is usable for something, and browser sign-in's secrets travel to a provider over https. The
+ * upstream's own credential (modes idp and token-exchange) is the one IdP's tokens: one provider only.
+ */
+function checkProviders(config: Config, problems: Problems): void {
+  const { idp } = config;
+  const providers = idp.providers ?? [];
+  for (const [i, entry] of providers.entries()) {
+    const at = `idp.providers[${i}]`;
+    if (idp.issuer !== undefined && entry.name === DEFAULT_PROVIDER_NAME)
+      problems.push(`${at}.name "${DEFAULT_PROVIDER_NAME}" is the IDP_ISSUER provider's name: choose another`);
+    if (idp.issuer !== undefined && entry.issuer === idp.issuer)
+      problems.push(`${at}.issuer is IDP_ISSUER too: a provider is configured once (a person is the issuer with the subject)`);
+    if ((entry.audience === undefined) !== (entry.jwksUrl === undefined) && !(idp.idJag && entry.jwksUrl !== undefined))
+      problems.push(`${at}: audience and jwksUrl must be set together (token exchange), or neither`);
+    if (entry.clientSecret === undefined && entry.jwksUrl === undefined)
+      problems.push(
+        `${at}: give clientSecret (browser sign-in) and/or audience with jwksUrl (token exchange): as it is, nothing would use it`,
+      );
+    if (entry.clientSecret !== undefined) requireHttpsOffLoopback(`${at}.issuer`, entry.issuer, problems);
+  }
+  const several = (idp.issuer !== undefined ? 1 : 0) + providers.length > 1;
+  const { mode } = config.upstream.credentials;
+  if (several && (mode === 'idp' || mode === 'token-exchange'))
+    problems.push(
+      `UPSTREAM_CREDENTIALS is ${mode} but several identity providers are configured (idp.providers): the upstream credential is one IdP's tokens. Use one provider with this mode, or mode oauth`,
+    );
 }
 
 /**
@@ -256,9 +289,14 @@ function checkScim(config: Config, problems: Problems): void {
   if (token === '') return;
   if (token === config.masterToken)
     problems.push("SCIM_TOKEN must differ from BEARER_SECRET_MASTER: the directory's token must not open the admin operations");
-  if (provider !== 'default')
-    problems.push(`scim.provider "${provider}" names no configured identity provider (the one configured is "default")`);
-  if (config.idp.issuer === undefined)
+  // The providers' names as src/oauth/providers.ts resolves them: the IDP_* one first.
+  const names = [...(config.idp.issuer !== undefined ? [DEFAULT_PROVIDER_NAME] : []), ...(config.idp.providers ?? []).map((p) => p.name)];
+  const known = names.length > 0 ? names : [DEFAULT_PROVIDER_NAME];
+  if (!known.includes(provider)) {
+    const configured = known.length === 1 ? `the one configured is "${known[0]}"` : `configured: ${known.join(', ')}`;
+    problems.push(`scim.provider "${provider}" names no configured identity provider (${configured})`);
+  }
+  if (names.length === 0)
     problems.push(
       "SCIM_TOKEN is set but no identity provider is configured (IDP_ISSUER): the directory's people could not be matched to anyone signing in",
     );

@@ -20,6 +20,8 @@ export interface Principal {
   kind: AuthKind;
   /** IdP `sub` (user, or oauth from interactive sign-in), clientId (oauth from client_credentials) or `master`. */
   subject: string;
+  /** The IdP issuer of the person, as the token's record names it (absent: a machine token, or a record written before issuers were kept). */
+  issuer?: string;
   clientId?: string;
   tokenHash?: string;
   scope?: string;
@@ -192,14 +194,14 @@ const UNKNOWN: Decision = Object.freeze({ ok: false, reason: 'unknown' });
  * read (`'corrupt'`), or a hash present in both collections, is refused as corrupt; else the token
  * authorizes while its record is not revoked and `expiresAt` is in the future.
  */
-export function decideToken(tokenHash: string, found: TokenLookup, now: number): Decision {
+export function decideToken(tokenHash: string, found: TokenLookup, now: number, defaultIssuer?: string): Decision {
   const { user, oauth } = found;
   if (user === 'corrupt' || oauth === 'corrupt' || (user && oauth)) return CORRUPT;
   if (user) {
     if (user.revoked) return REVOKED;
     if (now >= user.expiresAt) return EXPIRED;
     const principal: Principal = { kind: 'user', subject: user.subject, tokenHash, expiresAt: user.expiresAt };
-    return { ok: true, principal: withClaims(principal, user) };
+    return { ok: true, principal: withClaims(principal, user, defaultIssuer) };
   }
   if (oauth) {
     if (oauth.revoked) return REVOKED;
@@ -209,14 +211,18 @@ export function decideToken(tokenHash: string, found: TokenLookup, now: number):
     const principal: Principal = { kind: 'oauth', subject: oauth.subject ?? clientId, clientId, tokenHash, expiresAt: oauth.expiresAt };
     if (oauth.scope !== undefined) principal.scope = oauth.scope;
     if (oauth.familyId !== undefined) principal.familyId = oauth.familyId;
-    return { ok: true, principal: withClaims(principal, oauth) };
+    return { ok: true, principal: withClaims(principal, oauth, defaultIssuer) };
   }
   return UNKNOWN;
 }
 
 /** The key the token is bound to (DPoP) and the IdP user's email and groups as kept at issuance, for per-tool policy. */
-function withClaims(principal: Principal, record: StoredUserToken | StoredAccessToken): Principal {
+function withClaims(principal: Principal, record: StoredUserToken | StoredAccessToken, defaultIssuer: string | undefined): Principal {
   if (record.dpopJkt !== undefined) principal.dpopJkt = record.dpopJkt;
+  // A client_credentials token has no person, so no issuer; a sign-in token's record names both. A
+  // person's record written before issuers were kept belongs to the IDP_* provider (`defaultIssuer`).
+  const issuer = record.issuer ?? defaultIssuer;
+  if (issuer !== undefined && principal.subject !== principal.clientId) principal.issuer = issuer;
   if (record.email !== undefined) principal.email = record.email;
   if (record.groups !== undefined) principal.groups = record.groups;
   return principal;

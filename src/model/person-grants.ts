@@ -15,6 +15,8 @@ export const REBUILD_BATCH = 500;
 export interface Grant {
   grantId: string;
   subject: string;
+  /** The IdP issuer of the person (a person is the subject at this issuer). */
+  issuer: string;
   clientId: string | null;
   clientName: string | null;
   scope: string | null;
@@ -97,6 +99,7 @@ function groupGrants(tokens: readonly SubjectToken[]): Grant[] {
       byId.set(grantId, {
         grantId,
         subject: t.subject,
+        issuer: t.issuer,
         clientId: t.clientId ?? null,
         clientName: null,
         scope: t.scope ?? null,

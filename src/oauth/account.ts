@@ -24,6 +24,7 @@ import { grantsOf, tokensOfGrant, type Grant } from '../model/person-grants.ts';
 import type { AccountSession, AccountSignInRecord, ApprovalRecord, StoredUpstreamCredential, SubjectConsent } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { IdpRejection } from './idp.ts';
+import { chooseProvider, type ProviderChoice } from './sign-in/provider-choice.ts';
 import { DEACTIVATED_TEXT } from './directory-gate.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
 import { readCookie } from './cookies.ts';
@@ -86,6 +87,14 @@ export class AccountSessions {
     this.#signIn = signIn;
   }
 
+  /** The provider whose issuer is `issuer`, to sign in at (a connect link's person); {} with one provider. */
+  choiceFor(issuer: string): ProviderChoice {
+    const providers = this.#signIn?.providers ?? [];
+    if (providers.length <= 1) return {};
+    const provider = providers.find((p) => p.issuer === issuer);
+    return provider === undefined ? {} : { provider: provider.name };
+  }
+
   /** Browser sign-in is configured (without it nobody can sign in here). */
   get available(): boolean {
     return this.#signIn !== undefined;
@@ -124,15 +133,16 @@ export class AccountSessions {
    * Sends the browser to sign in at the IdP (back through /oauth/callback, then to `next`, a path of
    * this server, or the account page), bound to this browser by a cookie.
    */
-  async startSignIn(res: ServerResponse, next?: string): Promise<void> {
+  async startSignIn(res: ServerResponse, next?: string, choice: ProviderChoice = {}): Promise<void> {
     if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
-    const { url, login } = await this.#signIn.start();
+    const { url, login } = await this.#signIn.start(choice.provider, choice.loginHint);
     const binding = generateToken();
     const record: AccountSignInRecord = {
       stage: 'account',
       browserHash: hashToken(binding),
       nonce: login.nonce,
       codeVerifier: login.codeVerifier,
+      ...(login.provider !== undefined ? { provider: login.provider } : {}),
       ...(next !== undefined ? { next } : {}),
     };
     await this.#ctx.store.putAuthorizationRequest(hashToken(login.state), record, this.#ctx.clock.now() + ACCOUNT_SIGN_IN_TTL_MS);
@@ -188,7 +198,10 @@ export class AccountPages {
     if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
     const current = await this.#sessions.current(req);
     if (current === undefined) {
-      await this.#sessions.startSignIn(res);
+      // Several providers: which one first (the chooser page, unless the URL names one).
+      const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+      const choice = chooseProvider(this.#signIn, query, res, `${this.#ctx.publicUrl()}/account`);
+      if (choice !== undefined) await this.#sessions.startSignIn(res, undefined, choice);
       return;
     }
     await this.#render(res, current.value, current.session);
@@ -217,7 +230,12 @@ export class AccountPages {
     let user;
     try {
       // The IdP's tokens are not kept here: the account page needs who signed in, nothing to act as them.
-      ({ user } = await this.#signIn!.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier }));
+      ({ user } = await this.#signIn!.finish(query, {
+        state,
+        nonce: stored.nonce,
+        codeVerifier: stored.codeVerifier,
+        ...(stored.provider !== undefined ? { provider: stored.provider } : {}),
+      }));
     } catch (err) {
       // The IdP said no, or its answer broke a claim rule: the same refusal as any sign-in, nothing kept.
       if (!(err instanceof IdpAuthorizationError) && !(err instanceof IdpRejection)) throw err;
@@ -241,7 +259,14 @@ export class AccountPages {
     const value = generateToken();
     const now = this.#ctx.clock.now();
     await this.#ctx.store.putAccountSession(hashToken(value), { user, createdAt: now, expiresAt: now + ACCOUNT_SESSION_TTL_MS });
-    await this.#ctx.audit.record({ who: 'user', action: 'account.sign_in', result: 'ok', subject: user.subject });
+    await this.#ctx.audit.record({
+      who: 'user',
+      action: 'account.sign_in',
+      result: 'ok',
+      subject: user.subject,
+      // A person is the subject at its issuer: with several providers the subject alone names no one.
+      detail: { issuer: user.issuer },
+    });
     res.writeHead(303, {
       location: `${this.#ctx.publicUrl()}${stored.next ?? '/account'}`,
       'cache-control': 'no-store',

@@ -7,6 +7,7 @@
 // directory; a deactivation writes the directory before it reads those identities and revokes what
 // they hold. Either the door reads the person inactive, or the deactivation finds what it issued.
 
+import { issuerOfProvider } from './providers.ts';
 import type { Config } from '../config/load.ts';
 import type { Clock } from '../model/clock.ts';
 import { directoryRefuses, userNameKey } from '../model/directory.ts';
@@ -33,7 +34,7 @@ export const DEACTIVATED_DESCRIPTION = 'the account is deactivated by the direct
 export function directoryGateFor(config: Config, store: DirectoryStorage, clock: Clock): DirectoryGate | undefined {
   if (config.scim.token === '') return undefined;
   const { match, provider } = config.scim;
-  const issuer = config.idp.issuer;
+  const issuer = issuerOfProvider(config.idp, provider);
   return {
     async refuses(identity) {
       // The directory provisions the people of its provider only.

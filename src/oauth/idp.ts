@@ -6,8 +6,9 @@
 // audience this authorization server, short lived, with `jti` and `client_id`). Any failure is `invalid_grant`; the reason goes to the log only.
 
 import { idpCall } from '../observability/tracing.ts';
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, decodeJwt, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config/load.ts';
+import { identityProviders } from './providers.ts';
 
 export interface VerifiedIdentity {
   subject: string;
@@ -89,7 +90,38 @@ export function exchangeTypeAllowed(typ: unknown): boolean {
   return EXCHANGE_JWT_TYPES.includes(type.startsWith('application/') ? type.slice('application/'.length) : type);
 }
 
+/**
+ * With several providers, a JWT goes to the one whose issuer its (not yet verified) `iss` names, and
+ * is verified there with that provider's keys, audience and claim rules alone; an issuer no provider
+ * has is refused. One provider: its verifier, as is.
+ */
+function byIssuer<V>(verifiers: ReadonlyMap<string, V>): ((jwt: string) => V) | undefined {
+  if (verifiers.size === 0) return undefined;
+  if (verifiers.size === 1) {
+    const only = [...verifiers.values()][0]!;
+    return () => only;
+  }
+  return (jwt) => {
+    checkShape(jwt);
+    const { iss } = decodeJwt(jwt);
+    const verifier = typeof iss === 'string' ? verifiers.get(iss) : undefined;
+    if (verifier === undefined) throw new IdpRejection('issuer of no configured provider');
+    return verifier;
+  };
+}
+
+/** The token exchange's verifier over every provider with an audience and keys; undefined when none has. */
 export function createIdpVerifier(idp: Config['idp']): IdpVerifier | undefined {
+  const verifiers = new Map<string, IdpVerifier>();
+  for (const provider of identityProviders(idp)) {
+    const verifier = createProviderVerifier(provider);
+    if (verifier) verifiers.set(provider.issuer, verifier);
+  }
+  const pick = byIssuer(verifiers);
+  return pick && { verify: async (jwt, now) => pick(jwt).verify(jwt, now) };
+}
+
+function createProviderVerifier(idp: Config['idp']): IdpVerifier | undefined {
   if (!idp.issuer || !idp.audience || !idp.jwksUrl) return undefined;
   const issuer = idp.issuer;
   const audience = idp.audience;
@@ -145,6 +177,16 @@ export interface IdJagVerifier {
  * `client_id` present, a lifetime of at most ID_JAG_MAX_LIFETIME_SECONDS, then the claim rules.
  */
 export function createIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefined {
+  const verifiers = new Map<string, IdJagVerifier>();
+  for (const provider of identityProviders(idp)) {
+    const verifier = createProviderIdJagVerifier(provider);
+    if (verifier) verifiers.set(provider.issuer, verifier);
+  }
+  const pick = byIssuer(verifiers);
+  return pick && { verify: async (jwt, audience, now) => pick(jwt).verify(jwt, audience, now) };
+}
+
+function createProviderIdJagVerifier(idp: Config['idp']): IdJagVerifier | undefined {
   if (!idp.idJag || !idp.issuer || !idp.jwksUrl) return undefined;
   const issuer = idp.issuer;
   const jwks = remoteKeys(idp, idp.jwksUrl);

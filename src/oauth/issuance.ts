@@ -162,7 +162,12 @@ export async function issued(
       clientId: client.clientId,
       ...(pair.access.user !== undefined ? { subject: pair.access.user.subject } : {}),
       tokenHashPrefix: pair.access.tokenHash,
-      detail: { refreshToken: pair.refresh !== undefined, ...detail },
+      // A person is the subject at its issuer: the event names both.
+      detail: {
+        refreshToken: pair.refresh !== undefined,
+        ...(pair.access.user !== undefined ? { issuer: pair.access.user.issuer } : {}),
+        ...detail,
+      },
     },
   };
 }

@@ -14,6 +14,8 @@ import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../http/net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
 import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
+import { identityProviders } from './providers.ts';
+import { DEFAULT_PROVIDER_NAME } from '../config/keys/idp-providers.ts';
 
 /** The IdP did not answer in time, or answered with a server error: the browser gets a 503 page. */
 export class IdpUnavailable extends Error {
@@ -41,6 +43,15 @@ export interface IdpLoginState {
   state: string;
   nonce: string;
   codeVerifier: string;
+  /** The provider the browser went to, when several are configured (absent: the only one). */
+  provider?: string;
+}
+
+/** A provider the sign-in page may offer: its name, issuer and home-realm domains. */
+export interface SignInProvider {
+  readonly name: string;
+  readonly issuer: string;
+  readonly domains: readonly string[];
 }
 
 /** The IdP's own tokens for the signed-in user (kept, encrypted, only for upstream credentials). */
@@ -71,10 +82,15 @@ export class IdpAuthorizationError extends Error {
 }
 
 export interface IdpSignIn {
-  /** The IdP's issuer, as configured. */
+  /** The IdP's issuer, as configured (with several providers: the first's). */
   readonly issuer: string;
-  /** Where the browser goes next, and the checks to keep for the callback. */
-  start(): Promise<{ url: URL; login: IdpLoginState }>;
+  /** The providers a browser may sign in at; more than one: the sign-in pages ask which. */
+  readonly providers: readonly SignInProvider[];
+  /**
+   * Where the browser goes next, and the checks to keep for the callback. `provider`: the name of the
+   * one chosen (required when there are several); `loginHint`: an e-mail the user typed, passed on.
+   */
+  start(provider?: string, loginHint?: string): Promise<{ url: URL; login: IdpLoginState }>;
   /**
    * `query` is the callback's query string. Validates the IdP's callback against `login`, redeems its code, validates the ID token and
    * applies the claim rules. Throws IdpUnavailable, IdpAuthorizationError or IdpRejection.
@@ -141,14 +157,54 @@ function describeRefusal(err: unknown): string {
   return `${e.code ?? e.name ?? 'Error'}: ${e.message ?? ''}${typeof claim === 'string' ? ` (claim "${claim}")` : ''}`;
 }
 
+/** No such provider (a stale or forged choice): the sign-in is refused. */
+export class UnknownProvider extends IdpRejection {}
+
+/**
+ * Browser sign-in over every provider with a client id and secret: one provider is exactly its own
+ * sign-in; with several, each login names its provider and its callback is finished there alone.
+ */
 export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, options: IdpSignInOptions = {}): IdpSignIn | undefined {
+  const each = new Map<string, IdpSignIn>();
+  for (const provider of identityProviders(idp)) {
+    const signIn = createProviderSignIn(provider, callbackUrl, options);
+    if (signIn) each.set(provider.name, signIn);
+  }
+  const all = [...each.values()];
+  if (all.length <= 1) return all[0];
+  const first = all[0]!;
+  const named = (name: string | undefined): IdpSignIn => {
+    const signIn = name === undefined ? undefined : each.get(name);
+    if (signIn === undefined) throw new UnknownProvider(`no identity provider named ${JSON.stringify(name ?? '')}`);
+    return signIn;
+  };
+  return {
+    issuer: first.issuer,
+    providers: identityProviders(idp).filter((p) => each.has(p.name)),
+    start: async (provider, loginHint) => {
+      const { url, login } = await named(provider).start(undefined, loginHint);
+      return { url, login: { ...login, provider: provider! } };
+    },
+    finish: (query, login) => named(login.provider).finish(query, login),
+    refresh: (refreshToken) => first.refresh(refreshToken),
+    check: () => first.check(),
+  };
+}
+
+/** One provider's browser sign-in, when it has a client id and secret. */
+export function createProviderSignIn(
+  idp: Config['idp'] & { name?: string; domains?: readonly string[] },
+  callbackUrl: () => string,
+  options: IdpSignInOptions = {},
+): IdpSignIn | undefined {
   const { issuer, clientId, clientSecret } = idp;
   if (issuer === undefined || clientId === undefined || clientSecret === undefined) return undefined;
   const configuration = sharedDiscovery(issuer, clientId, clientSecret, idp.requestTimeoutMs / 1000);
   return {
     issuer,
+    providers: [{ name: idp.name ?? DEFAULT_PROVIDER_NAME, issuer, domains: idp.domains ?? [] }],
     check: () => checkSetup(idp, issuer, configuration, callbackUrl),
-    start: () =>
+    start: (_provider, loginHint) =>
       call(async () => {
         const config = await configuration();
         const login: IdpLoginState = { state: oidc.randomState(), nonce: oidc.randomNonce(), codeVerifier: oidc.randomPKCECodeVerifier() };
@@ -160,6 +216,7 @@ export function createIdpSignIn(idp: Config['idp'], callbackUrl: () => string, o
           nonce: login.nonce,
           code_challenge: await oidc.calculatePKCECodeChallenge(login.codeVerifier),
           code_challenge_method: 'S256',
+          ...(loginHint !== undefined ? { login_hint: loginHint } : {}),
         });
         return { url, login };
       }),

@@ -127,6 +127,9 @@ export interface DeviceCodeView {
   userCode: string;
   /** Why the last entry was refused. */
   error?: string;
+  /** The provider chosen (several configured), kept by the form; and the e-mail that chose it. */
+  provider?: string;
+  loginHint?: string;
 }
 
 /** The form where the user types the code their device shows (RFC 8628 §3.3). */
@@ -136,10 +139,40 @@ export function deviceCodePage(view: DeviceCodeView): string {
     'Sign in a device',
     `<h1>Sign in a device</h1>${error}
 <p>Enter the code your device (a terminal, a server, an application without a browser) shows you.</p>
-<form method="post" action="${escapeHtml(view.action)}">
+<form method="post" action="${escapeHtml(view.action)}">${view.provider !== undefined ? `\n<input type="hidden" name="idp" value="${escapeHtml(view.provider)}">` : ''}${view.loginHint !== undefined ? `\n<input type="hidden" name="login_hint" value="${escapeHtml(view.loginHint)}">` : ''}
 <p><input name="user_code" value="${escapeHtml(view.userCode)}" autocomplete="off" autocapitalize="characters" spellcheck="false" maxlength="20" size="12" class="mono" aria-label="Code"></p>
 <div class="actions"><button type="submit">Continue</button></div>
 </form>
 <p class="note">Only enter a code you started yourself. Never enter a code someone else sent you.</p>`,
   );
+}
+
+export interface ProviderChooserView {
+  /** Each provider offered: its name, the host of its issuer, and the link that signs in there. */
+  providers: ReadonlyArray<{ name: string; host: string; href: string }>;
+  /** The e-mail form (home-realm discovery): the URL it is sent to (GET) and the fields it keeps. */
+  email: { action: string; hidden: ReadonlyArray<[string, string]> } | undefined;
+  /** Why the last choice was not taken (an e-mail domain no provider has). */
+  error?: string;
+}
+
+/**
+ * Which identity provider to sign in at: a link per provider, and an e-mail field whose domain may
+ * choose one. Links and the form only start a sign-in (GET, as /authorize itself is), which the
+ * browser binding and the IdP's state protect as any other.
+ */
+export function providerChooserPage(view: ProviderChooserView): string {
+  const error = view.error !== undefined ? `<p><strong>${escapeHtml(view.error)}</strong></p>` : '';
+  const links = view.providers
+    .map((p) => `<li><a href="${escapeHtml(p.href)}">${escapeHtml(p.name)}</a> <span class="note mono">${escapeHtml(p.host)}</span></li>`)
+    .join('\n');
+  const email =
+    view.email === undefined
+      ? ''
+      : `<form method="get" action="${escapeHtml(view.email.action)}">
+${view.email.hidden.map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v)}">`).join('\n')}
+<p><label>Or your work e-mail: <input type="email" name="login_hint" maxlength="320" autocomplete="email"></label>
+<button type="submit">Continue</button></p>
+</form>`;
+  return page('Choose how to sign in', `<h1>Choose how to sign in</h1>${error}\n<ul>\n${links}\n</ul>\n${email}`);
 }

@@ -59,6 +59,8 @@ export interface QuotaCounting {
   clock: Clock;
   /** The client's address as per-address limits count it (trusted proxies and the IPv6 network applied). */
   addressOf(req: ProxyRequest): string;
+  /** The IDP_* provider's issuer (per-subject counters name its people by subject alone). */
+  defaultIssuer?: string | undefined;
 }
 
 /** A denial answered by the sidecar with a 200 (a tool error, a JSON-RPC error): nothing is forwarded. */
@@ -185,7 +187,7 @@ async function takeQuotas(
   batch: boolean,
 ): Promise<QuotaRefusal | undefined> {
   if (counting === undefined || requests.length === 0) return undefined;
-  const caller: QuotaCaller = { principal, address: counting.addressOf(req) };
+  const caller: QuotaCaller = { principal, address: counting.addressOf(req), defaultIssuer: counting.defaultIssuer };
   const groups = new Map<string, { match: QuotaMatch; cost: number; first: BodyRequest }>();
   for (const request of requests) {
     const match = quotaFor(counting.quotas, caller, request.call);

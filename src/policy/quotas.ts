@@ -5,6 +5,7 @@
 // or window that is zero, negative or beyond its bound is a configuration error naming the rule.
 
 import { AUTHORIZATION_META_KEY } from './enforce.ts';
+import { personKey, personOf } from '../model/person.ts';
 import { compileGlobs, compilePrincipals, isObject, principalMatches, readingsOf, scopesOf, stringList, unknownFields } from './rules.ts';
 import type { Glob, PolicyPrincipal, PolicyRequest, PrincipalConditions } from './rules.ts';
 
@@ -114,6 +115,8 @@ export interface QuotaCaller {
   readonly principal: PolicyPrincipal;
   /** The client's address as per-address limits count it (an IPv6 client as its network). */
   readonly address: string;
+  /** The IDP_* provider's issuer: its people are counted by subject alone (model/person.ts). */
+  readonly defaultIssuer?: string | undefined;
 }
 
 /** The quota that counts one request, and under which identity; undefined when none applies. */
@@ -145,7 +148,9 @@ export function quotaFor(quotas: Quotas, caller: QuotaCaller, call: PolicyReques
 
 function whoOf(per: QuotaPer, caller: QuotaCaller): string | undefined {
   const p = caller.principal;
-  if (per === 'subject') return `subject:${p.kind}:${p.subject}`;
+  // Per person: another provider's person of the same `sub` has a counter of their own.
+  if (per === 'subject')
+    return `subject:${p.kind}:${p.kind === 'master' ? p.subject : personKey(personOf(p, caller.defaultIssuer), caller.defaultIssuer)}`;
   if (per === 'client') return p.clientId === undefined ? undefined : `client:${p.clientId}`;
   return `address:${caller.address}`;
 }

@@ -16,6 +16,8 @@ export type Effect = 'allow' | 'deny' | 'approve';
 export interface PolicyPrincipal {
   kind: AuthKind;
   subject: string;
+  /** The person's IdP issuer, as the token record names it. */
+  issuer?: string | undefined;
   clientId?: string | undefined;
   /** Space-separated granted scopes (RFC 6749 §3.3). */
   scope?: string | undefined;
@@ -70,7 +72,7 @@ export const LIST_METHODS: ReadonlyMap<string, { items: string; method: string; 
 
 const KINDS: readonly AuthKind[] = ['user', 'oauth', 'master'];
 const RULE_FIELDS = new Set(['name', 'effect', 'principals', 'requests', 'arguments', 'approval']);
-const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'clientIds', 'scopes', 'groups', 'emailDomains']);
+const PRINCIPAL_FIELDS = new Set(['kinds', 'subjects', 'issuers', 'clientIds', 'scopes', 'groups', 'emailDomains']);
 const REQUEST_FIELDS = new Set(['methods', 'names']);
 const MAX_RULES = 1000;
 const MAX_PATTERN = 512;
@@ -79,6 +81,8 @@ const MAX_PATTERN = 512;
 export interface PrincipalConditions {
   kinds?: ReadonlySet<AuthKind>;
   subjects?: Glob;
+  /** The person's IdP issuer (a person is the subject at an issuer). */
+  issuers?: Glob;
   clientIds?: Glob;
   /** The principal must hold at least one of these scopes (exact scope tokens). */
   scopes?: readonly string[];
@@ -259,6 +263,8 @@ export function compilePrincipals(p: unknown, at: string, rule: string, into: Pr
   }
   const subjects = stringList(p.subjects, `${at}.subjects`, problems);
   if (subjects) into.subjects = compileGlobs(subjects);
+  const issuers = stringList(p.issuers, `${at}.issuers`, problems);
+  if (issuers) into.issuers = compileGlobs(issuers);
   const clientIds = stringList(p.clientIds, `${at}.clientIds`, problems);
   if (clientIds) into.clientIds = compileGlobs(clientIds);
   const scopes = stringList(p.scopes, `${at}.scopes`, problems);
@@ -283,6 +289,7 @@ function impossiblePrincipals(rule: PrincipalConditions, where: string, problems
     ['clientIds', 'oauth', rule.clientIds !== undefined && !oauth],
     ['scopes', 'oauth', rule.scopes !== undefined && !oauth],
     ['groups', 'user or oauth', rule.groups !== undefined && !person],
+    ['issuers', 'user or oauth', rule.issuers !== undefined && !person],
     ['emailDomains', 'user or oauth', rule.emailDomains !== undefined && !person],
   ] as const) {
     if (has) problems.push(`${where} can never match: principals.${field} needs kinds to include ${needs}`);
@@ -315,6 +322,7 @@ function isUnconditional(rule: CompiledRule): boolean {
   return (
     rule.kinds === undefined &&
     rule.subjects === undefined &&
+    rule.issuers === undefined &&
     rule.clientIds === undefined &&
     rule.scopes === undefined &&
     rule.groups === undefined &&
@@ -328,6 +336,7 @@ function isUnconditional(rule: CompiledRule): boolean {
 export function principalMatches(rule: PrincipalConditions, p: PolicyPrincipal, scopes: readonly string[]): boolean {
   if (rule.kinds && !rule.kinds.has(p.kind)) return false;
   if (rule.subjects && !rule.subjects.test(p.subject)) return false;
+  if (rule.issuers && (p.issuer === undefined || !rule.issuers.test(p.issuer))) return false;
   if (rule.clientIds && (p.clientId === undefined || !rule.clientIds.test(p.clientId))) return false;
   if (rule.scopes && !rule.scopes.some((s) => scopes.includes(s))) return false;
   if (rule.groups && !rule.groups.some((g) => p.groups?.includes(g) === true)) return false;

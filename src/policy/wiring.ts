@@ -42,7 +42,13 @@ export function policyGateFor(
     quotas:
       quotas === undefined
         ? undefined
-        : { quotas, store, clock, addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength) },
+        : {
+            quotas,
+            store,
+            clock,
+            addressOf: (req) => limitKey(addresses.client(req), config.rateLimits.ipv6PrefixLength),
+            defaultIssuer: config.idp.issuer,
+          },
     limits: { maxBatch, maxDepth },
     maxBodyBytes,
     metrics,

@@ -54,7 +54,7 @@ async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: Reques
   // One store round trip. A store that cannot answer rejects (StoreUnavailableError): 503, fail closed.
   const found = await store.lookupToken(tokenHash);
   const now = clock.now();
-  const decision = decideToken(tokenHash, found, now);
+  const decision = decideToken(tokenHash, found, now, config.idp.issuer);
   metrics.validationSeconds.observe((performance.now() - started) / 1000);
   req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
   if (!decision.ok) return deny(ctx, req, decision.reason, scheme);

@@ -147,7 +147,7 @@ async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead
   if (ticket.method !== req.method?.toUpperCase() || ticket.session !== session) return refuse('unknown');
   // The token as it stands now: revoked or expired in the minute since /authz, it is refused here too.
   const started = performance.now();
-  const decision = decideToken(ticket.tokenHash, await ctx.store.lookupToken(ticket.tokenHash), ctx.clock.now());
+  const decision = decideToken(ticket.tokenHash, await ctx.store.lookupToken(ticket.tokenHash), ctx.clock.now(), ctx.config.idp.issuer);
   req.trace?.step('token lookup', started, { 'mcp_auth.outcome': decision.ok ? 'valid' : decision.reason });
   if (!decision.ok) return refuse(decision.reason);
   const principal = decision.principal;

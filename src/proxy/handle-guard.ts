@@ -50,6 +50,8 @@ export interface HandleGuardOptions {
   /** How long a handle stays bound after its last use (proxy.handleIdleMs). */
   idleMs: number;
   limits: JsonRpcLimits;
+  /** The IDP_* provider's issuer: its people's handles are named by subject alone (model/person.ts). */
+  defaultIssuer?: string | undefined;
 }
 
 /**
@@ -108,7 +110,7 @@ export class HandleGuard {
     if (read === undefined) return undefined;
     if (read.refused !== undefined) throw read.refused;
     const { id } = read;
-    const owner = handleOwner(principal);
+    const owner = handleOwner(principal, this.#options.defaultIssuer);
     const stored = await (read.stored ?? this.#options.store.readHandle('session', handleDigest(id)));
     let use: HandleUse;
     if (stored === null) use = 'unknown';
@@ -135,7 +137,7 @@ export class HandleGuard {
   }
 
   async #bindSession(id: string, principal: Principal): Promise<void> {
-    const binding = await this.#bind('session', id, handleOwner(principal));
+    const binding = await this.#bind('session', id, handleOwner(principal, this.#options.defaultIssuer));
     if (binding === 'foreign') {
       this.#refuse('session', id, principal);
       throw unknownSession();
@@ -167,7 +169,7 @@ export class HandleGuard {
       if (options?.body !== undefined) parsed = options.parsed;
     }
     if (parsed === undefined) return { options };
-    const owner = handleOwner(principal);
+    const owner = handleOwner(principal, this.#options.defaultIssuer);
     const named = parsed.messages.filter((m) => m.taskId !== undefined);
     if (named.length > 0) {
       const uses = await Promise.all(named.map((m) => this.#use('task', m.taskId!, owner)));
@@ -209,9 +211,11 @@ export class HandleGuard {
       const toBind =
         answered !== undefined && answered !== session?.id ? answered : session !== undefined && !session.known ? session.id : undefined;
       if (toBind === undefined) return undefined;
-      return this.#bind('session', toBind, handleOwner(principal), toBind === answered && urlElicitation).then((binding) => {
-        if (binding === 'foreign') throw new Error('the upstream answered with a session id bound to another caller');
-      });
+      return this.#bind('session', toBind, handleOwner(principal, this.#options.defaultIssuer), toBind === answered && urlElicitation).then(
+        (binding) => {
+          if (binding === 'foreign') throw new Error('the upstream answered with a session id bound to another caller');
+        },
+      );
     };
     return { ...options, beforeResponse };
   }

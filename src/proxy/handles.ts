@@ -8,6 +8,7 @@ import type { Principal } from '../model/credentials.ts';
 import { HttpError } from '../http/errors.ts';
 import { subjectDigest } from '../store/records.ts';
 import type { HandleOwner } from '../store/types.ts';
+import { actsForPerson, personKey, personOf } from '../model/person.ts';
 
 /** The handle names Redis holds: the SHA-256 hex of the handle (a session id is a bearer-like secret). */
 export function handleDigest(handle: string): string {
@@ -22,13 +23,15 @@ export function handleDigest(handle: string): string {
  * itself is not part of it: a refreshed token keeps the sessions its predecessor opened.
  * Indexed by client (deleteClient) when it has one, and by subject (forgetSubjectHandles) when the
  * subject is an IdP user's (a user-grade token, or an OAuth token from sign-in: its subject is not
- * its client id); the master token's handles only expire.
+ * its client id); the master token's handles only expire. A person is named by personKey: the
+ * subject alone for the default provider's (names written before several providers stay valid).
  */
-export function handleOwner(principal: Principal): HandleOwner {
-  const owner: HandleOwner = { id: JSON.stringify([principal.kind, principal.subject, principal.clientId ?? null]) };
+export function handleOwner(principal: Principal, defaultIssuer?: string): HandleOwner {
+  // The person, not the bare `sub`: another provider's person of the same `sub` is another owner.
+  const who = actsForPerson(principal) ? personKey(personOf(principal, defaultIssuer), defaultIssuer) : principal.subject;
+  const owner: HandleOwner = { id: JSON.stringify([principal.kind, who, principal.clientId ?? null]) };
   if (principal.clientId !== undefined) owner.clientId = principal.clientId;
-  const actsForUser = principal.kind === 'user' || (principal.kind === 'oauth' && principal.subject !== principal.clientId);
-  if (actsForUser) owner.subjectHash = subjectDigest(principal.subject);
+  if (actsForPerson(principal)) owner.subjectHash = subjectDigest(who);
   return owner;
 }
 

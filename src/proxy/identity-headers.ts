@@ -90,6 +90,8 @@ export function setIdentityHeaders<H extends Record<string, string | string[] | 
   const out = headers as Record<string, string | string[] | undefined>;
   out['x-mcp-auth-kind'] = principal.kind;
   out['x-mcp-auth-subject'] = identityHeaderValue(principal.subject);
+  // The person is the subject at this issuer: the same `sub` from another provider is someone else.
+  if (principal.issuer !== undefined) out['x-mcp-auth-issuer'] = identityHeaderValue(principal.issuer);
   if (principal.clientId !== undefined) out['x-mcp-auth-client-id'] = identityHeaderValue(principal.clientId);
   // The token's granted scope (RFC 6749 §3.3 tokens are printable ASCII): the upstream decides what it allows.
   if (principal.scope !== undefined && HEADER_SAFE.test(principal.scope)) out['x-mcp-auth-scope'] = principal.scope;

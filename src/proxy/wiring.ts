@@ -17,7 +17,12 @@ export function handleGuardFor(
   shared: { store: TokenStore; clock: Clock; metrics: Metrics; audit: Audit; logger: Logger },
 ): HandleGuard {
   const { maxBatch, maxDepth } = config.policy;
-  return new HandleGuard({ ...shared, idleMs: config.proxy.handleIdleMs, limits: { maxBatch, maxDepth } });
+  return new HandleGuard({
+    ...shared,
+    idleMs: config.proxy.handleIdleMs,
+    limits: { maxBatch, maxDepth },
+    defaultIssuer: config.idp.issuer,
+  });
 }
 
 /** The forwarder to the upstream, and the watch (started) that ends its open streams when their token is revoked or expires. */

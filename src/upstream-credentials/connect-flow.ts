@@ -262,7 +262,7 @@ export class ConnectFlow {
     const current = await sessions.current(req);
     if (current === undefined) {
       // Back here once signed in; the link is not used up until the person confirms.
-      await sessions.startSignIn(res, `/connect/${segment}`);
+      await sessions.startSignIn(res, `/connect/${segment}`, sessions.choiceFor(claims.issuer));
       return;
     }
     this.#samePerson(current.session, claims);
@@ -402,7 +402,8 @@ export class ConnectFlow {
         'You signed in as another user than the one your MCP client acts for. Nothing was kept; sign in as that user.',
       );
     }
-    const who = { subject: claims.sub, issuer: this.#o.issuer, provider: this.#o.provider.name };
+    // The person the link was made for: the subject at their own provider.
+    const who = { subject: claims.sub, issuer: claims.iss, provider: this.#o.provider.name };
     await this.#o.vault.save(who, tokensOf(response, this.#o.clock.now()));
     // Offboarded while the browser was at the provider: what was just written is deleted again. The
     // cut-off is written before offboarding deletes credentials, and read here after the write, so one
@@ -423,8 +424,8 @@ export class ConnectFlow {
   }
 
   /** Whether the flow's person was offboarded since it began (its state's issue time, in whole seconds). */
-  async #offboardedSince(claims: { sub: string; iat: number }): Promise<boolean> {
-    return revokedSince(this.#o.used, { subject: claims.sub, issuer: this.#o.issuer }, claims.iat * 1000);
+  async #offboardedSince(claims: { sub: string; iss: string; iat: number }): Promise<boolean> {
+    return revokedSince(this.#o.used, { subject: claims.sub, issuer: claims.iss }, claims.iat * 1000);
   }
 
   /** A provider call: unreachable is a 503 page, a refusal a 400 page (causes in the log). */

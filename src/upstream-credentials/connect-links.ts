@@ -85,21 +85,25 @@ export class ConnectLinks {
   readonly #clock: Clock;
   readonly #store: OneTimeValueStorage & Pick<SubjectCutoffStorage, 'subjectRevokedAt'>;
   readonly #issuer: string;
+  readonly #issuers: string[];
 
   /**
    * `credentialKey`: the 32-byte credential key; links use a key derived from it, never the key itself.
-   * `issuer`: the issuer users are known by (IDP_ISSUER), named in every link beside the subject.
+   * `issuer`: the issuer of people whose token names none (IDP_ISSUER); `otherIssuers`: those of the
+   * other identity providers. A link names its person's issuer beside the subject.
    */
   constructor(
     credentialKey: Buffer,
     clock: Clock,
     store: OneTimeValueStorage & Pick<SubjectCutoffStorage, 'subjectRevokedAt'>,
     issuer: string,
+    otherIssuers: readonly string[] = [],
   ) {
     this.#key = new Uint8Array(hkdfSync('sha256', credentialKey, Buffer.alloc(0), 'mcp-bearer-proxy connect links v1', 32));
     this.#clock = clock;
     this.#store = store;
     this.#issuer = issuer;
+    this.#issuers = [issuer, ...otherIssuers.filter((i) => i !== issuer)];
   }
 
   /** A new link for `principal`: its path segment and its id. */
@@ -146,7 +150,7 @@ export class ConnectLinks {
     return new SignJWT({ ...extra, kind: principal.kind, ...(principal.clientId !== undefined ? { cid: principal.clientId } : {}) })
       .setProtectedHeader({ alg: 'HS256' })
       .setSubject(principal.subject)
-      .setIssuer(this.#issuer)
+      .setIssuer(principal.issuer ?? this.#issuer)
       .setAudience(kind.audience)
       .setJti(id)
       .setIssuedAt(Math.floor(now / 1000))
@@ -162,7 +166,7 @@ export class ConnectLinks {
       ({ payload } = await jwtVerify(token, this.#key, {
         algorithms: ['HS256'],
         audience: kind.audience,
-        issuer: this.#issuer,
+        issuer: this.#issuers,
         currentDate: new Date(this.#clock.now()),
         clockTolerance: 0,
       }));
@@ -176,7 +180,7 @@ export class ConnectLinks {
       if (payload.kind !== 'user' && payload.kind !== 'oauth') throw new Error('kind');
       claims = {
         subject: payload.sub,
-        issuer: this.#issuer,
+        issuer: payload.iss!,
         kind: payload.kind,
         linkId: payload.jti,
         issuedAt: payload.iat * 1000,

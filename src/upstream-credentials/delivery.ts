@@ -83,7 +83,8 @@ export class UpstreamCredentialDelivery {
    */
   async headerFor(principal: Principal): Promise<CredentialHeader | null | typeof MISSING> {
     if (!actsForUser(principal)) return this.serviceHeader();
-    const tokens = await this.#o.source.usable({ subject: principal.subject, issuer: this.#o.issuer });
+    // The person's own: the same `sub` at another provider is another person, with other credentials.
+    const tokens = await this.#o.source.usable({ subject: principal.subject, issuer: principal.issuer ?? this.#o.issuer });
     if (tokens === undefined || !HEADER_SAFE_TOKEN.test(tokens.accessToken)) return MISSING;
     return this.#format(tokens.accessToken);
   }

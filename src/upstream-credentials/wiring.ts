@@ -21,6 +21,7 @@ import { CREDENTIAL_ACTIONS, refreshRecorder } from './events.ts';
 import { RefreshingCredentialSource } from './idp-mode.ts';
 import { exchangeAtIdp, TokenExchangeSource } from './token-exchange.ts';
 import { CredentialVault } from './vault.ts';
+import { identityProviders } from '../oauth/providers.ts';
 
 type Settings = Config['upstream']['credentials'];
 type IdpSettings = Config['idp'];
@@ -139,7 +140,13 @@ export function upstreamCredentials(
   const { store, clock, logger, audit, metrics, publicUrl } = shared;
   const issuer = idp.issuer ?? '';
   const credentialKey = parseCredentialKey(settings.key!) as Buffer;
-  const links = new ConnectLinks(credentialKey, clock, store, issuer);
+  const links = new ConnectLinks(
+    credentialKey,
+    clock,
+    store,
+    issuer,
+    identityProviders(idp).map((p) => p.issuer),
+  );
   const idpConfiguration = providerConfiguration({
     issuer: idp.issuer,
     clientId: idp.clientId ?? '',

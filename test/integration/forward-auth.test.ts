@@ -131,7 +131,11 @@ describe('/authz: forward-auth', () => {
     });
     const first = await nginx('/mcp', 'GET', { authorization: `Bearer ${user}` });
     expect(first.status).toBe(200);
-    expect(identity(first.headers)).toEqual({ 'x-mcp-auth-kind': 'user', 'x-mcp-auth-subject': 'alice' });
+    expect(identity(first.headers)).toEqual({
+      'x-mcp-auth-kind': 'user',
+      'x-mcp-auth-subject': 'alice',
+      'x-mcp-auth-issuer': 'https://idp.example',
+    });
     await stack.store.revokeUserToken(hashToken(user));
     expect((await nginx('/mcp', 'GET', { authorization: `Bearer ${user}` })).status).toBe(401);
   });

@@ -127,6 +127,7 @@ describe('listGrants and revokeSubject', () => {
         'createdAt',
         'expiresAt',
         'grantId',
+        'issuer',
         'lastUsedAt',
         'scope',
         'subject',

@@ -10,6 +10,7 @@
 export const SIDECAR_IDENTITY_HEADERS = [
   'X-MCP-Auth-Kind',
   'X-MCP-Auth-Subject',
+  'X-MCP-Auth-Issuer',
   'X-MCP-Auth-Client-Id',
   'X-MCP-Auth-Scope',
   'X-MCP-Auth-Assertion',

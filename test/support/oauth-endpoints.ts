@@ -47,6 +47,7 @@ export interface OAuthEndpoints {
  */
 const SIGN_IN_CONFIGURED: IdpSignIn = {
   issuer: 'https://idp.example.test',
+  providers: [{ name: 'default', issuer: 'https://idp.example.test', domains: [] }],
   start: () => Promise.reject(new Error('/authorize is not driven by the handler tests')),
   finish: () => Promise.reject(new Error('/authorize is not driven by the handler tests')),
   refresh: () => Promise.reject(new Error('IdP refresh is not driven by the handler tests')),

@@ -40,6 +40,7 @@ describe('AssertionSigner', () => {
     ['scope', { scope: 'read write' }],
     ['groups', { groups: ['admins'] }],
     ['email', { email: 'alice@example.com' }],
+    ['issuer', { issuer: 'https://fabrikam.okta.com/oauth2/default' }],
   ])('a principal differing only in its %s gets its own assertion', async (_name, change) => {
     const { s } = await signer();
     const first = await s.assertionFor(alice);
@@ -52,7 +53,9 @@ describe('AssertionSigner', () => {
           ? { mcp_kind: change.kind }
           : change.clientId
             ? { client_id: change.clientId }
-            : change,
+            : change.issuer
+              ? { mcp_issuer: change.issuer, iss: 'https://mcp.example.com' }
+              : change,
     );
   });
 

@@ -247,7 +247,7 @@ describe('decideToken on parsed records', () => {
   it('a valid user-grade record authorizes as kind user with the IdP subject', () => {
     expect(decideToken(hash, { user: user(), oauth: null }, NOW)).toEqual({
       ok: true,
-      principal: { kind: 'user', subject: 'alice', tokenHash: hash, expiresAt: NOW + TTL_7_DAYS },
+      principal: { kind: 'user', subject: 'alice', issuer: 'https://idp.example.com/', tokenHash: hash, expiresAt: NOW + TTL_7_DAYS },
     });
   });
 
@@ -279,6 +279,7 @@ describe('decideToken on parsed records', () => {
       principal: {
         kind: 'oauth',
         subject: 'idp-sub-1',
+        issuer: 'https://idp.example.com/',
         clientId: 'client-1',
         tokenHash: hash,
         expiresAt: NOW + 3_600_000,
@@ -302,6 +303,7 @@ describe('decideToken on parsed records', () => {
       principal: {
         kind: 'user',
         subject: 'alice',
+        issuer: 'https://idp.example.com/',
         tokenHash: hash,
         expiresAt: NOW + TTL_7_DAYS,
         email: 'ann@example.com',

@@ -17,7 +17,7 @@ import { leftInactive, userNameKey, type DirectoryChange, type DirectoryUser } f
 import type { Audit } from '../../observability/audit.ts';
 import type { Metrics } from '../../observability/metrics.ts';
 import type { DirectoryStorage } from '../../store/types.ts';
-import { offboardSubject, type AdminStore } from '../operations.ts';
+import { offboardSubject, type AdminContext, type AdminStore } from '../operations.ts';
 import { discovery, MAX_RESULTS, serviceProviderConfig } from './discovery.ts';
 import { invalidSyntax, SCIM_MEDIA_TYPE, scimError } from './errors.ts';
 import { parseUserFilter } from './filter.ts';
@@ -41,6 +41,8 @@ export interface ScimDeps {
   maxBodyBytes: number;
   /** Failed attempts per peer address (shared with the admin operations); undefined: off. */
   failures?: FailedAuthLimiter | undefined;
+  /** The identity providers' issuers: a person's handles are named per person (model/person.ts). */
+  people?: AdminContext['people'];
 }
 
 type Operation = 'createUser' | 'getUser' | 'findUsers' | 'replaceUser' | 'patchUser' | 'deleteUser' | 'discovery' | 'unknown';

@@ -1,6 +1,7 @@
 // The identity provider users sign in with, and the tokens of it the proxy accepts.
 
-import { boolean, integer, list, text, type KeyTree } from '../spec.ts';
+import { boolean, integer, list, structured, text, type KeyTree } from '../spec.ts';
+import { readProviders } from './idp-providers.ts';
 import { DEFAULT_IDP_ALGORITHMS, ASYMMETRIC_ALGORITHMS, checkHttpUrl } from './shared.ts';
 
 export const IDP_KEYS = {
@@ -102,4 +103,15 @@ export const IDP_KEYS = {
     description:
       "Enterprise-managed authorization: `POST /token` takes the IdP's Identity Assertion JWT Authorization Grants (`grant_type` jwt-bearer, `typ` `oauth-id-jag+jwt`) from confidential clients holding that grant. Needs issuer and jwksUrl (docs/id-jag.md).",
   }),
+  providers: structured(
+    'list of providers',
+    {
+      tier: 'tuning',
+      // It holds client secrets: never from a command-line flag.
+      secret: true,
+      description:
+        "Further identity providers, each `{name, issuer, clientId, clientSecret?, audience?, jwksUrl?, claims?, domains?}` (docs/identity-providers.md): each verifies its own tokens with its own keys, audience and claim rules (`claims`: emailVerifiedClaim, requireVerifiedEmail, groupsClaim, requiredGroup, allowedEmailDomains; unset ones are the `idp` section's). The IDP_* variables stay the provider named `default`. With several, the sign-in page asks which (an e-mail in `domains` chooses it), and a person is (issuer, subject).",
+    },
+    (raw, label, problems) => readProviders(raw, label, problems),
+  ),
 } satisfies KeyTree;

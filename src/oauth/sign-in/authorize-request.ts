@@ -14,6 +14,7 @@ import { consentPage, writePage } from '../sign-in-pages.ts';
 import type { SignInClient } from './clients.ts';
 import { PageError, RedirectableError } from './errors.ts';
 import type { IdpRoundTrip } from './idp-round-trip.ts';
+import { chooseProvider } from './provider-choice.ts';
 import { awaitConsent, redirectBack, type SignInParts } from './parts.ts';
 
 const MAX_STATE_LENGTH = 1024;
@@ -68,7 +69,7 @@ export class AuthorizeRequestStage {
       stateValues.length === 1 && stateValues[0] !== '' && stateValues[0]!.length <= MAX_STATE_LENGTH ? stateValues[0] : undefined;
     try {
       const { request, ignored } = checkRequest(this.#parts.ctx, this.#parts.signIn !== undefined, query, found.client, redirectUri, state);
-      await this.#proceed(req, res, request, found, ignored, address);
+      await this.#proceed(req, res, request, found, ignored, address, query);
     } catch (err) {
       if (err instanceof RedirectableError) {
         redirectBack(this.#parts.ctx, res, { redirectUri, state }, { error: err.error, error_description: err.description }, 302);
@@ -135,8 +136,13 @@ export class AuthorizeRequestStage {
     found: SignInClient,
     ignoredScopes: string[],
     address: string,
+    query: URLSearchParams,
   ): Promise<void> {
-    const { cookies, approvals } = this.#parts;
+    const { cookies, approvals, ctx } = this.#parts;
+    // Several providers: which one first (the chooser page, unless the request names one).
+    const choice = chooseProvider(this.#parts.signIn!, query, res, `${ctx.publicUrl()}/authorize`);
+    if (choice === undefined) return;
+    Object.assign(request, choice);
     const browser = cookies.binding(req);
     if (await approvals.find(req, request)) {
       // Approved before in this browser: straight to the IdP; the callback checks that the user who

@@ -78,7 +78,7 @@ export class CodeIssuance {
       result: 'ok',
       clientId: request.clientId,
       subject: user.subject,
-      detail: { consent: 'remembered' in approval ? 'remembered' : 'given' },
+      detail: { consent: 'remembered' in approval ? 'remembered' : 'given', issuer: user.issuer },
     });
     redirectBack(ctx, res, request, { code });
   }
@@ -102,7 +102,7 @@ export class CodeIssuance {
       result: 'ok',
       clientId: request.clientId,
       subject: user.subject,
-      detail: { consent: 'given', device: true },
+      detail: { consent: 'given', device: true, issuer: user.issuer },
     });
     writePage(
       res,

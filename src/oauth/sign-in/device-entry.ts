@@ -7,7 +7,7 @@
 // form to people who hold a code.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseForm, readBody } from '../../http/body.ts';
+import { parseForm, readBody, type Form } from '../../http/body.ts';
 import { tooManyRequests } from '../../http/errors.ts';
 import { WindowLimit } from '../../http/rate-limits.ts';
 import { hashToken } from '../../model/credentials.ts';
@@ -16,7 +16,9 @@ import { normaliseUserCode } from '../device.ts';
 import { consentPage, deviceCodePage, writePage } from '../sign-in-pages.ts';
 import { checkFormPost } from './browser.ts';
 import { PageError, SIGN_IN_OFF } from './errors.ts';
-import { awaitConsent, type SignInParts } from './parts.ts';
+import { awaitConsent, sendTo, type SignInParts } from './parts.ts';
+import type { IdpSignIn } from '../oidc-client.ts';
+import { chooseProvider, type ProviderChoice } from './provider-choice.ts';
 
 /** Device codes one client address (an IPv6 one as its network) may enter per minute (a person needs one or two; a guesser many). */
 export const DEVICE_ENTRIES_PER_MINUTE_PER_ADDRESS = 10;
@@ -57,9 +59,14 @@ export class DeviceEntryStage {
 
   /** GET /device: the form for the code a device shows, prefilled from `verification_uri_complete`. */
   async page(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!this.#parts.signIn) throw SIGN_IN_OFF;
-    const typed = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('user_code') ?? '';
-    writePage(res, 200, deviceCodePage({ action: `${this.#parts.ctx.publicUrl()}/device`, userCode: typed.slice(0, 20) }));
+    const { signIn, ctx } = this.#parts;
+    if (!signIn) throw SIGN_IN_OFF;
+    const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+    const typed = query.get('user_code') ?? '';
+    // Several providers: which one first; the code form then carries the choice.
+    const choice = chooseProvider(signIn, query, res, `${ctx.publicUrl()}/device`);
+    if (choice === undefined) return;
+    writePage(res, 200, deviceCodePage({ action: `${ctx.publicUrl()}/device`, userCode: typed.slice(0, 20), ...choice }));
   }
 
   /**
@@ -86,11 +93,17 @@ export class DeviceEntryStage {
     }
     const form = parseForm(req, await readBody(req, FORM_MAX_BODY_BYTES));
     const typed = form.get('user_code') ?? '';
+    const choice = formChoice(signIn, form);
+    if (choice === undefined) {
+      // No provider (or one no longer configured) in the form: back to the chooser, the code kept.
+      sendTo(res, new URL(`${ctx.publicUrl()}/device?${new URLSearchParams({ user_code: typed.slice(0, 20) })}`), 303);
+      return;
+    }
     const code = normaliseUserCode(typed);
     const codeHash = code === undefined ? undefined : hashToken(code);
     const found = codeHash === undefined ? null : await ctx.store.findDeviceAuthorization(codeHash);
     if (!found || found === 'corrupt' || found.status !== 'pending' || found.expiresAt <= now) {
-      await this.#wrongCode(res, address, now, typed);
+      await this.#wrongCode(res, address, now, typed, form);
       return;
     }
     await this.#codeEntries.take(codeHash!, 'this code was entered too many times; try again in a minute');
@@ -103,6 +116,7 @@ export class DeviceEntryStage {
       state: undefined,
       scope: found.scope,
       deviceCodeHash: found.deviceCodeHash,
+      ...choice,
     };
     const browser = this.#parts.cookies.binding(req);
     const view = await awaitConsent(this.#parts, request, browser.value, address, looked);
@@ -113,7 +127,7 @@ export class DeviceEntryStage {
    * A code that names no waiting device: counted server-wide (past the bound, every address is held to
    * a few entries for the rest of the minute), and the form again.
    */
-  async #wrongCode(res: ServerResponse, address: string, now: number, typed: string): Promise<void> {
+  async #wrongCode(res: ServerResponse, address: string, now: number, typed: string, form: Form): Promise<void> {
     const { ctx } = this.#parts;
     const retryAfter = await this.#failedEntries.hit('all');
     if (retryAfter > 0) {
@@ -128,8 +142,18 @@ export class DeviceEntryStage {
       deviceCodePage({
         action: `${ctx.publicUrl()}/device`,
         userCode: typed.slice(0, 20),
+        ...formChoice(this.#parts.signIn!, form),
         error: 'That code is not valid: it may be mistyped, expired or already used. Check the code on your device.',
       }),
     );
   }
+}
+
+/** The provider the code form carries (a name of the chooser's, and the e-mail that found it); undefined: none valid. */
+function formChoice(signIn: IdpSignIn, form: Form): ProviderChoice | undefined {
+  if (signIn.providers.length <= 1) return {};
+  const provider = form.get('idp');
+  if (provider === undefined || !signIn.providers.some((p) => p.name === provider)) return undefined;
+  const hint = form.get('login_hint');
+  return { provider, ...(hint !== undefined && hint !== '' && hint.length <= 320 ? { loginHint: hint } : {}) };
 }

@@ -47,7 +47,7 @@ export class IdpRoundTrip {
     startedBy?: string,
   ): Promise<void> {
     const { ctx } = this.#parts;
-    const { url, login } = await this.#parts.signIn!.start();
+    const { url, login } = await this.#parts.signIn!.start(request.provider, request.loginHint);
     const record: AuthorizationRequestRecord = {
       stage: 'idp',
       request,
@@ -77,7 +77,12 @@ export class IdpRoundTrip {
     let user;
     try {
       let tokens;
-      ({ user, tokens } = await signIn.finish(query, { state, nonce: stored.nonce, codeVerifier: stored.codeVerifier }));
+      ({ user, tokens } = await signIn.finish(query, {
+        state,
+        nonce: stored.nonce,
+        codeVerifier: stored.codeVerifier,
+        ...(request.provider !== undefined ? { provider: request.provider } : {}),
+      }));
       // What this sign-in leads to (a code, a device approval) is refused if the person is offboarded after it.
       user.signedInAt = ctx.clock.now();
       // The IdP's tokens belong to this user (IdP sub + issuer): kept, encrypted, when the upstream is

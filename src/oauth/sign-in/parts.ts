@@ -143,10 +143,16 @@ export function consentView(
     redirectHost: target ? `${target.protocol}//${target.host}` : '',
     ...(device ? { device: true } : {}),
     scopes: request.scope ? request.scope.split(' ') : [],
-    idpHost: parts.idpHost,
+    idpHost: providerHost(parts, request.provider),
     requestId,
     action: `${parts.ctx.publicUrl()}/authorize/consent`,
     ...(rememberMs > 0 && !device ? { rememberDays: Math.max(1, Math.round(rememberMs / 86_400_000)) } : {}),
     ...(user ? { signedInAs: user.email ?? user.subject } : {}),
   };
+}
+
+/** The host of the provider a request signs in at (the chosen one, with several). */
+function providerHost(parts: SignInParts, provider: string | undefined): string {
+  const chosen = provider === undefined ? undefined : parts.signIn?.providers.find((p) => p.name === provider);
+  return chosen === undefined ? parts.idpHost : new URL(chosen.issuer).host;
 }

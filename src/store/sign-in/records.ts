@@ -55,6 +55,7 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
       browser: r.browserHash,
       nonce: r.nonce,
       codeVerifier: r.codeVerifier,
+      ...(r.provider !== undefined ? { provider: r.provider } : {}),
       ...(r.next !== undefined ? { next: r.next } : {}),
     };
   const f: Fields = {
@@ -67,6 +68,8 @@ export function authorizationRequestFields(r: AuthorizationRequestRecord): Field
   if (r.request.state !== undefined) f.state = r.request.state;
   if (r.request.scope !== undefined) f.scope = r.request.scope;
   if (r.request.deviceCodeHash !== undefined) f.device = r.request.deviceCodeHash;
+  if (r.request.provider !== undefined) f.idp = r.request.provider;
+  if (r.request.loginHint !== undefined) f.loginHint = r.request.loginHint;
   if (r.stage === 'user-consent') Object.assign(f, userFields(r.user));
   if (r.stage === 'idp') {
     f.consent = r.consent;
@@ -91,6 +94,7 @@ export function authorizationRequestFromFields(f: Fields): AuthorizationRequestR
       browserHash: f.browser,
       nonce: f.nonce,
       codeVerifier: f.codeVerifier,
+      ...(f.provider !== undefined ? { provider: f.provider } : {}),
       ...(f.next !== undefined ? { next: f.next } : {}),
     };
   }
@@ -105,6 +109,8 @@ export function authorizationRequestFromFields(f: Fields): AuthorizationRequestR
     scope: f.scope,
   };
   if (f.device !== undefined) request.deviceCodeHash = f.device;
+  if (f.idp !== undefined) request.provider = f.idp;
+  if (f.loginHint !== undefined) request.loginHint = f.loginHint;
   const base = { browserHash: f.browser, request };
   switch (f.stage) {
     case 'consent':

@@ -91,6 +91,10 @@ export interface AuthorizationRequest {
    * SHA-256 of the device code the decision goes to (redirectUri and codeChallenge are then empty).
    */
   deviceCodeHash?: string;
+  /** The identity provider chosen, when several are configured. */
+  provider?: string;
+  /** An e-mail the user typed to find their provider, passed on to it as `login_hint`. */
+  loginHint?: string;
 }
 
 /**
@@ -102,7 +106,13 @@ export interface AuthorizationRequest {
 export type AuthorizationRequestRecord =
   | ({ request: AuthorizationRequest; browserHash: string } & (
       | { stage: 'consent' }
-      | { stage: 'idp'; nonce: string; codeVerifier: string; consent: 'given' | 'remembered'; remember: boolean }
+      | {
+          stage: 'idp';
+          nonce: string;
+          codeVerifier: string;
+          consent: 'given' | 'remembered';
+          remember: boolean;
+        }
       | { stage: 'user-consent'; user: SignedInUser }
     ))
   | AccountSignInRecord;
@@ -113,6 +123,8 @@ export interface AccountSignInRecord {
   browserHash: string;
   nonce: string;
   codeVerifier: string;
+  /** The provider the browser went to, when several are configured. */
+  provider?: string;
   /** A path of this server the browser goes back to once signed in (a connect page); absent: the account page. */
   next?: string;
 }

@@ -49,7 +49,13 @@ export function tokensContract(contract: Contract): void {
       const decision = decideToken(record.tokenHash, found, clock.now());
       expect(decision).toEqual({
         ok: true,
-        principal: { kind: 'user', subject: 'user-123', tokenHash: record.tokenHash, expiresAt: record.expiresAt },
+        principal: {
+          kind: 'user',
+          subject: 'user-123',
+          issuer: 'https://idp.example.com/',
+          tokenHash: record.tokenHash,
+          expiresAt: record.expiresAt,
+        },
       });
     });
 
