@@ -97,6 +97,8 @@ export interface FastContext {
   redisUrl: string;
   redisPid: number | undefined;
   oauthToken: string;
+  /** The baseline sidecar's own token (minted through its admin listener, in its store layout). */
+  baselineToken?: string | undefined;
   userToken: string;
   connections: number[];
   rounds: number;
@@ -241,7 +243,8 @@ export async function fastScenario(ctx: FastContext): Promise<FastResults> {
   for (const key of ['sidecar', 'sidecar-user', 'sidecar-warn', 'sidecar-cache', 'sidecar-assertion', 'baseline', 'sidecar-2w'] as const) {
     if (!wanted.has(key)) continue;
     const child = await ctx.startSidecar(key === 'sidecar-user' ? 'sidecar' : key, upstreamUrl);
-    const authorization = key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : oauth;
+    const authorization =
+      key === 'sidecar-user' ? `Bearer ${ctx.userToken}` : key === 'baseline' && ctx.baselineToken ? `Bearer ${ctx.baselineToken}` : oauth;
     targets.push({
       key,
       url: `${child.urls.proxyUrl}/mcp`,

@@ -198,8 +198,8 @@ async function setUp() {
   ]);
 
   // (b) an OAuth access token, through the admin listener as an operator would get one.
-  const admin = async (op: string, body: Record<string, unknown>) => {
-    const res = await fetch(`${sidecar.urls.adminUrl}/oauth/${op}`, {
+  const admin = async (op: string, body: Record<string, unknown>, adminUrl = sidecar.urls.adminUrl!) => {
+    const res = await fetch(`${adminUrl}/oauth/${op}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${masterToken}` },
       body: JSON.stringify(body),
@@ -209,6 +209,14 @@ async function setUp() {
   };
   const client = await admin('createClient', { clientName: 'bench' });
   const oauthToken = (await admin('createAccessToken', { clientId: client.clientId, lifetimeSeconds: 3600 })).accessToken!;
+  // The baseline's own client and token, minted through its admin listener: a commit of another store
+  // layout writes (and finds) its records under that layout's keys.
+  let baselineToken: string | undefined;
+  if (baseline) {
+    const baselineClient = await admin('createClient', { clientName: 'bench-baseline' }, baseline.urls.adminUrl);
+    baselineToken = (await admin('createAccessToken', { clientId: baselineClient.clientId, lifetimeSeconds: 3600 }, baseline.urls.adminUrl))
+      .accessToken!;
+  }
 
   // (c) a user-grade token, written the way docs/storage.md documents the record.
   const userToken = randomBytes(32).toString('hex');
@@ -277,7 +285,7 @@ async function setUp() {
       key: 'f',
       label: `(f) sidecar at ${BASELINE}, OAuth token`,
       url: `${baseline.urls.proxyUrl}/mcp`,
-      authorization: `Bearer ${oauthToken}`,
+      authorization: `Bearer ${baselineToken!}`,
       proxy: baseline,
       expectStatus: 200,
     });
@@ -288,7 +296,7 @@ async function setUp() {
     t.sessionId = await openSession(t);
   }
   targets.find((t) => t.key === 'd')!.sessionId = targets.find((t) => t.key === 'b')!.sessionId;
-  return { upstream, sidecar, passthrough, targets, spawnSidecar, spawnPassthrough, baselineSrc, oauthToken, userToken };
+  return { upstream, sidecar, passthrough, targets, spawnSidecar, spawnPassthrough, baselineSrc, oauthToken, baselineToken, userToken };
 }
 
 function mcpHeaders(t: Target): Record<string, string> {
@@ -1093,7 +1101,7 @@ async function main(): Promise<void> {
   const date = new Date().toISOString();
   const loadBefore = uptime();
   log(`setting up in ${tmp}`);
-  const { upstream, sidecar, targets, spawnSidecar, spawnPassthrough, baselineSrc, oauthToken, userToken } = await setUp();
+  const { upstream, sidecar, targets, spawnSidecar, spawnPassthrough, baselineSrc, oauthToken, baselineToken, userToken } = await setUp();
   log(`upstream ${upstream.urls.url}, sidecar ${sidecar.urls.proxyUrl} (pid ${sidecar.pid})`);
   const results: Results = {};
   if (ONLY.has('fast')) {
@@ -1105,6 +1113,7 @@ async function main(): Promise<void> {
         redisUrl: redisServer!.url,
         redisPid: redisServer!.process.pid,
         oauthToken,
+        baselineToken,
         userToken,
         connections: FAST_CONNECTIONS,
         rounds: FAST_ROUNDS,
