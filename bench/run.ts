@@ -64,6 +64,9 @@ const FAST_TARGETS = (
 const FAST_CONNECTIONS = (env.BENCH_FAST_CONNECTIONS ?? '1,32').split(',').map(Number);
 const FAST_ROUNDS = Number(env.BENCH_FAST_ROUNDS ?? (QUICK ? 1 : 3));
 // BENCH_BASELINE=<git ref>: a second sidecar built from that commit's src/, measured as target (f).
+// BENCH_BASELINE_LOOKUP_CACHE (off, tracking): the baseline's lookup-cache mode; unset, that commit's
+// default (which caches on one node where the key exists, while the sidecar target is strict).
+const BASELINE_LOOKUP_CACHE = env.BENCH_BASELINE_LOOKUP_CACHE;
 // BENCH_TARGETS with g: the same pass-through as (e) on http-proxy-3 (the maintained fork), side by side.
 const BASELINE = env.BENCH_BASELINE;
 const TARGETS = new Set((env.BENCH_TARGETS ?? (BASELINE ? 'a,b,c,d,e,f' : 'a,b,c,d,e')).split(',').map((s) => s.trim()));
@@ -1141,6 +1144,7 @@ async function main(): Promise<void> {
             await spawnSidecar(`fast ${key}`, {
               upstreamUrl: to,
               ...(key === 'baseline' && baselineSrc ? { srcDir: baselineSrc } : {}),
+              ...(key === 'baseline' && BASELINE_LOOKUP_CACHE ? { lookupCache: BASELINE_LOOKUP_CACHE } : {}),
               ...(key === 'sidecar-warn' ? { logLevel: 'warn' } : {}),
               ...(key === 'sidecar-2w' ? { workers: 2 } : {}),
               ...(key === 'sidecar-cache' || key === 'forward-auth-cache' ? { lookupCache: 'tracking' } : {}),
