@@ -200,10 +200,9 @@ export class ApprovalHold {
   }
 }
 
-/** The issuer of the caller's IdP, where the principal carries one. */
+/** The issuer of the caller's IdP, where the principal carries one (a person's token does). */
 export function issuerOf(principal: Principal): string | undefined {
-  const issuer = (principal as Principal & { issuer?: unknown }).issuer;
-  return typeof issuer === 'string' ? issuer : undefined;
+  return principal.issuer;
 }
 
 function actorOf(principal: Principal) {

@@ -216,6 +216,20 @@ describe('holding a call', () => {
     }
   });
 
+  it("an approval is the person's: the same sub at another identity provider is held anew", async () => {
+    const { hold, allow, store, clock } = setup();
+    const atEntra: Principal = { ...ada, issuer: 'https://login.microsoftonline.example/t/v2.0' };
+    const atOkta: Principal = { ...ada, issuer: 'https://acme.okta.example' };
+    const as = (principal: Principal) => ({ principal, protocolVersion: '2025-11-25', urlElicitation: true });
+    const held = allow(call(1, { repo: 'a' }));
+    const first = JSON.parse(((await hold.hold(held.held!, as(atEntra), held.body)) as { answer: string }).answer);
+    const approvalId = new URL(first.error.data.elicitations[0].url).pathname.split('/').at(-1)!;
+    await store.decideApproval(approvalId, clock.now(), { approve: true, by: 'bob' });
+    const other = await hold.hold(held.held!, as(atOkta), held.body);
+    expect(JSON.parse((other as { answer: string }).answer).error).toMatchObject({ code: -32042 });
+    expect(await hold.hold(held.held!, as(atEntra), held.body)).toHaveProperty('forward');
+  });
+
   it('a held call in a batch, or as a notification, is refused', () => {
     const { allow } = setup();
     expect(() => allow([call(1, {}), { jsonrpc: '2.0', id: 2, method: 'ping' }])).toThrow(/must be sent alone/);
