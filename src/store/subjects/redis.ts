@@ -60,7 +60,8 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       cursor = next;
       const members: string[] = [];
       for (let i = 0; i < flat.length; i += 2) members.push(flat[i]!);
-      if (members.length > 0) yield members;
+      // COUNT is a hint: a small index in one hash table comes back whole, over the batch size.
+      for (let i = 0; i < members.length; i += batchSize) yield members.slice(i, i + batchSize);
     } while (cursor !== '0');
   }
 
