@@ -37,7 +37,30 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new HttpError('invalid_request', 'the body must be a JSON object');
   }
+  if (nestedDeeperThan(value, MAX_JSON_DEPTH)) {
+    throw new HttpError('invalid_request', `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   return value as Record<string, unknown>;
+}
+
+/**
+ * How deep a JSON body may nest. JSON.parse takes any depth, but what later writes the value back
+ * (JSON.stringify, a recursive walk) overflows the stack near ten thousand levels, which a 64 KiB
+ * body reaches: refused here, with a clear error, instead of failing as a bug further on.
+ */
+export const MAX_JSON_DEPTH = 32;
+
+/** Whether a parsed JSON value has objects or arrays nested more than `limit` deep (walked without recursion). */
+function nestedDeeperThan(root: object, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (depth > limit) return true;
+    for (const child of Object.values(value as object)) {
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+    }
+  }
+  return false;
 }
 
 /**

@@ -236,6 +236,16 @@ describe('admin error rows', () => {
       { error: 'invalid_request', error_description: 'the body must be a JSON object' },
     ],
     [
+      // JSON.parse takes it, and JSON.stringify of it overflows the stack: every JSON body is bounded in depth.
+      'JSON nested ten thousand levels deep (within the body limit)',
+      () =>
+        post('/oauth/createClient', `{"clientName":"deep","x":${'['.repeat(10_000)}${']'.repeat(10_000)}}`, {
+          authorization: `Bearer ${stack.masterToken}`,
+        }),
+      400,
+      { error: 'invalid_request', error_description: 'the body nests deeper than 32 levels' },
+    ],
+    [
       'deleteClient without clientId',
       () => stack.admin('deleteClient'),
       400,

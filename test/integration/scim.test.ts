@@ -95,6 +95,10 @@ describe('SCIM: bodies and errors', () => {
     expectScimError(await scim('POST', '/Users', '{"schemas":', 'application/scim+json'), 400, 'invalidSyntax');
     expectScimError(await scim('POST', '/Users', { userName: 'noschema@example.com' }), 400, 'invalidSyntax');
     expectScimError(await scim('POST', '/Users', { schemas: [USER_SCHEMA] }), 400, 'invalidValue');
+    // Nested past the bound every JSON body has (a value nested some ten thousand levels, which the
+    // default 64 KiB allows, would overflow the stack where the attributes are written back).
+    const deep = `{"schemas":["${USER_SCHEMA}"],"userName":"deep@example.com","name":${'{"a":'.repeat(100)}1${'}'.repeat(100)}}`;
+    expectScimError(await scim('POST', '/Users', deep, 'application/scim+json'), 400, 'invalidSyntax');
     expectScimError(await scim('POST', '/Users', newUser('bad@example.com', { active: 'maybe' })), 400, 'invalidValue');
     expect((await scim('POST', '/Users', newUser('json@example.com'), 'application/json; charset=utf-8')).status).toBe(201);
   });
