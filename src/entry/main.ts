@@ -112,8 +112,11 @@ async function main(): Promise<void> {
       const store = await openStore(config, systemClock, createLogger('error', undefined, config.logFormat));
       try {
         await store.ping();
+        // A store of a layout start-up would refuse is refused here too (read only: nothing is written).
+        const layout = store instanceof RedisTokenStore ? await ensureLayout(store.client, store.keys, { write: false }) : undefined;
+        if (layout !== undefined && !layout.ok) problem = `Redis at ${redactRedisUrl(config.redis.url)}: ${layout.problem}`;
         const opened = { listUpstreamCredentials: () => store.listUpstreamCredentials(), close: async () => {} };
-        problem = await storedCredentialKeyProblem(config, () => Promise.resolve(opened));
+        problem ??= await storedCredentialKeyProblem(config, () => Promise.resolve(opened));
       } finally {
         await store.close();
       }

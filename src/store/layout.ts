@@ -62,10 +62,10 @@ async function holdsLegacyRecords(redis: RedisClient, keys: KeyLayout): Promise<
 /**
  * Checks the store's layout before the sidecar serves: the current one is used as it is; a store
  * without a version key and without a record of layout 1 is empty (of OAuth records) and gets the
- * current version written (SET NX: two sidecars starting together agree); anything else is refused,
- * with what to run.
+ * current version written (SET NX: two sidecars starting together agree; not with `write: false`,
+ * the check of --check-config); anything else is refused, with what to run.
  */
-export async function ensureLayout(redis: RedisClient, keys: KeyLayout): Promise<LayoutCheck> {
+export async function ensureLayout(redis: RedisClient, keys: KeyLayout, options: { write?: boolean } = {}): Promise<LayoutCheck> {
   const key = keys.layout();
   let stored = await redis.get(key);
   if (stored === null) {
@@ -76,6 +76,8 @@ export async function ensureLayout(redis: RedisClient, keys: KeyLayout): Promise
         problem: `the store holds records of layout 1 (every OAuth record under one {oauth} tag) and this version uses layout ${CURRENT_LAYOUT}: run \`mcp-bearer-proxy migrate\` (with this configuration) to bring it over while the running sidecars keep serving, then start again.`,
       };
     }
+    // A check alone (--check-config) writes nothing: the store would get its version at start-up.
+    if (options.write === false) return { ok: true, layout: CURRENT_LAYOUT, written: false };
     if ((await redis.set(key, String(CURRENT_LAYOUT), 'NX')) === 'OK') return { ok: true, layout: CURRENT_LAYOUT, written: true };
     stored = await redis.get(key);
   }

@@ -15,6 +15,8 @@ import { ManualClock } from '../../src/model/clock.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { CredentialCipher, keyIdOf } from '../../src/upstream-credentials/cipher.ts';
 import { CredentialVault } from '../../src/upstream-credentials/vault.ts';
+import { legacyKey } from '../../src/store/layout.ts';
+import { keyLayout } from '../../src/store/records.ts';
 import { deleteUnder, openRedisStore, rawRedis, redisUrl, uniquePrefix } from '../support/redis.ts';
 import { RUN_TS } from '../support/node-ts.ts';
 
@@ -184,6 +186,29 @@ describe('the CLI (src/entry/main.ts)', () => {
     expect(skipped.status).toBe(0);
     expect(skipped.stdout).toContain('configuration OK');
   }, 30_000);
+
+  it('--check-config on a store of layout 1 exits 2 naming `mcp-bearer-proxy migrate`, and writes nothing; an empty store passes without a version written', async () => {
+    const raw = await rawRedis();
+    const old = uniquePrefix('check-config-layout');
+    const empty = uniquePrefix('check-config-layout-empty');
+    try {
+      // A record as layout 1 named it (every OAuth record under the one {oauth} tag).
+      await raw.hset(legacyKey(keyLayout(old), 'oauthClients', 'mcp_old'), 'clientId', 'mcp_old');
+      const env = { BEARER_SECRET_MASTER: MASTER, REDIS_URL: redisUrl() };
+      const refused = run(['--check-config', '--redis.keyPrefix', old], env);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr).toContain('`mcp-bearer-proxy migrate`');
+      expect(refused.stdout).not.toContain('configuration OK');
+      expect(await raw.get(keyLayout(old).layout())).toBeNull();
+      const passed = run(['--check-config', '--redis.keyPrefix', empty], env);
+      expect(passed.stdout).toContain('configuration OK');
+      expect(await raw.get(keyLayout(empty).layout())).toBeNull();
+    } finally {
+      await deleteUnder(raw, old);
+      await deleteUnder(raw, empty);
+      await raw.quit();
+    }
+  }, 60_000);
 
   describe('with upstream credentials on, the keys of the records in the store', () => {
     const oldKey = randomBytes(32);
