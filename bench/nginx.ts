@@ -1,15 +1,17 @@
 // nginx for the bench: installs Debian's nginx-light when it is missing (apt-get, as root), writes a
 // config into a temp dir and runs it in the foreground. Two listeners on loopback: the `auth_request`
-// peer (every request checked by a subrequest to the auth service first) and a plain `proxy_pass`.
-// The same configuration asks either the 20-line auth service (`/check`) or the sidecar's forward-auth
-// endpoint (`/authz`): only the address and path of the auth subrequest differ.
+// listener of examples/nginx/mcp.conf (every request checked by a subrequest to the auth service
+// first), and a plain `proxy_pass`. The same configuration asks either the peer's 20-line auth service
+// (`/check`) or the sidecar's forward-auth endpoint (`/authz`): only the address and path of the auth
+// subrequest differ.
 
 import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { NGINX_EXAMPLE, nginxSite } from '../test/support/ingress.ts';
 import { aptInstall } from './lib.ts';
 
 function hasNginxWithAuthRequest(): boolean {
@@ -60,9 +62,16 @@ export async function startNginx(options: {
   const [authPort, passPort] = [await freePort(), await freePort()];
   const upstream = new URL(options.upstreamUrl);
   const auth = new URL(options.authUrl);
-  // Tuned as a platform team would: keep-alive to both backends, no per-connection request cap
-  // (nginx closes client and upstream connections after 1,000 requests by default), no buffering
-  // (SSE must flow), the access log on (the sidecar writes one too).
+  // The auth_request listener is examples/nginx/mcp.conf, as a platform team deploys it (its access
+  // log in the example's format, the identity headers copied with auth_request_set, keep-alive and
+  // request caps as the example leaves them), with only its addresses replaced; the peer's service is
+  // asked at its own path in place of the sidecar's /authz. Beside it a plain `proxy_pass` listener,
+  // tuned as the pass-through row wants it: keep-alive, no per-connection request cap, no buffering.
+  const site = nginxSite(readFileSync(NGINX_EXAMPLE, 'utf8'), { sidecar: auth.host, upstream: upstream.host, port: authPort, dir }).replace(
+    'proxy_pass http://mcp_sidecar/authz;',
+    `proxy_pass http://mcp_sidecar${options.authPath ?? '/check'};`,
+  );
+  writeFileSync(join(dir, 'mcp.conf'), site);
   const conf = `
 worker_processes ${options.workers};
 daemon off;
@@ -77,41 +86,14 @@ http {
   fastcgi_temp_path ${dir}/fastcgi;
   uwsgi_temp_path ${dir}/uwsgi;
   scgi_temp_path ${dir}/scgi;
-  keepalive_requests 1000000;
-  keepalive_timeout 60s;
+  include ${dir}/mcp.conf;
   upstream app { server ${upstream.host}; keepalive 512; keepalive_requests 1000000; }
-  upstream auth { server ${auth.host}; keepalive 512; keepalive_requests 1000000; }
-  proxy_http_version 1.1;
-  proxy_buffering off;
-  proxy_request_buffering off;
-  server {
-    listen 127.0.0.1:${authPort};
-    location = /mcp {
-      auth_request /_auth;
-      auth_request_set $auth_kind $upstream_http_x_mcp_auth_kind;
-      auth_request_set $auth_subject $upstream_http_x_mcp_auth_subject;
-      proxy_set_header Connection "";
-      proxy_set_header Authorization "";
-      proxy_set_header X-MCP-Auth-Kind $auth_kind;
-      proxy_set_header X-MCP-Auth-Subject $auth_subject;
-      proxy_set_header X-Forwarded-For $remote_addr;
-      proxy_pass http://app${upstream.pathname};
-    }
-    location = /_auth {
-      internal;
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
-      proxy_set_header Connection "";
-      # What the sidecar's /authz needs (the auth service ignores them): the original request, and the
-      # Host the client asked for (nginx would send the upstream block's name).
-      proxy_set_header X-Original-Method $request_method;
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header Host $host;
-      proxy_pass http://auth${options.authPath ?? '/check'};
-    }
-  }
   server {
     listen 127.0.0.1:${passPort};
+    keepalive_requests 1000000;
+    proxy_http_version 1.1;
+    proxy_buffering off;
+    proxy_request_buffering off;
     location / {
       proxy_set_header Connection "";
       proxy_pass http://app;

@@ -31,7 +31,8 @@ const config = buildConfig(
       port: 0,
       workers: Number(env.BENCH_WORKERS ?? 1),
       shutdownGraceMs: 1000,
-      ...(env.BENCH_FORWARD_AUTH === '1' ? { forwardAuth: true } : {}),
+      // The ingress's address trusted, as docs/forward-auth.md has it: its X-Forwarded-For names the client.
+      ...(env.BENCH_FORWARD_AUTH === '1' ? { forwardAuth: true, trustedProxies: ['127.0.0.1'] } : {}),
       // BENCH_FORWARD_AUTH_LOG_ALLOWED=1: an access log line for each allowed /authz check too (off by default).
       ...(env.BENCH_FORWARD_AUTH_LOG_ALLOWED === '1' ? { forwardAuthLogAllowed: true } : {}),
     },

@@ -42,6 +42,21 @@ import { freePort } from './ports.ts';
 
 export { freePort };
 
+/** examples/nginx/mcp.conf: what a platform team deploys, run as is by the tests and the bench. */
+export const NGINX_EXAMPLE = new URL('../../examples/nginx/mcp.conf', import.meta.url);
+
+/**
+ * The nginx example with only its addresses replaced: the sidecar and the MCP server at `host:port`,
+ * the listener on loopback at `port`, its logs under `dir`.
+ */
+export function nginxSite(text: string, at: { sidecar: string; upstream: string; port: number; dir: string }): string {
+  return text
+    .replace('server 127.0.0.1:8080;', `server ${at.sidecar};`)
+    .replace('server 127.0.0.1:3000;', `server ${at.upstream};`)
+    .replace('listen 80;', `listen 127.0.0.1:${at.port};`)
+    .replaceAll('/var/log/nginx/', `${at.dir}/`);
+}
+
 /**
  * Starts `kind` from its example configuration on `port`, with the sidecar and the MCP server at the
  * given origins (`http://127.0.0.1:PORT`) in place of the example's.
@@ -63,11 +78,7 @@ export async function startIngress(
   let child: ChildProcess;
   let stderr = '';
   if (kind === 'nginx') {
-    const site = edit(readFileSync(new URL('../../examples/nginx/mcp.conf', import.meta.url), 'utf8'))
-      .replace('server 127.0.0.1:8080;', `server ${sidecar};`)
-      .replace('server 127.0.0.1:3000;', `server ${upstream};`)
-      .replace('listen 80;', `listen 127.0.0.1:${options.port};`)
-      .replaceAll('/var/log/nginx/', `${dir}/`);
+    const site = nginxSite(edit(readFileSync(NGINX_EXAMPLE, 'utf8')), { sidecar, upstream, port: options.port, dir });
     writeFileSync(join(dir, 'mcp.conf'), site);
     const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${dir}/${t};`).join('\n');
     writeFileSync(
