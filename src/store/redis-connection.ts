@@ -38,29 +38,50 @@ const corkedThisTurn = new WeakSet<object>();
  * the pipeline object it builds per batch (onto which it copies every Lua script defined on the
  * client) and the second promise per command, which cost a quarter of a strict token check's CPU. A
  * ready connection only: before it is, commands are refused or queued by ioredis. A socket replaced
- * meanwhile (a reconnect) is uncorked all the same; commands on the new one were written at once.
+ * meanwhile (a reconnect) is uncorked all the same; commands on the new one were written at once. A
+ * stream without cork()/uncork() (a transport other than node:net's) is written at once: the
+ * commands then leave one write each, as they would without this.
  */
 function corkForTurn(client: Redis): void {
   if (client.status !== 'ready') return;
-  const socket = client.stream;
+  const socket = client.stream as Partial<Pick<typeof client.stream, 'cork' | 'uncork'>> & object;
+  if (typeof socket.cork !== 'function' || typeof socket.uncork !== 'function') return;
   if (corkedThisTurn.has(socket)) return;
   corkedThisTurn.add(socket);
   socket.cork();
   setImmediate(() => {
     corkedThisTurn.delete(socket);
-    socket.uncork();
+    socket.uncork!();
   });
 }
 
 /**
  * A client of one server whose commands of a turn leave in one write (corkForTurn), pipelines and
- * scripts included: the main connection and the token lookups' own.
+ * scripts included. It relies on ioredis sending every command, a pipeline's and a script's too,
+ * through sendCommand (ioredis 5.11, pinned: test/integration/redis-batching.test.ts checks it).
+ * Every connection to one server the store opens is one (oneServer, duplicateConnection): batching
+ * is a property of the factory, not of which helper made the connection.
  */
 class TurnBatchedRedis extends Redis {
   override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
     corkForTurn(this);
     return super.sendCommand(...args);
   }
+}
+
+/** A connection to one server (standalone at `url`, or the master Sentinel names): see TurnBatchedRedis. */
+function oneServer(options: RedisOptions, url?: string): Redis {
+  return url === undefined ? new TurnBatchedRedis(options) : new TurnBatchedRedis(url, options);
+}
+
+/**
+ * A copy of `redis` with `overrides` (ioredis's duplicate() for a cluster, whose per-node connections
+ * it makes itself; for one server a connection of the same factory, batched like the original).
+ */
+export function duplicateConnection(redis: RedisClient, overrides: RedisOptions, clusterOverrides: ClusterOptions = {}): RedisClient {
+  if (redis instanceof Cluster)
+    return redis.duplicate(undefined, { ...clusterOverrides, redisOptions: { ...redis.options.redisOptions, ...overrides } });
+  return oneServer({ ...redis.options, ...overrides });
 }
 
 /** Creates an ioredis client (not yet connected) with fail-fast settings. */
@@ -78,7 +99,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     // Reconnect forever with a short capped backoff: recovery must not need a restart.
     retryStrategy: (times) => Math.min(50 * times, 1000),
   };
-  if (parsed.mode === 'standalone') return new TurnBatchedRedis(parsed.url, common);
+  if (parsed.mode === 'standalone') return oneServer(common, parsed.url);
   if (parsed.mode === 'sentinel') {
     const sentinel: RedisOptions = {
       ...common,
@@ -97,7 +118,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
       sentinel.enableTLSForSentinelMode = true;
       sentinel.sentinelTLS = {};
     }
-    return new TurnBatchedRedis(sentinel);
+    return oneServer(sentinel);
   }
   const redisOptions: RedisOptions = { ...common };
   if (parsed.password !== undefined) redisOptions.password = parsed.password;
@@ -218,14 +239,12 @@ function isSystemError(err: Error): boolean {
  * A copy of `redis` for the token lookups: no command or socket timeout of ioredis's (a timer per
  * command and per write; the lookups are bounded by ReadDeadlines instead, one timer for all) and no
  * Lua scripts defined on it (ioredis copies every script of a client onto each auto-pipelined batch).
- * On one server (standalone or Sentinel) it batches the reads of a turn like the main connection
- * (TurnBatchedRedis, made as ioredis's duplicate() makes its copy); a cluster keeps auto-pipelining: its
- * commands go to the node of each key's slot, which only ioredis knows.
+ * On one server (standalone or Sentinel) it batches the reads of a turn like every connection of the
+ * store; a cluster keeps auto-pipelining: its commands go to the node of each key's slot, which only
+ * ioredis knows.
  */
 export function duplicateForLookups(redis: RedisClient): RedisClient {
-  const unbounded = { commandTimeout: undefined, socketTimeout: undefined };
-  if (redis instanceof Cluster) return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, ...unbounded } });
-  return new TurnBatchedRedis({ ...redis.options, ...unbounded, enableAutoPipelining: false });
+  return duplicateConnection(redis, { commandTimeout: undefined, socketTimeout: undefined, enableAutoPipelining: false });
 }
 
 /**
@@ -235,11 +254,6 @@ export function duplicateForLookups(redis: RedisClient): RedisClient {
  * cut fails the operation instead; the caller's retry starts again from WATCH on a new connection.
  */
 export function duplicateForTransactions(redis: RedisClient): RedisClient {
-  if (redis instanceof Cluster) {
-    return redis.duplicate(undefined, {
-      clusterRetryStrategy: () => null,
-      redisOptions: { ...redis.options.redisOptions, autoResendUnfulfilledCommands: false, retryStrategy: () => null },
-    });
-  }
-  return redis.duplicate({ autoResendUnfulfilledCommands: false, retryStrategy: () => null });
+  const noReplay = { autoResendUnfulfilledCommands: false, retryStrategy: () => null };
+  return duplicateConnection(redis, noReplay, { clusterRetryStrategy: () => null });
 }

@@ -24,7 +24,7 @@ import { StoreUnavailableError } from '../http/errors.ts';
 import type { LookupCacheFallback, LookupCacheStats, TokenLookup } from './types.ts';
 import type { Logger } from '../observability/logger.ts';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
-import { asStoreFailure, connectRedis } from './redis-connection.ts';
+import { asStoreFailure, connectRedis, duplicateConnection } from './redis-connection.ts';
 
 const INVALIDATION_CHANNEL = '__redis__:invalidate';
 
@@ -117,8 +117,12 @@ export class TrackedLookupCache extends EventEmitter {
     // No auto-pipelining: a barrier sends one command on each connection, and ioredis would wrap it in
     // a pipeline of its own each time (an object with every command of the client, allocated and run
     // per barrier). The fill's four reads go as one explicit pipeline: one write, as before.
-    this.#data = main.duplicate({ connectionName: 'mcpauth-lookup-cache', enableAutoPipelining: false });
-    this.#sub = main.duplicate({ connectionName: 'mcpauth-lookup-invalidations', autoResubscribe: false, enableAutoPipelining: false });
+    this.#data = duplicateConnection(main, { connectionName: 'mcpauth-lookup-cache', enableAutoPipelining: false }) as Redis;
+    this.#sub = duplicateConnection(main, {
+      connectionName: 'mcpauth-lookup-invalidations',
+      autoResubscribe: false,
+      enableAutoPipelining: false,
+    }) as Redis;
   }
 
   /**

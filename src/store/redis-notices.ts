@@ -2,8 +2,7 @@
 // (to end its open streams). A notice carries identifiers only; anything else on the channel, which
 // any Redis client may publish to, is ignored.
 
-import { Cluster } from 'ioredis';
-import { connectRedis, type RedisClient } from './redis-connection.ts';
+import { connectRedis, duplicateConnection, type RedisClient } from './redis-connection.ts';
 import type { RevocationListener, RevocationNotice } from './types.ts';
 
 /**
@@ -59,9 +58,7 @@ export async function publishNotice(redis: RedisClient, channel: string, notice:
 
 /** The subscriber connection: re-subscribed by subscribeNotices itself (to know when it is done). */
 function duplicateForSubscription(redis: RedisClient): RedisClient {
-  if (redis instanceof Cluster)
-    return redis.duplicate(undefined, { redisOptions: { ...redis.options.redisOptions, autoResubscribe: false } });
-  return redis.duplicate({ autoResubscribe: false });
+  return duplicateConnection(redis, { autoResubscribe: false });
 }
 
 const NOTICE_ID = /^[0-9A-Za-z_-]{1,128}$/;

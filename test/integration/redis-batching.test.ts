@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
+import { connectRedis, duplicateConnection, duplicateForLookups, duplicateForTransactions } from '../../src/store/redis-connection.ts';
 import { countSocketWrites, deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 describe('the main Redis connection', () => {
@@ -58,5 +59,35 @@ describe('the main Redis connection', () => {
     expect(client.stream.writableCorked).toBe(0);
     expect(await client.get(`${prefix}m`)).toBe('v');
     expect(writes).toHaveLength(2);
+  });
+
+  it('batches the same way on every connection the store copies from it (transactions, subscriber, lookups)', async () => {
+    const copies = [duplicateForTransactions(client), duplicateForLookups(client), duplicateConnection(client, { autoResubscribe: false })];
+    try {
+      for (const copy of copies) {
+        await connectRedis(copy, 5000);
+        const writes = countSocketWrites(copy as Redis);
+        const replies = await Promise.all([copy.ping(), copy.get(`${prefix}absent`), copy.exists(`${prefix}absent`)]);
+        expect(replies).toEqual(['PONG', null, 0]);
+        expect(writes).toHaveLength(1);
+      }
+    } finally {
+      for (const copy of copies) copy.disconnect();
+    }
+  });
+
+  it('writes each command at once on a stream that cannot cork, and answers each', async () => {
+    const copy = duplicateConnection(client, {}) as Redis;
+    try {
+      await connectRedis(copy, 5000);
+      const writes = countSocketWrites(copy);
+      // A transport without cork()/uncork(): the batching steps aside instead of failing the command.
+      Object.assign(copy.stream, { cork: undefined, uncork: undefined });
+      const replies = await Promise.all([copy.ping(), copy.get(`${prefix}absent`), copy.exists(`${prefix}absent`)]);
+      expect(replies).toEqual(['PONG', null, 0]);
+      expect(writes).toHaveLength(3);
+    } finally {
+      copy.disconnect();
+    }
   });
 });
