@@ -8,8 +8,7 @@
 // What the sidecar learns about a request (principal, denial, upstream status) lives on its ProxyRequest.
 // The handlers take their dependencies explicitly (a ProxyContext, built once here).
 
-import { request as httpRequest, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Config } from '../config/load.ts';
 import { writeJson } from '../http/errors.ts';
 import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
@@ -21,6 +20,7 @@ import { withTrace } from '../observability/tracing.ts';
 import { admit, traceparentOf } from './authenticate.ts';
 import { proxyContext, type ProxyContext, type ProxyDeps } from './context.ts';
 import { handleMcp } from './mcp-handler.ts';
+import { upstreamAnswers } from './upstream-check.ts';
 
 export type { ProxyDeps, UpstreamCredentialsOnProxy } from './context.ts';
 export { identityHeaders } from './identity-headers.ts';
@@ -181,22 +181,4 @@ function cannedStatus(req: IncomingMessage): number | undefined {
   if (code === undefined || !code.startsWith('HPE_')) return undefined;
   if (code === 'HPE_HEADER_OVERFLOW') return 431;
   return code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : 400;
-}
-
-/** What the upstream sees of a health probe: no credential, no identity headers, a name it can log. */
-export const PROBE_HEADERS = { accept: 'application/json', 'user-agent': 'mcp-bearer-proxy-health-probe' } as const;
-
-/** Any HTTP answer from the upstream within the bound counts as reachable; the response is discarded. */
-export function upstreamAnswers(upstreamUrl: string, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const url = new URL(upstreamUrl);
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
-    const req = send(url, { method: 'GET', headers: PROBE_HEADERS, timeout: timeoutMs }, (res) => {
-      res.destroy();
-      resolve(true);
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', () => resolve(false));
-    req.end();
-  });
 }

@@ -71,36 +71,48 @@ export function upstreamFailureLogger(
   };
 }
 
+/** What the upstream sees of a health probe: no credential, no identity headers, a name it can log. */
+export const PROBE_HEADERS = { accept: 'application/json', 'user-agent': 'mcp-bearer-proxy-health-probe' } as const;
+
 /**
- * One `GET` of the MCP endpoint, closed as soon as the headers arrive (a server may answer it with an
- * SSE stream). Resolves with what is wrong, or undefined when the endpoint answered anything but 404
- * (an MCP endpoint answers a session-less GET with 400 or 405, or a stream).
+ * One `GET` of `upstreamUrl` with `headers`, closed as soon as the response's headers arrive (a server
+ * may answer it with an SSE stream): its status, or the error that stopped it (ETIMEDOUT past
+ * `timeoutMs`). The one request both probes send, read two ways.
  */
-export function probeMcpEndpoint(upstreamUrl: string, timeoutMs: number): Promise<string | undefined> {
+function probe(upstreamUrl: string, timeoutMs: number, headers: Record<string, string>): Promise<{ status: number } | { error: Error }> {
   const url = new URL(upstreamUrl);
-  const target = `${url.origin}${url.pathname}`;
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
-    const headers = { accept: 'application/json, text/event-stream', 'user-agent': PROBE_USER_AGENT };
     const req = send(url, { method: 'GET', headers, timeout: timeoutMs, agent: false });
     req.once('response', (res: IncomingMessage) => {
       res.destroy();
       req.destroy();
-      if (res.statusCode === 404) {
-        resolve(
-          `the upstream answers ${target} with 404: UPSTREAM_URL must name the MCP endpoint (often /mcp); every request would get the upstream's 404`,
-        );
-      } else {
-        resolve(undefined);
-      }
+      resolve({ status: res.statusCode ?? 0 });
     });
     req.once('timeout', () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })));
-    req.on('error', (err: Error) => {
-      const failure = describeUpstreamFailure(err, upstreamUrl);
-      resolve(
-        `the upstream ${target} cannot be reached (${failure.code}: ${failure.message})${failure.hint ? `: ${failure.hint}` : ''}; requests get 502 until it can`,
-      );
-    });
+    req.on('error', (error: Error) => resolve({ error }));
     req.end();
   });
+}
+
+/** `/health`'s reading: any HTTP answer from the upstream within the bound counts as reachable. */
+export async function upstreamAnswers(upstreamUrl: string, timeoutMs: number): Promise<boolean> {
+  return 'status' in (await probe(upstreamUrl, timeoutMs, PROBE_HEADERS));
+}
+
+/**
+ * The start-up reading: what is wrong, or undefined when the endpoint answered anything but 404 (an
+ * MCP endpoint answers a session-less GET with 400 or 405, or a stream).
+ */
+export async function probeMcpEndpoint(upstreamUrl: string, timeoutMs: number): Promise<string | undefined> {
+  const url = new URL(upstreamUrl);
+  const target = `${url.origin}${url.pathname}`;
+  const answer = await probe(upstreamUrl, timeoutMs, { accept: 'application/json, text/event-stream', 'user-agent': PROBE_USER_AGENT });
+  if ('status' in answer) {
+    return answer.status === 404
+      ? `the upstream answers ${target} with 404: UPSTREAM_URL must name the MCP endpoint (often /mcp); every request would get the upstream's 404`
+      : undefined;
+  }
+  const failure = describeUpstreamFailure(answer.error, upstreamUrl);
+  return `the upstream ${target} cannot be reached (${failure.code}: ${failure.message})${failure.hint ? `: ${failure.hint}` : ''}; requests get 502 until it can`;
 }

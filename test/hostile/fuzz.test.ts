@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
-import { PROBE_HEADERS } from '../../src/proxy/server.ts';
+import { PROBE_HEADERS } from '../../src/proxy/upstream-check.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { RawConnection, type RawResponse } from './raw-http.ts';
 
