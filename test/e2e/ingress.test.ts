@@ -74,13 +74,17 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
       const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
       expect(seen['x-mcp-auth-kind']).toBe('oauth');
       expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+      // The person is the subject at this provider: the same `sub` at another one is someone else.
+      expect(seen['x-mcp-auth-issuer']).toBe(s.idp.issuer);
       expect(seen['x-mcp-auth-client-id']).toBe(provider.clientInformation()?.client_id);
       expect(seen.authorization).toBeUndefined();
       await client.close();
       // The sidecar logs no allowed /authz check by default: nginx's access log (the example's
       // mcp_auth format) is the record of who each forwarded request was allowed as.
       if (kind === 'nginx') {
-        expect(ingress.accessLog()).toContain(`kind=oauth subject=${DEMO_USER.sub} client_id=${provider.clientInformation()?.client_id}`);
+        expect(ingress.accessLog()).toContain(
+          `kind=oauth subject=${DEMO_USER.sub} issuer=${s.idp.issuer} client_id=${provider.clientInformation()?.client_id}`,
+        );
         expect(ingress.accessLog()).not.toMatch(/Bearer|[0-9a-f]{64}/);
       }
     },
@@ -101,6 +105,7 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
         'X-Mcp-Auth-Client-Id': 'victim',
         'x-mcp-auth-scope': 'everything',
         'X-MCP-Auth-Assertion': 'forged',
+        'X-MCP-Auth-Issuer': 'https://forged-idp.example',
         x_mcp_auth_kind: 'master',
         X_MCP_Auth_Subject: 'admin',
       },
@@ -121,7 +126,53 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
     expect(seen['x-mcp-auth-client-id']).not.toBe('victim');
     expect(seen['x-mcp-auth-scope']).toBeUndefined();
     expect(seen['x-mcp-auth-assertion']).toBeUndefined();
+    // A machine token acts for no person: no issuer at all.
+    expect(seen['x-mcp-auth-issuer']).toBeUndefined();
     expect(Object.keys(seen).filter((name) => name.replaceAll('_', '-').startsWith('x-mcp-auth-') && name.includes('_'))).toEqual([]);
+  });
+
+  it.skipIf(!available)("a person's issuer reaches the MCP server; a client-sent X-MCP-Auth-Issuer never does", async () => {
+    // A user-grade token of a person at a second provider: the sidecar answers its issuer at /authz.
+    const person = randomBytes(32).toString('hex');
+    const now = s.stack.clock.now();
+    await s.stack.store.putUserToken({
+      tokenHash: hashToken(person),
+      subject: DEMO_USER.sub,
+      issuer: 'https://second-idp.example',
+      createdAt: now,
+      expiresAt: now + TTL_7_DAYS,
+    });
+    const post = async (headers: Record<string, string>) => {
+      const res = await fetch(`${base}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${person}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+        body: JSON.stringify(initializeRequest()),
+      });
+      await res.text();
+      return res.status;
+    };
+    expect(await post({})).toBe(200);
+    const seen = s.stack.upstream!.seenHeaders.at(-1)!;
+    expect(seen['x-mcp-auth-kind']).toBe('user');
+    expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+    expect(seen['x-mcp-auth-issuer']).toBe('https://second-idp.example');
+
+    const before = s.stack.upstream!.seenHeaders.length;
+    const forged = await post({ 'X-MCP-Auth-Issuer': 'https://forged-idp.example' });
+    if (kind === 'nginx') {
+      // nginx cannot remove the name by pattern: the sidecar's check sees it and refuses the request.
+      expect(forged).toBe(400);
+      expect(s.stack.upstream!.seenHeaders.length).toBe(before);
+      return;
+    }
+    // Caddy removes it by prefix: the MCP server sees the sidecar's issuer alone.
+    expect(forged).toBe(200);
+    expect(s.stack.upstream!.seenHeaders.at(-1)!['x-mcp-auth-issuer']).toBe('https://second-idp.example');
   });
 
   it.skipIf(!available)('a revoked token is refused from the next request on', async () => {
@@ -271,7 +322,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
     wsgi = await startWsgiUpstream();
     stack = await startStack({ upstreamUrl: wsgi.url, config: { proxy: behindIngress(port) } });
     ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: wsgi.url });
-    // A user-grade token without scope: the sidecar states only X-MCP-Auth-Kind and -Subject for it.
+    // A person's user-grade token without scope: the sidecar states X-MCP-Auth-Kind, -Subject and -Issuer for it.
     user = randomBytes(32).toString('hex');
     const now = stack.clock.now();
     await stack.store.putUserToken({
@@ -287,6 +338,13 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
     await stack?.close();
     await wsgi?.close();
   });
+
+  /** What the application sees of the sidecar's identity for `user`, as its environ names it. */
+  const SIDECAR_IDENTITY = {
+    HTTP_X_MCP_AUTH_KIND: 'user',
+    HTTP_X_MCP_AUTH_SUBJECT: 'alice',
+    HTTP_X_MCP_AUTH_ISSUER: 'https://idp.example',
+  };
 
   /** A GET /mcp through the ingress, written byte for byte so each name keeps its spelling. */
   const get = async (extra: Array<[string, string]>) => {
@@ -309,7 +367,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
   it.skipIf(!available)("without forged headers the application sees the sidecar's identity", async () => {
     const answer = await get([]);
     expect(answer.status).toBe(200);
-    expect(identityEnviron(answer.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+    expect(identityEnviron(answer.body)).toEqual(SIDECAR_IDENTITY);
   });
 
   /**
@@ -328,7 +386,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
       const answer = await get([[name, 'victim']]);
       if (removedByIngress(name)) {
         expect(answer.status, name).toBe(200);
-        expect(identityEnviron(answer.body), name).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+        expect(identityEnviron(answer.body), name).toEqual(SIDECAR_IDENTITY);
       } else {
         expect(answer.status, name).toBe(400);
         expect(JSON.parse(answer.body).error, name).toBe('invalid_request');
@@ -345,7 +403,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
           .map((name): [string, string] => [name, 'admin']),
       );
       expect(removed.status).toBe(200);
-      expect(identityEnviron(removed.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+      expect(identityEnviron(removed.body)).toEqual(SIDECAR_IDENTITY);
     }
   });
 });
