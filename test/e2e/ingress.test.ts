@@ -19,10 +19,10 @@ import { startStack, type Stack } from '../support/stack.ts';
 import { initializeRequest } from '../support/http.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { exchange } from '../hostile/raw-http.ts';
-import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
 import { startWsgiUpstream, type WsgiUpstream } from '../support/wsgi-upstream.ts';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 const KINDS: IngressKind[] = ['nginx', 'caddy'];
 
@@ -91,35 +91,43 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
     60_000,
   );
 
-  it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
-    const { token } = await s.stack.issueOAuthToken();
-    const before = s.stack.upstream!.seenHeaders.length;
+  /** An MCP initialize through the ingress with `token` and these headers besides: its status. */
+  const initialize = async (token: string, headers: Record<string, string>) => {
     const res = await fetch(`${base}/mcp`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${token}`,
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        'X-MCP-Auth-Kind': 'master',
-        'x-mcp-auth-subject': 'admin',
-        'X-Mcp-Auth-Client-Id': 'victim',
-        'x-mcp-auth-scope': 'everything',
-        'X-MCP-Auth-Assertion': 'forged',
-        'X-MCP-Auth-Issuer': 'https://forged-idp.example',
-        x_mcp_auth_kind: 'master',
-        X_MCP_Auth_Subject: 'admin',
+        ...headers,
       },
       body: JSON.stringify(initializeRequest()),
     });
     await res.text();
+    return res.status;
+  };
+
+  it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
+    const { token } = await s.stack.issueOAuthToken();
+    const before = s.stack.upstream!.seenHeaders.length;
+    const status = await initialize(token, {
+      'X-MCP-Auth-Kind': 'master',
+      'x-mcp-auth-subject': 'admin',
+      'X-Mcp-Auth-Client-Id': 'victim',
+      'x-mcp-auth-scope': 'everything',
+      'X-MCP-Auth-Assertion': 'forged',
+      'X-MCP-Auth-Issuer': 'https://forged-idp.example',
+      x_mcp_auth_kind: 'master',
+      X_MCP_Auth_Subject: 'admin',
+    });
     if (kind === 'nginx') {
       // nginx removes the underscore spellings but cannot remove X-MCP-Auth-* by pattern: the sidecar's
       // check sees the dash spellings and refuses the request.
-      expect(res.status).toBe(400);
+      expect(status).toBe(400);
       expect(s.stack.upstream!.seenHeaders.length).toBe(before);
       return;
     }
-    expect(res.status).toBe(200);
+    expect(status).toBe(200);
     const seen = s.stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['x-mcp-auth-kind']).toBe('oauth');
     expect(seen['x-mcp-auth-subject']).not.toBe('admin');
@@ -133,37 +141,15 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
 
   it.skipIf(!available)("a person's issuer reaches the MCP server; a client-sent X-MCP-Auth-Issuer never does", async () => {
     // A user-grade token of a person at a second provider: the sidecar answers its issuer at /authz.
-    const person = randomBytes(32).toString('hex');
-    const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({
-      tokenHash: hashToken(person),
-      subject: DEMO_USER.sub,
-      issuer: 'https://second-idp.example',
-      createdAt: now,
-      expiresAt: now + TTL_7_DAYS,
-    });
-    const post = async (headers: Record<string, string>) => {
-      const res = await fetch(`${base}/mcp`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${person}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          ...headers,
-        },
-        body: JSON.stringify(initializeRequest()),
-      });
-      await res.text();
-      return res.status;
-    };
-    expect(await post({})).toBe(200);
+    const person = await storeUserToken(s.stack, DEMO_USER.sub, { issuer: 'https://second-idp.example' });
+    expect(await initialize(person, {})).toBe(200);
     const seen = s.stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['x-mcp-auth-kind']).toBe('user');
     expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
     expect(seen['x-mcp-auth-issuer']).toBe('https://second-idp.example');
 
     const before = s.stack.upstream!.seenHeaders.length;
-    const forged = await post({ 'X-MCP-Auth-Issuer': 'https://forged-idp.example' });
+    const forged = await initialize(person, { 'X-MCP-Auth-Issuer': 'https://forged-idp.example' });
     if (kind === 'nginx') {
       // nginx cannot remove the name by pattern: the sidecar's check sees it and refuses the request.
       expect(forged).toBe(400);
@@ -323,15 +309,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
     stack = await startStack({ upstreamUrl: wsgi.url, config: { proxy: behindIngress(port) } });
     ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: wsgi.url });
     // A person's user-grade token without scope: the sidecar states X-MCP-Auth-Kind, -Subject and -Issuer for it.
-    user = randomBytes(32).toString('hex');
-    const now = stack.clock.now();
-    await stack.store.putUserToken({
-      tokenHash: hashToken(user),
-      subject: 'alice',
-      issuer: 'https://idp.example',
-      createdAt: now,
-      expiresAt: now + TTL_7_DAYS,
-    });
+    user = await storeUserToken(stack, 'alice', { issuer: 'https://idp.example' });
   });
   afterAll(async () => {
     await ingress?.stop();
