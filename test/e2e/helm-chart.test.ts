@@ -724,8 +724,8 @@ describe('the rendered pod, run as local processes', () => {
         v.config.redis.keyPrefix = prefix;
       });
       const written = await code.write(redis.url, prefix, 2, 1);
-      const sidecar = sidecarContainer(pod.objects);
-      const refused = spawnProcess(containerProcess(pod, sidecar).argv, containerProcess(pod, sidecar).env);
+      const sidecar = containerProcess(pod, sidecarContainer(pod.objects));
+      const refused = spawnProcess(sidecar.argv, sidecar.env);
       expect(await refused.exit, refused.output()).toBe(2);
       expect(refused.output()).toContain('mcp-bearer-proxy migrate');
 

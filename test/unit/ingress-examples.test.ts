@@ -1,7 +1,7 @@
 // Every identity header the sidecar sets is carried by each ingress example onto the request to the
 // MCP server, and a client-sent one under that name is removed first. nginx and Caddy run for real in
 // test/e2e/ingress.test.ts; Traefik and Envoy cannot be installed here, so their configurations are
-// read as data: a name missing from one of them (X-MCP-Auth-Issuer, when it was added) shows here.
+// read as data: a name one of the four leaves out (the MCP server then never learns it) shows here.
 
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
