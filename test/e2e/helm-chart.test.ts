@@ -23,6 +23,7 @@ import { declareKubeTypes, kubeProblems, modelValidates, type KubeObject } from 
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { spawnProcess, type Started } from '../support/process.ts';
 import { RUN_TS } from '../support/node-ts.ts';
+import { layoutOneCode } from '../support/layout-1.ts';
 
 const CHART = 'deploy/helm/mcp-bearer-proxy';
 const EXAMPLES = `${CHART}/examples`;
@@ -44,7 +45,7 @@ const TEST_SECRETS: Record<string, string> = {
   SCIM_TOKEN: generateToken(),
 };
 
-type Obj = KubeObject & { metadata: { name: string }; spec?: any; data?: Record<string, string> };
+type Obj = KubeObject & { metadata: { name: string; annotations?: Record<string, string> }; spec?: any; data?: Record<string, string> };
 interface EnvVar {
   name: string;
   value?: string;
@@ -112,10 +113,24 @@ function renderError(values: Record<string, unknown>): string {
   }
 }
 
+/** Whether Helm runs this object as a hook (the migrate Job and its ConfigMap), not as one of the release's own. */
+function isHook(o: Obj): boolean {
+  return o.metadata.annotations?.['helm.sh/hook'] !== undefined;
+}
+
+/** The one object of this kind the release itself holds (hooks aside). */
 function one(objects: Obj[], kind: string): Obj {
-  const found = objects.filter((o) => o.kind === kind);
+  const found = objects.filter((o) => o.kind === kind && !isHook(o));
   expect(found.map((o) => o.kind)).toEqual([kind]);
   return found[0]!;
+}
+
+/** The migrate Job and the ConfigMap it reads, when `migrate.enabled`. */
+function migrateHooks(objects: Obj[]): { job: Obj; config: Obj } | undefined {
+  const hooks = objects.filter(isHook);
+  if (hooks.length === 0) return undefined;
+  expect(hooks.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Job']);
+  return { job: hooks.find((o) => o.kind === 'Job')!, config: hooks.find((o) => o.kind === 'ConfigMap')! };
 }
 
 function podSpec(objects: Obj[]): any {
@@ -380,6 +395,55 @@ describe('the chart, rendered by a real helm', () => {
       if (hpa) expect(one(objects, 'Deployment').spec.replicas).toBeUndefined();
       if (budget) expect(budget.spec.selector).toEqual(one(objects, 'Deployment').spec.selector);
     });
+
+    it("runs migrate, when enabled, as a hook Job before install and upgrade: the sidecar's image, environment, Secret and security context", () => {
+      const values = parseYaml(readFileSync(file, 'utf8')) as { migrate?: { enabled?: boolean } };
+      const hooks = migrateHooks(objects);
+      if (!values.migrate?.enabled) {
+        expect(hooks).toBeUndefined();
+        return;
+      }
+      const { job, config } = hooks!;
+      const annotations = (o: Obj) => o.metadata.annotations!;
+      for (const hook of [job, config]) {
+        expect(annotations(hook)['helm.sh/hook']).toBe('pre-install,pre-upgrade');
+        expect(annotations(hook)['helm.sh/hook-delete-policy']).toBe('before-hook-creation,hook-succeeded');
+      }
+      // The ConfigMap is created first: hooks run in the order of their weights.
+      expect(Number(annotations(config)['helm.sh/hook-weight'])).toBeLessThan(Number(annotations(job)['helm.sh/hook-weight']));
+      expect(config.data).toEqual(one(objects, 'ConfigMap').data);
+      expect(job.spec.backoffLimit).toBeGreaterThanOrEqual(0);
+      // Within Helm's default --timeout (5 minutes), which it waits for a hook.
+      expect(job.spec.activeDeadlineSeconds).toBeGreaterThan(0);
+      expect(job.spec.activeDeadlineSeconds).toBeLessThan(300);
+      const pod = job.spec.template.spec;
+      expect(pod.restartPolicy).toBe('Never');
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(pod.securityContext).toEqual(podSpec(objects).securityContext);
+      expect(pod.containers).toHaveLength(1);
+      const [migrate] = pod.containers as Container[];
+      const sidecar = sidecarContainer(objects);
+      expect(migrate!.image).toBe(sidecar.image);
+      expect(migrate!.command).toEqual([...imageCmd(), 'migrate']);
+      // The same environment, secrets by reference included, and the same security context.
+      expect(migrate!.env).toEqual(sidecar.env);
+      expect(migrate!.securityContext).toEqual(sidecar.securityContext);
+      expect(migrate!.securityContext).toMatchObject({
+        runAsNonRoot: true,
+        readOnlyRootFilesystem: true,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+      });
+      expect(migrate!.volumeMounts).toEqual(sidecar.volumeMounts);
+      expect(pod.volumes).toEqual([{ name: 'config', configMap: { name: config.metadata.name } }]);
+      // Nothing of the chart selects its pod: no Service sends it traffic, no budget or policy counts it.
+      const labels = job.spec.template.metadata.labels as Record<string, string>;
+      const selects = (selector: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v);
+      for (const o of objects.filter((x) => !isHook(x))) {
+        const selector = o.kind === 'Service' ? o.spec.selector : (o.spec?.selector?.matchLabels ?? o.spec?.podSelector?.matchLabels);
+        if (selector && Object.keys(selector).length > 0) expect(selects(selector), `${o.kind}/${o.metadata.name}`).toBe(false);
+      }
+    });
   });
 
   it('the unknown-field check catches a misspelled field that helm lint, helm template and kubernetes-models all let through', async () => {
@@ -452,6 +516,18 @@ describe('the chart, rendered by a real helm', () => {
       /mcpServer.container/,
     ],
     ['no public URL', { mode: 'gateway', upstream: { service: 's' }, secrets: { existingSecret: 's' } }, /publicUrl/],
+    [
+      'the migrate Job with a Secret the chart would make only after it',
+      {
+        mode: 'gateway',
+        publicUrl: 'https://x.example',
+        upstream: { service: 's' },
+        secrets: { create: true },
+        redis: { topology: 'standalone', tls: false, hosts: ['redis:6379'] },
+        migrate: { enabled: true },
+      },
+      /migrate.enabled: the Job runs before the chart's objects exist/,
+    ],
   ])('refuses %s', (_what, values, message) => {
     expect(renderError(values)).toMatch(message);
   });
@@ -543,10 +619,10 @@ async function startSidecar(pod: Pod): Promise<{ started: Started; container: Co
   return { started, container, env };
 }
 
-async function initializeThrough(proxyPort: number, master: string): Promise<string | undefined> {
+async function initializeThrough(proxyPort: number, token: string): Promise<string | undefined> {
   const client = new Client({ name: 'helm-chart-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxyPort}/mcp`), {
-    requestInit: { headers: { Authorization: `Bearer ${master}` } },
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
   });
   await client.connect(transport);
   const name = client.getServerVersion()?.name;
@@ -634,6 +710,45 @@ describe('the rendered pod, run as local processes', () => {
       }
     } finally {
       await upstream.close();
+    }
+  });
+
+  it("migrate Job: the sidecar refuses a store of layout 1 (exit 2); the Job's container brings it over, then the sidecar serves its tokens", async () => {
+    const code = layoutOneCode();
+    const upstream = await startUpstream({ host: '127.0.0.1', port: 0 });
+    try {
+      // A prefix of its own: the other pods of this file share the Redis and must find it of the current layout.
+      const prefix = `helm-migrate-${generateToken().slice(0, 8)}:`;
+      const pod = await renderPod('migrate.yaml', (v) => {
+        v.upstream.url = upstream.url;
+        v.config.redis.keyPrefix = prefix;
+      });
+      const written = await code.write(redis.url, prefix, 2, 1);
+      const sidecar = containerProcess(pod, sidecarContainer(pod.objects));
+      const refused = spawnProcess(sidecar.argv, sidecar.env);
+      expect(await refused.exit, refused.output()).toBe(2);
+      expect(refused.output()).toContain('mcp-bearer-proxy migrate');
+
+      // The Job's pod, its config volume being the hook's ConfigMap.
+      const { job, config } = migrateHooks(pod.objects)!;
+      const jobConfigDir = mkdtempSync(join(dir, 'migrate-config-'));
+      for (const [name, content] of Object.entries(config.data!)) writeFileSync(join(jobConfigDir, name), content);
+      const container = job.spec.template.spec.containers[0] as Container;
+      const { argv, env } = containerProcess({ ...pod, configDir: jobConfigDir }, container);
+      const migrate = spawnProcess(argv, env);
+      expect(await migrate.exit, migrate.output()).toBe(0);
+      expect(migrate.output()).toMatch(/moved [1-9]\d* records to layout 2/);
+
+      const started = await startSidecar(pod);
+      try {
+        const token = written.find((t) => t.kind === 'access' && !t.revoked)!;
+        expect(await initializeThrough(Number(started.env.PORT), token.raw)).toBeTruthy();
+      } finally {
+        expect(await stop(started.started), started.started.output()).toBe(0);
+      }
+    } finally {
+      await upstream.close();
+      code.cleanup();
     }
   });
 

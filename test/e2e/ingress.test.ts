@@ -19,10 +19,10 @@ import { startStack, type Stack } from '../support/stack.ts';
 import { initializeRequest } from '../support/http.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { exchange } from '../hostile/raw-http.ts';
-import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
 import { startWsgiUpstream, type WsgiUpstream } from '../support/wsgi-upstream.ts';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 const KINDS: IngressKind[] = ['nginx', 'caddy'];
 
@@ -74,54 +74,91 @@ describe.each(KINDS)('%s in front, the sidecar as its authorization service', (k
       const seen = JSON.parse(textOf(await client.callTool({ name: 'headers', arguments: {} }))) as Record<string, string>;
       expect(seen['x-mcp-auth-kind']).toBe('oauth');
       expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+      // The person is the subject at this provider: the same `sub` at another one is someone else.
+      expect(seen['x-mcp-auth-issuer']).toBe(s.idp.issuer);
       expect(seen['x-mcp-auth-client-id']).toBe(provider.clientInformation()?.client_id);
       expect(seen.authorization).toBeUndefined();
       await client.close();
       // The sidecar logs no allowed /authz check by default: nginx's access log (the example's
       // mcp_auth format) is the record of who each forwarded request was allowed as.
       if (kind === 'nginx') {
-        expect(ingress.accessLog()).toContain(`kind=oauth subject=${DEMO_USER.sub} client_id=${provider.clientInformation()?.client_id}`);
+        expect(ingress.accessLog()).toContain(
+          `kind=oauth subject=${DEMO_USER.sub} issuer=${s.idp.issuer} client_id=${provider.clientInformation()?.client_id}`,
+        );
         expect(ingress.accessLog()).not.toMatch(/Bearer|[0-9a-f]{64}/);
       }
     },
     60_000,
   );
 
-  it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
-    const { token } = await s.stack.issueOAuthToken();
-    const before = s.stack.upstream!.seenHeaders.length;
+  /** An MCP initialize through the ingress with `token` and these headers besides: its status. */
+  const initialize = async (token: string, headers: Record<string, string>) => {
     const res = await fetch(`${base}/mcp`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${token}`,
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        'X-MCP-Auth-Kind': 'master',
-        'x-mcp-auth-subject': 'admin',
-        'X-Mcp-Auth-Client-Id': 'victim',
-        'x-mcp-auth-scope': 'everything',
-        'X-MCP-Auth-Assertion': 'forged',
-        x_mcp_auth_kind: 'master',
-        X_MCP_Auth_Subject: 'admin',
+        ...headers,
       },
       body: JSON.stringify(initializeRequest()),
     });
     await res.text();
+    return res.status;
+  };
+
+  it.skipIf(!available)('client-sent identity headers never reach the MCP server, in any spelling', async () => {
+    const { token } = await s.stack.issueOAuthToken();
+    const before = s.stack.upstream!.seenHeaders.length;
+    const status = await initialize(token, {
+      'X-MCP-Auth-Kind': 'master',
+      'x-mcp-auth-subject': 'admin',
+      'X-Mcp-Auth-Client-Id': 'victim',
+      'x-mcp-auth-scope': 'everything',
+      'X-MCP-Auth-Assertion': 'forged',
+      'X-MCP-Auth-Issuer': 'https://forged-idp.example',
+      x_mcp_auth_kind: 'master',
+      X_MCP_Auth_Subject: 'admin',
+    });
     if (kind === 'nginx') {
       // nginx removes the underscore spellings but cannot remove X-MCP-Auth-* by pattern: the sidecar's
       // check sees the dash spellings and refuses the request.
-      expect(res.status).toBe(400);
+      expect(status).toBe(400);
       expect(s.stack.upstream!.seenHeaders.length).toBe(before);
       return;
     }
-    expect(res.status).toBe(200);
+    expect(status).toBe(200);
     const seen = s.stack.upstream!.seenHeaders.at(-1)!;
     expect(seen['x-mcp-auth-kind']).toBe('oauth');
     expect(seen['x-mcp-auth-subject']).not.toBe('admin');
     expect(seen['x-mcp-auth-client-id']).not.toBe('victim');
     expect(seen['x-mcp-auth-scope']).toBeUndefined();
     expect(seen['x-mcp-auth-assertion']).toBeUndefined();
+    // A machine token acts for no person: no issuer at all.
+    expect(seen['x-mcp-auth-issuer']).toBeUndefined();
     expect(Object.keys(seen).filter((name) => name.replaceAll('_', '-').startsWith('x-mcp-auth-') && name.includes('_'))).toEqual([]);
+  });
+
+  it.skipIf(!available)("a person's issuer reaches the MCP server; a client-sent X-MCP-Auth-Issuer never does", async () => {
+    // A user-grade token of a person at a second provider: the sidecar answers its issuer at /authz.
+    const person = await storeUserToken(s.stack, DEMO_USER.sub, { issuer: 'https://second-idp.example' });
+    expect(await initialize(person, {})).toBe(200);
+    const seen = s.stack.upstream!.seenHeaders.at(-1)!;
+    expect(seen['x-mcp-auth-kind']).toBe('user');
+    expect(seen['x-mcp-auth-subject']).toBe(DEMO_USER.sub);
+    expect(seen['x-mcp-auth-issuer']).toBe('https://second-idp.example');
+
+    const before = s.stack.upstream!.seenHeaders.length;
+    const forged = await initialize(person, { 'X-MCP-Auth-Issuer': 'https://forged-idp.example' });
+    if (kind === 'nginx') {
+      // nginx cannot remove the name by pattern: the sidecar's check sees it and refuses the request.
+      expect(forged).toBe(400);
+      expect(s.stack.upstream!.seenHeaders.length).toBe(before);
+      return;
+    }
+    // Caddy removes it by prefix: the MCP server sees the sidecar's issuer alone.
+    expect(forged).toBe(200);
+    expect(s.stack.upstream!.seenHeaders.at(-1)!['x-mcp-auth-issuer']).toBe('https://second-idp.example');
   });
 
   it.skipIf(!available)('a revoked token is refused from the next request on', async () => {
@@ -271,22 +308,21 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
     wsgi = await startWsgiUpstream();
     stack = await startStack({ upstreamUrl: wsgi.url, config: { proxy: behindIngress(port) } });
     ingress = await startIngress(kind, { port, sidecar: stack.proxyUrl, upstream: wsgi.url });
-    // A user-grade token without scope: the sidecar states only X-MCP-Auth-Kind and -Subject for it.
-    user = randomBytes(32).toString('hex');
-    const now = stack.clock.now();
-    await stack.store.putUserToken({
-      tokenHash: hashToken(user),
-      subject: 'alice',
-      issuer: 'https://idp.example',
-      createdAt: now,
-      expiresAt: now + TTL_7_DAYS,
-    });
+    // A person's user-grade token without scope: the sidecar states X-MCP-Auth-Kind, -Subject and -Issuer for it.
+    user = await storeUserToken(stack, 'alice', { issuer: 'https://idp.example' });
   });
   afterAll(async () => {
     await ingress?.stop();
     await stack?.close();
     await wsgi?.close();
   });
+
+  /** What the application sees of the sidecar's identity for `user`, as its environ names it. */
+  const SIDECAR_IDENTITY = {
+    HTTP_X_MCP_AUTH_KIND: 'user',
+    HTTP_X_MCP_AUTH_SUBJECT: 'alice',
+    HTTP_X_MCP_AUTH_ISSUER: 'https://idp.example',
+  };
 
   /** A GET /mcp through the ingress, written byte for byte so each name keeps its spelling. */
   const get = async (extra: Array<[string, string]>) => {
@@ -309,7 +345,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
   it.skipIf(!available)("without forged headers the application sees the sidecar's identity", async () => {
     const answer = await get([]);
     expect(answer.status).toBe(200);
-    expect(identityEnviron(answer.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+    expect(identityEnviron(answer.body)).toEqual(SIDECAR_IDENTITY);
   });
 
   /**
@@ -328,7 +364,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
       const answer = await get([[name, 'victim']]);
       if (removedByIngress(name)) {
         expect(answer.status, name).toBe(200);
-        expect(identityEnviron(answer.body), name).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+        expect(identityEnviron(answer.body), name).toEqual(SIDECAR_IDENTITY);
       } else {
         expect(answer.status, name).toBe(400);
         expect(JSON.parse(answer.body).error, name).toBe('invalid_request');
@@ -345,7 +381,7 @@ describe.each(KINDS)('%s in front of a WSGI application: forged identity headers
           .map((name): [string, string] => [name, 'admin']),
       );
       expect(removed.status).toBe(200);
-      expect(identityEnviron(removed.body)).toEqual({ HTTP_X_MCP_AUTH_KIND: 'user', HTTP_X_MCP_AUTH_SUBJECT: 'alice' });
+      expect(identityEnviron(removed.body)).toEqual(SIDECAR_IDENTITY);
     }
   });
 });

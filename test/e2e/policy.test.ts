@@ -7,10 +7,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { randomBytes } from 'node:crypto';
 import { startUpstream, type RunningUpstream } from '../../examples/upstream/server.ts';
-import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { initializeRequest } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 const POLICY = {
   default: 'deny',
@@ -340,15 +340,7 @@ describe('per-tool policy: principals and bad bodies', () => {
   });
 
   it('a user-grade token gets the rules for its kind (no prompts), the master token too', async () => {
-    const token = randomBytes(32).toString('hex');
-    const now = stack.clock.now();
-    await stack.store.putUserToken({
-      tokenHash: hashToken(token),
-      subject: 'u-1',
-      issuer: 'https://idp.example',
-      createdAt: now,
-      expiresAt: now + TTL_7_DAYS,
-    });
+    const token = await storeUserToken(stack, 'u-1');
     for (const t of [token, stack.masterToken]) {
       const s = await connect(stack.mcpUrl, t);
       try {

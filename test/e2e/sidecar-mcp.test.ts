@@ -7,10 +7,11 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
-import { TTL_7_DAYS, hashToken } from '../../src/model/credentials.ts';
+import { hashToken } from '../../src/model/credentials.ts';
 import { rawRedis } from '../support/redis.ts';
 import { progressOverSse, rawSession, readSse } from '../support/sse.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 function textOf(result: object): string {
   const content = 'content' in result ? result.content : undefined;
@@ -28,17 +29,8 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function userToken(subject: string): Promise<string> {
-  const token = randomBytes(32).toString('hex');
-  const now = stack.clock.now();
-  await stack.store.putUserToken({
-    tokenHash: hashToken(token),
-    subject,
-    issuer: 'https://idp.example',
-    createdAt: now,
-    expiresAt: now + TTL_7_DAYS,
-  });
-  return token;
+function userToken(subject: string): Promise<string> {
+  return storeUserToken(stack, subject);
 }
 
 interface Connected {

@@ -39,6 +39,7 @@ import {
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { ACCOUNT_SESSION_TTL_MS } from '../../src/oauth/account.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 const GITHUB_SECRET = randomBytes(20).toString('hex');
 
@@ -127,17 +128,8 @@ async function elicitationOf(token: string): Promise<{ url: string; message: str
 }
 
 /** A user-grade token of `subject` at the IdP. */
-async function userToken(subject: string): Promise<string> {
-  const token = generateToken();
-  const now = s.stack.clock.now();
-  await s.stack.store.putUserToken({
-    tokenHash: hashToken(token),
-    subject,
-    issuer: s.idp.issuer,
-    createdAt: now,
-    expiresAt: now + 3_600_000,
-  });
-  return token;
+function userToken(subject: string): Promise<string> {
+  return storeUserToken(s.stack, subject, { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
 }
 
 /** The last response of the browser for a URL starting with `prefix`. */

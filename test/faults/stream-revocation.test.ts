@@ -5,7 +5,6 @@
 // expiry ends it when the injected clock passes expiresAt; a revocation sent while the notice
 // connection is down is not lost; a stream of a token that is still valid keeps flowing.
 
-import { randomBytes } from 'node:crypto';
 import { createServer, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
@@ -16,6 +15,7 @@ import { basic, postForm } from '../support/http.ts';
 import { addressOf, startFaultProxy } from '../support/fault-proxy.ts';
 import { openRedisStore, rawRedis, redisUrl } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 /** The client's side of one SSE response: text as it arrives, and how it ended. */
 interface ClientStream {
@@ -68,17 +68,8 @@ async function openStream(stack: Stack, upstream: SseUpstream, token: string, me
 }
 
 /** A fresh user-grade token stored the way the IdP exchange stores one. */
-async function userToken(stack: Stack, lifetimeMs = 3_600_000): Promise<string> {
-  const token = randomBytes(32).toString('hex');
-  const now = stack.clock.now();
-  await stack.store.putUserToken({
-    tokenHash: hashToken(token),
-    subject: 'user-7',
-    issuer: 'https://idp.example/',
-    createdAt: now,
-    expiresAt: now + lifetimeMs,
-  });
-  return token;
+function userToken(stack: Stack, lifetimeMs = 3_600_000): Promise<string> {
+  return storeUserToken(stack, 'user-7', { issuer: 'https://idp.example/', lifetimeMs });
 }
 
 /** The access-log lines of streams the sidecar ended, by why. */

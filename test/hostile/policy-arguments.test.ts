@@ -8,15 +8,10 @@
 // - the Go upstream (test/support/go-upstream/main.go): encoding/json into a struct, which fills a
 //   field from a key in any case (Unicode simple folding: `ſ` is `s`), the last such key winning.
 
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import * as z from 'zod';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveOnLoopback } from '../support/fake-upstreams.ts';
-import { startGoUpstream, type GoUpstream } from '../support/go-upstream.ts';
-import { startStack, type Stack } from '../support/stack.ts';
+import { describe, expect, it } from 'vitest';
+import { startGoUpstream } from '../support/go-upstream.ts';
+import { policyStack, startSdkExpressUpstream } from '../support/policy-stack.ts';
 
 const POLICY = {
   default: 'deny',
@@ -38,11 +33,8 @@ const POLICY = {
 };
 
 /** The SDK's documented Express upstream with a typed git_push; `executed` records the arguments it ran with. */
-async function startSdkExpressUpstream() {
-  const executed: string[] = [];
-  const app = createMcpExpressApp();
-  app.post('/mcp', async (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => {
-    const server = new McpServer({ name: 'git', version: '1.0.0' });
+const startGitUpstream = () =>
+  startSdkExpressUpstream('git', (server, executed) => {
     server.registerTool(
       'git_push',
       { description: 'push', inputSchema: { force: z.boolean().optional(), sudo: z.boolean().optional(), branch: z.string().optional() } },
@@ -51,26 +43,7 @@ async function startSdkExpressUpstream() {
         return { content: [{ type: 'text', text: 'pushed' }] };
       },
     );
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
   });
-  const served = await serveOnLoopback(createServer(app));
-  return { ...served, executed };
-}
-
-async function post(stack: Stack, token: string, body: string, contentType = 'application/json') {
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': contentType, accept: 'application/json, text/event-stream' },
-    body,
-  });
-  return { status: res.status, text: await res.text() };
-}
 
 const push = (id: number, args: string, argumentsKey = 'arguments') =>
   `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"git_push","${argumentsKey}":${args}}}`;
@@ -87,48 +60,36 @@ const REFUSED: [string, string, string?][] = [
 ];
 
 describe('argument conditions against the SDK upstream of createMcpExpressApp()', () => {
-  let upstream: Awaited<ReturnType<typeof startSdkExpressUpstream>>;
-  let stack: Stack;
-  let token: string;
-
-  beforeAll(async () => {
-    upstream = await startSdkExpressUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
-    ({ token } = await stack.issueOAuthToken());
-  });
-  afterAll(async () => {
-    await stack?.close();
-    await upstream?.close();
-  });
+  const s = policyStack(startGitUpstream, POLICY);
 
   it('a push without force runs; a forced one, spelt plainly or escaped, is a tool error and never runs', async () => {
-    const ok = await post(stack, token, push(1, '{"force":false,"branch":"main"}'));
+    const ok = await s.post(push(1, '{"force":false,"branch":"main"}'));
     expect(ok.text).toContain('pushed');
     for (const args of ['{"force":true}', '{"\\u0066orce":true}', '{"branch":"dev","force":true}']) {
-      const res = await post(stack, token, push(2, args));
+      const res = await s.post(push(2, args));
       expect(res.status, args).toBe(200);
       expect(JSON.parse(res.text), args).toMatchObject({ result: { isError: true } });
     }
-    expect(upstream.executed).toEqual(['git_push force=false sudo=false branch=main']);
+    expect(s.upstream.executed).toEqual(['git_push force=false sudo=false branch=main']);
   });
 
   it.each(REFUSED)('%s: refused with 400, nothing runs', async (_label, body) => {
-    upstream.executed.length = 0;
-    const res = await post(stack, token, body);
+    s.upstream.executed.length = 0;
+    const res = await s.post(body);
     expect(res.status).toBe(400);
-    expect(upstream.executed).toEqual([]);
+    expect(s.upstream.executed).toEqual([]);
   });
 
   it('charset=utf-7 hiding "force":true inside a string: refused', async () => {
-    upstream.executed.length = 0;
-    const res = await post(stack, token, push(8, '{"x":"+ACIALAAi-force+ACIAOg-true"}'), 'application/json; charset=utf-7');
+    s.upstream.executed.length = 0;
+    const res = await s.post(push(8, '{"x":"+ACIALAAi-force+ACIAOg-true"}'), 'application/json; charset=utf-7');
     expect(res.status).toBe(400);
-    expect(upstream.executed).toEqual([]);
+    expect(s.upstream.executed).toEqual([]);
   });
 
   it('explainPolicy names the rule and the condition that decided, given the arguments', async () => {
     const explain = (args?: Record<string, unknown>) =>
-      stack.admin('explainPolicy', { token, method: 'tools/call', name: 'git_push', ...(args ? { arguments: args } : {}) });
+      s.stack.admin('explainPolicy', { token: s.token, method: 'tools/call', name: 'git_push', ...(args ? { arguments: args } : {}) });
     expect((await explain({ force: true })).body).toMatchObject({
       effect: 'deny',
       rule: 'no-force-push',
@@ -147,50 +108,38 @@ describe('argument conditions against the SDK upstream of createMcpExpressApp()'
   });
 
   it('"true" as a string is not true (no coercion): forwarded, and the typed upstream refuses it rather than force-pushing', async () => {
-    upstream.executed.length = 0;
-    const res = await post(stack, token, push(9, '{"force":"true"}'));
+    s.upstream.executed.length = 0;
+    const res = await s.post(push(9, '{"force":"true"}'));
     expect(res.status).toBe(200);
     expect(res.text).not.toContain('pushed');
-    expect(upstream.executed).toEqual([]);
+    expect(s.upstream.executed).toEqual([]);
   });
 });
 
 describe('argument conditions against a Go upstream (encoding/json into a struct)', () => {
-  let upstream: GoUpstream;
-  let stack: Stack;
-  let token: string;
-
-  beforeAll(async () => {
-    upstream = await startGoUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
-    ({ token } = await stack.issueOAuthToken());
-  }, 120_000);
-  afterAll(async () => {
-    await stack?.close();
-    await upstream?.close();
-  });
+  const s = policyStack(startGoUpstream, POLICY, 120_000);
 
   it('a push without force runs as sent; a forced one is a tool error and never runs', async () => {
-    const ok = await post(stack, token, push(1, '{"force":false,"branch":"main"}'));
+    const ok = await s.post(push(1, '{"force":false,"branch":"main"}'));
     expect(ok.text).toContain('ran git_push');
-    const denied = await post(stack, token, push(2, '{"\\u0066orce":true}'));
+    const denied = await s.post(push(2, '{"\\u0066orce":true}'));
     expect(JSON.parse(denied.text)).toMatchObject({ result: { isError: true } });
-    expect(upstream.argumentsRead()).toEqual(['git_push force=false sudo=false branch=main']);
+    expect(s.upstream.argumentsRead()).toEqual(['git_push force=false sudo=false branch=main']);
   });
 
   it.each(REFUSED)('%s: refused with 400, Go never runs it', async (_label, body) => {
-    const before = upstream.argumentsRead().length;
-    const res = await post(stack, token, body);
+    const before = s.upstream.argumentsRead().length;
+    const res = await s.post(body);
     expect(res.status).toBe(400);
-    expect(upstream.argumentsRead().slice(before)).toEqual([]);
+    expect(s.upstream.argumentsRead().slice(before)).toEqual([]);
   });
 
   it('what Go would read without the sidecar: the same bodies force-push (the attacks are real)', async () => {
-    const before = upstream.argumentsRead().length;
+    const before = s.upstream.argumentsRead().length;
     for (const [, body] of REFUSED.slice(0, 6)) {
-      await fetch(upstream.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      await fetch(s.upstream.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     }
-    const read = upstream.argumentsRead().slice(before);
+    const read = s.upstream.argumentsRead().slice(before);
     expect(read).toHaveLength(6);
     expect(read.every((line) => line.includes('force=true') || line.includes('sudo=true'))).toBe(true);
   });

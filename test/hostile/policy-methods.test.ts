@@ -11,6 +11,7 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGoUpstream, type GoUpstream } from '../support/go-upstream.ts';
 import { freePort, ingressAvailable, startIngress, type Ingress, type IngressKind } from '../support/ingress.ts';
+import { policyStack } from '../support/policy-stack.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const POLICY = {
@@ -56,38 +57,26 @@ const FRAMINGS = [
 ];
 
 describe('proxy mode: a tools/call body on a method other than POST', () => {
-  let upstream: GoUpstream;
-  let stack: Stack;
-  let token: string;
-
-  beforeAll(async () => {
-    upstream = await startGoUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
-    ({ token } = await stack.issueOAuthToken());
-  }, 120_000);
-  afterAll(async () => {
-    await stack?.close();
-    await upstream?.close();
-  });
+  const s = policyStack(startGoUpstream, POLICY, 120_000);
 
   it('the Go upstream runs what it is sent: an allowed POST runs echo', async () => {
     const res = await send(
-      stack.mcpUrl,
+      s.stack.mcpUrl,
       'POST',
-      { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' },
       { text: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}', chunked: false },
     );
     expect(res.status).toBe(200);
-    expect(upstream.executed()).toContain('tools/call echo');
+    expect(s.upstream.executed()).toContain('tools/call echo');
   });
 
   describe.each(FRAMINGS)('body framed by $framing', ({ chunked }) => {
     it.each(METHODS)('%s: 400 with a clear error, and delete_repo never runs', async (method) => {
-      const before = upstream.executed().length;
+      const before = s.upstream.executed().length;
       const res = await send(
-        stack.mcpUrl,
+        s.stack.mcpUrl,
         method,
-        { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' },
         { text: DENIED_CALL, chunked },
       );
       expect(res.status, res.text).toBe(400);
@@ -95,20 +84,20 @@ describe('proxy mode: a tools/call body on a method other than POST', () => {
         error: 'invalid_request',
         error_description: expect.stringMatching(/only a POST carries a body on \/mcp/),
       });
-      expect(upstream.executed().slice(before)).toEqual([]);
+      expect(s.upstream.executed().slice(before)).toEqual([]);
     });
   });
 
   it('a GET with Content-Length: 0 and a DELETE without a body carry no call: forwarded', async () => {
     for (const method of ['GET', 'DELETE']) {
-      const res = await send(stack.mcpUrl, method, { authorization: `Bearer ${token}`, 'content-length': '0' });
+      const res = await send(s.stack.mcpUrl, method, { authorization: `Bearer ${s.token}`, 'content-length': '0' });
       // The Go upstream answers an empty body with its JSON error: the request reached it.
       expect(res.text, method).toMatch(/unexpected end of JSON input/);
     }
   });
 
   it('without a token the answer is still the 401, whatever the method', async () => {
-    const res = await send(stack.mcpUrl, 'PUT', { 'content-type': 'application/json' }, { text: DENIED_CALL, chunked: false });
+    const res = await send(s.stack.mcpUrl, 'PUT', { 'content-type': 'application/json' }, { text: DENIED_CALL, chunked: false });
     expect(res.status).toBe(401);
   });
 });

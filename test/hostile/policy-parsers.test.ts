@@ -8,14 +8,9 @@
 // - a Go upstream (test/support/go-upstream/main.go, built here with Debian's golang-go): encoding/json
 //   into structs, which matches keys to fields case-insensitively (Unicode folding, last one wins).
 
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveOnLoopback } from '../support/fake-upstreams.ts';
-import { startGoUpstream, type GoUpstream } from '../support/go-upstream.ts';
-import { startStack, type Stack } from '../support/stack.ts';
+import { describe, expect, it } from 'vitest';
+import { startGoUpstream } from '../support/go-upstream.ts';
+import { policyStack, startSdkExpressUpstream } from '../support/policy-stack.ts';
 
 const POLICY = {
   default: 'deny',
@@ -29,11 +24,8 @@ const POLICY = {
 const RESOURCES = ['https://docs.example/public/readme', 'https://docs.example/internal/secret'];
 
 /** The SDK's documented Express upstream (stateless, JSON answers); `executed` records each call it ran. */
-async function startSdkExpressUpstream() {
-  const executed: string[] = [];
-  const app = createMcpExpressApp();
-  app.post('/mcp', async (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => {
-    const server = new McpServer({ name: 'docs', version: '1.0.0' });
+const startDocsUpstream = () =>
+  startSdkExpressUpstream('docs', (server, executed) => {
     for (const name of ['echo', 'delete_repo']) {
       server.registerTool(name, { description: name }, async () => {
         executed.push(`tools/call ${name}`);
@@ -46,84 +38,44 @@ async function startSdkExpressUpstream() {
         return { contents: [{ uri: read.href, text: `the text of ${read.href}` }] };
       });
     }
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
   });
-  const served = await serveOnLoopback(createServer(app));
-  return { ...served, executed };
-}
-
-async function post(stack: Stack, token: string, body: string, contentType = 'application/json') {
-  const res = await fetch(stack.mcpUrl, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': contentType, accept: 'application/json, text/event-stream' },
-    body,
-  });
-  return { status: res.status, text: await res.text() };
-}
 
 function toolNames(text: string): string[] {
   return (JSON.parse(text) as { result: { tools: Array<{ name: string }> } }).result.tools.map((t) => t.name).sort();
 }
 
 describe('policy against the SDK upstream of createMcpExpressApp()', () => {
-  let upstream: Awaited<ReturnType<typeof startSdkExpressUpstream>>;
-  let stack: Stack;
-  let token: string;
-
-  beforeAll(async () => {
-    upstream = await startSdkExpressUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
-    ({ token } = await stack.issueOAuthToken());
-  });
-  afterAll(async () => {
-    await stack?.close();
-    await upstream?.close();
-  });
+  const s = policyStack(startDocsUpstream, POLICY);
 
   it('the allowed tool runs and tools/list is filtered (charset=utf-8 is fine)', async () => {
-    const call = await post(
-      stack,
-      token,
+    const call = await s.post(
       '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}',
       'application/json; charset=utf-8',
     );
     expect(call.status).toBe(200);
     expect(call.text).toContain('ran echo');
-    const list = await post(stack, token, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    const list = await s.post('{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
     expect(toolNames(list.text)).toEqual(['echo']);
-    expect(upstream.executed).toEqual(['tools/call echo']);
+    expect(s.upstream.executed).toEqual(['tools/call echo']);
   });
 
   // UTF-7 spells `","name":"delete_repo` inside what UTF-8 reads as one string: `+ACIALAAi-` is `","`,
   // `+ACIAOgAi-` is `":"`. express decodes the declared charset; the second "name" wins in JSON.parse.
   it('charset=utf-7: a call of echo that UTF-7 reads as delete_repo is refused; nothing runs', async () => {
-    upstream.executed.length = 0;
-    const res = await post(
-      stack,
-      token,
+    s.upstream.executed.length = 0;
+    const res = await s.post(
       '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{},"name":"echo","x":"+ACIALAAi-name+ACIAOgAi-delete_repo"}}',
       'application/json; charset=utf-7',
     );
     expect(res.status).toBe(400);
     expect(res.text).toMatch(/charset other than utf-8/);
-    expect(upstream.executed).toEqual([]);
+    expect(s.upstream.executed).toEqual([]);
   });
 
   // Here UTF-7 reads `{..."method":"ping","params":{"x":""},"method":"tools/list","params":{"x":""}}`.
   it('charset=utf-7: a ping that UTF-7 reads as tools/list is refused, never answered unfiltered', async () => {
     const disguised = '+ACIAfQ-,+ACI-method+ACI-:+ACI-tools/list+ACI-,+ACI-params+ACI-:+AHsAIg-x+ACI-:+ACI-';
-    const res = await post(
-      stack,
-      token,
-      `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"${disguised}"}}`,
-      'application/json; charset=UTF-7',
-    );
+    const res = await s.post(`{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"${disguised}"}}`, 'application/json; charset=UTF-7');
     expect(res.status).toBe(400);
     expect(res.text).not.toContain('delete_repo');
   });
@@ -131,9 +83,8 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
   // McpServer reads a resource by `new URL(uri).toString()`: dot segments, `%2e%2e` in any case and `\`
   // are resolved before it looks the resource up.
   it('resources/read: the public resource is read; every spelling that resolves to the internal one is refused', async () => {
-    upstream.executed.length = 0;
-    const read = (id: number, uri: string) =>
-      post(stack, token, JSON.stringify({ jsonrpc: '2.0', id, method: 'resources/read', params: { uri } }));
+    s.upstream.executed.length = 0;
+    const read = (id: number, uri: string) => s.post(JSON.stringify({ jsonrpc: '2.0', id, method: 'resources/read', params: { uri } }));
     const ok = await read(10, 'https://docs.example/public/readme');
     expect(ok.status).toBe(200);
     expect(ok.text).toContain('the text of https://docs.example/public/readme');
@@ -154,37 +105,25 @@ describe('policy against the SDK upstream of createMcpExpressApp()', () => {
       });
       expect(res.text, uri).not.toContain('the text of');
     }
-    expect(upstream.executed).toEqual(['resources/read https://docs.example/public/readme']);
+    expect(s.upstream.executed).toEqual(['resources/read https://docs.example/public/readme']);
   });
 
   it.each(['utf-16le', 'utf-16', '"utf-7"'])('charset=%s is refused', async (charset) => {
-    const res = await post(stack, token, '{"jsonrpc":"2.0","id":5,"method":"ping"}', `application/json; charset=${charset}`);
+    const res = await s.post('{"jsonrpc":"2.0","id":5,"method":"ping"}', `application/json; charset=${charset}`);
     expect(res.status).toBe(400);
   });
 });
 
 describe('policy against a Go upstream (encoding/json, case-insensitive keys)', () => {
-  let upstream: GoUpstream;
-  let stack: Stack;
-  let token: string;
-
-  beforeAll(async () => {
-    upstream = await startGoUpstream();
-    stack = await startStack({ upstreamUrl: upstream.url, config: { policy: POLICY } });
-    ({ token } = await stack.issueOAuthToken());
-  }, 120_000);
-  afterAll(async () => {
-    await stack?.close();
-    await upstream?.close();
-  });
+  const s = policyStack(startGoUpstream, POLICY, 120_000);
 
   it('the allowed tool runs and tools/list is filtered', async () => {
-    const call = await post(stack, token, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}');
+    const call = await s.post('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}');
     expect(call.status).toBe(200);
     expect(call.text).toContain('ran echo');
-    const list = await post(stack, token, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    const list = await s.post('{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
     expect(toolNames(list.text)).toEqual(['echo']);
-    expect(upstream.executed()).toEqual(['tools/call echo']);
+    expect(s.upstream.executed()).toEqual(['tools/call echo']);
   });
 
   it.each([
@@ -200,18 +139,18 @@ describe('policy against a Go upstream (encoding/json, case-insensitive keys)', 
       '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"},"param\\u017f":{"name":"delete_repo"}}',
     ],
   ])('%s: refused, and delete_repo never runs', async (_label, body) => {
-    const before = upstream.executed().length;
-    const res = await post(stack, token, body);
+    const before = s.upstream.executed().length;
+    const res = await s.post(body);
     expect(res.status).toBe(400);
     expect(res.text).not.toContain('ran delete_repo');
-    expect(upstream.executed().slice(before)).toEqual([]);
+    expect(s.upstream.executed().slice(before)).toEqual([]);
   });
 
   it.each([
     ['"Method":"tools/list" beside a ping', '{"jsonrpc":"2.0","id":4,"method":"ping","Method":"tools/list"}'],
     ['"ID" on a tools/list JavaScript reads as a notification', '{"jsonrpc":"2.0","method":"tools/list","ID":5}'],
   ])('%s: refused, never answered unfiltered', async (_label, body) => {
-    const res = await post(stack, token, body);
+    const res = await s.post(body);
     expect(res.status).toBe(400);
     expect(res.text).not.toContain('delete_repo');
   });

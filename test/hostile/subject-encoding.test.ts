@@ -2,11 +2,10 @@
 // the upstream as two values, each decoding (decodeURIComponent) to exactly its subject. Plain
 // printable-ASCII subjects without `%` pass as they are.
 
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, TTL_7_DAYS } from '../../src/model/credentials.ts';
 import type { FakeUpstream } from '../support/fake-upstreams.ts';
 import { startEchoStack, type Stack } from '../support/stack.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 describe('identity header encoding', () => {
   let echo: FakeUpstream;
@@ -19,15 +18,7 @@ describe('identity header encoding', () => {
   afterAll(() => close());
 
   async function subjectSeen(subject: string): Promise<string> {
-    const token = randomBytes(32).toString('hex');
-    const now = stack.clock.now();
-    await stack.store.putUserToken({
-      tokenHash: hashToken(token),
-      subject,
-      issuer: 'https://idp.example',
-      createdAt: now,
-      expiresAt: now + TTL_7_DAYS,
-    });
+    const token = await storeUserToken(stack, subject);
     const res = await fetch(stack.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: '{}' });
     expect(res.status).toBe(200);
     await res.text();

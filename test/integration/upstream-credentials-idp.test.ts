@@ -25,6 +25,7 @@ import {
 } from '../support/sign-in.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { DEMO_USER } from '../../demo/idp.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 const KEY = randomBytes(32).toString('hex');
 let s: SignInStack;
@@ -135,15 +136,7 @@ describe('upstream credentials, mode idp', () => {
   });
 
   it('a user with no IdP token kept gets HTTP 200 with the MCP error -32042, a link bound to them, and nothing is forwarded', async () => {
-    const raw = generateToken();
-    const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({
-      tokenHash: hashToken(raw),
-      subject: 'exchanged-user',
-      issuer: s.idp.issuer,
-      createdAt: now,
-      expiresAt: now + 3_600_000,
-    });
+    const raw = await storeUserToken(s.stack, 'exchanged-user', { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
     // The handshake goes on without the user's credential, and without any (no service token configured).
     let before = echo.seen.length;
     const session = await initialize(raw);
@@ -173,15 +166,7 @@ describe('upstream credentials, mode idp', () => {
   });
 
   it('for that user, the GET stream and lifecycle notifications go on without a credential; a batch, a body that is not JSON-RPC, or a body on another method gets the 401 challenge', async () => {
-    const raw = generateToken();
-    const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({
-      tokenHash: hashToken(raw),
-      subject: 'exchanged-user-2',
-      issuer: s.idp.issuer,
-      createdAt: now,
-      expiresAt: now + 3_600_000,
-    });
+    const raw = await storeUserToken(s.stack, 'exchanged-user-2', { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
     let before = echo.seen.length;
     const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${raw}`, accept: 'text/event-stream' } });
     expect(get.status).toBe(200);
@@ -242,15 +227,7 @@ describe('upstream credentials, mode idp', () => {
     expect(header).not.toBe(`Bearer ${userToken}`);
     const userinfo = await fetch(`${s.idp.issuer}/me`, { headers: { authorization: header! } });
     expect(userinfo.status).toBe(200);
-    const raw = generateToken();
-    const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({
-      tokenHash: hashToken(raw),
-      subject: 'exchanged-user-3',
-      issuer: s.idp.issuer,
-      createdAt: now,
-      expiresAt: now + 3_600_000,
-    });
+    const raw = await storeUserToken(s.stack, 'exchanged-user-3', { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
     const refused = await ask(raw);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('authorization')).toBeNull();
@@ -264,15 +241,7 @@ describe('upstream credentials, mode idp', () => {
 
   it('the link of mode idp signs in at the IdP again: kept for the same user, refused for another', async () => {
     // Another user's link: the IdP signs in the demo user, who is not that user.
-    const other = generateToken();
-    const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({
-      tokenHash: hashToken(other),
-      subject: 'someone-else',
-      issuer: s.idp.issuer,
-      createdAt: now,
-      expiresAt: now + 3_600_000,
-    });
+    const other = await storeUserToken(s.stack, 'someone-else', { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
     const otherLink = await toolErrorLink(await call(other));
     const agent = new UserAgent();
     const refused = await agent.follow(await agent.request(otherLink));
@@ -295,15 +264,7 @@ describe('upstream credentials, mode idp', () => {
   // Last: it moves the clock past a ticket's minute.
   it("forward-auth: the marked 401's ticket takes on the request it was given for at /authz-connect, once, as that user only", async () => {
     const subject = `ticket-user-${randomBytes(4).toString('hex')}`;
-    const raw = generateToken();
-    const now = s.stack.clock.now();
-    await s.stack.store.putUserToken({
-      tokenHash: hashToken(raw),
-      subject,
-      issuer: s.idp.issuer,
-      createdAt: now,
-      expiresAt: now + 3_600_000,
-    });
+    const raw = await storeUserToken(s.stack, subject, { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
     /** /authz's marked 401 for `method` (presenting `session`): its ticket. */
     const ticketFor = async (method = 'POST', session?: string, token = raw) => {
       const refused = await fetch(`${base}/authz`, {

@@ -17,10 +17,10 @@ import {
   UrlElicitationRequiredError as UrlElicitationRequired2,
 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
 import { startUpstream as startSdk1Upstream, type RunningUpstream } from '../support/upstream-sdk1.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
+import { storeUserToken } from '../support/user-tokens.ts';
 
 const KEY = randomBytes(32).toString('hex');
 /** Never contacted: no user follows a link here. */
@@ -66,17 +66,8 @@ for (const upstreamLine of ['1.x', '2.x'] as const) {
     const what = `connect your ${new URL(PROVIDER).host} account`;
 
     /** A user-grade token of a new user, who has connected nothing. */
-    async function freshUser(): Promise<string> {
-      const raw = generateToken();
-      const now = s.stack.clock.now();
-      await s.stack.store.putUserToken({
-        tokenHash: hashToken(raw),
-        subject: `user-${randomBytes(4).toString('hex')}`,
-        issuer: s.idp.issuer,
-        createdAt: now,
-        expiresAt: now + 3_600_000,
-      });
-      return raw;
+    function freshUser(): Promise<string> {
+      return storeUserToken(s.stack, `user-${randomBytes(4).toString('hex')}`, { issuer: s.idp.issuer, lifetimeMs: 3_600_000 });
     }
 
     /** The headers of the latest requests the upstream received. */

@@ -159,6 +159,11 @@ exec:
 {{- end }}
 {{- end -}}
 
+{{/* The sidecar's config.yaml (the ConfigMap's, and the migrate Job's copy of it). */}}
+{{- define "mbp.configYaml" -}}
+{{- mustMergeOverwrite (deepCopy .Values.config) (dict "proxy" (dict "shutdownGraceMs" (mul (int .Values.shutdownGraceSeconds) 1000))) | toYaml -}}
+{{- end -}}
+
 {{/* The sidecar's container; in the sidecar shape an init container that runs for the pod's life. */}}
 {{- define "mbp.container" -}}
 - name: mcp-bearer-proxy
