@@ -3,7 +3,7 @@
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis nor of stored fields.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { clientBucket, hashBucket } from '../store/buckets.ts';
+import { clientBucket, hashBucket } from './buckets.ts';
 import type { StoredAccessToken, StoredRefreshToken, StoredUserToken, TokenLookup } from '../store/types.ts';
 
 export type { TokenLookup } from '../store/types.ts';

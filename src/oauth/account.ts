@@ -27,7 +27,7 @@ import { IdpRejection } from './idp.ts';
 import { chooseProvider, type ProviderChoice } from './sign-in/provider-choice.ts';
 import { DEACTIVATED_TEXT } from './directory-gate.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
-import { readCookie } from './cookies.ts';
+import { readCookie } from '../web/cookies.ts';
 import { escapeHtml, page, writePage } from './sign-in-pages.ts';
 import { mayDecide } from '../policy/approval-settings.ts';
 

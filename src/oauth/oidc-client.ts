@@ -11,7 +11,7 @@ import type { Config } from '../config/load.ts';
 import { generateToken } from '../model/credentials.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../model/grant-types.ts';
 import type { Logger } from '../observability/logger.ts';
-import { isLoopbackHost } from '../http/net-address.ts';
+import { isLoopbackHost } from '../model/net-address.ts';
 import type { SignedInUser } from '../store/types.ts';
 import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
 import { identityProviders } from './providers.ts';

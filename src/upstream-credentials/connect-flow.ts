@@ -20,7 +20,7 @@ import { displayableName } from '../model/clients.ts';
 import type { Clock } from '../model/clock.ts';
 import { revokedSince } from '../model/offboarding.ts';
 import type { Logger } from '../observability/logger.ts';
-import { isLoopbackHost } from '../http/net-address.ts';
+import { isLoopbackHost } from '../model/net-address.ts';
 import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from '../oauth/account.ts';
 import { escapeHtml, messagePage, page, writePage } from '../oauth/sign-in-pages.ts';
 import type { AccountSession, OneTimeValueStorage, SubjectCutoffStorage } from '../store/types.ts';

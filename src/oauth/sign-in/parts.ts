@@ -4,7 +4,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tooManyRequests } from '../../http/errors.ts';
-import { limitKey } from '../../http/net-address.ts';
+import { limitKey } from '../../model/net-address.ts';
 import { generateToken, hashToken } from '../../model/credentials.ts';
 import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
 import type { OAuthContext } from '../context.ts';
