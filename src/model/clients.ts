@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
-import { HttpError } from '../http/errors.ts';
+import { HttpError } from './errors.ts';
 import { isLoopbackHost } from './net-address.ts';
 import {
   isScopeText,

@@ -2,7 +2,7 @@
 // subject index grouped into grants, each named by a stable id that is neither a token nor its hash.
 
 import { createHash } from 'node:crypto';
-import { HttpError } from '../http/errors.ts';
+import { HttpError } from './errors.ts';
 import type { ClientStorage, SubjectToken } from '../store/types.ts';
 import { clientName } from './clients.ts';
 

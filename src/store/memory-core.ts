@@ -5,7 +5,7 @@
 // Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,

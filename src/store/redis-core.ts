@@ -3,7 +3,7 @@
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 import {
   accessTokenFields,
   consentGrantIds,

@@ -1,4 +1,5 @@
-// What several aggregates of the store share: how a read answers, who signed in, a duplicate create.
+// What several aggregates of the store share: how a read answers, who signed in, a duplicate create,
+// the store being unavailable.
 
 /** Who signed in at the IdP (interactive sign-in): kept with codes and tokens for per-user policy. */
 export interface SignedInUser {
@@ -26,5 +27,17 @@ export class DuplicateRecordError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'DuplicateRecordError';
+  }
+}
+
+/**
+ * The backing store could not answer (connection down, command timed out, replica acknowledgement lost).
+ * Stores throw this, and only this, for infrastructure failures, so a listener can tell an outage (503,
+ * retry later) from a bug (500).
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
   }
 }

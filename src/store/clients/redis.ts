@@ -2,7 +2,7 @@
 // (one slot: the client's bucket), on the transaction connection, then its handles are forgotten.
 
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError } from '../../http/errors.ts';
+import { StoreUnavailableError } from '../shared.ts';
 import {
   ACCESS_MEMBER,
   clientBucket,

@@ -1,7 +1,7 @@
 // The person index on Redis: what a subject holds (read in batches, exact when read), its revocation
 // batch by batch, the index's rebuild by SCAN, and offboarding's cut-offs.
 
-import { StoreUnavailableError } from '../../http/errors.ts';
+import { StoreUnavailableError } from '../shared.ts';
 import {
   ACCESS_MEMBER,
   CONSENT_MEMBER,

@@ -1,7 +1,7 @@
 // The store contract's slice for lifecycle: lifecycle and failures.
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../../src/store/shared.ts';
 import type { ManualClock } from '../../../src/model/clock.ts';
 import { hashToken } from '../../../src/model/credentials.ts';
 import { handleOwner } from '../../../src/proxy/handles.ts';
