@@ -21,12 +21,12 @@ import type {
   OneTimeValueStorage,
   ProfileStorage,
   RefreshTokenStorage,
-  SignedInUser,
   SubjectCutoffStorage,
   SubjectStorage,
   TokenStorage,
   UpstreamCredentialStorage,
 } from '../store/types.ts';
+import type { SignedInUser } from '../model/records.ts';
 import { WindowLimit, type FailedAuthLimiter } from '../http/rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn, IdpTokens } from './oidc-client.ts';

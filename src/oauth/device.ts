@@ -11,7 +11,7 @@ import { generateToken, hashToken } from '../model/credentials.ts';
 import { HttpError, invalidClient, tooManyRequests, writeJson } from '../http/errors.ts';
 import { GRANT_DEVICE_CODE } from '../model/grant-types.ts';
 import { limitKey } from '../model/net-address.ts';
-import type { ClientRecord } from '../store/types.ts';
+import type { ClientRecord } from '../model/records.ts';
 import { splitScopes } from '../model/clients.ts';
 import { isClientIdMetadataUrl } from './cimd.ts';
 import { authenticateClient } from './client-auth.ts';

@@ -12,7 +12,7 @@ import { generateToken } from '../model/credentials.ts';
 import { GRANT_AUTHORIZATION_CODE } from '../model/grant-types.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../model/net-address.ts';
-import type { SignedInUser } from '../store/types.ts';
+import type { SignedInUser } from '../model/records.ts';
 import { checkIdentityClaims, IdpRejection, verifiedEmail } from './idp.ts';
 import { identityProviders } from './providers.ts';
 import { DEFAULT_PROVIDER_NAME } from '../config/keys/idp-providers.ts';

@@ -18,7 +18,8 @@ import {
   type HashUpdate,
   type KeyLayout,
 } from './records.ts';
-import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, RevocationListener, RevocationNotice } from './types.ts';
+import type { CreateTokenOutcome, RevocationListener, RevocationNotice } from './types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** The fewest writes between two sweeps of expired records. */
 const SWEEP_AFTER_WRITES = 1024;

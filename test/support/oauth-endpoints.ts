@@ -21,7 +21,7 @@ import { dpopVerifierFor } from '../../src/oauth/dpop.ts';
 import { clientAddresses } from '../../src/http/client-address.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { defaultProfileRecords } from '../../src/model/profiles.ts';
-import type { ClientRecord } from '../../src/store/types.ts';
+import type { ClientRecord } from '../../src/model/records.ts';
 import { hashToken } from '../../src/model/credentials.ts';
 
 export const PUBLIC_URL = 'https://mcp.example.test';

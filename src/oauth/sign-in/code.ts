@@ -4,7 +4,8 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { generateToken, generateTokenFor, hashToken } from '../../model/credentials.ts';
-import type { AuthorizationRequest, ConsentLink, SignedInUser } from '../../store/types.ts';
+import type { AuthorizationRequest, ConsentLink } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import { isClientIdMetadataUrl } from '../cimd.ts';
 import { resourceOf } from '../context.ts';
 import { messagePage, writePage } from '../sign-in-pages.ts';

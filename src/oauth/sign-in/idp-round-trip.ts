@@ -6,7 +6,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { generateToken, hashToken } from '../../model/credentials.ts';
 import { clientName } from '../../model/clients.ts';
-import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
+import type { AuthorizationRequest, AuthorizationRequestRecord } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import type { AccountPages } from '../account.ts';
 import { IdpRejection } from '../idp.ts';
 import { DEACTIVATED_TEXT } from '../directory-gate.ts';

@@ -7,7 +7,8 @@ import { orNull, readRecord } from '../codec.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { RedisClient } from '../redis-connection.ts';
 import { flattenFields } from '../redis-scripts.ts';
-import { StoreUnavailableError, type StoredRead } from '../shared.ts';
+import { StoreUnavailableError } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 import {
   directoryIndexName,
   directoryLinkName,

@@ -20,7 +20,8 @@ import {
   USER_MEMBER,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation, SubjectToken } from '../types.ts';
+import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectToken } from '../../model/records.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 import { Cluster, type Redis } from 'ioredis';
 
