@@ -22,7 +22,7 @@ import { revokedSince } from '../model/offboarding.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../model/net-address.ts';
 import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from '../oauth/account.ts';
-import { escapeHtml, messagePage, page, writePage } from '../oauth/sign-in-pages.ts';
+import { escapeHtml, messagePage, page, writePage } from '../web/pages.ts';
 import type { AccountSession, OneTimeValueStorage, SubjectCutoffStorage } from '../store/types.ts';
 import { ConnectLinkRefused, CONNECT_LINK_TTL_MS, type ConnectLinkClaims, type ConnectLinks } from './connect-links.ts';
 import type { CredentialVault, UpstreamTokens } from './vault.ts';

@@ -8,7 +8,7 @@ import type { AuthorizationRequest, ConsentLink } from '../../store/types.ts';
 import type { SignedInUser } from '../../model/records.ts';
 import { isClientIdMetadataUrl } from '../cimd.ts';
 import { resourceOf } from '../context.ts';
-import { messagePage, writePage } from '../sign-in-pages.ts';
+import { messagePage, writePage } from '../../web/pages.ts';
 import { PageError } from './errors.ts';
 import { redirectBack, type SignInParts } from './parts.ts';
 
