@@ -18,7 +18,7 @@ import {
 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/policy/enforce.ts';
 import { startUpstream as startSdk1Upstream, type RunningUpstream } from '../support/upstream-sdk1.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 
