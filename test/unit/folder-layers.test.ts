@@ -8,7 +8,7 @@
 // the wrong folder, or the thing it needs is.
 
 import { readFileSync } from 'node:fs';
-import { basename, dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { moduleImports, sourceFiles, SRC } from '../support/module-graph.ts';
 
@@ -50,11 +50,11 @@ export const LAYERS: LayerTable = {
   },
 };
 
-/** The folder a module belongs to: its first folder under src/, `app` for src/app.ts and every wiring.ts. */
+/** The folder a module belongs to: its first folder under src/; `app` for src/app.ts and src/<folder>/wiring.ts. */
 export function folderOf(file: string): string {
-  const path = relative(SRC, file);
-  if (path === 'app.ts' || basename(path) === 'wiring.ts') return 'app';
-  return path.includes('/') ? path.slice(0, path.indexOf('/')) : path;
+  const parts = relative(SRC, file).split('/');
+  if ((parts.length === 1 && parts[0] === 'app.ts') || (parts.length === 2 && parts[1] === 'wiring.ts')) return 'app';
+  return parts[0]!;
 }
 
 function layerOf(table: LayerTable, folder: string): number {
@@ -123,6 +123,7 @@ describe('folders of src/', () => {
       'oauth/wiring.ts': "import { c } from '../policy/c.ts';\nimport { d } from '../proxy/d.ts';\nimport '../app.ts';\n",
       'app.ts': "import { w } from './oauth/wiring.ts';\n",
       'misc/e.ts': "import { a } from '../model/a.ts';\n",
+      'store/deep/wiring.ts': "import { c } from '../../policy/c.ts';\n",
     };
     const files = Object.keys(text).map((f) => join(SRC, f));
     expect(layerViolations(LAYERS, files, (f) => text[relative(SRC, f)]!)).toEqual([
@@ -133,6 +134,7 @@ describe('folders of src/', () => {
       'proxy/d.ts => entry/main.ts (proxy may not import entry)',
       'misc/e.ts: its folder misc is in no layer',
       'misc/e.ts => model/a.ts (misc may not import model)',
+      'store/deep/wiring.ts => policy/c.ts (store may not import policy)',
     ]);
   });
 
