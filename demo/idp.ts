@@ -7,7 +7,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { escapeHtml, writePage } from '../src/oauth/sign-in-pages.ts';
+import { escapeHtml, writePage } from '../src/web/pages.ts';
 
 /** The demo's only user. The password is printed by `npm run demo`: it protects nothing. */
 export const DEMO_USER = Object.freeze({

@@ -18,7 +18,7 @@ import { proxyRoutesFor } from './oauth/wiring.ts';
 import type { Forwarder } from './proxy/forwarder.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
-import { clientAddresses } from './proxy/client-address.ts';
+import { clientAddresses } from './http/client-address.ts';
 import { LastUseRecorder } from './proxy/last-use.ts';
 import { handleGuardFor, startForwarding } from './proxy/wiring.ts';
 import type { StreamRevocation } from './proxy/stream-revocation.ts';
@@ -26,7 +26,7 @@ import { policyGateFor } from './policy/wiring.ts';
 import { probeMcpEndpoint } from './proxy/upstream-check.ts';
 import { listenersOf } from './http/listeners.ts';
 import { FailedAuthLimiter, WindowLimit } from './http/rate-limits.ts';
-import { openStore } from './store/open.ts';
+import { openStore } from './store/wiring.ts';
 import type { TokenStore } from './store/types.ts';
 import { assertionsFor } from './assertion/wiring.ts';
 import type { SigningKeys } from './assertion/keys.ts';
@@ -34,7 +34,7 @@ import type { AssertionSigner } from './assertion/signer.ts';
 import { unusedProfileEdits } from './model/profiles.ts';
 import { createTracing } from './observability/tracing.ts';
 
-export { lookupCacheOptions, openStore } from './store/open.ts';
+export { lookupCacheOptions, openStore } from './store/wiring.ts';
 
 /** A token's last use is written at most this often: the "last used" people see is that coarse. */
 const LAST_USE_INTERVAL_MS = 60_000;

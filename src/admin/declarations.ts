@@ -3,7 +3,7 @@
 // (src/admin/operations.ts), the CLI builds its flags and help from it (src/entry/cli.ts), and the table of
 // operations in docs/admin.md is generated from it (scripts/admin-doc.ts, `npm run docs:admin`).
 
-import type { TokenEndpointAuthMethod } from '../store/types.ts';
+import type { TokenEndpointAuthMethod } from '../model/records.ts';
 import { choice, hex64, integer, list, metadata, object, operation, scope, text, type Field } from './spec.ts';
 import { table, time } from './render.ts';
 

@@ -26,7 +26,7 @@ import type {
   TokenStorage,
   UpstreamCredentialStorage,
 } from '../store/types.ts';
-import { limitKey } from '../http/net-address.ts';
+import { limitKey } from '../model/net-address.ts';
 import { quotaCounterName, quotaFor, type Quotas } from '../policy/quotas.ts';
 import { pageOfGrants, SUBJECT_REVOCATION_BATCH, REBUILD_BATCH } from '../model/person-grants.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';

@@ -16,7 +16,7 @@ import { serve } from '../http/serve.ts';
 import { adminOperations, type AdminContext, type AdminStore } from './operations.ts';
 import type { Policy } from '../policy/rules.ts';
 import type { ProfileLifetimes } from '../model/profiles.ts';
-import { normalizeAddress } from '../http/net-address.ts';
+import { normalizeAddress } from '../model/net-address.ts';
 import { isFailureRefusal, type FailedAuthLimiter } from '../http/rate-limits.ts';
 import { parseJsonObject, readBody } from '../http/body.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';

@@ -8,7 +8,7 @@ import { MasterToken } from '../model/credentials.ts';
 import type { Audit } from '../observability/audit.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import type { PolicyGate } from '../policy/gate.ts';
+import type { PolicyGate } from '../proxy/policy-gate.ts';
 import type { TokenStore } from '../store/types.ts';
 import type { CredentialVault } from '../upstream-credentials/vault.ts';
 import { createAdminServer, type AdminOverrides } from './server.ts';

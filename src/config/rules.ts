@@ -5,7 +5,7 @@ import { hostname, networkInterfaces } from 'node:os';
 import { checkHttpUrl, type Config } from './keys.ts';
 import type { Problems } from './spec.ts';
 import { DEFAULT_PROVIDER_NAME } from './keys/idp-providers.ts';
-import { isLoopbackHost } from '../http/net-address.ts';
+import { isLoopbackHost } from '../model/net-address.ts';
 import { parseRedisUrl } from '../store/redis-url.ts';
 import { signingKeyProblem, signingKeyText } from '../assertion/keys.ts';
 

@@ -5,9 +5,8 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
-import { publicReach } from './net-address.ts';
+import { publicReach } from '../model/net-address.ts';
 
 /**
  * The admin listener holds every credential operation behind one secret: on a public address a scanner
@@ -26,8 +25,20 @@ export function warnIfAdminExposed(server: Server, logger: Logger): void {
   );
 }
 
+/** Where a listener binds (`proxy.port` and `proxy.host` of the configuration, `admin.port` and `admin.host`). */
+interface Bind {
+  readonly port: number;
+  readonly host: string;
+}
+
 /** Binding each listener (a worker process binds only the proxy's, its primary only the admin's). */
-export function listenersOf(config: Config, proxyServer: Server, adminServer: Server, logger: Logger, proxyBound: (port: number) => void) {
+export function listenersOf(
+  config: { readonly proxy: Bind; readonly admin: Bind },
+  proxyServer: Server,
+  adminServer: Server,
+  logger: Logger,
+  proxyBound: (port: number) => void,
+) {
   return {
     async listenProxy(): Promise<string> {
       proxyServer.listen(config.proxy.port, config.proxy.host);

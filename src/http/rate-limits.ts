@@ -11,14 +11,14 @@
 //    cost, never the holder of a valid credential: a request is authenticated first, and only when it
 //    fails does the limiter decide between the usual answer (challenge, log, audit, counted) and a
 //    bare 429 (`failed`). Someone else's failures from a shared address never refuse a valid token.
-// An address is counted under its `limitKey` (net-address.ts): an IPv6 client as its network
+// An address is counted under its `limitKey` (model/net-address.ts): an IPv6 client as its network
 // (rateLimits.ipv6PrefixLength, a /64 by default), so that one host cannot spread over its addresses.
 
 import { BoundedMap } from '../model/bounded-map.ts';
 import type { Clock } from '../model/clock.ts';
 import { tooManyRequests, type HttpError } from './errors.ts';
 import { describe, type Logger } from '../observability/logger.ts';
-import { limitKey } from './net-address.ts';
+import { limitKey } from '../model/net-address.ts';
 import type { CounterStorage } from '../store/types.ts';
 
 const WINDOW_MS = 60_000;

@@ -7,7 +7,7 @@
 // refused for invisible characters), the field declares it as `inDocument`.
 
 import type { JSONWebKeySet } from 'jose';
-import { isLoopbackHost } from '../http/net-address.ts';
+import { isLoopbackHost } from './net-address.ts';
 import { choice, hasControlCharacter, INVALID, kind, list, refine, refusal, text, type Kind } from './validate.ts';
 
 /** Keys in one JSON Web Key Set of a client. */

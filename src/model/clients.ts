@@ -6,8 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.ts';
 import { generateToken, hashToken } from './credentials.ts';
-import { HttpError } from '../http/errors.ts';
-import { isLoopbackHost } from '../http/net-address.ts';
+import { HttpError } from './errors.ts';
+import { isLoopbackHost } from './net-address.ts';
 import {
   isScopeText,
   MAX_REDIRECT_URIS,
@@ -21,7 +21,7 @@ import {
 import { refusal } from './validate.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE } from './grant-types.ts';
 import { resolveProfile } from './profiles.ts';
-import type { ClientRecord, ClientStorage, ProfileStorage, StoredRead, TokenEndpointAuthMethod } from '../store/types.ts';
+import type { ClientRecord, ClientRecords, ProfileRecords, StoredRead, TokenEndpointAuthMethod } from './records.ts';
 
 /** The name a stored client is shown by: none when it has none, or when it is absent or unreadable. */
 export function clientName(read: StoredRead<ClientRecord>): string | undefined {
@@ -238,7 +238,7 @@ function grantsOf(
  * default, when the input named no grant types.
  */
 export async function provisionClient(
-  store: ClientStorage & ProfileStorage,
+  store: Pick<ClientRecords, 'createClient'> & Pick<ProfileRecords, 'getProfile'>,
   clock: Clock,
   input: ClientMetadataInput,
   source: 'admin' | 'dcr',

@@ -3,10 +3,10 @@
 // The store knows nothing of expiry or revocation; this module knows nothing of Redis nor of stored fields.
 
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { clientBucket, hashBucket } from '../store/buckets.ts';
-import type { StoredAccessToken, StoredRefreshToken, StoredUserToken, TokenLookup } from '../store/types.ts';
+import { clientBucket, hashBucket } from './buckets.ts';
+import type { StoredAccessToken, StoredRefreshToken, StoredUserToken, TokenLookup } from './records.ts';
 
-export type { TokenLookup } from '../store/types.ts';
+export type { TokenLookup } from './records.ts';
 
 /** 7 × 24 × 60 × 60 × 1000 ms: the fixed lifetime of a user-grade token (not configurable). */
 export const TTL_7_DAYS = 7 * 24 * 60 * 60 * 1000;

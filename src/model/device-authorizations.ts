@@ -2,7 +2,7 @@
 // (§3.4-3.5): what it answers and what it changes. Both stores run it, inside their compare-and-set on the record
 // (src/store/devices/), so the rule is written once and the store only makes it atomic.
 
-import type { DevicePollOutcome, SignedInUser, StoredDeviceAuthorization, StoredRead } from '../store/types.ts';
+import type { DevicePollOutcome, SignedInUser, StoredDeviceAuthorization, StoredRead } from './records.ts';
 
 /** RFC 8628 §3.5: each `slow_down` adds five seconds to the interval of every later poll. */
 export const DEVICE_SLOW_DOWN_SECONDS = 5;

@@ -8,7 +8,7 @@
 // the write came first and the revocation's scan finds it, or the read comes after the cut-off and
 // the redemption revokes what it just wrote before answering: nobody ever receives it.
 
-import type { SignedInUser, SubjectCutoffStorage } from '../store/types.ts';
+import type { SignedInUser, SubjectCutoffs } from './records.ts';
 
 /**
  * How long a cut-off is kept: longer than anything pending it voids lives (sign-in steps and codes
@@ -22,20 +22,12 @@ function voidedByRevocation(revokedAt: number | undefined, issuedAt: number): bo
 }
 
 /** Whether what was issued for `who` at `issuedAt` (epoch ms) was voided by their offboarding since. */
-export async function revokedSince(
-  store: Pick<SubjectCutoffStorage, 'subjectRevokedAt'>,
-  who: { subject: string; issuer: string },
-  issuedAt: number,
-): Promise<boolean> {
+export async function revokedSince(store: SubjectCutoffs, who: { subject: string; issuer: string }, issuedAt: number): Promise<boolean> {
   return voidedByRevocation(await store.subjectRevokedAt(who.subject, who.issuer), issuedAt);
 }
 
 /** Whether what `user`'s sign-in (at `user.signedInAt`, else `issuedAt`) led to was voided by their offboarding since. */
-export function revokedSinceSignIn(
-  store: Pick<SubjectCutoffStorage, 'subjectRevokedAt'>,
-  user: SignedInUser,
-  issuedAt: number,
-): Promise<boolean> {
+export function revokedSinceSignIn(store: SubjectCutoffs, user: SignedInUser, issuedAt: number): Promise<boolean> {
   return revokedSince(store, user, user.signedInAt ?? issuedAt);
 }
 

@@ -2,8 +2,8 @@
 // subject index grouped into grants, each named by a stable id that is neither a token nor its hash.
 
 import { createHash } from 'node:crypto';
-import { HttpError } from '../http/errors.ts';
-import type { ClientStorage, SubjectToken } from '../store/types.ts';
+import { HttpError } from './errors.ts';
+import type { ClientRecords, SubjectToken } from './records.ts';
 import { clientName } from './clients.ts';
 
 /** Members of a subject's index revoked per batch by revokeSubject (one script's work each). */
@@ -39,7 +39,7 @@ export function grantIdOf(token: Pick<SubjectToken, 'familyId' | 'tokenHash'>): 
  * The tokens grouped by grant, oldest first: created when its first live token was, expiring with its
  * last, last used when any of its tokens was; the client's name read once per client.
  */
-export async function grantsOf(clients: Pick<ClientStorage, 'getClient'>, tokens: readonly SubjectToken[]): Promise<Grant[]> {
+export async function grantsOf(clients: Pick<ClientRecords, 'getClient'>, tokens: readonly SubjectToken[]): Promise<Grant[]> {
   const grants = groupGrants(tokens).sort((a, b) => a.createdAt - b.createdAt || (a.grantId < b.grantId ? -1 : 1));
   return nameClients(clients, grants);
 }
@@ -73,7 +73,7 @@ function positionOf(cursor: string): string {
  * Client names are read for the page only.
  */
 export async function pageOfGrants(
-  clients: Pick<ClientStorage, 'getClient'>,
+  clients: Pick<ClientRecords, 'getClient'>,
   tokens: readonly SubjectToken[],
   limit: number,
   cursor: string | undefined,
@@ -121,7 +121,7 @@ function groupGrants(tokens: readonly SubjectToken[]): Grant[] {
 }
 
 /** Sets each grant's client name, read once per client; returns `grants`. */
-async function nameClients(clients: Pick<ClientStorage, 'getClient'>, grants: Grant[]): Promise<Grant[]> {
+async function nameClients(clients: Pick<ClientRecords, 'getClient'>, grants: Grant[]): Promise<Grant[]> {
   const names = new Map<string, string | null>();
   for (const grant of grants) {
     if (grant.clientId === null) continue;

@@ -8,7 +8,7 @@
 // unreadable (a field missing or malformed) is never replaced by the built-in one: its clients get
 // nothing until it is fixed, and start-up says so.
 
-import type { ProfileRecord, ProfileStorage, StoredRead } from '../store/types.ts';
+import type { ProfileRecord, ProfileRecords, StoredRead } from './records.ts';
 import { GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from './grant-types.ts';
 
 type ProfileDefinition = Omit<ProfileRecord, 'createdAt'>;
@@ -68,7 +68,7 @@ export function defaultProfileRecords(now: number, lifetimes?: ProfileLifetimes)
  * unreadable is `'corrupt'`, never replaced by the built-in one: its clients get nothing until it is fixed.
  */
 export async function resolveProfile(
-  store: ProfileStorage,
+  store: Pick<ProfileRecords, 'getProfile'>,
   name: string,
   now: number,
   lifetimes?: ProfileLifetimes,
@@ -86,7 +86,7 @@ export async function resolveProfile(
  * never seeded, or a field edited into something unreadable: its clients are refused), and stored
  * lifetimes that differ from the configured ones (configuration decides them).
  */
-export async function unusedProfileEdits(store: ProfileStorage, lifetimes: ProfileLifetimes): Promise<string[]> {
+export async function unusedProfileEdits(store: ProfileRecords, lifetimes: ProfileLifetimes): Promise<string[]> {
   const problems: string[] = [];
   for (const { name } of DEFAULT_PROFILES) {
     const configured = configuredLifetimes(lifetimes, name);

@@ -27,8 +27,8 @@ import { IdpRejection } from './idp.ts';
 import { chooseProvider, type ProviderChoice } from './sign-in/provider-choice.ts';
 import { DEACTIVATED_TEXT } from './directory-gate.ts';
 import { IdpAuthorizationError, type IdpSignIn } from './oidc-client.ts';
-import { readCookie } from './cookies.ts';
-import { escapeHtml, page, writePage } from './sign-in-pages.ts';
+import { readCookie } from '../web/cookies.ts';
+import { escapeHtml, page, writePage } from '../web/pages.ts';
 import { mayDecide } from '../policy/approval-settings.ts';
 
 /** How long an account-page session lasts: short, it can revoke everything the person holds. */

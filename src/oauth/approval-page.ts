@@ -15,7 +15,7 @@ import { mayDecide } from '../policy/approval-settings.ts';
 import type { AccountSession, ApprovalStorage } from '../store/types.ts';
 import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from './account.ts';
 import type { OAuthContext } from './context.ts';
-import { escapeHtml, page, writePage } from './sign-in-pages.ts';
+import { escapeHtml, page, writePage } from '../web/pages.ts';
 
 const ID = /^[0-9a-f]{32}$/;
 const FORM_MAX_BODY_BYTES = 4096;

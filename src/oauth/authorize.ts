@@ -30,7 +30,7 @@ import { AccountPageError, AccountPages, AccountSessions } from './account.ts';
 import { ApprovalPages } from './approval-page.ts';
 import type { OAuthContext } from './context.ts';
 import { IdpClientRefused, IdpUnavailable, type IdpSignIn } from './oidc-client.ts';
-import { messagePage, writePage } from './sign-in-pages.ts';
+import { messagePage, writePage } from '../web/pages.ts';
 import { AuthorizeRequestStage } from './sign-in/authorize-request.ts';
 import { CodeIssuance } from './sign-in/code.ts';
 import { ConsentStage } from './sign-in/consent.ts';

@@ -13,7 +13,8 @@ import { checkKeySet } from '../model/client-metadata.ts';
 import { isClientIdMetadataUrl, type CimdResolver, type ClientMetadataDocument, type ResolveOptions } from './cimd.ts';
 import { HttpError, invalidClient } from '../http/errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { ClientRecord, ClientStorage, OneTimeValueStorage } from '../store/types.ts';
+import type { ClientStorage, OneTimeValueStorage } from '../store/types.ts';
+import type { ClientRecord } from '../model/records.ts';
 
 /** RFC 7523 §2.2: the one `client_assertion_type` of private_key_jwt. */
 export const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';

@@ -21,19 +21,19 @@ import type {
   OneTimeValueStorage,
   ProfileStorage,
   RefreshTokenStorage,
-  SignedInUser,
   SubjectCutoffStorage,
   SubjectStorage,
   TokenStorage,
   UpstreamCredentialStorage,
 } from '../store/types.ts';
+import type { SignedInUser } from '../model/records.ts';
 import { WindowLimit, type FailedAuthLimiter } from '../http/rate-limits.ts';
 import type { IdJagVerifier, IdpVerifier } from './idp.ts';
 import type { IdpSignIn, IdpTokens } from './oidc-client.ts';
 import type { CimdResolver, ResolveOptions } from './cimd.ts';
 import type { AuthenticatedClient, PresentedClient } from './client-auth.ts';
 import type { DpopVerifier } from './dpop.ts';
-import type { ClientAddresses } from '../proxy/client-address.ts';
+import type { ClientAddresses } from '../http/client-address.ts';
 import type { DirectoryGate } from './directory-gate.ts';
 
 /** The parts of the store the OAuth endpoints use (no audit stream: that goes through Audit). */

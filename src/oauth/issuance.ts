@@ -11,7 +11,7 @@ import { HttpError } from '../http/errors.ts';
 import { GRANT_REFRESH_TOKEN } from '../model/grant-types.ts';
 import { resolveProfile } from '../model/profiles.ts';
 import { revokedSinceSignIn, tokenUser } from '../model/offboarding.ts';
-import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../store/types.ts';
+import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, SignedInUser } from '../model/records.ts';
 import type { OAuthContext } from './context.ts';
 import type { DpopBinding, Issued } from './grants/grant.ts';
 

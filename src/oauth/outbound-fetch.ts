@@ -7,7 +7,7 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import { request } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { HttpError, unusableClientDocument } from '../http/errors.ts';
-import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../http/net-address.ts';
+import { ADDRESS_CLASS_NAMES, classifyAddress, type AddressClass } from '../model/net-address.ts';
 
 /** The bounds and the guard of one fetch. */
 export interface OutboundFetchOptions {

@@ -7,7 +7,7 @@ import { parseForm, readBody } from '../http/body.ts';
 import { HttpError, httpErrorFor, writeJson } from '../http/errors.ts';
 import type { AuditInput } from '../observability/audit.ts';
 import type { Route } from '../http/serve.ts';
-import { limitKey } from '../http/net-address.ts';
+import { limitKey } from '../model/net-address.ts';
 import { RESOURCE_METADATA_PATH } from './resource-metadata.ts';
 import { isFailureRefusal, ProvenRequestLimit, WindowLimit } from '../http/rate-limits.ts';
 import { presentedClient, type AuthenticatedClient } from './client-auth.ts';

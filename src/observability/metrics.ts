@@ -7,7 +7,7 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DenialReason } from '../model/credentials.ts';
-import type { ErrorCode } from '../http/errors.ts';
+import type { ErrorCode } from '../model/errors.ts';
 import { StoreDecorator, type StoreOperation } from '../store/decorator.ts';
 import type { StoreWatch, TokenStore } from '../store/types.ts';
 
@@ -17,7 +17,7 @@ export class Metrics {
   readonly registry = new Registry();
   /**
    * @label outcome `forwarded` (to the upstream), `allowed` (by `/authz`, forward-auth), `connect` (`/authz`'s marked `401` for a user without a usable upstream credential, handed by the ingress to `/authz-connect`, which counts the request's own outcome), `denied` (the token), `refused` (anything else the sidecar answered with an error), `unavailable` (the store failed: `503`), `health` (an authenticated `/health`), `oauth` (an OAuth endpoint or metadata document), `not_found`
-   * @label reason empty, except: for `denied` the denial reason, `missing`, `malformed`, `unknown`, `revoked`, `expired`, `corrupt`, `dpop_proof`, `dpop_replay`, `dpop_binding` (DPoP, docs/dpop.md) or `rate_limited`; for `refused` the error's code, one of the fixed catalogue of src/http/errors.ts: `invalid_request` (framing), `forbidden` (Origin), `insufficient_scope` (policy, a scope would lift it), `insufficient_authorization` (policy, answered at 200 as a tool error), `quota_exceeded`, `upstream_credential_missing` (no usable upstream credential: docs/upstream-credentials.md), `method_not_allowed`, `payload_too_large`, `misdirected_request` (Host), ...
+   * @label reason empty, except: for `denied` the denial reason, `missing`, `malformed`, `unknown`, `revoked`, `expired`, `corrupt`, `dpop_proof`, `dpop_replay`, `dpop_binding` (DPoP, docs/dpop.md) or `rate_limited`; for `refused` the error's code, one of the fixed catalogue of src/model/errors.ts: `invalid_request` (framing), `forbidden` (Origin), `insufficient_scope` (policy, a scope would lift it), `insufficient_authorization` (policy, answered at 200 as a tool error), `quota_exceeded`, `upstream_credential_missing` (no usable upstream credential: docs/upstream-credentials.md), `method_not_allowed`, `payload_too_large`, `misdirected_request` (Host), ...
    */
   readonly requests = new Counter({
     name: 'mcp_auth_requests_total',

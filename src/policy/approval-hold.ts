@@ -21,9 +21,8 @@ import type { Principal } from '../model/credentials.ts';
 import type { Audit } from '../observability/audit.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { ApprovalStorage } from '../store/types.ts';
-import { URL_ELICITATION_REQUIRED } from '../upstream-credentials/delivery.ts';
 import { approversText } from './approval-settings.ts';
-import { AUTHORIZATION_META_KEY, type HeldCall } from './enforce.ts';
+import { AUTHORIZATION_META_KEY, URL_ELICITATION_REQUIRED, type HeldCall } from './enforce.ts';
 
 /** The first protocol revision that answers with the multi round-trip form instead of -32042. */
 export const INPUT_REQUIRED_SINCE = '2026-07-28';

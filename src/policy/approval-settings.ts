@@ -3,7 +3,7 @@
 // how long a request and an approval hold (`ttlSeconds`). Checked once at start-up.
 
 import type { ApprovalRecord, ApprovalSettings, Approvers } from '../model/approvals.ts';
-import type { SignedInUser } from '../store/shared.ts';
+import type { SignedInUser } from '../model/records.ts';
 
 const FIELDS = new Set(['approvers', 'notSelf', 'ttlSeconds']);
 export const DEFAULT_APPROVAL_TTL_SECONDS = 600;

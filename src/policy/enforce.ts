@@ -20,6 +20,12 @@ import { decideCall, isAlwaysAllowed, LIST_METHODS, stepUpScope, type Policy, ty
 /** JSON-RPC error code of a call refused by policy (server-defined range, as MCP servers use for auth). */
 export const POLICY_DENIED_CODE = -32003;
 
+/**
+ * The MCP error code of "the user must visit a URL first" (MCP 2025-11-25, URL-mode elicitation): a call
+ * held for approval, or a user without a usable upstream credential.
+ */
+export const URL_ELICITATION_REQUIRED = -32042;
+
 /** Where the authorization context of a denial travels: `_meta` of a tool result, `data` of a JSON-RPC error. */
 export const AUTHORIZATION_META_KEY = 'io.modelcontextprotocol/authorization';
 

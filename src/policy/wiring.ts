@@ -1,17 +1,17 @@
 // The per-tool policy gate as the configuration sets it up.
 
 import type { Config } from '../config/load.ts';
-import { limitKey } from '../http/net-address.ts';
+import { limitKey } from '../model/net-address.ts';
 import type { Clock } from '../model/clock.ts';
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { Audit } from '../observability/audit.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import type { ClientAddresses } from '../proxy/client-address.ts';
+import type { ClientAddresses } from '../http/client-address.ts';
 import type { ApprovalStorage, QuotaStorage } from '../store/types.ts';
 import type { Logger } from '../observability/logger.ts';
 import { ApprovalHold, type ApprovalHoldOptions } from './approval-hold.ts';
 import { ApprovalWebhook } from './approval-webhook.ts';
-import { createPolicyGate, type PolicyGate } from './gate.ts';
+import { createPolicyGate, type PolicyGate } from '../proxy/policy-gate.ts';
 import { policyOf } from './rules.ts';
 
 /**

@@ -17,7 +17,7 @@ import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
 import { MISSING } from '../upstream-credentials/delivery.ts';
 import { addAssertion, admit, credentialFor, setCredential, traceparentOf } from './authenticate.ts';
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
-import type { ClientAddresses } from './client-address.ts';
+import type { ClientAddresses } from '../http/client-address.ts';
 import type { ProxyContext } from './context.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
 import { handleDigest } from './handles.ts';

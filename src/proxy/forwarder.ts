@@ -7,7 +7,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import { Pool, errors, type Dispatcher } from 'undici';
-import { HttpError, StoreUnavailableError, storeUnavailable, writeError } from '../http/errors.ts';
+import { HttpError, storeUnavailable, writeError } from '../http/errors.ts';
+import { StoreUnavailableError } from '../store/shared.ts';
 import type { ClientBody } from '../policy/jsonrpc.ts';
 import { connectionOptions, isHopByHop } from './hop-by-hop.ts';
 import type { ProxyRequest } from './request.ts';

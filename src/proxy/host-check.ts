@@ -7,7 +7,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from '../http/errors.ts';
-import { isLoopbackHost } from '../http/net-address.ts';
+import { isLoopbackHost } from '../model/net-address.ts';
 
 export interface HostCheckOptions {
   /** PUBLIC_URL as configured; undefined: the default http://localhost:<port>. */

@@ -3,7 +3,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import type { Principal } from '../model/credentials.ts';
-import type { ClientAddresses } from './client-address.ts';
+import type { ClientAddresses } from '../http/client-address.ts';
 import { removeHopByHop } from './hop-by-hop.ts';
 import { identityHeaderValue } from './identity-value.ts';
 

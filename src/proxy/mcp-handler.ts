@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Principal } from '../model/credentials.ts';
 import { HttpError, invalidBearerToken, payloadTooLarge, writeJson, writeJsonText } from '../http/errors.ts';
 import { pathOf } from '../http/serve.ts';
-import { writePolicyAnswer } from '../policy/gate.ts';
+import { writePolicyAnswer } from './policy-gate.ts';
 import { readBody } from '../http/body.ts';
 import { checkBodyHeaders, parseClientMessages, type ClientBody } from '../policy/jsonrpc.ts';
 import { credentialRequired, MISSING, needsUserCredential, urlElicitationRequired } from '../upstream-credentials/delivery.ts';

@@ -2,7 +2,7 @@
 // and the strict readers a corrupt record is told apart with. Timestamps are integer epoch ms.
 
 import { parseEpochMs } from '../model/credentials.ts';
-import type { SignedInUser } from './types.ts';
+import type { SignedInUser } from '../model/records.ts';
 
 export type Fields = Record<string, string>;
 

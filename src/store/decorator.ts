@@ -5,7 +5,8 @@
 // past a decorator. `close` and `watch` pass through untouched.
 
 import { STORE_OPERATION_NAMES, type StoreOperation, type StoreOperations } from './operations.ts';
-import type { StoreWatch, TokenLookup, TokenStore } from './types.ts';
+import type { StoreWatch, TokenStore } from './types.ts';
+import type { TokenLookup } from '../model/records.ts';
 
 export type { StoreOperation } from './operations.ts';
 

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { handleMember } from './handles/records.ts';
 import type { HandleKind } from './types.ts';
 import { approvalKeys } from './approvals/keys.ts';
-import { clientBucket, hashBucket, OAUTH_BUCKETS } from './buckets.ts';
+import { clientBucket, hashBucket, OAUTH_BUCKETS } from '../model/buckets.ts';
 import { directoryKeys } from './directory/keys.ts';
 
 export { clientBucket, hashBucket, OAUTH_BUCKETS };

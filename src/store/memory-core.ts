@@ -5,7 +5,7 @@
 // Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,
@@ -18,7 +18,8 @@ import {
   type HashUpdate,
   type KeyLayout,
 } from './records.ts';
-import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, RevocationListener, RevocationNotice } from './types.ts';
+import type { CreateTokenOutcome, RevocationListener, RevocationNotice } from './types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** The fewest writes between two sweeps of expired records. */
 const SWEEP_AFTER_WRITES = 1024;

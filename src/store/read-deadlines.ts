@@ -11,7 +11,7 @@
 // queue: each settles at the head, which keeps the work per lookup constant and lets a settled lookup
 // be collected young.
 
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 
 /** A lookup's wait past its bound: the store cannot answer now (503), as for ioredis's own command timeout. */
 export class ReadTimeoutError extends StoreUnavailableError {

@@ -6,7 +6,7 @@
 // (corkForTurn), instead of through ioredis's auto-pipelining; a cluster keeps auto-pipelining.
 
 import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 import { parseRedisUrl } from './redis-url.ts';
 
 export type RedisClient = Redis | Cluster;

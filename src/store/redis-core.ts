@@ -3,7 +3,7 @@
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 import {
   accessTokenFields,
   consentGrantIds,
@@ -24,7 +24,8 @@ import { LookupConnection } from './redis-lookups.ts';
 import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
-import type { AccessTokenRecord, RefreshTokenRecord, RevocationNotice } from './types.ts';
+import type { RevocationNotice } from './types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
 const MAX_UPDATE_ATTEMPTS = 16;

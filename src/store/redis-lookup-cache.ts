@@ -20,9 +20,10 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ReplyError, type Redis } from 'ioredis';
-import { StoreUnavailableError } from '../http/errors.ts';
-import type { LookupCacheFallback, LookupCacheStats, TokenLookup } from './types.ts';
-import type { Logger } from '../observability/logger.ts';
+import { StoreUnavailableError } from './shared.ts';
+import type { LookupCacheFallback, LookupCacheStats } from './types.ts';
+import type { TokenLookup } from '../model/records.ts';
+import type { Logger } from 'pino';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis, duplicateConnection } from './redis-connection.ts';
 

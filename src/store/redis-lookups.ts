@@ -9,7 +9,7 @@
 import { ReadDeadlines } from './read-deadlines.ts';
 import { connectRedis, defaultSocketTimeoutMs, duplicateForLookups, type RedisClient } from './redis-connection.ts';
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 
 export class LookupConnection {
   readonly #main: RedisClient;

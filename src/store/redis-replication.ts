@@ -5,7 +5,7 @@
 // (lookupToken) never waits for anything.
 
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError } from '../http/errors.ts';
+import { StoreUnavailableError } from './shared.ts';
 import type { RedisClient } from './redis-connection.ts';
 
 /** How long a replica count read from INFO replication is trusted (it is also dropped on reconnect). */

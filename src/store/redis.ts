@@ -22,7 +22,8 @@ import { RedisRefreshTokens } from './refresh-tokens/redis.ts';
 import { RedisSignIn } from './sign-in/redis.ts';
 import { RedisSubjects } from './subjects/redis.ts';
 import { RedisTokens } from './tokens/redis.ts';
-import type { StoreWatch, TokenLookup, TokenStore } from './types.ts';
+import type { StoreWatch, TokenStore } from './types.ts';
+import type { TokenLookup } from '../model/records.ts';
 import { RedisUpstreamCredentials } from './upstream-credentials/redis.ts';
 
 /** Every part on one core: the operations on Redis that RedisTokenStore puts its boundary around. */

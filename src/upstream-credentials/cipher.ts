@@ -3,10 +3,10 @@
 // additional authenticated data, so that a ciphertext copied onto another user's record fails to open.
 
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { CREDENTIAL_KEY_BYTES, parseCredentialKey } from '../config/keys/shared.ts';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-const KEY_BYTES = 32;
 /** Versions the sealed format and the AAD layout, so either can change without misreading old records. */
 const FORMAT = 'v1';
 
@@ -16,21 +16,6 @@ export interface CredentialIdentity {
   issuer: string;
   /** Which credential of the user: `idp`, `oauth:<provider>` or `exchange:<audience>`. */
   provider: string;
-}
-
-/**
- * 32 key bytes from their configured text: 64 hex characters, or base64 (standard or url-safe, padded
- * or not) of exactly 32 bytes. Answers a reason when the text is neither (never echoing the text).
- */
-export function parseCredentialKey(text: string): Buffer | string {
-  const trimmed = text.trim();
-  if (/^[0-9a-fA-F]{64}$/.test(trimmed)) return Buffer.from(trimmed, 'hex');
-  if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(trimmed)) {
-    const bytes = Buffer.from(trimmed.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
-    if (bytes.length === KEY_BYTES) return bytes;
-    return `it decodes as base64 to ${bytes.length} bytes, not 32`;
-  }
-  return 'it is neither 64 hex characters nor base64 of 32 bytes';
 }
 
 /**
@@ -70,7 +55,8 @@ export class CredentialCipher {
   readonly #byId: ReadonlyMap<string, Buffer>;
 
   constructor(current: Buffer, previous: readonly Buffer[] = []) {
-    if (current.length !== KEY_BYTES || previous.some((k) => k.length !== KEY_BYTES)) throw new RangeError('credential keys are 32 bytes');
+    if (current.length !== CREDENTIAL_KEY_BYTES || previous.some((k) => k.length !== CREDENTIAL_KEY_BYTES))
+      throw new RangeError('credential keys are 32 bytes');
     this.#current = current;
     this.currentKeyId = keyIdOf(current);
     this.#byId = new Map([...previous, current].map((k) => [keyIdOf(k), k]));

@@ -5,10 +5,8 @@
 // to any other).
 
 import type { Principal } from '../model/credentials.ts';
+import { URL_ELICITATION_REQUIRED } from '../policy/enforce.ts';
 import type { UpstreamTokens } from './vault.ts';
-
-/** The MCP error code of "the user must visit a URL first" (MCP 2025-11-25, URL-mode elicitation). */
-export const URL_ELICITATION_REQUIRED = -32042;
 
 /** Where a user's usable tokens come from, per mode; `who` names the user (the source adds its provider). */
 export interface CredentialSource {

@@ -12,8 +12,10 @@ import { IdpUnavailable, type IdpSignIn, type IdpTokens } from '../oauth/oidc-cl
 import type { Audit } from '../observability/audit.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import type { SignedInUser, TokenStore } from '../store/types.ts';
-import { configuredCipher, parseCredentialKey } from './cipher.ts';
+import type { TokenStore } from '../store/types.ts';
+import type { SignedInUser } from '../model/records.ts';
+import { configuredCipher } from './cipher.ts';
+import { parseCredentialKey } from '../config/keys/shared.ts';
 import { ConnectFlow, providerConfiguration, providerUnavailable, tokensOf, type ConnectProvider } from './connect-flow.ts';
 import { ConnectLinks } from './connect-links.ts';
 import { UpstreamCredentialDelivery, type CredentialSource } from './delivery.ts';

@@ -4,7 +4,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSidecar } from '../../src/app.ts';
-import { publicReach } from '../../src/http/net-address.ts';
+import { publicReach } from '../../src/model/net-address.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { sendFrom } from './from-address.ts';

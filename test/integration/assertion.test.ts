@@ -423,7 +423,7 @@ describe('key rotation', () => {
 
 describe('the JWKS when the store cannot answer', () => {
   it('503 temporarily_unavailable (not cached), never a partial set', async () => {
-    const { StoreUnavailableError } = await import('../../src/http/errors.ts');
+    const { StoreUnavailableError } = await import('../../src/store/shared.ts');
     let down = false;
     const stack = await startStack({
       config: { upstream: { assertion: true } },

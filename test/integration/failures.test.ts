@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import type { TokenStore } from '../../src/store/types.ts';
 import { postForm, postJson, postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';

@@ -15,7 +15,7 @@ import { openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 import { initializeStatus } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { addressOf, startFaultProxy, type FaultProxy } from '../support/fault-proxy.ts';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { readable } from '../support/records.ts';
 
 const HOUR = 3_600_000;

@@ -6,7 +6,7 @@
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { countSocketWrites, deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';

@@ -10,7 +10,7 @@ import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { TASK_SCAN_BYTES } from '../../src/proxy/handle-guard.ts';
 import { createServer } from 'node:http';
 import { StoreDecorator, type StoreOperation } from '../../src/store/decorator.ts';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { serveOnLoopback, startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis } from '../support/redis.ts';

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { StoreDecorator, type StoreOperation } from '../../src/store/decorator.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/policy/enforce.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { keysUnder, rawRedis } from '../support/redis.ts';
 import {

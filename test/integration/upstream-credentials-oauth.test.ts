@@ -12,7 +12,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoIdp, DEMO_USER, type DemoIdp } from '../../demo/idp.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
-import { CREDENTIAL_REQUIRED, URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { CREDENTIAL_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/policy/enforce.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import {
   approveAndSignIn,

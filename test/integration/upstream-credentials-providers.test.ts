@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/policy/enforce.ts';
 import { openAndConfirm, seedAccountSession } from '../support/connect.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startGitHubStub, type GitHubStub } from '../support/github-oauth.ts';

@@ -17,7 +17,7 @@ import {
   UrlElicitationRequiredError as UrlElicitationRequired2,
 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/policy/enforce.ts';
 import { startUpstream as startSdk1Upstream, type RunningUpstream } from '../support/upstream-sdk1.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { storeUserToken } from '../support/user-tokens.ts';

@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
-import { URL_ELICITATION_REQUIRED } from '../../src/upstream-credentials/delivery.ts';
+import { URL_ELICITATION_REQUIRED } from '../../src/policy/enforce.ts';
 import { REFRESH_AHEAD_MS } from '../../src/upstream-credentials/idp-mode.ts';
 import { startExchangeIdp, type ExchangeIdp } from '../support/exchange-idp.ts';
 import {

@@ -18,10 +18,10 @@ import { createIdJagVerifier, createIdpVerifier } from '../../src/oauth/idp.ts';
 import type { IdpSignIn } from '../../src/oauth/oidc-client.ts';
 import { oauthRoutes } from '../../src/oauth/routes.ts';
 import { dpopVerifierFor } from '../../src/oauth/dpop.ts';
-import { clientAddresses } from '../../src/proxy/client-address.ts';
+import { clientAddresses } from '../../src/http/client-address.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import { defaultProfileRecords } from '../../src/model/profiles.ts';
-import type { ClientRecord } from '../../src/store/types.ts';
+import type { ClientRecord } from '../../src/model/records.ts';
 import { hashToken } from '../../src/model/credentials.ts';
 
 export const PUBLIC_URL = 'https://mcp.example.test';

@@ -16,7 +16,7 @@ import { Audit } from '../../src/observability/audit.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { Metrics } from '../../src/observability/metrics.ts';
 import { proxyContext, type ProxyContext } from '../../src/proxy/context.ts';
-import { clientAddresses } from '../../src/proxy/client-address.ts';
+import { clientAddresses } from '../../src/http/client-address.ts';
 import type { Forwarder } from '../../src/proxy/forwarder.ts';
 import { handleAuthz, isIdentityHeaderName } from '../../src/proxy/forward-auth.ts';
 import { HandleGuard } from '../../src/proxy/handle-guard.ts';

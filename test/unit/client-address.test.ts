@@ -3,8 +3,8 @@
 
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { normalizeAddress } from '../../src/http/net-address.ts';
-import { clientAddresses } from '../../src/proxy/client-address.ts';
+import { normalizeAddress } from '../../src/model/net-address.ts';
+import { clientAddresses } from '../../src/http/client-address.ts';
 
 function request(remoteAddress: string | undefined, xff?: string): IncomingMessage {
   return { socket: { remoteAddress }, headers: xff === undefined ? {} : { 'x-forwarded-for': xff } } as unknown as IncomingMessage;

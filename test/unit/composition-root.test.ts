@@ -1,5 +1,5 @@
 // src/app.ts only composes: each feature's wiring lives in its own folder's factory (src/*/wiring.ts,
-// src/store/open.ts, src/http/listeners.ts), so the composition root stays a readable list of calls.
+// src/http/listeners.ts), so the composition root stays a readable list of calls.
 
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';

@@ -3,7 +3,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CredentialCipher, CredentialDecryptError, keyIdOf, parseCredentialKey } from '../../src/upstream-credentials/cipher.ts';
+import { CredentialCipher, CredentialDecryptError, keyIdOf } from '../../src/upstream-credentials/cipher.ts';
+import { parseCredentialKey } from '../../src/config/keys/shared.ts';
 
 const ALICE = { subject: 'alice', issuer: 'https://idp.example/', provider: 'idp' };
 const SECRET = 'gho_0123456789abcdefSECRET';

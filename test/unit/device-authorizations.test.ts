@@ -4,7 +4,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { DEVICE_SLOW_DOWN_SECONDS, decideDevice, pollDevice } from '../../src/model/device-authorizations.ts';
-import type { StoredDeviceAuthorization } from '../../src/store/types.ts';
+import type { StoredDeviceAuthorization } from '../../src/model/records.ts';
 
 const NOW = 1_700_000_000_000;
 const user = { subject: 'idp-user-1', issuer: 'https://idp.example.com/' };

@@ -3,15 +3,8 @@
 // by one function.
 
 import { describe, expect, it } from 'vitest';
-import {
-  HttpError,
-  StoreUnavailableError,
-  httpErrorFor,
-  invalidClient,
-  methodNotAllowed,
-  tooManyRequests,
-  type ErrorCode,
-} from '../../src/http/errors.ts';
+import { HttpError, httpErrorFor, invalidClient, methodNotAllowed, tooManyRequests, type ErrorCode } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 
 describe('HttpError', () => {
   const rows: Array<[ErrorCode, number]> = [

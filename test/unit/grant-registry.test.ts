@@ -10,7 +10,7 @@ import { requireClient, TOKEN_PARAMETERS, type Grant, type TokenRequest } from '
 import { GRANTS } from '../../src/oauth/grants/index.ts';
 import { HttpError } from '../../src/http/errors.ts';
 import { Form } from '../../src/http/body.ts';
-import type { ClientRecord } from '../../src/store/types.ts';
+import type { ClientRecord } from '../../src/model/records.ts';
 
 const GRANTS_DIR = new URL('../../src/oauth/grants/', import.meta.url);
 const SRC = new URL('../../src/', import.meta.url);

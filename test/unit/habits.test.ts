@@ -6,7 +6,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { deepFreeze } from '../../src/model/deep-freeze.ts';
 import { publicClient, type PublicClient } from '../../src/model/clients.ts';
-import type { ClientRecord } from '../../src/store/types.ts';
+import type { ClientRecord } from '../../src/model/records.ts';
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

@@ -3,32 +3,10 @@
 // ties modules that should change alone (a type belongs to the module that owns it, or to a small
 // types module both import).
 
-import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-
-const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [path] : [];
-  });
-}
-
-/**
- * Every relative specifier a module names: `import` and `export ... from` statements, type-only ones
- * included, side-effect imports, and `import('...')` (a dynamic import or a type query).
- */
-export function moduleImports(source: string): string[] {
-  const found: string[] = [];
-  const statement =
-    /(?:^|\n)\s*(?:import|export)\s+[^'";]*?\s*from\s*['"](\.[^'"]+)['"]|(?:^|\n)\s*import\s*['"](\.[^'"]+)['"]|\bimport\(\s*['"](\.[^'"]+)['"]\s*\)/g;
-  for (const m of source.matchAll(statement)) found.push((m[1] ?? m[2] ?? m[3])!);
-  return found;
-}
+import { moduleImports, sourceFiles, SRC } from '../support/module-graph.ts';
 
 /** Every cycle's modules, as paths relative to src/ (Tarjan's strongly connected components of size > 1 or self-loops). */
 export function importCycles(files: readonly string[], read: (file: string) => string): string[][] {

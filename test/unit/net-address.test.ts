@@ -14,7 +14,7 @@ import {
   limitKey,
   parseCidr,
   type AddressClass,
-} from '../../src/http/net-address.ts';
+} from '../../src/model/net-address.ts';
 
 const IPV4: Array<[string, AddressClass]> = [
   ['0.0.0.0', 'unspecified'],

@@ -3,7 +3,7 @@
 // answer changes nothing. Fake timers and a clock the test moves: nothing here waits for real time.
 
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { ReadDeadlines, ReadTimeoutError } from '../../src/store/read-deadlines.ts';
 
 interface Held<T> {

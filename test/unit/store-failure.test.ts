@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { ReplyError } from 'ioredis';
-import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { asStoreFailure, RedisConnectError } from '../../src/store/redis-connection.ts';
 import { DuplicateRecordError } from '../../src/store/types.ts';
 

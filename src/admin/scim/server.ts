@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, httpErrorFor, methodNotAllowed, writeJsonText } from '../../http/errors.ts';
 import { parseJsonObject, readBody } from '../../http/body.ts';
-import { normalizeAddress } from '../../http/net-address.ts';
+import { normalizeAddress } from '../../model/net-address.ts';
 import type { FailedAuthLimiter } from '../../http/rate-limits.ts';
 import type { Route } from '../../http/serve.ts';
 import type { Clock } from '../../model/clock.ts';

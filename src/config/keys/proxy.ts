@@ -1,7 +1,7 @@
 // The proxy listener: address, workers, and the bounds every request is held to.
 
 import { boolean, integer, list, text, type KeyTree } from '../spec.ts';
-import { parseCidr } from '../../http/net-address.ts';
+import { parseCidr } from '../../model/net-address.ts';
 import { MAX_WORKERS, checkPublicUrl } from './shared.ts';
 
 export const PROXY_KEYS = {

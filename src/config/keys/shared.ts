@@ -3,7 +3,6 @@
 import { isTokenShaped, weakTokenReason } from '../../model/credentials.ts';
 import { integer, type Problems } from '../spec.ts';
 import { DEFAULT_PROFILES } from '../../model/profiles.ts';
-import { parseCredentialKey } from '../../upstream-credentials/cipher.ts';
 
 export const CREDENTIAL_MODES = ['none', 'idp', 'token-exchange', 'oauth'] as const;
 export type CredentialMode = (typeof CREDENTIAL_MODES)[number];
@@ -86,6 +85,24 @@ export function checkPublicUrl(name: string, value: string, problems: Problems):
       `${name} is the base URL, without /mcp (the sidecar adds it; "${value}" would advertise ${value}/mcp): use ${url.origin}${url.pathname.slice(0, -4)}`,
     );
   }
+}
+
+/** The length of an upstream credential key (AES-256). */
+export const CREDENTIAL_KEY_BYTES = 32;
+
+/**
+ * 32 key bytes from their configured text: 64 hex characters, or base64 (standard or url-safe, padded
+ * or not) of exactly 32 bytes. Answers a reason when the text is neither (never echoing the text).
+ */
+export function parseCredentialKey(text: string): Buffer | string {
+  const trimmed = text.trim();
+  if (/^[0-9a-fA-F]{64}$/.test(trimmed)) return Buffer.from(trimmed, 'hex');
+  if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(trimmed)) {
+    const bytes = Buffer.from(trimmed.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+    if (bytes.length === CREDENTIAL_KEY_BYTES) return bytes;
+    return `it decodes as base64 to ${bytes.length} bytes, not 32`;
+  }
+  return 'it is neither 64 hex characters nor base64 of 32 bytes';
 }
 
 /** A credential key: 32 bytes as 64 hex characters or base64 (the problem never repeats the value). */

@@ -17,7 +17,7 @@ import { clientActor } from '../../observability/audit.ts';
 import { checkScope } from '../../model/clients.ts';
 import { HttpError } from '../../http/errors.ts';
 import { GRANT_JWT_BEARER } from '../../model/grant-types.ts';
-import type { SignedInUser } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import { clientRefused } from '../client-auth.ts';
 import { resourceOf } from '../context.ts';
 import { IdpRejection, type IdJagAssertion } from '../idp.ts';

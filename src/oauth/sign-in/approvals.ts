@@ -6,7 +6,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { scopeWithin } from '../../model/clients.ts';
 import { hashToken } from '../../model/credentials.ts';
 import { consentKey } from '../../store/records.ts';
-import type { AuthorizationRequest, ConsentLink, ConsentRecord, SignedInUser } from '../../store/types.ts';
+import type { AuthorizationRequest, ConsentLink, ConsentRecord } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import type { OAuthContext } from '../context.ts';
 import type { BrowserCookies } from './browser.ts';
 

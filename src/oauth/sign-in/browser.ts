@@ -5,7 +5,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { generateToken, hashToken, isTokenShaped } from '../../model/credentials.ts';
-import { readCookie } from '../cookies.ts';
+import { readCookie } from '../../web/cookies.ts';
 import { OTHER_BROWSER, PageError } from './errors.ts';
 
 export class BrowserCookies {

@@ -3,7 +3,8 @@
 
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from '../../http/errors.ts';
-import { DuplicateRecordError, type ClientRecord } from '../../store/types.ts';
+import { DuplicateRecordError } from '../../store/types.ts';
+import type { ClientRecord } from '../../model/records.ts';
 import { isClientIdMetadataUrl, type ResolveOptions } from '../cimd.ts';
 import { fetchAdmission, type OAuthContext } from '../context.ts';
 import { PageError } from './errors.ts';

@@ -4,10 +4,11 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { generateToken, generateTokenFor, hashToken } from '../../model/credentials.ts';
-import type { AuthorizationRequest, ConsentLink, SignedInUser } from '../../store/types.ts';
+import type { AuthorizationRequest, ConsentLink } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import { isClientIdMetadataUrl } from '../cimd.ts';
 import { resourceOf } from '../context.ts';
-import { messagePage, writePage } from '../sign-in-pages.ts';
+import { messagePage, writePage } from '../../web/pages.ts';
 import { PageError } from './errors.ts';
 import { redirectBack, type SignInParts } from './parts.ts';
 

@@ -5,8 +5,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseForm, readBody } from '../../http/body.ts';
 import { hashToken, isTokenShaped } from '../../model/credentials.ts';
-import type { AuthorizationRequest, SignedInUser } from '../../store/types.ts';
-import { messagePage, writePage } from '../sign-in-pages.ts';
+import type { AuthorizationRequest } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
+import { messagePage, writePage } from '../../web/pages.ts';
 import type { CodeIssuance } from './code.ts';
 import { checkFormPost } from './browser.ts';
 import { OTHER_BROWSER, PageError, SIGN_IN_OFF, STALE } from './errors.ts';

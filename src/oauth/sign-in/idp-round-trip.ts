@@ -6,12 +6,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { generateToken, hashToken } from '../../model/credentials.ts';
 import { clientName } from '../../model/clients.ts';
-import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
+import type { AuthorizationRequest, AuthorizationRequestRecord } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import type { AccountPages } from '../account.ts';
 import { IdpRejection } from '../idp.ts';
 import { DEACTIVATED_TEXT } from '../directory-gate.ts';
 import { IdpAuthorizationError, IdpUnavailable } from '../oidc-client.ts';
-import { consentPage, messagePage, writePage } from '../sign-in-pages.ts';
+import { consentPage } from '../sign-in-pages.ts';
+import { messagePage, writePage } from '../../web/pages.ts';
 import type { CodeIssuance } from './code.ts';
 import { OTHER_BROWSER, SIGN_IN_OFF, STALE } from './errors.ts';
 import { consentView, holdPendingSignIn, redirectBack, sendTo, SIGN_IN_STEP_TTL_MS, type SignInParts } from './parts.ts';

@@ -4,9 +4,10 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tooManyRequests } from '../../http/errors.ts';
-import { limitKey } from '../../http/net-address.ts';
+import { limitKey } from '../../model/net-address.ts';
 import { generateToken, hashToken } from '../../model/credentials.ts';
-import type { AuthorizationRequest, AuthorizationRequestRecord, SignedInUser } from '../../store/types.ts';
+import type { AuthorizationRequest, AuthorizationRequestRecord } from '../../store/types.ts';
+import type { SignedInUser } from '../../model/records.ts';
 import type { OAuthContext } from '../context.ts';
 import type { IdpSignIn } from '../oidc-client.ts';
 import type { ConsentView } from '../sign-in-pages.ts';

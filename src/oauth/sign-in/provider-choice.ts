@@ -6,7 +6,8 @@
 import type { ServerResponse } from 'node:http';
 import type { IdpSignIn } from '../oidc-client.ts';
 import { providerForEmail } from '../providers.ts';
-import { providerChooserPage, writePage } from '../sign-in-pages.ts';
+import { providerChooserPage } from '../sign-in-pages.ts';
+import { writePage } from '../../web/pages.ts';
 
 /** The provider chosen (absent with one provider), and the e-mail to pass on as the IdP's login hint. */
 export interface ProviderChoice {

@@ -2,7 +2,7 @@
 
 import type { MemoryCore } from '../memory-core.ts';
 import { readRecord } from '../codec.ts';
-import type { StoredRead } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 import { approvalCancelUpdate, approvalDecisionUpdate, approvalFields, approvalFromFields, approvalUseUpdate } from './records.ts';
 import type { ApprovalDecisionOutcome, ApprovalRecord, ApprovalStorage, ApprovalUse } from './types.ts';
 

@@ -4,7 +4,7 @@
 
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { orNull, readRecord } from '../codec.ts';
-import type { StoredRead } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 import { approvalCancelUpdate, approvalDecisionUpdate, approvalFields, approvalFromFields, approvalUseUpdate } from './records.ts';
 import type { ApprovalDecisionOutcome, ApprovalRecord, ApprovalStorage, ApprovalUse } from './types.ts';
 

@@ -2,7 +2,7 @@
 // a person or the admin, used once.
 
 import type { ApprovalRecord, ApprovalState, ApprovalUse, DecisionRefusal } from '../../model/approvals.ts';
-import type { StoredRead } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 
 export type { ApprovalRecord, ApprovalState, ApprovalUse, DecisionRefusal } from '../../model/approvals.ts';
 

@@ -10,7 +10,8 @@ import {
   profileFromFields,
   REFRESH_MEMBER,
 } from '../records.ts';
-import { type ClientRecord, type DeleteClientResult, DuplicateRecordError, type ProfileRecord, type StoredRead } from '../types.ts';
+import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
+import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
 import type { ClientStorage, ProfileStorage } from './types.ts';
 
 export class MemoryClients implements ClientStorage, ProfileStorage {

@@ -2,7 +2,7 @@
 
 import { parseEpochMs } from '../../model/credentials.ts';
 import { type Fields, SECONDS_PATTERN, SHA256_HEX_PATTERN, strictStringArray } from '../codec.ts';
-import type { ClientRecord, ProfileRecord, TokenEndpointAuthMethod } from '../types.ts';
+import type { ClientRecord, ProfileRecord, TokenEndpointAuthMethod } from '../../model/records.ts';
 
 export function clientFields(c: ClientRecord): Fields {
   const f: Fields = {

@@ -2,7 +2,7 @@
 // (one slot: the client's bucket), on the transaction connection, then its handles are forgotten.
 
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError } from '../../http/errors.ts';
+import { StoreUnavailableError } from '../shared.ts';
 import {
   ACCESS_MEMBER,
   clientBucket,
@@ -17,7 +17,8 @@ import {
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
-import { type ClientRecord, type DeleteClientResult, DuplicateRecordError, type ProfileRecord, type StoredRead } from '../types.ts';
+import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
+import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
 import type { ClientStorage, ProfileStorage } from './types.ts';
 
 const MAX_TRANSACTION_ATTEMPTS = 16;

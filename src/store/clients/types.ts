@@ -1,39 +1,6 @@
 // OAuth clients, their lifecycle, and the profiles that give them token lifetimes.
 
-import type { StoredRead } from '../shared.ts';
-
-export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
-
-export interface ClientRecord {
-  clientId: string;
-  /** SHA-256 hex of the client secret; absent for public clients. */
-  clientSecretHash?: string;
-  clientName?: string;
-  redirectUris: string[];
-  grantTypes: string[];
-  scope?: string;
-  profile: string;
-  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
-  /** private_key_jwt of a registered client: its public keys (a JWKS as JSON text), or where they are (https). */
-  jwks?: string;
-  jwksUri?: string;
-  /** `admin` (createClient), `dcr` (POST /register) or `cimd` (a Client ID Metadata Document, first used at /authorize). */
-  source: 'admin' | 'dcr' | 'cimd';
-  createdAt: number;
-  revokedAt?: number;
-}
-
-export interface ProfileRecord {
-  name: string;
-  description: string;
-  /** Default lifetime of access tokens issued to clients of this profile. */
-  accessTokenLifetimeSeconds: number;
-  /** Lifetime of refresh tokens issued to clients of this profile (0: no refresh tokens). */
-  refreshTokenLifetimeSeconds: number;
-  /** Grant types a client of this profile gets when its creator names none. */
-  grantTypes: string[];
-  createdAt: number;
-}
+import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
 
 export interface DeleteClientResult {
   clientId: string;

@@ -9,15 +9,14 @@ import {
   pendingSignInMember,
   readRecord,
 } from '../records.ts';
+import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from '../types.ts';
 import type {
-  DeviceAuthorizationBounds,
-  DeviceAuthorizationOutcome,
   DeviceAuthorizationRecord,
   DevicePollOutcome,
   SignedInUser,
   StoredDeviceAuthorization,
   StoredRead,
-} from '../types.ts';
+} from '../../model/records.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
 export class MemoryDevices implements DeviceAuthorizationStorage {

@@ -3,7 +3,7 @@
 import { parseEpochMs } from '../../model/credentials.ts';
 import { decideDevice, pollDevice } from '../../model/device-authorizations.ts';
 import { type Fields, type HashUpdate, userFields, userFromFields } from '../codec.ts';
-import type { DeviceAuthorizationRecord, DevicePollOutcome, StoredDeviceAuthorization, SignedInUser } from '../types.ts';
+import type { DeviceAuthorizationRecord, DevicePollOutcome, SignedInUser, StoredDeviceAuthorization } from '../../model/records.ts';
 
 /** A device authorization as hash fields; it starts pending (the stores' scripts change its status). */
 export function deviceAuthorizationFields(r: DeviceAuthorizationRecord): Fields {

@@ -11,15 +11,14 @@ import {
 } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import { flattenFields } from '../redis-scripts.ts';
+import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from '../types.ts';
 import type {
-  DeviceAuthorizationBounds,
-  DeviceAuthorizationOutcome,
   DeviceAuthorizationRecord,
   DevicePollOutcome,
   SignedInUser,
   StoredDeviceAuthorization,
   StoredRead,
-} from '../types.ts';
+} from '../../model/records.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
 export class RedisDevices implements DeviceAuthorizationStorage {

@@ -4,7 +4,7 @@
 import { planCreate, planDelete, planUpdate, userNameKey, writesNothing, type DirectoryChange } from '../../model/directory.ts';
 import { readRecord } from '../codec.ts';
 import type { MemoryCore } from '../memory-core.ts';
-import type { StoredRead } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 import {
   directoryIndexName,
   directoryLinkName,

@@ -2,13 +2,13 @@
 // was read under WATCH, and written in one MULTI/EXEC with its indexes (all under one `{directory}`
 // slot); a change that lost a race is planned again on what is there now.
 
-import { StoreUnavailableError } from '../../http/errors.ts';
 import { planCreate, planDelete, planUpdate, userNameKey, writesNothing, type DirectoryChange } from '../../model/directory.ts';
 import { orNull, readRecord } from '../codec.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { RedisClient } from '../redis-connection.ts';
 import { flattenFields } from '../redis-scripts.ts';
-import type { StoredRead } from '../shared.ts';
+import { StoreUnavailableError } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 import {
   directoryIndexName,
   directoryLinkName,

@@ -1,7 +1,7 @@
 // The directory's people (SCIM users), and the identities seen signing in with a matched email.
 
 import type { DirectoryChange, DirectoryIndex, DirectoryUser } from '../../model/directory.ts';
-import type { StoredRead } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 
 export type { DirectoryChange, DirectoryIndex, DirectoryUser };
 

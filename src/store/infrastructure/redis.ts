@@ -1,6 +1,6 @@
 // The audit streams, revocation notices, the caller assertions' public keys and health, on Redis.
 
-import { StoreUnavailableError } from '../../http/errors.ts';
+import { StoreUnavailableError } from '../shared.ts';
 import { auditFields, auditFromFields, type Fields, listedSigningKeys, newestAuditFirst, signingKeyValue } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import { subscribeNotices } from '../redis-notices.ts';

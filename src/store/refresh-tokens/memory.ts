@@ -3,7 +3,8 @@
 import { rotatedWithinGrace } from '../../model/credentials.ts';
 import type { MemoryCore } from '../memory-core.ts';
 import { readRecord, refreshTokenFromFields } from '../records.ts';
-import type { AccessTokenRecord, RefreshTokenRecord, RotateOutcome, StoredRead, StoredRefreshToken } from '../types.ts';
+import type { RotateOutcome } from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
 export class MemoryRefreshTokens implements RefreshTokenStorage {

@@ -2,7 +2,7 @@
 
 import { parseEpochMs } from '../../model/credentials.ts';
 import { type Fields, userFields, userFromFields } from '../codec.ts';
-import type { RefreshTokenRecord, StoredRefreshToken } from '../types.ts';
+import type { RefreshTokenRecord, StoredRefreshToken } from '../../model/records.ts';
 
 export function refreshTokenFields(r: RefreshTokenRecord): Fields {
   const f: Fields = {

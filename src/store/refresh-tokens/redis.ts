@@ -4,7 +4,8 @@
 import { Cluster } from 'ioredis';
 import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import type { AccessTokenRecord, RefreshTokenRecord, RotateOutcome, StoredRead, StoredRefreshToken } from '../types.ts';
+import type { RotateOutcome } from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
 export class RedisRefreshTokens implements RefreshTokenStorage {

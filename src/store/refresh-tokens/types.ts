@@ -1,19 +1,6 @@
 // Refresh tokens: rotation within a family, the grace window, reuse detection.
 
-import type { AccessTokenRecord, RefreshTokenRecord } from '../tokens/types.ts';
-import type { StoredRead } from '../shared.ts';
-
-/** A refresh token as stored: its record and what has happened to it since. */
-export interface StoredRefreshToken extends RefreshTokenRecord {
-  /** Set by its rotation (epoch ms): presented again, it is a retry within the grace window or reuse. */
-  rotatedAt?: number;
-  /**
-   * Set by its rotation: the pair it was rotated to, sealed with a key only the raw token (never
-   * stored) derives. Within the grace window, presenting the token again answers with this same pair.
-   */
-  successor?: string;
-  revokedAt?: number;
-}
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
 
 /**
  * `ok`: rotated, the new pair stored. `grace`: the token had already been rotated, but within the

@@ -19,7 +19,6 @@ import {
   subjectDigest,
 } from '../records.ts';
 import type {
-  AccessTokenRecord,
   AccountSession,
   AuthorizationCodeRecord,
   AuthorizationRequestRecord,
@@ -27,10 +26,9 @@ import type {
   PendingSignInBounds,
   PendingSignInOutcome,
   RedeemOutcome,
-  RefreshTokenRecord,
   StoredAuthorizationCode,
-  StoredRead,
 } from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
 export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {

@@ -21,7 +21,6 @@ import {
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { flattenFields } from '../redis-scripts.ts';
 import type {
-  AccessTokenRecord,
   AccountSession,
   AuthorizationCodeRecord,
   AuthorizationRequestRecord,
@@ -29,10 +28,9 @@ import type {
   PendingSignInBounds,
   PendingSignInOutcome,
   RedeemOutcome,
-  RefreshTokenRecord,
   StoredAuthorizationCode,
-  StoredRead,
 } from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
 export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {

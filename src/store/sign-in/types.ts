@@ -1,8 +1,7 @@
 // Browser sign-in: pending requests between its steps, authorization codes, remembered consent
 // approvals and account-page sessions.
 
-import type { AccessTokenRecord, RefreshTokenRecord } from '../tokens/types.ts';
-import type { SignedInUser, StoredRead } from '../shared.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, SignedInUser, StoredRead } from '../../model/records.ts';
 
 /**
  * An authorization code (stored only as the SHA-256 of the code), bound to everything the token

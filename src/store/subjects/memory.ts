@@ -14,7 +14,8 @@ import {
   subjectTokenFromFields,
   USER_MEMBER,
 } from '../records.ts';
-import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation, SubjectToken } from '../types.ts';
+import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectToken } from '../../model/records.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 
 export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {

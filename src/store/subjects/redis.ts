@@ -1,7 +1,7 @@
 // The person index on Redis: what a subject holds (read in batches, exact when read), its revocation
 // batch by batch, the index's rebuild by SCAN, and offboarding's cut-offs.
 
-import { StoreUnavailableError } from '../../http/errors.ts';
+import { StoreUnavailableError } from '../shared.ts';
 import {
   ACCESS_MEMBER,
   CONSENT_MEMBER,
@@ -20,7 +20,8 @@ import {
   USER_MEMBER,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation, SubjectToken } from '../types.ts';
+import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectToken } from '../../model/records.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 import { Cluster, type Redis } from 'ioredis';
 

@@ -1,6 +1,7 @@
 // The person index: from an IdP subject to everything it holds, and offboarding's cut-offs.
 
 import type { ConsentRecord } from '../sign-in/types.ts';
+import type { SubjectToken } from '../../model/records.ts';
 
 /**
  * Offboarding's cut-off: when a person was last revoked (`revokeSubject`). What was issued for them
@@ -15,26 +16,6 @@ export interface SubjectCutoffStorage {
   markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void>;
   /** The latest cut-off that applies to `subject` at `issuer` (its own or the every-issuer one), or undefined. */
   subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined>;
-}
-
-/**
- * One live token an IdP subject holds, as the subject index finds it: a user-grade token, or an OAuth
- * access or refresh token issued for the subject (sign-in, token exchange, ID-JAG). Never the token.
- */
-export interface SubjectToken {
-  kind: 'user' | 'access' | 'refresh';
-  tokenHash: string;
-  subject: string;
-  issuer: string;
-  /** OAuth tokens: the client holding them. */
-  clientId?: string;
-  /** OAuth tokens of a refresh family: the grant they belong to. */
-  familyId?: string;
-  scope?: string;
-  createdAt: number;
-  expiresAt: number;
-  /** When the token was last presented, as recorded (coarse: at most about once a minute). */
-  lastUsedAt?: number;
 }
 
 /** A remembered approval of an IdP subject, with the browser it is kept for (never the cookie). */

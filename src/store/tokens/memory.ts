@@ -2,7 +2,8 @@
 
 import type { MemoryCore } from '../memory-core.ts';
 import { tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
-import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
+import type { CreateTokenOutcome } from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
 import type { TokenStorage } from './types.ts';
 
 export class MemoryTokens implements TokenStorage {

@@ -2,7 +2,14 @@
 
 import { parseEpochMs } from '../../model/credentials.ts';
 import { type Fields, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
-import type { SubjectToken, AccessTokenRecord, StoredAccessToken, StoredUserToken, TokenLookup, UserTokenRecord } from '../types.ts';
+import type {
+  AccessTokenRecord,
+  StoredAccessToken,
+  StoredUserToken,
+  SubjectToken,
+  TokenLookup,
+  UserTokenRecord,
+} from '../../model/records.ts';
 
 /**
  * A stored token of a subject's index as a SubjectToken, or null when it is not a live, unrevoked

@@ -4,7 +4,8 @@
 import { orNull, tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
 import { asStoreFailure } from '../redis-connection.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
+import type { CreateTokenOutcome } from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
 import type { TokenStorage } from './types.ts';
 
 export class RedisTokens implements TokenStorage {

@@ -9,7 +9,8 @@ import {
   upstreamCredentialFromValue,
   upstreamCredentialValue,
 } from '../records.ts';
-import type { StoredRead, StoredUpstreamCredential } from '../types.ts';
+import type { StoredUpstreamCredential } from '../types.ts';
+import type { StoredRead } from '../../model/records.ts';
 import type { UpstreamCredentialStorage } from './types.ts';
 
 export class MemoryUpstreamCredentials implements UpstreamCredentialStorage {

@@ -8,7 +8,8 @@ import {
   upstreamCredentialValue,
 } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import type { StoredRead, StoredUpstreamCredential } from '../types.ts';
+import type { StoredUpstreamCredential } from '../types.ts';
+import type { StoredRead } from '../../model/records.ts';
 import type { UpstreamCredentialStorage } from './types.ts';
 
 export class RedisUpstreamCredentials implements UpstreamCredentialStorage {

@@ -1,6 +1,6 @@
 // Credentials kept for users at the upstream, sealed by the caller.
 
-import type { StoredRead } from '../shared.ts';
+import type { StoredRead } from '../../model/records.ts';
 
 /**
  * A credential kept for a user at the upstream (an IdP token, a connected account, an exchanged

@@ -3,7 +3,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../../src/model/clock.ts';
 import { hashToken } from '../../../src/model/credentials.ts';
-import type { ClientRecord, ProfileRecord, TokenStore } from '../../../src/store/types.ts';
+import type { TokenStore } from '../../../src/store/types.ts';
+import type { ClientRecord, ProfileRecord } from '../../../src/model/records.ts';
 import { type Contract, contractHelpers, INTEGER_MS, type StoreHarness } from './context.ts';
 
 export function clientsContract(contract: Contract): void {

@@ -5,15 +5,8 @@ import type { Cluster, Redis } from 'ioredis';
 import type { ManualClock } from '../../../src/model/clock.ts';
 import { decideToken, generateToken, generateTokenFor, hashToken, type DenialReason } from '../../../src/model/credentials.ts';
 import { orNull, type KeyLayout } from '../../../src/store/records.ts';
-import type {
-  AccessTokenRecord,
-  AuthorizationRequestRecord,
-  ClientRecord,
-  RefreshTokenRecord,
-  StoredUpstreamCredential,
-  TokenStore,
-  UserTokenRecord,
-} from '../../../src/store/types.ts';
+import type { AuthorizationRequestRecord, StoredUpstreamCredential, TokenStore } from '../../../src/store/types.ts';
+import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord, UserTokenRecord } from '../../../src/model/records.ts';
 
 export interface StoreHarness {
   store: TokenStore;

@@ -3,7 +3,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../../src/model/clock.ts';
 import { generateToken, hashToken } from '../../../src/model/credentials.ts';
-import type { DeviceAuthorizationRecord, TokenStore } from '../../../src/store/types.ts';
+import type { TokenStore } from '../../../src/store/types.ts';
+import type { DeviceAuthorizationRecord } from '../../../src/model/records.ts';
 import type { Contract, StoreHarness } from './context.ts';
 
 export function devicesContract(contract: Contract): void {

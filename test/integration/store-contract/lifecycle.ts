@@ -1,12 +1,13 @@
 // The store contract's slice for lifecycle: lifecycle and failures.
 
 import { beforeEach, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../../src/http/errors.ts';
+import { StoreUnavailableError } from '../../../src/store/shared.ts';
 import type { ManualClock } from '../../../src/model/clock.ts';
 import { hashToken } from '../../../src/model/credentials.ts';
 import { handleOwner } from '../../../src/proxy/handles.ts';
 import type { StoreOperation } from '../../../src/store/decorator.ts';
-import { type ClientRecord, DuplicateRecordError, type TokenStore } from '../../../src/store/types.ts';
+import { DuplicateRecordError, type TokenStore } from '../../../src/store/types.ts';
+import type { ClientRecord } from '../../../src/model/records.ts';
 import { type Contract, contractHelpers, HOUR } from './context.ts';
 
 export function lifecycleContract(contract: Contract): void {

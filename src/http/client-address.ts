@@ -3,7 +3,7 @@
 // every per-address decision (failed-auth limit, registration limit, token-endpoint fallback key).
 
 import type { IncomingMessage } from 'node:http';
-import { addressList, addressWithOptionalPort, inAddressList, normalizeAddress } from '../http/net-address.ts';
+import { addressList, addressWithOptionalPort, inAddressList, normalizeAddress } from '../model/net-address.ts';
 
 export interface ClientAddresses {
   /** The peer, normalised (`::ffff:1.2.3.4` -> `1.2.3.4`). */

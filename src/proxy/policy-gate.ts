@@ -1,7 +1,7 @@
 // The per-tool policy at the proxy listener: for a POST /mcp with a policy configured, the body is read
 // within its bound, every call in it is decided, a denial is audited, counted and answered (the 403
 // step-up challenge when a scope would lift it, else a tool error or JSON-RPC error at 200: see
-// enforce.ts), and an allowed body is handed to the forwarder together with the rewriting of
+// policy/enforce.ts), and an allowed body is handed to the forwarder together with the rewriting of
 // its list answers. A GET stream's list answers (a resumption replays earlier answers) are filtered too.
 // Forward-auth decides the same way from the Mcp-Method / Mcp-Name headers, the body being unseen.
 // Only POST carries a body: any other method with one is refused, since an upstream that ignores the
@@ -19,17 +19,25 @@ import { readBody } from '../http/body.ts';
 import type { Principal } from '../model/credentials.ts';
 import { HttpError, insufficientScope, tooManyRequests } from '../http/errors.ts';
 import type { Metrics } from '../observability/metrics.ts';
-import type { BodyRewriter, DecidedOptions, ForwardOptions } from '../proxy/forwarder.ts';
-import type { ProxyRequest } from '../proxy/request.ts';
+import type { BodyRewriter, DecidedOptions, ForwardOptions } from './forwarder.ts';
+import type { ProxyRequest } from './request.ts';
 import type { Clock } from '../model/clock.ts';
 import type { QuotaStorage } from '../store/types.ts';
-import type { ApprovalHold } from './approval-hold.ts';
-import { denialAnswer, enforceCall, enforcePolicy, type BodyRequest, type PolicyDenial } from './enforce.ts';
-import { quotaAnswer, quotaCounterName, quotaFor, type QuotaCaller, type QuotaMatch, type QuotaRefusal, type Quotas } from './quotas.ts';
-import { checkBodyHeaders, type ClientBody, type JsonRpcLimits } from './jsonrpc.ts';
-import { filterMessages, SseListRewriter, type ListAnswers } from './list-filter.ts';
-import { callFromHeaders } from './mirror-headers.ts';
-import type { Policy, PolicyPrincipal } from './rules.ts';
+import type { ApprovalHold } from '../policy/approval-hold.ts';
+import { denialAnswer, enforceCall, enforcePolicy, type BodyRequest, type PolicyDenial } from '../policy/enforce.ts';
+import {
+  quotaAnswer,
+  quotaCounterName,
+  quotaFor,
+  type QuotaCaller,
+  type QuotaMatch,
+  type QuotaRefusal,
+  type Quotas,
+} from '../policy/quotas.ts';
+import { checkBodyHeaders, type ClientBody, type JsonRpcLimits } from '../policy/jsonrpc.ts';
+import { filterMessages, SseListRewriter, type ListAnswers } from '../policy/list-filter.ts';
+import { callFromHeaders } from '../policy/mirror-headers.ts';
+import type { Policy, PolicyPrincipal } from '../policy/rules.ts';
 
 /** Bound on a plain JSON list answer held while it is filtered. */
 const MAX_LIST_ANSWER_BYTES = 8 * 1024 * 1024;

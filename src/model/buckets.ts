@@ -1,6 +1,5 @@
-// Which Cluster bucket (hash tag `{oauth:<bucket>}`) an OAuth record belongs to: the rule the key
-// names (key-layout.ts) and the minting of tokens (model/credentials.ts) share. No other imports: the
-// model depends on it without depending on the store.
+// Which Cluster bucket (hash tag `{oauth:<bucket>}`) an OAuth record belongs to: the rule the store's
+// key names (store/key-layout.ts) and the minting of tokens (credentials.ts) share.
 
 import { createHash } from 'node:crypto';
 
