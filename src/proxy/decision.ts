@@ -6,13 +6,10 @@
 
 import type { DenialReason, Principal } from '../model/credentials.ts';
 import type { ErrorCode, HttpError } from '../http/errors.ts';
-import type { Metrics } from '../observability/metrics.ts';
+import type { Metrics, RequestOutcome } from '../observability/metrics.ts';
 import type { CredentialHeader } from '../upstream-credentials/delivery.ts';
 import type { DecidedOptions } from './forwarder.ts';
 import type { ProxyRequest } from './request.ts';
-
-/** What the request's outcome counts as in `mcp_auth_requests_total{outcome}` (see Metrics.requests). */
-export type CountedOutcome = 'forwarded' | 'allowed' | 'connect' | 'denied' | 'refused' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
 /** The `reason` label: a denial's reason, or a refusal's code (or the name of what refused it). */
 export type CountedReason =
@@ -26,8 +23,8 @@ export interface Decision {
   readonly outcome: 'forward' | 'answer' | 'refuse' | 'gone';
   /** Who asked; undefined when refused before its token was accepted. */
   readonly principal: Principal | undefined;
-  /** What it counts; undefined: counted by what refused it (a foreign handle), or not at all. */
-  readonly counted?: CountedOutcome | undefined;
+  /** What it counts in `mcp_auth_requests_total{outcome}`; undefined: counted by what refused it (a foreign handle), or not at all. */
+  readonly counted?: RequestOutcome | undefined;
   readonly reason?: CountedReason | undefined;
   /** Why its token was refused, for the access log. */
   readonly denial?: DenialReason | undefined;
@@ -51,7 +48,7 @@ export interface Decision {
 }
 
 /** A refusal of a request that did not pass admission, or of what it asks. */
-export function refusal(principal: Principal | undefined, error: HttpError, counted?: CountedOutcome, reason?: CountedReason): Decision {
+export function refusal(principal: Principal | undefined, error: HttpError, counted?: RequestOutcome, reason?: CountedReason): Decision {
   return { outcome: 'refuse', principal, error, counted, reason };
 }
 
@@ -78,7 +75,7 @@ export function settle(metrics: Metrics, req: ProxyRequest, decision: Decision):
  * Counts a request's outcome in `mcp_auth_requests_total`, once: the first count a request gets is
  * its outcome (the decision's, else the listener's answer to what was never decided).
  */
-export function countOutcome(metrics: Metrics, req: ProxyRequest, outcome: CountedOutcome, reason?: CountedReason): void {
+export function countOutcome(metrics: Metrics, req: ProxyRequest, outcome: RequestOutcome, reason?: CountedReason): void {
   if (req.counted) return;
   req.counted = true;
   switch (outcome) {

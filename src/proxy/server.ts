@@ -1,7 +1,8 @@
 // The proxy listener. What happens to a request reads top to bottom:
-// route (the table) -> admit (src/proxy/authenticate.ts: Host, then the token: parse the Authorization
-// header -> a DPoP proof checked -> master check or SHA-256 -> one store round trip -> decide) ->
-// /mcp (src/proxy/mcp-handler.ts): rewrite identity headers, stream to the upstream; or /authz
+// route (the table) -> decide (src/proxy/decide.ts: admit (src/proxy/authenticate.ts: Host, then the
+// token: parse the Authorization header -> a DPoP proof checked -> master check or SHA-256 -> one store
+// round trip -> decide), the session, the upstream credential, the policy: one decision, a value) ->
+// render it: /mcp (src/proxy/mcp-handler.ts): rewrite identity headers, stream to the upstream; or /authz
 // (src/proxy/forward-auth.ts, forward-auth on): answer the ingress that holds the request; or
 // /authz-connect (forward-auth and upstream credentials on): take on a request the ingress hands over.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
