@@ -7,37 +7,30 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { buildConfig } from '../../src/config/load.ts';
 import { HttpError, StoreUnavailableError } from '../../src/http/errors.ts';
 import { ManualClock } from '../../src/model/clock.ts';
-import { generateToken, hashToken, MasterToken, type Principal } from '../../src/model/credentials.ts';
-import { defaultProfileRecords } from '../../src/model/profiles.ts';
-import { dpopVerifierFor } from '../../src/oauth/dpop.ts';
-import { Audit } from '../../src/observability/audit.ts';
-import { createLogger } from '../../src/observability/logger.ts';
+import { generateToken, type Principal } from '../../src/model/credentials.ts';
 import { Metrics } from '../../src/observability/metrics.ts';
 import { MIRROR_HEADERS_SINCE } from '../../src/policy/mirror-headers.ts';
 import { policyGateFor } from '../../src/policy/wiring.ts';
-import { clientAddresses } from '../../src/proxy/client-address.ts';
-import { proxyContext, type ProxyContext, type UpstreamCredentialsOnProxy } from '../../src/proxy/context.ts';
+import type { ProxyContext, UpstreamCredentialsOnProxy } from '../../src/proxy/context.ts';
 import { admitByToken, decide, type Asked } from '../../src/proxy/decide.ts';
 import { setDecidedHeaders, type Decision } from '../../src/proxy/decision.ts';
 import { handleAuthz } from '../../src/proxy/forward-auth.ts';
-import type { Forwarder } from '../../src/proxy/forwarder.ts';
-import { HandleGuard, MAX_HANDLES_PER_OWNER } from '../../src/proxy/handle-guard.ts';
+import { MAX_HANDLES_PER_OWNER } from '../../src/proxy/handle-guard.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { ProxyRequest } from '../../src/proxy/request.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { ConnectLinks } from '../../src/upstream-credentials/connect-links.ts';
 import { MISSING, type CredentialHeader, type UpstreamCredentialDelivery } from '../../src/upstream-credentials/delivery.ts';
+import { directProxyContext, HANDLE_IDLE_MS, requestsCounted, seedClientToken } from '../support/proxy-context.ts';
 
 const PUBLIC_URL = 'https://mcp.example.test';
 const HOST = 'mcp.example.test';
 const CLIENT_ID = 'client-1';
 const CREDENTIAL_HEADER = 'x-upstream-token';
-const IDLE_MS = 60_000;
 
 let store: MemoryTokenStore;
 let clock: ManualClock;
@@ -74,24 +67,10 @@ function context(options: { policy?: boolean; credentials?: boolean } = {}): Pro
     },
     {},
   );
-  const logger = createLogger('warn', new Writable({ write: (_chunk, _enc, done) => done() }), 'json');
-  const audit = new Audit({ logger, store, clock, stream: true, maxLen: 100 });
-  const addresses = clientAddresses(config.proxy.trustedProxies);
-  return proxyContext({
-    config,
-    store,
-    clock,
-    logger,
-    metrics,
-    masterToken: new MasterToken(config.masterToken),
-    forwarder: {} as Forwarder,
-    publicUrl: () => PUBLIC_URL,
-    dpop: dpopVerifierFor(config, store, clock),
-    addresses,
-    handles: new HandleGuard({ store, clock, metrics, audit, logger, idleMs: IDLE_MS, limits: { maxBatch: 10, maxDepth: 10 } }),
+  return directProxyContext({ config, store, clock, metrics, publicUrl: PUBLIC_URL }, ({ audit, addresses }) => ({
     policyGate: policyGateFor(config, { store, clock, metrics, audit, publicUrl: () => PUBLIC_URL, addresses }),
     upstreamCredentials: options.credentials ? credentials : undefined,
-  });
+  }));
 }
 
 /** A request on /mcp (or the check request of /authz), with `body` already arrived. */
@@ -121,10 +100,7 @@ function headersAfter(decision: Decision, sent: Record<string, string>): Record<
   return headers;
 }
 
-async function counted(outcome: string, reason = ''): Promise<number> {
-  const values = (await metrics.requests.get()).values;
-  return values.find((v) => v.labels.outcome === outcome && (v.labels.reason ?? '') === reason)?.value ?? 0;
-}
+const counted = (outcome: string, reason = ''): Promise<number> => requestsCounted(metrics, outcome, reason);
 
 async function countedAtAll(): Promise<number> {
   return (await metrics.requests.get()).values.reduce((sum, v) => sum + v.value, 0);
@@ -134,28 +110,9 @@ beforeEach(async () => {
   clock = new ManualClock();
   store = new MemoryTokenStore({ clock });
   metrics = new Metrics({ defaultMetrics: false });
-  token = generateToken();
   upstream = { name: CREDENTIAL_HEADER, value: 'the-upstream-token' };
   ticket = () => Promise.resolve('the-ticket');
-  const now = clock.now();
-  await store.seedProfiles(defaultProfileRecords(now));
-  await store.createClient({
-    clientId: CLIENT_ID,
-    redirectUris: [],
-    profile: 'default',
-    tokenEndpointAuthMethod: 'client_secret_basic',
-    grantTypes: ['client_credentials'],
-    source: 'admin',
-    createdAt: now,
-    clientSecretHash: hashToken(generateToken()),
-  });
-  await store.createAccessToken({
-    tokenHash: hashToken(token),
-    clientId: CLIENT_ID,
-    scope: 'mcp:read',
-    createdAt: now,
-    expiresAt: now + 600_000,
-  });
+  token = await seedClientToken(store, clock, CLIENT_ID);
 });
 
 describe('decide(): the decision as a value', () => {
@@ -227,7 +184,7 @@ describe('decide(): the decision as a value', () => {
   it('session foreign: refused as the unknown session (404) before anything else, counted as a foreign handle only', async () => {
     const ctx = context({ credentials: true });
     const other: Principal = { kind: 'oauth', subject: 'client-2', clientId: 'client-2' };
-    await store.bindHandle('session', handleDigest('s-1'), handleOwner(other), clock.now(), IDLE_MS, MAX_HANDLES_PER_OWNER, {
+    await store.bindHandle('session', handleDigest('s-1'), handleOwner(other), clock.now(), HANDLE_IDLE_MS, MAX_HANDLES_PER_OWNER, {
       urlElicitation: false,
     });
     for (const asked of [BY_TOKEN, checkOf('GET')]) {
