@@ -31,20 +31,24 @@ import type { ProxyRequest } from './request.ts';
 /** How a request whose body the sidecar holds is admitted: by its token (/mcp), or by a ticket (/authz-connect). */
 export type Admission = (ctx: ProxyContext, req: ProxyRequest, session: SessionRead | undefined) => Promise<Principal | Decision>;
 
+/** A request the sidecar forwards itself, admitted by `admission` (`knownMissing`: see decide). */
+export interface Forwarding {
+  readonly admission: Admission;
+  readonly knownMissing: boolean;
+}
+
 /**
- * What is asked: `admission` for a request the sidecar forwards itself (`knownMissing`: the user is
- * known to lack a usable upstream credential, not looked up again), or `check`, the request an ingress
- * holds and asks about at /authz (its body unseen).
+ * What is asked: a request the sidecar forwards itself (Forwarding; `knownMissing`: the user is known
+ * to lack a usable upstream credential, not looked up again), or, at /authz, the request an ingress
+ * holds and asks about (its target; its body unseen).
  */
-export type Asked = { check?: undefined; admission: Admission; knownMissing: boolean } | { check: RequestTarget };
+export type Asked = Forwarding | RequestTarget;
 
 const GONE: Decision = Object.freeze({ outcome: 'gone', principal: undefined });
 
 /** The decision about `req`, counted. Throws only what is no decision: a store that failed, a bug. */
 export function decide(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse, asked: Asked): Promise<Decision> {
-  return asked.check === undefined
-    ? decideForwarded(ctx, req, res, asked.admission, asked.knownMissing)
-    : decideChecked(ctx, req, asked.check);
+  return 'admission' in asked ? decideForwarded(ctx, req, res, asked.admission, asked.knownMissing) : decideChecked(ctx, req, asked);
 }
 
 /** /mcp and /authz-connect: admitted, the session checked, the credential looked up, the body decided. */

@@ -18,7 +18,7 @@ import { traceparentOf } from './authenticate.ts';
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { ClientAddresses } from './client-address.ts';
 import type { ProxyContext } from './context.ts';
-import { decide } from './decide.ts';
+import { decide, type Forwarding } from './decide.ts';
 import { denied, setDecidedHeaders, type Decision } from './decision.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
 import { handleDigest } from './handles.ts';
@@ -64,7 +64,7 @@ export const CONNECT_ANSWER_PATH = '/authz-connect';
  */
 export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
   req.trace = ctx.tracing?.startRequest(req.method ?? '', AUTHZ_PATH, traceparentOf(req));
-  const decision = await decide(ctx, req, res, { check: originalRequest(req, path, ctx.addresses) });
+  const decision = await decide(ctx, req, res, originalRequest(req, path, ctx.addresses));
   if (decision.outcome !== 'forward') {
     const challenge = decision.error!;
     if (decision.ticket === undefined) throw challenge;
@@ -123,7 +123,7 @@ async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead
   return (req.principal = principal);
 }
 
-const BY_TICKET = { admission: ticketPrincipal, knownMissing: true } as const;
+const BY_TICKET: Forwarding = { admission: ticketPrincipal, knownMissing: true };
 
 export interface OriginalRequest {
   method: string;

@@ -10,12 +10,12 @@ import { writeJsonText } from '../http/errors.ts';
 import { writePolicyAnswer } from '../policy/gate.ts';
 import { traceparentOf } from './authenticate.ts';
 import type { ProxyContext } from './context.ts';
-import { admitByToken, decide } from './decide.ts';
+import { admitByToken, decide, type Forwarding } from './decide.ts';
 import { setDecidedHeaders, type Decision } from './decision.ts';
 import { rewriteHeaders } from './identity-headers.ts';
 import type { ProxyRequest } from './request.ts';
 
-const BY_TOKEN = { admission: admitByToken, knownMissing: false } as const;
+const BY_TOKEN: Forwarding = { admission: admitByToken, knownMissing: false };
 const NO_STORE = { 'cache-control': 'no-store' } as const;
 
 /** The /mcp handler; `path` is the request's path without its query (`/mcp`). */

@@ -89,7 +89,7 @@ function request(method: string, headers: Array<[string, string]>, body?: string
 
 const open = { destroyed: false } as ServerResponse;
 const BY_TOKEN: Asked = { admission: admitByToken, knownMissing: false };
-const checkOf = (method: string): Asked => ({ check: { method, path: '/mcp', host: HOST } });
+const checkOf = (method: string): Asked => ({ method, path: '/mcp', host: HOST });
 const toolCall = (name: string) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: {} } });
 const POST_MCP: Array<[string, string]> = [['Accept', 'application/json, text/event-stream']];
 
