@@ -27,15 +27,15 @@ export interface ServeOptions<C extends typeof IncomingMessage> {
   /** node:http settings: timeouts, header size. */
   http: ServerOptions;
   /** Called once for each request refused because the store is unavailable (for the metrics). */
-  onStoreUnavailable(): void;
+  onStoreUnavailable(req: InstanceType<C>): void;
   /** Called for every error answer, after mapping (for the metrics). */
-  onErrorAnswer?(answer: HttpError, path: string): void;
+  onErrorAnswer?(answer: HttpError, path: string, req: InstanceType<C>): void;
   /** Called when a request's response has closed (sent, or cut off). */
   onClose?(req: InstanceType<C>, res: ServerResponse<InstanceType<C>>): void;
   /** The answer as a path's protocol shapes its errors (SCIM's error schema), when it does. */
   answerAs?(answer: HttpError, path: string): HttpError;
   /** Called for a request whose path no route has (it is answered 404). */
-  onNotFound?(): void;
+  onNotFound?(req: InstanceType<C>): void;
 }
 
 interface CompiledRoute<Req extends IncomingMessage> extends Route<Req> {
@@ -64,11 +64,11 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
     return undefined;
   }
 
-  function mapError(err: unknown, path: string): HttpError {
+  function mapError(err: unknown, path: string, req: Req): HttpError {
     const answer = httpErrorFor(err);
     if (answer !== err) {
       if (answer.code === 'temporarily_unavailable') {
-        options.onStoreUnavailable();
+        options.onStoreUnavailable(req);
         logger.warn({ err: describe(err), listener: name, path: loggedPath(path) }, 'store unavailable: answering 503 (fail closed)');
       } else {
         logger.error(
@@ -77,7 +77,7 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
         );
       }
     }
-    options.onErrorAnswer?.(answer, path);
+    options.onErrorAnswer?.(answer, path, req);
     return options.answerAs ? options.answerAs(answer, path) : answer;
   }
 
@@ -92,7 +92,7 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
         throw new HttpError('invalid_request', 'protocol upgrades are not supported', { headers: { connection: 'close' } });
       const route = find(path);
       if (route === undefined) {
-        options.onNotFound?.();
+        options.onNotFound?.(req);
         throw new HttpError('not_found');
       }
       if (route.accepts !== undefined && !route.accepts.has(req.method ?? '')) throw methodNotAllowed(route.allow);
@@ -100,7 +100,7 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
     } catch (err) {
       try {
         // A refused request's body is never read: it is answered, then its connection closed.
-        answerError(req, res, mapError(err, path));
+        answerError(req, res, mapError(err, path, req));
       } catch {
         res.destroy();
       }

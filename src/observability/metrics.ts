@@ -11,7 +11,7 @@ import type { ErrorCode } from '../model/errors.ts';
 import { StoreDecorator, type StoreOperation } from '../store/decorator.ts';
 import type { StoreWatch, TokenStore } from '../store/types.ts';
 
-export type RequestOutcome = 'forwarded' | 'allowed' | 'denied' | 'refused' | 'unavailable' | 'not_found' | 'health' | 'oauth';
+export type RequestOutcome = 'forwarded' | 'allowed' | 'connect' | 'denied' | 'refused' | 'unavailable' | 'not_found' | 'health' | 'oauth';
 
 export class Metrics {
   readonly registry = new Registry();

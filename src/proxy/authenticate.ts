@@ -1,9 +1,8 @@
 // The steps every request for the upstream takes first, on /mcp, /health and /authz alike: the Host it
 // names (DNS rebinding), then its token: parse the Authorization header -> a DPoP proof checked (DPoP
 // scheme) -> master check or SHA-256 -> one store round trip -> decide (credentials policy) -> the
-// token's DPoP binding. Then what the upstream is told beside the identity headers: the user's own
-// upstream credential and the signed caller assertion. Nothing is forwarded from here; a store that
-// cannot answer rejects (503, fail closed).
+// token's DPoP binding. A refused token is a decision (decision.ts), returned. Nothing is forwarded
+// from here; a store that cannot answer rejects (503, fail closed).
 
 import type { IncomingMessage } from 'node:http';
 import {
@@ -14,35 +13,38 @@ import {
   type DenialReason,
   type Principal,
 } from '../model/credentials.ts';
-import { bearerTokenRequired, dpopChallenge, HttpError, invalidBearerToken } from '../http/errors.ts';
+import { bearerTokenRequired, dpopChallenge, invalidBearerToken } from '../http/errors.ts';
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof } from '../oauth/dpop.ts';
-import { MISSING, type CredentialHeader } from '../upstream-credentials/delivery.ts';
-import { CredentialRefreshUnavailable } from '../upstream-credentials/idp-mode.ts';
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
-import type { ProxyContext, RequestTarget, UpstreamCredentialsOnProxy } from './context.ts';
+import type { ProxyContext, RequestTarget } from './context.ts';
+import { denied, isDecision, type Decision } from './decision.ts';
 import type { ProxyRequest } from './request.ts';
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
 
-/** Returns the principal (also set on `req`), or throws the HttpError to answer with: the Host it names, then its token. */
-export function admit(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal> {
+/**
+ * Returns the principal (also set on `req`), or the refusal of its token; throws the HttpError of a
+ * Host it may not name.
+ */
+export function admit(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal | Decision> {
   ctx.checkHost(req, target.host);
   return authenticate(ctx, req, target);
 }
 
-/** Returns the principal (also set on `req`), or throws the HttpError to answer with. Never forwards anything. */
-async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal> {
+/** Returns the principal (also set on `req`), or the refusal of its token. Never forwards anything. */
+async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal | Decision> {
   const { config, metrics, store, clock } = ctx;
   const parsed = parseAuthorization(req.rawHeaders);
   if (parsed.kind === 'missing') {
-    metrics.denied('missing');
     const metadata = resourceMetadataUrl(ctx.publicUrl());
-    throw config.oauth.requireDpop ? dpopChallenge(undefined, metadata, DPOP_ALGS_PARAMETER) : bearerTokenRequired(metadata);
+    const challenge = config.oauth.requireDpop ? dpopChallenge(undefined, metadata, DPOP_ALGS_PARAMETER) : bearerTokenRequired(metadata);
+    return denied(challenge, 'missing', undefined);
   }
   if (parsed.kind === 'malformed') return deny(ctx, req, 'malformed', 'bearer');
   const { scheme } = parsed;
   // RFC 9449 §7.1: the proof first (no store round trip for a bad one); its key is compared below.
   const proof = scheme === 'dpop' ? await checkedProof(ctx, req, parsed.token, target) : undefined;
+  if (proof !== undefined && isDecision(proof)) return proof;
   // One SHA-256 a request: the store key, and what the master token is compared with (constant time).
   const tokenHash = hashToken(parsed.token);
   if (ctx.masterToken.matchesHash(tokenHash)) {
@@ -76,7 +78,7 @@ async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: Reques
  * refusal. The URL is the one the client used: PUBLIC_URL with the request's path, or the scheme
  * of PUBLIC_URL with the Host the request named (already checked against the allowed hosts).
  */
-async function checkedProof(ctx: ProxyContext, req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof> {
+async function checkedProof(ctx: ProxyContext, req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof | Decision> {
   const header = dpopHeader(req.rawHeaders);
   if (header.kind !== 'proof') {
     req.dpopRefusal = header.kind;
@@ -97,76 +99,24 @@ async function checkedProof(ctx: ProxyContext, req: ProxyRequest, token: string,
 /**
  * A token that fails. The limit is on failures, never on an address: a valid token is served
  * whatever others behind the same address sent. From an address over the limit a failure gets a bare
- * 429 (no challenge, not counted again); otherwise the 401 and a count, not waited for. The challenge
- * is of the scheme the token came with, or DPoP for a refusal of its binding (RFC 9449 §7.1).
+ * 429 (no challenge, counted as rate_limited); otherwise the 401 and a count, not waited for. The
+ * challenge is of the scheme the token came with, or DPoP for a refusal of its binding (RFC 9449 §7.1).
  */
-function deny(ctx: ProxyContext, req: ProxyRequest, reason: DenialReason, scheme: AuthorizationScheme, nonceMissing = false): never {
-  const { metrics, authFailures } = ctx;
-  req.denial = reason;
+function deny(ctx: ProxyContext, req: ProxyRequest, reason: DenialReason, scheme: AuthorizationScheme, nonceMissing = false): Decision {
+  const { authFailures } = ctx;
   const address = ctx.addresses.client(req);
   const refused = authFailures?.refusal(address);
-  if (refused) {
-    metrics.denied('rate_limited');
-    throw refused;
-  }
-  metrics.denied(reason);
+  if (refused) return denied(refused, 'rate_limited', reason);
   void authFailures?.recordFailure(address);
   const metadata = resourceMetadataUrl(ctx.publicUrl());
-  if (nonceMissing) throw dpopChallenge('use_dpop_nonce', metadata, DPOP_ALGS_PARAMETER, ctx.dpop.nonces?.current(ctx.clock.now()));
-  if (reason === 'dpop_proof' || reason === 'dpop_replay') throw dpopChallenge('invalid_dpop_proof', metadata, DPOP_ALGS_PARAMETER);
-  if (scheme === 'dpop' || reason === 'dpop_binding') throw dpopChallenge('invalid_token', metadata, DPOP_ALGS_PARAMETER);
-  throw invalidBearerToken(metadata);
-}
-
-/**
- * The principal's upstream credential header: the user's, the service token (null: none) for a
- * caller without a user, or MISSING. An unreachable provider with no valid token left is a 503.
- */
-export async function credentialFor(
-  credentials: UpstreamCredentialsOnProxy,
-  principal: Principal,
-): Promise<CredentialHeader | null | typeof MISSING> {
-  try {
-    return await credentials.delivery.headerFor(principal);
-  } catch (err) {
-    if (err instanceof CredentialRefreshUnavailable)
-      throw new HttpError('temporarily_unavailable', 'the provider of your upstream credential cannot be reached; retry shortly', {
-        headers: { 'retry-after': '5' },
-        cause: err,
-      });
-    throw err;
-  }
-}
-
-/** Puts `header` on the forwarded request's headers in place of any the client sent under the credential's name (null: none). */
-export function setCredential(
-  headers: Record<string, string | string[] | undefined>,
-  credentials: UpstreamCredentialsOnProxy,
-  header: CredentialHeader | null,
-): void {
-  delete headers[credentials.delivery.header];
-  if (header !== null) headers[header.name] = header.value;
-}
-
-/**
- * The signed caller assertion (upstream.assertion) beside the identity headers, on /mcp's forwarded
- * request and in /authz's 200. Usually a cached one, set at once; a new one is signed asynchronously
- * (the promise to wait for).
- */
-export function addAssertion(
-  ctx: ProxyContext,
-  principal: Principal,
-  headers: Record<string, string | string[] | undefined>,
-): Promise<void> | undefined {
-  if (ctx.assertions === undefined) return undefined;
-  const assertion = ctx.assertions.assertionFor(principal);
-  if (typeof assertion === 'string') {
-    headers['x-mcp-auth-assertion'] = assertion;
-    return undefined;
-  }
-  return assertion.then((signed) => {
-    headers['x-mcp-auth-assertion'] = signed;
-  });
+  const challenge = nonceMissing
+    ? dpopChallenge('use_dpop_nonce', metadata, DPOP_ALGS_PARAMETER, ctx.dpop.nonces?.current(ctx.clock.now()))
+    : reason === 'dpop_proof' || reason === 'dpop_replay'
+      ? dpopChallenge('invalid_dpop_proof', metadata, DPOP_ALGS_PARAMETER)
+      : scheme === 'dpop' || reason === 'dpop_binding'
+        ? dpopChallenge('invalid_token', metadata, DPOP_ALGS_PARAMETER)
+        : invalidBearerToken(metadata);
+  return denied(challenge, reason, reason);
 }
 
 /** The request's `traceparent` header when it was sent once (two are ignored, as malformed). */

@@ -14,15 +14,16 @@ import { HttpError, invalidBearerToken } from '../http/errors.ts';
 import { pathOf } from '../http/serve.ts';
 import { decideToken, type DenialReason, type Principal } from '../model/credentials.ts';
 import { ConnectLinkRefused } from '../upstream-credentials/connect-links.ts';
-import { MISSING } from '../upstream-credentials/delivery.ts';
-import { addAssertion, admit, credentialFor, setCredential, traceparentOf } from './authenticate.ts';
+import { traceparentOf } from './authenticate.ts';
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { ClientAddresses } from '../http/client-address.ts';
 import type { ProxyContext } from './context.ts';
+import { decide, type Forwarding } from './decide.ts';
+import { denied, setDecidedHeaders, type Decision } from './decision.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
 import { handleDigest } from './handles.ts';
-import { presentedSession, type SessionRead } from './handle-guard.ts';
-import { forwardAdmitted, refuseAmbiguousFraming } from './mcp-handler.ts';
+import type { SessionRead } from './handle-guard.ts';
+import { renderForwarded } from './mcp-handler.ts';
 import type { ProxyRequest } from './request.ts';
 
 /** The path the forward-auth endpoint answers on; Envoy appends the original path to it. */
@@ -49,58 +50,30 @@ export const CONNECT_TICKET_HEADER = 'x-mcp-auth-connect-ticket';
 export const CONNECT_ANSWER_PATH = '/authz-connect';
 
 /**
- * The /authz handler: may the request the ingress holds go to the upstream? The same steps as /mcp up
- * to the decision, per-tool policy decided from the Mcp-Method / Mcp-Name headers (the body stays with
- * the ingress). Allowed: 200, no body, the identity headers for the ingress to copy onto the request it
- * forwards. Otherwise it throws the HttpError /mcp would answer, for the ingress to pass to the client.
+ * The /authz handler: may the request the ingress holds go to the upstream? Decided as /mcp decides
+ * (decide.ts), per-tool policy from the Mcp-Method / Mcp-Name headers (the body stays with the
+ * ingress), then answered. Allowed: 200, no body, the identity headers for the ingress to copy onto the
+ * request it forwards (the upstream credential among them). Otherwise it throws the HttpError /mcp
+ * would answer, for the ingress to pass to the client. A user without a usable upstream credential
+ * gets the 401 challenge, marked, with a ticket, so that an ingress which knows the mark hands the
+ * request (with its body, which /authz never sees) and the ticket to CONNECT_ANSWER_PATH, which decides
+ * it from its body: the handshake and the lists go on without the user's credential, a call that needs
+ * it gets the link. An ingress that does not know the mark passes the 401 on (the ticket with it, to
+ * the client it stands for: it can take on that client's request, nothing more).
  * `path` is the request's path without its query (`/authz`, or `/authz/...` from Envoy).
  */
 export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse, path: string): Promise<void> {
   req.trace = ctx.tracing?.startRequest(req.method ?? '', AUTHZ_PATH, traceparentOf(req));
-  const original = originalRequest(req, path, ctx.addresses);
-  if (original.path !== '/mcp') {
-    ctx.metrics.notFound.inc();
-    throw new HttpError('not_found');
-  }
-  const principal = await admit(ctx, req, original);
-  // Looked up before any quota is taken: a request refused for want of it counts against nothing here
-  // (the sidecar's /mcp, deciding it afresh, counts what it forwards).
-  const credentials = ctx.upstreamCredentials;
-  const credential = credentials === undefined ? undefined : await credentialFor(credentials, principal);
-  if (ctx.policyGate !== undefined) {
-    const deciding = performance.now();
-    await ctx.policyGate.checkForwardAuth(req, principal, original.method, credential !== MISSING);
-    req.trace?.step('policy decision', deciding);
-  }
-  const binding = ctx.handles.bindPresentedSession(req, principal);
-  if (binding !== undefined) await binding;
-  const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, principal);
-  // The ingress copies the credential header like the identity headers. A user without one gets the
-  // 401 challenge, marked, with a ticket, so that an ingress which knows the mark hands the request
-  // (with its body, which /authz never sees) and the ticket to CONNECT_ANSWER_PATH, which decides it
-  // from its body: the handshake and the lists go on without the user's credential, a call that needs
-  // it gets the link. An ingress that does not know the mark passes the 401 on (the ticket with it,
-  // to the client it stands for: it can take on that client's request, nothing more). Counted as
-  // handed on: what becomes of the request is counted where it is decided, at CONNECT_ANSWER_PATH.
-  if (credentials !== undefined) setCredential(headers, credentials, credential === MISSING ? null : credential!);
-  if (credential === MISSING) {
-    ctx.metrics.connectHandoff.inc();
-    const challenge = invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
-    const session = presentedSession(req);
-    const ticket = await credentials!.links.ticket(principal, {
-      method: original.method,
-      session: session === undefined ? undefined : handleDigest(session),
-    });
+  const decision = await decide(ctx, req, res, originalRequest(req, path, ctx.addresses));
+  if (decision.outcome !== 'forward') {
+    const challenge = decision.error!;
+    if (decision.ticket === undefined) throw challenge;
     throw new HttpError('invalid_token', challenge.description, {
-      headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1', [CONNECT_TICKET_HEADER]: ticket },
+      headers: { ...challenge.headers, [CONNECT_REQUIRED_HEADER]: '1', [CONNECT_TICKET_HEADER]: decision.ticket },
     });
   }
-  const signing = addAssertion(ctx, principal, headers);
-  if (signing !== undefined) await signing;
-  ctx.metrics.allowed.inc();
-  // The ingress writes the access log line of the request it holds (and can log these identity
-  // headers): the sidecar's own line of an allowed check is written only when asked for.
-  if (!ctx.config.proxy.forwardAuthLogAllowed) req.unlogged = true;
+  const headers = setIdentityHeaders({ 'cache-control': 'no-store', 'content-length': '0' }, decision.principal!);
+  setDecidedHeaders(headers, decision);
   res.writeHead(200, headers);
   res.end();
 }
@@ -116,22 +89,16 @@ export async function handleAuthz(ctx: ProxyContext, req: ProxyRequest, res: Ser
  */
 export async function handleConnectAnswer(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse): Promise<void> {
   req.trace = ctx.tracing?.startRequest(req.method ?? '', CONNECT_ANSWER_PATH, traceparentOf(req));
-  refuseAmbiguousFraming(req);
-  const sessionRead = ctx.handles.readSession(req);
-  const principal = await ticketPrincipal(ctx, req, sessionRead);
-  await forwardAdmitted(ctx, req, res, principal, sessionRead, (req.url ?? '/').slice(CONNECT_ANSWER_PATH.length), true);
+  const decision = await decide(ctx, req, res, BY_TICKET);
+  renderForwarded(ctx, req, res, decision, (req.url ?? '/').slice(CONNECT_ANSWER_PATH.length));
 }
 
 /**
  * The principal a request's connect ticket stands for, or the 401 challenge. The ticket is used up
  * first, so that a request it was not given for spends it too.
  */
-async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead: SessionRead | undefined): Promise<Principal> {
-  const refuse = (reason: DenialReason): never => {
-    req.denial = reason;
-    ctx.metrics.denied(reason);
-    throw invalidBearerToken(resourceMetadataUrl(ctx.publicUrl()));
-  };
+async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead: SessionRead | undefined): Promise<Principal | Decision> {
+  const refuse = (reason: DenialReason): Decision => denied(invalidBearerToken(resourceMetadataUrl(ctx.publicUrl())), reason, reason);
   const value = req.headers[CONNECT_TICKET_HEADER];
   let ticket;
   try {
@@ -155,6 +122,8 @@ async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead
     return refuse('unknown');
   return (req.principal = principal);
 }
+
+const BY_TICKET: Forwarding = { admission: ticketPrincipal, knownMissing: true };
 
 export interface OriginalRequest {
   method: string;

@@ -103,10 +103,11 @@ export class HandleGuard {
   }
 
   /**
-   * Proxy mode, second step: a session id recorded for another principal is refused as unknown (404),
-   * its life left alone; the owner's use renews the record when due (useHandle).
+   * Proxy mode, second step: a session id recorded for another principal is refused as unknown (404,
+   * returned: counted as a foreign handle), its life left alone; the owner's use renews the record
+   * when due (useHandle).
    */
-  async checkSession(read: SessionRead | undefined, principal: Principal): Promise<PresentedSession | undefined> {
+  async checkSession(read: SessionRead | undefined, principal: Principal): Promise<PresentedSession | HttpError | undefined> {
     if (read === undefined) return undefined;
     if (read.refused !== undefined) throw read.refused;
     const { id } = read;
@@ -120,28 +121,27 @@ export class HandleGuard {
     else use = 'owned';
     if (use === 'foreign') {
       this.#refuse('session', id, principal);
-      throw unknownSession();
+      return unknownSession();
     }
     return { id, known: use === 'owned', urlElicitation: stored?.owner === owner.id && stored.urlElicitation === true };
   }
 
   /**
    * Forward-auth: the upstream's answers are never seen here, so a session id is bound to the first
-   * principal that presents it; another principal presenting it later is refused as unknown (404).
-   * Undefined (nothing to wait for) when the request presents none.
+   * principal that presents it; another principal presenting it later is refused as unknown (404,
+   * resolved: counted as a foreign handle). Undefined (nothing to wait for) when the request presents none.
    */
-  bindPresentedSession(req: IncomingMessage, principal: Principal): Promise<void> | undefined {
+  bindPresentedSession(req: IncomingMessage, principal: Principal): Promise<HttpError | undefined> | undefined {
     const id = presentedSession(req);
     if (id === undefined) return undefined;
     return this.#bindSession(id, principal);
   }
 
-  async #bindSession(id: string, principal: Principal): Promise<void> {
+  async #bindSession(id: string, principal: Principal): Promise<HttpError | undefined> {
     const binding = await this.#bind('session', id, handleOwner(principal, this.#options.defaultIssuer));
-    if (binding === 'foreign') {
-      this.#refuse('session', id, principal);
-      throw unknownSession();
-    }
+    if (binding !== 'foreign') return undefined;
+    this.#refuse('session', id, principal);
+    return unknownSession();
   }
 
   /**

@@ -17,7 +17,7 @@ import type { ServerResponse } from 'node:http';
 import type { Audit } from '../observability/audit.ts';
 import { readBody } from '../http/body.ts';
 import type { Principal } from '../model/credentials.ts';
-import { HttpError, insufficientScope, tooManyRequests } from '../http/errors.ts';
+import { HttpError, insufficientScope } from '../http/errors.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { BodyRewriter, DecidedOptions, ForwardOptions } from './forwarder.ts';
 import type { ProxyRequest } from './request.ts';
@@ -217,13 +217,11 @@ async function takeQuotas(
 
 /**
  * A request over a quota: counted by rule and audited (aggregated like denials); a tools/call's tool
- * error returned, anything else's 429 thrown.
+ * error returned, anything else's 429 thrown (its outcome is counted where the request is decided).
  */
 function refuseOverQuota(options: PolicyGateOptions, refusal: QuotaRefusal, principal: Principal): string {
   const { metrics, audit } = options;
   metrics.quotaRefusals.labels(refusal.rule.label).inc();
-  // The 429 is not counted again where errors are: too_many_requests is counted where it is decided.
-  metrics.quotaExceeded.inc();
   const eventId = audit.recordRepeated(
     {
       who: principal.kind === 'master' ? 'master' : principal.clientId !== undefined ? `client:${principal.clientId}` : 'user',
@@ -240,8 +238,15 @@ function refuseOverQuota(options: PolicyGateOptions, refusal: QuotaRefusal, prin
     'warn',
   );
   const answer = quotaAnswer(refusal, eventId, options.quotas!.clock.now());
-  if (answer.status === 429) throw tooManyRequests(answer.retryAfterSeconds, answer.description);
+  if (answer.status === 429) throw new OverQuota(answer.retryAfterSeconds, answer.description);
   return answer.body;
+}
+
+/** The 429 of a request over a quota: a type of its own, so that its outcome is counted as the quota's. */
+export class OverQuota extends HttpError {
+  constructor(retryAfterSeconds: number, description: string) {
+    super('too_many_requests', description, { headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) } });
+  }
 }
 
 /**

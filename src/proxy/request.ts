@@ -25,6 +25,8 @@ export class ProxyRequest extends IncomingMessage {
   endedBy: 'revoked' | 'expired' | undefined = undefined;
   /** An allowed forward-auth check with proxy.forwardAuthLogAllowed off: no access log line (the ingress writes its own). */
   unlogged = false;
+  /** Its outcome has been counted (mcp_auth_requests_total): once, by the decision or by the listener's answer. */
+  counted = false;
   /** Its trace, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
 }

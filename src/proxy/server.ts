@@ -1,7 +1,8 @@
 // The proxy listener. What happens to a request reads top to bottom:
-// route (the table) -> admit (src/proxy/authenticate.ts: Host, then the token: parse the Authorization
-// header -> a DPoP proof checked -> master check or SHA-256 -> one store round trip -> decide) ->
-// /mcp (src/proxy/mcp-handler.ts): rewrite identity headers, stream to the upstream; or /authz
+// route (the table) -> decide (src/proxy/decide.ts: admit (src/proxy/authenticate.ts: Host, then the
+// token: parse the Authorization header -> a DPoP proof checked -> master check or SHA-256 -> one store
+// round trip -> decide), the session, the upstream credential, the policy: one decision, a value) ->
+// render it: /mcp (src/proxy/mcp-handler.ts): rewrite identity headers, stream to the upstream; or /authz
 // (src/proxy/forward-auth.ts, forward-auth on): answer the ingress that holds the request; or
 // /authz-connect (forward-auth and upstream credentials on): take on a request the ingress hands over.
 // Nothing reaches the upstream before the decision, and a store failure answers 503 (fail closed).
@@ -14,11 +15,13 @@ import { writeJson } from '../http/errors.ts';
 import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { ProxyRequest } from './request.ts';
 import { withTrace } from '../observability/tracing.ts';
 import { admit, traceparentOf } from './authenticate.ts';
 import { proxyContext, type ProxyContext, type ProxyDeps } from './context.ts';
+import { countOutcome, isDecision, settle } from './decision.ts';
 import { handleMcp } from './mcp-handler.ts';
 import { upstreamAnswers } from './upstream-check.ts';
 
@@ -52,19 +55,21 @@ export function createProxyServer(deps: ProxyDeps): Server {
       ...(config.proxy.forwardAuth && ctx.upstreamCredentials !== undefined
         ? ([{ path: CONNECT_ANSWER_PATH, methods: 'any', handler: connectAnswer }] satisfies Route<ProxyRequest>[])
         : []),
-      ...(deps.routes ?? []).map((route) => traced(ctx, counted(route, metrics.oauth))),
+      ...(deps.routes ?? []).map((route) => traced(ctx, counted(route, metrics))),
     ],
     onClose(req, res) {
       req.trace?.end(res.headersSent ? res.statusCode : cannedStatus(req), req.upstreamStatus);
       if (!req.unlogged) accessLog(access, req, res);
     },
-    onStoreUnavailable() {
+    // What no decision counted (decision.ts): the store failing, an unknown path, and on the request
+    // paths any other error answer (a refusal before any decision, a bug).
+    onStoreUnavailable(req) {
       metrics.storeErrors.inc();
-      metrics.unavailable.inc();
+      countOutcome(metrics, req, 'unavailable');
     },
-    onNotFound: () => metrics.notFound.inc(),
-    onErrorAnswer(answer, path) {
-      if (isRequestPath(path) && !COUNTED_WHERE_DECIDED.has(answer.code)) metrics.refused(answer.code);
+    onNotFound: (req) => countOutcome(metrics, req, 'not_found'),
+    onErrorAnswer(answer, path, req) {
+      if (isRequestPath(path)) countOutcome(metrics, req, 'refused', answer.code);
     },
   });
 }
@@ -84,25 +89,11 @@ function traced(ctx: ProxyContext, route: Route<ProxyRequest>): Route<ProxyReque
 
 /** GET /health: admitted like /mcp, then the store's and the upstream's state. */
 export async function handleHealth(ctx: ProxyContext, req: ProxyRequest, res: ServerResponse): Promise<void> {
-  await admit(ctx, req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
-  ctx.metrics.health.inc();
+  const admitted = await admit(ctx, req, { method: req.method ?? '', path: pathOf(req.url), host: req.headers.host });
+  if (isDecision(admitted)) throw settle(ctx.metrics, req, admitted).error!;
+  countOutcome(ctx.metrics, req, 'health');
   await answerHealth(res, ctx.store, ctx.config.upstream);
 }
-
-/**
- * Error answers whose outcome is counted where they are decided (a missing or refused token as `denied`
- * with its reason, a store failure as `unavailable`, an unknown path as `not_found`); every other error answer of
- * /mcp, /health and /authz is counted as `refused` with its code.
- */
-const COUNTED_WHERE_DECIDED: ReadonlySet<string> = new Set([
-  'unauthorized',
-  'invalid_token',
-  'invalid_dpop_proof',
-  'use_dpop_nonce',
-  'too_many_requests',
-  'temporarily_unavailable',
-  'not_found',
-]);
 
 /** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
 function isRequestPath(path: string): boolean {
@@ -121,13 +112,13 @@ function listenerLimits(config: Config): ServerOptions {
   };
 }
 
-/** The same route, counted in `counter` when it answered without throwing. */
-function counted<Req extends IncomingMessage>(route: Route<Req>, counter: { inc(): void }): Route<Req> {
+/** The same route, counted as `oauth` when it answered without throwing. */
+function counted(route: Route<ProxyRequest>, metrics: Metrics): Route<ProxyRequest> {
   return {
     ...route,
     async handler(req, res, path) {
       await route.handler(req, res, path);
-      counter.inc();
+      countOutcome(metrics, req, 'oauth');
     },
   };
 }

@@ -5,25 +5,18 @@
 import { randomBytes } from 'node:crypto';
 import { IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { buildConfig } from '../../src/config/load.ts';
 import { HttpError } from '../../src/http/errors.ts';
 import { ManualClock } from '../../src/model/clock.ts';
-import { generateToken, hashToken, MasterToken } from '../../src/model/credentials.ts';
-import { dpopVerifierFor } from '../../src/oauth/dpop.ts';
-import { Audit } from '../../src/observability/audit.ts';
-import { createLogger } from '../../src/observability/logger.ts';
+import { generateToken } from '../../src/model/credentials.ts';
 import { Metrics } from '../../src/observability/metrics.ts';
-import { proxyContext, type ProxyContext } from '../../src/proxy/context.ts';
-import { clientAddresses } from '../../src/http/client-address.ts';
-import type { Forwarder } from '../../src/proxy/forwarder.ts';
+import type { ProxyContext } from '../../src/proxy/context.ts';
 import { handleAuthz, isIdentityHeaderName } from '../../src/proxy/forward-auth.ts';
-import { HandleGuard } from '../../src/proxy/handle-guard.ts';
 import { ProxyRequest } from '../../src/proxy/request.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
-import { defaultProfileRecords } from '../../src/model/profiles.ts';
 import { forgedIdentityHeaderNames } from '../support/identity-spellings.ts';
+import { directProxyContext, requestsCounted, seedClientToken } from '../support/proxy-context.ts';
 
 const PUBLIC_URL = 'https://mcp.example.test';
 const HOST = 'mcp.example.test';
@@ -51,21 +44,7 @@ function context(proxy: Record<string, unknown> = {}): ProxyContext {
     },
     {},
   );
-  const logger = createLogger('warn', new Writable({ write: (_chunk, _enc, done) => done() }), 'json');
-  const audit = new Audit({ logger, store, clock, stream: true, maxLen: 100 });
-  return proxyContext({
-    config,
-    store,
-    clock,
-    logger,
-    metrics,
-    masterToken: new MasterToken(config.masterToken),
-    forwarder: {} as Forwarder,
-    publicUrl: () => PUBLIC_URL,
-    dpop: dpopVerifierFor(config, store, clock),
-    addresses: clientAddresses(config.proxy.trustedProxies),
-    handles: new HandleGuard({ store, clock, metrics, audit, logger, idleMs: 60_000, limits: { maxBatch: 10, maxDepth: 10 } }),
-  });
+  return directProxyContext({ config, store, clock, metrics, publicUrl: PUBLIC_URL });
 }
 
 /** A check request as nginx's auth_request sends it: GET /authz, the original in X-Original-*, the client's headers. */
@@ -108,10 +87,7 @@ async function check(headers: Array<[string, string]>, url?: string) {
   return { req, written, error };
 }
 
-async function counted(outcome: string, reason = ''): Promise<number> {
-  const values = (await metrics.requests.get()).values;
-  return values.find((v) => v.labels.outcome === outcome && (v.labels.reason ?? '') === reason)?.value ?? 0;
-}
+const counted = (outcome: string, reason = ''): Promise<number> => requestsCounted(metrics, outcome, reason);
 
 const original = (uri = '/mcp', method = 'POST'): Array<[string, string]> => [
   ['X-Original-URI', uri],
@@ -123,28 +99,7 @@ beforeEach(async () => {
   store = new MemoryTokenStore({ clock });
   metrics = new Metrics({ defaultMetrics: false });
   ctx = context();
-  token = generateToken();
-  const now = clock.now();
-  await store.seedProfiles(defaultProfileRecords(now));
-  await store.createClient({
-    clientId: CLIENT_ID,
-    redirectUris: [],
-    profile: 'default',
-    tokenEndpointAuthMethod: 'client_secret_basic',
-    grantTypes: ['client_credentials'],
-    source: 'admin',
-    createdAt: now,
-    clientSecretHash: hashToken(generateToken()),
-  });
-  expect(
-    await store.createAccessToken({
-      tokenHash: hashToken(token),
-      clientId: CLIENT_ID,
-      scope: 'mcp:read',
-      createdAt: now,
-      expiresAt: now + 600_000,
-    }),
-  ).toBe('ok');
+  token = await seedClientToken(store, clock, CLIENT_ID);
 });
 
 describe('handleAuthz, called directly', () => {
