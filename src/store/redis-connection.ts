@@ -59,8 +59,9 @@ function corkForTurn(client: Redis): void {
  * A client of one server whose commands of a turn leave in one write (corkForTurn), pipelines and
  * scripts included. It relies on ioredis sending every command, a pipeline's and a script's too,
  * through sendCommand (ioredis 5.11, pinned: test/integration/redis-batching.test.ts checks it).
- * Every connection to one server the store opens is one (oneServer, duplicateConnection): batching
- * is a property of the factory, not of which helper made the connection.
+ * Whether a connection batches is a property of the factory (oneServer, duplicateConnection), stated
+ * where the connection is made, not of which helper made it: every connection to one server the store
+ * opens batches, but those of the lookup cache, whose barrier must leave at once.
  */
 class TurnBatchedRedis extends Redis {
   override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
@@ -69,19 +70,27 @@ class TurnBatchedRedis extends Redis {
   }
 }
 
-/** A connection to one server (standalone at `url`, or the master Sentinel names): see TurnBatchedRedis. */
-function oneServer(options: RedisOptions, url?: string): Redis {
-  return url === undefined ? new TurnBatchedRedis(options) : new TurnBatchedRedis(url, options);
+/**
+ * A connection to one server (standalone at `url`, or the master Sentinel names); `batched`: its
+ * commands of a turn leave in one write (TurnBatchedRedis), else each at once.
+ */
+function oneServer(options: RedisOptions, batched: boolean, url?: string): Redis {
+  const Client = batched ? TurnBatchedRedis : Redis;
+  return url === undefined ? new Client(options) : new Client(url, options);
 }
 
 /**
  * A copy of `redis` with `overrides` (ioredis's duplicate() for a cluster, whose per-node connections
  * it makes itself; for one server a connection of the same factory, batched like the original).
  */
-export function duplicateConnection(redis: RedisClient, overrides: RedisOptions, clusterOverrides: ClusterOptions = {}): RedisClient {
+export function duplicateConnection(
+  redis: RedisClient,
+  overrides: RedisOptions,
+  { batched = true, cluster = {} }: { batched?: boolean; cluster?: ClusterOptions } = {},
+): RedisClient {
   if (redis instanceof Cluster)
-    return redis.duplicate(undefined, { ...clusterOverrides, redisOptions: { ...redis.options.redisOptions, ...overrides } });
-  return oneServer({ ...redis.options, ...overrides });
+    return redis.duplicate(undefined, { ...cluster, redisOptions: { ...redis.options.redisOptions, ...overrides } });
+  return oneServer({ ...redis.options, ...overrides }, batched);
 }
 
 /** Creates an ioredis client (not yet connected) with fail-fast settings. */
@@ -99,7 +108,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     // Reconnect forever with a short capped backoff: recovery must not need a restart.
     retryStrategy: (times) => Math.min(50 * times, 1000),
   };
-  if (parsed.mode === 'standalone') return oneServer(common, parsed.url);
+  if (parsed.mode === 'standalone') return oneServer(common, true, parsed.url);
   if (parsed.mode === 'sentinel') {
     const sentinel: RedisOptions = {
       ...common,
@@ -118,7 +127,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
       sentinel.enableTLSForSentinelMode = true;
       sentinel.sentinelTLS = {};
     }
-    return oneServer(sentinel);
+    return oneServer(sentinel, true);
   }
   const redisOptions: RedisOptions = { ...common };
   if (parsed.password !== undefined) redisOptions.password = parsed.password;
@@ -255,5 +264,5 @@ export function duplicateForLookups(redis: RedisClient): RedisClient {
  */
 export function duplicateForTransactions(redis: RedisClient): RedisClient {
   const noReplay = { autoResendUnfulfilledCommands: false, retryStrategy: () => null };
-  return duplicateConnection(redis, noReplay, { clusterRetryStrategy: () => null });
+  return duplicateConnection(redis, noReplay, { cluster: { clusterRetryStrategy: () => null } });
 }

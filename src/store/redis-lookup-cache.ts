@@ -118,12 +118,17 @@ export class TrackedLookupCache extends EventEmitter {
     // No auto-pipelining: a barrier sends one command on each connection, and ioredis would wrap it in
     // a pipeline of its own each time (an object with every command of the client, allocated and run
     // per barrier). The fill's four reads go as one explicit pipeline: one write, as before.
-    this.#data = duplicateConnection(main, { connectionName: 'mcpauth-lookup-cache', enableAutoPipelining: false }) as Redis;
-    this.#sub = duplicateConnection(main, {
-      connectionName: 'mcpauth-lookup-invalidations',
-      autoResubscribe: false,
-      enableAutoPipelining: false,
-    }) as Redis;
+    // Written at once, not batched for the turn: a hit's barrier leaves when the hit asks for it.
+    this.#data = duplicateConnection(
+      main,
+      { connectionName: 'mcpauth-lookup-cache', enableAutoPipelining: false },
+      { batched: false },
+    ) as Redis;
+    this.#sub = duplicateConnection(
+      main,
+      { connectionName: 'mcpauth-lookup-invalidations', autoResubscribe: false, enableAutoPipelining: false },
+      { batched: false },
+    ) as Redis;
   }
 
   /**

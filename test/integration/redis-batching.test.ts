@@ -76,6 +76,19 @@ describe('the main Redis connection', () => {
     }
   });
 
+  it('writes each command at once on a copy made unbatched (as the lookup cache makes its own: its barrier leaves at once)', async () => {
+    const copy = duplicateConnection(client, {}, { batched: false }) as Redis;
+    try {
+      await connectRedis(copy, 5000);
+      const writes = countSocketWrites(copy);
+      const replies = await Promise.all([copy.ping(), copy.get(`${prefix}absent`), copy.exists(`${prefix}absent`)]);
+      expect(replies).toEqual(['PONG', null, 0]);
+      expect(writes).toHaveLength(3);
+    } finally {
+      copy.disconnect();
+    }
+  });
+
   it('writes each command at once on a stream that cannot cork, and answers each', async () => {
     const copy = duplicateConnection(client, {}) as Redis;
     try {
