@@ -8,7 +8,12 @@
 import { once } from 'node:events';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { buildConfig } from '../../src/config/load.ts';
 import { StoreUnavailableError } from '../../src/http/errors.ts';
+import { systemClock } from '../../src/model/clock.ts';
+import { createLogger } from '../../src/observability/logger.ts';
+import { openStore } from '../../src/store/open.ts';
 import { generateToken, generateTokenFor, hashToken } from '../../src/model/credentials.ts';
 import { keySlot } from '../../src/store/cluster-slots.ts';
 import type { ClusterLookupCache } from '../../src/store/redis-cluster-lookup-cache.ts';
@@ -192,6 +197,36 @@ describe('the lookup cache on Redis Cluster: tracking per master and the barrier
     await raw.del(key);
     expect((await store.lookupToken(tokenHash)).user).toBeNull();
   });
+});
+
+describe('redis.lookupCache on Redis Cluster at start-up', () => {
+  for (const lookupCache of ['auto', 'tracking'] as const) {
+    it(`${lookupCache}: the store opens with the cache live on every master, and no fall-back reason`, async () => {
+      const config = buildConfig(
+        { redis: { url: cluster.url, keyPrefix: uniquePrefix(`cluster-cache-${lookupCache}`), lookupCache } },
+        { BEARER_SECRET_MASTER: generateToken() },
+      );
+      const logs: string[] = [];
+      const logger = createLogger(
+        'info',
+        new Writable({
+          write(chunk: Buffer, _enc, done) {
+            logs.push(chunk.toString());
+            done();
+          },
+        }),
+      );
+      const store = (await openStore(config, systemClock, logger)) as RedisTokenStore;
+      try {
+        expect(store.clusterLookupCache?.live).toBe(true);
+        expect(store.clusterLookupCache?.shards).toHaveLength(3);
+        expect(store.lookupCacheFallback).toBeUndefined();
+        expect(logs.join('')).toContain('token lookup cache live: invalidation tracking set up');
+      } finally {
+        await store.close();
+      }
+    });
+  }
 });
 
 describe('the lookup cache on Redis Cluster fails closed on every change it cannot vouch for', () => {
