@@ -13,6 +13,7 @@
 
 import { EventEmitter } from 'node:events';
 import { Redis, ReplyError, type Cluster, type RedisOptions } from 'ioredis';
+import { BoundedMap } from '../model/bounded-map.ts';
 import type { LookupCacheStats, TokenLookup } from './types.ts';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis } from './redis-connection.ts';
@@ -67,7 +68,8 @@ interface Turn {
  */
 export class ClusterLookupCache extends EventEmitter {
   readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0, barriers: 0 };
-  readonly #entries = new Map<string, Held>();
+  /** Least recently used first out: a hit makes its entry the newest. */
+  readonly #entries: BoundedMap<string, Held>;
   readonly #pending = new Map<string, Set<Pending>>();
   readonly #main: Cluster;
   readonly #keys: KeyLayout;
@@ -103,6 +105,7 @@ export class ClusterLookupCache extends EventEmitter {
     this.#userPrefix = keys.userToken('');
     this.#probeBase = keys.lookupCacheMarker();
     this.#options = options;
+    this.#entries = new BoundedMap(options.maxEntries);
     this.#now = options.now ?? (() => performance.now());
   }
 
@@ -160,13 +163,13 @@ export class ClusterLookupCache extends EventEmitter {
     }
     const held = this.#entries.get(tokenHash);
     if (vouched && held !== undefined) {
-      this.#entries.delete(tokenHash);
       // Past its keys' TTL the copy is dropped: Redis may delete an expired key (and invalidate it) late.
       if (held.until > this.#now()) {
         this.stats.hits++;
-        this.#entries.set(tokenHash, held);
+        this.#entries.touch(tokenHash);
         return held.found;
       }
+      this.#entries.delete(tokenHash);
     }
     this.stats.misses++;
     return this.#fill(live, tokenHash, strict);
@@ -269,7 +272,7 @@ export class ClusterLookupCache extends EventEmitter {
         epoch === this.#epoch &&
         this.#live === live
       )
-        this.#hold(tokenHash, { found, until });
+        this.#entries.set(tokenHash, { found, until });
       return found;
     } catch (err) {
       // A read that failed or timed out leaves its connection suspect: this set-up is done with.
@@ -297,15 +300,6 @@ export class ClusterLookupCache extends EventEmitter {
       values.push(value);
     }
     return values;
-  }
-
-  #hold(tokenHash: string, held: Held): void {
-    this.#entries.delete(tokenHash);
-    this.#entries.set(tokenHash, held);
-    if (this.#entries.size > this.#options.maxEntries) {
-      const oldest = this.#entries.keys().next();
-      if (!oldest.done) this.#entries.delete(oldest.value);
-    }
   }
 
   /** ioredis's Cluster events and the PING timer. */
