@@ -4,6 +4,7 @@
 
 import { generateTokenFor, hashToken } from '../src/model/credentials.ts';
 import type { RedisTokenStore } from '../src/store/redis.ts';
+import { credentialsClient } from '../test/support/clients.ts';
 
 export const CLIENTS = 300;
 export const TOKENS_PER_CLIENT = 10;
@@ -13,17 +14,7 @@ export async function seed(store: RedisTokenStore): Promise<string[]> {
   const now = Date.now();
   for (let c = 0; c < CLIENTS; c++) {
     const clientId = `bench-client-${c}`;
-    await store.createClient({
-      clientId,
-      clientName: clientId,
-      redirectUris: [],
-      grantTypes: ['client_credentials'],
-      profile: 'default',
-      tokenEndpointAuthMethod: 'client_secret_basic',
-      clientSecretHash: hashToken(clientId),
-      source: 'admin',
-      createdAt: now,
-    });
+    await store.createClient(credentialsClient(clientId, now));
     for (let t = 0; t < TOKENS_PER_CLIENT; t++) {
       const tokenHash = hashToken(generateTokenFor(clientId));
       await store.createAccessToken({ tokenHash, clientId, createdAt: now, expiresAt: now + 3_600_000 });

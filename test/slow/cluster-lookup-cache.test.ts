@@ -21,6 +21,7 @@ import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { StoredUserToken, TokenLookup } from '../../src/store/types.ts';
 import { startRedisCluster, until, type RedisClusterSet } from '../support/redis-ha.ts';
 import { openRedisStore, uniquePrefix } from '../support/redis.ts';
+import { credentialsClient } from '../support/clients.ts';
 
 const HOUR = 3_600_000;
 
@@ -149,17 +150,7 @@ describe('the lookup cache on Redis Cluster: tracking per master and the barrier
 
   it("sends a hit's barrier to the masters of its two keys' slots and to no other", async () => {
     const clientId = `cluster-cache-${Date.now()}`;
-    await store.createClient({
-      clientId,
-      clientName: clientId,
-      redirectUris: [],
-      grantTypes: ['client_credentials'],
-      profile: 'default',
-      tokenEndpointAuthMethod: 'client_secret_basic',
-      clientSecretHash: hashToken(clientId),
-      source: 'admin',
-      createdAt: Date.now(),
-    });
+    await store.createClient(credentialsClient(clientId, Date.now()));
     const tokenHash = hashToken(generateTokenFor(clientId));
     await store.createAccessToken({ tokenHash, clientId, createdAt: Date.now(), expiresAt: Date.now() + HOUR });
     expect((await store.lookupToken(tokenHash)).oauth).not.toBeNull();
