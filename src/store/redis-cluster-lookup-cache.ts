@@ -411,7 +411,11 @@ export class ClusterLookupCache extends EventEmitter {
     this.emit('live');
   }
 
-  /** The two connections to `master`: never reconnected (a loss ends the set-up), never re-sending. */
+  /**
+   * The two connections to `master`: never reconnected (a loss ends the set-up), never re-sending.
+   * Plain connections, not the store's turn-batched ones (redis-connection.ts): a barrier is sent from
+   * a setImmediate, and a socket corked until the next one would hold it back a turn.
+   */
   #connect(master: ClusterMaster): ClusterShard {
     const options = (name: string): RedisOptions => ({
       ...this.#main.options.redisOptions,
