@@ -118,10 +118,9 @@ function tagOf(slot: number): string {
 
 /**
  * The probe key of `slot`: `base` (a key name under the prefix) with a hash tag in `slot` appended, a
- * key the store never writes. An EXISTS of it on
- * the master the cache routes the slot to answers 0 while that master owns the slot, MOVED once it
- * does not (a failover made it a replica, the slot was moved) and ASK while the slot is being moved
- * away. `fallback`, a key known to be in `slot`, is used where the prefix's own braces would put the
+ * key the store never writes. An EXISTS of it on the master the cache routes the slot to answers 0
+ * while that master owns the slot, MOVED once it does not (a failover made it a replica, the slot was
+ * moved) and ASK while the slot is being moved away. `fallback`, a key known to be in `slot`, is used where the prefix's own braces would put the
  * probe key in another slot.
  */
 export function slotProbeKey(base: string, slot: number, fallback: string): string {

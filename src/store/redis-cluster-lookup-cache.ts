@@ -22,6 +22,7 @@ import {
   agreesWithIoredis,
   isTopologyReply,
   keySlot,
+  masterOf,
   parseClusterSlots,
   sameSlotMap,
   slotProbeKey,
@@ -236,8 +237,8 @@ export class ClusterLookupCache extends EventEmitter {
       const sent = this.#now();
       const userKey = this.#keys.userToken(tokenHash);
       const accessKey = this.#keys.accessToken(tokenHash);
-      const userShard = live.shards[live.map.owners[keySlot(userKey)]!]!;
-      const accessShard = live.shards[live.map.owners[keySlot(accessKey)]!]!;
+      const userShard = live.shards[masterOf(live.map, userKey)]!;
+      const accessShard = live.shards[masterOf(live.map, accessKey)]!;
       // Each key read on its own master's tracked connection; one write per master.
       const [readUser, readAccess] =
         userShard === accessShard
