@@ -14,7 +14,8 @@
 import { EventEmitter } from 'node:events';
 import { Redis, ReplyError, type Cluster, type RedisOptions } from 'ioredis';
 import { BoundedMap } from '../model/bounded-map.ts';
-import type { LookupCacheStats, TokenLookup } from './types.ts';
+import type { TokenLookup } from '../model/records.ts';
+import type { LookupCacheStats } from './types.ts';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis } from './redis-connection.ts';
 import { LookupCacheSetupError, type LookupCacheOptions } from './redis-lookup-cache.ts';

@@ -2,7 +2,7 @@
 // write clients straight into a store (the secret's hash is the hash of the client id: never used).
 
 import { hashToken } from '../../src/model/credentials.ts';
-import type { ClientRecord } from '../../src/store/clients/types.ts';
+import type { ClientRecord } from '../../src/model/records.ts';
 
 export function credentialsClient(clientId: string, createdAt: number): ClientRecord {
   return {
