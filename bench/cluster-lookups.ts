@@ -7,64 +7,21 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateTokenFor, hashToken } from '../src/model/credentials.ts';
 import { connectRedis, createRedisClient } from '../src/store/redis-connection.ts';
 import { RedisTokenStore } from '../src/store/redis.ts';
 import { startRedisCluster } from '../test/support/redis-ha.ts';
 import { startRedisServer } from '../test/support/redis-server.ts';
+import { CLIENTS, rate, seed, TOKENS_PER_CLIENT } from './cluster-seed.ts';
 import { fmt, table } from './lib.ts';
 
 const SECONDS = Number(process.env.BENCH_CELL_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const CLIENTS = 300;
-const TOKENS_PER_CLIENT = 10;
 
 async function openStore(url: string): Promise<RedisTokenStore> {
   const client = createRedisClient({ url, commandTimeoutMs: 5000, connectTimeoutMs: 5000 });
   await connectRedis(client, 5000);
   return new RedisTokenStore(client, { keyPrefix: 'bench:' });
-}
-
-async function seed(store: RedisTokenStore): Promise<string[]> {
-  const hashes: string[] = [];
-  const now = Date.now();
-  for (let c = 0; c < CLIENTS; c++) {
-    const clientId = `bench-client-${c}`;
-    await store.createClient({
-      clientId,
-      clientName: clientId,
-      redirectUris: [],
-      grantTypes: ['client_credentials'],
-      profile: 'default',
-      tokenEndpointAuthMethod: 'client_secret_basic',
-      clientSecretHash: hashToken(clientId),
-      source: 'admin',
-      createdAt: now,
-    });
-    for (let t = 0; t < TOKENS_PER_CLIENT; t++) {
-      const tokenHash = hashToken(generateTokenFor(clientId));
-      await store.createAccessToken({ tokenHash, clientId, createdAt: now, expiresAt: now + 3_600_000 });
-      hashes.push(tokenHash);
-    }
-  }
-  return hashes;
-}
-
-/** Lookups per second from CONCURRENCY loops over SECONDS. */
-async function rate(store: RedisTokenStore, hashes: string[]): Promise<number> {
-  const until = performance.now() + SECONDS * 1000;
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async (_, w) => {
-      for (let i = w; performance.now() < until; i += CONCURRENCY) {
-        const found = await store.lookupToken(hashes[i % hashes.length]!);
-        if (found.oauth === null) throw new Error('a seeded token was not found');
-        done++;
-      }
-    }),
-  );
-  return done / SECONDS;
 }
 
 const single = await startRedisServer();
@@ -76,7 +33,7 @@ const variants = [
 const seeded = await Promise.all(variants.map((v) => seed(v.store)));
 const rounds: number[][] = variants.map(() => []);
 for (let r = 0; r < ROUNDS; r++) {
-  for (const [i, v] of variants.entries()) rounds[i]!.push(await rate(v.store, seeded[i]!));
+  for (const [i, v] of variants.entries()) rounds[i]!.push(await rate(v.store, seeded[i]!, SECONDS, CONCURRENCY));
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rows = variants.map((v, i) => [v.name, fmt.int(median(rounds[i]!)), rounds[i]!.map((x) => fmt.int(x)).join(' / ')]);

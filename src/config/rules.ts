@@ -6,7 +6,6 @@ import { checkHttpUrl, type Config } from './keys.ts';
 import type { Problems } from './spec.ts';
 import { DEFAULT_PROVIDER_NAME } from './keys/idp-providers.ts';
 import { isLoopbackHost } from '../model/net-address.ts';
-import { parseRedisUrl } from '../store/redis-url.ts';
 import { signingKeyProblem, signingKeyText } from '../assertion/keys.ts';
 
 /** Rules that involve more than one key; they run once every key is read. */
@@ -14,7 +13,6 @@ export function checkWhole(config: Config, problems: Problems): void {
   checkIdp(config.idp, problems);
   checkProviders(config, problems);
   checkExchangeAudience(config, problems);
-  checkLookupCache(config, problems);
   checkAssertionKey(config.upstream, problems);
   checkUpstreamCredentials(config, problems);
   checkScim(config, problems);
@@ -138,22 +136,6 @@ function checkUpstreamCredentials(config: Config, problems: Problems): void {
   requireHttpsOffLoopback('UPSTREAM_PROVIDER_ISSUER', provider.issuer, problems);
   requireHttpsOffLoopback('UPSTREAM_PROVIDER_AUTHORIZATION_ENDPOINT', provider.authorizationEndpoint, problems);
   requireHttpsOffLoopback('UPSTREAM_PROVIDER_TOKEN_ENDPOINT', provider.tokenEndpoint, problems);
-}
-
-/** Invalidations come from the node that served the read: one tracking connection cannot cover a Cluster. */
-function checkLookupCache(config: Config, problems: Problems): void {
-  if (config.store !== 'redis' || config.redis.lookupCache !== 'tracking') return;
-  let mode: string;
-  try {
-    mode = parseRedisUrl(config.redis.url).mode;
-  } catch {
-    return; // already reported
-  }
-  if (mode === 'cluster') {
-    problems.push(
-      'redis.lookupCache (REDIS_LOOKUP_CACHE) "tracking" is not supported on Redis Cluster (REDIS_URL is redis+cluster://): invalidation tracking is per node; use "off" with Cluster, or a standalone or Sentinel Redis',
-    );
-  }
 }
 
 /**

@@ -129,10 +129,10 @@ export class Metrics {
       this.lookupCacheLive.set(this.#lookupCache?.live === true ? 1 : 0);
     },
   });
-  /** @label reason `cluster`, `tracking_refused`, `setup_failed` */
+  /** @label reason `tracking_refused`, `setup_failed` */
   readonly lookupCacheUnavailable = new Gauge({
     name: 'mcp_auth_lookup_cache_unavailable',
-    help: '1 (with the reason) when redis.lookupCache is auto and the store cannot have the cache: every lookup reads Redis (strict). Reasons: cluster, tracking_refused, setup_failed',
+    help: '1 (with the reason) when redis.lookupCache is auto and the store cannot have the cache: every lookup reads Redis (strict). Reasons: tracking_refused, setup_failed',
     labelNames: ['reason'] as const,
     registers: [this.registry],
     // Over worker processes the highest wins: 1 when any process runs without its cache.

@@ -19,6 +19,7 @@ import {
   type KeyLayout,
 } from './records.ts';
 import { connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
+import { ClusterLookupCache } from './redis-cluster-lookup-cache.ts';
 import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import { LookupConnection } from './redis-lookups.ts';
 import { publishNotice } from './redis-notices.ts';
@@ -39,7 +40,7 @@ export class RedisCore {
   /** The token lookups' own connection (the hot path). */
   readonly lookups: LookupConnection;
   /** Set by trackLookups (redis.lookupCache: tracking); undefined: every lookup reads Redis (strict). */
-  lookupCache: TrackedLookupCache | undefined;
+  lookupCache: TrackedLookupCache | ClusterLookupCache | undefined;
   /** WATCH is per connection: transactions run one at a time on a connection of their own. */
   #txClient: RedisClient | undefined;
   #txQueue: Promise<unknown> = Promise.resolve();
@@ -65,12 +66,14 @@ export class RedisCore {
 
   /**
    * Turns the token-lookup cache on (redis.lookupCache: tracking): its two connections are up and
-   * tracking confirmed before this resolves. Standalone and Sentinel only: tracking is per node.
+   * tracking confirmed before this resolves. On Cluster, on every master (tracking is per node).
    */
-  async trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache> {
-    if (this.redis instanceof Cluster) throw new TypeError('the token lookup cache (CLIENT TRACKING) is not supported on Redis Cluster');
+  async trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache | ClusterLookupCache> {
     if (this.lookupCache) return this.lookupCache;
-    this.lookupCache = await TrackedLookupCache.open(this.redis, this.keys, options);
+    this.lookupCache =
+      this.redis instanceof Cluster
+        ? await ClusterLookupCache.open(this.redis, this.keys, options)
+        : await TrackedLookupCache.open(this.redis, this.keys, options);
     return this.lookupCache;
   }
 

@@ -16,7 +16,8 @@ import { composeParts } from './operations.ts';
 import type { KeyLayout } from './records.ts';
 import { asStoreFailure, type RedisClient } from './redis-connection.ts';
 import { RedisCore } from './redis-core.ts';
-import type { LookupCacheFallback, LookupCacheOptions, TrackedLookupCache } from './redis-lookup-cache.ts';
+import type { ClusterLookupCache } from './redis-cluster-lookup-cache.ts';
+import { TrackedLookupCache, type LookupCacheFallback, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import type { ReplicationStats } from './redis-replication.ts';
 import { RedisRefreshTokens } from './refresh-tokens/redis.ts';
 import { RedisSignIn } from './sign-in/redis.ts';
@@ -113,16 +114,23 @@ export class RedisTokenStore extends StoreDecorator {
     return this.#core.lookups.client;
   }
 
-  /** The lookup cache, when on (its state and counters). */
+  /** The lookup cache on one server (standalone, Sentinel), when on (its state and counters). */
   get lookupCache(): TrackedLookupCache | undefined {
-    return this.#core.lookupCache;
+    const cache = this.#core.lookupCache;
+    return cache instanceof TrackedLookupCache ? cache : undefined;
+  }
+
+  /** The lookup cache on Redis Cluster, when on. */
+  get clusterLookupCache(): ClusterLookupCache | undefined {
+    const cache = this.#core.lookupCache;
+    return cache instanceof TrackedLookupCache ? undefined : cache;
   }
 
   /**
-   * Turns the token-lookup cache on (redis.lookupCache: tracking): its two connections are up and
-   * tracking confirmed before this resolves. Standalone and Sentinel only: tracking is per node.
+   * Turns the token-lookup cache on (redis.lookupCache: tracking): its connections are up and tracking
+   * confirmed before this resolves (on Cluster, on every master).
    */
-  trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache> {
+  trackLookups(options: LookupCacheOptions): Promise<TrackedLookupCache | ClusterLookupCache> {
     return storeFailures(() => this.#core.trackLookups(options));
   }
 }

@@ -47,10 +47,10 @@ export interface LookupCacheStats {
 }
 
 /**
- * Why redis.lookupCache: auto runs without the cache (the strict mode): Redis Cluster, Redis refused
- * tracking, or the cache's connections could not be set up at start.
+ * Why redis.lookupCache: auto runs without the cache (the strict mode): Redis refused tracking, or the
+ * cache's connections could not be set up at start.
  */
-export type LookupCacheFallback = 'cluster' | 'tracking_refused' | 'setup_failed';
+export type LookupCacheFallback = 'tracking_refused' | 'setup_failed';
 
 /**
  * What a store lets the metrics watch at each scrape, when it has such state (the Redis store does;

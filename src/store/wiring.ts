@@ -8,7 +8,6 @@ import { MemoryTokenStore } from './memory.ts';
 import { RedisTokenStore } from './redis.ts';
 import { connectRedis, createRedisClient } from './redis-connection.ts';
 import { LookupCacheSetupError, type LookupCacheFallback, type LookupCacheOptions } from './redis-lookup-cache.ts';
-import { parseRedisUrl } from './redis-url.ts';
 import type { TokenStore } from './types.ts';
 
 /** Opens the store the config names; a Redis store is connected (and answering) before this resolves. */
@@ -47,31 +46,27 @@ export async function openStore(config: Config, clock: Clock, logger: Logger): P
 }
 
 /**
- * redis.lookupCache: auto. The cache where the store allows it; where it does not, the strict mode with
- * one warning and the metric, never a refusal to start: Redis Cluster (tracking is per node), or a
- * Redis that refuses to track (an ACL user without CLIENT TRACKING, before 6.0). A cache whose own
- * connections cannot be opened within the connect timeout is not waited for either.
+ * redis.lookupCache: auto. The cache where the store allows it (standalone, Sentinel, and Cluster with
+ * a tracking connection per master); where it does not, the strict mode with one warning and the
+ * metric, never a refusal to start: a Redis that refuses to track (an ACL user without CLIENT TRACKING,
+ * before 6.0; on Cluster, without CLUSTER MYID, before 7.0). A cache whose own connections cannot be
+ * opened within the connect timeout is not waited for either.
  */
 export async function cacheWherePossible(store: RedisTokenStore, config: Config, logger: Logger): Promise<void> {
   let reason: LookupCacheFallback;
-  if (parseRedisUrl(config.redis.url).mode === 'cluster') reason = 'cluster';
-  else {
-    try {
-      await store.trackLookups(lookupCacheOptions(config, logger));
-      return;
-    } catch (err) {
-      reason = err instanceof LookupCacheSetupError ? 'tracking_refused' : 'setup_failed';
-      logger.debug({ err: describe(err) }, 'token lookup cache: set-up failed');
-    }
+  try {
+    await store.trackLookups(lookupCacheOptions(config, logger));
+    return;
+  } catch (err) {
+    reason = err instanceof LookupCacheSetupError ? 'tracking_refused' : 'setup_failed';
+    logger.debug({ err: describe(err) }, 'token lookup cache: set-up failed');
   }
   store.lookupCacheFallback = reason;
   logger.warn(
     { reason },
-    reason === 'cluster'
-      ? 'token lookup cache off (redis.lookupCache: auto): not available on Redis Cluster; every lookup reads Redis (strict mode)'
-      : reason === 'tracking_refused'
-        ? 'token lookup cache off (redis.lookupCache: auto): Redis refused invalidation tracking (an ACL user without CLIENT ID, CLIENT TRACKING, INFO, SUBSCRIBE on __redis__:invalidate, or Redis before 6.0); every lookup reads Redis (strict mode)'
-        : 'token lookup cache off (redis.lookupCache: auto): its connections could not be set up; every lookup reads Redis (strict mode)',
+    reason === 'tracking_refused'
+      ? 'token lookup cache off (redis.lookupCache: auto): Redis refused invalidation tracking (an ACL user without CLIENT ID, CLIENT TRACKING, INFO, SUBSCRIBE on __redis__:invalidate, on Cluster CLUSTER SLOTS and CLUSTER MYID, or Redis before 6.0, on Cluster before 7.0); every lookup reads Redis (strict mode)'
+      : 'token lookup cache off (redis.lookupCache: auto): its connections could not be set up; every lookup reads Redis (strict mode)',
   );
 }
 

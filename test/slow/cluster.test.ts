@@ -16,6 +16,7 @@ import { startRedisCluster, type RedisClusterSet } from '../support/redis-ha.ts'
 import { openRedisStore, uniquePrefix } from '../support/redis.ts';
 import { basic, postForm, postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
+import { credentialsClient } from '../support/clients.ts';
 
 let cluster: RedisClusterSet;
 
@@ -287,17 +288,7 @@ describe('deleteClient with a token outside its bucket (as the migration leaves 
     await raw.connect();
     try {
       const clientId = 'stray-owner';
-      await store.createClient({
-        clientId,
-        clientName: clientId,
-        redirectUris: [],
-        grantTypes: ['client_credentials'],
-        profile: 'default',
-        tokenEndpointAuthMethod: 'client_secret_basic',
-        clientSecretHash: hashToken(clientId),
-        source: 'admin',
-        createdAt: Date.now(),
-      });
+      await store.createClient(credentialsClient(clientId, Date.now()));
       const inBucket = hashToken(generateTokenFor(clientId));
       const now = Date.now();
       expect(await store.createAccessToken({ tokenHash: inBucket, clientId, createdAt: now, expiresAt: now + 3_600_000 })).toBe('ok');

@@ -9,26 +9,23 @@
 // Counts: REVOCATION_PROOF_ITERATIONS (default 10 000) for HSET in one process; the rarer commands and
 // the worker processes run a tenth and a fifth of it (a new connection per request there).
 
-import { once } from 'node:events';
-import { request, Agent } from 'node:http';
+import { Agent } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { keyLayout } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
-import type { TrackedLookupCache } from '../../src/store/redis-lookup-cache.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis, redisUrl } from '../support/redis.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { nodeTs } from '../support/node-ts.ts';
+import { authz, heldAfter, load, summary, userRecord } from '../support/revocation-proof.ts';
 
 const HSET_ITERATIONS = Number(process.env.REVOCATION_PROOF_ITERATIONS ?? 10_000);
 const RARE_ITERATIONS = Math.max(50, Math.floor(HSET_ITERATIONS / 10));
-const HOUR = 3_600_000;
 const SIDECAR = nodeTs('src/entry/main.ts');
 
 /**
@@ -51,61 +48,6 @@ const REVOCATIONS: Record<string, Revocation> = {
   'a Lua script doing the HSET': (r, key) => r.eval("return redis.call('HSET', KEYS[1], 'revoked', 'true')", 1, key),
   'MULTI doing the HSET': (r, key) => r.multi().hset(key, 'revoked', 'true').exec(),
 };
-
-/**
- * A user-grade record as the store writes it (src/store/records.ts userTokenFields, as an operator
- * would type it): `revoked` must be exactly "false" for the token to be good, so removing it revokes.
- */
-function userRecord(tokenHash: string, now: number): Record<string, string> {
-  return {
-    tokenHash,
-    subject: 'proof',
-    issuer: 'https://idp.example.com/',
-    revoked: 'false',
-    createdAt: String(now),
-    expiresAt: String(now + HOUR),
-  };
-}
-
-/** GET /authz as nginx auth_request sends it (X-Original-* plus the client's Authorization). */
-function authz(url: string, token: string, agent: Agent | false): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      `${url}/authz`,
-      { agent, headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' } },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode!));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** p50, p99 and max of a list of milliseconds, rounded to microseconds. */
-function summary(values: number[]): { n: number; p50: number; p99: number; max: number } {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (q: number) => Number((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN).toFixed(3));
-  return { n: sorted.length, p50: at(0.5), p99: at(0.99), max: Number((sorted.at(-1) ?? NaN).toFixed(3)) };
-}
-
-/** 32 connections of /authz traffic with a token of its own, until stopped. */
-function load(url: string, token: string): { stop(): Promise<number> } {
-  const instance = autocannon({
-    url: `${url}/authz`,
-    connections: 32,
-    duration: 3600,
-    headers: { authorization: `Bearer ${token}`, 'x-original-uri': '/mcp', 'x-original-method': 'POST' },
-  });
-  return {
-    async stop() {
-      instance.stop();
-      const result = await instance;
-      return result.requests.total;
-    },
-  };
-}
 
 describe('next-request revocation with the lookup cache, one process (windows measured)', () => {
   let redis: RedisServer;
@@ -145,26 +87,6 @@ describe('next-request revocation with the lookup cache, one process (windows me
     for (const [name, values] of Object.entries(windows))
       console.log(`revocation window (ms, write reply -> invalidation read), one process, ${name}:`, summary(values));
   });
-
-  /**
-   * Asks until a request is answered from the cache (neither read from Redis nor past a cache not in
-   * use; the load's own token only ever hits, so these counters move for this token alone), waiting
-   * for the cache to be live again when a barrier found the database changed (after SWAPDB back).
-   * Returns how many requests that took.
-   */
-  async function heldAfter(cache: TrackedLookupCache, ask: () => Promise<number>): Promise<number> {
-    for (let n = 1; ; n++) {
-      if (!cache.live) await once(cache, 'live');
-      const { misses, bypasses } = cache.stats;
-      const status = await ask();
-      // 503: a barrier or a read outlived the command timeout on a loaded machine (the cache is then
-      // emptied: fail closed); ask again.
-      if (status === 503 && n < 20) continue;
-      expect(status).toBe(200);
-      if (n > 1 && cache.stats.misses === misses && cache.stats.bypasses === bypasses) return n;
-      if (n >= 20) return n;
-    }
-  }
 
   /** `iterations` rounds of: new token, cached, revoke by hand, ask once. Returns the requests allowed after a revocation. */
   async function prove(name: string, revoke: Revocation, iterations: number, label: string): Promise<number> {

@@ -7,7 +7,6 @@ import { createSidecar, lookupCacheOptions, type Sidecar } from '../../src/app.t
 import type { LookupCacheOptions } from '../../src/store/redis-lookup-cache.ts';
 import { ManualClock, type Clock } from '../../src/model/clock.ts';
 import { buildConfig } from '../../src/config/load.ts';
-import { parseRedisUrl } from '../../src/store/redis-url.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { CimdResolver } from '../../src/oauth/cimd.ts';
@@ -103,10 +102,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   let store: TokenStore;
   if ((options.store ?? 'redis') === 'memory') store = new MemoryTokenStore({ clock, keyPrefix: prefix });
   else {
-    // As production: the cache with `tracking`, and with `auto` (the default) wherever it is possible.
-    const cached =
-      config.redis.lookupCache === 'tracking' ||
-      (config.redis.lookupCache === 'auto' && parseRedisUrl(config.redis.url).mode !== 'cluster');
+    // As production: the cache with `tracking` and with `auto` (the default), Cluster included.
+    const cached = config.redis.lookupCache !== 'off';
     const lookupCache = cached ? { ...lookupCacheOptions(config, logger), ...options.lookupCache } : undefined;
     store = await openRedisStore(prefix, { url: config.redis.url, commandTimeoutMs: config.redis.commandTimeoutMs, lookupCache });
   }

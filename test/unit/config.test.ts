@@ -391,7 +391,7 @@ describe('buildConfig', () => {
     ]);
   });
 
-  it('token lookup cache: auto by default (Cluster included: it falls back at start); tracking on standalone and Sentinel; tracking refused on Cluster with a clear reason', () => {
+  it('token lookup cache: auto by default (Cluster included); tracking on standalone, Sentinel and Cluster', () => {
     const env = { BEARER_SECRET_MASTER: MASTER };
     const auto = buildConfig({}, env).redis;
     expect([auto.lookupCache, auto.lookupCacheMaxEntries, auto.lookupCachePingIntervalMs]).toEqual(['auto', 100000, 1000]);
@@ -402,10 +402,9 @@ describe('buildConfig', () => {
     expect(
       buildConfig({ redis: { url: 'redis+sentinel://s1:26379,s2:26379/mymaster', lookupCache: 'tracking' } }, env).redis.lookupCache,
     ).toBe('tracking');
-    const cluster = problemsOf(() => buildConfig({ redis: { url: 'redis+cluster://n1:7000,n2:7001', lookupCache: 'tracking' } }, env));
-    expect(cluster).toHaveLength(1);
-    expect(cluster[0]).toMatch(
-      /^redis\.lookupCache \(REDIS_LOOKUP_CACHE\) "tracking" is not supported on Redis Cluster .*invalidation tracking is per node; use "off"/,
+    // On Cluster the cache tracks on every master (src/store/redis-cluster-lookup-cache.ts).
+    expect(buildConfig({ redis: { url: 'redis+cluster://n1:7000,n2:7001', lookupCache: 'tracking' } }, env).redis.lookupCache).toBe(
+      'tracking',
     );
     // The memory store has no Redis to track: the key is ignored there.
     expect(buildConfig({ store: 'memory', redis: { url: 'redis+cluster://n1:7000', lookupCache: 'tracking' } }, env).store).toBe('memory');
