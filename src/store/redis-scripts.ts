@@ -181,16 +181,21 @@ for i = 3, 4 do
 end
 return {'ok'}`;
 
-// Sets fields on a hash only while it is exactly as the caller read it (every field and value, no
-// more): the atomic half of a compare-and-set whose decision is made outside Redis (updateHash).
-// KEYS: the hash. ARGV: n, the n expected field/value pairs, then the field/value pairs to set.
+// The write of a compare-and-set decided outside Redis (updateHash), made only while the hash is
+// exactly as read (every field and value, no more; none: absent): DEL, or HDEL, HSET and PEXPIREAT.
+// KEYS: the hash. ARGV: n, n expected field/value pairs, drop ('1'|''), expireAt ('' none), u, u fields, pairs to set.
 const COMPARE_AND_SET_HASH = `
 local n = tonumber(ARGV[1])
 if redis.call('HLEN', KEYS[1]) ~= n then return 0 end
 for i = 2, 2 * n, 2 do
   if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 0 end
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2 * n + 2))
+local at = 2 * n + 2
+if ARGV[at] == '1' then redis.call('DEL', KEYS[1]); return 1 end
+local u = tonumber(ARGV[at + 2])
+if u > 0 then redis.call('HDEL', KEYS[1], unpack(ARGV, at + 3, at + 2 + u)) end
+if #ARGV > at + 2 + u then redis.call('HSET', KEYS[1], unpack(ARGV, at + 3 + u)) end
+if ARGV[at + 1] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[at + 1]) end
 return 1`;
 
 // KEYS: refresh token, family. ARGV: now, accessKeyTemplate, refreshKeyTemplate.
@@ -201,12 +206,6 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local key = member_key(m, ARGV[2], ARGV[3])
   if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
 end
-return 1`;
-
-// Sets revokedAt on an existing access token or client, keeping the first revocation time.
-const MARK_REVOKED = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
 return 1`;
 
 // Creates an indexed record (a profile) only when absent: seeding never overwrites an admin's edits
@@ -535,9 +534,10 @@ export interface ScriptedClient {
   mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
-  mcpCompareAndSetHash(key: string, expectedFields: string, ...fieldsThenSets: string[]): Promise<number>;
+  mcpCompareAndSetHash(key: string, expectedFields: string, ...expectedThenWrites: string[]): Promise<number>;
+  /** The connection's own HGETALL (the read of a compare-and-set). */
+  hgetall(key: string): Promise<Record<string, string>>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
-  mcpMarkRevoked(key: string, now: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
   mcpCreateRecord(key: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
@@ -570,7 +570,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
-  redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpCreateRecord', { numberOfKeys: 1, lua: CREATE_RECORD });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });

@@ -14,6 +14,7 @@ import {
   profileFields,
   profileFromFields,
   REFRESH_MEMBER,
+  revocationUpdate,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
@@ -79,7 +80,7 @@ export class RedisClients implements ClientStorage, ProfileStorage {
       pending.map(async (key, i) => {
         const [expiresAt, revoked] = states[i]!;
         if (expiresAt == null || revoked != null) return;
-        if ((await this.#core.scripts.mcpMarkRevoked(key, String(revokedAt))) === 1) done.add(key);
+        if (await this.#core.updateHash(key, revocationUpdate(revokedAt))) done.add(key);
       }),
     );
   }
@@ -128,10 +129,10 @@ export class RedisClients implements ClientStorage, ProfileStorage {
         const result = await multi.exec();
         if (result === null) {
           // A watched key changed (e.g. a token was created): retry. A steady stream of new tokens
-          // would abort every attempt, so first mark the client revoked on its own (same script as
-          // for one access token: EXISTS, then HSETNX revokedAt): from then on no token can be added
-          // to its set and the next attempt revokes every remaining token.
-          if (revokedAtText === null) await (tx as unknown as ScriptedClient).mcpMarkRevoked(clientKey, String(revokedAt));
+          // would abort every attempt, so first mark the client revoked on its own (the same rule as
+          // for one access token, revocationUpdate): from then on no token can be added to its set
+          // and the next attempt revokes every remaining token.
+          if (revokedAtText === null) await this.#core.updateHash(clientKey, revocationUpdate(revokedAt), tx as unknown as ScriptedClient);
           continue;
         }
         assertExec(result);

@@ -1,7 +1,7 @@
 // Bearer tokens in memory: the same records as on Redis (MemoryCore), the same steps as its scripts.
 
 import type { MemoryCore } from '../memory-core.ts';
-import { tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import { revocationUpdate, tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
 import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
 import type { TokenStorage } from './types.ts';
 
@@ -44,9 +44,7 @@ export class MemoryTokens implements TokenStorage {
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.accessToken(tokenHash));
-    if (!fields) return false;
-    fields.revokedAt ??= String(now);
+    if (!this.#core.updateHash(this.#core.keys.accessToken(tokenHash), revocationUpdate(now))) return false;
     this.#core.notify({ tokenHashes: [tokenHash] });
     return true;
   }

@@ -1,7 +1,8 @@
 // Access and user-grade tokens as hash fields and back.
 
 import { parseEpochMs } from '../../model/credentials.ts';
-import { type Fields, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
+import { revokeRecord } from '../../model/token-records.ts';
+import { type Fields, type HashUpdate, stepUpdate, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
 import type { SubjectToken, AccessTokenRecord, StoredAccessToken, StoredUserToken, TokenLookup, UserTokenRecord } from '../types.ts';
 
 /**
@@ -111,4 +112,9 @@ export function tokenLookupFromFields(tokenHash: string, user: Fields | null, oa
     user: user === null ? null : freezeRecord(userTokenFromFields(user, tokenHash)),
     oauth: oauth === null ? null : freezeRecord(accessTokenFromFields(oauth, tokenHash)),
   };
+}
+
+/** Revoking a token or a client at `now` (the model's revokeRecord) as an update of its hash. */
+export function revocationUpdate(now: number): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => stepUpdate(revokeRecord(current, now));
 }

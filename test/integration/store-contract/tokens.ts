@@ -276,5 +276,20 @@ export function tokensContract(contract: Contract): void {
       expect(await reasonOf(other.record.tokenHash)).toBe('ok');
       expect(clientRead(await store.getClient('c-rev'))?.revokedAt).toBeUndefined();
     });
+
+    it('8 concurrent revocations of one access token: each answers true, one revokedAt is kept, the rest of the record untouched', async () => {
+      await store.createClient(client('c-race').record);
+      const t = accessToken('c-race');
+      expect(await store.createAccessToken(t.record)).toBe('ok');
+      const key = h.keys.accessToken(t.record.tokenHash);
+      const before = await h.rawHash(key);
+      const times = Array.from({ length: 8 }, (_, i) => clock.now() + i);
+      expect(await Promise.all(times.map((at) => store.revokeAccessToken(t.record.tokenHash, at)))).toEqual(times.map(() => true));
+      const after = await h.rawHash(key);
+      expect(times.map(String)).toContain(after?.revokedAt);
+      expect(after).toEqual({ ...before, revokedAt: after?.revokedAt });
+      expect(await store.revokeAccessToken(t.record.tokenHash, clock.now() + 100)).toBe(true);
+      expect((await h.rawHash(key))?.revokedAt).toBe(after?.revokedAt);
+    });
   });
 }

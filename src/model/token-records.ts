@@ -1,0 +1,20 @@
+// Rules on one stored record (a token, a client), each a pure step: the record as read (the fields it
+// looks at; null: none stored) and its inputs in, its answer and the change it makes out. Both stores
+// run a step under their one compare-and-set on the record (updateHash in src/store/), so each rule
+// is written once, here, and the store only makes it atomic.
+
+/** A step's answer, and what it changes on the record (absent: nothing is written). */
+export interface RecordStep<R, C> {
+  result: R;
+  change?: C;
+}
+
+/**
+ * Revoking a token or a client at `now`: only a record that is stored (a revocation never creates
+ * one), and the first revocation time is kept. Answers whether the record is stored.
+ */
+export function revokeRecord(stored: { readonly revokedAt?: string } | null, now: number): RecordStep<boolean, { revokedAt: number }> {
+  if (stored === null) return { result: false };
+  if (stored.revokedAt !== undefined) return { result: true };
+  return { result: true, change: { revokedAt: now } };
+}
