@@ -10,6 +10,14 @@ export interface RecordStep<R, C> {
 }
 
 /**
+ * Creating a record (a client: a registration never replaces another) only while none is stored.
+ * Answers whether it is created.
+ */
+export function createRecord<T>(stored: object | null, record: T): RecordStep<boolean, T> {
+  return stored === null ? { result: true, change: record } : { result: false };
+}
+
+/**
  * Revoking a token or a client at `now`: only a record that is stored (a revocation never creates
  * one), and the first revocation time is kept. Answers whether the record is stored.
  */

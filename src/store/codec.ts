@@ -2,6 +2,7 @@
 // and the strict readers a corrupt record is told apart with. Timestamps are integer epoch ms.
 
 import { parseEpochMs } from '../model/credentials.ts';
+import { createRecord } from '../model/token-records.ts';
 import type { SignedInUser } from './types.ts';
 
 export type Fields = Record<string, string>;
@@ -92,6 +93,14 @@ export function stepUpdate<R>(step: { result: R; change?: Readonly<Record<string
   const set: Fields = {};
   for (const [field, value] of Object.entries(step.change)) set[field] = String(value);
   return { result: step.result, set };
+}
+
+/** Creating a hash with `fields` only while none is stored (the model's createRecord); answers whether it is. */
+export function creationUpdate(fields: Fields): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => {
+    const { result, change } = createRecord(current, fields);
+    return change === undefined ? { result } : { result, set: change };
+  };
 }
 
 /** Whether an update writes anything. */

@@ -2,7 +2,17 @@
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms. Each
 // aggregate's codec sits beside its stores (src/store/<aggregate>/records.ts); this is their one door.
 
-export { type Fields, userFields, userFromFields, readRecord, orNull, type HashUpdate, writesHash, stepUpdate } from './codec.ts';
+export {
+  type Fields,
+  userFields,
+  userFromFields,
+  readRecord,
+  orNull,
+  type HashUpdate,
+  writesHash,
+  stepUpdate,
+  creationUpdate,
+} from './codec.ts';
 export {
   keyLayout,
   type KeyLayout,

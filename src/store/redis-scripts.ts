@@ -217,12 +217,6 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1`;
 
-// Creates a record only when absent (a client: a registration never replaces another). KEYS: record.
-const CREATE_RECORD = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1`;
-
 // A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
 const HIT_COUNTER = `
 local count = redis.call('INCR', KEYS[1])
@@ -539,7 +533,6 @@ export interface ScriptedClient {
   hgetall(key: string): Promise<Record<string, string>>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
-  mcpCreateRecord(key: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
   mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
@@ -571,7 +564,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
-  redis.defineCommand('mcpCreateRecord', { numberOfKeys: 1, lua: CREATE_RECORD });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });

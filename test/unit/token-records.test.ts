@@ -1,7 +1,7 @@
 // The rules on one stored record (src/model/token-records.ts): pure steps, the same in both stores.
 
 import { describe, expect, it } from 'vitest';
-import { revokeRecord } from '../../src/model/token-records.ts';
+import { createRecord, revokeRecord } from '../../src/model/token-records.ts';
 
 describe('revokeRecord', () => {
   it('revokes a stored record at now, never one not stored', () => {
@@ -12,5 +12,12 @@ describe('revokeRecord', () => {
   it('keeps the first revocation time, whatever it reads as', () => {
     expect(revokeRecord({ revokedAt: '3' }, 5)).toEqual({ result: true });
     expect(revokeRecord({ revokedAt: 'hand-edited' }, 5)).toEqual({ result: true });
+  });
+});
+
+describe('createRecord', () => {
+  it('creates the record only while none is stored', () => {
+    expect(createRecord(null, { a: '1' })).toEqual({ result: true, change: { a: '1' } });
+    expect(createRecord({ a: 'first' }, { a: '1' })).toEqual({ result: false });
   });
 });

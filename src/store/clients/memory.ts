@@ -4,6 +4,7 @@ import type { MemoryCore } from '../memory-core.ts';
 import {
   ACCESS_MEMBER,
   clientFields,
+  creationUpdate,
   clientFromFields,
   type Fields,
   profileFields,
@@ -48,11 +49,10 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
 
   async createClient(client: ClientRecord): Promise<void> {
     this.#core.check();
-    if (
-      !this.#createIndexed(this.#core.keys.client(client.clientId), this.#core.keys.clientIndex(), client.clientId, clientFields(client))
-    ) {
+    if (!this.#core.updateHash(this.#core.keys.client(client.clientId), creationUpdate(clientFields(client)))) {
       throw new DuplicateRecordError(`client ${client.clientId} already exists`);
     }
+    this.#core.set(this.#core.keys.clientIndex()).add(client.clientId);
   }
 
   async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {

@@ -7,6 +7,7 @@ import {
   ACCESS_MEMBER,
   clientBucket,
   clientFields,
+  creationUpdate,
   hashBucket,
   clientFromFields,
   type Fields,
@@ -36,11 +37,8 @@ export class RedisClients implements ClientStorage, ProfileStorage {
    * again, never an index entry that a concurrent listing would drop before its record exists.
    */
   async createClient(client: ClientRecord): Promise<void> {
-    const created = await this.#core.scripts.mcpCreateRecord(
-      this.#core.keys.client(client.clientId),
-      ...flattenFields(clientFields(client)),
-    );
-    if (created !== 1) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
+    const created = await this.#core.updateHash(this.#core.keys.client(client.clientId), creationUpdate(clientFields(client)));
+    if (!created) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
     await this.#core.redis.sadd(this.#core.keys.clientIndex(), client.clientId);
   }
 
