@@ -26,3 +26,15 @@ export function revokeRecord(stored: { readonly revokedAt?: string } | null, now
   if (stored.revokedAt !== undefined) return { result: true };
   return { result: true, change: { revokedAt: now } };
 }
+
+/**
+ * When a token was last presented, stamped at `at`: on a record that is stored only, and never moved
+ * back (a later stamp already there stays; one that does not read as a number is replaced).
+ * Answers whether it is stamped.
+ */
+export function stampLastUse(stored: { readonly lastUsedAt?: string } | null, at: number): RecordStep<boolean, { lastUsedAt: number }> {
+  if (stored === null) return { result: false };
+  const last = stored.lastUsedAt === undefined ? NaN : Number(stored.lastUsedAt);
+  if (last >= at) return { result: false };
+  return { result: true, change: { lastUsedAt: at } };
+}

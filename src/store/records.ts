@@ -47,6 +47,7 @@ export {
   accessTokenFromFields,
   tokenLookupFromFields,
   revocationUpdate,
+  lastUseUpdate,
 } from './tokens/records.ts';
 export {
   reuseNotice,

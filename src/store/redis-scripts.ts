@@ -493,15 +493,6 @@ if f[3] == 'false' then
 end
 return 0`;
 
-// When a token was last presented: set on a record that still exists, never moved back.
-// KEYS: the token's record. ARGV: at.
-const RECORD_LAST_USE = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local last = tonumber(redis.call('HGET', KEYS[1], 'lastUsedAt'))
-if last and last >= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1])
-return 1`;
-
 // Forgets one approval in a browser's hash, only when it is the named subject's (the account page
 // acts for one person), and its member in that subject's index.
 // KEYS: the browser's approvals, the subject's index. ARGV: field, subject, member.
@@ -540,7 +531,6 @@ export interface ScriptedClient {
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
   mcpRevokeSubjectUserToken(key: string, subject: string, issuer: string): Promise<number>;
-  mcpRecordLastUse(key: string, at: string): Promise<number>;
   mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
   mcpReplaceUpstreamCredential(key: string, field: string, expectedSealed: string, value: string): Promise<number>;
@@ -571,7 +561,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   redis.defineCommand('mcpRevokeSubjectUserToken', { numberOfKeys: 1, lua: REVOKE_SUBJECT_USER_TOKEN });
-  redis.defineCommand('mcpRecordLastUse', { numberOfKeys: 1, lua: RECORD_LAST_USE });
   redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
   redis.defineCommand('mcpReplaceUpstreamCredential', { numberOfKeys: 1, lua: REPLACE_UPSTREAM_CREDENTIAL });

@@ -8,6 +8,7 @@ import {
   consentMember,
   cutoffFromFields,
   EVERY_ISSUER,
+  lastUseUpdate,
   parseConsentMember,
   REFRESH_MEMBER,
   subjectDigest,
@@ -176,10 +177,10 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
     this.#core.check();
     for (const use of uses) {
-      const fields = this.#core.get(
+      this.#core.updateHash(
         use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
+        lastUseUpdate(use.at),
       );
-      if (fields && !(Number(fields.lastUsedAt) >= use.at)) fields.lastUsedAt = String(use.at);
     }
   }
 

@@ -10,6 +10,7 @@ import {
   consentMember,
   cutoffFromFields,
   escapeGlob,
+  lastUseUpdate,
   EVERY_ISSUER,
   hashBucket,
   orNull,
@@ -286,9 +287,9 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
     await Promise.all(
       uses.map((use) =>
-        this.#core.scripts.mcpRecordLastUse(
+        this.#core.updateHash(
           use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
-          String(Math.trunc(use.at)),
+          lastUseUpdate(use.at),
         ),
       ),
     );

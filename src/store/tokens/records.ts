@@ -1,7 +1,7 @@
 // Access and user-grade tokens as hash fields and back.
 
 import { parseEpochMs } from '../../model/credentials.ts';
-import { revokeRecord } from '../../model/token-records.ts';
+import { revokeRecord, stampLastUse } from '../../model/token-records.ts';
 import { type Fields, type HashUpdate, stepUpdate, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
 import type { SubjectToken, AccessTokenRecord, StoredAccessToken, StoredUserToken, TokenLookup, UserTokenRecord } from '../types.ts';
 
@@ -117,4 +117,9 @@ export function tokenLookupFromFields(tokenHash: string, user: Fields | null, oa
 /** Revoking a token or a client at `now` (the model's revokeRecord) as an update of its hash. */
 export function revocationUpdate(now: number): (current: Fields | null) => HashUpdate<boolean> {
   return (current) => stepUpdate(revokeRecord(current, now));
+}
+
+/** A token's last use stamped at `at` (the model's stampLastUse) as an update of its hash. */
+export function lastUseUpdate(at: number): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => stepUpdate(stampLastUse(current, Math.trunc(at)));
 }

@@ -298,6 +298,25 @@ export function subjectsContract(contract: Contract): void {
       expect(await h.rawHash(h.keys.userToken(unknown))).toBeNull();
       expect(await reasonOf(user.record.tokenHash)).toBe('ok');
     });
+
+    it('8 concurrent last-use stamps of one token leave the latest, and touch nothing else of the record', async () => {
+      const user = userRecord({ subject: 'alice' });
+      await store.putUserToken(user.record);
+      const key = h.keys.userToken(user.record.tokenHash);
+      const before = await h.rawHash(key);
+      const times = [5, 3, 8, 1, 7, 2, 6, 4].map((i) => clock.now() + i);
+      await Promise.all(times.map((at) => store.recordLastUse([{ tokenHash: user.record.tokenHash, kind: 'user', at }])));
+      expect(await h.rawHash(key)).toEqual({ ...before, lastUsedAt: String(clock.now() + 8) });
+    });
+
+    it('a last use that does not read as a time (a hand edit) is replaced by the next stamp', async () => {
+      const user = userRecord({ subject: 'alice' });
+      await store.putUserToken(user.record);
+      const key = h.keys.userToken(user.record.tokenHash);
+      await h.setRawField(key, 'lastUsedAt', 'yesterday');
+      await store.recordLastUse([{ tokenHash: user.record.tokenHash, kind: 'user', at: 1000 }]);
+      expect((await h.rawHash(key))?.lastUsedAt).toBe('1000');
+    });
   });
 
   describe("offboarding's cut-offs", () => {
