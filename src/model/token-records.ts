@@ -38,3 +38,30 @@ export function stampLastUse(stored: { readonly lastUsedAt?: string } | null, at
   if (last >= at) return { result: false };
   return { result: true, change: { lastUsedAt: at } };
 }
+
+/**
+ * Revoking a user-grade token (its `revoked` flag): only a record that is stored. Answers whether it
+ * is stored (the caller reports it revoked, as it now is).
+ */
+export function revokeUserToken(stored: { readonly revoked?: string } | null): RecordStep<boolean, { revoked: true }> {
+  if (stored === null) return { result: false };
+  return stored.revoked === 'true' ? { result: true } : { result: true, change: { revoked: true } };
+}
+
+/**
+ * A user-grade token in a subject's revocation: `revoked` when it is the subject's (and the issuer's,
+ * when one is named) and was not revoked yet; `already` when it was (or its flag does not read as
+ * live); `other_issuer` (its index member stays: another issuer's revocation may come); `not_held`
+ * when it is gone or another subject's (its member leaves the index).
+ */
+export type SubjectUserTokenRevocation = 'revoked' | 'already' | 'other_issuer' | 'not_held';
+
+export function revokeSubjectUserToken(
+  stored: { readonly subject?: string; readonly issuer?: string; readonly revoked?: string } | null,
+  subject: string,
+  issuer: string | undefined,
+): RecordStep<SubjectUserTokenRevocation, { revoked: true }> {
+  if (stored === null || stored.subject !== subject) return { result: 'not_held' };
+  if (issuer !== undefined && stored.issuer !== issuer) return { result: 'other_issuer' };
+  return stored.revoked === 'false' ? { result: 'revoked', change: { revoked: true } } : { result: 'already' };
+}

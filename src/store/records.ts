@@ -48,6 +48,8 @@ export {
   tokenLookupFromFields,
   revocationUpdate,
   lastUseUpdate,
+  userRevocationUpdate,
+  subjectUserRevocationUpdate,
 } from './tokens/records.ts';
 export {
   reuseNotice,

@@ -12,12 +12,6 @@ local function token_key(template, hash)
 end
 local function member_key(m, a, r) return token_key(string.sub(m, 1, 2) == 'a:' and a or r, string.sub(m, 3)) end`;
 
-// Revokes a user-grade record only if it exists (HSET alone would create a bare record).
-const REVOKE_USER_TOKEN = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'revoked', 'true')
-return 1`;
-
 // Creates tokens only while their client exists and is not revoked; the same script adds them to the
 // client's token set, which deleteClient WATCHes, so a create racing a delete either lands before the
 // delete's snapshot (and is revoked with it) or sees the client revoked.
@@ -429,7 +423,8 @@ return 1`;
 // that bucket's access and refresh tokens, the home index its approvals): access and refresh tokens
 // get revokedAt, approvals are forgotten. A member whose record is gone, already revoked or another
 // subject's leaves the index; one of another issuer (when ARGV[2] names one) stays. User-grade
-// tokens (members `u:`) live outside any slot and are revoked one by one (REVOKE_SUBJECT_USER_TOKEN).
+// tokens (members `u:`) live outside any slot and are revoked one by one (revokeSubjectUserToken in
+// src/model/token-records.ts, under the generic compare-and-set).
 // KEYS: the subject's index. ARGV: now, issuer ('' any), subject, accessTemplate, refreshTemplate,
 // consentsPrefix, members...
 // Reply: {access revoked, refresh revoked, consents forgotten, revoked access hashes, revoked families}.
@@ -479,20 +474,6 @@ for i = 7, #ARGV do
 end
 return {access, refresh, consents, table.concat(hashes, ' '), table.concat(families, ' ')}`;
 
-// A user-grade token of a subject's revocation: revoked="true" when it is the subject's (and of the
-// issuer, when ARGV[2] names one) and not revoked yet. Reply: 1 revoked now, 0 already revoked,
-// -1 gone or another subject's (its member leaves the index), -2 another issuer's.
-// KEYS: the user-grade token. ARGV: subject, issuer ('' any).
-const REVOKE_SUBJECT_USER_TOKEN = `
-local f = redis.call('HMGET', KEYS[1], 'subject', 'issuer', 'revoked')
-if f[1] ~= ARGV[1] then return -1 end
-if ARGV[2] ~= '' and f[2] ~= ARGV[2] then return -2 end
-if f[3] == 'false' then
-  redis.call('HSET', KEYS[1], 'revoked', 'true')
-  return 1
-end
-return 0`;
-
 // Forgets one approval in a browser's hash, only when it is the named subject's (the account page
 // acts for one person), and its member in that subject's index.
 // KEYS: the browser's approvals, the subject's index. ARGV: field, subject, member.
@@ -509,7 +490,6 @@ return 1`;
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
   mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
-  mcpRevokeUserToken(key: string): Promise<number>;
   /** Fixed key counts: ioredis's Cluster auto-pipelining routes a custom command by its first argument. */
   mcpIssueAccess(...keysAndArgs: string[]): Promise<string>;
   mcpIssuePair(...keysAndArgs: string[]): Promise<string>;
@@ -530,7 +510,6 @@ export interface ScriptedClient {
   mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
-  mcpRevokeSubjectUserToken(key: string, subject: string, issuer: string): Promise<number>;
   mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
   mcpReplaceUpstreamCredential(key: string, field: string, expectedSealed: string, value: string): Promise<number>;
@@ -542,7 +521,6 @@ export interface ScriptedClient {
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
 export function defineScripts(redis: RedisClient): ScriptedClient {
-  redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
   redis.defineCommand('mcpIssueAccess', { numberOfKeys: 3, lua: ISSUE_TOKENS });
   redis.defineCommand('mcpIssuePair', { numberOfKeys: 5, lua: ISSUE_TOKENS });
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
@@ -560,7 +538,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
-  redis.defineCommand('mcpRevokeSubjectUserToken', { numberOfKeys: 1, lua: REVOKE_SUBJECT_USER_TOKEN });
   redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
   redis.defineCommand('mcpReplaceUpstreamCredential', { numberOfKeys: 1, lua: REPLACE_UPSTREAM_CREDENTIAL });

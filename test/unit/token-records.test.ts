@@ -1,7 +1,7 @@
 // The rules on one stored record (src/model/token-records.ts): pure steps, the same in both stores.
 
 import { describe, expect, it } from 'vitest';
-import { createRecord, revokeRecord, stampLastUse } from '../../src/model/token-records.ts';
+import { createRecord, revokeRecord, revokeSubjectUserToken, revokeUserToken, stampLastUse } from '../../src/model/token-records.ts';
 
 describe('revokeRecord', () => {
   it('revokes a stored record at now, never one not stored', () => {
@@ -33,5 +33,30 @@ describe('stampLastUse', () => {
 
   it('replaces a stamp that does not read as a number', () => {
     expect(stampLastUse({ lastUsedAt: 'yesterday' }, 5)).toEqual({ result: true, change: { lastUsedAt: 5 } });
+  });
+});
+
+describe('revokeUserToken', () => {
+  it('sets the flag on a stored token only; a revoked one is answered as revoked, unchanged', () => {
+    expect(revokeUserToken(null)).toEqual({ result: false });
+    expect(revokeUserToken({ revoked: 'false' })).toEqual({ result: true, change: { revoked: true } });
+    expect(revokeUserToken({ revoked: 'true' })).toEqual({ result: true });
+  });
+});
+
+describe('revokeSubjectUserToken', () => {
+  const live = { subject: 'alice', issuer: 'A', revoked: 'false' };
+
+  it("revokes the subject's live token, of the named issuer only", () => {
+    expect(revokeSubjectUserToken(live, 'alice', undefined)).toEqual({ result: 'revoked', change: { revoked: true } });
+    expect(revokeSubjectUserToken(live, 'alice', 'A')).toEqual({ result: 'revoked', change: { revoked: true } });
+    expect(revokeSubjectUserToken(live, 'alice', 'B')).toEqual({ result: 'other_issuer' });
+  });
+
+  it("a token gone or another subject's is not held; one revoked, or with a flag that is not live, is left as it is", () => {
+    expect(revokeSubjectUserToken(null, 'alice', undefined)).toEqual({ result: 'not_held' });
+    expect(revokeSubjectUserToken(live, 'bob', undefined)).toEqual({ result: 'not_held' });
+    expect(revokeSubjectUserToken({ ...live, revoked: 'true' }, 'alice', undefined)).toEqual({ result: 'already' });
+    expect(revokeSubjectUserToken({ ...live, revoked: 'maybe' }, 'alice', undefined)).toEqual({ result: 'already' });
   });
 });

@@ -10,6 +10,7 @@ import {
   consentMember,
   cutoffFromFields,
   escapeGlob,
+  subjectUserRevocationUpdate,
   lastUseUpdate,
   EVERY_ISSUER,
   hashBucket,
@@ -207,14 +208,18 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       if (users.length > 0) {
-        // Outside any slot of the OAuth records: one small script per token (Cluster routes each to its node).
+        // Outside any slot of the OAuth records: one compare-and-set per token (Cluster routes each to its node).
         const outcomes = await this.#core.revocation((scripts) =>
-          Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#core.keys.userToken(m.slice(2)), subject, issuer ?? ''))),
+          Promise.all(
+            users.map((m) =>
+              this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer), scripts),
+            ),
+          ),
         );
-        const revoked = users.filter((_, i) => outcomes[i] === 1).map((m) => m.slice(2));
+        const revoked = users.filter((_, i) => outcomes[i] === 'revoked').map((m) => m.slice(2));
         result.userTokensRevoked += revoked.length;
         if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
-        const done = users.filter((_, i) => outcomes[i] !== -2);
+        const done = users.filter((_, i) => outcomes[i] !== 'other_issuer');
         if (done.length > 0) await this.#core.redis.zrem(index, ...done);
       }
       if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#core.publish(notice, grantIds);

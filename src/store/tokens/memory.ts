@@ -1,7 +1,7 @@
 // Bearer tokens in memory: the same records as on Redis (MemoryCore), the same steps as its scripts.
 
 import type { MemoryCore } from '../memory-core.ts';
-import { revocationUpdate, tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import { revocationUpdate, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
 import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
 import type { TokenStorage } from './types.ts';
 
@@ -30,9 +30,7 @@ export class MemoryTokens implements TokenStorage {
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.userToken(tokenHash));
-    if (!fields) return false;
-    fields.revoked = 'true';
+    if (!this.#core.updateHash(this.#core.keys.userToken(tokenHash), userRevocationUpdate)) return false;
     this.#core.notify({ tokenHashes: [tokenHash] });
     return true;
   }

@@ -1,7 +1,13 @@
 // Access and user-grade tokens as hash fields and back.
 
 import { parseEpochMs } from '../../model/credentials.ts';
-import { revokeRecord, stampLastUse } from '../../model/token-records.ts';
+import {
+  revokeRecord,
+  revokeSubjectUserToken,
+  revokeUserToken,
+  stampLastUse,
+  type SubjectUserTokenRevocation,
+} from '../../model/token-records.ts';
 import { type Fields, type HashUpdate, stepUpdate, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
 import type { SubjectToken, AccessTokenRecord, StoredAccessToken, StoredUserToken, TokenLookup, UserTokenRecord } from '../types.ts';
 
@@ -122,4 +128,17 @@ export function revocationUpdate(now: number): (current: Fields | null) => HashU
 /** A token's last use stamped at `at` (the model's stampLastUse) as an update of its hash. */
 export function lastUseUpdate(at: number): (current: Fields | null) => HashUpdate<boolean> {
   return (current) => stepUpdate(stampLastUse(current, Math.trunc(at)));
+}
+
+/** Revoking a user-grade token (the model's revokeUserToken) as an update of its hash. */
+export function userRevocationUpdate(current: Fields | null): HashUpdate<boolean> {
+  return stepUpdate(revokeUserToken(current));
+}
+
+/** A user-grade token in `subject`'s revocation (the model's revokeSubjectUserToken) as an update of its hash. */
+export function subjectUserRevocationUpdate(
+  subject: string,
+  issuer: string | undefined,
+): (current: Fields | null) => HashUpdate<SubjectUserTokenRevocation> {
+  return (current) => stepUpdate(revokeSubjectUserToken(current, subject, issuer));
 }

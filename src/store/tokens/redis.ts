@@ -1,7 +1,7 @@
 // Bearer tokens on Redis: the hot path's lookup (its own connection, and the lookup cache when on),
 // user-grade records outside the {oauth} slot, and OAuth access tokens issued with their index.
 
-import { orNull, revocationUpdate, tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import { orNull, revocationUpdate, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
 import { asStoreFailure } from '../redis-connection.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { AccessTokenRecord, CreateTokenOutcome, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../types.ts';
@@ -53,8 +53,8 @@ export class RedisTokens implements TokenStorage {
   }
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
-    const revoked = await this.#core.revocation(
-      async (scripts) => (await scripts.mcpRevokeUserToken(this.#core.keys.userToken(tokenHash))) === 1,
+    const revoked = await this.#core.revocation((scripts) =>
+      this.#core.updateHash(this.#core.keys.userToken(tokenHash), userRevocationUpdate, scripts),
     );
     if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
     return revoked;

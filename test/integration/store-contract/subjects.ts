@@ -219,6 +219,45 @@ export function subjectsContract(contract: Contract): void {
       );
     });
 
+    it('8 concurrent revocations of one subject: each user-grade token is revoked once, counted once, and announced once', async () => {
+      const tokens = [userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' })];
+      for (const t of tokens) await store.putUserToken(t.record);
+      // Every notice is heard; a probe revoked after them, heard last, says none is still on its way.
+      const probe = userRecord({ subject: 'probe' });
+      await store.putUserToken(probe.record);
+      const announced: string[] = [];
+      let probed!: () => void;
+      const heardProbe = new Promise<void>((r) => (probed = r));
+      const unsubscribe = await store.subscribeRevocations({
+        revoked: (notice: RevocationNotice) => {
+          for (const hash of notice.tokenHashes ?? []) {
+            if (hash === probe.record.tokenHash) probed();
+            else announced.push(hash);
+          }
+        },
+        missed: () => undefined,
+      });
+      const results = await Promise.all(Array.from({ length: 8 }, () => store.revokeSubject('alice', ISS, clock.now(), 2)));
+      expect(results.reduce((sum, r) => sum + r.userTokensRevoked, 0)).toBe(3);
+      for (const t of tokens) {
+        expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
+        expect((await h.rawHash(h.keys.userToken(t.record.tokenHash)))?.revoked).toBe('true');
+      }
+      expect(await store.revokeUserToken(probe.record.tokenHash)).toBe(true);
+      await heardProbe;
+      await unsubscribe();
+      expect(announced.sort()).toEqual(hashesOf(tokens.map((t) => t.record)));
+    });
+
+    it("a user-grade token whose flag is neither live nor revoked (a hand edit) is left as it is by its subject's revocation", async () => {
+      const odd = userRecord({ subject: 'alice' });
+      await store.putUserToken(odd.record);
+      await h.setRawField(h.keys.userToken(odd.record.tokenHash), 'revoked', 'maybe');
+      expect(await store.revokeSubject('alice', undefined, clock.now(), 10)).toMatchObject({ userTokensRevoked: 0 });
+      expect((await h.rawHash(h.keys.userToken(odd.record.tokenHash)))?.revoked).toBe('maybe');
+      expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
+    });
+
     it('rebuildSubjectIndex indexes records written before the index existed', async () => {
       // A user-grade record as an older version wrote it: the hash alone, no index member.
       const old = userRecord({ subject: 'alice' });

@@ -155,6 +155,15 @@ export function tokensContract(contract: Contract): void {
       expect(await reasonOf(record.tokenHash)).toBe('revoked');
     });
 
+    it('8 concurrent revocations of one user-grade token: each answers true, the flag is set, nothing else changes', async () => {
+      const { record } = userRecord();
+      await store.putUserToken(record);
+      const key = h.keys.userToken(record.tokenHash);
+      const before = await h.rawHash(key);
+      expect(await Promise.all(Array.from({ length: 8 }, () => store.revokeUserToken(record.tokenHash)))).toEqual(Array(8).fill(true));
+      expect(await h.rawHash(key)).toEqual({ ...before, revoked: 'true' });
+    });
+
     it('user-grade and OAuth records of different tokens do not see each other', async () => {
       const { record } = userRecord();
       await store.putUserToken(record);
