@@ -78,4 +78,6 @@ export {
   upstreamCredentialFromValue,
   subjectUpstreamCredentials,
   sameUpstreamIdentity,
+  credentialReplacementUpdate,
+  credentialsDeletionUpdate,
 } from './upstream-credentials/records.ts';

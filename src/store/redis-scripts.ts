@@ -314,29 +314,6 @@ if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
 redis.call('DEL', KEYS[1])
 return 1`;
 
-// Overwrites one kept upstream credential only while its ciphertext is still ARGV[2] (compare-and-set:
-// a re-encryption never restores a token a concurrent refresh replaced).
-// KEYS: the user's credentials. ARGV: field, expected sealed, new value.
-const REPLACE_UPSTREAM_CREDENTIAL = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return 0 end
-local ok, v = pcall(cjson.decode, current)
-if not ok or type(v) ~= 'table' or v.sealed ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1`;
-
-// Deletes a user's kept credentials: all of them, or those of one issuer (ARGV[1], when not empty);
-// the hash goes with its last field. KEYS: the user's credentials. Answers how many were deleted.
-const DELETE_UPSTREAM_CREDENTIALS = `
-local deleted = 0
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  local ok, id = pcall(cjson.decode, field)
-  if ARGV[1] == '' or (ok and type(id) == 'table' and id[1] == ARGV[1]) then
-    deleted = deleted + redis.call('HDEL', KEYS[1], field)
-  end
-end
-return deleted`;
-
 // A session or task handle's owner, read and its life extended in one step (skipped while less than
 // a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
 // handle not recorded yet is recorded for this owner in the same step (so two first presentations
@@ -512,8 +489,6 @@ export interface ScriptedClient {
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
   mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
   mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
-  mcpReplaceUpstreamCredential(key: string, field: string, expectedSealed: string, value: string): Promise<number>;
-  mcpDeleteUpstreamCredentials(key: string, issuer: string): Promise<number>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
   mcpForgetHandle(handle: string, clientIndexPrefix: string, subjectIndexPrefix: string, member: string): Promise<number>;
   mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
@@ -540,8 +515,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
   redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
-  redis.defineCommand('mcpReplaceUpstreamCredential', { numberOfKeys: 1, lua: REPLACE_UPSTREAM_CREDENTIAL });
-  redis.defineCommand('mcpDeleteUpstreamCredentials', { numberOfKeys: 1, lua: DELETE_UPSTREAM_CREDENTIALS });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
   redis.defineCommand('mcpForgetHandle', { numberOfKeys: 1, lua: FORGET_HANDLE });
   redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
