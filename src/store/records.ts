@@ -70,6 +70,7 @@ export {
   signingKeyFromValue,
   listedSigningKeys,
   newestAuditFirst,
+  signingKeyPublication,
 } from './infrastructure/records.ts';
 export { deviceAuthorizationFields, deviceAuthorizationFromFields, devicePollUpdate, deviceDecisionUpdate } from './devices/records.ts';
 export {

@@ -254,24 +254,6 @@ local function expiry(text)
   return nil
 end`;
 
-// Lists a public assertion key until ARGV[4] (extending, never shortening, its listing), drops every
-// entry expired by ARGV[1] (or unreadable), and lets the hash itself expire with its last entry, so
-// keys of replicas that died leave nothing behind. One hash: one key, one Cluster slot.
-// KEYS: signing keys hash. ARGV: now, kid, value (signingKeyValue), expiresAt.
-const PUBLISH_SIGNING_KEY = `${JSON_EXPIRY}
-local current = redis.call('HGET', KEYS[1], ARGV[2])
-local listed = current and expiry(current)
-if not listed or listed < tonumber(ARGV[4]) then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) end
-local now = tonumber(ARGV[1])
-local latest = 0
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  local at = expiry(all[i + 1])
-  if not at or at <= now then redis.call('HDEL', KEYS[1], all[i]) elseif at > latest then latest = at end
-end
-if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) end
-return 1`;
-
 // Records one approval in a browser's hash and applies consentEviction's rule (src/store/records.ts):
 // unreadable or expired entries go, then the soonest to expire (ties by field; never the one just
 // written) beyond ARGV[2]; the hash expires with the last entry kept.
@@ -483,7 +465,6 @@ export interface ScriptedClient {
   mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
-  mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
   mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
@@ -509,7 +490,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
-  redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
