@@ -119,12 +119,6 @@ redis.call('PEXPIRE', code, ARGV[6])
 store_tokens(ARGV, 7)
 return 'ok'`;
 
-// Read-and-delete in one step: a sign-in handle is good for one use.
-const TAKE_HASH = `
-local f = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1])
-return f`;
-
 // A pending sign-in, stored only while its client address and its client each hold fewer than their
 // bound (0: none); expired holdings are dropped first. All three keys carry the {oauth} tag: one slot.
 // KEYS: request, byAddress, byClient. ARGV: now, expiresAt, perAddress, perClient, member, fields...
@@ -455,7 +449,6 @@ export interface ScriptedClient {
   mcpRedeemCodeAccess(...keysAndArgs: string[]): Promise<string>;
   mcpRedeemCodePair(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
-  mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
   mcpCompareAndSetHash(key: string, expectedFields: string, ...expectedThenWrites: string[]): Promise<number>;
@@ -482,7 +475,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
   redis.defineCommand('mcpRedeemCodeAccess', { numberOfKeys: 4, lua: REDEEM_CODE });
   redis.defineCommand('mcpRedeemCodePair', { numberOfKeys: 6, lua: REDEEM_CODE });
-  redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });

@@ -70,10 +70,11 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
-    const flat = await this.#core.scripts.mcpTakeHash(this.#core.keys.authorizationRequest(requestHash));
-    const fields: Fields = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-    return readRecord(orNull(fields), authorizationRequestFromFields);
+    // Read and deleted in one MULTI: a sign-in handle is good for one use.
+    const key = this.#core.keys.authorizationRequest(requestHash);
+    const taken = await this.#core.redis.multi().hgetall(key).del(key).exec();
+    assertExec(taken);
+    return readRecord(orNull(taken![0]![1] as Fields), authorizationRequestFromFields);
   }
 
   async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
