@@ -122,12 +122,22 @@ export class RedisCore {
    */
   async publish(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): Promise<void> {
     // A revoked grant takes the consent approval it was issued under with it (ConsentStorage).
-    const consents = this.keys.consents('');
-    await Promise.all(grantIds.map((id) => this.scripts.mcpForgetConsent(this.keys.consentGrant(id), consents)));
+    await Promise.all(grantIds.map((id) => this.#forgetLinkedConsent(id)));
     // The revocation's invalidations applied before it is reported done: this sidecar's next request
     // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
     await this.lookupCache?.settled();
     await publishNotice(this.redis, this.keys.revocationChannel(), notice);
+  }
+
+  /**
+   * Forgets the approval a revoked grant was linked to, then the link (one MULTI: both under {oauth}).
+   * Stopped in between, the link is left (it expires), never an approval the link no longer names.
+   */
+  async #forgetLinkedConsent(grantId: string): Promise<void> {
+    const link = this.keys.consentGrant(grantId);
+    const { browser, consent } = await this.redis.hgetall(link);
+    if (browser === undefined || consent === undefined) return;
+    assertExec(await this.redis.multi().hdel(this.keys.consents(browser), consent).del(link).exec());
   }
 
   /**

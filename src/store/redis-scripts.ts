@@ -282,14 +282,6 @@ if at then
 end
 return 1`;
 
-// Forgets the approval a revoked grant was linked to, and the link.
-// KEYS: the grant's link. ARGV: the prefix of browsers' approval keys.
-const FORGET_CONSENT = `
-local link = redis.call('HMGET', KEYS[1], 'browser', 'consent')
-if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
-redis.call('DEL', KEYS[1])
-return 1`;
-
 // A session or task handle's owner, read and its life extended in one step (skipped while less than
 // a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
 // handle not recorded yet is recorded for this owner in the same step (so two first presentations
@@ -341,14 +333,6 @@ end
 if ARGV[3] ~= '' then listed(KEYS[2], 'clientId', ARGV[3]) end
 if ARGV[4] ~= '' then listed(KEYS[3], 'subjectHash', ARGV[4]) end
 return outcome`;
-
-// Forgets one handle and its members in its owner's indexes.
-// KEYS: handle. ARGV: clientIndexPrefix, subjectIndexPrefix, member
-const FORGET_HANDLE = `
-local f = redis.call('HMGET', KEYS[1], 'clientId', 'subjectHash')
-if f[1] then redis.call('ZREM', ARGV[1] .. f[1], ARGV[3]) end
-if f[2] then redis.call('ZREM', ARGV[2] .. f[2], ARGV[3]) end
-return redis.call('DEL', KEYS[1])`;
 
 // Forgets every handle an index lists that still belongs to its owner (`field` = `value`), then the index.
 // KEYS: index. ARGV: handlePrefix, field, value
@@ -462,9 +446,7 @@ export interface ScriptedClient {
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
   mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
-  mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
-  mcpForgetHandle(handle: string, clientIndexPrefix: string, subjectIndexPrefix: string, member: string): Promise<number>;
   mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
 }
 
@@ -486,9 +468,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
-  redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
-  redis.defineCommand('mcpForgetHandle', { numberOfKeys: 1, lua: FORGET_HANDLE });
   redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
   return redis as unknown as ScriptedClient;
 }
