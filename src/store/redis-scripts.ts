@@ -196,15 +196,6 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
 end
 return 1`;
 
-// Creates an indexed record (a profile) only when absent: seeding never overwrites an admin's edits
-// to a profile.
-// KEYS: record, index. ARGV: id, fields...
-const CREATE_INDEXED = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('SADD', KEYS[2], ARGV[1])
-return 1`;
-
 // A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
 const HIT_COUNTER = `
 local count = redis.call('INCR', KEYS[1])
@@ -439,7 +430,6 @@ export interface ScriptedClient {
   /** The connection's own HGETALL (the read of a compare-and-set). */
   hgetall(key: string): Promise<Record<string, string>>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
-  mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
   mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
@@ -461,7 +451,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
-  redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });

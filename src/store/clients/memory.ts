@@ -21,14 +21,6 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
     this.#core = core;
   }
 
-  /** Creates a record and adds its id to the index, only when absent; false when it exists. */
-  #createIndexed(key: string, index: string, id: string, fields: Fields): boolean {
-    if (this.#core.get(key)) return false;
-    this.#core.put(key, fields);
-    this.#core.set(index).add(id);
-    return true;
-  }
-
   #getRecord<T>(key: string, parse: (fields: Fields) => T | 'corrupt'): StoredRead<T> {
     const fields = this.#core.get(key);
     return fields && parse(fields);
@@ -100,8 +92,8 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
     this.#core.check();
     const created: string[] = [];
     for (const profile of profiles) {
-      if (this.#createIndexed(this.#core.keys.profile(profile.name), this.#core.keys.profileIndex(), profile.name, profileFields(profile)))
-        created.push(profile.name);
+      if (this.#core.updateHash(this.#core.keys.profile(profile.name), creationUpdate(profileFields(profile)))) created.push(profile.name);
+      this.#core.set(this.#core.keys.profileIndex()).add(profile.name);
     }
     return created;
   }

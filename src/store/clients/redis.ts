@@ -18,7 +18,7 @@ import {
   revocationUpdate,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
+import type { ScriptedClient } from '../redis-scripts.ts';
 import { type ClientRecord, type DeleteClientResult, DuplicateRecordError, type ProfileRecord, type StoredRead } from '../types.ts';
 import type { ClientStorage, ProfileStorage } from './types.ts';
 
@@ -149,16 +149,16 @@ export class RedisClients implements ClientStorage, ProfileStorage {
     await this.#core.redis.pexpire(this.#core.keys.client(clientId), ttlMs);
   }
 
+  /**
+   * Each profile created only when absent (seeding never overwrites an admin's edits), then named in
+   * the index of profiles, created or not: a seed stopped between the two is finished by the next.
+   */
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
     const created: string[] = [];
     for (const profile of profiles) {
-      const done = await this.#core.scripts.mcpCreateIndexed(
-        this.#core.keys.profile(profile.name),
-        this.#core.keys.profileIndex(),
-        profile.name,
-        ...flattenFields(profileFields(profile)),
-      );
-      if (done === 1) created.push(profile.name);
+      if (await this.#core.updateHash(this.#core.keys.profile(profile.name), creationUpdate(profileFields(profile))))
+        created.push(profile.name);
+      await this.#core.redis.sadd(this.#core.keys.profileIndex(), profile.name);
     }
     return created;
   }

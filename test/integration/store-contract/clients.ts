@@ -299,6 +299,13 @@ export function clientsContract(contract: Contract): void {
       expect(await store.getProfile('service')).toEqual(a);
     });
 
+    it('8 replicas seeding at once: each profile is created once, and listed', async () => {
+      const ps = [profile('alpha'), profile('beta')];
+      const created = await Promise.all(Array.from({ length: 8 }, () => store.seedProfiles(ps)));
+      expect(created.flat().sort()).toEqual(['alpha', 'beta']);
+      expect((await store.listProfiles()).map((p) => p.name)).toEqual(['alpha', 'beta']);
+    });
+
     it('getProfile round-trips a profile and is null for an unknown name; listProfiles is sorted by name', async () => {
       expect(await store.listProfiles()).toEqual([]);
       expect(await store.getProfile('nope')).toBeNull();
