@@ -197,6 +197,8 @@ end
 return 1`;
 
 // A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
+// The rule is hitCounter's (src/model/counters.ts), which the memory store runs; a parity test holds
+// the two together.
 const HIT_COUNTER = `
 local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -204,8 +206,9 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
 
-// A quota take (QuotaStorage.takeQuota): the window is computed from the caller's clock, a counter
-// already in a later window keeps it, and the units are counted only when all fit. The key lives until
+// A quota take (QuotaStorage.takeQuota), by takeQuota's rule (src/model/counters.ts; a parity test
+// holds the two together): the window is computed from the caller's clock, a counter already in a
+// later window keeps it, and the units are counted only when all fit. The key lives until
 // its window ends and one window more (a relative PEXPIRE: the sidecar's clock need not agree with
 // Redis's; a counter outliving its window is harmless, the stored window number tells it apart).
 // KEYS: counter. ARGV: cost, limit, windowMs, now.
