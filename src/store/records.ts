@@ -38,6 +38,7 @@ export {
   consentFromValue,
   consentEviction,
   consentGrantIds,
+  approvalForgetUpdate,
 } from './subjects/records.ts';
 export {
   subjectTokenFromFields,

@@ -405,18 +405,6 @@ for i = 7, #ARGV do
 end
 return {access, refresh, consents, table.concat(hashes, ' '), table.concat(families, ' ')}`;
 
-// Forgets one approval in a browser's hash, only when it is the named subject's (the account page
-// acts for one person), and its member in that subject's index.
-// KEYS: the browser's approvals, the subject's index. ARGV: field, subject, member.
-const FORGET_SUBJECT_CONSENT = `
-local value = redis.call('HGET', KEYS[1], ARGV[1])
-if not value then return 0 end
-local ok, v = pcall(cjson.decode, value)
-if not ok or type(v) ~= 'table' or v.subject ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[3])
-return 1`;
-
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
@@ -438,7 +426,6 @@ export interface ScriptedClient {
   mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
-  mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
   mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
 }
@@ -459,7 +446,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
-  redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
   redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
   return redis as unknown as ScriptedClient;

@@ -1,6 +1,7 @@
-// The rules on one stored record (src/model/token-records.ts): pure steps, the same in both stores.
+// The rules on one stored record (src/model/token-records.ts, consents.ts): pure steps, the same in both stores.
 
 import { describe, expect, it } from 'vitest';
+import { forgetSubjectApproval } from '../../src/model/consents.ts';
 import { createRecord, revokeRecord, revokeSubjectUserToken, revokeUserToken, stampLastUse } from '../../src/model/token-records.ts';
 
 describe('revokeRecord', () => {
@@ -58,5 +59,14 @@ describe('revokeSubjectUserToken', () => {
     expect(revokeSubjectUserToken(live, 'bob', undefined)).toEqual({ result: 'not_held' });
     expect(revokeSubjectUserToken({ ...live, revoked: 'true' }, 'alice', undefined)).toEqual({ result: 'already' });
     expect(revokeSubjectUserToken({ ...live, revoked: 'maybe' }, 'alice', undefined)).toEqual({ result: 'already' });
+  });
+});
+
+describe('forgetSubjectApproval', () => {
+  it("forgets an approval of that person only; one gone, unreadable or another's stays", () => {
+    expect(forgetSubjectApproval({ subject: 'alice' }, 'alice')).toEqual({ result: true, change: 'forget' });
+    expect(forgetSubjectApproval({ subject: 'bob' }, 'alice')).toEqual({ result: false });
+    expect(forgetSubjectApproval({}, 'alice')).toEqual({ result: false });
+    expect(forgetSubjectApproval(null, 'alice')).toEqual({ result: false });
   });
 });

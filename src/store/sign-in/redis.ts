@@ -3,6 +3,7 @@
 
 import {
   accountSessionFields,
+  approvalForgetUpdate,
   accountSessionFromFields,
   authorizationCodeFields,
   authorizationCodeFromFields,
@@ -144,14 +145,11 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
   }
 
   async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
-    const forgotten = await this.#core.scripts.mcpForgetSubjectConsent(
-      this.#core.keys.consents(browserHash),
-      this.#core.subjectIndex(subject),
-      key,
-      subject,
-      consentMember(browserHash, key),
-    );
-    return forgotten === 1;
+    // The approval under the compare-and-set on the browser's approvals, then its index member (a
+    // member left behind names nothing, and is dropped when the index is next read).
+    if (!(await this.#core.updateHash(this.#core.keys.consents(browserHash), approvalForgetUpdate(key, subject)))) return false;
+    await this.#core.redis.zrem(this.#core.subjectIndex(subject), consentMember(browserHash, key));
+    return true;
   }
 
   async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {

@@ -301,6 +301,18 @@ export function subjectsContract(contract: Contract): void {
       expect((await store.listConsents(browser, clock.now())).map((c) => c.subject)).toEqual(['bob']);
     });
 
+    it("8 concurrent forgets of one approval: exactly one forgets it, the browser's other approvals stay", async () => {
+      const browser = hashToken('browser race');
+      await store.putConsent(browser, approval('alice', 'c-1'), clock.now(), 20);
+      await store.putConsent(browser, approval('alice', 'c-2'), clock.now(), 20);
+      const [first] = await store.listSubjectConsents('alice', clock.now());
+      const outcomes = await Promise.all(Array.from({ length: 8 }, () => store.forgetConsent(browser, first!.key, 'alice')));
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      expect((await store.listSubjectConsents('alice', clock.now())).map((c) => c.clientId)).toEqual([
+        first!.clientId === 'c-1' ? 'c-2' : 'c-1',
+      ]);
+    });
+
     it('an account session is kept under its hash until it expires, and ends on delete', async () => {
       const session = hashToken(generateToken());
       const record = {
