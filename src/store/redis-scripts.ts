@@ -171,7 +171,8 @@ return {'ok'}`;
 
 // The write of a compare-and-set decided outside Redis (updateHash), made only while the hash is
 // exactly as read (every field and value, no more; none: absent): DEL, or HDEL, HSET and PEXPIREAT.
-// KEYS: the hash. ARGV: n, n expected field/value pairs, drop ('1'|''), expireAt ('' none), u, u fields, pairs to set.
+// KEYS: the hash. ARGV: n, n expected field/value pairs, drop ('1' or ''), expireAt ('' none), u,
+// u fields to delete, then the field/value pairs to set.
 const COMPARE_AND_SET_HASH = `
 local n = tonumber(ARGV[1])
 if redis.call('HLEN', KEYS[1]) ~= n then return 0 end
@@ -234,7 +235,7 @@ if allowed and cost > 0 then
 end
 return {allowed and 1 or 0, used, string.format('%.0f', resetAt)}`;
 
-// The expiresAt member of a JSON value (a published key, an approval); nil when unreadable.
+// The expiresAt member of a JSON value (an approval); nil when unreadable.
 const JSON_EXPIRY = `
 local function expiry(text)
   local ok, v = pcall(cjson.decode, text)
