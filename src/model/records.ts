@@ -220,3 +220,22 @@ export interface ProfileRecords {
 export interface SubjectCutoffs {
   subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined>;
 }
+
+/**
+ * A credential kept for a user at the upstream (an IdP token, a connected account, an exchanged
+ * token), as stored: encrypted by the caller (src/upstream-credentials/cipher.ts), the identity in
+ * clear because it is bound into the ciphertext and names the record.
+ */
+export interface StoredUpstreamCredential {
+  subject: string;
+  issuer: string;
+  /** Which credential of the user: `idp`, `oauth:<provider>` or `exchange:<audience>`. */
+  provider: string;
+  /** The id of the key `sealed` was encrypted under. */
+  keyId: string;
+  /** base64url of IV, ciphertext and tag: the tokens, never in clear. */
+  sealed: string;
+  /** When the access token inside expires (epoch ms), when known: read without decrypting. */
+  expiresAt?: number;
+  createdAt: number;
+}

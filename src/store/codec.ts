@@ -2,6 +2,7 @@
 // and the strict readers a corrupt record is told apart with. Timestamps are integer epoch ms.
 
 import { parseEpochMs } from '../model/credentials.ts';
+import { createRecord } from '../model/token-records.ts';
 import type { SignedInUser } from '../model/records.ts';
 
 export type Fields = Record<string, string>;
@@ -70,10 +71,41 @@ export function orNull(f: Fields): Fields | null {
 }
 
 /**
- * What a compare-and-set on one hash decided (the stores' updateHash): its answer, and the fields to
- * set on the hash as it was read (none: nothing is written).
+ * What a compare-and-set on one hash decided (the stores' updateHash): its answer, and the write to
+ * make on the hash as it was read (none: nothing is written). A hash read as absent is created by
+ * `set` only while it is still absent.
  */
 export interface HashUpdate<R> {
   result: R;
+  /** Fields to set (HSET). */
   set?: Fields;
+  /** Fields to delete (HDEL); the hash goes with its last field. */
+  unset?: readonly string[];
+  /** The whole hash deleted (DEL); nothing else is written. */
+  drop?: boolean;
+  /** When the hash expires, epoch ms (PEXPIREAT); absent: its expiry is left as it is. */
+  expireAt?: number;
+}
+
+/** A model step on one record (src/model/) as a hash update: its change set as fields, numbers in decimal. */
+export function stepUpdate<R>(step: { result: R; change?: Readonly<Record<string, string | number | boolean>> }): HashUpdate<R> {
+  if (step.change === undefined) return { result: step.result };
+  const set: Fields = {};
+  for (const [field, value] of Object.entries(step.change)) set[field] = String(value);
+  return { result: step.result, set };
+}
+
+/** Creating a hash with `fields` only while none is stored (the model's createRecord); answers whether it is. */
+export function creationUpdate(fields: Fields): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => {
+    const { result, change } = createRecord(current, fields);
+    return change === undefined ? { result } : { result, set: change };
+  };
+}
+
+/** Whether an update writes anything. */
+export function writesHash(update: HashUpdate<unknown>): boolean {
+  if (update.drop === true || update.expireAt !== undefined || (update.unset?.length ?? 0) > 0) return true;
+  for (const _ in update.set) return true;
+  return false;
 }

@@ -17,6 +17,7 @@ import {
   type Fields,
   type HashUpdate,
   type KeyLayout,
+  writesHash,
 } from './records.ts';
 import type { CreateTokenOutcome, RevocationListener, RevocationNotice } from './types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
@@ -82,16 +83,24 @@ export class MemoryCore {
 
   /**
    * The memory twin of RedisCore.updateHash: the read, the decision and the write are one step here
-   * (nothing runs in between). Never creates a record.
+   * (nothing runs in between). The write is the one COMPARE_AND_SET_HASH makes.
    */
   updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R {
     const current = this.get(key);
-    const { result, set } = decide(current && { ...current });
-    if (set !== undefined && Object.keys(set).length > 0) {
-      if (current === null) throw new TypeError('updateHash creates no record');
-      Object.assign(current, set);
+    const update = decide(current && { ...current });
+    if (!writesHash(update)) return update.result;
+    if (update.drop === true) {
+      this.hashes.delete(key);
+      return update.result;
     }
-    return result;
+    const fields: Fields = current ?? {};
+    for (const field of update.unset ?? []) delete fields[field];
+    Object.assign(fields, update.set);
+    const expiresAt = update.expireAt === undefined ? this.hashes.get(key)?.expiresAt : Math.trunc(update.expireAt);
+    if (Object.keys(fields).length === 0) this.hashes.delete(key);
+    else if (current === null) this.put(key, fields, expiresAt);
+    else this.hashes.get(key)!.expiresAt = expiresAt;
+    return update.result;
   }
 
   /** Records held now, expired ones not yet swept included (for tests of the sweep). */

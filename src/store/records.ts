@@ -2,7 +2,17 @@
 // bytes, and documented field by field in docs/storage.md. Timestamps are integer epoch ms. Each
 // aggregate's codec sits beside its stores (src/store/<aggregate>/records.ts); this is their one door.
 
-export { type Fields, userFields, userFromFields, readRecord, orNull, type HashUpdate } from './codec.ts';
+export {
+  type Fields,
+  userFields,
+  userFromFields,
+  readRecord,
+  orNull,
+  type HashUpdate,
+  writesHash,
+  stepUpdate,
+  creationUpdate,
+} from './codec.ts';
 export {
   keyLayout,
   type KeyLayout,
@@ -28,6 +38,7 @@ export {
   consentFromValue,
   consentEviction,
   consentGrantIds,
+  approvalForgetUpdate,
 } from './subjects/records.ts';
 export {
   subjectTokenFromFields,
@@ -36,6 +47,10 @@ export {
   userTokenFromFields,
   accessTokenFromFields,
   tokenLookupFromFields,
+  revocationUpdate,
+  lastUseUpdate,
+  userRevocationUpdate,
+  subjectUserRevocationUpdate,
 } from './tokens/records.ts';
 export {
   reuseNotice,
@@ -56,6 +71,7 @@ export {
   signingKeyFromValue,
   listedSigningKeys,
   newestAuditFirst,
+  signingKeyPublication,
 } from './infrastructure/records.ts';
 export { deviceAuthorizationFields, deviceAuthorizationFromFields, devicePollUpdate, deviceDecisionUpdate } from './devices/records.ts';
 export {
@@ -64,4 +80,6 @@ export {
   upstreamCredentialFromValue,
   subjectUpstreamCredentials,
   sameUpstreamIdentity,
+  credentialReplacementUpdate,
+  credentialsDeletionUpdate,
 } from './upstream-credentials/records.ts';

@@ -17,6 +17,7 @@ import {
   type Fields,
   type HashUpdate,
   type KeyLayout,
+  writesHash,
 } from './records.ts';
 import { connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
 import { ClusterLookupCache } from './redis-cluster-lookup-cache.ts';
@@ -125,12 +126,22 @@ export class RedisCore {
    */
   async publish(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): Promise<void> {
     // A revoked grant takes the consent approval it was issued under with it (ConsentStorage).
-    const consents = this.keys.consents('');
-    await Promise.all(grantIds.map((id) => this.scripts.mcpForgetConsent(this.keys.consentGrant(id), consents)));
+    await Promise.all(grantIds.map((id) => this.#forgetLinkedConsent(id)));
     // The revocation's invalidations applied before it is reported done: this sidecar's next request
     // sees it, as in the strict mode (other sidecars see it when their invalidation arrives).
     await this.lookupCache?.settled();
     await publishNotice(this.redis, this.keys.revocationChannel(), notice);
+  }
+
+  /**
+   * Forgets the approval a revoked grant was linked to, then the link (one MULTI: both under {oauth}).
+   * Stopped in between, the link is left (it expires), never an approval the link no longer names.
+   */
+  async #forgetLinkedConsent(grantId: string): Promise<void> {
+    const link = this.keys.consentGrant(grantId);
+    const { browser, consent } = await this.redis.hgetall(link);
+    if (browser === undefined || consent === undefined) return;
+    assertExec(await this.redis.multi().hdel(this.keys.consents(browser), consent).del(link).exec());
   }
 
   /**
@@ -149,20 +160,30 @@ export class RedisCore {
   }
 
   /**
-   * A compare-and-set on one hash: reads it, asks `decide` what to set, and sets that only while the
-   * hash is still exactly as read (COMPARE_AND_SET_HASH compares every field); when it changed in
-   * between, `decide` runs again on what is there now. A rule on a single record lives in src/model/
-   * and runs in both stores (MemoryCore.updateHash), with no script of its own. Never creates a record.
+   * A compare-and-set on one hash: reads it, asks `decide` what to write, and writes that only while
+   * the hash is still exactly as read (COMPARE_AND_SET_HASH compares every field; a hash read as
+   * absent must still be absent); when it changed in between, `decide` runs again on what is there
+   * now. A rule on a single record lives in src/model/ and runs in both stores (MemoryCore.updateHash),
+   * with no script of its own. `via`: the connection to run on (the transaction one, for a revocation
+   * WAITed for); the main one by default. One key: one Cluster slot.
    */
-  async updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): Promise<R> {
+  async updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via: ScriptedClient = this.scripts): Promise<R> {
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
-      const current = orNull(await this.redis.hgetall(key));
-      const { result, set } = decide(current);
-      if (set === undefined || Object.keys(set).length === 0) return result;
-      if (current === null) throw new TypeError('updateHash creates no record');
-      const expected = flattenFields(current);
-      const applied = await this.scripts.mcpCompareAndSetHash(key, String(expected.length / 2), ...expected, ...flattenFields(set));
-      if (applied === 1) return result;
+      const current = orNull(await via.hgetall(key));
+      const update = decide(current);
+      if (!writesHash(update)) return update.result;
+      const expected = current === null ? [] : flattenFields(current);
+      const applied = await via.mcpCompareAndSetHash(
+        key,
+        String(expected.length / 2),
+        ...expected,
+        update.drop === true ? '1' : '',
+        update.expireAt === undefined ? '' : String(Math.trunc(update.expireAt)),
+        String(update.unset?.length ?? 0),
+        ...(update.unset ?? []),
+        ...(update.set === undefined ? [] : flattenFields(update.set)),
+      );
+      if (applied === 1) return update.result;
     }
     throw new StoreUnavailableError('updateHash: too much contention, gave up');
   }

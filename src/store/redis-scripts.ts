@@ -12,12 +12,6 @@ local function token_key(template, hash)
 end
 local function member_key(m, a, r) return token_key(string.sub(m, 1, 2) == 'a:' and a or r, string.sub(m, 3)) end`;
 
-// Revokes a user-grade record only if it exists (HSET alone would create a bare record).
-const REVOKE_USER_TOKEN = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'revoked', 'true')
-return 1`;
-
 // Creates tokens only while their client exists and is not revoked; the same script adds them to the
 // client's token set, which deleteClient WATCHes, so a create racing a delete either lands before the
 // delete's snapshot (and is revoked with it) or sees the client revoked.
@@ -125,12 +119,6 @@ redis.call('PEXPIRE', code, ARGV[6])
 store_tokens(ARGV, 7)
 return 'ok'`;
 
-// Read-and-delete in one step: a sign-in handle is good for one use.
-const TAKE_HASH = `
-local f = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1])
-return f`;
-
 // A pending sign-in, stored only while its client address and its client each hold fewer than their
 // bound (0: none); expired holdings are dropped first. All three keys carry the {oauth} tag: one slot.
 // KEYS: request, byAddress, byClient. ARGV: now, expiresAt, perAddress, perClient, member, fields...
@@ -181,16 +169,22 @@ for i = 3, 4 do
 end
 return {'ok'}`;
 
-// Sets fields on a hash only while it is exactly as the caller read it (every field and value, no
-// more): the atomic half of a compare-and-set whose decision is made outside Redis (updateHash).
-// KEYS: the hash. ARGV: n, the n expected field/value pairs, then the field/value pairs to set.
+// The write of a compare-and-set decided outside Redis (updateHash), made only while the hash is
+// exactly as read (every field and value, no more; none: absent): DEL, or HDEL, HSET and PEXPIREAT.
+// KEYS: the hash. ARGV: n, n expected field/value pairs, drop ('1' or ''), expireAt ('' none), u,
+// u fields to delete, then the field/value pairs to set.
 const COMPARE_AND_SET_HASH = `
 local n = tonumber(ARGV[1])
 if redis.call('HLEN', KEYS[1]) ~= n then return 0 end
 for i = 2, 2 * n, 2 do
   if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 0 end
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2 * n + 2))
+local at = 2 * n + 2
+if ARGV[at] == '1' then redis.call('DEL', KEYS[1]); return 1 end
+local u = tonumber(ARGV[at + 2])
+if u > 0 then redis.call('HDEL', KEYS[1], unpack(ARGV, at + 3, at + 2 + u)) end
+if #ARGV > at + 2 + u then redis.call('HSET', KEYS[1], unpack(ARGV, at + 3 + u)) end
+if ARGV[at + 1] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[at + 1]) end
 return 1`;
 
 // KEYS: refresh token, family. ARGV: now, accessKeyTemplate, refreshKeyTemplate.
@@ -203,28 +197,9 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
 end
 return 1`;
 
-// Sets revokedAt on an existing access token or client, keeping the first revocation time.
-const MARK_REVOKED = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
-return 1`;
-
-// Creates an indexed record (a profile) only when absent: seeding never overwrites an admin's edits
-// to a profile.
-// KEYS: record, index. ARGV: id, fields...
-const CREATE_INDEXED = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('SADD', KEYS[2], ARGV[1])
-return 1`;
-
-// Creates a record only when absent (a client: a registration never replaces another). KEYS: record.
-const CREATE_RECORD = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1`;
-
 // A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
+// The rule is hitCounter's (src/model/counters.ts), which the memory store runs; a parity test holds
+// the two together.
 const HIT_COUNTER = `
 local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -232,8 +207,9 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`;
 
-// A quota take (QuotaStorage.takeQuota): the window is computed from the caller's clock, a counter
-// already in a later window keeps it, and the units are counted only when all fit. The key lives until
+// A quota take (QuotaStorage.takeQuota), by takeQuota's rule (src/model/counters.ts; a parity test
+// holds the two together): the window is computed from the caller's clock, a counter already in a
+// later window keeps it, and the units are counted only when all fit. The key lives until
 // its window ends and one window more (a relative PEXPIRE: the sidecar's clock need not agree with
 // Redis's; a counter outliving its window is harmless, the stored window number tells it apart).
 // KEYS: counter. ARGV: cost, limit, windowMs, now.
@@ -259,31 +235,13 @@ if allowed and cost > 0 then
 end
 return {allowed and 1 or 0, used, string.format('%.0f', resetAt)}`;
 
-// The expiresAt member of a JSON value (a published key, an approval); nil when unreadable.
+// The expiresAt member of a JSON value (an approval); nil when unreadable.
 const JSON_EXPIRY = `
 local function expiry(text)
   local ok, v = pcall(cjson.decode, text)
   if ok and type(v) == 'table' then return tonumber(v.expiresAt) end
   return nil
 end`;
-
-// Lists a public assertion key until ARGV[4] (extending, never shortening, its listing), drops every
-// entry expired by ARGV[1] (or unreadable), and lets the hash itself expire with its last entry, so
-// keys of replicas that died leave nothing behind. One hash: one key, one Cluster slot.
-// KEYS: signing keys hash. ARGV: now, kid, value (signingKeyValue), expiresAt.
-const PUBLISH_SIGNING_KEY = `${JSON_EXPIRY}
-local current = redis.call('HGET', KEYS[1], ARGV[2])
-local listed = current and expiry(current)
-if not listed or listed < tonumber(ARGV[4]) then redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) end
-local now = tonumber(ARGV[1])
-local latest = 0
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  local at = expiry(all[i + 1])
-  if not at or at <= now then redis.call('HDEL', KEYS[1], all[i]) elseif at > latest then latest = at end
-end
-if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) end
-return 1`;
 
 // Records one approval in a browser's hash and applies consentEviction's rule (src/store/records.ts):
 // unreadable or expired entries go, then the soonest to expire (ties by field; never the one just
@@ -318,37 +276,6 @@ if at then
   redis.call('PEXPIREAT', KEYS[2], redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
 end
 return 1`;
-
-// Forgets the approval a revoked grant was linked to, and the link.
-// KEYS: the grant's link. ARGV: the prefix of browsers' approval keys.
-const FORGET_CONSENT = `
-local link = redis.call('HMGET', KEYS[1], 'browser', 'consent')
-if link[1] and link[2] then redis.call('HDEL', ARGV[1] .. link[1], link[2]) end
-redis.call('DEL', KEYS[1])
-return 1`;
-
-// Overwrites one kept upstream credential only while its ciphertext is still ARGV[2] (compare-and-set:
-// a re-encryption never restores a token a concurrent refresh replaced).
-// KEYS: the user's credentials. ARGV: field, expected sealed, new value.
-const REPLACE_UPSTREAM_CREDENTIAL = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return 0 end
-local ok, v = pcall(cjson.decode, current)
-if not ok or type(v) ~= 'table' or v.sealed ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1`;
-
-// Deletes a user's kept credentials: all of them, or those of one issuer (ARGV[1], when not empty);
-// the hash goes with its last field. KEYS: the user's credentials. Answers how many were deleted.
-const DELETE_UPSTREAM_CREDENTIALS = `
-local deleted = 0
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  local ok, id = pcall(cjson.decode, field)
-  if ARGV[1] == '' or (ok and type(id) == 'table' and id[1] == ARGV[1]) then
-    deleted = deleted + redis.call('HDEL', KEYS[1], field)
-  end
-end
-return deleted`;
 
 // A session or task handle's owner, read and its life extended in one step (skipped while less than
 // a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
@@ -402,14 +329,6 @@ if ARGV[3] ~= '' then listed(KEYS[2], 'clientId', ARGV[3]) end
 if ARGV[4] ~= '' then listed(KEYS[3], 'subjectHash', ARGV[4]) end
 return outcome`;
 
-// Forgets one handle and its members in its owner's indexes.
-// KEYS: handle. ARGV: clientIndexPrefix, subjectIndexPrefix, member
-const FORGET_HANDLE = `
-local f = redis.call('HMGET', KEYS[1], 'clientId', 'subjectHash')
-if f[1] then redis.call('ZREM', ARGV[1] .. f[1], ARGV[3]) end
-if f[2] then redis.call('ZREM', ARGV[2] .. f[2], ARGV[3]) end
-return redis.call('DEL', KEYS[1])`;
-
 // Forgets every handle an index lists that still belongs to its owner (`field` = `value`), then the index.
 // KEYS: index. ARGV: handlePrefix, field, value
 const FORGET_INDEXED_HANDLES = `
@@ -436,7 +355,8 @@ return 1`;
 // that bucket's access and refresh tokens, the home index its approvals): access and refresh tokens
 // get revokedAt, approvals are forgotten. A member whose record is gone, already revoked or another
 // subject's leaves the index; one of another issuer (when ARGV[2] names one) stays. User-grade
-// tokens (members `u:`) live outside any slot and are revoked one by one (REVOKE_SUBJECT_USER_TOKEN).
+// tokens (members `u:`) live outside any slot and are revoked one by one (revokeSubjectUserToken in
+// src/model/token-records.ts, under the generic compare-and-set).
 // KEYS: the subject's index. ARGV: now, issuer ('' any), subject, accessTemplate, refreshTemplate,
 // consentsPrefix, members...
 // Reply: {access revoked, refresh revoked, consents forgotten, revoked access hashes, revoked families}.
@@ -486,107 +406,48 @@ for i = 7, #ARGV do
 end
 return {access, refresh, consents, table.concat(hashes, ' '), table.concat(families, ' ')}`;
 
-// A user-grade token of a subject's revocation: revoked="true" when it is the subject's (and of the
-// issuer, when ARGV[2] names one) and not revoked yet. Reply: 1 revoked now, 0 already revoked,
-// -1 gone or another subject's (its member leaves the index), -2 another issuer's.
-// KEYS: the user-grade token. ARGV: subject, issuer ('' any).
-const REVOKE_SUBJECT_USER_TOKEN = `
-local f = redis.call('HMGET', KEYS[1], 'subject', 'issuer', 'revoked')
-if f[1] ~= ARGV[1] then return -1 end
-if ARGV[2] ~= '' and f[2] ~= ARGV[2] then return -2 end
-if f[3] == 'false' then
-  redis.call('HSET', KEYS[1], 'revoked', 'true')
-  return 1
-end
-return 0`;
-
-// When a token was last presented: set on a record that still exists, never moved back.
-// KEYS: the token's record. ARGV: at.
-const RECORD_LAST_USE = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local last = tonumber(redis.call('HGET', KEYS[1], 'lastUsedAt'))
-if last and last >= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1])
-return 1`;
-
-// Forgets one approval in a browser's hash, only when it is the named subject's (the account page
-// acts for one person), and its member in that subject's index.
-// KEYS: the browser's approvals, the subject's index. ARGV: field, subject, member.
-const FORGET_SUBJECT_CONSENT = `
-local value = redis.call('HGET', KEYS[1], ARGV[1])
-if not value then return 0 end
-local ok, v = pcall(cjson.decode, value)
-if not ok or type(v) ~= 'table' or v.subject ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[3])
-return 1`;
-
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
   mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
-  mcpRevokeUserToken(key: string): Promise<number>;
   /** Fixed key counts: ioredis's Cluster auto-pipelining routes a custom command by its first argument. */
   mcpIssueAccess(...keysAndArgs: string[]): Promise<string>;
   mcpIssuePair(...keysAndArgs: string[]): Promise<string>;
   mcpRedeemCodeAccess(...keysAndArgs: string[]): Promise<string>;
   mcpRedeemCodePair(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
-  mcpTakeHash(key: string): Promise<string[]>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
-  mcpCompareAndSetHash(key: string, expectedFields: string, ...fieldsThenSets: string[]): Promise<number>;
+  mcpCompareAndSetHash(key: string, expectedFields: string, ...expectedThenWrites: string[]): Promise<number>;
+  /** The connection's own HGETALL (the read of a compare-and-set). */
+  hgetall(key: string): Promise<Record<string, string>>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
-  mcpMarkRevoked(key: string, now: string): Promise<number>;
-  mcpCreateIndexed(key: string, index: string, id: string, ...fields: string[]): Promise<number>;
-  mcpCreateRecord(key: string, ...fields: string[]): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
-  mcpPublishSigningKey(key: string, now: string, kid: string, value: string, expiresAt: string): Promise<number>;
   mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
-  mcpRevokeSubjectUserToken(key: string, subject: string, issuer: string): Promise<number>;
-  mcpRecordLastUse(key: string, at: string): Promise<number>;
-  mcpForgetSubjectConsent(consents: string, subjectIndex: string, field: string, subject: string, member: string): Promise<number>;
-  mcpForgetConsent(link: string, consentsPrefix: string): Promise<number>;
-  mcpReplaceUpstreamCredential(key: string, field: string, expectedSealed: string, value: string): Promise<number>;
-  mcpDeleteUpstreamCredentials(key: string, issuer: string): Promise<number>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
-  mcpForgetHandle(handle: string, clientIndexPrefix: string, subjectIndexPrefix: string, member: string): Promise<number>;
   mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
 export function defineScripts(redis: RedisClient): ScriptedClient {
-  redis.defineCommand('mcpRevokeUserToken', { numberOfKeys: 1, lua: REVOKE_USER_TOKEN });
   redis.defineCommand('mcpIssueAccess', { numberOfKeys: 3, lua: ISSUE_TOKENS });
   redis.defineCommand('mcpIssuePair', { numberOfKeys: 5, lua: ISSUE_TOKENS });
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
   redis.defineCommand('mcpRedeemCodeAccess', { numberOfKeys: 4, lua: REDEEM_CODE });
   redis.defineCommand('mcpRedeemCodePair', { numberOfKeys: 6, lua: REDEEM_CODE });
-  redis.defineCommand('mcpTakeHash', { numberOfKeys: 1, lua: TAKE_HASH });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
-  redis.defineCommand('mcpMarkRevoked', { numberOfKeys: 1, lua: MARK_REVOKED });
-  redis.defineCommand('mcpCreateIndexed', { numberOfKeys: 2, lua: CREATE_INDEXED });
-  redis.defineCommand('mcpCreateRecord', { numberOfKeys: 1, lua: CREATE_RECORD });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
-  redis.defineCommand('mcpPublishSigningKey', { numberOfKeys: 1, lua: PUBLISH_SIGNING_KEY });
   redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
-  redis.defineCommand('mcpRevokeSubjectUserToken', { numberOfKeys: 1, lua: REVOKE_SUBJECT_USER_TOKEN });
-  redis.defineCommand('mcpRecordLastUse', { numberOfKeys: 1, lua: RECORD_LAST_USE });
-  redis.defineCommand('mcpForgetSubjectConsent', { numberOfKeys: 2, lua: FORGET_SUBJECT_CONSENT });
-  redis.defineCommand('mcpForgetConsent', { numberOfKeys: 1, lua: FORGET_CONSENT });
-  redis.defineCommand('mcpReplaceUpstreamCredential', { numberOfKeys: 1, lua: REPLACE_UPSTREAM_CREDENTIAL });
-  redis.defineCommand('mcpDeleteUpstreamCredentials', { numberOfKeys: 1, lua: DELETE_UPSTREAM_CREDENTIALS });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
-  redis.defineCommand('mcpForgetHandle', { numberOfKeys: 1, lua: FORGET_HANDLE });
   redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
   return redis as unknown as ScriptedClient;
 }

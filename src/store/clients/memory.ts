@@ -4,6 +4,7 @@ import type { MemoryCore } from '../memory-core.ts';
 import {
   ACCESS_MEMBER,
   clientFields,
+  creationUpdate,
   clientFromFields,
   type Fields,
   profileFields,
@@ -19,14 +20,6 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
 
   constructor(core: MemoryCore) {
     this.#core = core;
-  }
-
-  /** Creates a record and adds its id to the index, only when absent; false when it exists. */
-  #createIndexed(key: string, index: string, id: string, fields: Fields): boolean {
-    if (this.#core.get(key)) return false;
-    this.#core.put(key, fields);
-    this.#core.set(index).add(id);
-    return true;
   }
 
   #getRecord<T>(key: string, parse: (fields: Fields) => T | 'corrupt'): StoredRead<T> {
@@ -49,11 +42,10 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
 
   async createClient(client: ClientRecord): Promise<void> {
     this.#core.check();
-    if (
-      !this.#createIndexed(this.#core.keys.client(client.clientId), this.#core.keys.clientIndex(), client.clientId, clientFields(client))
-    ) {
+    if (!this.#core.updateHash(this.#core.keys.client(client.clientId), creationUpdate(clientFields(client)))) {
       throw new DuplicateRecordError(`client ${client.clientId} already exists`);
     }
+    this.#core.set(this.#core.keys.clientIndex()).add(client.clientId);
   }
 
   async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {
@@ -101,8 +93,8 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
     this.#core.check();
     const created: string[] = [];
     for (const profile of profiles) {
-      if (this.#createIndexed(this.#core.keys.profile(profile.name), this.#core.keys.profileIndex(), profile.name, profileFields(profile)))
-        created.push(profile.name);
+      if (this.#core.updateHash(this.#core.keys.profile(profile.name), creationUpdate(profileFields(profile)))) created.push(profile.name);
+      this.#core.set(this.#core.keys.profileIndex()).add(profile.name);
     }
     return created;
   }

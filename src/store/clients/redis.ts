@@ -7,6 +7,7 @@ import {
   ACCESS_MEMBER,
   clientBucket,
   clientFields,
+  creationUpdate,
   hashBucket,
   clientFromFields,
   type Fields,
@@ -14,6 +15,7 @@ import {
   profileFields,
   profileFromFields,
   REFRESH_MEMBER,
+  revocationUpdate,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
@@ -36,11 +38,8 @@ export class RedisClients implements ClientStorage, ProfileStorage {
    * again, never an index entry that a concurrent listing would drop before its record exists.
    */
   async createClient(client: ClientRecord): Promise<void> {
-    const created = await this.#core.scripts.mcpCreateRecord(
-      this.#core.keys.client(client.clientId),
-      ...flattenFields(clientFields(client)),
-    );
-    if (created !== 1) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
+    const created = await this.#core.updateHash(this.#core.keys.client(client.clientId), creationUpdate(clientFields(client)));
+    if (!created) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
     await this.#core.redis.sadd(this.#core.keys.clientIndex(), client.clientId);
   }
 
@@ -80,7 +79,7 @@ export class RedisClients implements ClientStorage, ProfileStorage {
       pending.map(async (key, i) => {
         const [expiresAt, revoked] = states[i]!;
         if (expiresAt == null || revoked != null) return;
-        if ((await this.#core.scripts.mcpMarkRevoked(key, String(revokedAt))) === 1) done.add(key);
+        if (await this.#core.updateHash(key, revocationUpdate(revokedAt))) done.add(key);
       }),
     );
   }
@@ -129,10 +128,10 @@ export class RedisClients implements ClientStorage, ProfileStorage {
         const result = await multi.exec();
         if (result === null) {
           // A watched key changed (e.g. a token was created): retry. A steady stream of new tokens
-          // would abort every attempt, so first mark the client revoked on its own (same script as
-          // for one access token: EXISTS, then HSETNX revokedAt): from then on no token can be added
-          // to its set and the next attempt revokes every remaining token.
-          if (revokedAtText === null) await (tx as unknown as ScriptedClient).mcpMarkRevoked(clientKey, String(revokedAt));
+          // would abort every attempt, so first mark the client revoked on its own (the same rule as
+          // for one access token, revocationUpdate): from then on no token can be added to its set
+          // and the next attempt revokes every remaining token.
+          if (revokedAtText === null) await this.#core.updateHash(clientKey, revocationUpdate(revokedAt), tx as unknown as ScriptedClient);
           continue;
         }
         assertExec(result);
@@ -151,16 +150,16 @@ export class RedisClients implements ClientStorage, ProfileStorage {
     await this.#core.redis.pexpire(this.#core.keys.client(clientId), ttlMs);
   }
 
+  /**
+   * Each profile created only when absent (seeding never overwrites an admin's edits), then named in
+   * the index of profiles, created or not: a seed stopped between the two is finished by the next.
+   */
   async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
     const created: string[] = [];
     for (const profile of profiles) {
-      const done = await this.#core.scripts.mcpCreateIndexed(
-        this.#core.keys.profile(profile.name),
-        this.#core.keys.profileIndex(),
-        profile.name,
-        ...flattenFields(profileFields(profile)),
-      );
-      if (done === 1) created.push(profile.name);
+      if (await this.#core.updateHash(this.#core.keys.profile(profile.name), creationUpdate(profileFields(profile))))
+        created.push(profile.name);
+      await this.#core.redis.sadd(this.#core.keys.profileIndex(), profile.name);
     }
     return created;
   }

@@ -2,7 +2,7 @@
 // use is due a renewal or a handle is bound.
 
 import { handleMember, handleRenewalDue, subjectDigest } from '../records.ts';
-import type { RedisCore } from '../redis-core.ts';
+import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { HandleBinding, HandleKind, HandleOwner, HandleUse, StoredHandle } from '../types.ts';
 import type { HandleStorage } from './types.ts';
 
@@ -102,13 +102,16 @@ export class RedisHandles implements HandleStorage {
   }
 
   async forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
-    const deleted = await this.#core.scripts.mcpForgetHandle(
-      this.#core.keys.handle(kind, handleHash),
-      this.#core.keys.handlesByClient(''),
-      this.#core.keys.handlesBySubject(''),
-      handleMember(kind, handleHash),
-    );
-    return deleted === 1;
+    // Its owner's index entries, then the handle, in one MULTI (all under {oauth}).
+    const key = this.#core.keys.handle(kind, handleHash);
+    const member = handleMember(kind, handleHash);
+    const [clientId, subjectHash] = await this.#core.redis.hmget(key, 'clientId', 'subjectHash');
+    const multi = this.#core.redis.multi();
+    if (clientId != null) multi.zrem(this.#core.keys.handlesByClient(clientId), member);
+    if (subjectHash != null) multi.zrem(this.#core.keys.handlesBySubject(subjectHash), member);
+    const done = await multi.del(key).exec();
+    assertExec(done);
+    return done!.at(-1)![1] === 1;
   }
 
   async forgetSubjectHandles(subject: string): Promise<number> {

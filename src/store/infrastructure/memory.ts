@@ -1,15 +1,7 @@
 // The audit streams, revocation notices (in process), the caller assertions' public keys and health, in memory.
 
 import type { MemoryCore } from '../memory-core.ts';
-import {
-  auditFields,
-  auditFromFields,
-  type Fields,
-  listedSigningKeys,
-  newestAuditFirst,
-  signingKeyFromValue,
-  signingKeyValue,
-} from '../records.ts';
+import { auditFields, auditFromFields, type Fields, listedSigningKeys, newestAuditFirst, signingKeyPublication } from '../records.ts';
 import type { AuditEvent, AuditTrail, PublishedSigningKey, RevocationListener, StoredAuditEvent } from '../types.ts';
 import type { AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth } from './types.ts';
 
@@ -56,21 +48,7 @@ export class MemoryInfrastructure implements AuditStorage, RevocationNotices, Si
 
   async publishSigningKey(key: PublishedSigningKey, now: number): Promise<void> {
     this.#core.check();
-    const name = this.#core.keys.signingKeys();
-    const fields = { ...this.#core.get(name) };
-    const current = fields[key.kid];
-    const listed = current === undefined ? null : signingKeyFromValue(key.kid, current, now);
-    if (listed === null || listed.expiresAt < key.expiresAt) fields[key.kid] = signingKeyValue(key);
-    const kept: Fields = {};
-    let latest = 0;
-    for (const kid of Object.keys(fields)) {
-      const entry = signingKeyFromValue(kid, fields[kid]!, now);
-      if (entry === null) continue;
-      kept[kid] = fields[kid]!;
-      latest = Math.max(latest, entry.expiresAt);
-    }
-    if (latest > 0) this.#core.put(name, kept, latest);
-    else this.#core.hashes.delete(name);
+    this.#core.updateHash(this.#core.keys.signingKeys(), signingKeyPublication(key, now));
   }
 
   async listSigningKeys(now: number): Promise<PublishedSigningKey[]> {

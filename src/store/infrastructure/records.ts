@@ -1,6 +1,7 @@
 // Audit events as stream fields and published signing keys as hash values, and back.
 
-import { type Fields } from '../codec.ts';
+import { publishKey } from '../../model/published-keys.ts';
+import { type Fields, type HashUpdate } from '../codec.ts';
 import type { PublishedSigningKey, AuditEvent, StoredAuditEvent } from '../types.ts';
 
 /** An audit event as flat stream fields (XADD), and back; `detail` travels as one JSON field. */
@@ -70,4 +71,27 @@ export function newestAuditFirst(a: StoredAuditEvent, b: StoredAuditEvent): numb
   const [am = 0, as = 0] = a.id.split('-').map(Number);
   const [bm = 0, bs = 0] = b.id.split('-').map(Number);
   return bm - am || bs - as;
+}
+
+/** When a published-key entry's listing ends: the expiresAt of its JSON value; undefined when it does not read. */
+function listingEnd(value: string): number | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  const at = typeof parsed === 'object' && parsed !== null ? (parsed as { expiresAt?: unknown }).expiresAt : undefined;
+  return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
+}
+
+/** Publishing a key at `now` (the model's publishKey) as an update of the signing-keys hash. */
+export function signingKeyPublication(key: PublishedSigningKey, now: number): (current: Fields | null) => HashUpdate<void> {
+  return (current) => {
+    const listed = Object.entries(current ?? {}).map(([kid, value]) => ({ kid, expiresAt: listingEnd(value) }));
+    const { write, forget, until } = publishKey(listed, key.kid, key.expiresAt, now);
+    if (until === undefined) return { result: undefined, drop: current !== null };
+    const set = write && !forget.includes(key.kid) ? { [key.kid]: signingKeyValue(key) } : undefined;
+    return { result: undefined, set, unset: forget, expireAt: until };
+  };
 }

@@ -1,7 +1,7 @@
 // The audit streams, revocation notices, the caller assertions' public keys and health, on Redis.
 
 import { StoreUnavailableError } from '../shared.ts';
-import { auditFields, auditFromFields, type Fields, listedSigningKeys, newestAuditFirst, signingKeyValue } from '../records.ts';
+import { auditFields, auditFromFields, type Fields, listedSigningKeys, newestAuditFirst, signingKeyPublication } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import { subscribeNotices } from '../redis-notices.ts';
 import { flattenFields } from '../redis-scripts.ts';
@@ -46,13 +46,7 @@ export class RedisInfrastructure implements AuditStorage, RevocationNotices, Sig
   }
 
   async publishSigningKey(key: PublishedSigningKey, now: number): Promise<void> {
-    await this.#core.scripts.mcpPublishSigningKey(
-      this.#core.keys.signingKeys(),
-      String(now),
-      key.kid,
-      signingKeyValue(key),
-      String(key.expiresAt),
-    );
+    await this.#core.updateHash(this.#core.keys.signingKeys(), signingKeyPublication(key, now));
   }
 
   async listSigningKeys(now: number): Promise<PublishedSigningKey[]> {

@@ -2,7 +2,7 @@
 // step), family revocation.
 
 import { Cluster } from 'ioredis';
-import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields } from '../records.ts';
+import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields, revocationUpdate } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import type { RotateOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
@@ -64,13 +64,14 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
       if (this.#core.redis instanceof Cluster && hashBucket(tokenHash) !== clientBucket(clientId)) {
         // A layout-1 token on Cluster (outside its family's slot): it, then each member, revoked on
         // its own (HSETNX revokedAt: idempotent, a repeat finishes an interrupted run).
-        if ((await scripts.mcpMarkRevoked(this.#core.keys.refreshToken(tokenHash), String(now))) !== 1) return false;
+        if (!(await this.#core.updateHash(this.#core.keys.refreshToken(tokenHash), revocationUpdate(now), scripts))) return false;
         const members = await this.#core.redis.smembers(this.#core.keys.refreshFamily(clientId, familyId));
         await Promise.all(
           members.map((m) =>
-            scripts.mcpMarkRevoked(
+            this.#core.updateHash(
               m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2)),
-              String(now),
+              revocationUpdate(now),
+              scripts,
             ),
           ),
         );

@@ -3,6 +3,7 @@
 import type { MemoryCore } from '../memory-core.ts';
 import {
   accountSessionFields,
+  approvalForgetUpdate,
   accountSessionFromFields,
   authorizationCodeFields,
   authorizationCodeFromFields,
@@ -148,12 +149,7 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
 
   async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
     this.#core.check();
-    const approvals = this.#core.get(this.#core.keys.consents(browserHash));
-    const value = approvals?.[key];
-    if (value === undefined) return false;
-    const consent = consentFromValue(value, this.#core.clock.now());
-    if (consent === null || consent.subject !== subject) return false;
-    delete approvals![key];
+    if (!this.#core.updateHash(this.#core.keys.consents(browserHash), approvalForgetUpdate(key, subject))) return false;
     this.#core.subjectIndexes.get(this.#core.keys.subjectGrants(subjectDigest(subject)))?.delete(consentMember(browserHash, key));
     return true;
   }

@@ -3,6 +3,7 @@
 
 import {
   accountSessionFields,
+  approvalForgetUpdate,
   accountSessionFromFields,
   authorizationCodeFields,
   authorizationCodeFromFields,
@@ -68,10 +69,11 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
-    const flat = await this.#core.scripts.mcpTakeHash(this.#core.keys.authorizationRequest(requestHash));
-    const fields: Fields = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-    return readRecord(orNull(fields), authorizationRequestFromFields);
+    // Read and deleted in one MULTI: a sign-in handle is good for one use.
+    const key = this.#core.keys.authorizationRequest(requestHash);
+    const taken = await this.#core.redis.multi().hgetall(key).del(key).exec();
+    assertExec(taken);
+    return readRecord(orNull(taken![0]![1] as Fields), authorizationRequestFromFields);
   }
 
   async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
@@ -141,14 +143,11 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
   }
 
   async forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
-    const forgotten = await this.#core.scripts.mcpForgetSubjectConsent(
-      this.#core.keys.consents(browserHash),
-      this.#core.subjectIndex(subject),
-      key,
-      subject,
-      consentMember(browserHash, key),
-    );
-    return forgotten === 1;
+    // The approval under the compare-and-set on the browser's approvals, then its index member (a
+    // member left behind names nothing, and is dropped when the index is next read).
+    if (!(await this.#core.updateHash(this.#core.keys.consents(browserHash), approvalForgetUpdate(key, subject)))) return false;
+    await this.#core.redis.zrem(this.#core.subjectIndex(subject), consentMember(browserHash, key));
+    return true;
   }
 
   async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {

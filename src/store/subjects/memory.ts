@@ -8,9 +8,11 @@ import {
   consentMember,
   cutoffFromFields,
   EVERY_ISSUER,
+  lastUseUpdate,
   parseConsentMember,
   REFRESH_MEMBER,
   subjectDigest,
+  subjectUserRevocationUpdate,
   subjectTokenFromFields,
   USER_MEMBER,
 } from '../records.ts';
@@ -117,15 +119,22 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
           index.delete(member);
           continue;
         }
+        if (member.startsWith(USER_MEMBER)) {
+          const tokenHash = member.slice(2);
+          const outcome = this.#core.updateHash(this.#core.keys.userToken(tokenHash), subjectUserRevocationUpdate(subject, issuer));
+          if (outcome === 'other_issuer') continue;
+          index.delete(member);
+          if (outcome === 'revoked') {
+            result.userTokensRevoked++;
+            notice.tokenHashes!.push(tokenHash);
+          }
+          continue;
+        }
         const token = this.#subjectToken(member, now, subject);
         if (token !== null && issuer !== undefined && token.issuer !== issuer) continue;
         index.delete(member);
         if (token === null) continue;
-        if (token.kind === 'user') {
-          this.#core.get(this.#core.keys.userToken(token.tokenHash))!.revoked = 'true';
-          result.userTokensRevoked++;
-          notice.tokenHashes!.push(token.tokenHash);
-        } else if (token.kind === 'access') {
+        if (token.kind === 'access') {
           this.#core.get(this.#core.keys.accessToken(token.tokenHash))!.revokedAt = String(now);
           result.accessTokensRevoked++;
           notice.tokenHashes!.push(token.tokenHash);
@@ -177,10 +186,10 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
     this.#core.check();
     for (const use of uses) {
-      const fields = this.#core.get(
+      this.#core.updateHash(
         use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
+        lastUseUpdate(use.at),
       );
-      if (fields && !(Number(fields.lastUsedAt) >= use.at)) fields.lastUsedAt = String(use.at);
     }
   }
 

@@ -1,8 +1,9 @@
 // A subject's index members, its cut-offs and its remembered approvals, as hash fields and values.
 
 import { createHash } from 'node:crypto';
+import { forgetSubjectApproval } from '../../model/consents.ts';
 import { parseEpochMs } from '../../model/credentials.ts';
-import { type Fields } from '../codec.ts';
+import { type Fields, type HashUpdate } from '../codec.ts';
 import type { ConsentRecord, RevocationNotice } from '../types.ts';
 
 /** Members of a client's token set: `a:<hash>` for access tokens, `r:<hash>` for refresh tokens. */
@@ -109,4 +110,23 @@ export function consentEviction(fields: Fields, written: string, now: number, ma
 /** The grant ids a revocation notice names (refresh families, token hashes): the approvals they were issued under go. */
 export function consentGrantIds(notice: RevocationNotice): string[] {
   return [...(notice.familyIds ?? []), ...(notice.tokenHashes ?? [])];
+}
+
+/** The person a stored approval names (its JSON value's `subject`); null when gone or unreadable. */
+function approvalOf(value: string | undefined): { subject?: unknown } | null {
+  if (value === undefined) return null;
+  try {
+    const v: unknown = JSON.parse(value);
+    return typeof v === 'object' && v !== null ? (v as { subject?: unknown }) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Forgetting approval `key` for `subject` (the model's forgetSubjectApproval) as an update of the browser's approvals. */
+export function approvalForgetUpdate(key: string, subject: string): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => {
+    const { result, change } = forgetSubjectApproval(approvalOf(current?.[key]), subject);
+    return change === undefined ? { result } : { result, unset: [key] };
+  };
 }

@@ -10,6 +10,8 @@ import {
   consentMember,
   cutoffFromFields,
   escapeGlob,
+  subjectUserRevocationUpdate,
+  lastUseUpdate,
   EVERY_ISSUER,
   hashBucket,
   orNull,
@@ -207,14 +209,18 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       if (users.length > 0) {
-        // Outside any slot of the OAuth records: one small script per token (Cluster routes each to its node).
+        // Outside any slot of the OAuth records: one compare-and-set per token (Cluster routes each to its node).
         const outcomes = await this.#core.revocation((scripts) =>
-          Promise.all(users.map((m) => scripts.mcpRevokeSubjectUserToken(this.#core.keys.userToken(m.slice(2)), subject, issuer ?? ''))),
+          Promise.all(
+            users.map((m) =>
+              this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer), scripts),
+            ),
+          ),
         );
-        const revoked = users.filter((_, i) => outcomes[i] === 1).map((m) => m.slice(2));
+        const revoked = users.filter((_, i) => outcomes[i] === 'revoked').map((m) => m.slice(2));
         result.userTokensRevoked += revoked.length;
         if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
-        const done = users.filter((_, i) => outcomes[i] !== -2);
+        const done = users.filter((_, i) => outcomes[i] !== 'other_issuer');
         if (done.length > 0) await this.#core.redis.zrem(index, ...done);
       }
       if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#core.publish(notice, grantIds);
@@ -287,9 +293,9 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
     await Promise.all(
       uses.map((use) =>
-        this.#core.scripts.mcpRecordLastUse(
+        this.#core.updateHash(
           use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
-          String(Math.trunc(use.at)),
+          lastUseUpdate(use.at),
         ),
       ),
     );

@@ -1,7 +1,7 @@
 // Bearer tokens in memory: the same records as on Redis (MemoryCore), the same steps as its scripts.
 
 import type { MemoryCore } from '../memory-core.ts';
-import { tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import { revocationUpdate, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
 import type { CreateTokenOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
 import type { TokenStorage } from './types.ts';
@@ -31,9 +31,7 @@ export class MemoryTokens implements TokenStorage {
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.userToken(tokenHash));
-    if (!fields) return false;
-    fields.revoked = 'true';
+    if (!this.#core.updateHash(this.#core.keys.userToken(tokenHash), userRevocationUpdate)) return false;
     this.#core.notify({ tokenHashes: [tokenHash] });
     return true;
   }
@@ -45,9 +43,7 @@ export class MemoryTokens implements TokenStorage {
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.accessToken(tokenHash));
-    if (!fields) return false;
-    fields.revokedAt ??= String(now);
+    if (!this.#core.updateHash(this.#core.keys.accessToken(tokenHash), revocationUpdate(now))) return false;
     this.#core.notify({ tokenHashes: [tokenHash] });
     return true;
   }

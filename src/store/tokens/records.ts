@@ -1,7 +1,14 @@
 // Access and user-grade tokens as hash fields and back.
 
 import { parseEpochMs } from '../../model/credentials.ts';
-import { type Fields, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
+import {
+  revokeRecord,
+  revokeSubjectUserToken,
+  revokeUserToken,
+  stampLastUse,
+  type SubjectUserTokenRevocation,
+} from '../../model/token-records.ts';
+import { type Fields, type HashUpdate, stepUpdate, JKT_PATTERN, freezeRecord, strictStringArray, userFields } from '../codec.ts';
 import type {
   AccessTokenRecord,
   StoredAccessToken,
@@ -118,4 +125,27 @@ export function tokenLookupFromFields(tokenHash: string, user: Fields | null, oa
     user: user === null ? null : freezeRecord(userTokenFromFields(user, tokenHash)),
     oauth: oauth === null ? null : freezeRecord(accessTokenFromFields(oauth, tokenHash)),
   };
+}
+
+/** Revoking a token or a client at `now` (the model's revokeRecord) as an update of its hash. */
+export function revocationUpdate(now: number): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => stepUpdate(revokeRecord(current, now));
+}
+
+/** A token's last use stamped at `at` (the model's stampLastUse) as an update of its hash. */
+export function lastUseUpdate(at: number): (current: Fields | null) => HashUpdate<boolean> {
+  return (current) => stepUpdate(stampLastUse(current, Math.trunc(at)));
+}
+
+/** Revoking a user-grade token (the model's revokeUserToken) as an update of its hash. */
+export function userRevocationUpdate(current: Fields | null): HashUpdate<boolean> {
+  return stepUpdate(revokeUserToken(current));
+}
+
+/** A user-grade token in `subject`'s revocation (the model's revokeSubjectUserToken) as an update of its hash. */
+export function subjectUserRevocationUpdate(
+  subject: string,
+  issuer: string | undefined,
+): (current: Fields | null) => HashUpdate<SubjectUserTokenRevocation> {
+  return (current) => stepUpdate(revokeSubjectUserToken(current, subject, issuer));
 }

@@ -1,7 +1,7 @@
 // Bearer tokens on Redis: the hot path's lookup (its own connection, and the lookup cache when on),
 // user-grade records outside the {oauth} slot, and OAuth access tokens issued with their index.
 
-import { orNull, tokenLookupFromFields, USER_MEMBER, userTokenFields } from '../records.ts';
+import { orNull, revocationUpdate, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
 import { asStoreFailure } from '../redis-connection.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { CreateTokenOutcome } from '../types.ts';
@@ -54,8 +54,8 @@ export class RedisTokens implements TokenStorage {
   }
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
-    const revoked = await this.#core.revocation(
-      async (scripts) => (await scripts.mcpRevokeUserToken(this.#core.keys.userToken(tokenHash))) === 1,
+    const revoked = await this.#core.revocation((scripts) =>
+      this.#core.updateHash(this.#core.keys.userToken(tokenHash), userRevocationUpdate, scripts),
     );
     if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
     return revoked;
@@ -80,8 +80,8 @@ export class RedisTokens implements TokenStorage {
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
-    const revoked = await this.#core.revocation(
-      async (scripts) => (await scripts.mcpMarkRevoked(this.#core.keys.accessToken(tokenHash), String(now))) === 1,
+    const revoked = await this.#core.revocation((scripts) =>
+      this.#core.updateHash(this.#core.keys.accessToken(tokenHash), revocationUpdate(now), scripts),
     );
     if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
     return revoked;

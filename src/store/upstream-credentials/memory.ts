@@ -2,6 +2,8 @@
 
 import type { MemoryCore } from '../memory-core.ts';
 import {
+  credentialReplacementUpdate,
+  credentialsDeletionUpdate,
   type Fields,
   sameUpstreamIdentity,
   subjectUpstreamCredentials,
@@ -37,35 +39,12 @@ export class MemoryUpstreamCredentials implements UpstreamCredentialStorage {
 
   async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
     this.#core.check();
-    const key = this.#core.keys.upstreamCredentials(record.subject);
-    const fields = this.#core.get(key);
-    const field = upstreamCredentialField(record.issuer, record.provider);
-    const current = fields?.[field] === undefined ? 'corrupt' : upstreamCredentialFromValue(fields[field]);
-    if (current === 'corrupt' || current.sealed !== expectedSealed) return false;
-    this.#core.put(key, { ...fields, [field]: upstreamCredentialValue(record) });
-    return true;
+    return this.#core.updateHash(this.#core.keys.upstreamCredentials(record.subject), credentialReplacementUpdate(record, expectedSealed));
   }
 
   async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
     this.#core.check();
-    const key = this.#core.keys.upstreamCredentials(subject);
-    const fields = this.#core.get(key);
-    if (fields === null) return 0;
-    const kept: Fields = {};
-    let deleted = 0;
-    for (const [field, value] of Object.entries(fields)) {
-      let fieldIssuer: unknown;
-      try {
-        fieldIssuer = (JSON.parse(field) as unknown[])[0];
-      } catch {
-        fieldIssuer = undefined;
-      }
-      if (issuer === undefined || fieldIssuer === issuer) deleted++;
-      else kept[field] = value;
-    }
-    if (Object.keys(kept).length > 0) this.#core.put(key, kept);
-    else this.#core.hashes.delete(key);
-    return deleted;
+    return this.#core.updateHash(this.#core.keys.upstreamCredentials(subject), credentialsDeletionUpdate(issuer));
   }
 
   async deleteUpstreamCredential(subject: string, issuer: string, provider: string): Promise<boolean> {

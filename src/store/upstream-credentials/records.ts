@@ -1,5 +1,7 @@
 // Kept upstream credentials as fields of their user's hash, and back.
 
+import { forgottenKeptCredentials, replaceKeptCredential } from '../../model/kept-credentials.ts';
+import type { Fields, HashUpdate } from '../codec.ts';
 import type { StoredUpstreamCredential } from '../types.ts';
 
 /** The hash field of one kept credential within its user's hash. */
@@ -71,4 +73,40 @@ export function sameUpstreamIdentity(
 ): StoredUpstreamCredential | 'corrupt' {
   if (read === 'corrupt') return read;
   return read.subject === subject && read.issuer === issuer && read.provider === provider ? read : 'corrupt';
+}
+
+/** The issuer a credential's field names; undefined when the field does not read as one. */
+function issuerOfField(field: string): string | undefined {
+  try {
+    const id: unknown = JSON.parse(field);
+    return Array.isArray(id) && typeof id[0] === 'string' ? id[0] : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Replacing one kept credential while its ciphertext is `expectedSealed` (the model's replaceKeptCredential), as an update of the user's hash. */
+export function credentialReplacementUpdate(
+  record: StoredUpstreamCredential,
+  expectedSealed: string,
+): (current: Fields | null) => HashUpdate<boolean> {
+  const field = upstreamCredentialField(record.issuer, record.provider);
+  return (current) => {
+    const value = current?.[field];
+    const { result, change } = replaceKeptCredential(
+      value === undefined ? null : upstreamCredentialFromValue(value),
+      expectedSealed,
+      record,
+    );
+    return change === undefined ? { result } : { result, set: { [field]: upstreamCredentialValue(change) } };
+  };
+}
+
+/** Deleting a user's kept credentials, all or one issuer's (the model's forgottenKeptCredentials), as an update of the user's hash; answers how many. */
+export function credentialsDeletionUpdate(issuer: string | undefined): (current: Fields | null) => HashUpdate<number> {
+  return (current) => {
+    const held = Object.keys(current ?? {}).map((field) => ({ field, issuer: issuerOfField(field) }));
+    const unset = forgottenKeptCredentials(held, issuer);
+    return { result: unset.length, unset };
+  };
 }

@@ -1,6 +1,8 @@
 // Kept upstream credentials on Redis: one hash per user, outside the {oauth} slot.
 
 import {
+  credentialReplacementUpdate,
+  credentialsDeletionUpdate,
   sameUpstreamIdentity,
   subjectUpstreamCredentials,
   upstreamCredentialField,
@@ -36,19 +38,11 @@ export class RedisUpstreamCredentials implements UpstreamCredentialStorage {
   }
 
   async replaceUpstreamCredential(record: StoredUpstreamCredential, expectedSealed: string): Promise<boolean> {
-    const key = this.#core.keys.upstreamCredentials(record.subject);
-    return (
-      (await this.#core.scripts.mcpReplaceUpstreamCredential(
-        key,
-        upstreamCredentialField(record.issuer, record.provider),
-        expectedSealed,
-        upstreamCredentialValue(record),
-      )) === 1
-    );
+    return this.#core.updateHash(this.#core.keys.upstreamCredentials(record.subject), credentialReplacementUpdate(record, expectedSealed));
   }
 
   async deleteUpstreamCredentials(subject: string, issuer?: string): Promise<number> {
-    return this.#core.scripts.mcpDeleteUpstreamCredentials(this.#core.keys.upstreamCredentials(subject), issuer ?? '');
+    return this.#core.updateHash(this.#core.keys.upstreamCredentials(subject), credentialsDeletionUpdate(issuer));
   }
 
   async deleteUpstreamCredential(subject: string, issuer: string, provider: string): Promise<boolean> {

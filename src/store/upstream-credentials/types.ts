@@ -1,25 +1,8 @@
 // Credentials kept for users at the upstream, sealed by the caller.
 
-import type { StoredRead } from '../../model/records.ts';
+import type { StoredRead, StoredUpstreamCredential } from '../../model/records.ts';
 
-/**
- * A credential kept for a user at the upstream (an IdP token, a connected account, an exchanged
- * token), as stored: encrypted by the caller (src/upstream-credentials/cipher.ts), the identity in
- * clear because it is bound into the ciphertext and names the record.
- */
-export interface StoredUpstreamCredential {
-  subject: string;
-  issuer: string;
-  /** Which credential of the user: `idp`, `oauth:<provider>` or `exchange:<audience>`. */
-  provider: string;
-  /** The id of the key `sealed` was encrypted under. */
-  keyId: string;
-  /** base64url of IV, ciphertext and tag: the tokens, never in clear. */
-  sealed: string;
-  /** When the access token inside expires (epoch ms), when known: read without decrypting. */
-  expiresAt?: number;
-  createdAt: number;
-}
+export type { StoredUpstreamCredential };
 
 /** Credentials kept for users at the upstream (per-user records, not in deleteClient's slot). */
 export interface UpstreamCredentialStorage {

@@ -3,7 +3,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../../src/model/clock.ts';
 import { hashToken } from '../../../src/model/credentials.ts';
-import type { TokenStore } from '../../../src/store/types.ts';
+import { DuplicateRecordError, type TokenStore } from '../../../src/store/types.ts';
 import type { ClientRecord, ProfileRecord } from '../../../src/model/records.ts';
 import { type Contract, contractHelpers, INTEGER_MS, type StoreHarness } from './context.ts';
 
@@ -90,6 +90,16 @@ export function clientsContract(contract: Contract): void {
       expect(got !== 'corrupt' && got?.clientName).toBe('name of c-dup');
       expect(got !== 'corrupt' && got?.clientSecretHash).toBe(hashToken(first.secret));
       expect((await store.listClients()).map((c) => c.clientId)).toEqual(['c-dup']);
+    });
+
+    it('8 concurrent registrations of one id: exactly one creates the client, the others are refused and change nothing', async () => {
+      const attempts = Array.from({ length: 8 }, (_, i) => client('c-race', { clientName: `attempt ${i}` }).record);
+      const settled = await Promise.allSettled(attempts.map((record) => store.createClient(record)));
+      const winners = settled.flatMap((s, i) => (s.status === 'fulfilled' ? [i] : []));
+      expect(winners).toHaveLength(1);
+      for (const s of settled) if (s.status === 'rejected') expect(s.reason).toBeInstanceOf(DuplicateRecordError);
+      expect(clientRead(await store.getClient('c-race'))?.clientName).toBe(`attempt ${winners[0]}`);
+      expect((await store.listClients()).map((c) => c.clientId)).toEqual(['c-race']);
     });
   });
 
@@ -288,6 +298,13 @@ export function clientsContract(contract: Contract): void {
       expect(edited).toEqual({ ...b, accessTokenLifetimeSeconds: 60, description: 'edited by an admin' });
       expect((await h.rawHash(h.keys.profile('default')))?.accessTokenLifetimeSeconds).toBe('60');
       expect(await store.getProfile('service')).toEqual(a);
+    });
+
+    it('8 replicas seeding at once: each profile is created once, and listed', async () => {
+      const ps = [profile('alpha'), profile('beta')];
+      const created = await Promise.all(Array.from({ length: 8 }, () => store.seedProfiles(ps)));
+      expect(created.flat().sort()).toEqual(['alpha', 'beta']);
+      expect((await store.listProfiles()).map((p) => p.name)).toEqual(['alpha', 'beta']);
     });
 
     it('getProfile round-trips a profile and is null for an unknown name; listProfiles is sorted by name', async () => {

@@ -81,6 +81,18 @@ export function handlesContract(contract: Contract): void {
       expect(await store.forgetHandle('session', session)).toBe(false);
     });
 
+    it('8 concurrent forgets of one handle: exactly one ends it; another handle of the owner stays', async () => {
+      const session = handleDigest('raced');
+      const kept = handleDigest('kept');
+      await store.bindHandle('session', session, alice, clock.now(), TTL, MAX);
+      await store.bindHandle('session', kept, alice, clock.now(), TTL, MAX);
+      const outcomes = await Promise.all(Array.from({ length: 8 }, () => store.forgetHandle('session', session)));
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      expect(await h.rawHash(h.keys.handle('session', session))).toBeNull();
+      expect(await store.useHandle('session', kept, alice, clock.now(), TTL, MAX)).toBe('owned');
+      expect(await store.forgetSubjectHandles('alice')).toBe(1);
+    });
+
     it('deleteClient forgets the handles of that client, and only those', async () => {
       await store.createClient(client('c-a').record);
       const mine = [handleDigest('s-a1'), handleDigest('s-a2')];

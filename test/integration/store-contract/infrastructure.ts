@@ -214,6 +214,26 @@ export function infrastructureContract(contract: Contract): void {
       expect(Object.keys((await h.rawHash(h.keys.signingKeys()))!)).toEqual(['new']);
     });
 
+    it('8 replicas publishing at once: every key is listed; 8 publishes of one key keep its longest listing', async () => {
+      const now = clock.now();
+      const kids = Array.from({ length: 8 }, (_, i) => `r${i}`);
+      await Promise.all(kids.map((kid, i) => store.publishSigningKey({ kid, jwk: jwk(kid), expiresAt: now + 1000 + i }, now)));
+      expect((await store.listSigningKeys(now)).map((k) => k.kid)).toEqual(kids);
+      const ends = [3, 7, 1, 8, 2, 6, 4, 5].map((i) => now + HOUR + i);
+      await Promise.all(ends.map((expiresAt) => store.publishSigningKey({ kid: 'k', jwk: jwk('k'), expiresAt }, now)));
+      expect((await store.listSigningKeys(now)).find((k) => k.kid === 'k')?.expiresAt).toBe(now + HOUR + 8);
+    });
+
+    it('a publish forgets entries that do not read, and the hash goes once nothing it lists is live', async () => {
+      const now = clock.now();
+      await store.publishSigningKey({ kid: 'a', jwk: jwk('a'), expiresAt: now + 1000 }, now);
+      await h.setRawField(h.keys.signingKeys(), 'broken', '{"expiresAt":');
+      await store.publishSigningKey({ kid: 'b', jwk: jwk('b'), expiresAt: now + 2000 }, now);
+      expect(Object.keys((await h.rawHash(h.keys.signingKeys()))!).sort()).toEqual(['a', 'b']);
+      await store.publishSigningKey({ kid: 'c', jwk: jwk('c'), expiresAt: now + 2000 }, now + 2000);
+      expect(await h.rawHash(h.keys.signingKeys())).toBeNull();
+    });
+
     it('a hand-written entry with a private part, a kid that differs from its field, or unreadable JSON is never listed', async () => {
       const now = clock.now();
       await store.publishSigningKey({ kid: 'good', jwk: jwk('good'), expiresAt: now + HOUR }, now);

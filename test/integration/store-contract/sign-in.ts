@@ -428,6 +428,20 @@ export function signInContract(contract: Contract): void {
       expect(await h.rawHash(h.keys.consentGrant('fam-consent'))).toBeNull();
     });
 
+    it('8 concurrent revocations of one linked grant forget its approval and the link, and nothing else', async () => {
+      const mine = approval({ clientId: 'c-race' });
+      const other = approval({ clientId: 'c-race-other' });
+      const { refresh } = await linked('fam-race', mine);
+      await linked('fam-race-other', other);
+      const outcomes = await Promise.all(
+        Array.from({ length: 8 }, () => store.revokeRefreshFamily(refresh!.record.tokenHash, clock.now())),
+      );
+      expect(outcomes).toEqual(Array(8).fill(true));
+      expect(await store.listConsents(browser, clock.now())).toEqual([other]);
+      expect(await h.rawHash(h.keys.consentGrant('fam-race'))).toBeNull();
+      expect(await h.rawHash(h.keys.consentGrant('fam-race-other'))).not.toBeNull();
+    });
+
     it('revoking the access token of a grant without refresh token forgets its approval; an access token of a family does not', async () => {
       const alone = approval({ clientId: 'c-alone' });
       const withFamily = approval({ clientId: 'c-family' });

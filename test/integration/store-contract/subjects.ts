@@ -219,6 +219,45 @@ export function subjectsContract(contract: Contract): void {
       );
     });
 
+    it('8 concurrent revocations of one subject: each user-grade token is revoked once, counted once, and announced once', async () => {
+      const tokens = [userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' })];
+      for (const t of tokens) await store.putUserToken(t.record);
+      // Every notice is heard; a probe revoked after them, heard last, says none is still on its way.
+      const probe = userRecord({ subject: 'probe' });
+      await store.putUserToken(probe.record);
+      const announced: string[] = [];
+      let probed!: () => void;
+      const heardProbe = new Promise<void>((r) => (probed = r));
+      const unsubscribe = await store.subscribeRevocations({
+        revoked: (notice: RevocationNotice) => {
+          for (const hash of notice.tokenHashes ?? []) {
+            if (hash === probe.record.tokenHash) probed();
+            else announced.push(hash);
+          }
+        },
+        missed: () => undefined,
+      });
+      const results = await Promise.all(Array.from({ length: 8 }, () => store.revokeSubject('alice', ISS, clock.now(), 2)));
+      expect(results.reduce((sum, r) => sum + r.userTokensRevoked, 0)).toBe(3);
+      for (const t of tokens) {
+        expect(await reasonOf(t.record.tokenHash)).toBe('revoked');
+        expect((await h.rawHash(h.keys.userToken(t.record.tokenHash)))?.revoked).toBe('true');
+      }
+      expect(await store.revokeUserToken(probe.record.tokenHash)).toBe(true);
+      await heardProbe;
+      await unsubscribe();
+      expect(announced.sort()).toEqual(hashesOf(tokens.map((t) => t.record)));
+    });
+
+    it("a user-grade token whose flag is neither live nor revoked (a hand edit) is left as it is by its subject's revocation", async () => {
+      const odd = userRecord({ subject: 'alice' });
+      await store.putUserToken(odd.record);
+      await h.setRawField(h.keys.userToken(odd.record.tokenHash), 'revoked', 'maybe');
+      expect(await store.revokeSubject('alice', undefined, clock.now(), 10)).toMatchObject({ userTokensRevoked: 0 });
+      expect((await h.rawHash(h.keys.userToken(odd.record.tokenHash)))?.revoked).toBe('maybe');
+      expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
+    });
+
     it('rebuildSubjectIndex indexes records written before the index existed', async () => {
       // A user-grade record as an older version wrote it: the hash alone, no index member.
       const old = userRecord({ subject: 'alice' });
@@ -262,6 +301,18 @@ export function subjectsContract(contract: Contract): void {
       expect((await store.listConsents(browser, clock.now())).map((c) => c.subject)).toEqual(['bob']);
     });
 
+    it("8 concurrent forgets of one approval: exactly one forgets it, the browser's other approvals stay", async () => {
+      const browser = hashToken('browser race');
+      await store.putConsent(browser, approval('alice', 'c-1'), clock.now(), 20);
+      await store.putConsent(browser, approval('alice', 'c-2'), clock.now(), 20);
+      const [first] = await store.listSubjectConsents('alice', clock.now());
+      const outcomes = await Promise.all(Array.from({ length: 8 }, () => store.forgetConsent(browser, first!.key, 'alice')));
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      expect((await store.listSubjectConsents('alice', clock.now())).map((c) => c.clientId)).toEqual([
+        first!.clientId === 'c-1' ? 'c-2' : 'c-1',
+      ]);
+    });
+
     it('an account session is kept under its hash until it expires, and ends on delete', async () => {
       const session = hashToken(generateToken());
       const record = {
@@ -297,6 +348,25 @@ export function subjectsContract(contract: Contract): void {
       expect(listed.find((t) => t.kind === 'access')?.lastUsedAt).toBe(3000);
       expect(await h.rawHash(h.keys.userToken(unknown))).toBeNull();
       expect(await reasonOf(user.record.tokenHash)).toBe('ok');
+    });
+
+    it('8 concurrent last-use stamps of one token leave the latest, and touch nothing else of the record', async () => {
+      const user = userRecord({ subject: 'alice' });
+      await store.putUserToken(user.record);
+      const key = h.keys.userToken(user.record.tokenHash);
+      const before = await h.rawHash(key);
+      const times = [5, 3, 8, 1, 7, 2, 6, 4].map((i) => clock.now() + i);
+      await Promise.all(times.map((at) => store.recordLastUse([{ tokenHash: user.record.tokenHash, kind: 'user', at }])));
+      expect(await h.rawHash(key)).toEqual({ ...before, lastUsedAt: String(clock.now() + 8) });
+    });
+
+    it('a last use that does not read as a time (a hand edit) is replaced by the next stamp', async () => {
+      const user = userRecord({ subject: 'alice' });
+      await store.putUserToken(user.record);
+      const key = h.keys.userToken(user.record.tokenHash);
+      await h.setRawField(key, 'lastUsedAt', 'yesterday');
+      await store.recordLastUse([{ tokenHash: user.record.tokenHash, kind: 'user', at: 1000 }]);
+      expect((await h.rawHash(key))?.lastUsedAt).toBe('1000');
     });
   });
 

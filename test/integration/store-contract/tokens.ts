@@ -155,6 +155,15 @@ export function tokensContract(contract: Contract): void {
       expect(await reasonOf(record.tokenHash)).toBe('revoked');
     });
 
+    it('8 concurrent revocations of one user-grade token: each answers true, the flag is set, nothing else changes', async () => {
+      const { record } = userRecord();
+      await store.putUserToken(record);
+      const key = h.keys.userToken(record.tokenHash);
+      const before = await h.rawHash(key);
+      expect(await Promise.all(Array.from({ length: 8 }, () => store.revokeUserToken(record.tokenHash)))).toEqual(Array(8).fill(true));
+      expect(await h.rawHash(key)).toEqual({ ...before, revoked: 'true' });
+    });
+
     it('user-grade and OAuth records of different tokens do not see each other', async () => {
       const { record } = userRecord();
       await store.putUserToken(record);
@@ -275,6 +284,21 @@ export function tokensContract(contract: Contract): void {
       expect((await h.rawHash(h.keys.accessToken(t.record.tokenHash)))?.revokedAt).toBe(String(first));
       expect(await reasonOf(other.record.tokenHash)).toBe('ok');
       expect(clientRead(await store.getClient('c-rev'))?.revokedAt).toBeUndefined();
+    });
+
+    it('8 concurrent revocations of one access token: each answers true, one revokedAt is kept, the rest of the record untouched', async () => {
+      await store.createClient(client('c-race').record);
+      const t = accessToken('c-race');
+      expect(await store.createAccessToken(t.record)).toBe('ok');
+      const key = h.keys.accessToken(t.record.tokenHash);
+      const before = await h.rawHash(key);
+      const times = Array.from({ length: 8 }, (_, i) => clock.now() + i);
+      expect(await Promise.all(times.map((at) => store.revokeAccessToken(t.record.tokenHash, at)))).toEqual(times.map(() => true));
+      const after = await h.rawHash(key);
+      expect(times.map(String)).toContain(after?.revokedAt);
+      expect(after).toEqual({ ...before, revokedAt: after?.revokedAt });
+      expect(await store.revokeAccessToken(t.record.tokenHash, clock.now() + 100)).toBe(true);
+      expect((await h.rawHash(key))?.revokedAt).toBe(after?.revokedAt);
     });
   });
 }

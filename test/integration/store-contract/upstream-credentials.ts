@@ -70,6 +70,38 @@ export function upstreamCredentialsContract(contract: Contract): void {
       expect(await store.getUpstreamCredential('bob', 'https://idp.example/', 'idp')).not.toBeNull();
     });
 
+    it('8 concurrent re-encryptions of one credential from the same ciphertext: exactly one is written', async () => {
+      const first = upstreamCredential({ sealed: 'first' });
+      await store.putUpstreamCredential(first);
+      await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github', sealed: 'github' }));
+      const outcomes = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => store.replaceUpstreamCredential({ ...first, sealed: `rewrapped-${i}` }, 'first')),
+      );
+      expect(outcomes.filter(Boolean)).toHaveLength(1);
+      expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'idp')).toMatchObject({
+        sealed: `rewrapped-${outcomes.indexOf(true)}`,
+      });
+      expect(await store.getUpstreamCredential('alice', 'https://idp.example/', 'oauth:github')).toMatchObject({ sealed: 'github' });
+    });
+
+    it('a value that does not read as a credential is never replaced, whatever ciphertext it holds', async () => {
+      const field = JSON.stringify(['https://idp.example/', 'idp']);
+      await h.setRawField(h.keys.upstreamCredentials('alice'), field, '{"sealed":"first"}');
+      expect(await store.replaceUpstreamCredential(upstreamCredential({ sealed: 'rewrapped' }), 'first')).toBe(false);
+      expect((await h.rawHash(h.keys.upstreamCredentials('alice')))?.[field]).toBe('{"sealed":"first"}');
+    });
+
+    it("8 concurrent deletions of a user's credentials: each is counted once, the hash is gone", async () => {
+      await store.putUpstreamCredential(upstreamCredential());
+      await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));
+      await store.putUpstreamCredential(upstreamCredential({ issuer: 'https://other-idp.example/' }));
+      await h.setRawField(h.keys.upstreamCredentials('alice'), 'not a field', 'x');
+      expect(await store.deleteUpstreamCredentials('alice', 'https://idp.example/')).toBe(2);
+      const counts = await Promise.all(Array.from({ length: 8 }, () => store.deleteUpstreamCredentials('alice')));
+      expect(counts.reduce((a, b) => a + b, 0)).toBe(2);
+      expect(await h.rawHash(h.keys.upstreamCredentials('alice'))).toBeNull();
+    });
+
     it('list: every readable record of every user, deleted ones gone, unreadable ones skipped', async () => {
       await store.putUpstreamCredential(upstreamCredential());
       await store.putUpstreamCredential(upstreamCredential({ provider: 'oauth:github' }));

@@ -1,0 +1,117 @@
+// The counting rules of rate limits and quotas are written twice on purpose: as the model's pure
+// functions (src/model/counters.ts, which the memory store runs) and as the Redis scripts HIT_COUNTER
+// and TAKE_QUOTA (one round trip, no retries under the contention of a hot counter). This holds the
+// two together: random counters and inputs, each run by the script on a real Redis and by the model.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { hitCounter, takeQuota, type QuotaCounter } from '../../src/model/counters.ts';
+import { RedisCore } from '../../src/store/redis-core.ts';
+import { deleteUnder, rawRedis, uniquePrefix } from '../support/redis.ts';
+
+const CASES = 400;
+
+/** A small seeded generator (mulberry32): the same cases on every run, a failure can be replayed. */
+function random(seed: number): (below: number) => number {
+  let a = seed;
+  return (below) => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * below);
+  };
+}
+
+let raw: Redis;
+let prefix: string;
+let core: RedisCore;
+
+beforeAll(async () => {
+  raw = await rawRedis();
+  prefix = uniquePrefix('counter-parity');
+  core = new RedisCore(await rawRedis(), { keyPrefix: prefix });
+});
+afterAll(async () => {
+  try {
+    await deleteUnder(raw, prefix);
+  } finally {
+    await core.close();
+    await raw.quit();
+  }
+});
+
+describe('HIT_COUNTER and the model hitCounter', () => {
+  it(`agree on ${CASES} random counters: the count, and whether the window starts (its expiry set)`, async () => {
+    const next = random(0x5eed);
+    for (let i = 0; i < CASES; i++) {
+      const key = `${prefix}hits:${i}`;
+      const windowMs = 1000 + next(100_000);
+      const shape = next(4); // 0: none; 1: no expiry (a hand edit); 2, 3: a window running
+      const count = next(20);
+      let endsAt: number | undefined;
+      if (shape > 0) await raw.set(key, String(count));
+      if (shape > 1) {
+        endsAt = Date.now() + 10_000 + next(1_000_000);
+        await raw.pexpireat(key, endsAt);
+      }
+      const before = Date.now();
+      const [gotCount, gotTtl] = await core.scripts.mcpHitCounter(key, String(windowMs));
+      const after = Date.now();
+      const expiresAt = Number(await raw.call('PEXPIRETIME', key));
+      const stored = shape === 0 ? null : { count, ttlMs: endsAt === undefined ? undefined : endsAt - before };
+      const hit = hitCounter(stored, windowMs);
+      const context = { i, windowMs, shape, storedCount: count, endsAt };
+      expect({ count: gotCount, ...context }).toEqual({ count: hit.count, ...context });
+      if (hit.startsWindow) {
+        // A window started by this hit: it ends windowMs after it (by the one clock of this machine).
+        expect(expiresAt, JSON.stringify(context)).toBeGreaterThanOrEqual(before + windowMs);
+        expect(expiresAt, JSON.stringify(context)).toBeLessThanOrEqual(after + windowMs);
+        expect(gotTtl).toBeLessThanOrEqual(windowMs);
+      } else {
+        expect(expiresAt, JSON.stringify(context)).toBe(endsAt);
+        expect(gotTtl).toBeLessThanOrEqual(endsAt! - before);
+        expect(gotTtl).toBeGreaterThanOrEqual(endsAt! - after - 1);
+      }
+    }
+  });
+});
+
+describe('TAKE_QUOTA and the model takeQuota', () => {
+  it(`agree on ${CASES} random counters and takes: the answer, and the counter written`, async () => {
+    const next = random(0xc0de);
+    for (let i = 0; i < CASES; i++) {
+      const key = `${prefix}quota:${i}`;
+      const windowMs = 1000 + next(10_000_000);
+      const now = 1_700_000_000_000 + next(1_000_000_000);
+      const cost = next(6);
+      const limit = next(12);
+      const shape = next(5); // 0: none; 1: a used count that does not read; 2-4: a counter near now's window
+      let stored: QuotaCounter | null = null;
+      if (shape > 0) {
+        const window = Math.floor(now / windowMs) + next(5) - 2;
+        const used = next(limit + 4);
+        stored = { window, used: shape === 1 ? undefined : used };
+        await raw.hset(key, 'window', String(window), 'used', shape === 1 ? 'many' : String(used));
+      }
+      const before = await raw.hgetall(key);
+      const [allowed, used, resetAt] = await core.scripts.mcpTakeQuota(key, String(cost), String(limit), String(windowMs), String(now));
+      const take = takeQuota(stored, cost, limit, windowMs, now);
+      const context = { i, windowMs, now, cost, limit, stored };
+      expect({ allowed: allowed === 1, used, resetAt: Number(resetAt), ...context }).toEqual({
+        allowed: take.allowed,
+        used: take.used,
+        resetAt: take.resetAt,
+        ...context,
+      });
+      const after = await raw.hgetall(key);
+      if (take.write === undefined) {
+        expect(after, JSON.stringify(context)).toEqual(before);
+      } else {
+        expect(after, JSON.stringify(context)).toEqual({ window: String(take.write.window), used: String(take.write.used) });
+        const ttl = await raw.pttl(key);
+        expect(ttl).toBeGreaterThan(0);
+        expect(ttl).toBeLessThanOrEqual(take.write.keepMs);
+      }
+    }
+  });
+});
