@@ -18,6 +18,7 @@ import type { TokenLookup } from '../model/records.ts';
 import type { LookupCacheStats } from './types.ts';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis } from './redis-connection.ts';
+import { heldUntil, invalidateKeys, PendingFills, type TrackedKeyNames } from './lookup-fills.ts';
 import { LookupCacheSetupError, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import {
   agreesWithIoredis,
@@ -50,10 +51,6 @@ interface Generation {
   readonly shards: ClusterShard[];
 }
 
-interface Pending {
-  invalidated: boolean;
-}
-
 interface Held {
   found: TokenLookup;
   until: number;
@@ -72,12 +69,13 @@ export class ClusterLookupCache extends EventEmitter {
   readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0, barriers: 0 };
   /** Least recently used first out: a hit makes its entry the newest. */
   readonly #entries: BoundedMap<string, Held>;
-  readonly #pending = new Map<string, Set<Pending>>();
+  readonly #fills = new PendingFills();
   readonly #main: Cluster;
   readonly #keys: KeyLayout;
   /** The probe keys' common start: the one-node cache's marker key, a slot's hash tag appended. */
   readonly #probeBase: string;
-  readonly #userPrefix: string;
+  /** How an invalidated key's name reads as the token it names. */
+  readonly #names: TrackedKeyNames;
   readonly #options: LookupCacheOptions;
   readonly #now: () => number;
   /** Bumped by every drop: a fill or barrier of an earlier one counts for nothing. */
@@ -104,7 +102,7 @@ export class ClusterLookupCache extends EventEmitter {
     super();
     this.#main = main;
     this.#keys = keys;
-    this.#userPrefix = keys.userToken('');
+    this.#names = { userPrefix: keys.userToken(''), accessHashOf: keys.accessTokenHashOf };
     this.#probeBase = keys.lookupCacheMarker();
     this.#options = options;
     this.#entries = new BoundedMap(options.maxEntries);
@@ -229,11 +227,8 @@ export class ClusterLookupCache extends EventEmitter {
   }
 
   async #fill(live: Generation, tokenHash: string, strict: (tokenHash: string) => Promise<TokenLookup>): Promise<TokenLookup> {
-    const pending: Pending = { invalidated: false };
+    const { mark, end } = this.#fills.begin(tokenHash);
     const epoch = this.#epoch;
-    let marks = this.#pending.get(tokenHash);
-    if (marks === undefined) this.#pending.set(tokenHash, (marks = new Set()));
-    marks.add(pending);
     try {
       const sent = this.#now();
       const userKey = this.#keys.userToken(tokenHash);
@@ -263,14 +258,11 @@ export class ClusterLookupCache extends EventEmitter {
       const [oauth, accessTtl] = (userShard === accessShard ? accessReplies.slice(2) : accessReplies) as [Record<string, string>, number];
       const found = tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
       if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
-      const until = Math.min(
-        found.user !== null ? sent + ttlMs(userTtl) : Infinity,
-        found.oauth !== null ? sent + ttlMs(accessTtl) : Infinity,
-      );
+      const until = heldUntil(found, sent, userTtl, accessTtl);
       if (
         (found.user !== null || found.oauth !== null) &&
         until > sent &&
-        !pending.invalidated &&
+        !mark.invalidated &&
         epoch === this.#epoch &&
         this.#live === live
       )
@@ -281,8 +273,7 @@ export class ClusterLookupCache extends EventEmitter {
       if (!(err instanceof ReplyError)) this.#lost(live, 'data_connection_lost');
       throw asStoreFailure(err);
     } finally {
-      marks.delete(pending);
-      if (marks.size === 0 && this.#pending.get(tokenHash) === marks) this.#pending.delete(tokenHash);
+      end();
     }
   }
 
@@ -324,18 +315,7 @@ export class ClusterLookupCache extends EventEmitter {
       void this.#establish(false);
       return;
     }
-    let hit = 0;
-    for (const key of keys) {
-      const name = String(key);
-      const tokenHash = name.startsWith(this.#userPrefix) ? name.slice(this.#userPrefix.length) : this.#keys.accessTokenHashOf(name);
-      if (tokenHash === undefined) continue;
-      if (this.#entries.delete(tokenHash)) hit++;
-      const marks = this.#pending.get(tokenHash);
-      if (marks !== undefined) {
-        for (const pending of marks) pending.invalidated = true;
-        this.#pending.delete(tokenHash);
-      }
-    }
+    const hit = invalidateKeys(keys, this.#names, (tokenHash) => this.#entries.delete(tokenHash), this.#fills);
     this.emit('invalidated', hit);
   }
 
@@ -343,8 +323,7 @@ export class ClusterLookupCache extends EventEmitter {
   #drop(reason: ClusterDropReason): void {
     this.#epoch++;
     this.#entries.clear();
-    for (const marks of this.#pending.values()) for (const pending of marks) pending.invalidated = true;
-    this.#pending.clear();
+    this.#fills.invalidateAll();
     const live = this.#live;
     if (live === undefined) return;
     this.#live = undefined;
@@ -519,10 +498,4 @@ export class ClusterLookupCache extends EventEmitter {
       }),
     );
   }
-}
-
-/** A PTTL reply as the ms a copy may live: no TTL (-1) is no bound; a key already gone (-2), none at all. */
-function ttlMs(pttl: number): number {
-  if (pttl === -1) return Infinity;
-  return Math.max(0, pttl);
 }

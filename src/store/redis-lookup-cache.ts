@@ -26,6 +26,7 @@ import type { TokenLookup } from '../model/records.ts';
 import type { Logger } from 'pino';
 import { orNull, tokenLookupFromFields, type KeyLayout } from './records.ts';
 import { asStoreFailure, connectRedis, duplicateConnection } from './redis-connection.ts';
+import { heldUntil, invalidateKeys, PendingFills, type TrackedKeyNames } from './lookup-fills.ts';
 
 const INVALIDATION_CHANNEL = '__redis__:invalidate';
 
@@ -65,10 +66,6 @@ export type { LookupCacheFallback, LookupCacheStats };
 /** Why the cache is not live (or was emptied): logged and emitted, never secret. */
 export type DropReason = 'data_connection_lost' | 'subscriber_lost' | 'ping_failed' | 'database_changed' | 'flush' | 'closed';
 
-interface Pending {
-  invalidated: boolean;
-}
-
 /** A cached copy and the monotonic time its keys' TTL runs out (Infinity: no TTL). */
 interface Held {
   found: TokenLookup;
@@ -81,13 +78,13 @@ interface Held {
 export class TrackedLookupCache extends EventEmitter {
   readonly stats: LookupCacheStats = { hits: 0, misses: 0, bypasses: 0, invalidations: 0, drops: 0, barriers: 0 };
   readonly #entries = new Map<string, Held>();
-  /** Fills in flight by token hash: an invalidation of that hash marks them, and they are not cached. */
-  readonly #pending = new Map<string, Set<Pending>>();
+  /** Fills in flight: an invalidation of their token marks them, and they are not cached. */
+  readonly #fills = new PendingFills();
   readonly #data: Redis;
   readonly #sub: Redis;
   readonly #keys: KeyLayout;
-  readonly #userPrefix: string;
-  readonly #accessHashOf: (key: string) => string | undefined;
+  /** How an invalidated key's name reads as the token it names. */
+  readonly #names: TrackedKeyNames;
   readonly #options: LookupCacheOptions;
   readonly #now: () => number;
   #live = false;
@@ -111,8 +108,7 @@ export class TrackedLookupCache extends EventEmitter {
   private constructor(main: Redis, keys: KeyLayout, options: LookupCacheOptions) {
     super();
     this.#keys = keys;
-    this.#userPrefix = keys.userToken('');
-    this.#accessHashOf = keys.accessTokenHashOf;
+    this.#names = { userPrefix: keys.userToken(''), accessHashOf: keys.accessTokenHashOf };
     this.#options = options;
     this.#now = options.now ?? (() => performance.now());
     // No auto-pipelining: a barrier sends one command on each connection, and ioredis would wrap it in
@@ -270,12 +266,9 @@ export class TrackedLookupCache extends EventEmitter {
   }
 
   async #fill(tokenHash: string): Promise<TokenLookup> {
-    const pending: Pending = { invalidated: false };
+    const { mark, end } = this.#fills.begin(tokenHash);
     const epoch = this.#epoch;
     const dataIncarnation = this.#dataIncarnation;
-    let marks = this.#pending.get(tokenHash);
-    if (marks === undefined) this.#pending.set(tokenHash, (marks = new Set()));
-    marks.add(pending);
     try {
       // Taken before the reads are sent, so a TTL read back is never counted from later than it ran.
       const sent = this.#now();
@@ -289,12 +282,9 @@ export class TrackedLookupCache extends EventEmitter {
       // Parsed once, here: a hit hands out the same frozen records.
       const found = tokenLookupFromFields(tokenHash, orNull(user), orNull(oauth));
       if (this.#options.beforeFill) await this.#options.beforeFill(tokenHash);
-      const until = Math.min(
-        found.user !== null ? sent + ttlMs(userTtl) : Infinity,
-        found.oauth !== null ? sent + ttlMs(accessTtl) : Infinity,
-      );
+      const until = heldUntil(found, sent, userTtl, accessTtl);
       // Misses are never cached; a reply that an invalidation, a drop or a reconnect overtook neither.
-      if ((found.user !== null || found.oauth !== null) && until > sent && !pending.invalidated && epoch === this.#epoch && this.#live)
+      if ((found.user !== null || found.oauth !== null) && until > sent && !mark.invalidated && epoch === this.#epoch && this.#live)
         this.#hold(tokenHash, { found, until });
       return found;
     } catch (err) {
@@ -304,8 +294,7 @@ export class TrackedLookupCache extends EventEmitter {
       if (!(err instanceof ReplyError)) this.#cut(this.#data, dataIncarnation);
       throw asStoreFailure(err);
     } finally {
-      marks.delete(pending);
-      if (marks.size === 0 && this.#pending.get(tokenHash) === marks) this.#pending.delete(tokenHash);
+      end();
     }
   }
 
@@ -352,18 +341,7 @@ export class TrackedLookupCache extends EventEmitter {
       void this.#establish(false);
       return;
     }
-    let hit = 0;
-    for (const key of keys) {
-      const name = String(key);
-      const tokenHash = name.startsWith(this.#userPrefix) ? name.slice(this.#userPrefix.length) : this.#accessHashOf(name);
-      if (tokenHash === undefined) continue;
-      if (this.#entries.delete(tokenHash)) hit++;
-      const marks = this.#pending.get(tokenHash);
-      if (marks !== undefined) {
-        for (const pending of marks) pending.invalidated = true;
-        this.#pending.delete(tokenHash);
-      }
-    }
+    const hit = invalidateKeys(keys, this.#names, (tokenHash) => this.#entries.delete(tokenHash), this.#fills);
     this.emit('invalidated', hit);
   }
 
@@ -371,8 +349,7 @@ export class TrackedLookupCache extends EventEmitter {
   #drop(reason: DropReason): void {
     this.#epoch++;
     this.#entries.clear();
-    for (const marks of this.#pending.values()) for (const pending of marks) pending.invalidated = true;
-    this.#pending.clear();
+    this.#fills.invalidateAll();
     if (!this.#live) return;
     this.#live = false;
     this.stats.drops++;
@@ -501,12 +478,6 @@ function runIdOf(info: string): string {
   const found = /^run_id:([0-9a-f]+)\r?$/m.exec(info);
   if (!found) throw new TypeError('INFO server has no run_id');
   return found[1]!;
-}
-
-/** A PTTL reply as the ms a copy may live: no TTL (-1) is no bound; a key already gone (-2), none at all. */
-function ttlMs(pttl: number): number {
-  if (pttl === -1) return Infinity;
-  return Math.max(0, pttl);
 }
 
 /** A pipeline's replies in order; its first failed command's error is thrown (as Promise.all would). */
