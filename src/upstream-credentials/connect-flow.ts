@@ -23,6 +23,7 @@ import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../model/net-address.ts';
 import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from '../oauth/account.ts';
 import { escapeHtml, messagePage, page, writePage } from '../web/pages.ts';
+import { readCookie } from '../web/cookies.ts';
 import type { AccountSession, OneTimeValueStorage, SubjectCutoffStorage } from '../store/types.ts';
 import { ConnectLinkRefused, CONNECT_LINK_TTL_MS, type ConnectLinkClaims, type ConnectLinks } from './connect-links.ts';
 import type { CredentialVault, UpstreamTokens } from './vault.ts';
@@ -366,7 +367,7 @@ export class ConnectFlow {
     } catch (err) {
       throw new ConnectPageError(STALE_STATE.status, STALE_STATE.title, STALE_STATE.message, { cause: err });
     }
-    const browser = cookieOf(req, this.#cookieName());
+    const browser = readCookie(req, this.#cookieName(), isBrowserIdShaped);
     if (browser === undefined || !timingSafeEqual(Buffer.from(sha256(browser)), Buffer.from(claims.b.padEnd(64).slice(0, 64))))
       throw STALE_STATE;
     if (!this.#o.provider.sameSubject) {
@@ -478,14 +479,7 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-function cookieOf(req: IncomingMessage, name: string): string | undefined {
-  const header = req.headers.cookie;
-  if (header === undefined || header.length > 8192) return undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
-    const value = part.slice(eq + 1).trim();
-    return /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
-  }
-  return undefined;
+/** The connect flow's browser cookie: 32 random bytes as base64url (43 characters). */
+function isBrowserIdShaped(value: string): boolean {
+  return /^[A-Za-z0-9_-]{43}$/.test(value);
 }

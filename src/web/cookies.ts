@@ -4,15 +4,18 @@
 import type { IncomingMessage } from 'node:http';
 import { isTokenShaped } from '../model/credentials.ts';
 
-/** The value of one cookie, when it has the shape this server sets (64 hex); otherwise undefined. */
-export function readCookie(req: IncomingMessage, name: string): string | undefined {
+/**
+ * The value of one cookie, when it has the shape this server sets (`shaped`; by default 64 hex, the
+ * sign-in and account cookies); otherwise undefined.
+ */
+export function readCookie(req: IncomingMessage, name: string, shaped: (value: string) => boolean = isTokenShaped): string | undefined {
   const header = req.headers.cookie;
   if (header === undefined || header.length > 8192) return undefined;
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
     if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
     const value = part.slice(eq + 1).trim();
-    return isTokenShaped(value) ? value : undefined;
+    return shaped(value) ? value : undefined;
   }
   return undefined;
 }
