@@ -329,21 +329,6 @@ if ARGV[3] ~= '' then listed(KEYS[2], 'clientId', ARGV[3]) end
 if ARGV[4] ~= '' then listed(KEYS[3], 'subjectHash', ARGV[4]) end
 return outcome`;
 
-// Forgets every handle an index lists that still belongs to its owner (`field` = `value`), then the index.
-// KEYS: index. ARGV: handlePrefix, field, value
-const FORGET_INDEXED_HANDLES = `
-local members = redis.call('ZRANGE', KEYS[1], 0, -1)
-local forgotten = 0
-for _, member in ipairs(members) do
-  local key = ARGV[1] .. member
-  if redis.call('HGET', key, ARGV[2]) == ARGV[3] then
-    redis.call('DEL', key)
-    forgotten = forgotten + 1
-  end
-end
-redis.call('DEL', KEYS[1])
-return forgotten`;
-
 // Lists one member in a subject's index, scored by its record's expiry; the index expires with its
 // longest-lived member. KEYS: index. ARGV: member, expiresAt.
 const INDEX_SUBJECT = `
@@ -428,7 +413,6 @@ export interface ScriptedClient {
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
-  mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -448,7 +432,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
-  redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
   return redis as unknown as ScriptedClient;
 }
 
