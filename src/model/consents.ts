@@ -15,11 +15,11 @@ export function forgetSubjectApproval(stored: { readonly subject?: unknown } | n
 /**
  * Remembering one approval in its browser's approvals, as a plan over what was read: the approvals as
  * they stand with the new one written (`given`), each field with the expiry its value reads as
- * (undefined: unreadable), and the two longest-lived members of its person's index (`indexTop`, member
- * and score). Unreadable or expired approvals go, then the soonest to expire (ties by field) beyond
+ * (undefined: unreadable), and the two longest-lived members of its person's index (`index.top`,
+ * member and score). Unreadable or expired approvals go, then the soonest to expire (ties by field) beyond
  * `max`, never the one just given while it can stay; the browser's approvals expire with the
  * last one kept (none kept: they go). The one given, when kept, is listed in its person's index as
- * `member` with its expiry, and the index expires with its longest-lived member.
+ * `index.member` with its expiry, and the index expires with its longest-lived member.
  */
 export function putApproval(
   approvals: ReadonlyArray<readonly [field: string, expiresAt: number | undefined]>,
