@@ -20,6 +20,7 @@ import {
   writesHash,
 } from './records.ts';
 import type { CreateTokenOutcome, RevocationListener, RevocationNotice } from './types.ts';
+import { indexedHandlesToForget } from '../model/handles.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** The fewest writes between two sweeps of expired records. */
@@ -156,17 +157,17 @@ export class MemoryCore {
     if (notify) this.notify({ familyIds: [familyId] });
   }
 
-  /** Forgets every handle the index lists that is still its owner's, then the index. */
+  /** Forgets every handle the index lists that is still its owner's, then the index (indexedHandlesToForget). */
   forgetIndexed(index: string, field: string, value: string): number {
-    let forgotten = 0;
-    for (const member of this.handleIndexes.get(index)?.keys() ?? []) {
-      const key = this.keys.handlePrefix() + member;
-      if (this.get(key)?.[field] !== value) continue;
-      this.hashes.delete(key);
-      forgotten++;
-    }
+    const members = [...(this.handleIndexes.get(index)?.keys() ?? [])];
+    const prefix = this.keys.handlePrefix();
+    const forget = indexedHandlesToForget(
+      members.map((member) => [member, this.get(prefix + member)?.[field]] as const),
+      value,
+    );
+    for (const member of forget) this.hashes.delete(prefix + member);
     this.handleIndexes.delete(index);
-    return forgotten;
+    return forget.length;
   }
 
   notify(notice: RevocationNotice): void {

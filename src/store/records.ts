@@ -36,7 +36,7 @@ export {
   consentKey,
   consentValue,
   consentFromValue,
-  consentEviction,
+  approvalExpiries,
   consentGrantIds,
   approvalForgetUpdate,
 } from './subjects/records.ts';

@@ -2,7 +2,7 @@
 // its scripts, the key layout, the token lookups' connection and cache, the transaction connection,
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 
-import { Cluster } from 'ioredis';
+import { Cluster, type ChainableCommander } from 'ioredis';
 import { StoreUnavailableError } from './shared.ts';
 import {
   accessTokenFields,
@@ -27,6 +27,7 @@ import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
 import type { RevocationNotice } from './types.ts';
+import { indexedHandlesToForget } from '../model/handles.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
@@ -186,6 +187,65 @@ export class RedisCore {
       if (applied === 1) return update.result;
     }
     throw new StoreUnavailableError('updateHash: too much contention, gave up');
+  }
+
+  /**
+   * A change of several keys of one slot planned over what was read under WATCH: `plan` watches and
+   * reads what it needs, asks the model what to write, and answers the writes (always some: a MULTI
+   * ends the WATCH, which a plan writing nothing would have to end by hand) with its result. The
+   * writes go in one MULTI/EXEC; an EXEC refused because a watched key changed plans again on what is
+   * there now. Runs on the transaction connection (WATCH is per connection), one change at a time.
+   */
+  planned<R>(what: string, plan: (tx: RedisClient) => Promise<{ result: R; write: (multi: ChainableCommander) => void }>): Promise<R> {
+    return this.transaction(async (tx) => {
+      for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+        const { result, write } = await plan(tx);
+        const multi = tx.multi();
+        write(multi);
+        const done = await multi.exec();
+        if (done === null) continue;
+        assertExec(done);
+        return result;
+      }
+      throw new StoreUnavailableError(`${what}: too much contention, gave up`);
+    });
+  }
+
+  /**
+   * Forgets every handle an owner's index lists that is still that owner's (`field` = `value`), then
+   * the index (indexedHandlesToForget decides; all under {oauth}: one slot). The index and the handles
+   * are watched, so a handle bound, renewed or rebound meanwhile makes the plan start again: a handle
+   * is either forgotten or still listed, never left unlisted. Answers how many were forgotten.
+   */
+  forgetIndexedHandles(index: string, field: string, value: string): Promise<number> {
+    const prefix = this.keys.handlePrefix();
+    return this.planned('forgetIndexedHandles', async (tx) => {
+      const read = await tx.pipeline().watch(index).zrange(index, 0, -1).exec();
+      assertExec(read);
+      const members = read![1]![1] as string[];
+      const keys = members.map((member) => prefix + member);
+      const owners = keys.length === 0 ? [] : await this.#watchedFields(tx, keys, field);
+      const forget = indexedHandlesToForget(
+        members.map((member, i) => [member, owners[i]] as const),
+        value,
+      );
+      return {
+        result: forget.length,
+        write: (multi) => {
+          for (const member of forget) multi.del(prefix + member);
+          multi.del(index);
+        },
+      };
+    });
+  }
+
+  /** One field of each key, read under a WATCH of those keys (one pipeline: one round trip). */
+  async #watchedFields(tx: RedisClient, keys: string[], field: string): Promise<Array<string | null>> {
+    const pipeline = tx.pipeline().watch(...keys);
+    for (const key of keys) pipeline.hget(key, field);
+    const read = await pipeline.exec();
+    assertExec(read);
+    return read!.slice(1).map(([, value]) => value as string | null);
   }
 
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */

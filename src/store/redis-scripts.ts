@@ -243,40 +243,6 @@ local function expiry(text)
   return nil
 end`;
 
-// Records one approval in a browser's hash and applies consentEviction's rule (src/store/records.ts):
-// unreadable or expired entries go, then the soonest to expire (ties by field; never the one just
-// written) beyond ARGV[2]; the hash expires with the last entry kept.
-// The approval is listed in its subject's index (KEYS[2], member ARGV[5]) while it is kept.
-// KEYS: the browser's approvals, the subject's index. ARGV: now, max, field, value, member.
-const PUT_CONSENT = `${JSON_EXPIRY}
-redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
-local now = tonumber(ARGV[1])
-local live = {}
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  local at = expiry(all[i + 1])
-  if not at or at <= now then redis.call('HDEL', KEYS[1], all[i]) else live[#live + 1] = {all[i], at} end
-end
-local function rank(e) return e[1] == ARGV[3] and 1 or 0 end
-table.sort(live, function(a, b)
-  if rank(a) ~= rank(b) then return rank(a) < rank(b) end
-  if a[2] ~= b[2] then return a[2] < b[2] end
-  return a[1] < b[1]
-end)
-local excess = #live - tonumber(ARGV[2])
-local latest = 0
-for i, e in ipairs(live) do
-  if i <= excess then redis.call('HDEL', KEYS[1], e[1]) elseif e[2] > latest then latest = e[2] end
-end
-if latest > 0 then redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest)) else redis.call('DEL', KEYS[1]) end
-local written = redis.call('HGET', KEYS[1], ARGV[3])
-local at = written and expiry(written)
-if at then
-  redis.call('ZADD', KEYS[2], string.format('%d', at), ARGV[5])
-  redis.call('PEXPIREAT', KEYS[2], redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2])
-end
-return 1`;
-
 // A session or task handle's owner, read and its life extended in one step (skipped while less than
 // a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
 // handle not recorded yet is recorded for this owner in the same step (so two first presentations
@@ -328,21 +294,6 @@ end
 if ARGV[3] ~= '' then listed(KEYS[2], 'clientId', ARGV[3]) end
 if ARGV[4] ~= '' then listed(KEYS[3], 'subjectHash', ARGV[4]) end
 return outcome`;
-
-// Forgets every handle an index lists that still belongs to its owner (`field` = `value`), then the index.
-// KEYS: index. ARGV: handlePrefix, field, value
-const FORGET_INDEXED_HANDLES = `
-local members = redis.call('ZRANGE', KEYS[1], 0, -1)
-local forgotten = 0
-for _, member in ipairs(members) do
-  local key = ARGV[1] .. member
-  if redis.call('HGET', key, ARGV[2]) == ARGV[3] then
-    redis.call('DEL', key)
-    forgotten = forgotten + 1
-  end
-end
-redis.call('DEL', KEYS[1])
-return forgotten`;
 
 // Lists one member in a subject's index, scored by its record's expiry; the index expires with its
 // longest-lived member. KEYS: index. ARGV: member, expiresAt.
@@ -424,11 +375,9 @@ export interface ScriptedClient {
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
-  mcpPutConsent(key: string, subjectIndex: string, now: string, max: string, field: string, value: string, member: string): Promise<number>;
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
   mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
-  mcpForgetIndexedHandles(index: string, handlePrefix: string, field: string, value: string): Promise<number>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -444,11 +393,9 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
-  redis.defineCommand('mcpPutConsent', { numberOfKeys: 2, lua: PUT_CONSENT });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
-  redis.defineCommand('mcpForgetIndexedHandles', { numberOfKeys: 1, lua: FORGET_INDEXED_HANDLES });
   return redis as unknown as ScriptedClient;
 }
 

@@ -56,12 +56,7 @@ export class RedisClients implements ClientStorage, ProfileStorage {
     if (deleted) {
       // The client's session and task handles (under {oauth}, not the client's bucket); a member
       // whose handle is now someone else's is stale and left alone. Repeating the delete repeats this.
-      await this.#core.scripts.mcpForgetIndexedHandles(
-        this.#core.keys.handlesByClient(clientId),
-        this.#core.keys.handlePrefix(),
-        'clientId',
-        clientId,
-      );
+      await this.#core.forgetIndexedHandles(this.#core.keys.handlesByClient(clientId), 'clientId', clientId);
       await this.#core.publish({ clientIds: [clientId] });
     }
     return deleted;

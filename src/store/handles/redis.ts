@@ -116,11 +116,6 @@ export class RedisHandles implements HandleStorage {
 
   async forgetSubjectHandles(subject: string): Promise<number> {
     const subjectHash = subjectDigest(subject);
-    return this.#core.scripts.mcpForgetIndexedHandles(
-      this.#core.keys.handlesBySubject(subjectHash),
-      this.#core.keys.handlePrefix(),
-      'subjectHash',
-      subjectHash,
-    );
+    return this.#core.forgetIndexedHandles(this.#core.keys.handlesBySubject(subjectHash), 'subjectHash', subjectHash);
   }
 }

@@ -1,5 +1,6 @@
 // Browser sign-in in memory: pending requests, authorization codes, remembered approvals, account sessions.
 
+import { putApproval } from '../../model/consents.ts';
 import type { MemoryCore } from '../memory-core.ts';
 import {
   accountSessionFields,
@@ -9,7 +10,7 @@ import {
   authorizationCodeFromFields,
   authorizationRequestFields,
   authorizationRequestFromFields,
-  consentEviction,
+  approvalExpiries,
   consentFromValue,
   consentKey,
   consentMember,
@@ -129,11 +130,13 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
     const key = this.#core.keys.consents(browserHash);
     const field = consentKey(consent);
     const fields = { ...this.#core.get(key), [field]: consentValue(consent) };
-    const { drop, latest } = consentEviction(fields, field, now, maxPerBrowser);
-    for (const field of drop) delete fields[field];
-    if (latest > 0) this.#core.put(key, fields, latest);
+    const member = consentMember(browserHash, field);
+    // An index in memory keeps no expiry: the index's top members matter to Redis alone.
+    const plan = putApproval(approvalExpiries(fields, now), field, now, maxPerBrowser, { member, top: [] });
+    for (const dropped of plan.drop) delete fields[dropped];
+    if (plan.expireAt !== undefined) this.#core.put(key, fields, plan.expireAt);
     else this.#core.hashes.delete(key);
-    if (!drop.includes(field)) this.#core.indexSubject(consent.subject, consentMember(browserHash, field), consent.expiresAt);
+    if (plan.index !== undefined) this.#core.indexSubject(consent.subject, member, plan.index.score);
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {

@@ -44,7 +44,7 @@ export function consentKey(c: Pick<ConsentRecord, 'issuer' | 'subject' | 'client
     .digest('hex');
 }
 
-/** An approval as its hash field's value: JSON, `expiresAt` among its members (the Redis script reads it). */
+/** An approval as its hash field's value: JSON (REVOKE_SUBJECT_BATCH reads its `subject` and `issuer`). */
 export function consentValue(c: ConsentRecord): string {
   const v: Record<string, string | number> = {
     clientId: c.clientId,
@@ -86,25 +86,9 @@ export function consentFromValue(value: string, now: number): ConsentRecord | nu
   return c;
 }
 
-/**
- * The rule of putConsent, on a browser's hash as it stands after writing `written`: which fields to
- * drop (unreadable or expired at `now`, then the soonest to expire, ties by field, beyond `max`; the
- * approval just given is never the one evicted) and the latest expiry of those kept (0: none kept).
- * The Redis script applies the same rule.
- */
-export function consentEviction(fields: Fields, written: string, now: number, max: number): { drop: string[]; latest: number } {
-  const live: Array<[string, number]> = [];
-  const drop: string[] = [];
-  for (const [field, value] of Object.entries(fields)) {
-    const c = consentFromValue(value, now);
-    if (c) live.push([field, c.expiresAt]);
-    else drop.push(field);
-  }
-  const rank = ([field, at]: [string, number]): [number, number] => [field === written ? 1 : 0, at];
-  live.sort((a, b) => rank(a)[0] - rank(b)[0] || rank(a)[1] - rank(b)[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  const excess = Math.max(0, live.length - max);
-  drop.push(...live.slice(0, excess).map(([f]) => f));
-  return { drop, latest: live.slice(excess).reduce((m, [, at]) => Math.max(m, at), 0) };
+/** A browser's approvals as putApproval reads them: each field with its approval's expiry (undefined: unreadable or expired). */
+export function approvalExpiries(fields: Fields, now: number): Array<[string, number | undefined]> {
+  return Object.entries(fields).map(([field, value]) => [field, consentFromValue(value, now)?.expiresAt]);
 }
 
 /** The grant ids a revocation notice names (refresh families, token hashes): the approvals they were issued under go. */

@@ -93,6 +93,21 @@ export function handlesContract(contract: Contract): void {
       expect(await store.forgetSubjectHandles('alice')).toBe(1);
     });
 
+    it("8 concurrent forgets of a person's handles while more are bound: each handle is forgotten once, none escapes its index", async () => {
+      const before = Array.from({ length: 4 }, (_, i) => handleDigest(`before-${i}`));
+      for (const hash of before) await store.bindHandle('session', hash, alice, clock.now(), TTL, MAX);
+      const during = Array.from({ length: 8 }, (_, i) => handleDigest(`during-${i}`));
+      const [forgotten] = await Promise.all([
+        Promise.all(Array.from({ length: 8 }, () => store.forgetSubjectHandles('alice'))),
+        Promise.all(during.map((hash) => store.bindHandle('session', hash, alice, clock.now(), TTL, MAX))),
+      ]);
+      // A handle bound meanwhile is either forgotten by one of them or still listed for the next one.
+      const left = await store.forgetSubjectHandles('alice');
+      expect(forgotten.reduce((sum, n) => sum + n, 0) + left).toBe(12);
+      for (const hash of [...before, ...during])
+        expect(await store.useHandle('session', hash, alice, clock.now(), TTL, MAX)).toBe('unknown');
+    });
+
     it('deleteClient forgets the handles of that client, and only those', async () => {
       await store.createClient(client('c-a').record);
       const mine = [handleDigest('s-a1'), handleDigest('s-a2')];

@@ -400,6 +400,26 @@ export function signInContract(contract: Contract): void {
       expect((await store.listConsents(browser, now)).map((c) => c.clientId)).toContain('c-short');
     });
 
+    it('8 concurrent approvals on one browser: at most maxPerBrowser kept, the longest-lived among them', async () => {
+      const now = clock.now();
+      const given = Array.from({ length: 8 }, (_, i) => approval({ clientId: `c-${i + 1}`, expiresAt: now + (i + 1) * HOUR }));
+      await Promise.all(given.map((c) => store.putConsent(browser, c, now, 3)));
+      const kept = (await store.listConsents(browser, now)).map((c) => c.clientId);
+      expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!)).toHaveLength(3);
+      // Whatever the order, each write evicts the soonest to expire of the others: the two
+      // longest-lived are never that one.
+      expect(kept).toHaveLength(3);
+      expect(kept).toEqual(expect.arrayContaining(['c-7', 'c-8']));
+    });
+
+    it('an entry that reads as JSON with an expiry but is no whole approval is never listed, and the next write drops it', async () => {
+      await store.putConsent(browser, approval(), clock.now(), 20);
+      await h.setRawField(h.keys.consents(browser), 'partial', JSON.stringify({ expiresAt: clock.now() + 48 * HOUR }));
+      expect(await store.listConsents(browser, clock.now())).toHaveLength(1);
+      await store.putConsent(browser, approval({ clientId: 'c-next' }), clock.now(), 20);
+      expect(Object.keys((await h.rawHash(h.keys.consents(browser)))!)).not.toContain('partial');
+    });
+
     it('an unreadable entry (a hand edit) is never listed, and the next write drops it', async () => {
       await store.putConsent(browser, approval(), clock.now(), 20);
       await h.setRawField(h.keys.consents(browser), 'broken', '{"clientId":');

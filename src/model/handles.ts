@@ -1,0 +1,16 @@
+// An owner's index of session and task handles cleared (a client deleted, a person's handles
+// forgotten), as a pure choice over what was read: the handles the index lists, each with the owner it
+// names now. Both stores read the same things and write what this answers only while what they read is
+// unchanged (a WATCH/MULTI on Redis, one synchronous step in memory): no script of its own.
+
+/**
+ * Of the handles an index lists (each member with the value of the owner's field its handle holds now;
+ * null or undefined: the handle is gone), those still that owner's (`owner`): they are forgotten, then
+ * the index. A member whose handle is someone else's by now is stale: that handle stays.
+ */
+export function indexedHandlesToForget(
+  listed: ReadonlyArray<readonly [member: string, owner: string | null | undefined]>,
+  owner: string,
+): string[] {
+  return listed.filter(([, holder]) => holder === owner).map(([member]) => member);
+}
