@@ -162,6 +162,23 @@ describe('Redis Sentinel', () => {
     for (const a of during) expect(a.status).toBe(200);
     expect((await mcp(extra)).status).toBe(401);
 
+    // Refresh-token reuse with the replica stopped: the rotation script revoked the family on the main
+    // connection, and its repeat on the transaction connection changes nothing there. Its WAIT still
+    // waits for the script's writes (Redis 7.0 moves a connection's WAIT offset on a write command
+    // that changed nothing), not returning at once because the replica holds everything the
+    // transaction connection itself wrote before.
+    const reused = await token({ grant_type: 'client_credentials' });
+    expect((await token({ grant_type: 'refresh_token', refresh_token: reused.body.refresh_token! })).status).toBe(200);
+    stack.clock.advance(stack.sidecar.config.oauth.refreshReuseGraceSeconds * 1000);
+    ha.replica.process.kill('SIGSTOP');
+    try {
+      const replayed = await token({ grant_type: 'refresh_token', refresh_token: reused.body.refresh_token! });
+      expect([replayed.status, replayed.body.error]).toEqual([400, 'invalid_grant']);
+    } finally {
+      ha.replica.process.kill('SIGCONT');
+    }
+    expect(store.replicationStats).toEqual({ waits: 5, unacknowledged: 2 });
+
     // Back in sync before the failover test: the primary sees the replica online, every Sentinel
     // sees it up (a failover needs a good replica).
     await until('the replica to be online again', async () => /slave0:.*state=online/.test(await info(ha.primary.port, 'replication')));
