@@ -16,6 +16,7 @@ import { groupRulesConfigured } from './oauth/idp-check.ts';
 import type { CimdResolver } from './oauth/cimd.ts';
 import { proxyRoutesFor } from './oauth/wiring.ts';
 import type { Forwarder } from './proxy/forwarder.ts';
+import type { PolicyGate } from './proxy/policy-gate.ts';
 import { createProxyServer } from './proxy/server.ts';
 import { dpopVerifierFor } from './oauth/dpop.ts';
 import { clientAddresses } from './http/client-address.ts';
@@ -166,6 +167,7 @@ export async function createSidecar(options: SidecarOptions): Promise<Sidecar> {
     forwarder,
     streams,
     lastUse,
+    policyGate,
     assertions,
     tracing,
     publicUrl,
@@ -189,6 +191,8 @@ interface SidecarParts {
   forwarder: Forwarder;
   streams: StreamRevocation;
   lastUse: LastUseRecorder;
+  /** The per-tool policy gate, when one is configured (a graceful stop waits for its approval notices). */
+  policyGate: PolicyGate | undefined;
   assertions: Sidecar['assertions'];
   tracing: Awaited<ReturnType<typeof createTracing>>;
   publicUrl: () => string;
@@ -199,7 +203,7 @@ interface SidecarParts {
 function sidecarOf(parts: SidecarParts): Sidecar {
   // What the sidecar shows is its parts as built, but the store as opened (not the timed wrapper) and
   // no tracing object.
-  const { rawStore, store, tracing, ...shown } = parts;
+  const { rawStore, store, tracing, policyGate, ...shown } = parts;
   const { config, logger, proxyServer, adminServer, forwarder, streams, lastUse, audit, assertions, listenProxy, listenAdmin } = shown;
   return {
     ...shown,
@@ -216,7 +220,7 @@ function sidecarOf(parts: SidecarParts): Sidecar {
     shutdown(graceMs = config.proxy.shutdownGraceMs) {
       assertions?.keys.stop();
       // Spans of the last requests are exported before the process goes.
-      return shutDown({ proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit }, graceMs).finally(() =>
+      return shutDown({ proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit, policyGate }, graceMs).finally(() =>
         tracing?.shutdown(),
       );
     },
@@ -237,10 +241,11 @@ async function shutDown(
     store: { close(): Promise<void> };
     logger: Logger;
     audit: Audit;
+    policyGate: PolicyGate | undefined;
   },
   graceMs: number,
 ): Promise<void> {
-  const { proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit } = parts;
+  const { proxyServer, adminServer, forwarder, streams, lastUse, store, logger, audit, policyGate } = parts;
   const closed = Promise.all([
     proxyServer.listening ? new Promise((r) => proxyServer.close(r)) : undefined,
     adminServer.listening ? new Promise((r) => adminServer.close(r)) : undefined,
@@ -261,6 +266,8 @@ async function shutDown(
   forwarder.close();
   await streams.stop();
   await lastUse.stop();
+  // Approvers are told of the calls held last (each notice is bounded by its own timeout).
+  await policyGate?.settled();
   // Counts of repeated denials still in their window are recorded, not lost with the process.
   await audit.flushRepeated();
   await store.close();

@@ -45,8 +45,11 @@ export interface ApprovalHoldOptions {
   publicUrl(): string;
   /** Every replica has it: the key that signs `requestState` is derived from it. */
   masterToken: string;
-  /** Told of each new request (the webhook); never awaited by the caller's answer. */
-  requested?: ((approval: ApprovalRecord, url: string) => void) | undefined;
+  /**
+   * Told of each new request (the webhook); never awaited by the caller's answer. A promise it
+   * returns (a delivery) is awaited by a graceful stop (deliveriesSettled).
+   */
+  requested?: ((approval: ApprovalRecord, url: string) => Promise<void> | void) | undefined;
 }
 
 /** What becomes of a held call: forward this body (its approval is now used), or answer with this one. */
@@ -55,6 +58,8 @@ export type HoldOutcome = { readonly forward: Buffer } | { readonly answer: stri
 export class ApprovalHold {
   readonly #o: ApprovalHoldOptions;
   readonly #stateKey: Buffer;
+  /** Notices of requests still being delivered. */
+  readonly #deliveries = new Set<Promise<void>>();
 
   constructor(options: ApprovalHoldOptions) {
     this.#o = options;
@@ -114,8 +119,17 @@ export class ApprovalHold {
     await this.#o.store.putApproval(approval, RETAIN_MS);
     this.#o.metrics.approvals.labels(held.rule, 'requested').inc();
     this.#event('approval_requested', approval, principal);
-    this.#o.requested?.(approval, this.urlOf(approval.approvalId));
+    const delivery = this.#o.requested?.(approval, this.urlOf(approval.approvalId));
+    if (delivery !== undefined) {
+      this.#deliveries.add(delivery);
+      void delivery.finally(() => this.#deliveries.delete(delivery));
+    }
     return approval;
+  }
+
+  /** Resolves once every notice sent so far is delivered or failed (each is bounded by its own timeout). */
+  async deliveriesSettled(): Promise<void> {
+    await Promise.allSettled([...this.#deliveries]);
   }
 
   urlOf(approvalId: string): string {

@@ -48,11 +48,11 @@ export class ApprovalWebhook {
     this.#o = options;
   }
 
-  /** Sends the notice in the background; returns at once. */
-  notify(approval: ApprovalRecord, url: string): void {
+  /** Sends the notice in the background; returns at once, with the delivery (it never rejects). */
+  notify(approval: ApprovalRecord, url: string): Promise<void> | undefined {
     if (this.#inFlight >= MAX_IN_FLIGHT) {
       this.#failed(approval, 'too many deliveries in flight');
-      return;
+      return undefined;
     }
     this.#inFlight++;
     const delivery = this.#send(approval, url).finally(() => {
@@ -60,6 +60,7 @@ export class ApprovalWebhook {
       this.pending.delete(delivery);
     });
     this.pending.add(delivery);
+    return delivery;
   }
 
   async #send(approval: ApprovalRecord, url: string): Promise<void> {

@@ -115,6 +115,8 @@ export interface PolicyGate {
    * decides, no quota is taken (a request the check refuses for another reason right after).
    */
   checkForwardAuth(req: ProxyRequest, principal: Principal, method: string, counted?: boolean): Promise<void>;
+  /** A graceful stop: resolves once the approval notices already sent are delivered or failed. */
+  settled(): Promise<void>;
 }
 
 /** Whether the listener will answer an allowed body itself, never forwarding it (a user without their upstream credential). */
@@ -124,6 +126,9 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
   const { policy, limits } = options;
   const gate: PolicyGate = {
     policy,
+    async settled() {
+      await options.approvals?.deliveriesSettled();
+    },
     async decide(req, principal, unforwarded, session) {
       if (req.method === 'POST') return gate.check(req, principal, unforwarded, session);
       refuseBody(req.method ?? '', req.headers);

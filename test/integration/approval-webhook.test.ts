@@ -1,7 +1,7 @@
 // The approval webhook, received by a real HTTP server: one signed POST per held call (`X-Signature:
 // sha256=<hex HMAC-SHA-256 of the body>`, the shape GitHub's webhooks use), naming the call and the
 // link but never its arguments; a webhook that fails is logged and counted; one that hangs never holds
-// up the caller's answer.
+// up the caller's answer, and a graceful stop waits for a notice still on its way.
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -73,6 +73,23 @@ async function webhookFailures(stack: Stack): Promise<number> {
   return line === undefined ? 0 : Number(line.split(' ').at(-1));
 }
 
+/** Calls of `echo` whose text starts with LOUD are held for approval; the webhook is told of each. */
+function policyWith(webhook: string) {
+  return {
+    default: 'allow' as const,
+    rules: [
+      {
+        name: 'loud',
+        effect: 'approve' as const,
+        requests: { methods: ['tools/call'], names: ['echo'] },
+        arguments: [{ path: '/text', prefix: 'LOUD' }],
+        approval: { approvers: 'self' },
+      },
+    ],
+    approval: { webhook, webhookSecret: SECRET },
+  };
+}
+
 describe('the approval webhook', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   let stack: Stack;
@@ -81,23 +98,7 @@ describe('the approval webhook', () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    stack = await startStack({
-      config: {
-        policy: {
-          default: 'allow',
-          rules: [
-            {
-              name: 'loud',
-              effect: 'approve',
-              requests: { methods: ['tools/call'], names: ['echo'] },
-              arguments: [{ path: '/text', prefix: 'LOUD' }],
-              approval: { approvers: 'self' },
-            },
-          ],
-          approval: { webhook: receiver.url, webhookSecret: SECRET },
-        },
-      },
-    });
+    stack = await startStack({ config: { policy: policyWith(receiver.url) } });
     ({ token, clientId } = await stack.issueOAuthToken());
   });
   afterAll(async () => {
@@ -147,5 +148,26 @@ describe('the approval webhook', () => {
     expect(performance.now() - started).toBeLessThan(4000);
     expect(open!.destroyed).toBe(false);
     open!.end();
+  });
+});
+
+describe('a graceful stop', () => {
+  it('waits for an approval notice still being delivered (bounded by the notice timeout of its own)', async () => {
+    const receiver = await startReceiver();
+    const stack = await startStack({ config: { policy: policyWith(receiver.url) } });
+    try {
+      const { token } = await stack.issueOAuthToken();
+      const order: string[] = [];
+      // Never answered: the sidecar gives the notice up at its own timeout and closes the connection.
+      receiver.answerWith((res) => res.on('close', () => order.push('notice ended')));
+      const delivered = receiver.next();
+      expect(await heldCall(stack, token, 'LOUD four')).toMatch(/needs a person's approval/);
+      await delivered;
+      await stack.close();
+      order.push('stopped');
+      expect(order).toEqual(['notice ended', 'stopped']);
+    } finally {
+      await receiver.close();
+    }
   });
 });

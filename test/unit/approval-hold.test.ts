@@ -47,7 +47,7 @@ function setup() {
     metrics: new Metrics({ defaultMetrics: false }),
     publicUrl: () => 'https://mcp.example',
     masterToken: generateToken(),
-    requested: (a, url) => requested.push(url),
+    requested: (a, url) => void requested.push(url),
   });
   const policy = compile([RULE]);
   const allow = (body: unknown) =>
