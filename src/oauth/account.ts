@@ -177,6 +177,29 @@ export async function sameSitePost(
   return current;
 }
 
+/**
+ * The form a signed-in browser posted from one of these pages: its session (sameSitePost) and the
+ * form, read within the page's `maxBytes` (413 past it), with the page's own refusal of a post
+ * that is not its own (`forged`) and of a body that is not a form (`malformed`). The caller checks
+ * the form's CSRF token against the session.
+ */
+export async function sessionForm(
+  req: IncomingMessage,
+  sessions: AccountSessions,
+  publicUrl: string,
+  page: { forged: Error; malformed: Error; maxBytes: number },
+): Promise<{ value: string; session: AccountSession; form: Form }> {
+  const current = await sameSitePost(req, sessions, publicUrl).catch((err: unknown) => {
+    throw err instanceof AccountPageError ? page.forged : err;
+  });
+  const raw = await readBody(req, page.maxBytes);
+  try {
+    return { ...current, form: parseForm(req, raw) };
+  } catch {
+    throw page.malformed;
+  }
+}
+
 /** A CSRF token checked in constant time against the one expected. */
 export function csrfMatches(presented: string | undefined, expected: string): boolean {
   return presented !== undefined && presented.length === expected.length && timingSafeEqual(Buffer.from(presented), Buffer.from(expected));
@@ -285,17 +308,13 @@ export class AccountPages {
    */
   async #post(req: IncomingMessage): Promise<{ value: string; session: AccountSession; form: Form }> {
     if (!this.#signIn) throw new AccountPageError(404, 'Not available', 'Browser sign-in is not configured on this server.');
-    const current = await sameSitePost(req, this.#sessions, this.#ctx.publicUrl());
-    // Over the bound: 413 (readBody); not a form: 400.
-    const raw = await readBody(req, FORM_MAX_BODY_BYTES);
-    let form: Form;
-    try {
-      form = parseForm(req, raw);
-    } catch {
-      throw BAD_FORM;
-    }
-    if (!csrfMatches(form.get('csrf'), csrfOf(current.value))) throw FORGED;
-    return { ...current, form };
+    const posted = await sessionForm(req, this.#sessions, this.#ctx.publicUrl(), {
+      forged: FORGED,
+      malformed: BAD_FORM,
+      maxBytes: FORM_MAX_BODY_BYTES,
+    });
+    if (!csrfMatches(posted.form.get('csrf'), csrfOf(posted.value))) throw FORGED;
+    return posted;
   }
 
   /** POST /account/revoke: one grant's tokens revoked at once (open streams end), its client's approvals forgotten. */

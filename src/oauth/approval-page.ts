@@ -9,11 +9,10 @@
 
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseForm, readBody, type Form } from '../http/body.ts';
 import type { ApprovalRecord } from '../model/approvals.ts';
 import { mayDecide } from '../policy/approval-settings.ts';
 import type { AccountSession, ApprovalStorage } from '../store/types.ts';
-import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from './account.ts';
+import { AccountPageError, csrfMatches, sessionForm, type AccountSessions } from './account.ts';
 import type { OAuthContext } from './context.ts';
 import { escapeHtml, page, writePage } from '../web/pages.ts';
 
@@ -77,16 +76,11 @@ export class ApprovalPages {
   }
 
   async #decide(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
-    const current = await sameSitePost(req, this.#sessions, this.#ctx.publicUrl()).catch((err: unknown) => {
-      throw err instanceof AccountPageError ? FORGED : err;
+    const { form, ...current } = await sessionForm(req, this.#sessions, this.#ctx.publicUrl(), {
+      forged: FORGED,
+      malformed: BAD_FORM,
+      maxBytes: FORM_MAX_BODY_BYTES,
     });
-    const raw = await readBody(req, FORM_MAX_BODY_BYTES);
-    let form: Form;
-    try {
-      form = parseForm(req, raw);
-    } catch {
-      throw BAD_FORM;
-    }
     if (!csrfMatches(form.get('csrf'), this.#csrf(current.value, id))) throw FORGED;
     const decision = form.get('decision');
     const reason = form.get('reason')?.trim();

@@ -15,13 +15,12 @@ import { createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EncryptJWT, jwtDecrypt } from 'jose';
 import * as oidc from 'openid-client';
-import { parseForm, readBody, type Form } from '../http/body.ts';
 import { displayableName } from '../model/clients.ts';
 import type { Clock } from '../model/clock.ts';
 import { revokedSince } from '../model/offboarding.ts';
 import type { Logger } from '../observability/logger.ts';
 import { isLoopbackHost } from '../model/net-address.ts';
-import { AccountPageError, csrfMatches, sameSitePost, type AccountSessions } from '../oauth/account.ts';
+import { AccountPageError, csrfMatches, sessionForm, type AccountSessions } from '../oauth/account.ts';
 import { escapeHtml, messagePage, page, writePage } from '../web/pages.ts';
 import { readCookie } from '../web/cookies.ts';
 import type { AccountSession, OneTimeValueStorage, SubjectCutoffStorage } from '../store/types.ts';
@@ -285,17 +284,12 @@ export class ConnectFlow {
   /** POST /connect/<link> (mode oauth): the person confirms; the link is used up and the browser goes to the provider. */
   async #confirm(req: IncomingMessage, res: ServerResponse, segment: string): Promise<void> {
     if (this.#o.provider.sameSubject) throw INVALID_LINK;
-    const current = await sameSitePost(req, this.#sessions(), this.#o.publicUrl()).catch((err: unknown) => {
-      throw err instanceof AccountPageError ? FORGED : err;
+    // Over the bound: 413; not a form: 400.
+    const { form, ...current } = await sessionForm(req, this.#sessions(), this.#o.publicUrl(), {
+      forged: FORGED,
+      malformed: BAD_FORM,
+      maxBytes: FORM_MAX_BODY_BYTES,
     });
-    // Over the bound: 413 (readBody); not a form: 400.
-    const raw = await readBody(req, FORM_MAX_BODY_BYTES);
-    let form: Form;
-    try {
-      form = parseForm(req, raw);
-    } catch {
-      throw BAD_FORM;
-    }
     const seen = await this.#link(segment, false);
     if (!csrfMatches(form.get('csrf'), this.#csrf(current.value, seen.linkId))) throw FORGED;
     this.#samePerson(current.session, seen);
