@@ -309,9 +309,7 @@ export class ClusterLookupCache extends EventEmitter {
     this.stats.invalidations++;
     if (!Array.isArray(keys)) {
       // FLUSHALL/FLUSHDB on a master (or a message of an unknown shape): everything goes.
-      if (this.#live !== undefined) this.#drop('flush');
-      this.#epoch++;
-      this.#entries.clear();
+      this.#drop('flush');
       void this.#establish(false);
       return;
     }
