@@ -5,6 +5,7 @@
 // Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
+import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
 import {
   ACCESS_MEMBER,
@@ -31,15 +32,19 @@ interface Entry {
   expiresAt: number | undefined;
 }
 
-export class MemoryCore {
+export class MemoryCore implements KeyspaceMaps {
   readonly hashes = new Map<string, Entry>();
   readonly sets = new Map<string, Set<string>>();
-  /** Handle indexes (sorted sets in Redis): member -> expiry. */
-  readonly handleIndexes = new Map<string, Map<string, number>>();
-  /** Subject indexes (sorted sets in Redis): member -> the record's expiresAt. */
-  readonly subjectIndexes = new Map<string, Map<string, number>>();
+  /** Sorted sets (handle indexes, subject indexes, holders of pending requests): member -> score. */
+  readonly sortedSets = new Map<string, Map<string, number>>();
+  /** Counters (INCR): key -> value. */
+  readonly strings = new Map<string, number>();
+  /** Expiries of the keys that are not hashes (a hash's lives in its entry), epoch ms. */
+  readonly expiries = new Map<string, number>();
   readonly keys: KeyLayout;
   readonly clock: Clock;
+  /** The keyspace port on these maps: transitions written once run here as on Redis. */
+  readonly keyspace: MemoryKeyspace = new MemoryKeyspace(this);
   /** In-process notices: every sidecar sharing this store object hears every revocation. */
   readonly listeners = new Set<RevocationListener>();
   #closed = false;
@@ -80,6 +85,7 @@ export class MemoryCore {
     this.#writesSinceSweep = 0;
     const now = this.clock.now();
     for (const [key, entry] of this.hashes) if (entry.expiresAt !== undefined && entry.expiresAt <= now) this.hashes.delete(key);
+    for (const [key, at] of this.expiries) if (at <= now) this.deleteKey(key);
   }
 
   /**
@@ -104,13 +110,100 @@ export class MemoryCore {
     return update.result;
   }
 
+  /** Handle indexes (sorted sets): member -> expiry. */
+  get handleIndexes(): Map<string, Map<string, number>> {
+    return this.sortedSets;
+  }
+
+  /** Subject indexes (sorted sets): member -> the record's expiresAt. */
+  get subjectIndexes(): Map<string, Map<string, number>> {
+    return this.sortedSets;
+  }
+
+  /** A key that is not a hash, once past its expiry, dropped (as Redis drops it). */
+  #expired(key: string): boolean {
+    const at = this.expiries.get(key);
+    if (at === undefined || at > this.clock.now()) return false;
+    this.deleteKey(key);
+    return true;
+  }
+
+  liveSet(key: string): Set<string> | undefined {
+    return this.#expired(key) ? undefined : this.sets.get(key);
+  }
+
+  liveSortedSet(key: string): Map<string, number> | undefined {
+    return this.#expired(key) ? undefined : this.sortedSets.get(key);
+  }
+
+  liveString(key: string): number | undefined {
+    return this.#expired(key) ? undefined : this.strings.get(key);
+  }
+
+  /** The sorted set at `key`, created empty when absent. */
+  sortedSet(key: string): Map<string, number> {
+    let scores = this.liveSortedSet(key);
+    if (!scores) this.sortedSets.set(key, (scores = new Map()));
+    return scores;
+  }
+
+  /** A new empty hash at `key`, without expiry: its fields to fill. */
+  createHash(key: string): Fields {
+    const fields: Fields = {};
+    this.put(key, fields);
+    // put copies the fields: hand back the stored object.
+    return this.hashes.get(key)!.fields;
+  }
+
+  /** Deletes whatever `key` holds; whether it held anything. */
+  deleteKey(key: string): boolean {
+    const held = this.get(key) !== null || this.sets.has(key) || this.sortedSets.has(key) || this.strings.has(key);
+    this.hashes.delete(key);
+    this.sets.delete(key);
+    this.sortedSets.delete(key);
+    this.strings.delete(key);
+    this.expiries.delete(key);
+    return held;
+  }
+
+  /** A key's expiry: null when the key is absent, undefined when it has none. */
+  expiryOf(key: string): number | null | undefined {
+    const entry = this.get(key) === null ? undefined : this.hashes.get(key);
+    if (entry) return entry.expiresAt;
+    if (this.liveSet(key) === undefined && this.liveSortedSet(key) === undefined && this.liveString(key) === undefined) return null;
+    return this.expiries.get(key);
+  }
+
+  /**
+   * PEXPIREAT: sets a key's expiry (NX: only when it has none; GT: only later than the one it has,
+   * none counting as never). A time already past deletes the key. Whether it was set.
+   */
+  expireAt(key: string, at: number, mode?: 'NX' | 'GT'): boolean {
+    const current = this.expiryOf(key);
+    if (current === null) return false;
+    if (mode === 'NX' && current !== undefined) return false;
+    if (mode === 'GT' && (current === undefined || at <= current)) return false;
+    if (at <= this.clock.now()) return this.deleteKey(key);
+    const entry = this.hashes.get(key);
+    if (entry) entry.expiresAt = at;
+    else this.expiries.set(key, at);
+    return true;
+  }
+
+  /** INCR: the counter at `key` plus one (from 0 when absent), keeping its expiry. */
+  increment(key: string): number {
+    const value = (this.liveString(key) ?? 0) + 1;
+    this.strings.set(key, value);
+    return value;
+  }
+
   /** Records held now, expired ones not yet swept included (for tests of the sweep). */
   get recordCount(): number {
     return this.hashes.size;
   }
 
   set(key: string): Set<string> {
-    let set = this.sets.get(key);
+    let set = this.liveSet(key);
     if (!set) {
       set = new Set();
       this.sets.set(key, set);

@@ -26,6 +26,8 @@ import { LookupConnection } from './redis-lookups.ts';
 import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
+import { RedisKeyspace } from './redis-keyspace.ts';
+import type { Keyspace } from './keyspace.ts';
 import type { RevocationNotice } from './types.ts';
 import { indexedHandlesToForget } from '../model/handles.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
@@ -39,6 +41,8 @@ export class RedisCore {
   readonly keys: KeyLayout;
   readonly connectTimeoutMs: number;
   readonly replicas: ReplicaWaits;
+  /** The keyspace port on the main connection: transitions written once (src/store/keyspace.ts). */
+  readonly keyspace: Keyspace;
   /** The token lookups' own connection (the hot path). */
   readonly lookups: LookupConnection;
   /** Set by trackLookups (redis.lookupCache: tracking); undefined: every lookup reads Redis (strict). */
@@ -52,6 +56,7 @@ export class RedisCore {
     this.keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
     this.scripts = defineScripts(redis);
+    this.keyspace = new RedisKeyspace(redis);
     this.replicas = new ReplicaWaits(redis);
     this.lookups = new LookupConnection(redis, this.connectTimeoutMs);
   }
@@ -158,6 +163,16 @@ export class RedisCore {
       await this.replicas.waitForReplica(tx);
       return result;
     });
+  }
+
+  /**
+   * A revocation written through the keyspace port: on the main connection, or with replicas on the
+   * transaction connection followed by WAIT (as `revocation`).
+   */
+  revokeThrough<T>(write: (keyspace: Keyspace) => Promise<T>): Promise<T> {
+    return this.revocation((scripts) =>
+      write(scripts === this.scripts ? this.keyspace : new RedisKeyspace(scripts as unknown as RedisClient)),
+    );
   }
 
   /**

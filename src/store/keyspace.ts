@@ -1,0 +1,139 @@
+// The one way a transition of several keys is written: read what the decision needs, decide in
+// TypeScript, then apply the writes in one atomic step guarded by what the decision read. Both
+// engines run the same code above this port: Redis (one generic Lua script checks the guards and runs
+// the writes: src/store/redis-keyspace.ts) and memory (the same commands on its own maps:
+// src/store/memory-keyspace.ts). A guard that no longer holds means another writer came in between:
+// the transition reads and decides again on what is there now.
+
+import { StoreUnavailableError } from './shared.ts';
+
+/** A Redis reply as both engines give it: integers as numbers, bulk strings, nil as null, arrays. */
+export type Reply = string | number | null | Reply[];
+
+/**
+ * A command: its name, its one key, then its arguments. Only the commands below exist: both engines
+ * run exactly these (the Lua script refuses any other).
+ */
+export type Command = readonly [name: CommandName, key: string, ...args: Array<string | number>];
+
+/** Commands that read (any of them may be a guard, or a read before the decision). */
+export const READ_COMMANDS = [
+  'EXISTS',
+  'HGET',
+  'HMGET',
+  'HGETALL',
+  'HEXISTS',
+  'HLEN',
+  'SCARD',
+  'SMEMBERS',
+  'SISMEMBER',
+  'ZCARD',
+  'ZSCORE',
+  'ZCOUNT',
+  'ZRANGE',
+  'ZRANGEBYSCORE',
+  'PTTL',
+] as const;
+
+/** Commands that write (the steps of a plan; a read may be a step too, its reply given back). */
+export const WRITE_COMMANDS = [
+  'DEL',
+  'HSET',
+  'HSETNX',
+  'HDEL',
+  'SADD',
+  'SREM',
+  'ZADD',
+  'ZREM',
+  'ZREMRANGEBYSCORE',
+  'PEXPIREAT',
+  'PEXPIRE',
+  'INCR',
+] as const;
+
+export type ReadName = (typeof READ_COMMANDS)[number];
+export type CommandName = ReadName | (typeof WRITE_COMMANDS)[number];
+
+/** A read whose reply must still be `equals` when the plan is applied. */
+export interface Guard {
+  command: Command;
+  equals: string | number | null;
+}
+
+/** Writes made together only while every guard holds (the guards first, then the steps in order). */
+export interface Plan {
+  guards: Guard[];
+  steps: Command[];
+}
+
+export interface Keyspace {
+  /** Runs read commands, in order (on Redis: written together, one round trip). */
+  read(commands: readonly Command[]): Promise<Reply[]>;
+  /** Applies a plan in one atomic step: each step's reply, or null when a guard no longer held (nothing written). */
+  apply(plan: Plan): Promise<Reply[] | null>;
+}
+
+/**
+ * What a decision answers: its result, and the plan to apply for it (none: nothing to write). A
+ * result that depends on what the steps answer (a counter's new value) is a function of their replies.
+ */
+export type Decision<R> = { result: R; plan?: undefined } | { plan: Plan; result: R | ((replies: Reply[]) => R) };
+
+/** Attempts of a transition before it gives up (each lost one means a guarded key changed meanwhile). */
+export const MAX_ATTEMPTS = 16;
+
+/**
+ * Reads, decides and applies until a plan's guards hold: `decide` reads through the keyspace, so a
+ * retry decides again on what is there now. After MAX_ATTEMPTS lost races the store is reported
+ * unavailable (503) rather than a decision made on a stale read.
+ */
+export async function transition<R>(keyspace: Keyspace, what: string, decide: (keyspace: Keyspace) => Promise<Decision<R>>): Promise<R> {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const decision = await decide(keyspace);
+    if (decision.plan === undefined) return decision.result;
+    const replies = await keyspace.apply(decision.plan);
+    if (replies === null) continue;
+    const { result } = decision;
+    return typeof result === 'function' ? (result as (replies: Reply[]) => R)(replies) : result;
+  }
+  throw new StoreUnavailableError(`${what}: too much contention, gave up`);
+}
+
+/** One read: its reply. */
+export async function readOne(keyspace: Keyspace, command: Command): Promise<Reply> {
+  const [reply] = await keyspace.read([command]);
+  return reply!;
+}
+
+/** A flat `field value ...` reply (HGETALL) as fields; an absent hash as null. */
+export function fieldsOf(reply: Reply): Record<string, string> | null {
+  if (!Array.isArray(reply) || reply.length === 0) return null;
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1]);
+  return fields;
+}
+
+/** A `member score ...` reply (WITHSCORES) as pairs, scores as numbers. */
+export function scoredOf(reply: Reply): Array<[member: string, score: number]> {
+  if (!Array.isArray(reply)) return [];
+  const pairs: Array<[string, number]> = [];
+  for (let i = 0; i + 1 < reply.length; i += 2) pairs.push([String(reply[i]), Number(reply[i + 1])]);
+  return pairs;
+}
+
+/** A list reply (SMEMBERS, ZRANGE) as strings. */
+export function membersOf(reply: Reply): string[] {
+  return Array.isArray(reply) ? reply.map(String) : [];
+}
+
+/** `field value ...` arguments of HSET from fields. */
+export function fieldArgs(fields: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (const k in fields) out.push(k, fields[k]!);
+  return out;
+}
+
+/** A guard's expected reply, as the Lua script compares it: nil as `n`, anything else `v` and its text. */
+export function encodeExpected(value: string | number | null): string {
+  return value === null ? 'n' : `v${String(value)}`;
+}
