@@ -1,31 +1,9 @@
-// The counting rules of rate limits and quotas, as pure steps on a counter as read. On Redis they run
-// as one script each (HIT_COUNTER, TAKE_QUOTA in src/store/redis-scripts.ts): a counter is hit by
-// concurrent requests, and a compare-and-set would be retried, then refused, under that contention.
-// The memory store runs these functions, and a parity test runs them against the scripts on a real
-// Redis on random inputs (test/integration/counter-parity.test.ts), so the two cannot drift apart.
-
-/** A rate counter as read: its hits so far and the ms left in its window (undefined: it has no expiry). */
-export interface HitWindow {
-  count: number;
-  ttlMs: number | undefined;
-}
-
-/** One hit: the count now, the ms left in the window, and whether the window starts (its expiry is set) now. */
-export interface Hit {
-  count: number;
-  resetMs: number;
-  startsWindow: boolean;
-}
-
-/**
- * A hit on a fixed window that starts with its first hit (`stored` null: none running): counted, and
- * a window without an expiry (a hand edit) is given a whole one.
- */
-export function hitCounter(stored: HitWindow | null, windowMs: number): Hit {
-  const count = (stored?.count ?? 0) + 1;
-  if (count === 1 || stored?.ttlMs === undefined) return { count, resetMs: windowMs, startsWindow: true };
-  return { count, resetMs: stored.ttlMs, startsWindow: false };
-}
+// The counting rule of quotas, as a pure step on a counter as read. On Redis it runs as one script
+// (TAKE_QUOTA in src/store/redis-scripts.ts): a quota counter is taken from by concurrent requests,
+// and a guarded read-then-write would be retried, then refused, under that contention. The memory
+// store runs this function, and a parity test runs it against the script on a real Redis on random
+// inputs (test/integration/counter-parity.test.ts), so the two cannot drift apart. (A rate counter's
+// hit needs no decision: it is one plan both engines run, src/store/counters/hits.ts.)
 
 /** A quota counter as read: the window number it counts in and the units used there (undefined: unreadable). */
 export interface QuotaCounter {

@@ -5,6 +5,7 @@
 // src/store/memory-keyspace.ts). A guard that no longer holds means another writer came in between:
 // the transition reads and decides again on what is there now.
 
+import { writesHash, type Fields, type HashUpdate } from './codec.ts';
 import { StoreUnavailableError } from './shared.ts';
 
 /** A Redis reply as both engines give it: integers as numbers, bulk strings, nil as null, arrays. */
@@ -136,4 +137,35 @@ export function fieldArgs(fields: Record<string, string>): string[] {
 /** A guard's expected reply, as the Lua script compares it: nil as `n`, anything else `v` and its text. */
 export function encodeExpected(value: string | number | null): string {
   return value === null ? 'n' : `v${String(value)}`;
+}
+
+/**
+ * The plan of a hash update decided on the hash as read (`current`; null: absent): guarded by every
+ * field and value read and the field count (a hash read as absent must still be absent), then DEL, or
+ * HDEL, HSET and PEXPIREAT. The one write of every single-record rule (src/model/), on both engines.
+ */
+export function hashUpdatePlan(key: string, current: Fields | null, update: HashUpdate<unknown>): Plan {
+  const guards: Guard[] = [{ command: ['HLEN', key], equals: current === null ? 0 : Object.keys(current).length }];
+  for (const field in current) guards.push({ command: ['HGET', key, field], equals: current[field]! });
+  if (update.drop === true) return { guards, steps: [['DEL', key]] };
+  const steps: Command[] = [];
+  if ((update.unset?.length ?? 0) > 0) steps.push(['HDEL', key, ...update.unset!]);
+  const set = fieldArgs(update.set ?? {});
+  if (set.length > 0) steps.push(['HSET', key, ...set]);
+  if (update.expireAt !== undefined) steps.push(['PEXPIREAT', key, Math.trunc(update.expireAt)]);
+  return { guards, steps };
+}
+
+/**
+ * A compare-and-set on one hash: reads it, asks `decide` what to write, and writes that only while
+ * the hash is still exactly as read; when it changed in between, `decide` runs again on what is
+ * there now. A rule on a single record lives in src/model/ and runs here on either engine.
+ */
+export function updateHash<R>(keyspace: Keyspace, key: string, decide: (current: Fields | null) => HashUpdate<R>): Promise<R> {
+  return transition(keyspace, 'updateHash', async (space) => {
+    const current = fieldsOf(await readOne(space, ['HGETALL', key]));
+    const update = decide(current && { ...current });
+    if (!writesHash(update)) return { result: update.result };
+    return { result: update.result, plan: hashUpdatePlan(key, current, update) };
+  });
 }

@@ -4,9 +4,10 @@
 // Layout 1 (no version key) kept every OAuth record under the one `{oauth}` tag; layout 2
 // (CURRENT_LAYOUT) puts a client's records under its bucket's tag (docs/storage.md).
 
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster, ReplyError, type Redis } from 'ioredis';
 import { CURRENT_LAYOUT, escapeGlob, type KeyLayout } from './key-layout.ts';
 import type { RedisClient } from './redis-connection.ts';
+import { RedisKeyspace } from './redis-keyspace.ts';
 
 /** The families of layout 1 that layout 2 names differently: `<prefix>{oauth}:<family>:<id>`. */
 export const LEGACY_FAMILIES = [
@@ -42,6 +43,30 @@ export function scanNodes(redis: RedisClient): Redis[] {
 
 export type LayoutCheck = { ok: true; layout: number; written: boolean } | { ok: false; found: string; problem: string };
 
+/**
+ * Every write of the store is a plan run by one generic script (src/store/redis-keyspace.ts): a
+ * Redis that cannot run one (before 7.0, or an ACL user without EVALSHA or one of its commands) is
+ * refused here, before anything is served, instead of answering 503 on the first write. The probe
+ * names a key that is never written (PEXPIRE of an absent key changes nothing). Redis's refusal, or
+ * undefined; a connection failure is thrown as any start-up failure is.
+ */
+async function planRefused(redis: RedisClient, keys: KeyLayout): Promise<string | undefined> {
+  const probe = `${keys.layout()}:probe`;
+  try {
+    await new RedisKeyspace(redis).apply({
+      guards: [{ command: ['EXISTS', probe], equals: 0 }],
+      steps: [
+        ['PEXPIRE', probe, 1, 'NX'],
+        ['PEXPIREAT', probe, 1, 'GT'],
+      ],
+    });
+    return undefined;
+  } catch (err) {
+    if (err instanceof ReplyError) return (err as Error).message;
+    throw err;
+  }
+}
+
 /** Whether any node holds a key of a layout-1 family (stops at the first one found). */
 async function holdsLegacyRecords(redis: RedisClient, keys: KeyLayout): Promise<boolean> {
   // subjectGrants of layout 1 is also layout 2's home index: its presence alone says nothing.
@@ -66,6 +91,14 @@ async function holdsLegacyRecords(redis: RedisClient, keys: KeyLayout): Promise<
  * the check of --check-config); anything else is refused, with what to run.
  */
 export async function ensureLayout(redis: RedisClient, keys: KeyLayout, options: { write?: boolean } = {}): Promise<LayoutCheck> {
+  const refused = await planRefused(redis, keys);
+  if (refused !== undefined) {
+    return {
+      ok: false,
+      found: 'plans refused',
+      problem: `Redis refused the store's plan script (${refused.slice(0, 200)}): the store needs Redis 7.0 or later (it expires keys with PEXPIRE NX and GT) and, with an ACL user, EVALSHA and the commands listed in docs/security.md.`,
+    };
+  }
   const key = keys.layout();
   let stored = await redis.get(key);
   if (stored === null) {

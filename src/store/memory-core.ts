@@ -5,6 +5,7 @@
 // Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
+import { hashUpdatePlan } from './keyspace.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
 import {
@@ -75,10 +76,16 @@ export class MemoryCore implements KeyspaceMaps {
 
   put(key: string, fields: Fields, expiresAt?: number): void {
     this.hashes.set(key, { fields: { ...fields }, expiresAt });
-    // Records issued and never read again would otherwise stay until the process ends: every so many
-    // writes (at least half the records held, so a sweep costs O(1) a write over time) the expired
-    // ones are dropped, as Redis drops them.
-    if (++this.#writesSinceSweep >= Math.max(SWEEP_AFTER_WRITES, this.hashes.size >> 1)) this.#sweep();
+    this.#wrote();
+  }
+
+  /**
+   * Records issued and never read again would otherwise stay until the process ends: every so many
+   * writes (at least half the keys held, so a sweep costs O(1) a write over time) the expired ones
+   * are dropped, as Redis drops them.
+   */
+  #wrote(): void {
+    if (++this.#writesSinceSweep >= Math.max(SWEEP_AFTER_WRITES, (this.hashes.size + this.expiries.size) >> 1)) this.#sweep();
   }
 
   #sweep(): void {
@@ -89,24 +96,13 @@ export class MemoryCore implements KeyspaceMaps {
   }
 
   /**
-   * The memory twin of RedisCore.updateHash: the read, the decision and the write are one step here
-   * (nothing runs in between). The write is the one COMPARE_AND_SET_HASH makes.
+   * A compare-and-set on one hash (updateHash in keyspace.ts), at once: the read, the decision and the
+   * plan's write are one step here (nothing runs in between), so the guards hold by construction.
    */
   updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R {
     const current = this.get(key);
     const update = decide(current && { ...current });
-    if (!writesHash(update)) return update.result;
-    if (update.drop === true) {
-      this.hashes.delete(key);
-      return update.result;
-    }
-    const fields: Fields = current ?? {};
-    for (const field of update.unset ?? []) delete fields[field];
-    Object.assign(fields, update.set);
-    const expiresAt = update.expireAt === undefined ? this.hashes.get(key)?.expiresAt : Math.trunc(update.expireAt);
-    if (Object.keys(fields).length === 0) this.hashes.delete(key);
-    else if (current === null) this.put(key, fields, expiresAt);
-    else this.hashes.get(key)!.expiresAt = expiresAt;
+    if (writesHash(update)) this.keyspace.applyNow(hashUpdatePlan(key, current, update));
     return update.result;
   }
 
@@ -194,6 +190,7 @@ export class MemoryCore implements KeyspaceMaps {
   increment(key: string): number {
     const value = (this.liveString(key) ?? 0) + 1;
     this.strings.set(key, value);
+    this.#wrote();
     return value;
   }
 

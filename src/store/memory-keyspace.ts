@@ -63,6 +63,11 @@ export class MemoryKeyspace implements Keyspace {
   }
 
   async apply(plan: Plan): Promise<Reply[] | null> {
+    return this.applyNow(plan);
+  }
+
+  /** A plan applied at once (memory decides and writes in one turn: nothing runs in between). */
+  applyNow(plan: Plan): Reply[] | null {
     this.#core.check();
     for (const { command } of plan.guards) if (!READS.has(command[0])) throw new Error(`ERR plan: not a read: ${command[0]}`);
     for (const [name] of plan.steps) if (!READS.has(name) && !WRITES.has(name)) throw new Error(`ERR plan: unknown command: ${name}`);

@@ -27,7 +27,7 @@ import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
 import { RedisKeyspace } from './redis-keyspace.ts';
-import type { Keyspace } from './keyspace.ts';
+import { updateHash, type Keyspace } from './keyspace.ts';
 import type { RevocationNotice } from './types.ts';
 import { indexedHandlesToForget } from '../model/handles.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
@@ -176,32 +176,11 @@ export class RedisCore {
   }
 
   /**
-   * A compare-and-set on one hash: reads it, asks `decide` what to write, and writes that only while
-   * the hash is still exactly as read (COMPARE_AND_SET_HASH compares every field; a hash read as
-   * absent must still be absent); when it changed in between, `decide` runs again on what is there
-   * now. A rule on a single record lives in src/model/ and runs in both stores (MemoryCore.updateHash),
-   * with no script of its own. `via`: the connection to run on (the transaction one, for a revocation
-   * WAITed for); the main one by default. One key: one Cluster slot.
+   * A compare-and-set on one hash (updateHash in keyspace.ts). `via`: the connection to run on (the
+   * transaction one, for a revocation WAITed for); the main one by default. One key: one Cluster slot.
    */
-  async updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via: ScriptedClient = this.scripts): Promise<R> {
-    for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
-      const current = orNull(await via.hgetall(key));
-      const update = decide(current);
-      if (!writesHash(update)) return update.result;
-      const expected = current === null ? [] : flattenFields(current);
-      const applied = await via.mcpCompareAndSetHash(
-        key,
-        String(expected.length / 2),
-        ...expected,
-        update.drop === true ? '1' : '',
-        update.expireAt === undefined ? '' : String(Math.trunc(update.expireAt)),
-        String(update.unset?.length ?? 0),
-        ...(update.unset ?? []),
-        ...(update.set === undefined ? [] : flattenFields(update.set)),
-      );
-      if (applied === 1) return update.result;
-    }
-    throw new StoreUnavailableError('updateHash: too much contention, gave up');
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via: ScriptedClient = this.scripts): Promise<R> {
+    return updateHash(via === this.scripts ? this.keyspace : new RedisKeyspace(via as unknown as RedisClient), key, decide);
   }
 
   /**

@@ -5,7 +5,8 @@
 import type { RedisClient } from './redis-connection.ts';
 import { READ_COMMANDS, WRITE_COMMANDS, encodeExpected, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
 
-const luaSet = (names: readonly string[]): string => `{${names.map((n) => `${n}=true`).join(', ')}}`;
+// The command lists as one constant string each, searched for `,NAME,` (no table built per call).
+const luaList = (names: readonly string[]): string => `',${names.join(',')},'`;
 
 // KEYS: every key the plan names, each once. ARGV: the number of guards, then each guard as
 // `n name keyIndex args... expected` (n counts name, keyIndex and the args), then each step as
@@ -13,17 +14,18 @@ const luaSet = (names: readonly string[]): string => `{${names.map((n) => `${n}=
 // Every command is checked against the port's lists before anything runs: a plan naming another
 // writes nothing. Reply: nil when a guard failed (nothing written), else the steps' replies.
 export const APPLY_PLAN = `
-local READS = ${luaSet(READ_COMMANDS)}
-local WRITES = ${luaSet(WRITE_COMMANDS)}
+local READS = ${luaList(READ_COMMANDS)}
+local WRITES = ${luaList(WRITE_COMMANDS)}
+local function listed(list, name) return string.find(list, ',' .. name .. ',', 1, true) ~= nil end
 local guards = tonumber(ARGV[1])
 local i = 2
 for g = 1, guards do
-  if not READS[ARGV[i + 1]] then return redis.error_reply('ERR plan: not a read: ' .. ARGV[i + 1]) end
+  if not listed(READS, ARGV[i + 1]) then return redis.error_reply('ERR plan: not a read: ' .. ARGV[i + 1]) end
   i = i + tonumber(ARGV[i]) + 2
 end
 while i <= #ARGV do
   local name = ARGV[i + 1]
-  if not (WRITES[name] or READS[name]) then return redis.error_reply('ERR plan: unknown command: ' .. name) end
+  if not (listed(WRITES, name) or listed(READS, name)) then return redis.error_reply('ERR plan: unknown command: ' .. name) end
   i = i + tonumber(ARGV[i]) + 1
 end
 i = 2

@@ -169,24 +169,6 @@ for i = 3, 4 do
 end
 return {'ok'}`;
 
-// The write of a compare-and-set decided outside Redis (updateHash), made only while the hash is
-// exactly as read (every field and value, no more; none: absent): DEL, or HDEL, HSET and PEXPIREAT.
-// KEYS: the hash. ARGV: n, n expected field/value pairs, drop ('1' or ''), expireAt ('' none), u,
-// u fields to delete, then the field/value pairs to set.
-const COMPARE_AND_SET_HASH = `
-local n = tonumber(ARGV[1])
-if redis.call('HLEN', KEYS[1]) ~= n then return 0 end
-for i = 2, 2 * n, 2 do
-  if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 0 end
-end
-local at = 2 * n + 2
-if ARGV[at] == '1' then redis.call('DEL', KEYS[1]); return 1 end
-local u = tonumber(ARGV[at + 2])
-if u > 0 then redis.call('HDEL', KEYS[1], unpack(ARGV, at + 3, at + 2 + u)) end
-if #ARGV > at + 2 + u then redis.call('HSET', KEYS[1], unpack(ARGV, at + 3 + u)) end
-if ARGV[at + 1] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[at + 1]) end
-return 1`;
-
 // KEYS: refresh token, family. ARGV: now, accessKeyTemplate, refreshKeyTemplate.
 const REVOKE_REFRESH_FAMILY = `${TOKEN_KEY}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -196,16 +178,6 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   if redis.call('EXISTS', key) == 1 then redis.call('HSETNX', key, 'revokedAt', ARGV[1]) end
 end
 return 1`;
-
-// A fixed window that starts with its first hit; the reply is the count and the ms left in the window.
-// The rule is hitCounter's (src/model/counters.ts), which the memory store runs; a parity test holds
-// the two together.
-const HIT_COUNTER = `
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
-return {count, ttl}`;
 
 // A quota take (QuotaStorage.takeQuota), by takeQuota's rule (src/model/counters.ts; a parity test
 // holds the two together): the window is computed from the caller's clock, a counter already in a
@@ -359,7 +331,6 @@ return {access, refresh, consents, table.concat(hashes, ' '), table.concat(famil
 
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
-  mcpHitCounter(key: string, windowMs: string): Promise<[number, number]>;
   mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
   /** Fixed key counts: ioredis's Cluster auto-pipelining routes a custom command by its first argument. */
   mcpIssueAccess(...keysAndArgs: string[]): Promise<string>;
@@ -369,9 +340,6 @@ export interface ScriptedClient {
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
   mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
   mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
-  mcpCompareAndSetHash(key: string, expectedFields: string, ...expectedThenWrites: string[]): Promise<number>;
-  /** The connection's own HGETALL (the read of a compare-and-set). */
-  hgetall(key: string): Promise<Record<string, string>>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
@@ -389,9 +357,7 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRedeemCodePair', { numberOfKeys: 6, lua: REDEEM_CODE });
   redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
-  redis.defineCommand('mcpCompareAndSetHash', { numberOfKeys: 1, lua: COMPARE_AND_SET_HASH });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
-  redis.defineCommand('mcpHitCounter', { numberOfKeys: 1, lua: HIT_COUNTER });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });

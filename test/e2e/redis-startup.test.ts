@@ -135,6 +135,29 @@ describe('npm start against an unusable Redis', () => {
     expect(r.stdout).not.toContain('listening');
   }, 30_000);
 
+  it("an ACL user that may not run a command of the store's plans: exit 2 before serving, one paragraph saying what the store needs", async () => {
+    const admin = createRedisClient({
+      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
+      commandTimeoutMs: 1000,
+      connectTimeoutMs: 5000,
+    });
+    await connectRedis(admin, 5000);
+    try {
+      // As a Redis before 7.0 would refuse PEXPIRE ... NX, this user may not run PEXPIRE at all.
+      await admin.call('ACL', 'SETUSER', 'noexpire', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-pexpire');
+    } finally {
+      admin.disconnect();
+    }
+    const r = await start(`redis://noexpire:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'off' });
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain("Redis refused the store's plan script (");
+    expect(r.stderr).toContain("can't run this command");
+    expect(r.stderr).toContain('the store needs Redis 7.0 or later');
+    expect(r.stderr).not.toContain(PASSWORD);
+    expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+
   it('the lookup cache on, with an ACL user that may not run CLIENT: exit 2, one paragraph saying what tracking needs', async () => {
     const admin = createRedisClient({
       url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,

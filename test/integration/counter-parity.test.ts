@@ -1,11 +1,16 @@
-// The counting rules of rate limits and quotas are written twice on purpose: as the model's pure
-// functions (src/model/counters.ts, which the memory store runs) and as the Redis scripts HIT_COUNTER
-// and TAKE_QUOTA (one round trip, no retries under the contention of a hot counter). This holds the
-// two together: random counters and inputs, each run by the script on a real Redis and by the model.
+// The quota's counting rule is written twice on purpose: as the model's pure function
+// (src/model/counters.ts, which the memory store runs) and as the Redis script TAKE_QUOTA (one round
+// trip, no retries under the contention of a hot counter). This holds the two together: random
+// counters and inputs, each run by the script on a real Redis and by the model. A rate counter's hit
+// is one plan both engines run (src/store/counters/hits.ts): here both engines run it on the same
+// random counters and each answer is held to the rule of a fixed window started by its first hit.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { hitCounter, takeQuota, type QuotaCounter } from '../../src/model/counters.ts';
+import { takeQuota, type QuotaCounter } from '../../src/model/counters.ts';
+import { ManualClock } from '../../src/model/clock.ts';
+import { hitOf, hitPlan } from '../../src/store/counters/hits.ts';
+import { MemoryCore } from '../../src/store/memory-core.ts';
 import { RedisCore } from '../../src/store/redis-core.ts';
 import { deleteUnder, rawRedis, uniquePrefix } from '../support/redis.ts';
 
@@ -40,7 +45,18 @@ afterAll(async () => {
   }
 });
 
-describe('HIT_COUNTER and the model hitCounter', () => {
+/**
+ * The rule a hit keeps: counted, and a window without an expiry (none running, or a hand edit) given
+ * a whole one; a running window keeps what it has left, whatever it counts (a counter only ever
+ * comes into being with its window: INCR and PEXPIRE NX are one step).
+ */
+function hitCounter(stored: { count: number; ttlMs: number | undefined } | null, windowMs: number) {
+  const count = (stored?.count ?? 0) + 1;
+  if (stored?.ttlMs === undefined) return { count, resetMs: windowMs, startsWindow: true };
+  return { count, resetMs: stored.ttlMs, startsWindow: false };
+}
+
+describe('the hit plan on both engines and the rule of a fixed window', () => {
   it(`agree on ${CASES} random counters: the count, and whether the window starts (its expiry set)`, async () => {
     const next = random(0x5eed);
     for (let i = 0; i < CASES; i++) {
@@ -55,13 +71,19 @@ describe('HIT_COUNTER and the model hitCounter', () => {
         await raw.pexpireat(key, endsAt);
       }
       const before = Date.now();
-      const [gotCount, gotTtl] = await core.scripts.mcpHitCounter(key, String(windowMs));
+      const { count: gotCount, resetMs: gotTtl } = hitOf((await core.keyspace.apply(hitPlan(key, windowMs)))!);
       const after = Date.now();
+      // The memory engine on the same counter, at one instant of its own clock.
+      const memory = new MemoryCore({ clock: new ManualClock(before) });
+      if (shape > 0) memory.strings.set(key, count);
+      if (endsAt !== undefined) memory.expiries.set(key, endsAt);
+      const inMemory = hitOf(memory.keyspace.applyNow(hitPlan(key, windowMs))!);
       const expiresAt = Number(await raw.call('PEXPIRETIME', key));
       const stored = shape === 0 ? null : { count, ttlMs: endsAt === undefined ? undefined : endsAt - before };
       const hit = hitCounter(stored, windowMs);
       const context = { i, windowMs, shape, storedCount: count, endsAt };
       expect({ count: gotCount, ...context }).toEqual({ count: hit.count, ...context });
+      expect({ ...inMemory, ...context }).toEqual({ count: hit.count, resetMs: hit.resetMs, ...context });
       if (hit.startsWindow) {
         // A window started by this hit: it ends windowMs after it (by the one clock of this machine).
         expect(expiresAt, JSON.stringify(context)).toBeGreaterThanOrEqual(before + windowMs);

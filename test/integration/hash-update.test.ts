@@ -1,5 +1,5 @@
 // The one generic step every single-record rule runs under (updateHash): the same decisions give the
-// same hash on both engines, MemoryCore and RedisCore on a real Redis (COMPARE_AND_SET_HASH), and on
+// same hash on both engines, MemoryCore and RedisCore on a real Redis (the keyspace plan), and on
 // Redis a write is made only on the hash as it was read.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,18 +1,8 @@
-// The counting rules of rate limits and quotas (src/model/counters.ts): pure steps.
+// The counting rule of quotas (src/model/counters.ts): a pure step. (A rate counter's hit is a plan
+// both engines run: test/integration/counter-parity.test.ts.)
 
 import { describe, expect, it } from 'vitest';
-import { hitCounter, takeQuota } from '../../src/model/counters.ts';
-
-describe('hitCounter', () => {
-  it('the first hit starts the window; later ones count within it', () => {
-    expect(hitCounter(null, 1000)).toEqual({ count: 1, resetMs: 1000, startsWindow: true });
-    expect(hitCounter({ count: 4, ttlMs: 300 }, 1000)).toEqual({ count: 5, resetMs: 300, startsWindow: false });
-  });
-
-  it('a counter without an expiry is given a whole window, and keeps its count', () => {
-    expect(hitCounter({ count: 4, ttlMs: undefined }, 1000)).toEqual({ count: 5, resetMs: 1000, startsWindow: true });
-  });
-});
+import { takeQuota } from '../../src/model/counters.ts';
 
 describe('takeQuota', () => {
   it('counts the units only when all fit, in the window of now', () => {

@@ -1,6 +1,7 @@
 // Rate counters, quotas and one-time values in memory.
 
-import { hitCounter, takeQuota } from '../../model/counters.ts';
+import { takeQuota } from '../../model/counters.ts';
+import { hitOf, hitPlan } from './hits.ts';
 import type { MemoryCore } from '../memory-core.ts';
 import type { QuotaOutcome } from '../types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './types.ts';
@@ -12,24 +13,11 @@ export class MemoryCounters implements CounterStorage, QuotaStorage, OneTimeValu
     this.#core = core;
   }
 
-  readonly #counters = new Map<string, { count: number; endsAt: number }>();
-
   readonly #quotas = new Map<string, { window: number; used: number; keptUntil: number }>();
 
-  /** The model's hitCounter, as HIT_COUNTER runs it on Redis. */
+  /** The hit plan, as on Redis. */
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
-    this.#core.check();
-    const now = this.#core.clock.now();
-    const key = this.#core.keys.rateCounter(name);
-    const stored = this.#counters.get(key);
-    const hit = hitCounter(
-      stored !== undefined && stored.endsAt > now ? { count: stored.count, ttlMs: stored.endsAt - now } : null,
-      windowMs,
-    );
-    this.#counters.set(key, { count: hit.count, endsAt: now + hit.resetMs });
-    // Bounded like Redis would be by expiry: drop ended windows when the map grows.
-    if (this.#counters.size > 10_000) for (const [k, c] of this.#counters) if (c.endsAt <= now) this.#counters.delete(k);
-    return { count: hit.count, resetMs: hit.resetMs };
+    return hitOf(this.#core.keyspace.applyNow(hitPlan(this.#core.keys.rateCounter(name), windowMs))!);
   }
 
   /** The model's takeQuota, as TAKE_QUOTA runs it on Redis. */

@@ -1,6 +1,7 @@
-// Rate counters, quotas and one-time values on Redis: single-key commands and scripts.
+// Rate counters, quotas and one-time values on Redis: a plan, single-key commands and one script.
 
 import type { RedisCore } from '../redis-core.ts';
+import { hitOf, hitPlan } from './hits.ts';
 import type { QuotaOutcome } from '../types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './types.ts';
 
@@ -12,8 +13,7 @@ export class RedisCounters implements CounterStorage, QuotaStorage, OneTimeValue
   }
 
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
-    const [count, resetMs] = await this.#core.scripts.mcpHitCounter(this.#core.keys.rateCounter(name), String(windowMs));
-    return { count, resetMs };
+    return hitOf((await this.#core.keyspace.apply(hitPlan(this.#core.keys.rateCounter(name), windowMs)))!);
   }
 
   async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
