@@ -84,11 +84,14 @@ export function settle(metrics: Metrics, req: ProxyRequest, decision: Counted): 
 
 /**
  * Counts a request's outcome in `mcp_auth_requests_total`, once: the first count a request gets is
- * its outcome (the decision's, else the listener's answer to what was never decided).
+ * its outcome (the decision's, else the listener's answer to what was never decided), which its
+ * access log line names too.
  */
 export function countOutcome(metrics: Metrics, req: ProxyRequest, outcome: RequestOutcome, reason?: CountedReason): void {
   if (req.counted) return;
   req.counted = true;
+  req.outcome = outcome;
+  req.reason = reason;
   switch (outcome) {
     case 'forwarded':
       return metrics.forwarded.inc();

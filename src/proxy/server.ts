@@ -161,6 +161,8 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
       authKind: principal?.kind,
       subject: principal?.subject,
       clientId: principal?.clientId,
+      outcome: req.outcome,
+      reason: req.reason,
       denial: req.denial,
       dpopRefusal: req.dpopRefusal,
       upstreamStatus: req.upstreamStatus,
