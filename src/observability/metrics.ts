@@ -16,8 +16,8 @@ export type RequestOutcome = 'forwarded' | 'allowed' | 'connect' | 'denied' | 'r
 export class Metrics {
   readonly registry = new Registry();
   /**
-   * @label outcome `forwarded` (to the upstream), `allowed` (by `/authz`, forward-auth), `connect` (`/authz`'s marked `401` for a user without a usable upstream credential, handed by the ingress to `/authz-connect`, which counts the request's own outcome), `denied` (the token), `refused` (anything else the sidecar answered with an error), `unavailable` (the store failed: `503`), `health` (an authenticated `/health`), `oauth` (an OAuth endpoint or metadata document), `not_found`
-   * @label reason empty, except: for `denied` the denial reason, `missing`, `malformed`, `unknown`, `revoked`, `expired`, `corrupt`, `dpop_proof`, `dpop_replay`, `dpop_binding` (DPoP, docs/dpop.md) or `rate_limited`; for `refused` the error's code, one of the fixed catalogue of src/model/errors.ts: `invalid_request` (framing), `forbidden` (Origin), `insufficient_scope` (policy, a scope would lift it), `insufficient_authorization` (policy, answered at 200 as a tool error), `quota_exceeded`, `upstream_credential_missing` (no usable upstream credential: docs/upstream-credentials.md), `method_not_allowed`, `payload_too_large`, `misdirected_request` (Host), ...
+   * @label outcome `forwarded` (to the upstream), `allowed` (by `/authz`, forward-auth), `connect` (`/authz`'s marked `401` for a user without a usable upstream credential, handed by the ingress to `/authz-connect`, which counts the request's own outcome), `denied` (the token), `refused` (anything else the sidecar answered with an error), `unavailable` (the store failed: `503`), `health` (an authenticated `/health`), `oauth` (an OAuth endpoint, sign-in page or metadata document, whatever it answered), `not_found`
+   * @label reason empty, except: for `denied` the denial reason, `missing`, `malformed`, `unknown`, `revoked`, `expired`, `corrupt`, `dpop_proof`, `dpop_replay`, `dpop_binding` (DPoP, docs/dpop.md) or `rate_limited`; for `refused` the error's code, one of the fixed catalogue of src/model/errors.ts: `invalid_request` (framing), `forbidden` (Origin), `insufficient_scope` (policy, a scope would lift it), `insufficient_authorization` (policy, answered at 200 as a tool error; a call a person denied, docs/approval.md), `approval_required` (a call held for a person's approval, answered with the link to approve it: docs/approval.md), `quota_exceeded`, `upstream_credential_missing` (no usable upstream credential: docs/upstream-credentials.md), `temporarily_unavailable` (the provider of the user's upstream credential cannot be reached: `503`), `foreign_handle` (a session or task id bound to another caller, answered as unknown: docs/sessions.md), `method_not_allowed`, `payload_too_large`, `misdirected_request` (Host), ...
    */
   readonly requests = new Counter({
     name: 'mcp_auth_requests_total',
@@ -272,6 +272,10 @@ export class Metrics {
   readonly notFound = this.requests.labels('not_found', '');
   /** A policy denial no scope would lift, answered by the sidecar at 200 (a tool error): nothing forwarded. */
   readonly policyAnswered = this.requests.labels('refused', 'insufficient_authorization');
+  /** A call an `approve` rule holds, answered with the link to approve it (docs/approval.md): nothing forwarded. */
+  readonly approvalRequired = this.requests.labels('refused', 'approval_required');
+  /** A session or task id bound to another caller, answered as an unknown one: nothing forwarded (docs/sessions.md). */
+  readonly foreignHandle = this.requests.labels('refused', 'foreign_handle');
   /** A request over a quota (a tool error at 200, or a 429): its outcome, counted where it is decided. */
   readonly quotaExceeded = this.requests.labels('refused', 'quota_exceeded');
   /**

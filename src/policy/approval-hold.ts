@@ -52,8 +52,11 @@ export interface ApprovalHoldOptions {
   requested?: ((approval: ApprovalRecord, url: string) => Promise<void> | void) | undefined;
 }
 
-/** What becomes of a held call: forward this body (its approval is now used), or answer with this one. */
-export type HoldOutcome = { readonly forward: Buffer } | { readonly answer: string };
+/**
+ * What becomes of a held call: forward this body (its approval is now used), or answer with this one
+ * (`denied`: a person denied the call; else the link to approve it).
+ */
+export type HoldOutcome = { readonly forward: Buffer } | { readonly answer: string; readonly denied: boolean };
 
 export class ApprovalHold {
   readonly #o: ApprovalHoldOptions;
@@ -90,14 +93,14 @@ export class ApprovalHold {
     }
     if (use.outcome === 'denied') {
       metrics.approvals.labels(held.rule, 'refused').inc();
-      return { answer: this.#deniedAnswer(held, use.approval, principal) };
+      return { answer: this.#deniedAnswer(held, use.approval, principal), denied: true };
     }
     if (use.outcome === 'none' && use.expired !== undefined) {
       metrics.approvals.labels(use.expired.rule, 'expired').inc();
       this.#event('approval_expired', use.expired, principal);
     }
     const approval = use.outcome === 'pending' ? use.approval : await this.#request(held, principal, issuer, digest, args, now);
-    return { answer: this.#elicitation(held, caller, approval) };
+    return { answer: this.#elicitation(held, caller, approval), denied: false };
   }
 
   async #request(held: HeldCall, principal: Principal, issuer: string | undefined, digest: string, args: unknown, now: number) {

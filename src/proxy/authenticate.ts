@@ -17,7 +17,7 @@ import { bearerTokenRequired, dpopChallenge, invalidBearerToken } from '../http/
 import { DPOP_ALGS_PARAMETER, dpopHeader, DpopProofError, sameValue, type CheckedProof } from '../oauth/dpop.ts';
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { ProxyContext, RequestTarget } from './context.ts';
-import { denied, isDecision, type Decision } from './decision.ts';
+import { denied, isDecision, type Counted } from './decision.ts';
 import type { ProxyRequest } from './request.ts';
 
 const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) as Principal;
@@ -26,13 +26,13 @@ const MASTER: Principal = Object.freeze({ kind: 'master', subject: 'master' }) a
  * Returns the principal (also set on `req`), or the refusal of its token; throws the HttpError of a
  * Host it may not name.
  */
-export function admit(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal | Decision> {
+export function admit(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal | Counted> {
   ctx.checkHost(req, target.host);
   return authenticate(ctx, req, target);
 }
 
 /** Returns the principal (also set on `req`), or the refusal of its token. Never forwards anything. */
-async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal | Decision> {
+async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: RequestTarget): Promise<Principal | Counted> {
   const { config, metrics, store, clock } = ctx;
   const parsed = parseAuthorization(req.rawHeaders);
   if (parsed.kind === 'missing') {
@@ -78,7 +78,7 @@ async function authenticate(ctx: ProxyContext, req: ProxyRequest, target: Reques
  * refusal. The URL is the one the client used: PUBLIC_URL with the request's path, or the scheme
  * of PUBLIC_URL with the Host the request named (already checked against the allowed hosts).
  */
-async function checkedProof(ctx: ProxyContext, req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof | Decision> {
+async function checkedProof(ctx: ProxyContext, req: ProxyRequest, token: string, target: RequestTarget): Promise<CheckedProof | Counted> {
   const header = dpopHeader(req.rawHeaders);
   if (header.kind !== 'proof') {
     req.dpopRefusal = header.kind;
@@ -102,7 +102,7 @@ async function checkedProof(ctx: ProxyContext, req: ProxyRequest, token: string,
  * 429 (no challenge, counted as rate_limited); otherwise the 401 and a count, not waited for. The
  * challenge is of the scheme the token came with, or DPoP for a refusal of its binding (RFC 9449 §7.1).
  */
-function deny(ctx: ProxyContext, req: ProxyRequest, reason: DenialReason, scheme: AuthorizationScheme, nonceMissing = false): Decision {
+function deny(ctx: ProxyContext, req: ProxyRequest, reason: DenialReason, scheme: AuthorizationScheme, nonceMissing = false): Counted {
   const { authFailures } = ctx;
   const address = ctx.addresses.client(req);
   const refused = authFailures?.refusal(address);

@@ -22,14 +22,14 @@ import { CredentialRefreshUnavailable } from '../upstream-credentials/idp-mode.t
 import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import { admit } from './authenticate.ts';
 import type { ProxyContext, RequestTarget, UpstreamCredentialsOnProxy } from './context.ts';
-import { isDecision, refusal, settle, type Decision } from './decision.ts';
+import { isDecision, refusal, settle, type Counted, type Decision } from './decision.ts';
 import type { DecidedOptions } from './forwarder.ts';
 import { presentedSession, type PresentedSession, type SessionRead } from './handle-guard.ts';
 import { handleDigest } from './handles.ts';
 import type { ProxyRequest } from './request.ts';
 
 /** How a request whose body the sidecar holds is admitted: by its token (/mcp), or by a ticket (/authz-connect). */
-export type Admission = (ctx: ProxyContext, req: ProxyRequest, session: SessionRead | undefined) => Promise<Principal | Decision>;
+export type Admission = (ctx: ProxyContext, req: ProxyRequest, session: SessionRead | undefined) => Promise<Principal | Counted>;
 
 /** A request the sidecar forwards itself, admitted by `admission` (`knownMissing`: see decide). */
 export interface Forwarding {
@@ -71,17 +71,17 @@ async function decideForwarded(
     checkBodyLimit(req, ctx.config.proxy.maxBodyBytes);
     // A session id recorded for another principal: refused as unknown before its body is even read.
     const session = sessionRead === undefined ? undefined : await handles.checkSession(sessionRead, principal);
-    if (session instanceof HttpError) return settle(ctx.metrics, req, refusal(principal, session));
+    if (session instanceof HttpError) return settle(ctx.metrics, req, foreignHandle(principal, session));
     // The user's upstream credential is looked up before any quota is taken: a request answered for
     // want of it reaches nothing and counts against nothing.
     const credentials = ctx.upstreamCredentials;
     const credential = credentials === undefined ? undefined : knownMissing ? MISSING : await credentialFor(credentials, principal);
-    if (credential instanceof HttpError) return settle(ctx.metrics, req, refusal(principal, credential));
+    if (credential instanceof HttpError) return settle(ctx.metrics, req, refusal(principal, credential, 'refused', credential.code));
     const missing = credential === MISSING;
     // With a policy, the body is read and every call in it decided before anything is forwarded, a body
     // on another method is refused, and a GET stream's answer is filtered (a resumption with
     // Last-Event-ID replays earlier list answers there).
-    let gated: DecidedOptions | PolicyAnswer | Decision | undefined;
+    let gated: DecidedOptions | PolicyAnswer | Counted | undefined;
     if (policyGate !== undefined) {
       const deciding = performance.now();
       gated = await policyGate.decide(req, principal, missing ? needsCredential : undefined, session);
@@ -95,9 +95,16 @@ async function decideForwarded(
     let plan = gated;
     if (req.method === 'POST') {
       const tasks = await handles.checkTasks(req, principal, plan, ctx.bodyInterest);
-      // Another caller's task: counted as a foreign handle.
+      // Another caller's task: answered as an unknown one, counted as a foreign handle.
       if (tasks.refusal !== undefined)
-        return settle(ctx.metrics, req, { outcome: 'answer', principal, answer: tasks.refusal, answerForm: 'jsonrpc' });
+        return settle(ctx.metrics, req, {
+          outcome: 'answer',
+          principal,
+          answer: tasks.refusal,
+          answerForm: 'jsonrpc',
+          counted: 'refused',
+          reason: 'foreign_handle',
+        });
       plan = tasks.options;
       // Read here, without a policy (which tells the trace itself): the body's trace context is continued.
       if (policyGate === undefined && req.trace !== undefined && plan?.parsed !== undefined) traceBody(req, plan.parsed);
@@ -155,7 +162,7 @@ async function decideChecked(ctx: ProxyContext, req: ProxyRequest, original: Req
     // (the sidecar's /authz-connect, deciding it afresh, counts what it forwards).
     const credentials = ctx.upstreamCredentials;
     const credential = credentials === undefined ? undefined : await credentialFor(credentials, principal);
-    if (credential instanceof HttpError) return settle(ctx.metrics, req, refusal(principal, credential));
+    if (credential instanceof HttpError) return settle(ctx.metrics, req, refusal(principal, credential, 'refused', credential.code));
     if (ctx.policyGate !== undefined) {
       const deciding = performance.now();
       await ctx.policyGate.checkForwardAuth(req, principal, original.method, credential !== MISSING);
@@ -163,7 +170,7 @@ async function decideChecked(ctx: ProxyContext, req: ProxyRequest, original: Req
     }
     const binding = ctx.handles.bindPresentedSession(req, principal);
     const foreign = binding === undefined ? undefined : await binding;
-    if (foreign !== undefined) return settle(ctx.metrics, req, refusal(principal, foreign));
+    if (foreign !== undefined) return settle(ctx.metrics, req, foreignHandle(principal, foreign));
     if (credential === MISSING) {
       const session = presentedSession(req);
       const ticket = await credentials!.links.ticket(principal, {
@@ -200,21 +207,29 @@ export const admitByToken: Admission = (ctx, req) =>
  * An HttpError a step threw: the refusal, counted with its code (an answer over a quota as
  * quota_exceeded). Anything else is no decision (a store that failed, a bug): the listener answers it.
  */
-function thrown(err: unknown, principal: Principal | undefined): Decision {
+function thrown(err: unknown, principal: Principal | undefined): Counted {
   if (!(err instanceof HttpError)) throw err;
   return refusal(principal, err, 'refused', err instanceof OverQuota ? 'quota_exceeded' : err.code);
 }
 
-/** A policy's 200 answer: a denial (counted), a quota's (counted), or a call held for approval (not counted). */
-function policyAnswered(principal: Principal, gated: PolicyAnswer): Decision {
-  const reason = gated.by === 'policy' ? 'insufficient_authorization' : gated.by === 'quota' ? 'quota_exceeded' : undefined;
-  return { outcome: 'answer', principal, answer: gated.answer.body, answerForm: 'policy', counted: reason && 'refused', reason };
+/** The reason each kind of policy answer is counted under (`refused`). */
+const POLICY_ANSWERED = { policy: 'insufficient_authorization', quota: 'quota_exceeded', approval: 'approval_required' } as const;
+
+/** A policy's 200 answer: a denial, a quota's, or a call held for approval; each counted as refused, for its reason. */
+function policyAnswered(principal: Principal, gated: PolicyAnswer): Counted {
+  const reason = POLICY_ANSWERED[gated.by];
+  return { outcome: 'answer', principal, answer: gated.answer.body, answerForm: 'policy', counted: 'refused', reason };
+}
+
+/** A session id bound to another caller: refused as an unknown one (`unknown`), counted as a foreign handle. */
+function foreignHandle(principal: Principal, unknown: HttpError): Counted {
+  return refusal(principal, unknown, 'refused', 'foreign_handle');
 }
 
 /**
  * The principal's upstream credential header: the user's, the service token (null: none) for a
  * caller without a user, or MISSING. An unreachable provider with no valid token left is a 503,
- * returned (counted nowhere).
+ * returned (counted as refused, under its code).
  */
 async function credentialFor(
   credentials: UpstreamCredentialsOnProxy,
@@ -249,7 +264,7 @@ function needsCredential(body: ClientBody): boolean {
  * policy's bound) and parsed: what it asks decides whether it goes on. One that cannot be read as
  * JSON-RPC gets the 401 challenge.
  */
-async function readWithoutCredential(ctx: ProxyContext, req: ProxyRequest, principal: Principal): Promise<DecidedOptions | Decision> {
+async function readWithoutCredential(ctx: ProxyContext, req: ProxyRequest, principal: Principal): Promise<DecidedOptions | Counted> {
   const { policy } = ctx.config;
   let body: Buffer;
   try {
@@ -269,7 +284,7 @@ async function readWithoutCredential(ctx: ProxyContext, req: ProxyRequest, princ
 }
 
 /** The 401 challenge of a request without the user's credential that cannot be answered with the link. */
-function withoutCredential(ctx: ProxyContext, principal: Principal): Decision {
+function withoutCredential(ctx: ProxyContext, principal: Principal): Counted {
   return refusal(principal, invalidBearerToken(resourceMetadataUrl(ctx.publicUrl())), 'refused', 'upstream_credential_missing');
 }
 
@@ -291,7 +306,7 @@ async function answerMissingCredential(
   credentials: UpstreamCredentialsOnProxy,
   body: ClientBody | undefined,
   session: PresentedSession | undefined,
-): Promise<Decision> {
+): Promise<Counted> {
   const only = body !== undefined && !body.batch ? body.messages[0] : undefined;
   const id = only?.call !== undefined && only.id !== undefined && only.id !== null ? only.id : undefined;
   if (id === undefined) return withoutCredential(ctx, principal);

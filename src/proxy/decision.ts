@@ -2,7 +2,8 @@
 // /authz-connect alike): who asked, the outcome (forward, answer, refuse with its HttpError), the
 // headers to set and the header to remove, and the forward plan or the answer to write. /mcp renders
 // it by forwarding, /authz by answering the ingress. A decision is counted and its log fields set
-// once, by settle: the one place a request's outcome is counted.
+// once, by settle: the one place a request's outcome is counted. Only a decision that says what it
+// counts (Counted) can be settled: an answer the sidecar writes cannot go uncounted.
 
 import type { DenialReason, Principal } from '../model/credentials.ts';
 import type { ErrorCode, HttpError } from '../http/errors.ts';
@@ -13,7 +14,15 @@ import type { ProxyRequest } from './request.ts';
 
 /** The `reason` label: a denial's reason, or a refusal's code (or the name of what refused it). */
 export type CountedReason =
-  DenialReason | 'missing' | 'rate_limited' | ErrorCode | 'insufficient_authorization' | 'quota_exceeded' | 'upstream_credential_missing';
+  | DenialReason
+  | 'missing'
+  | 'rate_limited'
+  | ErrorCode
+  | 'insufficient_authorization'
+  | 'quota_exceeded'
+  | 'upstream_credential_missing'
+  | 'approval_required'
+  | 'foreign_handle';
 
 /** How an answer is written: a policy's (JSON, or one SSE event to a client that reads only that), a JSON-RPC body, the link to connect. */
 export type AnswerForm = 'policy' | 'jsonrpc' | 'link';
@@ -23,7 +32,7 @@ export interface Decision {
   readonly outcome: 'forward' | 'answer' | 'refuse' | 'gone';
   /** Who asked; undefined when refused before its token was accepted. */
   readonly principal: Principal | undefined;
-  /** What it counts in `mcp_auth_requests_total{outcome}`; undefined: counted by what refused it (a foreign handle), or not at all. */
+  /** What it counts in `mcp_auth_requests_total{outcome}`; undefined only for `gone` (nothing answered). */
   readonly counted?: RequestOutcome | undefined;
   readonly reason?: CountedReason | undefined;
   /** Why its token was refused, for the access log. */
@@ -47,13 +56,16 @@ export interface Decision {
   readonly answerForm?: AnswerForm | undefined;
 }
 
+/** A decision that says what it counts: the only kind settle takes. */
+export type Counted = Decision & { readonly counted: RequestOutcome };
+
 /** A refusal of a request that did not pass admission, or of what it asks. */
-export function refusal(principal: Principal | undefined, error: HttpError, counted?: RequestOutcome, reason?: CountedReason): Decision {
+export function refusal(principal: Principal | undefined, error: HttpError, counted: RequestOutcome, reason?: CountedReason): Counted {
   return { outcome: 'refuse', principal, error, counted, reason };
 }
 
 /** A refused token: counted as denied (`reason`: why, or rate_limited), logged with why (`denial`). */
-export function denied(error: HttpError, reason: CountedReason, denial: DenialReason | undefined): Decision {
+export function denied(error: HttpError, reason: CountedReason, denial: DenialReason | undefined): Counted {
   return { outcome: 'refuse', principal: undefined, error, counted: 'denied', reason, denial };
 }
 
@@ -63,21 +75,23 @@ export function isDecision<T extends object>(value: T | Decision): value is Deci
 }
 
 /** Records the decision: its count and its log fields. The one place a request's outcome is counted. */
-export function settle(metrics: Metrics, req: ProxyRequest, decision: Decision): Decision {
+export function settle(metrics: Metrics, req: ProxyRequest, decision: Counted): Counted {
   if (decision.denial !== undefined) req.denial = decision.denial;
   if (decision.unlogged === true) req.unlogged = true;
-  if (decision.counted !== undefined) countOutcome(metrics, req, decision.counted, decision.reason);
-  else req.counted = true;
+  countOutcome(metrics, req, decision.counted, decision.reason);
   return decision;
 }
 
 /**
  * Counts a request's outcome in `mcp_auth_requests_total`, once: the first count a request gets is
- * its outcome (the decision's, else the listener's answer to what was never decided).
+ * its outcome (the decision's, else the listener's answer to what was never decided), which its
+ * access log line names too.
  */
 export function countOutcome(metrics: Metrics, req: ProxyRequest, outcome: RequestOutcome, reason?: CountedReason): void {
   if (req.counted) return;
   req.counted = true;
+  req.outcome = outcome;
+  req.reason = reason;
   switch (outcome) {
     case 'forwarded':
       return metrics.forwarded.inc();
@@ -102,6 +116,8 @@ export function countOutcome(metrics: Metrics, req: ProxyRequest, outcome: Reque
         metrics.upstreamCredentialsMissing.inc();
         return metrics.credentialMissing.inc();
       }
+      if (reason === 'approval_required') return metrics.approvalRequired.inc();
+      if (reason === 'foreign_handle') return metrics.foreignHandle.inc();
       return metrics.refused(reason as ErrorCode);
   }
 }

@@ -19,7 +19,7 @@ import { resourceMetadataUrl } from '../oauth/resource-metadata.ts';
 import type { ClientAddresses } from '../http/client-address.ts';
 import type { ProxyContext } from './context.ts';
 import { decide, type Forwarding } from './decide.ts';
-import { denied, setDecidedHeaders, type Decision } from './decision.ts';
+import { denied, setDecidedHeaders, type Counted } from './decision.ts';
 import { setIdentityHeaders } from './identity-headers.ts';
 import { handleDigest } from './handles.ts';
 import type { SessionRead } from './handle-guard.ts';
@@ -97,8 +97,8 @@ export async function handleConnectAnswer(ctx: ProxyContext, req: ProxyRequest, 
  * The principal a request's connect ticket stands for, or the 401 challenge. The ticket is used up
  * first, so that a request it was not given for spends it too.
  */
-async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead: SessionRead | undefined): Promise<Principal | Decision> {
-  const refuse = (reason: DenialReason): Decision => denied(invalidBearerToken(resourceMetadataUrl(ctx.publicUrl())), reason, reason);
+async function ticketPrincipal(ctx: ProxyContext, req: ProxyRequest, sessionRead: SessionRead | undefined): Promise<Principal | Counted> {
+  const refuse = (reason: DenialReason): Counted => denied(invalidBearerToken(resourceMetadataUrl(ctx.publicUrl())), reason, reason);
   const value = req.headers[CONNECT_TICKET_HEADER];
   let ticket;
   try {

@@ -74,7 +74,7 @@ export interface QuotaCounting {
 /** A denial answered by the sidecar with a 200 (a tool error, a JSON-RPC error): nothing is forwarded. */
 export interface PolicyAnswer {
   readonly answer: { readonly body: string };
-  /** Why: the policy refused, a quota did (its outcome already counted), or the call waits for approval. */
+  /** Why: the policy refused (or a person denied the held call), a quota did, or the call waits for approval. */
   readonly by: 'policy' | 'quota' | 'approval';
 }
 
@@ -154,7 +154,8 @@ export function createPolicyGate(options: PolicyGateOptions): PolicyGate {
           urlElicitation: session?.urlElicitation === true,
         };
         const held = await options.approvals!.hold(outcome.held, caller, outcome.body);
-        if ('answer' in held) return { answer: { body: held.answer }, by: 'approval' };
+        // A call a person denied is answered as every denial no scope lifts.
+        if ('answer' in held) return { answer: { body: held.answer }, by: held.denied ? 'policy' : 'approval' };
         decided = held.forward;
       }
       const over = counted ? await takeQuotas(options.quotas, req, principal, outcome.requests, outcome.batch) : undefined;

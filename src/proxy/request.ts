@@ -5,6 +5,7 @@
 import { IncomingMessage } from 'node:http';
 import type { DenialReason, Principal } from '../model/credentials.ts';
 import type { DpopRefusal } from '../oauth/dpop.ts';
+import type { RequestOutcome } from '../observability/metrics.ts';
 import type { RequestTrace } from '../observability/tracing.ts';
 
 /**
@@ -27,6 +28,9 @@ export class ProxyRequest extends IncomingMessage {
   unlogged = false;
   /** Its outcome has been counted (mcp_auth_requests_total): once, by the decision or by the listener's answer. */
   counted = false;
+  /** The outcome it was counted under, and the reason (both labels of mcp_auth_requests_total), for the access log. */
+  outcome: RequestOutcome | undefined = undefined;
+  reason: string | undefined = undefined;
   /** Its trace, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
 }

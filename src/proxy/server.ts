@@ -37,6 +37,7 @@ export function createProxyServer(deps: ProxyDeps): Server {
   const authz = (req: ProxyRequest, res: ServerResponse, path: string) => handleAuthz(ctx, req, res, path);
   const connectAnswer = (req: ProxyRequest, res: ServerResponse) => handleConnectAnswer(ctx, req, res);
   const health = (req: ProxyRequest, res: ServerResponse) => handleHealth(ctx, req, res);
+  const isOAuthPath = routeMatcher(deps.routes ?? []);
 
   return serve({
     name: 'proxy',
@@ -61,15 +62,17 @@ export function createProxyServer(deps: ProxyDeps): Server {
       req.trace?.end(res.headersSent ? res.statusCode : cannedStatus(req), req.upstreamStatus);
       if (!req.unlogged) accessLog(access, req, res);
     },
-    // What no decision counted (decision.ts): the store failing, an unknown path, and on the request
-    // paths any other error answer (a refusal before any decision, a bug).
+    // What no decision counted (decision.ts): the store failing, an unknown path, an OAuth route's
+    // error answer (its outcome is `oauth`, whatever it answered), and any other error answer (a
+    // refusal before any decision, a bug) under its code.
     onStoreUnavailable(req) {
       metrics.storeErrors.inc();
       countOutcome(metrics, req, 'unavailable');
     },
     onNotFound: (req) => countOutcome(metrics, req, 'not_found'),
     onErrorAnswer(answer, path, req) {
-      if (isRequestPath(path)) countOutcome(metrics, req, 'refused', answer.code);
+      if (!isRequestPath(path) && isOAuthPath(path)) countOutcome(metrics, req, 'oauth');
+      else countOutcome(metrics, req, 'refused', answer.code);
     },
   });
 }
@@ -95,9 +98,16 @@ export async function handleHealth(ctx: ProxyContext, req: ProxyRequest, res: Se
   await answerHealth(res, ctx.store, ctx.config.upstream);
 }
 
-/** The paths whose requests are counted by outcome here (the OAuth routes count their own). */
+/** The paths of requests for the upstream and /health, whose error answers count as refused, under their code. */
 function isRequestPath(path: string): boolean {
   return path === '/mcp' || path === '/health' || path === AUTHZ_PATH || path.startsWith(`${AUTHZ_PATH}/`) || path === CONNECT_ANSWER_PATH;
+}
+
+/** Whether a path is one of `routes` (an exact path, or under a prefix route's). */
+function routeMatcher(routes: readonly Route[]): (path: string) => boolean {
+  const exact = new Set(routes.filter((r) => !r.path.endsWith('*')).map((r) => r.path));
+  const prefixes = routes.filter((r) => r.path.endsWith('*')).map((r) => r.path.slice(0, -1));
+  return (path) => exact.has(path) || prefixes.some((prefix) => path.startsWith(prefix));
 }
 
 /** The node:http bounds of the proxy listener. */
@@ -112,7 +122,7 @@ function listenerLimits(config: Config): ServerOptions {
   };
 }
 
-/** The same route, counted as `oauth` when it answered without throwing. */
+/** The same route, counted as `oauth` when it answered without throwing (its error answers: onErrorAnswer). */
 function counted(route: Route<ProxyRequest>, metrics: Metrics): Route<ProxyRequest> {
   return {
     ...route,
@@ -151,6 +161,8 @@ function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void
       authKind: principal?.kind,
       subject: principal?.subject,
       clientId: principal?.clientId,
+      outcome: req.outcome,
+      reason: req.reason,
       denial: req.denial,
       dpopRefusal: req.dpopRefusal,
       upstreamStatus: req.upstreamStatus,

@@ -4,12 +4,9 @@
 // works), and a form on another site posting to the page is refused. With WRITE_DOC_SCREENSHOTS=1 it
 // also writes docs/account-page.png.
 
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
-import { launchChromium } from '../support/chromium.ts';
+import { launchChromium, startLoopbackSite, type LoopbackSite } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   authorizeUrl,
@@ -30,13 +27,13 @@ const SCREENSHOT = fileURLToPath(new URL('../../docs/account-page.png', import.m
 let browser: Browser;
 let s: SignInStack;
 /** Another site (127.0.0.1, the sidecar being localhost) serving a form that posts to the account page. */
-let attacker: Server;
+let attacker: LoopbackSite;
 let attackerUrl: string;
 
 beforeAll(async () => {
   browser = await launchChromium();
   s = await startSignInStack();
-  attacker = createServer((req, res) => {
+  attacker = await startLoopbackSite((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     res.setHeader('content-type', 'text/html');
     const action = `${s.base}/account/revoke`.replace(/"/g, '&quot;');
@@ -46,15 +43,12 @@ beforeAll(async () => {
       `<form method="post" action="${action}"><input type="hidden" name="grant" value="${grant}"><input type="hidden" name="csrf" value="${csrf}"><button id="go">Win a prize</button></form>`,
     );
   });
-  attacker.listen(0, '127.0.0.1');
-  await once(attacker, 'listening');
-  attackerUrl = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}/`;
+  attackerUrl = `${attacker.origin}/`;
 }, 120_000);
 afterAll(async () => {
   await browser?.close();
   await s?.close();
-  attacker?.closeAllConnections();
-  await new Promise((r) => (attacker ? attacker.close(r) : r(undefined)));
+  await attacker?.close();
 });
 
 /** A sign-in through `clientId` as an MCP client runs it (consent approved), the code redeemed: its access token. */

@@ -21,6 +21,8 @@ import { keysUnder, rawRedis } from '../support/redis.ts';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startSidecarProcess, type SidecarProcess } from '../support/process.ts';
 import { nodeTs } from '../support/node-ts.ts';
+import { initializeRequest } from '../support/http.ts';
+import { countedOnce } from '../support/requests-counted.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
 const SIDECAR = nodeTs('src/entry/main.ts');
@@ -131,6 +133,27 @@ describe('MCP sessions are bound to the caller that initialized them', () => {
     expect((await alice.client.listTools()).tools.map((t) => t.name)).toContain('echo');
     await alice.client.close();
     await bob.client.close().catch(() => undefined);
+  });
+
+  it("B's request with A's session id is one request outcome: refused, as a foreign handle", async () => {
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const initialized = await fetch(stack.mcpUrl, {
+      method: 'POST',
+      headers: { ...headers, authorization: `Bearer ${a.token}` },
+      body: JSON.stringify(initializeRequest('sessions-e2e')),
+    });
+    expect(initialized.status).toBe(200);
+    await initialized.text();
+    const sessionId = initialized.headers.get('mcp-session-id')!;
+    const refused = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'foreign_handle' }, () =>
+      fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { ...headers, authorization: `Bearer ${b.token}`, 'mcp-session-id': sessionId },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+      }),
+    );
+    expect(refused.status).toBe(404);
+    await refused.text();
   });
 
   it('the binding holds through a second sidecar process on the same Redis, both ways', async () => {
@@ -382,6 +405,22 @@ describe.each([
         expect((await bob.request({ method: 'tasks/get', params: { taskId } }, GetTaskResultSchema)).taskId).toBe(taskId);
     },
   );
+
+  it("B's request naming A's task is one request outcome: refused, as a foreign handle", async () => {
+    const created = await alice.request(
+      { method: 'tools/call', params: { name: 'json', arguments: {}, task: { ttl: 60000 } } },
+      CreateTaskResultSchema,
+    );
+    const refused = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'foreign_handle' }, () =>
+      fetch(stack.mcpUrl, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { taskId: created.task.taskId } }),
+      }),
+    );
+    expect(refused.status).toBe(200);
+    expect(await refused.json()).toMatchObject({ id: 1, error: { code: -32602 } });
+  });
 
   it('B asking about a task nobody recorded reaches the upstream, which answers it as unknown', async () => {
     const before = taskRequestsFromB().length;

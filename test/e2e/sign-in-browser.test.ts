@@ -4,12 +4,9 @@
 // client's loopback redirect URI with a code; the SDK then lists tools through the sidecar.
 // One browser for the file; each test gets a fresh context (no cookies shared).
 
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { decodeJwt, importPKCS8, SignJWT } from 'jose';
 import type { Browser } from 'playwright-core';
-import { launchChromium } from '../support/chromium.ts';
+import { launchChromium, startLoopbackSite, type LoopbackSite } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { DEMO_USER } from '../../demo/idp.ts';
@@ -20,7 +17,7 @@ import { poll, registerDeviceClient, startDevice } from '../support/device.ts';
 let browser: Browser;
 let s: SignInStack;
 /** The MCP client's loopback redirect target: it receives the query of each redirect. */
-let receiver: Server;
+let receiver: LoopbackSite;
 let received: (query: URLSearchParams) => void = () => undefined;
 let receiverUrl: string;
 let swapNextUser: Record<string, unknown> | undefined;
@@ -39,7 +36,7 @@ beforeAll(async () => {
     swapNextUser = undefined;
     body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'demo-key' }).sign(key);
   });
-  receiver = createServer((req, res) => {
+  receiver = await startLoopbackSite((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (url.pathname === '/frame') {
       // Another origin than the sidecar's, trying to frame its consent page.
@@ -51,15 +48,12 @@ beforeAll(async () => {
     res.setHeader('content-type', 'text/html');
     res.end('<p>Signed in. You can close this window.</p>');
   });
-  receiver.listen(0, '127.0.0.1');
-  await once(receiver, 'listening');
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback`;
+  receiverUrl = `${receiver.origin}/callback`;
 }, 120_000);
 afterAll(async () => {
   await browser?.close();
   await s?.close();
-  receiver?.closeAllConnections();
-  await new Promise((r) => (receiver ? receiver.close(r) : r(undefined)));
+  await receiver?.close();
 });
 
 /** The SDK client registers the fixed-port URI and then uses its actually bound loopback port. */

@@ -5,15 +5,13 @@
 // documents are served over real TLS from loopback (a test CA; private addresses allowed for this
 // test's resolver only).
 
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import type { Browser } from 'playwright-core';
-import { launchChromium } from '../support/chromium.ts';
+import { launchChromium, startLoopbackSite, type LoopbackSite } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/model/clock.ts';
 import { DEMO_USER } from '../../demo/idp.ts';
@@ -28,7 +26,7 @@ import { createTestCertificate } from '../support/test-cert.ts';
 let browser: Browser;
 let s: SignInStack;
 let docs: { url: string; close: () => Promise<void> };
-let receiver: Server;
+let receiver: LoopbackSite;
 let receiverOrigin = '';
 let received: (query: URLSearchParams) => void = () => undefined;
 /** ChatGPT's signing key; its public half is what the test host's jwks_uri serves. */
@@ -53,14 +51,12 @@ function serveDocuments(req: IncomingMessage, res: ServerResponse): void {
 beforeAll(async () => {
   const { privateKey, publicKey } = await generateKeyPair('RS256');
   signing = { privateKey, jwk: { ...(await exportJWK(publicKey)), kid: 'chatgpt-test-key', alg: 'RS256', use: 'sig' } };
-  receiver = createServer((req, res) => {
+  receiver = await startLoopbackSite((req, res) => {
     received(new URL(req.url ?? '/', 'http://127.0.0.1').searchParams);
     res.setHeader('content-type', 'text/html');
     res.end('<p>Signed in.</p>');
   });
-  receiver.listen(0, '127.0.0.1');
-  await once(receiver, 'listening');
-  receiverOrigin = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  receiverOrigin = receiver.origin;
   const cert = createTestCertificate();
   docs = await serveOnLoopback(createHttpsServer({ cert: cert.cert, key: cert.key }, serveDocuments));
   const quiet = createLogger('error', new Writable({ write: (_c, _e, done) => done() }));
@@ -81,8 +77,7 @@ afterAll(async () => {
   await browser?.close();
   await s?.close();
   await docs?.close();
-  receiver?.closeAllConnections();
-  await new Promise((r) => (receiver ? receiver.close(r) : r(undefined)));
+  await receiver?.close();
 });
 
 /** The redirect URI the client sends: a loopback one on the receiver's port (any port matches), an https one moved to the receiver. */

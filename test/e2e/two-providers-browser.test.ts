@@ -6,15 +6,12 @@
 // the upstream is told the issuer, and a token, a session handle and a per-subject quota of one are
 // never the other's; offboarding names the issuer.
 
-import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { DEMO_USER, startDemoIdp, type DemoIdp } from '../../demo/idp.ts';
-import { launchChromium } from '../support/chromium.ts';
+import { launchChromium, startLoopbackSite, type LoopbackSite } from '../support/chromium.ts';
 import { connectedClient, firstConnection, RecordingProvider } from '../support/sdk-oauth.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
@@ -33,7 +30,7 @@ let entra: DemoIdp;
 let okta: DemoIdp;
 let stack: Stack;
 let base = '';
-let receiver: Server;
+let receiver: LoopbackSite;
 let receiverUrl = '';
 let received: (query: URLSearchParams) => void = () => undefined;
 
@@ -69,14 +66,12 @@ beforeAll(async () => {
     },
   });
   base = stack.sidecar.publicUrl();
-  receiver = createServer((req, res) => {
+  receiver = await startLoopbackSite((req, res) => {
     received(new URL(req.url ?? '/', 'http://127.0.0.1').searchParams);
     res.setHeader('content-type', 'text/html');
     res.end('<p>Signed in.</p>');
   });
-  receiver.listen(0, '127.0.0.1');
-  await once(receiver, 'listening');
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback`;
+  receiverUrl = `${receiver.origin}/callback`;
 }, 120_000);
 
 afterAll(async () => {
@@ -84,8 +79,7 @@ afterAll(async () => {
   await stack?.close();
   await entra?.close();
   await okta?.close();
-  receiver?.closeAllConnections();
-  await new Promise((r) => (receiver ? receiver.close(r) : r(undefined)));
+  await receiver?.close();
 });
 
 type Choice = { provider: 'entra' | 'okta' } | { email: string };

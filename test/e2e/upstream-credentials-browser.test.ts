@@ -12,12 +12,9 @@
 //     POST without or with a wrong CSRF token is refused, Connect connects; the SDK's call then carries
 //     the GitHub token. The link never appears in the sidecar's log.
 
-import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Browser, Response as PageResponse } from 'playwright-core';
-import { launchChromium } from '../support/chromium.ts';
+import { launchChromium, startLoopbackSite, type LoopbackSite } from '../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -47,7 +44,7 @@ let browser: Browser;
 let github: GitHubStub;
 let s: SignInStack;
 /** Another site (127.0.0.1, the sidecar being localhost): `/go?to=` navigates to a URL, `/post?to=&csrf=` posts a form to it. */
-let attacker: Server;
+let attacker: LoopbackSite;
 let attackerUrl: string;
 
 beforeAll(async () => {
@@ -71,7 +68,7 @@ beforeAll(async () => {
       },
     },
   });
-  attacker = createServer((req, res) => {
+  attacker = await startLoopbackSite((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const to = (url.searchParams.get('to') ?? '').replace(/[^A-Za-z0-9_.:/-]/g, '');
     const csrf = (url.searchParams.get('csrf') ?? '').replace(/[^0-9a-f]/g, '');
@@ -82,16 +79,13 @@ beforeAll(async () => {
         `<form method="post" action="${to}"><input type="hidden" name="csrf" value="${csrf}"><button id="go">Win a prize</button></form>`,
       );
   });
-  attacker.listen(0, '127.0.0.1');
-  await once(attacker, 'listening');
-  attackerUrl = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}`;
+  attackerUrl = attacker.origin;
 }, 90_000);
 afterAll(async () => {
   await browser?.close();
   await s?.close();
   await github?.close();
-  attacker?.closeAllConnections();
-  await new Promise((r) => (attacker ? attacker.close(r) : r(undefined)));
+  await attacker?.close();
 });
 
 async function sdkClient(token: string): Promise<Client> {

@@ -16,6 +16,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
+import { countedOnce } from '../support/requests-counted.ts';
 import { startSignInStack, type SignInStack } from '../support/sign-in.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 
@@ -205,6 +206,25 @@ describe('calls held for approval', () => {
     });
     expect(res.json.result.content[0].text).toContain('"not on a Sunday"');
     expect(ran()).toBe(before);
+  });
+
+  it('each answer is one request outcome: a held call is refused for approval, a denied one as a denial, an approved one forwarded', async () => {
+    const held = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'approval_required' }, () =>
+      plain(stack, token, 1, 'LOUD counted'),
+    );
+    const approvalId = /\/approve\/([0-9a-f]{32})/.exec(held.json.result.content[0].text)![1]!;
+    // Asked again while it waits: the same answer, counted again.
+    await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'approval_required' }, () => plain(stack, token, 2, 'LOUD counted'));
+    await approve(approvalId);
+    const ran = await countedOnce(stack.adminUrl, { outcome: 'forwarded' }, () => plain(stack, token, 3, 'LOUD counted'));
+    expect(ran.json.result.content[0].text).toBe('LOUD counted');
+
+    const refused = await plain(stack, token, 4, 'LOUD counted, then denied');
+    await approve(/\/approve\/([0-9a-f]{32})/.exec(refused.json.result.content[0].text)![1]!, 'deny', 'no');
+    const denied = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'insufficient_authorization' }, () =>
+      plain(stack, token, 5, 'LOUD counted, then denied'),
+    );
+    expect(denied.json.result.isError).toBe(true);
   });
 
   it('listApprovals shows them without their arguments; decideApproval refuses unknown and decided ones; revokeSubject cancels', async () => {

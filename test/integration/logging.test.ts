@@ -49,7 +49,7 @@ describe('no secret in any log line of a full run', () => {
     }
   });
 
-  it('one access line per proxy request: method, path, status, duration, auth kind, subject, clientId, denial, upstream status', () => {
+  it('one access line per proxy request: method, path, status, duration, auth kind, subject, clientId, outcome, denial, upstream status', () => {
     const access = t.stack.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.msg === 'request');
     expect(access.length).toBeGreaterThan(20);
     for (const e of access) {
@@ -57,6 +57,8 @@ describe('no secret in any log line of a full run', () => {
       expect(typeof e.path).toBe('string');
       expect(typeof e.status).toBe('number');
       expect(typeof e.durationMs).toBe('number');
+      // Each answer is named as it was counted (mcp_auth_requests_total).
+      expect(typeof e.outcome, JSON.stringify(e)).toBe('string');
     }
     expect(
       access.some(
@@ -73,6 +75,10 @@ describe('no secret in any log line of a full run', () => {
     expect(access.filter((e) => e.status === 401).every((e) => e.upstreamStatus === undefined)).toBe(true);
     expect(access.some((e) => e.path === '/mcp' && e.status === 200 && e.authKind === 'user' && e.subject === 'alice')).toBe(true);
     expect(access.some((e) => e.path === '/mcp' && e.status === 401 && e.denial === 'unknown')).toBe(true);
+    expect(access.some((e) => e.path === '/mcp' && e.status === 401 && e.outcome === 'denied' && e.reason === 'unknown')).toBe(true);
+    expect(access.some((e) => e.path === '/mcp' && e.upstreamStatus === 200 && e.outcome === 'forwarded' && e.reason === undefined)).toBe(
+      true,
+    );
     expect(access.some((e) => e.path === '/mcp' && e.status === 401 && e.denial === 'revoked')).toBe(true);
   });
 });

@@ -266,4 +266,28 @@ describe('mcp_auth_requests_total counts every refusal of /mcp, /health and /aut
     // Counted once: never also as a refused token or an outage.
     expect(value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', { outcome: 'refused', reason: 'not_found' })).toBe(0);
   });
+
+  it.each<[string, number, Record<string, string>, () => Promise<number>]>([
+    [
+      'a client that fails to authenticate at /token',
+      401,
+      { outcome: 'oauth', reason: '' },
+      () =>
+        send('/token', 'POST', { 'content-type': 'application/x-www-form-urlencoded' }, 'grant_type=client_credentials&client_id=nobody'),
+    ],
+    ['a method /token does not take', 405, { outcome: 'oauth', reason: '' }, () => send('/token', 'GET', {})],
+    [
+      'a protocol upgrade on a path no route has',
+      400,
+      { outcome: 'refused', reason: 'invalid_request' },
+      () => send('/elsewhere', 'GET', { connection: 'upgrade', upgrade: 'websocket' }),
+    ],
+  ])('%s: %i, counted once', async (_label, status, outcome, request) => {
+    const samples = (await scrape(stack.adminUrl)).samples;
+    const [before, totalBefore] = [value(samples, 'mcp_auth_requests_total', outcome), value(samples, 'mcp_auth_requests_total')];
+    expect(await request()).toBe(status);
+    const after = (await scrape(stack.adminUrl)).samples;
+    expect(value(after, 'mcp_auth_requests_total', outcome) - before).toBe(1);
+    expect(value(after, 'mcp_auth_requests_total') - totalBefore).toBe(1);
+  });
 });

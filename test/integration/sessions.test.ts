@@ -14,6 +14,7 @@ import { StoreUnavailableError } from '../../src/store/shared.ts';
 import { serveOnLoopback, startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { rawRedis } from '../support/redis.ts';
+import { countedOnce } from '../support/requests-counted.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { exchange } from '../hostile/raw-http.ts';
 
@@ -64,7 +65,10 @@ describe('forward-auth: a session id is bound to the first principal that presen
     const b = await stack.issueOAuthToken();
     const session = randomUUID();
     expect((await nginx(a.token, { 'mcp-session-id': session })).status).toBe(200);
-    const refused = await nginx(b.token, { 'mcp-session-id': session });
+    // One request outcome: refused, as a foreign handle.
+    const refused = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'foreign_handle' }, () =>
+      nginx(b.token, { 'mcp-session-id': session }),
+    );
     expect(refused).toEqual({ status: 404, body: UNKNOWN_SESSION });
     expect((await nginx(a.token, { 'mcp-session-id': session })).status).toBe(200);
     // The same principal with another token of its client keeps it too (the identity is kind, subject, client).

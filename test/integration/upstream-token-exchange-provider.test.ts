@@ -25,6 +25,7 @@ import {
   standardParams,
   tokenRequest,
 } from '../support/sign-in.ts';
+import { countedOnce } from '../support/requests-counted.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -189,16 +190,19 @@ describe('mode token-exchange against a real OpenID provider', () => {
       // The SDK's StreamableHTTPError: the HTTP status as its code, the sidecar's answer in the message.
       expect(err?.code).toBe(503);
       expect(err?.message).toContain('temporarily_unavailable');
-      // The same request without the SDK, to see the status and header it got.
-      const res = await fetch(`${base}/mcp`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${tokens.bob}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'headers', arguments: {} } }),
-      });
+      // The same request without the SDK, to see the status and header it got: one request outcome,
+      // refused under the 503's code.
+      const res = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'temporarily_unavailable' }, () =>
+        fetch(`${base}/mcp`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${tokens.bob}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'headers', arguments: {} } }),
+        }),
+      );
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('5');
       await res.text();

@@ -25,6 +25,7 @@ import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { ProxyRequest } from '../../src/proxy/request.ts';
 import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { ConnectLinks } from '../../src/upstream-credentials/connect-links.ts';
+import { CredentialRefreshUnavailable } from '../../src/upstream-credentials/idp-mode.ts';
 import { MISSING, type CredentialHeader, type UpstreamCredentialDelivery } from '../../src/upstream-credentials/delivery.ts';
 import { directProxyContext, HANDLE_IDLE_MS, requestsCounted, seedClientToken } from '../support/proxy-context.ts';
 
@@ -37,15 +38,15 @@ let store: MemoryTokenStore;
 let clock: ManualClock;
 let metrics: Metrics;
 let token: string;
-/** What the fake delivery answers for every principal. */
-let upstream: CredentialHeader | null | typeof MISSING;
+/** What the fake delivery answers for every principal (an error: what it rejects with). */
+let upstream: CredentialHeader | null | typeof MISSING | Error;
 /** What the fake links answer when asked for a ticket. */
 let ticket: () => Promise<string>;
 
 const credentials: UpstreamCredentialsOnProxy = {
   delivery: {
     header: CREDENTIAL_HEADER,
-    headerFor: () => Promise.resolve(upstream),
+    headerFor: () => (upstream instanceof Error ? Promise.reject(upstream) : Promise.resolve(upstream)),
     serviceHeader: () => null,
   } as unknown as UpstreamCredentialDelivery,
   links: {
@@ -182,7 +183,7 @@ describe('decide(): the decision as a value', () => {
     expect(await countedAtAll()).toBe(3);
   });
 
-  it('session foreign: refused as the unknown session (404) before anything else, counted as a foreign handle only', async () => {
+  it('session foreign: refused as the unknown session (404) before anything else, counted once as a foreign handle', async () => {
     const ctx = context({ credentials: true });
     const other: Principal = { kind: 'oauth', subject: 'client-2', clientId: 'client-2' };
     await store.bindHandle('session', handleDigest('s-1'), handleOwner(other), clock.now(), HANDLE_IDLE_MS, MAX_HANDLES_PER_OWNER, {
@@ -191,7 +192,7 @@ describe('decide(): the decision as a value', () => {
     for (const asked of [BY_TOKEN, checkOf('GET')]) {
       const req = request('GET', [['Mcp-Session-Id', 's-1']]);
       const refused = await decide(ctx, req, open, asked);
-      expect(refused).toMatchObject({ outcome: 'refuse', counted: undefined });
+      expect(refused).toMatchObject({ outcome: 'refuse', counted: 'refused', reason: 'foreign_handle' });
       expect(refused.principal?.clientId).toBe(CLIENT_ID);
       expect(refused.error?.status).toBe(404);
       expect(JSON.parse(refused.error!.body!)).toMatchObject({ error: { message: 'Session not found' } });
@@ -199,8 +200,21 @@ describe('decide(): the decision as a value', () => {
       // Counted: the listener does not count its 404 again.
       expect(req.counted).toBe(true);
     }
-    expect(await countedAtAll()).toBe(0);
+    expect(await counted('refused', 'foreign_handle')).toBe(2);
+    expect(await countedAtAll()).toBe(2);
     expect((await metrics.foreignHandles.get()).values).toEqual([expect.objectContaining({ labels: { handle: 'session' }, value: 2 })]);
+  });
+
+  it("the upstream credential's provider unreachable: 503 on /mcp and from /authz, each counted once, refused under its code", async () => {
+    upstream = new CredentialRefreshUnavailable('the provider did not answer');
+    const ctx = context({ credentials: true });
+    for (const asked of [BY_TOKEN, checkOf('POST')]) {
+      const refused = await decide(ctx, request('GET', []), open, asked);
+      expect(refused).toMatchObject({ outcome: 'refuse', counted: 'refused', reason: 'temporarily_unavailable' });
+      expect(refused.error?.status).toBe(503);
+    }
+    expect(await counted('refused', 'temporarily_unavailable')).toBe(2);
+    expect(await countedAtAll()).toBe(2);
   });
 
   it('a refused token is a decision too: denied with its reason, logged with it', async () => {
