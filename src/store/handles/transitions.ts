@@ -113,12 +113,16 @@ async function listOwned(
     return { ...owner, score, count, listed, over: listed ? 0 : count - max + 1 };
   });
   const evicting = states.filter(({ over }) => over > 0);
-  const oldest = await ks.read(
+  const oldest = await readAll(
+    ks,
     evicting.map(({ index, over }): Command => ['ZRANGEBYSCORE', index, live, '+inf', 'WITHSCORES', 'LIMIT', 0, over]),
   );
   const candidates = evicting.flatMap((state, i) => pairs(oldest[i]!).map(([m, score]) => ({ ...state, m, score })));
   const prefix = keys.handlePrefix();
-  const holders = await ks.read(candidates.map(({ m, field }): Command => ['HGET', prefix + m, field]));
+  const holders = await readAll(
+    ks,
+    candidates.map(({ m, field }): Command => ['HGET', prefix + m, field]),
+  );
   const guards: Guard[] = [];
   const steps: Command[] = [];
   for (const { index, score, count, listed } of states) {
@@ -134,6 +138,11 @@ async function listOwned(
   });
   for (const { index } of states) steps.push(['ZADD', index, claim.now + ttl, member], ['PEXPIRE', index, ttl]);
   return { guards, steps };
+}
+
+/** Reads, in one round trip; none at all when there is nothing to read. */
+function readAll(ks: Keyspace, commands: readonly Command[]): Promise<Reply[]> {
+  return commands.length === 0 ? Promise.resolve([]) : ks.read(commands);
 }
 
 /** A `member score ...` reply as pairs, the scores as the text Redis answers (what a guard compares). */
