@@ -109,11 +109,6 @@ export class MemoryCore implements KeyspaceMaps {
     return update.result;
   }
 
-  /** Handle indexes (sorted sets): member -> expiry. */
-  get handleIndexes(): Map<string, Map<string, number>> {
-    return this.sortedSets;
-  }
-
   /** Subject indexes (sorted sets): member -> the record's expiresAt. */
   get subjectIndexes(): Map<string, Map<string, number>> {
     return this.sortedSets;

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { systemClock } from '../../src/model/clock.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { claimHandle, forgetIndexedHandles, type HandleClaim } from '../../src/store/handles/transitions.ts';
+import { claimHandle, forgetHandle, forgetIndexedHandles, type HandleClaim } from '../../src/store/handles/transitions.ts';
 import type { Keyspace } from '../../src/store/keyspace.ts';
 import { MemoryCore } from '../../src/store/memory-core.ts';
 import { keyLayout, type KeyLayout } from '../../src/store/records.ts';
@@ -184,6 +184,20 @@ describe.each(['redis', 'memory'] as const)('handle transitions with another wri
     const via = interleaved(ks, () => claim(h1, master, now, 100));
     expect(await claim(h1, master, now, 100, via)).toBe('owned');
     expect(via.written).toBe(0);
+  });
+
+  it("a handle forgotten while it was forgotten and bound by another owner: that owner's members go with it", async () => {
+    const h1 = handleDigest('ended');
+    const now = Date.now();
+    await claim(h1, alice, now, 100);
+    const rebind = async () => {
+      expect(await forgetHandle(ks, keys, 'session', h1)).toBe(true);
+      expect(await claim(h1, bob, now, 100)).toBe('bound');
+    };
+    expect(await forgetHandle(interleaved(ks, rebind), keys, 'session', h1)).toBe(true);
+    expect(await ownerOf(h1)).toBeNull();
+    for (const index of [keys.handlesByClient('c-b'), keys.handlesBySubject(bob.subjectHash!), keys.handlesByClient('c-a')])
+      expect(await listed(index)).toEqual([]);
   });
 
   it('a renewal racing another renewal of the same handle: the one that finds it renewed writes nothing', async () => {

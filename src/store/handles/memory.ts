@@ -1,10 +1,10 @@
-// Session and task handles in memory: a use or a bind is the transition claimHandle
+// Session and task handles in memory: every operation but the plain read is a transition
 // (src/store/handles/transitions.ts) on the memory keyspace, as on Redis.
 
 import type { MemoryCore } from '../memory-core.ts';
-import { handleMember, subjectDigest } from '../records.ts';
+import { subjectDigest } from '../records.ts';
 import type { HandleBinding, HandleKind, HandleOwner, HandleUse, StoredHandle } from '../types.ts';
-import { claimHandle, forgetIndexedHandles } from './transitions.ts';
+import { claimHandle, forgetHandle, forgetIndexedHandles } from './transitions.ts';
 import type { HandleStorage } from './types.ts';
 
 export class MemoryHandles implements HandleStorage {
@@ -42,17 +42,8 @@ export class MemoryHandles implements HandleStorage {
     return claimHandle(this.#core.keyspace, this.#core.keys, claim) as Promise<HandleBinding>;
   }
 
-  async forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
-    this.#core.check();
-    const key = this.#core.keys.handle(kind, handleHash);
-    const fields = this.#core.get(key);
-    if (!fields) return false;
-    const member = handleMember(kind, handleHash);
-    if (fields.clientId !== undefined) this.#core.handleIndexes.get(this.#core.keys.handlesByClient(fields.clientId))?.delete(member);
-    if (fields.subjectHash !== undefined)
-      this.#core.handleIndexes.get(this.#core.keys.handlesBySubject(fields.subjectHash))?.delete(member);
-    this.#core.hashes.delete(key);
-    return true;
+  forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
+    return forgetHandle(this.#core.keyspace, this.#core.keys, kind, handleHash);
   }
 
   async forgetSubjectHandles(subject: string): Promise<number> {

@@ -1,10 +1,10 @@
-// Session and task handles on Redis: a plain read on the lookups' connection; a use or a bind is the
-// transition claimHandle (src/store/handles/transitions.ts) on the main connection.
+// Session and task handles on Redis: a plain read on the lookups' connection; every other operation
+// is a transition (src/store/handles/transitions.ts) on the main connection.
 
-import { handleMember, subjectDigest } from '../records.ts';
-import { assertExec, type RedisCore } from '../redis-core.ts';
+import { subjectDigest } from '../records.ts';
+import type { RedisCore } from '../redis-core.ts';
 import type { HandleBinding, HandleKind, HandleOwner, HandleUse, StoredHandle } from '../types.ts';
-import { claimHandle, forgetIndexedHandles } from './transitions.ts';
+import { claimHandle, forgetHandle, forgetIndexedHandles } from './transitions.ts';
 import type { HandleStorage } from './types.ts';
 
 export class RedisHandles implements HandleStorage {
@@ -46,17 +46,8 @@ export class RedisHandles implements HandleStorage {
     return claimHandle(this.#core.keyspace, this.#core.keys, claim) as Promise<HandleBinding>;
   }
 
-  async forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
-    // Its owner's index entries, then the handle, in one MULTI (all under {oauth}).
-    const key = this.#core.keys.handle(kind, handleHash);
-    const member = handleMember(kind, handleHash);
-    const [clientId, subjectHash] = await this.#core.redis.hmget(key, 'clientId', 'subjectHash');
-    const multi = this.#core.redis.multi();
-    if (clientId != null) multi.zrem(this.#core.keys.handlesByClient(clientId), member);
-    if (subjectHash != null) multi.zrem(this.#core.keys.handlesBySubject(subjectHash), member);
-    const done = await multi.del(key).exec();
-    assertExec(done);
-    return done!.at(-1)![1] === 1;
+  forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
+    return forgetHandle(this.#core.keyspace, this.#core.keys, kind, handleHash);
   }
 
   async forgetSubjectHandles(subject: string): Promise<number> {

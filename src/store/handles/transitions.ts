@@ -1,6 +1,7 @@
 // Session and task handles' transitions, written once on the keyspace port (src/store/keyspace.ts)
 // and run by both engines: a handle claimed (used or bound, renewed when due, listed in its owner's
-// indexes with the least recently used forgotten past the limit), and an owner's index cleared.
+// indexes with the least recently used forgotten past the limit), one handle forgotten, and an
+// owner's index cleared.
 
 import type { KeyLayout } from '../key-layout.ts';
 import { transition, type Command, type Guard, type Keyspace, type Plan, type Reply } from '../keyspace.ts';
@@ -178,5 +179,32 @@ export function forgetIndexedHandles(keyspace: Keyspace, keys: KeyLayout, index:
     });
     const steps: Command[] = [...forget.map((m): Command => ['DEL', prefix + m]), ['DEL', index]];
     return { result: forget.length, plan: { guards, steps } };
+  });
+}
+
+/**
+ * Forgets one handle (a session ended by DELETE): its members in its owner's indexes, then the handle;
+ * false when none was recorded. Reads the owner and the fields naming its indexes, and writes while
+ * they are as read (a handle forgotten and bound again meanwhile is read again: the members removed
+ * are always its owner's), so of racing forgets exactly one answers true.
+ */
+export function forgetHandle(keyspace: Keyspace, keys: KeyLayout, kind: HandleKind, handleHash: string): Promise<boolean> {
+  const key = keys.handle(kind, handleHash);
+  const member = handleMember(kind, handleHash);
+  return transition(keyspace, 'forgetHandle', async (ks) => {
+    const [read] = await ks.read([['HMGET', key, 'owner', 'clientId', 'subjectHash']]);
+    const fields = read as Reply[];
+    const [owner, clientId, subjectHash] = [text(fields[0]), text(fields[1]), text(fields[2])];
+    if (owner === null) return { result: false };
+    const steps: Command[] = [];
+    if (clientId !== null) steps.push(['ZREM', keys.handlesByClient(clientId), member]);
+    if (subjectHash !== null) steps.push(['ZREM', keys.handlesBySubject(subjectHash), member]);
+    steps.push(['DEL', key]);
+    const guards: Guard[] = [
+      { command: ['HGET', key, 'owner'], equals: owner },
+      { command: ['HGET', key, 'clientId'], equals: clientId },
+      { command: ['HGET', key, 'subjectHash'], equals: subjectHash },
+    ];
+    return { plan: { guards, steps }, result: (replies: Reply[]) => replies.at(-1) === 1 };
   });
 }
