@@ -1,7 +1,7 @@
 // An owner's index of session and task handles cleared (a client deleted, a person's handles
 // forgotten), as a pure choice over what was read: the handles the index lists, each with the owner it
-// names now. Both stores read the same things and write what this answers only while what they read is
-// unchanged (a WATCH/MULTI on Redis, one synchronous step in memory): no script of its own.
+// names now. One transition (forgetIndexedHandles in src/store/handles/transitions.ts), run by both
+// stores, reads them and writes what this answers only while what it read is unchanged.
 
 /**
  * Of the handles an index lists (each member with the value of the owner's field its handle holds now;

@@ -22,7 +22,6 @@ import {
   writesHash,
 } from './records.ts';
 import type { CreateTokenOutcome, RevocationListener, RevocationNotice } from './types.ts';
-import { indexedHandlesToForget } from '../model/handles.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** The fewest writes between two sweeps of expired records. */
@@ -104,11 +103,6 @@ export class MemoryCore implements KeyspaceMaps {
     const update = decide(current && { ...current });
     if (writesHash(update)) this.keyspace.applyNow(hashUpdatePlan(key, current, update));
     return update.result;
-  }
-
-  /** Handle indexes (sorted sets): member -> expiry. */
-  get handleIndexes(): Map<string, Map<string, number>> {
-    return this.sortedSets;
   }
 
   /** Subject indexes (sorted sets): member -> the record's expiresAt. */
@@ -245,19 +239,6 @@ export class MemoryCore implements KeyspaceMaps {
       if (fields) fields.revokedAt ??= String(now);
     }
     if (notify) this.notify({ familyIds: [familyId] });
-  }
-
-  /** Forgets every handle the index lists that is still its owner's, then the index (indexedHandlesToForget). */
-  forgetIndexed(index: string, field: string, value: string): number {
-    const members = [...(this.handleIndexes.get(index)?.keys() ?? [])];
-    const prefix = this.keys.handlePrefix();
-    const forget = indexedHandlesToForget(
-      members.map((member) => [member, this.get(prefix + member)?.[field]] as const),
-      value,
-    );
-    for (const member of forget) this.hashes.delete(prefix + member);
-    this.handleIndexes.delete(index);
-    return forget.length;
   }
 
   notify(notice: RevocationNotice): void {

@@ -29,7 +29,6 @@ import { defineScripts, flattenFields, type ScriptedClient } from './redis-scrip
 import { RedisKeyspace } from './redis-keyspace.ts';
 import { updateHash, type Keyspace } from './keyspace.ts';
 import type { RevocationNotice } from './types.ts';
-import { indexedHandlesToForget } from '../model/handles.ts';
 import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
@@ -203,43 +202,6 @@ export class RedisCore {
       }
       throw new StoreUnavailableError(`${what}: too much contention, gave up`);
     });
-  }
-
-  /**
-   * Forgets every handle an owner's index lists that is still that owner's (`field` = `value`), then
-   * the index (indexedHandlesToForget decides; all under {oauth}: one slot). The index and the handles
-   * are watched, so a handle bound, renewed or rebound meanwhile makes the plan start again: a handle
-   * is either forgotten or still listed, never left unlisted. Answers how many were forgotten.
-   */
-  forgetIndexedHandles(index: string, field: string, value: string): Promise<number> {
-    const prefix = this.keys.handlePrefix();
-    return this.planned('forgetIndexedHandles', async (tx) => {
-      const read = await tx.pipeline().watch(index).zrange(index, 0, -1).exec();
-      assertExec(read);
-      const members = read![1]![1] as string[];
-      const keys = members.map((member) => prefix + member);
-      const owners = keys.length === 0 ? [] : await this.#watchedFields(tx, keys, field);
-      const forget = indexedHandlesToForget(
-        members.map((member, i) => [member, owners[i]] as const),
-        value,
-      );
-      return {
-        result: forget.length,
-        write: (multi) => {
-          for (const member of forget) multi.del(prefix + member);
-          multi.del(index);
-        },
-      };
-    });
-  }
-
-  /** One field of each key, read under a WATCH of those keys (one pipeline: one round trip). */
-  async #watchedFields(tx: RedisClient, keys: string[], field: string): Promise<Array<string | null>> {
-    const pipeline = tx.pipeline().watch(...keys);
-    for (const key of keys) pipeline.hget(key, field);
-    const read = await pipeline.exec();
-    assertExec(read);
-    return read!.slice(1).map(([, value]) => value as string | null);
   }
 
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */

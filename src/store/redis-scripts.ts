@@ -215,58 +215,6 @@ local function expiry(text)
   return nil
 end`;
 
-// A session or task handle's owner, read and its life extended in one step (skipped while less than
-// a sixteenth of the lifetime has passed since the last renewal); with ARGV[1] 'bind', a
-// handle not recorded yet is recorded for this owner in the same step (so two first presentations
-// cannot both win). Each of the owner's indexes (client, subject) lists it with its expiry as score;
-// an index drops expired members, and past `max` members its least recently used handle is
-// forgotten (only if that handle is still the same owner's: a stale member names nothing).
-// KEYS: handle, clientIndex, subjectIndex
-// ARGV: mode ('use' | 'bind'), owner, clientId ('' none), subjectHash ('' none), now, ttlMs, max, member, handlePrefix,
-//       urlElicitation ('1': a session whose client declared URL elicitation; '' none)
-const CLAIM_HANDLE = `
-local stored = redis.call('HMGET', KEYS[1], 'owner', 'renewedAt')
-local owner = stored[1]
-local outcome = 'owned'
-if owner then
-  if owner ~= ARGV[2] then return 'foreign' end
-elseif ARGV[1] == 'bind' then
-  outcome = 'bound'
-  redis.call('HSET', KEYS[1], 'owner', ARGV[2])
-  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'clientId', ARGV[3]) end
-  if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'subjectHash', ARGV[4]) end
-  if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'urlElicitation', '1') end
-else
-  return 'unknown'
-end
-local now = tonumber(ARGV[5])
-local ttl = tonumber(ARGV[6])
-local max = tonumber(ARGV[7])
--- A handle used again within a sixteenth of its lifetime since its last renewal keeps its expiry
--- and its index entries: the common use is one read, the renewal happens at most sixteen times a lifetime.
-local renewedAt = tonumber(stored[2])
-if outcome == 'owned' and renewedAt and now >= renewedAt and now - renewedAt < math.floor(ttl / 16) then return outcome end
-redis.call('HSET', KEYS[1], 'renewedAt', ARGV[5])
-redis.call('PEXPIRE', KEYS[1], ttl)
-local function listed(index, field, value)
-  redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
-  if not redis.call('ZSCORE', index, ARGV[8]) then
-    local over = redis.call('ZCARD', index) - max + 1
-    if over > 0 then
-      local evicted = redis.call('ZPOPMIN', index, over)
-      for i = 1, #evicted, 2 do
-        local key = ARGV[9] .. evicted[i]
-        if redis.call('HGET', key, field) == value then redis.call('DEL', key) end
-      end
-    end
-  end
-  redis.call('ZADD', index, now + ttl, ARGV[8])
-  redis.call('PEXPIRE', index, ttl)
-end
-if ARGV[3] ~= '' then listed(KEYS[2], 'clientId', ARGV[3]) end
-if ARGV[4] ~= '' then listed(KEYS[3], 'subjectHash', ARGV[4]) end
-return outcome`;
-
 // Lists one member in a subject's index, scored by its record's expiry; the index expires with its
 // longest-lived member. KEYS: index. ARGV: member, expiresAt.
 const INDEX_SUBJECT = `
@@ -345,7 +293,6 @@ export interface ScriptedClient {
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
   mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
   mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
-  mcpClaimHandle(handle: string, clientIndex: string, subjectIndex: string, ...args: string[]): Promise<string>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -361,7 +308,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
   redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
-  redis.defineCommand('mcpClaimHandle', { numberOfKeys: 3, lua: CLAIM_HANDLE });
   return redis as unknown as ScriptedClient;
 }
 

@@ -11,6 +11,7 @@ import {
   profileFromFields,
   REFRESH_MEMBER,
 } from '../records.ts';
+import { forgetIndexedHandles } from '../handles/transitions.ts';
 import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
 import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
 import type { ClientStorage, ProfileStorage } from './types.ts';
@@ -78,7 +79,7 @@ export class MemoryClients implements ClientStorage, ProfileStorage {
       }
     }
     members.clear();
-    this.#core.forgetIndexed(this.#core.keys.handlesByClient(clientId), 'clientId', clientId);
+    await forgetIndexedHandles(this.#core.keyspace, this.#core.keys, this.#core.keys.handlesByClient(clientId), 'clientId', clientId);
     this.#core.notify({ clientIds: [clientId] });
     return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
   }

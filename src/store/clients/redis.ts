@@ -19,6 +19,7 @@ import {
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
+import { forgetIndexedHandles } from '../handles/transitions.ts';
 import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
 import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
 import type { ClientStorage, ProfileStorage } from './types.ts';
@@ -56,7 +57,7 @@ export class RedisClients implements ClientStorage, ProfileStorage {
     if (deleted) {
       // The client's session and task handles (under {oauth}, not the client's bucket); a member
       // whose handle is now someone else's is stale and left alone. Repeating the delete repeats this.
-      await this.#core.forgetIndexedHandles(this.#core.keys.handlesByClient(clientId), 'clientId', clientId);
+      await forgetIndexedHandles(this.#core.keyspace, this.#core.keys, this.#core.keys.handlesByClient(clientId), 'clientId', clientId);
       await this.#core.publish({ clientIds: [clientId] });
     }
     return deleted;

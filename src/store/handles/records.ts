@@ -17,7 +17,7 @@ export function subjectDigest(subject: string): string {
 /**
  * Whether its owner's use renews a handle (its expiry and index entries): once a sixteenth of the
  * lifetime has passed since its last renewal (`renewedAt`, epoch ms text), or when that is unreadable
- * or in the future (another replica's clock ahead). The same rule as the Redis script CLAIM_HANDLE.
+ * or in the future (another replica's clock ahead). claimHandle (transitions.ts) applies it.
  */
 export function handleRenewalDue(renewedAt: string | null | undefined, now: number, ttlMs: number): boolean {
   const at = Number(renewedAt ?? NaN);
