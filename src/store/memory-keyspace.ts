@@ -63,6 +63,14 @@ export class MemoryKeyspace implements Keyspace {
   }
 
   async apply(plan: Plan): Promise<Reply[] | null> {
+    return this.applyNow(plan);
+  }
+
+  /**
+   * `apply` without yielding: for the memory store's own steps that must stay one step with what
+   * they do around the plan (tokens stored with their index listing).
+   */
+  applyNow(plan: Plan): Reply[] | null {
     this.#core.check();
     for (const { command } of plan.guards) if (!READS.has(command[0])) throw new Error(`ERR plan: not a read: ${command[0]}`);
     for (const [name] of plan.steps) if (!READS.has(name) && !WRITES.has(name)) throw new Error(`ERR plan: unknown command: ${name}`);
