@@ -1,7 +1,8 @@
-// A subject's revocation batch (revokeSubjectBatch, src/store/subjects/transitions.ts) against what
-// changes under it: a member changed between the batch's read and its plan is decided again (on both
-// engines, the change made exactly there), and on one real Redis, 8 sidecars revoking one person while
-// tokens keep being issued for them revoke each token once and lose none from the index.
+// The person index's transitions (src/store/subjects/transitions.ts) on both engines: a member listed
+// (the index expires with its longest-lived member), and a subject's revocation batch against what
+// changes under it: a member changed between the batch's read and its plan is decided again (the
+// change made exactly there), and on one real Redis, 8 sidecars revoking one person while tokens keep
+// being issued for them revoke each token once and lose none from the index.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
@@ -65,6 +66,24 @@ const engines: Array<[string, () => { keyspace: Keyspace; keys: KeyLayout }]> = 
   ['memory', () => ({ keyspace: new MemoryCore({ clock: new ManualClock(Date.now()) }).keyspace, keys: keyLayout('mcpauth:') })],
   ['redis', () => ({ keyspace: new RedisKeyspace(raw), keys: keyLayout(`${prefix}${++run}:`) })],
 ];
+
+describe.each(engines)("a subject's index (%s)", (_, open) => {
+  it('expires with its longest-lived member: set when it is new, moved later, never earlier', async () => {
+    const { keyspace, keys } = open();
+    const now = Date.now();
+    const index = keys.subjectGrants(subjectDigest('alice'));
+    const ttl = async () => Number(await readOne(keyspace, ['PTTL', index]));
+    await indexSubject(keyspace, index, 'u:two-hours', now + 2 * HOUR);
+    expect(await ttl()).toBeGreaterThan(HOUR);
+    await indexSubject(keyspace, index, 'u:one-hour', now + HOUR);
+    expect(await ttl()).toBeGreaterThan(HOUR);
+    expect(await ttl()).toBeLessThanOrEqual(2 * HOUR);
+    await indexSubject(keyspace, index, 'u:three-hours', now + 3 * HOUR);
+    expect(await ttl()).toBeGreaterThan(2 * HOUR);
+    expect(await readOne(keyspace, ['ZCARD', index])).toBe(3);
+    expect(await readOne(keyspace, ['ZSCORE', index, 'u:one-hour'])).toBe(String(now + HOUR));
+  });
+});
 
 describe.each(engines)('a revocation batch whose member changes between its read and its plan (%s)', (_, open) => {
   /** An access token of alice's, listed in her index: its key, member and index. */
