@@ -40,7 +40,7 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
     const key = this.#core.keys.subjectGrants(subjectDigest(subject));
     const index = this.#core.subjectIndexes.get(key) ?? new Map<string, number>();
     for (const [member, expiresAt] of index) if (expiresAt <= now) index.delete(member);
-    if (index.size === 0) this.#core.subjectIndexes.delete(key);
+    if (index.size === 0) this.#core.deleteKey(key);
     return index;
   }
 

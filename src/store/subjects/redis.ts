@@ -106,7 +106,7 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
   /**
    * The members of one of a subject's indexes that it answers for: in the home index, not the OAuth
    * tokens a store of layout 1 listed there (the migration lists them in their bucket's index too,
-   * and a script on the home index's slot cannot reach them on Cluster).
+   * and a plan on the home index's slot cannot reach them on Cluster).
    */
   #answeredBy(index: string, subject: string, members: string[]): string[] {
     if (index !== this.#core.subjectIndex(subject)) return members;
