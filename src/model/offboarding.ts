@@ -16,6 +16,31 @@ import type { SignedInUser, SubjectCutoffs } from './records.ts';
  */
 export const SUBJECT_CUTOFF_KEPT_MS = 24 * 60 * 60 * 1000;
 
+/**
+ * Something a person's index lists (an access, refresh or user-grade token, a remembered approval) as
+ * their offboarding reads it: whose it is, at which issuer, and whether it is revoked already.
+ */
+export interface Holding {
+  readonly subject?: unknown;
+  readonly issuer?: unknown;
+  readonly revoked: boolean;
+}
+
+/**
+ * What offboarding does with one thing listed for a person: `revoked` when it is the subject's (and
+ * the issuer's, when one is named) and was not revoked yet; `already` when it was; `other_issuer`
+ * (it stays listed: another issuer's revocation may come); `not_held` when it is gone or another
+ * subject's (it leaves the index).
+ */
+export type HoldingRevocation = 'revoked' | 'already' | 'other_issuer' | 'not_held';
+
+/** The one rule of offboarding for every kind of thing a person's index lists (null: nothing stored). */
+export function revokeHolding(held: Holding | null, subject: string, issuer: string | undefined): HoldingRevocation {
+  if (held === null || held.subject !== subject) return 'not_held';
+  if (issuer !== undefined && held.issuer !== issuer) return 'other_issuer';
+  return held.revoked ? 'already' : 'revoked';
+}
+
 /** Whether something issued at `issuedAt` is void: its person was revoked at or after that instant. */
 function voidedByRevocation(revokedAt: number | undefined, issuedAt: number): boolean {
   return revokedAt !== undefined && issuedAt <= revokedAt;

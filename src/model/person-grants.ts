@@ -6,7 +6,7 @@ import { HttpError } from './errors.ts';
 import type { ClientRecords, SubjectToken } from './records.ts';
 import { clientName } from './clients.ts';
 
-/** Members of a subject's index revoked per batch by revokeSubject (one script's work each). */
+/** Members of a subject's index revoked per batch by revokeSubject (one plan's work each: src/store/subjects/transitions.ts). */
 export const SUBJECT_REVOCATION_BATCH = 200;
 /** Keys per SCAN step of rebuildSubjectIndex. */
 export const REBUILD_BATCH = 500;

@@ -3,6 +3,8 @@
 // run a step under their one compare-and-set on the record (updateHash in src/store/), so each rule
 // is written once, here, and the store only makes it atomic.
 
+import { revokeHolding, type HoldingRevocation } from './offboarding.ts';
+
 /** A step's answer, and what it changes on the record (absent: nothing is written). */
 export interface RecordStep<R, C> {
   result: R;
@@ -49,19 +51,19 @@ export function revokeUserToken(stored: { readonly revoked?: string } | null): R
 }
 
 /**
- * A user-grade token in a subject's revocation: `revoked` when it is the subject's (and the issuer's,
- * when one is named) and was not revoked yet; `already` when it was (or its flag does not read as
- * live); `other_issuer` (its index member stays: another issuer's revocation may come); `not_held`
- * when it is gone or another subject's (its member leaves the index).
+ * A user-grade token in a subject's revocation (offboarding's revokeHolding, its `revoked` flag read
+ * as revoked unless it says live): `revoked` when it is the subject's (and the issuer's, when one is
+ * named) and was not revoked yet; `already` when it was (or its flag does not read as live);
+ * `other_issuer` (its index member stays); `not_held` when it is gone or another subject's.
  */
-export type SubjectUserTokenRevocation = 'revoked' | 'already' | 'other_issuer' | 'not_held';
+export type SubjectUserTokenRevocation = HoldingRevocation;
 
 export function revokeSubjectUserToken(
   stored: { readonly subject?: string; readonly issuer?: string; readonly revoked?: string } | null,
   subject: string,
   issuer: string | undefined,
 ): RecordStep<SubjectUserTokenRevocation, { revoked: true }> {
-  if (stored === null || stored.subject !== subject) return { result: 'not_held' };
-  if (issuer !== undefined && stored.issuer !== issuer) return { result: 'other_issuer' };
-  return stored.revoked === 'false' ? { result: 'revoked', change: { revoked: true } } : { result: 'already' };
+  const held = stored && { subject: stored.subject, issuer: stored.issuer, revoked: stored.revoked !== 'false' };
+  const result = revokeHolding(held, subject, issuer);
+  return result === 'revoked' ? { result, change: { revoked: true } } : { result };
 }

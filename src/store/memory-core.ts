@@ -8,6 +8,7 @@ import type { Clock } from '../model/clock.ts';
 import { hashUpdatePlan } from './keyspace.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
+import { indexSubjectPlan } from './subjects/transitions.ts';
 import {
   ACCESS_MEMBER,
   REFRESH_MEMBER,
@@ -202,22 +203,19 @@ export class MemoryCore implements KeyspaceMaps {
     return set;
   }
 
-  /** Lists a member in its subject's index, scored by its record's expiry. */
-  indexSubject(subject: string, member: string, expiresAt: number): void {
-    const key = this.keys.subjectGrants(subjectDigest(subject));
-    let index = this.subjectIndexes.get(key);
-    if (!index) this.subjectIndexes.set(key, (index = new Map()));
-    index.set(member, expiresAt);
-  }
-
   clientState(clientId: string): CreateTokenOutcome {
     const client = this.get(this.keys.client(clientId));
     if (!client) return 'client_not_found';
     return client.revokedAt !== undefined ? 'client_revoked' : 'ok';
   }
 
+  /** Lists a token in its subject's index (indexSubjectPlan), in the step that stores it. */
+  #index(subject: string, member: string, expiresAt: number): void {
+    this.keyspace.applyNow(indexSubjectPlan(this.keys.subjectGrants(subjectDigest(subject)), member, expiresAt));
+  }
+
   storeAccess(record: AccessTokenRecord): void {
-    if (record.user !== undefined) this.indexSubject(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
+    if (record.user !== undefined) this.#index(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
     this.put(this.keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
     this.set(this.keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
     if (record.familyId !== undefined)
@@ -225,7 +223,7 @@ export class MemoryCore implements KeyspaceMaps {
   }
 
   storeRefresh(record: RefreshTokenRecord): void {
-    if (record.user !== undefined) this.indexSubject(record.user.subject, REFRESH_MEMBER + record.tokenHash, record.expiresAt);
+    if (record.user !== undefined) this.#index(record.user.subject, REFRESH_MEMBER + record.tokenHash, record.expiresAt);
     this.put(this.keys.refreshToken(record.tokenHash), refreshTokenFields(record), record.expiresAt);
     this.set(this.keys.clientTokens(record.clientId)).add(REFRESH_MEMBER + record.tokenHash);
     this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(REFRESH_MEMBER + record.tokenHash);

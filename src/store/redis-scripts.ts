@@ -207,75 +207,6 @@ if allowed and cost > 0 then
 end
 return {allowed and 1 or 0, used, string.format('%.0f', resetAt)}`;
 
-// The expiresAt member of a JSON value (an approval); nil when unreadable.
-const JSON_EXPIRY = `
-local function expiry(text)
-  local ok, v = pcall(cjson.decode, text)
-  if ok and type(v) == 'table' then return tonumber(v.expiresAt) end
-  return nil
-end`;
-
-// Lists one member in a subject's index, scored by its record's expiry; the index expires with its
-// longest-lived member. KEYS: index. ARGV: member, expiresAt.
-const INDEX_SUBJECT = `
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
-return 1`;
-
-// One batch of a subject's revocation, for the members of one index (one slot: a bucket's index lists
-// that bucket's access and refresh tokens, the home index its approvals): access and refresh tokens
-// get revokedAt, approvals are forgotten. A member whose record is gone, already revoked or another
-// subject's leaves the index; one of another issuer (when ARGV[2] names one) stays. User-grade
-// tokens (members `u:`) live outside any slot and are revoked one by one (revokeSubjectUserToken in
-// src/model/token-records.ts, under the generic compare-and-set).
-// KEYS: the subject's index. ARGV: now, issuer ('' any), subject, accessTemplate, refreshTemplate,
-// consentsPrefix, members...
-// Reply: {access revoked, refresh revoked, consents forgotten, revoked access hashes, revoked families}.
-const REVOKE_SUBJECT_BATCH = `${JSON_EXPIRY}${TOKEN_KEY}
-local access, refresh, consents = 0, 0, 0
-local hashes, families = {}, {}
-for i = 7, #ARGV do
-  local m = ARGV[i]
-  local kind = string.sub(m, 1, 2)
-  local keep = false
-  if kind == 'a:' or kind == 'r:' then
-    local key = member_key(m, ARGV[4], ARGV[5])
-    local f = redis.call('HMGET', key, 'subject', 'issuer', 'revokedAt', 'familyId', 'expiresAt')
-    if f[1] == ARGV[3] and f[5] then
-      if ARGV[2] ~= '' and f[2] ~= ARGV[2] then
-        keep = true
-      elseif not f[3] then
-        redis.call('HSET', key, 'revokedAt', ARGV[1])
-        if kind == 'a:' then
-          access = access + 1
-          hashes[#hashes + 1] = string.sub(m, 3)
-        else
-          refresh = refresh + 1
-          if f[4] then families[#families + 1] = f[4] end
-        end
-      end
-    end
-  elseif kind == 'c:' then
-    local browser, field = string.match(m, '^c:(%x+):(%x+)$')
-    local value = browser and redis.call('HGET', ARGV[6] .. browser, field)
-    if value then
-      local ok, v = pcall(cjson.decode, value)
-      local record = ok and type(v) == 'table' and v or {}
-      if record.subject == ARGV[3] then
-        if ARGV[2] ~= '' and record.issuer ~= ARGV[2] then
-          keep = true
-        else
-          redis.call('HDEL', ARGV[6] .. browser, field)
-          consents = consents + 1
-        end
-      end
-    end
-  else
-    keep = true
-  end
-  if not keep then redis.call('ZREM', KEYS[1], m) end
-end
-return {access, refresh, consents, table.concat(hashes, ' '), table.concat(families, ' ')}`;
 
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
@@ -291,8 +222,6 @@ export interface ScriptedClient {
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
-  mcpIndexSubject(index: string, member: string, expiresAt: string): Promise<number>;
-  mcpRevokeSubjectBatch(index: string, ...args: string[]): Promise<[number, number, number, string, string]>;
 }
 
 /** Registers the scripts on a connection (the main one and the transaction one). */
@@ -306,8 +235,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
-  redis.defineCommand('mcpIndexSubject', { numberOfKeys: 1, lua: INDEX_SUBJECT });
-  redis.defineCommand('mcpRevokeSubjectBatch', { numberOfKeys: 1, lua: REVOKE_SUBJECT_BATCH });
   return redis as unknown as ScriptedClient;
 }
 

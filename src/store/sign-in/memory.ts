@@ -32,6 +32,7 @@ import type {
 } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
+import { indexSubjectPlan } from '../subjects/transitions.ts';
 
 export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
   readonly #core: MemoryCore;
@@ -131,12 +132,15 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
     const field = consentKey(consent);
     const fields = { ...this.#core.get(key), [field]: consentValue(consent) };
     const member = consentMember(browserHash, field);
-    // An index in memory keeps no expiry: the index's top members matter to Redis alone.
+    // The index's top members matter to Redis alone: in memory the index expires with its longest-lived member.
     const plan = putApproval(approvalExpiries(fields, now), field, now, maxPerBrowser, { member, top: [] });
     for (const dropped of plan.drop) delete fields[dropped];
     if (plan.expireAt !== undefined) this.#core.put(key, fields, plan.expireAt);
     else this.#core.hashes.delete(key);
-    if (plan.index !== undefined) this.#core.indexSubject(consent.subject, member, plan.index.score);
+    if (plan.index !== undefined)
+      this.#core.keyspace.applyNow(
+        indexSubjectPlan(this.#core.keys.subjectGrants(subjectDigest(consent.subject)), member, plan.index.score),
+      );
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {

@@ -18,6 +18,9 @@ import {
 } from '../records.ts';
 import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
+import { allBuckets } from '../key-layout.ts';
+import { membersOf, readOne, type Command } from '../keyspace.ts';
+import { indexSubjectPlan, revokeSubjectBatch } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 
 export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
@@ -27,12 +30,17 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
     this.#core = core;
   }
 
+  /** Lists `member` in its subject's index (indexSubjectPlan). */
+  #index(subject: string, member: string, expiresAt: number): void {
+    this.#core.keyspace.applyNow(indexSubjectPlan(this.#core.keys.subjectGrants(subjectDigest(subject)), member, expiresAt));
+  }
+
   /** A subject's index with the members expired by `now` dropped (the whole index once empty). */
   #subjectIndex(subject: string, now: number): Map<string, number> {
     const key = this.#core.keys.subjectGrants(subjectDigest(subject));
     const index = this.#core.subjectIndexes.get(key) ?? new Map<string, number>();
     for (const [member, expiresAt] of index) if (expiresAt <= now) index.delete(member);
-    if (index.size === 0) this.#core.subjectIndexes.delete(key);
+    if (index.size === 0) this.#core.deleteKey(key);
     return index;
   }
 
@@ -100,53 +108,59 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
     return out;
   }
 
+  /**
+   * The subject's indexes one after another (the home index, then each bucket's, as on Redis), each
+   * through the keyspace in batches: the same transition as Redis's for access and refresh tokens and
+   * approvals (revokeSubjectBatch), the user-grade tokens one compare-and-set each.
+   */
   async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
     this.#core.check();
+    const size = Math.max(1, Math.trunc(batchSize));
     const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
-    const index = this.#subjectIndex(subject, now);
-    const members = [...index.keys()];
-    for (let i = 0; i < members.length; i += Math.max(1, batchSize)) {
-      const notice: RevocationNotice = { tokenHashes: [], familyIds: [] };
-      for (const member of members.slice(i, i + Math.max(1, batchSize))) {
-        if (member.startsWith(CONSENT_MEMBER)) {
-          const consent = this.#subjectConsent(member, now, subject);
-          if (consent !== null && issuer !== undefined && consent.issuer !== issuer) continue;
-          if (consent !== null) {
-            const approvals = this.#core.get(this.#core.keys.consents(consent.browserHash));
-            if (approvals) delete approvals[consent.key];
-            result.consentsForgotten++;
-          }
-          index.delete(member);
-          continue;
-        }
-        if (member.startsWith(USER_MEMBER)) {
-          const tokenHash = member.slice(2);
-          const outcome = this.#core.updateHash(this.#core.keys.userToken(tokenHash), subjectUserRevocationUpdate(subject, issuer));
-          if (outcome === 'other_issuer') continue;
-          index.delete(member);
-          if (outcome === 'revoked') {
-            result.userTokensRevoked++;
-            notice.tokenHashes!.push(tokenHash);
-          }
-          continue;
-        }
-        const token = this.#subjectToken(member, now, subject);
-        if (token !== null && issuer !== undefined && token.issuer !== issuer) continue;
-        index.delete(member);
-        if (token === null) continue;
-        if (token.kind === 'access') {
-          this.#core.get(this.#core.keys.accessToken(token.tokenHash))!.revokedAt = String(now);
-          result.accessTokensRevoked++;
-          notice.tokenHashes!.push(token.tokenHash);
-        } else {
-          this.#core.get(this.#core.keys.refreshToken(token.tokenHash))!.revokedAt = String(now);
-          result.refreshTokensRevoked++;
-          if (token.familyId !== undefined) notice.familyIds!.push(token.familyId);
-        }
-      }
-      if (notice.tokenHashes!.length + notice.familyIds!.length > 0) this.#core.notify(notice);
+    const digest = subjectDigest(subject);
+    const indexes = [this.#core.keys.subjectGrants(digest), ...allBuckets().map((bucket) => this.#core.keys.subjectGrants(digest, bucket))];
+    const held = await this.#core.keyspace.read(indexes.map((index): Command => ['EXISTS', index]));
+    for (const [i, index] of indexes.entries()) {
+      if (held[i] === 1) await this.#revokeIndexed(index, subject, issuer, now, size, result);
     }
     return result;
+  }
+
+  async #revokeIndexed(
+    index: string,
+    subject: string,
+    issuer: string | undefined,
+    now: number,
+    size: number,
+    result: SubjectRevocation,
+  ): Promise<void> {
+    const keyspace = this.#core.keyspace;
+    // Members expired by `now` leave first, as on Redis.
+    await keyspace.apply({ guards: [], steps: [['ZREMRANGEBYSCORE', index, '-inf', now]] });
+    const members = membersOf(await readOne(keyspace, ['ZRANGE', index, 0, -1]));
+    for (let i = 0; i < members.length; i += size) {
+      const batch = members.slice(i, i + size);
+      const notice: RevocationNotice = {};
+      const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
+      if (inSlot.length > 0) {
+        const done = await revokeSubjectBatch(keyspace, this.#core.keys, index, subject, issuer, now, inSlot);
+        result.accessTokensRevoked += done.accessTokensRevoked;
+        result.refreshTokensRevoked += done.refreshTokensRevoked;
+        result.consentsForgotten += done.consentsForgotten;
+        if (done.tokenHashes.length > 0) notice.tokenHashes = done.tokenHashes;
+        if (done.familyIds.length > 0) notice.familyIds = done.familyIds;
+      }
+      const users = batch.filter((m) => m.startsWith(USER_MEMBER));
+      const outcomes = users.map((m) =>
+        this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer)),
+      );
+      const revoked = users.filter((_, at) => outcomes[at] === 'revoked').map((m) => m.slice(2));
+      result.userTokensRevoked += revoked.length;
+      if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
+      const done = users.filter((_, at) => outcomes[at] !== 'other_issuer');
+      if (done.length > 0) await keyspace.apply({ guards: [], steps: [['ZREM', index, ...done]] });
+      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) this.#core.notify(notice);
+    }
   }
 
   async rebuildSubjectIndex(now: number, _batchSize: number): Promise<SubjectIndexRebuild> {
@@ -167,7 +181,7 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
         scanned++;
         const expiresAt = Number(fields.expiresAt);
         if (!fields.subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) continue;
-        this.#core.indexSubject(fields.subject, kind[1] + kind[0](key)!, expiresAt);
+        this.#index(fields.subject, kind[1] + kind[0](key)!, expiresAt);
         indexed++;
       } else if (key.startsWith(this.#core.keys.consents(''))) {
         const browserHash = key.slice(this.#core.keys.consents('').length);
@@ -175,7 +189,7 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
           scanned++;
           const consent = consentFromValue(value, now);
           if (!consent) continue;
-          this.#core.indexSubject(consent.subject, consentMember(browserHash, field), consent.expiresAt);
+          this.#index(consent.subject, consentMember(browserHash, field), consent.expiresAt);
           indexed++;
         }
       }

@@ -44,7 +44,7 @@ export function consentKey(c: Pick<ConsentRecord, 'issuer' | 'subject' | 'client
     .digest('hex');
 }
 
-/** An approval as its hash field's value: JSON (REVOKE_SUBJECT_BATCH reads its `subject` and `issuer`). */
+/** An approval as its hash field's value: JSON (a subject's revocation, revokeSubjectBatch, reads its `subject` and `issuer`). */
 export function consentValue(c: ConsentRecord): string {
   const v: Record<string, string | number> = {
     clientId: c.clientId,

@@ -24,6 +24,7 @@ import {
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
+import { indexSubject, revokeSubjectBatch } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 import { Cluster, type Redis } from 'ioredis';
 
@@ -105,7 +106,7 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
   /**
    * The members of one of a subject's indexes that it answers for: in the home index, not the OAuth
    * tokens a store of layout 1 listed there (the migration lists them in their bucket's index too,
-   * and a script on the home index's slot cannot reach them on Cluster).
+   * and a plan on the home index's slot cannot reach them on Cluster).
    */
   #answeredBy(index: string, subject: string, members: string[]): string[] {
     if (index !== this.#core.subjectIndex(subject)) return members;
@@ -158,7 +159,7 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
   }
 
   /**
-   * The subject's indexes one after another (home, then bucket by bucket: each batch's script runs in
+   * The subject's indexes one after another (home, then bucket by bucket: each batch's plan runs in
    * one slot); a run stopped half-way is finished by the next, which finds only what is left.
    */
   async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
@@ -188,23 +189,15 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       let grantIds: string[] = [];
       const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
       if (inSlot.length > 0) {
-        const [access, refresh, consents, hashes, families] = await this.#core.revocation((scripts) =>
-          scripts.mcpRevokeSubjectBatch(
-            index,
-            String(now),
-            issuer ?? '',
-            subject,
-            this.#core.keys.accessTokenTemplate(),
-            this.#core.keys.refreshTokenTemplate(),
-            this.#core.keys.consents(''),
-            ...inSlot,
-          ),
+        // A revocation: with replicas, on the transaction connection and WAITed for.
+        const done = await this.#core.revokeThrough((keyspace) =>
+          revokeSubjectBatch(keyspace, this.#core.keys, index, subject, issuer, now, inSlot),
         );
-        result.accessTokensRevoked += access;
-        result.refreshTokensRevoked += refresh;
-        result.consentsForgotten += consents;
-        if (hashes !== '') notice.tokenHashes = hashes.split(' ');
-        if (families !== '') notice.familyIds = families.split(' ');
+        result.accessTokensRevoked += done.accessTokensRevoked;
+        result.refreshTokensRevoked += done.refreshTokensRevoked;
+        result.consentsForgotten += done.consentsForgotten;
+        if (done.tokenHashes.length > 0) notice.tokenHashes = done.tokenHashes;
+        if (done.familyIds.length > 0) notice.familyIds = done.familyIds;
         grantIds = consentGrantIds(notice);
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
@@ -254,7 +247,7 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
             const hash = hashOf(key);
             if (!subject || hash === '' || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return;
             const index = this.#core.subjectIndex(subject, bucketed ? hashBucket(hash) : undefined);
-            writes.push(this.#core.scripts.mcpIndexSubject(index, kind + hash, String(expiresAt)));
+            writes.push(indexSubject(this.#core.keyspace, index, kind + hash, expiresAt));
           });
           await Promise.all(writes);
           total.indexed += writes.length;
@@ -274,10 +267,11 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
               const consent = consentFromValue(flat[i + 1]!, now);
               if (consent)
                 writes.push(
-                  this.#core.scripts.mcpIndexSubject(
+                  indexSubject(
+                    this.#core.keyspace,
                     this.#core.subjectIndex(consent.subject),
                     consentMember(browserHash, flat[i]!),
-                    String(consent.expiresAt),
+                    consent.expiresAt,
                   ),
                 );
             }

@@ -1,7 +1,8 @@
 // Bearer tokens in memory: the same records as on Redis (MemoryCore), the same steps as its scripts.
 
 import type { MemoryCore } from '../memory-core.ts';
-import { revocationUpdate, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
+import { revocationUpdate, subjectDigest, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
+import { indexSubjectPlan } from '../subjects/transitions.ts';
 import type { CreateTokenOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
 import type { TokenStorage } from './types.ts';
@@ -25,7 +26,8 @@ export class MemoryTokens implements TokenStorage {
 
   async putUserToken(record: UserTokenRecord): Promise<void> {
     this.#core.check();
-    this.#core.indexSubject(record.subject, USER_MEMBER + record.tokenHash, record.expiresAt);
+    const index = this.#core.keys.subjectGrants(subjectDigest(record.subject));
+    this.#core.keyspace.applyNow(indexSubjectPlan(index, USER_MEMBER + record.tokenHash, record.expiresAt));
     this.#core.put(this.#core.keys.userToken(record.tokenHash), userTokenFields(record), record.expiresAt);
   }
 

@@ -6,6 +6,7 @@ import { asStoreFailure } from '../redis-connection.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { CreateTokenOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
+import { indexSubject } from '../subjects/transitions.ts';
 import type { TokenStorage } from './types.ts';
 
 export class RedisTokens implements TokenStorage {
@@ -44,11 +45,7 @@ export class RedisTokens implements TokenStorage {
     // The index first: the record lives outside the {oauth} slot, so the two cannot be one MULTI on
     // Cluster. Failing between the two leaves a member naming no record (dropped when read), never a
     // token its subject's revocation cannot find.
-    await this.#core.scripts.mcpIndexSubject(
-      this.#core.subjectIndex(record.subject),
-      USER_MEMBER + record.tokenHash,
-      String(record.expiresAt),
-    );
+    await indexSubject(this.#core.keyspace, this.#core.subjectIndex(record.subject), USER_MEMBER + record.tokenHash, record.expiresAt);
     const result = await this.#core.redis.multi().hset(key, userTokenFields(record)).pexpireat(key, record.expiresAt).exec();
     assertExec(result);
   }
