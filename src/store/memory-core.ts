@@ -211,12 +211,15 @@ export class MemoryCore implements KeyspaceMaps {
     return set;
   }
 
-  /** Lists a member in its subject's index, scored by its record's expiry. */
+  /**
+   * Lists a member in its subject's index, scored by its record's expiry. An index given an expiry
+   * (an approval listed by putConsent on the keyspace) then expires no sooner than this member, as
+   * every index on Redis expires with its longest-lived member.
+   */
   indexSubject(subject: string, member: string, expiresAt: number): void {
     const key = this.keys.subjectGrants(subjectDigest(subject));
-    let index = this.subjectIndexes.get(key);
-    if (!index) this.subjectIndexes.set(key, (index = new Map()));
-    index.set(member, expiresAt);
+    this.sortedSet(key).set(member, expiresAt);
+    this.expireAt(key, expiresAt, 'GT');
   }
 
   clientState(clientId: string): CreateTokenOutcome {
