@@ -49,13 +49,14 @@ export function heldFrom<H extends string>(holders: ReadonlyArray<Holder<H>>, re
 }
 
 /**
- * The guards of a request stored because each bounded holder had room: its count not expired is
- * still the one read. A request put meanwhile raises it, so of racing puts that read the same count
- * only the first applies; the others read again (and find the holder full, or room left). An
+ * The guards of a request stored because each bounded holder had room: its count not expired is still
+ * below its bound when the plan applies. That is all the decision needed: requests put meanwhile
+ * under the bound leave it standing (racing puts do not retry after each other while there is room),
+ * and once one fills the holder the others' guards fail, they read again and are refused. An
  * unbounded holder is not guarded: its count decided nothing.
  */
-export function holdingGuards(held: ReadonlyArray<Held<string>>, now: number): Guard[] {
-  return held.filter(({ bound }) => bound > 0).map(({ key, count }) => ({ command: ['ZCOUNT', key, ...unexpired(now)], equals: count }));
+export function holdingGuards(held: ReadonlyArray<Holder<string>>, now: number): Guard[] {
+  return held.filter(({ bound }) => bound > 0).map(({ key, bound }) => ({ command: ['ZCOUNT', key, ...unexpired(now)], below: bound }));
 }
 
 /** The first steps of a request stored: each holder's requests expired by `now` dropped. */

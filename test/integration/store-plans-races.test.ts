@@ -157,6 +157,12 @@ describe('pending sign-ins put from 8 sidecars at once', () => {
     expect(outcomes.filter((o) => !o.stored).map((o) => (o.stored ? undefined : o.holder))).toEqual(Array(10).fill('client'));
     expect(await raw.zcard(sidecars[0]!.keys.pendingSignInsByClient('c-race'))).toBe(6);
   });
+
+  it('200 for one client with room under its bound: every one stored, none gives up on contention', async () => {
+    const { outcomes } = await putMany(200, { perAddress: 100, perClient: 10_000 }, (i) => `198.51.100.${i}`);
+    expect(outcomes.filter((o) => o.stored)).toHaveLength(200);
+    expect(await raw.zcard(sidecars[0]!.keys.pendingSignInsByClient('c-race'))).toBe(200);
+  });
 });
 
 describe('device authorizations put from 8 sidecars at once', () => {
