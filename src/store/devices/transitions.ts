@@ -16,8 +16,8 @@ import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from './ty
  * index (until its expiry) only while its client address and the server each hold fewer than their
  * bound (0: none) not expired at `bounds.now`, and no waiting authorization has its user code; refused,
  * nothing is written. Stored: each holder's expired ones are dropped and this one listed by both.
- * Atomic because the plan is guarded by what the decision read: the holders' counts (holdingGuards)
- * and the user code's index still absent.
+ * Atomic because the plan is guarded by what the decision needed: each bounded holder's count still
+ * below its bound (holdingGuards) and the user code's index still absent.
  */
 export function putDeviceAuthorization(
   keyspace: Keyspace,

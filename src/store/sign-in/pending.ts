@@ -15,8 +15,8 @@ import type { AuthorizationRequestRecord, PendingSignInBounds, PendingSignInOutc
  * (0: none) of pending sign-ins not expired at `bounds.now`; refused, nothing is written and the full
  * holder's oldest expiry is the time to retry. Stored: each holder's expired sign-ins are dropped, the
  * request written until `expiresAt`, and listed by both holders. Atomic because the plan is guarded by
- * the counts the decision read (holdingGuards): a sign-in stored meanwhile by another request makes
- * this one decide again on the new count.
+ * what the decision needed, each bounded holder's count still below its bound (holdingGuards): one
+ * that another request filled meanwhile makes this one decide again, and is then refused.
  */
 export function putPendingSignIn(
   keyspace: Keyspace,
