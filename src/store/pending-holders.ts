@@ -55,8 +55,8 @@ export function heldFrom<H extends string>(holders: ReadonlyArray<Holder<H>>, re
  * and once one fills the holder the others' guards fail, they read again and are refused. An
  * unbounded holder is not guarded: its count decided nothing.
  */
-export function holdingGuards(held: ReadonlyArray<Holder<string>>, now: number): Guard[] {
-  return held.filter(({ bound }) => bound > 0).map(({ key, bound }) => ({ command: ['ZCOUNT', key, ...unexpired(now)], below: bound }));
+export function holdingGuards(holders: ReadonlyArray<Holder<string>>, now: number): Guard[] {
+  return holders.filter(({ bound }) => bound > 0).map(({ key, bound }) => ({ command: ['ZCOUNT', key, ...unexpired(now)], below: bound }));
 }
 
 /** The first steps of a request stored: each holder's requests expired by `now` dropped. */
