@@ -55,11 +55,12 @@ export const WRITE_COMMANDS = [
 export type ReadName = (typeof READ_COMMANDS)[number];
 export type CommandName = ReadName | (typeof WRITE_COMMANDS)[number];
 
-/** A read whose reply must still be `equals` when the plan is applied. */
-export interface Guard {
-  command: Command;
-  equals: string | number | null;
-}
+/**
+ * A read whose reply must still be `equals` when the plan is applied; or, for a count, still `below`
+ * a bound (a decision that only needed room under a bound stays right while others add under it:
+ * pinning the exact count would make every writer of the same set retry after each other).
+ */
+export type Guard = { command: Command; equals: string | number | null } | { command: Command; below: number };
 
 /** Writes made together only while every guard holds (the guards first, then the steps in order). */
 export interface Plan {
@@ -168,4 +169,15 @@ export function updateHash<R>(keyspace: Keyspace, key: string, decide: (current:
     if (!writesHash(update)) return { result: update.result };
     return { result: update.result, plan: hashUpdatePlan(key, current, update) };
   });
+}
+
+/** A guard as the Lua script checks it: an expected reply (encodeExpected), or `<` and the bound a number must stay below. */
+export function encodeGuard(guard: Guard): string {
+  return 'below' in guard ? `<${guard.below}` : encodeExpected(guard.equals);
+}
+
+/** Whether a guard's read answered what it expects (as the Lua script decides it). */
+export function guardHolds(guard: Guard, reply: Reply): boolean {
+  if ('below' in guard) return typeof reply === 'number' && reply < guard.below;
+  return encodeExpected(reply as string | number | null) === encodeExpected(guard.equals);
 }

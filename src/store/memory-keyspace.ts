@@ -3,7 +3,7 @@
 // applied between two awaits, so nothing runs in between: the atomic step the Lua script is on Redis.
 
 import type { Clock } from '../model/clock.ts';
-import { READ_COMMANDS, WRITE_COMMANDS, encodeExpected, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
+import { READ_COMMANDS, WRITE_COMMANDS, guardHolds, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
 
 type Args = Array<string | number>;
 
@@ -71,10 +71,7 @@ export class MemoryKeyspace implements Keyspace {
     this.#core.check();
     for (const { command } of plan.guards) if (!READS.has(command[0])) throw new Error(`ERR plan: not a read: ${command[0]}`);
     for (const [name] of plan.steps) if (!READS.has(name) && !WRITES.has(name)) throw new Error(`ERR plan: unknown command: ${name}`);
-    for (const guard of plan.guards) {
-      const reply = this.run(guard.command);
-      if (encodeExpected(reply as string | number | null) !== encodeExpected(guard.equals)) return null;
-    }
+    for (const guard of plan.guards) if (!guardHolds(guard, this.run(guard.command))) return null;
     return plan.steps.map((step) => this.run(step));
   }
 

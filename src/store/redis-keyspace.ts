@@ -3,14 +3,15 @@
 // nothing of its own: every rule it applies was decided in TypeScript, which the memory engine runs too.
 
 import type { RedisClient } from './redis-connection.ts';
-import { READ_COMMANDS, WRITE_COMMANDS, encodeExpected, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
+import { READ_COMMANDS, WRITE_COMMANDS, encodeGuard, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
 
 // The command lists as one constant string each, searched for `,NAME,` (no table built per call).
 const luaList = (names: readonly string[]): string => `',${names.join(',')},'`;
 
 // KEYS: every key the plan names, each once. ARGV: the number of guards, then each guard as
 // `n name keyIndex args... expected` (n counts name, keyIndex and the args), then each step as
-// `n name keyIndex args...`. A guard's reply is compared as `n` (nil) or `v` and its text.
+// `n name keyIndex args...`. A guard's reply is compared as `n` (nil) or `v` and its text, or (`<`
+// and a number) must be a number below it.
 // Every command is checked against the port's lists before anything runs: a plan naming another
 // writes nothing. Reply: nil when a guard failed (nothing written), else the steps' replies.
 export const APPLY_PLAN = `
@@ -33,9 +34,14 @@ for _ = 1, guards do
   local n = tonumber(ARGV[i])
   local name = ARGV[i + 1]
   local r = redis.call(name, KEYS[tonumber(ARGV[i + 2])], unpack(ARGV, i + 3, i + n))
-  local got = 'n'
-  if r then got = 'v' .. tostring(r) end
-  if got ~= ARGV[i + n + 1] then return nil end
+  local expected = ARGV[i + n + 1]
+  if string.sub(expected, 1, 1) == '<' then
+    if type(r) ~= 'number' or r >= tonumber(string.sub(expected, 2)) then return nil end
+  else
+    local got = 'n'
+    if r then got = 'v' .. tostring(r) end
+    if got ~= expected then return nil end
+  end
   i = i + n + 2
 end
 local replies = {}
@@ -81,7 +87,7 @@ export function encodePlan(plan: Plan): { keys: string[]; args: string[] } {
   };
   const encode = ([name, key, ...rest]: Command): string[] => [String(rest.length + 2), name, keyIndex(key), ...rest.map(String)];
   const args = [String(plan.guards.length)];
-  for (const guard of plan.guards) args.push(...encode(guard.command), encodeExpected(guard.equals));
+  for (const guard of plan.guards) args.push(...encode(guard.command), encodeGuard(guard));
   for (const step of plan.steps) args.push(...encode(step));
   return { keys, args };
 }

@@ -119,56 +119,6 @@ redis.call('PEXPIRE', code, ARGV[6])
 store_tokens(ARGV, 7)
 return 'ok'`;
 
-// A pending sign-in, stored only while its client address and its client each hold fewer than their
-// bound (0: none); expired holdings are dropped first. All three keys carry the {oauth} tag: one slot.
-// KEYS: request, byAddress, byClient. ARGV: now, expiresAt, perAddress, perClient, member, fields...
-// Reply: {'ok'} or {'address' | 'client', the expiry of the holder's oldest pending sign-in}.
-const PUT_PENDING_SIGN_IN = `
-local now = tonumber(ARGV[1])
-local bounds = {tonumber(ARGV[3]), tonumber(ARGV[4])}
-local holders = {'address', 'client'}
-for i = 1, 2 do
-  local key = KEYS[i + 1]
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  if bounds[i] > 0 and redis.call('ZCARD', key) >= bounds[i] then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    return {holders[i], oldest[2]}
-  end
-end
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-for i = 2, 3 do
-  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[5])
-  redis.call('PEXPIREAT', KEYS[i], redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2])
-end
-return {'ok'}`;
-
-// Stores a pending device authorization unless its address or the server holds its bound, or its
-// user code is taken. KEYS: record, user-code index, by address, all. ARGV: now, expiresAt,
-// recordExpiresAt, perAddress, total, member, deviceCodeHash, fields...
-const PUT_DEVICE_AUTHORIZATION = `
-local now = tonumber(ARGV[1])
-local bounds = {tonumber(ARGV[4]), tonumber(ARGV[5])}
-local holders = {'address', 'total'}
-for i = 1, 2 do
-  local key = KEYS[i + 2]
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  if bounds[i] > 0 and redis.call('ZCARD', key) >= bounds[i] then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    return {holders[i], oldest[2]}
-  end
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then return {'user_code'} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 8))
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-redis.call('HSET', KEYS[2], 'deviceCodeHash', ARGV[7])
-redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-for i = 3, 4 do
-  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[6])
-  redis.call('PEXPIREAT', KEYS[i], redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2])
-end
-return {'ok'}`;
-
 // KEYS: refresh token, family. ARGV: now, accessKeyTemplate, refreshKeyTemplate.
 const REVOKE_REFRESH_FAMILY = `${TOKEN_KEY}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -207,7 +157,6 @@ if allowed and cost > 0 then
 end
 return {allowed and 1 or 0, used, string.format('%.0f', resetAt)}`;
 
-
 /** The scripts as commands of a connection (after defineScripts). */
 export interface ScriptedClient {
   mcpTakeQuota(key: string, cost: string, limit: string, windowMs: string, now: string): Promise<[number, number, string]>;
@@ -217,8 +166,6 @@ export interface ScriptedClient {
   mcpRedeemCodeAccess(...keysAndArgs: string[]): Promise<string>;
   mcpRedeemCodePair(...keysAndArgs: string[]): Promise<string>;
   mcpRotateRefresh(...keysAndArgs: string[]): Promise<string>;
-  mcpPutPendingSignIn(request: string, byAddress: string, byClient: string, ...args: string[]): Promise<[string, string?]>;
-  mcpPutDeviceAuthorization(record: string, index: string, byAddress: string, all: string, ...args: string[]): Promise<[string, string?]>;
   mcpRevokeRefreshFamily(token: string, family: string, now: string, accessPrefix: string, refreshPrefix: string): Promise<number>;
   /** The connection's own SET, in the one form used (one-time values need no script). */
   set(key: string, value: string, expiry: 'PXAT', at: number, condition: 'NX'): Promise<'OK' | null>;
@@ -231,8 +178,6 @@ export function defineScripts(redis: RedisClient): ScriptedClient {
   redis.defineCommand('mcpRotateRefresh', { numberOfKeys: 6, lua: ROTATE_REFRESH });
   redis.defineCommand('mcpRedeemCodeAccess', { numberOfKeys: 4, lua: REDEEM_CODE });
   redis.defineCommand('mcpRedeemCodePair', { numberOfKeys: 6, lua: REDEEM_CODE });
-  redis.defineCommand('mcpPutPendingSignIn', { numberOfKeys: 3, lua: PUT_PENDING_SIGN_IN });
-  redis.defineCommand('mcpPutDeviceAuthorization', { numberOfKeys: 4, lua: PUT_DEVICE_AUTHORIZATION });
   redis.defineCommand('mcpRevokeRefreshFamily', { numberOfKeys: 2, lua: REVOKE_REFRESH_FAMILY });
   redis.defineCommand('mcpTakeQuota', { numberOfKeys: 1, lua: TAKE_QUOTA });
   return redis as unknown as ScriptedClient;

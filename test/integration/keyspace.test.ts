@@ -190,6 +190,21 @@ describe.each(['memory', 'redis'])('plans on %s', (name) => {
     expect(fieldsOf(await readOne(ks(), ['HGETALL', k.hash]))).toEqual({ state: 'closed' });
   });
 
+  it('hold a count guard while the count stays below its bound, and fail it at the bound or on a reply that is no count', async () => {
+    const k = keysFor(`${name}-below`);
+    const add = (member: string): Plan => ({
+      guards: [{ command: ['ZCARD', k.zset], below: 2 }],
+      steps: [['ZADD', k.zset, 1, member]],
+    });
+    expect(await ks().apply(add('a'))).toEqual([1]);
+    expect(await ks().apply(add('b'))).toEqual([1]);
+    expect(await ks().apply(add('c'))).toBeNull();
+    expect(await readOne(ks(), ['ZCARD', k.zset])).toBe(2);
+    await ks().apply({ guards: [], steps: [['HSET', k.hash, 'n', '0']] });
+    expect(await ks().apply({ guards: [{ command: ['HGET', k.hash, 'n'], below: 5 }], steps: [['SADD', k.set, 'x']] })).toBeNull();
+    expect(await readOne(ks(), ['EXISTS', k.set])).toBe(0);
+  });
+
   it('refuse a command outside the port, as a guard or as a step, and write nothing', async () => {
     const k = keysFor(`${name}-refused`);
     const steps = [['HSET', k.hash, 'a', '1'] as Command, ['FLUSHALL', k.hash] as unknown as Command];

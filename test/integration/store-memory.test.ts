@@ -36,6 +36,30 @@ describe('MemoryTokenStore specifics', () => {
     expect(await store.revokeUserToken(tokenHash)).toBe(false);
   });
 
+  it("a person's index given an approval's expiry lives on with a token indexed after it: the token stays listed", async () => {
+    const clock = new ManualClock(Date.now());
+    const store = new MemoryTokenStore({ clock });
+    const issuer = 'https://idp.example.com/';
+    const approval = { clientId: 'c-1', clientCreatedAt: 1, redirectUri: 'http://127.0.0.1:9999/cb', issuer, subject: 'alice' };
+    await store.putConsent(
+      hashToken(generateToken()),
+      { ...approval, approvedAt: clock.now(), expiresAt: clock.now() + 3_600_000 },
+      clock.now(),
+      20,
+    );
+    const tokenHash = hashToken(generateToken());
+    await store.putUserToken({ tokenHash, subject: 'alice', issuer, createdAt: clock.now(), expiresAt: clock.now() + 3 * 3_600_000 });
+    clock.advance(2 * 3_600_000);
+    // The next approval reads the index through the keyspace, which drops an expired index whole.
+    await store.putConsent(
+      hashToken(generateToken()),
+      { ...approval, approvedAt: clock.now(), expiresAt: clock.now() + 3_600_000 },
+      clock.now(),
+      20,
+    );
+    expect((await store.listSubjectTokens('alice', clock.now())).map((t) => t.tokenHash)).toEqual([tokenHash]);
+  });
+
   it('a one-time value is kept until the injected clock reaches its expiry, then the name is usable again', async () => {
     const clock = new ManualClock(Date.now());
     const store = new MemoryTokenStore({ clock });

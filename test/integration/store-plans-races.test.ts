@@ -1,6 +1,7 @@
-// The store's changes planned under WATCH (a plan read, decided by the model, written by MULTI/EXEC
-// while nothing read changed), raced from 8 sidecars on one real Redis: each has its own transaction
-// connection, so their WATCHes and EXECs interleave, and a change that lost a race plans again.
+// The store's changes decided over what was read and written only while it still holds, raced from 8
+// sidecars on one real Redis: transitions on the keyspace port (guards checked by the plan's script on
+// each sidecar's main connection) and plans under WATCH (MULTI/EXEC on each sidecar's transaction
+// connection). Their reads and writes interleave; a change that lost a race decides again.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
@@ -8,7 +9,8 @@ import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
 import { subjectDigest } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
-import type { ConsentRecord } from '../../src/store/types.ts';
+import type { DeviceAuthorizationRecord } from '../../src/model/records.ts';
+import type { AuthorizationRequestRecord, ConsentRecord } from '../../src/store/types.ts';
 import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const SIDECARS = 8;
@@ -82,6 +84,20 @@ describe('approvals remembered on one browser from 8 sidecars at once', () => {
     expect(await pexpiretime(index)).toBe(now + 8 * HOUR);
   });
 
+  it("one person's approvals remembered on 32 browsers at once: the index lists each and expires with the longest-lived", async () => {
+    const now = Date.now();
+    const browsers = Array.from({ length: 32 }, () => hashToken(generateToken()));
+    // The longest-lived first: the others race to set the index's expiry after it, each from what it read.
+    await Promise.all(
+      browsers.map((browser, i) =>
+        sidecars[i % SIDECARS]!.putConsent(browser, approval('c-1', now + (browsers.length - i) * HOUR), now, 3),
+      ),
+    );
+    const index = sidecars[0]!.keys.subjectGrants(subjectDigest('idp-user-1'));
+    expect(await raw.zcard(index)).toBe(browsers.length);
+    expect(await pexpiretime(index)).toBe(now + browsers.length * HOUR);
+  });
+
   it("the person's index expires with its longest-lived member, the approval given again counted at its new expiry", async () => {
     const store = sidecars[0]!;
     const now = Date.now();
@@ -92,5 +108,98 @@ describe('approvals remembered on one browser from 8 sidecars at once', () => {
     await store.putConsent(browser, approval('c-x', now + 2 * HOUR), now, 20);
     expect(await pexpiretime(index)).toBe(now + 2 * HOUR);
     expect(await pexpiretime(store.keys.consents(browser))).toBe(now + 2 * HOUR);
+  });
+});
+
+describe('pending sign-ins put from 8 sidecars at once', () => {
+  const request = (clientId: string): AuthorizationRequestRecord => ({
+    stage: 'consent',
+    browserHash: hashToken('browser cookie'),
+    request: {
+      clientId,
+      redirectUri: 'http://127.0.0.1:9999/cb',
+      codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      state: undefined,
+      scope: undefined,
+    },
+  });
+  async function putMany(n: number, bound: { perAddress: number; perClient: number }, address: (i: number) => string) {
+    const now = Date.now();
+    const handles = Array.from({ length: n }, () => hashToken(generateToken()));
+    const outcomes = await Promise.all(
+      handles.map((handle, i) =>
+        sidecars[i % SIDECARS]!.putPendingSignIn(handle, request('c-race'), now + TTL + i, {
+          address: address(i),
+          clientId: 'c-race',
+          ...bound,
+          now,
+        }),
+      ),
+    );
+    return { handles, outcomes, now };
+  }
+
+  it('20 from one address with a bound of 5: exactly 5 stored and listed, the others refused until the oldest expires', async () => {
+    const { handles, outcomes, now } = await putMany(20, { perAddress: 5, perClient: 0 }, () => '198.51.100.9');
+    const stored = handles.filter((_, i) => outcomes[i]!.stored);
+    expect(stored).toHaveLength(5);
+    const keys = sidecars[0]!.keys;
+    expect(await raw.zcard(keys.pendingSignInsByAddress('198.51.100.9'))).toBe(5);
+    for (const [i, handle] of handles.entries())
+      expect(await raw.exists(keys.authorizationRequest(handle))).toBe(outcomes[i]!.stored ? 1 : 0);
+    const oldest = Math.min(...handles.flatMap((_, i) => (outcomes[i]!.stored ? [now + TTL + i] : [])));
+    for (const outcome of outcomes.filter((o) => !o.stored)) expect(outcome).toEqual({ stored: false, holder: 'address', retryAt: oldest });
+  });
+
+  it('16 from as many addresses for one client with a bound of 6: exactly 6 stored', async () => {
+    const { outcomes } = await putMany(16, { perAddress: 1, perClient: 6 }, (i) => `198.51.100.${i + 20}`);
+    expect(outcomes.filter((o) => o.stored)).toHaveLength(6);
+    expect(outcomes.filter((o) => !o.stored).map((o) => (o.stored ? undefined : o.holder))).toEqual(Array(10).fill('client'));
+    expect(await raw.zcard(sidecars[0]!.keys.pendingSignInsByClient('c-race'))).toBe(6);
+  });
+
+  it('200 for one client with room under its bound: every one stored, none gives up on contention', async () => {
+    const { outcomes } = await putMany(200, { perAddress: 100, perClient: 10_000 }, (i) => `198.51.100.${i}`);
+    expect(outcomes.filter((o) => o.stored)).toHaveLength(200);
+    expect(await raw.zcard(sidecars[0]!.keys.pendingSignInsByClient('c-race'))).toBe(200);
+  });
+});
+
+describe('device authorizations put from 8 sidecars at once', () => {
+  function device(userCodeHash = hashToken(generateToken())): DeviceAuthorizationRecord {
+    const now = Date.now();
+    return {
+      deviceCodeHash: hashToken(generateToken()),
+      userCodeHash,
+      clientId: 'c-dev',
+      interval: 5,
+      createdAt: now,
+      expiresAt: now + TTL,
+    };
+  }
+  const bounds = (address: string, perAddress: number, total: number) => ({ address, perAddress, total, now: Date.now() });
+
+  it('with one user code: exactly one stored, and the code names it', async () => {
+    const userCode = hashToken(generateToken());
+    const devices = Array.from({ length: 16 }, () => device(userCode));
+    const outcomes = await Promise.all(
+      devices.map((d, i) => sidecars[i % SIDECARS]!.putDeviceAuthorization(d, TTL, bounds(`198.51.100.${i}`, 0, 0))),
+    );
+    const stored = devices.filter((_, i) => outcomes[i]!.stored);
+    expect(stored).toHaveLength(1);
+    expect(outcomes.filter((o) => !o.stored)).toEqual(Array(15).fill({ stored: false, holder: 'user_code' }));
+    const keys = sidecars[0]!.keys;
+    expect(await raw.hget(keys.deviceUserCode(userCode), 'deviceCodeHash')).toBe(stored[0]!.deviceCodeHash);
+    for (const [i, d] of devices.entries())
+      expect(await raw.exists(keys.deviceAuthorization(d.deviceCodeHash))).toBe(outcomes[i]!.stored ? 1 : 0);
+  });
+
+  it('20 with a total bound of 5: exactly 5 stored and listed', async () => {
+    const devices = Array.from({ length: 20 }, () => device());
+    const outcomes = await Promise.all(
+      devices.map((d, i) => sidecars[i % SIDECARS]!.putDeviceAuthorization(d, TTL, bounds(`198.51.100.${i}`, 0, 5))),
+    );
+    expect(outcomes.filter((o) => o.stored)).toHaveLength(5);
+    expect(await raw.zcard(sidecars[0]!.keys.pendingDevicesAll())).toBe(5);
   });
 });

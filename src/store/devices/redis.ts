@@ -1,16 +1,8 @@
 // Device authorizations (RFC 8628) on Redis.
 
-import {
-  deviceAuthorizationFields,
-  deviceAuthorizationFromFields,
-  deviceDecisionUpdate,
-  devicePollUpdate,
-  orNull,
-  pendingSignInMember,
-  readRecord,
-} from '../records.ts';
+import { deviceAuthorizationFromFields, deviceDecisionUpdate, devicePollUpdate, orNull, readRecord } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import { flattenFields } from '../redis-scripts.ts';
+import { putDeviceAuthorization } from './transitions.ts';
 import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from '../types.ts';
 import type {
   DeviceAuthorizationRecord,
@@ -28,29 +20,12 @@ export class RedisDevices implements DeviceAuthorizationStorage {
     this.#core = core;
   }
 
-  async putDeviceAuthorization(
+  putDeviceAuthorization(
     record: DeviceAuthorizationRecord,
     retainMs: number,
     bounds: DeviceAuthorizationBounds,
   ): Promise<DeviceAuthorizationOutcome> {
-    const [outcome, oldest] = await this.#core.scripts.mcpPutDeviceAuthorization(
-      this.#core.keys.deviceAuthorization(record.deviceCodeHash),
-      this.#core.keys.deviceUserCode(record.userCodeHash),
-      this.#core.keys.pendingDevicesByAddress(bounds.address),
-      this.#core.keys.pendingDevicesAll(),
-      String(bounds.now),
-      String(Math.trunc(record.expiresAt)),
-      String(Math.trunc(record.expiresAt + retainMs)),
-      String(bounds.perAddress),
-      String(bounds.total),
-      pendingSignInMember(record.deviceCodeHash),
-      record.deviceCodeHash,
-      ...flattenFields(deviceAuthorizationFields(record)),
-    );
-    if (outcome === 'ok') return { stored: true };
-    if (outcome === 'user_code') return { stored: false, holder: 'user_code' };
-    if (outcome === 'address' || outcome === 'total') return { stored: false, holder: outcome, retryAt: Number(oldest) };
-    throw new Error(`unexpected script reply: ${String(outcome)}`);
+    return putDeviceAuthorization(this.#core.keyspace, this.#core.keys, record, retainMs, bounds);
   }
 
   async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {

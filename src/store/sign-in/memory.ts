@@ -1,7 +1,8 @@
 // Browser sign-in in memory: pending requests, authorization codes, remembered approvals, account sessions.
 
-import { putApproval } from '../../model/consents.ts';
 import type { MemoryCore } from '../memory-core.ts';
+import { putConsent } from './consents.ts';
+import { putPendingSignIn } from './pending.ts';
 import {
   accountSessionFields,
   approvalForgetUpdate,
@@ -10,12 +11,8 @@ import {
   authorizationCodeFromFields,
   authorizationRequestFields,
   authorizationRequestFromFields,
-  approvalExpiries,
   consentFromValue,
-  consentKey,
   consentMember,
-  consentValue,
-  pendingSignInMember,
   readRecord,
   reuseNotice,
   subjectDigest,
@@ -46,32 +43,13 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
     this.#core.put(this.#core.keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
   }
 
-  /** Pending sign-ins by holder key: member -> expiry (the Redis store's sorted sets). */
-  readonly #pendingSignIns = new Map<string, Map<string, number>>();
-
   async putPendingSignIn(
     requestHash: string,
     record: AuthorizationRequestRecord,
     expiresAt: number,
     bounds: PendingSignInBounds,
   ): Promise<PendingSignInOutcome> {
-    this.#core.check();
-    const held = (['address', 'client'] as const).map((holder) => {
-      const key =
-        holder === 'address'
-          ? this.#core.keys.pendingSignInsByAddress(bounds.address)
-          : this.#core.keys.pendingSignInsByClient(bounds.clientId);
-      const members = this.#pendingSignIns.get(key) ?? new Map<string, number>();
-      for (const [member, until] of members) if (until <= bounds.now) members.delete(member);
-      this.#pendingSignIns.set(key, members);
-      return { holder, members, bound: holder === 'address' ? bounds.perAddress : bounds.perClient };
-    });
-    for (const { holder, members, bound } of held) {
-      if (bound > 0 && members.size >= bound) return { stored: false, holder, retryAt: Math.min(...members.values()) };
-    }
-    this.#core.put(this.#core.keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
-    for (const { members } of held) members.set(pendingSignInMember(requestHash), expiresAt);
-    return { stored: true };
+    return putPendingSignIn(this.#core.keyspace, this.#core.keys, requestHash, record, expiresAt, bounds);
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
@@ -127,20 +105,7 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
   }
 
   async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
-    this.#core.check();
-    const key = this.#core.keys.consents(browserHash);
-    const field = consentKey(consent);
-    const fields = { ...this.#core.get(key), [field]: consentValue(consent) };
-    const member = consentMember(browserHash, field);
-    // The index's top members matter to Redis alone: in memory the index expires with its longest-lived member.
-    const plan = putApproval(approvalExpiries(fields, now), field, now, maxPerBrowser, { member, top: [] });
-    for (const dropped of plan.drop) delete fields[dropped];
-    if (plan.expireAt !== undefined) this.#core.put(key, fields, plan.expireAt);
-    else this.#core.hashes.delete(key);
-    if (plan.index !== undefined)
-      this.#core.keyspace.applyNow(
-        indexSubjectPlan(this.#core.keys.subjectGrants(subjectDigest(consent.subject)), member, plan.index.score),
-      );
+    return putConsent(this.#core.keyspace, this.#core.keys, browserHash, consent, now, maxPerBrowser);
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {

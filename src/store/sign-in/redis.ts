@@ -9,20 +9,16 @@ import {
   authorizationCodeFromFields,
   authorizationRequestFields,
   authorizationRequestFromFields,
-  approvalExpiries,
   consentFromValue,
-  consentKey,
   consentMember,
-  consentValue,
   type Fields,
   orNull,
-  pendingSignInMember,
   readRecord,
   reuseNotice,
 } from '../records.ts';
-import { putApproval } from '../../model/consents.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import { flattenFields } from '../redis-scripts.ts';
+import { putConsent } from './consents.ts';
+import { putPendingSignIn } from './pending.ts';
 import type {
   AccountSession,
   AuthorizationCodeRecord,
@@ -48,26 +44,13 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
     assertExec(await this.#core.redis.multi().hset(key, authorizationRequestFields(record)).pexpireat(key, expiresAt).exec());
   }
 
-  async putPendingSignIn(
+  putPendingSignIn(
     requestHash: string,
     record: AuthorizationRequestRecord,
     expiresAt: number,
     bounds: PendingSignInBounds,
   ): Promise<PendingSignInOutcome> {
-    const [outcome, oldest] = await this.#core.scripts.mcpPutPendingSignIn(
-      this.#core.keys.authorizationRequest(requestHash),
-      this.#core.keys.pendingSignInsByAddress(bounds.address),
-      this.#core.keys.pendingSignInsByClient(bounds.clientId),
-      String(bounds.now),
-      String(Math.trunc(expiresAt)),
-      String(bounds.perAddress),
-      String(bounds.perClient),
-      pendingSignInMember(requestHash),
-      ...flattenFields(authorizationRequestFields(record)),
-    );
-    if (outcome === 'ok') return { stored: true };
-    if (outcome === 'address' || outcome === 'client') return { stored: false, holder: outcome, retryAt: Number(oldest) };
-    throw new Error(`unexpected script reply: ${String(outcome)}`);
+    return putPendingSignIn(this.#core.keyspace, this.#core.keys, requestHash, record, expiresAt, bounds);
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
@@ -121,41 +104,8 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
     throw new Error(`unexpected script reply: ${String(outcome)}`);
   }
 
-  /**
-   * One plan under WATCH (RedisCore.planned; both keys under {oauth}): the browser's approvals and the
-   * two longest-lived members of the person's index are read in one pipeline with the WATCH,
-   * putApproval decides, one MULTI writes the approval, drops the evicted ones, sets the expiry and
-   * lists the approval in the index.
-   */
-  async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
-    const key = this.#core.keys.consents(browserHash);
-    const index = this.#core.subjectIndex(consent.subject);
-    const field = consentKey(consent);
-    const value = consentValue(consent);
-    const member = consentMember(browserHash, field);
-    await this.#core.planned('putConsent', async (tx) => {
-      const read = await tx.pipeline().watch(key, index).hgetall(key).zrevrange(index, 0, 1, 'WITHSCORES').exec();
-      assertExec(read);
-      const fields = { ...(read![1]![1] as Fields), [field]: value };
-      const top = read![2]![1] as string[];
-      const plan = putApproval(approvalExpiries(fields, now), field, now, maxPerBrowser, {
-        member,
-        top: [0, 2].filter((i) => i < top.length).map((i) => [top[i]!, Number(top[i + 1])] as const),
-      });
-      return {
-        result: undefined,
-        write: (multi) => {
-          if (plan.expireAt === undefined) {
-            multi.del(key);
-            return;
-          }
-          if (!plan.drop.includes(field)) multi.hset(key, field, value);
-          if (plan.drop.length > 0) multi.hdel(key, ...plan.drop);
-          multi.pexpireat(key, plan.expireAt);
-          if (plan.index !== undefined) multi.zadd(index, String(plan.index.score), member).pexpireat(index, plan.index.expireAt);
-        },
-      };
-    });
+  putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
+    return putConsent(this.#core.keyspace, this.#core.keys, browserHash, consent, now, maxPerBrowser);
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
