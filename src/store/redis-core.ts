@@ -5,14 +5,12 @@
 import { Cluster, type ChainableCommander } from 'ioredis';
 import { StoreUnavailableError } from './shared.ts';
 import {
-  accessTokenFields,
   consentGrantIds,
   allBuckets,
   clientBucket,
   hashBucket,
   keyLayout,
   orNull,
-  refreshTokenFields,
   subjectDigest,
   type Fields,
   type HashUpdate,
@@ -30,7 +28,6 @@ import { RedisKeyspace } from './redis-keyspace.ts';
 import type { Keyspace } from './keyspace.ts';
 import type { RevocationNotice } from './types.ts';
 import { indexedHandlesToForget } from '../model/handles.ts';
-import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
 
 /** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
 const MAX_UPDATE_ATTEMPTS = 16;
@@ -108,22 +105,6 @@ export class RedisCore {
   /** Every index of a subject: its home index, then one per bucket (the person index, slot by slot). */
   subjectIndexes(subject: string): string[] {
     return [this.subjectIndex(subject), ...allBuckets().map((bucket) => this.subjectIndex(subject, bucket))];
-  }
-
-  /** Arguments of the STORE_TOKENS Lua fragment for an access token and an optional refresh token. */
-  tokenArgs(access: AccessTokenRecord, refresh?: RefreshTokenRecord): string[] {
-    const accessArgs = flattenFields(accessTokenFields(access));
-    const user = access.user ?? refresh?.user;
-    const args = [
-      // The bucket's index: in the slot of the records it lists, so issuing them indexes them in one step.
-      user === undefined ? '' : this.subjectIndex(user.subject, hashBucket(access.tokenHash)),
-      access.tokenHash,
-      String(access.expiresAt),
-      String(accessArgs.length),
-      ...accessArgs,
-    ];
-    if (refresh) args.push(refresh.tokenHash, String(refresh.expiresAt), ...flattenFields(refreshTokenFields(refresh)));
-    return args;
   }
 
   /**
