@@ -1,0 +1,192 @@
+// The token transitions (issue, rotate, redeem: src/store/tokens/transitions.ts and its users) raced
+// from 8 sidecars on one real Redis: each has its own connection, so their reads and guarded applies
+// interleave, and a transition whose guard no longer holds reads and decides again.
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { generateTokenFor, hashToken } from '../../src/model/credentials.ts';
+import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../../src/model/records.ts';
+import type { RedisTokenStore } from '../../src/store/redis.ts';
+import type { AuthorizationCodeRecord } from '../../src/store/types.ts';
+import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+
+const SIDECARS = 8;
+const HOUR = 3_600_000;
+const user = { subject: 'idp-user-1', issuer: 'https://idp.example.com/' };
+
+let prefix: string;
+let raw: Redis;
+let sidecars: RedisTokenStore[];
+
+beforeEach(async () => {
+  prefix = uniquePrefix('tokens-races');
+  raw = await rawRedis();
+  sidecars = await Promise.all(Array.from({ length: SIDECARS }, () => openRedisStore(prefix)));
+});
+afterEach(async () => {
+  try {
+    await deleteUnder(raw, prefix);
+  } finally {
+    await Promise.all(sidecars.map((s) => s.close()));
+    await raw.quit();
+  }
+});
+
+let clients = 0;
+async function newClient(): Promise<string> {
+  const clientId = `c-race-${++clients}`;
+  const record: ClientRecord = {
+    clientId,
+    clientSecretHash: hashToken(generateTokenFor(clientId)),
+    clientName: clientId,
+    redirectUris: ['http://127.0.0.1:9999/cb'],
+    grantTypes: ['authorization_code', 'refresh_token'],
+    profile: 'default',
+    tokenEndpointAuthMethod: 'client_secret_basic',
+    source: 'admin',
+    createdAt: Date.now(),
+  };
+  await sidecars[0]!.createClient(record);
+  return clientId;
+}
+
+/** A pair as the sidecar mints it (in the client's bucket), for a signed-in user. */
+function pair(clientId: string, familyId: string, now: number): { access: AccessTokenRecord; refresh: RefreshTokenRecord } {
+  const access = { tokenHash: hashToken(generateTokenFor(clientId)), clientId, familyId, user, createdAt: now, expiresAt: now + HOUR };
+  const refresh = {
+    tokenHash: hashToken(generateTokenFor(clientId)),
+    clientId,
+    familyId,
+    user,
+    createdAt: now,
+    expiresAt: now + 24 * HOUR,
+  };
+  return { access, refresh };
+}
+
+const members = (clientId: string, familyId: string) => raw.smembers(sidecars[0]!.keys.refreshFamily(clientId, familyId));
+const revokedAt = (key: string) => raw.hget(key, 'revokedAt');
+
+describe('one refresh token rotated from 8 sidecars at once', () => {
+  it('within the grace window: exactly one rotation stores a pair, the others answer grace', async () => {
+    const clientId = await newClient();
+    const now = Date.now();
+    const first = pair(clientId, 'fam-grace', now);
+    expect(await sidecars[0]!.issueTokens(first.access, first.refresh)).toBe('ok');
+    const next = sidecars.map(() => pair(clientId, 'fam-grace', now + 1));
+    const outcomes = await Promise.all(
+      sidecars.map((s, i) =>
+        s.rotateRefreshToken(first.refresh.tokenHash, clientId, now + 1, next[i]!.access, next[i]!.refresh, 60_000, `sealed-${i}`),
+      ),
+    );
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'grace')).toHaveLength(SIDECARS - 1);
+    // The winner's pair alone was stored, and its sealed successor alone kept on the old token.
+    const winner = outcomes.indexOf('ok');
+    expect(await raw.hget(sidecars[0]!.keys.refreshToken(first.refresh.tokenHash), 'successor')).toBe(`sealed-${winner}`);
+    expect(await members(clientId, 'fam-grace')).toHaveLength(4);
+    for (const [i, p] of next.entries())
+      expect(await raw.exists(sidecars[0]!.keys.refreshToken(p.refresh.tokenHash))).toBe(i === winner ? 1 : 0);
+  });
+
+  it('without a grace window: exactly one rotation, then the family revoked (its new pair included)', async () => {
+    const clientId = await newClient();
+    const now = Date.now();
+    const first = pair(clientId, 'fam-reuse', now);
+    expect(await sidecars[0]!.issueTokens(first.access, first.refresh)).toBe('ok');
+    const next = sidecars.map(() => pair(clientId, 'fam-reuse', now + 1));
+    const outcomes = await Promise.all(
+      sidecars.map((s, i) => s.rotateRefreshToken(first.refresh.tokenHash, clientId, now + 1, next[i]!.access, next[i]!.refresh, 0)),
+    );
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'reused').length).toBeGreaterThanOrEqual(1);
+    for (const o of outcomes) expect(['ok', 'reused', 'invalid']).toContain(o);
+    const family = await members(clientId, 'fam-reuse');
+    expect(family).toHaveLength(4);
+    for (const m of family) {
+      const key = m.startsWith('a:') ? sidecars[0]!.keys.accessToken(m.slice(2)) : sidecars[0]!.keys.refreshToken(m.slice(2));
+      expect(await revokedAt(key)).not.toBeNull();
+    }
+  });
+});
+
+describe('a refresh family revoked while its token is rotated', () => {
+  it('leaves no live member: a pair added meanwhile is revoked too, or the rotation is refused', async () => {
+    for (let round = 0; round < 12; round++) {
+      const clientId = await newClient();
+      const now = Date.now();
+      const familyId = `fam-revoke-${round}`;
+      const first = pair(clientId, familyId, now);
+      expect(await sidecars[0]!.issueTokens(first.access, first.refresh)).toBe('ok');
+      const next = sidecars.map(() => pair(clientId, familyId, now + 1));
+      const [revoked, ...outcomes] = await Promise.all([
+        sidecars[round % SIDECARS]!.revokeRefreshFamily(first.refresh.tokenHash, now + 1),
+        ...sidecars.map((s, i) =>
+          s.rotateRefreshToken(first.refresh.tokenHash, clientId, now + 1, next[i]!.access, next[i]!.refresh, 60_000),
+        ),
+      ]);
+      expect(revoked).toBe(true);
+      expect(outcomes.filter((o) => o === 'ok').length).toBeLessThanOrEqual(1);
+      for (const m of await members(clientId, familyId)) {
+        const key = m.startsWith('a:') ? sidecars[0]!.keys.accessToken(m.slice(2)) : sidecars[0]!.keys.refreshToken(m.slice(2));
+        expect(await revokedAt(key)).not.toBeNull();
+      }
+    }
+  });
+});
+
+describe('one authorization code redeemed from 8 sidecars at once', () => {
+  it('exactly one redemption stores its tokens; the others answer reused and what the first issued is revoked', async () => {
+    const clientId = await newClient();
+    const now = Date.now();
+    const code: AuthorizationCodeRecord = {
+      codeHash: hashToken(generateTokenFor(clientId)),
+      clientId,
+      redirectUri: 'http://127.0.0.1:9999/cb',
+      codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      resource: 'https://mcp.example.com/mcp',
+      user,
+      createdAt: now,
+      expiresAt: now + 60_000,
+    };
+    await sidecars[0]!.putAuthorizationCode(code);
+    const pairs = sidecars.map((_, i) => pair(clientId, `fam-code-${i}`, now));
+    const outcomes = await Promise.all(
+      sidecars.map((s, i) => s.redeemAuthorizationCode(code.codeHash, clientId, now + 1, HOUR, pairs[i]!.access, pairs[i]!.refresh)),
+    );
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'reused')).toHaveLength(SIDECARS - 1);
+    const winner = pairs[outcomes.indexOf('ok')]!;
+    expect(await revokedAt(sidecars[0]!.keys.accessToken(winner.access.tokenHash))).not.toBeNull();
+    expect(await revokedAt(sidecars[0]!.keys.refreshToken(winner.refresh.tokenHash))).not.toBeNull();
+    // The losers stored nothing.
+    for (const p of pairs.filter((p) => p !== winner)) expect(await raw.exists(sidecars[0]!.keys.accessToken(p.access.tokenHash))).toBe(0);
+  });
+});
+
+describe('tokens issued, rotated and redeemed from 8 sidecars while the client is deleted', () => {
+  it('never leaves a live token of the deleted client', async () => {
+    for (let round = 0; round < 4; round++) {
+      const clientId = await newClient();
+      const now = Date.now();
+      const seed = pair(clientId, `fam-seed-${round}`, now);
+      expect(await sidecars[0]!.issueTokens(seed.access, seed.refresh)).toBe('ok');
+      // Opens the deleting sidecar's transaction connection, so the race is between the operations.
+      expect(await sidecars[round]!.deleteClient(`c-warm-up-${round}`, now)).toBeNull();
+      const issued = Array.from({ length: 24 }, (_, i) => pair(clientId, `fam-${round}-${i}`, now));
+      const rotated = pair(clientId, `fam-seed-${round}`, now + 1);
+      const [deleted] = await Promise.all([
+        sidecars[round]!.deleteClient(clientId, now),
+        ...issued.map((p, i) => sidecars[i % SIDECARS]!.issueTokens(p.access, p.refresh)),
+        sidecars[(round + 1) % SIDECARS]!.rotateRefreshToken(seed.refresh.tokenHash, clientId, now + 1, rotated.access, rotated.refresh, 0),
+      ]);
+      expect(deleted).not.toBeNull();
+      for (const p of [seed, rotated, ...issued]) {
+        for (const key of [sidecars[0]!.keys.accessToken(p.access.tokenHash), sidecars[0]!.keys.refreshToken(p.refresh.tokenHash)]) {
+          // Either never stored, or stored and revoked with the client.
+          if ((await raw.exists(key)) === 1) expect(await revokedAt(key)).not.toBeNull();
+        }
+      }
+    }
+  });
+});
