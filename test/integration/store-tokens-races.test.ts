@@ -7,6 +7,12 @@ import type { Redis } from 'ioredis';
 import { generateTokenFor, hashToken } from '../../src/model/credentials.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../../src/model/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
+import type { Keyspace, Plan } from '../../src/store/keyspace.ts';
+import { subjectDigest } from '../../src/store/records.ts';
+import { RedisKeyspace } from '../../src/store/redis-keyspace.ts';
+import { redeemCode } from '../../src/store/sign-in/redeem.ts';
+import { rotateRefresh } from '../../src/store/refresh-tokens/transitions.ts';
+import { issueTokens, type TokenKeys } from '../../src/store/tokens/transitions.ts';
 import type { AuthorizationCodeRecord } from '../../src/store/types.ts';
 import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 
@@ -62,6 +68,19 @@ function pair(clientId: string, familyId: string, now: number): { access: Access
     expiresAt: now + 24 * HOUR,
   };
   return { access, refresh };
+}
+
+function codeFor(clientId: string, now: number): AuthorizationCodeRecord {
+  return {
+    codeHash: hashToken(generateTokenFor(clientId)),
+    clientId,
+    redirectUri: 'http://127.0.0.1:9999/cb',
+    codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+    resource: 'https://mcp.example.com/mcp',
+    user,
+    createdAt: now,
+    expiresAt: now + 60_000,
+  };
 }
 
 const members = (clientId: string, familyId: string) => raw.smembers(sidecars[0]!.keys.refreshFamily(clientId, familyId));
@@ -139,16 +158,7 @@ describe('one authorization code redeemed from 8 sidecars at once', () => {
   it('exactly one redemption stores its tokens; the others answer reused and what the first issued is revoked', async () => {
     const clientId = await newClient();
     const now = Date.now();
-    const code: AuthorizationCodeRecord = {
-      codeHash: hashToken(generateTokenFor(clientId)),
-      clientId,
-      redirectUri: 'http://127.0.0.1:9999/cb',
-      codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
-      resource: 'https://mcp.example.com/mcp',
-      user,
-      createdAt: now,
-      expiresAt: now + 60_000,
-    };
+    const code = codeFor(clientId, now);
     await sidecars[0]!.putAuthorizationCode(code);
     const pairs = sidecars.map((_, i) => pair(clientId, `fam-code-${i}`, now));
     const outcomes = await Promise.all(
@@ -164,23 +174,34 @@ describe('one authorization code redeemed from 8 sidecars at once', () => {
   });
 });
 
-describe('tokens issued, rotated and redeemed from 8 sidecars while the client is deleted', () => {
+describe('tokens issued and rotated from 8 sidecars while the client is deleted', () => {
   it('never leaves a live token of the deleted client', async () => {
-    for (let round = 0; round < 4; round++) {
+    for (let round = 0; round < 6; round++) {
       const clientId = await newClient();
       const now = Date.now();
       const seed = pair(clientId, `fam-seed-${round}`, now);
       expect(await sidecars[0]!.issueTokens(seed.access, seed.refresh)).toBe('ok');
       // Opens the deleting sidecar's transaction connection, so the race is between the operations.
-      expect(await sidecars[round]!.deleteClient(`c-warm-up-${round}`, now)).toBeNull();
-      const issued = Array.from({ length: 24 }, (_, i) => pair(clientId, `fam-${round}-${i}`, now));
+      expect(await sidecars[round % SIDECARS]!.deleteClient(`c-warm-up-${round}`, now)).toBeNull();
+      const issued: Array<ReturnType<typeof pair>> = [];
+      let deleting: Promise<unknown> | undefined;
+      let deleted = false;
+      // Each sidecar issues one pair after another until the delete is done (and once more): every
+      // step of the delete has issuances in flight on every side of it.
+      const worker = async (s: RedisTokenStore, w: number) => {
+        for (let n = 0; !deleted || n % 2 === 1; n++) {
+          if (w === 0 && n === round) deleting = sidecars[round % SIDECARS]!.deleteClient(clientId, now).finally(() => (deleted = true));
+          const p = pair(clientId, `fam-${round}-${w}-${n}`, now);
+          issued.push(p);
+          expect(['ok', 'client_revoked']).toContain(await s.issueTokens(p.access, p.refresh));
+        }
+      };
       const rotated = pair(clientId, `fam-seed-${round}`, now + 1);
-      const [deleted] = await Promise.all([
-        sidecars[round]!.deleteClient(clientId, now),
-        ...issued.map((p, i) => sidecars[i % SIDECARS]!.issueTokens(p.access, p.refresh)),
+      await Promise.all([
+        ...sidecars.map(worker),
         sidecars[(round + 1) % SIDECARS]!.rotateRefreshToken(seed.refresh.tokenHash, clientId, now + 1, rotated.access, rotated.refresh, 0),
       ]);
-      expect(deleted).not.toBeNull();
+      await deleting;
       for (const p of [seed, rotated, ...issued]) {
         for (const key of [sidecars[0]!.keys.accessToken(p.access.tokenHash), sidecars[0]!.keys.refreshToken(p.refresh.tokenHash)]) {
           // Either never stored, or stored and revoked with the client.
@@ -188,5 +209,64 @@ describe('tokens issued, rotated and redeemed from 8 sidecars while the client i
         }
       }
     }
+  });
+});
+
+/** A keyspace on `raw` that runs `between` once, after the transition's reads and before its first write. */
+function pausing(between: () => Promise<unknown>): Keyspace {
+  const inner = new RedisKeyspace(raw);
+  let paused = false;
+  return {
+    read: (commands) => inner.read(commands),
+    async apply(plan: Plan) {
+      if (!paused) {
+        paused = true;
+        await between();
+      }
+      return inner.apply(plan);
+    },
+  };
+}
+
+describe("a client deleted between a transition's read and its write (from another sidecar)", () => {
+  const layout = (): TokenKeys => ({
+    keys: sidecars[0]!.keys,
+    subjectIndex: (s, b) => sidecars[0]!.keys.subjectGrants(subjectDigest(s), b),
+  });
+  const stored = async (p: ReturnType<typeof pair>) =>
+    (await raw.exists(sidecars[0]!.keys.accessToken(p.access.tokenHash))) +
+    (await raw.exists(sidecars[0]!.keys.refreshToken(p.refresh.tokenHash)));
+
+  it('issuing reads the client again and stores nothing', async () => {
+    const clientId = await newClient();
+    const p = pair(clientId, 'fam-issue', Date.now());
+    const keyspace = pausing(() => sidecars[1]!.deleteClient(clientId, Date.now()));
+    expect(await issueTokens(keyspace, layout(), p.access, p.refresh)).toBe('client_revoked');
+    expect(await stored(p)).toBe(0);
+  });
+
+  it('a rotation reads the token again (revoked with its client) and stores nothing', async () => {
+    const clientId = await newClient();
+    const now = Date.now();
+    const first = pair(clientId, 'fam-rotate', now);
+    expect(await sidecars[0]!.issueTokens(first.access, first.refresh)).toBe('ok');
+    const next = pair(clientId, 'fam-rotate', now + 1);
+    const keyspace = pausing(() => sidecars[1]!.deleteClient(clientId, now));
+    const r = { oldHash: first.refresh.tokenHash, clientId, now: now + 1, ...next, graceMs: 0, successor: undefined };
+    expect(await rotateRefresh(keyspace, layout(), r)).toBe('invalid');
+    expect(await stored(next)).toBe(0);
+  });
+
+  it('a redemption reads the client again and stores nothing (the code stays unredeemed)', async () => {
+    const clientId = await newClient();
+    const now = Date.now();
+    const code = codeFor(clientId, now);
+    await sidecars[0]!.putAuthorizationCode(code);
+    const p = pair(clientId, 'fam-redeem', now);
+    const keyspace = pausing(() => sidecars[1]!.deleteClient(clientId, now));
+    const r = { codeHash: code.codeHash, clientId, now: now + 1, retainMs: HOUR, ...p };
+    expect((await redeemCode(keyspace, layout(), r)).outcome).toBe('client_revoked');
+    expect(await stored(p)).toBe(0);
+    expect(await raw.hget(sidecars[0]!.keys.authorizationCode(code.codeHash), 'redeemedAt')).toBeNull();
   });
 });
