@@ -1,11 +1,15 @@
-// The token transitions (issue, rotate, redeem: src/store/tokens/transitions.ts and its users) raced
-// from 8 sidecars on one real Redis: each has its own connection, so their reads and guarded applies
-// interleave, and a transition whose guard no longer holds reads and decides again.
+// The token transitions (issue, rotate, redeem, a family's revocation: src/store/tokens/transitions.ts
+// and its users) raced from 8 sidecars on one real Redis: each has its own connection, so their reads
+// and guarded writes interleave, and a transition whose guard no longer holds reads and decides again.
+// A client deleted between a transition's read and its write is forced through a keyspace that pauses
+// before its first write. The memory engine's transitions interleave at their awaits: raced there too.
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { generateTokenFor, hashToken } from '../../src/model/credentials.ts';
 import type { AccessTokenRecord, ClientRecord, RefreshTokenRecord } from '../../src/model/records.ts';
+import { systemClock } from '../../src/model/clock.ts';
+import { MemoryTokenStore } from '../../src/store/memory.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { Keyspace, Plan } from '../../src/store/keyspace.ts';
 import { subjectDigest } from '../../src/store/records.ts';
@@ -268,5 +272,40 @@ describe("a client deleted between a transition's read and its write (from anoth
     expect((await redeemCode(keyspace, layout(), r)).outcome).toBe('client_revoked');
     expect(await stored(p)).toBe(0);
     expect(await raw.hget(sidecars[0]!.keys.authorizationCode(code.codeHash), 'redeemedAt')).toBeNull();
+  });
+});
+
+describe('on the memory engine, whose transitions interleave at their awaits', () => {
+  it('one rotation of a token from 8 callers at once: one ok, the others grace', async () => {
+    const store = new MemoryTokenStore({ clock: systemClock });
+    const clientId = 'c-memory';
+    await store.createClient({
+      clientId,
+      clientSecretHash: hashToken(generateTokenFor(clientId)),
+      clientName: clientId,
+      redirectUris: ['http://127.0.0.1:9999/cb'],
+      grantTypes: ['authorization_code', 'refresh_token'],
+      profile: 'default',
+      tokenEndpointAuthMethod: 'client_secret_basic',
+      source: 'admin',
+      createdAt: Date.now(),
+    });
+    const now = Date.now();
+    const first = pair(clientId, 'fam-memory', now);
+    expect(await store.issueTokens(first.access, first.refresh)).toBe('ok');
+    const next = Array.from({ length: SIDECARS }, () => pair(clientId, 'fam-memory', now + 1));
+    const rotations = next.map((p) => store.rotateRefreshToken(first.refresh.tokenHash, clientId, now + 1, p.access, p.refresh, 60_000));
+    const outcomes = await Promise.all(rotations);
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'grace')).toHaveLength(SIDECARS - 1);
+    const code = codeFor(clientId, now);
+    await store.putAuthorizationCode(code);
+    const issued = Array.from({ length: SIDECARS }, (_, i) => pair(clientId, `fam-memory-code-${i}`, now));
+    const redeemed = await Promise.all(
+      issued.map((p) => store.redeemAuthorizationCode(code.codeHash, clientId, now + 1, HOUR, p.access, p.refresh)),
+    );
+    expect(redeemed.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(redeemed.filter((o) => o === 'reused')).toHaveLength(SIDECARS - 1);
+    await store.close();
   });
 });
