@@ -90,9 +90,9 @@ export class RedisCore {
   }
 
   /**
-   * Whether a presented refresh token or code cannot be used with this client in one script on
+   * Whether a presented refresh token or code cannot be used with this client in one step on
    * Cluster: it is not in the client's bucket, so it is another client's (answered `invalid`, as the
-   * script would), or one minted before the bucketed layout (not rotated on Cluster: docs/storage.md).
+   * transition would), or one minted before the bucketed layout (not rotated on Cluster: docs/storage.md).
    * Always false off Cluster, where every key is on the one node, and costs nothing there. On Cluster
    * the presented record is read first, so an outage is reported as one, never as `invalid`.
    */
