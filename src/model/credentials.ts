@@ -245,11 +245,57 @@ export function refreshTokenState(token: StoredRefreshToken, now: number): Refre
  * Whether a refresh token rotated at `rotatedAt` (stored epoch ms) may still be presented again: a
  * parallel session of the client or a retried request within `graceMs` of the first rotation (the
  * store gives it one pair, once). The window is symmetric so that a replica whose clock runs behind the one that rotated cannot widen it. Anything
- * unparsable is outside it (fail closed: the family is revoked). The Redis rotation script applies the
- * same rule inside its atomic step.
+ * unparsable is outside it (fail closed: the family is revoked). The store's rotation (refreshUse)
+ * applies it inside its atomic step.
  */
 export function rotatedWithinGrace(rotatedAt: string, now: number, graceMs: number): boolean {
   const at = parseEpochMs(rotatedAt);
   if (at === undefined || graceMs <= 0) return false;
   return Math.abs(now - at) < graceMs;
+}
+
+/** The stored fields of a refresh token a rotation decides on (absent: null). */
+export interface PresentedRefresh {
+  readonly clientId: string | null;
+  readonly revokedAt: string | null;
+  readonly rotatedAt: string | null;
+  readonly familyId: string | null;
+}
+
+/**
+ * What presenting a refresh token of `clientId` in family `familyId` at `now` does: `invalid` (unknown,
+ * another client's or family's, revoked), `reused` (rotated before the grace window: the family is to
+ * be revoked), `grace` (rotated within it: nothing new, the sealed successor answers) or `rotate`.
+ * The client's own state is checked after this, except for `reused` (a theft is answered whatever
+ * became of the client).
+ */
+export function refreshUse(
+  old: PresentedRefresh,
+  clientId: string,
+  familyId: string,
+  now: number,
+  graceMs: number,
+): 'invalid' | 'reused' | 'grace' | 'rotate' {
+  if (old.clientId === null || old.clientId !== clientId || old.revokedAt !== null || old.familyId !== familyId) return 'invalid';
+  if (old.rotatedAt === null) return 'rotate';
+  return rotatedWithinGrace(old.rotatedAt, now, graceMs) ? 'grace' : 'reused';
+}
+
+/** The stored fields of an authorization code a redemption decides on (absent: null). */
+export interface PresentedCode {
+  readonly clientId: string | null;
+  readonly expiresAt: string | null;
+  readonly redeemedAt: string | null;
+}
+
+/**
+ * What redeeming a code for `clientId` at `now` does: `invalid` (unknown, another client's, expired),
+ * `reused` (redeemed before: what that redemption issued is to be revoked, RFC 6749 §4.1.2), or
+ * `redeem`. A redeemed code counts as reused even once past its expiry (it is kept for that).
+ */
+export function codeUse(code: PresentedCode, clientId: string, now: number): 'invalid' | 'reused' | 'redeem' {
+  if (code.clientId === null || code.clientId !== clientId) return 'invalid';
+  if (code.redeemedAt !== null) return 'reused';
+  const expiresAt = code.expiresAt === null ? undefined : Number(code.expiresAt);
+  return expiresAt !== undefined && Number.isFinite(expiresAt) && expiresAt > now ? 'redeem' : 'invalid';
 }

@@ -15,7 +15,7 @@ export { clientBucket, hashBucket, OAUTH_BUCKETS };
  */
 export const CURRENT_LAYOUT = 2;
 
-/** The tag spot in a bucketed key template: the Lua scripts (TOKEN_KEY) put the bucket there, the id at the end. */
+/** The tag spot in a bucketed key template: the subject revocation script (TOKEN_KEY) puts the bucket there, the id at the end. */
 const BUCKET_SPOT = '{oauth:}';
 
 /** One family of bucketed keys: `<prefix>{oauth:<bucket>}:<family>:<id>`. */
@@ -56,7 +56,7 @@ export function keyLayout(prefix: string) {
     userToken: (tokenHash: string) => `${prefix}userBearerTokens:${tokenHash}`,
     accessToken: (tokenHash: string) => access.key(hashBucket(tokenHash), tokenHash),
     refreshToken: (tokenHash: string) => refresh.key(hashBucket(tokenHash), tokenHash),
-    /** Templates of the token keys for the Lua scripts, which bucket a member's hash themselves. */
+    /** Templates of the token keys for the Lua script of a subject's revocation, which buckets a member's hash itself. */
     accessTokenTemplate: () => access.template,
     refreshTokenTemplate: () => refresh.template,
     /** SCAN patterns and key parsers of the token families (one per bucket). */

@@ -1,6 +1,7 @@
 // What every memory part of the store shares (src/store/<aggregate>/memory.ts): the records under the
 // same keys and fields as Redis, with TTLs honoured against the injected clock, and the steps several
-// aggregates take together (tokens issued with their index, a family revoked, a notice sent).
+// aggregates take together (a subject's index, a notice sent). Transitions written once on the keyspace
+// port (src/store/keyspace.ts) run on these maps through `keyspace`.
 // JavaScript runs each operation to completion between awaits, which gives the same atomicity the
 // Redis store gets from MULTI/EXEC and Lua.
 
@@ -9,21 +10,8 @@ import { hashUpdatePlan } from './keyspace.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
 import { indexSubjectPlan } from './subjects/transitions.ts';
-import {
-  ACCESS_MEMBER,
-  REFRESH_MEMBER,
-  accessTokenFields,
-  consentGrantIds,
-  keyLayout,
-  refreshTokenFields,
-  subjectDigest,
-  type Fields,
-  type HashUpdate,
-  type KeyLayout,
-  writesHash,
-} from './records.ts';
-import type { CreateTokenOutcome, RevocationListener, RevocationNotice } from './types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
+import { consentGrantIds, keyLayout, subjectDigest, type Fields, type HashUpdate, type KeyLayout, writesHash } from './records.ts';
+import type { RevocationListener, RevocationNotice } from './types.ts';
 
 /** The fewest writes between two sweeps of expired records. */
 const SWEEP_AFTER_WRITES = 1024;
@@ -203,40 +191,17 @@ export class MemoryCore implements KeyspaceMaps {
     return set;
   }
 
-  clientState(clientId: string): CreateTokenOutcome {
-    const client = this.get(this.keys.client(clientId));
-    if (!client) return 'client_not_found';
-    return client.revokedAt !== undefined ? 'client_revoked' : 'ok';
+  /**
+   * The index listing a subject's tokens: in memory one per subject whatever the bucket (no slots
+   * here), the one its person index reads (src/store/subjects/memory.ts).
+   */
+  subjectIndex(subject: string, _bucket?: string): string {
+    return this.keys.subjectGrants(subjectDigest(subject));
   }
 
-  /** Lists a token in its subject's index (indexSubjectPlan), in the step that stores it. */
-  #index(subject: string, member: string, expiresAt: number): void {
-    this.keyspace.applyNow(indexSubjectPlan(this.keys.subjectGrants(subjectDigest(subject)), member, expiresAt));
-  }
-
-  storeAccess(record: AccessTokenRecord): void {
-    if (record.user !== undefined) this.#index(record.user.subject, ACCESS_MEMBER + record.tokenHash, record.expiresAt);
-    this.put(this.keys.accessToken(record.tokenHash), accessTokenFields(record), record.expiresAt);
-    this.set(this.keys.clientTokens(record.clientId)).add(ACCESS_MEMBER + record.tokenHash);
-    if (record.familyId !== undefined)
-      this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(ACCESS_MEMBER + record.tokenHash);
-  }
-
-  storeRefresh(record: RefreshTokenRecord): void {
-    if (record.user !== undefined) this.#index(record.user.subject, REFRESH_MEMBER + record.tokenHash, record.expiresAt);
-    this.put(this.keys.refreshToken(record.tokenHash), refreshTokenFields(record), record.expiresAt);
-    this.set(this.keys.clientTokens(record.clientId)).add(REFRESH_MEMBER + record.tokenHash);
-    this.set(this.keys.refreshFamily(record.clientId, record.familyId)).add(REFRESH_MEMBER + record.tokenHash);
-  }
-
-  revokeFamily(clientId: string, familyId: string, now: number, notify = true): void {
-    for (const member of this.set(this.keys.refreshFamily(clientId, familyId))) {
-      const hash = member.slice(2);
-      const key = member.startsWith(ACCESS_MEMBER) ? this.keys.accessToken(hash) : this.keys.refreshToken(hash);
-      const fields = this.get(key);
-      if (fields) fields.revokedAt ??= String(now);
-    }
-    if (notify) this.notify({ familyIds: [familyId] });
+  /** Lists a member in its subject's index (indexSubjectPlan: the index expires with its longest-lived member). */
+  indexSubject(subject: string, member: string, expiresAt: number): void {
+    this.keyspace.applyNow(indexSubjectPlan(this.subjectIndex(subject), member, expiresAt));
   }
 
   notify(notice: RevocationNotice): void {

@@ -2,22 +2,18 @@
 // its scripts, the key layout, the token lookups' connection and cache, the transaction connection,
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 
-import { Cluster, type ChainableCommander } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from './shared.ts';
 import {
-  accessTokenFields,
   consentGrantIds,
   allBuckets,
   clientBucket,
   hashBucket,
   keyLayout,
-  orNull,
-  refreshTokenFields,
   subjectDigest,
   type Fields,
   type HashUpdate,
   type KeyLayout,
-  writesHash,
 } from './records.ts';
 import { connectRedis, duplicateForTransactions, type RedisClient } from './redis-connection.ts';
 import { ClusterLookupCache } from './redis-cluster-lookup-cache.ts';
@@ -25,14 +21,10 @@ import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cach
 import { LookupConnection } from './redis-lookups.ts';
 import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
-import { defineScripts, flattenFields, type ScriptedClient } from './redis-scripts.ts';
+import { defineScripts, type ScriptedClient } from './redis-scripts.ts';
 import { RedisKeyspace } from './redis-keyspace.ts';
 import { updateHash, type Keyspace } from './keyspace.ts';
 import type { RevocationNotice } from './types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord } from '../model/records.ts';
-
-/** Attempts of a compare-and-set before it gives up (each lost one means the hash changed meanwhile). */
-const MAX_UPDATE_ATTEMPTS = 16;
 
 export class RedisCore {
   readonly redis: RedisClient;
@@ -92,9 +84,9 @@ export class RedisCore {
   }
 
   /**
-   * Whether a presented refresh token or code cannot be used with this client in one script on
+   * Whether a presented refresh token or code cannot be used with this client in one step on
    * Cluster: it is not in the client's bucket, so it is another client's (answered `invalid`, as the
-   * script would), or one minted before the bucketed layout (not rotated on Cluster: docs/storage.md).
+   * transition would), or one minted before the bucketed layout (not rotated on Cluster: docs/storage.md).
    * Always false off Cluster, where every key is on the one node, and costs nothing there. On Cluster
    * the presented record is read first, so an outage is reported as one, never as `invalid`.
    */
@@ -107,22 +99,6 @@ export class RedisCore {
   /** Every index of a subject: its home index, then one per bucket (the person index, slot by slot). */
   subjectIndexes(subject: string): string[] {
     return [this.subjectIndex(subject), ...allBuckets().map((bucket) => this.subjectIndex(subject, bucket))];
-  }
-
-  /** Arguments of the STORE_TOKENS Lua fragment for an access token and an optional refresh token. */
-  tokenArgs(access: AccessTokenRecord, refresh?: RefreshTokenRecord): string[] {
-    const accessArgs = flattenFields(accessTokenFields(access));
-    const user = access.user ?? refresh?.user;
-    const args = [
-      // The bucket's index: in the slot of the records it lists, so issuing them indexes them in one step.
-      user === undefined ? '' : this.subjectIndex(user.subject, hashBucket(access.tokenHash)),
-      access.tokenHash,
-      String(access.expiresAt),
-      String(accessArgs.length),
-      ...accessArgs,
-    ];
-    if (refresh) args.push(refresh.tokenHash, String(refresh.expiresAt), ...flattenFields(refreshTokenFields(refresh)));
-    return args;
   }
 
   /**
@@ -180,28 +156,6 @@ export class RedisCore {
    */
   updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via: ScriptedClient = this.scripts): Promise<R> {
     return updateHash(via === this.scripts ? this.keyspace : new RedisKeyspace(via as unknown as RedisClient), key, decide);
-  }
-
-  /**
-   * A change of several keys of one slot planned over what was read under WATCH: `plan` watches and
-   * reads what it needs, asks the model what to write, and answers the writes (always some: a MULTI
-   * ends the WATCH, which a plan writing nothing would have to end by hand) with its result. The
-   * writes go in one MULTI/EXEC; an EXEC refused because a watched key changed plans again on what is
-   * there now. Runs on the transaction connection (WATCH is per connection), one change at a time.
-   */
-  planned<R>(what: string, plan: (tx: RedisClient) => Promise<{ result: R; write: (multi: ChainableCommander) => void }>): Promise<R> {
-    return this.transaction(async (tx) => {
-      for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
-        const { result, write } = await plan(tx);
-        const multi = tx.multi();
-        write(multi);
-        const done = await multi.exec();
-        if (done === null) continue;
-        assertExec(done);
-        return result;
-      }
-      throw new StoreUnavailableError(`${what}: too much contention, gave up`);
-    });
   }
 
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */

@@ -88,6 +88,20 @@ describe('handles claimed from 8 sidecars at once', () => {
     expect([...bySubject].sort()).toEqual([...byClient].sort());
     for (const hash of bobs) expect(await sidecars[1]!.useHandle('session', hash, bob, now, TTL, MAX)).toBe('owned');
   });
+
+  it('200 new sessions of one client at once, with room for all: every one bound, none refused for contention', async () => {
+    // One client's index is shared by everyone using that client (a service, a client metadata
+    // document's URL): a burst of new sessions must not retry each other while there is room.
+    const carol = handleOwner({ kind: 'oauth', subject: 'carol', clientId: 'c-busy' });
+    const now = Date.now();
+    const hashes = Array.from({ length: 200 }, (_, i) => handleDigest(`busy-${i}`));
+    const outcomes = await Promise.allSettled(
+      hashes.map((hash, i) => sidecars[i % SIDECARS]!.bindHandle('session', hash, carol, now, TTL, 1000)),
+    );
+    expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
+    expect(outcomes.map((o) => (o as PromiseFulfilledResult<string>).value)).toEqual(hashes.map(() => 'bound'));
+    expect(await raw.zcard(sidecars[0]!.keys.handlesByClient('c-busy'))).toBe(200);
+  });
 });
 
 /**

@@ -102,7 +102,7 @@ describe('the sidecar over HTTP on Redis Cluster', () => {
     );
     expect(second.status).toBe(200);
     expect(await mcp(second.body.access_token)).toBe(200);
-    // Presented again within the grace window (the rotation script's grace path, on Cluster): the
+    // Presented again within the grace window (the rotation's grace path, on Cluster): the
     // rotation's own pair again, as often as asked; the family alive.
     for (let i = 0; i < 2; i++) {
       const racing = await postForm(

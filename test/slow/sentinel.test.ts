@@ -162,9 +162,9 @@ describe('Redis Sentinel', () => {
     for (const a of during) expect(a.status).toBe(200);
     expect((await mcp(extra)).status).toBe(401);
 
-    // Refresh-token reuse with the replica stopped: the rotation script revoked the family on the main
+    // Refresh-token reuse with the replica stopped: the rotation revoked the family on the main
     // connection, and its repeat on the transaction connection changes nothing there. Its WAIT still
-    // waits for the script's writes (Redis 7.0 moves a connection's WAIT offset on a write command
+    // waits for the rotation's writes (Redis 7.0 moves a connection's WAIT offset on a write command
     // that changed nothing), not returning at once because the replica holds everything the
     // transaction connection itself wrote before.
     const reused = await token({ grant_type: 'client_credentials' });

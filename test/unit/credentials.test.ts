@@ -12,6 +12,8 @@ import {
   isTokenShaped,
   parseAuthorization,
   refreshTokenState,
+  codeUse,
+  refreshUse,
   rotatedWithinGrace,
   type TokenLookup,
 } from '../../src/model/credentials.ts';
@@ -398,5 +400,43 @@ describe('rotatedWithinGrace', () => {
     ['empty rotatedAt', '', at, 5000, false],
   ])('%s', (_, rotatedAt, now, graceMs, expected) => {
     expect(rotatedWithinGrace(rotatedAt, now, graceMs)).toBe(expected);
+  });
+});
+
+describe('refreshUse', () => {
+  const at = 1_700_000_000_000;
+  const fresh = { clientId: 'c1', revokedAt: null, rotatedAt: null, familyId: 'f1' };
+  it.each([
+    ['an unrotated token of the client and family rotates', fresh, 'rotate'],
+    ['an unknown token', { clientId: null, revokedAt: null, rotatedAt: null, familyId: null }, 'invalid'],
+    ["another client's token", { ...fresh, clientId: 'c2' }, 'invalid'],
+    ['a token of another family', { ...fresh, familyId: 'f2' }, 'invalid'],
+    ['a token with no family', { ...fresh, familyId: null }, 'invalid'],
+    ['a revoked token, even rotated long ago', { ...fresh, revokedAt: String(at), rotatedAt: String(at - 3_600_000) }, 'invalid'],
+    ['rotated within the window', { ...fresh, rotatedAt: String(at - 4999) }, 'grace'],
+    ['rotated before the window', { ...fresh, rotatedAt: String(at - 5000) }, 'reused'],
+    ['an unreadable rotatedAt counts as outside the window', { ...fresh, rotatedAt: 'soon' }, 'reused'],
+  ] as const)('%s', (_, old, expected) => {
+    expect(refreshUse(old, 'c1', 'f1', at, 5000)).toBe(expected);
+  });
+
+  it('without a window, any second use is reuse', () => {
+    expect(refreshUse({ ...fresh, rotatedAt: String(at) }, 'c1', 'f1', at, 0)).toBe('reused');
+  });
+});
+
+describe('codeUse', () => {
+  const at = 1_700_000_000_000;
+  const fresh = { clientId: 'c1', expiresAt: String(at + 60_000), redeemedAt: null };
+  it.each([
+    ['an unredeemed, unexpired code of the client is redeemed', fresh, 'redeem'],
+    ['an unknown code', { clientId: null, expiresAt: null, redeemedAt: null }, 'invalid'],
+    ["another client's code, even redeemed", { ...fresh, clientId: 'c2', redeemedAt: String(at) }, 'invalid'],
+    ['an expired code', { ...fresh, expiresAt: String(at) }, 'invalid'],
+    ['an unreadable expiry', { ...fresh, expiresAt: 'later' }, 'invalid'],
+    ['no expiry', { ...fresh, expiresAt: null }, 'invalid'],
+    ['a redeemed code, even past its expiry, is reuse', { ...fresh, expiresAt: String(at - 1), redeemedAt: String(at - 2) }, 'reused'],
+  ] as const)('%s', (_, code, expected) => {
+    expect(codeUse(code, 'c1', at)).toBe(expected);
   });
 });

@@ -18,7 +18,7 @@ import {
   revocationUpdate,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import { flattenFields, type ScriptedClient } from '../redis-scripts.ts';
+import type { ScriptedClient } from '../redis-scripts.ts';
 import { forgetIndexedHandles } from '../handles/transitions.ts';
 import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
 import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';

@@ -87,8 +87,9 @@ function ownerIndexes(keys: KeyLayout, owner: HandleOwner): OwnerIndex[] {
  * over the limit, the oldest live members, then their handles' owner field (one round trip each).
  * Guards: the member's score as read (listed or not), and when it is not listed the live count
  * (ZCOUNT from `now`, exclusive, which is what the index holds once its expired members are dropped:
- * ZCARD would also count members expired meanwhile, which another claim may drop while adding one),
- * each evicted member's score and its handle's owner field as read. So the index grows by one only
+ * ZCARD would also count members expired meanwhile, which another claim may drop while adding one):
+ * still below the limit when there was room, exactly as read when evicting; each evicted member's
+ * score and its handle's owner field as read. So the index grows by one only
  * from a count read, never past `maxPerOwner` however many claims race.
  */
 async function listOwned(
@@ -128,7 +129,14 @@ async function listOwned(
   const steps: Command[] = [];
   for (const { index, score, count, listed } of states) {
     guards.push({ command: ['ZSCORE', index, member], equals: score });
-    if (!listed) guards.push({ command: ['ZCOUNT', index, live, '+inf'], equals: count });
+    // With room left, only that room is pinned (claims racing into one index with room do not retry
+    // each other); when evicting, the count itself, with the evicted members below.
+    if (!listed)
+      guards.push(
+        count < max
+          ? { command: ['ZCOUNT', index, live, '+inf'], below: max }
+          : { command: ['ZCOUNT', index, live, '+inf'], equals: count },
+      );
     steps.push(['ZREMRANGEBYSCORE', index, '-inf', claim.now]);
   }
   candidates.forEach(({ index, field, value, m, score }, i) => {

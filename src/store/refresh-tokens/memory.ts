@@ -1,10 +1,11 @@
-// Refresh tokens in memory: rotation, the grace window and reuse detection, as ROTATE_REFRESH does them.
+// Refresh tokens in memory: rotation, the grace window, reuse detection and family revocation are the
+// transitions both engines run (./transitions.ts), here on the memory store's maps.
 
-import { rotatedWithinGrace } from '../../model/credentials.ts';
 import type { MemoryCore } from '../memory-core.ts';
 import { readRecord, refreshTokenFromFields } from '../records.ts';
 import type { RotateOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
+import { revokeFamily, rotateRefresh } from './transitions.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
 export class MemoryRefreshTokens implements RefreshTokenStorage {
@@ -29,31 +30,16 @@ export class MemoryRefreshTokens implements RefreshTokenStorage {
     successor?: string,
   ): Promise<RotateOutcome> {
     this.#core.check();
-    const old = this.#core.get(this.#core.keys.refreshToken(oldHash));
-    if (!old || old.clientId !== clientId || old.revokedAt !== undefined || !old.familyId) return 'invalid';
-    const rotated = old.rotatedAt !== undefined;
-    if (rotated && !rotatedWithinGrace(old.rotatedAt!, now, graceMs)) {
-      this.#core.revokeFamily(old.clientId, old.familyId, now);
-      return 'reused';
-    }
-    const state = this.#core.clientState(clientId);
-    if (state === 'client_not_found') return 'invalid';
-    if (state === 'client_revoked') return 'client_revoked';
-    // Within the window: nothing new; the caller answers with the successor the rotation sealed.
-    if (rotated) return 'grace';
-    old.rotatedAt = String(now);
-    if (successor !== undefined) old.successor = successor;
-    this.#core.storeAccess(access);
-    this.#core.storeRefresh(refresh);
-    return 'ok';
+    const outcome = await rotateRefresh(this.#core.keyspace, this.#core, { oldHash, clientId, now, access, refresh, graceMs, successor });
+    if (outcome === 'reused') this.#core.notify({ familyIds: [refresh.familyId] });
+    return outcome;
   }
 
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
     this.#core.check();
-    const fields = this.#core.get(this.#core.keys.refreshToken(tokenHash));
-    if (!fields) return false;
-    fields.revokedAt ??= String(now);
-    if (fields.familyId && fields.clientId) this.#core.revokeFamily(fields.clientId, fields.familyId, now);
+    const revoked = await revokeFamily(this.#core.keyspace, this.#core.keys, tokenHash, now);
+    if (revoked === null) return false;
+    this.#core.notify({ familyIds: [revoked.familyId] });
     return true;
   }
 }

@@ -20,7 +20,7 @@ export function refreshTokenFields(r: RefreshTokenRecord): Fields {
 
 /**
  * A stored refresh token, or `'corrupt'` without the fields every use needs: its client, its family
- * and a well-formed expiry. `rotatedAt` and `revokedAt` count by their presence (as the scripts read
+ * and a well-formed expiry. `rotatedAt` and `revokedAt` count by their presence (as the rotation reads
  * them), whatever their value.
  */
 export function refreshTokenFromFields(f: Fields): StoredRefreshToken | 'corrupt' {

@@ -3,6 +3,7 @@
 import type { MemoryCore } from '../memory-core.ts';
 import { putConsent } from './consents.ts';
 import { putPendingSignIn } from './pending.ts';
+import { redeemCode } from './redeem.ts';
 import {
   accountSessionFields,
   approvalForgetUpdate,
@@ -14,7 +15,6 @@ import {
   consentFromValue,
   consentMember,
   readRecord,
-  reuseNotice,
   subjectDigest,
 } from '../records.ts';
 import type {
@@ -29,7 +29,6 @@ import type {
 } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
-import { indexSubjectPlan } from '../subjects/transitions.ts';
 
 export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
   readonly #core: MemoryCore;
@@ -79,29 +78,9 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
     refresh?: RefreshTokenRecord,
   ): Promise<RedeemOutcome> {
     this.#core.check();
-    const key = this.#core.keys.authorizationCode(codeHash);
-    const code = this.#core.get(key);
-    if (!code || code.clientId !== clientId) return 'invalid';
-    if (code.redeemedAt !== undefined) {
-      if (code.accessTokenHash !== undefined) {
-        const issued = this.#core.get(this.#core.keys.accessToken(code.accessTokenHash));
-        if (issued) issued.revokedAt ??= String(now);
-      }
-      if (code.familyId !== undefined) this.#core.revokeFamily(code.clientId, code.familyId, now, false);
-      this.#core.notify(reuseNotice(code));
-      return 'reused';
-    }
-    if (!(Number(code.expiresAt) > now)) return 'invalid';
-    const state = this.#core.clientState(clientId);
-    if (state === 'client_not_found') return 'invalid';
-    if (state === 'client_revoked') return 'client_revoked';
-    code.redeemedAt = String(now);
-    code.accessTokenHash = access.tokenHash;
-    if (refresh) code.familyId = refresh.familyId;
-    this.#core.hashes.get(key)!.expiresAt = now + retainMs;
-    this.#core.storeAccess(access);
-    if (refresh) this.#core.storeRefresh(refresh);
-    return 'ok';
+    const { outcome, notice } = await redeemCode(this.#core.keyspace, this.#core, { codeHash, clientId, now, retainMs, access, refresh });
+    if (notice !== undefined) this.#core.notify(notice);
+    return outcome;
   }
 
   async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {

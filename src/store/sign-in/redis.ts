@@ -1,5 +1,5 @@
 // Browser sign-in on Redis: pending requests, authorization codes (redemption issues tokens in the
-// same script), remembered approvals and account-page sessions.
+// same step: ./redeem.ts), remembered approvals and account-page sessions.
 
 import {
   accountSessionFields,
@@ -14,8 +14,8 @@ import {
   type Fields,
   orNull,
   readRecord,
-  reuseNotice,
 } from '../records.ts';
+import { redeemCode } from './redeem.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { putConsent } from './consents.ts';
 import { putPendingSignIn } from './pending.ts';
@@ -79,29 +79,10 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
     refresh?: RefreshTokenRecord,
   ): Promise<RedeemOutcome> {
     if (await this.#core.outsideClientSlot(codeHash, this.#core.keys.authorizationCode(codeHash), clientId)) return 'invalid';
-    const keys = [this.#core.keys.client(clientId), this.#core.keys.clientTokens(clientId), this.#core.keys.accessToken(access.tokenHash)];
-    if (refresh) keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(clientId, refresh.familyId));
-    keys.push(this.#core.keys.authorizationCode(codeHash));
-    const redeem = refresh ? this.#core.scripts.mcpRedeemCodePair : this.#core.scripts.mcpRedeemCodeAccess;
-    const outcome = await redeem.call(
-      this.#core.scripts,
-      ...keys,
-      String(now),
-      clientId,
-      this.#core.keys.accessTokenTemplate(),
-      this.#core.keys.refreshTokenTemplate(),
-      this.#core.keys.refreshFamily(clientId, ''),
-      String(retainMs),
-      ...this.#core.tokenArgs(access, refresh),
-    );
-    if (outcome === 'reused') {
-      // What the first redemption issued was revoked by the script; its open streams end now.
-      const code = orNull(await this.#core.redis.hgetall(this.#core.keys.authorizationCode(codeHash)));
-      if (code) await this.#core.publish(reuseNotice(code));
-      return outcome;
-    }
-    if (outcome === 'ok' || outcome === 'invalid' || outcome === 'client_revoked') return outcome;
-    throw new Error(`unexpected script reply: ${String(outcome)}`);
+    const { outcome, notice } = await redeemCode(this.#core.keyspace, this.#core, { codeHash, clientId, now, retainMs, access, refresh });
+    // What the first redemption issued was revoked with the reuse; its open streams end now.
+    if (notice !== undefined) await this.#core.publish(notice);
+    return outcome;
   }
 
   putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {

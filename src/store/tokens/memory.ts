@@ -1,10 +1,12 @@
-// Bearer tokens in memory: the same records as on Redis (MemoryCore), the same steps as its scripts.
+// Bearer tokens in memory: the same records as on Redis (MemoryCore); issuing is the transition both
+// engines run (./transitions.ts).
 
 import type { MemoryCore } from '../memory-core.ts';
 import { revocationUpdate, subjectDigest, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
 import { indexSubjectPlan } from '../subjects/transitions.ts';
 import type { CreateTokenOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
+import { issueTokens } from './transitions.ts';
 import type { TokenStorage } from './types.ts';
 
 export class MemoryTokens implements TokenStorage {
@@ -52,10 +54,6 @@ export class MemoryTokens implements TokenStorage {
 
   async issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
     this.#core.check();
-    const state = this.#core.clientState(access.clientId);
-    if (state !== 'ok') return state;
-    this.#core.storeAccess(access);
-    if (refresh) this.#core.storeRefresh(refresh);
-    return 'ok';
+    return issueTokens(this.#core.keyspace, this.#core, access, refresh);
   }
 }

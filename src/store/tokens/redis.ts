@@ -1,5 +1,6 @@
 // Bearer tokens on Redis: the hot path's lookup (its own connection, and the lookup cache when on),
-// user-grade records outside the {oauth} slot, and OAuth access tokens issued with their index.
+// user-grade records outside the {oauth} slot, and OAuth access tokens issued with their index (the
+// transition both engines run: ./transitions.ts).
 
 import { orNull, revocationUpdate, tokenLookupFromFields, USER_MEMBER, userRevocationUpdate, userTokenFields } from '../records.ts';
 import { asStoreFailure } from '../redis-connection.ts';
@@ -7,6 +8,7 @@ import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { CreateTokenOutcome } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, TokenLookup, UserTokenRecord } from '../../model/records.ts';
 import { indexSubject } from '../subjects/transitions.ts';
+import { issueTokens } from './transitions.ts';
 import type { TokenStorage } from './types.ts';
 
 export class RedisTokens implements TokenStorage {
@@ -62,18 +64,9 @@ export class RedisTokens implements TokenStorage {
     return this.issueTokens(record);
   }
 
-  async issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
-    const keys = [
-      this.#core.keys.client(access.clientId),
-      this.#core.keys.clientTokens(access.clientId),
-      this.#core.keys.accessToken(access.tokenHash),
-    ];
-    if (refresh)
-      keys.push(this.#core.keys.refreshToken(refresh.tokenHash), this.#core.keys.refreshFamily(access.clientId, refresh.familyId));
-    const args = [...keys, ...this.#core.tokenArgs(access, refresh)];
-    const outcome = await (refresh ? this.#core.scripts.mcpIssuePair(...args) : this.#core.scripts.mcpIssueAccess(...args));
-    if (outcome === 'ok' || outcome === 'client_not_found' || outcome === 'client_revoked') return outcome;
-    throw new TypeError(`unexpected script reply: ${String(outcome)}`);
+  /** The transition both engines run (./transitions.ts): a read of the client, then the guarded writes. */
+  issueTokens(access: AccessTokenRecord, refresh?: RefreshTokenRecord): Promise<CreateTokenOutcome> {
+    return issueTokens(this.#core.keyspace, this.#core, access, refresh);
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
