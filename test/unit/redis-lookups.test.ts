@@ -14,7 +14,15 @@ describe('duplicateForLookups', () => {
     const main = createRedisClient({ url: 'redis://127.0.0.1:1/3', commandTimeoutMs: 700, connectTimeoutMs: 900 }) as Redis;
     defineScripts(main);
     // A plan of two keys gives the main connection the plan script's command for two keys as well.
-    void new RedisKeyspace(main).apply({ guards: [], steps: [['EXISTS', 'a'], ['EXISTS', 'b']] }).catch(() => undefined);
+    void new RedisKeyspace(main)
+      .apply({
+        guards: [],
+        steps: [
+          ['EXISTS', 'a'],
+          ['EXISTS', 'b'],
+        ],
+      })
+      .catch(() => undefined);
     expect(main.options.commandTimeout).toBe(700);
     expect(main.options.socketTimeout).toBeGreaterThan(0);
     expect(Object.keys(main.scriptsSet).sort()).toEqual(['mcpApplyPlan2', 'mcpTakeQuota']);
