@@ -1,5 +1,6 @@
 // Prometheus metrics on a registry per sidecar instance (two sidecars in one test process stay apart).
-// Hot-path counters are bound to their labels once, so a request does no label hashing.
+// Hot-path counters are bound to their labels once, so a request builds no label object and looks up
+// no child (prom-client 15's bound child still hashes its fixed labels on each call: about 0.15 µs).
 // Served unauthenticated at GET /metrics on the admin listener (like /livez and /readyz); no label ever holds
 // a token, a hash, a client id or an address, so the scrape reveals traffic shapes, not identities.
 // Each metric's `@label` doc comment names the values of one of its labels: the metrics table of
@@ -334,7 +335,7 @@ export class Metrics {
   }
 }
 
-/** The child bound to `key`'s labels, made on first use and kept: later calls hash no labels. */
+/** The child bound to `key`'s labels, made on first use and kept: later calls look up no child. */
 function bound<K>(cache: Map<K, Counter.Internal>, key: K, make: () => Counter.Internal): Counter.Internal {
   let child = cache.get(key);
   if (!child) {
@@ -351,7 +352,7 @@ function bound<K>(cache: Map<K, Counter.Internal>, key: K, make: () => Counter.I
  */
 export class InstrumentedStore extends StoreDecorator {
   readonly #metrics: Metrics;
-  /** Each operation's children, bound on first use: later calls hash no labels. */
+  /** Each operation's children, bound on first use: later calls look up no child. */
   readonly #bound = new Map<
     StoreOperation,
     { timer: ReturnType<Metrics['storeSeconds']['labels']>; errors: ReturnType<Metrics['storeOperationErrors']['labels']> }
