@@ -20,7 +20,7 @@ import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevo
 import type { SubjectToken } from '../../model/records.ts';
 import { allBuckets } from '../key-layout.ts';
 import { membersOf, readOne, type Command } from '../keyspace.ts';
-import { indexSubjectPlan, revokeSubjectBatch } from './transitions.ts';
+import { indexSubjectPlan, revokeSubjectBatch, addBatch } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 
 export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
@@ -144,11 +144,7 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
       const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
       if (inSlot.length > 0) {
         const done = await revokeSubjectBatch(keyspace, this.#core.keys, index, subject, issuer, now, inSlot);
-        result.accessTokensRevoked += done.accessTokensRevoked;
-        result.refreshTokensRevoked += done.refreshTokensRevoked;
-        result.consentsForgotten += done.consentsForgotten;
-        if (done.tokenHashes.length > 0) notice.tokenHashes = done.tokenHashes;
-        if (done.familyIds.length > 0) notice.familyIds = done.familyIds;
+        addBatch(result, notice, done);
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       const outcomes = users.map((m) =>

@@ -24,7 +24,7 @@ import {
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
-import { indexSubject, revokeSubjectBatch } from './transitions.ts';
+import { indexSubject, revokeSubjectBatch, addBatch } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 import { Cluster, type Redis } from 'ioredis';
 
@@ -193,11 +193,7 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
         const done = await this.#core.revokeThrough((keyspace) =>
           revokeSubjectBatch(keyspace, this.#core.keys, index, subject, issuer, now, inSlot),
         );
-        result.accessTokensRevoked += done.accessTokensRevoked;
-        result.refreshTokensRevoked += done.refreshTokensRevoked;
-        result.consentsForgotten += done.consentsForgotten;
-        if (done.tokenHashes.length > 0) notice.tokenHashes = done.tokenHashes;
-        if (done.familyIds.length > 0) notice.familyIds = done.familyIds;
+        addBatch(result, notice, done);
         grantIds = consentGrantIds(notice);
       }
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));

@@ -4,6 +4,7 @@
 import { revokeHolding, type Holding, type HoldingRevocation } from '../../model/offboarding.ts';
 import { transition, type Command, type Guard, type Keyspace, type Plan, type Reply } from '../keyspace.ts';
 import type { KeyLayout } from '../key-layout.ts';
+import type { RevocationNotice } from '../types.ts';
 import { ACCESS_MEMBER, CONSENT_MEMBER, parseConsentMember, REFRESH_MEMBER } from './records.ts';
 
 /**
@@ -114,21 +115,36 @@ export async function revokeSubjectBatch(
   const parts: Array<Promise<SubjectBatchRevocation>> = [];
   for (let at = 0; at < members.length; at += PLAN_MEMBERS)
     parts.push(revokeMembers(keyspace, keys, index, subject, issuer, now, members.slice(at, at + PLAN_MEMBERS)));
-  const result: SubjectBatchRevocation = {
-    accessTokensRevoked: 0,
-    refreshTokensRevoked: 0,
-    consentsForgotten: 0,
-    tokenHashes: [],
-    familyIds: [],
-  };
+  const result = noneRevoked();
   for (const part of await Promise.all(parts)) {
-    result.accessTokensRevoked += part.accessTokensRevoked;
-    result.refreshTokensRevoked += part.refreshTokensRevoked;
-    result.consentsForgotten += part.consentsForgotten;
+    addCounts(result, part);
     result.tokenHashes.push(...part.tokenHashes);
     result.familyIds.push(...part.familyIds);
   }
   return result;
+}
+
+/** A batch that revoked nothing. */
+function noneRevoked(): SubjectBatchRevocation {
+  return { accessTokensRevoked: 0, refreshTokensRevoked: 0, consentsForgotten: 0, tokenHashes: [], familyIds: [] };
+}
+
+type Counts = Pick<SubjectBatchRevocation, 'accessTokensRevoked' | 'refreshTokensRevoked' | 'consentsForgotten'>;
+
+function addCounts(into: Counts, done: Counts): void {
+  into.accessTokensRevoked += done.accessTokensRevoked;
+  into.refreshTokensRevoked += done.refreshTokensRevoked;
+  into.consentsForgotten += done.consentsForgotten;
+}
+
+/**
+ * What a batch revoked, added to a subject's revocation (its counts) and to the batch's notice (the
+ * access tokens and families it names): both engines report a batch this way.
+ */
+export function addBatch(result: Counts, notice: RevocationNotice, done: SubjectBatchRevocation): void {
+  addCounts(result, done);
+  if (done.tokenHashes.length > 0) notice.tokenHashes = done.tokenHashes;
+  if (done.familyIds.length > 0) notice.familyIds = done.familyIds;
 }
 
 /**
@@ -155,13 +171,7 @@ function revokeMembers(
   return transition(keyspace, 'revokeSubject', async (ks) => {
     const commands = planned.flatMap((p) => (p.command === undefined ? [] : [p.command]));
     const replies = commands.length === 0 ? [] : await ks.read(commands);
-    const result: SubjectBatchRevocation = {
-      accessTokensRevoked: 0,
-      refreshTokensRevoked: 0,
-      consentsForgotten: 0,
-      tokenHashes: [],
-      familyIds: [],
-    };
+    const result = noneRevoked();
     const guards: Guard[] = [];
     const steps: Command[] = [];
     const unlisted: string[] = [];
