@@ -34,6 +34,17 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+/** A user of the private Redis with the password, every key and command but the `denied` one. */
+async function aclUser(name: string, denied: string): Promise<void> {
+  const admin = createRedisClient({ url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, commandTimeoutMs: 1000, connectTimeoutMs: 5000 });
+  await connectRedis(admin, 5000);
+  try {
+    await admin.call('ACL', 'SETUSER', name, 'on', `>${PASSWORD}`, '~*', '&*', '+@all', denied);
+  } finally {
+    admin.disconnect();
+  }
+}
+
 async function connectError(url: string): Promise<unknown> {
   const client = createRedisClient({ url, commandTimeoutMs: 1000, connectTimeoutMs: LONG_CONNECT_TIMEOUT_MS });
   try {
@@ -136,18 +147,8 @@ describe('npm start against an unusable Redis', () => {
   }, 30_000);
 
   it("an ACL user that may not run a command of the store's plans: exit 2 before serving, one paragraph saying what the store needs", async () => {
-    const admin = createRedisClient({
-      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
-      commandTimeoutMs: 1000,
-      connectTimeoutMs: 5000,
-    });
-    await connectRedis(admin, 5000);
-    try {
-      // As a Redis before 7.0 would refuse PEXPIRE ... NX, this user may not run PEXPIRE at all.
-      await admin.call('ACL', 'SETUSER', 'noexpire', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-pexpire');
-    } finally {
-      admin.disconnect();
-    }
+    // As a Redis before 7.0 would refuse PEXPIRE ... NX, this user may not run PEXPIRE at all.
+    await aclUser('noexpire', '-pexpire');
     const r = await start(`redis://noexpire:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'off' });
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
@@ -159,17 +160,7 @@ describe('npm start against an unusable Redis', () => {
   }, 30_000);
 
   it('the lookup cache on, with an ACL user that may not run CLIENT: exit 2, one paragraph saying what tracking needs', async () => {
-    const admin = createRedisClient({
-      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
-      commandTimeoutMs: 1000,
-      connectTimeoutMs: 5000,
-    });
-    await connectRedis(admin, 5000);
-    try {
-      await admin.call('ACL', 'SETUSER', 'nocache', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-client');
-    } finally {
-      admin.disconnect();
-    }
+    await aclUser('nocache', '-client');
     const r = await start(`redis://nocache:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'tracking' });
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
@@ -180,17 +171,7 @@ describe('npm start against an unusable Redis', () => {
   }, 30_000);
 
   it('the lookup cache left at its default (auto), with an ACL user that may not run CLIENT: starts strict, says so once, and the metric shows why', async () => {
-    const admin = createRedisClient({
-      url: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`,
-      commandTimeoutMs: 1000,
-      connectTimeoutMs: 5000,
-    });
-    await connectRedis(admin, 5000);
-    try {
-      await admin.call('ACL', 'SETUSER', 'nocache-auto', 'on', `>${PASSWORD}`, '~*', '&*', '+@all', '-client');
-    } finally {
-      admin.disconnect();
-    }
+    await aclUser('nocache-auto', '-client');
     const config = join(dir, 'auto.yaml');
     writeFileSync(config, ['masterToken: ${BEARER_SECRET_MASTER}', 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join('\n'));
     const master = generateToken();
