@@ -1,9 +1,5 @@
-// The counting rule of quotas, as a pure step on a counter as read. On Redis it runs as one script
-// (TAKE_QUOTA in src/store/redis-scripts.ts): a quota counter is taken from by concurrent requests,
-// and a guarded read-then-write would be retried, then refused, under that contention. The memory
-// store runs this function, and a parity test runs it against the script on a real Redis on random
-// inputs (test/integration/counter-parity.test.ts), so the two cannot drift apart. (A rate counter's
-// hit needs no decision: it is one plan both engines run, src/store/counters/hits.ts.)
+// The counting rule of quotas, as a pure step on a counter as read. Both engines run it through the
+// keyspace port (src/store/counters/quotas.ts), which writes what it decides in one guarded step.
 
 /** A quota counter as read: the window number it counts in and the units used there (undefined: unreadable). */
 export interface QuotaCounter {
@@ -11,12 +7,17 @@ export interface QuotaCounter {
   used: number | undefined;
 }
 
-/** A take's answer, and what it writes: the counter and how long it is kept (ms from now). */
+/**
+ * A take's answer, and what it writes: the counter and how long it is kept (ms from now). `countsOn`:
+ * the units are added to the count as read, in the window as read (any writer adding under the limit
+ * meanwhile leaves the decision right); otherwise the counter is written anew (a new window, or a
+ * count that did not read).
+ */
 export interface QuotaTake {
   allowed: boolean;
   used: number;
   resetAt: number;
-  write?: { window: number; used: number; keepMs: number };
+  write?: { window: number; used: number; keepMs: number; countsOn: boolean };
 }
 
 /**
@@ -27,13 +28,20 @@ export interface QuotaTake {
 export function takeQuota(stored: QuotaCounter | null, cost: number, limit: number, windowMs: number, now: number): QuotaTake {
   let window = Math.floor(now / windowMs);
   let used = 0;
+  let countsOn = false;
   if (stored?.window !== undefined && stored.window >= window) {
     window = stored.window;
     used = stored.used ?? 0;
+    countsOn = stored.used !== undefined;
   }
   const resetAt = (window + 1) * windowMs;
   const allowed = used + cost <= limit;
   if (!allowed || cost <= 0) return { allowed, used, resetAt };
   used += cost;
-  return { allowed, used, resetAt, write: { window, used, keepMs: resetAt - now + windowMs } };
+  return { allowed, used, resetAt, write: { window, used, keepMs: quotaKeepMs(resetAt, now, windowMs), countsOn } };
+}
+
+/** How long a counter is kept from `now`: until its window ends (`resetAt`) and one window more. */
+export function quotaKeepMs(resetAt: number, now: number, windowMs: number): number {
+  return resetAt - now + windowMs;
 }

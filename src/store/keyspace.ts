@@ -50,6 +50,7 @@ export const WRITE_COMMANDS = [
   'PEXPIREAT',
   'PEXPIRE',
   'INCR',
+  'HINCRBY',
 ] as const;
 
 export type ReadName = (typeof READ_COMMANDS)[number];
@@ -58,7 +59,8 @@ export type CommandName = ReadName | (typeof WRITE_COMMANDS)[number];
 /**
  * A read whose reply must still be `equals` when the plan is applied; or, for a count, still `below`
  * a bound (a decision that only needed room under a bound stays right while others add under it:
- * pinning the exact count would make every writer of the same set retry after each other).
+ * pinning the exact count would make every writer of the same set retry after each other). A count is
+ * an integer reply, or a value holding an integer's digits (a hash field HINCRBY counts in).
  */
 export type Guard = { command: Command; equals: string | number | null } | { command: Command; below: number };
 
@@ -178,6 +180,9 @@ export function encodeGuard(guard: Guard): string {
 
 /** Whether a guard's read answered what it expects (as the Lua script decides it). */
 export function guardHolds(guard: Guard, reply: Reply): boolean {
-  if ('below' in guard) return typeof reply === 'number' && reply < guard.below;
+  if ('below' in guard) {
+    const count = typeof reply === 'string' && /^-?\d+$/.test(reply) ? Number(reply) : reply;
+    return typeof count === 'number' && count < guard.below;
+  }
   return encodeExpected(reply as string | number | null) === encodeExpected(guard.equals);
 }

@@ -213,6 +213,15 @@ export class MemoryKeyspace implements Keyspace {
         return core.expireAt(key, core.clock.now() + Number(args[0]), args[1] as 'NX' | 'GT' | undefined) ? 1 : 0;
       case 'INCR':
         return core.increment(key);
+      case 'HINCRBY': {
+        const fields = hash ?? core.createHash(key);
+        const field = String(args[0]);
+        const stored = fields[field];
+        if (stored !== undefined && !/^-?\d+$/.test(stored)) throw new Error('ERR hash value is not an integer');
+        const count = Number(stored ?? 0) + Number(args[1]);
+        fields[field] = String(count);
+        return count;
+      }
       default:
         throw new Error(`ERR plan: unknown command: ${String(name)}`);
     }

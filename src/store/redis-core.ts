@@ -1,5 +1,5 @@
 // What every Redis part of the store shares (src/store/<aggregate>/redis.ts): the main connection and
-// its scripts, the key layout, the token lookups' connection and cache, the transaction connection,
+// its keyspace, the key layout, the token lookups' connection and cache, the transaction connection,
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 
 import { Cluster } from 'ioredis';
@@ -21,14 +21,12 @@ import { TrackedLookupCache, type LookupCacheOptions } from './redis-lookup-cach
 import { LookupConnection } from './redis-lookups.ts';
 import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
-import { defineScripts, type ScriptedClient } from './redis-scripts.ts';
 import { RedisKeyspace } from './redis-keyspace.ts';
 import { updateHash, type Keyspace } from './keyspace.ts';
 import type { RevocationNotice } from './types.ts';
 
 export class RedisCore {
   readonly redis: RedisClient;
-  readonly scripts: ScriptedClient;
   readonly keys: KeyLayout;
   readonly connectTimeoutMs: number;
   readonly replicas: ReplicaWaits;
@@ -46,7 +44,6 @@ export class RedisCore {
     this.redis = redis;
     this.keys = keyLayout(options.keyPrefix ?? 'mcpauth:');
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
-    this.scripts = defineScripts(redis);
     this.keyspace = new RedisKeyspace(redis);
     this.replicas = new ReplicaWaits(redis);
     this.lookups = new LookupConnection(redis, this.connectTimeoutMs);
@@ -131,10 +128,10 @@ export class RedisCore {
    * covers the writes of its own connection, and it blocks that connection, which must therefore not
    * be the main one (every lookup pipelined behind it would wait too).
    */
-  async revocation<T>(write: (scripts: ScriptedClient) => Promise<T>): Promise<T> {
-    if (!(await this.replicas.hasReplicas())) return write(this.scripts);
+  async revocation<T>(write: (redis: RedisClient) => Promise<T>): Promise<T> {
+    if (!(await this.replicas.hasReplicas())) return write(this.redis);
     return this.transaction(async (tx) => {
-      const result = await write(tx as unknown as ScriptedClient);
+      const result = await write(tx);
       await this.replicas.waitForReplica(tx);
       return result;
     });
@@ -145,17 +142,15 @@ export class RedisCore {
    * transaction connection followed by WAIT (as `revocation`).
    */
   revokeThrough<T>(write: (keyspace: Keyspace) => Promise<T>): Promise<T> {
-    return this.revocation((scripts) =>
-      write(scripts === this.scripts ? this.keyspace : new RedisKeyspace(scripts as unknown as RedisClient)),
-    );
+    return this.revocation((redis) => write(redis === this.redis ? this.keyspace : new RedisKeyspace(redis)));
   }
 
   /**
-   * A compare-and-set on one hash (updateHash in keyspace.ts). `via`: the connection to run on (the
-   * transaction one, for a revocation WAITed for); the main one by default. One key: one Cluster slot.
+   * A compare-and-set on one hash (updateHash in keyspace.ts). `via`: the keyspace to run on (the
+   * transaction connection's, for a revocation WAITed for); the main one by default. One key: one Cluster slot.
    */
-  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via: ScriptedClient = this.scripts): Promise<R> {
-    return updateHash(via === this.scripts ? this.keyspace : new RedisKeyspace(via as unknown as RedisClient), key, decide);
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via: Keyspace = this.keyspace): Promise<R> {
+    return updateHash(via, key, decide);
   }
 
   /** Runs `fn` alone on the dedicated transaction connection (created on first use). */
@@ -166,7 +161,6 @@ export class RedisCore {
       if (this.redis.status !== 'ready') throw new StoreUnavailableError(`Redis connection is ${this.redis.status}`);
       if (!this.#txClient || this.#txClient.status === 'end') {
         const tx = duplicateForTransactions(this.redis);
-        defineScripts(tx);
         tx.on('error', () => undefined); // surfaced through the failing command instead
         await connectRedis(tx, this.connectTimeoutMs);
         this.#txClient = tx;

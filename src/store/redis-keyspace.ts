@@ -11,7 +11,7 @@ const luaList = (names: readonly string[]): string => `',${names.join(',')},'`;
 // KEYS: every key the plan names, each once. ARGV: the number of guards, then each guard as
 // `n name keyIndex args... expected` (n counts name, keyIndex and the args), then each step as
 // `n name keyIndex args...`. A guard's reply is compared as `n` (nil) or `v` and its text, or (`<`
-// and a number) must be a number below it.
+// and a number) must be a count below it: an integer, or a value of an integer's digits.
 // Every command is checked against the port's lists before anything runs: a plan naming another
 // writes nothing. Reply: nil when a guard failed (nothing written), else the steps' replies.
 export const APPLY_PLAN = `
@@ -36,6 +36,7 @@ for _ = 1, guards do
   local r = redis.call(name, KEYS[tonumber(ARGV[i + 2])], unpack(ARGV, i + 3, i + n))
   local expected = ARGV[i + n + 1]
   if string.sub(expected, 1, 1) == '<' then
+    if type(r) == 'string' and string.match(r, '^-?%d+$') then r = tonumber(r) end
     if type(r) ~= 'number' or r >= tonumber(string.sub(expected, 2)) then return nil end
   else
     local got = 'n'

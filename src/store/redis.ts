@@ -1,7 +1,7 @@
 // The production store on Redis (ioredis): standalone, Sentinel or Cluster. One part per aggregate
 // (src/store/<aggregate>/redis.ts), all on one connection and key layout (redis-core.ts), composed
 // into one store; every operation's failure passes through one choke point (asStoreFailure,
-// RedisTokenStore below) on its way out. Connections: redis-connection.ts; scripts: redis-scripts.ts;
+// RedisTokenStore below) on its way out. Connections: redis-connection.ts; plans: redis-keyspace.ts;
 // WAIT after revocations: redis-replication.ts.
 
 import { RedisApprovals } from './approvals/redis.ts';

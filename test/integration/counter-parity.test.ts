@@ -1,7 +1,7 @@
-// The quota's counting rule is written twice on purpose: as the model's pure function
-// (src/model/counters.ts, which the memory store runs) and as the Redis script TAKE_QUOTA (one round
-// trip, no retries under the contention of a hot counter). This holds the two together: random
-// counters and inputs, each run by the script on a real Redis and by the model. A rate counter's hit
+// The quota's counting rule is the model's pure function (src/model/counters.ts), and both engines
+// run it through one transition on the keyspace port, with a blind first step that counts on without
+// reading (src/store/counters/quotas.ts). This holds the engines to the rule: random counters and
+// inputs, each taken on a real Redis and in memory, and decided by the model. A rate counter's hit
 // is one plan both engines run (src/store/counters/hits.ts): here both engines run it on the same
 // random counters and each answer is held to the rule of a fixed window started by its first hit.
 
@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import { takeQuota, type QuotaCounter } from '../../src/model/counters.ts';
 import { ManualClock } from '../../src/model/clock.ts';
 import { hitOf, hitPlan } from '../../src/store/counters/hits.ts';
+import { takeQuotaOn } from '../../src/store/counters/quotas.ts';
 import { MemoryCore } from '../../src/store/memory-core.ts';
 import { RedisCore } from '../../src/store/redis-core.ts';
 import { deleteUnder, rawRedis, uniquePrefix } from '../support/redis.ts';
@@ -98,7 +99,7 @@ describe('the hit plan on both engines and the rule of a fixed window', () => {
   });
 });
 
-describe('TAKE_QUOTA and the model takeQuota', () => {
+describe('the quota take on both engines and the model takeQuota', () => {
   it(`agree on ${CASES} random counters and takes: the answer, and the counter written`, async () => {
     const next = random(0xc0de);
     for (let i = 0; i < CASES; i++) {
@@ -109,30 +110,36 @@ describe('TAKE_QUOTA and the model takeQuota', () => {
       const limit = next(12);
       const shape = next(5); // 0: none; 1: a used count that does not read; 2-4: a counter near now's window
       let stored: QuotaCounter | null = null;
+      const memory = new MemoryCore({ clock: new ManualClock(now) });
       if (shape > 0) {
         const window = Math.floor(now / windowMs) + next(5) - 2;
         const used = next(limit + 4);
         stored = { window, used: shape === 1 ? undefined : used };
-        await raw.hset(key, 'window', String(window), 'used', shape === 1 ? 'many' : String(used));
+        const fields = { window: String(window), used: shape === 1 ? 'many' : String(used) };
+        await raw.hset(key, fields);
+        Object.assign(memory.createHash(key), fields);
       }
       const before = await raw.hgetall(key);
-      const [allowed, used, resetAt] = await core.scripts.mcpTakeQuota(key, String(cost), String(limit), String(windowMs), String(now));
+      const onRedis = await takeQuotaOn(core.keyspace, key, cost, limit, windowMs, now);
+      const inMemory = await takeQuotaOn(memory.keyspace, key, cost, limit, windowMs, now);
       const take = takeQuota(stored, cost, limit, windowMs, now);
       const context = { i, windowMs, now, cost, limit, stored };
-      expect({ allowed: allowed === 1, used, resetAt: Number(resetAt), ...context }).toEqual({
-        allowed: take.allowed,
-        used: take.used,
-        resetAt: take.resetAt,
-        ...context,
-      });
+      const expected = { allowed: take.allowed, used: take.used, resetAt: take.resetAt, ...context };
+      expect({ ...onRedis, ...context }).toEqual(expected);
+      expect({ ...inMemory, ...context }).toEqual(expected);
       const after = await raw.hgetall(key);
+      const afterInMemory = memory.get(key) ?? {};
       if (take.write === undefined) {
         expect(after, JSON.stringify(context)).toEqual(before);
+        expect(afterInMemory, JSON.stringify(context)).toEqual(before);
       } else {
-        expect(after, JSON.stringify(context)).toEqual({ window: String(take.write.window), used: String(take.write.used) });
+        const written = { window: String(take.write.window), used: String(take.write.used) };
+        expect(after, JSON.stringify(context)).toEqual(written);
+        expect({ ...afterInMemory }, JSON.stringify(context)).toEqual(written);
         const ttl = await raw.pttl(key);
         expect(ttl).toBeGreaterThan(0);
         expect(ttl).toBeLessThanOrEqual(take.write.keepMs);
+        expect(memory.expiryOf(key)).toBe(now + take.write.keepMs);
       }
     }
   });

@@ -70,9 +70,12 @@ describe('the keyspace commands', () => {
       ['EXISTS', k.hash],
       ['HGETALL', k.hash],
       ['DEL', k.absent],
+      ['HINCRBY', k.hash, 'n', 5],
+      ['HINCRBY', k.hash, 'n', -7],
+      ['HGET', k.hash, 'n'],
     ]);
     expect(replies.memory).toEqual(replies.redis);
-    expect(replies.redis).toEqual([2, 1, 0, 1, '3', null, ['1', null, '5'], 1, 4, 1, 1, 3, 0, [], 0]);
+    expect(replies.redis).toEqual([2, 1, 0, 1, '3', null, ['1', null, '5'], 1, 4, 1, 1, 3, 0, [], 0, 5, -2, '-2']);
   });
 
   it('answer alike on memory and on Redis: sets, sorted sets and counters', async () => {
@@ -200,8 +203,12 @@ describe.each(['memory', 'redis'])('plans on %s', (name) => {
     expect(await ks().apply(add('b'))).toEqual([1]);
     expect(await ks().apply(add('c'))).toBeNull();
     expect(await readOne(ks(), ['ZCARD', k.zset])).toBe(2);
-    await ks().apply({ guards: [], steps: [['HSET', k.hash, 'n', '0']] });
-    expect(await ks().apply({ guards: [{ command: ['HGET', k.hash, 'n'], below: 5 }], steps: [['SADD', k.set, 'x']] })).toBeNull();
+    // A value of an integer's digits is a count (a hash field HINCRBY counts in); any other is none.
+    await ks().apply({ guards: [], steps: [['HSET', k.hash, 'n', '0', 'x', 'many', 'f', '1.5']] });
+    const underFive = (field: string, step: Command): Plan => ({ guards: [{ command: ['HGET', k.hash, field], below: 5 }], steps: [step] });
+    expect(await ks().apply(underFive('n', ['HINCRBY', k.hash, 'n', 5]))).toEqual([5]);
+    expect(await ks().apply(underFive('n', ['SADD', k.set, 'x']))).toBeNull();
+    for (const field of ['x', 'f', 'absent']) expect(await ks().apply(underFive(field, ['SADD', k.set, 'x']))).toBeNull();
     expect(await readOne(ks(), ['EXISTS', k.set])).toBe(0);
   });
 
@@ -212,6 +219,10 @@ describe.each(['memory', 'redis'])('plans on %s', (name) => {
     const guard = { command: ['HSET', k.hash, 'a', '1'] as Command, equals: 1 };
     await expect(ks().apply({ guards: [guard], steps: [] })).rejects.toThrow(/not a read: HSET/);
     expect(await readOne(ks(), ['EXISTS', k.hash])).toBe(0);
+    // A count on a value that is not an integer's is an error on both engines, as in Redis.
+    await ks().apply({ guards: [], steps: [['HSET', k.hash, 's', 'x']] });
+    await expect(ks().apply({ guards: [], steps: [['HINCRBY', k.hash, 's', 1]] })).rejects.toThrow(/not an integer/);
+    expect(await readOne(ks(), ['HGET', k.hash, 's'])).toBe('x');
   });
 
   it('lose no write when transitions race on one key (each decides on what it read, guarded by it)', async () => {

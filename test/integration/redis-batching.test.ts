@@ -30,22 +30,26 @@ describe('the main Redis connection', () => {
   it('sends the commands started in one turn in one write, scripts and a MULTI included, and answers each its own', async () => {
     const now = Date.now();
     // Once first, so that Redis knows the scripts (a first EVALSHA is answered NOSCRIPT and sent again)
-    // and the store whether Redis has replicas (asked once, before the first one-time value).
-    await store.takeQuota('warm', 1, 10, 60_000, now);
+    // and the store whether Redis has replicas (asked once, before the first one-time value); and the
+    // quota counter 'q' in its window, so that a take is its one blind step (a new counter is read first).
+    await store.takeQuota('q', 1, 3, 60_000, now);
     await store.hitCounter('warm', 60_000);
     await store.useOnce('warm', now + 60_000);
     const writes = countSocketWrites(client);
 
     const [first, second, counted, spent, spentAgain, exec, plain] = await Promise.all([
-      store.takeQuota('q', 1, 1, 60_000, now),
-      store.takeQuota('q', 1, 1, 60_000, now),
+      store.takeQuota('q', 1, 3, 60_000, now),
+      store.takeQuota('q', 1, 3, 60_000, now),
       store.hitCounter('h', 60_000),
       store.useOnce('jti', now + 60_000),
       store.useOnce('jti', now + 60_000),
       client.multi().set(`${prefix}m`, 'v').get(`${prefix}m`).exec(),
       client.get(`${prefix}absent`),
     ]);
-    expect([first.allowed, second.allowed]).toEqual([true, false]);
+    expect([first, second].map((take) => [take.allowed, take.used])).toEqual([
+      [true, 2],
+      [true, 3],
+    ]);
     expect(counted.count).toBe(1);
     expect([spent, spentAgain]).toEqual([true, false]);
     expect(exec).toEqual([

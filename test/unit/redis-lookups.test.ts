@@ -6,14 +6,12 @@
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createRedisClient, duplicateForLookups } from '../../src/store/redis-connection.ts';
-import { defineScripts } from '../../src/store/redis-scripts.ts';
 import { RedisKeyspace } from '../../src/store/redis-keyspace.ts';
 
 describe('duplicateForLookups', () => {
   it('copies the main connection without its command and socket timeouts and without its scripts', () => {
     const main = createRedisClient({ url: 'redis://127.0.0.1:1/3', commandTimeoutMs: 700, connectTimeoutMs: 900 }) as Redis;
-    defineScripts(main);
-    // A plan of two keys gives the main connection the plan script's command for two keys as well.
+    // A plan of two keys gives the main connection the plan script's command for two keys.
     void new RedisKeyspace(main)
       .apply({
         guards: [],
@@ -25,7 +23,7 @@ describe('duplicateForLookups', () => {
       .catch(() => undefined);
     expect(main.options.commandTimeout).toBe(700);
     expect(main.options.socketTimeout).toBeGreaterThan(0);
-    expect(Object.keys(main.scriptsSet).sort()).toEqual(['mcpApplyPlan2', 'mcpTakeQuota']);
+    expect(Object.keys(main.scriptsSet)).toEqual(['mcpApplyPlan2']);
 
     const lookups = duplicateForLookups(main) as Redis;
     expect(lookups.options.commandTimeout).toBeUndefined();

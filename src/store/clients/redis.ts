@@ -18,7 +18,7 @@ import {
   revocationUpdate,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import type { ScriptedClient } from '../redis-scripts.ts';
+import { RedisKeyspace } from '../redis-keyspace.ts';
 import { forgetIndexedHandles } from '../handles/transitions.ts';
 import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
 import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
@@ -127,7 +127,7 @@ export class RedisClients implements ClientStorage, ProfileStorage {
           // would abort every attempt, so first mark the client revoked on its own (the same rule as
           // for one access token, revocationUpdate): from then on no token can be added to its set
           // and the next attempt revokes every remaining token.
-          if (revokedAtText === null) await this.#core.updateHash(clientKey, revocationUpdate(revokedAt), tx as unknown as ScriptedClient);
+          if (revokedAtText === null) await this.#core.updateHash(clientKey, revocationUpdate(revokedAt), new RedisKeyspace(tx));
           continue;
         }
         assertExec(result);

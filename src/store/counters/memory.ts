@@ -1,7 +1,7 @@
 // Rate counters, quotas and one-time values in memory.
 
-import { takeQuota } from '../../model/counters.ts';
 import { hitOf, hitPlan } from './hits.ts';
+import { takeQuotaOn } from './quotas.ts';
 import type { MemoryCore } from '../memory-core.ts';
 import type { QuotaOutcome } from '../types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './types.ts';
@@ -13,25 +13,14 @@ export class MemoryCounters implements CounterStorage, QuotaStorage, OneTimeValu
     this.#core = core;
   }
 
-  readonly #quotas = new Map<string, { window: number; used: number; keptUntil: number }>();
-
   /** The hit plan, as on Redis. */
   async hitCounter(name: string, windowMs: number): Promise<{ count: number; resetMs: number }> {
     return hitOf(this.#core.keyspace.applyNow(hitPlan(this.#core.keys.rateCounter(name), windowMs))!);
   }
 
-  /** The model's takeQuota, as TAKE_QUOTA runs it on Redis. */
+  /** The quota take, as on Redis. */
   async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
-    this.#core.check();
-    const key = this.#core.keys.quotaCounter(name);
-    const take = takeQuota(this.#quotas.get(key) ?? null, cost, limit, windowMs, now);
-    if (take.write !== undefined) {
-      const { window, used, keepMs } = take.write;
-      this.#quotas.set(key, { window, used, keptUntil: now + keepMs });
-      // Bounded like Redis would be by expiry: drop counters past their keeping when the map grows.
-      if (this.#quotas.size > 10_000) for (const [k, q] of this.#quotas) if (q.keptUntil <= now) this.#quotas.delete(k);
-    }
-    return { allowed: take.allowed, used: take.used, resetAt: take.resetAt };
+    return takeQuotaOn(this.#core.keyspace, this.#core.keys.quotaCounter(name), cost, limit, windowMs, now);
   }
 
   async useOnce(name: string, expiresAt: number): Promise<boolean> {

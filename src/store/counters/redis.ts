@@ -1,7 +1,8 @@
-// Rate counters, quotas and one-time values on Redis: a plan, single-key commands and one script.
+// Rate counters, quotas and one-time values on Redis: plans, and one SET for a one-time value.
 
 import type { RedisCore } from '../redis-core.ts';
 import { hitOf, hitPlan } from './hits.ts';
+import { takeQuotaOn } from './quotas.ts';
 import type { QuotaOutcome } from '../types.ts';
 import type { CounterStorage, OneTimeValueStorage, QuotaStorage } from './types.ts';
 
@@ -17,22 +18,15 @@ export class RedisCounters implements CounterStorage, QuotaStorage, OneTimeValue
   }
 
   async takeQuota(name: string, cost: number, limit: number, windowMs: number, now: number): Promise<QuotaOutcome> {
-    const [allowed, used, resetAt] = await this.#core.scripts.mcpTakeQuota(
-      this.#core.keys.quotaCounter(name),
-      String(cost),
-      String(limit),
-      String(windowMs),
-      String(Math.trunc(now)),
-    );
-    return { allowed: allowed === 1, used, resetAt: Number(resetAt) };
+    return takeQuotaOn(this.#core.keyspace, this.#core.keys.quotaCounter(name), cost, limit, windowMs, now);
   }
 
   async useOnce(name: string, expiresAt: number): Promise<boolean> {
     // SET NX is the check and the write in one command; PXAT ends it when the value would be refused
     // anyway. With replicas it is acknowledged by one before answering, as revocations are: a failover
     // must not forget a value and let it be used a second time.
-    const set = await this.#core.revocation((scripts) =>
-      scripts.set(this.#core.keys.oneTimeValue(name), '1', 'PXAT', Math.trunc(expiresAt), 'NX'),
+    const set = await this.#core.revocation((redis) =>
+      redis.set(this.#core.keys.oneTimeValue(name), '1', 'PXAT', Math.trunc(expiresAt), 'NX'),
     );
     return set === 'OK';
   }

@@ -6,7 +6,7 @@ import { planCreate, planDelete, planUpdate, userNameKey, writesNothing, type Di
 import { orNull, readRecord } from '../codec.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import type { RedisClient } from '../redis-connection.ts';
-import { flattenFields } from '../redis-scripts.ts';
+import { fieldArgs } from '../keyspace.ts';
 import { StoreUnavailableError } from '../shared.ts';
 import type { StoredRead } from '../../model/records.ts';
 import {
@@ -128,7 +128,7 @@ export class RedisDirectory implements DirectoryStorage {
         const multi = tx
           .multi()
           .del(userKey)
-          .hset(userKey, ...flattenFields(directoryUserFields(write.user)));
+          .hset(userKey, ...fieldArgs(directoryUserFields(write.user)));
         for (const [index, value] of write.setIndexes)
           multi.hset(this.#core.keys.directoryIndex(directoryIndexName(provider, index, value)), 'id', write.user.id);
         dropKeys.forEach((key, i) => {

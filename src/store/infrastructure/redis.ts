@@ -4,7 +4,7 @@ import { StoreUnavailableError } from '../shared.ts';
 import { auditFields, auditFromFields, type Fields, listedSigningKeys, newestAuditFirst, signingKeyPublication } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import { subscribeNotices } from '../redis-notices.ts';
-import { flattenFields } from '../redis-scripts.ts';
+import { fieldArgs } from '../keyspace.ts';
 import type { AuditEvent, AuditTrail, PublishedSigningKey, RevocationListener, StoredAuditEvent } from '../types.ts';
 import type { AuditStorage, RevocationNotices, SigningKeyStorage, StoreHealth } from './types.ts';
 
@@ -17,7 +17,7 @@ export class RedisInfrastructure implements AuditStorage, RevocationNotices, Sig
 
   async appendAudit(event: AuditEvent, maxLen: number, trail: AuditTrail = 'requests'): Promise<string> {
     const stream = trail === 'admin' ? this.#core.keys.adminAuditStream() : this.#core.keys.auditStream();
-    const id = await this.#core.redis.xadd(stream, 'MAXLEN', '~', String(maxLen), '*', ...flattenFields(auditFields(event)));
+    const id = await this.#core.redis.xadd(stream, 'MAXLEN', '~', String(maxLen), '*', ...fieldArgs(auditFields(event)));
     if (id === null) throw new TypeError('XADD returned no id');
     return id;
   }

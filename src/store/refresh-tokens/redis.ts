@@ -60,17 +60,17 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
     if (familyId == null || clientId == null) return null;
     if (hashBucket(tokenHash) === clientBucket(clientId))
       return this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
-    return this.#core.revocation(async (scripts) => {
+    return this.#core.revokeThrough(async (keyspace) => {
       // A layout-1 token on Cluster (outside its family's slot): it, then each member, revoked on
       // its own (HSETNX revokedAt: idempotent, a repeat finishes an interrupted run).
-      if (!(await this.#core.updateHash(this.#core.keys.refreshToken(tokenHash), revocationUpdate(now), scripts))) return null;
+      if (!(await this.#core.updateHash(this.#core.keys.refreshToken(tokenHash), revocationUpdate(now), keyspace))) return null;
       const members = await this.#core.redis.smembers(this.#core.keys.refreshFamily(clientId, familyId));
       await Promise.all(
         members.map((m) =>
           this.#core.updateHash(
             m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2)),
             revocationUpdate(now),
-            scripts,
+            keyspace,
           ),
         ),
       );

@@ -199,10 +199,10 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
       const users = batch.filter((m) => m.startsWith(USER_MEMBER));
       if (users.length > 0) {
         // Outside any slot of the OAuth records: one compare-and-set per token (Cluster routes each to its node).
-        const outcomes = await this.#core.revocation((scripts) =>
+        const outcomes = await this.#core.revokeThrough((keyspace) =>
           Promise.all(
             users.map((m) =>
-              this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer), scripts),
+              this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer), keyspace),
             ),
           ),
         );

@@ -53,8 +53,8 @@ export class RedisTokens implements TokenStorage {
   }
 
   async revokeUserToken(tokenHash: string): Promise<boolean> {
-    const revoked = await this.#core.revocation((scripts) =>
-      this.#core.updateHash(this.#core.keys.userToken(tokenHash), userRevocationUpdate, scripts),
+    const revoked = await this.#core.revokeThrough((keyspace) =>
+      this.#core.updateHash(this.#core.keys.userToken(tokenHash), userRevocationUpdate, keyspace),
     );
     if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
     return revoked;
@@ -70,8 +70,8 @@ export class RedisTokens implements TokenStorage {
   }
 
   async revokeAccessToken(tokenHash: string, now: number): Promise<boolean> {
-    const revoked = await this.#core.revocation((scripts) =>
-      this.#core.updateHash(this.#core.keys.accessToken(tokenHash), revocationUpdate(now), scripts),
+    const revoked = await this.#core.revokeThrough((keyspace) =>
+      this.#core.updateHash(this.#core.keys.accessToken(tokenHash), revocationUpdate(now), keyspace),
     );
     if (revoked) await this.#core.publish({ tokenHashes: [tokenHash] });
     return revoked;

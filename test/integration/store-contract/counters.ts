@@ -73,6 +73,15 @@ export function countersContract(contract: Contract): void {
       expect((await store.takeQuota(name, 1, 2, MINUTE, start)).allowed).toBe(false);
     });
 
+    it('concurrent takes of a hot counter under its limit: every one counted, none refused for contention', async () => {
+      const name = `q-${generateToken().slice(0, 8)}`;
+      const start = nextWindow();
+      const results = await Promise.all(Array.from({ length: 64 }, () => store.takeQuota(name, 1, 1000, MINUTE, start)));
+      expect(results.filter((r) => r.allowed)).toHaveLength(64);
+      expect(results.map((r) => r.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 64 }, (_, i) => i + 1));
+      expect(await store.takeQuota(name, 0, 1000, MINUTE, start)).toEqual({ allowed: true, used: 64, resetAt: start + MINUTE });
+    });
+
     it('concurrent takes (replicas racing): exactly the limit is allowed', async () => {
       const name = `q-${generateToken().slice(0, 8)}`;
       const start = nextWindow();
