@@ -1,16 +1,15 @@
-// Session and task handles in memory: every operation but the plain read is a transition
-// (src/store/handles/transitions.ts) on the memory keyspace, as on Redis.
+// Session and task handles in memory: the plain read on the store's maps; every other operation is
+// the part both engines share (./part.ts), on the memory keyspace.
 
 import type { MemoryCore } from '../memory-core.ts';
-import { subjectDigest } from '../records.ts';
-import type { HandleBinding, HandleKind, HandleOwner, HandleUse, StoredHandle } from '../types.ts';
-import { claimHandle, forgetHandle, forgetIndexedHandles } from './transitions.ts';
-import type { HandleStorage } from './types.ts';
+import type { HandleKind, StoredHandle } from '../types.ts';
+import { KeyspaceHandles } from './part.ts';
 
-export class MemoryHandles implements HandleStorage {
+export class MemoryHandles extends KeyspaceHandles {
   readonly #core: MemoryCore;
 
   constructor(core: MemoryCore) {
+    super(core);
     this.#core = core;
   }
 
@@ -22,39 +21,5 @@ export class MemoryHandles implements HandleStorage {
     if (fields.renewedAt !== undefined) stored.renewedAt = fields.renewedAt;
     if (fields.urlElicitation === '1') stored.urlElicitation = true;
     return stored;
-  }
-
-  useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
-    const claim = { bind: false, kind, handleHash, owner, now, ttlMs, maxPerOwner };
-    return claimHandle(this.#core.keyspace, this.#core.keys, claim) as Promise<HandleUse>;
-  }
-
-  bindHandle(
-    kind: HandleKind,
-    handleHash: string,
-    owner: HandleOwner,
-    now: number,
-    ttlMs: number,
-    maxPerOwner: number,
-    marks?: { urlElicitation?: boolean },
-  ): Promise<HandleBinding> {
-    const claim = { bind: true, kind, handleHash, owner, now, ttlMs, maxPerOwner, urlElicitation: marks?.urlElicitation === true };
-    return claimHandle(this.#core.keyspace, this.#core.keys, claim) as Promise<HandleBinding>;
-  }
-
-  forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
-    return forgetHandle(this.#core.keyspace, this.#core.keys, kind, handleHash);
-  }
-
-  async forgetSubjectHandles(subject: string): Promise<number> {
-    this.#core.check();
-    const subjectHash = subjectDigest(subject);
-    return forgetIndexedHandles(
-      this.#core.keyspace,
-      this.#core.keys,
-      this.#core.keys.handlesBySubject(subjectHash),
-      'subjectHash',
-      subjectHash,
-    );
   }
 }

@@ -1,16 +1,15 @@
-// Session and task handles on Redis: a plain read on the lookups' connection; every other operation
-// is a transition (src/store/handles/transitions.ts) on the main connection.
+// Session and task handles on Redis: a plain read on the lookups' connection; every other operation is
+// the part both engines share (./part.ts), on the main connection's keyspace.
 
-import { subjectDigest } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import type { HandleBinding, HandleKind, HandleOwner, HandleUse, StoredHandle } from '../types.ts';
-import { claimHandle, forgetHandle, forgetIndexedHandles } from './transitions.ts';
-import type { HandleStorage } from './types.ts';
+import type { HandleKind, StoredHandle } from '../types.ts';
+import { KeyspaceHandles } from './part.ts';
 
-export class RedisHandles implements HandleStorage {
+export class RedisHandles extends KeyspaceHandles {
   readonly #core: RedisCore;
 
   constructor(core: RedisCore) {
+    super(core);
     this.#core = core;
   }
 
@@ -25,39 +24,5 @@ export class RedisHandles implements HandleStorage {
     if (renewedAt !== null && renewedAt !== undefined) stored.renewedAt = renewedAt;
     if (urlElicitation === '1') stored.urlElicitation = true;
     return stored;
-  }
-
-  /** claimHandle: one plain read (HMGET) when no renewal is due, else a plan guarded by what it read. */
-  useHandle(kind: HandleKind, handleHash: string, owner: HandleOwner, now: number, ttlMs: number, maxPerOwner: number): Promise<HandleUse> {
-    const claim = { bind: false, kind, handleHash, owner, now, ttlMs, maxPerOwner };
-    return claimHandle(this.#core.keyspace, this.#core.keys, claim) as Promise<HandleUse>;
-  }
-
-  bindHandle(
-    kind: HandleKind,
-    handleHash: string,
-    owner: HandleOwner,
-    now: number,
-    ttlMs: number,
-    maxPerOwner: number,
-    marks?: { urlElicitation?: boolean },
-  ): Promise<HandleBinding> {
-    const claim = { bind: true, kind, handleHash, owner, now, ttlMs, maxPerOwner, urlElicitation: marks?.urlElicitation === true };
-    return claimHandle(this.#core.keyspace, this.#core.keys, claim) as Promise<HandleBinding>;
-  }
-
-  forgetHandle(kind: HandleKind, handleHash: string): Promise<boolean> {
-    return forgetHandle(this.#core.keyspace, this.#core.keys, kind, handleHash);
-  }
-
-  async forgetSubjectHandles(subject: string): Promise<number> {
-    const subjectHash = subjectDigest(subject);
-    return forgetIndexedHandles(
-      this.#core.keyspace,
-      this.#core.keys,
-      this.#core.keys.handlesBySubject(subjectHash),
-      'subjectHash',
-      subjectHash,
-    );
   }
 }
