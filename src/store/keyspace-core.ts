@@ -1,13 +1,21 @@
-// What a part both engines share needs of its engine's core: the keyspace port its transitions run on
-// and the key layout (RedisCore and MemoryCore both are one). A part written once over this
-// (src/store/<aggregate>/part.ts) is the whole aggregate on both engines, or its engine parts
-// (memory.ts, redis.ts) extend it with only what is engine-specific.
+// What a part both engines share needs of its engine's core (RedisCore and MemoryCore both are one):
+// the keyspace port its transitions run on, the key layout, and the few steps each engine takes its
+// own way (what follows a revocation, Cluster's slot check). A part written once over this
+// (src/store/<aggregate>/part.ts) is extended by its engine parts (memory.ts, redis.ts) with only
+// what is engine-specific.
 
 import type { Keyspace } from './keyspace.ts';
-import type { KeyLayout } from './key-layout.ts';
+import type { TokenKeys } from './tokens/transitions.ts';
+import type { RevocationNotice } from './types.ts';
 
-export interface KeyspaceCore {
+export interface KeyspaceCore extends TokenKeys {
   /** The keyspace port: on Redis the main connection's, in memory the store's maps. */
   readonly keyspace: Keyspace;
-  readonly keys: KeyLayout;
+  /**
+   * Whether a presented refresh token or code cannot be used with this client in one step: on Redis
+   * Cluster one outside its client's bucket (RedisCore.outsideClientSlot); never in memory.
+   */
+  outsideClientSlot(hash: string, key: string, clientId: string): Promise<boolean>;
+  /** What follows every revocation: its grants' approvals forgotten, then every sidecar told. */
+  publish(notice: RevocationNotice): Promise<void>;
 }

@@ -7,6 +7,7 @@
 
 import type { Clock } from '../model/clock.ts';
 import { hashUpdatePlan } from './keyspace.ts';
+import type { KeyspaceCore } from './keyspace-core.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
 import { indexSubjectPlan } from './subjects/transitions.ts';
@@ -21,7 +22,7 @@ interface Entry {
   expiresAt: number | undefined;
 }
 
-export class MemoryCore implements KeyspaceMaps {
+export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   readonly hashes = new Map<string, Entry>();
   readonly sets = new Map<string, Set<string>>();
   /** Sorted sets (handle indexes, subject indexes, holders of pending requests): member -> score. */
@@ -202,6 +203,16 @@ export class MemoryCore implements KeyspaceMaps {
   /** Lists a member in its subject's index (indexSubjectPlan: the index expires with its longest-lived member). */
   indexSubject(subject: string, member: string, expiresAt: number): void {
     this.keyspace.applyNow(indexSubjectPlan(this.subjectIndex(subject), member, expiresAt));
+  }
+
+  /** No slots in memory: every code and refresh token can be used in one step. */
+  async outsideClientSlot(_hash: string, _key: string, _clientId: string): Promise<boolean> {
+    return false;
+  }
+
+  /** notify, for a part shared with Redis (where telling the sidecars is awaited). */
+  async publish(notice: RevocationNotice): Promise<void> {
+    this.notify(notice);
   }
 
   notify(notice: RevocationNotice): void {

@@ -23,9 +23,10 @@ import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { RedisKeyspace } from './redis-keyspace.ts';
 import { updateHash, type Keyspace } from './keyspace.ts';
+import type { KeyspaceCore } from './keyspace-core.ts';
 import type { RevocationNotice } from './types.ts';
 
-export class RedisCore {
+export class RedisCore implements KeyspaceCore {
   readonly redis: RedisClient;
   readonly keys: KeyLayout;
   readonly connectTimeoutMs: number;

@@ -1,9 +1,8 @@
-// Browser sign-in in memory: pending requests, authorization codes, remembered approvals, account sessions.
+// Browser sign-in in memory: pending requests, authorization codes, remembered approvals and account
+// sessions, read and written on the store's maps; the transitions are the part both engines share (./part.ts).
 
 import type { MemoryCore } from '../memory-core.ts';
-import { putConsent } from './consents.ts';
-import { putPendingSignIn } from './pending.ts';
-import { redeemCode } from './redeem.ts';
+import { KeyspaceSignIn } from './part.ts';
 import {
   accountSessionFields,
   approvalForgetUpdate,
@@ -22,33 +21,22 @@ import type {
   AuthorizationCodeRecord,
   AuthorizationRequestRecord,
   ConsentRecord,
-  PendingSignInBounds,
-  PendingSignInOutcome,
-  RedeemOutcome,
   StoredAuthorizationCode,
 } from '../types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
+import type { StoredRead } from '../../model/records.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
-export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
+export class MemorySignIn extends KeyspaceSignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
   readonly #core: MemoryCore;
 
   constructor(core: MemoryCore) {
+    super(core);
     this.#core = core;
   }
 
   async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
     this.#core.check();
     this.#core.put(this.#core.keys.authorizationRequest(requestHash), authorizationRequestFields(record), expiresAt);
-  }
-
-  async putPendingSignIn(
-    requestHash: string,
-    record: AuthorizationRequestRecord,
-    expiresAt: number,
-    bounds: PendingSignInBounds,
-  ): Promise<PendingSignInOutcome> {
-    return putPendingSignIn(this.#core.keyspace, this.#core.keys, requestHash, record, expiresAt, bounds);
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
@@ -67,24 +55,6 @@ export class MemorySignIn implements AuthorizationCodeStorage, ConsentStorage, A
   async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
     this.#core.check();
     return readRecord(this.#core.get(this.#core.keys.authorizationCode(codeHash)), authorizationCodeFromFields);
-  }
-
-  async redeemAuthorizationCode(
-    codeHash: string,
-    clientId: string,
-    now: number,
-    retainMs: number,
-    access: AccessTokenRecord,
-    refresh?: RefreshTokenRecord,
-  ): Promise<RedeemOutcome> {
-    this.#core.check();
-    const { outcome, notice } = await redeemCode(this.#core.keyspace, this.#core, { codeHash, clientId, now, retainMs, access, refresh });
-    if (notice !== undefined) this.#core.notify(notice);
-    return outcome;
-  }
-
-  async putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
-    return putConsent(this.#core.keyspace, this.#core.keys, browserHash, consent, now, maxPerBrowser);
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {

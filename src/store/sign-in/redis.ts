@@ -1,5 +1,6 @@
-// Browser sign-in on Redis: pending requests, authorization codes (redemption issues tokens in the
-// same step: ./redeem.ts), remembered approvals and account-page sessions.
+// Browser sign-in on Redis: pending requests, authorization codes, remembered approvals and account-page
+// sessions, read and written with plain commands and MULTIs; the transitions (a redemption issues
+// tokens in the same step: ./redeem.ts) are the part both engines share (./part.ts).
 
 import {
   accountSessionFields,
@@ -15,42 +16,29 @@ import {
   orNull,
   readRecord,
 } from '../records.ts';
-import { redeemCode } from './redeem.ts';
+import { KeyspaceSignIn } from './part.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import { putConsent } from './consents.ts';
-import { putPendingSignIn } from './pending.ts';
 import type {
   AccountSession,
   AuthorizationCodeRecord,
   AuthorizationRequestRecord,
   ConsentRecord,
-  PendingSignInBounds,
-  PendingSignInOutcome,
-  RedeemOutcome,
   StoredAuthorizationCode,
 } from '../types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
+import type { StoredRead } from '../../model/records.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
-export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
+export class RedisSignIn extends KeyspaceSignIn implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage {
   readonly #core: RedisCore;
 
   constructor(core: RedisCore) {
+    super(core);
     this.#core = core;
   }
 
   async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
     const key = this.#core.keys.authorizationRequest(requestHash);
     assertExec(await this.#core.redis.multi().hset(key, authorizationRequestFields(record)).pexpireat(key, expiresAt).exec());
-  }
-
-  putPendingSignIn(
-    requestHash: string,
-    record: AuthorizationRequestRecord,
-    expiresAt: number,
-    bounds: PendingSignInBounds,
-  ): Promise<PendingSignInOutcome> {
-    return putPendingSignIn(this.#core.keyspace, this.#core.keys, requestHash, record, expiresAt, bounds);
   }
 
   async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
@@ -68,25 +56,6 @@ export class RedisSignIn implements AuthorizationCodeStorage, ConsentStorage, Ac
 
   async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
     return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.authorizationCode(codeHash))), authorizationCodeFromFields);
-  }
-
-  async redeemAuthorizationCode(
-    codeHash: string,
-    clientId: string,
-    now: number,
-    retainMs: number,
-    access: AccessTokenRecord,
-    refresh?: RefreshTokenRecord,
-  ): Promise<RedeemOutcome> {
-    if (await this.#core.outsideClientSlot(codeHash, this.#core.keys.authorizationCode(codeHash), clientId)) return 'invalid';
-    const { outcome, notice } = await redeemCode(this.#core.keyspace, this.#core, { codeHash, clientId, now, retainMs, access, refresh });
-    // What the first redemption issued was revoked with the reuse; its open streams end now.
-    if (notice !== undefined) await this.#core.publish(notice);
-    return outcome;
-  }
-
-  putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
-    return putConsent(this.#core.keyspace, this.#core.keys, browserHash, consent, now, maxPerBrowser);
   }
 
   async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
