@@ -5,6 +5,7 @@
 // what is engine-specific.
 
 import type { Keyspace } from './keyspace.ts';
+import type { Fields, HashUpdate } from './records.ts';
 import type { TokenKeys } from './tokens/transitions.ts';
 import type { RevocationNotice } from './types.ts';
 
@@ -16,6 +17,11 @@ export interface KeyspaceCore extends TokenKeys {
    * Cluster one outside its client's bucket (RedisCore.outsideClientSlot); never in memory.
    */
   outsideClientSlot(hash: string, key: string, clientId: string): Promise<boolean>;
+  /**
+   * A compare-and-set on one hash (updateHash in keyspace.ts): in memory the read, the decision and the
+   * write in one step; on Redis a read, then a plan guarded by it, retried when it changed.
+   */
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R | Promise<R>;
   /** What follows every revocation: its grants' approvals forgotten, then every sidecar told. */
   publish(notice: RevocationNotice): Promise<void>;
 }

@@ -87,8 +87,10 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   /**
    * A compare-and-set on one hash (updateHash in keyspace.ts), at once: the read, the decision and the
    * plan's write are one step here (nothing runs in between), so the guards hold by construction.
+   * A closed store refuses it, as it refuses every other operation.
    */
   updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R {
+    this.check();
     const current = this.get(key);
     const update = decide(current && { ...current });
     if (writesHash(update)) this.keyspace.applyNow(hashUpdatePlan(key, current, update));

@@ -1,31 +1,18 @@
-// Device authorizations (RFC 8628) in memory.
+// Device authorizations (RFC 8628) in memory: the lookup by user code and the decision on the store's
+// maps; the rest is the part both engines share (./part.ts).
 
 import type { MemoryCore } from '../memory-core.ts';
-import { putDeviceAuthorization } from './transitions.ts';
-import { deviceAuthorizationFromFields, deviceDecisionUpdate, devicePollUpdate, readRecord } from '../records.ts';
-import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from '../types.ts';
-import type {
-  DeviceAuthorizationRecord,
-  DevicePollOutcome,
-  SignedInUser,
-  StoredDeviceAuthorization,
-  StoredRead,
-} from '../../model/records.ts';
+import { deviceAuthorizationFromFields, deviceDecisionUpdate, readRecord } from '../records.ts';
+import type { SignedInUser, StoredDeviceAuthorization, StoredRead } from '../../model/records.ts';
+import { KeyspaceDevices } from './part.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
-export class MemoryDevices implements DeviceAuthorizationStorage {
+export class MemoryDevices extends KeyspaceDevices implements DeviceAuthorizationStorage {
   readonly #core: MemoryCore;
 
   constructor(core: MemoryCore) {
+    super(core);
     this.#core = core;
-  }
-
-  async putDeviceAuthorization(
-    record: DeviceAuthorizationRecord,
-    retainMs: number,
-    bounds: DeviceAuthorizationBounds,
-  ): Promise<DeviceAuthorizationOutcome> {
-    return putDeviceAuthorization(this.#core.keyspace, this.#core.keys, record, retainMs, bounds);
   }
 
   async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
@@ -42,11 +29,5 @@ export class MemoryDevices implements DeviceAuthorizationStorage {
     if (userCodeHash === undefined) return false;
     this.#core.hashes.delete(this.#core.keys.deviceUserCode(userCodeHash));
     return true;
-  }
-
-  /** One poll, decided by the model (pollDevice) as the Redis store decides it. */
-  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
-    this.#core.check();
-    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
   }
 }

@@ -1,31 +1,18 @@
-// Device authorizations (RFC 8628) on Redis.
+// Device authorizations (RFC 8628) on Redis: the lookup by user code and the decision with plain
+// commands; the rest is the part both engines share (./part.ts).
 
-import { deviceAuthorizationFromFields, deviceDecisionUpdate, devicePollUpdate, orNull, readRecord } from '../records.ts';
+import { deviceAuthorizationFromFields, deviceDecisionUpdate, orNull, readRecord } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import { putDeviceAuthorization } from './transitions.ts';
-import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from '../types.ts';
-import type {
-  DeviceAuthorizationRecord,
-  DevicePollOutcome,
-  SignedInUser,
-  StoredDeviceAuthorization,
-  StoredRead,
-} from '../../model/records.ts';
+import type { SignedInUser, StoredDeviceAuthorization, StoredRead } from '../../model/records.ts';
+import { KeyspaceDevices } from './part.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
-export class RedisDevices implements DeviceAuthorizationStorage {
+export class RedisDevices extends KeyspaceDevices implements DeviceAuthorizationStorage {
   readonly #core: RedisCore;
 
   constructor(core: RedisCore) {
+    super(core);
     this.#core = core;
-  }
-
-  putDeviceAuthorization(
-    record: DeviceAuthorizationRecord,
-    retainMs: number,
-    bounds: DeviceAuthorizationBounds,
-  ): Promise<DeviceAuthorizationOutcome> {
-    return putDeviceAuthorization(this.#core.keyspace, this.#core.keys, record, retainMs, bounds);
   }
 
   async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
@@ -47,10 +34,5 @@ export class RedisDevices implements DeviceAuthorizationStorage {
     if (userCodeHash === undefined) return false;
     await this.#core.redis.del(this.#core.keys.deviceUserCode(userCodeHash));
     return true;
-  }
-
-  /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */
-  async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
-    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
   }
 }
