@@ -1,17 +1,20 @@
-// Approvals in memory: the same keys and fields as on Redis, the same model transitions.
+// Approvals in memory: recorded, read, found and listed on the store's maps (the index a map of its
+// own); their uses, decisions and cancellations are the part both engines share (./part.ts).
 
 import type { MemoryCore } from '../memory-core.ts';
 import { readRecord } from '../codec.ts';
 import type { StoredRead } from '../../model/records.ts';
-import { approvalCancelUpdate, approvalDecisionUpdate, approvalFields, approvalFromFields, approvalUseUpdate } from './records.ts';
-import type { ApprovalDecisionOutcome, ApprovalRecord, ApprovalStorage, ApprovalUse } from './types.ts';
+import { KeyspaceApprovals } from './part.ts';
+import { approvalFields, approvalFromFields } from './records.ts';
+import type { ApprovalRecord } from './types.ts';
 
-export class MemoryApprovals implements ApprovalStorage {
+export class MemoryApprovals extends KeyspaceApprovals {
   readonly #core: MemoryCore;
   /** approval id -> when its record goes (the Redis sorted set). */
   readonly #index = new Map<string, number>();
 
   constructor(core: MemoryCore) {
+    super(core, Number.MAX_SAFE_INTEGER);
     this.#core = core;
   }
 
@@ -28,20 +31,9 @@ export class MemoryApprovals implements ApprovalStorage {
     return readRecord(this.#core.get(this.#core.keys.approval(approvalId)), approvalFromFields);
   }
 
-  async useApproval(argumentsDigest: string, now: number): Promise<ApprovalUse> {
+  protected async approvalOfCall(argumentsDigest: string): Promise<string | null> {
     this.#core.check();
-    const approvalId = this.#core.get(this.#core.keys.approvalDigest(argumentsDigest))?.approvalId;
-    if (approvalId === undefined) return { outcome: 'none' };
-    return this.#core.updateHash(this.#core.keys.approval(approvalId), approvalUseUpdate(argumentsDigest, now));
-  }
-
-  async decideApproval(
-    approvalId: string,
-    now: number,
-    decision: { approve: boolean; by: string; reason?: string | undefined },
-  ): Promise<ApprovalDecisionOutcome> {
-    this.#core.check();
-    return this.#core.updateHash(this.#core.keys.approval(approvalId), approvalDecisionUpdate(now, decision));
+    return this.#core.get(this.#core.keys.approvalDigest(argumentsDigest))?.approvalId ?? null;
   }
 
   async listApprovals(now: number, limit: number): Promise<ApprovalRecord[]> {
@@ -56,14 +48,5 @@ export class MemoryApprovals implements ApprovalStorage {
       if (r !== null && r !== 'corrupt') records.push(r);
     }
     return records.sort((a, b) => b.requestedAt - a.requestedAt).slice(0, limit);
-  }
-
-  async cancelSubjectApprovals(subject: string, issuer: string | undefined, now: number): Promise<number> {
-    let cancelled = 0;
-    for (const r of await this.listApprovals(now, Number.MAX_SAFE_INTEGER)) {
-      if (r.subject !== subject || (issuer !== undefined && r.issuer !== issuer)) continue;
-      if (this.#core.updateHash(this.#core.keys.approval(r.approvalId), approvalCancelUpdate(now))) cancelled++;
-    }
-    return cancelled;
   }
 }

@@ -1,20 +1,22 @@
 // Approvals on Redis: one hash per approval, a key naming the newest approval of each bound call, and
-// a sorted set of them all (the admin's list, offboarding). Transitions are the model's, each under
-// the core's compare-and-set on the one record (RedisCore.updateHash): no script of their own.
+// a sorted set of them all (the admin's list, offboarding). Uses, decisions and cancellations are the
+// part both engines share (./part.ts): the model's rules in a compare-and-set on the one record.
 
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { orNull, readRecord } from '../codec.ts';
 import type { StoredRead } from '../../model/records.ts';
-import { approvalCancelUpdate, approvalDecisionUpdate, approvalFields, approvalFromFields, approvalUseUpdate } from './records.ts';
-import type { ApprovalDecisionOutcome, ApprovalRecord, ApprovalStorage, ApprovalUse } from './types.ts';
+import { KeyspaceApprovals } from './part.ts';
+import { approvalFields, approvalFromFields } from './records.ts';
+import type { ApprovalRecord } from './types.ts';
 
 /** Most approvals offboarding looks through (the newest first). */
 const MAX_SCANNED = 10_000;
 
-export class RedisApprovals implements ApprovalStorage {
+export class RedisApprovals extends KeyspaceApprovals {
   readonly #core: RedisCore;
 
   constructor(core: RedisCore) {
+    super(core, MAX_SCANNED);
     this.#core = core;
   }
 
@@ -39,18 +41,8 @@ export class RedisApprovals implements ApprovalStorage {
     return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.approval(approvalId))), approvalFromFields);
   }
 
-  async useApproval(argumentsDigest: string, now: number): Promise<ApprovalUse> {
-    const approvalId = await this.#core.redis.get(this.#core.keys.approvalDigest(argumentsDigest));
-    if (approvalId === null) return { outcome: 'none' };
-    return this.#core.updateHash(this.#core.keys.approval(approvalId), approvalUseUpdate(argumentsDigest, now));
-  }
-
-  async decideApproval(
-    approvalId: string,
-    now: number,
-    decision: { approve: boolean; by: string; reason?: string | undefined },
-  ): Promise<ApprovalDecisionOutcome> {
-    return this.#core.updateHash(this.#core.keys.approval(approvalId), approvalDecisionUpdate(now, decision));
+  protected approvalOfCall(argumentsDigest: string): Promise<string | null> {
+    return this.#core.redis.get(this.#core.keys.approvalDigest(argumentsDigest));
   }
 
   async listApprovals(now: number, limit: number): Promise<ApprovalRecord[]> {
@@ -68,14 +60,5 @@ export class RedisApprovals implements ApprovalStorage {
       if (r !== null && r !== 'corrupt') records.push(r);
     }
     return records.sort((a, b) => b.requestedAt - a.requestedAt);
-  }
-
-  async cancelSubjectApprovals(subject: string, issuer: string | undefined, now: number): Promise<number> {
-    let cancelled = 0;
-    for (const r of await this.listApprovals(now, MAX_SCANNED)) {
-      if (r.subject !== subject || (issuer !== undefined && r.issuer !== issuer)) continue;
-      if (await this.#core.updateHash(this.#core.keys.approval(r.approvalId), approvalCancelUpdate(now))) cancelled++;
-    }
-    return cancelled;
   }
 }
