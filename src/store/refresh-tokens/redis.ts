@@ -1,18 +1,21 @@
-// Refresh tokens on Redis: rotation (the old token, the new pair and its index in one guarded step) and
-// family revocation, the transitions both engines run (./transitions.ts).
+// Refresh tokens on Redis: the plain read, and what replicas and Cluster add to the part both engines
+// share (./part.ts: rotation, the old token, the new pair and its index in one guarded step, and
+// family revocation): a reuse's revocation WAITed for, a family revoked through revokeThrough, and on
+// Cluster a layout-1 token revoked key by key.
 
 import { Cluster } from 'ioredis';
 import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields, revocationUpdate } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import type { RotateOutcome } from '../types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
-import { revokeFamily, rotateRefresh } from './transitions.ts';
+import type { StoredRead, StoredRefreshToken } from '../../model/records.ts';
+import { KeyspaceRefreshTokens } from './part.ts';
+import { revokeFamily } from './transitions.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
-export class RedisRefreshTokens implements RefreshTokenStorage {
+export class RedisRefreshTokens extends KeyspaceRefreshTokens implements RefreshTokenStorage {
   readonly #core: RedisCore;
 
   constructor(core: RedisCore) {
+    super(core);
     this.#core = core;
   }
 
@@ -20,39 +23,23 @@ export class RedisRefreshTokens implements RefreshTokenStorage {
     return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.refreshToken(tokenHash))), refreshTokenFromFields);
   }
 
-  async rotateRefreshToken(
-    oldHash: string,
-    clientId: string,
-    now: number,
-    access: AccessTokenRecord,
-    refresh: RefreshTokenRecord,
-    graceMs = 0,
-    successor?: string,
-  ): Promise<RotateOutcome> {
-    if (await this.#core.outsideClientSlot(oldHash, this.#core.keys.refreshToken(oldHash), clientId)) return 'invalid';
-    const outcome = await rotateRefresh(this.#core.keyspace, this.#core, { oldHash, clientId, now, access, refresh, graceMs, successor });
-    if (outcome === 'reused') {
-      // The rotation revoked the family on the main connection, where a WAIT would hold up every
-      // lookup behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the
-      // transaction connection and WAITed for there.
-      if (await this.#core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
-      await this.#core.publish({ familyIds: [refresh.familyId] });
-    }
-    return outcome;
+  /**
+   * The rotation revoked the family on the main connection, where a WAIT would hold up every lookup
+   * behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the transaction
+   * connection and WAITed for there.
+   */
+  protected override async reuseRevoked(oldHash: string, now: number): Promise<void> {
+    if (await this.#core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
   }
 
   /**
    * The family revocation both engines run (./transitions.ts), through revokeThrough: WAITed for when
    * there are replicas. On Cluster, a layout-1 token (outside its family's slot) is revoked key by key.
    */
-  async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
-    const revoked =
-      this.#core.redis instanceof Cluster
-        ? await this.#revokeOnCluster(tokenHash, now)
-        : await this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
-    if (revoked === null) return false;
-    await this.#core.publish({ familyIds: [revoked.familyId] });
-    return true;
+  protected override revokeFamily(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
+    return this.#core.redis instanceof Cluster
+      ? this.#revokeOnCluster(tokenHash, now)
+      : this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
   }
 
   async #revokeOnCluster(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
