@@ -1,7 +1,8 @@
 // What every memory part of the store shares (src/store/<aggregate>/memory.ts): the records under the
 // same keys and fields as Redis, with TTLs honoured against the injected clock, and the steps several
 // aggregates take together (a subject's index, a notice sent). Transitions written once on the keyspace
-// port (src/store/keyspace.ts) run on these maps through `keyspace`.
+// port (src/store/keyspace.ts) run on these maps through `keyspace`; as a KeyspaceCore
+// (keyspace-core.ts), this is what the parts both engines share (<aggregate>/part.ts) run on in memory.
 // JavaScript runs each operation to completion between awaits, which gives the same atomicity the
 // Redis store gets from MULTI/EXEC and Lua.
 

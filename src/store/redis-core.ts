@@ -1,6 +1,7 @@
 // What every Redis part of the store shares (src/store/<aggregate>/redis.ts): the main connection and
 // its keyspace, the key layout, the token lookups' connection and cache, the transaction connection,
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
+// A KeyspaceCore (keyspace-core.ts): the parts both engines share (<aggregate>/part.ts) run on it too.
 
 import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from './shared.ts';
