@@ -1,6 +1,6 @@
 // What a part both engines share needs of its engine's core (RedisCore and MemoryCore both are one):
 // the keyspace port its transitions run on, the key layout, and the few steps each engine takes its
-// own way (what follows a revocation, Cluster's slot check). A part written once over this
+// own way (a revocation WAITed for, what follows it, Cluster's slot check). A part written once over this
 // (src/store/<aggregate>/part.ts) is extended by its engine parts (memory.ts, redis.ts) with only
 // what is engine-specific.
 
@@ -21,7 +21,16 @@ export interface KeyspaceCore extends TokenKeys {
    * A compare-and-set on one hash (updateHash in keyspace.ts): in memory the read, the decision and the
    * write in one step; on Redis a read, then a plan guarded by it, retried when it changed.
    */
-  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R | Promise<R>;
-  /** What follows every revocation: its grants' approvals forgotten, then every sidecar told. */
-  publish(notice: RevocationNotice): Promise<void>;
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, via?: Keyspace): R | Promise<R>;
+  /**
+   * A revocation written through the keyspace handed to `write` (for updateHash, its `via`): on Redis
+   * with replicas on the transaction connection, then WAITed for (RedisCore.revokeThrough); in memory
+   * on its one keyspace.
+   */
+  revokeThrough<T>(write: (keyspace: Keyspace) => Promise<T>): Promise<T>;
+  /**
+   * What follows every revocation: the approvals of its grants (`grantIds`, by default every grant it
+   * names) forgotten, then every sidecar told.
+   */
+  publish(notice: RevocationNotice, grantIds?: string[]): Promise<void>;
 }

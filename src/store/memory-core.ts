@@ -7,7 +7,7 @@
 // Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
-import { hashUpdatePlan } from './keyspace.ts';
+import { hashUpdatePlan, type Keyspace } from './keyspace.ts';
 import type { KeyspaceCore } from './keyspace-core.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
@@ -88,9 +88,10 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   /**
    * A compare-and-set on one hash (updateHash in keyspace.ts), at once: the read, the decision and the
    * plan's write are one step here (nothing runs in between), so the guards hold by construction.
-   * A closed store refuses it, as it refuses every other operation.
+   * A closed store refuses it, as it refuses every other operation. `via` is Redis's (a revocation's
+   * keyspace, revokeThrough's): in memory there is one keyspace.
    */
-  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>): R {
+  updateHash<R>(key: string, decide: (current: Fields | null) => HashUpdate<R>, _via?: Keyspace): R {
     this.check();
     const current = this.get(key);
     const update = decide(current && { ...current });
@@ -214,19 +215,24 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   }
 
   /** notify, for a part shared with Redis (where telling the sidecars is awaited). */
-  async publish(notice: RevocationNotice): Promise<void> {
-    this.notify(notice);
+  async publish(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): Promise<void> {
+    this.notify(notice, grantIds);
   }
 
-  notify(notice: RevocationNotice): void {
-    this.#forgetConsents(notice);
+  /** A revocation done in memory: nothing to wait for (one process). */
+  revokeThrough<T>(write: (keyspace: Keyspace) => Promise<T>): Promise<T> {
+    return write(this.keyspace);
+  }
+
+  notify(notice: RevocationNotice, grantIds: string[] = consentGrantIds(notice)): void {
+    this.#forgetConsents(grantIds);
     // After the method returns, as a notice over Redis arrives: the revoking caller never runs a listener.
     for (const listener of this.listeners) queueMicrotask(() => listener.revoked(notice));
   }
 
   /** Every revocation of a grant linked to an approval forgets the approval (and the link). */
-  #forgetConsents(notice: RevocationNotice): void {
-    for (const grantId of consentGrantIds(notice)) {
+  #forgetConsents(grantIds: string[]): void {
+    for (const grantId of grantIds) {
       const link = this.get(this.keys.consentGrant(grantId));
       if (!link) continue;
       this.hashes.delete(this.keys.consentGrant(grantId));

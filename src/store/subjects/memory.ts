@@ -1,4 +1,5 @@
-// The person index in memory, and offboarding's cut-offs.
+// The person index in memory, and offboarding's cut-offs: read and written on the store's maps; a
+// revocation's batches are the part both engines share (./part.ts).
 
 import type { MemoryCore } from '../memory-core.ts';
 import {
@@ -12,21 +13,22 @@ import {
   parseConsentMember,
   REFRESH_MEMBER,
   subjectDigest,
-  subjectUserRevocationUpdate,
   subjectTokenFromFields,
   USER_MEMBER,
 } from '../records.ts';
-import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
 import { allBuckets } from '../key-layout.ts';
 import { membersOf, readOne, type Command } from '../keyspace.ts';
-import { indexSubjectPlan, revokeSubjectBatch, addBatch } from './transitions.ts';
+import { KeyspaceSubjects } from './part.ts';
+import { indexSubjectPlan } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 
-export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
+export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, SubjectCutoffStorage {
   readonly #core: MemoryCore;
 
   constructor(core: MemoryCore) {
+    super(core);
     this.#core = core;
   }
 
@@ -110,8 +112,7 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
 
   /**
    * The subject's indexes one after another (the home index, then each bucket's, as on Redis), each
-   * through the keyspace in batches: the same transition as Redis's for access and refresh tokens and
-   * approvals (revokeSubjectBatch), the user-grade tokens one compare-and-set each.
+   * read whole and revoked in batches, each batch as on Redis (revokeBatch: ./part.ts).
    */
   async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
     this.#core.check();
@@ -138,25 +139,7 @@ export class MemorySubjects implements SubjectStorage, SubjectCutoffStorage {
     // Members expired by `now` leave first, as on Redis.
     await keyspace.apply({ guards: [], steps: [['ZREMRANGEBYSCORE', index, '-inf', now]] });
     const members = membersOf(await readOne(keyspace, ['ZRANGE', index, 0, -1]));
-    for (let i = 0; i < members.length; i += size) {
-      const batch = members.slice(i, i + size);
-      const notice: RevocationNotice = {};
-      const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
-      if (inSlot.length > 0) {
-        const done = await revokeSubjectBatch(keyspace, this.#core.keys, index, subject, issuer, now, inSlot);
-        addBatch(result, notice, done);
-      }
-      const users = batch.filter((m) => m.startsWith(USER_MEMBER));
-      const outcomes = users.map((m) =>
-        this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer)),
-      );
-      const revoked = users.filter((_, at) => outcomes[at] === 'revoked').map((m) => m.slice(2));
-      result.userTokensRevoked += revoked.length;
-      if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
-      const done = users.filter((_, at) => outcomes[at] !== 'other_issuer');
-      if (done.length > 0) await keyspace.apply({ guards: [], steps: [['ZREM', index, ...done]] });
-      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) this.#core.notify(notice);
-    }
+    for (let i = 0; i < members.length; i += size) await this.revokeBatch(index, subject, issuer, now, members.slice(i, i + size), result);
   }
 
   async rebuildSubjectIndex(now: number, _batchSize: number): Promise<SubjectIndexRebuild> {

@@ -1,16 +1,15 @@
 // The person index on Redis: what a subject holds (read in batches, exact when read), its revocation
-// batch by batch, the index's rebuild by SCAN, and offboarding's cut-offs.
+// batch by batch (each batch the part both engines share: ./part.ts), the index's rebuild by SCAN,
+// and offboarding's cut-offs.
 
 import { StoreUnavailableError } from '../shared.ts';
 import {
   ACCESS_MEMBER,
   CONSENT_MEMBER,
   consentFromValue,
-  consentGrantIds,
   consentMember,
   cutoffFromFields,
   escapeGlob,
-  subjectUserRevocationUpdate,
   lastUseUpdate,
   EVERY_ISSUER,
   hashBucket,
@@ -22,9 +21,10 @@ import {
   USER_MEMBER,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
-import { indexSubject, revokeSubjectBatch, addBatch } from './transitions.ts';
+import { KeyspaceSubjects } from './part.ts';
+import { indexSubject } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 import { Cluster, type Redis } from 'ioredis';
 
@@ -41,10 +41,11 @@ async function scanKeys(node: Redis, pattern: string, count: number, each: (keys
   } while (cursor !== '0');
 }
 
-export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
+export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, SubjectCutoffStorage {
   readonly #core: RedisCore;
 
   constructor(core: RedisCore) {
+    super(core);
     this.#core = core;
   }
 
@@ -182,38 +183,8 @@ export class RedisSubjects implements SubjectStorage, SubjectCutoffStorage {
     size: number,
     result: SubjectRevocation,
   ): Promise<void> {
-    for await (const all of this.#subjectMembers(index, now, size)) {
-      const batch = this.#answeredBy(index, subject, all);
-      const notice: RevocationNotice = {};
-      /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
-      let grantIds: string[] = [];
-      const inSlot = batch.filter((m) => !m.startsWith(USER_MEMBER));
-      if (inSlot.length > 0) {
-        // A revocation: with replicas, on the transaction connection and WAITed for.
-        const done = await this.#core.revokeThrough((keyspace) =>
-          revokeSubjectBatch(keyspace, this.#core.keys, index, subject, issuer, now, inSlot),
-        );
-        addBatch(result, notice, done);
-        grantIds = consentGrantIds(notice);
-      }
-      const users = batch.filter((m) => m.startsWith(USER_MEMBER));
-      if (users.length > 0) {
-        // Outside any slot of the OAuth records: one compare-and-set per token (Cluster routes each to its node).
-        const outcomes = await this.#core.revokeThrough((keyspace) =>
-          Promise.all(
-            users.map((m) =>
-              this.#core.updateHash(this.#core.keys.userToken(m.slice(2)), subjectUserRevocationUpdate(subject, issuer), keyspace),
-            ),
-          ),
-        );
-        const revoked = users.filter((_, i) => outcomes[i] === 'revoked').map((m) => m.slice(2));
-        result.userTokensRevoked += revoked.length;
-        if (revoked.length > 0) notice.tokenHashes = [...(notice.tokenHashes ?? []), ...revoked];
-        const done = users.filter((_, i) => outcomes[i] !== 'other_issuer');
-        if (done.length > 0) await this.#core.redis.zrem(index, ...done);
-      }
-      if (notice.tokenHashes !== undefined || notice.familyIds !== undefined) await this.#core.publish(notice, grantIds);
-    }
+    for await (const all of this.#subjectMembers(index, now, size))
+      await this.revokeBatch(index, subject, issuer, now, this.#answeredBy(index, subject, all), result);
   }
 
   async rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild> {
