@@ -42,9 +42,12 @@ export class KeyspaceRefreshTokens implements Pick<RefreshTokenStorage, 'rotateR
     return true;
   }
 
-  /** The family revocation (./transitions.ts) on the core's keyspace; its family, or null when none. */
+  /**
+   * The family revocation (./transitions.ts) through revokeThrough (on Redis with replicas, WAITed
+   * for); its family, or null when none.
+   */
   protected revokeFamily(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
-    return revokeFamily(this.#core.keyspace, this.#core.keys, tokenHash, now);
+    return this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
   }
 
   /** After a rotation found a reuse and revoked the family (in the same step): nothing more here. */

@@ -1,14 +1,13 @@
 // Refresh tokens on Redis: the plain read, and what replicas and Cluster add to the part both engines
 // share (./part.ts: rotation, the old token, the new pair and its index in one guarded step, and
-// family revocation): a reuse's revocation WAITed for, a family revoked through revokeThrough, and on
-// Cluster a layout-1 token revoked key by key.
+// family revocation): a reuse's revocation repeated and WAITed for, and on Cluster a layout-1 token
+// revoked key by key.
 
 import { Cluster } from 'ioredis';
 import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields, revocationUpdate } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
 import type { StoredRead, StoredRefreshToken } from '../../model/records.ts';
 import { KeyspaceRefreshTokens } from './part.ts';
-import { revokeFamily } from './transitions.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
 export class RedisRefreshTokens extends KeyspaceRefreshTokens implements RefreshTokenStorage {
@@ -32,21 +31,15 @@ export class RedisRefreshTokens extends KeyspaceRefreshTokens implements Refresh
     if (await this.#core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
   }
 
-  /**
-   * The family revocation both engines run (./transitions.ts), through revokeThrough: WAITed for when
-   * there are replicas. On Cluster, a layout-1 token (outside its family's slot) is revoked key by key.
-   */
+  /** The family revocation both engines run; on Cluster, a layout-1 token (outside its family's slot) key by key. */
   protected override revokeFamily(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
-    return this.#core.redis instanceof Cluster
-      ? this.#revokeOnCluster(tokenHash, now)
-      : this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
+    return this.#core.redis instanceof Cluster ? this.#revokeOnCluster(tokenHash, now) : super.revokeFamily(tokenHash, now);
   }
 
   async #revokeOnCluster(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
     const [familyId, clientId] = await this.#core.redis.hmget(this.#core.keys.refreshToken(tokenHash), 'familyId', 'clientId');
     if (familyId == null || clientId == null) return null;
-    if (hashBucket(tokenHash) === clientBucket(clientId))
-      return this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
+    if (hashBucket(tokenHash) === clientBucket(clientId)) return super.revokeFamily(tokenHash, now);
     return this.#core.revokeThrough(async (keyspace) => {
       // A layout-1 token on Cluster (outside its family's slot): it, then each member, revoked on
       // its own (HSETNX revokedAt: idempotent, a repeat finishes an interrupted run).
