@@ -7,13 +7,14 @@ import type { StoredRead } from '../../model/records.ts';
 import { approvalCancelUpdate, approvalDecisionUpdate, approvalUseUpdate } from './records.ts';
 import type { ApprovalDecisionOutcome, ApprovalRecord, ApprovalStorage, ApprovalUse } from './types.ts';
 
-export abstract class KeyspaceApprovals implements ApprovalStorage {
-  readonly #core: KeyspaceCore;
+export abstract class KeyspaceApprovals<Core extends KeyspaceCore = KeyspaceCore> implements ApprovalStorage {
+  /** The engine's core (its own part reads what only that engine has from it). */
+  protected readonly core: Core;
   /** Most approvals offboarding looks through (the newest first). */
   readonly #maxScanned: number;
 
-  constructor(core: KeyspaceCore, maxScanned: number) {
-    this.#core = core;
+  constructor(core: Core, maxScanned: number) {
+    this.core = core;
     this.#maxScanned = maxScanned;
   }
 
@@ -26,7 +27,7 @@ export abstract class KeyspaceApprovals implements ApprovalStorage {
   async useApproval(argumentsDigest: string, now: number): Promise<ApprovalUse> {
     const approvalId = await this.approvalOfCall(argumentsDigest);
     if (approvalId === null) return { outcome: 'none' };
-    return this.#core.updateHash(this.#core.keys.approval(approvalId), approvalUseUpdate(argumentsDigest, now));
+    return this.core.updateHash(this.core.keys.approval(approvalId), approvalUseUpdate(argumentsDigest, now));
   }
 
   async decideApproval(
@@ -34,14 +35,14 @@ export abstract class KeyspaceApprovals implements ApprovalStorage {
     now: number,
     decision: { approve: boolean; by: string; reason?: string | undefined },
   ): Promise<ApprovalDecisionOutcome> {
-    return this.#core.updateHash(this.#core.keys.approval(approvalId), approvalDecisionUpdate(now, decision));
+    return this.core.updateHash(this.core.keys.approval(approvalId), approvalDecisionUpdate(now, decision));
   }
 
   async cancelSubjectApprovals(subject: string, issuer: string | undefined, now: number): Promise<number> {
     let cancelled = 0;
     for (const r of await this.listApprovals(now, this.#maxScanned)) {
       if (r.subject !== subject || (issuer !== undefined && r.issuer !== issuer)) continue;
-      if (await this.#core.updateHash(this.#core.keys.approval(r.approvalId), approvalCancelUpdate(now))) cancelled++;
+      if (await this.core.updateHash(this.core.keys.approval(r.approvalId), approvalCancelUpdate(now))) cancelled++;
     }
     return cancelled;
   }

@@ -12,16 +12,13 @@ import type { ApprovalRecord } from './types.ts';
 /** Most approvals offboarding looks through (the newest first). */
 const MAX_SCANNED = 10_000;
 
-export class RedisApprovals extends KeyspaceApprovals {
-  readonly #core: RedisCore;
-
+export class RedisApprovals extends KeyspaceApprovals<RedisCore> {
   constructor(core: RedisCore) {
     super(core, MAX_SCANNED);
-    this.#core = core;
   }
 
   async putApproval(record: ApprovalRecord, retainMs: number): Promise<void> {
-    const { keys, redis } = this.#core;
+    const { keys, redis } = this.core;
     const key = keys.approval(record.approvalId);
     const until = Math.trunc(record.expiresAt + retainMs);
     // One transaction (the approval keys share one Cluster slot): the digest never names an approval
@@ -38,15 +35,15 @@ export class RedisApprovals extends KeyspaceApprovals {
   }
 
   async getApproval(approvalId: string): Promise<StoredRead<ApprovalRecord>> {
-    return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.approval(approvalId))), approvalFromFields);
+    return readRecord(orNull(await this.core.redis.hgetall(this.core.keys.approval(approvalId))), approvalFromFields);
   }
 
   protected approvalOfCall(argumentsDigest: string): Promise<string | null> {
-    return this.#core.redis.get(this.#core.keys.approvalDigest(argumentsDigest));
+    return this.core.redis.get(this.core.keys.approvalDigest(argumentsDigest));
   }
 
   async listApprovals(now: number, limit: number): Promise<ApprovalRecord[]> {
-    const { keys, redis } = this.#core;
+    const { keys, redis } = this.core;
     await redis.zremrangebyscore(keys.approvalIndex(), '-inf', now);
     const ids = await redis.zrevrange(keys.approvalIndex(), 0, limit - 1);
     if (ids.length === 0) return [];

@@ -7,27 +7,20 @@ import type { SignedInUser, StoredDeviceAuthorization, StoredRead } from '../../
 import { KeyspaceDevices } from './part.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
-export class MemoryDevices extends KeyspaceDevices implements DeviceAuthorizationStorage {
-  readonly #core: MemoryCore;
-
-  constructor(core: MemoryCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class MemoryDevices extends KeyspaceDevices<MemoryCore> implements DeviceAuthorizationStorage {
   async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
-    this.#core.check();
-    const index = this.#core.get(this.#core.keys.deviceUserCode(userCodeHash));
+    this.core.check();
+    const index = this.core.get(this.core.keys.deviceUserCode(userCodeHash));
     if (!index?.deviceCodeHash) return null;
-    return readRecord(this.#core.get(this.#core.keys.deviceAuthorization(index.deviceCodeHash)), deviceAuthorizationFromFields);
+    return readRecord(this.core.get(this.core.keys.deviceAuthorization(index.deviceCodeHash)), deviceAuthorizationFromFields);
   }
 
   /** The decision, by the model (decideDevice) as the Redis store takes it. */
   async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
-    this.#core.check();
-    const userCodeHash = this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
+    this.core.check();
+    const userCodeHash = this.core.updateHash(this.core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
     if (userCodeHash === undefined) return false;
-    this.#core.hashes.delete(this.#core.keys.deviceUserCode(userCodeHash));
+    this.core.hashes.delete(this.core.keys.deviceUserCode(userCodeHash));
     return true;
   }
 }

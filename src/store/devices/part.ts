@@ -10,11 +10,15 @@ import type { DeviceAuthorizationRecord, DevicePollOutcome } from '../../model/r
 import { putDeviceAuthorization } from './transitions.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
-export class KeyspaceDevices implements Pick<DeviceAuthorizationStorage, 'putDeviceAuthorization' | 'pollDeviceAuthorization'> {
-  readonly #core: KeyspaceCore;
+export class KeyspaceDevices<Core extends KeyspaceCore = KeyspaceCore> implements Pick<
+  DeviceAuthorizationStorage,
+  'putDeviceAuthorization' | 'pollDeviceAuthorization'
+> {
+  /** The engine's core (its own part reads what only that engine has from it). */
+  protected readonly core: Core;
 
-  constructor(core: KeyspaceCore) {
-    this.#core = core;
+  constructor(core: Core) {
+    this.core = core;
   }
 
   putDeviceAuthorization(
@@ -22,11 +26,11 @@ export class KeyspaceDevices implements Pick<DeviceAuthorizationStorage, 'putDev
     retainMs: number,
     bounds: DeviceAuthorizationBounds,
   ): Promise<DeviceAuthorizationOutcome> {
-    return putDeviceAuthorization(this.#core.keyspace, this.#core.keys, record, retainMs, bounds);
+    return putDeviceAuthorization(this.core.keyspace, this.core.keys, record, retainMs, bounds);
   }
 
   /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */
   async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
-    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
+    return this.core.updateHash(this.core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
   }
 }

@@ -7,19 +7,12 @@ import type { SignedInUser, StoredDeviceAuthorization, StoredRead } from '../../
 import { KeyspaceDevices } from './part.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
-export class RedisDevices extends KeyspaceDevices implements DeviceAuthorizationStorage {
-  readonly #core: RedisCore;
-
-  constructor(core: RedisCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class RedisDevices extends KeyspaceDevices<RedisCore> implements DeviceAuthorizationStorage {
   async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
-    const deviceCodeHash = await this.#core.redis.hget(this.#core.keys.deviceUserCode(userCodeHash), 'deviceCodeHash');
+    const deviceCodeHash = await this.core.redis.hget(this.core.keys.deviceUserCode(userCodeHash), 'deviceCodeHash');
     if (deviceCodeHash === null) return null;
     return readRecord(
-      orNull(await this.#core.redis.hgetall(this.#core.keys.deviceAuthorization(deviceCodeHash))),
+      orNull(await this.core.redis.hgetall(this.core.keys.deviceAuthorization(deviceCodeHash))),
       deviceAuthorizationFromFields,
     );
   }
@@ -30,9 +23,9 @@ export class RedisDevices extends KeyspaceDevices implements DeviceAuthorization
    * pending, which the device page refuses, and expires with it).
    */
   async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
-    const userCodeHash = await this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
+    const userCodeHash = await this.core.updateHash(this.core.keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user));
     if (userCodeHash === undefined) return false;
-    await this.#core.redis.del(this.#core.keys.deviceUserCode(userCodeHash));
+    await this.core.redis.del(this.core.keys.deviceUserCode(userCodeHash));
     return true;
   }
 }

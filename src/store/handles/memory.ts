@@ -5,17 +5,10 @@ import type { MemoryCore } from '../memory-core.ts';
 import type { HandleKind, StoredHandle } from '../types.ts';
 import { KeyspaceHandles } from './part.ts';
 
-export class MemoryHandles extends KeyspaceHandles {
-  readonly #core: MemoryCore;
-
-  constructor(core: MemoryCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class MemoryHandles extends KeyspaceHandles<MemoryCore> {
   async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
-    this.#core.check();
-    const fields = this.#core.get(this.#core.keys.handle(kind, handleHash));
+    this.core.check();
+    const fields = this.core.get(this.core.keys.handle(kind, handleHash));
     if (!fields?.owner) return null;
     const stored: StoredHandle = { owner: fields.owner };
     if (fields.renewedAt !== undefined) stored.renewedAt = fields.renewedAt;

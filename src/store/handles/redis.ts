@@ -5,18 +5,11 @@ import type { RedisCore } from '../redis-core.ts';
 import type { HandleKind, StoredHandle } from '../types.ts';
 import { KeyspaceHandles } from './part.ts';
 
-export class RedisHandles extends KeyspaceHandles {
-  readonly #core: RedisCore;
-
-  constructor(core: RedisCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class RedisHandles extends KeyspaceHandles<RedisCore> {
   async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
     // Read beside the token lookup, on its connection: the two leave in one write.
-    const key = this.#core.keys.handle(kind, handleHash);
-    const [owner, renewedAt, urlElicitation] = await this.#core.lookups.read((client) =>
+    const key = this.core.keys.handle(kind, handleHash);
+    const [owner, renewedAt, urlElicitation] = await this.core.lookups.read((client) =>
       client.hmget(key, 'owner', 'renewedAt', 'urlElicitation'),
     );
     if (owner === null || owner === undefined) return null;

@@ -7,16 +7,9 @@ import type { StoredRead, StoredRefreshToken } from '../../model/records.ts';
 import { KeyspaceRefreshTokens } from './part.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
-export class MemoryRefreshTokens extends KeyspaceRefreshTokens implements RefreshTokenStorage {
-  readonly #core: MemoryCore;
-
-  constructor(core: MemoryCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class MemoryRefreshTokens extends KeyspaceRefreshTokens<MemoryCore> implements RefreshTokenStorage {
   async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
-    this.#core.check();
-    return readRecord(this.#core.get(this.#core.keys.refreshToken(tokenHash)), refreshTokenFromFields);
+    this.core.check();
+    return readRecord(this.core.get(this.core.keys.refreshToken(tokenHash)), refreshTokenFromFields);
   }
 }

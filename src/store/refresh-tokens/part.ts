@@ -9,11 +9,15 @@ import type { AccessTokenRecord, RefreshTokenRecord } from '../../model/records.
 import { revokeFamily, rotateRefresh } from './transitions.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
-export class KeyspaceRefreshTokens implements Pick<RefreshTokenStorage, 'rotateRefreshToken' | 'revokeRefreshFamily'> {
-  readonly #core: KeyspaceCore;
+export class KeyspaceRefreshTokens<Core extends KeyspaceCore = KeyspaceCore> implements Pick<
+  RefreshTokenStorage,
+  'rotateRefreshToken' | 'revokeRefreshFamily'
+> {
+  /** The engine's core (its own part reads what only that engine has from it). */
+  protected readonly core: Core;
 
-  constructor(core: KeyspaceCore) {
-    this.#core = core;
+  constructor(core: Core) {
+    this.core = core;
   }
 
   async rotateRefreshToken(
@@ -25,7 +29,7 @@ export class KeyspaceRefreshTokens implements Pick<RefreshTokenStorage, 'rotateR
     graceMs = 0,
     successor?: string,
   ): Promise<RotateOutcome> {
-    const core = this.#core;
+    const core = this.core;
     if (await core.outsideClientSlot(oldHash, core.keys.refreshToken(oldHash), clientId)) return 'invalid';
     const outcome = await rotateRefresh(core.keyspace, core, { oldHash, clientId, now, access, refresh, graceMs, successor });
     if (outcome === 'reused') {
@@ -38,7 +42,7 @@ export class KeyspaceRefreshTokens implements Pick<RefreshTokenStorage, 'rotateR
   async revokeRefreshFamily(tokenHash: string, now: number): Promise<boolean> {
     const revoked = await this.revokeFamily(tokenHash, now);
     if (revoked === null) return false;
-    await this.#core.publish({ familyIds: [revoked.familyId] });
+    await this.core.publish({ familyIds: [revoked.familyId] });
     return true;
   }
 
@@ -47,7 +51,7 @@ export class KeyspaceRefreshTokens implements Pick<RefreshTokenStorage, 'rotateR
    * for); its family, or null when none.
    */
   protected revokeFamily(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
-    return this.#core.revokeThrough((keyspace) => revokeFamily(keyspace, this.#core.keys, tokenHash, now));
+    return this.core.revokeThrough((keyspace) => revokeFamily(keyspace, this.core.keys, tokenHash, now));
   }
 
   /** After a rotation found a reuse and revoked the family (in the same step): nothing more here. */

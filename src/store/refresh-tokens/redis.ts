@@ -10,16 +10,9 @@ import type { StoredRead, StoredRefreshToken } from '../../model/records.ts';
 import { KeyspaceRefreshTokens } from './part.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
-export class RedisRefreshTokens extends KeyspaceRefreshTokens implements RefreshTokenStorage {
-  readonly #core: RedisCore;
-
-  constructor(core: RedisCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class RedisRefreshTokens extends KeyspaceRefreshTokens<RedisCore> implements RefreshTokenStorage {
   async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
-    return readRecord(orNull(await this.#core.redis.hgetall(this.#core.keys.refreshToken(tokenHash))), refreshTokenFromFields);
+    return readRecord(orNull(await this.core.redis.hgetall(this.core.keys.refreshToken(tokenHash))), refreshTokenFromFields);
   }
 
   /**
@@ -28,27 +21,27 @@ export class RedisRefreshTokens extends KeyspaceRefreshTokens implements Refresh
    * connection and WAITed for there.
    */
   protected override async reuseRevoked(oldHash: string, now: number): Promise<void> {
-    if (await this.#core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
+    if (await this.core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
   }
 
   /** The family revocation both engines run; on Cluster, a layout-1 token (outside its family's slot) key by key. */
   protected override revokeFamily(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
-    return this.#core.redis instanceof Cluster ? this.#revokeOnCluster(tokenHash, now) : super.revokeFamily(tokenHash, now);
+    return this.core.redis instanceof Cluster ? this.#revokeOnCluster(tokenHash, now) : super.revokeFamily(tokenHash, now);
   }
 
   async #revokeOnCluster(tokenHash: string, now: number): Promise<{ familyId: string } | null> {
-    const [familyId, clientId] = await this.#core.redis.hmget(this.#core.keys.refreshToken(tokenHash), 'familyId', 'clientId');
+    const [familyId, clientId] = await this.core.redis.hmget(this.core.keys.refreshToken(tokenHash), 'familyId', 'clientId');
     if (familyId == null || clientId == null) return null;
     if (hashBucket(tokenHash) === clientBucket(clientId)) return super.revokeFamily(tokenHash, now);
-    return this.#core.revokeThrough(async (keyspace) => {
+    return this.core.revokeThrough(async (keyspace) => {
       // A layout-1 token on Cluster (outside its family's slot): it, then each member, revoked on
       // its own (HSETNX revokedAt: idempotent, a repeat finishes an interrupted run).
-      if (!(await this.#core.updateHash(this.#core.keys.refreshToken(tokenHash), revocationUpdate(now), keyspace))) return null;
-      const members = await this.#core.redis.smembers(this.#core.keys.refreshFamily(clientId, familyId));
+      if (!(await this.core.updateHash(this.core.keys.refreshToken(tokenHash), revocationUpdate(now), keyspace))) return null;
+      const members = await this.core.redis.smembers(this.core.keys.refreshFamily(clientId, familyId));
       await Promise.all(
         members.map((m) =>
-          this.#core.updateHash(
-            m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2)),
+          this.core.updateHash(
+            m.startsWith(ACCESS_MEMBER) ? this.core.keys.accessToken(m.slice(2)) : this.core.keys.refreshToken(m.slice(2)),
             revocationUpdate(now),
             keyspace,
           ),

@@ -10,13 +10,14 @@ import { putPendingSignIn } from './pending.ts';
 import { redeemCode } from './redeem.ts';
 import type { AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
-export class KeyspaceSignIn
+export class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
   implements Pick<AuthorizationCodeStorage, 'putPendingSignIn' | 'redeemAuthorizationCode'>, Pick<ConsentStorage, 'putConsent'>
 {
-  readonly #core: KeyspaceCore;
+  /** The engine's core (its own part reads what only that engine has from it). */
+  protected readonly core: Core;
 
-  constructor(core: KeyspaceCore) {
-    this.#core = core;
+  constructor(core: Core) {
+    this.core = core;
   }
 
   putPendingSignIn(
@@ -25,7 +26,7 @@ export class KeyspaceSignIn
     expiresAt: number,
     bounds: PendingSignInBounds,
   ): Promise<PendingSignInOutcome> {
-    return putPendingSignIn(this.#core.keyspace, this.#core.keys, requestHash, record, expiresAt, bounds);
+    return putPendingSignIn(this.core.keyspace, this.core.keys, requestHash, record, expiresAt, bounds);
   }
 
   async redeemAuthorizationCode(
@@ -36,14 +37,14 @@ export class KeyspaceSignIn
     access: AccessTokenRecord,
     refresh?: RefreshTokenRecord,
   ): Promise<RedeemOutcome> {
-    if (await this.#core.outsideClientSlot(codeHash, this.#core.keys.authorizationCode(codeHash), clientId)) return 'invalid';
-    const { outcome, notice } = await redeemCode(this.#core.keyspace, this.#core, { codeHash, clientId, now, retainMs, access, refresh });
+    if (await this.core.outsideClientSlot(codeHash, this.core.keys.authorizationCode(codeHash), clientId)) return 'invalid';
+    const { outcome, notice } = await redeemCode(this.core.keyspace, this.core, { codeHash, clientId, now, retainMs, access, refresh });
     // What the first redemption issued was revoked with the reuse; its open streams end now.
-    if (notice !== undefined) await this.#core.publish(notice);
+    if (notice !== undefined) await this.core.publish(notice);
     return outcome;
   }
 
   putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
-    return putConsent(this.#core.keyspace, this.#core.keys, browserHash, consent, now, maxPerBrowser);
+    return putConsent(this.core.keyspace, this.core.keys, browserHash, consent, now, maxPerBrowser);
   }
 }

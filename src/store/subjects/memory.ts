@@ -24,25 +24,18 @@ import { KeyspaceSubjects } from './part.ts';
 import { indexSubjectPlan } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 
-export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, SubjectCutoffStorage {
-  readonly #core: MemoryCore;
-
-  constructor(core: MemoryCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class MemorySubjects extends KeyspaceSubjects<MemoryCore> implements SubjectStorage, SubjectCutoffStorage {
   /** Lists `member` in its subject's index (indexSubjectPlan). */
   #index(subject: string, member: string, expiresAt: number): void {
-    this.#core.keyspace.applyNow(indexSubjectPlan(this.#core.keys.subjectGrants(subjectDigest(subject)), member, expiresAt));
+    this.core.keyspace.applyNow(indexSubjectPlan(this.core.keys.subjectGrants(subjectDigest(subject)), member, expiresAt));
   }
 
   /** A subject's index with the members expired by `now` dropped (the whole index once empty). */
   #subjectIndex(subject: string, now: number): Map<string, number> {
-    const key = this.#core.keys.subjectGrants(subjectDigest(subject));
-    const index = this.#core.subjectIndexes.get(key) ?? new Map<string, number>();
+    const key = this.core.keys.subjectGrants(subjectDigest(subject));
+    const index = this.core.subjectIndexes.get(key) ?? new Map<string, number>();
     for (const [member, expiresAt] of index) if (expiresAt <= now) index.delete(member);
-    if (index.size === 0) this.#core.deleteKey(key);
+    if (index.size === 0) this.core.deleteKey(key);
     return index;
   }
 
@@ -59,15 +52,15 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
     if (kind === undefined) return null;
     const key =
       kind === 'user'
-        ? this.#core.keys.userToken(hash)
+        ? this.core.keys.userToken(hash)
         : kind === 'access'
-          ? this.#core.keys.accessToken(hash)
-          : this.#core.keys.refreshToken(hash);
-    return subjectTokenFromFields(kind, hash, this.#core.get(key), now, subject);
+          ? this.core.keys.accessToken(hash)
+          : this.core.keys.refreshToken(hash);
+    return subjectTokenFromFields(kind, hash, this.core.get(key), now, subject);
   }
 
   async listSubjectTokens(subject: string, now: number, issuer?: string): Promise<SubjectToken[]> {
-    this.#core.check();
+    this.core.check();
     const index = this.#subjectIndex(subject, now);
     const out: SubjectToken[] = [];
     for (const member of [...index.keys()]) {
@@ -80,9 +73,9 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
   }
 
   async listClientTokens(clientId: string, now: number): Promise<SubjectToken[]> {
-    this.#core.check();
+    this.core.check();
     const out: SubjectToken[] = [];
-    for (const member of this.#core.set(this.#core.keys.clientTokens(clientId))) {
+    for (const member of this.core.set(this.core.keys.clientTokens(clientId))) {
       const token = this.#subjectToken(member, now);
       if (token !== null) out.push(token);
     }
@@ -92,13 +85,13 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
   /** The approval a consent member names, when it is still kept, unexpired, for `subject`. */
   #subjectConsent(member: string, now: number, subject: string): SubjectConsent | null {
     const where = parseConsentMember(member);
-    const value = where && this.#core.get(this.#core.keys.consents(where.browserHash))?.[where.key];
+    const value = where && this.core.get(this.core.keys.consents(where.browserHash))?.[where.key];
     const consent = value === undefined || value === null ? null : consentFromValue(value, now);
     return consent && consent.subject === subject ? { ...consent, browserHash: where!.browserHash, key: where!.key } : null;
   }
 
   async listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]> {
-    this.#core.check();
+    this.core.check();
     const index = this.#subjectIndex(subject, now);
     const out: SubjectConsent[] = [];
     for (const member of [...index.keys()]) {
@@ -115,12 +108,12 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
    * read whole and revoked in batches, each batch as on Redis (revokeBatch: ./part.ts).
    */
   async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
-    this.#core.check();
+    this.core.check();
     const size = Math.max(1, Math.trunc(batchSize));
     const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
     const digest = subjectDigest(subject);
-    const indexes = [this.#core.keys.subjectGrants(digest), ...allBuckets().map((bucket) => this.#core.keys.subjectGrants(digest, bucket))];
-    const held = await this.#core.keyspace.read(indexes.map((index): Command => ['EXISTS', index]));
+    const indexes = [this.core.keys.subjectGrants(digest), ...allBuckets().map((bucket) => this.core.keys.subjectGrants(digest, bucket))];
+    const held = await this.core.keyspace.read(indexes.map((index): Command => ['EXISTS', index]));
     for (const [i, index] of indexes.entries()) {
       if (held[i] === 1) await this.#revokeIndexed(index, subject, issuer, now, size, result);
     }
@@ -135,7 +128,7 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
     size: number,
     result: SubjectRevocation,
   ): Promise<void> {
-    const keyspace = this.#core.keyspace;
+    const keyspace = this.core.keyspace;
     // Members expired by `now` leave first, as on Redis.
     await keyspace.apply({ guards: [], steps: [['ZREMRANGEBYSCORE', index, '-inf', now]] });
     const members = membersOf(await readOne(keyspace, ['ZRANGE', index, 0, -1]));
@@ -143,17 +136,17 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
   }
 
   async rebuildSubjectIndex(now: number, _batchSize: number): Promise<SubjectIndexRebuild> {
-    this.#core.check();
+    this.core.check();
     let scanned = 0;
     let indexed = 0;
-    const userPrefix = this.#core.keys.userToken('');
+    const userPrefix = this.core.keys.userToken('');
     const kinds = [
       [(key: string) => (key.startsWith(userPrefix) ? key.slice(userPrefix.length) : undefined), USER_MEMBER],
-      [this.#core.keys.accessTokenHashOf, ACCESS_MEMBER],
-      [this.#core.keys.refreshTokenHashOf, REFRESH_MEMBER],
+      [this.core.keys.accessTokenHashOf, ACCESS_MEMBER],
+      [this.core.keys.refreshTokenHashOf, REFRESH_MEMBER],
     ] as const;
-    for (const key of [...this.#core.hashes.keys()]) {
-      const fields = this.#core.get(key);
+    for (const key of [...this.core.hashes.keys()]) {
+      const fields = this.core.get(key);
       if (!fields) continue;
       const kind = kinds.find(([hashOf]) => hashOf(key) !== undefined);
       if (kind !== undefined) {
@@ -162,8 +155,8 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
         if (!fields.subject || !Number.isSafeInteger(expiresAt) || expiresAt <= now) continue;
         this.#index(fields.subject, kind[1] + kind[0](key)!, expiresAt);
         indexed++;
-      } else if (key.startsWith(this.#core.keys.consents(''))) {
-        const browserHash = key.slice(this.#core.keys.consents('').length);
+      } else if (key.startsWith(this.core.keys.consents(''))) {
+        const browserHash = key.slice(this.core.keys.consents('').length);
         for (const [field, value] of Object.entries(fields)) {
           scanned++;
           const consent = consentFromValue(value, now);
@@ -177,23 +170,23 @@ export class MemorySubjects extends KeyspaceSubjects implements SubjectStorage, 
   }
 
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
-    this.#core.check();
+    this.core.check();
     for (const use of uses) {
-      this.#core.updateHash(
-        use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
+      this.core.updateHash(
+        use.kind === 'user' ? this.core.keys.userToken(use.tokenHash) : this.core.keys.accessToken(use.tokenHash),
         lastUseUpdate(use.at),
       );
     }
   }
 
   async markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void> {
-    this.#core.check();
-    const key = this.#core.keys.subjectCutoff(subjectDigest(subject));
-    this.#core.put(key, { ...this.#core.get(key), [issuer ?? EVERY_ISSUER]: String(at) }, keepUntil);
+    this.core.check();
+    const key = this.core.keys.subjectCutoff(subjectDigest(subject));
+    this.core.put(key, { ...this.core.get(key), [issuer ?? EVERY_ISSUER]: String(at) }, keepUntil);
   }
 
   async subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined> {
-    this.#core.check();
-    return cutoffFromFields(this.#core.get(this.#core.keys.subjectCutoff(subjectDigest(subject))), issuer);
+    this.core.check();
+    return cutoffFromFields(this.core.get(this.core.keys.subjectCutoff(subjectDigest(subject))), issuer);
   }
 }

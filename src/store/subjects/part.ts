@@ -8,11 +8,12 @@ import { consentGrantIds, subjectUserRevocationUpdate, USER_MEMBER } from '../re
 import type { RevocationNotice, SubjectRevocation } from '../types.ts';
 import { addBatch, revokeSubjectBatch } from './transitions.ts';
 
-export class KeyspaceSubjects {
-  readonly #core: KeyspaceCore;
+export class KeyspaceSubjects<Core extends KeyspaceCore = KeyspaceCore> {
+  /** The engine's core (its own part reads what only that engine has from it). */
+  protected readonly core: Core;
 
-  constructor(core: KeyspaceCore) {
-    this.#core = core;
+  constructor(core: Core) {
+    this.core = core;
   }
 
   /**
@@ -29,7 +30,7 @@ export class KeyspaceSubjects {
     batch: string[],
     result: SubjectRevocation,
   ): Promise<void> {
-    const core = this.#core;
+    const core = this.core;
     const notice: RevocationNotice = {};
     /** The grants revoked in this batch that an approval may be linked to (user-grade tokens never are). */
     let grantIds: string[] = [];

@@ -41,27 +41,20 @@ async function scanKeys(node: Redis, pattern: string, count: number, each: (keys
   } while (cursor !== '0');
 }
 
-export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, SubjectCutoffStorage {
-  readonly #core: RedisCore;
-
-  constructor(core: RedisCore) {
-    super(core);
-    this.#core = core;
-  }
-
+export class RedisSubjects extends KeyspaceSubjects<RedisCore> implements SubjectStorage, SubjectCutoffStorage {
   /**
    * A subject's index, a batch at a time (ZSCAN, COUNT `batchSize`): members expired by `now` are
    * dropped first, a bounded number per command.
    */
   async *#subjectMembers(index: string, now: number, batchSize: number): AsyncGenerator<string[]> {
     for (;;) {
-      const expired = await this.#core.redis.zrangebyscore(index, '-inf', String(now), 'LIMIT', 0, batchSize);
+      const expired = await this.core.redis.zrangebyscore(index, '-inf', String(now), 'LIMIT', 0, batchSize);
       if (expired.length === 0) break;
-      await this.#core.redis.zrem(index, ...expired);
+      await this.core.redis.zrem(index, ...expired);
     }
     let cursor = '0';
     do {
-      const [next, flat] = await this.#core.redis.zscan(index, cursor, 'COUNT', batchSize);
+      const [next, flat] = await this.core.redis.zscan(index, cursor, 'COUNT', batchSize);
       cursor = next;
       const members: string[] = [];
       for (let i = 0; i < flat.length; i += 2) members.push(flat[i]!);
@@ -76,18 +69,12 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
       members.map(async (member) => {
         const hash = member.slice(2);
         if (member.startsWith(USER_MEMBER))
-          return subjectTokenFromFields(
-            'user',
-            hash,
-            orNull(await this.#core.redis.hgetall(this.#core.keys.userToken(hash))),
-            now,
-            subject,
-          );
+          return subjectTokenFromFields('user', hash, orNull(await this.core.redis.hgetall(this.core.keys.userToken(hash))), now, subject);
         if (member.startsWith(ACCESS_MEMBER))
           return subjectTokenFromFields(
             'access',
             hash,
-            orNull(await this.#core.redis.hgetall(this.#core.keys.accessToken(hash))),
+            orNull(await this.core.redis.hgetall(this.core.keys.accessToken(hash))),
             now,
             subject,
           );
@@ -95,7 +82,7 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
           return subjectTokenFromFields(
             'refresh',
             hash,
-            orNull(await this.#core.redis.hgetall(this.#core.keys.refreshToken(hash))),
+            orNull(await this.core.redis.hgetall(this.core.keys.refreshToken(hash))),
             now,
             subject,
           );
@@ -110,7 +97,7 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
    * and a plan on the home index's slot cannot reach them on Cluster).
    */
   #answeredBy(index: string, subject: string, members: string[]): string[] {
-    if (index !== this.#core.subjectIndex(subject)) return members;
+    if (index !== this.core.subjectIndex(subject)) return members;
     return members.filter((m) => !m.startsWith(ACCESS_MEMBER) && !m.startsWith(REFRESH_MEMBER));
   }
 
@@ -118,12 +105,12 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
     const out: SubjectToken[] = [];
     // The home index and every bucket's, read side by side (each bucket's index on its own node).
     await Promise.all(
-      this.#core.subjectIndexes(subject).map(async (index) => {
+      this.core.subjectIndexes(subject).map(async (index) => {
         for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
           const members = this.#answeredBy(index, subject, batch).filter((m) => !m.startsWith(CONSENT_MEMBER));
           const tokens = await this.#readTokens(members, now, subject);
           const gone = members.filter((_, i) => tokens[i] === null);
-          if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
+          if (gone.length > 0) await this.core.redis.zrem(index, ...gone);
           for (const token of tokens) if (token !== null && (issuer === undefined || token.issuer === issuer)) out.push(token);
         }
       }),
@@ -135,7 +122,7 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
     const out: SubjectToken[] = [];
     let cursor = '0';
     do {
-      const [next, members] = await this.#core.redis.sscan(this.#core.keys.clientTokens(clientId), cursor, 'COUNT', SUBJECT_READ_BATCH);
+      const [next, members] = await this.core.redis.sscan(this.core.keys.clientTokens(clientId), cursor, 'COUNT', SUBJECT_READ_BATCH);
       cursor = next;
       for (const token of await this.#readTokens(members, now)) if (token !== null) out.push(token);
     } while (cursor !== '0');
@@ -143,18 +130,18 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
   }
 
   async listSubjectConsents(subject: string, now: number): Promise<SubjectConsent[]> {
-    const index = this.#core.subjectIndex(subject);
+    const index = this.core.subjectIndex(subject);
     const out: SubjectConsent[] = [];
     for await (const batch of this.#subjectMembers(index, now, SUBJECT_READ_BATCH)) {
       const gone: string[] = [];
       for (const member of batch.filter((m) => m.startsWith(CONSENT_MEMBER))) {
         const where = parseConsentMember(member);
-        const value = where && (await this.#core.redis.hget(this.#core.keys.consents(where.browserHash), where.key));
+        const value = where && (await this.core.redis.hget(this.core.keys.consents(where.browserHash), where.key));
         const consent = value ? consentFromValue(value, now) : null;
         if (consent && consent.subject === subject) out.push({ ...consent, browserHash: where!.browserHash, key: where!.key });
         else gone.push(member);
       }
-      if (gone.length > 0) await this.#core.redis.zrem(index, ...gone);
+      if (gone.length > 0) await this.core.redis.zrem(index, ...gone);
     }
     return out;
   }
@@ -166,9 +153,9 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
   async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
     const size = Math.max(1, Math.trunc(batchSize));
     const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
-    const indexes = this.#core.subjectIndexes(subject);
+    const indexes = this.core.subjectIndexes(subject);
     // Which indexes hold anything, asked in one round (most of a subject's buckets are empty).
-    const held = await Promise.all(indexes.map((index) => this.#core.redis.exists(index)));
+    const held = await Promise.all(indexes.map((index) => this.core.redis.exists(index)));
     for (const [i, index] of indexes.entries()) {
       if (held[i] === 1) await this.#revokeIndexed(index, subject, issuer, now, size, result);
     }
@@ -192,41 +179,41 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
     const total: SubjectIndexRebuild = { scanned: 0, indexed: 0 };
     // SCAN is per node: on Cluster every master is scanned. A Cluster client that is not connected
     // lists no master: that is an outage, never an empty database.
-    const nodes: Redis[] = this.#core.redis instanceof Cluster ? this.#core.redis.nodes('master') : [this.#core.redis];
-    if (this.#core.redis.status !== 'ready' || nodes.length === 0)
-      throw new StoreUnavailableError(`Redis connection is ${this.#core.redis.status}`);
-    const userPrefix = this.#core.keys.userToken('');
+    const nodes: Redis[] = this.core.redis instanceof Cluster ? this.core.redis.nodes('master') : [this.core.redis];
+    if (this.core.redis.status !== 'ready' || nodes.length === 0)
+      throw new StoreUnavailableError(`Redis connection is ${this.core.redis.status}`);
+    const userPrefix = this.core.keys.userToken('');
     // Each kind: its SCAN pattern, the hash a key names, and the index it goes to (a bucket's for OAuth tokens).
     const tokenKinds = [
       [`${escapeGlob(userPrefix)}*`, (key: string) => key.slice(userPrefix.length), USER_MEMBER, false],
-      [this.#core.keys.accessTokenPattern(), (key: string) => this.#core.keys.accessTokenHashOf(key) ?? '', ACCESS_MEMBER, true],
-      [this.#core.keys.refreshTokenPattern(), (key: string) => this.#core.keys.refreshTokenHashOf(key) ?? '', REFRESH_MEMBER, true],
+      [this.core.keys.accessTokenPattern(), (key: string) => this.core.keys.accessTokenHashOf(key) ?? '', ACCESS_MEMBER, true],
+      [this.core.keys.refreshTokenPattern(), (key: string) => this.core.keys.refreshTokenHashOf(key) ?? '', REFRESH_MEMBER, true],
     ] as const;
     for (const node of nodes) {
       for (const [pattern, hashOf, kind, bucketed] of tokenKinds) {
         await scanKeys(node, pattern, size, async (keys) => {
           total.scanned += keys.length;
-          const states = await Promise.all(keys.map((k) => this.#core.redis.hmget(k, 'subject', 'expiresAt')));
+          const states = await Promise.all(keys.map((k) => this.core.redis.hmget(k, 'subject', 'expiresAt')));
           const writes: Array<Promise<unknown>> = [];
           keys.forEach((key, i) => {
             const [subject, expiresText] = states[i]!;
             const expiresAt = Number(expiresText);
             const hash = hashOf(key);
             if (!subject || hash === '' || !Number.isSafeInteger(expiresAt) || expiresAt <= now) return;
-            const index = this.#core.subjectIndex(subject, bucketed ? hashBucket(hash) : undefined);
-            writes.push(indexSubject(this.#core.keyspace, index, kind + hash, expiresAt));
+            const index = this.core.subjectIndex(subject, bucketed ? hashBucket(hash) : undefined);
+            writes.push(indexSubject(this.core.keyspace, index, kind + hash, expiresAt));
           });
           await Promise.all(writes);
           total.indexed += writes.length;
         });
       }
-      const consentsPrefix = this.#core.keys.consents('');
+      const consentsPrefix = this.core.keys.consents('');
       await scanKeys(node, `${escapeGlob(consentsPrefix)}*`, size, async (keys) => {
         for (const key of keys) {
           const browserHash = key.slice(consentsPrefix.length);
           let cursor = '0';
           do {
-            const [next, flat] = await this.#core.redis.hscan(key, cursor, 'COUNT', size);
+            const [next, flat] = await this.core.redis.hscan(key, cursor, 'COUNT', size);
             cursor = next;
             const writes: Array<Promise<unknown>> = [];
             for (let i = 0; i + 1 < flat.length; i += 2) {
@@ -235,8 +222,8 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
               if (consent)
                 writes.push(
                   indexSubject(
-                    this.#core.keyspace,
-                    this.#core.subjectIndex(consent.subject),
+                    this.core.keyspace,
+                    this.core.subjectIndex(consent.subject),
                     consentMember(browserHash, flat[i]!),
                     consent.expiresAt,
                   ),
@@ -254,8 +241,8 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
   async recordLastUse(uses: ReadonlyArray<{ tokenHash: string; kind: 'user' | 'oauth'; at: number }>): Promise<void> {
     await Promise.all(
       uses.map((use) =>
-        this.#core.updateHash(
-          use.kind === 'user' ? this.#core.keys.userToken(use.tokenHash) : this.#core.keys.accessToken(use.tokenHash),
+        this.core.updateHash(
+          use.kind === 'user' ? this.core.keys.userToken(use.tokenHash) : this.core.keys.accessToken(use.tokenHash),
           lastUseUpdate(use.at),
         ),
       ),
@@ -263,9 +250,9 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
   }
 
   async markSubjectRevoked(subject: string, issuer: string | undefined, at: number, keepUntil: number): Promise<void> {
-    const key = this.#core.keys.subjectCutoff(subjectDigest(subject));
+    const key = this.core.keys.subjectCutoff(subjectDigest(subject));
     assertExec(
-      await this.#core.redis
+      await this.core.redis
         .multi()
         .hset(key, issuer ?? EVERY_ISSUER, String(at))
         .pexpireat(key, keepUntil)
@@ -274,6 +261,6 @@ export class RedisSubjects extends KeyspaceSubjects implements SubjectStorage, S
   }
 
   async subjectRevokedAt(subject: string, issuer: string): Promise<number | undefined> {
-    return cutoffFromFields(orNull(await this.#core.redis.hgetall(this.#core.keys.subjectCutoff(subjectDigest(subject)))), issuer);
+    return cutoffFromFields(orNull(await this.core.redis.hgetall(this.core.keys.subjectCutoff(subjectDigest(subject)))), issuer);
   }
 }
