@@ -1,5 +1,5 @@
 // The person index in memory, and offboarding's cut-offs: read and written on the store's maps; a
-// revocation's batches are the part both engines share (./part.ts).
+// subject's revocation is the part both engines share (./part.ts), through the index read here.
 
 import type { MemoryCore } from '../memory-core.ts';
 import {
@@ -16,10 +16,9 @@ import {
   subjectTokenFromFields,
   USER_MEMBER,
 } from '../records.ts';
-import type { SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectConsent, SubjectIndexRebuild } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
-import { allBuckets } from '../key-layout.ts';
-import { membersOf, readOne, type Command } from '../keyspace.ts';
+import { membersOf, readOne } from '../keyspace.ts';
 import { KeyspaceSubjects } from './part.ts';
 import { indexSubjectPlan } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
@@ -103,36 +102,12 @@ export class MemorySubjects extends KeyspaceSubjects<MemoryCore> implements Subj
     return out;
   }
 
-  /**
-   * The subject's indexes one after another (the home index, then each bucket's, as on Redis), each
-   * read whole and revoked in batches, each batch as on Redis (revokeBatch: ./part.ts).
-   */
-  async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
-    this.core.check();
-    const size = Math.max(1, Math.trunc(batchSize));
-    const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
-    const digest = subjectDigest(subject);
-    const indexes = [this.core.keys.subjectGrants(digest), ...allBuckets().map((bucket) => this.core.keys.subjectGrants(digest, bucket))];
-    const held = await this.core.keyspace.read(indexes.map((index): Command => ['EXISTS', index]));
-    for (const [i, index] of indexes.entries()) {
-      if (held[i] === 1) await this.#revokeIndexed(index, subject, issuer, now, size, result);
-    }
-    return result;
-  }
-
-  async #revokeIndexed(
-    index: string,
-    subject: string,
-    issuer: string | undefined,
-    now: number,
-    size: number,
-    result: SubjectRevocation,
-  ): Promise<void> {
+  /** The index read whole, once its members expired by `now` are dropped (as on Redis), then cut into batches. */
+  protected async *revocationBatches(index: string, _subject: string, now: number, size: number): AsyncGenerator<string[]> {
     const keyspace = this.core.keyspace;
-    // Members expired by `now` leave first, as on Redis.
     await keyspace.apply({ guards: [], steps: [['ZREMRANGEBYSCORE', index, '-inf', now]] });
     const members = membersOf(await readOne(keyspace, ['ZRANGE', index, 0, -1]));
-    for (let i = 0; i < members.length; i += size) await this.revokeBatch(index, subject, issuer, now, members.slice(i, i + size), result);
+    for (let i = 0; i < members.length; i += size) yield members.slice(i, i + size);
   }
 
   async rebuildSubjectIndex(now: number, _batchSize: number): Promise<SubjectIndexRebuild> {

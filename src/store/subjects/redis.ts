@@ -1,6 +1,6 @@
-// The person index on Redis: what a subject holds (read in batches, exact when read), its revocation
-// batch by batch (each batch the part both engines share: ./part.ts), the index's rebuild by SCAN,
-// and offboarding's cut-offs.
+// The person index on Redis: what a subject holds (read in batches, exact when read, which a
+// revocation, the part both engines share, goes through: ./part.ts), the index's rebuild by SCAN, and
+// offboarding's cut-offs.
 
 import { StoreUnavailableError } from '../shared.ts';
 import {
@@ -21,7 +21,7 @@ import {
   USER_MEMBER,
 } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
-import type { SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
+import type { SubjectConsent, SubjectIndexRebuild } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
 import { KeyspaceSubjects } from './part.ts';
 import { indexSubject } from './transitions.ts';
@@ -146,32 +146,9 @@ export class RedisSubjects extends KeyspaceSubjects<RedisCore> implements Subjec
     return out;
   }
 
-  /**
-   * The subject's indexes one after another (home, then bucket by bucket: each batch's plan runs in
-   * one slot); a run stopped half-way is finished by the next, which finds only what is left.
-   */
-  async revokeSubject(subject: string, issuer: string | undefined, now: number, batchSize: number): Promise<SubjectRevocation> {
-    const size = Math.max(1, Math.trunc(batchSize));
-    const result: SubjectRevocation = { accessTokensRevoked: 0, refreshTokensRevoked: 0, userTokensRevoked: 0, consentsForgotten: 0 };
-    const indexes = this.core.subjectIndexes(subject);
-    // Which indexes hold anything, asked in one round (most of a subject's buckets are empty).
-    const held = await Promise.all(indexes.map((index) => this.core.redis.exists(index)));
-    for (const [i, index] of indexes.entries()) {
-      if (held[i] === 1) await this.#revokeIndexed(index, subject, issuer, now, size, result);
-    }
-    return result;
-  }
-
-  async #revokeIndexed(
-    index: string,
-    subject: string,
-    issuer: string | undefined,
-    now: number,
-    size: number,
-    result: SubjectRevocation,
-  ): Promise<void> {
-    for await (const all of this.#subjectMembers(index, now, size))
-      await this.revokeBatch(index, subject, issuer, now, this.#answeredBy(index, subject, all), result);
+  /** The index a batch at a time (#subjectMembers), each batch what the index answers for (#answeredBy). */
+  protected async *revocationBatches(index: string, subject: string, now: number, size: number): AsyncGenerator<string[]> {
+    for await (const all of this.#subjectMembers(index, now, size)) yield this.#answeredBy(index, subject, all);
   }
 
   async rebuildSubjectIndex(now: number, batchSize: number): Promise<SubjectIndexRebuild> {
