@@ -1,10 +1,11 @@
-// A subject's revocation on a primary with a replica (two private redis-servers): each batch of its
+// Revocations on a primary with a replica (two private redis-servers). A subject's: each batch of its
 // access and refresh tokens and approvals is a revocation WAITed for, so what it revoked is on the
-// replica the moment revokeSubject returns.
+// replica the moment revokeSubject returns. A refresh token's reuse: its family's revocation is WAITed
+// for too, and told to the other sidecars once.
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { generateToken, hashToken } from '../../src/model/credentials.ts';
+import { generateToken, generateTokenFor, hashToken } from '../../src/model/credentials.ts';
 import { hashBucket } from '../../src/store/key-layout.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { info, infoField, until } from '../support/redis-ha.ts';
@@ -64,4 +65,39 @@ it("every batch of a person's tokens and approvals is WAITed for: on the replica
   expect(after.waits - before.waits).toBeGreaterThanOrEqual(batches);
   for (const tokenHash of hashes) expect(await fromReplica.hget(store.keys.accessToken(tokenHash), 'revokedAt')).toBe(String(now));
   expect(await fromReplica.hlen(store.keys.consents(browser))).toBe(0);
+}, 60_000);
+
+it('a refresh token used twice: its family revoked, WAITed for, on the replica when rotate returns, and told to the sidecars once', async () => {
+  const now = Date.now();
+  const clientId = 'c-reuse';
+  await store.createClient({
+    clientId,
+    redirectUris: [],
+    grantTypes: ['refresh_token'],
+    profile: 'default',
+    tokenEndpointAuthMethod: 'none',
+    source: 'admin',
+    createdAt: now,
+  });
+  const familyId = 'fam-replica-reuse';
+  const pair = () => {
+    const access = { tokenHash: hashToken(generateTokenFor(clientId)), clientId, familyId, createdAt: now, expiresAt: now + HOUR };
+    const refresh = { tokenHash: hashToken(generateTokenFor(clientId)), clientId, familyId, createdAt: now, expiresAt: now + HOUR };
+    return { access, refresh };
+  };
+  const first = pair();
+  expect(await store.issueTokens(first.access, first.refresh)).toBe('ok');
+  const second = pair();
+  expect(await store.rotateRefreshToken(first.refresh.tokenHash, clientId, now, second.access, second.refresh)).toBe('ok');
+  // PUBLISH as Redis counts it: every notice a revocation sends goes out with one.
+  const publishes = async () => Number(/cmdstat_publish:calls=(\d+)/.exec(await info(primary.port, 'commandstats'))?.[1] ?? 0);
+  const before = { publishes: await publishes(), waits: store.replicationStats.waits };
+
+  const third = pair();
+  expect(await store.rotateRefreshToken(first.refresh.tokenHash, clientId, now, third.access, third.refresh)).toBe('reused');
+
+  expect(store.replicationStats.waits - before.waits).toBeGreaterThanOrEqual(1);
+  expect(await fromReplica.hget(store.keys.refreshToken(second.refresh.tokenHash), 'revokedAt')).not.toBeNull();
+  expect(await fromReplica.hget(store.keys.accessToken(second.access.tokenHash), 'revokedAt')).not.toBeNull();
+  expect((await publishes()) - before.publishes).toBe(1);
 }, 60_000);

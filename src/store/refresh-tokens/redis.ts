@@ -18,10 +18,10 @@ export class RedisRefreshTokens extends KeyspaceRefreshTokens<RedisCore> impleme
   /**
    * The rotation revoked the family on the main connection, where a WAIT would hold up every lookup
    * behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the transaction
-   * connection and WAITed for there.
+   * connection and WAITed for there (its notice is the rotation's own, sent once after this).
    */
   protected override async reuseRevoked(oldHash: string, now: number): Promise<void> {
-    if (await this.core.replicas.hasReplicas()) await this.revokeRefreshFamily(oldHash, now);
+    if (await this.core.replicas.hasReplicas()) await this.revokeFamily(oldHash, now);
   }
 
   /** The family revocation both engines run; on Cluster, a layout-1 token (outside its family's slot) key by key. */
