@@ -4,15 +4,12 @@
 import type { MemoryCore } from '../memory-core.ts';
 import type { HandleKind, StoredHandle } from '../types.ts';
 import { KeyspaceHandles } from './part.ts';
+import { storedHandleOf } from './records.ts';
 
 export class MemoryHandles extends KeyspaceHandles<MemoryCore> {
   async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
     this.core.check();
     const fields = this.core.get(this.core.keys.handle(kind, handleHash));
-    if (!fields?.owner) return null;
-    const stored: StoredHandle = { owner: fields.owner };
-    if (fields.renewedAt !== undefined) stored.renewedAt = fields.renewedAt;
-    if (fields.urlElicitation === '1') stored.urlElicitation = true;
-    return stored;
+    return storedHandleOf(fields?.owner, fields?.renewedAt, fields?.urlElicitation);
   }
 }

@@ -2,7 +2,7 @@
 
 import { createHash } from 'node:crypto';
 import { type Fields } from '../codec.ts';
-import type { HandleKind, HandleOwner } from '../types.ts';
+import type { HandleKind, HandleOwner, StoredHandle } from '../types.ts';
 
 /** A handle as named in its owner's indexes (and at the end of its own key): `<kind>:<sha256>`. */
 export function handleMember(kind: HandleKind, handleHash: string): string {
@@ -30,4 +30,17 @@ export function handleFields(owner: HandleOwner): Fields {
   if (owner.clientId !== undefined) f.clientId = owner.clientId;
   if (owner.subjectHash !== undefined) f.subjectHash = owner.subjectHash;
   return f;
+}
+
+/** A handle as read (its owner, last renewal and marks; HMGET's nulls as absent); null: no handle. */
+export function storedHandleOf(
+  owner: string | null | undefined,
+  renewedAt: string | null | undefined,
+  urlElicitation: string | null | undefined,
+): StoredHandle | null {
+  if (!owner) return null;
+  const stored: StoredHandle = { owner };
+  if (renewedAt !== null && renewedAt !== undefined) stored.renewedAt = renewedAt;
+  if (urlElicitation === '1') stored.urlElicitation = true;
+  return stored;
 }

@@ -4,6 +4,7 @@
 import type { RedisCore } from '../redis-core.ts';
 import type { HandleKind, StoredHandle } from '../types.ts';
 import { KeyspaceHandles } from './part.ts';
+import { storedHandleOf } from './records.ts';
 
 export class RedisHandles extends KeyspaceHandles<RedisCore> {
   async readHandle(kind: HandleKind, handleHash: string): Promise<StoredHandle | null> {
@@ -12,10 +13,6 @@ export class RedisHandles extends KeyspaceHandles<RedisCore> {
     const [owner, renewedAt, urlElicitation] = await this.core.lookups.read((client) =>
       client.hmget(key, 'owner', 'renewedAt', 'urlElicitation'),
     );
-    if (owner === null || owner === undefined) return null;
-    const stored: StoredHandle = { owner };
-    if (renewedAt !== null && renewedAt !== undefined) stored.renewedAt = renewedAt;
-    if (urlElicitation === '1') stored.urlElicitation = true;
-    return stored;
+    return storedHandleOf(owner, renewedAt, urlElicitation);
   }
 }
