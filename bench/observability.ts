@@ -3,7 +3,7 @@
 //  - tracing: off; on and sampled (every request exported to an OTLP/HTTP sink in this process);
 //    on and unsampled (OTEL_TRACES_SAMPLER=always_off: spans are made but not recorded or exported).
 //  - quota: a one-rule allow-all policy (the body is read and decided) against the same with one quota
-//    rule that counts the call (one Redis script per request; the limit is never reached).
+//    rule that counts the call (one Redis round trip per request: the take counting on in one guarded step; the limit is never reached).
 // Targets alternated round-robin, wrk, median of the rounds, CPU per request from /proc.
 
 import { createServer, type Server } from 'node:http';
@@ -109,7 +109,7 @@ export async function observabilityScenario(ctx: ObservabilityContext): Promise<
 export function observabilityReport(r: ObservabilityResults): string[] {
   const out = ['### Tracing and quotas: what each costs', ''];
   out.push(
-    `The same sidecar and fast upstream, the same \`tools/call\` POST (${BODY.length} bytes). Tracing off, on and sampled (every request's spans exported as OTLP/HTTP JSON to a sink; ${r.spansExported} exports), on and unsampled (\`always_off\`). A one-rule allow-all policy without and with one quota rule counting the call (one Redis script per request). wrk, ${r.rounds} rounds × ${r.seconds} s, alternated, median.`,
+    `The same sidecar and fast upstream, the same \`tools/call\` POST (${BODY.length} bytes). Tracing off, on and sampled (every request's spans exported as OTLP/HTTP JSON to a sink; ${r.spansExported} exports), on and unsampled (\`always_off\`). A one-rule allow-all policy without and with one quota rule counting the call (one Redis round trip per request). wrk, ${r.rounds} rounds × ${r.seconds} s, alternated, median.`,
     '',
   );
   const rows: string[][] = [];
