@@ -5,8 +5,15 @@
 // Output: JSON lines (one object a line, for log shippers), or, when stdout is a terminal
 // (`logFormat: auto`, the default) or `LOG_FORMAT=pretty`, one short human-readable line an event.
 // pino-pretty is not a dependency: the small formatter below reads pino's (already redacted) JSON.
+// JSON lines for stdout go through one staging buffer (stdout.ts) and leave in batches; the access
+// line, one a request, is serialised straight into it (access-line.ts) instead of through pino.
 
 import { pino, type Logger, type DestinationStream } from 'pino';
+import { AccessLog } from './access-line.ts';
+import { stdoutDestination } from './stdout.ts';
+
+export { ATOMIC_WRITE_BYTES, LOG_FLUSH_INTERVAL_MS, STDOUT_BUFFER_MAX_BYTES, writeStdoutLines } from './stdout.ts';
+export type { AccessFields, AccessLog } from './access-line.ts';
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -63,99 +70,18 @@ export function createLogger(level: LogLevel, destination?: DestinationStream, f
   return pino(options, destination ?? stdoutDestination(sharedStdout));
 }
 
-/** How much log output may wait in memory for a slow reader before lines are dropped. */
-export const STDOUT_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
-
-/** Linux's PIPE_BUF: a write to a pipe of at most this many bytes is never interleaved with another's. */
-export const ATOMIC_WRITE_BYTES = 4096;
-
 /**
- * The most one write() to stdout carries when no other process shares it: four times sonic-boom's
- * default, so a busy proxy's access lines leave in a quarter of the writes (about 5 µs of CPU a
- * request less at 10,000 requests a second: docs/performance.md). LOG_FLUSH_INTERVAL_MS still bounds
- * how long a line waits.
+ * The one-line-per-request access log, without redaction. Its fields are built by the proxy from
+ * known, non-secret values (method, path without query, status, duration, auth kind, subject or
+ * clientId, denial reason, upstream status), so the name-based redaction above has nothing to find
+ * there, and it costs ~90 µs a line against ~6 µs without it (measured with 48 paths; see
+ * docs/performance.md). When `logger` writes JSON lines to stdout, a line is serialised straight into
+ * the stdout stage, the same bytes pino would write (access-line.ts); otherwise (pretty lines, a
+ * destination of the caller's) it is logged through a child of `logger` made without redaction.
+ * Never put a request's headers or body in an access line.
  */
-const STDOUT_WRITE_MAX_BYTES = 64 * 1024;
-
-/** The longest a log line waits in memory before it is written, however quiet the process. */
-export const LOG_FLUSH_INTERVAL_MS = 100;
-
-/** This process's stdout destination for loggers (see batchedStdoutDestination). */
-function stdoutDestination(shared: boolean): DestinationStream {
-  if (batchedStdout?.shared !== shared) batchedStdout = { shared, destination: batchedStdoutDestination(shared) };
-  return batchedStdout.destination;
-}
-
-/** This process's batching stdout destination, shared by every logger made for stdout with the same `shared`. */
-let batchedStdout: { shared: boolean; destination: DestinationStream } | undefined;
-
-/**
- * Writes `text` (whole lines, not JSON: `proxy listening on ...`) to stdout after every log line
- * logged before it. A direct write to fd 1 would overtake the lines still waiting in the batch.
- */
-export function writeStdoutLines(text: string): void {
-  if (batchedStdout === undefined) process.stdout.write(text);
-  else batchedStdout.destination.write(text);
-}
-
-/**
- * stdout as pino writes it by default (sonic-boom, asynchronous: a request never waits for a log
- * write), with two differences.
- *
- * Lines are written in batches: once half a write's worth has gathered, or at the latest
- * LOG_FLUSH_INTERVAL_MS after a line was logged. Each asynchronous write is a hand-off to a libuv
- * thread and back: one per line (an access line per request) cost a busy proxy more than one context
- * switch and a tenth to a fifth of its CPU per request; one per batch costs a few a second.
- *
- * What waits for a slow or stuck reader (a full pipe) is bounded: past STDOUT_BUFFER_MAX_BYTES lines
- * are dropped rather than the process growing until it is OOM-killed. pino writes what is pending on
- * exit; only a hard kill loses lines, those of the last LOG_FLUSH_INTERVAL_MS at most.
- *
- * `shared`: several processes write to this stdout (worker processes inherit the primary's). Each
- * write() then carries whole lines and at most ATOMIC_WRITE_BYTES (sonic-boom cuts its buffer between
- * lines), so on a pipe, or a file opened for appending, no two processes' lines mix within a line.
- * Only a single line longer than that could (an access log line is a few hundred bytes).
- */
-function batchedStdoutDestination(shared: boolean): DestinationStream {
-  const maxWrite = shared ? ATOMIC_WRITE_BYTES : STDOUT_WRITE_MAX_BYTES;
-  const stream = pino.destination({
-    dest: 1,
-    sync: false,
-    maxLength: STDOUT_BUFFER_MAX_BYTES,
-    maxWrite,
-    minLength: maxWrite / 2,
-    // Lines are handed over as bytes: sonic-boom then adds a line to its batch in constant time (with
-    // strings it measures the whole batch's UTF-8 length again at every line).
-    contentMode: 'buffer',
-  });
-  // sonic-boom's own type names only its string mode.
-  const bufferSink = stream as unknown as { write(data: Buffer): boolean };
-  // Bytes logged and not yet written (nor dropped): while any are, each tick asks for a write. One
-  // asked for while another is under way is not queued by sonic-boom, so the next tick asks again.
-  let unwritten = 0;
-  stream.on('write', (bytes: number) => (unwritten -= bytes));
-  stream.on('drop', (line: Buffer) => (unwritten -= line.length));
-  setInterval(() => {
-    if (unwritten > 0) stream.flush();
-  }, LOG_FLUSH_INTERVAL_MS).unref();
-  return {
-    write(line: string) {
-      const bytes = Buffer.from(line);
-      unwritten += bytes.length;
-      bufferSink.write(bytes);
-    },
-  };
-}
-
-/**
- * The logger for the one-line-per-request access log. Its fields are built by the proxy from known,
- * non-secret values (method, path without query, status, duration, auth kind, subject or clientId,
- * denial reason, upstream status), so the name-based redaction above has nothing to find there, and
- * it costs ~90 µs a line against ~6 µs without it (measured with 48 paths; see docs/performance.md).
- * Never log a request's headers or body through this logger.
- */
-export function accessLogger(logger: Logger): Logger {
-  return logger.child({}, { redact: { paths: [] } });
+export function accessLogger(logger: Logger): AccessLog {
+  return new AccessLog(logger.child({}, { redact: { paths: [] } }));
 }
 
 /**

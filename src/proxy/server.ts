@@ -14,7 +14,7 @@ import type { Config } from '../config/load.ts';
 import { writeJson } from '../http/errors.ts';
 import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
-import { accessLogger, type Logger } from '../observability/logger.ts';
+import { accessLogger, type AccessLog } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { ProxyRequest } from './request.ts';
@@ -149,28 +149,25 @@ async function answerHealth(res: ServerResponse, store: StoreHealth, upstream: C
   });
 }
 
-function accessLog(logger: Logger, req: ProxyRequest, res: ServerResponse): void {
-  if (!logger.isLevelEnabled('info')) return;
+function accessLog(log: AccessLog, req: ProxyRequest, res: ServerResponse): void {
+  if (!log.enabled) return;
   const { principal } = req;
-  logger.info(
-    {
-      method: req.method,
-      path: loggedPath(pathOf(req.url)),
-      status: res.headersSent ? res.statusCode : cannedStatus(req),
-      durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
-      authKind: principal?.kind,
-      subject: principal?.subject,
-      clientId: principal?.clientId,
-      outcome: req.outcome,
-      reason: req.reason,
-      denial: req.denial,
-      dpopRefusal: req.dpopRefusal,
-      upstreamStatus: req.upstreamStatus,
-      aborted: !res.writableFinished || undefined,
-      endedBy: req.endedBy,
-    },
-    'request',
-  );
+  log.write({
+    method: req.method,
+    path: loggedPath(pathOf(req.url)),
+    status: res.headersSent ? res.statusCode : cannedStatus(req),
+    durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
+    authKind: principal?.kind,
+    subject: principal?.subject,
+    clientId: principal?.clientId,
+    outcome: req.outcome,
+    reason: req.reason,
+    denial: req.denial,
+    dpopRefusal: req.dpopRefusal,
+    upstreamStatus: req.upstreamStatus,
+    aborted: !res.writableFinished || undefined,
+    endedBy: req.endedBy,
+  });
 }
 
 /**

@@ -6,9 +6,14 @@
 // - Whole lines only, and within PIPE_BUF when other processes share the pipe (worker processes).
 // - Nothing is lost when the process exits right after logging.
 // - The start-up lines (`proxy listening on ...`) keep their place after the log lines before them.
+// - The access line, serialised straight into the stdout stage, is byte for byte what pino writes for
+//   the same fields, in its place among the other lines.
 
-import { describe, expect, it } from 'vitest';
-import { ATOMIC_WRITE_BYTES } from '../../src/observability/logger.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it, vi } from 'vitest';
+import { ATOMIC_WRITE_BYTES, createLogger } from '../../src/observability/logger.ts';
+import { ACCESS_CASES, PINNED_NOW } from '../support/access-cases.ts';
 import { nodeTs } from '../support/node-ts.ts';
 import { spawnProcess } from '../support/process.ts';
 
@@ -103,6 +108,61 @@ describe('stdout log output', () => {
         expect(warning).toBeLessThan(out.findIndex((l) => l.startsWith('proxy listening on')));
       },
     );
+  });
+
+  it('lines longer than a write (a log line, an access line) go out whole, in order with the lines after them', async () => {
+    await whileRunning(
+      'big',
+      (output) => output.includes('after the big line'),
+      (stdout) => {
+        const out = stdout.split('\n');
+        expect(out.map((l) => l.slice(0, 10))).toEqual(['{"level":3', '{"level":3', '{"level":3', 'after the ', '']);
+        expect((JSON.parse(out[0]!) as { pad: string }).pad).toBe('x'.repeat(100_000));
+        expect((JSON.parse(out[1]!) as { path: string }).path).toBe(`/${'y'.repeat(70_000)}`);
+        expect(JSON.parse(out[2]!)).toMatchObject({ path: '/mcp', status: 200, msg: 'request' });
+      },
+    );
+  });
+
+  it('access lines in a burst, shared with other processes: whole lines within PIPE_BUF, every line once and in order', async () => {
+    const count = 500;
+    const run = await runToExit('burst', String(count), 'shared', 'access');
+    expect(run.code).toBe(0);
+    const access = run.stdout.split('\n').filter((l) => l.startsWith('{"level"'));
+    expect(access.map((l) => (JSON.parse(l) as { durationMs: number }).durationMs)).toEqual(Array.from({ length: count }, (_, n) => n));
+    const { writes, maxBytes, lineEnds } = report(run.stderr);
+    expect(maxBytes).toBeLessThanOrEqual(ATOMIC_WRITE_BYTES);
+    expect(lineEnds).toBe(true);
+    expect(writes).toBeLessThan(count / 4);
+  });
+
+  it('access lines are the bytes pino writes for the same fields, in order with the other lines, all written before exit', async () => {
+    // The child logs, for each case, a line, the access line and a start-up-style line, then exits
+    // in the same turn. Here the same through pino (the access logger as it was: a child without
+    // redaction), at the same pinned time.
+    const expected: string[] = [];
+    vi.spyOn(Date, 'now').mockReturnValue(PINNED_NOW);
+    try {
+      const logger = createLogger('info', { write: (line: string) => expected.push(line) }, 'json');
+      const access = [logger, logger.child({ worker: 1 })].map((l) => l.child({}, { redact: { paths: [] } }));
+      ACCESS_CASES.forEach((fields, n) => {
+        logger.info({ n }, 'line');
+        access[n % 2]!.info(fields, 'request');
+        expected.push(`plain ${n}\n`);
+      });
+    } finally {
+      vi.restoreAllMocks();
+    }
+    const [command, ...args] = nodeTs(CHILD, 'access');
+    const { stdout } = await promisify(execFile)(command!, args, { encoding: 'buffer', env: process.env });
+    expect(stdout.toString('latin1')).toBe(Buffer.from(expected.join('')).toString('latin1'));
+    // The cases are what they claim: pino escaped some and left others as they are.
+    const text = expected.join('');
+    expect(text).toContain('"subject":"say \\"hi\\" \\\\ bye\\\\"');
+    expect(text).toContain('"subject":"tab\\there\\nnew line\\u0001\\u001f"');
+    expect(text).toContain('"subject":"José"');
+    expect(text).toContain('"worker":1,"path":"/","msg":"request"}');
+    expect(text).toContain('"status":null');
   });
 
   it('lines logged just before the process exits are all written', async () => {

@@ -3,7 +3,7 @@
 
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, formatPrettyLine, REDACT_PATHS } from '../../src/observability/logger.ts';
+import { accessLogger, createLogger, formatPrettyLine, REDACT_PATHS, type AccessFields } from '../../src/observability/logger.ts';
 import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
 
 function capture(): { lines: string[]; stream: Writable } {
@@ -176,5 +176,52 @@ describe('output formats', () => {
       audit: { who: 'master', action: 'createClient', result: 'ok' },
     });
     expect(formatPrettyLine(line)).toBe('12:34:56.789 INFO  audit audit={who:master,action:createClient,result:ok}\n');
+  });
+});
+
+describe('access lines not to stdout', () => {
+  const fields: AccessFields = {
+    method: 'POST',
+    path: '/mcp',
+    status: 401,
+    durationMs: 0.25,
+    authKind: undefined,
+    subject: undefined,
+    clientId: undefined,
+    outcome: 'denied',
+    reason: 'unknown',
+    denial: 'unknown',
+    dpopRefusal: undefined,
+    upstreamStatus: undefined,
+    aborted: true,
+    endedBy: undefined,
+  };
+
+  it('to a destination of the caller: logged through pino, the fields in order, absent ones left out', () => {
+    const { lines, stream } = capture();
+    const access = accessLogger(createLogger('info', stream, 'json'));
+    expect(access.enabled).toBe(true);
+    access.write(fields);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^\{"level":30,"time":"[^"]+","service":"mcp-bearer-proxy","method":"POST","path":"\/mcp","status":401,"durationMs":0.25,"outcome":"denied","reason":"unknown","denial":"unknown","aborted":true,"msg":"request"\}$/,
+    );
+  });
+
+  it('pretty: one readable line', () => {
+    const { lines, stream } = capture();
+    accessLogger(createLogger('info', stream, 'pretty')).write(fields);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^\d\d:\d\d:\d\d\.\d{3} INFO {2}request method=POST path=\/mcp status=401 durationMs=0.25 outcome=denied reason=unknown denial=unknown aborted=true$/,
+    );
+  });
+
+  it('a level above info: none', () => {
+    const { lines, stream } = capture();
+    const access = accessLogger(createLogger('warn', stream, 'json'));
+    expect(access.enabled).toBe(false);
+    access.write(fields);
+    expect(lines).toEqual([]);
   });
 });
