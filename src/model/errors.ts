@@ -32,6 +32,8 @@ const STATUS = {
   forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
+  // A request whose body came too slowly: Node's own answer (proxy.requestTimeoutMs), counted under it.
+  request_timeout: 408,
   // RFC 7644 §3.12: a SCIM create or change that would break a uniqueness rule.
   conflict: 409,
   payload_too_large: 413,

@@ -11,7 +11,7 @@
 
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Config } from '../config/load.ts';
-import { writeJson } from '../http/errors.ts';
+import { writeJson, type ErrorCode } from '../http/errors.ts';
 import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type AccessLog } from '../observability/logger.ts';
@@ -59,8 +59,12 @@ export function createProxyServer(deps: ProxyDeps): Server {
       ...(deps.routes ?? []).map((route) => traced(ctx, counted(route, metrics))),
     ],
     onClose(req, res) {
-      req.trace?.end(res.headersSent ? res.statusCode : cannedStatus(req), req.upstreamStatus);
-      if (!req.unlogged) accessLog(access, req, res);
+      const canned = res.headersSent ? undefined : cannedAnswer(req);
+      // Node's own answer: counted as a refusal under its code, unless a decision was counted first.
+      if (canned !== undefined) countOutcome(metrics, req, 'refused', canned.code);
+      const status = res.headersSent ? res.statusCode : canned?.status;
+      req.trace?.end(status, req.upstreamStatus);
+      if (!req.unlogged) accessLog(access, req, res, status);
     },
     // What no decision counted (decision.ts): the store failing, an unknown path, an OAuth route's
     // error answer (its outcome is `oauth`, whatever it answered), and any other error answer (a
@@ -149,13 +153,13 @@ async function answerHealth(res: ServerResponse, store: StoreHealth, upstream: C
   });
 }
 
-function accessLog(log: AccessLog, req: ProxyRequest, res: ServerResponse): void {
+function accessLog(log: AccessLog, req: ProxyRequest, res: ServerResponse, status: number | undefined): void {
   if (!log.enabled) return;
   const { principal } = req;
   log.write({
     method: req.method,
     path: loggedPath(pathOf(req.url)),
-    status: res.headersSent ? res.statusCode : cannedStatus(req),
+    status,
     durationMs: Math.round((performance.now() - req.started) * 1000) / 1000,
     authKind: principal?.kind,
     subject: principal?.subject,
@@ -171,14 +175,16 @@ function accessLog(log: AccessLog, req: ProxyRequest, res: ServerResponse): void
 }
 
 /**
- * The status of the canned answer Node's HTTP server writes when it cannot parse the rest of a request
- * (a broken chunk, a body cut short) or the body comes too slowly, before it closes the connection;
- * undefined when the client was sent no status line at all (it left first).
+ * The canned answer Node's HTTP server writes when it cannot parse the rest of a request (a broken
+ * chunk, a body cut short) or the body comes too slowly, before it closes the connection: its status
+ * and the code it is counted under; undefined when the client was sent no status line at all (it left
+ * first).
  */
-function cannedStatus(req: IncomingMessage): number | undefined {
+function cannedAnswer(req: IncomingMessage): { status: number; code: ErrorCode } | undefined {
   const code = (req.socket.errored as NodeJS.ErrnoException | null)?.code;
-  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return { status: 408, code: 'request_timeout' };
   if (code === undefined || !code.startsWith('HPE_')) return undefined;
-  if (code === 'HPE_HEADER_OVERFLOW') return 431;
-  return code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : 400;
+  if (code === 'HPE_HEADER_OVERFLOW') return { status: 431, code: 'request_header_fields_too_large' };
+  if (code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') return { status: 413, code: 'payload_too_large' };
+  return { status: 400, code: 'invalid_request' };
 }

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { exchange } from './raw-http.ts';
+import { countedOnce } from '../support/requests-counted.ts';
 
 const HEADERS_TIMEOUT_MS = 500;
 const REQUEST_TIMEOUT_MS = 1500;
@@ -202,6 +203,14 @@ describe('hostile headers', () => {
     upstreamStream.write('data: still here\n\n');
     await gotEvent('data: still here');
     sse.destroy();
+  });
+
+  it("a body Node's parser refuses is answered 400 by Node itself, and counted once as refused/invalid_request", async () => {
+    // A chunk size that is not hex: Node writes its own 400 and closes, after the request was handed
+    // to the sidecar (its headers were whole). Counted like the sidecar's own refusals.
+    const bytes = `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`;
+    const status = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'invalid_request' }, () => statusOf(bytes));
+    expect(status).toBe(400);
   });
 
   describe('duplicate Authorization headers: 401, nothing forwarded', () => {
