@@ -11,6 +11,7 @@ import { ManualClock } from '../../src/model/clock.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { rawSession } from '../support/sse.ts';
 import { PING } from '../support/http.ts';
+import { countedOnce, type CountedAs } from '../support/requests-counted.ts';
 import { startStack, type Stack } from '../support/stack.ts';
 import { runTraffic, startTrafficStack, type TrafficResult, type TrafficStack } from '../support/traffic.ts';
 
@@ -250,24 +251,19 @@ describe('mcp_auth_requests_total counts every refusal of /mcp, /health and /aut
     ['no token', 401, 'missing', () => send('/mcp', 'GET', {})],
     ['an unknown token', 401, 'unknown', () => send('/mcp', 'GET', { authorization: `Bearer ${'0'.repeat(64)}` })],
   ])('%s: %i, counted once, under its code', async (_label, status, code, request) => {
-    const outcome: Record<string, string> =
+    const outcome: CountedAs =
       code === 'not_found'
         ? { outcome: 'not_found' }
         : code === 'missing' || code === 'unknown'
           ? { outcome: 'denied', reason: code }
           : { outcome: 'refused', reason: code };
-    const samples = (await scrape(stack.adminUrl)).samples;
-    const [before, totalBefore] = [value(samples, 'mcp_auth_requests_total', outcome), value(samples, 'mcp_auth_requests_total')];
-    expect(await request()).toBe(status);
-    const after = (await scrape(stack.adminUrl)).samples;
-    expect(value(after, 'mcp_auth_requests_total', outcome) - before).toBe(1);
-    // Once: no other outcome moved with it.
-    expect(value(after, 'mcp_auth_requests_total') - totalBefore).toBe(1);
+    // Once: moved by one under its outcome, no other outcome moved with it.
+    expect(await countedOnce(stack.adminUrl, outcome, request)).toBe(status);
     // Counted once: never also as a refused token or an outage.
     expect(value((await scrape(stack.adminUrl)).samples, 'mcp_auth_requests_total', { outcome: 'refused', reason: 'not_found' })).toBe(0);
   });
 
-  it.each<[string, number, Record<string, string>, () => Promise<number>]>([
+  it.each<[string, number, CountedAs, () => Promise<number>]>([
     [
       'a client that fails to authenticate at /token',
       401,
@@ -283,11 +279,6 @@ describe('mcp_auth_requests_total counts every refusal of /mcp, /health and /aut
       () => send('/elsewhere', 'GET', { connection: 'upgrade', upgrade: 'websocket' }),
     ],
   ])('%s: %i, counted once', async (_label, status, outcome, request) => {
-    const samples = (await scrape(stack.adminUrl)).samples;
-    const [before, totalBefore] = [value(samples, 'mcp_auth_requests_total', outcome), value(samples, 'mcp_auth_requests_total')];
-    expect(await request()).toBe(status);
-    const after = (await scrape(stack.adminUrl)).samples;
-    expect(value(after, 'mcp_auth_requests_total', outcome) - before).toBe(1);
-    expect(value(after, 'mcp_auth_requests_total') - totalBefore).toBe(1);
+    expect(await countedOnce(stack.adminUrl, outcome, request)).toBe(status);
   });
 });
