@@ -14,7 +14,7 @@ import { keyLayout, type KeyLayout } from '../../src/store/records.ts';
 import { RedisKeyspace } from '../../src/store/redis-keyspace.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { HandleOwner } from '../../src/store/types.ts';
-import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const SIDECARS = 8;
 const TTL = 60_000;
@@ -40,7 +40,7 @@ const bob = handleOwner({ kind: 'oauth', subject: 'bob', clientId: 'c-b' });
 describe('handles claimed from 8 sidecars at once', () => {
   let sidecars: RedisTokenStore[];
   beforeEach(async () => {
-    sidecars = await Promise.all(Array.from({ length: SIDECARS }, () => openRedisStore(prefix)));
+    sidecars = await openRedisStores(prefix, SIDECARS);
   });
   afterEach(async () => {
     await Promise.all(sidecars.map((s) => s.close()));

@@ -11,7 +11,7 @@ import { subjectDigest } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { DeviceAuthorizationRecord } from '../../src/model/records.ts';
 import type { AuthorizationRequestRecord, ConsentRecord } from '../../src/store/types.ts';
-import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const SIDECARS = 8;
 const HOUR = 3_600_000;
@@ -25,7 +25,7 @@ let sidecars: RedisTokenStore[];
 beforeEach(async () => {
   prefix = uniquePrefix('plans-races');
   raw = await rawRedis();
-  sidecars = await Promise.all(Array.from({ length: SIDECARS }, () => openRedisStore(prefix)));
+  sidecars = await openRedisStores(prefix, SIDECARS);
 });
 afterEach(async () => {
   try {

@@ -18,7 +18,7 @@ import { redeemCode } from '../../src/store/sign-in/redeem.ts';
 import { rotateRefresh } from '../../src/store/refresh-tokens/transitions.ts';
 import { issueTokens, type TokenKeys } from '../../src/store/tokens/transitions.ts';
 import type { AuthorizationCodeRecord } from '../../src/store/types.ts';
-import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const SIDECARS = 8;
 const HOUR = 3_600_000;
@@ -31,7 +31,7 @@ let sidecars: RedisTokenStore[];
 beforeEach(async () => {
   prefix = uniquePrefix('tokens-races');
   raw = await rawRedis();
-  sidecars = await Promise.all(Array.from({ length: SIDECARS }, () => openRedisStore(prefix)));
+  sidecars = await openRedisStores(prefix, SIDECARS);
 });
 afterEach(async () => {
   try {

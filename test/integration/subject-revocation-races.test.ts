@@ -16,7 +16,7 @@ import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { consentKey, consentMember, consentValue, subjectDigest } from '../../src/store/records.ts';
 import { indexSubject, revokeSubjectBatch } from '../../src/store/subjects/transitions.ts';
 import type { ConsentRecord } from '../../src/store/types.ts';
-import { deleteUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const ISS = 'https://idp.example.com/';
 const HOUR = 3_600_000;
@@ -171,7 +171,7 @@ describe('8 sidecars revoking one person while tokens keep being issued for them
 
   beforeAll(async () => {
     runPrefix = `${prefix}race:`;
-    sidecars = await Promise.all(Array.from({ length: SIDECARS }, () => openRedisStore(runPrefix)));
+    sidecars = await openRedisStores(runPrefix, SIDECARS);
   });
   afterAll(async () => {
     await Promise.all(sidecars.map((s) => s.close()));

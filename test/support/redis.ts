@@ -42,6 +42,11 @@ export async function openRedisStore(
   return store;
 }
 
+/** `count` stores on the suite's Redis under one prefix: as many sidecars sharing one backend. */
+export function openRedisStores(prefix: string, count: number): Promise<RedisTokenStore[]> {
+  return Promise.all(Array.from({ length: count }, () => openRedisStore(prefix)));
+}
+
 /** Every key under `prefix`, sorted (SCAN, not KEYS: the Redis may be shared). */
 export async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
   const found: string[] = [];
