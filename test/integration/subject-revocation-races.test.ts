@@ -17,6 +17,7 @@ import { consentKey, consentMember, consentValue, subjectDigest } from '../../sr
 import { indexSubject, revokeSubjectBatch } from '../../src/store/subjects/transitions.ts';
 import type { ConsentRecord } from '../../src/store/types.ts';
 import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { credentialsClient } from '../support/clients.ts';
 
 const ISS = 'https://idp.example.com/';
 const HOUR = 3_600_000;
@@ -182,15 +183,7 @@ describe('8 sidecars revoking one person while tokens keep being issued for them
     const now = clock.now();
     const user = { subject: 'leaver', issuer: ISS };
     const store = sidecars[0]!;
-    await store.createClient({
-      clientId: 'c-race',
-      redirectUris: [],
-      grantTypes: [],
-      profile: 'default',
-      tokenEndpointAuthMethod: 'none',
-      source: 'admin',
-      createdAt: now,
-    });
+    await store.createClient(credentialsClient('c-race', now));
     const issue = async (s: RedisTokenStore, kind: 'access' | 'user'): Promise<string> => {
       const tokenHash = hashToken(generateToken());
       if (kind === 'access')

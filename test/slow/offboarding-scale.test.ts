@@ -12,6 +12,7 @@ import { SUBJECT_REVOCATION_BATCH } from '../../src/model/person-grants.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { openRedisStore, rawRedis } from '../support/redis.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
+import { credentialsClient } from '../support/clients.ts';
 
 const HALF = 50_000;
 const HOUR = 3_600_000;
@@ -43,15 +44,7 @@ it('a person with 100,000 tokens is revoked in batches: no command carries more 
   const clock = new ManualClock(Date.now());
   const now = clock.now();
   const user = { subject: 'leaver', issuer: 'https://idp.example.com/' };
-  await store.createClient({
-    clientId: 'c-scale',
-    redirectUris: [],
-    grantTypes: [],
-    profile: 'default',
-    tokenEndpointAuthMethod: 'none',
-    source: 'admin',
-    createdAt: now,
-  });
+  await store.createClient(credentialsClient('c-scale', now));
   const sample: string[] = [];
   for (let i = 0; i < HALF; i += 1000) {
     const writes: Array<Promise<unknown>> = [];

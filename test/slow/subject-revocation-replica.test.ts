@@ -11,6 +11,7 @@ import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { info, infoField, until } from '../support/redis-ha.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { openRedisStore, rawRedis } from '../support/redis.ts';
+import { credentialsClient } from '../support/clients.ts';
 
 const HOUR = 3_600_000;
 const ISS = 'https://idp.example.com/';
@@ -38,15 +39,7 @@ afterAll(async () => {
 it("every batch of a person's tokens and approvals is WAITed for: on the replica when revokeSubject returns", async () => {
   const now = Date.now();
   const user = { subject: 'leaver', issuer: ISS };
-  await store.createClient({
-    clientId: 'c-replica',
-    redirectUris: [],
-    grantTypes: [],
-    profile: 'default',
-    tokenEndpointAuthMethod: 'none',
-    source: 'admin',
-    createdAt: now,
-  });
+  await store.createClient(credentialsClient('c-replica', now));
   const hashes = Array.from({ length: 6 }, () => hashToken(generateToken()));
   for (const tokenHash of hashes)
     expect(await store.createAccessToken({ tokenHash, clientId: 'c-replica', user, createdAt: now, expiresAt: now + HOUR })).toBe('ok');
@@ -70,15 +63,7 @@ it("every batch of a person's tokens and approvals is WAITed for: on the replica
 it('a refresh token used twice: its family revoked, WAITed for, on the replica when rotate returns, and told to the sidecars once', async () => {
   const now = Date.now();
   const clientId = 'c-reuse';
-  await store.createClient({
-    clientId,
-    redirectUris: [],
-    grantTypes: ['refresh_token'],
-    profile: 'default',
-    tokenEndpointAuthMethod: 'none',
-    source: 'admin',
-    createdAt: now,
-  });
+  await store.createClient(credentialsClient(clientId, now));
   const familyId = 'fam-replica-reuse';
   const pair = () => {
     const access = { tokenHash: hashToken(generateTokenFor(clientId)), clientId, familyId, createdAt: now, expiresAt: now + HOUR };
