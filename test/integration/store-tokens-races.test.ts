@@ -17,7 +17,7 @@ import { RedisKeyspace } from '../../src/store/redis-keyspace.ts';
 import { redeemCode } from '../../src/store/sign-in/redeem.ts';
 import { rotateRefresh } from '../../src/store/refresh-tokens/transitions.ts';
 import { issueTokens, type TokenKeys } from '../../src/store/tokens/transitions.ts';
-import type { AuthorizationCodeRecord } from '../../src/store/types.ts';
+import type { AuthorizationCodeRecord, TokenStore } from '../../src/store/types.ts';
 import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
 
 const SIDECARS = 8;
@@ -43,8 +43,8 @@ afterEach(async () => {
 });
 
 let clients = 0;
-async function newClient(): Promise<string> {
-  const clientId = `c-race-${++clients}`;
+/** A client of the code flow written into `store` (the first sidecar's by default); its id. */
+async function newClient(store: TokenStore = sidecars[0]!, clientId = `c-race-${++clients}`): Promise<string> {
   const record: ClientRecord = {
     clientId,
     clientSecretHash: hashToken(generateTokenFor(clientId)),
@@ -56,7 +56,7 @@ async function newClient(): Promise<string> {
     source: 'admin',
     createdAt: Date.now(),
   };
-  await sidecars[0]!.createClient(record);
+  await store.createClient(record);
   return clientId;
 }
 
@@ -278,18 +278,7 @@ describe("a client deleted between a transition's read and its write (from anoth
 describe('on the memory engine, whose transitions interleave at their awaits', () => {
   it('one rotation of a token from 8 callers at once: one ok, the others grace', async () => {
     const store = new MemoryTokenStore({ clock: systemClock });
-    const clientId = 'c-memory';
-    await store.createClient({
-      clientId,
-      clientSecretHash: hashToken(generateTokenFor(clientId)),
-      clientName: clientId,
-      redirectUris: ['http://127.0.0.1:9999/cb'],
-      grantTypes: ['authorization_code', 'refresh_token'],
-      profile: 'default',
-      tokenEndpointAuthMethod: 'client_secret_basic',
-      source: 'admin',
-      createdAt: Date.now(),
-    });
+    const clientId = await newClient(store, 'c-memory');
     const now = Date.now();
     const first = pair(clientId, 'fam-memory', now);
     expect(await store.issueTokens(first.access, first.refresh)).toBe('ok');
