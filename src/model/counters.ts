@@ -26,7 +26,7 @@ export interface QuotaTake {
  * counter is kept until its window ends and one window more.
  */
 export function takeQuota(stored: QuotaCounter | null, cost: number, limit: number, windowMs: number, now: number): QuotaTake {
-  let window = Math.floor(now / windowMs);
+  let window = quotaWindow(now, windowMs);
   let used = 0;
   let countsOn = false;
   if (stored?.window !== undefined && stored.window >= window) {
@@ -38,10 +38,11 @@ export function takeQuota(stored: QuotaCounter | null, cost: number, limit: numb
   const allowed = used + cost <= limit;
   if (!allowed || cost <= 0) return { allowed, used, resetAt };
   used += cost;
-  return { allowed, used, resetAt, write: { window, used, keepMs: quotaKeepMs(resetAt, now, windowMs), countsOn } };
+  // Kept until its window ends and one window more.
+  return { allowed, used, resetAt, write: { window, used, keepMs: resetAt - now + windowMs, countsOn } };
 }
 
-/** How long a counter is kept from `now`: until its window ends (`resetAt`) and one window more. */
-export function quotaKeepMs(resetAt: number, now: number, windowMs: number): number {
-  return resetAt - now + windowMs;
+/** The number of the window `now` falls in: windows are `windowMs` long and aligned to the epoch. */
+export function quotaWindow(now: number, windowMs: number): number {
+  return Math.floor(now / windowMs);
 }

@@ -10,7 +10,7 @@
 // need not agree with Redis's; a counter outliving its window is harmless, its stored window number
 // tells it apart).
 
-import { quotaKeepMs, takeQuota, type QuotaCounter } from '../../model/counters.ts';
+import { quotaWindow, takeQuota, type QuotaCounter } from '../../model/counters.ts';
 import { readOne, transition, type Keyspace, type Plan, type Reply } from '../keyspace.ts';
 import type { QuotaOutcome } from './types.ts';
 
@@ -41,11 +41,11 @@ export async function takeQuotaOn(
   at: number,
 ): Promise<QuotaOutcome> {
   const now = Math.trunc(at);
-  if (cost > 0 && cost <= limit) {
-    const window = Math.floor(now / windowMs);
-    const resetAt = (window + 1) * windowMs;
-    const replies = await keyspace.apply(countOnPlan(key, window, cost, limit, quotaKeepMs(resetAt, now, windowMs)));
-    if (replies !== null) return { allowed: true, used: Number(replies[0]), resetAt };
+  // The blind step is the rule's own write for a counter in the window of now with room for the take.
+  const assumed = takeQuota({ window: quotaWindow(now, windowMs), used: 0 }, cost, limit, windowMs, now);
+  if (assumed.write !== undefined) {
+    const replies = await keyspace.apply(countOnPlan(key, assumed.write.window, cost, limit, assumed.write.keepMs));
+    if (replies !== null) return { allowed: true, used: Number(replies[0]), resetAt: assumed.resetAt };
   }
   return transition(keyspace, 'takeQuota', async (space) => {
     const read = await readOne(space, ['HMGET', key, 'window', 'used']);
