@@ -178,10 +178,13 @@ export function encodeGuard(guard: Guard): string {
   return 'below' in guard ? `<${guard.below}` : encodeExpected(guard.equals);
 }
 
+/** A value of an integer's digits: what a count guard counts, and what HINCRBY counts on (as Redis reads it). */
+export const INTEGER_TEXT = /^-?\d+$/;
+
 /** Whether a guard's read answered what it expects (as the Lua script decides it). */
 export function guardHolds(guard: Guard, reply: Reply): boolean {
   if ('below' in guard) {
-    const count = typeof reply === 'string' && /^-?\d+$/.test(reply) ? Number(reply) : reply;
+    const count = typeof reply === 'string' && INTEGER_TEXT.test(reply) ? Number(reply) : reply;
     return typeof count === 'number' && count < guard.below;
   }
   return encodeExpected(reply as string | number | null) === encodeExpected(guard.equals);

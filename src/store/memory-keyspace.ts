@@ -3,7 +3,7 @@
 // applied between two awaits, so nothing runs in between: the atomic step the Lua script is on Redis.
 
 import type { Clock } from '../model/clock.ts';
-import { READ_COMMANDS, WRITE_COMMANDS, guardHolds, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
+import { INTEGER_TEXT, READ_COMMANDS, WRITE_COMMANDS, guardHolds, type Command, type Keyspace, type Plan, type Reply } from './keyspace.ts';
 
 type Args = Array<string | number>;
 
@@ -217,7 +217,7 @@ export class MemoryKeyspace implements Keyspace {
         const fields = hash ?? core.createHash(key);
         const field = String(args[0]);
         const stored = fields[field];
-        if (stored !== undefined && !/^-?\d+$/.test(stored)) throw new Error('ERR hash value is not an integer');
+        if (stored !== undefined && !INTEGER_TEXT.test(stored)) throw new Error('ERR hash value is not an integer');
         const count = Number(stored ?? 0) + Number(args[1]);
         fields[field] = String(count);
         return count;
