@@ -3,6 +3,7 @@
 // is, a store outage as 503, a bug as 500 with an error log).
 
 import { createServer, IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { HttpError, httpErrorFor, methodNotAllowed, writeError } from './errors.ts';
 import { describe, type Logger } from '../observability/logger.ts';
 
@@ -36,7 +37,21 @@ export interface ServeOptions<C extends typeof IncomingMessage> {
   answerAs?(answer: HttpError, path: string): HttpError;
   /** Called for a request whose path no route has (it is answered 404). */
   onNotFound?(req: InstanceType<C>): void;
+  /**
+   * Called for what Node's HTTP server refuses itself on a connection with no request in flight, before
+   * any request object exists (headers over the size bound, a broken request line, headers that never
+   * end), with the status of the answer Node writes: 431, 400 or 408. A refusal while a request is in
+   * flight reaches onClose on that request instead.
+   */
+  onEarlyRefusal?(status: EarlyRefusal): void;
 }
+
+/** The status Node's own answer to a request it could not read carries (with `Connection: close`). */
+export type EarlyRefusal = 400 | 408 | 413 | 431;
+
+/** A connection's responses not yet closed (onEarlyRefusal only). */
+const OPEN = Symbol('open responses');
+type Tracked = Socket & { [OPEN]?: number };
 
 interface CompiledRoute<Req extends IncomingMessage> extends Route<Req> {
   /** The Allow header of a 405. */
@@ -107,20 +122,48 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
     }
   }
 
-  const { onClose } = options;
+  const { onClose, onEarlyRefusal } = options;
   // One listener function for every response (`this` is the response): no closure a request.
   function closed(this: ServerResponse<Req>): void {
-    onClose!(this.req, this);
+    if (onEarlyRefusal) (this.req.socket as Tracked)[OPEN]!--;
+    onClose?.(this.req, this);
   }
   const http: ServerOptions<C> = { ...options.http, IncomingMessage: options.request ?? (IncomingMessage as C) };
   const server = createServer<C>(http, (req, res) => {
-    if (onClose) res.on('close', closed);
+    if (onEarlyRefusal) {
+      const socket = req.socket as Tracked;
+      socket[OPEN] = (socket[OPEN] ?? 0) + 1;
+    }
+    if (onClose || onEarlyRefusal) res.on('close', closed);
     void dispatch(req, res);
   });
+  if (onEarlyRefusal) {
+    // Node answers a connection it cannot read, then destroys it with the error: the socket's 'error'
+    // comes before any of its responses' 'close', so a response still open is the one that error cut.
+    const socketError = function (this: Tracked, err: NodeJS.ErrnoException): void {
+      if ((this[OPEN] ?? 0) > 0) return;
+      const status = earlyRefusalStatus(err.code);
+      if (status !== undefined) onEarlyRefusal(status);
+    };
+    server.on('connection', (socket: Socket) => socket.on('error', socketError));
+  }
   // No socket inactivity timeout: requestTimeout and headersTimeout bound what a client may hold back,
   // and a response may rightly stay idle for long (an SSE stream with nothing to say).
   server.timeout = 0;
   return server;
+}
+
+/**
+ * The status of the answer Node's HTTP server writes for a connection error (lib/_http_server.js,
+ * socketOnError): 408 for a request timeout, 431 and 413 for its two overflows, 400 for any other
+ * parse error; undefined for an error with no answer (the client went away).
+ */
+export function earlyRefusalStatus(code: string | undefined): EarlyRefusal | undefined {
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
+  if (code === undefined || !code.startsWith('HPE_')) return undefined;
+  if (code === 'HPE_HEADER_OVERFLOW') return 431;
+  if (code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') return 413;
+  return 400;
 }
 
 /** Writes an error answer; a request whose body was not read is answered, then its connection closed. */

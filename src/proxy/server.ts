@@ -12,7 +12,7 @@
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Config } from '../config/load.ts';
 import { writeJson, type ErrorCode } from '../http/errors.ts';
-import { loggedPath, pathOf, serve, type Route } from '../http/serve.ts';
+import { earlyRefusalStatus, loggedPath, pathOf, serve, type EarlyRefusal, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type AccessLog } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
@@ -74,6 +74,11 @@ export function createProxyServer(deps: ProxyDeps): Server {
       countOutcome(metrics, req, 'unavailable');
     },
     onNotFound: (req) => countOutcome(metrics, req, 'not_found'),
+    // Node's own answer before any request object: counted and logged as a refusal under its code.
+    onEarlyRefusal(status) {
+      metrics.refused(CANNED_CODE[status]);
+      earlyRefusalLog(access, status);
+    },
     onErrorAnswer(answer, path, req) {
       if (!isRequestPath(path) && isOAuthPath(path)) countOutcome(metrics, req, 'oauth');
       else countOutcome(metrics, req, 'refused', answer.code);
@@ -181,10 +186,34 @@ function accessLog(log: AccessLog, req: ProxyRequest, res: ServerResponse, statu
  * first).
  */
 function cannedAnswer(req: IncomingMessage): { status: number; code: ErrorCode } | undefined {
-  const code = (req.socket.errored as NodeJS.ErrnoException | null)?.code;
-  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return { status: 408, code: 'request_timeout' };
-  if (code === undefined || !code.startsWith('HPE_')) return undefined;
-  if (code === 'HPE_HEADER_OVERFLOW') return { status: 431, code: 'request_header_fields_too_large' };
-  if (code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') return { status: 413, code: 'payload_too_large' };
-  return { status: 400, code: 'invalid_request' };
+  const status = earlyRefusalStatus((req.socket.errored as NodeJS.ErrnoException | null)?.code);
+  return status === undefined ? undefined : { status, code: CANNED_CODE[status] };
+}
+
+/** The code a canned answer is counted and logged under, by its status. */
+const CANNED_CODE: Record<EarlyRefusal, ErrorCode> = {
+  400: 'invalid_request',
+  408: 'request_timeout',
+  413: 'payload_too_large',
+  431: 'request_header_fields_too_large',
+};
+
+/** The access line of a request Node refused before there was one: no method, path or principal to name. */
+function earlyRefusalLog(log: AccessLog, status: EarlyRefusal): void {
+  log.write({
+    method: undefined,
+    path: undefined,
+    status,
+    durationMs: undefined,
+    authKind: undefined,
+    subject: undefined,
+    clientId: undefined,
+    outcome: 'refused',
+    reason: CANNED_CODE[status],
+    denial: undefined,
+    dpopRefusal: undefined,
+    upstreamStatus: undefined,
+    aborted: undefined,
+    endedBy: undefined,
+  });
 }

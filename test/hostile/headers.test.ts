@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveOnLoopback } from '../support/fake-upstreams.ts';
 import { startStack, type Stack } from '../support/stack.ts';
-import { exchange } from './raw-http.ts';
+import { exchange, RawConnection } from './raw-http.ts';
 import { countedOnce } from '../support/requests-counted.ts';
 
 const HEADERS_TIMEOUT_MS = 500;
@@ -128,8 +128,16 @@ describe('hostile headers', () => {
       ],
     ])('%s', async (_name, build) => {
       const before = upstream.seen.length;
-      expect(await statusOf(build())).toBe(431);
+      // Node answers before any request object exists: still counted once, as a refusal under its code.
+      const status = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'request_header_fields_too_large' }, () =>
+        statusOf(build()),
+      );
+      expect(status).toBe(431);
       expect(upstream.seen.length).toBe(before);
+      // and an access line for it, with what is known: no method, path or principal.
+      const last = JSON.parse(stack.logs.filter((l) => l.includes('"msg":"request"')).at(-1)!) as Record<string, unknown>;
+      expect(last).toMatchObject({ status: 431, outcome: 'refused', reason: 'request_header_fields_too_large' });
+      expect(Object.keys(last)).not.toContain('method');
     });
 
     it('just under the limit is fine', async () => {
@@ -211,6 +219,39 @@ describe('hostile headers', () => {
     const bytes = `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`;
     const status = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'invalid_request' }, () => statusOf(bytes));
     expect(status).toBe(400);
+  });
+
+  it.each([
+    ['a request line that is not HTTP', 'GET /mcp HTTP/9\r\nHost: x\r\n\r\n'],
+    ['a method with a space in it', 'PO ST /mcp HTTP/1.1\r\nHost: x\r\n\r\n'],
+    ['a header name with a space in it', 'GET /mcp HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n'],
+  ])('%s: Node answers 400 before any request object, counted once as refused/invalid_request', async (_name, bytes) => {
+    const status = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'invalid_request' }, () => statusOf(bytes));
+    expect(status).toBe(400);
+  });
+
+  it('headers that never end: Node answers 408 before any request object, counted once as refused/request_timeout', async () => {
+    // The headers are never finished; Node's headers timeout answers (no request object exists yet).
+    const { responses } = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'request_timeout' }, () =>
+      exchange(port, `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n`, { timeoutMs: HEADERS_TIMEOUT_MS + SLACK_MS }),
+    );
+    expect(responses.map((r) => r.status)).toEqual([408]);
+  });
+
+  it('a broken request after an answered one on the same connection: each counted once, the second as refused', async () => {
+    const connection = await RawConnection.open(port);
+    try {
+      const whole = `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
+      const first = await countedOnce(stack.adminUrl, { outcome: 'forwarded' }, () => connection.request(whole));
+      expect(first === 'closed' ? 'closed' : first.status).toBe(200);
+      // The connection's one response has closed: nothing is in flight when the broken line comes.
+      const second = await countedOnce(stack.adminUrl, { outcome: 'refused', reason: 'invalid_request' }, () =>
+        connection.request('PO ST /mcp HTTP/1.1\r\nHost: x\r\n\r\n'),
+      );
+      expect(second === 'closed' ? 'closed' : second.status).toBe(400);
+    } finally {
+      connection.close();
+    }
   });
 
   describe('duplicate Authorization headers: 401, nothing forwarded', () => {
