@@ -25,7 +25,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedisServer } from '../test/support/redis-server.ts';
-import { Child, procContextSwitches, procCpuMicros } from './lib.ts';
+import { Child, procContextSwitches, procCpuMicros, procSyscalls, procSystemCpuMicros } from './lib.ts';
 import { ensureWrk, runWrk, warmUp, writeWrkScript } from './wrk.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -149,22 +149,34 @@ try {
     if (res.status >= 300) throw new Error(`${t.name} answered ${res.status}`);
     await warmUp(url(t), script);
   }
-  const cells = new Map<string, Array<{ us: number; rps: number; switches: number }>>(targets.map((t) => [t.name, []]));
+  const cells = new Map<string, Array<{ us: number; sys: number; rps: number; switches: number; syscalls: number }>>(
+    targets.map((t) => [t.name, []]),
+  );
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < targets.length; i++) {
       const t = targets[(i + round) % targets.length]!;
       const switchesBefore = procContextSwitches(t.pids());
+      const syscallsBefore = procSyscalls(t.pids());
       const before = procCpuMicros(t.pids());
+      const sysBefore = procSystemCpuMicros(t.pids());
       const result = await runWrk(url(t), script, CONNECTIONS, SECONDS);
       const cpu = procCpuMicros(t.pids()) - before;
+      const sys = procSystemCpuMicros(t.pids()) - sysBefore;
       const switches = procContextSwitches(t.pids()) - switchesBefore;
+      const syscalls = procSyscalls(t.pids()) - syscallsBefore;
       if (result.badStatus + result.socketErrors > 0)
         throw new Error(`${t.name}: ${result.badStatus} non-2xx, ${result.socketErrors} errors`);
-      const cell = { us: cpu / result.requests, rps: result.requests / result.seconds, switches: switches / result.requests };
+      const cell = {
+        us: cpu / result.requests,
+        sys: sys / result.requests,
+        rps: result.requests / result.seconds,
+        switches: switches / result.requests,
+        syscalls: syscalls / result.requests,
+      };
       cells.get(t.name)!.push(cell);
       if (VERBOSE)
         process.stderr.write(
-          `round ${round + 1} ${t.name}: ${cell.us.toFixed(0)} µs/req, ${cell.rps.toFixed(0)} req/s, ${cell.switches.toFixed(2)} switches/req\n`,
+          `round ${round + 1} ${t.name}: ${cell.us.toFixed(0)} µs/req (${cell.sys.toFixed(0)} system), ${cell.rps.toFixed(0)} req/s, ${cell.switches.toFixed(2)} switches/req, ${cell.syscalls.toFixed(2)} reads+writes/req\n`,
         );
     }
   }
@@ -175,15 +187,19 @@ try {
         .map((l) => l.toFixed(1))
         .join(' ')} at the end`,
     '',
-    '| target | CPU µs/req min | CPU µs/req median | req/s median | context switches/req median |',
-    '| --- | --- | --- | --- | --- |',
+    '| target | CPU µs/req min | CPU µs/req median | of which system, median | req/s median | context switches/req median | read + write calls/req median |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const [name, runs] of cells) {
     const us = runs.map((r) => r.us).sort((a, b) => a - b);
     const rps = runs.map((r) => r.rps).sort((a, b) => a - b);
     const switches = runs.map((r) => r.switches).sort((a, b) => a - b);
+    const syscalls = runs.map((r) => r.syscalls).sort((a, b) => a - b);
+    const sys = runs.map((r) => r.sys).sort((a, b) => a - b);
     const mid = (xs: number[]) => xs[Math.floor(xs.length / 2)]!;
-    lines.push(`| ${name} | ${us[0]!.toFixed(0)} | ${mid(us).toFixed(0)} | ${mid(rps).toFixed(0)} | ${mid(switches).toFixed(2)} |`);
+    lines.push(
+      `| ${name} | ${us[0]!.toFixed(0)} | ${mid(us).toFixed(0)} | ${mid(sys).toFixed(0)} | ${mid(rps).toFixed(0)} | ${mid(switches).toFixed(2)} | ${mid(syscalls).toFixed(2)} |`,
+    );
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {

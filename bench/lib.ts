@@ -131,6 +131,34 @@ export function procCpuMicros(pids: readonly number[]): number {
   return total;
 }
 
+/** System (kernel) CPU time of these processes together, µs, from /proc (Linux); NaN if one is gone. */
+export function procSystemCpuMicros(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      total += (Number(fields[12]) * 1e6) / CLOCK_TICKS;
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return total;
+}
+
+/** Read and write system calls the processes made so far (/proc/<pid>/io: syscr + syscw, every thread). */
+export function procSyscalls(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+      for (const m of io.matchAll(/^sysc[rw]:\s+(\d+)$/gm)) total += Number(m[1]);
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return total;
+}
+
 /**
  * Context switches (voluntary and involuntary) of every thread of these processes together, from
  * /proc (Linux); NaN if one is gone. A thread handing work to another and waiting for it (libuv's pool)
