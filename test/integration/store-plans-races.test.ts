@@ -11,7 +11,7 @@ import { subjectDigest } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { DeviceAuthorizationRecord } from '../../src/model/records.ts';
 import type { AuthorizationRequestRecord, ConsentRecord } from '../../src/store/types.ts';
-import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { closeRacingStores, openRacingStores } from '../support/redis.ts';
 
 const SIDECARS = 8;
 const HOUR = 3_600_000;
@@ -22,19 +22,8 @@ let prefix: string;
 let raw: Redis;
 let sidecars: RedisTokenStore[];
 
-beforeEach(async () => {
-  prefix = uniquePrefix('plans-races');
-  raw = await rawRedis();
-  sidecars = await openRedisStores(prefix, SIDECARS);
-});
-afterEach(async () => {
-  try {
-    await deleteUnder(raw, prefix);
-  } finally {
-    await Promise.all(sidecars.map((s) => s.close()));
-    await raw.quit();
-  }
-});
+beforeEach(async () => ({ prefix, raw, sidecars } = await openRacingStores('plans-races', SIDECARS)));
+afterEach(() => closeRacingStores({ prefix, raw, sidecars }));
 
 describe('handles of a person forgotten from 8 sidecars at once', () => {
   it('while more are bound: each handle is forgotten once, none is left unlisted', async () => {

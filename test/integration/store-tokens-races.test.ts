@@ -18,7 +18,7 @@ import { redeemCode } from '../../src/store/sign-in/redeem.ts';
 import { rotateRefresh } from '../../src/store/refresh-tokens/transitions.ts';
 import { issueTokens, type TokenKeys } from '../../src/store/tokens/transitions.ts';
 import type { AuthorizationCodeRecord, TokenStore } from '../../src/store/types.ts';
-import { deleteUnder, openRedisStores, rawRedis, uniquePrefix } from '../support/redis.ts';
+import { closeRacingStores, openRacingStores } from '../support/redis.ts';
 
 const SIDECARS = 8;
 const HOUR = 3_600_000;
@@ -28,19 +28,8 @@ let prefix: string;
 let raw: Redis;
 let sidecars: RedisTokenStore[];
 
-beforeEach(async () => {
-  prefix = uniquePrefix('tokens-races');
-  raw = await rawRedis();
-  sidecars = await openRedisStores(prefix, SIDECARS);
-});
-afterEach(async () => {
-  try {
-    await deleteUnder(raw, prefix);
-  } finally {
-    await Promise.all(sidecars.map((s) => s.close()));
-    await raw.quit();
-  }
-});
+beforeEach(async () => ({ prefix, raw, sidecars } = await openRacingStores('tokens-races', SIDECARS)));
+afterEach(() => closeRacingStores({ prefix, raw, sidecars }));
 
 let clients = 0;
 /** A client of the code flow written into `store` (the first sidecar's by default); its id. */

@@ -47,6 +47,29 @@ export function openRedisStores(prefix: string, count: number): Promise<RedisTok
   return Promise.all(Array.from({ length: count }, () => openRedisStore(prefix)));
 }
 
+/** Racing sidecars: a fresh prefix, a raw connection and `count` stores under the prefix. */
+export interface RacingStores {
+  prefix: string;
+  raw: Redis;
+  sidecars: RedisTokenStore[];
+}
+
+/** Opens racing sidecars under a new prefix named after `name` (closeRacingStores undoes it). */
+export async function openRacingStores(name: string, count: number): Promise<RacingStores> {
+  const prefix = uniquePrefix(name);
+  return { prefix, raw: await rawRedis(), sidecars: await openRedisStores(prefix, count) };
+}
+
+/** Deletes every key under the prefix, then closes the stores and the raw connection, whatever failed. */
+export async function closeRacingStores({ prefix, raw, sidecars }: RacingStores): Promise<void> {
+  try {
+    await deleteUnder(raw, prefix);
+  } finally {
+    await Promise.all(sidecars.map((s) => s.close()));
+    await raw.quit();
+  }
+}
+
 /** Every key under `prefix`, sorted (SCAN, not KEYS: the Redis may be shared). */
 export async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
   const found: string[] = [];
