@@ -6,6 +6,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { ChildMessage, ChildRequest, ProcessStats } from './child-ipc.ts';
 
 const TSX = import.meta.resolve('tsx');
+/**
+ * How a child runs its TypeScript: as production does (`node bin/mcp-bearer-proxy.js`), with Node's own
+ * type stripping, where this Node has it (22.18 and later); through tsx below that, or when the child's
+ * environment sets BENCH_TSX=1 (tsx wraps every named function in a `__name` helper, about 1% of the
+ * sidecar's profile, which production never runs).
+ */
+function loaderArgs(env: Record<string, string> | undefined): string[] {
+  const stripping = Boolean((process.features as { typescript?: unknown }).typescript);
+  return stripping && env?.BENCH_TSX !== '1' ? [] : ['--import', TSX];
+}
 
 export class Child {
   readonly #process: ChildProcess;
@@ -31,14 +41,14 @@ export class Child {
     return this.#process.pid;
   }
 
-  /** Forks `file` under tsx and resolves once it reported `ready` (rejects if it exits first). */
+  /** Forks `file` (loaderArgs) and resolves once it reported `ready` (rejects if it exits first). */
   static async start(
     name: string,
     file: string,
     options: { env?: Record<string, string>; execArgv?: string[]; stdout?: number | 'ignore' | 'inherit' } = {},
   ): Promise<Child> {
     const child = fork(file, [], {
-      execArgv: ['--import', TSX, '--expose-gc', ...(options.execArgv ?? [])],
+      execArgv: [...loaderArgs(options.env), '--expose-gc', ...(options.execArgv ?? [])],
       env: { ...process.env, ...options.env },
       stdio: ['ignore', options.stdout ?? 'ignore', 'inherit', 'ipc'],
     });
