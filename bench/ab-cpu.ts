@@ -25,7 +25,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedisServer } from '../test/support/redis-server.ts';
-import { Child, procContextSwitches, procCpuMicros, procSyscalls, procSystemCpuMicros } from './lib.ts';
+import { Child, procContextSwitches, procCpuMicros, procSyscalls } from './lib.ts';
 import { ensureWrk, runWrk, warmUp, writeWrkScript } from './wrk.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -158,10 +158,10 @@ try {
       const switchesBefore = procContextSwitches(t.pids());
       const syscallsBefore = procSyscalls(t.pids());
       const before = procCpuMicros(t.pids());
-      const sysBefore = procSystemCpuMicros(t.pids());
+      const sysBefore = procCpuMicros(t.pids(), 'system');
       const result = await runWrk(url(t), script, CONNECTIONS, SECONDS);
       const cpu = procCpuMicros(t.pids()) - before;
-      const sys = procSystemCpuMicros(t.pids()) - sysBefore;
+      const sys = procCpuMicros(t.pids(), 'system') - sysBefore;
       const switches = procContextSwitches(t.pids()) - switchesBefore;
       const syscalls = procSyscalls(t.pids()) - syscallsBefore;
       if (result.badStatus + result.socketErrors > 0)

@@ -121,33 +121,23 @@ const CLOCK_TICKS = (() => {
   }
 })();
 
-/** CPU time (user + system, µs) of a `/proc/<pid>/stat` line's fields after the command name. */
-export function statCpuMicros(afterCommand: string): number {
+/** CPU time (user + system, or system alone, µs) of a `/proc/<pid>/stat` line's fields after the command name. */
+export function statCpuMicros(afterCommand: string, which: 'all' | 'system' = 'all'): number {
   // utime and stime are the 12th and 13th fields after "pid (comm) ", in clock ticks.
   const fields = afterCommand.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  const ticks = (which === 'all' ? Number(fields[11]) : 0) + Number(fields[12]);
+  return (ticks * 1e6) / CLOCK_TICKS;
 }
 
-/** User + system CPU time of these processes together, µs, from /proc (Linux); NaN if one is gone or elsewhere. */
-export function procCpuMicros(pids: readonly number[]): number {
+/**
+ * User + system CPU time of these processes together (or the system, kernel, time alone), µs, from
+ * /proc (Linux); NaN if one is gone or elsewhere.
+ */
+export function procCpuMicros(pids: readonly number[], which: 'all' | 'system' = 'all'): number {
   let total = 0;
   for (const pid of pids) {
     try {
-      total += statCpuMicros(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!);
-    } catch {
-      return Number.NaN;
-    }
-  }
-  return total;
-}
-
-/** System (kernel) CPU time of these processes together, µs, from /proc (Linux); NaN if one is gone. */
-export function procSystemCpuMicros(pids: readonly number[]): number {
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      total += (Number(fields[12]) * 1e6) / CLOCK_TICKS;
+      total += statCpuMicros(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!, which);
     } catch {
       return Number.NaN;
     }

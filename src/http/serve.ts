@@ -43,11 +43,11 @@ export interface ServeOptions<C extends typeof IncomingMessage> {
    * end), with the status of the answer Node writes: 431, 400 or 408. A refusal while a request is in
    * flight reaches onClose on that request instead.
    */
-  onEarlyRefusal?(status: EarlyRefusal): void;
+  onEarlyRefusal?(status: CannedStatus): void;
 }
 
-/** The status Node's own answer to a request it could not read carries (with `Connection: close`). */
-export type EarlyRefusal = 400 | 408 | 413 | 431;
+/** The status of Node's own (canned) answer to a request it could not read, sent with `Connection: close`. */
+export type CannedStatus = 400 | 408 | 413 | 431;
 
 /** A connection's responses not yet closed (onEarlyRefusal only). */
 const OPEN = Symbol('open responses');
@@ -125,7 +125,8 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
   const { onClose, onEarlyRefusal } = options;
   // One listener function for every response (`this` is the response): no closure a request.
   function closed(this: ServerResponse<Req>): void {
-    if (onEarlyRefusal) (this.req.socket as Tracked)[OPEN]!--;
+    const socket = this.req.socket as Tracked | null;
+    if (onEarlyRefusal && socket !== null) socket[OPEN]!--;
     onClose?.(this.req, this);
   }
   const http: ServerOptions<C> = { ...options.http, IncomingMessage: options.request ?? (IncomingMessage as C) };
@@ -142,7 +143,7 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
     // comes before any of its responses' 'close', so a response still open is the one that error cut.
     const socketError = function (this: Tracked, err: NodeJS.ErrnoException): void {
       if ((this[OPEN] ?? 0) > 0) return;
-      const status = earlyRefusalStatus(err.code);
+      const status = cannedStatus(err.code);
       if (status !== undefined) onEarlyRefusal(status);
     };
     server.on('connection', (socket: Socket) => socket.on('error', socketError));
@@ -158,7 +159,7 @@ export function serve<C extends typeof IncomingMessage = typeof IncomingMessage>
  * socketOnError): 408 for a request timeout, 431 and 413 for its two overflows, 400 for any other
  * parse error; undefined for an error with no answer (the client went away).
  */
-export function earlyRefusalStatus(code: string | undefined): EarlyRefusal | undefined {
+export function cannedStatus(code: string | undefined): CannedStatus | undefined {
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
   if (code === undefined || !code.startsWith('HPE_')) return undefined;
   if (code === 'HPE_HEADER_OVERFLOW') return 431;

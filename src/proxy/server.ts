@@ -12,7 +12,7 @@
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Config } from '../config/load.ts';
 import { writeJson, type ErrorCode } from '../http/errors.ts';
-import { earlyRefusalStatus, loggedPath, pathOf, serve, type EarlyRefusal, type Route } from '../http/serve.ts';
+import { cannedStatus, loggedPath, pathOf, serve, type CannedStatus, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
 import { accessLogger, type AccessLog } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
@@ -186,12 +186,12 @@ function accessLog(log: AccessLog, req: ProxyRequest, res: ServerResponse, statu
  * first).
  */
 function cannedAnswer(req: IncomingMessage): { status: number; code: ErrorCode } | undefined {
-  const status = earlyRefusalStatus((req.socket.errored as NodeJS.ErrnoException | null)?.code);
+  const status = cannedStatus((req.socket.errored as NodeJS.ErrnoException | null)?.code);
   return status === undefined ? undefined : { status, code: CANNED_CODE[status] };
 }
 
 /** The code a canned answer is counted and logged under, by its status. */
-const CANNED_CODE: Record<EarlyRefusal, ErrorCode> = {
+const CANNED_CODE: Record<CannedStatus, ErrorCode> = {
   400: 'invalid_request',
   408: 'request_timeout',
   413: 'payload_too_large',
@@ -199,7 +199,7 @@ const CANNED_CODE: Record<EarlyRefusal, ErrorCode> = {
 };
 
 /** The access line of a request Node refused before there was one: no method, path or principal to name. */
-function earlyRefusalLog(log: AccessLog, status: EarlyRefusal): void {
+function earlyRefusalLog(log: AccessLog, status: CannedStatus): void {
   log.write({
     method: undefined,
     path: undefined,
