@@ -148,8 +148,7 @@ export function encodeExpected(value: string | number | null): string {
  * HDEL, HSET and PEXPIREAT. The one write of every single-record rule (src/model/), on both engines.
  */
 export function hashUpdatePlan(key: string, current: Fields | null, update: HashUpdate<unknown>): Plan {
-  const guards: Guard[] = [{ command: ['HLEN', key], equals: current === null ? 0 : Object.keys(current).length }];
-  for (const field in current) guards.push({ command: ['HGET', key, field], equals: current[field]! });
+  const guards = hashGuards(key, current);
   if (update.drop === true) return { guards, steps: [['DEL', key]] };
   const steps: Command[] = [];
   if ((update.unset?.length ?? 0) > 0) steps.push(['HDEL', key, ...update.unset!]);
@@ -157,6 +156,13 @@ export function hashUpdatePlan(key: string, current: Fields | null, update: Hash
   if (set.length > 0) steps.push(['HSET', key, ...set]);
   if (update.expireAt !== undefined) steps.push(['PEXPIREAT', key, Math.trunc(update.expireAt)]);
   return { guards, steps };
+}
+
+/** The guards that hold while a hash is exactly as read (`current`; null: absent): its field count and every field's value. */
+export function hashGuards(key: string, current: Fields | null): Guard[] {
+  const guards: Guard[] = [{ command: ['HLEN', key], equals: current === null ? 0 : Object.keys(current).length }];
+  for (const field in current) guards.push({ command: ['HGET', key, field], equals: current[field]! });
+  return guards;
 }
 
 /**

@@ -7,7 +7,7 @@ import { MemoryApprovals } from './approvals/memory.ts';
 import { MemoryClients } from './clients/memory.ts';
 import { MemoryCounters } from './counters/memory.ts';
 import { MemoryDevices } from './devices/memory.ts';
-import { MemoryDirectory } from './directory/memory.ts';
+import { KeyspaceDirectory } from './directory/part.ts';
 import { MemoryHandles } from './handles/memory.ts';
 import { MemoryInfrastructure } from './infrastructure/memory.ts';
 import { MemoryCore } from './memory-core.ts';
@@ -41,7 +41,7 @@ export class MemoryTokenStore implements TokenStore {
         handles: new MemoryHandles(core),
         subjects: new MemorySubjects(core),
         upstreamCredentials: new MemoryUpstreamCredentials(core),
-        directory: new MemoryDirectory(core),
+        directory: new KeyspaceDirectory(core),
         counters: new MemoryCounters(core),
         infrastructure: new MemoryInfrastructure(core),
         approvals: new MemoryApprovals(core),

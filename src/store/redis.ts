@@ -9,7 +9,7 @@ import { RedisClients } from './clients/redis.ts';
 import { RedisCounters } from './counters/redis.ts';
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
 import { RedisDevices } from './devices/redis.ts';
-import { RedisDirectory } from './directory/redis.ts';
+import { KeyspaceDirectory } from './directory/part.ts';
 import { RedisHandles } from './handles/redis.ts';
 import { RedisInfrastructure } from './infrastructure/redis.ts';
 import { composeParts } from './operations.ts';
@@ -39,7 +39,7 @@ function redisOperations(core: RedisCore): TokenStore {
       handles: new RedisHandles(core),
       subjects: new RedisSubjects(core),
       upstreamCredentials: new RedisUpstreamCredentials(core),
-      directory: new RedisDirectory(core),
+      directory: new KeyspaceDirectory(core),
       counters: new RedisCounters(core),
       infrastructure: new RedisInfrastructure(core),
       approvals: new RedisApprovals(core),

@@ -156,5 +156,17 @@ export function directoryContract(contract: Contract): void {
       expect(linked.sort((x, y) => x.subject.localeCompare(y.subject))).toEqual([who, { subject: 'sub-2', issuer: who.issuer }]);
       expect(await store.linkedDirectoryIdentities('other', 'ada@example.com')).toEqual([]);
     });
+
+    it('one email keeps at most 32 identities, however many link at once; one already kept links again', async () => {
+      const issuer = 'https://idp.example.com';
+      const who = (n: number) => ({ subject: `sub-${n}`, issuer });
+      await Promise.all(
+        Array.from({ length: 40 }, (_, n) => store.linkDirectoryIdentity('default', 'many@example.com', who(n), clock.now())),
+      );
+      const kept = await store.linkedDirectoryIdentities('default', 'many@example.com');
+      expect(kept).toHaveLength(32);
+      await store.linkDirectoryIdentity('default', 'many@example.com', kept[0]!, clock.now());
+      expect(await store.linkedDirectoryIdentities('default', 'many@example.com')).toHaveLength(32);
+    });
   });
 }
