@@ -179,6 +179,15 @@ export function updateHash<R>(keyspace: Keyspace, key: string, decide: (current:
   });
 }
 
+/** The steps that write a record whole: the hash replaced by `fields`, gone at `expiresAt` (epoch ms). */
+export function putHashSteps(key: string, fields: Record<string, string>, expiresAt: number): Command[] {
+  return [
+    ['DEL', key],
+    ['HSET', key, ...fieldArgs(fields)],
+    ['PEXPIREAT', key, Math.trunc(expiresAt)],
+  ];
+}
+
 /** A guard as the Lua script checks it: an expected reply (encodeExpected), or `<` and the bound a number must stay below. */
 export function encodeGuard(guard: Guard): string {
   return 'below' in guard ? `<${guard.below}` : encodeExpected(guard.equals);

@@ -1,17 +1,38 @@
-// Browser sign-in, the part both engines share: the transitions on the core's keyspace (a pending
+// Browser sign-in, the part both engines share, on the core's keyspace: the transitions (a pending
 // request under its bounds: ./pending.ts; a code redeemed: ./redeem.ts; an approval remembered:
-// ./consents.ts). The plain reads and writes are each engine's own (memory.ts, redis.ts).
+// ./consents.ts) and the plain reads and writes. What each engine does its own way (an approval's
+// index member forgotten) is in memory.ts and redis.ts.
 
 import type { KeyspaceCore } from '../keyspace-core.ts';
-import type { AuthorizationRequestRecord, ConsentRecord, PendingSignInBounds, PendingSignInOutcome, RedeemOutcome } from '../types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord } from '../../model/records.ts';
+import { fieldsOf, putHashSteps, readOne } from '../keyspace.ts';
+import {
+  accountSessionFields,
+  accountSessionFromFields,
+  authorizationCodeFields,
+  authorizationCodeFromFields,
+  authorizationRequestFields,
+  authorizationRequestFromFields,
+  consentFromValue,
+  readRecord,
+} from '../records.ts';
+import type {
+  AccountSession,
+  AuthorizationCodeRecord,
+  AuthorizationRequestRecord,
+  ConsentRecord,
+  PendingSignInBounds,
+  PendingSignInOutcome,
+  RedeemOutcome,
+  StoredAuthorizationCode,
+} from '../types.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
 import { putConsent } from './consents.ts';
 import { putPendingSignIn } from './pending.ts';
 import { redeemCode } from './redeem.ts';
-import type { AuthorizationCodeStorage, ConsentStorage } from './types.ts';
+import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
-export class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
-  implements Pick<AuthorizationCodeStorage, 'putPendingSignIn' | 'redeemAuthorizationCode'>, Pick<ConsentStorage, 'putConsent'>
+export abstract class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
+  implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage
 {
   /** The engine's core (its own part reads what only that engine has from it). */
   protected readonly core: Core;
@@ -46,5 +67,65 @@ export class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
 
   putConsent(browserHash: string, consent: ConsentRecord, now: number, maxPerBrowser: number): Promise<void> {
     return putConsent(this.core.keyspace, this.core.keys, browserHash, consent, now, maxPerBrowser);
+  }
+
+  /** Forgets one remembered approval of a subject, its index member with it: each engine's own. */
+  abstract forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean>;
+
+  async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
+    const key = this.core.keys.authorizationRequest(requestHash);
+    await this.core.keyspace.apply({ guards: [], steps: putHashSteps(key, authorizationRequestFields(record), expiresAt) });
+  }
+
+  async takeAuthorizationRequest(requestHash: string): Promise<StoredRead<AuthorizationRequestRecord>> {
+    // Read and deleted in one step: a sign-in handle is good for one use.
+    const key = this.core.keys.authorizationRequest(requestHash);
+    const taken = await this.core.keyspace.apply({
+      guards: [],
+      steps: [
+        ['HGETALL', key],
+        ['DEL', key],
+      ],
+    });
+    return readRecord(fieldsOf(taken![0]!), authorizationRequestFromFields);
+  }
+
+  async putAuthorizationCode(record: AuthorizationCodeRecord): Promise<void> {
+    const key = this.core.keys.authorizationCode(record.codeHash);
+    await this.core.keyspace.apply({ guards: [], steps: putHashSteps(key, authorizationCodeFields(record), record.expiresAt) });
+  }
+
+  async getAuthorizationCode(codeHash: string): Promise<StoredRead<StoredAuthorizationCode>> {
+    return readRecord(
+      fieldsOf(await readOne(this.core.keyspace, ['HGETALL', this.core.keys.authorizationCode(codeHash)])),
+      authorizationCodeFromFields,
+    );
+  }
+
+  async listConsents(browserHash: string, now: number): Promise<ConsentRecord[]> {
+    const fields = fieldsOf(await readOne(this.core.keyspace, ['HGETALL', this.core.keys.consents(browserHash)])) ?? {};
+    return Object.values(fields).flatMap((value) => consentFromValue(value, now) ?? []);
+  }
+
+  async linkConsentGrant(grantId: string, browserHash: string, key: string, expiresAt: number): Promise<void> {
+    const link = this.core.keys.consentGrant(grantId);
+    await this.core.keyspace.apply({ guards: [], steps: putHashSteps(link, { browser: browserHash, consent: key }, expiresAt) });
+  }
+
+  async putAccountSession(sessionHash: string, session: AccountSession): Promise<void> {
+    const key = this.core.keys.accountSession(sessionHash);
+    await this.core.keyspace.apply({ guards: [], steps: putHashSteps(key, accountSessionFields(session), session.expiresAt) });
+  }
+
+  async getAccountSession(sessionHash: string, now: number): Promise<AccountSession | null> {
+    return accountSessionFromFields(
+      fieldsOf(await readOne(this.core.keyspace, ['HGETALL', this.core.keys.accountSession(sessionHash)])),
+      now,
+    );
+  }
+
+  async deleteAccountSession(sessionHash: string): Promise<boolean> {
+    const [deleted] = (await this.core.keyspace.apply({ guards: [], steps: [['DEL', this.core.keys.accountSession(sessionHash)]] }))!;
+    return deleted === 1;
   }
 }
