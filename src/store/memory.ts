@@ -18,7 +18,7 @@ import { MemorySignIn } from './sign-in/memory.ts';
 import { MemorySubjects } from './subjects/memory.ts';
 import { MemoryTokens } from './tokens/memory.ts';
 import type { TokenStore } from './types.ts';
-import { MemoryUpstreamCredentials } from './upstream-credentials/memory.ts';
+import { KeyspaceUpstreamCredentials } from './upstream-credentials/part.ts';
 
 // The class's instances carry every operation (each part's, assigned in the constructor): the
 // interface says so to the type checker.
@@ -40,7 +40,7 @@ export class MemoryTokenStore implements TokenStore {
         devices: new MemoryDevices(core),
         handles: new MemoryHandles(core),
         subjects: new MemorySubjects(core),
-        upstreamCredentials: new MemoryUpstreamCredentials(core),
+        upstreamCredentials: new KeyspaceUpstreamCredentials(core),
         directory: new KeyspaceDirectory(core),
         counters: new MemoryCounters(core),
         infrastructure: new MemoryInfrastructure(core),
