@@ -1,64 +1,26 @@
-// OAuth clients and profiles on Redis; deleteClient is one MULTI/EXEC over the client and its tokens
-// (one slot: the client's bucket), on the transaction connection, then its handles are forgotten.
+// OAuth clients on Redis: what they do their own way, deleteClient, one MULTI/EXEC over the client and
+// its tokens (one slot: the client's bucket) on the transaction connection, then its handles
+// forgotten; everything else is the part both engines share (./part.ts).
 
 import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from '../shared.ts';
-import {
-  ACCESS_MEMBER,
-  clientBucket,
-  clientFields,
-  creationUpdate,
-  hashBucket,
-  clientFromFields,
-  type Fields,
-  orNull,
-  profileFields,
-  profileFromFields,
-  REFRESH_MEMBER,
-  revocationUpdate,
-} from '../records.ts';
+import { ACCESS_MEMBER, clientBucket, hashBucket, REFRESH_MEMBER, revocationUpdate } from '../records.ts';
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { RedisKeyspace } from '../redis-keyspace.ts';
 import { forgetIndexedHandles } from '../handles/transitions.ts';
-import { type DeleteClientResult, DuplicateRecordError } from '../types.ts';
-import type { ClientRecord, ProfileRecord, StoredRead } from '../../model/records.ts';
-import type { ClientStorage, ProfileStorage } from './types.ts';
+import type { DeleteClientResult } from '../types.ts';
+import { KeyspaceClients } from './part.ts';
 
 const MAX_TRANSACTION_ATTEMPTS = 16;
 
-export class RedisClients implements ClientStorage, ProfileStorage {
-  readonly #core: RedisCore;
-
-  constructor(core: RedisCore) {
-    this.#core = core;
-  }
-
-  /**
-   * The record in the client's bucket, then its id in the index of all clients (another slot): a
-   * failure between the two leaves a working client that listClients does not show until registered
-   * again, never an index entry that a concurrent listing would drop before its record exists.
-   */
-  async createClient(client: ClientRecord): Promise<void> {
-    const created = await this.#core.updateHash(this.#core.keys.client(client.clientId), creationUpdate(clientFields(client)));
-    if (!created) throw new DuplicateRecordError(`client ${client.clientId} already exists`);
-    await this.#core.redis.sadd(this.#core.keys.clientIndex(), client.clientId);
-  }
-
-  async getClient(clientId: string): Promise<StoredRead<ClientRecord>> {
-    return this.#getRecord(this.#core.keys.client(clientId), clientFromFields);
-  }
-
-  async listClients(): Promise<ClientRecord[]> {
-    return this.#listIndexed(this.#core.keys.clientIndex(), this.#core.keys.client, clientFromFields);
-  }
-
+export class RedisClients extends KeyspaceClients<RedisCore> {
   async deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
     const deleted = await this.#deleteClient(clientId, now);
     if (deleted) {
       // The client's session and task handles (under {oauth}, not the client's bucket); a member
       // whose handle is now someone else's is stale and left alone. Repeating the delete repeats this.
-      await forgetIndexedHandles(this.#core.keyspace, this.#core.keys, this.#core.keys.handlesByClient(clientId), 'clientId', clientId);
-      await this.#core.publish({ clientIds: [clientId] });
+      await forgetIndexedHandles(this.core.keyspace, this.core.keys, this.core.keys.handlesByClient(clientId), 'clientId', clientId);
+      await this.core.publish({ clientIds: [clientId] });
     }
     return deleted;
   }
@@ -70,22 +32,22 @@ export class RedisClients implements ClientStorage, ProfileStorage {
    */
   async #revokeStrays(keys: string[], revokedAt: number, done: Set<string>): Promise<void> {
     const pending = keys.filter((key) => !done.has(key));
-    const states = await Promise.all(pending.map((key) => this.#core.redis.hmget(key, 'expiresAt', 'revokedAt')));
+    const states = await Promise.all(pending.map((key) => this.core.redis.hmget(key, 'expiresAt', 'revokedAt')));
     await Promise.all(
       pending.map(async (key, i) => {
         const [expiresAt, revoked] = states[i]!;
         if (expiresAt == null || revoked != null) return;
-        if (await this.#core.updateHash(key, revocationUpdate(revokedAt))) done.add(key);
+        if (await this.core.updateHash(key, revocationUpdate(revokedAt))) done.add(key);
       }),
     );
   }
 
   #deleteClient(clientId: string, now: number): Promise<DeleteClientResult | null> {
-    return this.#core.transaction(async (tx) => {
-      const clientKey = this.#core.keys.client(clientId);
-      const setKey = this.#core.keys.clientTokens(clientId);
+    return this.core.transaction(async (tx) => {
+      const clientKey = this.core.keys.client(clientId);
+      const setKey = this.core.keys.clientTokens(clientId);
       const bucket = clientBucket(clientId);
-      const onCluster = this.#core.redis instanceof Cluster;
+      const onCluster = this.core.redis instanceof Cluster;
       const strays = new Set<string>();
       for (let attempt = 0; attempt < MAX_TRANSACTION_ATTEMPTS; attempt++) {
         await tx.watch(clientKey, setKey);
@@ -100,7 +62,7 @@ export class RedisClients implements ClientStorage, ProfileStorage {
         const all = await tx.smembers(setKey);
         const stray = (m: string) => onCluster && hashBucket(m.slice(2)) !== bucket;
         const keyOf = (m: string) =>
-          m.startsWith(ACCESS_MEMBER) ? this.#core.keys.accessToken(m.slice(2)) : this.#core.keys.refreshToken(m.slice(2));
+          m.startsWith(ACCESS_MEMBER) ? this.core.keys.accessToken(m.slice(2)) : this.core.keys.refreshToken(m.slice(2));
         await this.#revokeStrays(all.filter(stray).map(keyOf), revokedAt, strays);
         const members = all.filter((m) => !stray(m));
         const tokenKeys = members.map(keyOf);
@@ -127,71 +89,18 @@ export class RedisClients implements ClientStorage, ProfileStorage {
           // would abort every attempt, so first mark the client revoked on its own (the same rule as
           // for one access token, revocationUpdate): from then on no token can be added to its set
           // and the next attempt revokes every remaining token.
-          if (revokedAtText === null) await this.#core.updateHash(clientKey, revocationUpdate(revokedAt), new RedisKeyspace(tx));
+          if (revokedAtText === null) await this.core.updateHash(clientKey, revocationUpdate(revokedAt), new RedisKeyspace(tx));
           continue;
         }
         assertExec(result);
-        if (await this.#core.replicas.hasReplicas()) await this.#core.replicas.waitForReplica(tx);
+        if (await this.core.replicas.hasReplicas()) await this.core.replicas.waitForReplica(tx);
         for (const key of strays) {
-          if (this.#core.keys.accessTokenHashOf(key) !== undefined) accessTokensRevoked++;
+          if (this.core.keys.accessTokenHashOf(key) !== undefined) accessTokensRevoked++;
           else refreshTokensRevoked++;
         }
         return { clientId, revokedAt, accessTokensRevoked, refreshTokensRevoked };
       }
       throw new StoreUnavailableError('deleteClient: too much contention, gave up');
     });
-  }
-
-  async touchClient(clientId: string, ttlMs: number): Promise<void> {
-    await this.#core.redis.pexpire(this.#core.keys.client(clientId), ttlMs);
-  }
-
-  /**
-   * Each profile created only when absent (seeding never overwrites an admin's edits), then named in
-   * the index of profiles, created or not: a seed stopped between the two is finished by the next.
-   */
-  async seedProfiles(profiles: readonly ProfileRecord[]): Promise<string[]> {
-    const created: string[] = [];
-    for (const profile of profiles) {
-      if (await this.#core.updateHash(this.#core.keys.profile(profile.name), creationUpdate(profileFields(profile))))
-        created.push(profile.name);
-      await this.#core.redis.sadd(this.#core.keys.profileIndex(), profile.name);
-    }
-    return created;
-  }
-
-  async getProfile(name: string): Promise<StoredRead<ProfileRecord>> {
-    return this.#getRecord(this.#core.keys.profile(name), profileFromFields);
-  }
-
-  async getProfileFields(name: string): Promise<Fields | null> {
-    return orNull(await this.#core.redis.hgetall(this.#core.keys.profile(name)));
-  }
-
-  async listProfiles(): Promise<ProfileRecord[]> {
-    return this.#listIndexed(this.#core.keys.profileIndex(), this.#core.keys.profile, profileFromFields);
-  }
-
-  /** One record by key, parsed; null when absent (or expired) or unreadable. */
-  async #getRecord<T>(key: string, parse: (fields: Fields) => T | 'corrupt'): Promise<StoredRead<T>> {
-    const fields = orNull(await this.#core.redis.hgetall(key));
-    return fields && parse(fields);
-  }
-
-  /** Every record named in an index set, sorted by id; ids whose record expired are dropped from the index. */
-  async #listIndexed<T>(index: string, keyOf: (id: string) => string, parse: (fields: Fields) => T | 'corrupt'): Promise<T[]> {
-    const ids = (await this.#core.redis.smembers(index)).sort();
-    const all = await Promise.all(ids.map((id) => this.#core.redis.hgetall(keyOf(id))));
-    const out: T[] = [];
-    const expired: string[] = [];
-    all.forEach((found, i) => {
-      const fields = orNull(found);
-      if (!fields) expired.push(ids[i]!);
-      const record = fields && parse(fields);
-      if (record && record !== 'corrupt') out.push(record);
-    });
-    // Registrations that expired unused leave their id behind in the index; drop it here.
-    if (expired.length > 0) await this.#core.redis.srem(index, ...expired);
-    return out;
   }
 }
