@@ -14,9 +14,10 @@ export interface TokenKeys {
   readonly keys: KeyLayout;
   /**
    * The index listing a subject's tokens of one bucket: on Redis the bucket's own (in the slot of the
-   * tokens it lists), in memory the subject's one index (no slots there; the one its person index reads).
+   * tokens it lists), without a bucket the subject's home index (user-grade tokens); in memory the
+   * subject's one index either way (no slots there; the one its person index reads).
    */
-  subjectIndex(subject: string, bucket: string): string;
+  subjectIndex(subject: string, bucket?: string): string;
 }
 
 /** The reads of a client's state, to run with whatever else a transition reads. */
