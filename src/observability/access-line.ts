@@ -28,6 +28,11 @@ export const ACCESS_FIELDS = [
 /** One access line: every field named, an undefined one left out of the line. */
 export type AccessFields = { [K in (typeof ACCESS_FIELDS)[number]]: string | number | boolean | undefined };
 
+/** A line with no field set, for one that knows only a few (spread it, then set those). */
+export const NO_ACCESS_FIELDS: Readonly<AccessFields> = Object.freeze(
+  Object.fromEntries(ACCESS_FIELDS.map((name) => [name, undefined])) as AccessFields,
+);
+
 const KEYS = ACCESS_FIELDS.map((name) => `,"${name}":`);
 const LINE_START = '{"level":30,"time":"';
 const LINE_END = ',"msg":"request"}\n';

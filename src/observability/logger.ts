@@ -13,6 +13,7 @@ import { AccessLog } from './access-line.ts';
 import { stdoutDestination } from './stdout.ts';
 
 export { ATOMIC_WRITE_BYTES, LOG_FLUSH_INTERVAL_MS, STDOUT_BUFFER_MAX_BYTES, writeStdoutLines } from './stdout.ts';
+export { NO_ACCESS_FIELDS } from './access-line.ts';
 export type { AccessFields, AccessLog } from './access-line.ts';
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;

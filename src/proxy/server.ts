@@ -14,7 +14,7 @@ import type { Config } from '../config/load.ts';
 import { writeJson, type ErrorCode } from '../http/errors.ts';
 import { cannedStatus, loggedPath, pathOf, serve, type CannedStatus, type Route } from '../http/serve.ts';
 import { AUTHZ_PATH, CONNECT_ANSWER_PATH, handleAuthz, handleConnectAnswer } from './forward-auth.ts';
-import { accessLogger, type AccessLog } from '../observability/logger.ts';
+import { accessLogger, NO_ACCESS_FIELDS, type AccessLog } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { ProxyRequest } from './request.ts';
@@ -200,20 +200,5 @@ const CANNED_CODE: Record<CannedStatus, ErrorCode> = {
 
 /** The access line of a request Node refused before there was one: no method, path or principal to name. */
 function earlyRefusalLog(log: AccessLog, status: CannedStatus): void {
-  log.write({
-    method: undefined,
-    path: undefined,
-    status,
-    durationMs: undefined,
-    authKind: undefined,
-    subject: undefined,
-    clientId: undefined,
-    outcome: 'refused',
-    reason: CANNED_CODE[status],
-    denial: undefined,
-    dpopRefusal: undefined,
-    upstreamStatus: undefined,
-    aborted: undefined,
-    endedBy: undefined,
-  });
+  log.write({ ...NO_ACCESS_FIELDS, status, outcome: 'refused', reason: CANNED_CODE[status] });
 }

@@ -3,30 +3,13 @@
 // characters) or leaves as they are (non-ASCII). Shared by test/support/log-child.ts (which writes
 // them to its stdout) and test/integration/log-output.test.ts (which logs them through pino).
 
-import type { AccessFields } from '../../src/observability/logger.ts';
+import { NO_ACCESS_FIELDS, type AccessFields } from '../../src/observability/logger.ts';
 
 /** The time both sides see (Date.now), so their lines can be compared byte for byte. */
 export const PINNED_NOW = Date.UTC(2026, 11, 6, 14, 30, 15, 123);
 
-const NONE: AccessFields = {
-  method: undefined,
-  path: undefined,
-  status: undefined,
-  durationMs: undefined,
-  authKind: undefined,
-  subject: undefined,
-  clientId: undefined,
-  outcome: undefined,
-  reason: undefined,
-  denial: undefined,
-  dpopRefusal: undefined,
-  upstreamStatus: undefined,
-  aborted: undefined,
-  endedBy: undefined,
-};
-
 const forwarded: AccessFields = {
-  ...NONE,
+  ...NO_ACCESS_FIELDS,
   method: 'POST',
   path: '/mcp',
   status: 200,
@@ -40,11 +23,20 @@ const forwarded: AccessFields = {
 
 export const ACCESS_CASES: AccessFields[] = [
   forwarded,
-  { ...NONE, method: 'POST', path: '/mcp', status: 401, durationMs: 0.05, outcome: 'denied', reason: 'unknown', denial: 'unknown' },
+  {
+    ...NO_ACCESS_FIELDS,
+    method: 'POST',
+    path: '/mcp',
+    status: 401,
+    durationMs: 0.05,
+    outcome: 'denied',
+    reason: 'unknown',
+    denial: 'unknown',
+  },
   { ...forwarded, dpopRefusal: 'replayed', upstreamStatus: 'error', aborted: true, endedBy: 'revoked', status: 502 },
   // Nothing but the path: every other field left out.
-  { ...NONE, path: '/' },
-  { ...NONE },
+  { ...NO_ACCESS_FIELDS, path: '/' },
+  { ...NO_ACCESS_FIELDS },
   // Escaped by pino: quotes and backslashes; control characters (through JSON.stringify).
   { ...forwarded, subject: 'say "hi" \\ bye\\', path: '/mcp/"x"' },
   { ...forwarded, subject: 'tab\there\nnew line\u0001\u001f', clientId: 'cr\r' },
