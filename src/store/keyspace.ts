@@ -20,6 +20,7 @@ export type Command = readonly [name: CommandName, key: string, ...args: Array<s
 /** Commands that read (any of them may be a guard, or a read before the decision). */
 export const READ_COMMANDS = [
   'EXISTS',
+  'GET',
   'HGET',
   'HMGET',
   'HGETALL',
@@ -33,12 +34,14 @@ export const READ_COMMANDS = [
   'ZCOUNT',
   'ZRANGE',
   'ZRANGEBYSCORE',
+  'ZREVRANGE',
   'PTTL',
 ] as const;
 
 /** Commands that write (the steps of a plan; a read may be a step too, its reply given back). */
 export const WRITE_COMMANDS = [
   'DEL',
+  'SET',
   'HSET',
   'HSETNX',
   'HDEL',

@@ -29,7 +29,7 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   /** Sorted sets (handle indexes, subject indexes, holders of pending requests): member -> score. */
   readonly sortedSets = new Map<string, Map<string, number>>();
   /** Counters (INCR): key -> value. */
-  readonly strings = new Map<string, number>();
+  readonly strings = new Map<string, string>();
   /** Expiries of the keys that are not hashes (a hash's lives in its entry), epoch ms. */
   readonly expiries = new Map<string, number>();
   readonly keys: KeyLayout;
@@ -120,8 +120,16 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
     return this.#expired(key) ? undefined : this.sortedSets.get(key);
   }
 
-  liveString(key: string): number | undefined {
+  liveString(key: string): string | undefined {
     return this.#expired(key) ? undefined : this.strings.get(key);
+  }
+
+  /** SET: `key` holds `value` from now on, whatever it held, gone at `expiresAt` (epoch ms; none: kept). */
+  putString(key: string, value: string, expiresAt?: number): void {
+    this.deleteKey(key);
+    this.strings.set(key, value);
+    if (expiresAt !== undefined) this.expiries.set(key, expiresAt);
+    this.#wrote();
   }
 
   /** The sorted set at `key`, created empty when absent. */
@@ -176,8 +184,10 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
 
   /** INCR: the counter at `key` plus one (from 0 when absent), keeping its expiry. */
   increment(key: string): number {
-    const value = (this.liveString(key) ?? 0) + 1;
-    this.strings.set(key, value);
+    const held = this.liveString(key) ?? '0';
+    if (!/^-?\d+$/.test(held)) throw new Error('ERR value is not an integer or out of range');
+    const value = Number(held) + 1;
+    this.strings.set(key, String(value));
     this.#wrote();
     return value;
   }

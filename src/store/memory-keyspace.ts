@@ -43,7 +43,8 @@ export interface KeyspaceMaps {
   set(key: string): Set<string>;
   liveSortedSet(key: string): Map<string, number> | undefined;
   sortedSet(key: string): Map<string, number>;
-  liveString(key: string): number | undefined;
+  liveString(key: string): string | undefined;
+  putString(key: string, value: string, expiresAt?: number): void;
   increment(key: string): number;
   deleteKey(key: string): boolean;
   expiryOf(key: string): number | null | undefined;
@@ -84,6 +85,8 @@ export class MemoryKeyspace implements Keyspace {
     switch (name) {
       case 'EXISTS':
         return hash !== null || zset !== undefined || set !== undefined || core.liveString(key) !== undefined ? 1 : 0;
+      case 'GET':
+        return core.liveString(key) ?? null;
       case 'HGET':
         return hash?.[String(args[0])] ?? null;
       case 'HMGET':
@@ -112,6 +115,8 @@ export class MemoryKeyspace implements Keyspace {
         return this.#range(zset, args);
       case 'ZRANGEBYSCORE':
         return this.#rangeByScore(zset, args);
+      case 'ZREVRANGE':
+        return this.#range(zset, args, true);
       case 'PTTL':
         return this.#ttl(key);
       default:
@@ -125,8 +130,10 @@ export class MemoryKeyspace implements Keyspace {
     return [...(zset ?? [])].filter(([, s]) => low(s) && high(s)).sort(byScore);
   }
 
-  #range(zset: Map<string, number> | undefined, [start, stop, option]: Args): string[] {
+  /** ZRANGE by rank (ZREVRANGE: `reverse`, the highest score first). */
+  #range(zset: Map<string, number> | undefined, [start, stop, option]: Args, reverse = false): string[] {
     const sorted = [...(zset ?? [])].sort(byScore);
+    if (reverse) sorted.reverse();
     const from = Math.max(0, rank(start!, sorted.length));
     const to = Math.min(sorted.length - 1, rank(stop!, sorted.length));
     return withScores(from > to ? [] : sorted.slice(from, to + 1), option === 'WITHSCORES');
@@ -161,6 +168,8 @@ export class MemoryKeyspace implements Keyspace {
     switch (name) {
       case 'DEL':
         return core.deleteKey(key) ? 1 : 0;
+      case 'SET':
+        return this.#set(key, args);
       case 'HSET': {
         const fields = hash ?? core.createHash(key);
         let added = 0;
@@ -225,6 +234,17 @@ export class MemoryKeyspace implements Keyspace {
       default:
         throw new Error(`ERR plan: unknown command: ${String(name)}`);
     }
+  }
+
+  /** SET key value [PXAT ms]: the value replaces whatever the key held (the other options are not in the port). */
+  #set(key: string, [value, option, at, ...rest]: Args): string {
+    const expiring = option !== undefined && String(option).toUpperCase() === 'PXAT';
+    if ((option !== undefined && !expiring) || rest.length > 0) throw new Error('ERR plan: SET takes only PXAT');
+    const expiresAt = expiring ? Number(at) : undefined;
+    if (expiresAt !== undefined && !Number.isSafeInteger(expiresAt)) throw new Error('ERR value is not an integer or out of range');
+    if (expiresAt !== undefined && expiresAt <= this.#core.clock.now()) this.#core.deleteKey(key);
+    else this.#core.putString(key, String(value), expiresAt);
+    return 'OK';
   }
 
   /** SREM and ZREM: members removed; an emptied key is deleted, as Redis does. */

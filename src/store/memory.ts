@@ -3,7 +3,7 @@
 // (src/store/<aggregate>/memory.ts), composed into one store as the Redis parts are.
 
 import type { Clock } from '../model/clock.ts';
-import { MemoryApprovals } from './approvals/memory.ts';
+import { KeyspaceApprovals } from './approvals/part.ts';
 import { MemoryClients } from './clients/memory.ts';
 import { MemoryCounters } from './counters/memory.ts';
 import { MemoryDevices } from './devices/memory.ts';
@@ -44,7 +44,7 @@ export class MemoryTokenStore implements TokenStore {
         directory: new KeyspaceDirectory(core),
         counters: new MemoryCounters(core),
         infrastructure: new MemoryInfrastructure(core),
-        approvals: new MemoryApprovals(core),
+        approvals: new KeyspaceApprovals(core),
       }),
     );
   }

@@ -4,7 +4,7 @@
 // RedisTokenStore below) on its way out. Connections: redis-connection.ts; plans: redis-keyspace.ts;
 // WAIT after revocations: redis-replication.ts.
 
-import { RedisApprovals } from './approvals/redis.ts';
+import { KeyspaceApprovals } from './approvals/part.ts';
 import { RedisClients } from './clients/redis.ts';
 import { RedisCounters } from './counters/redis.ts';
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
@@ -42,7 +42,7 @@ function redisOperations(core: RedisCore): TokenStore {
       directory: new KeyspaceDirectory(core),
       counters: new RedisCounters(core),
       infrastructure: new RedisInfrastructure(core),
-      approvals: new RedisApprovals(core),
+      approvals: new KeyspaceApprovals(core),
     }),
     close: () => core.close(),
   };

@@ -76,7 +76,7 @@ describe('the hit plan on both engines and the rule of a fixed window', () => {
       const after = Date.now();
       // The memory engine on the same counter, at one instant of its own clock.
       const memory = new MemoryCore({ clock: new ManualClock(before) });
-      if (shape > 0) memory.strings.set(key, count);
+      if (shape > 0) memory.strings.set(key, String(count));
       if (endsAt !== undefined) memory.expiries.set(key, endsAt);
       const inMemory = hitOf(memory.keyspace.applyNow(hitPlan(key, windowMs))!);
       const expiresAt = Number(await raw.call('PEXPIRETIME', key));

@@ -128,6 +128,41 @@ describe('the keyspace commands', () => {
     ]);
   });
 
+  it('answer alike on memory and on Redis: strings (SET, PXAT, GET, INCR) and ZREVRANGE', async () => {
+    const at = Date.now() + 3_600_000;
+    const replies = await both((k) => [
+      ['GET', k.absent],
+      ['SET', k.counter, '41'],
+      ['INCR', k.counter],
+      ['GET', k.counter],
+      ['PTTL', k.counter],
+      ['SET', k.counter, 'v', 'PXAT', at],
+      ['GET', k.counter],
+      ['HSET', k.hash, 'f', 'v'],
+      ['SET', k.hash, 'replaced'],
+      ['GET', k.hash],
+      ['SET', k.set, 'x', 'PXAT', Date.now() - 1],
+      ['EXISTS', k.set],
+      ['ZADD', k.zset, 1, 'a', 3, 'c', 2, 'b'],
+      ['ZREVRANGE', k.zset, 0, 1],
+      ['ZREVRANGE', k.zset, 0, -1, 'WITHSCORES'],
+      ['ZREVRANGE', k.zset, 5, 9],
+    ]);
+    expect(replies.memory).toEqual(replies.redis);
+    expect(replies.redis).toEqual([null, 'OK', 42, '42', -1, 'OK', 'v', 1, 'OK', 'replaced', 'OK', 0, 3, ['c', 'b'], ['c', '3', 'b', '2', 'a', '1'], []]);
+    // The value SET with PXAT goes when Redis would let it go.
+    for (const [name, ks] of [
+      ['memory', memory],
+      ['redis', redis],
+    ] as const) {
+      const k = keysFor(name);
+      await ks.apply({ guards: [], steps: [['SET', k.counter, 'v', 'PXAT', at]] });
+      const left = (await readOne(ks, ['PTTL', k.counter])) as number;
+      expect(left).toBeGreaterThan(at - Date.now() - 2000);
+      expect(left).toBeLessThanOrEqual(at - Date.now() + 50);
+    }
+  });
+
   it('answer alike on memory and on Redis: expiries (NX and GT, and a time already past)', async () => {
     const at = Date.now() + 3_600_000;
     const replies = await both((k) => [
