@@ -142,6 +142,27 @@ export function allBuckets(): string[] {
   return Array.from({ length: OAUTH_BUCKETS }, (_, i) => i.toString(16).padStart(2, '0'));
 }
 
+/**
+ * A SCAN MATCH glob as Redis reads it, for the memory engine's scans: `*` any run of characters, `?`
+ * one, a backslash the next character literally. The store's patterns have no character class
+ * (`[...]`): one is refused rather than half read.
+ */
+export function globMatcher(pattern: string): (key: string) => boolean {
+  let source = '';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c === '*') source += '[\\s\\S]*';
+    else if (c === '?') source += '[\\s\\S]';
+    else if (c === '\\' && i + 1 < pattern.length) source += escapeRegExp(pattern[++i]!);
+    else if (c === '[') throw new Error(`globMatcher: character classes are not supported: ${pattern}`);
+    else source += escapeRegExp(c);
+  }
+  const regex = new RegExp(`^${source}$`);
+  return (key) => regex.test(key);
+}
+
+const escapeRegExp = (c: string): string => c.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+
 /** A key prefix as a SCAN MATCH pattern: its glob characters (`*`, `?`, `[`, `]`, `\\`) taken literally. */
 export function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);

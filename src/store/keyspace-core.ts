@@ -33,4 +33,10 @@ export interface KeyspaceCore extends TokenKeys {
    * names) forgotten, then every sidecar told.
    */
   publish(notice: RevocationNotice, grantIds?: string[]): Promise<void>;
+  /**
+   * Every key matching `pattern` (a SCAN MATCH glob), about `count` at a time, each non-empty batch
+   * handed to `each` (a key may come twice): on Redis SCAN on every master (a connection that is not
+   * ready is an outage, never an empty database), in memory the store's keys.
+   */
+  scanKeys(pattern: string, count: number, each: (keys: string[]) => Promise<void>): Promise<void>;
 }

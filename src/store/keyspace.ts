@@ -56,8 +56,15 @@ export const WRITE_COMMANDS = [
   'HINCRBY',
 ] as const;
 
+/**
+ * Commands that read a key a batch at a time, `cursor [COUNT n]` (reply: the next cursor and the
+ * batch; `0` when done): a read only, never a guard or a step of a plan. The memory engine answers
+ * the whole key at once.
+ */
+export const SCAN_COMMANDS = ['ZSCAN', 'SSCAN', 'HSCAN'] as const;
+
 export type ReadName = (typeof READ_COMMANDS)[number];
-export type CommandName = ReadName | (typeof WRITE_COMMANDS)[number];
+export type CommandName = ReadName | (typeof WRITE_COMMANDS)[number] | (typeof SCAN_COMMANDS)[number];
 
 /**
  * A read whose reply must still be `equals` when the plan is applied; or, for a count, still `below`
@@ -128,6 +135,24 @@ export function scoredOf(reply: Reply): Array<[member: string, score: number]> {
   return pairs;
 }
 
+/**
+ * A key read a batch at a time (ZSCAN, SSCAN, HSCAN `key cursor COUNT count`): each batch's flat
+ * reply, until the cursor comes back to 0. COUNT is a hint: a batch may hold more.
+ */
+export async function* scanKey(
+  keyspace: Keyspace,
+  [name, key]: readonly [(typeof SCAN_COMMANDS)[number], string],
+  count: number,
+): AsyncGenerator<string[]> {
+  let cursor = '0';
+  do {
+    const reply = await readOne(keyspace, [name, key, cursor, 'COUNT', count]);
+    if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) throw new Error(`${name}: not a scan reply`);
+    cursor = String(reply[0]);
+    if (reply[1].length > 0) yield reply[1].map(String);
+  } while (cursor !== '0');
+}
+
 /** A list reply (SMEMBERS, ZRANGE) as strings. */
 export function membersOf(reply: Reply): string[] {
   return Array.isArray(reply) ? reply.map(String) : [];
@@ -171,14 +196,23 @@ export function hashGuards(key: string, current: Fields | null): Guard[] {
 /**
  * A compare-and-set on one hash: reads it, asks `decide` what to write, and writes that only while
  * the hash is still exactly as read; when it changed in between, `decide` runs again on what is
- * there now. A rule on a single record lives in src/model/ and runs here on either engine.
+ * there now. A rule on a single record lives in src/model/ and runs here on either engine. `also`
+ * names more steps written in the same atomic step when the hash is written (keys of its slot kept
+ * with it: an index entry), from the decision's result.
  */
-export function updateHash<R>(keyspace: Keyspace, key: string, decide: (current: Fields | null) => HashUpdate<R>): Promise<R> {
+export function updateHash<R>(
+  keyspace: Keyspace,
+  key: string,
+  decide: (current: Fields | null) => HashUpdate<R>,
+  also?: (result: R) => Command[],
+): Promise<R> {
   return transition(keyspace, 'updateHash', async (space) => {
     const current = fieldsOf(await readOne(space, ['HGETALL', key]));
     const update = decide(current && { ...current });
     if (!writesHash(update)) return { result: update.result };
-    return { result: update.result, plan: hashUpdatePlan(key, current, update) };
+    const plan = hashUpdatePlan(key, current, update);
+    if (also !== undefined) plan.steps.push(...also(update.result));
+    return { result: update.result, plan };
   });
 }
 

@@ -11,8 +11,16 @@ import { hashUpdatePlan, type Keyspace } from './keyspace.ts';
 import type { KeyspaceCore } from './keyspace-core.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
-import { indexSubjectPlan } from './subjects/transitions.ts';
-import { consentGrantIds, keyLayout, subjectDigest, type Fields, type HashUpdate, type KeyLayout, writesHash } from './records.ts';
+import {
+  consentGrantIds,
+  globMatcher,
+  keyLayout,
+  subjectDigest,
+  type Fields,
+  type HashUpdate,
+  type KeyLayout,
+  writesHash,
+} from './records.ts';
 import type { RevocationListener, RevocationNotice } from './types.ts';
 
 /** The fewest writes between two sweeps of expired records. */
@@ -97,11 +105,6 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
     const update = decide(current && { ...current });
     if (writesHash(update)) this.keyspace.applyNow(hashUpdatePlan(key, current, update));
     return update.result;
-  }
-
-  /** Subject indexes (sorted sets): member -> the record's expiresAt. */
-  get subjectIndexes(): Map<string, Map<string, number>> {
-    return this.sortedSets;
   }
 
   /** A key that is not a hash, once past its expiry, dropped (as Redis drops it). */
@@ -207,16 +210,20 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   }
 
   /**
-   * The index listing a subject's tokens: in memory one per subject whatever the bucket (no slots
-   * here), the one its person index reads (src/store/subjects/memory.ts).
+   * A subject's index key (by the SHA-256 of the subject), as on Redis: its home index (user-grade
+   * tokens, approvals), or, given a bucket, the index of that bucket's access and refresh tokens.
    */
-  subjectIndex(subject: string, _bucket?: string): string {
-    return this.keys.subjectGrants(subjectDigest(subject));
+  subjectIndex(subject: string, bucket?: string): string {
+    return this.keys.subjectGrants(subjectDigest(subject), bucket);
   }
 
-  /** Lists a member in its subject's index (indexSubjectPlan: the index expires with its longest-lived member). */
-  indexSubject(subject: string, member: string, expiresAt: number): void {
-    this.keyspace.applyNow(indexSubjectPlan(this.subjectIndex(subject), member, expiresAt));
+  /** The keys held now that match a SCAN glob, `count` at a time (expired ones are not handed out). */
+  async scanKeys(pattern: string, count: number, each: (keys: string[]) => Promise<void>): Promise<void> {
+    this.check();
+    const matches = globMatcher(pattern);
+    const all = [...new Set([...this.hashes.keys(), ...this.sets.keys(), ...this.sortedSets.keys(), ...this.strings.keys()])];
+    const live = all.filter((key) => matches(key) && this.expiryOf(key) !== null);
+    for (let i = 0; i < live.length; i += Math.max(1, count)) await each(live.slice(i, i + Math.max(1, count)));
   }
 
   /** No slots in memory: every code and refresh token can be used in one step. */

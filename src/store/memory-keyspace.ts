@@ -119,6 +119,13 @@ export class MemoryKeyspace implements Keyspace {
         return this.#range(zset, args, true);
       case 'PTTL':
         return this.#ttl(key);
+      // The scans answer the whole key in one batch (the cursor back to 0 at once).
+      case 'ZSCAN':
+        return ['0', String(args[0]) === '0' ? withScores([...(zset ?? [])], true) : []];
+      case 'SSCAN':
+        return ['0', String(args[0]) === '0' ? [...(set ?? [])] : []];
+      case 'HSCAN':
+        return ['0', String(args[0]) === '0' && hash !== null ? Object.entries(hash).flat() : []];
       default:
         return this.#write(name, key, args, hash, set, zset);
     }

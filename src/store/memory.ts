@@ -6,16 +6,16 @@ import type { Clock } from '../model/clock.ts';
 import { KeyspaceApprovals } from './approvals/part.ts';
 import { MemoryClients } from './clients/memory.ts';
 import { MemoryCounters } from './counters/memory.ts';
-import { MemoryDevices } from './devices/memory.ts';
+import { KeyspaceDevices } from './devices/part.ts';
 import { KeyspaceDirectory } from './directory/part.ts';
 import { MemoryHandles } from './handles/memory.ts';
 import { MemoryInfrastructure } from './infrastructure/memory.ts';
 import { MemoryCore } from './memory-core.ts';
 import { composeParts, type StoreOperations } from './operations.ts';
 import type { Fields } from './records.ts';
-import { MemoryRefreshTokens } from './refresh-tokens/memory.ts';
-import { MemorySignIn } from './sign-in/memory.ts';
-import { MemorySubjects } from './subjects/memory.ts';
+import { KeyspaceRefreshTokens } from './refresh-tokens/part.ts';
+import { KeyspaceSignIn } from './sign-in/part.ts';
+import { KeyspaceSubjects } from './subjects/part.ts';
 import { MemoryTokens } from './tokens/memory.ts';
 import type { TokenStore } from './types.ts';
 import { KeyspaceUpstreamCredentials } from './upstream-credentials/part.ts';
@@ -35,11 +35,11 @@ export class MemoryTokenStore implements TokenStore {
       composeParts({
         tokens: new MemoryTokens(core),
         clients: new MemoryClients(core),
-        refreshTokens: new MemoryRefreshTokens(core),
-        signIn: new MemorySignIn(core),
-        devices: new MemoryDevices(core),
+        refreshTokens: new KeyspaceRefreshTokens(core),
+        signIn: new KeyspaceSignIn(core),
+        devices: new KeyspaceDevices(core),
         handles: new MemoryHandles(core),
-        subjects: new MemorySubjects(core),
+        subjects: new KeyspaceSubjects(core),
         upstreamCredentials: new KeyspaceUpstreamCredentials(core),
         directory: new KeyspaceDirectory(core),
         counters: new MemoryCounters(core),

@@ -20,6 +20,7 @@ export {
   clientBucket,
   hashBucket,
   escapeGlob,
+  globMatcher,
   CURRENT_LAYOUT,
   OAUTH_BUCKETS,
 } from './key-layout.ts';

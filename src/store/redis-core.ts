@@ -3,7 +3,7 @@
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 // A KeyspaceCore (keyspace-core.ts): the parts both engines share (<aggregate>/part.ts) run on it too.
 
-import { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { StoreUnavailableError } from './shared.ts';
 import {
   consentGrantIds,
@@ -95,9 +95,19 @@ export class RedisCore implements KeyspaceCore {
     return true;
   }
 
-  /** Every index of a subject: its home index, then one per bucket (the person index, slot by slot). */
-  subjectIndexes(subject: string): string[] {
-    return [this.subjectIndex(subject), ...allBuckets().map((bucket) => this.subjectIndex(subject, bucket))];
+  async scanKeys(pattern: string, count: number, each: (keys: string[]) => Promise<void>): Promise<void> {
+    // SCAN is per node: on Cluster every master is scanned. A Cluster client that is not connected
+    // lists no master: that is an outage, never an empty database.
+    const nodes: Redis[] = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    if (this.redis.status !== 'ready' || nodes.length === 0) throw new StoreUnavailableError(`Redis connection is ${this.redis.status}`);
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+        cursor = next;
+        if (keys.length > 0) await each(keys);
+      } while (cursor !== '0');
+    }
   }
 
   /**

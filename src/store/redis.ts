@@ -8,7 +8,7 @@ import { KeyspaceApprovals } from './approvals/part.ts';
 import { RedisClients } from './clients/redis.ts';
 import { RedisCounters } from './counters/redis.ts';
 import { StoreDecorator, type StoreOperation } from './decorator.ts';
-import { RedisDevices } from './devices/redis.ts';
+import { KeyspaceDevices } from './devices/part.ts';
 import { KeyspaceDirectory } from './directory/part.ts';
 import { RedisHandles } from './handles/redis.ts';
 import { RedisInfrastructure } from './infrastructure/redis.ts';
@@ -20,8 +20,8 @@ import type { ClusterLookupCache } from './redis-cluster-lookup-cache.ts';
 import { TrackedLookupCache, type LookupCacheFallback, type LookupCacheOptions } from './redis-lookup-cache.ts';
 import type { ReplicationStats } from './redis-replication.ts';
 import { RedisRefreshTokens } from './refresh-tokens/redis.ts';
-import { RedisSignIn } from './sign-in/redis.ts';
-import { RedisSubjects } from './subjects/redis.ts';
+import { KeyspaceSignIn } from './sign-in/part.ts';
+import { KeyspaceSubjects } from './subjects/part.ts';
 import { RedisTokens } from './tokens/redis.ts';
 import type { StoreWatch, TokenStore } from './types.ts';
 import type { TokenLookup } from '../model/records.ts';
@@ -34,10 +34,10 @@ function redisOperations(core: RedisCore): TokenStore {
       tokens: new RedisTokens(core),
       clients: new RedisClients(core),
       refreshTokens: new RedisRefreshTokens(core),
-      signIn: new RedisSignIn(core),
-      devices: new RedisDevices(core),
+      signIn: new KeyspaceSignIn(core),
+      devices: new KeyspaceDevices(core),
       handles: new RedisHandles(core),
-      subjects: new RedisSubjects(core),
+      subjects: new KeyspaceSubjects(core),
       upstreamCredentials: new RedisUpstreamCredentials(core),
       directory: new KeyspaceDirectory(core),
       counters: new RedisCounters(core),

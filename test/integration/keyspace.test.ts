@@ -149,7 +149,24 @@ describe('the keyspace commands', () => {
       ['ZREVRANGE', k.zset, 5, 9],
     ]);
     expect(replies.memory).toEqual(replies.redis);
-    expect(replies.redis).toEqual([null, 'OK', 42, '42', -1, 'OK', 'v', 1, 'OK', 'replaced', 'OK', 0, 3, ['c', 'b'], ['c', '3', 'b', '2', 'a', '1'], []]);
+    expect(replies.redis).toEqual([
+      null,
+      'OK',
+      42,
+      '42',
+      -1,
+      'OK',
+      'v',
+      1,
+      'OK',
+      'replaced',
+      'OK',
+      0,
+      3,
+      ['c', 'b'],
+      ['c', '3', 'b', '2', 'a', '1'],
+      [],
+    ]);
     // The value SET with PXAT goes when Redis would let it go.
     for (const [name, ks] of [
       ['memory', memory],

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { generateToken, hashToken } from '../../src/model/credentials.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { subjectDigest } from '../../src/store/records.ts';
+import { consentMember, subjectDigest } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
 import type { DeviceAuthorizationRecord } from '../../src/model/records.ts';
 import type { AuthorizationRequestRecord, ConsentRecord } from '../../src/store/types.ts';
@@ -85,6 +85,24 @@ describe('approvals remembered on one browser from 8 sidecars at once', () => {
     const index = sidecars[0]!.keys.subjectGrants(subjectDigest('idp-user-1'));
     expect(await raw.zcard(index)).toBe(browsers.length);
     expect(await pexpiretime(index)).toBe(now + browsers.length * HOUR);
+  });
+
+  it('forgotten on some sidecars while given again on others: an approval kept is always listed in its person index', async () => {
+    const now = Date.now();
+    const given = approval('c-again', now + HOUR);
+    const index = sidecars[0]!.keys.subjectGrants(subjectDigest('idp-user-1'));
+    const approvals = sidecars[0]!.keys.consents(browser);
+    for (let round = 0; round < 20; round++) {
+      await sidecars[0]!.putConsent(browser, given, now, 20);
+      const [listed] = await sidecars[0]!.listSubjectConsents('idp-user-1', now);
+      await Promise.all(
+        sidecars.map((s, i) => (i % 2 === 0 ? s.forgetConsent(browser, listed!.key, 'idp-user-1') : s.putConsent(browser, given, now, 20))),
+      );
+      // Whichever came last, the approval and its index member are there together or gone together.
+      const kept = (await raw.hexists(approvals, listed!.key)) === 1;
+      const member = await raw.zscore(index, consentMember(browser, listed!.key));
+      expect({ round, kept, listed: member !== null }).toEqual({ round, kept, listed: kept });
+    }
   });
 
   it("the person's index expires with its longest-lived member, the approval given again counted at its new expiry", async () => {

@@ -1,23 +1,26 @@
-// Device authorizations (RFC 8628), the part both engines share: an authorization put under its bounds
-// (a transition on the core's keyspace: ./transitions.ts) and a poll (the model's rule, pollDevice,
-// in a compare-and-set on the record). The lookup by user code and the decision are each engine's own
-// (memory.ts, redis.ts).
+// Device authorizations (RFC 8628), written once for both engines on the core's keyspace: an
+// authorization put under its bounds (./transitions.ts), found by its user code, decided (the model's
+// rule, decideDevice, in a compare-and-set on the record that drops the user code's index in the same
+// step) and polled (pollDevice, in a compare-and-set on the record).
 
 import type { KeyspaceCore } from '../keyspace-core.ts';
-import { devicePollUpdate } from '../records.ts';
+import { fieldsOf, readOne, updateHash } from '../keyspace.ts';
+import { deviceAuthorizationFromFields, deviceDecisionUpdate, devicePollUpdate, readRecord } from '../records.ts';
 import type { DeviceAuthorizationBounds, DeviceAuthorizationOutcome } from '../types.ts';
-import type { DeviceAuthorizationRecord, DevicePollOutcome } from '../../model/records.ts';
+import type {
+  DeviceAuthorizationRecord,
+  DevicePollOutcome,
+  SignedInUser,
+  StoredDeviceAuthorization,
+  StoredRead,
+} from '../../model/records.ts';
 import { putDeviceAuthorization } from './transitions.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
-export class KeyspaceDevices<Core extends KeyspaceCore = KeyspaceCore> implements Pick<
-  DeviceAuthorizationStorage,
-  'putDeviceAuthorization' | 'pollDeviceAuthorization'
-> {
-  /** The engine's core (its own part reads what only that engine has from it). */
-  protected readonly core: Core;
+export class KeyspaceDevices implements DeviceAuthorizationStorage {
+  readonly core: KeyspaceCore;
 
-  constructor(core: Core) {
+  constructor(core: KeyspaceCore) {
     this.core = core;
   }
 
@@ -32,5 +35,27 @@ export class KeyspaceDevices<Core extends KeyspaceCore = KeyspaceCore> implement
   /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */
   async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
     return this.core.updateHash(this.core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
+  }
+
+  async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
+    const { keys, keyspace } = this.core;
+    const deviceCodeHash = await readOne(keyspace, ['HGET', keys.deviceUserCode(userCodeHash), 'deviceCodeHash']);
+    if (typeof deviceCodeHash !== 'string') return null;
+    return readRecord(
+      fieldsOf(await readOne(keyspace, ['HGETALL', keys.deviceAuthorization(deviceCodeHash)])),
+      deviceAuthorizationFromFields,
+    );
+  }
+
+  /**
+   * The decision, by the model (decideDevice) inside a compare-and-set on the record, its user code's
+   * index gone in the same step (both under {oauth}: one slot).
+   */
+  async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
+    const { keys, keyspace } = this.core;
+    const userCodeHash = await updateHash(keyspace, keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user), (decided) =>
+      decided === undefined ? [] : [['DEL', keys.deviceUserCode(decided)]],
+    );
+    return userCodeHash !== undefined;
   }
 }

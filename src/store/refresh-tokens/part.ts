@@ -1,23 +1,28 @@
-// Refresh tokens, the part both engines share: rotation (the grace window and reuse detection) and
-// family revocation, the transitions of ./transitions.ts on the core's keyspace, each revocation
-// followed by its notice. The plain read, and on Redis what replicas and Cluster add, are each
-// engine's own (memory.ts, redis.ts).
+// Refresh tokens, written once for both engines: the read, rotation (the grace window and reuse
+// detection) and family revocation, the transitions of ./transitions.ts on the core's keyspace, each
+// revocation followed by its notice. What replicas and Cluster add on Redis is in redis.ts.
 
 import type { KeyspaceCore } from '../keyspace-core.ts';
 import type { RotateOutcome } from '../types.ts';
-import type { AccessTokenRecord, RefreshTokenRecord } from '../../model/records.ts';
+import type { AccessTokenRecord, RefreshTokenRecord, StoredRead, StoredRefreshToken } from '../../model/records.ts';
+import { fieldsOf, readOne } from '../keyspace.ts';
+import { readRecord, refreshTokenFromFields } from '../records.ts';
 import { revokeFamily, rotateRefresh } from './transitions.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
-export class KeyspaceRefreshTokens<Core extends KeyspaceCore = KeyspaceCore> implements Pick<
-  RefreshTokenStorage,
-  'rotateRefreshToken' | 'revokeRefreshFamily'
-> {
+export class KeyspaceRefreshTokens<Core extends KeyspaceCore = KeyspaceCore> implements RefreshTokenStorage {
   /** The engine's core (its own part reads what only that engine has from it). */
   protected readonly core: Core;
 
   constructor(core: Core) {
     this.core = core;
+  }
+
+  async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
+    return readRecord(
+      fieldsOf(await readOne(this.core.keyspace, ['HGETALL', this.core.keys.refreshToken(tokenHash)])),
+      refreshTokenFromFields,
+    );
   }
 
   async rotateRefreshToken(

@@ -1,20 +1,15 @@
-// Refresh tokens on Redis: the plain read, and what replicas and Cluster add to the part both engines
-// share (./part.ts: rotation, the old token, the new pair and its index in one guarded step, and
-// family revocation): a reuse's revocation repeated and WAITed for, and on Cluster a layout-1 token
-// revoked key by key.
+// Refresh tokens on Redis: what replicas and Cluster add to the part both engines share (./part.ts:
+// the read, rotation with the old token, the new pair and its index in one guarded step, and family
+// revocation): a reuse's revocation repeated and WAITed for, and on Cluster a layout-1 token revoked
+// key by key.
 
 import { Cluster } from 'ioredis';
-import { ACCESS_MEMBER, clientBucket, hashBucket, orNull, readRecord, refreshTokenFromFields, revocationUpdate } from '../records.ts';
+import { ACCESS_MEMBER, clientBucket, hashBucket, revocationUpdate } from '../records.ts';
 import type { RedisCore } from '../redis-core.ts';
-import type { StoredRead, StoredRefreshToken } from '../../model/records.ts';
 import { KeyspaceRefreshTokens } from './part.ts';
 import type { RefreshTokenStorage } from './types.ts';
 
 export class RedisRefreshTokens extends KeyspaceRefreshTokens<RedisCore> implements RefreshTokenStorage {
-  async getRefreshToken(tokenHash: string): Promise<StoredRead<StoredRefreshToken>> {
-    return readRecord(orNull(await this.core.redis.hgetall(this.core.keys.refreshToken(tokenHash))), refreshTokenFromFields);
-  }
-
   /**
    * The rotation revoked the family on the main connection, where a WAIT would hold up every lookup
    * behind it. With replicas, the same (idempotent: HSETNX) revocation is repeated on the transaction

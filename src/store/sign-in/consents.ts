@@ -1,10 +1,18 @@
-// Remembering an approval on the keyspace port (src/store/keyspace.ts), the one transition both stores
-// run: the browser's approvals and its person's home index (both under {oauth}: one slot) are read,
-// putApproval (src/model/consents.ts) decides, and one plan guarded by what the decision read writes.
+// Remembering and forgetting an approval on the keyspace port (src/store/keyspace.ts), transitions both
+// stores run: the browser's approvals and its person's home index (both under {oauth}: one slot) are
+// read, the model decides (src/model/consents.ts), and one plan guarded by what the decision read writes.
 
 import { putApproval, type ApprovalPut } from '../../model/consents.ts';
-import { fieldArgs, fieldsOf, scoredOf, transition, type Command, type Guard, type Keyspace, type Reply } from '../keyspace.ts';
-import { approvalExpiries, consentKey, consentMember, consentValue, subjectDigest, type KeyLayout } from '../records.ts';
+import { fieldArgs, fieldsOf, scoredOf, transition, updateHash, type Command, type Guard, type Keyspace, type Reply } from '../keyspace.ts';
+import {
+  approvalExpiries,
+  approvalForgetUpdate,
+  consentKey,
+  consentMember,
+  consentValue,
+  subjectDigest,
+  type KeyLayout,
+} from '../records.ts';
 import type { ConsentRecord } from './types.ts';
 
 /**
@@ -74,4 +82,16 @@ function approvalSteps(key: string, index: string, field: string, value: string,
   steps.push(['PEXPIREAT', key, plan.expireAt]);
   if (plan.index !== undefined) steps.push(['ZADD', index, plan.index.score, member], ['PEXPIREAT', index, plan.index.expireAt]);
   return steps;
+}
+
+/**
+ * Forgets one remembered approval of `subject` (forgetConsent of ConsentStorage): the model's rule
+ * (approvalForgetUpdate) on the browser's approvals as read, and in the same step its member in the
+ * person's home index, guarded by the approvals as read. Written apart, a sign-in remembering the same
+ * approval in between would keep an approval that offboarding no longer finds.
+ */
+export function forgetConsent(keyspace: Keyspace, keys: KeyLayout, browserHash: string, field: string, subject: string): Promise<boolean> {
+  return updateHash(keyspace, keys.consents(browserHash), approvalForgetUpdate(field, subject), () => [
+    ['ZREM', keys.subjectGrants(subjectDigest(subject)), consentMember(browserHash, field)],
+  ]);
 }

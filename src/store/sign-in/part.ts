@@ -1,7 +1,6 @@
-// Browser sign-in, the part both engines share, on the core's keyspace: the transitions (a pending
-// request under its bounds: ./pending.ts; a code redeemed: ./redeem.ts; an approval remembered:
-// ./consents.ts) and the plain reads and writes. What each engine does its own way (an approval's
-// index member forgotten) is in memory.ts and redis.ts.
+// Browser sign-in, written once for both engines on the core's keyspace: the transitions (a pending
+// request under its bounds: ./pending.ts; a code redeemed: ./redeem.ts; an approval remembered or
+// forgotten: ./consents.ts) and the plain reads and writes.
 
 import type { KeyspaceCore } from '../keyspace-core.ts';
 import { fieldsOf, putHashSteps, readOne } from '../keyspace.ts';
@@ -26,12 +25,12 @@ import type {
   StoredAuthorizationCode,
 } from '../types.ts';
 import type { AccessTokenRecord, RefreshTokenRecord, StoredRead } from '../../model/records.ts';
-import { putConsent } from './consents.ts';
+import { forgetConsent, putConsent } from './consents.ts';
 import { putPendingSignIn } from './pending.ts';
 import { redeemCode } from './redeem.ts';
 import type { AccountSessionStorage, AuthorizationCodeStorage, ConsentStorage } from './types.ts';
 
-export abstract class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
+export class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
   implements AuthorizationCodeStorage, ConsentStorage, AccountSessionStorage
 {
   /** The engine's core (its own part reads what only that engine has from it). */
@@ -69,8 +68,9 @@ export abstract class KeyspaceSignIn<Core extends KeyspaceCore = KeyspaceCore>
     return putConsent(this.core.keyspace, this.core.keys, browserHash, consent, now, maxPerBrowser);
   }
 
-  /** Forgets one remembered approval of a subject, its index member with it: each engine's own. */
-  abstract forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean>;
+  forgetConsent(browserHash: string, key: string, subject: string): Promise<boolean> {
+    return forgetConsent(this.core.keyspace, this.core.keys, browserHash, key, subject);
+  }
 
   async putAuthorizationRequest(requestHash: string, record: AuthorizationRequestRecord, expiresAt: number): Promise<void> {
     const key = this.core.keys.authorizationRequest(requestHash);

@@ -289,6 +289,41 @@ export function subjectsContract(contract: Contract): void {
       expect(await reasonOf(old.record.tokenHash)).toBe('revoked');
     });
 
+    it('rebuildSubjectIndex indexes access and refresh tokens (each in its bucket) and remembered approvals no index lists', async () => {
+      await store.createClient(client('c-rb').record);
+      const grant = await signInGrant('c-rb', alice, 'fam-rb');
+      const browser = hashToken('browser rb');
+      await store.putConsent(browser, approval('alice', 'c-rb'), clock.now(), 20);
+      // Copies of those records under names no index lists (as a version before the index wrote them).
+      const copy = async (from: string, to: string, tokenHash?: string) => {
+        for (const [field, value] of Object.entries((await h.rawHash(from))!))
+          await h.setRawField(to, field, field === 'tokenHash' && tokenHash !== undefined ? tokenHash : value);
+      };
+      const access = hashToken(generateTokenFor('c-rb'));
+      const refresh = hashToken(generateTokenFor('c-rb'));
+      const otherBrowser = hashToken('browser rb, before the index');
+      await copy(h.keys.accessToken(grant.access.record.tokenHash), h.keys.accessToken(access), access);
+      await copy(h.keys.refreshToken(grant.refresh.record.tokenHash), h.keys.refreshToken(refresh), refresh);
+      await copy(h.keys.consents(browser), h.keys.consents(otherBrowser));
+      const indexed = [grant.access.record.tokenHash, grant.refresh.record.tokenHash];
+      expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual(indexed.sort());
+      expect((await store.listSubjectConsents('alice', clock.now())).map((c) => c.browserHash)).toEqual([browser]);
+      // Batches of 2: every kind's keys come in several.
+      const rebuilt = await store.rebuildSubjectIndex(clock.now(), 2);
+      expect(rebuilt.indexed).toBeGreaterThanOrEqual(6);
+      expect(hashesOf(await store.listSubjectTokens('alice', clock.now()))).toEqual([...indexed, access, refresh].sort());
+      expect((await store.listSubjectConsents('alice', clock.now())).map((c) => c.browserHash).sort()).toEqual(
+        [browser, otherBrowser].sort(),
+      );
+      // Listed in the index its revocation goes through: the copies are revoked with the rest.
+      expect(await store.revokeSubject('alice', undefined, clock.now(), 10)).toMatchObject({
+        accessTokensRevoked: 2,
+        refreshTokensRevoked: 2,
+        consentsForgotten: 2,
+      });
+      expect(await store.listSubjectTokens('alice', clock.now())).toEqual([]);
+    });
+
     it('forgetConsent forgets one approval of that subject only, and its index member', async () => {
       const browser = hashToken('browser f');
       await store.putConsent(browser, approval('alice', 'c-1'), clock.now(), 20);
