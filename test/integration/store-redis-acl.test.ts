@@ -1,13 +1,19 @@
 // The least-privilege ACL user that docs/security.md tells operators to create, as they would paste it:
-// the block is read from the doc, its password and key prefix filled in, and set on a private
+// the lines are read from the doc, their password and key prefix filled in, and set on a private
 // redis-server. The whole store contract then runs as that user, subscribed to revocation notices as
-// a sidecar is, and Redis's own ACL LOG must stay empty: a command, key or channel the store needs and
-// the documented user may not use fails the test, even where the store would only log the refusal.
+// a sidecar is, strict and with the lookup cache; and the sidecar process starts as that user, with
+// its cache live, and serves. Redis's own ACL LOG must stay empty: a command, key or channel the
+// sidecar needs and the documented user may not use fails the test, even where it is only logged.
 
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateToken } from '../../src/model/credentials.ts';
+import { RUN_TS } from '../support/node-ts.ts';
+import { startProcess } from '../support/process.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { redisRawAccess, runStoreContract } from './store-contract.ts';
@@ -128,3 +134,75 @@ async function asDocumentedUser(cache: boolean): Promise<StoreHarness> {
 
 runStoreContract('RedisTokenStore as the ACL user of docs/security.md', () => asDocumentedUser(false));
 runStoreContract('RedisTokenStore with the lookup cache, as that user with what the cache adds', () => asDocumentedUser(true));
+
+describe('the sidecar as the ACL user of docs/security.md, with what the cache adds', () => {
+  it('starts with its lookup cache live, registers a client, authenticates a token and revokes it: nothing refused', async () => {
+    const prefix = `acl-process-${randomBytes(3).toString('hex')}:`;
+    const user = `mcp-sidecar-${randomBytes(3).toString('hex')}`;
+    await setUser(user, prefix, true);
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-bearer-proxy-acl-'));
+    const config = join(dir, 'sidecar.yaml');
+    writeFileSync(
+      config,
+      ['masterToken: ${BEARER_SECRET_MASTER}', 'redis:', `  keyPrefix: "${prefix}"`, 'proxy:', '  port: 0', 'admin:', '  port: 0', ''].join(
+        '\n',
+      ),
+    );
+    const master = generateToken();
+    const started = await startProcess(
+      [process.execPath, ...RUN_TS, 'src/entry/main.ts', '--config', config],
+      {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        BEARER_SECRET_MASTER: master,
+        REDIS_URL: `redis://${user}:${PASSWORD}@127.0.0.1:${server.port}`,
+        LOG_FORMAT: 'json',
+        HOST: '127.0.0.1',
+        // Nothing listens there: an authenticated request is answered 502 after its token was looked up.
+        UPSTREAM_URL: 'http://127.0.0.1:9/mcp',
+      },
+      [/proxy listening on (\S+)/, /admin listening on (\S+)/],
+    );
+    try {
+      const out = started.output();
+      const proxyUrl = /proxy listening on (\S+)/.exec(out)![1]!;
+      const adminUrl = /admin listening on (\S+)/.exec(out)![1]!;
+      const operation = (name: string, body: object) =>
+        fetch(`${adminUrl}/oauth/${name}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${master}` },
+          body: JSON.stringify(body),
+        });
+      const created = await operation('createClient', { clientName: 'acl' });
+      expect(created.status).toBe(201);
+      const { clientId } = (await created.json()) as { clientId: string };
+      const issued = await operation('createAccessToken', { clientId, lifetimeSeconds: 600 });
+      expect(issued.status).toBe(201);
+      const { accessToken } = (await issued.json()) as { accessToken: string };
+      const call = () =>
+        fetch(`${proxyUrl}/mcp`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${accessToken}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+        });
+      expect((await call()).status).toBe(502);
+      expect((await call()).status).toBe(502);
+      const deleted = await operation('deleteClient', { clientId });
+      expect(deleted.status).toBe(200);
+      expect((await call()).status).toBe(401);
+      const scrape = await (await fetch(`${adminUrl}/metrics`)).text();
+      expect(scrape).toContain('mcp_auth_lookup_cache_live 1');
+      expect(out).not.toContain('token lookup cache off');
+      expect(await refusals()).toEqual([]);
+    } finally {
+      started.child.kill('SIGKILL');
+      await started.exit;
+      rmSync(dir, { recursive: true, force: true });
+      await admin.call('ACL', 'LOG', 'RESET');
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  }, 60_000);
+});
