@@ -193,6 +193,14 @@ function redisStartupProblem(url: string, err: unknown): string {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`mcp-bearer-proxy: unexpected start-up failure: ${(err as Error).message}\n`);
+  const message = (err as Error).message;
+  // An ACL user refused a command after the checks above: most often the subscription to revocation
+  // notices (the plan script and the lookup cache have their own paragraphs).
+  if (/\bNOPERM\b/.test(message)) {
+    fail(
+      `Redis refused a command the sidecar needs (${message.slice(0, 200)}). With an ACL user, allow what docs/security.md lists, including SUBSCRIBE and PUBLISH on the channel <redis.keyPrefix>revocations, which revocation notices travel on.`,
+    );
+  }
+  process.stderr.write(`mcp-bearer-proxy: unexpected start-up failure: ${message}\n`);
   process.exit(1);
 });

@@ -159,6 +159,19 @@ describe('npm start against an unusable Redis', () => {
     expect(r.stdout).not.toContain('listening');
   }, 30_000);
 
+  it('an ACL user that may not subscribe to revocation notices: exit 2 before serving, one paragraph naming the channel', async () => {
+    await aclUser('nosubscribe', '-subscribe');
+    const r = await start(`redis://nosubscribe:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'off' });
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(
+      "Redis refused a command the sidecar needs (Redis failed: NOPERM this user has no permissions to run the 'subscribe' command)",
+    );
+    expect(r.stderr).toContain('SUBSCRIBE and PUBLISH on the channel <redis.keyPrefix>revocations');
+    expect(r.stderr).not.toContain(PASSWORD);
+    expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+
   it('the lookup cache on, with an ACL user that may not run CLIENT: exit 2, one paragraph saying what tracking needs', async () => {
     await aclUser('nocache', '-client');
     const r = await start(`redis://nocache:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'tracking' });
