@@ -6,7 +6,7 @@
 // sidecar needs and the documented user may not use fails the test, even where it is only logged.
 
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -14,13 +14,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken } from '../../src/model/credentials.ts';
 import { RUN_TS } from '../support/node-ts.ts';
 import { startProcess } from '../support/process.ts';
+import { aclRefusals, documentedAcl } from '../support/acl.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
 import { redisRawAccess, runStoreContract } from './store-contract.ts';
 import type { StoreHarness } from './store-contract/context.ts';
 
 const PASSWORD = randomBytes(16).toString('hex');
-const DOC = new URL('../../docs/security.md', import.meta.url);
 
 let server: RedisServer;
 let admin: Redis;
@@ -35,43 +35,25 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/**
- * The documented `ACL SETUSER` blocks as arguments for `user`, in the doc's order (the user, then what
- * the lookup cache adds): their password placeholder and default key prefix (`mcpauth:`, in keys and
- * channels) replaced by this test's.
- */
-function documentedAcl(user: string, prefix: string): string[][] {
-  const blocks = [...readFileSync(DOC, 'utf8').matchAll(/```\nACL SETUSER mcp-sidecar ([\s\S]*?)\n```/g)].map((m) => m[1]!);
-  expect(blocks).toHaveLength(2);
-  return blocks.map((block) => [
-    user,
-    ...block
-      .split(/\s+/)
-      .filter((rule) => rule !== '')
-      .map((rule) => (rule === '>CHANGE-ME' ? `>${PASSWORD}` : rule.replace(/^([~&%RW]*)mcpauth:/, `$1${prefix}`))),
-  ]);
+/** The documented user's two lines (the user, then what the lookup cache adds) for `user`. */
+function documentedLines(user: string, prefix: string): string[][] {
+  const lines = documentedAcl('security', user, prefix, PASSWORD);
+  expect(lines).toHaveLength(2);
+  return lines;
 }
 
 /** Sets the documented user up on the private Redis: the first block, and with `cache` the second. */
 async function setUser(user: string, prefix: string, cache = false): Promise<void> {
-  const [base, forCache] = documentedAcl(user, prefix);
+  const [base, forCache] = documentedLines(user, prefix);
   await admin.call('ACL', 'SETUSER', ...base!);
   if (cache) await admin.call('ACL', 'SETUSER', ...forCache!);
 }
 
-/** What Redis refused the user since the last reset: `ACL LOG` entries as reason, object and username. */
-async function refusals(): Promise<Array<{ reason: string; object: string; username: string }>> {
-  const entries = (await admin.call('ACL', 'LOG')) as unknown[][];
-  return entries.map((flat) => {
-    const fields: Record<string, unknown> = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) fields[String(flat[i])] = flat[i + 1];
-    return { reason: String(fields.reason), object: String(fields.object), username: String(fields.username) };
-  });
-}
+const refusals = () => aclRefusals(admin);
 
 describe('the ACL user of docs/security.md', () => {
   it('is read from the doc with its key prefix and password placeholder', () => {
-    const [base, forCache] = documentedAcl('u', 'p:');
+    const [base, forCache] = documentedLines('u', 'p:');
     expect(base).toContain(`>${PASSWORD}`);
     expect(base).toContain('~p:*');
     expect(base).toContain('&p:revocations');

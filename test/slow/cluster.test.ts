@@ -5,7 +5,8 @@
 // Lua scripts stay in one slot while the clients spread over the masters; user-grade keys are
 // single-key operations spread over the masters.
 
-import { Cluster, type Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, generateTokenFor, hashToken } from '../../src/model/credentials.ts';
 import { clientBucket, escapeGlob } from '../../src/store/records.ts';
@@ -13,6 +14,7 @@ import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisCluster, type RedisClusterSet } from '../support/redis-ha.ts';
+import { aclRefusals, documentedAcl } from '../support/acl.ts';
 import { openRedisStore, uniquePrefix } from '../support/redis.ts';
 import { basic, postForm, postMcp } from '../support/http.ts';
 import { startStack, type Stack } from '../support/stack.ts';
@@ -51,6 +53,57 @@ runStoreContract('RedisTokenStore on Redis Cluster', async () => {
     cleanup: async () => {
       await store.close();
       raw.disconnect();
+    },
+  };
+});
+
+// As the ACL user the docs give (docs/security.md's two lines and the Cluster line of
+// docs/redis-ha.md, set on every node as an operator would), with the lookup cache on: nothing the
+// store does on a Cluster is refused on any node.
+runStoreContract('RedisTokenStore on Redis Cluster as the documented ACL user, with the lookup cache', async () => {
+  const prefix = uniquePrefix('cluster-acl');
+  const user = `mcp-sidecar-${randomBytes(3).toString('hex')}`;
+  const password = randomBytes(16).toString('hex');
+  const lines = [...documentedAcl('security', user, prefix, password), ...documentedAcl('redis-ha', user, prefix, password)];
+  expect(lines).toHaveLength(3);
+  const nodes = cluster.nodes.map((n) => new Redis(n.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 2 }));
+  for (const node of nodes) {
+    await node.connect();
+    for (const line of lines) await node.call('ACL', 'SETUSER', ...line);
+  }
+  const store = await openRedisStore(prefix, {
+    url: cluster.url.replace('redis+cluster://', `redis+cluster://${user}:${password}@`),
+    lookupCache: { maxEntries: 1000, pingIntervalMs: 1000, connectTimeoutMs: 5000 },
+  });
+  const cache = store.clusterLookupCache!;
+  expect(cache.live).toBe(true);
+  const unsubscribe = await store.subscribeRevocations({ revoked: () => undefined, missed: () => undefined });
+  const raw = rawCluster();
+  await raw.connect();
+  const access = redisRawAccess(raw);
+  return {
+    store,
+    ...access,
+    // With the cache, a hand edit is seen once its invalidation has arrived.
+    setRawField: async (key, field, value) => {
+      await access.setRawField(key, field, value);
+      await cache.settled();
+    },
+    keys: store.keys,
+    cleanup: async () => {
+      try {
+        for (const node of nodes) expect(await aclRefusals(node)).toEqual([]);
+        if (store.client.status !== 'end') expect(cache.live).toBe(true);
+      } finally {
+        await unsubscribe().catch(() => undefined);
+        await store.close().catch(() => undefined);
+        raw.disconnect();
+        for (const node of nodes) {
+          await node.call('ACL', 'LOG', 'RESET');
+          await node.call('ACL', 'DELUSER', user);
+          node.disconnect();
+        }
+      }
     },
   };
 });

@@ -222,18 +222,23 @@ export function subjectsContract(contract: Contract): void {
     it('8 concurrent revocations of one subject: each user-grade token is revoked once, counted once, and announced once', async () => {
       const tokens = [userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' }), userRecord({ subject: 'alice' })];
       for (const t of tokens) await store.putUserToken(t.record);
-      // Every notice is heard; a probe revoked after them, heard last, says none is still on its way.
+      // Every notice is heard; a probe revoked after them, heard last, says none is still on its way. On
+      // Cluster a notice may travel from another node than the probe's, so its order is not the
+      // sending order: the check also waits until each token was heard of at least once.
       const probe = userRecord({ subject: 'probe' });
       await store.putUserToken(probe.record);
       const announced: string[] = [];
       let probed!: () => void;
       const heardProbe = new Promise<void>((r) => (probed = r));
+      let heardAll!: () => void;
+      const everyTokenHeard = new Promise<void>((r) => (heardAll = r));
       const unsubscribe = await store.subscribeRevocations({
         revoked: (notice: RevocationNotice) => {
           for (const hash of notice.tokenHashes ?? []) {
             if (hash === probe.record.tokenHash) probed();
             else announced.push(hash);
           }
+          if (tokens.every((t) => announced.includes(t.record.tokenHash))) heardAll();
         },
         missed: () => undefined,
       });
@@ -244,7 +249,7 @@ export function subjectsContract(contract: Contract): void {
         expect((await h.rawHash(h.keys.userToken(t.record.tokenHash)))?.revoked).toBe('true');
       }
       expect(await store.revokeUserToken(probe.record.tokenHash)).toBe(true);
-      await heardProbe;
+      await Promise.all([heardProbe, everyTokenHeard]);
       await unsubscribe();
       expect(announced.sort()).toEqual(hashesOf(tokens.map((t) => t.record)));
     });
