@@ -7,7 +7,7 @@
 // Redis store gets from MULTI/EXEC and Lua.
 
 import type { Clock } from '../model/clock.ts';
-import { hashUpdatePlan, type Keyspace } from './keyspace.ts';
+import { hashUpdatePlan, INTEGER_TEXT, type Keyspace } from './keyspace.ts';
 import type { KeyspaceCore } from './keyspace-core.ts';
 import { MemoryKeyspace, type KeyspaceMaps } from './memory-keyspace.ts';
 import { StoreUnavailableError } from './shared.ts';
@@ -188,7 +188,7 @@ export class MemoryCore implements KeyspaceMaps, KeyspaceCore {
   /** INCR: the counter at `key` plus one (from 0 when absent), keeping its expiry. */
   increment(key: string): number {
     const held = this.liveString(key) ?? '0';
-    if (!/^-?\d+$/.test(held)) throw new Error('ERR value is not an integer or out of range');
+    if (!INTEGER_TEXT.test(held)) throw new Error('ERR value is not an integer or out of range');
     const value = Number(held) + 1;
     this.strings.set(key, String(value));
     this.#wrote();

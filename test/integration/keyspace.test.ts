@@ -180,6 +180,22 @@ describe('the keyspace commands', () => {
     }
   });
 
+  it('refuse alike on memory and on Redis: INCR of a value that is no integer; memory refuses a SET option outside the port', async () => {
+    for (const [name, ks] of [
+      ['memory', memory],
+      ['redis', redis],
+    ] as const) {
+      const k = keysFor(name);
+      await ks.apply({ guards: [], steps: [['SET', k.counter, 'abc']] });
+      await expect(ks.apply({ guards: [], steps: [['INCR', k.counter]] }), name).rejects.toThrow(/value is not an integer/);
+      expect(await readOne(ks, ['GET', k.counter]), name).toBe('abc');
+    }
+    // Only PXAT is in the port (NX, EX, KEEPTTL... are not): the memory engine refuses the rest.
+    const k = keysFor('memory');
+    await expect(memory.apply({ guards: [], steps: [['SET', k.counter, 'v', 'NX']] })).rejects.toThrow(/SET takes only PXAT/);
+    expect(await readOne(memory, ['EXISTS', k.counter])).toBe(0);
+  });
+
   it('answer alike on memory and on Redis: expiries (NX and GT, and a time already past)', async () => {
     const at = Date.now() + 3_600_000;
     const replies = await both((k) => [
