@@ -21,7 +21,7 @@ import { infrastructureContract } from './store-contract/infrastructure.ts';
 import { lifecycleContract } from './store-contract/lifecycle.ts';
 import { approvalsContract } from './store-contract/approvals.ts';
 
-export { redisRawAccess, type StoreHarness } from './store-contract/context.ts';
+export { cachedRawAccess, redisRawAccess, type StoreHarness } from './store-contract/context.ts';
 
 export function runStoreContract(name: string, makeStore: (clock: ManualClock) => Promise<StoreHarness>): void {
   describe(name, () => {

@@ -17,7 +17,7 @@ import { startProcess } from '../support/process.ts';
 import { aclRefusals, documentedAcl } from '../support/acl.ts';
 import { openRedisStore } from '../support/redis.ts';
 import { startRedisServer, type RedisServer } from '../support/redis-server.ts';
-import { redisRawAccess, runStoreContract } from './store-contract.ts';
+import { cachedRawAccess, runStoreContract } from './store-contract.ts';
 import type { StoreHarness } from './store-contract/context.ts';
 
 const PASSWORD = randomBytes(16).toString('hex');
@@ -88,15 +88,9 @@ async function asDocumentedUser(cache: boolean): Promise<StoreHarness> {
   });
   // As a sidecar does at start-up: revocation notices on a connection of their own.
   const unsubscribe = await store.subscribeRevocations({ revoked: () => undefined, missed: () => undefined });
-  const access = redisRawAccess(admin);
   return {
     store,
-    ...access,
-    // With the cache, a hand edit is seen once its invalidation has arrived (as in store-redis.test.ts).
-    setRawField: async (key, field, value) => {
-      await access.setRawField(key, field, value);
-      await store.lookupCache?.settled();
-    },
+    ...cachedRawAccess(admin, store.lookupCache),
     keys: store.keys,
     cleanup: async () => {
       try {

@@ -9,7 +9,7 @@ import type { RedisTokenStore } from '../../src/store/redis.ts';
 import { deleteUnder, keysUnder, openRedisStore, rawRedis, uniquePrefix } from '../support/redis.ts';
 import { promisesOf } from '../support/promises.ts';
 import { handleDigest, handleOwner } from '../../src/proxy/handles.ts';
-import { redisRawAccess, runStoreContract } from './store-contract.ts';
+import { cachedRawAccess, redisRawAccess, runStoreContract } from './store-contract.ts';
 
 const HOUR = 3_600_000;
 
@@ -38,15 +38,10 @@ runStoreContract('RedisTokenStore with the lookup cache (tracking)', async () =>
   const prefix = uniquePrefix('store-contract-cache');
   const store = await openRedisStore(prefix, { lookupCache: { maxEntries: 1000, pingIntervalMs: 1000, connectTimeoutMs: 5000 } });
   const raw = await rawRedis();
-  const access = redisRawAccess(raw);
   const cache = store.lookupCache!;
   return {
     store,
-    ...access,
-    setRawField: async (key, field, value) => {
-      await access.setRawField(key, field, value);
-      await cache.settled();
-    },
+    ...cachedRawAccess(raw, cache),
     keys: store.keys,
     cleanup: async () => {
       try {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateToken, generateTokenFor, hashToken } from '../../src/model/credentials.ts';
 import { clientBucket, escapeGlob } from '../../src/store/records.ts';
 import type { RedisTokenStore } from '../../src/store/redis.ts';
-import { redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
+import { cachedRawAccess, redisRawAccess, runStoreContract } from '../integration/store-contract.ts';
 import { startEchoUpstream, type FakeUpstream } from '../support/fake-upstreams.ts';
 import { startRedisCluster, type RedisClusterSet } from '../support/redis-ha.ts';
 import { aclRefusals, documentedAcl } from '../support/acl.ts';
@@ -80,15 +80,9 @@ runStoreContract('RedisTokenStore on Redis Cluster as the documented ACL user, w
   const unsubscribe = await store.subscribeRevocations({ revoked: () => undefined, missed: () => undefined });
   const raw = rawCluster();
   await raw.connect();
-  const access = redisRawAccess(raw);
   return {
     store,
-    ...access,
-    // With the cache, a hand edit is seen once its invalidation has arrived.
-    setRawField: async (key, field, value) => {
-      await access.setRawField(key, field, value);
-      await cache.settled();
-    },
+    ...cachedRawAccess(raw, cache),
     keys: store.keys,
     cleanup: async () => {
       try {

@@ -28,6 +28,24 @@ export function redisRawAccess(raw: Redis | Cluster): Pick<StoreHarness, 'rawHas
   };
 }
 
+/**
+ * The raw access of redisRawAccess, with each hand edit waited on until the lookup cache has its
+ * invalidation (`settled`), as an admin's next request would come after it.
+ */
+export function cachedRawAccess(
+  raw: Redis | Cluster,
+  cache: { settled(): Promise<void> } | undefined,
+): Pick<StoreHarness, 'rawHash' | 'setRawField'> {
+  const access = redisRawAccess(raw);
+  return {
+    ...access,
+    setRawField: async (key, field, value) => {
+      await access.setRawField(key, field, value);
+      await cache?.settled();
+    },
+  };
+}
+
 /** The test in progress: its clock, harness and store (replaced before each test). */
 export interface Contract {
   clock: ManualClock;
