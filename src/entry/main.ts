@@ -104,25 +104,7 @@ async function main(): Promise<void> {
     }
   }
   if (checkOnly && !skipNetworkChecks) {
-    // The store, opened as start-up opens it (connected within redis.connectTimeoutMs, the lookup cache
-    // set up) and answering a PING: a configuration whose Redis does not answer would not start. With
-    // upstream credentials on, its records must also be sealed under keys this configuration holds.
-    let problem;
-    try {
-      const store = await openStore(config, systemClock, createLogger('error', undefined, config.logFormat));
-      try {
-        await store.ping();
-        // A store of a layout start-up would refuse is refused here too (read only: nothing is written).
-        const layout = store instanceof RedisTokenStore ? await ensureLayout(store.client, store.keys, { write: false }) : undefined;
-        if (layout !== undefined && !layout.ok) problem = `Redis at ${redactRedisUrl(config.redis.url)}: ${layout.problem}`;
-        const opened = { listUpstreamCredentials: () => store.listUpstreamCredentials(), close: async () => {} };
-        problem ??= await storedCredentialKeyProblem(config, () => Promise.resolve(opened));
-      } finally {
-        await store.close();
-      }
-    } catch (err) {
-      fail(redisStartupProblem(config.redis.url, err));
-    }
+    const problem = await storeProblem(config);
     if (problem !== undefined) fail(problem);
   }
   if (checkOnly) {
@@ -176,6 +158,40 @@ async function main(): Promise<void> {
   exitOnStopSignals(sidecar, logger);
 }
 
+/**
+ * --check-config's look at the store, opened as start-up opens it (connected within
+ * redis.connectTimeoutMs, the lookup cache set up) and answering a PING: a configuration whose Redis
+ * does not answer would not start. It subscribes to revocation notices as start-up does (an ACL user
+ * may be refused that), reads the layout start-up would check (writing nothing) and, with upstream
+ * credentials on, which keys its records are sealed under. The first problem found, as one paragraph.
+ */
+async function storeProblem(config: Config): Promise<string | undefined> {
+  try {
+    const store = await openStore(config, systemClock, createLogger('error', undefined, config.logFormat));
+    try {
+      await store.ping();
+      const unsubscribe = await store.subscribeRevocations({ revoked: () => undefined, missed: () => undefined });
+      await unsubscribe();
+      const layout = store instanceof RedisTokenStore ? await ensureLayout(store.client, store.keys, { write: false }) : undefined;
+      if (layout !== undefined && !layout.ok) return `Redis at ${redactRedisUrl(config.redis.url)}: ${layout.problem}`;
+      const opened = { listUpstreamCredentials: () => store.listUpstreamCredentials(), close: async () => {} };
+      return await storedCredentialKeyProblem(config, () => Promise.resolve(opened));
+    } finally {
+      await store.close();
+    }
+  } catch (err) {
+    return redisStartupProblem(config.redis.url, err);
+  }
+}
+
+/**
+ * One paragraph on an ACL user refused a command past the store's own checks (the plan script and the
+ * lookup cache have theirs): most often the subscription to revocation notices.
+ */
+function aclRefusalProblem(message: string): string {
+  return `Redis refused a command the sidecar needs (${message.slice(0, 200)}). With an ACL user, allow what docs/security.md lists, including SUBSCRIBE and PUBLISH on the channel <redis.keyPrefix>revocations, which revocation notices travel on.`;
+}
+
 /** One paragraph on why Redis could not be used at start-up, and what to change. */
 function redisStartupProblem(url: string, err: unknown): string {
   const where = redactRedisUrl(url);
@@ -183,6 +199,7 @@ function redisStartupProblem(url: string, err: unknown): string {
   if (err instanceof LookupCacheSetupError) return `Redis at ${where}: ${err.message}.`;
   const failure = err instanceof RedisConnectError ? err.failure : 'timeout';
   const why = err instanceof Error ? err.message : String(err);
+  if (!(err instanceof RedisConnectError) && /\bNOPERM\b/.test(why)) return `Redis at ${where}: ${aclRefusalProblem(why)}`;
   if (failure === 'refused') {
     return `cannot reach Redis at ${where}: the connection was refused (${why}), so nothing listens there. Start Redis, or point REDIS_URL at a running one ${forms}; the sidecar never runs without its store.`;
   }
@@ -194,13 +211,8 @@ function redisStartupProblem(url: string, err: unknown): string {
 
 main().catch((err: unknown) => {
   const message = (err as Error).message;
-  // An ACL user refused a command after the checks above: most often the subscription to revocation
-  // notices (the plan script and the lookup cache have their own paragraphs).
-  if (/\bNOPERM\b/.test(message)) {
-    fail(
-      `Redis refused a command the sidecar needs (${message.slice(0, 200)}). With an ACL user, allow what docs/security.md lists, including SUBSCRIBE and PUBLISH on the channel <redis.keyPrefix>revocations, which revocation notices travel on.`,
-    );
-  }
+  // An ACL user refused a command after the checks above (the notices' subscription, made by createSidecar).
+  if (/\bNOPERM\b/.test(message)) fail(aclRefusalProblem(message));
   process.stderr.write(`mcp-bearer-proxy: unexpected start-up failure: ${message}\n`);
   process.exit(1);
 });

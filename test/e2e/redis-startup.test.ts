@@ -98,6 +98,7 @@ describe('npm start against an unusable Redis', () => {
   function start(
     redisUrl: string,
     extraEnv: Record<string, string> = {},
+    args: string[] = [],
   ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const config = join(dir, 'startup.yaml');
     writeFileSync(
@@ -116,7 +117,7 @@ describe('npm start against an unusable Redis', () => {
     return new Promise((resolve) => {
       execFile(
         process.execPath,
-        [...RUN_TS, 'src/entry/main.ts', '--config', config],
+        [...RUN_TS, 'src/entry/main.ts', '--config', config, ...args],
         {
           cwd: ROOT,
           env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BEARER_SECRET_MASTER: generateToken(), REDIS_URL: redisUrl, ...extraEnv },
@@ -170,6 +171,19 @@ describe('npm start against an unusable Redis', () => {
     expect(r.stderr).toContain('SUBSCRIBE and PUBLISH on the channel <redis.keyPrefix>revocations');
     expect(r.stderr).not.toContain(PASSWORD);
     expect(r.stdout).not.toContain('listening');
+  }, 30_000);
+
+  it('--check-config with an ACL user that may not subscribe to revocation notices: exit 2, the same paragraph', async () => {
+    await aclUser('nosubscribe-check', '-subscribe');
+    const r = await start(`redis://nosubscribe-check:${PASSWORD}@127.0.0.1:${redis.port}`, { REDIS_LOOKUP_CACHE: 'off' }, [
+      '--check-config',
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(`Redis at redis://***@127.0.0.1:${redis.port}: Redis refused a command the sidecar needs (`);
+    expect(r.stderr).toContain('SUBSCRIBE and PUBLISH on the channel <redis.keyPrefix>revocations');
+    expect(r.stderr).not.toContain(PASSWORD);
+    expect(r.stdout).not.toContain('configuration OK');
   }, 30_000);
 
   it('the lookup cache on, with an ACL user that may not run CLIENT: exit 2, one paragraph saying what tracking needs', async () => {
