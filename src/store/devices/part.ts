@@ -18,10 +18,10 @@ import { putDeviceAuthorization } from './transitions.ts';
 import type { DeviceAuthorizationStorage } from './types.ts';
 
 export class KeyspaceDevices implements DeviceAuthorizationStorage {
-  readonly core: KeyspaceCore;
+  readonly #core: KeyspaceCore;
 
   constructor(core: KeyspaceCore) {
-    this.core = core;
+    this.#core = core;
   }
 
   putDeviceAuthorization(
@@ -29,16 +29,16 @@ export class KeyspaceDevices implements DeviceAuthorizationStorage {
     retainMs: number,
     bounds: DeviceAuthorizationBounds,
   ): Promise<DeviceAuthorizationOutcome> {
-    return putDeviceAuthorization(this.core.keyspace, this.core.keys, record, retainMs, bounds);
+    return putDeviceAuthorization(this.#core.keyspace, this.#core.keys, record, retainMs, bounds);
   }
 
   /** One poll, decided by the model (pollDevice) inside a compare-and-set on the record. */
   async pollDeviceAuthorization(deviceCodeHash: string, clientId: string, now: number): Promise<DevicePollOutcome> {
-    return this.core.updateHash(this.core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
+    return this.#core.updateHash(this.#core.keys.deviceAuthorization(deviceCodeHash), devicePollUpdate(clientId, now));
   }
 
   async findDeviceAuthorization(userCodeHash: string): Promise<StoredRead<StoredDeviceAuthorization>> {
-    const { keys, keyspace } = this.core;
+    const { keys, keyspace } = this.#core;
     const deviceCodeHash = await readOne(keyspace, ['HGET', keys.deviceUserCode(userCodeHash), 'deviceCodeHash']);
     if (typeof deviceCodeHash !== 'string') return null;
     return readRecord(
@@ -52,7 +52,7 @@ export class KeyspaceDevices implements DeviceAuthorizationStorage {
    * index gone in the same step (both under {oauth}: one slot).
    */
   async decideDeviceAuthorization(deviceCodeHash: string, now: number, user: SignedInUser | undefined): Promise<boolean> {
-    const { keys, keyspace } = this.core;
+    const { keys, keyspace } = this.#core;
     const userCodeHash = await updateHash(keyspace, keys.deviceAuthorization(deviceCodeHash), deviceDecisionUpdate(now, user), (decided) =>
       decided === undefined ? [] : [['DEL', keys.deviceUserCode(decided)]],
     );
