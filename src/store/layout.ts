@@ -41,6 +41,16 @@ export function scanNodes(redis: RedisClient): Redis[] {
   return redis instanceof Cluster ? redis.nodes('master') : [redis];
 }
 
+/** One node's keys matching `pattern` (SCAN MATCH, COUNT `count`), each batch as SCAN answers it (empty ones too). */
+export async function* scanNode(node: Redis, pattern: string, count: number): AsyncGenerator<string[]> {
+  let cursor = '0';
+  do {
+    const [next, found] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    cursor = next;
+    yield found;
+  } while (cursor !== '0');
+}
+
 export type LayoutCheck = { ok: true; layout: number; written: boolean } | { ok: false; found: string; problem: string };
 
 /**
@@ -71,16 +81,9 @@ async function planRefused(redis: RedisClient, keys: KeyLayout): Promise<string 
 async function holdsLegacyRecords(redis: RedisClient, keys: KeyLayout): Promise<boolean> {
   // subjectGrants of layout 1 is also layout 2's home index: its presence alone says nothing.
   const families = LEGACY_FAMILIES.filter((f) => f !== 'subjectGrants');
-  for (const node of scanNodes(redis)) {
-    for (const family of families) {
-      let cursor = '0';
-      do {
-        const [next, found] = await node.scan(cursor, 'MATCH', legacyPattern(keys, family), 'COUNT', 1000);
-        if (found.length > 0) return true;
-        cursor = next;
-      } while (cursor !== '0');
-    }
-  }
+  for (const node of scanNodes(redis))
+    for (const family of families)
+      for await (const found of scanNode(node, legacyPattern(keys, family), 1000)) if (found.length > 0) return true;
   return false;
 }
 

@@ -8,7 +8,7 @@
 
 import { ACCESS_MEMBER, hashBucket, REFRESH_MEMBER, type KeyLayout } from './records.ts';
 import { CURRENT_LAYOUT } from './key-layout.ts';
-import { layoutPrefix, LEGACY_FAMILIES, legacyPattern, scanNodes, type LegacyFamily } from './layout.ts';
+import { layoutPrefix, LEGACY_FAMILIES, legacyPattern, scanNode, scanNodes, type LegacyFamily } from './layout.ts';
 import type { RedisClient } from './redis-connection.ts';
 
 /** What one family's records became: new key created, fields added to an existing one, nothing to add, layout-1 key deleted. */
@@ -179,12 +179,8 @@ export async function migrateLayout(
   for (const node of scanNodes(redis)) {
     for (const family of LEGACY_FAMILIES) {
       options.progress?.(`migrating ${family} on ${node.options.host ?? ''}:${node.options.port ?? ''}`);
-      let cursor = '0';
-      do {
-        const [next, found] = await node.scan(cursor, 'MATCH', legacyPattern(keys, family), 'COUNT', count);
-        cursor = next;
+      for await (const found of scanNode(node, legacyPattern(keys, family), count))
         await Promise.all(found.map((key) => migrateKey(m, family, key)));
-      } while (cursor !== '0');
     }
   }
   await redis.set(keys.layout(), String(CURRENT_LAYOUT));

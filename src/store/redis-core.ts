@@ -3,7 +3,7 @@
 // WAIT after revocations, and what follows every revocation (approvals forgotten, the notice sent).
 // A KeyspaceCore (keyspace-core.ts): the parts both engines share (<aggregate>/part.ts) run on it too.
 
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { StoreUnavailableError } from './shared.ts';
 import {
   consentGrantIds,
@@ -23,6 +23,7 @@ import { LookupConnection } from './redis-lookups.ts';
 import { publishNotice } from './redis-notices.ts';
 import { ReplicaWaits, type ReplicationStats } from './redis-replication.ts';
 import { RedisKeyspace } from './redis-keyspace.ts';
+import { scanNode, scanNodes } from './layout.ts';
 import { updateHash, type Keyspace } from './keyspace.ts';
 import type { KeyspaceCore } from './keyspace-core.ts';
 import type { RevocationNotice } from './types.ts';
@@ -98,16 +99,9 @@ export class RedisCore implements KeyspaceCore {
   async scanKeys(pattern: string, count: number, each: (keys: string[]) => Promise<void>): Promise<void> {
     // SCAN is per node: on Cluster every master is scanned. A Cluster client that is not connected
     // lists no master: that is an outage, never an empty database.
-    const nodes: Redis[] = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = scanNodes(this.redis);
     if (this.redis.status !== 'ready' || nodes.length === 0) throw new StoreUnavailableError(`Redis connection is ${this.redis.status}`);
-    for (const node of nodes) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
-        cursor = next;
-        if (keys.length > 0) await each(keys);
-      } while (cursor !== '0');
-    }
+    for (const node of nodes) for await (const keys of scanNode(node, pattern, count)) if (keys.length > 0) await each(keys);
   }
 
   /**

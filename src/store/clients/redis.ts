@@ -8,6 +8,7 @@ import { ACCESS_MEMBER, clientBucket, hashBucket, REFRESH_MEMBER, revocationUpda
 import { assertExec, type RedisCore } from '../redis-core.ts';
 import { RedisKeyspace } from '../redis-keyspace.ts';
 import { forgetIndexedHandles } from '../handles/transitions.ts';
+import { memberKey } from '../tokens/transitions.ts';
 import type { DeleteClientResult } from '../types.ts';
 import { KeyspaceClients } from './part.ts';
 
@@ -61,8 +62,7 @@ export class RedisClients extends KeyspaceClients<RedisCore> {
         const revokedAt = revokedAtText !== null ? Number(revokedAtText) : now;
         const all = await tx.smembers(setKey);
         const stray = (m: string) => onCluster && hashBucket(m.slice(2)) !== bucket;
-        const keyOf = (m: string) =>
-          m.startsWith(ACCESS_MEMBER) ? this.core.keys.accessToken(m.slice(2)) : this.core.keys.refreshToken(m.slice(2));
+        const keyOf = (m: string) => memberKey(this.core.keys, m);
         await this.#revokeStrays(all.filter(stray).map(keyOf), revokedAt, strays);
         const members = all.filter((m) => !stray(m));
         const tokenKeys = members.map(keyOf);

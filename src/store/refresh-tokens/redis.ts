@@ -4,7 +4,8 @@
 // key by key.
 
 import { Cluster } from 'ioredis';
-import { ACCESS_MEMBER, clientBucket, hashBucket, revocationUpdate } from '../records.ts';
+import { clientBucket, hashBucket, revocationUpdate } from '../records.ts';
+import { memberKey } from '../tokens/transitions.ts';
 import type { RedisCore } from '../redis-core.ts';
 import { KeyspaceRefreshTokens } from './part.ts';
 import type { RefreshTokenStorage } from './types.ts';
@@ -33,15 +34,7 @@ export class RedisRefreshTokens extends KeyspaceRefreshTokens<RedisCore> impleme
       // its own (HSETNX revokedAt: idempotent, a repeat finishes an interrupted run).
       if (!(await this.core.updateHash(this.core.keys.refreshToken(tokenHash), revocationUpdate(now), keyspace))) return null;
       const members = await this.core.redis.smembers(this.core.keys.refreshFamily(clientId, familyId));
-      await Promise.all(
-        members.map((m) =>
-          this.core.updateHash(
-            m.startsWith(ACCESS_MEMBER) ? this.core.keys.accessToken(m.slice(2)) : this.core.keys.refreshToken(m.slice(2)),
-            revocationUpdate(now),
-            keyspace,
-          ),
-        ),
-      );
+      await Promise.all(members.map((m) => this.core.updateHash(memberKey(this.core.keys, m), revocationUpdate(now), keyspace)));
       return { familyId };
     });
   }

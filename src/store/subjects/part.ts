@@ -28,6 +28,7 @@ import {
 } from '../records.ts';
 import type { RevocationNotice, SubjectConsent, SubjectIndexRebuild, SubjectRevocation } from '../types.ts';
 import type { SubjectToken } from '../../model/records.ts';
+import { memberKey } from '../tokens/transitions.ts';
 import { addBatch, indexSubject, revokeSubjectBatch } from './transitions.ts';
 import type { SubjectCutoffStorage, SubjectStorage } from './types.ts';
 
@@ -88,13 +89,8 @@ export class KeyspaceSubjects implements SubjectStorage, SubjectCutoffStorage {
     const kinds = members.map(tokenKind);
     const reads: Command[] = [];
     members.forEach((member, i) => {
-      const hash = member.slice(2);
       const kind = kinds[i];
-      if (kind !== undefined)
-        reads.push([
-          'HGETALL',
-          kind === 'user' ? keys.userToken(hash) : kind === 'access' ? keys.accessToken(hash) : keys.refreshToken(hash),
-        ]);
+      if (kind !== undefined) reads.push(['HGETALL', kind === 'user' ? keys.userToken(member.slice(2)) : memberKey(keys, member)]);
     });
     const replies = reads.length === 0 ? [] : await this.#keyspace.read(reads);
     let at = 0;

@@ -6,6 +6,7 @@ import { transition, type Command, type Guard, type Keyspace, type Plan, type Re
 import type { KeyLayout } from '../key-layout.ts';
 import type { RevocationNotice } from '../types.ts';
 import { ACCESS_MEMBER, CONSENT_MEMBER, parseConsentMember, REFRESH_MEMBER } from './records.ts';
+import { memberKey } from '../tokens/transitions.ts';
 
 /**
  * Lists `member` in the sorted set `index`, scored by its record's expiry; the index expires with
@@ -53,11 +54,9 @@ interface Member {
 
 /** A member and the read its decision needs (none for a member that names no record). */
 function memberOf(keys: KeyLayout, member: string): Member {
-  const hash = member.slice(2);
   if (member.startsWith(ACCESS_MEMBER) || member.startsWith(REFRESH_MEMBER)) {
-    const access = member.startsWith(ACCESS_MEMBER);
-    const key = access ? keys.accessToken(hash) : keys.refreshToken(hash);
-    return { kind: access ? 'access' : 'refresh', member, key, command: ['HMGET', key, ...TOKEN_FIELDS] };
+    const key = memberKey(keys, member);
+    return { kind: member.startsWith(ACCESS_MEMBER) ? 'access' : 'refresh', member, key, command: ['HMGET', key, ...TOKEN_FIELDS] };
   }
   if (member.startsWith(CONSENT_MEMBER)) {
     const where = parseConsentMember(member);
