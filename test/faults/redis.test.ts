@@ -101,10 +101,15 @@ async function expectFailClosed(r: Rig, n = 20): Promise<number> {
   return Math.max(...answers.map((a) => a.ms));
 }
 
-/** Waits (on events, not timers) until the main connection is ready, then expects a normal answer. */
+/**
+ * Waits (on events, not timers) until the connections a request depends on are ready, the main one and
+ * the token lookups' one (each reconnects on its own backoff), then expects a normal answer.
+ */
 async function expectRecovered(r: Rig): Promise<void> {
   const client = r.client();
   if (client.status !== 'ready') await next(client, 'ready');
+  const lookups = (r.stack.store as RedisTokenStore).lookupClient;
+  if (lookups !== undefined && lookups.status !== 'ready') await next(lookups, 'ready');
   const forwardedBefore = r.echo.seen.length;
   const ok = await mcp(r.stack, r.token);
   expect(ok.status).toBe(200);
